@@ -1,0 +1,61 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/** Schema of the core configuration. Plugins declare their own section (keyed by plugin name). */
+export const CoreConfigSchema = Type.Object(
+  {
+    env: Type.String({ default: 'development', description: 'development | test | production, picks config/<env>.yaml' }),
+    data_dir: Type.String({ minLength: 1, default: './.data', description: 'CA, certificates, SQLite file and generated secrets live here' }),
+    api: Type.Object(
+      {
+        host: Type.String({ default: '0.0.0.0' }),
+        port: Type.Integer({ minimum: 0, maximum: 65535, default: 8443 }),
+        tls_cert: Type.Union([Type.String(), Type.Null()], { default: null, description: 'PEM file of an operator-provided server certificate (chain)' }),
+        tls_key: Type.Union([Type.String(), Type.Null()], { default: null, description: 'PEM file of its private key' }),
+        server_names: Type.Array(Type.String(), { default: [], description: 'extra DNS names / addresses for the generated server certificate' }),
+        public_url: Type.Union([Type.String(), Type.Null()], { default: null, description: 'URL operators and agents use to reach the API' }),
+        body_limit: Type.String({ default: '1mb' }),
+        request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    database: Type.Object(
+      {
+        url: Type.Union([Type.String(), Type.Null()], { default: null, description: 'postgres://… ; unset means the embedded SQLite file' }),
+        schema: Type.Union([Type.String({ pattern: '^[a-z_][a-z0-9_]*$' }), Type.Null()], { default: null, description: 'PostgreSQL schema (search_path)' }),
+        sqlite_file: Type.Union([Type.String(), Type.Null()], { default: null, description: 'defaults to <data_dir>/hangar.db' }),
+        pool_max: Type.Integer({ minimum: 1, default: 10 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    log: Type.Object(
+      {
+        level: Type.Union(
+          ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+          { default: 'info' },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    plugins: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      description: 'plugins to load: a built-in name or a module path; a plugin not listed is off',
+    }),
+    drivers: Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'drivers to load, like plugins' }),
+    secrets: Type.Object(
+      {
+        master_key: Type.Union([Type.String(), Type.Null()], {
+          default: null,
+          description: 'base64 key (32+ bytes) for encryption at rest; derived from the CA key when unset',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    shutdown_timeout_ms: Type.Integer({ minimum: 0, default: 10000 }),
+  },
+  { additionalProperties: true },
+);
+
+export type CoreConfig = Static<typeof CoreConfigSchema>;
+
+/** The whole configuration: core keys plus one section per plugin. */
+export type HangarConfig = CoreConfig & Record<string, unknown>;

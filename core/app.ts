@@ -1,0 +1,225 @@
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { DestinationStream } from 'pino';
+import type { HangarConfig } from '../config/schema.js';
+import { builtinDrivers, builtinPlugins } from '../plugins/index.js';
+import { AuthRegistry } from './auth/index.js';
+import { systemClock, type Clock } from './clock.js';
+import { validateConfigSection } from './config.js';
+import { coreMigrations } from './db/core-migrations.js';
+import { runMigrations, type MigrationSet } from './db/migrations.js';
+import { openStore, type Store } from './db/store.js';
+import { ConfigError } from './errors.js';
+import { EventBus } from './events.js';
+import { buildKoaApp } from './http/koa-app.js';
+import { Listener } from './http/listeners.js';
+import { createLogger, type Logger } from './log.js';
+import { Pki } from './pki/pki.js';
+import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
+import type { JsonSchema } from './validation.js';
+
+export interface StartOptions {
+  config: HangarConfig;
+  clock?: Clock;
+  /** Where log lines go (default stdout). */
+  logDestination?: DestinationStream;
+}
+
+async function importModule<T>(spec: string, builtins: Record<string, () => Promise<{ default: T }>>, what: string): Promise<T> {
+  const builtin = builtins[spec];
+  if (builtin) return (await builtin()).default;
+  if (!/[./\\]/.test(spec)) {
+    throw new ConfigError(`${what} "${spec}" is neither built in (${Object.keys(builtins).join(', ') || 'none'}) nor a module path`);
+  }
+  const url = pathToFileURL(path.resolve(spec)).href;
+  let mod: Record<string, unknown>;
+  try {
+    mod = await import(url);
+  } catch (err) {
+    throw new ConfigError(`cannot load ${what} module ${spec}: ${(err as Error).message}`);
+  }
+  const value = (mod.default ?? mod.plugin ?? mod.driver) as T | undefined;
+  if (!value) throw new ConfigError(`${what} module ${spec} has no default export`);
+  return value;
+}
+
+class Drivers implements DriverRegistry {
+  readonly instances = new Map<string, unknown>();
+  get<T>(name: string): T {
+    if (!this.instances.has(name)) throw new Error(`driver "${name}" is not loaded (configure it under drivers:)`);
+    return this.instances.get(name) as T;
+  }
+  has(name: string): boolean {
+    return this.instances.has(name);
+  }
+  names(): string[] {
+    return [...this.instances.keys()];
+  }
+}
+
+/** The running control plane: store, CA, plugins, listeners and loops. */
+export class Hangar {
+  readonly listeners = new Map<ListenerName, Listener>();
+  private readonly loopTimers: NodeJS.Timeout[] = [];
+  private readonly closers: Array<() => Promise<void>> = [];
+  private stopping?: Promise<void>;
+
+  private constructor(
+    readonly services: Services,
+    readonly routes: RegisteredRoute[],
+    private readonly shutdownController: AbortController,
+  ) {}
+
+  get log(): Logger {
+    return this.services.log;
+  }
+
+  get store(): Store {
+    return this.services.db;
+  }
+
+  /** Base URL of a listener, e.g. https://127.0.0.1:8443. */
+  url(listener: ListenerName = 'control', host = '127.0.0.1'): string {
+    const l = this.listeners.get(listener);
+    if (!l) throw new Error(`listener ${listener} is not running`);
+    return `${l.secure ? 'https' : 'http'}://${host}:${l.port}`;
+  }
+
+  static async start(options: StartOptions): Promise<Hangar> {
+    const { config } = options;
+    const log = createLogger(config.log.level, options.logDestination);
+    const clock = options.clock ?? systemClock;
+    const db = await openStore(config);
+    try {
+      return await Hangar.assemble(config, log, clock, db);
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+  }
+
+  private static async assemble(config: HangarConfig, log: Logger, clock: Clock, db: Store): Promise<Hangar> {
+    await runMigrations(db, [coreMigrations]);
+    const ca = await Pki.open({
+      dataDir: config.data_dir,
+      store: db,
+      clock,
+      tlsCertFile: config.api.tls_cert,
+      tlsKeyFile: config.api.tls_key,
+      serverNames: config.api.server_names,
+      masterKey: config.secrets.master_key,
+    });
+    const shutdown = new AbortController();
+    const drivers = new Drivers();
+    const plugins: Plugin[] = [];
+    for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, builtinPlugins, 'plugin'));
+    const names = plugins.map((p) => p.name);
+    const duplicate = names.find((n, i) => names.indexOf(n) !== i);
+    if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
+    for (const plugin of plugins) {
+      config[plugin.name] ??= {};
+      if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
+    }
+    const routes: RegisteredRoute[] = [];
+    const services: Services = {
+      config,
+      log,
+      db,
+      ca,
+      events: new EventBus(),
+      drivers,
+      clock,
+      auth: new AuthRegistry(),
+      shutdown: shutdown.signal,
+      plugins: names,
+      provided: new Map(),
+      routeTable: () => routes,
+    };
+    for (const spec of config.drivers) {
+      const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
+      drivers.instances.set(driver.name, await driver.create(services));
+    }
+    const sets: MigrationSet[] = plugins.filter((p) => p.migrations?.length).map((p) => ({ owner: p.name, migrations: p.migrations! }));
+    const applied = await runMigrations(db, sets);
+    if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+
+    const loops: BackgroundLoop[] = [];
+    const hangar = new Hangar(services, routes, shutdown);
+    for (const plugin of plugins) {
+      const parts = await plugin.setup(services);
+      for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
+      loops.push(...(parts.loops ?? []));
+      if (parts.close) hangar.closers.push(parts.close);
+    }
+    const seen = new Set<string>();
+    for (const { plugin, route } of routes) {
+      const key = `${route.listener ?? 'control'} ${route.method} ${route.path}`;
+      if (seen.has(key)) throw new ConfigError(`plugin ${plugin} declares ${key}, which another plugin already declares`);
+      seen.add(key);
+    }
+    await hangar.listen();
+    hangar.startLoops(loops);
+    log.info({ plugins: names, drivers: drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
+    return hangar;
+  }
+
+  private async listen(): Promise<void> {
+    const { config, ca } = this.services;
+    const byListener = new Map<ListenerName, RouteDef[]>([['control', []]]);
+    for (const { route } of this.routes) {
+      const name = route.listener ?? 'control';
+      byListener.set(name, [...(byListener.get(name) ?? []), route]);
+    }
+    for (const [name, routes] of byListener) {
+      const app = buildKoaApp(name, routes, this.services);
+      if (name === 'control') {
+        const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem });
+        ca.on('server-certificate', (credentials) => listener.swapCertificate(credentials));
+        await listener.listen(config.api.port, config.api.host);
+        this.listeners.set(name, listener);
+      } else {
+        const section = (config[name] ?? {}) as { host?: string; port?: number };
+        const listener = new Listener(name, app);
+        await listener.listen(section.port ?? 8080, section.host ?? config.api.host);
+        this.listeners.set(name, listener);
+      }
+    }
+  }
+
+  private startLoops(loops: BackgroundLoop[]): void {
+    for (const loop of loops) {
+      let running = false;
+      const timer = setInterval(async () => {
+        if (running || this.shutdownController.signal.aborted) return;
+        running = true;
+        try {
+          await loop.run(this.shutdownController.signal);
+        } catch (err) {
+          this.log.error({ loop: loop.name, err: { message: (err as Error).message } }, 'background loop failed');
+        } finally {
+          running = false;
+        }
+      }, loop.intervalMs);
+      timer.unref();
+      this.loopTimers.push(timer);
+    }
+  }
+
+  /** Graceful shutdown: stop loops, finish in-flight requests (bounded), close plugins and the store. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.log.info('hangar stopping');
+      this.shutdownController.abort();
+      for (const timer of this.loopTimers) clearInterval(timer);
+      const grace = this.services.config.shutdown_timeout_ms;
+      await Promise.all([...this.listeners.values()].map((l) => l.close(grace)));
+      for (const close of this.closers.reverse()) {
+        await close().catch((err: Error) => this.log.error({ err: { message: err.message } }, 'plugin close failed'));
+      }
+      this.services.ca.removeAllListeners();
+      await this.services.db.close();
+      this.log.info('hangar stopped');
+    })();
+    return this.stopping;
+  }
+}

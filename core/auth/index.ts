@@ -1,0 +1,93 @@
+import type { TLSSocket } from 'node:tls';
+import type { Context } from 'koa';
+import { forbidden, unauthorized } from '../errors.js';
+import type { AgentIdentity, AuthRequirement } from '../plugin.js';
+import type { Pki } from '../pki/pki.js';
+
+/** Who is calling, as established by an authenticator. */
+export interface Principal {
+  /** User id (or another subject id for non-user principals). */
+  id: string;
+  name: string;
+  role: string;
+  /** How the caller proved who it is, e.g. `jwt` or `hmac`. */
+  method: string;
+  /** Authenticator-specific facts (e.g. the API key id). */
+  [key: string]: unknown;
+}
+
+/** What an authenticator sees of a request. */
+export interface AuthInput {
+  ctx: Context;
+  rawBody: Buffer;
+  listener: string;
+}
+
+/**
+ * One way of proving identity (JWT, HMAC…). Returns null when the request carries none of its
+ * credentials, a Principal when they are valid, and throws a 401 HttpError when they are present but bad.
+ */
+export interface Authenticator {
+  name: string;
+  authenticate(input: AuthInput): Promise<Principal | null>;
+}
+
+/** The pluggable authentication step: plugins register authenticators (the identity plugin adds JWT and HMAC). */
+export class AuthRegistry {
+  private readonly authenticators: Authenticator[] = [];
+
+  register(authenticator: Authenticator): void {
+    this.authenticators.push(authenticator);
+  }
+
+  get names(): string[] {
+    return this.authenticators.map((a) => a.name);
+  }
+
+  /** First authenticator that recognises the request's credentials wins. */
+  async identify(input: AuthInput): Promise<Principal | null> {
+    for (const authenticator of this.authenticators) {
+      const principal = await authenticator.authenticate(input);
+      if (principal) return principal;
+    }
+    return null;
+  }
+}
+
+/** The agent identity of an mTLS request: a client certificate the CA signed, unrevoked, CN = node id. */
+export async function agentFromTls(ctx: Context, pki: Pki): Promise<AgentIdentity> {
+  const socket = ctx.req.socket as TLSSocket;
+  if (typeof socket.getPeerCertificate !== 'function') throw unauthorized('A client certificate is required');
+  const cert = socket.getPeerCertificate();
+  if (!cert || !cert.subject) throw unauthorized('A client certificate is required');
+  if (!socket.authorized) throw unauthorized('The client certificate was not issued by this control plane');
+  const nodeId = String(cert.subject.CN ?? '');
+  if (!nodeId || !(await pki.isUsable(cert.serialNumber, nodeId))) {
+    throw unauthorized('The client certificate has been revoked or is unknown');
+  }
+  return { nodeId, serial: cert.serialNumber };
+}
+
+export interface AuthOutcome {
+  principal: Principal | null;
+  agent: AgentIdentity | null;
+}
+
+/** Authentication, then role: the first two steps of every route. */
+export async function authorize(
+  requirement: AuthRequirement,
+  input: AuthInput,
+  registry: AuthRegistry,
+  pki: Pki,
+): Promise<AuthOutcome> {
+  if (requirement === 'agent') return { principal: null, agent: await agentFromTls(input.ctx, pki) };
+  if (requirement === 'public') {
+    // Public routes still learn who calls when credentials are offered, but never fail on them.
+    const principal = await registry.identify(input).catch(() => null);
+    return { principal, agent: null };
+  }
+  const principal = await registry.identify(input);
+  if (!principal) throw unauthorized();
+  if (typeof requirement === 'object' && principal.role !== requirement.role) throw forbidden();
+  return { principal, agent: null };
+}

@@ -1,0 +1,21 @@
+import type { MigrationSet } from './migrations.js';
+import { CERTIFICATES_TABLE } from '../pki/pki.js';
+
+/** Tables owned by core itself. */
+export const coreMigrations: MigrationSet = {
+  owner: 'core',
+  migrations: [
+    {
+      id: '001_certificates',
+      async up(knex) {
+        await knex.schema.createTable(CERTIFICATES_TABLE, (t) => {
+          t.string('serial', 64).primary();
+          t.string('node_id', 64).notNullable().index();
+          t.string('issued_at', 40).notNullable();
+          t.string('expires_at', 40).notNullable();
+          t.string('revoked_at', 40).nullable();
+        });
+      },
+    },
+  ],
+};

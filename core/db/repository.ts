@@ -1,0 +1,162 @@
+import type { Knex } from 'knex';
+import { badRequest } from '../errors.js';
+import type { Store } from './store.js';
+
+/** How a table's columns differ between dialects; everything not named passes through as is. */
+export interface Codec {
+  json?: readonly string[];
+  bool?: readonly string[];
+  dates?: readonly string[];
+}
+
+export type Row = Record<string, unknown>;
+
+export const DEFAULT_PAGE_LIMIT = 100;
+export const MAX_PAGE_LIMIT = 1000;
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** Converts between what the application holds and what either dialect stores. */
+export class RowCodec {
+  constructor(private readonly codec: Codec) {}
+
+  encode(values: Row): Row {
+    const out: Row = {};
+    for (const [k, v] of Object.entries(values)) {
+      if (v === undefined) continue;
+      if (this.codec.json?.includes(k)) out[k] = v === null ? null : JSON.stringify(v);
+      else if (v instanceof Date) out[k] = v.toISOString();
+      else if (typeof v === 'boolean') out[k] = v;
+      else out[k] = v;
+    }
+    return out;
+  }
+
+  decode<T>(row: Row): T {
+    const out: Row = { ...row };
+    for (const k of this.codec.json ?? []) {
+      if (typeof out[k] === 'string') out[k] = JSON.parse(out[k] as string);
+    }
+    for (const k of this.codec.bool ?? []) {
+      if (out[k] !== null && out[k] !== undefined) out[k] = Boolean(out[k]);
+    }
+    for (const k of this.codec.dates ?? []) {
+      const v = out[k];
+      if (v instanceof Date) out[k] = v.toISOString();
+      else if (typeof v === 'number') out[k] = new Date(v).toISOString();
+    }
+    return out as T;
+  }
+}
+
+export function encodeCursor(values: unknown[]): string {
+  return Buffer.from(JSON.stringify(values)).toString('base64url');
+}
+
+export function decodeCursor(cursor: string, size: number): unknown[] {
+  try {
+    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(values) && values.length === size) return values;
+  } catch {
+    /* fall through to the 400 */
+  }
+  throw badRequest('Validation failed: query.cursor is not a cursor this API issued', [
+    { path: 'query.cursor', message: 'is not a cursor this API issued' },
+  ]);
+}
+
+/**
+ * Keyset pagination over `query`, ordered by `keys` ascending (the last key must be unique).
+ * Returns at most `limit` items and a cursor for the next page when there is one.
+ */
+export async function paginate<T extends Row>(
+  query: Knex.QueryBuilder,
+  options: { keys: string[]; limit?: number; cursor?: string | null; decode: (row: Row) => T },
+): Promise<Page<T>> {
+  const limit = Math.min(Math.max(options.limit ?? DEFAULT_PAGE_LIMIT, 1), MAX_PAGE_LIMIT);
+  const { keys } = options;
+  if (options.cursor) {
+    const after = decodeCursor(options.cursor, keys.length);
+    // (k1, k2, …) > (v1, v2, …) written out so both dialects use the indexes.
+    query.where((outer) => {
+      keys.forEach((_, i) => {
+        outer.orWhere((inner) => {
+          for (let j = 0; j < i; j++) inner.where(keys[j]!, after[j] as Knex.Value);
+          inner.where(keys[i]!, '>', after[i] as Knex.Value);
+        });
+      });
+    });
+  }
+  for (const key of keys) query.orderBy(key, 'asc');
+  const rows: Row[] = await query.limit(limit + 1);
+  const items = rows.slice(0, limit).map(options.decode);
+  const last = rows.length > limit ? rows[limit - 1]! : null;
+  return { items, next_cursor: last ? encodeCursor(keys.map((k) => normaliseKey(last[k]))) : null };
+}
+
+function normaliseKey(v: unknown): unknown {
+  return v instanceof Date ? v.toISOString() : v;
+}
+
+/** A table with a string primary key `id`: the repository every plugin starts from. */
+export class Repository<T extends Row> {
+  readonly codec: RowCodec;
+
+  constructor(
+    protected readonly store: Store,
+    readonly table: string,
+    codec: Codec = {},
+  ) {
+    this.codec = new RowCodec(codec);
+  }
+
+  protected get knex(): Knex {
+    return this.store.knex;
+  }
+
+  query(trx?: Knex.Transaction): Knex.QueryBuilder {
+    return (trx ?? this.knex)(this.table);
+  }
+
+  decode = (row: Row): T => this.codec.decode<T>(row);
+
+  async insert(values: Partial<T>, trx?: Knex.Transaction): Promise<T> {
+    await this.query(trx).insert(this.codec.encode(values));
+    return (await this.get(values.id as string, trx))!;
+  }
+
+  async get(id: string, trx?: Knex.Transaction): Promise<T | null> {
+    const row = await this.query(trx).where({ id }).first();
+    return row ? this.decode(row) : null;
+  }
+
+  async findOne(where: Row, trx?: Knex.Transaction): Promise<T | null> {
+    const row = await this.query(trx).where(this.codec.encode(where)).first();
+    return row ? this.decode(row) : null;
+  }
+
+  async findAll(where: Row = {}, trx?: Knex.Transaction): Promise<T[]> {
+    const rows: Row[] = await this.query(trx).where(this.codec.encode(where)).orderBy('id');
+    return rows.map(this.decode);
+  }
+
+  async update(id: string, patch: Partial<T>, trx?: Knex.Transaction): Promise<T | null> {
+    const values = this.codec.encode(patch);
+    if (Object.keys(values).length) await this.query(trx).where({ id }).update(values);
+    return this.get(id, trx);
+  }
+
+  async remove(id: string, trx?: Knex.Transaction): Promise<boolean> {
+    return (await this.query(trx).where({ id }).delete()) > 0;
+  }
+
+  /** A page ordered by creation time then id. */
+  async page(options: { where?: (q: Knex.QueryBuilder) => void; limit?: number; cursor?: string | null } = {}): Promise<Page<T>> {
+    const query = this.query();
+    options.where?.(query);
+    return paginate(query, { keys: ['created_at', 'id'], limit: options.limit, cursor: options.cursor, decode: this.decode });
+  }
+}

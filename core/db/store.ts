@@ -1,0 +1,67 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import type { HangarConfig } from '../../config/schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** The configured database: a knex instance plus what differs between dialects. */
+export class Store {
+  constructor(
+    readonly knex: Knex,
+    readonly dialect: Dialect,
+    /** PostgreSQL schema holding hangar's tables, when one is configured. */
+    readonly schema: string | null,
+  ) {}
+
+  /** Cheap round-trip used by /healthz. */
+  async ping(): Promise<void> {
+    await this.knex.raw('select 1');
+  }
+
+  async close(): Promise<void> {
+    await this.knex.destroy();
+  }
+}
+
+export async function openStore(config: HangarConfig): Promise<Store> {
+  const db = config.database;
+  if (db.url) {
+    const schema = db.schema ?? null;
+    if (schema) {
+      // The schema must exist before a pool with that search_path is useful.
+      const bootstrap = knexFactory({ client: 'pg', connection: db.url, pool: { min: 0, max: 1 } });
+      try {
+        await bootstrap.raw(`create schema if not exists "${schema}"`);
+      } finally {
+        await bootstrap.destroy();
+      }
+    }
+    const knex = knexFactory({
+      client: 'pg',
+      connection: db.url,
+      searchPath: schema ? [schema] : undefined,
+      pool: { min: 0, max: db.pool_max },
+    });
+    return new Store(knex, 'postgres', schema);
+  }
+  const file = db.sqlite_file ?? path.join(config.data_dir, 'hangar.db');
+  mkdirSync(path.dirname(file), { recursive: true });
+  const knex = knexFactory({
+    client: 'better-sqlite3',
+    connection: { filename: file },
+    useNullAsDefault: true,
+    pool: {
+      min: 1,
+      max: 1,
+      afterCreate(conn: { pragma(sql: string): unknown }, done: (err: Error | null, conn: unknown) => void) {
+        conn.pragma('journal_mode = WAL');
+        conn.pragma('foreign_keys = ON');
+        conn.pragma('busy_timeout = 5000');
+        conn.pragma('synchronous = NORMAL');
+        done(null, conn);
+      },
+    },
+  });
+  return new Store(knex, 'sqlite', null);
+}

@@ -1,0 +1,178 @@
+import Koa, { type Context } from 'koa';
+import Router from '@koa/router';
+import type { ValidateFunction } from 'ajv';
+import type { TSchema } from '@sinclair/typebox';
+import { HttpError, reasonPhrase } from '../errors.js';
+import { authorize } from '../auth/index.js';
+import { randomToken } from '../ids.js';
+import type { HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
+import { assertValid, createAjv, dropNulls } from '../validation.js';
+import { parseBody, parseSize, readRawBody } from './body.js';
+import { Reply } from './reply.js';
+import { XmlDocument } from './xml.js';
+
+const bodyAjv = createAjv();
+const inputAjv = createAjv({ coerceTypes: true, useDefaults: true });
+
+interface CompiledRoute {
+  route: RouteDef;
+  body?: ValidateFunction;
+  xmlBody?: ValidateFunction;
+  query?: ValidateFunction;
+  params?: ValidateFunction;
+}
+
+/** `/v1/nodes/{id}` → `/v1/nodes/:id` for the router. */
+export function routerPath(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ':$1');
+}
+
+function compile(route: RouteDef): CompiledRoute {
+  const s = route.schemas ?? {};
+  const c = (ajv: typeof bodyAjv, schema?: TSchema) => (schema ? ajv.compile(schema) : undefined);
+  return {
+    route,
+    body: c(bodyAjv, s.body),
+    xmlBody: route.xml ? c(inputAjv, s.body) : undefined,
+    query: c(inputAjv, s.query),
+    params: c(inputAjv, s.params),
+  };
+}
+
+function requestId(ctx: Context): string {
+  const offered = ctx.get('x-request-id');
+  return /^[\w.:-]{1,128}$/.test(offered) ? offered : `req-${randomToken(20)}`;
+}
+
+function errorBody(ctx: Context, err: unknown, services: Services): void {
+  let status = 500;
+  let message = 'Internal error; the request id identifies it in the server log';
+  let details: unknown[] | undefined;
+  if (err instanceof HttpError) {
+    ({ status, message, details } = err);
+    for (const [k, v] of Object.entries(err.headers ?? {})) ctx.set(k, v);
+  } else {
+    const e = err as { status?: number; expose?: boolean; message?: string; stack?: string; name?: string };
+    if (e && e.expose && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+      status = e.status;
+      message = e.message ?? reasonPhrase(status);
+    } else {
+      services.log.error(
+        { request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message, stack: e?.stack } },
+        'request failed',
+      );
+    }
+  }
+  ctx.status = status;
+  ctx.body = { error: reasonPhrase(status), message, ...(details ? { details } : {}), request_id: ctx.state.requestId };
+}
+
+function send(ctx: Context, result: unknown, route: RouteDef): void {
+  if (result instanceof Reply) {
+    ctx.status = result.status;
+    for (const [k, v] of Object.entries(result.headers)) ctx.set(k, v);
+    if (result.type) ctx.type = result.type;
+    if (result.status !== 204) ctx.body = result.body;
+    return;
+  }
+  ctx.status = route.status ?? 200;
+  ctx.body = { data: result ?? null };
+}
+
+function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  ctx.res.once('close', abort);
+  if (shutdown.aborted) abort();
+  else shutdown.addEventListener('abort', abort, { once: true });
+  ctx.res.once('close', () => shutdown.removeEventListener('abort', abort));
+  return controller.signal;
+}
+
+function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, services: Services, bodyLimit: number) {
+  const { route } = compiled;
+  return async (ctx: Context) => {
+    const rawBody = await readRawBody(ctx, bodyLimit);
+    // 1–2: authentication, then role.
+    const { principal, agent } = await authorize(route.auth, { ctx, rawBody, listener }, services.auth, services.ca);
+    ctx.state.principal = principal?.id ?? agent?.nodeId;
+    // 3: validation.
+    let body = parseBody(ctx, rawBody, Boolean(route.xml));
+    if (body instanceof XmlDocument) {
+      if (compiled.xmlBody) assertValid(compiled.xmlBody, body.content, 'body');
+    } else {
+      if (!route.preserveNullValues) body = dropNulls(body);
+      if (compiled.body) {
+        if (body === undefined && (route.schemas?.body as { type?: string }).type === 'object') body = {};
+        assertValid(compiled.body, body, 'body');
+      }
+    }
+    const query: Record<string, unknown> = { ...ctx.query };
+    if (compiled.query) assertValid(compiled.query, query, 'query');
+    const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
+    if (compiled.params) assertValid(compiled.params, params, 'path');
+    // 4: the handler.
+    const req: HangarRequest = {
+      body,
+      query,
+      params,
+      principal,
+      agent,
+      ip: ctx.ip,
+      requestId: ctx.state.requestId,
+      headers: ctx.headers,
+      rawBody,
+      ctx,
+      signal: linkedSignal(ctx, services.shutdown),
+    };
+    send(ctx, await route.handler(req), route);
+  };
+}
+
+/** One Koa application per listener: request ids, error bodies, access log, the routes, 404/405. */
+export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services: Services): Koa {
+  const app = new Koa({ proxy: false });
+  app.silent = true;
+  const router = new Router();
+  const bodyLimit = parseSize(services.config.api.body_limit);
+  for (const route of routes) {
+    router.register(routerPath(route.path), [route.method], routeMiddleware(compile(route), listener, services, bodyLimit));
+  }
+  const accessLog = services.log.child({ listener });
+
+  app.use(async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    ctx.state.requestId = requestId(ctx);
+    ctx.set('X-Request-Id', ctx.state.requestId);
+    try {
+      await next();
+    } catch (err) {
+      errorBody(ctx, err, services);
+    } finally {
+      accessLog.info(
+        {
+          request_id: ctx.state.requestId,
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          duration_ms: Number(process.hrtime.bigint() - started) / 1e6,
+          ip: ctx.ip,
+          principal: ctx.state.principal,
+        },
+        'request',
+      );
+    }
+  });
+  app.use(router.routes());
+  app.use(async (ctx) => {
+    const match = router.match(ctx.path, ctx.method);
+    if (match.path.length) {
+      const allowed = [...new Set(match.path.flatMap((layer) => layer.methods))].filter(Boolean);
+      throw new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`, undefined, {
+        Allow: allowed.join(', '),
+      });
+    }
+    throw new HttpError(404, `No route for ${ctx.method} ${ctx.path}`);
+  });
+  return app;
+}

@@ -1,0 +1,318 @@
+import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs it loaded first
+import { webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { isIP } from 'node:net';
+import * as x509 from '@peculiar/x509';
+import type { Store } from '../db/store.js';
+import type { Clock } from '../clock.js';
+import { deriveKey, SecretBox } from '../crypto.js';
+
+type CryptoKey = webcrypto.CryptoKey;
+type CryptoKeyPair = webcrypto.CryptoKeyPair;
+
+x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+
+const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const DAY = 86_400_000;
+const CA_LIFETIME = 3650 * DAY;
+const SERVER_LIFETIME = 825 * DAY;
+const CLIENT_LIFETIME = 365 * DAY;
+export const CERTIFICATES_TABLE = 'certificates';
+
+export interface IssuedCertificate {
+  serial: string;
+  cert_pem: string;
+  key_pem?: string;
+  ca_pem: string;
+  expires_at: string;
+}
+
+export interface ServerCredentials {
+  cert: string;
+  key: string;
+}
+
+export interface PkiOptions {
+  dataDir: string;
+  store: Store;
+  clock: Clock;
+  /** Operator-provided server certificate and key (PEM file paths). */
+  tlsCertFile?: string | null;
+  tlsKeyFile?: string | null;
+  /** Extra SANs for the generated server certificate. */
+  serverNames?: string[];
+  /** base64 master key for encryption at rest, instead of one derived from the CA key. */
+  masterKey?: string | null;
+}
+
+/** Serial numbers as Node reports them: uppercase hex without leading zeros. */
+export function normaliseSerial(serial: string): string {
+  return serial.replace(/^0+/, '').toUpperCase() || '0';
+}
+
+function toPem(der: ArrayBuffer, label: string): string {
+  const b64 = Buffer.from(der).toString('base64').replace(/.{64}/g, '$&\n');
+  return `-----BEGIN ${label}-----\n${b64.replace(/\n$/, '')}\n-----END ${label}-----\n`;
+}
+
+function fromPem(pem: string): Buffer {
+  return Buffer.from(pem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+}
+
+async function exportKey(key: CryptoKey): Promise<string> {
+  return toPem(await webcrypto.subtle.exportKey('pkcs8', key), 'PRIVATE KEY');
+}
+
+async function importPrivateKey(pem: string): Promise<CryptoKey> {
+  return await webcrypto.subtle.importKey('pkcs8', fromPem(pem), ALG, true, ['sign']);
+}
+
+function randomSerial(): string {
+  const bytes = webcrypto.getRandomValues(new Uint8Array(16));
+  bytes[0] = (bytes[0]! & 0x7f) | 0x10; // positive and never shortened by leading zeros
+  return Buffer.from(bytes).toString('hex').toUpperCase();
+}
+
+/** Every name this machine answers to: hostname, localhost and each local address. */
+export function localNames(): string[] {
+  const names = new Set<string>([os.hostname(), 'localhost']);
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const addr of list ?? []) names.add(addr.address.split('%')[0]!);
+  }
+  return [...names];
+}
+
+function sanEntries(names: string[]): x509.JsonGeneralName[] {
+  return names.map((value) => ({ type: isIP(value) ? 'ip' : 'dns', value }));
+}
+
+/** The SANs a PEM certificate carries, as plain strings. */
+export function certificateSans(pem: string): string[] {
+  const alt = new NodeX509(pem).subjectAltName ?? '';
+  return alt
+    .split(', ')
+    .filter(Boolean)
+    .map((entry) => entry.replace(/^(DNS|IP Address):/, ''));
+}
+
+/**
+ * hangar's certificate authority: the CA itself, the API server certificate (hot-swappable),
+ * client certificates for agents (CN = node id) and their revocation.
+ *
+ * Emits `server-certificate` with {@link ServerCredentials} whenever the server certificate changes.
+ */
+export class Pki extends EventEmitter {
+  private caCert!: x509.X509Certificate;
+  private caKey!: CryptoKey;
+  private caKeyPem!: string;
+  private server!: ServerCredentials;
+  readonly dir: string;
+  /** True when the operator supplied the server certificate; then the CA is not served. */
+  readonly operatorCertificates: boolean;
+
+  private constructor(private readonly options: PkiOptions) {
+    super();
+    this.dir = path.join(options.dataDir, 'pki');
+    this.operatorCertificates = Boolean(options.tlsCertFile);
+  }
+
+  static async open(options: PkiOptions): Promise<Pki> {
+    const pki = new Pki(options);
+    await pki.load();
+    return pki;
+  }
+
+  private file(name: string): string {
+    return path.join(this.dir, name);
+  }
+
+  private async load(): Promise<void> {
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    if (existsSync(this.file('ca.key')) && existsSync(this.file('ca.crt'))) {
+      this.caKeyPem = readFileSync(this.file('ca.key'), 'utf8');
+      this.caKey = await importPrivateKey(this.caKeyPem);
+      this.caCert = new x509.X509Certificate(readFileSync(this.file('ca.crt'), 'utf8'));
+    } else {
+      await this.createCa();
+    }
+    if (this.options.tlsCertFile) {
+      if (!this.options.tlsKeyFile) throw new Error('api.tls_cert is set but api.tls_key is not');
+      this.server = {
+        cert: readFileSync(this.options.tlsCertFile, 'utf8'),
+        key: readFileSync(this.options.tlsKeyFile, 'utf8'),
+      };
+      return;
+    }
+    const wanted = this.wantedServerNames([]);
+    if (existsSync(this.file('server.crt')) && existsSync(this.file('server.key'))) {
+      const cert = readFileSync(this.file('server.crt'), 'utf8');
+      const have = new Set(certificateSans(cert));
+      const valid = new Date(new NodeX509(cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
+      if (valid && wanted.every((n) => have.has(n))) {
+        this.server = { cert, key: readFileSync(this.file('server.key'), 'utf8') };
+        return;
+      }
+    }
+    await this.writeServerCertificate(wanted);
+  }
+
+  private async createCa(): Promise<void> {
+    const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+    const now = this.options.clock.now();
+    this.caCert = await x509.X509CertificateGenerator.createSelfSigned({
+      serialNumber: randomSerial(),
+      name: `CN=hangar CA ${os.hostname()}`,
+      notBefore: new Date(now.getTime() - 60_000),
+      notAfter: new Date(now.getTime() + CA_LIFETIME),
+      signingAlgorithm: ALG,
+      keys,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, 0, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      ],
+    });
+    this.caKey = keys.privateKey;
+    this.caKeyPem = await exportKey(keys.privateKey);
+    writeFileSync(this.file('ca.key'), this.caKeyPem, { mode: 0o600 });
+    writeFileSync(this.file('ca.crt'), this.caCert.toString('pem'));
+  }
+
+  private wantedServerNames(extra: string[]): string[] {
+    return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...extra])];
+  }
+
+  private async sign(params: {
+    subject: string;
+    names?: string[];
+    usage: x509.ExtendedKeyUsageType[];
+    lifetime: number;
+    publicKey: CryptoKey;
+  }): Promise<{ serial: string; pem: string; notAfter: Date }> {
+    const now = this.options.clock.now();
+    const serial = randomSerial();
+    const notAfter = new Date(now.getTime() + params.lifetime);
+    const extensions: x509.Extension[] = [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyAgreement, true),
+      new x509.ExtendedKeyUsageExtension(params.usage),
+      await x509.AuthorityKeyIdentifierExtension.create(this.caCert),
+    ];
+    if (params.names?.length) extensions.push(new x509.SubjectAlternativeNameExtension(sanEntries(params.names)));
+    const cert = await x509.X509CertificateGenerator.create({
+      serialNumber: serial,
+      subject: params.subject,
+      issuer: this.caCert.subject,
+      notBefore: new Date(now.getTime() - 60_000),
+      notAfter,
+      signingAlgorithm: ALG,
+      publicKey: params.publicKey,
+      signingKey: this.caKey,
+      extensions,
+    });
+    return { serial: normaliseSerial(serial), pem: cert.toString('pem'), notAfter };
+  }
+
+  private async writeServerCertificate(names: string[]): Promise<void> {
+    const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+    const { pem } = await this.sign({
+      subject: `CN=${os.hostname()}`,
+      names,
+      usage: [x509.ExtendedKeyUsage.serverAuth],
+      lifetime: SERVER_LIFETIME,
+      publicKey: keys.publicKey,
+    });
+    const key = await exportKey(keys.privateKey);
+    writeFileSync(this.file('server.key'), key, { mode: 0o600 });
+    writeFileSync(this.file('server.crt'), pem);
+    this.server = { cert: pem, key };
+    this.emit('server-certificate', this.server);
+  }
+
+  /** The CA certificate as PEM. */
+  get caPem(): string {
+    return this.caCert.toString('pem');
+  }
+
+  /** The current server certificate and key (PEM). */
+  get serverCredentials(): ServerCredentials {
+    return this.server;
+  }
+
+  /**
+   * Reissues the generated server certificate so it also covers `addresses`, then swaps it in
+   * (listeners of `server-certificate` update running servers). Returns the SANs that were new.
+   */
+  async reissueServerCertificate(addresses: string[]): Promise<{ added_sans: string[] }> {
+    if (this.operatorCertificates) {
+      throw new Error('the server certificate was provided by the operator (api.tls_cert) and cannot be reissued by hangar');
+    }
+    const current = new Set(certificateSans(this.server.cert));
+    const added = addresses.filter((a) => !current.has(a));
+    await this.writeServerCertificate([...new Set([...current, ...this.wantedServerNames(addresses)])]);
+    return { added_sans: added };
+  }
+
+  /**
+   * Issues a client certificate for an agent. With `publicKeyPem` (SPKI) the machine keeps its
+   * private key; without it a key pair is generated and returned once.
+   */
+  async issueClientCertificate(nodeId: string, publicKeyPem?: string): Promise<IssuedCertificate> {
+    let publicKey: CryptoKey;
+    let keyPem: string | undefined;
+    if (publicKeyPem) {
+      publicKey = await webcrypto.subtle.importKey('spki', fromPem(publicKeyPem), ALG, true, ['verify']);
+    } else {
+      const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+      publicKey = keys.publicKey;
+      keyPem = await exportKey(keys.privateKey);
+    }
+    const { serial, pem, notAfter } = await this.sign({
+      subject: `CN=${nodeId}`,
+      usage: [x509.ExtendedKeyUsage.clientAuth],
+      lifetime: CLIENT_LIFETIME,
+      publicKey,
+    });
+    const now = this.options.clock.now().toISOString();
+    await this.options.store.knex(CERTIFICATES_TABLE).insert({
+      serial,
+      node_id: nodeId,
+      issued_at: now,
+      expires_at: notAfter.toISOString(),
+      revoked_at: null,
+    });
+    return { serial, cert_pem: pem, key_pem: keyPem, ca_pem: this.caPem, expires_at: notAfter.toISOString() };
+  }
+
+  /** Revokes every unrevoked client certificate of a node; returns how many. */
+  async revokeNode(nodeId: string): Promise<number> {
+    return this.options.store
+      .knex(CERTIFICATES_TABLE)
+      .where({ node_id: nodeId })
+      .whereNull('revoked_at')
+      .update({ revoked_at: this.options.clock.now().toISOString() });
+  }
+
+  /** Whether a presented client certificate (already verified against the CA by TLS) may be used. */
+  async isUsable(serial: string, nodeId: string): Promise<boolean> {
+    const row = await this.options.store
+      .knex(CERTIFICATES_TABLE)
+      .where({ serial: normaliseSerial(serial) })
+      .first('node_id', 'revoked_at');
+    return Boolean(row && row.node_id === nodeId && !row.revoked_at);
+  }
+
+  /** A 32-byte key for one purpose, derived from the master key when configured, else from the CA key. */
+  deriveKey(purpose: string): Buffer {
+    const root = this.options.masterKey ? Buffer.from(this.options.masterKey, 'base64') : fromPem(this.caKeyPem);
+    return deriveKey(root, purpose);
+  }
+
+  /** Encryption at rest for one purpose (API secrets, SSH profiles…). */
+  secretBox(purpose: string): SecretBox {
+    return new SecretBox(this.deriveKey(purpose));
+  }
+}

@@ -1,0 +1,147 @@
+import type { Context } from 'koa';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { TSchema } from '@sinclair/typebox';
+import type { HangarConfig } from '../config/schema.js';
+import type { Logger } from './log.js';
+import type { Store } from './db/store.js';
+import type { Migration } from './db/migrations.js';
+import type { Pki } from './pki/pki.js';
+import type { Clock } from './clock.js';
+import type { EventBus } from './events.js';
+import type { AuthRegistry, Principal } from './auth/index.js';
+import type { XmlDocument } from './http/xml.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * Who may call a route: anyone, any authenticated caller, callers whose role claim equals `role`,
+ * or agents presenting a valid client certificate issued by hangar's CA.
+ */
+export type AuthRequirement = 'public' | 'authenticated' | 'agent' | { role: string };
+
+/** The listeners hangar runs: the control API (TLS, /v1) and the login API (plain HTTP behind a proxy, no prefix). */
+export type ListenerName = 'control' | 'login';
+
+export interface RouteSchemas {
+  body?: TSchema;
+  query?: TSchema;
+  params?: TSchema;
+  /** Schema of `data` in a successful response (documentation; not enforced at run time). */
+  response?: TSchema;
+}
+
+export interface AgentIdentity {
+  nodeId: string;
+  serial: string;
+}
+
+/** What a handler receives: validated input plus who is calling. */
+export interface HangarRequest<B = any, Q = any, P = any> {
+  body: B;
+  query: Q;
+  params: P;
+  principal: Principal | null;
+  agent: AgentIdentity | null;
+  ip: string;
+  requestId: string;
+  headers: IncomingHttpHeaders;
+  /** The body exactly as received (for signatures and digests). */
+  rawBody: Buffer;
+  /** Escape hatch for streaming responses; prefer returning a value or a Reply. */
+  ctx: Context;
+  /** Aborted when the request's connection closes or the server shuts down. */
+  signal: AbortSignal;
+}
+
+export interface RouteDef<B = any, Q = any, P = any> {
+  method: HttpMethod;
+  /** OpenAPI-style path, e.g. `/v1/nodes/{id}`. */
+  path: string;
+  auth: AuthRequirement;
+  summary: string;
+  description?: string;
+  /** Which listener serves the route; default `control`. */
+  listener?: ListenerName;
+  schemas?: RouteSchemas;
+  /** Keep properties whose value is null (default false: they are removed before validation). */
+  preserveNullValues?: boolean;
+  /** Accept `application/xml` / `text/xml` bodies, handed over as an {@link XmlDocument}. */
+  xml?: boolean;
+  /** Status of a successful reply when the handler returns a plain value; default 200. */
+  status?: number;
+  handler(req: HangarRequest<B, Q, P>): unknown;
+}
+
+/** Helper that keeps a route's generic types tied to its handler. */
+export function defineRoute<B = any, Q = any, P = any>(route: RouteDef<B, Q, P>): RouteDef<B, Q, P> {
+  return route;
+}
+
+export interface BackgroundLoop {
+  name: string;
+  intervalMs: number;
+  run(signal: AbortSignal): Promise<void>;
+}
+
+/** What setup() gives back: routes as data, loops, and a hook for shutdown. */
+export interface PluginParts {
+  routes?: RouteDef[];
+  loops?: BackgroundLoop[];
+  close?(): Promise<void>;
+}
+
+export interface Plugin {
+  name: string;
+  description?: string;
+  /** Schema of this plugin's configuration section (`config[name]`), defaults filled in. */
+  configSchema?: TSchema;
+  migrations?: Migration[];
+  setup(services: Services): PluginParts | Promise<PluginParts>;
+}
+
+export function definePlugin(plugin: Plugin): Plugin {
+  return plugin;
+}
+
+/** A driver: the only code that touches a backend SDK. `create` builds its instance. */
+export interface Driver<T = unknown> {
+  name: string;
+  kind: string;
+  create(services: Services): T | Promise<T>;
+}
+
+export function defineDriver<T>(driver: Driver<T>): Driver<T> {
+  return driver;
+}
+
+export interface DriverRegistry {
+  get<T = unknown>(name: string): T;
+  has(name: string): boolean;
+  names(): string[];
+}
+
+/** Everything a plugin may use; plugins import no globals. */
+export interface Services {
+  config: HangarConfig;
+  log: Logger;
+  db: Store;
+  ca: Pki;
+  events: EventBus;
+  drivers: DriverRegistry;
+  clock: Clock;
+  auth: AuthRegistry;
+  /** Aborted when the control plane begins to shut down. */
+  shutdown: AbortSignal;
+  /** Names of the loaded plugins. */
+  plugins: string[];
+  /** Values plugins share with each other (e.g. the user store), keyed by plugin name. */
+  provided: Map<string, unknown>;
+  /** Every route of every loaded plugin (complete once start-up has finished). */
+  routeTable(): readonly RegisteredRoute[];
+}
+
+/** A route as registered: its definition plus the plugin that declared it. */
+export interface RegisteredRoute {
+  plugin: string;
+  route: RouteDef;
+}

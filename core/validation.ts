@@ -1,0 +1,79 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { badRequest, type ErrorDetail } from './errors.js';
+
+// ajv-formats ships CommonJS; its default export is the function under ESM interop.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+export type JsonSchema = Record<string, unknown>;
+
+export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolean } = {}): Ajv2020 {
+  const ajv = new Ajv2020({
+    allErrors: true,
+    strict: false,
+    coerceTypes: options.coerceTypes ?? false,
+    useDefaults: options.useDefaults ?? false,
+  });
+  addFormats(ajv);
+  return ajv;
+}
+
+/** Turns ajv errors into `[{path, message}]`, with `where` as the root ("body", "query", "config"…). */
+export function describeErrors(errors: ErrorObject[] | null | undefined, where: string): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  const seen = new Set<string>();
+  for (const error of errors ?? []) {
+    let pointer = error.instancePath;
+    let message = error.message ?? 'is invalid';
+    if (error.keyword === 'required') {
+      pointer += `/${(error.params as { missingProperty: string }).missingProperty}`;
+      message = 'is required';
+    } else if (error.keyword === 'additionalProperties') {
+      pointer += `/${(error.params as { additionalProperty: string }).additionalProperty}`;
+      message = 'is not an allowed property';
+    } else if (error.keyword === 'enum') {
+      message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map(String).join(', ')}`;
+    } else if (error.keyword === 'anyOf' || error.keyword === 'oneOf') {
+      // The branch errors already say what is wrong; the summary adds nothing.
+      if (details.some((d) => d.path.startsWith(dotted(where, pointer)))) continue;
+    }
+    const path = dotted(where, pointer);
+    const key = `${path}|${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    details.push({ path, message, keyword: error.keyword });
+  }
+  return details;
+}
+
+function dotted(where: string, pointer: string): string {
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let out = where;
+  for (const part of parts) out += /^\d+$/.test(part) ? `[${part}]` : `${out ? '.' : ''}${part}`;
+  return out;
+}
+
+export function validationMessage(details: ErrorDetail[]): string {
+  return `Validation failed: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}`;
+}
+
+/** Throws the API's 400 when `validate` rejects `value`. */
+export function assertValid(validate: ValidateFunction, value: unknown, where: string): void {
+  if (validate(value)) return;
+  const details = describeErrors(validate.errors, where);
+  throw badRequest(validationMessage(details), details);
+}
+
+/** Removes properties whose value is null, recursively through nested objects (not array slots). */
+export function dropNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(dropNulls);
+  if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) if (v !== null) out[k] = dropNulls(v);
+    return out;
+  }
+  return value;
+}

@@ -1,0 +1,9 @@
+import type { Plugin, Driver } from '../core/plugin.js';
+
+/** Built-in plugins by name; anything else in `plugins:` is a module path. */
+export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> = {
+  system: () => import('./system/index.js'),
+};
+
+/** Built-in drivers by name; anything else in `drivers:` is a module path. */
+export const builtinDrivers: Record<string, () => Promise<{ default: Driver }>> = {};

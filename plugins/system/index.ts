@@ -1,0 +1,69 @@
+import { Type } from '@sinclair/typebox';
+import { definePlugin, type ListenerName } from '../../core/plugin.js';
+import { notFound, unavailable } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { buildOpenApi } from '../../core/openapi.js';
+import { versionInfo } from '../../core/version.js';
+
+/** Health, version, the CA certificate and the OpenAPI documents. */
+export default definePlugin({
+  name: 'system',
+  description: 'health check, version, CA download, OpenAPI document',
+  setup(services) {
+    const openapi = (listener: ListenerName) => () =>
+      Reply.raw(JSON.stringify(buildOpenApi(services.routeTable(), listener, versionInfo.version)), 'application/json');
+    return {
+      routes: [
+        {
+          method: 'GET',
+          path: '/healthz',
+          auth: 'public',
+          summary: 'Health check: 200 when the store answers, 503 otherwise',
+          schemas: { response: Type.Object({ status: Type.Literal('ok'), store: Type.String() }) },
+          async handler() {
+            try {
+              await services.db.ping();
+            } catch {
+              throw unavailable('The store is not reachable');
+            }
+            return { status: 'ok', store: services.db.dialect };
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/version',
+          auth: 'public',
+          summary: 'Version of hangar and of its API',
+          schemas: {
+            response: Type.Object({
+              version: Type.String(),
+              api_version: Type.Literal('v1'),
+              commit: Type.Optional(Type.String()),
+              build_date: Type.Optional(Type.String()),
+            }),
+          },
+          handler: () => versionInfo,
+        },
+        {
+          method: 'GET',
+          path: '/v1/ca',
+          auth: 'public',
+          summary: 'The CA certificate (PEM); 404 when the operator provided the server certificate',
+          handler() {
+            if (services.ca.operatorCertificates) {
+              throw notFound('The server certificate was provided by the operator; there is no hangar CA to download');
+            }
+            return Reply.raw(services.ca.caPem, 'application/x-pem-file');
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/openapi.json',
+          auth: 'public',
+          summary: 'OpenAPI 3.1 document of the control API, generated from the route table',
+          handler: openapi('control'),
+        },
+      ],
+    };
+  },
+});
