@@ -15,4 +15,16 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  {
+    files: ['test/**/*.ts'],
+    rules: {
+      // chai's property assertions (`.to.be.true`, `.to.exist`) are expressions by design.
+      '@typescript-eslint/no-unused-expressions': 'off',
+    },
+  },
+  {
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );

@@ -9,7 +9,6 @@ import type { Pki } from './pki/pki.js';
 import type { Clock } from './clock.js';
 import type { EventBus } from './events.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
-import type { XmlDocument } from './http/xml.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -65,7 +64,7 @@ export interface RouteDef<B = any, Q = any, P = any> {
   schemas?: RouteSchemas;
   /** Keep properties whose value is null (default false: they are removed before validation). */
   preserveNullValues?: boolean;
-  /** Accept `application/xml` / `text/xml` bodies, handed over as an {@link XmlDocument}. */
+  /** Accept `application/xml` / `text/xml` bodies, handed over as an XmlDocument (core/http/xml.ts). */
   xml?: boolean;
   /** Status of a successful reply when the handler returns a plain value; default 200. */
   status?: number;

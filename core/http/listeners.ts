@@ -60,12 +60,15 @@ export class Listener {
   /** Stops accepting, lets in-flight requests finish for up to `graceMs`, then cuts what is left. */
   async close(graceMs: number): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // Keep-alive connections become idle as their last response goes out: close them as they do.
+    const sweep = setInterval(() => this.server.closeIdleConnections(), 50);
     this.server.closeIdleConnections();
     const timer = setTimeout(() => {
       for (const socket of this.sockets) socket.destroy();
     }, graceMs);
     timer.unref();
     await closed;
+    clearInterval(sweep);
     clearTimeout(timer);
   }
 }

@@ -1,0 +1,70 @@
+import { expect } from 'chai';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { httpRequest } from '../../../core/http/client.js';
+
+const BIN = path.resolve('bin/hangar.mjs');
+
+function waitForLine(child: ChildProcess, pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`no line matching ${pattern} in: ${seen}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString();
+      const line = seen.split('\n').find((l) => pattern.test(l));
+      if (line) {
+        clearTimeout(timer);
+        resolve(line);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code} before ${pattern}: ${seen}`));
+    });
+  });
+}
+
+describe('hangar CLI: serve', () => {
+  it('lists its commands in --help', () => {
+    const res = spawnSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
+    expect(res.status).to.equal(0);
+    expect(res.stdout).to.contain('hangar serve');
+  });
+
+  it('starts the control plane on the embedded default: TLS health check, CA that verifies it, clean stop', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-serve-'));
+    const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
+      env: { ...process.env, NODE_ENV: 'development', HANGAR_API__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const line = await waitForLine(child, /hangar started/);
+      const url = JSON.parse(line).urls[0] as string;
+      expect(url).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
+      const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
+      const health = await httpRequest(`${url}/healthz`, { ca });
+      expect(health.status).to.equal(200);
+      expect(health.json.data.store).to.equal('sqlite');
+      const served = await httpRequest(`${url}/v1/ca`, { ca });
+      expect(served.text).to.equal(ca);
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      expect(await exited).to.equal(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('refuses to start on bad configuration, naming the key', () => {
+    const res = spawnSync(process.execPath, [BIN, 'serve', '--data-dir', os.tmpdir()], {
+      env: { ...process.env, HANGAR_API__PORT: 'not-a-port' },
+      encoding: 'utf8',
+    });
+    expect(res.status).to.equal(2);
+    expect(res.stderr).to.contain('api.port must be integer');
+  });
+});

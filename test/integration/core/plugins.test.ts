@@ -1,0 +1,121 @@
+import { expect } from 'chai';
+import { Hangar } from '../../../core/app.js';
+import { ConfigError } from '../../../core/errors.js';
+import { httpRequest } from '../../../core/http/client.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { FIXTURE_PLUGIN, startHangar } from '../../support/hangar.js';
+
+describeEachDialect('plugins and drivers from configuration', (dialect) => {
+  it('serves a plugin loaded by module path, and nothing of it once it is disabled', async () => {
+    const storage = dialect.freshStorage();
+    const on = await startHangar(dialect, { storage, plugins: ['system', FIXTURE_PLUGIN] });
+    try {
+      const res = await on.request('GET', '/v1/probe/greeting');
+      expect(res.status).to.equal(200);
+      expect(res.json.data).to.deep.equal({ greeting: 'hello' });
+      const doc = await on.request('GET', '/v1/openapi.json');
+      expect(doc.json.paths).to.have.property('/v1/probe/greeting');
+    } finally {
+      await on.stop();
+    }
+    const off = await startHangar(dialect, { storage, plugins: ['system'] });
+    try {
+      const res = await off.request('GET', '/v1/probe/greeting');
+      expect(res.status).to.equal(404);
+      const doc = await off.request('GET', '/v1/openapi.json');
+      expect(doc.json.paths).not.to.have.property('/v1/probe/greeting');
+      expect(doc.json.paths).to.have.property('/healthz');
+    } finally {
+      await off.stop();
+    }
+  });
+
+  it('hands a plugin its configuration section, defaults filled in and validated', async () => {
+    const t = await startHangar(dialect, { plugins: ['system', FIXTURE_PLUGIN], overrides: { probe: { greeting: 'ahoy' } } });
+    try {
+      expect((await t.request('GET', '/v1/probe/greeting')).json.data.greeting).to.equal('ahoy');
+    } finally {
+      await t.stop();
+    }
+    const config = dialect.config(undefined, { plugins: ['system', FIXTURE_PLUGIN], probe: { greeting: { text: 'hi' }, loud: true } });
+    const err = await Hangar.start({ config }).catch((e: Error) => e);
+    expect(err).to.be.instanceOf(ConfigError);
+    expect((err as Error).message).to.contain('probe.greeting must be string');
+    expect((err as Error).message).to.contain('probe.loud is not an allowed property');
+  });
+
+  it('refuses an unknown built-in plugin name and a module that is not there', async () => {
+    const unknown = await Hangar.start({ config: dialect.config(undefined, { plugins: ['system', 'nosuchplugin'] }) }).catch((e: Error) => e);
+    expect(unknown).to.be.instanceOf(ConfigError);
+    expect((unknown as Error).message).to.contain('"nosuchplugin" is neither built in');
+    const missing = await Hangar.start({ config: dialect.config(undefined, { plugins: ['./no/such/module.js'] }) }).catch((e: Error) => e);
+    expect(missing).to.be.instanceOf(ConfigError);
+    expect((missing as Error).message).to.contain('cannot load plugin module ./no/such/module.js');
+  });
+
+  it('loads a third-party driver by module path and gives it the services', async () => {
+    const t = await startHangar(dialect, { plugins: ['system'], overrides: { drivers: ['test/support/fixtures/probe-driver.ts'] } });
+    try {
+      const driver = t.hangar.services.drivers.get<{ describe(): string }>('probe-driver');
+      expect(driver.describe()).to.equal(`probe driver on ${dialect.name}`);
+      expect(t.hangar.services.drivers.names()).to.deep.equal(['probe-driver']);
+      expect(() => t.hangar.services.drivers.get('swarm')).to.throw('driver "swarm" is not loaded');
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('runs migrations once: a restart on the same store applies nothing again and keeps the data', async () => {
+    const storage = dialect.freshStorage();
+    const first = await startHangar(dialect, { storage, plugins: ['system', FIXTURE_PLUGIN] });
+    let migrations: unknown[];
+    try {
+      await first.request('POST', '/v1/probe/things', { body: { id: 'keep-me', label: 'x', active: true, created_at: new Date().toISOString() } });
+      migrations = await first.hangar.store.knex('hangar_migrations').select('id', 'applied_at').orderBy('id');
+      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'probe/001_things']);
+    } finally {
+      await first.stop();
+    }
+    const second = await startHangar(dialect, { storage, plugins: ['system', FIXTURE_PLUGIN] });
+    try {
+      const again = await second.hangar.store.knex('hangar_migrations').select('id', 'applied_at').orderBy('id');
+      expect(again).to.deep.equal(migrations);
+      expect(second.logs.some((l) => l.includes('migrations applied'))).to.equal(false);
+      const list = await second.request('GET', '/v1/probe/things');
+      expect(list.json.data.map((d: { id: string }) => d.id)).to.deep.equal(['keep-me']);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('shuts down gracefully: a request in flight is answered before the listener closes', async () => {
+    const t = await startHangar(dialect, { plugins: ['system', FIXTURE_PLUGIN] });
+    const url = t.url;
+    const started = Date.now();
+    const pending = t.request('GET', '/v1/probe/wait');
+    await new Promise((r) => setTimeout(r, 100));
+    await t.stop();
+    const res = await pending;
+    expect(res.status).to.equal(200);
+    expect(res.json.data).to.deep.equal({ ended: 'shutdown' });
+    expect(Date.now() - started, 'the held request ends with the shutdown, not its own 5 s timer').to.be.below(4000);
+    const after = await httpRequest(`${url}/healthz`, { ca: t.caPem }).catch((e: Error) => e);
+    expect(after).to.be.instanceOf(Error);
+  });
+});
+
+describeEachDialect('health check', (dialect) => {
+  it('answers 503 with the error body when the store is down', async () => {
+    const t = await startHangar(dialect, { plugins: ['system'] });
+    try {
+      expect((await t.request('GET', '/healthz')).json.data.store).to.equal(dialect.name);
+      await t.hangar.store.knex.destroy();
+      const res = await t.request('GET', '/healthz');
+      expect(res.status).to.equal(503);
+      expect(res.json.error).to.equal('Service Unavailable');
+      expect(res.json.message).to.equal('The store is not reachable');
+    } finally {
+      await t.stop().catch(() => undefined);
+    }
+  });
+});

@@ -1,0 +1,146 @@
+import { expect } from 'chai';
+import { X509Certificate } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
+import { httpRequest } from '../../../core/http/client.js';
+import { Pki } from '../../../core/pki/pki.js';
+import { systemClock } from '../../../core/clock.js';
+import { openStore } from '../../../core/db/store.js';
+import { runMigrations } from '../../../core/db/migrations.js';
+import { coreMigrations } from '../../../core/db/core-migrations.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hangar.js';
+
+/** The certificate a fresh TLS connection is shown. */
+function presentedCertificate(port: number): Promise<tls.PeerCertificate> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerCertificate());
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+}
+
+describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
+  let t: TestHangar;
+  before(async () => {
+    t = await startHangar(dialect, { plugins: ['system', FIXTURE_PLUGIN] });
+  });
+  after(() => t?.stop());
+
+  it('serves the CA as PEM, and that CA verifies the server certificate', async () => {
+    const ca = await httpRequest(`${t.url}/v1/ca`, { ca: false });
+    expect(ca.status).to.equal(200);
+    expect(ca.text).to.match(/^-----BEGIN CERTIFICATE-----/);
+    const verified = await httpRequest(`${t.url}/healthz`, { ca: ca.text });
+    expect(verified.status).to.equal(200);
+    const server = new X509Certificate(t.hangar.services.ca.serverCredentials.cert);
+    expect(server.verify(new X509Certificate(ca.text).publicKey)).to.equal(true);
+    expect(server.subjectAltName).to.contain('IP Address:127.0.0.1');
+  });
+
+  it('accepts an agent with a client certificate issued for its node id', async () => {
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-accepted');
+    const res = await t.request('GET', '/v1/probe/agent', { cert: issued.cert_pem, key: issued.key_pem });
+    expect(res.status).to.equal(200);
+    expect(res.json.data).to.deep.equal({ node_id: 'node-accepted' });
+    expect(new X509Certificate(issued.cert_pem).subject).to.equal('CN=node-accepted');
+  });
+
+  it('issues certificates for a public key the machine keeps to itself', async () => {
+    const { generateKeyPairSync } = await import('node:crypto');
+    const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const publicPem = pair.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-own-key', publicPem);
+    expect(issued.key_pem).to.equal(undefined);
+    const res = await t.request('GET', '/v1/probe/agent', {
+      cert: issued.cert_pem,
+      key: pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    });
+    expect(res.json.data).to.deep.equal({ node_id: 'node-own-key' });
+  });
+
+  it('refuses agent routes without a client certificate', async () => {
+    const res = await t.request('GET', '/v1/probe/agent');
+    expect(res.status).to.equal(401);
+    expect(res.json.error).to.equal('Unauthorized');
+    expect(res.json.message).to.contain('client certificate');
+  });
+
+  it('refuses a client certificate from another CA', async () => {
+    const otherDir = t.hangar.services.config.data_dir + '-other-ca';
+    const store = await openStore({ ...t.hangar.services.config, database: { url: null, schema: null, sqlite_file: path.join(otherDir, 'x.db'), pool_max: 1 } } as never);
+    try {
+      await runMigrations(store, [coreMigrations]);
+      const other = await Pki.open({ dataDir: otherDir, store, clock: systemClock });
+      const foreign = await other.issueClientCertificate('node-foreign');
+      const res = await t.request('GET', '/v1/probe/agent', { cert: foreign.cert_pem, key: foreign.key_pem });
+      expect(res.status).to.equal(401);
+      expect(res.json.message).to.contain('not issued by this control plane');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses a revoked certificate at once, on the next request', async () => {
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-revoked');
+    const before = await t.request('GET', '/v1/probe/agent', { cert: issued.cert_pem, key: issued.key_pem });
+    expect(before.status).to.equal(200);
+    expect(await t.hangar.services.ca.revokeNode('node-revoked')).to.equal(1);
+    const after = await t.request('GET', '/v1/probe/agent', { cert: issued.cert_pem, key: issued.key_pem });
+    expect(after.status).to.equal(401);
+    expect(after.json.message).to.contain('revoked');
+  });
+
+  it('swaps the server certificate without a restart: new connections see the new one', async () => {
+    const port = t.hangar.listeners.get('control')!.port;
+    const beforeCert = await presentedCertificate(port);
+    expect(beforeCert.subjectaltname).not.to.contain('192.0.2.77');
+    const { added_sans } = await t.hangar.services.ca.reissueServerCertificate(['192.0.2.77', 'cp.example.test']);
+    expect(added_sans).to.deep.equal(['192.0.2.77', 'cp.example.test']);
+    const afterCert = await presentedCertificate(port);
+    expect(afterCert.serialNumber).not.to.equal(beforeCert.serialNumber);
+    expect(afterCert.subjectaltname).to.contain('IP Address:192.0.2.77');
+    expect(afterCert.subjectaltname).to.contain('DNS:cp.example.test');
+    const stillServing = await t.request('GET', '/healthz');
+    expect(stillServing.status).to.equal(200);
+  });
+});
+
+describeEachDialect('operator-provided server certificate', (dialect) => {
+  let t: TestHangar;
+  let operatorCert: string;
+  before(async () => {
+    // The operator's certificate comes from a CA hangar does not control: make one elsewhere.
+    const storage = dialect.freshStorage();
+    const store = await openStore({ database: { url: null, schema: null, sqlite_file: path.join(storage.dataDir, 'op.db'), pool_max: 1 }, data_dir: storage.dataDir } as never);
+    await runMigrations(store, [coreMigrations]);
+    const operatorPki = await Pki.open({ dataDir: path.join(storage.dataDir, 'operator'), store, clock: systemClock, serverNames: ['ops.example.test'] });
+    await store.close();
+    operatorCert = operatorPki.serverCredentials.cert;
+    writeFileSync(path.join(storage.dataDir, 'op.crt'), operatorCert);
+    writeFileSync(path.join(storage.dataDir, 'op.key'), operatorPki.serverCredentials.key);
+    t = await startHangar(dialect, {
+      plugins: ['system'],
+      overrides: { api: { tls_cert: path.join(storage.dataDir, 'op.crt'), tls_key: path.join(storage.dataDir, 'op.key') } },
+    });
+  });
+  after(() => t?.stop());
+
+  it('serves the operator certificate and has no CA to download', async () => {
+    const presented = await presentedCertificate(t.hangar.listeners.get('control')!.port);
+    expect(presented.subjectaltname).to.contain('DNS:ops.example.test');
+    expect(presented.fingerprint256).to.equal(new X509Certificate(operatorCert).fingerprint256);
+    const res = await httpRequest(`${t.url}/v1/ca`, { ca: false });
+    expect(res.status).to.equal(404);
+    expect(res.json.message).to.contain('provided by the operator');
+  });
+
+  it('refuses to reissue a certificate it did not make', async () => {
+    let error: Error | undefined;
+    await t.hangar.services.ca.reissueServerCertificate(['192.0.2.1']).catch((e: Error) => (error = e));
+    expect(error?.message).to.contain('provided by the operator');
+  });
+});
