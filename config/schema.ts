@@ -50,6 +50,17 @@ export const CoreConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    mail: Type.Object(
+      {
+        host: Type.String({ default: '127.0.0.1', description: 'SMTP server' }),
+        port: Type.Integer({ minimum: 1, maximum: 65535, default: 25 }),
+        secure: Type.Boolean({ default: false, description: 'TLS from the first byte (port 465)' }),
+        starttls: Type.Union([Type.Literal('off'), Type.Literal('opportunistic'), Type.Literal('required')], { default: 'opportunistic' }),
+        user: Type.Union([Type.String(), Type.Null()], { default: null }),
+        password: Type.Union([Type.String(), Type.Null()], { default: null }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     shutdown_timeout_ms: Type.Integer({ minimum: 0, default: 10000 }),
   },
   { additionalProperties: true },

@@ -14,6 +14,7 @@ import { EventBus } from './events.js';
 import { buildKoaApp } from './http/koa-app.js';
 import { Listener } from './http/listeners.js';
 import { createLogger, type Logger } from './log.js';
+import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
 import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import type { JsonSchema } from './validation.js';
@@ -134,6 +135,7 @@ export class Hangar {
       plugins: names,
       provided: new Map(),
       routeTable: () => routes,
+      mail: createMailer(config.mail),
     };
     for (const spec of config.drivers) {
       const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
@@ -217,6 +219,7 @@ export class Hangar {
         await close().catch((err: Error) => this.log.error({ err: { message: err.message } }, 'plugin close failed'));
       }
       this.services.ca.removeAllListeners();
+      this.services.mail.close();
       await this.services.db.close();
       this.log.info('hangar stopped');
     })();

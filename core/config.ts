@@ -72,6 +72,22 @@ export function configFromEnv(env: Record<string, string | undefined>): Tree {
   return out;
 }
 
+/** Settings the product documents under their own names (the login API's JWT_SECRET, API_SERVER). */
+const ENV_ALIASES: Record<string, string[]> = {
+  JWT_SECRET: ['iam', 'jwt_secret'],
+  API_SERVER: ['iam', 'api_server'],
+};
+
+function aliasesFromEnv(env: Record<string, string | undefined>): Tree {
+  const out: Tree = {};
+  for (const [name, [section, key]] of Object.entries(ENV_ALIASES)) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    out[section!] = { ...((out[section!] as Tree) ?? {}), [key!]: value };
+  }
+  return out;
+}
+
 /** Lists (like `plugins`) also accept a comma-separated string from the environment. */
 function splitLists(tree: Tree): void {
   for (const key of ['plugins', 'drivers']) {
@@ -104,6 +120,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HangarConfig {
   }
   if (options.overrides) tree = deepMerge(tree, options.overrides);
   splitLists(fromEnv);
+  tree = deepMerge(tree, aliasesFromEnv(env));
   tree = deepMerge(tree, fromEnv);
   tree.env = envName;
   if (options.dataDir) tree.data_dir = options.dataDir;

@@ -1,5 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
-import type { AuthRequirement, ListenerName, RegisteredRoute } from './plugin.js';
+import type { AuthRequirement, ListenerName, RegisteredRoute, RouteDef, Services } from './plugin.js';
+import { Reply } from './http/reply.js';
+import { versionInfo } from './version.js';
 
 type Json = Record<string, unknown>;
 
@@ -29,7 +31,8 @@ function describeAuth(auth: AuthRequirement): string {
   if (auth === 'public') return 'No authentication.';
   if (auth === 'agent') return 'Agents only: a client certificate issued by the control plane CA (CN = node id).';
   if (auth === 'authenticated') return 'Any authenticated caller (JWT or HMAC).';
-  return `Requires role \`${auth.role}\` (JWT or HMAC).`;
+  const self = auth.orSelf ? `, or the user whose id is \`{${auth.orSelf}}\`` : '';
+  return `Requires role \`${auth.role}\`${self} (JWT or HMAC).`;
 }
 
 function parameters(route: RegisteredRoute['route']): Json[] {
@@ -97,5 +100,17 @@ export function buildOpenApi(routes: readonly RegisteredRoute[], listener: Liste
         mutualTLS: { type: 'mutualTLS' },
       },
     },
+  };
+}
+
+/** The route that serves a listener's OpenAPI document. */
+export function openApiRoute(services: Services, listener: ListenerName, path: string): RouteDef {
+  return {
+    method: 'GET',
+    path,
+    listener,
+    auth: 'public',
+    summary: `OpenAPI 3.1 document of the ${listener} API, generated from the route table`,
+    handler: () => Reply.raw(JSON.stringify(buildOpenApi(services.routeTable(), listener, versionInfo.version)), 'application/json'),
   };
 }

@@ -8,15 +8,17 @@ import type { Migration } from './db/migrations.js';
 import type { Pki } from './pki/pki.js';
 import type { Clock } from './clock.js';
 import type { EventBus } from './events.js';
+import type { Mailer } from './mail.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**
- * Who may call a route: anyone, any authenticated caller, callers whose role claim equals `role`,
- * or agents presenting a valid client certificate issued by hangar's CA.
+ * Who may call a route: anyone, any authenticated caller, callers whose role claim equals `role`
+ * (or, with `orSelf`, whose user id equals that path parameter), or agents presenting a valid
+ * client certificate issued by hangar's CA.
  */
-export type AuthRequirement = 'public' | 'authenticated' | 'agent' | { role: string };
+export type AuthRequirement = 'public' | 'authenticated' | 'agent' | { role: string; orSelf?: string };
 
 /** The listeners hangar runs: the control API (TLS, /v1) and the login API (plain HTTP behind a proxy, no prefix). */
 export type ListenerName = 'control' | 'login';
@@ -135,6 +137,8 @@ export interface Services {
   plugins: string[];
   /** Values plugins share with each other (e.g. the user store), keyed by plugin name. */
   provided: Map<string, unknown>;
+  /** Outgoing mail over SMTP (configured under `mail:`). */
+  mail: Mailer;
   /** Every route of every loaded plugin (complete once start-up has finished). */
   routeTable(): readonly RegisteredRoute[];
 }

@@ -43,7 +43,10 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, where: 
     seen.add(key);
     details.push({ path, message, keyword: error.keyword });
   }
-  return details;
+  // In a nullable union the null branch's "must be null" only restates that the value is not null.
+  return details.filter(
+    (d) => !(d.keyword === 'type' && d.message === 'must be null' && details.some((o) => o !== d && o.path === d.path)),
+  );
 }
 
 function dotted(where: string, pointer: string): string {

@@ -3,6 +3,8 @@ import type { Plugin, Driver } from '../core/plugin.js';
 /** Built-in plugins by name; anything else in `plugins:` is a module path. */
 export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> = {
   system: () => import('./system/index.js'),
+  iam: () => import('./iam/index.js'),
+  login: () => import('./login/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

@@ -88,6 +88,9 @@ export async function authorize(
   }
   const principal = await registry.identify(input);
   if (!principal) throw unauthorized();
-  if (typeof requirement === 'object' && principal.role !== requirement.role) throw forbidden();
+  if (typeof requirement === 'object' && principal.role !== requirement.role) {
+    const self = requirement.orSelf && (input.ctx as unknown as { params?: Record<string, string> }).params?.[requirement.orSelf];
+    if (!self || self !== principal.id) throw forbidden();
+  }
   return { principal, agent: null };
 }

@@ -72,7 +72,7 @@ export function decodeCursor(cursor: string, size: number): unknown[] {
  * Keyset pagination over `query`, ordered by `keys` ascending (the last key must be unique).
  * Returns at most `limit` items and a cursor for the next page when there is one.
  */
-export async function paginate<T extends Row>(
+export async function paginate<T>(
   query: Knex.QueryBuilder,
   options: { keys: string[]; limit?: number; cursor?: string | null; decode: (row: Row) => T },
 ): Promise<Page<T>> {

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import { definePlugin, type ListenerName } from '../../core/plugin.js';
+import { definePlugin } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { buildOpenApi } from '../../core/openapi.js';
+import { openApiRoute } from '../../core/openapi.js';
 import { versionInfo } from '../../core/version.js';
 
 /** Health, version, the CA certificate and the OpenAPI documents. */
@@ -10,8 +10,6 @@ export default definePlugin({
   name: 'system',
   description: 'health check, version, CA download, OpenAPI document',
   setup(services) {
-    const openapi = (listener: ListenerName) => () =>
-      Reply.raw(JSON.stringify(buildOpenApi(services.routeTable(), listener, versionInfo.version)), 'application/json');
     return {
       routes: [
         {
@@ -56,13 +54,7 @@ export default definePlugin({
             return Reply.raw(services.ca.caPem, 'application/x-pem-file');
           },
         },
-        {
-          method: 'GET',
-          path: '/v1/openapi.json',
-          auth: 'public',
-          summary: 'OpenAPI 3.1 document of the control API, generated from the route table',
-          handler: openapi('control'),
-        },
+        openApiRoute(services, 'control', '/v1/openapi.json'),
       ],
     };
   },

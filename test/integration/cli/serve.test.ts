@@ -38,7 +38,7 @@ describe('hangar CLI: serve', () => {
   it('starts the control plane on the embedded default: TLS health check, CA that verifies it, clean stop', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-serve-'));
     const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
-      env: { ...process.env, NODE_ENV: 'development', HANGAR_API__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
+      env: { ...process.env, NODE_ENV: 'development', HANGAR_API__PORT: '0', HANGAR_LOGIN__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     try {

@@ -1,0 +1,74 @@
+import jwt from 'jsonwebtoken';
+import type { Clock } from '../clock.js';
+import { unauthorized } from '../errors.js';
+
+/** The claims hangar puts in its tokens (plus iat, exp, iss). */
+export interface TokenClaims {
+  userid: string;
+  name: string;
+  role: string;
+}
+
+export interface VerifiedToken extends TokenClaims {
+  iat: number;
+  exp: number;
+  iss: string;
+}
+
+export const MIN_SECRET_BYTES = 64;
+
+/** Decodes a JWT_SECRET value; null when it is not base64 of at least 64 bytes. */
+export function decodeJwtSecret(value: string): Buffer | null {
+  const trimmed = value.trim();
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed)) return null;
+  const bytes = Buffer.from(trimmed, 'base64');
+  return bytes.length >= MIN_SECRET_BYTES ? bytes : null;
+}
+
+/** HS512 tokens, issuer checked; the only place that calls jsonwebtoken. */
+export class JwtService {
+  constructor(
+    private readonly secret: Buffer,
+    readonly issuer: string,
+    readonly lifetimeSeconds: number,
+    private readonly clock: Clock,
+  ) {
+    if (secret.length < MIN_SECRET_BYTES) throw new Error(`JWT secret must be at least ${MIN_SECRET_BYTES} bytes`);
+  }
+
+  private nowSeconds(): number {
+    return Math.floor(this.clock.now().getTime() / 1000);
+  }
+
+  sign(claims: TokenClaims): { token: string; expires_at: string } {
+    const iat = this.nowSeconds();
+    const exp = iat + this.lifetimeSeconds;
+    const token = jwt.sign({ userid: claims.userid, name: claims.name, role: claims.role, iat, exp }, this.secret, {
+      algorithm: 'HS512',
+      issuer: this.issuer,
+    });
+    return { token, expires_at: new Date(exp * 1000).toISOString() };
+  }
+
+  /** Verifies signature (HS512 only), issuer and expiry; throws a 401 otherwise. */
+  verify(token: string): VerifiedToken {
+    try {
+      const claims = jwt.verify(token, this.secret, {
+        algorithms: ['HS512'],
+        issuer: this.issuer,
+        clockTimestamp: this.nowSeconds(),
+      }) as VerifiedToken;
+      if (typeof claims.userid !== 'string' || typeof claims.role !== 'string') throw new Error('claims missing');
+      return claims;
+    } catch (err) {
+      const expired = (err as Error).name === 'TokenExpiredError';
+      throw unauthorized(expired ? 'The token has expired' : 'The token is not valid');
+    }
+  }
+}
+
+/** The bearer token of a request, if any. */
+export function bearerToken(authorization: string | undefined): string | null {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  return m ? m[1]! : null;
+}

@@ -1,0 +1,66 @@
+import type { Authenticator } from '../../core/auth/index.js';
+import { bearerToken } from '../../core/auth/jwt.js';
+import { HEADER_ACCESS_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP, signature } from '../../core/auth/hmac.js';
+import type { Clock } from '../../core/clock.js';
+import { safeEqual } from '../../core/crypto.js';
+import type { Store } from '../../core/db/store.js';
+import { unauthorized } from '../../core/errors.js';
+import type { Identity } from './identity.js';
+import { HMAC_NONCES } from './migrations.js';
+
+/** `Authorization: Bearer <JWT>`: valid signature, issuer and expiry, and a user that still exists. */
+export function jwtAuthenticator(identity: Identity): Authenticator {
+  return {
+    name: 'jwt',
+    async authenticate({ ctx }) {
+      const token = bearerToken(ctx.get('authorization'));
+      if (!token) return null;
+      const claims = identity.jwt.verify(token);
+      const user = await identity.users.get(claims.userid);
+      if (!user) throw unauthorized('The token belongs to a user that no longer exists');
+      return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp };
+    },
+  };
+}
+
+/**
+ * HMAC-signed requests (docs/api-auth.md): timestamp within the allowed skew, signature over the
+ * canonical string, each signature accepted once (replays are refused, across control planes too).
+ */
+export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number): Authenticator {
+  return {
+    name: 'hmac',
+    async authenticate({ ctx, rawBody, listener }) {
+      const accessKey = ctx.get(HEADER_ACCESS_KEY);
+      // API keys are for the control API; the login API speaks JWT only.
+      if (!accessKey || listener !== 'control') return null;
+      const timestamp = ctx.get(HEADER_TIMESTAMP);
+      const sent = ctx.get(HEADER_SIGNATURE).toLowerCase();
+      if (!timestamp || !sent) throw unauthorized('HMAC-signed requests need X-Access-Key, X-Timestamp and X-Signature');
+      const ts = Number(timestamp);
+      const now = Math.floor(clock.now().getTime() / 1000);
+      if (!/^\d+$/.test(timestamp) || Math.abs(now - ts) > skewSeconds) {
+        throw unauthorized(`X-Timestamp must be the current unix time in seconds, within ±${skewSeconds} s of the server's clock`);
+      }
+      const found = await identity.users.keyForSigning(accessKey);
+      if (!found) throw unauthorized('Unknown or deleted access key');
+      const expected = signature(found.secret, {
+        method: ctx.method,
+        pathAndQuery: ctx.originalUrl,
+        body: rawBody,
+        timestamp: ts,
+        nonce: ctx.get(HEADER_NONCE),
+      });
+      if (!safeEqual(expected, sent)) throw unauthorized('The signature does not match the request');
+      try {
+        await store.knex(HMAC_NONCES).insert({ signature: expected, expires_at: new Date((ts + skewSeconds + 1) * 1000).toISOString() });
+      } catch (err) {
+        const seen = await store.knex(HMAC_NONCES).where({ signature: expected }).first();
+        if (seen) throw unauthorized('This signed request has already been used; sign each request anew');
+        throw err;
+      }
+      await identity.users.touchKey(found.key);
+      return { id: found.user.userid, name: found.user.name ?? found.user.username, role: found.user.role, method: 'hmac', key_id: found.key.id };
+    },
+  };
+}

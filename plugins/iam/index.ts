@@ -1,0 +1,304 @@
+import os from 'node:os';
+import { Type } from '@sinclair/typebox';
+import { JwtService } from '../../core/auth/jwt.js';
+import { PasswordPolicySchema } from '../../core/auth/password-policy.js';
+import { PASSWORD_HASHERS } from '../../core/auth/passwords.js';
+import { safeEqual } from '../../core/crypto.js';
+import { conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { definePlugin, type HangarRequest, type Services } from '../../core/plugin.js';
+import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
+import { Identity } from './identity.js';
+import { HMAC_NONCES, iamMigrations } from './migrations.js';
+import {
+  DisplayName, Email, KeyView, PageQuery, Password, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
+} from './schemas.js';
+import { BootstrapSecret, loadJwtSecret } from './secrets.js';
+import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
+
+export const IamConfigSchema = Type.Object(
+  {
+    jwt_secret: Type.Union([Type.String(), Type.Null()], { default: null, description: 'base64, ≥ 64 bytes decoded (also JWT_SECRET); generated into the data dir when unset' }),
+    api_server: Type.Union([Type.String(), Type.Null()], { default: null, description: 'JWT issuer, checked on every token (also API_SERVER); defaults to api.public_url or https://<hostname>:8443' }),
+    token_lifetime_seconds: Type.Integer({ minimum: 60, default: 3600 }),
+    password_hasher: Type.Union([Type.Literal('scrypt'), Type.Literal('sha1')], { default: 'scrypt' }),
+    password_policy: PasswordPolicySchema,
+    hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export interface IamConfig {
+  jwt_secret: string | null;
+  api_server: string | null;
+  token_lifetime_seconds: number;
+  password_hasher: 'scrypt' | 'sha1';
+  password_policy: import('../../core/auth/password-policy.js').PasswordPolicy;
+  hmac_skew_seconds: number;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+/** The identity plugin's shared services, for plugins that build on it (login, runner…). */
+export function identityOf(services: Services): Identity {
+  const identity = services.provided.get('iam');
+  if (!(identity instanceof Identity)) throw new Error('the iam plugin must be loaded (and listed before this plugin)');
+  return identity;
+}
+
+export default definePlugin({
+  name: 'iam',
+  description: 'users, API keys (HMAC), JWTs, bootstrap',
+  configSchema: IamConfigSchema,
+  migrations: iamMigrations,
+  async setup(services) {
+    const { config, db, clock, ca, log } = services;
+    const settings = config.iam as IamConfig;
+    const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:8443`;
+    const jwt = new JwtService(loadJwtSecret(settings.jwt_secret, config.data_dir), issuer, settings.token_lifetime_seconds, clock);
+    const users = new UserStore(db, clock, ca.secretBox('iam-api-key-secrets'));
+    const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy);
+    services.provided.set('iam', identity);
+    services.auth.register(jwtAuthenticator(identity));
+    services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
+
+    const bootstrapSecret = new BootstrapSecret(config.data_dir);
+    if ((await users.countAdmins()) === 0) {
+      const fresh = bootstrapSecret.ensure();
+      if (fresh) {
+        // Printed once for the operator, deliberately not through the logger.
+        console.log(
+          `hangar: no admin yet. Bootstrap from this machine (POST /v1/bootstrap on loopback), or from elsewhere with the header\n` +
+            `  X-Bootstrap-Secret: ${fresh}\n(also in ${bootstrapSecret.file}; it stops working once bootstrap is done)`,
+        );
+      }
+    }
+
+    const view = async (user: UserRecord) => publicUser(user, await users.properties(user.userid));
+    const apiUrl = (req: HangarRequest) => config.api.public_url ?? `https://${req.ctx.host}`;
+
+    return {
+      loops: [
+        {
+          name: 'iam:purge-hmac-nonces',
+          intervalMs: 60_000,
+          async run() {
+            await db.knex(HMAC_NONCES).where('expires_at', '<', clock.now().toISOString()).delete();
+          },
+        },
+      ],
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/bootstrap',
+          auth: 'public',
+          summary: 'Create the first admin and return its credentials once (loopback, or with X-Bootstrap-Secret)',
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              {
+                username: Type.Optional(Username),
+                email: Type.Optional(Email),
+                name: Type.Optional(DisplayName),
+                password: Type.Optional(Password),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            if ((await users.countAdmins()) > 0) throw conflict('hangar is already bootstrapped: an admin exists');
+            const offered = req.ctx.get('x-bootstrap-secret');
+            const secret = bootstrapSecret.current();
+            const fromLoopback = LOOPBACK.has(req.ip);
+            if (!fromLoopback && !(offered && secret && safeEqual(offered, secret))) {
+              throw forbidden('Bootstrap is accepted from the loopback interface, or with the X-Bootstrap-Secret printed at first start');
+            }
+            const generated = req.body.password ? null : identity.generatePassword();
+            const passwordHash = await identity.hashAcceptable(req.body.password ?? generated!);
+            const created = await db.knex.transaction(async (trx) => {
+              if (db.dialect === 'postgres') await trx.raw('select pg_advisory_xact_lock(?)', [0x626f6f74]);
+              if ((await users.countAdmins(trx)) > 0) throw conflict('hangar is already bootstrapped: an admin exists');
+              const user = await users.create(
+                { username: req.body.username ?? 'admin', email: req.body.email, name: req.body.name ?? 'Administrator', passwordHash, role: 'admin' },
+                trx,
+              );
+              const { key, secret: keySecret } = await users.createKey(user.userid, 'bootstrap', trx);
+              return { user, key, keySecret };
+            });
+            bootstrapSecret.discard();
+            log.info({ user_id: created.user.userid, username: created.user.username }, 'bootstrap: first admin created');
+            return {
+              username: created.user.username,
+              user_id: created.user.userid,
+              ...(generated ? { password: generated } : {}),
+              access_key_id: created.key.access_key_id,
+              secret_access_key: created.keySecret,
+              api_url: apiUrl(req),
+              ca_pem: ca.operatorCertificates ? null : ca.caPem,
+            };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/login',
+          auth: 'public',
+          summary: 'Exchange username and password for a JWT',
+          schemas: {
+            body: Type.Object({ username: Type.String({ minLength: 1, maxLength: 120 }), password: Password }, { additionalProperties: false }),
+            response: Type.Object({ ...TokenView.properties, user: UserView }),
+          },
+          async handler(req) {
+            const user = await identity.login('username', req.body.username, req.body.password);
+            if (!user) throw unauthorized('Invalid username or password');
+            return { ...identity.issueToken(user), token_type: 'Bearer', user: await view(user) };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/token',
+          auth: 'authenticated',
+          summary: 'A JWT for the user of the API key that signed this request (HMAC only)',
+          schemas: { response: TokenView },
+          async handler(req) {
+            if (req.principal?.method !== 'hmac') throw unauthorized('Sign this request with an API key (HMAC) to get a token');
+            const user = await users.require(req.principal.id);
+            return { ...identity.issueToken(user), token_type: 'Bearer' };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/users',
+          auth: { role: 'admin' },
+          summary: 'Create a user',
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              {
+                username: Username,
+                email: Type.Optional(Email),
+                name: Type.Optional(DisplayName),
+                password: Password,
+                role: Type.Optional(Role),
+                properties: Type.Optional(Type.Array(PropertyInput, { maxItems: 100 })),
+              },
+              { additionalProperties: false },
+            ),
+            response: UserView,
+          },
+          async handler(req) {
+            const passwordHash = await identity.hashAcceptable(req.body.password);
+            const user = await users.create({ ...req.body, role: req.body.role ?? 'user', passwordHash });
+            return view(user);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/iam/users',
+          auth: { role: 'admin' },
+          summary: 'List users',
+          schemas: { query: PageQuery, response: Type.Array(UserView) },
+          async handler(req) {
+            const page = await users.list(req.query);
+            return Reply.page({ items: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/iam/users/{id}',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Get a user, with its properties',
+          schemas: { params: UserIdParams, response: UserView },
+          handler: async (req) => view(await users.require(req.params.id)),
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/iam/users/{id}',
+          auth: { role: 'admin' },
+          summary: 'Delete a user (soft): it cannot log in, its tokens and keys stop working',
+          schemas: { params: UserIdParams, response: UserView },
+          async handler(req) {
+            const user = await users.require(req.params.id);
+            if (user.role === 'admin' && (await users.countAdmins()) === 1) throw conflict('Cannot delete the last admin');
+            await users.softDelete(user.userid);
+            return publicUser((await users.get(user.userid, { includeDeleted: true }))!);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/users/{id}/properties',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Add a property (name/value metadata) to a user',
+          status: 201,
+          schemas: { params: UserIdParams, body: PropertyInput },
+          async handler(req) {
+            await users.require(req.params.id);
+            return users.addProperty(req.params.id, req.body.name, req.body.value);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/iam/users/{id}/properties/{propertyId}',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Remove a property from a user',
+          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), propertyId: Type.Integer({ minimum: 1 }) }) },
+          async handler(req) {
+            if (!(await users.removeProperty(req.params.id, req.params.propertyId))) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
+            return { deleted: true };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/users/{id}/password',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Set a password (admins for anyone, users for themselves); the policy applies',
+          schemas: { params: UserIdParams, body: Type.Object({ password: Password }, { additionalProperties: false }) },
+          async handler(req) {
+            const user = await users.require(req.params.id);
+            await users.setPassword(user.userid, await identity.hashAcceptable(req.body.password));
+            return { updated: true };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/iam/users/{id}/keys',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Create an API key pair; the secret is shown only in this response',
+          status: 201,
+          schemas: {
+            params: UserIdParams,
+            body: Type.Object({ description: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false }),
+            response: Type.Object({ ...KeyView.properties, secret_access_key: Type.String() }),
+          },
+          async handler(req) {
+            const user = await users.require(req.params.id);
+            const { key, secret } = await users.createKey(user.userid, req.body.description ?? null);
+            return { ...publicKey(key), secret_access_key: secret };
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/iam/users/{id}/keys',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'List API keys (never their secrets), with last-used times',
+          schemas: { params: UserIdParams, response: Type.Array(KeyView) },
+          async handler(req) {
+            await users.require(req.params.id);
+            return (await users.listKeys(req.params.id)).map(publicKey);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/iam/users/{id}/keys/{keyId}',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Delete an API key; requests signed with it fail from now on',
+          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), keyId: Type.String({ minLength: 1, maxLength: 64 }) }) },
+          async handler(req) {
+            if (!(await users.deleteKey(req.params.id, req.params.keyId))) throw notFound(`No key ${req.params.keyId} for user ${req.params.id}`);
+            return { deleted: true };
+          },
+        },
+      ],
+    };
+  },
+});
+

@@ -1,0 +1,49 @@
+import { Type } from '@sinclair/typebox';
+
+export const Username = Type.String({ minLength: 1, maxLength: 20, pattern: '^[A-Za-z0-9._@-]+$', description: 'unique; letters, digits, . _ @ -' });
+export const Email = Type.String({ format: 'email', maxLength: 120 });
+export const DisplayName = Type.String({ maxLength: 50 });
+export const Role = Type.String({ minLength: 1, maxLength: 50, pattern: '^[a-z][a-z0-9_-]*$', description: 'built in: admin, user' });
+export const Password = Type.String({ maxLength: 1024 });
+export const PropertyInput = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 50 }), value: Type.Union([Type.String({ maxLength: 250 }), Type.Null()]) },
+  { additionalProperties: false },
+);
+
+export const UserIdParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
+
+export const UserView = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  userid: Type.String({ format: 'uuid' }),
+  username: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  email: Type.Union([Type.String(), Type.Null()]),
+  role: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  deleted_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  properties: Type.Array(Type.Object({ id: Type.Integer(), name: Type.String(), value: Type.Union([Type.String(), Type.Null()]) })),
+});
+
+export const KeyView = Type.Object({
+  id: Type.String(),
+  access_key_id: Type.String(),
+  user_id: Type.String(),
+  description: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String({ format: 'date-time' }),
+  last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+
+export const TokenView = Type.Object({
+  token: Type.String(),
+  token_type: Type.Literal('Bearer'),
+  expires_at: Type.String({ format: 'date-time' }),
+});
+
+export const PageQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+    cursor: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);

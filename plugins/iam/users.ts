@@ -1,0 +1,221 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Clock } from '../../core/clock.js';
+import type { SecretBox } from '../../core/crypto.js';
+import { RowCodec, paginate, type Page, type Row } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { conflict, notFound } from '../../core/errors.js';
+import { newId, randomToken } from '../../core/ids.js';
+import { API_KEYS, USERS, USER_PROPERTIES } from './migrations.js';
+
+export interface UserProperty {
+  id: number;
+  name: string;
+  value: string | null;
+}
+
+/** A user row; `password` is the stored hash and never leaves the plugin. */
+export interface UserRecord {
+  userid: string;
+  name: string | null;
+  email: string | null;
+  username: string;
+  password: string;
+  role: string;
+  created_at: string;
+  updated_at: string | null;
+  deleted_at: string | null;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  access_key_id: string;
+  userid: string;
+  secret_sealed: string;
+  description: string | null;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+/** What the API shows of a user: never the hash. */
+export function publicUser(user: UserRecord, properties: UserProperty[] = []) {
+  return {
+    id: user.userid,
+    userid: user.userid,
+    username: user.username,
+    name: user.name,
+    email: user.email,
+    role: user.role,
+    created_at: user.created_at,
+    updated_at: user.updated_at,
+    deleted_at: user.deleted_at,
+    properties,
+  };
+}
+
+export function publicKey(key: ApiKeyRecord) {
+  return {
+    id: key.id,
+    access_key_id: key.access_key_id,
+    user_id: key.userid,
+    description: key.description,
+    created_at: key.created_at,
+    last_used_at: key.last_used_at,
+  };
+}
+
+const userCodec = new RowCodec({ dates: ['created_at', 'updated_at', 'deleted_at'] });
+const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at'] });
+
+/** How often a key's last-used time is written, at most (keeps hot keys from writing on every request). */
+const TOUCH_INTERVAL_MS = 60_000;
+
+/** The one user store behind the control API's IAM and the login API. */
+export class UserStore {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly keySecrets: SecretBox,
+  ) {}
+
+  private get knex(): Knex {
+    return this.store.knex;
+  }
+
+  private now(): string {
+    return this.clock.now().toISOString();
+  }
+
+  private decodeUser = (row: Row) => userCodec.decode<UserRecord>(row);
+
+  async create(
+    input: { username: string; email?: string | null; name?: string | null; passwordHash: string; role: string; properties?: { name: string; value?: string | null }[] },
+    trx?: Knex.Transaction,
+  ): Promise<UserRecord> {
+    const db = trx ?? this.knex;
+    const taken = await db(USERS)
+      .where({ username: input.username })
+      .orWhere((q) => (input.email ? q.where({ email: input.email }) : q.whereRaw('1 = 0')))
+      .first('username', 'email');
+    if (taken) {
+      throw taken.username === input.username
+        ? conflict(`The username ${input.username} is already taken`)
+        : conflict(`The email ${input.email} is already registered`);
+    }
+    const userid = randomUUID();
+    await db(USERS).insert({
+      userid,
+      username: input.username,
+      email: input.email ?? null,
+      name: input.name ?? null,
+      password: input.passwordHash,
+      role: input.role,
+      created_at: this.now(),
+    });
+    for (const property of input.properties ?? []) {
+      await db(USER_PROPERTIES).insert({ userid, name: property.name, value: property.value ?? null });
+    }
+    return (await this.get(userid, { trx }))!;
+  }
+
+  /** A user by id; soft-deleted users only when asked for. */
+  async get(userid: string, options: { includeDeleted?: boolean; trx?: Knex.Transaction } = {}): Promise<UserRecord | null> {
+    if (!/^[0-9a-f-]{36}$/i.test(userid)) return null;
+    const q = (options.trx ?? this.knex)(USERS).where({ userid });
+    if (!options.includeDeleted) q.whereNull('deleted_at');
+    const row = await q.first();
+    return row ? this.decodeUser(row) : null;
+  }
+
+  async require(userid: string): Promise<UserRecord> {
+    const user = await this.get(userid);
+    if (!user) throw notFound(`No user ${userid}`);
+    return user;
+  }
+
+  /** A live (not deleted) user by login identifier. */
+  async findForLogin(field: 'email' | 'username', value: string): Promise<UserRecord | null> {
+    const q = this.knex(USERS).whereNull('deleted_at');
+    // Emails compare case-insensitively; usernames exactly.
+    if (field === 'email') q.whereRaw('lower(email) = ?', [value.toLowerCase()]);
+    else q.where({ username: value });
+    const row = await q.first();
+    return row ? this.decodeUser(row) : null;
+  }
+
+  async list(options: { limit?: number; cursor?: string | null; includeDeleted?: boolean }): Promise<Page<UserRecord>> {
+    const q = this.knex(USERS);
+    if (!options.includeDeleted) q.whereNull('deleted_at');
+    return paginate(q, { keys: ['created_at', 'userid'], limit: options.limit, cursor: options.cursor, decode: this.decodeUser });
+  }
+
+  async countAdmins(trx?: Knex.Transaction): Promise<number> {
+    const row = await (trx ?? this.knex)(USERS).where({ role: 'admin' }).whereNull('deleted_at').count<{ n: string | number }[]>({ n: '*' });
+    return Number(row[0]?.n ?? 0);
+  }
+
+  async setPassword(userid: string, passwordHash: string): Promise<void> {
+    await this.knex(USERS).where({ userid }).update({ password: passwordHash, updated_at: this.now() });
+  }
+
+  /** Soft delete: the user can no longer log in, and its tokens and keys stop working. */
+  async softDelete(userid: string): Promise<boolean> {
+    const n = await this.knex(USERS).where({ userid }).whereNull('deleted_at').update({ deleted_at: this.now(), updated_at: this.now() });
+    return n > 0;
+  }
+
+  async properties(userid: string): Promise<UserProperty[]> {
+    return this.knex(USER_PROPERTIES).where({ userid }).orderBy('id').select('id', 'name', 'value');
+  }
+
+  async addProperty(userid: string, name: string, value: string | null): Promise<UserProperty> {
+    const [row] = await this.knex(USER_PROPERTIES).insert({ userid, name, value }).returning(['id', 'name', 'value']);
+    await this.knex(USERS).where({ userid }).update({ updated_at: this.now() });
+    return row as UserProperty;
+  }
+
+  async removeProperty(userid: string, id: number): Promise<boolean> {
+    return (await this.knex(USER_PROPERTIES).where({ userid, id }).delete()) > 0;
+  }
+
+  /** Creates an API key pair; the secret is returned here once and stored sealed. */
+  async createKey(userid: string, description: string | null, trx?: Knex.Transaction): Promise<{ key: ApiKeyRecord; secret: string }> {
+    const secret = randomToken(40);
+    const key: ApiKeyRecord = {
+      id: newId('key'),
+      access_key_id: `HK${randomToken(18).toUpperCase()}`,
+      userid,
+      secret_sealed: this.keySecrets.seal(secret),
+      description,
+      created_at: this.now(),
+      last_used_at: null,
+    };
+    await (trx ?? this.knex)(API_KEYS).insert(key);
+    return { key, secret };
+  }
+
+  async listKeys(userid: string): Promise<ApiKeyRecord[]> {
+    const rows: Row[] = await this.knex(API_KEYS).where({ userid }).orderBy('created_at');
+    return rows.map((r) => keyCodec.decode<ApiKeyRecord>(r));
+  }
+
+  async deleteKey(userid: string, keyId: string): Promise<boolean> {
+    return (await this.knex(API_KEYS).where({ userid, id: keyId }).delete()) > 0;
+  }
+
+  /** The key, its owner (live) and its secret, for verifying a signature. */
+  async keyForSigning(accessKeyId: string): Promise<{ key: ApiKeyRecord; user: UserRecord; secret: string } | null> {
+    const row = await this.knex(API_KEYS).where({ access_key_id: accessKeyId }).first();
+    if (!row) return null;
+    const key = keyCodec.decode<ApiKeyRecord>(row);
+    const user = await this.get(key.userid);
+    if (!user) return null;
+    return { key, user, secret: this.keySecrets.openString(key.secret_sealed) };
+  }
+
+  async touchKey(key: ApiKeyRecord): Promise<void> {
+    const now = this.clock.now();
+    if (key.last_used_at && now.getTime() - Date.parse(key.last_used_at) < TOUCH_INTERVAL_MS) return;
+    await this.knex(API_KEYS).where({ id: key.id }).update({ last_used_at: now.toISOString() });
+  }
+}

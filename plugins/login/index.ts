@@ -1,0 +1,207 @@
+import { Type } from '@sinclair/typebox';
+import { badRequest, unauthorized } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { renderTemplate } from '../../core/mail.js';
+import { definePlugin } from '../../core/plugin.js';
+import { openApiRoute } from '../../core/openapi.js';
+import { identityOf } from '../iam/index.js';
+import { Email, Password } from '../iam/schemas.js';
+import { USERS } from '../iam/migrations.js';
+import type { UserRecord } from '../iam/users.js';
+import { PASSWORD_RESETS, PasswordResets } from './resets.js';
+
+const DEFAULT_TEMPLATE = `Hello {{name}},
+
+someone asked to reset the password of your hangar account. If that was you, use
+
+  token: {{token}}
+  code:  {{code}}
+
+within {{expires_minutes}} minutes. If it was not you, ignore this message: your password stays as it is.
+`;
+
+export const LoginConfigSchema = Type.Object(
+  {
+    host: Type.Union([Type.String(), Type.Null()], { default: null, description: 'defaults to api.host' }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+    identifier: Type.Union([Type.Literal('email'), Type.Literal('username')], { default: 'email', description: 'what the username field of POST /login holds' }),
+    refresh_window_seconds: Type.Integer({ minimum: 1, default: 300 }),
+    reset_ttl_seconds: Type.Integer({ minimum: 60, default: 600 }),
+    reset_max_attempts: Type.Integer({ minimum: 1, default: 5 }),
+    MAIL_ENVELOPE: Type.Object(
+      {
+        from: Type.String({ default: 'hangar <noreply@localhost>' }),
+        subject: Type.String({ default: 'Reset your hangar password' }),
+        template: Type.String({ default: DEFAULT_TEMPLATE, description: 'placeholders: {{name}} {{username}} {{token}} {{code}} {{expires_minutes}}' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface LoginConfig {
+  host: string | null;
+  port: number;
+  identifier: 'email' | 'username';
+  refresh_window_seconds: number;
+  reset_ttl_seconds: number;
+  reset_max_attempts: number;
+  MAIL_ENVELOPE: { from: string; subject: string; template: string };
+}
+
+const ResetPair = { email: Email, token: Type.String({ minLength: 1, maxLength: 200 }), code: Type.String({ pattern: '^[0-9]{6}$' }) };
+
+/** The login API: its own listener (default :8080), no /v1 prefix. */
+export default definePlugin({
+  name: 'login',
+  description: 'login API: /login, /refreshtoken, password reset by email, sample protected routes',
+  configSchema: LoginConfigSchema,
+  migrations: [
+    {
+      id: '001_password_resets',
+      async up(knex) {
+        await knex.schema.createTable(PASSWORD_RESETS, (t) => {
+          t.uuid('userid').primary().references('userid').inTable(USERS).onDelete('CASCADE');
+          t.string('token_hash', 64).notNullable();
+          t.string('code_hash', 64).notNullable();
+          t.timestamp('expires_at', { useTz: true }).notNullable();
+          t.integer('attempts').notNullable().defaultTo(0);
+          t.timestamp('confirmed_at', { useTz: true }).nullable();
+          t.timestamp('created_at', { useTz: true }).notNullable();
+        });
+      },
+    },
+  ],
+  setup(services) {
+    const { config, clock, log, db, mail } = services;
+    const settings = config.login as LoginConfig;
+    settings.host ??= config.api.host;
+    const identity = identityOf(services);
+    const resets = new PasswordResets(db, clock, settings.reset_ttl_seconds, settings.reset_max_attempts);
+    const userByEmail = (email: string) => identity.users.findForLogin('email', email);
+    /** The login API's answer: `{token, data: {userid, name, role}}`. */
+    const answer = (user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role'>) => {
+      const { token } = identity.issueToken(user);
+      return new Reply(200, { token, data: { userid: user.userid, name: user.name ?? user.username, role: user.role } });
+    };
+
+    async function sendResetMail(user: UserRecord, token: string, code: string): Promise<void> {
+      const envelope = settings.MAIL_ENVELOPE;
+      const text = renderTemplate(envelope.template, {
+        name: user.name ?? user.username,
+        username: user.username,
+        token,
+        code,
+        expires_minutes: Math.round(settings.reset_ttl_seconds / 60),
+      });
+      try {
+        await mail.send({ to: user.email!, from: envelope.from, subject: envelope.subject, text });
+        log.info({ user_id: user.userid }, 'password reset mail sent');
+      } catch (err) {
+        log.error({ user_id: user.userid, err: { message: (err as Error).message } }, 'password reset mail could not be sent');
+      }
+    }
+
+    return {
+      routes: [
+        {
+          method: 'POST',
+          path: '/login',
+          listener: 'login',
+          auth: 'public',
+          summary: `Check credentials and return a JWT (the username field holds the ${settings.identifier})`,
+          schemas: { body: Type.Object({ username: Type.String({ maxLength: 120 }), password: Password }, { additionalProperties: false }) },
+          async handler(req) {
+            const user = await identity.login(settings.identifier, req.body.username, req.body.password);
+            if (!user) throw unauthorized('Invalid credentials');
+            return answer(user);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/refreshtoken',
+          listener: 'login',
+          auth: 'authenticated',
+          summary: 'A new token, with name and role re-read, in the last minutes of the current one',
+          async handler(req) {
+            const exp = Number(req.principal!.exp);
+            const opensAt = exp - settings.refresh_window_seconds;
+            if (clock.now().getTime() / 1000 < opensAt) {
+              throw unauthorized(`The token can be refreshed only in the last ${settings.refresh_window_seconds} s of its life, from ${new Date(opensAt * 1000).toISOString()}`);
+            }
+            const user = await identity.users.require(req.principal!.id).catch(() => {
+              throw unauthorized('The token belongs to a user that no longer exists');
+            });
+            return answer(user);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/login/resetrequest',
+          listener: 'login',
+          auth: 'public',
+          summary: 'Email a reset token and code; the answer is the same whether the address is known or not',
+          schemas: { body: Type.Object({ email: Email }, { additionalProperties: false }) },
+          async handler(req) {
+            const user = await userByEmail(req.body.email);
+            if (user?.email) {
+              const { token, code } = await resets.issue(user.userid);
+              // Sent after the answer, so the response time does not tell known from unknown addresses.
+              setImmediate(() => void sendResetMail(user, token, code));
+            }
+            return { message: 'If the address belongs to an account, a reset token and code are on their way to it' };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/login/confirmcode',
+          listener: 'login',
+          auth: 'public',
+          summary: 'Confirm the emailed token and code',
+          schemas: { body: Type.Object(ResetPair, { additionalProperties: false }) },
+          async handler(req) {
+            const user = await userByEmail(req.body.email);
+            await resets.check(user?.userid ?? null, req.body.token, req.body.code);
+            await resets.confirm(user!.userid);
+            return { confirmed: true };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/login/resetpassword',
+          listener: 'login',
+          auth: 'public',
+          summary: 'Set a new password after the code was confirmed',
+          schemas: { body: Type.Object({ ...ResetPair, password: Password }, { additionalProperties: false }) },
+          async handler(req) {
+            const user = await userByEmail(req.body.email);
+            const { confirmed } = await resets.check(user?.userid ?? null, req.body.token, req.body.code);
+            if (!confirmed) throw badRequest('Confirm the code first (POST /login/confirmcode)');
+            await identity.users.setPassword(user!.userid, await identity.hashAcceptable(req.body.password));
+            await resets.clear(user!.userid);
+            log.info({ user_id: user!.userid }, 'password reset completed');
+            return { reset: true };
+          },
+        },
+        {
+          method: 'GET',
+          path: '/sampleprotected/ping',
+          listener: 'login',
+          auth: 'authenticated',
+          summary: 'Sample of RequireAuthenticated',
+          handler: (req) => ({ pong: true, userid: req.principal!.id }),
+        },
+        {
+          method: 'GET',
+          path: '/sampleprotected/pingadm',
+          listener: 'login',
+          auth: { role: 'admin' },
+          summary: 'Sample of RequireRole(admin)',
+          handler: (req) => ({ pong: true, userid: req.principal!.id, role: req.principal!.role }),
+        },
+        openApiRoute(services, 'login', '/openapi.json'),
+      ],
+    };
+  },
+});
