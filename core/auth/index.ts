@@ -1,6 +1,6 @@
 import type { TLSSocket } from 'node:tls';
 import type { Context } from 'koa';
-import { forbidden, unauthorized } from '../errors.js';
+import { forbidden, HttpError, unauthorized } from '../errors.js';
 import type { AgentIdentity, AuthRequirement } from '../plugin.js';
 import type { Pki } from '../pki/pki.js';
 
@@ -57,9 +57,10 @@ export class AuthRegistry {
 /** The agent identity of an mTLS request: a client certificate the CA signed, unrevoked, CN = node id. */
 export async function agentFromTls(ctx: Context, pki: Pki): Promise<AgentIdentity> {
   const socket = ctx.req.socket as TLSSocket;
-  if (typeof socket.getPeerCertificate !== 'function') throw unauthorized('A client certificate is required');
-  const cert = socket.getPeerCertificate();
-  if (!cert || !cert.subject) throw unauthorized('A client certificate is required');
+  const cert = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate() : null;
+  if (!cert || !cert.subject) {
+    throw new HttpError(401, 'Authentication required', [{ path: 'tls', message: 'present a client certificate issued by this control plane (CN = node id)' }]);
+  }
   if (!socket.authorized) throw unauthorized('The client certificate was not issued by this control plane');
   const nodeId = String(cert.subject.CN ?? '');
   if (!nodeId || !(await pki.isUsable(cert.serialNumber, nodeId))) {

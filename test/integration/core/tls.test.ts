@@ -65,8 +65,8 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
   it('refuses agent routes without a client certificate', async () => {
     const res = await t.request('GET', '/v1/probe/agent');
     expect(res.status).to.equal(401);
-    expect(res.json.error).to.equal('Unauthorized');
-    expect(res.json.message).to.contain('client certificate');
+    expect(res.json).to.include({ error: 'Unauthorized', message: 'Authentication required' });
+    expect(res.json.details[0].message).to.contain('client certificate');
   });
 
   it('refuses a client certificate from another CA', async () => {
