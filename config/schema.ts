@@ -13,7 +13,7 @@ export const CoreConfigSchema = Type.Object(
         tls_key: Type.Union([Type.String(), Type.Null()], { default: null, description: 'PEM file of its private key' }),
         server_names: Type.Array(Type.String(), { default: [], description: 'extra DNS names / addresses for the generated server certificate' }),
         public_url: Type.Union([Type.String(), Type.Null()], { default: null, description: 'URL operators and agents use to reach the API' }),
-        body_limit: Type.String({ default: '1mb' }),
+        body_limit: Type.String({ default: '1mb', pattern: '^\\d+(\\.\\d+)?\\s*(b|kb|mb|gb)?$', description: 'largest request body, e.g. 512kb, 1mb' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
       },
       { additionalProperties: false, default: {} },

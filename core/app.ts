@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { DestinationStream } from 'pino';
-import type { HangarConfig } from '../config/schema.js';
+import { CoreConfigSchema, type HangarConfig } from '../config/schema.js';
 import { builtinDrivers, builtinPlugins } from '../plugins/index.js';
 import { AuthRegistry } from './auth/index.js';
 import { systemClock, type Clock } from './clock.js';
@@ -62,6 +62,7 @@ class Drivers implements DriverRegistry {
 export class Hangar {
   readonly listeners = new Map<ListenerName, Listener>();
   private readonly loopTimers: NodeJS.Timeout[] = [];
+  private readonly loopRuns = new Set<Promise<void>>();
   private readonly closers: Array<() => Promise<void>> = [];
   private stopping?: Promise<void>;
 
@@ -117,6 +118,10 @@ export class Hangar {
     const names = plugins.map((p) => p.name);
     const duplicate = names.find((n, i) => names.indexOf(n) !== i);
     if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
+    const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names]);
+    for (const key of Object.keys(config)) {
+      if (!known.has(key)) log.warn({ key }, 'configuration key is neither a core setting nor a loaded plugin; ignored');
+    }
     for (const plugin of plugins) {
       config[plugin.name] ??= {};
       if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
@@ -139,6 +144,7 @@ export class Hangar {
     };
     for (const spec of config.drivers) {
       const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
+      if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);
       drivers.instances.set(driver.name, await driver.create(services));
     }
     const sets: MigrationSet[] = plugins.filter((p) => p.migrations?.length).map((p) => ({ owner: p.name, migrations: p.migrations! }));
@@ -159,7 +165,15 @@ export class Hangar {
       if (seen.has(key)) throw new ConfigError(`plugin ${plugin} declares ${key}, which another plugin already declares`);
       seen.add(key);
     }
-    await hangar.listen();
+    try {
+      await hangar.listen();
+    } catch (err) {
+      // Leave nothing half-started behind.
+      await Promise.all([...hangar.listeners.values()].map((l) => l.close(0).catch(() => undefined)));
+      for (const close of hangar.closers) await close().catch(() => undefined);
+      services.mail.close();
+      throw err;
+    }
     hangar.startLoops(loops);
     log.info({ plugins: names, drivers: drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
     return hangar;
@@ -175,15 +189,15 @@ export class Hangar {
     for (const [name, routes] of byListener) {
       const app = buildKoaApp(name, routes, this.services);
       if (name === 'control') {
-        const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem });
+        const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem }, config.api.request_timeout_ms);
         ca.on('server-certificate', (credentials) => listener.swapCertificate(credentials));
-        await listener.listen(config.api.port, config.api.host);
         this.listeners.set(name, listener);
+        await listener.listen(config.api.port, config.api.host, 'api.port');
       } else {
-        const section = (config[name] ?? {}) as { host?: string; port?: number };
-        const listener = new Listener(name, app);
-        await listener.listen(section.port ?? 8080, section.host ?? config.api.host);
+        const section = (config[name] ?? {}) as { host?: string | null; port?: number };
+        const listener = new Listener(name, app, undefined, config.api.request_timeout_ms);
         this.listeners.set(name, listener);
+        await listener.listen(section.port ?? 8080, section.host ?? config.api.host, `${name}.port`);
       }
     }
   }
@@ -191,16 +205,17 @@ export class Hangar {
   private startLoops(loops: BackgroundLoop[]): void {
     for (const loop of loops) {
       let running = false;
-      const timer = setInterval(async () => {
+      const timer = setInterval(() => {
         if (running || this.shutdownController.signal.aborted) return;
         running = true;
-        try {
-          await loop.run(this.shutdownController.signal);
-        } catch (err) {
-          this.log.error({ loop: loop.name, err: { message: (err as Error).message } }, 'background loop failed');
-        } finally {
-          running = false;
-        }
+        const run = loop
+          .run(this.shutdownController.signal)
+          .catch((err: Error) => this.log.error({ loop: loop.name, err: { message: err.message } }, 'background loop failed'))
+          .finally(() => {
+            running = false;
+            this.loopRuns.delete(run);
+          });
+        this.loopRuns.add(run);
       }, loop.intervalMs);
       timer.unref();
       this.loopTimers.push(timer);
@@ -215,6 +230,7 @@ export class Hangar {
       for (const timer of this.loopTimers) clearInterval(timer);
       const grace = this.services.config.shutdown_timeout_ms;
       await Promise.all([...this.listeners.values()].map((l) => l.close(grace)));
+      await Promise.all([...this.loopRuns]);
       for (const close of this.closers.reverse()) {
         await close().catch((err: Error) => this.log.error({ err: { message: err.message } }, 'plugin close failed'));
       }

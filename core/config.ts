@@ -9,7 +9,8 @@ import { createAjv, describeErrors, type JsonSchema } from './validation.js';
 export const CONFIG_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../config');
 const ENV_PREFIX = 'HANGAR_';
 /** Environment variables that are not configuration even though they carry the prefix. */
-const NOT_CONFIG = new Set(['HANGAR_REQUIRE_ALL', 'HANGAR_TEST_PG_URL', 'HANGAR_CONFIG']);
+const NOT_CONFIG = new Set(['HANGAR_REQUIRE_ALL', 'HANGAR_CONFIG']);
+const NOT_CONFIG_PREFIXES = ['HANGAR_TEST_'];
 
 export interface LoadConfigOptions {
   /** Operator's YAML file (`--config`). */
@@ -53,6 +54,7 @@ export function configFromEnv(env: Record<string, string | undefined>): Tree {
   const out: Tree = {};
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith(ENV_PREFIX) || NOT_CONFIG.has(name) || raw === undefined) continue;
+    if (NOT_CONFIG_PREFIXES.some((p) => name.startsWith(p))) continue;
     const keys = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
     let value: unknown = raw;
     if (/^(true|false|null|-?\d+(\.\d+)?|\[.*\]|\{.*\})$/s.test(raw.trim())) {

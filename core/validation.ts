@@ -7,7 +7,7 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
 export type JsonSchema = Record<string, unknown>;
 
-export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolean } = {}): Ajv2020 {
+export function createAjv(options: { coerceTypes?: boolean | 'array'; useDefaults?: boolean } = {}): Ajv2020 {
   const ajv = new Ajv2020({
     allErrors: true,
     strict: false,
@@ -33,6 +33,11 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, where: 
       message = 'is not an allowed property';
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map(String).join(', ')}`;
+    } else if (error.keyword === 'const') {
+      const allowed = (errors ?? [])
+        .filter((e) => e.keyword === 'const' && e.instancePath === error.instancePath)
+        .map((e) => String((e.params as { allowedValue: unknown }).allowedValue));
+      message = allowed.length > 1 ? `must be one of: ${allowed.join(', ')}` : `must be ${allowed[0]}`;
     } else if (error.keyword === 'anyOf' || error.keyword === 'oneOf') {
       // The branch errors already say what is wrong; the summary adds nothing.
       if (details.some((d) => d.path.startsWith(dotted(where, pointer)))) continue;

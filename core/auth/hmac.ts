@@ -9,7 +9,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
  *   <X-Nonce, or empty>
  *   <METHOD, upper case>
  *   <path, as sent, without the query>
- *   <canonical query: pairs sorted by name then value, each RFC 3986-encoded, joined by "&">
+ *   <canonical query: each pair as name=value, both RFC 3986-encoded, sorted bytewise, joined by "&">
  *   <hex SHA-256 of the body bytes (of the empty string when there is none)>
  * X-Signature = hex HMAC-SHA256(secret, canonical string).
  */
@@ -23,11 +23,13 @@ function encode(value: string): string {
   return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-/** `b=2&a=1&a=0` → `a=0&a=1&b=2`, each part percent-encoded the same way whatever the client sent. */
+/**
+ * `b=2&a=1&a=0` → `a=0&a=1&b=2`: each pair re-encoded the same way whatever the client sent, then
+ * sorted bytewise as `name=value` strings (what `LC_ALL=C sort` does in a shell).
+ */
 export function canonicalQuery(search: string): string {
-  const pairs = [...new URLSearchParams(search.startsWith('?') ? search.slice(1) : search)].map(([k, v]) => [encode(k), encode(v)]);
-  pairs.sort(([ak, av], [bk, bv]) => (ak! < bk! ? -1 : ak! > bk! ? 1 : av! < bv! ? -1 : av! > bv! ? 1 : 0));
-  return pairs.map(([k, v]) => `${k}=${v}`).join('&');
+  const pairs = [...new URLSearchParams(search.startsWith('?') ? search.slice(1) : search)].map(([k, v]) => `${encode(k)}=${encode(v)}`);
+  return pairs.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join('&');
 }
 
 export interface SignableRequest {

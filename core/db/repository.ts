@@ -64,7 +64,7 @@ export function decodeCursor(cursor: string, size: number): unknown[] {
     /* fall through to the 400 */
   }
   throw badRequest('Validation failed: query.cursor is not a cursor this API issued', [
-    { path: 'query.cursor', message: 'is not a cursor this API issued' },
+    { path: 'query.cursor', message: 'is not a cursor this API issued', keyword: 'cursor' },
   ]);
 }
 

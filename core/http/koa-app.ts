@@ -12,7 +12,8 @@ import { Reply } from './reply.js';
 import { XmlDocument } from './xml.js';
 
 const bodyAjv = createAjv();
-const inputAjv = createAjv({ coerceTypes: true, useDefaults: true });
+/** Query strings, path segments and XML are text: coerce to the declared types (a lone value to an array too). */
+const inputAjv = createAjv({ coerceTypes: 'array', useDefaults: true });
 
 interface CompiledRoute {
   route: RouteDef;

@@ -3,6 +3,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import type { ServerCredentials } from '../pki/pki.js';
+import { ConfigError } from '../errors.js';
 
 /** A running HTTP(S) server that can swap its certificate and shut down gracefully. */
 export class Listener {
@@ -13,13 +14,15 @@ export class Listener {
     readonly name: string,
     app: Koa,
     private readonly tls?: { credentials: ServerCredentials; caPem: string },
+    requestTimeoutMs = 120_000,
   ) {
     const callback = app.callback();
     this.server = tls
       ? https.createServer({ ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false }, callback)
       : http.createServer(callback);
-    // Long-polls hold requests open; the default 300 s request timeout is fine, headers must come quickly.
+    // Long-polls hold requests open for up to ~30 s; requests as a whole get api.request_timeout_ms.
     this.server.headersTimeout = 30_000;
+    this.server.requestTimeout = requestTimeoutMs;
     this.server.keepAliveTimeout = 65_000;
     this.server.on('connection', (socket: Socket) => {
       this.sockets.add(socket);
@@ -33,11 +36,14 @@ export class Listener {
     return { cert: credentials.cert, key: credentials.key, ca: [this.tls!.caPem], minVersion: 'TLSv1.2' as const };
   }
 
-  async listen(port: number, host: string): Promise<void> {
+  async listen(port: number, host: string, configKey: string): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
+      this.server.once('error', (err: NodeJS.ErrnoException) => {
+        const why = err.code === 'EADDRINUSE' ? 'is already in use' : err.code === 'EACCES' ? 'needs privileges this process lacks' : err.message;
+        reject(new ConfigError(`${configKey}: cannot listen on ${host}:${port}: the port ${why}`));
+      });
       this.server.listen(port, host, () => {
-        this.server.off('error', reject);
+        this.server.removeAllListeners('error');
         resolve();
       });
     });

@@ -4,8 +4,9 @@ import { badRequest } from '../errors.js';
 const parser = new XMLParser({
   ignoreAttributes: false,
   attributeNamePrefix: '@',
-  parseTagValue: true,
-  parseAttributeValue: true,
+  // Values stay text (`01234` is not 1234); validation coerces them to what the schema declares.
+  parseTagValue: false,
+  parseAttributeValue: false,
   trimValues: true,
   processEntities: true,
   ignoreDeclaration: true,

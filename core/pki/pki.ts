@@ -9,6 +9,7 @@ import * as x509 from '@peculiar/x509';
 import type { Store } from '../db/store.js';
 import type { Clock } from '../clock.js';
 import { deriveKey, SecretBox } from '../crypto.js';
+import { ConfigError } from '../errors.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -70,6 +71,14 @@ async function importPrivateKey(pem: string): Promise<CryptoKey> {
   return await webcrypto.subtle.importKey('pkcs8', fromPem(pem), ALG, true, ['sign']);
 }
 
+function readPem(file: string, key: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${key}: cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
 function randomSerial(): string {
   const bytes = webcrypto.getRandomValues(new Uint8Array(16));
   bytes[0] = (bytes[0]! & 0x7f) | 0x10; // positive and never shortened by leading zeros
@@ -89,13 +98,19 @@ function sanEntries(names: string[]): x509.JsonGeneralName[] {
   return names.map((value) => ({ type: isIP(value) ? 'ip' : 'dns', value }));
 }
 
-/** The SANs a PEM certificate carries, as plain strings. */
+/** One spelling per address: `0:0:0:0:0:0:0:1` and `::1` are the same SAN. */
+export function normaliseName(name: string): string {
+  if (isIP(name) === 6) return new URL(`http://[${name}]`).hostname.slice(1, -1);
+  return name.toLowerCase();
+}
+
+/** The SANs a PEM certificate carries, as plain normalised strings. */
 export function certificateSans(pem: string): string[] {
   const alt = new NodeX509(pem).subjectAltName ?? '';
   return alt
     .split(', ')
     .filter(Boolean)
-    .map((entry) => entry.replace(/^(DNS|IP Address):/, ''));
+    .map((entry) => normaliseName(entry.replace(/^(DNS|IP Address):/, '')));
 }
 
 /**
@@ -117,6 +132,10 @@ export class Pki extends EventEmitter {
     super();
     this.dir = path.join(options.dataDir, 'pki');
     this.operatorCertificates = Boolean(options.tlsCertFile);
+    if (options.tlsKeyFile && !options.tlsCertFile) throw new ConfigError('api.tls_key is set but api.tls_cert is not: give both');
+    if (options.masterKey && Buffer.from(options.masterKey, 'base64').length < 32) {
+      throw new ConfigError('secrets.master_key must be base64 that decodes to at least 32 bytes');
+    }
   }
 
   static async open(options: PkiOptions): Promise<Pki> {
@@ -139,11 +158,8 @@ export class Pki extends EventEmitter {
       await this.createCa();
     }
     if (this.options.tlsCertFile) {
-      if (!this.options.tlsKeyFile) throw new Error('api.tls_cert is set but api.tls_key is not');
-      this.server = {
-        cert: readFileSync(this.options.tlsCertFile, 'utf8'),
-        key: readFileSync(this.options.tlsKeyFile, 'utf8'),
-      };
+      if (!this.options.tlsKeyFile) throw new ConfigError('api.tls_cert is set but api.tls_key is not: give both');
+      this.server = { cert: readPem(this.options.tlsCertFile, 'api.tls_cert'), key: readPem(this.options.tlsKeyFile, 'api.tls_key') };
       return;
     }
     const wanted = this.wantedServerNames([]);
@@ -182,7 +198,7 @@ export class Pki extends EventEmitter {
   }
 
   private wantedServerNames(extra: string[]): string[] {
-    return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...extra])];
+    return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...extra].map(normaliseName))];
   }
 
   private async sign(params: {
@@ -251,7 +267,7 @@ export class Pki extends EventEmitter {
       throw new Error('the server certificate was provided by the operator (api.tls_cert) and cannot be reissued by hangar');
     }
     const current = new Set(certificateSans(this.server.cert));
-    const added = addresses.filter((a) => !current.has(a));
+    const added = addresses.filter((a) => !current.has(normaliseName(a)));
     await this.writeServerCertificate([...new Set([...current, ...this.wantedServerNames(addresses)])]);
     return { added_sans: added };
   }

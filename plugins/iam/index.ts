@@ -24,6 +24,10 @@ export const IamConfigSchema = Type.Object(
     password_hasher: Type.Union([Type.Literal('scrypt'), Type.Literal('sha1')], { default: 'scrypt' }),
     password_policy: PasswordPolicySchema,
     hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
+    bootstrap_from_loopback: Type.Boolean({
+      default: true,
+      description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',
+    }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -35,6 +39,7 @@ export interface IamConfig {
   password_hasher: 'scrypt' | 'sha1';
   password_policy: import('../../core/auth/password-policy.js').PasswordPolicy;
   hmac_skew_seconds: number;
+  bootstrap_from_loopback: boolean;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -109,7 +114,7 @@ export default definePlugin({
             if ((await users.countAdmins()) > 0) throw conflict('hangar is already bootstrapped: an admin exists');
             const offered = req.ctx.get('x-bootstrap-secret');
             const secret = bootstrapSecret.current();
-            const fromLoopback = LOOPBACK.has(req.ip);
+            const fromLoopback = settings.bootstrap_from_loopback && LOOPBACK.has(req.ip);
             if (!fromLoopback && !(offered && secret && safeEqual(offered, secret))) {
               throw forbidden('Bootstrap is accepted from the loopback interface, or with the X-Bootstrap-Secret printed at first start');
             }

@@ -60,12 +60,13 @@ export class PasswordResets {
     if (safeEqual(sha256Hex(token), row.token_hash) && safeEqual(codeHash(token, code), row.code_hash)) {
       return { confirmed: Boolean(row.confirmed_at) };
     }
-    const attempts = row.attempts + 1;
+    // Counted atomically, so guesses sent at the same time cannot slip past the cap.
+    const [counted] = await this.store.knex(PASSWORD_RESETS).where({ userid }).increment('attempts', 1).returning('attempts');
+    const attempts = Number((counted as { attempts: number } | undefined)?.attempts ?? this.maxAttempts);
     if (attempts >= this.maxAttempts) {
       await this.store.knex(PASSWORD_RESETS).where({ userid }).delete();
       throw badRequest('Too many wrong attempts: this reset token is no longer valid; request a new one');
     }
-    await this.store.knex(PASSWORD_RESETS).where({ userid }).update({ attempts });
     throw badRequest(`The token or code is wrong; ${this.maxAttempts - attempts} attempt(s) left`);
   }
 

@@ -293,14 +293,13 @@ describeEachDialect('login API', (dialect) => {
 
     it('refuses a token that is not valid', async () => {
       const token = await loginToken('alice@example.test', GOOD_PASSWORD);
-      const [head, body, sig] = token.split('.');
+      const [head, , sig] = token.split('.');
       const forged = `${head}.${Buffer.from(JSON.stringify({ ...claimsOf(token), role: 'admin' })).toString('base64url')}.${sig}`;
       for (const bad of ['garbage', forged]) {
         const res = await call('GET', '/sampleprotected/pingadm', undefined, bearer(bad));
         expect(res.status).to.equal(401);
         expect(res.json).to.include({ error: 'Unauthorized', message: 'The token is not valid' });
       }
-      expect(body).to.be.a('string');
     });
 
     it('GET /sampleprotected/pingadm: 403 for a user, 200 for an admin', async () => {
@@ -385,7 +384,9 @@ describeEachDialect('login API', (dialect) => {
       expect(early.json.error).to.equal('Bad Request');
       expect(early.json.message).to.contain('/login/confirmcode');
       expect((await login('dave@example.test', 'Never-Set-63-Autumn!')).status).to.equal(401);
-      expect((await login('dave@example.test', GOOD_PASSWORD)).status).to.equal(200);
+      const still = await login('dave@example.test', GOOD_PASSWORD);
+      expect(still.status).to.equal(200);
+      expect(still.json.data.userid).to.equal(dave.userId);
     });
 
     it('a pair does not work for another address', async () => {
@@ -417,7 +418,7 @@ describeEachDialect('login API', (dialect) => {
       const inTime = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: fresh.token, code: fresh.code });
       expect(inTime.status, `599 s after issue: ${inTime.text}`).to.equal(200);
       clock.advance(2_000);
-      const late = await call('POST', '/login/resetpassword', { email: 'erin@example.test', ...fresh, password: 'Too-Late-36-Summer!' });
+      const late = await call('POST', '/login/resetpassword', { email: 'erin@example.test', token: fresh.token, code: fresh.code, password: 'Too-Late-36-Summer!' });
       expect(late.status, '601 s after issue').to.equal(400);
       expect(late.json.message).to.match(/expired/);
 
@@ -428,7 +429,9 @@ describeEachDialect('login API', (dialect) => {
       expect(expired.json.error).to.equal('Bad Request');
       expect(expired.json.message).to.match(/expired/);
       expect((await login('erin@example.test', 'Too-Late-36-Summer!')).status).to.equal(401);
-      expect((await login('erin@example.test', GOOD_PASSWORD)).status).to.equal(200);
+      const still = await login('erin@example.test', GOOD_PASSWORD);
+      expect(still.status).to.equal(200);
+      expect(still.json.data.userid).to.equal(erin.userId);
     });
 
     it('five wrong codes burn the token; after that even the right code fails', async () => {
@@ -455,14 +458,37 @@ describeEachDialect('login API', (dialect) => {
     it('wrong guesses sent at the same time cannot get past the five-attempt cap', async () => {
       const { token, code } = await requestReset('frank@example.test');
       const wrong = otherCode(code);
-      const answers = await Promise.all(
-        Array.from({ length: 20 }, () => call('POST', '/login/confirmcode', { email: 'frank@example.test', token, code: wrong })),
-      );
+      const guess = () => call('POST', '/login/confirmcode', { email: 'frank@example.test', token, code: wrong });
+      let answers: HttpResponse[];
+      if (dialect.name === 'postgres') {
+        // A busy database, made repeatable: a row lock held here delays every write to the pair
+        // until all the guesses are in (plain reads are not blocked). Eight guesses fit in the pool.
+        const knex = t.hangar.store.knex;
+        const trx = await knex.transaction();
+        let pending: Promise<HttpResponse[]> | undefined;
+        try {
+          await trx('password_resets').where({ userid: frank.userId }).forUpdate().first();
+          pending = Promise.all(Array.from({ length: 8 }, guess));
+          const deadline = Date.now() + 5000;
+          while (Date.now() < deadline) {
+            const waiting = await knex.raw(
+              "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%password_resets%'",
+            );
+            if (waiting.rows[0].n >= 8) break;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        } finally {
+          await trx.commit();
+        }
+        answers = await pending;
+      } else {
+        answers = await Promise.all(Array.from({ length: 20 }, guess));
+      }
       expect(answers.every((a) => a.status === 400)).to.be.true;
       const counted = answers.filter((a) => /attempt\(s\) left/.test(a.json.message)).length;
       expect(counted, `wrong guesses answered with "attempt(s) left": ${answers.map((a) => a.json.message).join(' | ')}`).to.be.at.most(4);
       const right = await call('POST', '/login/confirmcode', { email: 'frank@example.test', token, code });
-      expect(right.status, 'the right code after 20 wrong ones').to.equal(400);
+      expect(right.status, `the right code after ${answers.length} wrong ones: ${right.text}`).to.equal(400);
     });
 
     it('a weak new password is refused with every broken rule, and the reset can still be completed', async () => {
@@ -490,7 +516,9 @@ describeEachDialect('login API', (dialect) => {
 
       const done = await call('POST', '/login/resetpassword', { email: 'frank@example.test', token, code, password: strong });
       expect(done.status, done.text).to.equal(200);
-      expect((await login('frank@example.test', strong)).status).to.equal(200);
+      const fresh = await login('frank@example.test', strong);
+      expect(fresh.status).to.equal(200);
+      expect(fresh.json.data.userid).to.equal(frank.userId);
       expect((await login('frank@example.test', GOOD_PASSWORD)).status).to.equal(401);
     });
   });

@@ -1,0 +1,300 @@
+import pg from 'pg';
+import type { Knex } from 'knex';
+import type { Clock } from '../clock.js';
+import { RowCodec, type Row } from '../db/repository.js';
+import type { Store } from '../db/store.js';
+import { conflict, notFound } from '../errors.js';
+import type { EventBus } from '../events.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import { TASKS } from './migrations.js';
+
+export type TaskStatus = 'pending' | 'leased' | 'completed' | 'failed';
+
+export interface Task {
+  id: string;
+  node_id: string;
+  kind: string;
+  payload: Record<string, unknown> | null;
+  status: TaskStatus;
+  attempts: number;
+  max_attempts: number;
+  read_once: boolean;
+  lease_expires_at: string | null;
+  result: unknown;
+  error: string | null;
+  /** What the task is about (a resource id), so result endpoints can check it belongs to them. */
+  subject: string | null;
+  created_at: string;
+  updated_at: string;
+  completed_at: string | null;
+}
+
+export interface EnqueueInput {
+  nodeId: string;
+  kind: string;
+  payload?: Record<string, unknown>;
+  maxAttempts?: number;
+  readOnce?: boolean;
+  subject?: string;
+}
+
+export interface TaskQueueOptions {
+  /** How long an agent holds a task before it returns to pending. */
+  leaseMs: number;
+  /** Most tasks handed to one agent per poll. */
+  batch: number;
+}
+
+const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
+const decode = (row: Row) => codec.decode<Task>(row);
+
+/** What an API answers about a task: no payload (it may hold secrets), the result when there is one. */
+export function taskView(task: Task) {
+  return {
+    task_id: task.id,
+    kind: task.kind,
+    node_id: task.node_id,
+    status: task.status,
+    attempts: task.attempts,
+    created_at: task.created_at,
+    completed_at: task.completed_at,
+    ...(task.status === 'completed' ? { result: task.result } : {}),
+    ...(task.error ? { error: task.error } : {}),
+  };
+}
+
+/**
+ * The durable task queue: pending → leased (one agent, lease deadline) → completed | failed.
+ * Expired leases go back to pending until attempts run out. Agents wait for work by long-poll;
+ * wake-ups cross processes through LISTEN/NOTIFY on PostgreSQL and stay in-process on SQLite.
+ */
+export class TaskQueue {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private listener: pg.Client | null = null;
+  private readonly channel: string;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly events: EventBus,
+    private readonly log: Logger,
+    readonly options: TaskQueueOptions,
+  ) {
+    this.channel = `hangar_tasks_${store.schema ?? 'public'}`;
+  }
+
+  private get knex(): Knex {
+    return this.store.knex;
+  }
+
+  /** Starts listening for wake-ups from other control planes (PostgreSQL only). */
+  async start(databaseUrl: string | null): Promise<void> {
+    if (this.store.dialect !== 'postgres' || !databaseUrl) return;
+    const client = new pg.Client({ connectionString: databaseUrl });
+    client.on('error', (err) => this.log.warn({ err: { message: err.message } }, 'task wake-up listener failed'));
+    client.on('notification', (msg) => {
+      if (msg.channel === this.channel && msg.payload) this.wakeLocal(msg.payload);
+    });
+    await client.connect();
+    await client.query(`listen "${this.channel}"`);
+    this.listener = client;
+  }
+
+  async close(): Promise<void> {
+    for (const set of this.waiters.values()) for (const wake of set) wake();
+    this.waiters.clear();
+    await this.listener?.end().catch(() => undefined);
+    this.listener = null;
+  }
+
+  private wakeLocal(nodeId: string): void {
+    const set = this.waiters.get(nodeId);
+    if (!set) return;
+    this.waiters.delete(nodeId);
+    for (const wake of set) wake();
+  }
+
+  private async wake(nodeId: string): Promise<void> {
+    if (this.store.dialect === 'postgres') {
+      // NOTIFY reaches this process's listener too, and every other control plane's.
+      await this.knex.raw('select pg_notify(?, ?)', [this.channel, nodeId]);
+    } else {
+      this.wakeLocal(nodeId);
+    }
+  }
+
+  async enqueue(input: EnqueueInput): Promise<Task> {
+    const now = this.clock.now().toISOString();
+    const row = {
+      id: newId('task'),
+      node_id: input.nodeId,
+      kind: input.kind,
+      payload: input.payload ?? null,
+      status: 'pending',
+      attempts: 0,
+      max_attempts: input.maxAttempts ?? 3,
+      read_once: input.readOnce ?? false,
+      subject: input.subject ?? null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.knex(TASKS).insert(codec.encode(row));
+    await this.wake(input.nodeId);
+    return (await this.get(row.id))!;
+  }
+
+  async get(id: string): Promise<Task | null> {
+    const row = await this.knex(TASKS).where({ id }).first();
+    return row ? decode(row) : null;
+  }
+
+  /** Claims up to `batch` pending tasks of a node; concurrent pollers never get the same task. */
+  async lease(nodeId: string): Promise<Task[]> {
+    const now = this.clock.now();
+    const until = new Date(now.getTime() + this.options.leaseMs).toISOString();
+    const stamp = now.toISOString();
+    if (this.store.dialect === 'postgres') {
+      const result = await this.knex.raw(
+        `update ${TASKS} set status = 'leased', attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
+         where id in (select id from ${TASKS} where node_id = ? and status = 'pending'
+                      order by created_at, id limit ? for update skip locked)
+         returning *`,
+        [until, stamp, nodeId, this.options.batch],
+      );
+      return (result.rows as Row[]).map(decode).sort((a, b) => a.created_at.localeCompare(b.created_at));
+    }
+    return this.knex.transaction(async (trx) => {
+      const ids: string[] = (
+        await trx(TASKS).where({ node_id: nodeId, status: 'pending' }).orderBy([{ column: 'created_at' }, { column: 'id' }]).limit(this.options.batch).select('id')
+      ).map((r: { id: string }) => r.id);
+      if (!ids.length) return [];
+      await trx(TASKS)
+        .whereIn('id', ids)
+        .update({ status: 'leased', lease_expires_at: until, updated_at: stamp, attempts: trx.raw('attempts + 1') });
+      const rows: Row[] = await trx(TASKS).whereIn('id', ids).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+      return rows.map(decode);
+    });
+  }
+
+  /**
+   * Leases tasks for a node, waiting up to `waitMs` for one to be queued. Returns as soon as there
+   * is work, with an empty list at the deadline, or when `signal` aborts.
+   */
+  async poll(nodeId: string, waitMs: number, signal: AbortSignal): Promise<Task[]> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      let woken = false;
+      let wake!: () => void;
+      const wakeUp = new Promise<void>((resolve) => {
+        wake = () => {
+          woken = true;
+          resolve();
+        };
+      });
+      // Register before looking, so a task queued in between still wakes us.
+      const set = this.waiters.get(nodeId) ?? new Set();
+      set.add(wake);
+      this.waiters.set(nodeId, set);
+      try {
+        const tasks = await this.lease(nodeId);
+        const remaining = deadline - Date.now();
+        if (tasks.length || remaining <= 0 || signal.aborted) return tasks;
+        let timer: NodeJS.Timeout | undefined;
+        const onAbort = () => wake();
+        signal.addEventListener('abort', onAbort, { once: true });
+        await Promise.race([wakeUp, new Promise<void>((resolve) => (timer = setTimeout(resolve, remaining)))]);
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        if (!woken) return [];
+      } finally {
+        set.delete(wake);
+        if (!set.size && this.waiters.get(nodeId) === set) this.waiters.delete(nodeId);
+      }
+    }
+  }
+
+  /** Records an agent's report. A result for a task no longer this node's, or already reported, is a 409. */
+  async report(taskId: string, nodeId: string, outcome: { ok: boolean; output?: unknown; error?: string }): Promise<Task> {
+    const task = await this.get(taskId);
+    if (!task || task.node_id !== nodeId) throw notFound(`No task ${taskId} for node ${nodeId}`);
+    const now = this.clock.now().toISOString();
+    const updated = await this.knex(TASKS)
+      .where({ id: taskId })
+      .whereIn('status', ['leased', 'pending'])
+      .update(
+        codec.encode({
+          status: outcome.ok ? 'completed' : 'failed',
+          result: outcome.output ?? null,
+          error: outcome.ok ? null : (outcome.error ?? 'the agent reported a failure without a reason'),
+          lease_expires_at: null,
+          updated_at: now,
+          completed_at: now,
+        }),
+      );
+    if (!updated) throw conflict(`Task ${taskId} is already ${task.status}`);
+    const done = (await this.get(taskId))!;
+    this.events.publish(outcome.ok ? 'task.completed' : 'task.failed', done);
+    return done;
+  }
+
+  /** Returns expired leases to pending, or fails tasks that used up their attempts. */
+  async expireLeases(): Promise<{ retried: number; failed: number }> {
+    const now = this.clock.now().toISOString();
+    const expired: Row[] = await this.knex(TASKS).where({ status: 'leased' }).where('lease_expires_at', '<', now).select('*');
+    let retried = 0;
+    let failed = 0;
+    for (const row of expired.map(decode)) {
+      const exhausted = row.attempts >= row.max_attempts;
+      const changed = await this.knex(TASKS)
+        .where({ id: row.id, status: 'leased' })
+        .where('lease_expires_at', '<', now)
+        .update(
+          exhausted
+            ? { status: 'failed', error: `no result after ${row.attempts} attempt(s): the agent's lease expired each time`, updated_at: now, completed_at: now, lease_expires_at: null }
+            : { status: 'pending', updated_at: now, lease_expires_at: null },
+        );
+      if (!changed) continue;
+      if (exhausted) {
+        failed++;
+        this.events.publish('task.failed', (await this.get(row.id))!);
+      } else {
+        retried++;
+        await this.wake(row.node_id);
+      }
+    }
+    return { retried, failed };
+  }
+
+  /**
+   * The task's state for a result endpoint. A finished read-once task is deleted as it is handed
+   * over, so a second read is a 404.
+   */
+  async take(taskId: string, check: { nodeId?: string; kind?: string; subject?: string } = {}): Promise<Task> {
+    const missing = notFound(`No task ${taskId} (results of this kind can be read once)`);
+    return this.knex.transaction(async (trx) => {
+      const row = await trx(TASKS).where({ id: taskId }).first();
+      const task = row ? decode(row) : null;
+      if (!task) throw missing;
+      if ((check.nodeId && task.node_id !== check.nodeId) || (check.kind && task.kind !== check.kind) || (check.subject && task.subject !== check.subject)) {
+        throw missing;
+      }
+      if (task.read_once && (task.status === 'completed' || task.status === 'failed')) {
+        const deleted = await trx(TASKS).where({ id: taskId }).delete();
+        if (!deleted) throw missing;
+      }
+      return task;
+    });
+  }
+
+  /** Fails every unfinished task of a node (it is being removed). */
+  async cancelForNode(nodeId: string, reason: string): Promise<number> {
+    const now = this.clock.now().toISOString();
+    return this.knex(TASKS).where({ node_id: nodeId }).whereIn('status', ['pending', 'leased']).update({ status: 'failed', error: reason, updated_at: now, completed_at: now });
+  }
+
+  async countOpen(nodeId: string): Promise<number> {
+    const [row] = await this.knex(TASKS).where({ node_id: nodeId }).whereIn('status', ['pending', 'leased']).count<{ n: number }[]>({ n: '*' });
+    return Number(row?.n ?? 0);
+  }
+}
