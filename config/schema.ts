@@ -61,6 +61,15 @@ export const CoreConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    tasks: Type.Object(
+      {
+        lease_seconds: Type.Integer({ minimum: 1, default: 120, description: 'how long an agent holds a task before it returns to pending' }),
+        batch: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'most tasks handed out per poll' }),
+        poll_wait_seconds: Type.Integer({ minimum: 0, maximum: 120, default: 30, description: 'how long a long-poll is held open' }),
+        expiry_check_ms: Type.Integer({ minimum: 100, default: 5000, description: 'how often expired leases are looked for' }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     shutdown_timeout_ms: Type.Integer({ minimum: 0, default: 10000 }),
   },
   { additionalProperties: true },

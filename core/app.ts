@@ -16,6 +16,7 @@ import { Listener } from './http/listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
+import { TaskQueue } from './tasks/queue.js';
 import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import type { JsonSchema } from './validation.js';
 
@@ -113,6 +114,8 @@ export class Hangar {
     });
     const shutdown = new AbortController();
     const drivers = new Drivers();
+    const events = new EventBus();
+    const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch });
     const plugins: Plugin[] = [];
     for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, builtinPlugins, 'plugin'));
     const names = plugins.map((p) => p.name);
@@ -132,7 +135,7 @@ export class Hangar {
       log,
       db,
       ca,
-      events: new EventBus(),
+      events,
       drivers,
       clock,
       auth: new AuthRegistry(),
@@ -141,6 +144,7 @@ export class Hangar {
       provided: new Map(),
       routeTable: () => routes,
       mail: createMailer(config.mail),
+      tasks,
     };
     for (const spec of config.drivers) {
       const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
@@ -151,8 +155,11 @@ export class Hangar {
     const applied = await runMigrations(db, sets);
     if (applied.length) log.info({ migrations: applied }, 'migrations applied');
 
-    const loops: BackgroundLoop[] = [];
+    const loops: BackgroundLoop[] = [
+      { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
+    ];
     const hangar = new Hangar(services, routes, shutdown);
+    hangar.closers.push(() => tasks.close());
     for (const plugin of plugins) {
       const parts = await plugin.setup(services);
       for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
@@ -166,6 +173,7 @@ export class Hangar {
       seen.add(key);
     }
     try {
+      await tasks.start(config.database.url);
       await hangar.listen();
     } catch (err) {
       // Leave nothing half-started behind.

@@ -9,6 +9,7 @@ import type { Pki } from './pki/pki.js';
 import type { Clock } from './clock.js';
 import type { EventBus } from './events.js';
 import type { Mailer } from './mail.js';
+import type { TaskQueue } from './tasks/queue.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -139,6 +140,8 @@ export interface Services {
   provided: Map<string, unknown>;
   /** Outgoing mail over SMTP (configured under `mail:`). */
   mail: Mailer;
+  /** The durable task queue agents long-poll. */
+  tasks: TaskQueue;
   /** Every route of every loaded plugin (complete once start-up has finished). */
   routeTable(): readonly RegisteredRoute[];
 }

@@ -5,6 +5,8 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   system: () => import('./system/index.js'),
   iam: () => import('./iam/index.js'),
   login: () => import('./login/index.js'),
+  nodes: () => import('./nodes/index.js'),
+  'agent-internal': () => import('./agent-internal/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

@@ -1,5 +1,6 @@
 import type { MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
+import { taskMigrations } from '../tasks/migrations.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -17,5 +18,6 @@ export const coreMigrations: MigrationSet = {
         });
       },
     },
+    ...taskMigrations,
   ],
 };

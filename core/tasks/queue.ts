@@ -37,6 +37,8 @@ export interface EnqueueInput {
   maxAttempts?: number;
   readOnce?: boolean;
   subject?: string;
+  /** Drop this node's not-yet-leased tasks of the same kind first (the new one supersedes them). */
+  replacePending?: boolean;
 }
 
 export interface TaskQueueOptions {
@@ -139,6 +141,7 @@ export class TaskQueue {
       created_at: now,
       updated_at: now,
     };
+    if (input.replacePending) await this.knex(TASKS).where({ node_id: input.nodeId, kind: input.kind, status: 'pending' }).delete();
     await this.knex(TASKS).insert(codec.encode(row));
     await this.wake(input.nodeId);
     return (await this.get(row.id))!;

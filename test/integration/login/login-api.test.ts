@@ -680,3 +680,38 @@ describeEachDialect('login API: custom reset mail envelope', (dialect) => {
     }
   });
 });
+
+describeEachDialect('login API: undeliverable reset mail', (dialect) => {
+  let t: TestHangar;
+  before(async () => {
+    // A port nothing listens on: an SMTP server started and stopped again.
+    const gone = new TestSmtpServer();
+    const port = await gone.start();
+    await gone.stop();
+    t = await startHangar(dialect, {
+      plugins: PLUGINS,
+      overrides: { mail: { host: '127.0.0.1', port, starttls: 'off' }, login: { identifier: 'email' } },
+    });
+    await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  it('answers as for any address, and logs the failure without token or code', async () => {
+    const known = await t.request('POST', '/login/resetrequest', { listener: 'login', body: { email: 'admin@example.test' } });
+    const unknown = await t.request('POST', '/login/resetrequest', { listener: 'login', body: { email: 'stranger@example.test' } });
+    expect(known.status).to.equal(200);
+    expect(known.text).to.equal(unknown.text);
+    const deadline = Date.now() + 10_000;
+    let failure: string | undefined;
+    while (!failure && Date.now() < deadline) {
+      failure = t.logs.find((line) => line.includes('password reset mail could not be sent'));
+      if (!failure) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(failure, 'a log line about the failed mail').to.be.a('string');
+    const entry = JSON.parse(failure!);
+    expect(entry.level).to.equal('error');
+    expect(Object.keys(entry).sort()).to.deep.equal(['err', 'level', 'msg', 'service', 'time', 'user_id']);
+    expect(entry.err.message).to.match(/ECONNREFUSED/);
+    expect(failure).to.not.match(/token|code/i);
+  });
+});

@@ -1,0 +1,51 @@
+import { ConfigError } from '../../core/errors.js';
+
+/** Exit codes of the runner commands (docs/runner.md, "Exit codes"). */
+export const EXIT = {
+  ok: 0,
+  /** The operation ran and failed: the method threw, the server answered 4xx/5xx, not root, already installed… */
+  failed: 1,
+  /** The invocation is wrong: unknown class or method, wrong arity, bad argument or option, bad configuration. */
+  usage: 2,
+  /** `endpoint` could not reach the server (connection refused, TLS, timeout). */
+  network: 3,
+} as const;
+
+/** An error the operator can act on: printed as `hangar <command>: <message>`, never with a stack. */
+export class RunnerError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.usage,
+  ) {
+    super(message);
+    this.name = 'RunnerError';
+  }
+}
+
+export const usageError = (message: string) => new RunnerError(message, EXIT.usage);
+export const failure = (message: string) => new RunnerError(message, EXIT.failed);
+
+/** Prints an error the runner way and returns the exit code to use. */
+export function reportError(command: string, err: unknown, verbose = false): number {
+  const e = err instanceof Error ? err : new Error(String(err));
+  let code: number = EXIT.failed;
+  if (e instanceof RunnerError) code = e.exitCode;
+  else if (e instanceof ConfigError) code = EXIT.usage;
+  console.error(`hangar ${command}: ${e.message}`);
+  if (verbose && e.stack) console.error(e.stack);
+  return code;
+}
+
+/**
+ * Runs a command body and exits the process with its code: 0, or the code of the error it threw.
+ * Exiting explicitly matters: a method may leave timers or pools behind.
+ */
+export async function runAndExit(command: string, verbose: boolean | undefined, body: () => Promise<number | void>): Promise<never> {
+  let code: number;
+  try {
+    code = (await body()) ?? EXIT.ok;
+  } catch (err) {
+    code = reportError(command, err, verbose);
+  }
+  process.exit(code);
+}

@@ -1,0 +1,77 @@
+import { Type } from '@sinclair/typebox';
+import { forbidden, notFound } from '../../core/errors.js';
+import { definePlugin } from '../../core/plugin.js';
+import { nodesOf } from '../nodes/index.js';
+import { Heartbeat } from '../nodes/schemas.js';
+
+const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z]+$' }) });
+
+/** The agents' side of the API (mutual TLS): heartbeats, long-polled tasks, results. */
+export default definePlugin({
+  name: 'agent-internal',
+  description: 'agent heartbeats, task long-poll and results over mutual TLS',
+  setup(services) {
+    const { tasks, config } = services;
+    const api = nodesOf(services);
+    const pollWaitMs = config.tasks.poll_wait_seconds * 1000;
+
+    return {
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/internal/heartbeat',
+          auth: 'agent',
+          summary: 'Agent heartbeat: facts about the machine; the reply sets the next interval',
+          schemas: { body: Heartbeat },
+          async handler(req) {
+            const node = await api.nodes.get(req.agent!.nodeId);
+            if (!node || node.removing) throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
+            const updated = await api.heartbeat(node.id, req.body);
+            return {
+              node_id: updated.id,
+              heartbeat_interval_seconds: api.settings.heartbeat_interval_seconds,
+              poll_wait_seconds: config.tasks.poll_wait_seconds,
+            };
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/internal/tasks/{nodeId}',
+          auth: 'agent',
+          summary: 'Long-poll: answers the moment a task is queued for this node, or empty after the wait',
+          schemas: {
+            params: NodeIdParams,
+            query: Type.Object({ wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 120, description: 'seconds to hold the request (default: tasks.poll_wait_seconds)' })) }, { additionalProperties: false }),
+          },
+          async handler(req) {
+            if (req.params.nodeId !== req.agent!.nodeId) throw forbidden('Insufficient permissions');
+            const waitMs = req.query.wait === undefined ? pollWaitMs : Math.min(req.query.wait * 1000, pollWaitMs);
+            const leased = await tasks.poll(req.params.nodeId, waitMs, req.signal);
+            return leased.map((t) => ({ task_id: t.id, kind: t.kind, payload: t.payload ?? {}, attempt: t.attempts, lease_expires_at: t.lease_expires_at }));
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/internal/tasks/{taskId}/result',
+          auth: 'agent',
+          summary: 'Report a task’s outcome',
+          schemas: {
+            params: Type.Object({ taskId: Type.String({ pattern: '^task-[0-9a-z]+$' }) }),
+            body: Type.Object(
+              {
+                status: Type.Union([Type.Literal('completed'), Type.Literal('failed')]),
+                output: Type.Optional(Type.Any()),
+                error: Type.Optional(Type.String({ maxLength: 10000 })),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            const task = await tasks.report(req.params.taskId, req.agent!.nodeId, { ok: req.body.status === 'completed', output: req.body.output, error: req.body.error });
+            return { task_id: task.id, status: task.status };
+          },
+        },
+      ],
+    };
+  },
+});

@@ -1,0 +1,71 @@
+import type { Clock } from '../../core/clock.js';
+import { RowCodec, type Row } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { NODE_EVENTS, NODES } from './migrations.js';
+
+export interface NodeEvent {
+  id: number;
+  node_id: string | null;
+  identifier: string | null;
+  kind: string;
+  message: string | null;
+  data: Record<string, unknown> | null;
+  created_at: string;
+}
+
+export const EVENT_LIMIT_DEFAULT = 200;
+export const EVENT_LIMIT_MAX = 1000;
+
+const codec = new RowCodec({ json: ['data'], dates: ['created_at'] });
+
+export function eventView(e: NodeEvent) {
+  return { ...e, id: Number(e.id) };
+}
+
+/** Node events: deploy steps, join failures, state changes, task failures, SSH updates. */
+export class EventLog {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+  ) {}
+
+  async record(event: { nodeId?: string | null; identifier?: string | null; kind: string; message?: string | null; data?: Record<string, unknown> | null }): Promise<NodeEvent> {
+    const row = {
+      node_id: event.nodeId ?? null,
+      identifier: event.identifier ?? null,
+      kind: event.kind,
+      message: event.message ?? null,
+      data: event.data ?? null,
+      created_at: this.clock.now().toISOString(),
+    };
+    const [inserted] = await this.store.knex(NODE_EVENTS).insert(codec.encode(row)).returning('id');
+    const id = typeof inserted === 'object' ? (inserted as { id: number }).id : inserted;
+    return { ...row, id: Number(id) };
+  }
+
+  /**
+   * Events oldest first. `nodeId` includes events recorded against the node's address or hostname
+   * before it had an id; `limit` keeps the newest N (default 200 only when no node or identifier is named).
+   */
+  async list(filter: { nodeId?: string; identifier?: string; since?: string; limit?: number }): Promise<NodeEvent[]> {
+    const q = this.store.knex(NODE_EVENTS);
+    if (filter.nodeId) {
+      const node = await this.store.knex(NODES).where({ id: filter.nodeId }).first('ip_address', 'hostname');
+      const aliases = [node?.ip_address, node?.hostname].filter(Boolean) as string[];
+      q.where((w) => {
+        w.where('node_id', filter.nodeId!);
+        if (aliases.length) w.orWhere((o) => o.whereNull('node_id').whereIn('identifier', aliases));
+      });
+    }
+    if (filter.identifier) {
+      const identifier = filter.identifier;
+      q.where((w) =>
+        w.where('identifier', identifier).orWhereIn('node_id', this.store.knex(NODES).select('id').where('ip_address', identifier).orWhere('hostname', identifier)),
+      );
+    }
+    if (filter.since) q.where('created_at', '>', new Date(filter.since).toISOString());
+    const limit = Math.min(filter.limit ?? (filter.nodeId || filter.identifier ? Number.MAX_SAFE_INTEGER : EVENT_LIMIT_DEFAULT), EVENT_LIMIT_MAX);
+    const rows: Row[] = await q.orderBy('id', 'desc').limit(limit);
+    return rows.reverse().map((r) => codec.decode<NodeEvent>(r));
+  }
+}

@@ -1,0 +1,667 @@
+import { createHash, randomBytes, X509Certificate } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import { sha256Hex } from '../../core/crypto.js';
+import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+import { TASK_KINDS } from '../../core/tasks/kinds.js';
+import { taskView, type Task } from '../../core/tasks/queue.js';
+import { EVENT_LIMIT_MAX, EventLog, eventView } from './events.js';
+import { JOIN_TOKENS, nodeMigrations } from './migrations.js';
+import { NodeStore, nodeStatus, nodeView, type NodeRecord } from './nodes.js';
+import { OverlayAddresses } from './overlay.js';
+import { Heartbeat, InterfaceName, IpAddress, NodeName, NodeParams, NodeTaskParams, NodeView, TaskRef } from './schemas.js';
+
+export const NodesConfigSchema = Type.Object(
+  {
+    heartbeat_interval_seconds: Type.Integer({ minimum: 1, default: 10, description: 'told to agents in every heartbeat reply' }),
+    offline_after_seconds: Type.Integer({ minimum: 1, default: 35, description: 'no heartbeat for this long → offline' }),
+    join_token_ttl_seconds: Type.Integer({ minimum: 10, default: 600 }),
+    overlay_subnet: Type.String({ default: '10.210.0.0/16', description: 'WireGuard overlay; the first host is the control plane' }),
+    overlay_port: Type.Integer({ minimum: 1, maximum: 65535, default: 51820 }),
+    log_lines_default: Type.Integer({ minimum: 1, default: 100 }),
+    log_lines_max: Type.Integer({ minimum: 1, default: 10000 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export interface NodesConfig {
+  heartbeat_interval_seconds: number;
+  offline_after_seconds: number;
+  join_token_ttl_seconds: number;
+  overlay_subnet: string;
+  overlay_port: number;
+  log_lines_default: number;
+  log_lines_max: number;
+}
+
+/** What other plugins (agent-internal, ssh deploy, swarms…) use of this one. */
+export interface NodesApi {
+  nodes: NodeStore;
+  events: EventLog;
+  overlay: OverlayAddresses;
+  settings: NodesConfig;
+  /** Applies an agent heartbeat; returns the node after it. */
+  heartbeat(nodeId: string, facts: Record<string, any>): Promise<NodeRecord>;
+  /** Queues a fresh peer list to every overlay member. */
+  publishPeers(): Promise<void>;
+}
+
+export function nodesOf(services: Services): NodesApi {
+  const api = services.provided.get('nodes') as NodesApi | undefined;
+  if (!api) throw new Error('the nodes plugin must be loaded (and listed before this plugin)');
+  return api;
+}
+
+const ARCHITECTURES: Record<string, string> = { x64: 'amd64', x86_64: 'amd64', amd64: 'amd64', arm64: 'arm64', aarch64: 'arm64' };
+
+const TokenCreate = Type.Object(
+  {
+    node_id: Type.Optional(Type.String({ pattern: '^node-[0-9a-z]+$', description: 'bind the token to a node created beforehand' })),
+    ttl_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86400 })),
+  },
+  { additionalProperties: false },
+);
+
+const JoinBody = Type.Object(
+  {
+    token: Type.String({ minLength: 10, maxLength: 300 }),
+    hostname: Type.String({ minLength: 1, maxLength: 255 }),
+    public_key: Type.String({ minLength: 50, maxLength: 4000, description: 'the agent key pair’s public half (PEM, SPKI); the private key never leaves the machine' }),
+    architecture: Type.Optional(Type.String({ maxLength: 20 })),
+    ip_address: Type.Optional(IpAddress),
+    wg_public_key: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$', description: 'WireGuard public key (base64)' })),
+    wg_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+  },
+  { additionalProperties: false },
+);
+
+export default definePlugin({
+  name: 'nodes',
+  description: 'nodes, join tokens, overlay addresses, node operations, node events',
+  configSchema: NodesConfigSchema,
+  migrations: nodeMigrations,
+  setup(services) {
+    const { db, clock, tasks, ca, log } = services;
+    const settings = services.config.nodes as NodesConfig;
+    const nodes = new NodeStore(db, clock);
+    const events = new EventLog(db, clock);
+    const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
+    const now = () => clock.now().toISOString();
+
+    async function publishPeers(): Promise<void> {
+      const members = (await nodes.findAll({ removing: false })).filter((n) => n.wg_public_key && n.overlay_ip);
+      const peers = members.map((n) => ({
+        node_id: n.id,
+        public_key: n.wg_public_key,
+        endpoint: n.ip_address ? `${n.ip_address.includes(':') ? `[${n.ip_address}]` : n.ip_address}:${n.wg_port ?? settings.overlay_port}` : null,
+        allowed_ips: [`${n.overlay_ip}/32`],
+      }));
+      for (const member of members) {
+        await tasks.enqueue({
+          nodeId: member.id,
+          kind: TASK_KINDS.overlayPeers,
+          payload: { address: `${member.overlay_ip}/${overlay.prefix}`, listen_port: member.wg_port ?? settings.overlay_port, peers: peers.filter((p) => p.node_id !== member.id) },
+          replacePending: true,
+        });
+      }
+    }
+
+    async function setConnection(node: NodeRecord, connection: NodeRecord['connection'], why: string): Promise<NodeRecord> {
+      if (node.connection === connection) return node;
+      const before = nodeStatus(node);
+      const after = await nodes.change(node.id, { connection });
+      if (nodeStatus(after) !== before) {
+        await events.record({ nodeId: node.id, kind: 'node_status_changed', message: `${before} → ${nodeStatus(after)}: ${why}`, data: { from: before, to: nodeStatus(after) } });
+      }
+      return after;
+    }
+
+    async function heartbeat(nodeId: string, facts: Record<string, any>): Promise<NodeRecord> {
+      const node = await nodes.require(nodeId);
+      const arch = ARCHITECTURES[String(facts.architecture)] ?? String(facts.architecture);
+      const patch: Partial<NodeRecord> = {
+        hostname: facts.hostname,
+        architecture: arch,
+        agent_version: facts.agent_version,
+        last_heartbeat_at: now(),
+        resources: facts.resources ?? null,
+        facts: {
+          os: facts.os ?? null,
+          kernel: facts.kernel ?? null,
+          addresses: facts.addresses ?? [],
+          docker: facts.docker ?? null,
+          k3s: facts.k3s ?? null,
+          wireguard: facts.wireguard ?? null,
+          pending_updates: facts.pending_updates ?? null,
+          gpus: facts.gpus ?? [],
+        },
+        reboot_required: Boolean(facts.reboot_required),
+      };
+      if (!node.ip_address && Array.isArray(facts.addresses)) {
+        const primary = facts.addresses.find((a: { family: string; address: string }) => a.family === 'IPv4' && !a.address.startsWith('127.'));
+        if (primary) patch.ip_address = primary.address;
+      }
+      const updated = await nodes.change(nodeId, patch);
+      return setConnection(updated, 'online', 'heartbeat received');
+    }
+
+    const api: NodesApi = { nodes, events, overlay, settings, heartbeat, publishPeers };
+    services.provided.set('nodes', api);
+
+    // Results that change what hangar knows of a node.
+    services.events.subscribe('task.completed', (payload) => {
+      const task = payload as Task;
+      const result = (task.result ?? {}) as Record<string, any>;
+      const apply = async () => {
+        const node = await nodes.get(task.node_id);
+        if (!node) return;
+        if (task.kind === TASK_KINDS.agentStop) await setConnection(node, 'stopped', 'agent stopped on request');
+        if (task.kind === TASK_KINDS.osUpdate || task.kind === TASK_KINDS.osCheckUpdates) {
+          const facts = { ...(node.facts ?? {}), pending_updates: result.pending_updates ?? null };
+          await nodes.change(node.id, { facts, reboot_required: Boolean(result.reboot_required) });
+        }
+      };
+      apply().catch((err: Error) => log.error({ task_id: task.id, err: { message: err.message } }, 'applying a task result failed'));
+    });
+    services.events.subscribe('task.failed', (payload) => {
+      const task = payload as Task;
+      events
+        .record({ nodeId: task.node_id, kind: 'task_failed', message: `${task.kind} failed: ${task.error}`, data: { task_id: task.id, kind: task.kind } })
+        .catch((err: Error) => log.error({ err: { message: err.message } }, 'recording a task failure failed'));
+    });
+
+    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) =>
+      Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
+
+    async function setAvailability(id: string, availability: NodeRecord['availability']) {
+      const node = await nodes.require(id);
+      if (node.removing) throw conflict(`Node ${id} is being removed`);
+      const updated = await nodes.change(id, { availability });
+      await events.record({ nodeId: id, kind: `node_${availability === 'active' ? 'uncordoned' : availability}`, message: `availability set to ${availability}` });
+      // Orchestrator plugins (swarm, kubernetes) act on this for their members.
+      services.events.publish('node.availability', { node: updated, availability });
+      return nodeView(updated);
+    }
+
+    async function readTask(nodeId: string, taskId: string, kind: string) {
+      await nodes.require(nodeId);
+      const task = await tasks.take(taskId, { nodeId, kind });
+      const view = taskView(task);
+      return view;
+    }
+
+    return {
+      loops: [
+        {
+          name: 'nodes:offline-detection',
+          intervalMs: Math.max(1000, Math.floor((settings.offline_after_seconds * 1000) / 4)),
+          async run() {
+            const cutoff = new Date(clock.now().getTime() - settings.offline_after_seconds * 1000).toISOString();
+            const silent = await nodes.query().where({ connection: 'online' }).where('last_heartbeat_at', '<', cutoff);
+            for (const row of silent) await setConnection(nodes.decode(row), 'offline', `no heartbeat for ${settings.offline_after_seconds} s`);
+          },
+        },
+        {
+          name: 'nodes:finish-removals',
+          intervalMs: 5000,
+          async run() {
+            for (const node of await nodes.findAll({ removing: true })) {
+              if ((await tasks.countOpen(node.id)) > 0) continue;
+              await nodes.remove(node.id);
+              await events.record({ identifier: node.ip_address ?? node.hostname, kind: 'node_removed', message: `node ${node.id} (${node.name}) removed` });
+            }
+          },
+        },
+      ],
+      routes: [
+        // ---- join tokens -------------------------------------------------------------
+        {
+          method: 'POST',
+          path: '/v1/nodes/token',
+          auth: { role: 'admin' },
+          summary: 'Create a single-use join token; it reserves an overlay address for the node that will join',
+          status: 201,
+          schemas: {
+            body: TokenCreate,
+            response: Type.Object({ id: Type.String(), token: Type.String(), expires_at: Type.String(), overlay_ip: Type.String(), ca_sha256: Type.String() }),
+          },
+          async handler(req) {
+            if (req.body.node_id) {
+              const bound = await nodes.require(req.body.node_id);
+              if (bound.connection !== 'pending') throw conflict(`Node ${bound.id} has already joined`);
+            }
+            const id = newId('tok');
+            const secret = randomBytes(24).toString('base64url');
+            const caSha256 = ca.operatorCertificates ? '' : createHash('sha256').update(new X509Certificate(ca.caPem).raw).digest('hex');
+            const token = `${secret}.${caSha256}`;
+            const expires = new Date(clock.now().getTime() + (req.body.ttl_seconds ?? settings.join_token_ttl_seconds) * 1000).toISOString();
+            const ip = await overlay.reserve(id);
+            await db.knex(JOIN_TOKENS).insert({
+              id,
+              token_hash: sha256Hex(secret),
+              node_id: req.body.node_id ?? null,
+              overlay_ip: ip,
+              expires_at: expires,
+              created_by: req.principal?.id ?? null,
+              created_at: now(),
+            });
+            return { id, token, expires_at: expires, overlay_ip: ip, ca_sha256: caSha256 };
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/nodes/token/{id}',
+          auth: { role: 'admin' },
+          summary: 'Revoke an unused join token and drop its overlay reservation; 404 when it was used',
+          schemas: { params: Type.Object({ id: Type.String({ pattern: '^tok-[0-9a-z]+$' }) }) },
+          async handler(req) {
+            const token = await db.knex(JOIN_TOKENS).where({ id: req.params.id }).whereNull('used_at').first();
+            if (!token) throw notFound(`No unused join token ${req.params.id}`);
+            await db.knex(JOIN_TOKENS).where({ id: token.id }).delete();
+            await overlay.release(token.id);
+            return { id: token.id, revoked: true };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/join',
+          auth: 'public',
+          summary: 'A machine joins with a token: it gets its node id, a client certificate and its overlay address',
+          status: 201,
+          schemas: { body: JoinBody },
+          async handler(req) {
+            const [secret] = req.body.token.split('.');
+            const token = await db.knex(JOIN_TOKENS).where({ token_hash: sha256Hex(secret ?? '') }).first();
+            const fail = async (why: string) => {
+              await events.record({ identifier: req.ip, kind: 'join_failed', message: `join refused for ${req.body.hostname}: ${why}`, data: { hostname: req.body.hostname } });
+              return unauthorized('The join token is invalid, expired or already used');
+            };
+            if (!token) throw await fail('unknown token');
+            if (token.used_at) throw await fail('token already used');
+            if (new Date(token.expires_at).getTime() <= clock.now().getTime()) throw await fail('token expired');
+            // Claim the token first: of two joins with one token, exactly one wins.
+            const claimed = await db.knex(JOIN_TOKENS).where({ id: token.id }).whereNull('used_at').update({ used_at: now() });
+            if (!claimed) throw await fail('token already used');
+            const nodeId = token.node_id ?? newId('node');
+            const ipAddress = req.body.ip_address ?? req.ip.replace(/^::ffff:/, '');
+            const arch = req.body.architecture ? (ARCHITECTURES[req.body.architecture] ?? req.body.architecture) : null;
+            const values = {
+              hostname: req.body.hostname,
+              ip_address: ipAddress,
+              architecture: arch,
+              overlay_ip: token.overlay_ip,
+              wg_public_key: req.body.wg_public_key ?? null,
+              wg_port: req.body.wg_port ?? null,
+            };
+            if (token.node_id) {
+              await nodes.change(nodeId, values);
+            } else {
+              await nodes.insert({ id: nodeId, name: req.body.hostname, ...values, connection: 'pending', availability: 'active', created_at: now(), updated_at: now() });
+            }
+            await db.knex(JOIN_TOKENS).where({ id: token.id }).update({ used_by_node: nodeId });
+            await overlay.transfer(token.overlay_ip, nodeId);
+            const cert = await ca.issueClientCertificate(nodeId, req.body.public_key).catch(() => {
+              throw badRequest('Validation failed: body.public_key is not a P-256 public key in PEM (SPKI)', [{ path: 'body.public_key', message: 'is not a P-256 public key in PEM (SPKI)' }]);
+            });
+            await events.record({ nodeId, kind: 'node_joined', message: `${req.body.hostname} joined from ${ipAddress}`, data: { token_id: token.id } });
+            if (values.wg_public_key) await publishPeers();
+            return {
+              node_id: nodeId,
+              certificate: cert.cert_pem,
+              ca_pem: cert.ca_pem,
+              overlay_ip: token.overlay_ip,
+              overlay_prefix: overlay.prefix,
+              control_plane_overlay_ip: overlay.controlPlaneAddress,
+              heartbeat_interval_seconds: settings.heartbeat_interval_seconds,
+            };
+          },
+        },
+        // ---- events --------------------------------------------------------------------
+        {
+          method: 'POST',
+          path: '/v1/nodes/events',
+          auth: { role: 'admin' },
+          summary: 'Record a node event',
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              {
+                node_id: Type.Optional(Type.String({ maxLength: 64 })),
+                identifier: Type.Optional(Type.String({ maxLength: 255, description: 'an IP address or hostname, for machines without a node id yet' })),
+                kind: Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' }),
+                message: Type.Optional(Type.String({ maxLength: 4000 })),
+                data: Type.Optional(Type.Record(Type.String(), Type.Any())),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            if (!req.body.node_id && !req.body.identifier) throw badRequest('Validation failed: give node_id or identifier', [{ path: 'body.node_id', message: 'or body.identifier is required' }]);
+            if (req.body.node_id) await nodes.require(req.body.node_id);
+            return eventView(await events.record({ nodeId: req.body.node_id, identifier: req.body.identifier, kind: req.body.kind, message: req.body.message, data: req.body.data }));
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/nodes/events',
+          auth: 'authenticated',
+          summary: 'Node events, oldest first',
+          schemas: {
+            query: Type.Object(
+              {
+                node_id: Type.Optional(Type.String({ maxLength: 64 })),
+                identifier: Type.Optional(Type.String({ maxLength: 255 })),
+                since: Type.Optional(Type.String({ format: 'date-time' })),
+                limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENT_LIMIT_MAX })),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            return (await events.list({ nodeId: req.query.node_id, identifier: req.query.identifier, since: req.query.since, limit: req.query.limit })).map(eventView);
+          },
+        },
+        // ---- nodes ---------------------------------------------------------------------
+        {
+          method: 'POST',
+          path: '/v1/nodes',
+          auth: { role: 'admin' },
+          summary: 'Create a node record ahead of its agent (bind a join token to it, or deploy to it)',
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              { name: NodeName, ip_address: Type.Optional(IpAddress), interface: Type.Optional(InterfaceName), is_control_plane: Type.Optional(Type.Boolean()) },
+              { additionalProperties: false },
+            ),
+            response: NodeView,
+          },
+          async handler(req) {
+            if (req.body.is_control_plane && (await nodes.findOne({ is_control_plane: true }))) throw conflict('There is already a control-plane node');
+            const node = await nodes.insert({
+              id: newId('node'),
+              name: req.body.name,
+              ip_address: req.body.ip_address ?? null,
+              interface: req.body.interface ?? null,
+              is_control_plane: req.body.is_control_plane ?? false,
+              connection: 'pending',
+              availability: 'active',
+              created_at: now(),
+              updated_at: now(),
+            });
+            await events.record({ nodeId: node.id, kind: 'node_created', message: `node ${node.name} created` });
+            return nodeView(node);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/nodes',
+          auth: 'authenticated',
+          summary: 'List nodes',
+          schemas: {
+            query: Type.Object(
+              {
+                status: Type.Optional(Type.Array(Type.String({ enum: ['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'] }))),
+                limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+                cursor: Type.Optional(Type.String()),
+              },
+              { additionalProperties: false },
+            ),
+            response: Type.Array(NodeView),
+          },
+          async handler(req) {
+            const wanted = req.query.status as string[] | undefined;
+            if (!wanted?.length) return Reply.page(await nodes.page({ limit: req.query.limit, cursor: req.query.cursor }), nodeView);
+            // Status is derived from several columns: page through and keep the matches.
+            const items: NodeRecord[] = [];
+            let cursor: string | null | undefined = req.query.cursor;
+            const limit = req.query.limit ?? 100;
+            let next: string | null = null;
+            do {
+              const page = await nodes.page({ limit: 500, cursor });
+              for (const n of page.items) if (wanted.includes(nodeStatus(n)) && items.length < limit) items.push(n);
+              cursor = page.next_cursor;
+              if (items.length >= limit) next = cursor ? page.next_cursor : null;
+            } while (cursor && items.length < limit);
+            return Reply.page({ items, next_cursor: next }, nodeView);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/nodes/{id}',
+          auth: 'authenticated',
+          summary: 'Get a node',
+          schemas: { params: NodeParams, response: NodeView },
+          handler: async (req) => nodeView(await nodes.require(req.params.id)),
+        },
+        {
+          method: 'PATCH',
+          path: '/v1/nodes/{id}',
+          auth: { role: 'admin' },
+          summary: 'Rename the node’s display label (never the machine, swarm or Kubernetes)',
+          schemas: { params: NodeParams, body: Type.Object({ name: NodeName }, { additionalProperties: false }), response: NodeView },
+          async handler(req) {
+            await nodes.require(req.params.id);
+            return nodeView(await nodes.change(req.params.id, { name: req.body.name }));
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/nodes/{id}',
+          auth: { role: 'admin' },
+          summary: 'Remove a node: revoke its certificates, release its overlay address; the record goes once its work has drained',
+          status: 202,
+          schemas: { params: NodeParams, response: NodeView },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            await ca.revokeNode(node.id);
+            await overlay.release(node.id);
+            await tasks.cancelForNode(node.id, 'the node is being removed');
+            const updated = await nodes.change(node.id, { removing: true, overlay_ip: null });
+            await events.record({ nodeId: node.id, kind: 'node_removing', message: `node ${node.name} is being removed` });
+            services.events.publish('node.removing', updated);
+            if (node.wg_public_key) await publishPeers();
+            return nodeView(updated);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/ip',
+          auth: { role: 'admin' },
+          summary: 'Change the node’s address or pinned interface; for the control-plane node optionally reissue the API certificate',
+          schemas: {
+            params: NodeParams,
+            body: Type.Object(
+              { ip_address: Type.Optional(IpAddress), interface: Type.Optional(InterfaceName), regenerate_cert: Type.Optional(Type.Boolean()) },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            const { ip_address, interface: iface, regenerate_cert } = req.body;
+            if (!ip_address && !iface) {
+              throw badRequest('Validation failed: give ip_address, interface or both', [{ path: 'body.ip_address', message: 'or body.interface is required' }]);
+            }
+            if (regenerate_cert && !node.is_control_plane) throw badRequest('regenerate_cert is accepted only for the control-plane node');
+            const updated = await nodes.change(node.id, { ...(ip_address ? { ip_address } : {}), ...(iface ? { interface: iface } : {}) });
+            await events.record({ nodeId: node.id, kind: 'node_address_changed', message: `address ${node.ip_address ?? '-'} → ${updated.ip_address ?? '-'}, interface ${updated.interface ?? '-'}` });
+            const body: Record<string, unknown> = nodeView(updated);
+            if (regenerate_cert) {
+              try {
+                const { added_sans } = await ca.reissueServerCertificate([updated.ip_address!].filter(Boolean));
+                body.certificate = { reissued: true, added_sans };
+              } catch (err) {
+                body.certificate = { reissued: false, added_sans: [], error: (err as Error).message };
+              }
+            }
+            if (ip_address && node.wg_public_key) await publishPeers();
+            return body;
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/cordon',
+          auth: { role: 'admin' },
+          summary: 'Mark unschedulable; running workloads are left alone',
+          schemas: { params: NodeParams },
+          handler: (req) => setAvailability(req.params.id, 'cordoned'),
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/drain',
+          auth: { role: 'admin' },
+          summary: 'Cordon and move workloads off',
+          schemas: { params: NodeParams },
+          handler: (req) => setAvailability(req.params.id, 'drained'),
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/uncordon',
+          auth: { role: 'admin' },
+          summary: 'Return a cordoned or drained node to service',
+          schemas: { params: NodeParams },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            if (node.availability === 'active') throw conflict(`Node ${node.id} is not cordoned or drained`);
+            return setAvailability(node.id, 'active');
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/gpu-overcommit',
+          auth: { role: 'admin' },
+          summary: 'Set how many workloads may share one GPU (1, 2, 4 or 8)',
+          schemas: {
+            params: NodeParams,
+            body: Type.Object({ gpu_overcommit_factor: Type.Integer({ enum: [1, 2, 4, 8] }) }, { additionalProperties: false }),
+          },
+          async handler(req) {
+            await nodes.require(req.params.id);
+            return nodeView(await nodes.change(req.params.id, { gpu_overcommit_factor: req.body.gpu_overcommit_factor }));
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/update-agent',
+          auth: { role: 'admin' },
+          summary: 'Queue an agent update: it downloads the new executable, checks it and restarts itself',
+          status: 202,
+          schemas: { params: NodeParams, response: TaskRef },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
+            const binaries = services.provided.get('agent-binaries') as { describe(arch: string): { version: string; sha256: string } | null } | undefined;
+            const binary = node.architecture ? binaries?.describe(node.architecture) : null;
+            if (!binary) throw conflict(`No agent executable is built for ${node.architecture ?? 'an unknown architecture'}; run npm run build`);
+            return queue(node, TASK_KINDS.agentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
+          },
+        },
+        ...([
+          ['os-update', TASK_KINDS.osUpdate, 'Queue a full OS package upgrade; the node needs a reboot afterwards when the OS says so'],
+          ['check-updates', TASK_KINDS.osCheckUpdates, 'Re-check pending OS package updates now instead of at the daily check'],
+          ['reboot', TASK_KINDS.osReboot, 'Queue a reboot'],
+          ['stop', TASK_KINDS.agentStop, 'Stop the agent; the machine and its workloads keep running and the node shows offline'],
+        ] as const).map(([verb, kind, summary]) => ({
+          method: 'POST' as const,
+          path: `/v1/nodes/{id}/${verb}`,
+          auth: { role: 'admin' },
+          summary,
+          status: 202,
+          schemas: { params: NodeParams, response: TaskRef },
+          async handler(req: { params: { id: string } }) {
+            const node = await nodes.require(req.params.id);
+            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            return queue(node, kind);
+          },
+        })),
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/logs',
+          auth: { role: 'admin' },
+          summary: 'Queue a fetch of the agent’s log: the last `lines` (default 100, max 10000), or everything after `since`',
+          status: 202,
+          schemas: {
+            params: NodeParams,
+            query: Type.Object(
+              { lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), since: Type.Optional(Type.String({ format: 'date-time' })) },
+              { additionalProperties: false },
+            ),
+            response: TaskRef,
+          },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            const payload = req.query.since ? { since: new Date(req.query.since).toISOString() } : { lines: Math.min(req.query.lines ?? settings.log_lines_default, settings.log_lines_max) };
+            return queue(node, TASK_KINDS.agentLogs, payload, true);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/nodes/{id}/logs/{taskId}',
+          auth: { role: 'admin' },
+          summary: 'The log fetch: status, and the lines once completed (read once)',
+          schemas: { params: NodeTaskParams },
+          handler: (req) => readTask(req.params.id, req.params.taskId, TASK_KINDS.agentLogs),
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/cert',
+          auth: { role: 'admin' },
+          summary: 'Issue a client certificate (and key) for the node; shown once',
+          status: 201,
+          schemas: { params: NodeParams },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            const cert = await ca.issueClientCertificate(node.id);
+            await events.record({ nodeId: node.id, kind: 'certificate_issued', message: `client certificate ${cert.serial} issued` });
+            return { node_id: node.id, serial: cert.serial, certificate: cert.cert_pem, private_key: cert.key_pem, ca_pem: cert.ca_pem, expires_at: cert.expires_at };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/cert/revoke',
+          auth: { role: 'admin' },
+          summary: 'Revoke every client certificate of the node; its agent is refused from the next request on',
+          schemas: { params: NodeParams },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            const revoked = await ca.revokeNode(node.id);
+            await events.record({ nodeId: node.id, kind: 'certificates_revoked', message: `${revoked} certificate(s) revoked` });
+            return { node_id: node.id, revoked };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/unmanaged',
+          auth: { role: 'admin' },
+          summary: 'Scan the node’s orchestrator for workloads hangar did not create',
+          status: 202,
+          schemas: {
+            params: NodeParams,
+            query: Type.Object({ backend: Type.Union([Type.Literal('swarm'), Type.Literal('k8s')]) }, { additionalProperties: false }),
+            response: TaskRef,
+          },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            return queue(node, TASK_KINDS.unmanagedScan, { backend: req.query.backend }, true);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/nodes/{id}/unmanaged/{taskId}',
+          auth: { role: 'admin' },
+          summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
+          schemas: { params: NodeTaskParams },
+          async handler(req) {
+            const view = await readTask(req.params.id, req.params.taskId, TASK_KINDS.unmanagedScan);
+            const result = (view.result ?? {}) as { resources?: unknown[] };
+            return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
+          },
+        },
+      ],
+    };
+  },
+});
+
+export { Heartbeat };

@@ -1,0 +1,100 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { notFound } from '../../core/errors.js';
+import { NODES } from './migrations.js';
+
+export type Connection = 'pending' | 'online' | 'offline' | 'stopped';
+export type Availability = 'active' | 'cordoned' | 'drained';
+export type NodeStatus = 'pending' | 'ready' | 'offline' | 'needs_reboot' | 'cordoned' | 'drained' | 'removing';
+
+export interface NodeRecord {
+  id: string;
+  name: string;
+  hostname: string | null;
+  ip_address: string | null;
+  interface: string | null;
+  architecture: string | null;
+  gpu_overcommit_factor: number;
+  connection: Connection;
+  availability: Availability;
+  reboot_required: boolean;
+  removing: boolean;
+  is_control_plane: boolean;
+  overlay_ip: string | null;
+  wg_public_key: string | null;
+  wg_port: number | null;
+  agent_version: string | null;
+  last_heartbeat_at: string | null;
+  resources: Record<string, unknown> | null;
+  facts: Record<string, unknown> | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+/**
+ * One status from the node's facts, most pressing first: being removed, unreachable, waiting for a
+ * reboot, taken out of scheduling, then pending (never heard from) or ready.
+ */
+export function nodeStatus(n: Pick<NodeRecord, 'removing' | 'connection' | 'reboot_required' | 'availability'>): NodeStatus {
+  if (n.removing) return 'removing';
+  if (n.connection === 'offline' || n.connection === 'stopped') return 'offline';
+  if (n.reboot_required) return 'needs_reboot';
+  if (n.availability !== 'active') return n.availability;
+  return n.connection === 'pending' ? 'pending' : 'ready';
+}
+
+export function nodeView(n: NodeRecord) {
+  const facts = n.facts ?? {};
+  return {
+    id: n.id,
+    name: n.name,
+    hostname: n.hostname,
+    ip_address: n.ip_address,
+    interface: n.interface,
+    architecture: n.architecture,
+    gpu_overcommit_factor: n.gpu_overcommit_factor,
+    status: nodeStatus(n),
+    availability: n.availability,
+    agent_running: n.connection === 'online',
+    overlay_ip: n.overlay_ip,
+    agent_version: n.agent_version,
+    last_heartbeat_at: n.last_heartbeat_at,
+    resources: n.resources,
+    os: facts.os ?? null,
+    kernel: facts.kernel ?? null,
+    docker: facts.docker ?? null,
+    k3s: facts.k3s ?? null,
+    gpus: facts.gpus ?? [],
+    pending_updates: facts.pending_updates ?? null,
+    reboot_required: n.reboot_required,
+    is_control_plane: n.is_control_plane,
+    created_at: n.created_at,
+    updated_at: n.updated_at,
+  };
+}
+
+export class NodeStore extends Repository<NodeRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, NODES, {
+      json: ['resources', 'facts'],
+      bool: ['reboot_required', 'removing', 'is_control_plane'],
+      dates: ['last_heartbeat_at', 'created_at', 'updated_at'],
+    });
+  }
+
+  async require(id: string): Promise<NodeRecord> {
+    const node = await this.get(id);
+    if (!node) throw notFound(`No node ${id}`);
+    return node;
+  }
+
+  async change(id: string, patch: Partial<NodeRecord>, trx?: Knex.Transaction): Promise<NodeRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }, trx))!;
+  }
+}

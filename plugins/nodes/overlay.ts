@@ -1,0 +1,75 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../../core/clock.js';
+import type { Store } from '../../core/db/store.js';
+import { conflict } from '../../core/errors.js';
+import { OVERLAY_LEASES } from './migrations.js';
+
+function toInt(ip: string): number {
+  return ip.split('.').reduce((n, part) => n * 256 + Number(part), 0);
+}
+
+function toIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+/** Parses `10.210.0.0/16` into its usable host range; the first host is the control plane's. */
+export function parseSubnet(cidr: string): { first: number; last: number; prefix: number; network: string } {
+  const m = /^(\d+\.\d+\.\d+\.\d+)\/(\d{1,2})$/.exec(cidr);
+  if (!m) throw new Error(`overlay subnet ${cidr} is not an IPv4 CIDR`);
+  const prefix = Number(m[2]);
+  if (prefix < 8 || prefix > 29) throw new Error(`overlay subnet ${cidr}: the prefix must be between /8 and /29`);
+  const size = 2 ** (32 - prefix);
+  const network = (toInt(m[1]!) & ~(size - 1)) >>> 0;
+  return { first: network + 1, last: network + size - 2, prefix, network: toIp(network) };
+}
+
+/**
+ * Overlay (WireGuard) addresses: the first host of the subnet belongs to the control plane; the rest
+ * are leased to join tokens (a reserved peer) and then to the nodes that joined with them.
+ */
+export class OverlayAddresses {
+  private readonly range: ReturnType<typeof parseSubnet>;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    readonly subnet: string,
+  ) {
+    this.range = parseSubnet(subnet);
+  }
+
+  get controlPlaneAddress(): string {
+    return toIp(this.range.first);
+  }
+
+  get prefix(): number {
+    return this.range.prefix;
+  }
+
+  /** Leases the lowest free address to `holder`. */
+  async reserve(holder: string, trx?: Knex.Transaction): Promise<string> {
+    const db = trx ?? this.store.knex;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const taken = new Set<number>((await db(OVERLAY_LEASES).select('ip')).map((r: { ip: string }) => toInt(r.ip)));
+      let candidate = this.range.first + 1;
+      while (taken.has(candidate) && candidate <= this.range.last) candidate++;
+      if (candidate > this.range.last) throw conflict(`The overlay subnet ${this.subnet} has no free address left`);
+      const ip = toIp(candidate);
+      try {
+        await db(OVERLAY_LEASES).insert({ ip, holder, created_at: this.clock.now().toISOString() });
+        return ip;
+      } catch (err) {
+        if (trx) throw err; // inside a transaction a failed insert aborts it; let the caller retry
+      }
+    }
+    throw conflict('Could not reserve an overlay address; try again');
+  }
+
+  async transfer(ip: string, holder: string, trx?: Knex.Transaction): Promise<void> {
+    await (trx ?? this.store.knex)(OVERLAY_LEASES).where({ ip }).update({ holder });
+  }
+
+  async release(holder: string, trx?: Knex.Transaction): Promise<number> {
+    return (trx ?? this.store.knex)(OVERLAY_LEASES).where({ holder }).delete();
+  }
+}

@@ -1,0 +1,56 @@
+import { Type } from '@sinclair/typebox';
+
+export const NodeId = Type.String({ pattern: '^node-[0-9a-z]+$', maxLength: 64 });
+export const NodeParams = Type.Object({ id: NodeId });
+export const NodeTaskParams = Type.Object({ id: NodeId, taskId: Type.String({ pattern: '^task-[0-9a-z]+$', maxLength: 64 }) });
+export const IpAddress = Type.Union([Type.String({ format: 'ipv4' }), Type.String({ format: 'ipv6' })]);
+export const InterfaceName = Type.String({ pattern: '^[A-Za-z0-9_.:@-]{1,15}$', description: 'network interface, e.g. eth0' });
+export const NodeName = Type.String({ minLength: 1, maxLength: 100 });
+
+export const NodeView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  hostname: Type.Union([Type.String(), Type.Null()]),
+  ip_address: Type.Union([Type.String(), Type.Null()]),
+  interface: Type.Union([Type.String(), Type.Null()]),
+  architecture: Type.Union([Type.String(), Type.Null()]),
+  gpu_overcommit_factor: Type.Integer(),
+  status: Type.Union(['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'].map((s) => Type.Literal(s))),
+  availability: Type.String(),
+  overlay_ip: Type.Union([Type.String(), Type.Null()]),
+  agent_version: Type.Union([Type.String(), Type.Null()]),
+  last_heartbeat_at: Type.Union([Type.String(), Type.Null()]),
+  resources: Type.Any(),
+  is_control_plane: Type.Boolean(),
+});
+
+export const TaskRef = Type.Object({ task_id: Type.String() });
+
+/** What an agent reports in a heartbeat. */
+export const Heartbeat = Type.Object(
+  {
+    hostname: Type.String({ minLength: 1, maxLength: 255 }),
+    architecture: Type.String({ maxLength: 20 }),
+    os: Type.Optional(Type.Object({ id: Type.Optional(Type.String()), version: Type.Optional(Type.String()), pretty_name: Type.Optional(Type.String()) })),
+    kernel: Type.Optional(Type.String({ maxLength: 200 })),
+    agent_version: Type.String({ maxLength: 40 }),
+    resources: Type.Optional(
+      Type.Object({
+        cpus: Type.Optional(Type.Integer({ minimum: 0 })),
+        load_1m: Type.Optional(Type.Number()),
+        memory_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+        memory_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+        disk_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+        disk_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+      }),
+    ),
+    addresses: Type.Optional(Type.Array(Type.Object({ interface: Type.String(), address: Type.String(), family: Type.String() }), { maxItems: 256 })),
+    docker: Type.Optional(Type.Object({ present: Type.Boolean(), swarm: Type.Optional(Type.String()), version: Type.Optional(Type.String()) })),
+    k3s: Type.Optional(Type.Object({ present: Type.Boolean() })),
+    wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
+    pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+    reboot_required: Type.Optional(Type.Boolean()),
+    gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),
+  },
+  { additionalProperties: true },
+);
