@@ -1,6 +1,7 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { serveCommand } from './serve.js';
+import { agentCommand } from './agent.js';
 import { versionInfo } from '../core/version.js';
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
@@ -9,6 +10,7 @@ export function buildCli(argv: string[]) {
     .scriptName('hangar')
     .usage('$0 <command> [options]')
     .command(serveCommand)
+    .command(agentCommand)
     .demandCommand(1, 'Name a command; see the list above.')
     .strict()
     .version(versionInfo.version)

@@ -146,9 +146,13 @@ export default definePlugin({
           async handler(req) {
             const user = await userByEmail(req.body.email);
             if (user?.email) {
-              const { token, code } = await resets.issue(user.userid);
-              // Sent after the answer, so the response time does not tell known from unknown addresses.
-              setImmediate(() => void sendResetMail(user, token, code));
+              // Issued and sent after the answer, so the response time does not tell known from unknown addresses.
+              setImmediate(() => {
+                resets
+                  .issue(user.userid)
+                  .then(({ token, code }) => sendResetMail(user, token, code))
+                  .catch((err: Error) => log.error({ user_id: user.userid, error: err.message }, 'issuing a password reset failed'));
+              });
             }
             return { message: 'If the address belongs to an account, a reset token and code are on their way to it' };
           },

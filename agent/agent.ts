@@ -1,0 +1,221 @@
+import { createHash, X509Certificate } from 'node:crypto';
+import https from 'node:https';
+import os from 'node:os';
+import { httpRequest, type HttpResponse } from '../core/http/client.js';
+import type { Logger } from '../core/log.js';
+import { builtinExecutors, type Executor } from './executors/index.js';
+import { wireguardKeys } from './executors/overlay.js';
+import { collectFacts, type MachineState } from './facts.js';
+import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
+
+export interface AgentOptions {
+  dataDir: string;
+  logFile: string;
+  log: Logger;
+  executors?: Map<string, Executor>;
+  /** Most seconds between retries while the control plane is away. */
+  maxBackoffSeconds?: number;
+}
+
+interface PolledTask {
+  task_id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  attempt: number;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+
+/** Splits a join token into its secret and the CA fingerprint it pins (`<secret>.<sha256 hex>`). */
+export function parseJoinToken(token: string): { secret: string; caSha256: string | null } {
+  const [secret, pin] = token.trim().split('.');
+  return { secret: secret ?? '', caSha256: pin && /^[0-9a-f]{64}$/.test(pin) ? pin : null };
+}
+
+/**
+ * Joins a control plane with a token: fetches its CA and checks it against the fingerprint in the
+ * token, creates this machine's key pair (the private key stays here), and stores the identity.
+ */
+export async function joinControlPlane(options: { apiUrl: string; token: string; dataDir: string; log: Logger; caPem?: string }): Promise<AgentIdentity> {
+  const apiUrl = options.apiUrl.replace(/\/+$/, '');
+  const { caSha256 } = parseJoinToken(options.token);
+  let caPem = options.caPem;
+  if (!caPem) {
+    if (!caSha256) throw new Error('the token pins no CA (operator certificates?): pass --ca-file with the CA that signed the server certificate');
+    const res = await httpRequest(`${apiUrl}/v1/ca`, { ca: false });
+    if (res.status !== 200) throw new Error(`GET ${apiUrl}/v1/ca answered ${res.status}`);
+    const fingerprint = createHash('sha256').update(new X509Certificate(res.text).raw).digest('hex');
+    if (fingerprint !== caSha256) throw new Error(`the control plane's CA (sha256 ${fingerprint}) is not the one the token pins (${caSha256}); refusing to join`);
+    caPem = res.text;
+  }
+  const keys = newKeyPair();
+  const wg = await wireguardKeys().catch(() => null);
+  const facts = collectFacts({ pendingUpdates: null });
+  const res = await httpRequest(`${apiUrl}/v1/nodes/join`, {
+    method: 'POST',
+    ca: caPem,
+    body: {
+      token: options.token,
+      hostname: os.hostname(),
+      public_key: keys.publicKeyPem,
+      architecture: facts.architecture,
+      ...(wg ? { wg_public_key: wg.publicKey } : {}),
+    },
+  });
+  if (res.status !== 201) throw new Error(`joining failed: HTTP ${res.status}: ${res.json?.message ?? res.text}`);
+  const data = res.json.data;
+  const identity: AgentIdentity = {
+    nodeId: data.node_id,
+    apiUrl,
+    certPem: data.certificate,
+    keyPem: keys.privateKeyPem,
+    caPem: data.ca_pem ?? caPem,
+    overlayIp: data.overlay_ip ?? null,
+    overlayPrefix: data.overlay_prefix ?? null,
+    wgPrivateKey: wg?.privateKey ?? null,
+  };
+  saveIdentity(options.dataDir, identity);
+  options.log.info({ node_id: identity.nodeId, overlay_ip: identity.overlayIp }, 'joined the control plane');
+  return identity;
+}
+
+/**
+ * The machine agent: heartbeats on the interval the server sets, long-polls tasks, runs them
+ * through executors and reports. When the control plane is away it backs off and keeps trying;
+ * it never stops workloads because of that.
+ */
+export class Agent {
+  private readonly controller = new AbortController();
+  private readonly httpAgent: https.Agent;
+  private readonly executors: Map<string, Executor>;
+  private readonly state: MachineState = { pendingUpdates: null };
+  private heartbeatSeconds = 10;
+  private pollWaitSeconds = 30;
+  private readonly maxBackoffMs: number;
+
+  constructor(
+    readonly identity: AgentIdentity,
+    private readonly options: AgentOptions,
+  ) {
+    this.httpAgent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: identity.caPem, cert: identity.certPem, key: identity.keyPem });
+    this.executors = options.executors ?? builtinExecutors();
+    this.maxBackoffMs = (options.maxBackoffSeconds ?? 30) * 1000;
+  }
+
+  private get log(): Logger {
+    return this.options.log;
+  }
+
+  private request(method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<HttpResponse> {
+    const { caPem, certPem, keyPem, apiUrl } = this.identity;
+    return httpRequest(`${apiUrl}${path}`, { method, body, ca: caPem, cert: certPem, key: keyPem, agent: this.httpAgent, timeoutMs, signal: this.controller.signal });
+  }
+
+  /** Runs until stop(): the heartbeat loop and the task loop side by side. */
+  async run(): Promise<void> {
+    this.log.info({ node_id: this.identity.nodeId, api: this.identity.apiUrl }, 'agent running');
+    await Promise.all([this.heartbeatLoop(), this.taskLoop()]);
+  }
+
+  stop(): void {
+    this.controller.abort();
+    this.httpAgent.destroy();
+  }
+
+  private backoff(failures: number): number {
+    const base = Math.min(this.maxBackoffMs, 1000 * 2 ** Math.min(failures - 1, 10));
+    return base / 2 + Math.random() * (base / 2);
+  }
+
+  async heartbeat(): Promise<void> {
+    const res = await this.request('POST', '/v1/internal/heartbeat', collectFacts(this.state));
+    if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
+    this.heartbeatSeconds = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
+    this.pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || this.pollWaitSeconds;
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.controller.signal.aborted) {
+      try {
+        await this.heartbeat();
+        if (failures) this.log.info('control plane reachable again');
+        failures = 0;
+      } catch (err) {
+        if (this.controller.signal.aborted) return;
+        failures++;
+        this.log.warn({ failures, error: (err as Error).message }, 'heartbeat failed; workloads keep running, retrying');
+      }
+      await sleep(failures ? Math.min(this.backoff(failures), this.heartbeatSeconds * 1000) : this.heartbeatSeconds * 1000, this.controller.signal);
+    }
+  }
+
+  private async taskLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.controller.signal.aborted) {
+      try {
+        const res = await this.request('GET', `/v1/internal/tasks/${this.identity.nodeId}?wait=${this.pollWaitSeconds}`, undefined, (this.pollWaitSeconds + 15) * 1000);
+        if (res.status !== 200) throw new Error(`task poll answered ${res.status}: ${res.json?.message ?? res.text}`);
+        failures = 0;
+        for (const task of res.json.data as PolledTask[]) await this.execute(task);
+      } catch (err) {
+        if (this.controller.signal.aborted) return;
+        failures++;
+        this.log.warn({ failures, error: (err as Error).message }, 'task poll failed; retrying');
+        await sleep(this.backoff(failures), this.controller.signal);
+      }
+    }
+  }
+
+  private async execute(task: PolledTask): Promise<void> {
+    const executor = this.executors.get(task.kind);
+    const afterwards: Array<() => void | Promise<void>> = [];
+    let outcome: { status: 'completed' | 'failed'; output?: unknown; error?: string };
+    const started = Date.now();
+    if (!executor) {
+      outcome = { status: 'failed', error: `this agent has no executor for ${task.kind}` };
+    } else {
+      try {
+        const output = await executor({
+          payload: task.payload,
+          log: this.log.child({ task_id: task.task_id, kind: task.kind }),
+          dataDir: this.options.dataDir,
+          logFile: this.options.logFile,
+          after: (action) => afterwards.push(action),
+          download: async (path) => {
+            const res = await this.request('GET', path, undefined, 600_000);
+            return { status: res.status, body: res.raw, headers: res.headers };
+          },
+          setPendingUpdates: (count) => (this.state.pendingUpdates = count),
+        });
+        outcome = { status: 'completed', output: output ?? null };
+      } catch (err) {
+        outcome = { status: 'failed', error: (err as Error).message };
+      }
+    }
+    this.log.info({ task_id: task.task_id, kind: task.kind, status: outcome.status, ms: Date.now() - started }, 'task done');
+    await this.reportWithRetry(task.task_id, outcome);
+    for (const action of afterwards) await action();
+  }
+
+  /** Results matter: retry a few times before leaving the task to its lease expiry. */
+  private async reportWithRetry(taskId: string, outcome: object): Promise<void> {
+    for (let attempt = 1; attempt <= 5 && !this.controller.signal.aborted; attempt++) {
+      try {
+        const res = await this.request('POST', `/v1/internal/tasks/${taskId}/result`, outcome);
+        if (res.status === 200 || res.status === 409 || res.status === 404) return;
+        throw new Error(`HTTP ${res.status}`);
+      } catch (err) {
+        this.log.warn({ task_id: taskId, attempt, error: (err as Error).message }, 'reporting a result failed');
+        await sleep(this.backoff(attempt), this.controller.signal);
+      }
+    }
+  }
+}

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import type { Executor } from './types.js';
+
+/** The agent's own log: the last `lines`, or every line after `since`. */
+export const fetchLogs: Executor = async ({ payload, logFile }) => {
+  if (!existsSync(logFile)) return { lines: [] };
+  const all = readFileSync(logFile, 'utf8').split('\n').filter(Boolean);
+  if (payload.since) {
+    const since = Date.parse(payload.since);
+    return {
+      lines: all.filter((line) => {
+        try {
+          return Date.parse(JSON.parse(line).time) > since;
+        } catch {
+          return false;
+        }
+      }),
+    };
+  }
+  return { lines: all.slice(-Math.max(1, Number(payload.lines ?? 100))) };
+};
+
+/** Stops the agent once the result is reported; workloads on the machine keep running. */
+export const stopAgent: Executor = async ({ after, log }) => {
+  after(() => {
+    log.info('stopping on request of the control plane');
+    process.exit(0);
+  });
+  return { stopping: true };
+};
+
+function isSingleExecutable(): boolean {
+  try {
+    // node:sea exists from Node 20.12; a source checkout runs under plain node.
+    return Boolean((process as unknown as { getBuiltinModule?: (n: string) => { isSea(): boolean } }).getBuiltinModule?.('node:sea')?.isSea());
+  } catch {
+    return false;
+  }
+}
+
+/** Downloads the new executable, checks its checksum, replaces this one and restarts. */
+export const updateAgent: Executor = async ({ payload, download, after, log }) => {
+  if (!isSingleExecutable()) {
+    throw new Error(`this agent runs from a source checkout (${process.execPath}); update it there, or install the agent executable`);
+  }
+  const res = await download(`/v1/agent/binary?arch=${encodeURIComponent(payload.architecture)}`);
+  if (res.status !== 200) throw new Error(`downloading the agent executable failed with HTTP ${res.status}`);
+  const sha256 = createHash('sha256').update(res.body).digest('hex');
+  if (sha256 !== payload.sha256) throw new Error(`checksum mismatch: expected ${payload.sha256}, got ${sha256}; kept the current executable`);
+  const target = process.execPath;
+  writeFileSync(`${target}.new`, res.body, { mode: 0o755 });
+  chmodSync(`${target}.new`, 0o755);
+  renameSync(`${target}.new`, target);
+  after(() => {
+    log.info({ version: payload.version }, 'agent executable replaced; restarting');
+    // The supervisor (systemd Restart=always, or the fallback loop) starts the new executable.
+    process.exit(0);
+  });
+  return { updated_to: payload.version, sha256 };
+};

@@ -1,0 +1,78 @@
+import { existsSync, readdirSync, readFileSync, statfsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { versionInfo } from '../core/version.js';
+
+const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm' };
+
+/** Whether an executable is on PATH (no child process needed). */
+export function onPath(command: string): string | null {
+  for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':')) {
+    const file = path.join(dir, command);
+    if (existsSync(file)) return file;
+  }
+  return null;
+}
+
+function osRelease(): { id?: string; version?: string; pretty_name?: string } {
+  try {
+    const text = readFileSync('/etc/os-release', 'utf8');
+    const get = (key: string) => new RegExp(`^${key}="?([^"\\n]*)"?$`, 'm').exec(text)?.[1];
+    return { id: get('ID'), version: get('VERSION_ID'), pretty_name: get('PRETTY_NAME') };
+  } catch {
+    return { id: os.platform() };
+  }
+}
+
+function gpus(): { index: number; name: string }[] {
+  const dir = '/proc/driver/nvidia/gpus';
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).map((bus, index) => {
+    let name = 'NVIDIA GPU';
+    try {
+      name = /^Model:\s*(.+)$/m.exec(readFileSync(path.join(dir, bus, 'information'), 'utf8'))?.[1]?.trim() ?? name;
+    } catch {
+      /* keep the generic name */
+    }
+    return { index, name };
+  });
+}
+
+export interface MachineState {
+  pendingUpdates: number | null;
+}
+
+/** Everything a heartbeat tells the control plane about this machine. */
+export function collectFacts(state: MachineState) {
+  let disk: { disk_total_bytes?: number; disk_free_bytes?: number } = {};
+  try {
+    const s = statfsSync('/');
+    disk = { disk_total_bytes: s.blocks * s.bsize, disk_free_bytes: s.bavail * s.bsize };
+  } catch {
+    /* statfs unsupported: leave disk out */
+  }
+  const addresses = Object.entries(os.networkInterfaces()).flatMap(([name, list]) =>
+    (list ?? []).filter((a) => !a.internal).map((a) => ({ interface: name, address: a.address, family: a.family })),
+  );
+  return {
+    hostname: os.hostname(),
+    architecture: ARCH[os.arch()] ?? os.arch(),
+    os: osRelease(),
+    kernel: os.release(),
+    agent_version: versionInfo.version,
+    resources: {
+      cpus: os.cpus().length,
+      load_1m: os.loadavg()[0],
+      memory_total_bytes: os.totalmem(),
+      memory_free_bytes: os.freemem(),
+      ...disk,
+    },
+    addresses,
+    docker: { present: existsSync('/var/run/docker.sock') },
+    k3s: { present: existsSync('/usr/local/bin/k3s') || existsSync('/etc/rancher/k3s/k3s.yaml') },
+    wireguard: { present: Boolean(onPath('wg')) },
+    pending_updates: state.pendingUpdates,
+    reboot_required: existsSync('/var/run/reboot-required'),
+    gpus: gpus(),
+  };
+}
