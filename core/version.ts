@@ -2,8 +2,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-
 export interface VersionInfo {
   version: string;
   api_version: 'v1';
@@ -12,9 +10,13 @@ export interface VersionInfo {
 }
 
 function read(): VersionInfo {
+  // The agent executable carries its version inline (scripts/build.mjs defines it); it has no files.
+  const embedded = process.env.HANGAR_EMBEDDED_VERSION_INFO;
+  if (embedded) return JSON.parse(embedded) as VersionInfo;
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
   const info: VersionInfo = { version: pkg.version, api_version: 'v1' };
-  // Written by `npm run build`; absent when running from a source checkout.
+  // Written by `npm run build`; absent when running from a source checkout that was not built.
   const buildFile = path.join(root, 'dist', 'build-info.json');
   if (existsSync(buildFile)) {
     const build = JSON.parse(readFileSync(buildFile, 'utf8')) as { commit?: string; build_date?: string };

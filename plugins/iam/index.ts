@@ -24,6 +24,7 @@ export const IamConfigSchema = Type.Object(
     password_hasher: Type.Union([Type.Literal('scrypt'), Type.Literal('sha1')], { default: 'scrypt' }),
     password_policy: PasswordPolicySchema,
     hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
+    announce_bootstrap_secret: Type.Boolean({ default: true, description: 'print the bootstrap secret on standard output at first start' }),
     bootstrap_from_loopback: Type.Boolean({
       default: true,
       description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',
@@ -40,6 +41,7 @@ export interface IamConfig {
   password_policy: import('../../core/auth/password-policy.js').PasswordPolicy;
   hmac_skew_seconds: number;
   bootstrap_from_loopback: boolean;
+  announce_bootstrap_secret: boolean;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -70,7 +72,7 @@ export default definePlugin({
     const bootstrapSecret = new BootstrapSecret(config.data_dir);
     if ((await users.countAdmins()) === 0) {
       const fresh = bootstrapSecret.ensure();
-      if (fresh) {
+      if (fresh && settings.announce_bootstrap_secret) {
         // Printed once for the operator, deliberately not through the logger.
         console.log(
           `hangar: no admin yet. Bootstrap from this machine (POST /v1/bootstrap on loopback), or from elsewhere with the header\n` +

@@ -1,3 +1,6 @@
+import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import { definePlugin } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
@@ -5,11 +8,41 @@ import { Reply } from '../../core/http/reply.js';
 import { openApiRoute } from '../../core/openapi.js';
 import { versionInfo } from '../../core/version.js';
 
-/** Health, version, the CA certificate and the OpenAPI documents. */
+const DEFAULT_BINARY_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/agent');
+
+interface AgentManifest {
+  version: string;
+  executables: Record<string, { file: string; sha256: string; size: number }>;
+}
+
+/** The agent executables `npm run build` made, read from their manifest on each request (a rebuild needs no restart). */
+export class AgentBinaries {
+  constructor(readonly dir: string) {}
+
+  private manifest(): AgentManifest | null {
+    const file = path.join(this.dir, 'manifest.json');
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as AgentManifest) : null;
+  }
+
+  describe(arch: string): { version: string; sha256: string; size: number; file: string } | null {
+    const manifest = this.manifest();
+    const entry = manifest?.executables[arch];
+    if (!manifest || !entry || !existsSync(path.join(this.dir, entry.file))) return null;
+    return { version: manifest.version, sha256: entry.sha256, size: entry.size, file: path.join(this.dir, entry.file) };
+  }
+}
+
+/** Health, version, the CA certificate, the agent executables and the OpenAPI documents. */
 export default definePlugin({
   name: 'system',
-  description: 'health check, version, CA download, OpenAPI document',
+  description: 'health check, version, CA download, agent executables, OpenAPI document',
+  configSchema: Type.Object(
+    { agent_binary_dir: Type.Union([Type.String(), Type.Null()], { default: null, description: 'where npm run build put the agent executables (default dist/agent)' }) },
+    { additionalProperties: false, default: {} },
+  ),
   setup(services) {
+    const binaries = new AgentBinaries((services.config.system as { agent_binary_dir: string | null }).agent_binary_dir ?? DEFAULT_BINARY_DIR);
+    services.provided.set('agent-binaries', binaries);
     return {
       routes: [
         {
@@ -55,6 +88,23 @@ export default definePlugin({
           },
         },
         openApiRoute(services, 'control', '/v1/openapi.json'),
+        {
+          method: 'GET',
+          path: '/v1/agent/binary',
+          auth: 'public',
+          summary: 'Download the agent executable for an architecture; version and SHA-256 in the headers',
+          schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
+          handler(req) {
+            const binary = binaries.describe(req.query.arch);
+            if (!binary) throw notFound(`No agent executable for ${req.query.arch} has been built on this control plane (npm run build)`);
+            return Reply.raw(createReadStream(binary.file), 'application/octet-stream', {
+              'Content-Length': String(statSync(binary.file).size),
+              'Content-Disposition': `attachment; filename="hangar-agent-linux-${req.query.arch}"`,
+              'X-Hangar-Agent-Version': binary.version,
+              'X-Checksum-Sha256': binary.sha256,
+            });
+          },
+        },
       ],
     };
   },

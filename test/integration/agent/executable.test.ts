@@ -1,0 +1,101 @@
+import { expect } from 'chai';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { httpRequest } from '../../../core/http/client.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { requireService } from '../../support/requirements.js';
+
+const DIST = path.resolve('dist/agent');
+const built = () => existsSync(path.join(DIST, 'manifest.json')) && existsSync(path.join(DIST, 'hangar-agent-linux-amd64'));
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describeEachDialect('agent executable (npm run build)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let child: ChildProcess | undefined;
+  const dirs: string[] = [];
+  before(async function () {
+    requireService(this, built(), 'the agent executables (run npm run build)');
+    t = await startHangar(dialect, {
+      plugins: ['system', 'iam', 'nodes', 'agent-internal'],
+      overrides: { nodes: { heartbeat_interval_seconds: 1 }, tasks: { poll_wait_seconds: 5 } },
+    });
+    admin = await bootstrapAdmin(t);
+  });
+  after(async () => {
+    child?.kill('SIGKILL');
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await t?.stop();
+  });
+
+  it('is served per architecture with its version and checksum in the headers', async () => {
+    const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));
+    for (const arch of Object.keys(manifest.executables)) {
+      const res = await httpRequest(`${t.url}/v1/agent/binary?arch=${arch}`, { ca: t.caPem });
+      expect(res.status, arch).to.equal(200);
+      expect(res.headers['x-hangar-agent-version']).to.equal(manifest.version);
+      expect(res.headers['x-checksum-sha256']).to.equal(createHash('sha256').update(res.raw).digest('hex'));
+      expect(res.raw.length).to.equal(manifest.executables[arch].size);
+    }
+    expect(Object.keys(manifest.executables)).to.include('amd64');
+    const bad = await httpRequest(`${t.url}/v1/agent/binary?arch=sparc`, { ca: t.caPem });
+    expect(bad.status).to.equal(400);
+  });
+
+  it('is an arm64 ELF for arm64 and runs here for amd64', function () {
+    const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));
+    if (manifest.executables.arm64) {
+      const head = readFileSync(path.join(DIST, 'hangar-agent-linux-arm64')).subarray(0, 20);
+      expect(head.subarray(0, 4).toString('latin1')).to.equal('\x7fELF');
+      expect(head.readUInt16LE(18), 'e_machine is AArch64').to.equal(183);
+    }
+    const res = spawnSync(path.join(DIST, 'hangar-agent-linux-amd64'), ['--version'], { encoding: 'utf8' });
+    expect(res.status).to.equal(0);
+    expect(res.stdout.trim()).to.equal(manifest.version);
+  });
+
+  it('joins, turns the node ready, and updates itself on update-agent', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-exe-'));
+    dirs.push(dir);
+    // A copy, because the update replaces the executable it runs from.
+    const exe = path.join(dir, 'hangar-agent');
+    copyFileSync(path.join(DIST, 'hangar-agent-linux-amd64'), exe);
+    const token = await t.request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
+    child = spawn(exe, ['--join', '--token', token.json.data.token, '--api', t.url, '--data-dir', path.join(dir, 'data')], { stdio: 'ignore' });
+    const node = await until('the node to be ready', async () => {
+      const list = await t.request('GET', '/v1/nodes', { headers: bearer(admin.token) });
+      return list.json.data.find((n: { status: string }) => n.status === 'ready');
+    });
+    expect(node.architecture).to.equal('amd64');
+    const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));
+    const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token) });
+    expect(queued.status).to.equal(202);
+    expect(await exited, 'the agent exits so its supervisor starts the new executable').to.equal(0);
+    const task = await t.hangar.services.tasks.get(queued.json.data.task_id);
+    expect(task?.status).to.equal('completed');
+    const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));
+    expect(task?.result).to.deep.include({ updated_to: manifest.version, sha256: manifest.executables.amd64.sha256 });
+    expect(createHash('sha256').update(readFileSync(exe)).digest('hex')).to.equal(manifest.executables.amd64.sha256);
+    // The replaced executable resumes with the stored identity.
+    child = spawn(exe, ['--data-dir', path.join(dir, 'data')], { stdio: 'ignore' });
+    const again = await until('the restarted agent to heartbeat', async () => {
+      const res = await t.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin.token) });
+      return res.json.data.last_heartbeat_at > node.last_heartbeat_at && res.json.data.status === 'ready' ? res.json.data : null;
+    });
+    expect(again.id).to.equal(node.id);
+  });
+});
