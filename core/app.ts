@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { DestinationStream } from 'pino';
@@ -113,6 +114,8 @@ export class Hangar {
       masterKey: config.secrets.master_key,
     });
     const shutdown = new AbortController();
+    // Every request in flight listens for shutdown; there may be thousands (long-polls).
+    setMaxListeners(0, shutdown.signal);
     const drivers = new Drivers();
     const events = new EventBus();
     const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch });
@@ -121,9 +124,9 @@ export class Hangar {
     const names = plugins.map((p) => p.name);
     const duplicate = names.find((n, i) => names.indexOf(n) !== i);
     if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
-    const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names]);
-    for (const key of Object.keys(config)) {
-      if (!known.has(key)) log.warn({ key }, 'configuration key is neither a core setting nor a loaded plugin; ignored');
+    const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(builtinPlugins)]);
+    for (const setting of Object.keys(config)) {
+      if (!known.has(setting)) log.warn({ setting }, 'configuration section is neither a core setting nor a plugin; ignored');
     }
     for (const plugin of plugins) {
       config[plugin.name] ??= {};

@@ -143,8 +143,12 @@ export default definePlugin({
         const primary = facts.addresses.find((a: { family: string; address: string }) => a.family === 'IPv4' && !a.address.startsWith('127.'));
         if (primary) patch.ip_address = primary.address;
       }
-      const updated = await nodes.change(nodeId, patch);
-      return setConnection(updated, 'online', 'heartbeat received');
+      // The hot path of a large fleet: one read, one write.
+      const changed = node.connection !== 'online';
+      if (changed) return setConnection(await nodes.change(nodeId, patch), 'online', 'heartbeat received');
+      patch.updated_at = now();
+      await nodes.query().where({ id: nodeId }).update(nodes.codec.encode(patch));
+      return { ...node, ...patch } as NodeRecord;
     }
 
     const api: NodesApi = { nodes, events, overlay, settings, heartbeat, publishPeers };

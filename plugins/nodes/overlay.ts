@@ -46,21 +46,20 @@ export class OverlayAddresses {
     return this.range.prefix;
   }
 
-  /** Leases the lowest free address to `holder`. */
+  /** Leases a free address to `holder`, the lowest one unless concurrent reservations collide. */
   async reserve(holder: string, trx?: Knex.Transaction): Promise<string> {
     const db = trx ?? this.store.knex;
-    for (let attempt = 0; attempt < 5; attempt++) {
+    for (let attempt = 0; attempt < 20; attempt++) {
       const taken = new Set<number>((await db(OVERLAY_LEASES).select('ip')).map((r: { ip: string }) => toInt(r.ip)));
+      // Each retry skips further ahead, so callers racing for the same address spread out.
       let candidate = this.range.first + 1;
-      while (taken.has(candidate) && candidate <= this.range.last) candidate++;
+      let skip = attempt === 0 ? 0 : Math.floor(Math.random() * (attempt * 4));
+      while (candidate <= this.range.last && (taken.has(candidate) || skip-- > 0)) candidate++;
       if (candidate > this.range.last) throw conflict(`The overlay subnet ${this.subnet} has no free address left`);
       const ip = toIp(candidate);
-      try {
-        await db(OVERLAY_LEASES).insert({ ip, holder, created_at: this.clock.now().toISOString() });
-        return ip;
-      } catch (err) {
-        if (trx) throw err; // inside a transaction a failed insert aborts it; let the caller retry
-      }
+      const inserted = await db(OVERLAY_LEASES).insert({ ip, holder, created_at: this.clock.now().toISOString() }).onConflict('ip').ignore();
+      const mine = await db(OVERLAY_LEASES).where({ ip, holder }).first();
+      if (mine && inserted !== undefined) return ip;
     }
     throw conflict('Could not reserve an overlay address; try again');
   }
