@@ -81,15 +81,16 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
     HANGAR_DATA_DIR: dataDir,
     HANGAR_API__HOST: '127.0.0.1',
     HANGAR_API__PORT: String(port),
-    // The access log at info would measure pino, not hangar.
-    HANGAR_LOG__LEVEL: 'warn',
+    // The access log at info would measure pino, not hangar (BENCH_ACCESS_LOG=1 keeps it, for diagnosis).
+    HANGAR_LOG__LEVEL: process.env.BENCH_ACCESS_LOG ? 'info' : 'warn',
     HANGAR_PLUGINS: 'system,iam,nodes,agent-internal',
     HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: String(INTERVAL_S),
     HANGAR_NODES__OFFLINE_AFTER_SECONDS: String(INTERVAL_S * 4),
     HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
     ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10' } : {}),
   };
-  const child = spawn(process.execPath, [BIN, 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
+  const child = spawn(process.execPath, [BIN, 'serve'], { env, stdio: ['ignore', logFile, 'inherit'] });
   const url = `https://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const up = await httpRequest(`${url}/healthz`, { ca: false }).catch(() => null);
