@@ -7,7 +7,10 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   login: () => import('./login/index.js'),
   nodes: () => import('./nodes/index.js'),
   'agent-internal': () => import('./agent-internal/index.js'),
+  'ssh-profiles': () => import('./ssh-profiles/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */
-export const builtinDrivers: Record<string, () => Promise<{ default: Driver }>> = {};
+export const builtinDrivers: Record<string, () => Promise<{ default: Driver }>> = {
+  ssh: () => import('../drivers/ssh/index.js') as Promise<{ default: Driver }>,
+};

@@ -1,0 +1,197 @@
+import { Type } from '@sinclair/typebox';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { Repository } from '../../core/db/repository.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+
+const TABLE = 'ssh_profiles';
+
+interface ProfileRecord {
+  id: string;
+  name: string;
+  user: string;
+  port: number;
+  key_sealed: string | null;
+  password_sealed: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+/** The credential fields of deploy, update-ssh and start. */
+export const SshCredentialFields = {
+  ssh_profile: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'name (or id) of a stored SSH profile' })),
+  ssh_user: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: '^[a-z_][a-z0-9_.-]*$', description: 'default root; a non-root user needs sudo' })),
+  ssh_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'default 22' })),
+  ssh_key: Type.Optional(Type.String({ minLength: 1, maxLength: 20000, description: 'private key content, not a path' })),
+  ssh_password: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
+};
+
+export interface SshCredentials {
+  username: string;
+  port: number;
+  privateKey?: string;
+  password?: string;
+  profile?: string;
+}
+
+export interface SshProfilesApi {
+  /** Inline values over the profile's; 400 for an unknown profile. No credentials at all → the control plane's own agent and keys. */
+  resolve(body: { ssh_profile?: string; ssh_user?: string; ssh_port?: number; ssh_key?: string; ssh_password?: string }): Promise<SshCredentials>;
+}
+
+export function sshProfilesOf(services: Services): SshProfilesApi {
+  const api = services.provided.get('ssh-profiles') as SshProfilesApi | undefined;
+  if (!api) throw new Error('the ssh-profiles plugin must be loaded (and listed before this plugin)');
+  return api;
+}
+
+const view = (p: ProfileRecord) => ({
+  id: p.id,
+  name: p.name,
+  user: p.user,
+  port: p.port,
+  has_key: Boolean(p.key_sealed),
+  has_password: Boolean(p.password_sealed),
+  created_at: p.created_at,
+  updated_at: p.updated_at,
+});
+
+const ProfileView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  user: Type.String(),
+  port: Type.Integer(),
+  has_key: Type.Boolean(),
+  has_password: Type.Boolean(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+/** Stored SSH credentials, encrypted at rest with a key derived from the CA key, never returned. */
+export default definePlugin({
+  name: 'ssh-profiles',
+  description: 'stored SSH credentials for deploy, update-ssh and start',
+  migrations: [
+    {
+      id: '001_ssh_profiles',
+      async up(knex) {
+        await knex.schema.createTable(TABLE, (t) => {
+          t.string('id', 64).primary();
+          t.string('name', 100).notNullable().unique();
+          t.string('user', 32).notNullable();
+          t.integer('port').notNullable();
+          t.text('key_sealed').nullable();
+          t.text('password_sealed').nullable();
+          t.timestamp('created_at', { useTz: true }).notNullable();
+          t.timestamp('updated_at', { useTz: true }).notNullable();
+          t.index(['created_at', 'id']);
+        });
+      },
+    },
+  ],
+  setup(services) {
+    const profiles = new Repository<ProfileRecord>(services.db, TABLE, { dates: ['created_at', 'updated_at'] });
+    const box = services.ca.secretBox('ssh-profiles');
+    const find = async (ref: string) => (await profiles.get(ref)) ?? (await profiles.findOne({ name: ref }));
+
+    const api: SshProfilesApi = {
+      async resolve(body) {
+        let profile: ProfileRecord | null = null;
+        if (body.ssh_profile) {
+          profile = await find(body.ssh_profile);
+          if (!profile) throw badRequest(`Unknown SSH profile ${body.ssh_profile}`, [{ path: 'body.ssh_profile', message: 'names no stored SSH profile' }]);
+        }
+        return {
+          username: body.ssh_user ?? profile?.user ?? 'root',
+          port: body.ssh_port ?? profile?.port ?? 22,
+          privateKey: body.ssh_key ?? (profile?.key_sealed ? box.openString(profile.key_sealed) : undefined),
+          password: body.ssh_password ?? (profile?.password_sealed ? box.openString(profile.password_sealed) : undefined),
+          profile: profile?.name,
+        };
+      },
+    };
+    services.provided.set('ssh-profiles', api);
+
+    const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: 'id or name' }) });
+    return {
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/ssh-profiles',
+          auth: { role: 'admin' },
+          summary: 'Store SSH credentials under a name (key and password encrypted, never returned)',
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              {
+                name: Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*$' }),
+                user: Type.Optional(SshCredentialFields.ssh_user),
+                port: Type.Optional(SshCredentialFields.ssh_port),
+                key: Type.Optional(SshCredentialFields.ssh_key),
+                password: Type.Optional(SshCredentialFields.ssh_password),
+              },
+              { additionalProperties: false },
+            ),
+            response: ProfileView,
+          },
+          async handler(req) {
+            if (await profiles.findOne({ name: req.body.name })) throw conflict(`An SSH profile named ${req.body.name} exists already`);
+            if (req.body.key && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(req.body.key)) {
+              throw badRequest('Validation failed: body.key must be a private key (PEM or OpenSSH), not a path', [{ path: 'body.key', message: 'must be private key content' }]);
+            }
+            const now = services.clock.now().toISOString();
+            const profile = await profiles.insert({
+              id: newId('sshp'),
+              name: req.body.name,
+              user: req.body.user ?? 'root',
+              port: req.body.port ?? 22,
+              key_sealed: req.body.key ? box.seal(req.body.key) : null,
+              password_sealed: req.body.password ? box.seal(req.body.password) : null,
+              created_at: now,
+              updated_at: now,
+            });
+            return view(profile);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/ssh-profiles',
+          auth: { role: 'admin' },
+          summary: 'List SSH profiles (with has_key and has_password)',
+          schemas: {
+            query: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()) }, { additionalProperties: false }),
+            response: Type.Array(ProfileView),
+          },
+          handler: async (req) => Reply.page(await profiles.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
+        },
+        {
+          method: 'GET',
+          path: '/v1/ssh-profiles/{id}',
+          auth: { role: 'admin' },
+          summary: 'Get an SSH profile by id or name',
+          schemas: { params: Params, response: ProfileView },
+          async handler(req) {
+            const profile = await find(req.params.id);
+            if (!profile) throw notFound(`No SSH profile ${req.params.id}`);
+            return view(profile);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/ssh-profiles/{id}',
+          auth: { role: 'admin' },
+          summary: 'Delete an SSH profile',
+          schemas: { params: Params },
+          async handler(req) {
+            const profile = await find(req.params.id);
+            if (!profile) throw notFound(`No SSH profile ${req.params.id}`);
+            await profiles.remove(profile.id);
+            return { id: profile.id, deleted: true };
+          },
+        },
+      ],
+    };
+  },
+});
