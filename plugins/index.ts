@@ -8,6 +8,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   nodes: () => import('./nodes/index.js'),
   'agent-internal': () => import('./agent-internal/index.js'),
   'ssh-profiles': () => import('./ssh-profiles/index.js'),
+  provisioning: () => import('./provisioning/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Executor } from './types.js';
 
+/** Exit code that asks the supervisor (systemd Restart=on-failure, or the fallback loop) to start the agent again. */
+export const EXIT_RESTART = 75;
+
 /** The agent's own log: the last `lines`, or every line after `since`. */
 export const fetchLogs: Executor = async ({ payload, logFile }) => {
   if (!existsSync(logFile)) return { lines: [] };
@@ -54,8 +57,8 @@ export const updateAgent: Executor = async ({ payload, download, after, log }) =
   renameSync(`${target}.new`, target);
   after(() => {
     log.info({ version: payload.version }, 'agent executable replaced; restarting');
-    // The supervisor (systemd Restart=always, or the fallback loop) starts the new executable.
-    process.exit(0);
+    // The supervisor starts the new executable; exit 0 would mean "stopped on purpose".
+    process.exit(EXIT_RESTART);
   });
   return { updated_to: payload.version, sha256 };
 };

@@ -84,7 +84,7 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));
     const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token) });
     expect(queued.status).to.equal(202);
-    expect(await exited, 'the agent exits so its supervisor starts the new executable').to.equal(0);
+    expect(await exited, 'the agent exits 75 so its supervisor starts the new executable').to.equal(75);
     const task = await t.hangar.services.tasks.get(queued.json.data.task_id);
     expect(task?.status).to.equal('completed');
     const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));

@@ -1,0 +1,275 @@
+import { Type } from '@sinclair/typebox';
+import { conflict, HttpError } from '../../core/errors.js';
+import { newId } from '../../core/ids.js';
+import { definePlugin } from '../../core/plugin.js';
+import { SshError, type HostKeyStore, type SshDriver, type SshSession } from '../../drivers/ssh/index.js';
+import { nodesOf } from '../nodes/index.js';
+import type { NodeRecord } from '../nodes/nodes.js';
+import { IpAddress, NodeName, NodeParams } from '../nodes/schemas.js';
+import { SshCredentialFields, sshProfilesOf, type SshCredentials } from '../ssh-profiles/index.js';
+import type { AgentBinaries } from '../system/index.js';
+import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
+
+const HOST_KEYS = 'ssh_host_keys';
+
+export const ProvisioningConfigSchema = Type.Object(
+  {
+    advertise_address: Type.Union([Type.String(), Type.Null()], {
+      default: null,
+      description: 'control-plane URL agents are told to use; default https://<the local address SSH left from>:<api.port>',
+    }),
+    heartbeat_wait_seconds: Type.Integer({ minimum: 5, default: 90, description: 'how long a deploy waits for the first heartbeat' }),
+    ssh_timeout_seconds: Type.Integer({ minimum: 1, default: 20 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface ProvisioningConfig {
+  advertise_address: string | null;
+  heartbeat_wait_seconds: number;
+  ssh_timeout_seconds: number;
+}
+
+const Credentials = Type.Object(SshCredentialFields, { additionalProperties: false });
+
+/** Deploy, update and start agents over SSH, recording each step as a node event. */
+export default definePlugin({
+  name: 'provisioning',
+  description: 'deploy, update-ssh and start over SSH',
+  configSchema: ProvisioningConfigSchema,
+  migrations: [
+    {
+      id: '001_ssh_host_keys',
+      async up(knex) {
+        await knex.schema.createTable(HOST_KEYS, (t) => {
+          t.string('host', 255).notNullable();
+          t.integer('port').notNullable();
+          t.string('fingerprint', 100).notNullable();
+          t.timestamp('recorded_at', { useTz: true }).notNullable();
+          t.primary(['host', 'port']);
+        });
+      },
+    },
+  ],
+  setup(services) {
+    const { db, clock, ca, log, config } = services;
+    const settings = config.provisioning as ProvisioningConfig;
+    const nodesApi = nodesOf(services);
+    const { nodes, events } = nodesApi;
+    const profiles = sshProfilesOf(services);
+    const ssh = services.drivers.get<SshDriver>('ssh');
+    const binaries = services.provided.get('agent-binaries') as AgentBinaries;
+    const running = new Set<Promise<void>>();
+
+    const hostKeys: HostKeyStore = {
+      async get(host, port) {
+        const row = await db.knex(HOST_KEYS).where({ host, port }).first('fingerprint');
+        return row?.fingerprint ?? null;
+      },
+      async set(host, port, fingerprint) {
+        await db.knex(HOST_KEYS).insert({ host, port, fingerprint, recorded_at: clock.now().toISOString() }).onConflict(['host', 'port']).merge();
+      },
+    };
+
+    /** Runs background work so shutdown can wait for it; failures are reported through events. */
+    const background = (work: () => Promise<void>) => {
+      const run = work().finally(() => running.delete(run));
+      running.add(run);
+    };
+
+    const connect = (ip: string, creds: SshCredentials, pinned?: string) =>
+      ssh.open(
+        { host: ip, port: creds.port, username: creds.username, privateKey: creds.privateKey, password: creds.password },
+        { hostKeys, pinnedHostKey: pinned, timeoutMs: settings.ssh_timeout_seconds * 1000 },
+      );
+
+    const apiUrlFor = (session: SshSession) => {
+      if (settings.advertise_address) return settings.advertise_address.replace(/\/+$/, '');
+      const host = session.localAddress.includes(':') ? `[${session.localAddress}]` : session.localAddress;
+      return `https://${host}:${services.config.api.port}`;
+    };
+
+    async function waitForHeartbeat(nodeId: string, after: string): Promise<NodeRecord> {
+      const deadline = Date.now() + settings.heartbeat_wait_seconds * 1000;
+      for (;;) {
+        const node = await nodes.get(nodeId);
+        if (node?.last_heartbeat_at && node.last_heartbeat_at > after && node.connection === 'online') return node;
+        if (Date.now() > deadline) throw new SshError('command', `the agent on ${node?.ip_address ?? nodeId} did not send a heartbeat within ${settings.heartbeat_wait_seconds} s`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+
+    /** Uploads the executable and a fresh identity, then (re)starts the agent. */
+    async function installAgent(session: SshSession, machine: MachineFacts, node: NodeRecord, step: (kind: string, message: string) => Promise<void>) {
+      const binary = binaries.describe(machine.architecture);
+      if (!binary) throw new HttpError(409, `no agent executable is built for ${machine.architecture} (npm run build on the control plane)`);
+      await step('deploy_uploading_agent', `uploading the agent ${binary.version} for ${machine.architecture} (${(binary.size / 1e6).toFixed(0)} MB)`);
+      await stopAgent(session, machine);
+      const { readFile } = await import('node:fs/promises');
+      await session.upload(await readFile(binary.file), REMOTE.executable, { mode: 0o755 });
+      const wgKey = await machineWireguardKey(session);
+      const cert = await ca.issueClientCertificate(node.id);
+      await step('deploy_writing_identity', `client certificate ${cert.serial} issued; writing the identity`);
+      const agentJson = { node_id: node.id, api_url: apiUrlFor(session), overlay_ip: node.overlay_ip, overlay_prefix: nodesApi.overlay.prefix };
+      await session.upload(cert.key_pem!, `${REMOTE.dataDir}/client.key`, { mode: 0o600 });
+      await session.upload(cert.cert_pem, `${REMOTE.dataDir}/client.crt`, { mode: 0o644 });
+      await session.upload(cert.ca_pem, `${REMOTE.dataDir}/ca.crt`, { mode: 0o644 });
+      await session.upload(`${JSON.stringify(agentJson, null, 2)}\n`, `${REMOTE.dataDir}/agent.json`, { mode: 0o600 });
+      const changes: Partial<NodeRecord> = { architecture: machine.architecture, hostname: machine.hostname };
+      if (wgKey) changes.wg_public_key = wgKey;
+      await nodes.change(node.id, changes);
+      if (wgKey) await nodesApi.publishPeers();
+      const how = await startAgent(session, machine);
+      await step('deploy_agent_started', `agent started (${how}); waiting for its first heartbeat`);
+    }
+
+    async function deploy(nodeId: string, ip: string, creds: SshCredentials, pinned: string | undefined, requestedAt: string) {
+      let current: string | null = null;
+      const step = async (kind: string, message: string) => {
+        await events.record({ nodeId: current, identifier: current ? null : ip, kind, message });
+      };
+      let session: SshSession | undefined;
+      try {
+        await step('deploy_connecting', `connecting to ${creds.username}@${ip}:${creds.port}`);
+        session = await connect(ip, creds, pinned);
+        await step('deploy_connected', `connected (host key ${session.hostKeyFingerprint})`);
+        const machine = await detectMachine(session);
+        await step('deploy_detected', `${machine.os} ${machine.osVersion} on ${machine.architecture}, ${machine.systemd ? 'systemd' : 'no systemd'}`);
+        const installed = await installPrerequisites(session);
+        await step('deploy_prerequisites', installed.length ? `installed ${installed.join(', ')}` : 'Docker and WireGuard already present');
+        // Re-deploying keeps the node the machine already is.
+        const previous = await existingNodeId(session);
+        const known = previous ? await nodes.get(previous) : null;
+        let node = known && !known.removing ? known : await nodes.require(nodeId);
+        if (known && !known.removing && known.id !== nodeId) {
+          await nodes.remove(nodeId);
+          await nodesApi.overlay.release(nodeId);
+          node = known;
+        }
+        current = node.id;
+        await step('deploy_node', known && node.id === known.id ? `re-deploying node ${node.id}` : `node ${node.id} created for ${ip}`);
+        await installAgent(session, machine, node, step);
+        await waitForHeartbeat(node.id, requestedAt);
+        await step('deploy_completed', `node ${node.id} is ready`);
+      } catch (err) {
+        // The node stays (pending) with its events, so the operator can read why and deploy again.
+        await step('deploy_failed', describe(err)).catch(() => undefined);
+      } finally {
+        session?.close();
+      }
+    }
+
+    function describe(err: unknown): string {
+      if (err instanceof SshError) return `${err.step}: ${err.message}`;
+      return (err as Error).message;
+    }
+
+    return {
+      async close() {
+        await Promise.allSettled([...running]);
+      },
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/nodes/deploy',
+          auth: { role: 'admin' },
+          summary: 'Deploy an agent to a machine over SSH; runs in the background, each step a node event',
+          status: 202,
+          schemas: {
+            body: Type.Object(
+              {
+                ...SshCredentialFields,
+                ip_address: IpAddress,
+                name: Type.Optional(NodeName),
+                ssh_host_key: Type.Optional(Type.String({ pattern: '^SHA256:[A-Za-z0-9+/]{43}$', description: 'pin the host key (SHA256:… fingerprint)' })),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          async handler(req) {
+            const { ip_address, name, ssh_host_key, ...fields } = req.body;
+            const creds = await profiles.resolve(fields);
+            const now = clock.now().toISOString();
+            // The node exists (pending) from the start, so the caller can follow it; a failed earlier
+            // deploy to the same address is retried under the same node.
+            const retry = (await nodes.findAll({ ip_address, connection: 'pending', removing: false }))[0];
+            const id = retry?.id ?? newId('node');
+            if (!retry) {
+              const overlayIp = await nodesApi.overlay.reserve(id);
+              await nodes.insert({ id, name: name ?? ip_address, ip_address, overlay_ip: overlayIp, connection: 'pending', availability: 'active', created_at: now, updated_at: now });
+            }
+            background(() => deploy(id, ip_address, creds, ssh_host_key, now));
+            log.info({ node_id: id, ip_address, user: creds.username, profile: creds.profile }, 'deploy started');
+            return { node_id: id, ip_address, status: 'deploying' };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/update-ssh',
+          auth: { role: 'admin' },
+          summary: 'For an agent that is down: replace its executable and client certificate over SSH and restart it',
+          status: 202,
+          schemas: { params: NodeParams, body: Credentials },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            if (!node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
+            if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
+            const creds = await profiles.resolve(req.body);
+            const requestedAt = clock.now().toISOString();
+            background(async () => {
+              const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
+              let session: SshSession | undefined;
+              try {
+                await step('ssh_update_started', `updating the agent on ${node.ip_address} over SSH as ${creds.username}`);
+                session = await connect(node.ip_address!, creds);
+                const machine = await detectMachine(session);
+                await ca.revokeNode(node.id);
+                await installAgent(session, machine, node, step);
+                await waitForHeartbeat(node.id, requestedAt);
+                await step('ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`);
+              } catch (err) {
+                await step('ssh_update_failed', describe(err)).catch(() => undefined);
+              } finally {
+                session?.close();
+              }
+            });
+            return { node_id: node.id, status: 'updating' };
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/nodes/{id}/start',
+          auth: { role: 'admin' },
+          summary: 'Start the agent over SSH (after stop, or when it is down)',
+          status: 202,
+          schemas: { params: NodeParams, body: Credentials },
+          async handler(req) {
+            const node = await nodes.require(req.params.id);
+            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
+            const creds = await profiles.resolve(req.body);
+            const requestedAt = clock.now().toISOString();
+            background(async () => {
+              const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
+              let session: SshSession | undefined;
+              try {
+                await step('agent_start_requested', `starting the agent on ${node.ip_address} over SSH`);
+                session = await connect(node.ip_address!, creds);
+                const machine = await detectMachine(session);
+                await startAgent(session, machine);
+                await waitForHeartbeat(node.id, requestedAt);
+                await step('agent_started', `node ${node.id} is sending heartbeats again`);
+              } catch (err) {
+                await step('agent_start_failed', describe(err)).catch(() => undefined);
+              } finally {
+                session?.close();
+              }
+            });
+            return { node_id: node.id, status: 'starting' };
+          },
+        },
+      ],
+    };
+  },
+});
