@@ -97,6 +97,8 @@ export class Agent {
   private readonly executors: Map<string, Executor>;
   private readonly state: MachineState = { pendingUpdates: null };
   private heartbeatSeconds = 10;
+  private heartbeatsPaused = false;
+  private heartbeatInFlight: Promise<void> | null = null;
   private pollWaitSeconds = 30;
   private readonly maxBackoffMs: number;
 
@@ -143,15 +145,18 @@ export class Agent {
 
   private async heartbeatLoop(): Promise<void> {
     let failures = 0;
-    while (!this.controller.signal.aborted) {
+    while (!this.controller.signal.aborted && !this.heartbeatsPaused) {
       try {
-        await this.heartbeat();
+        this.heartbeatInFlight = this.heartbeat();
+        await this.heartbeatInFlight;
         if (failures) this.log.info('control plane reachable again');
         failures = 0;
       } catch (err) {
         if (this.controller.signal.aborted) return;
         failures++;
         this.log.warn({ failures, error: (err as Error).message }, 'heartbeat failed; workloads keep running, retrying');
+      } finally {
+        this.heartbeatInFlight = null;
       }
       await sleep(failures ? Math.min(this.backoff(failures), this.heartbeatSeconds * 1000) : this.heartbeatSeconds * 1000, this.controller.signal);
     }
@@ -194,6 +199,10 @@ export class Agent {
             return { status: res.status, body: res.raw, headers: res.headers };
           },
           setPendingUpdates: (count) => (this.state.pendingUpdates = count),
+          quiesce: async () => {
+            this.heartbeatsPaused = true;
+            await this.heartbeatInFlight?.catch(() => undefined);
+          },
         });
         outcome = { status: 'completed', output: output ?? null };
       } catch (err) {

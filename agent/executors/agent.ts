@@ -25,7 +25,9 @@ export const fetchLogs: Executor = async ({ payload, logFile }) => {
 };
 
 /** Stops the agent once the result is reported; workloads on the machine keep running. */
-export const stopAgent: Executor = async ({ after, log }) => {
+export const stopAgent: Executor = async ({ after, log, quiesce }) => {
+  // A heartbeat after the stop is reported would show the node ready again.
+  await quiesce();
   after(() => {
     log.info('stopping on request of the control plane');
     process.exit(0);

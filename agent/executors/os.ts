@@ -40,7 +40,8 @@ export const osUpdate: Executor = async ({ setPendingUpdates }) => {
   return { upgraded: upgrade.stdout.split('\n').filter((l) => l.startsWith('Setting up ')).length, pending_updates: pending, reboot_required: rebootRequired() };
 };
 
-export const reboot: Executor = async ({ after, log }) => {
+export const reboot: Executor = async ({ after, log, quiesce }) => {
+  await quiesce();
   const command = onPath('systemctl') ? ['systemctl', ['reboot']] : ['reboot', []];
   after(async () => {
     log.info('rebooting on request of the control plane');

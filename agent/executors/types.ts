@@ -10,6 +10,8 @@ export interface ExecutorContext {
   after(action: () => void | Promise<void>): void;
   /** GET a path of the control API over mutual TLS, as bytes. */
   download(pathAndQuery: string): Promise<{ status: number; body: Buffer; headers: Record<string, string | string[] | undefined> }>;
+  /** Stops heartbeats and waits for one in flight, so none lands after the result (stop, reboot). */
+  quiesce(): Promise<void>;
   /** Asks the agent to refresh its view of OS updates in the next heartbeat. */
   setPendingUpdates(count: number | null): void;
 }

@@ -1,6 +1,7 @@
-import { createHash, randomBytes, X509Certificate } from 'node:crypto';
+import { createHash, createPublicKey, randomBytes, X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { sha256Hex } from '../../core/crypto.js';
+import { encodeCursor } from '../../core/db/repository.js';
 import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
@@ -176,8 +177,17 @@ export default definePlugin({
         .catch((err: Error) => log.error({ err: { message: err.message } }, 'recording a task failure failed'));
     });
 
-    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) =>
-      Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
+    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) => {
+      // A node being removed has no valid certificate: nothing queued for it would ever run.
+      if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+      return Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
+    };
+
+    /** Whether a machine has joined as this node (a join token was used for it, or it heartbeated). */
+    async function hasJoined(node: NodeRecord): Promise<boolean> {
+      if (node.connection !== 'pending') return true;
+      return Boolean(await db.knex(JOIN_TOKENS).where({ used_by_node: node.id }).first('id'));
+    }
 
     async function setAvailability(id: string, availability: NodeRecord['availability']) {
       const node = await nodes.require(id);
@@ -234,10 +244,11 @@ export default definePlugin({
           async handler(req) {
             if (req.body.node_id) {
               const bound = await nodes.require(req.body.node_id);
-              if (bound.connection !== 'pending') throw conflict(`Node ${bound.id} has already joined`);
+              if (await hasJoined(bound)) throw conflict(`Node ${bound.id} has already joined`);
             }
             const id = newId('tok');
-            const secret = randomBytes(24).toString('base64url');
+            // A fixed prefix: a token never starts with '-', which command lines would take for an option.
+            const secret = `hjt1${randomBytes(24).toString('base64url')}`;
             const caSha256 = ca.operatorCertificates ? '' : createHash('sha256').update(new X509Certificate(ca.caPem).raw).digest('hex');
             const token = `${secret}.${caSha256}`;
             const expires = new Date(clock.now().getTime() + (req.body.ttl_seconds ?? settings.join_token_ttl_seconds) * 1000).toISOString();
@@ -276,20 +287,35 @@ export default definePlugin({
           status: 201,
           schemas: { body: JoinBody },
           async handler(req) {
+            // The key is checked before the token is spent, so a bad request can be retried.
+            let keyOk = false;
+            try {
+              keyOk = createPublicKey(req.body.public_key).asymmetricKeyDetails?.namedCurve === 'prime256v1';
+            } catch {
+              keyOk = false;
+            }
+            if (!keyOk) {
+              throw badRequest('Validation failed: body.public_key is not a P-256 public key in PEM (SPKI)', [{ path: 'body.public_key', message: 'is not a P-256 public key in PEM (SPKI)' }]);
+            }
             const [secret] = req.body.token.split('.');
             const token = await db.knex(JOIN_TOKENS).where({ token_hash: sha256Hex(secret ?? '') }).first();
+            const caller = req.ip.replace(/^::ffff:/, '');
             const fail = async (why: string) => {
-              await events.record({ identifier: req.ip, kind: 'join_failed', message: `join refused for ${req.body.hostname}: ${why}`, data: { hostname: req.body.hostname } });
+              await events.record({ identifier: caller, kind: 'join_failed', message: `join refused for ${req.body.hostname}: ${why}`, data: { hostname: req.body.hostname } });
               return unauthorized('The join token is invalid, expired or already used');
             };
             if (!token) throw await fail('unknown token');
             if (token.used_at) throw await fail('token already used');
             if (new Date(token.expires_at).getTime() <= clock.now().getTime()) throw await fail('token expired');
+            if (token.node_id) {
+              const bound = await nodes.get(token.node_id);
+              if (!bound || bound.removing || (await hasJoined(bound))) throw await fail(`the node the token was made for is ${bound ? 'taken' : 'gone'}`);
+            }
             // Claim the token first: of two joins with one token, exactly one wins.
             const claimed = await db.knex(JOIN_TOKENS).where({ id: token.id }).whereNull('used_at').update({ used_at: now() });
             if (!claimed) throw await fail('token already used');
             const nodeId = token.node_id ?? newId('node');
-            const ipAddress = req.body.ip_address ?? req.ip.replace(/^::ffff:/, '');
+            const ipAddress = req.body.ip_address ?? caller;
             const arch = req.body.architecture ? (ARCHITECTURES[req.body.architecture] ?? req.body.architecture) : null;
             const values = {
               hostname: req.body.hostname,
@@ -306,9 +332,7 @@ export default definePlugin({
             }
             await db.knex(JOIN_TOKENS).where({ id: token.id }).update({ used_by_node: nodeId });
             await overlay.transfer(token.overlay_ip, nodeId);
-            const cert = await ca.issueClientCertificate(nodeId, req.body.public_key).catch(() => {
-              throw badRequest('Validation failed: body.public_key is not a P-256 public key in PEM (SPKI)', [{ path: 'body.public_key', message: 'is not a P-256 public key in PEM (SPKI)' }]);
-            });
+            const cert = await ca.issueClientCertificate(nodeId, req.body.public_key);
             await events.record({ nodeId, kind: 'node_joined', message: `${req.body.hostname} joined from ${ipAddress}`, data: { token_id: token.id } });
             if (values.wg_public_key) await publishPeers();
             return {
@@ -421,14 +445,22 @@ export default definePlugin({
             const items: NodeRecord[] = [];
             let cursor: string | null | undefined = req.query.cursor;
             const limit = req.query.limit ?? 100;
-            let next: string | null = null;
+            let more = false;
             do {
               const page = await nodes.page({ limit: 500, cursor });
-              for (const n of page.items) if (wanted.includes(nodeStatus(n)) && items.length < limit) items.push(n);
+              for (const n of page.items) {
+                if (!wanted.includes(nodeStatus(n))) continue;
+                if (items.length === limit) {
+                  more = true;
+                  break;
+                }
+                items.push(n);
+              }
               cursor = page.next_cursor;
-              if (items.length >= limit) next = cursor ? page.next_cursor : null;
-            } while (cursor && items.length < limit);
-            return Reply.page({ items, next_cursor: next }, nodeView);
+            } while (cursor && !more);
+            // The next page starts after the last item returned, not after the last one looked at.
+            const last = items[items.length - 1];
+            return Reply.page({ items, next_cursor: more && last ? encodeCursor([last.created_at, last.id]) : null }, nodeView);
           },
         },
         {

@@ -1,0 +1,180 @@
+import { expect } from 'chai';
+import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The agent side is played by the test itself (FakeAgent, a test double): it leases tasks and
+// reports what it likes, so nothing is ever run on this machine.
+describeEachDialect('nodes: the task queue over the agent API, with a test double standing in for the agent', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+
+  const api = (method: string, pathAndQuery: string, body?: unknown) => t.request(method, pathAndQuery, { body, headers: bearer(admin.token) });
+  const createNode = async (name: string) => {
+    const res = await api('POST', '/v1/nodes', { name });
+    expect(res.status, res.text).to.equal(201);
+    return res.json.data.id as string;
+  };
+  const getNode = async (id: string) => (await api('GET', `/v1/nodes/${id}`)).json.data;
+
+  before(async function () {
+    this.timeout(30_000);
+    t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides: FAST_NODES });
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  it('long-poll: answers the moment a task is queued, well before the wait is over', async function () {
+    this.timeout(20_000);
+    const nodeId = await createNode('poller');
+    const agent = await FakeAgent.forNode(t, nodeId);
+    const started = Date.now();
+    const polling = agent.poll(5);
+    await sleep(300);
+    const queued = await api('POST', `/v1/nodes/${nodeId}/logs?lines=7`);
+    expect(queued.status).to.equal(202);
+    const res = await polling;
+    const took = Date.now() - started;
+    expect(res.status, res.text).to.equal(200);
+    expect(took, 'woken by the enqueue, not by the 5 s deadline').to.be.lessThan(2000);
+    expect(res.json.data).to.have.length(1);
+    const [task] = res.json.data;
+    expect(task).to.include({ task_id: queued.json.data.task_id, kind: 'agent.logs', attempt: 1 });
+    expect(task.payload).to.deep.equal({ lines: 7 });
+    const leaseLeft = Date.parse(task.lease_expires_at) - Date.now();
+    expect(leaseLeft, 'lease_seconds = 2').to.be.within(1000, 2500);
+
+    const reported = await agent.report(task.task_id, { status: 'completed', output: { lines: ['one', 'two'] } });
+    expect(reported.status).to.equal(200);
+    expect(reported.json.data).to.deep.equal({ task_id: task.task_id, status: 'completed' });
+    const read = await api('GET', `/v1/nodes/${nodeId}/logs/${task.task_id}`);
+    expect(read.json.data).to.include({ status: 'completed', attempts: 1 });
+    expect(read.json.data.result).to.deep.equal({ lines: ['one', 'two'] });
+    expect((await api('GET', `/v1/nodes/${nodeId}/logs/${task.task_id}`)).status, 'read once').to.equal(404);
+  });
+
+  it('long-poll: with nothing queued it answers [] after about the wait; a wait above tasks.poll_wait_seconds is capped; out-of-range waits are 400', async function () {
+    this.timeout(20_000);
+    const agent = await FakeAgent.forNode(t, await createNode('idle'));
+    const started = Date.now();
+    const [short, capped] = await Promise.all([
+      agent.poll(2).then((res) => ({ res, took: Date.now() - started })),
+      agent.poll(60).then((res) => ({ res, took: Date.now() - started })),
+    ]);
+    expect(short.res.status).to.equal(200);
+    expect(short.res.json.data).to.deep.equal([]);
+    expect(short.took, 'held for the 2 s wait').to.be.within(1800, 3500);
+    expect(capped.res.json.data).to.deep.equal([]);
+    expect(capped.took, 'held for poll_wait_seconds = 5, not 60').to.be.within(4800, 7000);
+    expect((await agent.poll(121)).status).to.equal(400);
+    expect((await agent.poll(-1)).status).to.equal(400);
+  });
+
+  it('refuses a poll for another node (403), a result for another node’s task (404), a second result (409), and callers without a certificate (401)', async () => {
+    const p = await FakeAgent.forNode(t, await createNode('p'));
+    const q = await FakeAgent.forNode(t, await createNode('q'));
+    const queued = await api('POST', `/v1/nodes/${q.nodeId}/logs`);
+    const foreign = await p.poll(0, q.nodeId);
+    expect(foreign.status).to.equal(403);
+    expect(foreign.json).to.include({ error: 'Forbidden', message: 'Insufficient permissions' });
+    const noCert = await t.request('GET', `/v1/internal/tasks/${q.nodeId}?wait=0`);
+    expect(noCert.status).to.equal(401);
+    const asAdmin = await t.request('GET', `/v1/internal/tasks/${q.nodeId}?wait=0`, { headers: bearer(admin.token) });
+    expect(asAdmin.status, 'an admin JWT is not an agent').to.equal(401);
+
+    const [task] = (await q.poll(0)).json.data;
+    expect(task.task_id).to.equal(queued.json.data.task_id);
+    expect(task.payload, 'lines defaults to 100').to.deep.equal({ lines: 100 });
+    expect((await p.report(task.task_id, { status: 'completed', output: {} })).status).to.equal(404);
+    expect((await q.report(task.task_id, { status: 'failed', error: 'disk on fire' })).status).to.equal(200);
+    const again = await q.report(task.task_id, { status: 'completed', output: {} });
+    expect(again.status).to.equal(409);
+    expect(again.json.message).to.contain('already failed');
+    expect((await q.report('task-doesnotexist', { status: 'completed' })).status).to.equal(404);
+    expect((await q.report(task.task_id, { status: 'done' as never })).status).to.equal(400);
+
+    const read = await api('GET', `/v1/nodes/${q.nodeId}/logs/${task.task_id}`);
+    expect(read.json.data).to.include({ status: 'failed', error: 'disk on fire' });
+    expect(read.json.data).not.to.have.property('result');
+    expect((await api('GET', `/v1/nodes/${q.nodeId}/logs/${task.task_id}`)).status, 'a failed result is read once too').to.equal(404);
+  });
+
+  it('lease expiry: an unreported task returns to pending and is handed out again, then fails after the last attempt with the reason and a task_failed event', async function () {
+    this.timeout(30_000);
+    const agent = await FakeAgent.forNode(t, await createNode('forgetful'));
+    const queued = await api('POST', `/v1/nodes/${agent.nodeId}/logs?lines=3`);
+    const taskId = queued.json.data.task_id as string;
+    const view = async () => (await api('GET', `/v1/nodes/${agent.nodeId}/logs/${taskId}`)).json.data;
+
+    const first = (await agent.poll(0)).json.data;
+    expect(first.map((x: any) => [x.task_id, x.attempt])).to.deep.equal([[taskId, 1]]);
+    expect(await view()).to.include({ status: 'leased', attempts: 1 });
+    const leasedAt = Date.now();
+    // Nothing is reported: the lease (2 s) runs out and the task is pending again.
+    await waitFor(async () => (await view()).status === 'pending', { timeoutMs: 5000, intervalMs: 50, what: 'the lease to expire' });
+    expect(Date.now() - leasedAt, 'not before the lease deadline').to.be.greaterThan(1500);
+
+    const second = (await agent.poll(0)).json.data;
+    expect(second.map((x: any) => [x.task_id, x.attempt])).to.deep.equal([[taskId, 2]]);
+    // A poll already waiting is woken when the lease expires and the task is retried.
+    const woken = Date.now();
+    const third = (await agent.poll(5)).json.data;
+    expect(third.map((x: any) => [x.task_id, x.attempt])).to.deep.equal([[taskId, 3]]);
+    expect(Date.now() - woken, 'handed out at lease expiry, not at the end of the poll').to.be.lessThan(3500);
+
+    // The third lease runs out too: max_attempts (3) used up → failed, with the reason.
+    const failed = await waitFor(
+      async () => {
+        const v = await view();
+        return v.status === 'failed' ? v : null;
+      },
+      { timeoutMs: 5000, intervalMs: 100, what: 'the task to fail' },
+    );
+    expect(failed.attempts).to.equal(3);
+    expect(failed.error).to.equal("no result after 3 attempt(s): the agent's lease expired each time");
+    expect((await agent.poll(0)).json.data, 'not handed out again').to.deep.equal([]);
+    expect((await api('GET', `/v1/nodes/${agent.nodeId}/logs/${taskId}`)).status, 'read once').to.equal(404);
+
+    const event = await waitFor(
+      async () => ((await api('GET', `/v1/nodes/events?node_id=${agent.nodeId}`)).json.data as any[]).find((e) => e.kind === 'task_failed'),
+      { timeoutMs: 3000, what: 'the task_failed event' },
+    );
+    expect(event.data).to.deep.equal({ task_id: taskId, kind: 'agent.logs' });
+    expect(event.message).to.contain('lease expired');
+  });
+
+  it('os-update, check-updates and reboot answer 202 and queue a task for the node; the test double’s report of pending updates and reboot_required makes the node needs_reboot', async function () {
+    this.timeout(20_000);
+    const agent = await FakeAgent.forNode(t, await createNode('patchable'));
+    expect((await agent.heartbeat()).status).to.equal(200);
+    expect((await getNode(agent.nodeId)).status).to.equal('ready');
+
+    const kinds: Record<string, string> = {};
+    for (const [verb, kind] of [['os-update', 'os.update'], ['check-updates', 'os.check-updates'], ['reboot', 'os.reboot']] as const) {
+      const res = await api('POST', `/v1/nodes/${agent.nodeId}/${verb}`);
+      expect(res.status, `${verb}: ${res.text}`).to.equal(202);
+      expect(res.json.data).to.include({ kind, node_id: agent.nodeId, status: 'pending' });
+      kinds[res.json.data.task_id] = kind;
+    }
+    const leased = (await agent.poll(0)).json.data as any[];
+    expect(Object.fromEntries(leased.map((x) => [x.task_id, x.kind]))).to.deep.equal(kinds);
+
+    const check = leased.find((x) => x.kind === 'os.check-updates');
+    expect((await agent.report(check.task_id, { status: 'completed', output: { pending_updates: 3, reboot_required: true } })).status).to.equal(200);
+    const node = await waitFor(
+      async () => {
+        const n = await getNode(agent.nodeId);
+        return n.status === 'needs_reboot' ? n : null;
+      },
+      { timeoutMs: 2000, intervalMs: 50, what: 'needs_reboot' },
+    );
+    expect(node).to.include({ pending_updates: 3, reboot_required: true });
+    for (const x of leased.filter((l) => l !== check)) expect((await agent.report(x.task_id, { status: 'completed', output: {} })).status).to.equal(200);
+
+    const unknown = await api('POST', '/v1/nodes/node-doesnotexist/reboot');
+    expect(unknown.status).to.equal(404);
+  });
+});
