@@ -55,6 +55,14 @@ export function nodesOf(services: Services): NodesApi {
   return api;
 }
 
+function isP256PublicKey(pem: string): boolean {
+  try {
+    return createPublicKey(pem).asymmetricKeyDetails?.namedCurve === 'prime256v1';
+  } catch {
+    return false;
+  }
+}
+
 const ARCHITECTURES: Record<string, string> = { x64: 'amd64', x86_64: 'amd64', amd64: 'amd64', arm64: 'arm64', aarch64: 'arm64' };
 
 const TokenCreate = Type.Object(
@@ -288,13 +296,7 @@ export default definePlugin({
           schemas: { body: JoinBody },
           async handler(req) {
             // The key is checked before the token is spent, so a bad request can be retried.
-            let keyOk = false;
-            try {
-              keyOk = createPublicKey(req.body.public_key).asymmetricKeyDetails?.namedCurve === 'prime256v1';
-            } catch {
-              keyOk = false;
-            }
-            if (!keyOk) {
+            if (!isP256PublicKey(req.body.public_key)) {
               throw badRequest('Validation failed: body.public_key is not a P-256 public key in PEM (SPKI)', [{ path: 'body.public_key', message: 'is not a P-256 public key in PEM (SPKI)' }]);
             }
             const [secret] = req.body.token.split('.');
