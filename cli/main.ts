@@ -1,6 +1,11 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { serveCommand } from './serve.js';
+import { runCommand } from './run.js';
+import { terminalCommand } from './terminal.js';
+import { installCommand, servicesCommand, uninstallCommand } from './install.js';
+import { endpointCommand } from './endpoint.js';
+import { configureCommand } from './configure.js';
 import { agentCommand } from './agent.js';
 import { versionInfo } from '../core/version.js';
 
@@ -10,6 +15,13 @@ export function buildCli(argv: string[]) {
     .scriptName('hangar')
     .usage('$0 <command> [options]')
     .command(serveCommand)
+    .command(runCommand)
+    .command(terminalCommand)
+    .command(installCommand)
+    .command(uninstallCommand)
+    .command(servicesCommand)
+    .command(endpointCommand)
+    .command(configureCommand)
     .command(agentCommand)
     .demandCommand(1, 'Name a command; see the list above.')
     .strict()

@@ -70,6 +70,10 @@ export const CoreConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    terminal: Type.Object(
+      { helpers: Type.Union([Type.String(), Type.Null()], { default: null, description: 'project helper script run before `hangar terminal` (default config/terminal.ts)' }) },
+      { additionalProperties: false, default: {} },
+    ),
     shutdown_timeout_ms: Type.Integer({ minimum: 0, default: 10000 }),
   },
   { additionalProperties: true },

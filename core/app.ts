@@ -60,19 +60,149 @@ class Drivers implements DriverRegistry {
   }
 }
 
+/** The configured plugins, loaded (not set up); names must be unique. */
+export async function loadPlugins(config: HangarConfig): Promise<Plugin[]> {
+  const plugins: Plugin[] = [];
+  for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, builtinPlugins, 'plugin'));
+  const names = plugins.map((p) => p.name);
+  const duplicate = names.find((n, i) => names.indexOf(n) !== i);
+  if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
+  return plugins;
+}
+
+/** Core and plugin migrations, as start-up applies them. Returns the ids applied now. */
+export async function migrateAll(db: Store, plugins: Plugin[]): Promise<string[]> {
+  const applied = await runMigrations(db, [coreMigrations]);
+  const sets: MigrationSet[] = plugins.filter((p) => p.migrations?.length).map((p) => ({ owner: p.name, migrations: p.migrations! }));
+  return [...applied, ...(await runMigrations(db, sets))];
+}
+
+/** Everything the control plane is made of, before (or without) listening. */
+export interface Assembly {
+  services: Services;
+  plugins: Plugin[];
+  routes: RegisteredRoute[];
+  loops: BackgroundLoop[];
+  /** Migration ids applied while assembling. */
+  applied: string[];
+  /** Stops what assembling started (plugin close hooks, the task queue, mail), in reverse order. */
+  close(): Promise<void>;
+}
+
+export interface AssembleOptions {
+  log: Logger;
+  clock?: Clock;
+  /** True for `hangar serve`: plugins may then announce things meant for the operator at start. */
+  serving: boolean;
+}
+
+/**
+ * Builds the services and sets up every plugin: migrations, CA, drivers, routes and loops. Used by
+ * `hangar serve` (which then listens) and by the runner (which never does).
+ */
+export async function assembleServices(config: HangarConfig, db: Store, options: AssembleOptions): Promise<Assembly> {
+  const { log } = options;
+  const clock = options.clock ?? systemClock;
+  const plugins = await loadPlugins(config);
+  const names = plugins.map((p) => p.name);
+  const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(builtinPlugins)]);
+  for (const setting of Object.keys(config)) {
+    if (!known.has(setting)) log.warn({ setting }, 'configuration section is neither a core setting nor a plugin; ignored');
+  }
+  for (const plugin of plugins) {
+    config[plugin.name] ??= {};
+    if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
+  }
+  const applied = await migrateAll(db, plugins);
+  if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+  const ca = await Pki.open({
+    dataDir: config.data_dir,
+    store: db,
+    clock,
+    tlsCertFile: config.api.tls_cert,
+    tlsKeyFile: config.api.tls_key,
+    serverNames: config.api.server_names,
+    masterKey: config.secrets.master_key,
+  });
+  const shutdown = new AbortController();
+  // Every request in flight listens for shutdown; there may be thousands (long-polls).
+  setMaxListeners(0, shutdown.signal);
+  const drivers = new Drivers();
+  const events = new EventBus();
+  const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch });
+  const mail = createMailer(config.mail);
+  const routes: RegisteredRoute[] = [];
+  const closers: Array<() => Promise<void>> = [];
+  const services: Services = {
+    config,
+    log,
+    db,
+    ca,
+    events,
+    drivers,
+    clock,
+    auth: new AuthRegistry(),
+    shutdown: shutdown.signal,
+    serving: options.serving,
+    plugins: names,
+    provided: new Map(),
+    routeTable: () => routes,
+    mail,
+    tasks,
+  };
+  const close = async () => {
+    shutdown.abort();
+    for (const closer of closers.reverse()) {
+      await closer().catch((err: Error) => log.error({ err: { message: err.message } }, 'plugin close failed'));
+    }
+    await tasks.close();
+    ca.removeAllListeners();
+    mail.close();
+  };
+  try {
+    for (const spec of config.drivers) {
+      const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
+      if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);
+      drivers.instances.set(driver.name, await driver.create(services));
+    }
+    const loops: BackgroundLoop[] = [
+      { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
+    ];
+    for (const plugin of plugins) {
+      const parts = await plugin.setup(services);
+      for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
+      loops.push(...(parts.loops ?? []));
+      if (parts.close) closers.push(parts.close);
+    }
+    const seen = new Set<string>();
+    for (const { plugin, route } of routes) {
+      const key = `${route.listener ?? 'control'} ${route.method} ${route.path}`;
+      if (seen.has(key)) throw new ConfigError(`plugin ${plugin} declares ${key}, which another plugin already declares`);
+      seen.add(key);
+    }
+    return { services, plugins, routes, loops, applied, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
 /** The running control plane: store, CA, plugins, listeners and loops. */
 export class Hangar {
   readonly listeners = new Map<ListenerName, Listener>();
   private readonly loopTimers: NodeJS.Timeout[] = [];
   private readonly loopRuns = new Set<Promise<void>>();
-  private readonly closers: Array<() => Promise<void>> = [];
   private stopping?: Promise<void>;
 
-  private constructor(
-    readonly services: Services,
-    readonly routes: RegisteredRoute[],
-    private readonly shutdownController: AbortController,
-  ) {}
+  private constructor(private readonly assembly: Assembly) {}
+
+  get services(): Services {
+    return this.assembly.services;
+  }
+
+  get routes(): RegisteredRoute[] {
+    return this.assembly.routes;
+  }
 
   get log(): Logger {
     return this.services.log;
@@ -92,111 +222,40 @@ export class Hangar {
   static async start(options: StartOptions): Promise<Hangar> {
     const { config } = options;
     const log = createLogger(config.log.level, options.logDestination);
-    const clock = options.clock ?? systemClock;
     const db = await openStore(config);
+    let assembly: Assembly | undefined;
     try {
-      return await Hangar.assemble(config, log, clock, db);
+      assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true });
+      const hangar = new Hangar(assembly);
+      await assembly.services.tasks.start(config.database.url);
+      await hangar.listen();
+      hangar.startLoops(assembly.loops);
+      log.info({ plugins: assembly.services.plugins, drivers: assembly.services.drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
+      return hangar;
     } catch (err) {
+      // Leave nothing half-started behind.
+      await assembly?.close();
       await db.close();
       throw err;
     }
   }
 
-  private static async assemble(config: HangarConfig, log: Logger, clock: Clock, db: Store): Promise<Hangar> {
-    await runMigrations(db, [coreMigrations]);
-    const ca = await Pki.open({
-      dataDir: config.data_dir,
-      store: db,
-      clock,
-      tlsCertFile: config.api.tls_cert,
-      tlsKeyFile: config.api.tls_key,
-      serverNames: config.api.server_names,
-      masterKey: config.secrets.master_key,
-    });
-    const shutdown = new AbortController();
-    // Every request in flight listens for shutdown; there may be thousands (long-polls).
-    setMaxListeners(0, shutdown.signal);
-    const drivers = new Drivers();
-    const events = new EventBus();
-    const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch });
-    const plugins: Plugin[] = [];
-    for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, builtinPlugins, 'plugin'));
-    const names = plugins.map((p) => p.name);
-    const duplicate = names.find((n, i) => names.indexOf(n) !== i);
-    if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
-    const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(builtinPlugins)]);
-    for (const setting of Object.keys(config)) {
-      if (!known.has(setting)) log.warn({ setting }, 'configuration section is neither a core setting nor a plugin; ignored');
-    }
-    for (const plugin of plugins) {
-      config[plugin.name] ??= {};
-      if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
-    }
-    const routes: RegisteredRoute[] = [];
-    const services: Services = {
-      config,
-      log,
-      db,
-      ca,
-      events,
-      drivers,
-      clock,
-      auth: new AuthRegistry(),
-      shutdown: shutdown.signal,
-      plugins: names,
-      provided: new Map(),
-      routeTable: () => routes,
-      mail: createMailer(config.mail),
-      tasks,
-    };
-    for (const spec of config.drivers) {
-      const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
-      if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);
-      drivers.instances.set(driver.name, await driver.create(services));
-    }
-    const sets: MigrationSet[] = plugins.filter((p) => p.migrations?.length).map((p) => ({ owner: p.name, migrations: p.migrations! }));
-    const applied = await runMigrations(db, sets);
-    if (applied.length) log.info({ migrations: applied }, 'migrations applied');
-
-    const loops: BackgroundLoop[] = [
-      { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
-    ];
-    const hangar = new Hangar(services, routes, shutdown);
-    hangar.closers.push(() => tasks.close());
-    for (const plugin of plugins) {
-      const parts = await plugin.setup(services);
-      for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
-      loops.push(...(parts.loops ?? []));
-      if (parts.close) hangar.closers.push(parts.close);
-    }
-    const seen = new Set<string>();
-    for (const { plugin, route } of routes) {
-      const key = `${route.listener ?? 'control'} ${route.method} ${route.path}`;
-      if (seen.has(key)) throw new ConfigError(`plugin ${plugin} declares ${key}, which another plugin already declares`);
-      seen.add(key);
-    }
-    try {
-      await tasks.start(config.database.url);
-      await hangar.listen();
-    } catch (err) {
-      // Leave nothing half-started behind.
-      await Promise.all([...hangar.listeners.values()].map((l) => l.close(0).catch(() => undefined)));
-      for (const close of hangar.closers) await close().catch(() => undefined);
-      services.mail.close();
-      throw err;
-    }
-    hangar.startLoops(loops);
-    log.info({ plugins: names, drivers: drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
-    return hangar;
-  }
-
   private async listen(): Promise<void> {
-    const { config, ca } = this.services;
     const byListener = new Map<ListenerName, RouteDef[]>([['control', []]]);
     for (const { route } of this.routes) {
       const name = route.listener ?? 'control';
       byListener.set(name, [...(byListener.get(name) ?? []), route]);
     }
+    try {
+      await this.openListeners(byListener);
+    } catch (err) {
+      await Promise.all([...this.listeners.values()].map((l) => l.close(0).catch(() => undefined)));
+      throw err;
+    }
+  }
+
+  private async openListeners(byListener: Map<ListenerName, RouteDef[]>): Promise<void> {
+    const { config, ca } = this.services;
     for (const [name, routes] of byListener) {
       const app = buildKoaApp(name, routes, this.services);
       if (name === 'control') {
@@ -217,10 +276,10 @@ export class Hangar {
     for (const loop of loops) {
       let running = false;
       const timer = setInterval(() => {
-        if (running || this.shutdownController.signal.aborted) return;
+        if (running || this.services.shutdown.aborted) return;
         running = true;
         const run = loop
-          .run(this.shutdownController.signal)
+          .run(this.services.shutdown)
           .catch((err: Error) => this.log.error({ loop: loop.name, err: { message: err.message } }, 'background loop failed'))
           .finally(() => {
             running = false;
@@ -237,16 +296,13 @@ export class Hangar {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       this.log.info('hangar stopping');
-      this.shutdownController.abort();
       for (const timer of this.loopTimers) clearInterval(timer);
       const grace = this.services.config.shutdown_timeout_ms;
-      await Promise.all([...this.listeners.values()].map((l) => l.close(grace)));
+      // Closing the listeners first lets held requests (long-polls) see the shutdown signal and answer.
+      const closing = Promise.all([...this.listeners.values()].map((l) => l.close(grace)));
+      await this.assembly.close();
+      await closing;
       await Promise.all([...this.loopRuns]);
-      for (const close of this.closers.reverse()) {
-        await close().catch((err: Error) => this.log.error({ err: { message: err.message } }, 'plugin close failed'));
-      }
-      this.services.ca.removeAllListeners();
-      this.services.mail.close();
       await this.services.db.close();
       this.log.info('hangar stopped');
     })();

@@ -9,7 +9,16 @@ import { createAjv, describeErrors, type JsonSchema } from './validation.js';
 export const CONFIG_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../config');
 const ENV_PREFIX = 'HANGAR_';
 /** Environment variables that are not configuration even though they carry the prefix. */
-const NOT_CONFIG = new Set(['HANGAR_REQUIRE_ALL', 'HANGAR_CONFIG']);
+const NOT_CONFIG = new Set([
+  'HANGAR_REQUIRE_ALL',
+  'HANGAR_CONFIG',
+  // The CLI's connection to a control plane (docs/runner.md), not the control plane's own settings.
+  'HANGAR_API_URL',
+  'HANGAR_ACCESS_KEY',
+  'HANGAR_SECRET_KEY',
+  'HANGAR_CA_FILE',
+  'HANGAR_BIN',
+]);
 const NOT_CONFIG_PREFIXES = ['HANGAR_TEST_'];
 
 export interface LoadConfigOptions {

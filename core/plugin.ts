@@ -134,6 +134,8 @@ export interface Services {
   auth: AuthRegistry;
   /** Aborted when the control plane begins to shut down. */
   shutdown: AbortSignal;
+  /** True under `hangar serve`; false when a tool (the runner) assembles the services without listening. */
+  serving: boolean;
   /** Names of the loaded plugins. */
   plugins: string[];
   /** Values plugins share with each other (e.g. the user store), keyed by plugin name. */

@@ -4,7 +4,7 @@ import { loadConfig } from '../../core/config.js';
 import { openStore, type Store } from '../../core/db/store.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import type { Services } from '../../core/plugin.js';
-import { assembleServices, type AssembledServices } from './services.js';
+import { assembleToolServices, type AssembledServices } from './services.js';
 
 export interface ContextOptions {
   /** `--config`: the operator's YAML file (else HANGAR_CONFIG, as for `hangar serve`). */
@@ -49,7 +49,7 @@ export class RunnerContext {
   }
 
   async assembled(): Promise<AssembledServices> {
-    this.servicesPromise ??= (async () => assembleServices(this.config(), await this.store(), this.log()))();
+    this.servicesPromise ??= (async () => assembleToolServices(this.config(), await this.store(), this.log()))();
     return this.servicesPromise;
   }
 

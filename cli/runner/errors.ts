@@ -16,8 +16,9 @@ export class RunnerError extends Error {
   constructor(
     message: string,
     readonly exitCode: number = EXIT.usage,
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'RunnerError';
   }
 }
@@ -32,7 +33,10 @@ export function reportError(command: string, err: unknown, verbose = false): num
   if (e instanceof RunnerError) code = e.exitCode;
   else if (e instanceof ConfigError) code = EXIT.usage;
   console.error(`hangar ${command}: ${e.message}`);
-  if (verbose && e.stack) console.error(e.stack);
+  if (verbose) {
+    const cause = (e as { cause?: unknown }).cause;
+    console.error(cause instanceof Error && cause.stack ? cause.stack : e.stack);
+  }
   return code;
 }
 

@@ -70,7 +70,8 @@ export default definePlugin({
     services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
 
     const bootstrapSecret = new BootstrapSecret(config.data_dir);
-    if ((await users.countAdmins()) === 0) {
+    // Only a serving control plane makes and announces the secret (not the runner's terminal).
+    if (services.serving && (await users.countAdmins()) === 0) {
       const fresh = bootstrapSecret.ensure();
       if (fresh && settings.announce_bootstrap_secret) {
         // Printed once for the operator, deliberately not through the logger.

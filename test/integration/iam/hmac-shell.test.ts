@@ -19,7 +19,7 @@ describeEachDialect('HMAC worked example (openssl + curl, docs/examples/hmac-req
     admin = await bootstrapAdmin(t);
     const ca = path.join(t.hangar.services.config.data_dir, 'ca-for-shell.pem');
     writeFileSync(ca, t.caPem);
-    env = { ...process.env, HANGAR_API: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA: ca } as Record<string, string>;
+    env = { ...process.env, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca } as Record<string, string>;
   });
   after(() => t?.stop());
 
