@@ -7,6 +7,7 @@ import { installCommand, servicesCommand, uninstallCommand } from './install.js'
 import { endpointCommand } from './endpoint.js';
 import { configureCommand } from './configure.js';
 import { agentCommand } from './agent.js';
+import { nodeCommand } from './node.js';
 import { versionInfo } from '../core/version.js';
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
@@ -23,6 +24,7 @@ export function buildCli(argv: string[]) {
     .command(endpointCommand)
     .command(configureCommand)
     .command(agentCommand)
+    .command(nodeCommand)
     .demandCommand(1, 'Name a command; see the list above.')
     .strict()
     .version(versionInfo.version)

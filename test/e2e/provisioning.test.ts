@@ -1,0 +1,185 @@
+import { expect } from 'chai';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describeEachDialect } from '../support/dialects.js';
+import { startHangar, type TestHangar } from '../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { requireService } from '../support/requirements.js';
+import { Lab, type Machine } from './lab/lab.js';
+
+const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** SSH provisioning on real machines (the lab): deploy, overlay, update-ssh, start, host keys, secrets. */
+describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
+  let lab: Lab;
+  let t: TestHangar;
+  let admin: Credentials;
+  let m1: Machine;
+  let m2: Machine;
+  let m3: Machine;
+  const nodeOf = new Map<string, string>();
+
+  before(async function () {
+    this.timeout(600_000);
+    const available = await Lab.availability();
+    requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
+    requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
+    lab = new Lab({ name: `prov-${dialect.name === 'sqlite' ? 'sq' : 'pg'}`, subnet: dialect.name === 'sqlite' ? '172.31.78.0/24' : '172.31.79.0/24', log: () => undefined });
+    [m1, m2, m3] = await lab.start({ machines: 3 });
+    t = await startHangar(dialect, {
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning'],
+      overrides: {
+        drivers: ['ssh'],
+        api: { host: '0.0.0.0' },
+        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 6 },
+        tasks: { poll_wait_seconds: 10 },
+      },
+    });
+    admin = await bootstrapAdmin(t);
+  });
+  after(async function () {
+    this.timeout(120_000);
+    await t?.stop();
+    await lab?.teardown();
+  });
+
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { headers: bearer(admin.token), body });
+  const events = async (nodeId: string) => (await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as { kind: string; message: string }[];
+  const node = async (id: string) => (await api('GET', `/v1/nodes/${id}`)).json.data;
+  const waitStatus = (id: string, status: string, timeoutMs = 120_000) => until(`${id} to be ${status}`, async () => ((await node(id)).status === status ? node(id) : null), timeoutMs);
+
+  it('deploys three machines in parallel: root with a key, a sudo user through a profile, a password user inline', async function () {
+    this.timeout(300_000);
+    const profile = await api('POST', '/v1/ssh-profiles', { name: 'lab-deployer', user: 'deployer', key: m2.ssh.deployer.privateKey });
+    expect(profile.status).to.equal(201);
+    const deploys = await Promise.all([
+      api('POST', '/v1/nodes/deploy', { ip_address: m1.ip, name: 'first', ssh_user: 'root', ssh_key: m1.ssh.root.privateKey }),
+      api('POST', '/v1/nodes/deploy', { ip_address: m2.ip, ssh_profile: 'lab-deployer' }),
+      api('POST', '/v1/nodes/deploy', { ip_address: m3.ip, ssh_user: 'pwuser', ssh_password: m3.ssh.pwuser.password }),
+    ]);
+    for (const [i, res] of deploys.entries()) {
+      expect(res.status, res.text).to.equal(202);
+      nodeOf.set([m1, m2, m3][i]!.name, res.json.data.node_id);
+    }
+    for (const m of [m1, m2, m3]) {
+      const id = nodeOf.get(m.name)!;
+      const ready = await until(`${m.name} to be ready`, async () => {
+        const n = await node(id);
+        if (n.status === 'ready') return n;
+        const failed = (await events(id)).find((e) => e.kind === 'deploy_failed');
+        if (failed) throw new Error(`deploy of ${m.name} failed: ${failed.message}`);
+        return null;
+      }, 240_000);
+      expect(ready.hostname).to.equal(m.name);
+      expect(ready.architecture).to.equal('amd64');
+      expect(ready.ip_address).to.equal(m.ip);
+      const kinds = (await events(id)).map((e) => e.kind);
+      expect(kinds).to.include.ordered.members(['deploy_connecting', 'deploy_connected', 'deploy_detected']);
+      expect(kinds).to.include('deploy_completed');
+    }
+    expect((await node(nodeOf.get('m1')!)).name).to.equal('first');
+  });
+
+  it('brings the WireGuard overlay up: machines ping each other over their overlay addresses', async function () {
+    this.timeout(120_000);
+    const n1 = await node(nodeOf.get('m1')!);
+    const n2 = await node(nodeOf.get('m2')!);
+    const n3 = await node(nodeOf.get('m3')!);
+    await until('the overlay to carry pings', async () => {
+      try {
+        await m1.sh(`ping -c 1 -W 2 ${n2.overlay_ip}`);
+        await m3.sh(`ping -c 1 -W 2 ${n1.overlay_ip}`);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 90_000);
+    const shown = await m2.sh('wg show hangar0 allowed-ips');
+    expect(shown).to.contain(`${n1.overlay_ip}/32`);
+    expect(shown).to.contain(`${n3.overlay_ip}/32`);
+  });
+
+  it('reports a wrong password and an unreachable address through events that say so', async function () {
+    this.timeout(120_000);
+    const wrong = await api('POST', '/v1/nodes/deploy', { ip_address: m3.ip, name: 'wrong-pw', ssh_user: 'pwuser', ssh_password: 'not-the-password' });
+    // m3 is deployed already under another node; a pending retry is a new node for the wrong password.
+    const unreachable = await api('POST', '/v1/nodes/deploy', { ip_address: lab.addressOf(200), ssh_key: m1.ssh.root.privateKey });
+    const failure = async (id: string) => until(`${id} to fail`, async () => (await events(id)).find((e) => e.kind === 'deploy_failed'), 60_000);
+    expect((await failure(wrong.json.data.node_id)).message).to.match(/^auth: authentication refused/);
+    expect((await failure(unreachable.json.data.node_id)).message).to.match(/^(connect|timeout): /);
+    const byAddress = (await api('GET', `/v1/nodes/events?identifier=${lab.addressOf(200)}`)).json.data;
+    expect(byAddress.map((e: { kind: string }) => e.kind)).to.include('deploy_failed');
+  });
+
+  it('recovers a killed agent with update-ssh: offline, then ready again with a new certificate', async function () {
+    this.timeout(180_000);
+    const id = nodeOf.get('m2')!;
+    const before = await t.hangar.store.knex('certificates').where({ node_id: id }).whereNull('revoked_at').select('serial');
+    await m2.sh(`pkill -9 -f supervise.sh; pkill -9 -f /usr/local/bin/hangar-agent; true`);
+    await waitStatus(id, 'offline', 60_000);
+    const res = await api('POST', `/v1/nodes/${id}/update-ssh`, { ssh_profile: 'lab-deployer' });
+    expect(res.status).to.equal(202);
+    await until('ssh_update_completed', async () => {
+      const evs = await events(id);
+      const failed = evs.find((e) => e.kind === 'ssh_update_failed');
+      if (failed) throw new Error(failed.message);
+      return evs.find((e) => e.kind === 'ssh_update_completed');
+    }, 150_000);
+    expect((await node(id)).status).to.equal('ready');
+    const after = await t.hangar.store.knex('certificates').where({ node_id: id }).whereNull('revoked_at').select('serial');
+    expect(after).to.have.length(1);
+    expect(before.map((r: { serial: string }) => r.serial)).not.to.include(after[0].serial);
+    const kinds = (await events(id)).map((e) => e.kind);
+    expect(kinds.indexOf('ssh_update_started')).to.be.lessThan(kinds.indexOf('ssh_update_completed'));
+  });
+
+  it('refuses update-ssh up front for an unknown profile (400) and a node without an architecture (409)', async () => {
+    expect((await api('POST', `/v1/nodes/${nodeOf.get('m2')}/update-ssh`, { ssh_profile: 'nope' })).status).to.equal(400);
+    const bare = await api('POST', '/v1/nodes', { name: 'never-heard-from', ip_address: '192.0.2.44' });
+    expect((await api('POST', `/v1/nodes/${bare.json.data.id}/update-ssh`, {})).status).to.equal(409);
+  });
+
+  it('starts the agent over SSH after stop', async function () {
+    this.timeout(180_000);
+    const id = nodeOf.get('m1')!;
+    expect((await api('POST', `/v1/nodes/${id}/stop`)).status).to.equal(202);
+    await waitStatus(id, 'offline', 60_000);
+    const res = await api('POST', `/v1/nodes/${id}/start`, { ssh_key: m1.ssh.root.privateKey });
+    expect(res.status).to.equal(202);
+    await waitStatus(id, 'ready', 120_000);
+    expect((await events(id)).map((e) => e.kind)).to.include('agent_started');
+  });
+
+  it('refuses a changed host key', async function () {
+    this.timeout(120_000);
+    await m3.sh(`rm -f /etc/ssh/ssh_host_*; ssh-keygen -A >/dev/null; pkill -HUP -x sshd || true`);
+    const id = nodeOf.get('m3')!;
+    const res = await api('POST', `/v1/nodes/${id}/start`, { ssh_user: 'pwuser', ssh_password: m3.ssh.pwuser.password });
+    expect(res.status).to.equal(202);
+    const failed = await until('agent_start_failed', async () => (await events(id)).find((e) => e.kind === 'agent_start_failed'), 60_000);
+    expect(failed.message).to.match(/^host-key: the host key of .* changed/);
+  });
+
+  it('keeps every SSH secret out of responses, events and logs', async () => {
+    const everything = [
+      t.logs.join('\n'),
+      JSON.stringify((await api('GET', '/v1/nodes/events?limit=1000')).json),
+      JSON.stringify((await api('GET', '/v1/ssh-profiles')).json),
+      JSON.stringify((await api('GET', '/v1/nodes')).json),
+    ].join('\n');
+    for (const secret of [m1.ssh.root.privateKey!, m2.ssh.deployer.privateKey!, m3.ssh.pwuser.password!]) {
+      const probe = secret.includes('PRIVATE KEY') ? secret.split('\n')[2]! : secret;
+      expect(everything).not.to.contain(probe);
+    }
+  });
+});
