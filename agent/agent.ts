@@ -24,13 +24,16 @@ interface PolledTask {
   attempt: number;
 }
 
+/** Waits `ms`, or less when `signal` aborts; leaves no listener behind either way. */
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
+    const done = () => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
       resolve();
-    }, { once: true });
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 
 /** Splits a join token into its secret and the CA fingerprint it pins (`<secret>.<sha256 hex>`). */

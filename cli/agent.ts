@@ -52,6 +52,11 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       process.exit(1);
     }
     const agent = new Agent(identity, { dataDir, logFile, log });
+    // A bug must not go unrecorded: log it, then exit non-zero so the supervisor starts a fresh agent.
+    process.on('uncaughtException', (err) => {
+      log.fatal({ error: err.message, stack: err.stack }, 'agent crashed');
+      process.exit(70);
+    });
     const stop = (signal: string) => {
       log.info({ signal }, 'agent stopping');
       agent.stop();

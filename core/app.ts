@@ -147,6 +147,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     plugins: names,
     provided: new Map(),
     routeTable: () => routes,
+    ports: new Map(),
     mail,
     tasks,
   };
@@ -263,11 +264,13 @@ export class Hangar {
         ca.on('server-certificate', (credentials) => listener.swapCertificate(credentials));
         this.listeners.set(name, listener);
         await listener.listen(config.api.port, config.api.host, 'api.port');
+        this.services.ports.set(name, listener.port);
       } else {
         const section = (config[name] ?? {}) as { host?: string | null; port?: number };
         const listener = new Listener(name, app, undefined, config.api.request_timeout_ms);
         this.listeners.set(name, listener);
         await listener.listen(section.port ?? 8080, section.host ?? config.api.host, `${name}.port`);
+        this.services.ports.set(name, listener.port);
       }
     }
   }

@@ -144,6 +144,8 @@ export interface Services {
   mail: Mailer;
   /** The durable task queue agents long-poll. */
   tasks: TaskQueue;
+  /** The ports the listeners are bound to (filled once they listen; `api.port: 0` picks one). */
+  ports: Map<ListenerName, number>;
   /** Every route of every loaded plugin (complete once start-up has finished). */
   routeTable(): readonly RegisteredRoute[];
 }

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
-import { runCommand } from './process.js';
+import { runCommand, startDetached } from './process.js';
 import type { Executor } from './types.js';
 
 export const OVERLAY_INTERFACE = 'hangar0';
@@ -20,7 +20,14 @@ export const applyPeers: Executor = async ({ payload, dataDir }) => {
     const kernel = await runCommand('ip', ['link', 'add', OVERLAY_INTERFACE, 'type', 'wireguard']);
     if (kernel.code !== 0) {
       if (!onPath('wireguard-go')) throw new Error('no WireGuard kernel module and no wireguard-go to fall back to');
-      await must('wireguard-go', [OVERLAY_INTERFACE], 'starting wireguard-go');
+      // In the foreground, detached from us: its own daemonizing hands pipes to the child and can hang.
+      // wireguard-go refuses to run where the kernel could have WireGuard, unless told otherwise.
+      startDetached('wireguard-go', ['--foreground', OVERLAY_INTERFACE], { WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD: '1' });
+      const deadline = Date.now() + 10_000;
+      while ((await runCommand('ip', ['link', 'show', OVERLAY_INTERFACE])).code !== 0) {
+        if (Date.now() > deadline) throw new Error(`wireguard-go did not create ${OVERLAY_INTERFACE} within 10 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
   }
   const keyFile = path.join(dataDir, 'wireguard.key');

@@ -86,7 +86,7 @@ export default definePlugin({
     const apiUrlFor = (session: SshSession) => {
       if (settings.advertise_address) return settings.advertise_address.replace(/\/+$/, '');
       const host = session.localAddress.includes(':') ? `[${session.localAddress}]` : session.localAddress;
-      return `https://${host}:${services.config.api.port}`;
+      return `https://${host}:${services.ports.get('control') ?? services.config.api.port}`;
     };
 
     async function waitForHeartbeat(nodeId: string, after: string): Promise<NodeRecord> {

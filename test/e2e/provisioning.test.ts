@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
@@ -83,9 +84,10 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
       expect(ready.hostname).to.equal(m.name);
       expect(ready.architecture).to.equal('amd64');
       expect(ready.ip_address).to.equal(m.ip);
+      // The deploy records its last step just after the heartbeat that made the node ready.
+      await until(`${m.name}'s deploy_completed`, async () => (await events(id)).some((e) => e.kind === 'deploy_completed'), 10_000);
       const kinds = (await events(id)).map((e) => e.kind);
       expect(kinds).to.include.ordered.members(['deploy_connecting', 'deploy_connected', 'deploy_detected']);
-      expect(kinds).to.include('deploy_completed');
     }
     expect((await node(nodeOf.get('m1')!)).name).to.equal('first');
   });
@@ -125,7 +127,8 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     this.timeout(180_000);
     const id = nodeOf.get('m2')!;
     const before = await t.hangar.store.knex('certificates').where({ node_id: id }).whereNull('revoked_at').select('serial');
-    await m2.sh(`pkill -9 -f supervise.sh; pkill -9 -f /usr/local/bin/hangar-agent; true`);
+    // Bracketed patterns so pkill does not match the shell running it.
+    await m2.sh(`pkill -9 -f '[s]upervise.sh'; pkill -9 -f '[/]usr/local/bin/hangar-agent'; true`);
     await waitStatus(id, 'offline', 60_000);
     const res = await api('POST', `/v1/nodes/${id}/update-ssh`, { ssh_profile: 'lab-deployer' });
     expect(res.status).to.equal(202);
@@ -157,12 +160,20 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     const res = await api('POST', `/v1/nodes/${id}/start`, { ssh_key: m1.ssh.root.privateKey });
     expect(res.status).to.equal(202);
     await waitStatus(id, 'ready', 120_000);
-    expect((await events(id)).map((e) => e.kind)).to.include('agent_started');
+    await until('agent_started', async () => (await events(id)).some((e) => e.kind === 'agent_started'), 10_000);
   });
 
   it('refuses a changed host key', async function () {
     this.timeout(120_000);
     await m3.sh(`rm -f /etc/ssh/ssh_host_*; ssh-keygen -A >/dev/null; pkill -HUP -x sshd || true`);
+    // sshd re-executes on HUP: wait until it accepts connections again.
+    await until('sshd to listen again', () => new Promise<boolean>((resolve) => {
+      const socket = net.connect(22, m3.ip, () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    }), 30_000);
     const id = nodeOf.get('m3')!;
     const res = await api('POST', `/v1/nodes/${id}/start`, { ssh_user: 'pwuser', ssh_password: m3.ssh.pwuser.password });
     expect(res.status).to.equal(202);
