@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
@@ -56,6 +56,7 @@ describe('hangar CLI: serve', () => {
       expect(await exited).to.equal(0);
     } finally {
       child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { X509Certificate } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
 import { httpRequest } from '../../../core/http/client.js';
@@ -81,6 +81,7 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
       expect(res.json.message).to.contain('not issued by this control plane');
     } finally {
       await store.close();
+      rmSync(otherDir, { recursive: true, force: true });
     }
   });
 

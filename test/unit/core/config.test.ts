@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { configFromEnv, loadConfig } from '../../../core/config.js';
@@ -7,6 +7,7 @@ import { ConfigError } from '../../../core/errors.js';
 
 describe('configuration', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-config-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('starts from config/default.yaml: port 8443, SQLite, the system plugin', () => {
     const config = loadConfig({ env: {} });
