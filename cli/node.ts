@@ -35,12 +35,14 @@ function readSecretFile(file: string, what: string): string {
 }
 
 /** Follows a deploy's events until it completes or fails; each step is one line. */
-async function follow(nodeId: string, timeoutS: number, out: (line: string) => void): Promise<number> {
+async function follow(nodeId: string, since: string, timeoutS: number, out: (line: string) => void): Promise<number> {
   const api = apiClient();
   const seen = new Set<number>();
   const deadline = Date.now() + timeoutS * 1000;
+  // Only this deploy's events: an earlier deploy of the same machine has its own.
+  const after = new Date(Date.parse(since) - 1).toISOString();
   while (Date.now() < deadline) {
-    const events = await api.ok<NodeEvent[]>('GET', `/v1/nodes/events?node_id=${encodeURIComponent(nodeId)}`);
+    const events = await api.ok<NodeEvent[]>('GET', `/v1/nodes/events?node_id=${encodeURIComponent(nodeId)}&since=${encodeURIComponent(after)}`);
     for (const e of events) {
       if (seen.has(e.id) || !e.kind.startsWith('deploy_')) continue;
       seen.add(e.id);
@@ -82,10 +84,10 @@ const deployCommand: CommandModule<object, DeployArgs> = {
         ...(args['ssh-key-file'] ? { ssh_key: readSecretFile(args['ssh-key-file'], '--ssh-key-file') } : {}),
         ...(password ? { ssh_password: password } : {}),
       };
-      const started = await apiClient().ok<{ node_id: string }>('POST', '/v1/nodes/deploy', body);
+      const started = await apiClient().ok<{ node_id: string; started_at: string }>('POST', '/v1/nodes/deploy', body);
       console.log(`deploying ${args.address} as node ${started.node_id}`);
       if (!args.wait) return 0;
-      return follow(started.node_id, args.timeout, (line) => console.log(line));
+      return follow(started.node_id, started.started_at, args.timeout, (line) => console.log(line));
     }),
 };
 

@@ -190,9 +190,9 @@ export default definePlugin({
             const { ip_address, name, ssh_host_key, ...fields } = req.body;
             const creds = await profiles.resolve(fields);
             const now = clock.now().toISOString();
-            // The node exists (pending) from the start, so the caller can follow it; a failed earlier
-            // deploy to the same address is retried under the same node.
-            const retry = (await nodes.findAll({ ip_address, connection: 'pending', removing: false }))[0];
+            // The node exists from the start, so the caller can follow it: a machine deployed before
+            // (or a failed deploy) at this address keeps its node.
+            const retry = (await nodes.findAll({ ip_address, removing: false }))[0];
             const id = retry?.id ?? newId('node');
             if (!retry) {
               const overlayIp = await nodesApi.overlay.reserve(id);
@@ -200,7 +200,7 @@ export default definePlugin({
             }
             background(() => deploy(id, ip_address, creds, ssh_host_key, now));
             log.info({ node_id: id, ip_address, user: creds.username, profile: creds.profile }, 'deploy started');
-            return { node_id: id, ip_address, status: 'deploying' };
+            return { node_id: id, ip_address, status: 'deploying', started_at: now };
           },
         },
         {

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { describeEachDialect } from '../support/dialects.js';
@@ -179,6 +181,38 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     expect(res.status).to.equal(202);
     const failed = await until('agent_start_failed', async () => (await events(id)).find((e) => e.kind === 'agent_start_failed'), 60_000);
     expect(failed.message).to.match(/^host-key: the host key of .* changed/);
+  });
+
+  it('re-deploys a deployed machine with `hangar node deploy`, following the steps, and keeps its node', async function () {
+    this.timeout(240_000);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-cli-deploy-'));
+    try {
+      const keyFile = path.join(dir, 'id');
+      writeFileSync(keyFile, m1.ssh.root.privateKey!, { mode: 0o600 });
+      writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
+      const env = {
+        ...process.env,
+        XDG_CONFIG_HOME: dir,
+        HANGAR_API_URL: t.url,
+        HANGAR_ACCESS_KEY: admin.accessKeyId,
+        HANGAR_SECRET_KEY: admin.secretAccessKey,
+        HANGAR_CA_FILE: path.join(dir, 'ca.pem'),
+      };
+      const cli = spawn(process.execPath, [path.resolve('bin/hangar.mjs'), 'node', 'deploy', m1.ip, '--ssh-key-file', keyFile, '--timeout', '200'], { env });
+      let out = '';
+      cli.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      cli.stderr.on('data', (c: Buffer) => (out += c.toString()));
+      const code = await new Promise<number | null>((resolve) => cli.once('exit', resolve));
+      expect(code, out).to.equal(0);
+      expect(out).to.contain(`deploying ${m1.ip} as node`);
+      for (const step of ['connecting', 'connected', 'detected', 'uploading_agent', 'agent_started']) expect(out).to.match(new RegExp(`· ${step}`));
+      expect(out.match(/· connecting/g), 'only this deploy’s steps').to.have.length(1);
+      expect(out).to.match(/✓ completed\s+node node-/);
+      expect(out, 're-deploying keeps the node').to.contain(`re-deploying node ${nodeOf.get('m1')}`);
+      expect(out).not.to.contain('PRIVATE KEY');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('keeps every SSH secret out of responses, events and logs', async () => {
