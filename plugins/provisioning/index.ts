@@ -164,6 +164,34 @@ export default definePlugin({
       return (err as Error).message;
     }
 
+    /**
+     * An SSH job on a known node, in the background: an event when it starts, the work, the first
+     * heartbeat after it, then an event saying it completed or why it failed.
+     */
+    function nodeJob(
+      node: NodeRecord,
+      creds: SshCredentials,
+      kinds: { started: [string, string]; completed: [string, string]; failed: string },
+      work: (session: SshSession, machine: MachineFacts, step: (kind: string, message: string) => Promise<void>) => Promise<void>,
+    ): void {
+      const requestedAt = clock.now().toISOString();
+      const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
+      background(async () => {
+        let session: SshSession | undefined;
+        try {
+          await step(...kinds.started);
+          session = await connect(node.ip_address!, creds);
+          await work(session, await detectMachine(session), step);
+          await waitForHeartbeat(node.id, requestedAt);
+          await step(...kinds.completed);
+        } catch (err) {
+          await step(kinds.failed, describe(err)).catch(() => undefined);
+        } finally {
+          session?.close();
+        }
+      });
+    }
+
     return {
       async close() {
         await Promise.allSettled([...running]);
@@ -216,24 +244,19 @@ export default definePlugin({
             if (!node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const creds = await profiles.resolve(req.body);
-            const requestedAt = clock.now().toISOString();
-            background(async () => {
-              const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
-              let session: SshSession | undefined;
-              try {
-                await step('ssh_update_started', `updating the agent on ${node.ip_address} over SSH as ${creds.username}`);
-                session = await connect(node.ip_address!, creds);
-                const machine = await detectMachine(session);
+            nodeJob(
+              node,
+              creds,
+              {
+                started: ['ssh_update_started', `updating the agent on ${node.ip_address} over SSH as ${creds.username}`],
+                completed: ['ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`],
+                failed: 'ssh_update_failed',
+              },
+              async (session, machine, step) => {
                 await ca.revokeNode(node.id);
                 await installAgent(session, machine, node, step);
-                await waitForHeartbeat(node.id, requestedAt);
-                await step('ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`);
-              } catch (err) {
-                await step('ssh_update_failed', describe(err)).catch(() => undefined);
-              } finally {
-                session?.close();
-              }
-            });
+              },
+            );
             return { node_id: node.id, status: 'updating' };
           },
         },
@@ -249,23 +272,16 @@ export default definePlugin({
             if (node.removing) throw conflict(`Node ${node.id} is being removed`);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const creds = await profiles.resolve(req.body);
-            const requestedAt = clock.now().toISOString();
-            background(async () => {
-              const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
-              let session: SshSession | undefined;
-              try {
-                await step('agent_start_requested', `starting the agent on ${node.ip_address} over SSH`);
-                session = await connect(node.ip_address!, creds);
-                const machine = await detectMachine(session);
-                await startAgent(session, machine);
-                await waitForHeartbeat(node.id, requestedAt);
-                await step('agent_started', `node ${node.id} is sending heartbeats again`);
-              } catch (err) {
-                await step('agent_start_failed', describe(err)).catch(() => undefined);
-              } finally {
-                session?.close();
-              }
-            });
+            nodeJob(
+              node,
+              creds,
+              {
+                started: ['agent_start_requested', `starting the agent on ${node.ip_address} over SSH`],
+                completed: ['agent_started', `node ${node.id} is sending heartbeats again`],
+                failed: 'agent_start_failed',
+              },
+              async (session, machine) => void (await startAgent(session, machine)),
+            );
             return { node_id: node.id, status: 'starting' };
           },
         },
