@@ -26,7 +26,7 @@ export default definePlugin({
           async handler(req) {
             const node = await api.nodes.get(req.agent!.nodeId);
             if (!node || node.removing) throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
-            const updated = await api.heartbeat(node.id, req.body);
+            const updated = await api.heartbeat(node, req.body);
             return {
               node_id: updated.id,
               heartbeat_interval_seconds: api.settings.heartbeat_interval_seconds,

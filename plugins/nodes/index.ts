@@ -43,8 +43,8 @@ export interface NodesApi {
   events: EventLog;
   overlay: OverlayAddresses;
   settings: NodesConfig;
-  /** Applies an agent heartbeat; returns the node after it. */
-  heartbeat(nodeId: string, facts: Record<string, any>): Promise<NodeRecord>;
+  /** Applies an agent heartbeat to the node (as just read by the caller); returns the node after it. */
+  heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord>;
   /** Queues a fresh peer list to every overlay member. */
   publishPeers(): Promise<void>;
 }
@@ -127,8 +127,8 @@ export default definePlugin({
       return after;
     }
 
-    async function heartbeat(nodeId: string, facts: Record<string, any>): Promise<NodeRecord> {
-      const node = await nodes.require(nodeId);
+    async function heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord> {
+      const nodeId = node.id;
       const arch = ARCHITECTURES[String(facts.architecture)] ?? String(facts.architecture);
       const patch: Partial<NodeRecord> = {
         hostname: facts.hostname,
@@ -185,11 +185,9 @@ export default definePlugin({
         .catch((err: Error) => log.error({ err: { message: err.message } }, 'recording a task failure failed'));
     });
 
-    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) => {
-      // A node being removed has no valid certificate: nothing queued for it would ever run.
-      if (node.removing) throw conflict(`Node ${node.id} is being removed`);
-      return Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
-    };
+    /** Queues a task for a node the caller got from requireLive (a removing node has no certificate to fetch it with). */
+    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) =>
+      Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
 
     /** Whether a machine has joined as this node (a join token was used for it, or it heartbeated). */
     async function hasJoined(node: NodeRecord): Promise<boolean> {
@@ -198,8 +196,7 @@ export default definePlugin({
     }
 
     async function setAvailability(id: string, availability: NodeRecord['availability']) {
-      const node = await nodes.require(id);
-      if (node.removing) throw conflict(`Node ${id} is being removed`);
+      await nodes.requireLive(id);
       const updated = await nodes.change(id, { availability });
       await events.record({ nodeId: id, kind: `node_${availability === 'active' ? 'uncordoned' : availability}`, message: `availability set to ${availability}` });
       // Orchestrator plugins (swarm, kubernetes) act on this for their members.
@@ -608,9 +605,7 @@ export default definePlugin({
           status: 202,
           schemas: { params: NodeParams, response: TaskRef },
           async handler(req: { params: { id: string } }) {
-            const node = await nodes.require(req.params.id);
-            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
-            return queue(node, kind);
+            return queue(await nodes.requireLive(req.params.id), kind);
           },
         })),
         {
@@ -628,7 +623,7 @@ export default definePlugin({
             response: TaskRef,
           },
           async handler(req) {
-            const node = await nodes.require(req.params.id);
+            const node = await nodes.requireLive(req.params.id);
             const payload = req.query.since ? { since: new Date(req.query.since).toISOString() } : { lines: Math.min(req.query.lines ?? settings.log_lines_default, settings.log_lines_max) };
             return queue(node, TASK_KINDS.agentLogs, payload, true);
           },
@@ -649,8 +644,7 @@ export default definePlugin({
           status: 201,
           schemas: { params: NodeParams },
           async handler(req) {
-            const node = await nodes.require(req.params.id);
-            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            const node = await nodes.requireLive(req.params.id);
             const cert = await ca.issueClientCertificate(node.id);
             await events.record({ nodeId: node.id, kind: 'certificate_issued', message: `client certificate ${cert.serial} issued` });
             return { node_id: node.id, serial: cert.serial, certificate: cert.cert_pem, private_key: cert.key_pem, ca_pem: cert.ca_pem, expires_at: cert.expires_at };
@@ -681,7 +675,7 @@ export default definePlugin({
             response: TaskRef,
           },
           async handler(req) {
-            const node = await nodes.require(req.params.id);
+            const node = await nodes.requireLive(req.params.id);
             return queue(node, TASK_KINDS.unmanagedScan, { backend: req.query.backend }, true);
           },
         },

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import { Repository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { notFound } from '../../core/errors.js';
+import { conflict, notFound } from '../../core/errors.js';
 import { NODES } from './migrations.js';
 
 export type Connection = 'pending' | 'online' | 'offline' | 'stopped';
@@ -91,6 +91,13 @@ export class NodeStore extends Repository<NodeRecord> {
   async require(id: string): Promise<NodeRecord> {
     const node = await this.get(id);
     if (!node) throw notFound(`No node ${id}`);
+    return node;
+  }
+
+  /** A node that can still take work: 404 when unknown, 409 while it is being removed. */
+  async requireLive(id: string): Promise<NodeRecord> {
+    const node = await this.require(id);
+    if (node.removing) throw conflict(`Node ${id} is being removed`);
     return node;
   }
 

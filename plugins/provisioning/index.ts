@@ -239,8 +239,7 @@ export default definePlugin({
           status: 202,
           schemas: { params: NodeParams, body: Credentials },
           async handler(req) {
-            const node = await nodes.require(req.params.id);
-            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            const node = await nodes.requireLive(req.params.id);
             if (!node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const creds = await profiles.resolve(req.body);
@@ -268,8 +267,7 @@ export default definePlugin({
           status: 202,
           schemas: { params: NodeParams, body: Credentials },
           async handler(req) {
-            const node = await nodes.require(req.params.id);
-            if (node.removing) throw conflict(`Node ${node.id} is being removed`);
+            const node = await nodes.requireLive(req.params.id);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const creds = await profiles.resolve(req.body);
             nodeJob(
