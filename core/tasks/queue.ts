@@ -290,6 +290,36 @@ export class TaskQueue {
     });
   }
 
+  /**
+   * Waits until a task completes or fails and returns it. Wakes on this process's report at once
+   * and re-reads the store every `recheckMs` (a report may land on another control plane).
+   * At the deadline, or when `signal` aborts, returns the task as it stands.
+   */
+  async settle(taskId: string, options: { timeoutMs: number; signal?: AbortSignal; recheckMs?: number }): Promise<Task> {
+    const deadline = Date.now() + options.timeoutMs;
+    const finished = (t: Task | null) => !t || t.status === 'completed' || t.status === 'failed';
+    for (;;) {
+      const task = await this.get(taskId);
+      if (!task) throw notFound(`No task ${taskId}`);
+      const remaining = deadline - Date.now();
+      if (finished(task) || remaining <= 0 || options.signal?.aborted) return task;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          unsubscribeOk();
+          unsubscribeFailed();
+          options.signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const mine = (payload: unknown) => (payload as Task).id === taskId && done();
+        const unsubscribeOk = this.events.subscribe('task.completed', mine);
+        const unsubscribeFailed = this.events.subscribe('task.failed', mine);
+        const timer = setTimeout(done, Math.min(remaining, options.recheckMs ?? 2000));
+        options.signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
   /** Fails every unfinished task of a node (it is being removed). */
   async cancelForNode(nodeId: string, reason: string): Promise<number> {
     const now = this.clock.now().toISOString();
