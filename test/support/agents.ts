@@ -92,7 +92,9 @@ export function readAgentFiles(dataDir: string): { nodeId: string; certPem: stri
  * first (`--join --token=T --api URL`); without, it resumes from the identity in `dataDir`.
  * The child's PATH is an empty directory (see {@link safePath}).
  */
-export function spawnAgent(options: { dataDir?: string; join?: { token: string; api: string; tokenArg?: 'equals' | 'separate' }; extraArgs?: string[] } = {}): AgentProcess {
+export function spawnAgent(
+  options: { dataDir?: string; join?: { token: string; api: string; tokenArg?: 'equals' | 'separate' }; extraArgs?: string[]; /** PATH for the agent instead of the empty one (e.g. to reach the docker CLI). */ path?: string } = {},
+): AgentProcess {
   const dataDir = options.dataDir ?? agentDataDir();
   mkdirSync(dataDir, { recursive: true });
   // `--token=T` by default: a token may begin with "-", which the documented `--token T` form cannot carry.
@@ -101,7 +103,7 @@ export function spawnAgent(options: { dataDir?: string; join?: { token: string; 
   const args = [HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
     cwd: process.cwd(),
-    env: { ...process.env, PATH: safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
+    env: { ...process.env, PATH: options.path ?? safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

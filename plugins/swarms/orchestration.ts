@@ -1,0 +1,106 @@
+import { Type } from '@sinclair/typebox';
+import { HttpError } from '../../core/errors.js';
+import type { BackgroundJobs } from '../../core/jobs.js';
+import type { OrchestratorCall, OrchestratorMethod, WorkloadState } from '../../core/orchestrator.js';
+import type { Services } from '../../core/plugin.js';
+import { TASK_KINDS } from '../../core/tasks/kinds.js';
+import { TASKS } from '../../core/tasks/migrations.js';
+import type { MemberStore, SwarmRecord, SwarmStore } from './store.js';
+
+export const SwarmsConfigSchema = Type.Object(
+  {
+    call_timeout_seconds: Type.Integer({ minimum: 5, default: 180, description: 'how long hangar waits for an agent to run one orchestrator call' }),
+    observe_interval_seconds: Type.Integer({ minimum: 1, default: 15, description: 'how often each swarm manager is asked for the state of hangar’s workloads' }),
+    advertise: Type.Union([Type.Literal('overlay'), Type.Literal('address')], {
+      default: 'overlay',
+      description: 'what swarm nodes advertise: their WireGuard overlay address when they have one, or their node address',
+    }),
+    publish_mode: Type.Union([Type.Literal('ingress'), Type.Literal('host')], { default: 'ingress', description: 'how workload ports are published (host: on the node running the task)' }),
+    endpoint_mode: Type.Union([Type.Literal('vip'), Type.Literal('dnsrr')], { default: 'vip', description: 'service discovery: one virtual IP, or DNS round robin over the tasks' }),
+    local_domain: Type.String({ default: 'hangar.local', pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$', description: 'default domains are <name>.<swarm>.<local_domain>' }),
+    drain_wait_seconds: Type.Integer({ minimum: 0, default: 10, description: 'how long a leaving worker is drained before it leaves' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export interface SwarmsConfig {
+  call_timeout_seconds: number;
+  observe_interval_seconds: number;
+  advertise: 'overlay' | 'address';
+  publish_mode: 'ingress' | 'host';
+  endpoint_mode: 'vip' | 'dnsrr';
+  local_domain: string;
+  drain_wait_seconds: number;
+}
+
+/** A kind of workload other plugins run on swarms: named in 409s, removed by forced deletes and cleanup. */
+export interface WorkloadKind {
+  /** The resource type as cleanup names it: instance, service, s3, loadbalancer. */
+  type: string;
+  inSwarm(swarmId: string): Promise<Array<{ id: string; name: string }>>;
+  /** Removes whatever exists of the resource in the runtime, then its record; false when unknown. */
+  forceRemove(id: string): Promise<boolean>;
+}
+
+/** An orchestrator call the agent could not carry out; the message is the agent's reason. */
+export class OrchestratorError extends Error {
+  constructor(
+    readonly method: string,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+export interface ObservedSwarm {
+  swarm: SwarmRecord;
+  workloads: WorkloadState[];
+  /** Runtime node id → hangar node id. */
+  nodeIds: Map<string, string>;
+}
+
+export interface SwarmsApi {
+  swarms: SwarmStore;
+  members: MemberStore;
+  settings: SwarmsConfig;
+  jobs: BackgroundJobs;
+  /** Runs a driver method on a node's agent and waits for the result; throws OrchestratorError. */
+  call<T = unknown>(nodeId: string, method: OrchestratorMethod, args: unknown[], options?: { timeoutMs?: number; subject?: string }): Promise<T>;
+  /** The same, on the swarm's manager. */
+  onManager<T = unknown>(swarm: SwarmRecord, method: OrchestratorMethod, args: unknown[]): Promise<T>;
+  registerWorkloads(kind: WorkloadKind): void;
+  workloadKind(type: string): WorkloadKind | undefined;
+  /** Everything of every kind running on a swarm. */
+  workloadsIn(swarmId: string): Promise<Array<{ type: string; id: string; name: string }>>;
+  nodeIdsByRuntime(swarmId: string): Promise<Map<string, string>>;
+  /** Subscribes to each swarm observation (the state of every workload on it). */
+  onObserved(listener: (observed: ObservedSwarm) => Promise<void>): void;
+}
+
+export function swarmsOf(services: Services): SwarmsApi {
+  const api = services.provided.get('swarms') as SwarmsApi | undefined;
+  if (!api) throw new Error('the swarms plugin must be loaded (and listed before this plugin)');
+  return api;
+}
+
+/** An orchestrator failure as an HTTP answer: the runtime refused what was asked (409), with its reason. */
+export function asHttpError(err: unknown, what: string): Error {
+  if (err instanceof OrchestratorError) return new HttpError(409, `${what} failed: ${err.message}`);
+  return err as Error;
+}
+
+/** Builds the call function over the task queue: one task per call, deleted once its result is read. */
+export function orchestratorCalls(services: Services, settings: SwarmsConfig) {
+  return async function call<T>(nodeId: string, method: OrchestratorMethod, args: unknown[], options: { timeoutMs?: number; subject?: string } = {}): Promise<T> {
+    const payload: OrchestratorCall = { backend: 'swarm', method, args };
+    const task = await services.tasks.enqueue({ nodeId, kind: TASK_KINDS.orchestratorCall, payload: payload as never, subject: options.subject });
+    const timeoutMs = options.timeoutMs ?? settings.call_timeout_seconds * 1000;
+    const done = await services.tasks.settle(task.id, { timeoutMs, signal: services.shutdown });
+    // The payload may hold secret values; nothing needs the task once its outcome is known.
+    // A call nobody waits for any more must not run later either: a still-pending one is withdrawn.
+    if (done.status !== 'leased') await services.db.knex(TASKS).where({ id: task.id }).delete();
+    if (done.status === 'completed') return done.result as T;
+    if (done.status === 'failed') throw new OrchestratorError(method, done.error ?? 'the agent reported a failure');
+    throw new OrchestratorError(method, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`);
+  };
+}

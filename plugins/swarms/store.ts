@@ -1,0 +1,86 @@
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { conflict, notFound } from '../../core/errors.js';
+import { SWARM_MEMBERS, SWARMS } from './migrations.js';
+
+export type SwarmStatus = 'empty' | 'forming' | 'active' | 'deleting' | 'failed';
+
+export interface SwarmRecord {
+  id: string;
+  name: string;
+  status: SwarmStatus;
+  manager_node_id: string | null;
+  cluster_id: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export interface MemberRecord {
+  id: string;
+  swarm_id: string;
+  node_id: string;
+  role: 'manager' | 'worker';
+  status: 'joining' | 'active' | 'leaving' | 'failed';
+  runtime_node_id: string | null;
+  advertise_address: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+const DATES = ['created_at', 'updated_at'];
+
+export class SwarmStore extends Repository<SwarmRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, SWARMS, { dates: DATES });
+  }
+
+  /** By id, or by name (names are unique). */
+  async require(idOrName: string): Promise<SwarmRecord> {
+    const swarm = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
+    if (!swarm) throw notFound(`No swarm ${idOrName}`);
+    return swarm;
+  }
+
+  /** A swarm that takes new work: not being deleted. */
+  async requireUsable(idOrName: string): Promise<SwarmRecord> {
+    const swarm = await this.require(idOrName);
+    if (swarm.status === 'deleting') throw conflict(`Swarm ${swarm.name} is being deleted`);
+    return swarm;
+  }
+
+  /** A swarm with a manager, for work that runs on it. */
+  async requireActive(idOrName: string): Promise<SwarmRecord & { manager_node_id: string }> {
+    const swarm = await this.requireUsable(idOrName);
+    if (!swarm.manager_node_id) throw conflict(`Swarm ${swarm.name} has no manager yet: join a node to it first (POST /v1/swarms/${swarm.id}/join)`);
+    return swarm as SwarmRecord & { manager_node_id: string };
+  }
+
+  async change(id: string, patch: Partial<SwarmRecord>): Promise<SwarmRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}
+
+export class MemberStore extends Repository<MemberRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, SWARM_MEMBERS, { dates: DATES });
+  }
+
+  of(swarmId: string): Promise<MemberRecord[]> {
+    return this.findAll({ swarm_id: swarmId });
+  }
+
+  async change(id: string, patch: Partial<MemberRecord>): Promise<MemberRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * The host's own Docker Engine as a one-node swarm, for integration suites that drive hangar's
+ * swarm features through a real agent running on this machine. The engine is put in swarm mode
+ * once per test run (when it is not already) and leaves at the end only if this run put it there.
+ * Suites must not make the host leave through the API: other suites share the engine.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { docker, dockerAvailable, dockerOk } from '../../lab/docker.js';
+
+export const TEST_IMAGE = 'hangar-test/busybox:latest';
+const BUSYBOX_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-busybox-image');
+
+let initialisedHere = false;
+let ready: Promise<string | null> | undefined;
+
+/** PATH for an agent that needs the docker CLI (and nothing that could change this machine otherwise). */
+export function dockerOnlyPath(): string {
+  const found = spawnSync('sh', ['-c', 'command -v docker'], { encoding: 'utf8' }).stdout.trim();
+  return found ? path.dirname(found) : '/usr/bin';
+}
+
+/**
+ * Ensures the host engine is a swarm manager and the test image exists. Resolves to null when it
+ * is ready, or to what is missing (for requireService).
+ */
+export function hostSwarm(): Promise<string | null> {
+  ready ??= (async () => {
+    if (!(await dockerAvailable())) return 'a running dockerd (bash scripts/services.sh)';
+    const state = (await dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}'])).trim();
+    if (state !== 'active true') {
+      if (state.startsWith('active')) return 'the host engine is a swarm worker; tests need a manager (docker swarm leave --force)';
+      await dockerOk(['swarm', 'init', '--advertise-addr', '127.0.0.1']);
+      initialisedHere = true;
+    }
+    if ((await docker(['image', 'inspect', TEST_IMAGE])).code !== 0) {
+      if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the test image';
+      if (!existsSync(BUSYBOX_IMAGE_SCRIPT)) return BUSYBOX_IMAGE_SCRIPT;
+      const built = spawnSync('bash', [BUSYBOX_IMAGE_SCRIPT, TEST_IMAGE], { encoding: 'utf8' });
+      if (built.status !== 0) return `building ${TEST_IMAGE} failed: ${built.stderr}`;
+    }
+    return null;
+  })();
+  return ready;
+}
+
+/** Leaves the swarm if this run created it (mocha root hook / after). */
+export async function releaseHostSwarm(): Promise<void> {
+  if (initialisedHere) await docker(['swarm', 'leave', '--force']);
+  initialisedHere = false;
+  ready = undefined;
+}
