@@ -1,0 +1,152 @@
+/**
+ * The HAProxy configuration of a swarm's load balancer, rendered from its routes.
+ *
+ * Pure: routes in, one haproxy.cfg out. HTTP only. Requests are routed by their Host header
+ * (the port left off, case-insensitive, exact match) to one backend per route; each backend is
+ * a `server-template` over `tasks.<service>` resolved through Docker's embedded DNS, so every
+ * task of the swarm service is a server, whether the service has a virtual IP or `dnsrr`.
+ * A request for any other host gets a 503; `/.hangar/health` answers 200 whatever the host.
+ *
+ * Everything that reaches the file is checked first: a domain, service name, id or option that
+ * could break out of its place in the configuration (whitespace, newlines, quotes, `#`, …)
+ * throws a {@link HaproxyConfigError} — the caller validates too, but this never emits a
+ * broken configuration.
+ */
+import type { Route } from '../../core/orchestrator.js';
+
+export interface HaproxyConfigOptions {
+  /** Port the HTTP frontend listens on (all addresses). Default 80. */
+  httpPort?: number;
+  /** Docker's embedded DNS, `host:port`. Default `127.0.0.11:53`. */
+  resolver?: string;
+  /** Server slots per backend: at most this many tasks of a service receive traffic. Default 10. */
+  serversPerBackend?: number;
+}
+
+export class HaproxyConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'HaproxyConfigError';
+  }
+}
+
+/** Where the balancer answers 200 on any host: a health check for the balancer itself. */
+export const HEALTH_PATH = '/.hangar/health';
+export const DEFAULT_HTTP_PORT = 80;
+export const DEFAULT_RESOLVER = '127.0.0.11:53';
+export const DEFAULT_SERVERS_PER_BACKEND = 10;
+export const NO_ROUTE_BACKEND = 'hangar_no_route';
+
+/** A DNS name: dot-separated labels of letters, digits and inner dashes; 253 characters at most. */
+const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+/** A swarm service name as Docker accepts it (63 characters at most). */
+const SERVICE = /^[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,62})$/;
+/** What a route's source and id may hold: they are written into a comment. */
+const TOKEN = /^[A-Za-z0-9_.:-]{0,128}$/;
+/** `a.b.c.d:port`, `name:port` or `[v6]:port`. */
+const RESOLVER = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
+
+function port(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
+    throw new HaproxyConfigError(`${what} must be an integer from 1 to 65535, not ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function checkRoute(route: Route, index: number): Route {
+  const where = `route ${index}`;
+  if (typeof route.domain !== 'string' || !DOMAIN.test(route.domain.toLowerCase())) {
+    throw new HaproxyConfigError(`${where}: ${JSON.stringify(route.domain)} is not a domain name (letters, digits, dashes and dots)`);
+  }
+  if (typeof route.service !== 'string' || !SERVICE.test(route.service)) {
+    throw new HaproxyConfigError(`${where}: ${JSON.stringify(route.service)} is not a service name (letters, digits, '_', '.', '-'; 63 at most)`);
+  }
+  port(route.port, `${where}: port`);
+  for (const key of ['source', 'source_id'] as const) {
+    if (typeof route[key] !== 'string' || !TOKEN.test(route[key])) {
+      throw new HaproxyConfigError(`${where}: ${key} ${JSON.stringify(route[key])} may hold only letters, digits, '_', '.', ':', '-'`);
+    }
+  }
+  return { ...route, domain: route.domain.toLowerCase() };
+}
+
+/** Renders haproxy.cfg for these routes (in any order: the output is sorted by domain). */
+export function renderHaproxyConfig(routes: Route[], options: HaproxyConfigOptions = {}): string {
+  const httpPort = port(options.httpPort ?? DEFAULT_HTTP_PORT, 'httpPort');
+  const resolver = options.resolver ?? DEFAULT_RESOLVER;
+  const resolverMatch = typeof resolver === 'string' ? RESOLVER.exec(resolver) : null;
+  if (!resolverMatch) throw new HaproxyConfigError(`resolver must be host:port (e.g. 127.0.0.11:53), not ${JSON.stringify(resolver)}`);
+  port(Number(resolverMatch[1]), 'resolver port');
+  const slots = options.serversPerBackend ?? DEFAULT_SERVERS_PER_BACKEND;
+  if (typeof slots !== 'number' || !Number.isInteger(slots) || slots < 1 || slots > 1000) {
+    throw new HaproxyConfigError(`serversPerBackend must be an integer from 1 to 1000, not ${JSON.stringify(slots)}`);
+  }
+
+  const checked = routes.map(checkRoute).sort((a, b) => (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
+  for (let i = 1; i < checked.length; i++) {
+    if (checked[i]!.domain === checked[i - 1]!.domain) {
+      throw new HaproxyConfigError(`two routes for ${checked[i]!.domain} (${checked[i - 1]!.service}:${checked[i - 1]!.port} and ${checked[i]!.service}:${checked[i]!.port})`);
+    }
+  }
+
+  const lines: string[] = [
+    '# generated by hangar; do not edit',
+    `# ${checked.length} route(s); requests for any other host get 503, ${HEALTH_PATH} answers 200`,
+    '',
+    'global',
+    '    log stdout format raw local0',
+    '',
+    'defaults',
+    '    mode http',
+    '    log global',
+    '    option httplog',
+    '    option dontlognull',
+    '    option forwardfor',
+    '    timeout connect 5s',
+    '    timeout client 60s',
+    '    timeout server 60s',
+    '    timeout http-request 10s',
+    '    timeout http-keep-alive 10s',
+    '    timeout queue 30s',
+    '',
+    '# Docker\'s embedded DNS: tasks.<service> lists the addresses of the service\'s running tasks.',
+    'resolvers docker',
+    `    nameserver dns ${resolver}`,
+    '    accepted_payload_size 8192',
+    '    resolve_retries 3',
+    '    timeout resolve 1s',
+    '    timeout retry 1s',
+    '    hold valid 10s',
+    '    hold obsolete 5s',
+    '',
+    'frontend http',
+    `    bind *:${httpPort}`,
+    `    monitor-uri ${HEALTH_PATH}`,
+  ];
+  // The Host header without its port; matched case-insensitively (-i) and exactly (-m str).
+  for (const route of checked) lines.push(`    acl host_${route.domain} req.hdr(host),field(1,:) -m str -i ${route.domain}`);
+  for (const route of checked) lines.push(`    use_backend ${backendName(route)} if host_${route.domain}`);
+  lines.push(`    default_backend ${NO_ROUTE_BACKEND}`, '');
+
+  for (const route of checked) {
+    lines.push(
+      `# ${route.domain} -> ${route.service}:${route.port} (${route.source || '-'} ${route.source_id || '-'})`,
+      `backend ${backendName(route)}`,
+      '    balance roundrobin',
+      `    server-template s ${slots} tasks.${route.service}:${route.port} resolvers docker resolve-prefer ipv4 init-addr none check`,
+      '',
+    );
+  }
+
+  lines.push(
+    `backend ${NO_ROUTE_BACKEND}`,
+    '    http-request return status 503 content-type text/plain string "no route for this host\\n"',
+    '',
+  );
+  return lines.join('\n');
+}
+
+/** One backend per domain (domains are unique), named after it: stable across reloads, readable in logs. */
+function backendName(route: Route): string {
+  return `route_${route.domain}`;
+}
