@@ -20,6 +20,9 @@ export const HANGAR_LABELS = {
 /** hangar names the compose stacks it deploys `hangar-<service name>`; their services carry no role label. */
 export const HANGAR_STACK_PREFIX = 'hangar-';
 
+/** The overlay network the load balancer shares with every workload it routes to. */
+export const HANGAR_EDGE_NETWORK = 'hangar-edge';
+
 export type WorkloadRole = 'instance' | 'loadbalancer' | 'dns' | 's3';
 
 /** The swarm availability a node can have; hangar's cordon/drain/uncordon map to pause/drain/active. */
@@ -39,6 +42,8 @@ export interface MountSpec {
   readOnly?: boolean;
   /** Options of the `local` volume driver, used when a node has no definition of the volume yet. */
   driverOptions?: Record<string, string>;
+  /** Labels of the volume when the engine creates it for the mount (volume mounts only). */
+  labels?: Record<string, string>;
 }
 
 export interface ObjectRef {
@@ -146,6 +151,8 @@ export interface LoadBalancerSpec {
   /** The balancer runs where its configuration is written: on this runtime node. */
   runtimeNodeId: string;
   network: string;
+  /** The container's command, when the image's default is not the balancer (tests use a shell). */
+  command?: string[];
 }
 
 export interface BundleState {

@@ -9,6 +9,8 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   'agent-internal': () => import('./agent-internal/index.js'),
   'ssh-profiles': () => import('./ssh-profiles/index.js'),
   provisioning: () => import('./provisioning/index.js'),
+  swarms: () => import('./swarms/index.js'),
+  compute: () => import('./compute/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

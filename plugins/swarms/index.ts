@@ -8,7 +8,7 @@ import { definePlugin } from '../../core/plugin.js';
 import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { swarmMigrations } from './migrations.js';
-import { orchestratorCalls, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
+import { logReads, orchestratorCalls, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from './schemas.js';
 import { MemberStore, SwarmStore, type MemberRecord, type SwarmRecord } from './store.js';
 
@@ -69,6 +69,7 @@ export default definePlugin({
       workloadsIn,
       nodeIdsByRuntime,
       onObserved: (listener) => void observers.push(listener),
+      ...logReads(services),
       extendView: (fn) => void viewExtensions.push(fn),
     };
     services.provided.set('swarms', api);

@@ -5,6 +5,7 @@ import type { OrchestratorCall, OrchestratorMethod, WorkloadState } from '../../
 import type { Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { TASKS } from '../../core/tasks/migrations.js';
+import { taskView } from '../../core/tasks/queue.js';
 import type { MemberStore, SwarmRecord, SwarmStore } from './store.js';
 
 export const SwarmsConfigSchema = Type.Object(
@@ -73,6 +74,13 @@ export interface SwarmsApi {
   /** Everything of every kind running on a swarm. */
   workloadsIn(swarmId: string): Promise<Array<{ type: string; id: string; name: string }>>;
   nodeIdsByRuntime(swarmId: string): Promise<Map<string, string>>;
+  /**
+   * Queues a log read on the swarm's manager (`workloadLogs` of a service or `bundleLogs` of a
+   * stack) as a read-once task about `subject`; the task view for a 202.
+   */
+  queueLogs(swarm: SwarmRecord, method: 'workloadLogs' | 'bundleLogs', target: string, options: { lines?: number; since?: string }, subject: string): Promise<ReturnType<typeof taskView>>;
+  /** A log read's state, and its lines once done (read once: a second read is a 404). */
+  readLogs(taskId: string, subject: string): Promise<Record<string, unknown>>;
   /** Subscribes to each swarm observation (the state of every workload on it). */
   onObserved(listener: (observed: ObservedSwarm) => Promise<void>): void;
 }
@@ -102,5 +110,23 @@ export function orchestratorCalls(services: Services, settings: SwarmsConfig) {
     if (done.status === 'completed') return done.result as T;
     if (done.status === 'failed') throw new OrchestratorError(method, done.error ?? 'the agent reported a failure');
     throw new OrchestratorError(method, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`);
+  };
+}
+
+/** Log reads of workloads and stacks: read-once tasks on the manager, like a node's log fetch. */
+export function logReads(services: Services) {
+  const kind = TASK_KINDS.orchestratorCall;
+  return {
+    async queueLogs(swarm: SwarmRecord, method: 'workloadLogs' | 'bundleLogs', target: string, options: { lines?: number; since?: string }, subject: string) {
+      if (!swarm.manager_node_id) throw new HttpError(409, `Swarm ${swarm.name} has no manager`);
+      const args = [target, options.since ? { since: new Date(options.since).toISOString() } : { lines: options.lines ?? 100 }];
+      const payload: OrchestratorCall = { backend: 'swarm', method, args };
+      return taskView(await services.tasks.enqueue({ nodeId: swarm.manager_node_id, kind, payload: payload as never, readOnce: true, subject }));
+    },
+    async readLogs(taskId: string, subject: string) {
+      const view = taskView(await services.tasks.take(taskId, { subject, kind }));
+      const { result, ...rest } = view as typeof view & { result?: { lines?: string[] } };
+      return { ...rest, ...(result ? { lines: result.lines ?? [] } : {}) };
+    },
   };
 }

@@ -1,0 +1,481 @@
+import { Type } from '@sinclair/typebox';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { HANGAR_EDGE_NETWORK, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { definePlugin } from '../../core/plugin.js';
+import { nodesOf } from '../nodes/index.js';
+import { asHttpError, swarmsOf } from '../swarms/index.js';
+import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
+import type { SwarmRecord } from '../swarms/store.js';
+import { volumesOf, type VolumesApi } from '../volumes/api.js';
+import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
+import { computeMigrations } from './migrations.js';
+import { InstanceStore, type InstanceRecord } from './store.js';
+
+const Port = Type.String({ pattern: '^[0-9]{1,5}:[0-9]{1,5}(/(tcp|udp))?$', description: '`host:container`, optionally `/tcp` or `/udp`' });
+const VolumeRef = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*:/.*$', description: '`volume:/path/in/container` (volume name or id)' });
+const Domain = Type.String({ pattern: '^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$', description: 'a lowercase DNS name' });
+const Platform = Type.String({ pattern: '^linux/(amd64|arm64)$', description: 'linux/amd64 or linux/arm64' });
+
+const CreateBody = Type.Object(
+  {
+    name: DnsName,
+    swarm_id: Type.String({ minLength: 1, maxLength: 100 }),
+    image: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$' }),
+    type: Type.Optional(Type.Union(INSTANCE_TYPES.map((t) => Type.Literal(t.name)))),
+    replicas: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    ports: Type.Optional(Type.Array(Port, { maxItems: 50 })),
+    http_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'container port the load balancer sends the domain to (default: the first port’s container side)' })),
+    domain: Type.Optional(Domain),
+    env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String({ maxLength: 32768 }))),
+    command: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 100 })),
+    platform: Type.Optional(Platform),
+    gpu: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'GPU slots per task' })),
+    volumes: Type.Optional(Type.Array(VolumeRef, { maxItems: 20 })),
+  },
+  { additionalProperties: false },
+);
+
+type CreateInput = {
+  name: string;
+  swarm_id: string;
+  image: string;
+  type?: string;
+  replicas?: number;
+  ports?: string[];
+  http_port?: number;
+  domain?: string;
+  env?: Record<string, string>;
+  command?: string[];
+  platform?: string;
+  gpu?: number;
+  volumes?: string[];
+};
+
+function parsePort(text: string): PortSpec {
+  const [pair, protocol] = text.split('/');
+  const [published, target] = pair!.split(':').map(Number) as [number, number];
+  for (const [side, n] of [['host', published], ['container', target]] as const) {
+    if (n < 1 || n > 65535) throw badRequest(`Validation failed: port ${text}: the ${side} port must be 1-65535`);
+  }
+  return { published, target, protocol: (protocol as 'tcp' | 'udp' | undefined) ?? 'tcp' };
+}
+
+const desiredReplicas = (i: InstanceRecord) => (i.desired === 'running' ? i.replicas : 0);
+const withoutDigest = (image: string) => image.split('@')[0]!;
+
+/** What the runtime shows compared with what hangar set: running, stopped, drifted or failed (with the reason). */
+export function judge(instance: InstanceRecord, w: WorkloadState | undefined): { status: InstanceRecord['status']; reason: string | null } {
+  if (instance.status === 'terminating') return { status: 'terminating', reason: instance.reason };
+  if (!w) {
+    if (instance.status === 'deploying') return { status: 'deploying', reason: instance.reason };
+    return { status: 'failed', reason: 'its service is missing from the swarm (removed outside hangar?): start it again or clean it up' };
+  }
+  const want = desiredReplicas(instance);
+  const drift: string[] = [];
+  if (w.replicas !== null && w.replicas !== want) drift.push(`replicas ${w.replicas} (hangar set ${want})`);
+  if (withoutDigest(w.image) !== instance.image) drift.push(`image ${withoutDigest(w.image)} (hangar set ${instance.image})`);
+  if (drift.length) return { status: 'drifted', reason: `the swarm runs ${drift.join(', ')}` };
+  if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
+  if (w.running >= want) return { status: 'running', reason: null };
+  const newest = [...w.tasks].sort((a, b) => (b.updated_at ?? '').localeCompare(a.updated_at ?? ''))[0];
+  if (newest?.error && ['failed', 'rejected'].includes(newest.state)) return { status: 'failed', reason: `${w.running}/${want} running; latest task ${newest.state}: ${newest.error}` };
+  return { status: 'deploying', reason: `${w.running}/${want} running` };
+}
+
+export function instanceView(i: InstanceRecord) {
+  return {
+    id: i.id,
+    name: i.name,
+    swarm_id: i.swarm_id,
+    image: i.image,
+    type: i.type,
+    replicas: i.replicas,
+    desired_state: i.desired,
+    status: i.status,
+    ...(i.reason ? { reason: i.reason } : {}),
+    running: i.running,
+    placement: i.placement ?? [],
+    ports: i.ports.map((p) => `${p.published}:${p.target}/${p.protocol ?? 'tcp'}`),
+    http_port: i.http_port,
+    domain: i.domain,
+    env: i.env,
+    command: i.command,
+    platform: i.platform,
+    gpu: i.gpu,
+    volumes: i.volumes,
+    runtime_name: i.runtime_name,
+    observed_at: i.observed_at,
+    created_at: i.created_at,
+    updated_at: i.updated_at,
+  };
+}
+
+export default definePlugin({
+  name: 'compute',
+  description: 'compute instances on swarms: create, scale, stop/start, logs, volumes; observed state',
+  migrations: computeMigrations,
+  setup(services) {
+    const { db, clock } = services;
+    const swarmsApi = swarmsOf(services);
+    const { swarms, members, jobs, onManager, settings } = swarmsApi;
+    const { nodes } = nodesOf(services);
+    const instances = new InstanceStore(db, clock);
+    const volumes = (): VolumesApi => {
+      if (!services.plugins.includes('volumes')) throw badRequest('Volumes need the volumes plugin, which is not loaded');
+      return volumesOf(services);
+    };
+    const now = () => clock.now().toISOString();
+    const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+
+    async function spec(i: InstanceRecord, swarm: SwarmRecord): Promise<WorkloadSpec> {
+      const type = instanceType(i.type)!;
+      const mounts: WorkloadSpec['mounts'] = [];
+      const constraints: string[] = [];
+      for (const v of i.volumes) {
+        const { mount, constraints: pin } = await volumes().mountFor(await volumes().require(v.volume_id), v.path, swarm);
+        mounts.push(mount);
+        constraints.push(...pin);
+      }
+      const [os, architecture] = i.platform ? i.platform.split('/') : [];
+      return {
+        name: i.runtime_name,
+        role: 'instance',
+        resourceId: i.id,
+        image: i.image,
+        replicas: desiredReplicas(i),
+        env: i.env,
+        ...(i.command ? { command: i.command } : {}),
+        ports: i.ports,
+        publishMode: settings.publish_mode,
+        endpointMode: settings.endpoint_mode,
+        limits: { cpus: type.cpus, memoryMb: type.memory_mb },
+        ...(i.gpu ? { reservations: { gpu: i.gpu } } : {}),
+        ...(os ? { platform: { os, architecture } } : {}),
+        mounts,
+        constraints: [...new Set(constraints)],
+        networks: [HANGAR_EDGE_NETWORK],
+        hostname: `{{.Service.Name}}-{{.Task.Slot}}`,
+        labels: i.domain ? { 'io.hangar.domain': i.domain } : {},
+      };
+    }
+
+    async function apply(i: InstanceRecord, w: WorkloadState | undefined, nodeIds: Map<string, string>): Promise<InstanceRecord> {
+      const current = (await instances.get(i.id)) ?? i;
+      const verdict = judge(current, w);
+      const placement = (w?.tasks ?? [])
+        .filter((t) => t.desired_state === 'running')
+        .map((t) => ({ node_id: t.runtime_node_id ? (nodeIds.get(t.runtime_node_id) ?? null) : null, runtime_node_id: t.runtime_node_id, state: t.state }));
+      return instances.change(i.id, { ...verdict, running: w?.running ?? 0, placement, observed_at: now() });
+    }
+
+    /** Sends the instance's spec to the swarm (create or rolling update) and records what came back. */
+    async function deploy(i: InstanceRecord): Promise<void> {
+      const swarm = await swarms.requireActive(i.swarm_id);
+      await onManager(swarm, 'ensureNetwork', [HANGAR_EDGE_NETWORK]);
+      const state = await onManager<WorkloadState>(swarm, 'deployWorkload', [await spec(i, swarm)]);
+      await apply(i, state, await swarmsApi.nodeIdsByRuntime(swarm.id));
+    }
+
+    /** Instances with a deploy on its way: an observation taken meanwhile would call them drifted. */
+    const deploying = new Map<string, number>();
+
+    function deployInBackground(i: InstanceRecord, what: string): void {
+      deploying.set(i.id, (deploying.get(i.id) ?? 0) + 1);
+      const done = () => (deploying.get(i.id) === 1 ? deploying.delete(i.id) : deploying.set(i.id, deploying.get(i.id)! - 1));
+      jobs.run(
+        `${what} instance ${i.name}`,
+        async () => {
+          try {
+            await deploy(i);
+          } finally {
+            done();
+          }
+        },
+        async (err) => {
+          await instances.change(i.id, { status: 'failed', reason: `${what} failed: ${err.message}` });
+        },
+      );
+    }
+
+    async function gpuCheck(swarm: SwarmRecord, slots: number): Promise<void> {
+      if (!slots) return;
+      let best = 0;
+      for (const m of await members.of(swarm.id)) {
+        const node = await nodes.get(m.node_id);
+        const gpus = Array.isArray(node?.facts?.gpus) ? (node!.facts!.gpus as unknown[]).length : 0;
+        best = Math.max(best, gpus * (node?.gpu_overcommit_factor ?? 1));
+      }
+      if (best < slots) throw conflict(`No node of swarm ${swarm.name} has ${slots} GPU slot(s) (the most is ${best}: GPUs × the node’s overcommit factor)`);
+    }
+
+    async function requireInstance(id: string): Promise<InstanceRecord> {
+      const i = (await instances.get(id)) ?? (await instances.byName(id));
+      if (!i) throw notFound(`No instance ${id}`);
+      return i;
+    }
+
+    async function requireMutable(id: string): Promise<InstanceRecord> {
+      const i = await requireInstance(id);
+      if (i.status === 'terminating') throw conflict(`Instance ${i.name} is being terminated`);
+      return i;
+    }
+
+    /** Parses `vol:/path` references into volume ids (404 for an unknown volume). */
+    async function resolveVolumes(refs: string[]): Promise<InstanceRecord['volumes']> {
+      const out: InstanceRecord['volumes'] = [];
+      for (const ref of refs) {
+        const at = ref.indexOf(':');
+        const volume = await volumes().require(ref.slice(0, at));
+        const path = ref.slice(at + 1);
+        if (out.some((v) => v.path === path)) throw badRequest(`Validation failed: two volumes are mounted at ${path}`);
+        out.push({ volume_id: volume.id, name: volume.name, path });
+      }
+      return out;
+    }
+
+    async function routes(swarmId: string): Promise<Route[]> {
+      return (await instances.findAll({ swarm_id: swarmId }))
+        .filter((i) => i.domain && i.status !== 'terminating' && (i.http_port ?? i.ports[0]?.target))
+        .map((i) => ({ domain: i.domain!, service: i.runtime_name, port: (i.http_port ?? i.ports[0]!.target)!, source: 'instance', source_id: i.id }));
+    }
+    services.provided.set('compute', { routes, instances });
+
+    swarmsApi.registerWorkloads({
+      type: 'instance',
+      inSwarm: async (swarmId) => (await instances.findAll({ swarm_id: swarmId })).map((i) => ({ id: i.id, name: i.name })),
+      forceRemove: async (id) => {
+        const i = await instances.get(id);
+        if (!i) return false;
+        const swarm = await swarms.get(i.swarm_id);
+        if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]).catch(() => undefined);
+        await instances.remove(id);
+        routesChanged(i.swarm_id);
+        return true;
+      },
+    });
+    if (services.plugins.includes('volumes')) {
+      volumesOf(services).registerUsers(async (volumeId) =>
+        (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name })),
+      );
+    }
+
+    swarmsApi.onObserved(async ({ swarm, workloads, nodeIds }) => {
+      const byName = new Map(workloads.map((w) => [w.name, w]));
+      for (const i of await instances.findAll({ swarm_id: swarm.id })) {
+        if (i.status === 'terminating' || deploying.has(i.id)) continue;
+        // A deploy still in flight has not created the service yet.
+        if (!byName.has(i.runtime_name) && i.status === 'deploying') continue;
+        await apply(i, byName.get(i.runtime_name), nodeIds);
+      }
+    });
+
+    const LogQuery = Type.Object(
+      { lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), since: Type.Optional(Type.String({ format: 'date-time' })) },
+      { additionalProperties: false },
+    );
+
+    return {
+      routes: [
+        {
+          method: 'GET',
+          path: '/v1/compute/instance-types',
+          auth: 'authenticated',
+          summary: 'Instance types: CPU and memory limits per task',
+          handler: () => INSTANCE_TYPES.map((t) => ({ ...t, default: t.name === DEFAULT_INSTANCE_TYPE })),
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances',
+          auth: { role: 'admin' },
+          summary: 'Create a compute instance: a replicated service on a swarm (202; poll for its status)',
+          status: 202,
+          schemas: { body: CreateBody },
+          handler: async (req) => {
+            const body = req.body as CreateInput;
+            const swarm = await swarms.requireActive(body.swarm_id);
+            if (await instances.findOne({ swarm_id: swarm.id, name: body.name })) throw conflict(`Swarm ${swarm.name} already has an instance named ${body.name}`);
+            const domain = body.domain ?? `${body.name}.${swarm.name}.${settings.local_domain}`;
+            const clash = await instances.findOne({ domain });
+            if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
+            const ports = (body.ports ?? []).map(parsePort);
+            const published = new Set<string>();
+            for (const p of ports) {
+              const key = `${p.published}/${p.protocol}`;
+              if (published.has(key)) throw badRequest(`Validation failed: host port ${key} is published twice`);
+              published.add(key);
+            }
+            await gpuCheck(swarm, body.gpu ?? 0);
+            const id = newId('inst');
+            const record = await instances.insert({
+              id,
+              name: body.name,
+              swarm_id: swarm.id,
+              runtime_name: `inst-${body.name}`,
+              image: body.image,
+              type: body.type ?? DEFAULT_INSTANCE_TYPE,
+              replicas: body.replicas ?? 1,
+              desired: 'running',
+              status: 'deploying',
+              reason: null,
+              domain,
+              http_port: body.http_port ?? null,
+              ports,
+              env: body.env ?? {},
+              command: body.command ?? null,
+              platform: body.platform ?? null,
+              gpu: body.gpu ?? 0,
+              volumes: await resolveVolumes(body.volumes ?? []),
+              placement: [],
+              running: 0,
+              observed_at: null,
+              created_at: now(),
+              updated_at: now(),
+            });
+            deployInBackground(record, 'creating');
+            routesChanged(swarm.id);
+            return instanceView(record);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/compute/instances',
+          auth: 'authenticated',
+          summary: 'List compute instances with desired and observed state',
+          schemas: { query: Type.Intersect([PageQuery, Type.Object({ swarm_id: Type.Optional(Type.String({ maxLength: 100 })) })]) },
+          handler: async (req) =>
+            Reply.page(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => req.query.swarm_id && q.where({ swarm_id: req.query.swarm_id }) }), instanceView),
+        },
+        {
+          method: 'GET',
+          path: '/v1/compute/instances/{id}',
+          auth: 'authenticated',
+          summary: 'Get an instance: spec, desired and observed state, where its tasks run',
+          schemas: { params: IdParams },
+          handler: async (req) => instanceView(await requireInstance(req.params.id)),
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/compute/instances/{id}',
+          auth: { role: 'admin' },
+          summary: 'Terminate an instance (202; the record goes once its service is removed)',
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const i = await requireInstance(req.params.id);
+            const terminating = await instances.change(i.id, { status: 'terminating', reason: null });
+            routesChanged(i.swarm_id);
+            jobs.run(`terminate instance ${i.name}`, async () => {
+              const swarm = await swarms.get(i.swarm_id);
+              if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
+              await instances.remove(i.id);
+            }, async (err) => {
+              await instances.change(i.id, { status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` });
+            });
+            return instanceView(terminating);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/stop',
+          auth: { role: 'admin' },
+          summary: 'Stop an instance: its tasks end, its replica count is remembered for start',
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const stopped = await instances.change(i.id, { desired: 'stopped', status: 'deploying', reason: 'stopping' });
+            deployInBackground(stopped, 'stopping');
+            return instanceView(stopped);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/start',
+          auth: { role: 'admin' },
+          summary: 'Start an instance again with its remembered replica count (also recreates a missing service)',
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const started = await instances.change(i.id, { desired: 'running', status: 'deploying', reason: 'starting' });
+            deployInBackground(started, 'starting');
+            return instanceView(started);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/scale',
+          auth: { role: 'admin' },
+          summary: 'Set the number of replicas (a stopped instance keeps it for start)',
+          status: 202,
+          schemas: { params: IdParams, body: Type.Object({ replicas: Type.Integer({ minimum: 0, maximum: 1000 }) }, { additionalProperties: false }) },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const scaled = await instances.change(i.id, { replicas: req.body.replicas, ...(i.desired === 'running' ? { status: 'deploying', reason: `scaling to ${req.body.replicas}` } : {}) });
+            if (i.desired === 'running') deployInBackground(scaled, 'scaling');
+            return instanceView(scaled);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/logs',
+          auth: { role: 'admin' },
+          summary: 'Queue a read of the instance’s logs: the last `lines` (default 100, max 10000) or everything after `since`',
+          status: 202,
+          schemas: { params: IdParams, query: LogQuery },
+          handler: async (req) => {
+            const i = await requireInstance(req.params.id);
+            return swarmsApi.queueLogs(await swarms.requireActive(i.swarm_id), 'workloadLogs', i.runtime_name, req.query, i.id);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/compute/instances/{id}/logs/{taskId}',
+          auth: { role: 'admin' },
+          summary: 'The log read: status, and the lines once completed (read once)',
+          schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
+          handler: async (req) => swarmsApi.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id),
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/volumes',
+          auth: { role: 'admin' },
+          summary: 'Attach a volume at a path (a rolling update of the instance)',
+          status: 202,
+          schemas: { params: IdParams, body: Type.Object({ volume_id: Type.String({ minLength: 1, maxLength: 100 }), path: Type.String({ pattern: '^/.*$', maxLength: 4096 }) }, { additionalProperties: false }) },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const volume = await volumes().require(req.body.volume_id);
+            if (i.volumes.some((v) => v.volume_id === volume.id)) throw conflict(`Volume ${volume.name} is already attached to ${i.name}`);
+            if (i.volumes.some((v) => v.path === req.body.path)) throw conflict(`Instance ${i.name} already has a volume at ${req.body.path}`);
+            const swarm = await swarms.requireActive(i.swarm_id);
+            await volumes().mountFor(volume, req.body.path, swarm).catch((err) => {
+              throw asHttpError(err, `preparing volume ${volume.name}`);
+            });
+            const updated = await instances.change(i.id, { volumes: [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }], status: 'deploying', reason: `attaching ${volume.name}` });
+            deployInBackground(updated, 'attaching a volume to');
+            return instanceView(updated);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/compute/instances/{id}/volumes/{volumeId}',
+          auth: { role: 'admin' },
+          summary: 'Detach a volume (a rolling update of the instance)',
+          status: 202,
+          schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), volumeId: Type.String({ maxLength: 100 }) }) },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const attached = i.volumes.find((v) => v.volume_id === req.params.volumeId || v.name === req.params.volumeId);
+            if (!attached) throw notFound(`Volume ${req.params.volumeId} is not attached to instance ${i.name}`);
+            const updated = await instances.change(i.id, { volumes: i.volumes.filter((v) => v !== attached), status: 'deploying', reason: `detaching ${attached.name}` });
+            deployInBackground(updated, 'detaching a volume from');
+            return instanceView(updated);
+          },
+        },
+      ],
+    };
+  },
+});

@@ -1,0 +1,51 @@
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import type { PortSpec } from '../../core/orchestrator.js';
+import { INSTANCES } from './migrations.js';
+
+export interface InstanceRecord {
+  id: string;
+  name: string;
+  swarm_id: string;
+  runtime_name: string;
+  image: string;
+  type: string;
+  replicas: number;
+  desired: 'running' | 'stopped';
+  status: 'deploying' | 'running' | 'stopped' | 'drifted' | 'failed' | 'terminating';
+  reason: string | null;
+  domain: string | null;
+  http_port: number | null;
+  ports: PortSpec[];
+  env: Record<string, string>;
+  command: string[] | null;
+  platform: string | null;
+  gpu: number;
+  volumes: Array<{ volume_id: string; name: string; path: string }>;
+  placement: Array<{ node_id: string | null; runtime_node_id: string | null; state: string }> | null;
+  running: number | null;
+  observed_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class InstanceStore extends Repository<InstanceRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at'] });
+  }
+
+  /** An instance by name when exactly one swarm has one of that name. */
+  async byName(name: string): Promise<InstanceRecord | null> {
+    const rows = await this.query().where({ name }).limit(2);
+    return rows.length === 1 ? this.decode(rows[0]) : null;
+  }
+
+  async change(id: string, patch: Partial<InstanceRecord>): Promise<InstanceRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}
