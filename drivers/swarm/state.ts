@@ -1,0 +1,92 @@
+import type { PortSpec, WorkloadState, WorkloadTask } from '../../core/orchestrator.js';
+import { attempt, isNotFound, failure, type Raw, type SwarmContext } from './client.js';
+
+export const STACK_LABEL = 'com.docker.stack.namespace';
+
+/** Desired states of a task that is meant to run (or is being placed). */
+const LIVE_DESIRED = new Set(['running', 'ready', 'accepted', 'pending', 'assigned', 'new']);
+/** How many finished or failed tasks (most recent first) a state keeps, for their errors. */
+const PAST_TASKS = 5;
+
+/** A service by its exact name (a name that only matches some other service's id prefix is not it), or null. */
+export async function findService(ctx: SwarmContext, name: string): Promise<Raw | null> {
+  try {
+    const service = (await ctx.docker.getService(name).inspect()) as Raw;
+    return service?.Spec?.Name === name ? service : null;
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw failure(`inspecting service ${name}`, err);
+  }
+}
+
+export async function listServices(ctx: SwarmContext, filters?: Record<string, string[]>): Promise<Raw[]> {
+  return (await attempt('listing services', () => ctx.docker.listServices(filters ? { filters } : {}))) as Raw[];
+}
+
+export function stackServices(ctx: SwarmContext, stack: string): Promise<Raw[]> {
+  return listServices(ctx, { label: [`${STACK_LABEL}=${stack}`] });
+}
+
+function portsOf(service: Raw): PortSpec[] {
+  const ports: Raw[] = service.Endpoint?.Ports ?? service.Spec?.EndpointSpec?.Ports ?? [];
+  return ports.map((p) => ({ published: p.PublishedPort ?? 0, target: p.TargetPort ?? 0, protocol: p.Protocol === 'udp' ? 'udp' : 'tcp' }));
+}
+
+function taskOf(task: Raw): WorkloadTask {
+  return {
+    runtime_node_id: task.NodeID || null,
+    state: task.Status?.State ?? 'unknown',
+    desired_state: task.DesiredState ?? 'unknown',
+    message: task.Status?.Message || null,
+    error: task.Status?.Err || null,
+    updated_at: task.UpdatedAt ?? task.Status?.Timestamp ?? null,
+  };
+}
+
+const time = (task: Raw) => Date.parse(task.UpdatedAt ?? task.Status?.Timestamp ?? '') || 0;
+
+/** WorkloadState from a service's inspect answer and its tasks. */
+export function toState(service: Raw, tasks: Raw[]): WorkloadState {
+  const spec = service.Spec ?? {};
+  const container = spec.TaskTemplate?.ContainerSpec ?? {};
+  const limits = spec.TaskTemplate?.Resources?.Limits ?? {};
+  const labels: Record<string, string> = { ...(spec.Labels ?? {}) };
+  const sorted = [...tasks].sort((a, b) => time(b) - time(a));
+  const live = sorted.filter((t) => LIVE_DESIRED.has(t.DesiredState));
+  const past = sorted.filter((t) => !LIVE_DESIRED.has(t.DesiredState)).slice(0, PAST_TASKS);
+  return {
+    name: spec.Name,
+    labels,
+    image: container.Image ?? '',
+    replicas: typeof spec.Mode?.Replicated?.Replicas === 'number' ? spec.Mode.Replicated.Replicas : spec.Mode?.Replicated ? 1 : null,
+    running: tasks.filter((t) => t.Status?.State === 'running' && t.DesiredState === 'running').length,
+    tasks: [...live, ...past].map(taskOf),
+    ports: portsOf(service),
+    limits: {
+      cpus: typeof limits.NanoCPUs === 'number' && limits.NanoCPUs > 0 ? limits.NanoCPUs / 1e9 : null,
+      memoryMb: typeof limits.MemoryBytes === 'number' && limits.MemoryBytes > 0 ? limits.MemoryBytes / (1024 * 1024) : null,
+    },
+    stack: labels[STACK_LABEL] ?? null,
+  };
+}
+
+/** The states of several services, with one task query for all of them. */
+export async function statesOf(ctx: SwarmContext, services: Raw[]): Promise<WorkloadState[]> {
+  if (services.length === 0) return [];
+  const tasks = (await attempt('listing tasks', () => ctx.docker.listTasks({ filters: { service: services.map((s) => s.ID as string) } }))) as Raw[];
+  const byService = new Map<string, Raw[]>();
+  for (const task of tasks) {
+    const list = byService.get(task.ServiceID) ?? [];
+    list.push(task);
+    byService.set(task.ServiceID, list);
+  }
+  return services.map((service) => toState(service, byService.get(service.ID) ?? []));
+}
+
+/** The current state of a service by name (null when it is gone). */
+export async function stateOf(ctx: SwarmContext, name: string): Promise<WorkloadState | null> {
+  const service = await findService(ctx, name);
+  if (!service) return null;
+  const [state] = await statesOf(ctx, [service]);
+  return state ?? null;
+}
