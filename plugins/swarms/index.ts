@@ -54,7 +54,7 @@ export default definePlugin({
       return all;
     }
 
-    const api: SwarmsApi & { extendView(fn: (swarm: SwarmRecord) => Promise<Record<string, unknown>>): void } = {
+    const api: SwarmsApi = {
       swarms,
       members,
       settings,
@@ -71,6 +71,16 @@ export default definePlugin({
       onObserved: (listener) => void observers.push(listener),
       ...logReads(services),
       extendView: (fn) => void viewExtensions.push(fn),
+      forceRemove: async (id) => {
+        const swarm = await swarms.get(id);
+        if (!swarm) return false;
+        for (const w of await workloadsIn(swarm.id)) await kinds.get(w.type)!.forceRemove(w.id);
+        for (const m of await members.of(swarm.id)) {
+          if (m.runtime_node_id) await call(m.node_id, 'leave', [true], { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
+        }
+        await swarms.remove(swarm.id);
+        return true;
+      },
     };
     services.provided.set('swarms', api);
 

@@ -81,6 +81,10 @@ export interface SwarmsApi {
   queueLogs(swarm: SwarmRecord, method: 'workloadLogs' | 'bundleLogs', target: string, options: { lines?: number; since?: string }, subject: string): Promise<ReturnType<typeof taskView>>;
   /** A log read's state, and its lines once done (read once: a second read is a 404). */
   readLogs(taskId: string, subject: string): Promise<Record<string, unknown>>;
+  /** Adds fields to the swarm view (the gateway adds `load_balancer`). */
+  extendView(fn: (swarm: SwarmRecord) => Promise<Record<string, unknown>>): void;
+  /** Removes a swarm whatever its state: forced removal of its workloads, members leave where they can, the record goes. */
+  forceRemove(id: string): Promise<boolean>;
   /** Subscribes to each swarm observation (the state of every workload on it). */
   onObserved(listener: (observed: ObservedSwarm) => Promise<void>): void;
 }

@@ -30,6 +30,11 @@ export interface VolumesApi {
    */
   mountFor(volume: VolumeRecord, target: string, swarm: SwarmRecord): Promise<{ mount: MountSpec; constraints: string[] }>;
   registerUsers(users: VolumeUsers): void;
+  /**
+   * Cleanup of a volume stuck in an error state: removes its definitions and export wherever they
+   * can still be reached (failures ignored) and the record, whoever uses it. False when unknown.
+   */
+  forceRemove(id: string): Promise<boolean>;
 }
 
 export function volumesOf(services: Services): VolumesApi {

@@ -1,0 +1,46 @@
+import { Type } from '@sinclair/typebox';
+import { badRequest, notFound } from '../../core/errors.js';
+import { definePlugin } from '../../core/plugin.js';
+import { swarmsOf } from '../swarms/index.js';
+import { volumesOf } from '../volumes/api.js';
+
+const RESOURCE_TYPES = ['instance', 'swarm', 'volume', 's3', 'loadbalancer', 'service'] as const;
+
+export default definePlugin({
+  name: 'cleanup',
+  description: 'force-clean resources stuck in an error state: what exists in the runtime, then the record',
+  setup(services) {
+    const swarms = swarmsOf(services);
+
+    async function forceRemove(type: (typeof RESOURCE_TYPES)[number], id: string): Promise<boolean> {
+      if (type === 'swarm') return swarms.forceRemove(id);
+      if (type === 'volume') {
+        if (!services.plugins.includes('volumes')) throw badRequest('Volumes need the volumes plugin, which is not loaded');
+        return volumesOf(services).forceRemove(id);
+      }
+      const kind = swarms.workloadKind(type);
+      if (!kind) throw badRequest(`No loaded plugin manages ${type} resources`);
+      return kind.forceRemove(id);
+    }
+
+    return {
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/cleanup/{resourceType}/{resourceId}',
+          auth: { role: 'admin' },
+          summary: 'Force-clean a resource stuck in an error state: remove what exists of it in the runtime (failures ignored) and its record',
+          schemas: {
+            params: Type.Object({ resourceType: Type.Union(RESOURCE_TYPES.map((t) => Type.Literal(t))), resourceId: Type.String({ minLength: 1, maxLength: 100 }) }),
+          },
+          handler: async (req) => {
+            const { resourceType, resourceId } = req.params as { resourceType: (typeof RESOURCE_TYPES)[number]; resourceId: string };
+            if (!(await forceRemove(resourceType, resourceId))) throw notFound(`No ${resourceType} ${resourceId}`);
+            services.log.info({ resource_type: resourceType, resource_id: resourceId }, 'resource force-cleaned');
+            return { resource_type: resourceType, resource_id: resourceId, removed: true };
+          },
+        },
+      ],
+    };
+  },
+});

@@ -1,0 +1,312 @@
+import { createHash } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { conflict, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { HANGAR_EDGE_NETWORK, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+import { swarmsOf } from '../swarms/index.js';
+import { IdParams, PageQuery } from '../swarms/schemas.js';
+import type { SwarmRecord } from '../swarms/store.js';
+import { renderHaproxyConfig } from './haproxy.js';
+import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
+
+export const GatewayConfigSchema = Type.Object(
+  {
+    image: Type.String({ default: 'haproxy:lts', description: 'the HAProxy image of swarm load balancers (the lab builds lab/haproxy:latest locally)' }),
+    http_port: Type.Integer({ minimum: 1, maximum: 65535, default: 80, description: 'the port the balancer listens on, on the node it runs on' }),
+    host_config_dir: Type.String({ default: '/var/lib/hangar/lb', description: 'where the agent writes the balancer’s configuration on its node' }),
+    container_config_dir: Type.String({ default: '/usr/local/etc/haproxy', description: 'where the image reads haproxy.cfg' }),
+    reload_signal: Type.String({ default: 'SIGUSR2', description: 'makes HAProxy (master-worker mode) re-read its configuration without dropping connections' }),
+    publish_mode: Type.Union([Type.Literal('host'), Type.Literal('ingress')], { default: 'host', description: 'the balancer is pinned to one node; host mode binds the port there' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface GatewayConfig {
+  image: string;
+  http_port: number;
+  host_config_dir: string;
+  container_config_dir: string;
+  reload_signal: string;
+  publish_mode: 'host' | 'ingress';
+}
+
+interface LoadBalancerRecord {
+  id: string;
+  name: string;
+  swarm_id: string | null;
+  cluster_id: string | null;
+  runtime_name: string;
+  image: string;
+  node_id: string | null;
+  http_port: number;
+  status: 'deploying' | 'running' | 'failed' | 'removing';
+  error: string | null;
+  config_sha256: string | null;
+  config_version: number;
+  routes: Route[] | null;
+  applied_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+class LoadBalancerStore extends Repository<LoadBalancerRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at'] });
+  }
+
+  async change(id: string, patch: Partial<LoadBalancerRecord>): Promise<LoadBalancerRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}
+
+/** Plugins whose records become routes: each provides `routes(swarmId)`. */
+const ROUTE_SOURCES = ['compute', 'services', 's3'];
+
+function lbView(lb: LoadBalancerRecord) {
+  return {
+    id: lb.id,
+    name: lb.name,
+    ...(lb.swarm_id ? { swarm_id: lb.swarm_id } : { cluster_id: lb.cluster_id }),
+    node_id: lb.node_id,
+    image: lb.image,
+    http_port: lb.http_port,
+    status: lb.status,
+    ...(lb.error ? { error: lb.error } : {}),
+    routes: (lb.routes ?? []).length,
+    config_version: lb.config_version,
+    applied_at: lb.applied_at,
+    created_at: lb.created_at,
+    updated_at: lb.updated_at,
+  };
+}
+
+/** Every route of a swarm, from every plugin that has some; a domain claimed twice goes to the first. */
+async function collectRoutes(services: Services, swarmId: string): Promise<Route[]> {
+  const seen = new Set<string>();
+  const routes: Route[] = [];
+  for (const source of ROUTE_SOURCES) {
+    const provider = services.provided.get(source) as { routes?(swarmId: string): Promise<Route[]> } | undefined;
+    for (const route of (await provider?.routes?.(swarmId)) ?? []) {
+      if (seen.has(route.domain)) {
+        services.log.warn({ domain: route.domain, source: route.source, source_id: route.source_id }, 'domain already routed; the later claim is ignored');
+        continue;
+      }
+      seen.add(route.domain);
+      routes.push(route);
+    }
+  }
+  return routes.sort((a, b) => a.domain.localeCompare(b.domain));
+}
+
+export default definePlugin({
+  name: 'gateway',
+  description: 'load balancers (HAProxy on swarms) and the routing table: domain → service:port',
+  configSchema: GatewayConfigSchema,
+  migrations: gatewayMigrations,
+  setup(services) {
+    const { db, clock } = services;
+    const settings = services.config.gateway as GatewayConfig;
+    const swarmsApi = swarmsOf(services);
+    const { swarms, jobs, onManager } = swarmsApi;
+    const balancers = new LoadBalancerStore(db, clock);
+    const now = () => clock.now().toISOString();
+
+    /** Renders the swarm's routing table and hands it to the balancer (deploy, or hot reload when only routes changed). */
+    async function apply(lb: LoadBalancerRecord, swarm: SwarmRecord, options: { force: boolean }): Promise<void> {
+      const routes = await collectRoutes(services, swarm.id);
+      const config = renderHaproxyConfig(routes, { httpPort: lb.http_port });
+      const sha = createHash('sha256').update(config).digest('hex');
+      if (!options.force && sha === lb.config_sha256 && lb.status === 'running') return;
+      const manager = (await swarmsApi.members.findOne({ node_id: swarm.manager_node_id }))!;
+      const spec: LoadBalancerSpec = {
+        name: lb.runtime_name,
+        resourceId: lb.id,
+        image: lb.image,
+        config,
+        hostConfigDir: `${settings.host_config_dir}/${lb.id}`,
+        containerConfigDir: settings.container_config_dir,
+        reloadSignal: settings.reload_signal,
+        ports: [{ published: lb.http_port, target: lb.http_port, protocol: 'tcp' }],
+        publishMode: settings.publish_mode,
+        runtimeNodeId: manager.runtime_node_id!,
+        network: HANGAR_EDGE_NETWORK,
+      };
+      const state = await onManager<WorkloadState>(swarm, 'applyLoadBalancer', [spec]);
+      await balancers.change(lb.id, {
+        node_id: swarm.manager_node_id,
+        config_sha256: sha,
+        config_version: lb.config_version + 1,
+        routes,
+        applied_at: now(),
+        status: state.running > 0 || lb.status === 'running' ? 'running' : 'deploying',
+        error: null,
+      });
+    }
+
+    // Route changes come in bursts (a create publishes, its deploy publishes again): apply once per burst.
+    const pending = new Map<string, NodeJS.Timeout>();
+    services.events.subscribe('routes.changed', (payload) => {
+      const { swarmId } = payload as { swarmId: string };
+      clearTimeout(pending.get(swarmId));
+      pending.set(
+        swarmId,
+        setTimeout(() => {
+          pending.delete(swarmId);
+          jobs.run(`routes of ${swarmId}`, async () => {
+            const lb = await balancers.findOne({ swarm_id: swarmId });
+            const swarm = await swarms.get(swarmId);
+            if (!lb || !swarm?.manager_node_id || lb.status === 'removing') return;
+            await apply(lb, swarm, { force: false });
+          }, async (err) => {
+            const lb = await balancers.findOne({ swarm_id: swarmId });
+            if (lb) await balancers.change(lb.id, { error: `updating the routes failed: ${err.message}` });
+          });
+        }, 300),
+      );
+    });
+
+    swarmsApi.onObserved(async ({ swarm, workloads }) => {
+      const lb = await balancers.findOne({ swarm_id: swarm.id });
+      if (!lb || lb.status === 'removing') return;
+      const w = workloads.find((x) => x.name === lb.runtime_name);
+      if (w && w.running > 0 && lb.status !== 'running') await balancers.change(lb.id, { status: 'running', error: null });
+      if ((!w || w.running === 0) && lb.status === 'running') {
+        const newest = [...(w?.tasks ?? [])].sort((a, b) => (b.updated_at ?? '').localeCompare(a.updated_at ?? ''))[0];
+        await balancers.change(lb.id, { status: 'failed', error: w ? `no task running${newest?.error ? `: ${newest.error}` : ''}` : 'its service is missing from the swarm' });
+      }
+    });
+
+    async function removeRuntime(lb: LoadBalancerRecord): Promise<void> {
+      const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
+      if (swarm?.manager_node_id) await onManager(swarm, 'removeLoadBalancer', [lb.runtime_name]);
+    }
+
+    swarmsApi.registerWorkloads({
+      type: 'loadbalancer',
+      inSwarm: async (swarmId) => (await balancers.findAll({ swarm_id: swarmId })).map((lb) => ({ id: lb.id, name: lb.name })),
+      forceRemove: async (id) => {
+        const lb = await balancers.get(id);
+        if (!lb) return false;
+        await removeRuntime(lb).catch(() => undefined);
+        await balancers.remove(id);
+        return true;
+      },
+    });
+    swarmsApi.extendView(async (swarm) => {
+      const lb = await balancers.findOne({ swarm_id: swarm.id });
+      return { load_balancer: lb ? { id: lb.id, status: lb.status, node_id: lb.node_id, http_port: lb.http_port } : null };
+    });
+
+    async function requireBalancer(id: string): Promise<LoadBalancerRecord> {
+      const lb = await balancers.get(id);
+      if (!lb) throw notFound(`No load balancer ${id}`);
+      return lb;
+    }
+
+    async function allRoutes() {
+      const out: Array<Route & { swarm_id: string; load_balancer_id: string | null }> = [];
+      for (const swarm of await swarms.findAll()) {
+        const lb = await balancers.findOne({ swarm_id: swarm.id });
+        for (const r of await collectRoutes(services, swarm.id)) out.push({ ...r, swarm_id: swarm.id, load_balancer_id: lb?.id ?? null });
+      }
+      return out;
+    }
+
+    return {
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/swarms/{id}/lb',
+          auth: { role: 'admin' },
+          summary: 'Deploy the swarm’s load balancer (HAProxy on the manager) with the current routes; again re-applies them',
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const swarm = await swarms.requireActive(req.params.id);
+            let lb = await balancers.findOne({ swarm_id: swarm.id });
+            if (lb?.status === 'removing') throw conflict(`The load balancer of swarm ${swarm.name} is being removed`);
+            lb ??= await balancers.insert({
+              id: newId('lb'),
+              name: `lb-${swarm.name}`,
+              swarm_id: swarm.id,
+              cluster_id: null,
+              runtime_name: `hangar-lb-${swarm.name}`,
+              image: settings.image,
+              node_id: swarm.manager_node_id,
+              http_port: settings.http_port,
+              status: 'deploying',
+              error: null,
+              config_sha256: null,
+              config_version: 0,
+              routes: [],
+              applied_at: null,
+              created_at: now(),
+              updated_at: now(),
+            });
+            const target = lb;
+            jobs.run(`deploy load balancer of ${swarm.name}`, () => apply(target, swarm, { force: true }), async (err) => {
+              await balancers.change(target.id, { status: 'failed', error: `deploying failed: ${err.message}` });
+            });
+            return lbView(lb);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/swarms/{id}/lb',
+          auth: { role: 'admin' },
+          summary: 'Remove the swarm’s load balancer (202; the record goes once its service is removed)',
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const swarm = await swarms.require(req.params.id);
+            const lb = await balancers.findOne({ swarm_id: swarm.id });
+            if (!lb) throw notFound(`Swarm ${swarm.name} has no load balancer`);
+            const removing = await balancers.change(lb.id, { status: 'removing' });
+            jobs.run(`remove load balancer of ${swarm.name}`, async () => {
+              await removeRuntime(lb);
+              await balancers.remove(lb.id);
+            }, async (err) => {
+              await balancers.change(lb.id, { status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
+            });
+            return lbView(removing);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/gateway',
+          auth: 'authenticated',
+          summary: 'The routing table of every swarm and the load balancers serving it',
+          handler: async () => ({ routes: await allRoutes(), load_balancers: (await balancers.findAll()).map(lbView) }),
+        },
+        {
+          method: 'GET',
+          path: '/v1/loadbalancers',
+          auth: 'authenticated',
+          summary: 'List load balancers',
+          schemas: { query: PageQuery },
+          handler: async (req) => Reply.page(await balancers.page({ limit: req.query.limit, cursor: req.query.cursor }), lbView),
+        },
+        {
+          method: 'GET',
+          path: '/v1/loadbalancers/{id}',
+          auth: 'authenticated',
+          summary: 'Get a load balancer, with the routes it serves',
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const lb = await requireBalancer(req.params.id);
+            return { ...lbView(lb), routes: lb.routes ?? [] };
+          },
+        },
+      ],
+    };
+  },
+});
