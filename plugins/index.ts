@@ -10,6 +10,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   'ssh-profiles': () => import('./ssh-profiles/index.js'),
   provisioning: () => import('./provisioning/index.js'),
   swarms: () => import('./swarms/index.js'),
+  volumes: () => import('./volumes/index.js'),
   compute: () => import('./compute/index.js'),
 };
 

@@ -160,3 +160,9 @@ export class Repository<T extends Row> {
     return paginate(query, { keys: ['created_at', 'id'], limit: options.limit, cursor: options.cursor, decode: this.decode });
   }
 }
+
+/** Whether a write failed on a unique constraint (either dialect): a concurrent insert of the same key. */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || /UNIQUE constraint failed/.test(e?.message ?? '');
+}
