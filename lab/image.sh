@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MIRROR=${HANGAR_LAB_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 CACHE=${HANGAR_LAB_CACHE:-/var/cache/hangar-lab}
-PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static
+PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static,haproxy
 STEPS=7
 
 # fd 3 is the caller's stdout: steps send their own output to the log, progress goes to fd 3.
@@ -80,7 +80,7 @@ debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="$CACHE/debs" \
   { grep --line-buffered -E '^(I: (Retrieving Release|Retrieving Packages|Resolving dependencies|Checking component|Installing core|Unpacking the base|Configuring the base|Base system installed)|E: |W: )' || true; } |
   sed -u 's/^/    /'
 
-step "install the lab files (lab/rootfs: init, sshd config, sudoers)"
+step "install the lab files (lab/rootfs: init, service-image scripts, sshd config, sudoers)"
 # Every file under lab/rootfs lands at the same path, owned by root, with a mode decided here
 # (not by the checkout): programs 0755, sudoers 0440, the rest 0644.
 (cd "$HERE/rootfs" && find . -type f | sort) | while read -r file; do
@@ -128,7 +128,7 @@ step "configure the system (host keys removed, hostname, apt cleaned)"
 
 step "check the rootfs"
 {
-  for bin in sshd dockerd docker containerd runc sudo ip iptables wg wireguard-go ping curl nc busybox ssh-keygen lab-init lab-busybox-image; do
+  for bin in sshd dockerd docker containerd runc sudo ip iptables wg wireguard-go ping curl nc busybox haproxy ssh-keygen lab-init lab-busybox-image lab-haproxy-image lab-minio-standin-image; do
     chroot "$ROOT" /bin/sh -c "command -v $bin" || { echo "missing in the rootfs: $bin"; exit 1; }
   done
   # sshd accepts the configuration (with a throwaway host key).
