@@ -206,6 +206,19 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
     expect(await logsOf(id)).to.include('secret key length at least 8 characters');
   });
 
+  it('a configuration HAProxy refuses leaves the running workers serving (SIGUSR2 with a broken file)', async function () {
+    this.timeout(60_000);
+    const container = await containerOf('lb');
+    const good = await m.sh(`cat ${LB_DIR}/haproxy.cfg`);
+    await m.sh(`cat >${LB_DIR}/haproxy.cfg`, { input: `${good}\nnot a keyword\n` });
+    await m.sh(`docker kill --signal USR2 ${container}`);
+    await until('the master to report the failed reload', async () => /Loading failure!/.test(await logsOf(container)), 20_000);
+    expect(await get('app.test.local')).to.deep.equal({ status: 200, body: 'hello from app' });
+    expect(await get('second.test.local')).to.deep.equal({ status: 200, body: 'hello from second' });
+    expect(await containerOf('lb')).to.equal(container);
+    await m.sh(`cat >${LB_DIR}/haproxy.cfg`, { input: `${good}\n` });
+  });
+
   it('docker stop ends HAProxy softly (SIGUSR1): the worker finishes and exits 0, not terminated', async function () {
     this.timeout(60_000);
     const container = await containerOf('lb');
