@@ -11,6 +11,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   provisioning: () => import('./provisioning/index.js'),
   swarms: () => import('./swarms/index.js'),
   volumes: () => import('./volumes/index.js'),
+  secrets: () => import('./secrets/index.js'),
   compute: () => import('./compute/index.js'),
 };
 

@@ -1,0 +1,36 @@
+import type { Services } from '../../core/plugin.js';
+
+/** Secrets and configs are one resource with two kinds (and two route sets). */
+export type ObjectKind = 'secret' | 'config';
+
+/** A hangar secret or config as a workload references it on one swarm: its current version. */
+export interface ResolvedObject {
+  id: string;
+  name: string;
+  /** Name of the runtime object holding the current version (`<name>-v<version>`). */
+  runtime_name: string;
+  version: number;
+}
+
+/**
+ * What uses secrets and configs: a plugin whose workloads reference them answers who uses one, and
+ * redeploys one of its workloads so it references the current version (after a rotation).
+ */
+export interface ObjectUsers {
+  usersOf(kind: ObjectKind, objectId: string): Promise<Array<{ id: string; name: string }>>;
+  redeploy(serviceId: string): Promise<void>;
+}
+
+export interface SecretsApi {
+  registerUsers(users: ObjectUsers): void;
+  /** The current version of the secret or config called `name` on a swarm (id or name), or null. */
+  resolve(kind: ObjectKind, swarmId: string, name: string): Promise<ResolvedObject | null>;
+  /** By id, whatever its swarm; null when unknown. */
+  get(kind: ObjectKind, id: string): Promise<ResolvedObject | null>;
+}
+
+export function secretsOf(services: Services): SecretsApi {
+  const api = services.provided.get('secrets') as SecretsApi | undefined;
+  if (!api) throw new Error('the secrets plugin must be loaded (and listed before this plugin)');
+  return api;
+}

@@ -1,0 +1,315 @@
+import { Type } from '@sinclair/typebox';
+import { isUniqueViolation } from '../../core/db/repository.js';
+import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { HANGAR_LABELS } from '../../core/orchestrator.js';
+import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
+import { PageQuery } from '../swarms/schemas.js';
+import type { SwarmRecord } from '../swarms/store.js';
+import type { ObjectKind, ObjectUsers, ResolvedObject, SecretsApi } from './api.js';
+import { secretMigrations } from './migrations.js';
+import { ObjectStore, type ObjectRecord } from './store.js';
+
+/** The engine refuses secrets and configs of 500 KiB and more (and empty ones). */
+export const MAX_DATA_BYTES = 500 * 1024 - 1;
+/** Docker's limit for secret and config names, which the version suffix must fit in. */
+const MAX_RUNTIME_NAME = 64;
+
+const PREFIX: Record<ObjectKind, string> = { secret: 'sec', config: 'cfg' };
+const Title: Record<ObjectKind, string> = { secret: 'Secret', config: 'Config' };
+
+export const runtimeObjectName = (name: string, version: number) => `${name}-v${version}`;
+
+const ObjectName = Type.String({
+  pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
+  description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique per swarm',
+});
+const Data = Type.String({ maxLength: 700_000, description: 'the value, base64-encoded; at most 500 KB decoded' });
+
+const invalid = (path: string, message: string) => badRequest(`Validation failed: ${path} ${message}`, [{ path, message }]);
+
+/** The bytes of a base64 value (standard alphabet, padded; line breaks allowed); 400 otherwise. */
+function decodeData(data: string): Buffer {
+  const compact = data.replace(/[\r\n]/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 !== 0) throw invalid('body.data', 'must be base64 (the standard alphabet, padded)');
+  const bytes = Buffer.from(compact, 'base64');
+  if (bytes.length === 0) throw invalid('body.data', 'must not be empty');
+  if (bytes.length > MAX_DATA_BYTES) throw invalid('body.data', `must be smaller than 500 KB decoded (it is ${bytes.length} bytes)`);
+  return bytes;
+}
+
+export default definePlugin({
+  name: 'secrets',
+  description: 'Secrets and configs on swarms: encrypted at rest, versioned runtime objects, rotation that redeploys their users',
+  migrations: secretMigrations,
+  setup(services: Services) {
+    const { db, clock, log } = services;
+    const swarmsApi = swarmsOf(services);
+    const { swarms } = swarmsApi;
+    const objects = new ObjectStore(db, clock);
+    const box = services.ca.secretBox('secrets');
+    const hooks: ObjectUsers[] = [];
+    const now = () => clock.now().toISOString();
+
+    const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
+
+    async function usersOf(o: ObjectRecord): Promise<Array<{ id: string; name: string; hook: ObjectUsers }>> {
+      const all: Array<{ id: string; name: string; hook: ObjectUsers }> = [];
+      for (const hook of hooks) for (const u of await hook.usersOf(o.kind, o.id)) all.push({ id: u.id, name: u.name, hook });
+      return all;
+    }
+
+    async function view(o: ObjectRecord) {
+      const users = await usersOf(o);
+      return {
+        id: o.id,
+        name: o.name,
+        swarm_id: o.swarm_id,
+        cluster_id: o.cluster_id,
+        namespace: o.namespace,
+        version: o.version,
+        runtime_name: o.runtime_name,
+        services: users.map((u) => u.name),
+        // A config's value is no secret; a secret's never leaves the control plane again.
+        ...(o.kind === 'config' ? { data: box.open(o.data_sealed).toString('base64') } : {}),
+        created_at: o.created_at,
+        updated_at: o.updated_at,
+      };
+    }
+
+    /** By id, or by name when exactly one object of this kind has it. */
+    async function find(kind: ObjectKind, ref: string): Promise<ObjectRecord> {
+      if (ref.startsWith(`${PREFIX[kind]}-`)) {
+        const byId = await objects.get(ref);
+        if (byId && byId.kind === kind) return byId;
+      }
+      const named = await objects.findAll({ kind, name: ref });
+      if (named.length === 1) return named[0]!;
+      if (!named.length) throw notFound(`No ${kind} ${ref}`);
+      throw conflict(
+        `${named.length} ${kind}s are named ${ref}; use the id`,
+        named.map((o) => ({ id: o.id, swarm_id: o.swarm_id, cluster_id: o.cluster_id })),
+      );
+    }
+
+    /** The swarm an object lives on, when it still has a manager to talk to. */
+    async function managedSwarm(o: ObjectRecord): Promise<SwarmRecord | null> {
+      if (!o.swarm_id) return null;
+      const swarm = await swarms.get(o.swarm_id);
+      return swarm?.manager_node_id ? swarm : null;
+    }
+
+    const labels = (o: Pick<ObjectRecord, 'id'>, version: number) => ({ [HANGAR_LABELS.object]: o.id, [HANGAR_LABELS.version]: String(version) });
+
+    /** Removes retired versions' runtime objects; answers the names that are still there. */
+    async function removeRetired(o: ObjectRecord, swarm: SwarmRecord, names: string[]): Promise<string[]> {
+      const kept: string[] = [];
+      for (const name of names) {
+        try {
+          await swarmsApi.onManager(swarm, 'removeObject', [o.kind, name]);
+        } catch (err) {
+          log.warn({ id: o.id, runtime_name: name, error: (err as Error).message }, `removing an old ${o.kind} version failed; kept for the next rotation`);
+          kept.push(name);
+        }
+      }
+      return kept;
+    }
+
+    const api: SecretsApi = {
+      registerUsers: (hook) => void hooks.push(hook),
+      async resolve(kind, swarmId, name) {
+        const swarm = (await swarms.get(swarmId)) ?? (await swarms.findOne({ name: swarmId }));
+        if (!swarm) return null;
+        const o = await objects.findOne({ kind, swarm_id: swarm.id, name });
+        return o ? resolved(o) : null;
+      },
+      async get(kind, id) {
+        const o = await objects.get(id);
+        return o && o.kind === kind ? resolved(o) : null;
+      },
+    };
+    services.provided.set('secrets', api);
+
+    function routes(kind: ObjectKind): RouteDef[] {
+      const base = `/v1/${kind}s`;
+      const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: `${kind} id, or its name when only one ${kind} has it` }) });
+      const View = Type.Object({}, { additionalProperties: true });
+      return [
+        {
+          method: 'POST',
+          path: base,
+          auth: { role: 'admin' },
+          summary: `Create a ${kind} on a swarm (version 1)`,
+          status: 201,
+          schemas: {
+            body: Type.Object(
+              {
+                name: ObjectName,
+                swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the swarm (id or name); give this or cluster_id' })),
+                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a Kubernetes cluster (not available yet)' })),
+                namespace: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', description: 'Kubernetes namespace (with cluster_id)' })),
+                data: Data,
+              },
+              { additionalProperties: false },
+            ),
+            response: View,
+          },
+          async handler(req) {
+            const { name, swarm_id: swarmRef, cluster_id: clusterId } = req.body;
+            if (Boolean(swarmRef) === Boolean(clusterId)) throw invalid('body', 'must have exactly one of swarm_id and cluster_id');
+            if (clusterId) {
+              if (!services.provided.has('kubernetes')) {
+                throw badRequest('Kubernetes clusters are not available yet: create the ' + kind + ' on a swarm (swarm_id)', [{ path: 'body.cluster_id', message: 'Kubernetes clusters are not available yet' }]);
+              }
+              throw new HttpError(501, `${Title[kind]}s on Kubernetes clusters are not implemented yet`);
+            }
+            if (req.body.namespace) throw invalid('body.namespace', 'applies to Kubernetes clusters only');
+            const runtimeName = runtimeObjectName(name, 1);
+            if (runtimeName.length > MAX_RUNTIME_NAME) throw invalid('body.name', `is too long: the runtime name ${runtimeName} must be at most ${MAX_RUNTIME_NAME} characters`);
+            const bytes = decodeData(req.body.data);
+            const swarm = await swarms.requireActive(swarmRef!);
+            const exists = () => conflict(`A ${kind} named ${name} exists on swarm ${swarm.name}`);
+            if (await objects.findOne({ kind, swarm_id: swarm.id, name })) throw exists();
+            const id = newId(PREFIX[kind]);
+            let record: ObjectRecord;
+            try {
+              record = await objects.insert({
+                id,
+                kind,
+                name,
+                swarm_id: swarm.id,
+                cluster_id: null,
+                namespace: null,
+                version: 1,
+                runtime_name: runtimeName,
+                data_sealed: box.seal(bytes),
+                retired: [],
+                created_at: now(),
+                updated_at: now(),
+              });
+            } catch (err) {
+              if (isUniqueViolation(err)) throw exists();
+              throw err;
+            }
+            try {
+              await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(record, 1)]);
+            } catch (err) {
+              await objects.remove(id);
+              throw asHttpError(err, `Creating ${kind} ${name} on swarm ${swarm.name}`);
+            }
+            return view(record);
+          },
+        },
+        {
+          method: 'GET',
+          path: base,
+          auth: 'authenticated',
+          summary: `List ${kind}s with the services using each${kind === 'secret' ? ' (never their values)' : ''}`,
+          schemas: {
+            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }),
+            response: Type.Array(View),
+          },
+          async handler(req) {
+            const page = await objects.page({
+              limit: req.query.limit,
+              cursor: req.query.cursor,
+              where: (q) => {
+                q.where({ kind });
+                if (req.query.swarm_id) q.where({ swarm_id: req.query.swarm_id });
+              },
+            });
+            return new Reply(200, { data: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
+          },
+        },
+        {
+          method: 'GET',
+          path: `${base}/{id}`,
+          auth: 'authenticated',
+          summary: kind === 'secret' ? 'Get a secret (its value is never returned)' : 'Get a config with its value (base64)',
+          schemas: { params: Params, response: View },
+          handler: async (req) => view(await find(kind, req.params.id)),
+        },
+        {
+          method: 'PUT',
+          path: `${base}/{id}`,
+          auth: { role: 'admin' },
+          summary: `Rotate a ${kind}: a new version, the services using it redeployed with it, then the old version removed`,
+          schemas: { params: Params, body: Type.Object({ data: Data }, { additionalProperties: false }), response: View },
+          async handler(req) {
+            const current = await find(kind, req.params.id);
+            const bytes = decodeData(req.body.data);
+            if (!current.swarm_id) throw conflict(`${Title[kind]} ${current.name} is not on a swarm`);
+            const swarm = await swarms.requireActive(current.swarm_id);
+            const version = current.version + 1;
+            const runtimeName = runtimeObjectName(current.name, version);
+            try {
+              await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(current, version)]);
+            } catch (err) {
+              throw asHttpError(err, `Creating version ${version} of ${kind} ${current.name}`);
+            }
+            const retired = [...current.retired, current.runtime_name];
+            if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
+              await swarmsApi.onManager(swarm, 'removeObject', [kind, runtimeName]).catch(() => undefined);
+              throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
+            }
+            // The users are redeployed so they reference the new version; only then can the old one go.
+            const users = await usersOf(current);
+            const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id)));
+            const failed = users.flatMap((u, i) => {
+              const outcome = outcomes[i]!;
+              return outcome.status === 'rejected' ? [{ id: u.id, name: u.name, error: (outcome.reason as Error).message }] : [];
+            });
+            if (failed.length) {
+              throw conflict(
+                `Version ${version} of ${kind} ${current.name} is stored, but redeploying ${failed.map((f) => `${f.name} (${f.error})`).join(', ')} failed; ` +
+                  `the previous version stays until they are redeployed (a later rotation removes it)`,
+                failed,
+              );
+            }
+            const kept = await removeRetired(current, swarm, retired);
+            const updated = (await objects.change(current.id, { retired: kept }))!;
+            return { ...(await view(updated)), redeployed: users.map((u) => u.name) };
+          },
+        },
+        {
+          method: 'DELETE',
+          path: `${base}/{id}`,
+          auth: { role: 'admin' },
+          summary: `Delete a ${kind} and its runtime objects; 409 while a service uses it`,
+          schemas: { params: Params },
+          async handler(req) {
+            const o = await find(kind, req.params.id);
+            const users = await usersOf(o);
+            if (users.length) {
+              throw conflict(
+                `${Title[kind]} ${o.name} is used by ${users.length === 1 ? 'service' : 'services'} ${users.map((u) => u.name).join(', ')}`,
+                users.map((u) => ({ type: 'service', id: u.id, name: u.name })),
+              );
+            }
+            const swarm = await managedSwarm(o);
+            if (swarm) {
+              // Old versions first: the current one goes last, so a refusal leaves the record consistent.
+              for (const name of [...o.retired, o.runtime_name]) {
+                try {
+                  await swarmsApi.onManager(swarm, 'removeObject', [kind, name]);
+                } catch (err) {
+                  throw asHttpError(err, `Removing ${kind} ${name} from swarm ${swarm.name}`);
+                }
+              }
+            }
+            await objects.remove(o.id);
+            services.events.publish('resource.deleted', { type: kind, id: o.id });
+            return { id: o.id, deleted: true };
+          },
+        },
+      ];
+    }
+
+    return { routes: [...routes('secret'), ...routes('config')] };
+  },
+});
+
+export { secretsOf } from './api.js';
+export type { ObjectKind, ObjectUsers, ResolvedObject, SecretsApi } from './api.js';

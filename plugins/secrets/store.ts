@@ -1,0 +1,41 @@
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import type { ObjectKind } from './api.js';
+import { SECRETS } from './migrations.js';
+
+export interface ObjectRecord {
+  id: string;
+  kind: ObjectKind;
+  name: string;
+  swarm_id: string | null;
+  cluster_id: string | null;
+  namespace: string | null;
+  version: number;
+  runtime_name: string;
+  data_sealed: string;
+  retired: string[];
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class ObjectStore extends Repository<ObjectRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, SECRETS, { json: ['retired'], dates: ['created_at', 'updated_at'] });
+  }
+
+  async change(id: string, patch: Partial<ObjectRecord>): Promise<ObjectRecord | null> {
+    return this.update(id, { ...patch, updated_at: this.clock.now().toISOString() });
+  }
+
+  /** Moves to a new version only if nobody else did first; false when the version changed meanwhile. */
+  async advance(record: ObjectRecord, patch: Pick<ObjectRecord, 'version' | 'runtime_name' | 'data_sealed' | 'retired'>): Promise<boolean> {
+    const values = this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() });
+    const changed = await this.query().where({ id: record.id, version: record.version }).update(values);
+    return changed > 0;
+  }
+}
