@@ -64,8 +64,9 @@ export async function ensureNetwork(ctx: SwarmContext, name: string): Promise<{ 
   };
   const existing = await find();
   if (existing) {
-    if (existing.Driver !== 'overlay' || existing.Scope !== 'swarm') {
-      throw new SwarmDriverError(`network ${name} exists but is a ${existing.Scope ?? 'local'} ${existing.Driver ?? ''} network, not a swarm overlay network: rename or remove it`);
+    // A network created a moment ago may not have its driver allocated yet (Driver is empty then).
+    if (existing.Scope !== 'swarm' || (existing.Driver && existing.Driver !== 'overlay')) {
+      throw new SwarmDriverError(`network ${name} exists but is a ${existing.Scope ?? 'local'} ${existing.Driver || 'unknown-driver'} network, not a swarm overlay network: rename or remove it`);
     }
     return { id: existing.Id as string };
   }

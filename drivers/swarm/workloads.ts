@@ -47,7 +47,8 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec): Prom
   if (spec.args?.length) container.Args = [...spec.args];
   if (spec.hostname) container.Hostname = spec.hostname;
   if (spec.mounts?.length) container.Mounts = spec.mounts.map(mountOf);
-  const [secrets, configs] = await Promise.all([objectRefs(ctx, 'secret', spec.name, spec.secrets), objectRefs(ctx, 'config', spec.name, spec.configs)]);
+  const secrets = await objectRefs(ctx, 'secret', spec.name, spec.secrets);
+  const configs = await objectRefs(ctx, 'config', spec.name, spec.configs);
   if (secrets) container.Secrets = secrets;
   if (configs) container.Configs = configs;
 
