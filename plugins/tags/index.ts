@@ -1,0 +1,197 @@
+import { Type } from '@sinclair/typebox';
+import type { Knex } from 'knex';
+import { paginate } from '../../core/db/repository.js';
+import { badRequest, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+
+export const TAGS = 'tags';
+
+export const RESOURCE_TYPES = ['node', 'swarm', 'instance', 'volume', 'secret', 'config', 'service', 's3', 'loadbalancer', 'cluster'] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+
+export interface Tag {
+  resource_type: ResourceType;
+  resource_id: string;
+  key: string;
+  value: string;
+}
+
+/** Says whether a resource of one type exists; types nobody answers for are taken on trust. */
+export type ResourceCheck = (id: string) => Promise<boolean>;
+
+export interface TagsApi {
+  /** Lets `PUT /v1/tags` refuse (404) tags for a resource of this type that does not exist. */
+  registerResource(type: ResourceType, exists: ResourceCheck): void;
+  /** The tags of one resource, as a key → value map. */
+  of(type: ResourceType, id: string): Promise<Record<string, string>>;
+}
+
+export function tagsOf(services: Services): TagsApi {
+  const api = services.provided.get('tags') as TagsApi | undefined;
+  if (!api) throw new Error('the tags plugin must be loaded (and listed before this plugin)');
+  return api;
+}
+
+const ResourceTypeSchema = Type.Union(
+  RESOURCE_TYPES.map((t) => Type.Literal(t)),
+  { description: RESOURCE_TYPES.join(' | ') },
+);
+const ResourceId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]*$', description: 'the resource’s id' });
+const Key = Type.String({ pattern: '^[a-zA-Z0-9_.:/-]{1,63}$', description: 'letters, digits and _.:/-; 1 to 63 characters' });
+const Value = Type.String({ maxLength: 255 });
+const TagView = Type.Object({ resource_type: ResourceTypeSchema, resource_id: Type.String(), key: Type.String(), value: Type.String() });
+const TagRef = { resource_type: ResourceTypeSchema, resource_id: ResourceId, key: Key };
+
+const view = (row: Record<string, unknown>): Tag => ({
+  resource_type: row.resource_type as ResourceType,
+  resource_id: row.resource_id as string,
+  key: row.key as string,
+  value: row.value as string,
+});
+
+/**
+ * Checks for the resources of plugins loaded before this one, through what they provide. A plugin
+ * that is not loaded (or loads later) leaves its type unchecked.
+ */
+function builtinChecks(services: Services): Partial<Record<ResourceType, ResourceCheck>> {
+  const checks: Partial<Record<ResourceType, ResourceCheck>> = {};
+  const provided = <T>(name: string) => services.provided.get(name) as T | undefined;
+  const nodes = provided<{ nodes: { get(id: string): Promise<unknown> } }>('nodes');
+  if (nodes) checks.node = async (id) => Boolean(await nodes.nodes.get(id));
+  const swarms = provided<{ swarms: { get(id: string): Promise<unknown> } }>('swarms');
+  if (swarms) checks.swarm = async (id) => Boolean(await swarms.swarms.get(id));
+  const volumes = provided<{ require(id: string): Promise<{ id: string }> }>('volumes');
+  if (volumes) checks.volume = async (id) => (await volumes.require(id).catch(() => null))?.id === id;
+  const secrets = provided<{ get(kind: 'secret' | 'config', id: string): Promise<unknown> }>('secrets');
+  if (secrets) {
+    checks.secret = async (id) => Boolean(await secrets.get('secret', id));
+    checks.config = async (id) => Boolean(await secrets.get('config', id));
+  }
+  return checks;
+}
+
+export default definePlugin({
+  name: 'tags',
+  description: 'key/value tags on any resource, and finding resources by tag',
+  migrations: [
+    {
+      id: '001_tags',
+      async up(knex) {
+        await knex.schema.createTable(TAGS, (t) => {
+          t.string('resource_type', 20).notNullable();
+          t.string('resource_id', 100).notNullable();
+          t.string('key', 63).notNullable();
+          t.string('value', 255).notNullable();
+          t.timestamp('created_at', { useTz: true }).notNullable();
+          t.timestamp('updated_at', { useTz: true }).notNullable();
+          t.primary(['resource_type', 'resource_id', 'key']);
+          t.index(['key', 'value']);
+        });
+      },
+    },
+  ],
+  setup(services) {
+    const { db, clock } = services;
+    const knex = (): Knex.QueryBuilder => db.knex(TAGS);
+    const checks = builtinChecks(services);
+
+    const api: TagsApi = {
+      registerResource: (type, exists) => void (checks[type] = exists),
+      async of(type, id) {
+        const rows: Tag[] = await knex().where({ resource_type: type, resource_id: id }).orderBy('key').select('key', 'value');
+        return Object.fromEntries(rows.map((r) => [r.key, r.value]));
+      },
+    };
+    services.provided.set('tags', api);
+
+    // A resource's tags go with it (plugins publish `resource.deleted` with {type, id}).
+    services.events.subscribe('resource.deleted', (payload) => {
+      const { type, id } = (payload ?? {}) as { type?: string; id?: string };
+      if (!type || !id) return;
+      knex()
+        .where({ resource_type: type, resource_id: id })
+        .delete()
+        .catch((err: Error) => services.log.warn({ resource_type: type, resource_id: id, error: err.message }, 'removing the tags of a deleted resource failed'));
+    });
+
+    /** The tag a DELETE names, from its body or its query string (either may carry it). */
+    function deleteRef(body: Partial<Tag> | undefined, query: Partial<Tag>): Omit<Tag, 'value'> {
+      const merged = { ...query, ...(body ?? {}) };
+      const missing = (['resource_type', 'resource_id', 'key'] as const).filter((k) => !merged[k]);
+      if (missing.length) {
+        throw badRequest(
+          `Validation failed: ${missing.map((k) => k).join(', ')} required (in the body or the query string)`,
+          missing.map((k) => ({ path: `body.${k}`, message: 'is required (in the body or the query string)' })),
+        );
+      }
+      return { resource_type: merged.resource_type!, resource_id: merged.resource_id!, key: merged.key! };
+    }
+
+    return {
+      routes: [
+        {
+          method: 'PUT',
+          path: '/v1/tags',
+          auth: { role: 'admin' },
+          summary: 'Set a tag on a resource (replaces the value of an existing key)',
+          schemas: { body: Type.Object({ ...TagRef, value: Value }, { additionalProperties: false }), response: TagView },
+          async handler(req) {
+            const { resource_type: type, resource_id: id, key, value } = req.body as Tag;
+            const check = checks[type];
+            if (check && !(await check(id))) throw notFound(`No ${type} ${id}`);
+            const now = clock.now().toISOString();
+            await knex()
+              .insert({ resource_type: type, resource_id: id, key, value, created_at: now, updated_at: now })
+              .onConflict(['resource_type', 'resource_id', 'key'])
+              .merge(['value', 'updated_at']);
+            return { resource_type: type, resource_id: id, key, value };
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/tags',
+          auth: 'authenticated',
+          summary: 'Find resources by tag: every resource with this key (and value, and type, when given)',
+          schemas: {
+            query: Type.Object(
+              {
+                key: Key,
+                value: Type.Optional(Value),
+                resource_type: Type.Optional(ResourceTypeSchema),
+                limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+                cursor: Type.Optional(Type.String({ maxLength: 500 })),
+              },
+              { additionalProperties: false },
+            ),
+            response: Type.Array(TagView),
+          },
+          async handler(req) {
+            const q = knex().where({ key: req.query.key });
+            if (req.query.value !== undefined) q.where({ value: req.query.value });
+            if (req.query.resource_type) q.where({ resource_type: req.query.resource_type });
+            // With the key fixed, (type, id) names one tag: a unique keyset for the pages.
+            const page = await paginate(q, { keys: ['resource_type', 'resource_id'], limit: req.query.limit, cursor: req.query.cursor, decode: view });
+            return Reply.page(page);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/tags',
+          auth: { role: 'admin' },
+          summary: 'Remove a tag from a resource (named in the body or the query string)',
+          schemas: {
+            body: Type.Object({ resource_type: Type.Optional(TagRef.resource_type), resource_id: Type.Optional(TagRef.resource_id), key: Type.Optional(TagRef.key) }, { additionalProperties: false }),
+            query: Type.Object({ resource_type: Type.Optional(TagRef.resource_type), resource_id: Type.Optional(TagRef.resource_id), key: Type.Optional(TagRef.key) }, { additionalProperties: false }),
+          },
+          async handler(req) {
+            const ref = deleteRef(req.body, req.query);
+            const removed = await knex().where(ref).delete();
+            if (!removed) throw notFound(`No tag ${ref.key} on ${ref.resource_type} ${ref.resource_id}`);
+            return { ...ref, deleted: true };
+          },
+        },
+      ],
+    };
+  },
+});

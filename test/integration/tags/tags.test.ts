@@ -1,0 +1,107 @@
+import { expect } from 'chai';
+import { tagsOf } from '../../../plugins/tags/index.js';
+import { waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
+
+describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let reader: Credentials;
+  let swarmId: string;
+  let nodeId: string;
+
+  const api = (method: string, p: string, body?: unknown, creds: Credentials = admin) => t.request(method, p, { body, headers: bearer(creds.token) });
+  const put = (resource_type: string, resource_id: string, key: string, value: string) => api('PUT', '/v1/tags', { resource_type, resource_id, key, value });
+
+  before(async () => {
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'swarms', 'tags'] });
+    admin = await bootstrapAdmin(t);
+    reader = await createUser(t, admin, { username: 'reader', role: 'user' });
+    swarmId = (await api('POST', '/v1/swarms', { name: 'tagged' })).json.data.id;
+    nodeId = (await api('POST', '/v1/nodes', { name: 'tagged-node', ip_address: '10.9.0.1' })).json.data.id;
+  });
+  after(() => t?.stop());
+
+  it('sets tags (an existing key gets the new value) and finds resources by key, value and type', async () => {
+    const set = await put('swarm', swarmId, 'env', 'staging');
+    expect(set.status, set.text).to.equal(200);
+    expect(set.json.data).to.deep.equal({ resource_type: 'swarm', resource_id: swarmId, key: 'env', value: 'staging' });
+    expect((await put('swarm', swarmId, 'env', 'production')).json.data.value).to.equal('production');
+    await put('node', nodeId, 'env', 'production');
+    await put('node', nodeId, 'team/owner', 'platform');
+    // Types whose plugin is not loaded are taken on trust.
+    await put('instance', 'inst-abc', 'env', 'dev');
+    await put('instance', 'inst-abc', 'empty', '');
+
+    const all = await api('GET', '/v1/tags?key=env', undefined, reader);
+    expect(all.status).to.equal(200);
+    expect(all.json.data).to.deep.equal([
+      { resource_type: 'instance', resource_id: 'inst-abc', key: 'env', value: 'dev' },
+      { resource_type: 'node', resource_id: nodeId, key: 'env', value: 'production' },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'env', value: 'production' },
+    ]);
+    const production = await api('GET', '/v1/tags?key=env&value=production');
+    expect(production.json.data.map((x: { resource_id: string }) => x.resource_id)).to.deep.equal([nodeId, swarmId]);
+    const nodes = await api('GET', '/v1/tags?key=env&value=production&resource_type=node');
+    expect(nodes.json.data).to.deep.equal([{ resource_type: 'node', resource_id: nodeId, key: 'env', value: 'production' }]);
+    expect((await api('GET', '/v1/tags?key=empty&value=')).json.data).to.have.length(1);
+    expect((await api('GET', '/v1/tags?key=nothing')).json.data).to.deep.equal([]);
+    expect(await tagsOf(t.hangar.services).of('node', nodeId)).to.deep.equal({ env: 'production', 'team/owner': 'platform' });
+
+    const page = await api('GET', '/v1/tags?key=env&limit=2');
+    expect(page.json.data).to.have.length(2);
+    const next = await api('GET', `/v1/tags?key=env&limit=2&cursor=${page.json.next_cursor}`);
+    expect(next.json.data).to.deep.equal([{ resource_type: 'swarm', resource_id: swarmId, key: 'env', value: 'production' }]);
+    expect(next.json.next_cursor).to.equal(null);
+  });
+
+  it('refuses bad input (400), unknown resources of checked types (404), and writes by non-admins (403)', async () => {
+    for (const body of [
+      { resource_type: 'planet', resource_id: swarmId, key: 'k', value: 'v' },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'bad key', value: 'v' },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'k'.repeat(64), value: 'v' },
+      { resource_type: 'swarm', resource_id: swarmId, key: '', value: 'v' },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'k', value: 'v'.repeat(256) },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'k' },
+      { resource_type: 'swarm', key: 'k', value: 'v' },
+      { resource_type: 'swarm', resource_id: swarmId, key: 'k', value: 'v', extra: 1 },
+    ]) {
+      const res = await api('PUT', '/v1/tags', body);
+      expect(res.status, JSON.stringify(body).slice(0, 100)).to.equal(400);
+      expect(res.json.message).to.match(/^Validation failed:/);
+    }
+    expect((await api('GET', '/v1/tags')).status).to.equal(400);
+    expect((await api('GET', '/v1/tags?key=env&resource_type=planet')).status).to.equal(400);
+    const unknown = await put('swarm', 'swarm-0000000000000000', 'env', 'x');
+    expect(unknown.status).to.equal(404);
+    expect(unknown.json.message).to.equal('No swarm swarm-0000000000000000');
+    expect((await put('node', 'node-0000000000000000', 'env', 'x')).status).to.equal(404);
+    const forbidden = await api('PUT', '/v1/tags', { resource_type: 'swarm', resource_id: swarmId, key: 'k', value: 'v' }, reader);
+    expect(forbidden.status).to.equal(403);
+    expect((await api('DELETE', `/v1/tags?resource_type=swarm&resource_id=${swarmId}&key=env`, undefined, reader)).status).to.equal(403);
+  });
+
+  it('deletes a tag named in the body or the query string; 404 when there is none; 400 when it is not named', async () => {
+    const byBody = await api('DELETE', '/v1/tags', { resource_type: 'node', resource_id: nodeId, key: 'team/owner' });
+    expect(byBody.status, byBody.text).to.equal(200);
+    expect(byBody.json.data).to.deep.equal({ resource_type: 'node', resource_id: nodeId, key: 'team/owner', deleted: true });
+    const byQuery = await api('DELETE', `/v1/tags?resource_type=swarm&resource_id=${swarmId}&key=env`);
+    expect(byQuery.status, byQuery.text).to.equal(200);
+    const again = await api('DELETE', `/v1/tags?resource_type=swarm&resource_id=${swarmId}&key=env`);
+    expect(again.status).to.equal(404);
+    expect(again.json.message).to.equal(`No tag env on swarm ${swarmId}`);
+    const missing = await api('DELETE', '/v1/tags', { resource_type: 'node', key: 'env' });
+    expect(missing.status).to.equal(400);
+    expect(missing.json.message).to.equal('Validation failed: resource_id required (in the body or the query string)');
+    expect((await api('DELETE', '/v1/tags?key=bad%20key&resource_type=node&resource_id=x')).status).to.equal(400);
+    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['instance', 'node']);
+  });
+
+  it('drops a resource’s tags when its plugin reports it deleted', async () => {
+    t.hangar.services.events.publish('resource.deleted', { type: 'node', id: nodeId });
+    await waitFor(async () => Object.keys(await tagsOf(t.hangar.services).of('node', nodeId)).length === 0, { what: 'the node’s tags to go' });
+    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['instance']);
+  });
+});
