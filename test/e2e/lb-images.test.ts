@@ -190,6 +190,24 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
     await until('s3.test.local served through HAProxy', async () => (await get('s3.test.local', '/minio/health/live')).status === 200, 30_000);
   });
 
+  it('MinIO stand-in: credentials from *_FILE (a docker secret name or a path); a second start keeps the data folder\'s id', async () => {
+    const id = JSON.parse(await m.sh('cat /srv/s3-data/.minio.sys/format.json')).id;
+    await m.sh('mkdir -p /srv/s3-secrets && printf hangar >/srv/s3-secrets/user && printf lab-secret-2 >/srv/s3-secrets/password');
+    await m.sh(
+      'docker run -d --name s3file -v /srv/s3-data:/data -v /srv/s3-secrets:/run/secrets:ro ' +
+        '-e MINIO_ROOT_USER_FILE=user -e MINIO_ROOT_PASSWORD_FILE=/run/secrets/password lab/minio-standin:latest server /data',
+    );
+    try {
+      await until('s3file answering on its own :9000', async () => {
+        const probe = await m.exec(['docker', 'exec', 's3file', 'sh', '-c', 'printf "GET /minio/health/live HTTP/1.0\\r\\n\\r\\n" | nc 127.0.0.1 9000 | head -n 1']);
+        return probe.stdout.startsWith('HTTP/1.') && probe.stdout.includes(' 200 ');
+      });
+      expect(JSON.parse(await m.sh('cat /srv/s3-data/.minio.sys/format.json')).id).to.equal(id);
+    } finally {
+      await m.exec('docker rm -f s3file');
+    }
+  });
+
   it('MinIO stand-in with a short password: the task fails, with MinIO\'s message', async function () {
     this.timeout(90_000);
     await m.sh(
