@@ -37,6 +37,21 @@ mkdirSync(out, { recursive: true });
 const info = { version: pkg.version, api_version: 'v1', commit: git(['rev-parse', 'HEAD']), build_date: new Date().toISOString() };
 writeFileSync(path.join(root, 'dist', 'build-info.json'), `${JSON.stringify({ commit: info.commit, build_date: info.build_date }, null, 2)}\n`);
 
+// dockerode → docker-modem → ssh2 has optional native parts (ssh2's sshcrypto.node, cpu-features).
+// A single executable cannot load native addons (its require() only knows built-in modules, and
+// warns when asked for anything else). ssh2 requires both inside try/catch and falls back to pure
+// JavaScript, so the bundle gets a module that throws in their place.
+const withoutOptionalNativeAddons = {
+  name: 'without-optional-native-addons',
+  setup(b) {
+    b.onResolve({ filter: /^cpu-features$|\.node$/ }, (args) => ({ path: args.path, namespace: 'native-addon-stub' }));
+    b.onLoad({ filter: /.*/, namespace: 'native-addon-stub' }, (args) => ({
+      contents: `throw new Error(${JSON.stringify(`${args.path}: native addons are not part of the agent executable`)});`,
+      loader: 'js',
+    }));
+  },
+};
+
 step(`bundling agent/main.ts (hangar ${pkg.version}, node ${nodeVersion})`);
 const bundle = path.join(work, 'agent.cjs');
 await build({
@@ -49,6 +64,7 @@ await build({
   minify: false,
   legalComments: 'none',
   logLevel: 'warning',
+  plugins: [withoutOptionalNativeAddons],
   // Bundled ESM dependencies (yargs) call createRequire(import.meta.url): give them this file's URL.
   banner: { js: 'const __hangarImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
   define: { 'process.env.HANGAR_EMBEDDED_VERSION_INFO': JSON.stringify(JSON.stringify(info)), 'import.meta.url': '__hangarImportMetaUrl' },
