@@ -13,6 +13,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   volumes: () => import('./volumes/index.js'),
   secrets: () => import('./secrets/index.js'),
   compute: () => import('./compute/index.js'),
+  services: () => import('./services/index.js'),
   tags: () => import('./tags/index.js'),
 };
 
