@@ -9,7 +9,8 @@ export interface SwarmContext {
 }
 
 export function createContext(socketPath: string, dockerBinary: string): SwarmContext {
-  return { docker: new Docker({ socketPath }), socketPath, dockerBinary };
+  // A safety net for an engine that stops answering (no call here waits on the engine that long).
+  return { docker: new Docker({ socketPath, timeout: 5 * 60_000 }), socketPath, dockerBinary };
 }
 
 /** A driver failure: what failed, then the engine's own reason; `statusCode` is the engine's HTTP status when there was one. */
@@ -96,6 +97,9 @@ export function checkName(kind: string, name: unknown): string {
 export function body<T extends object>(payload: T, query: Record<string, unknown> = {}): object {
   return { _query: query, _body: payload };
 }
+
+/** A name or id as a path segment (dockerode puts it into the URL as it is). */
+export const segment = (value: string) => encodeURIComponent(String(value));
 
 /** Raw engine JSON: the shapes the driver reads, loosely typed. */
 export type Raw = Record<string, any>;

@@ -1,5 +1,5 @@
 import type { RuntimeAvailability, SwarmMember } from '../../core/orchestrator.js';
-import { attempt, body, failure, isNotFound, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
+import { attempt, body, failure, isNotFound, segment, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 
 const AVAILABILITIES: readonly RuntimeAvailability[] = ['active', 'pause', 'drain'];
 const LISTEN_ADDR = '0.0.0.0:2377';
@@ -94,7 +94,7 @@ export async function members(ctx: SwarmContext): Promise<{ members: SwarmMember
 
 async function inspectNode(ctx: SwarmContext, id: string): Promise<Raw | null> {
   try {
-    return (await ctx.docker.getNode(id).inspect()) as Raw;
+    return (await ctx.docker.getNode(segment(id)).inspect()) as Raw;
   } catch (err) {
     if (isNotFound(err)) return null;
     throw failure(`inspecting node ${id}`, err);
@@ -119,7 +119,7 @@ export async function removeMember(ctx: SwarmContext, runtimeNodeId: string, for
     }
   }
   try {
-    await ctx.docker.getNode(runtimeNodeId).remove({ force: !!force });
+    await ctx.docker.getNode(node.ID).remove({ force: !!force });
     return { removed: true };
   } catch (err) {
     if (isNotFound(err)) return { removed: false };
@@ -133,6 +133,6 @@ export async function setNodeAvailability(ctx: SwarmContext, runtimeNodeId: stri
   const node = await inspectNode(ctx, runtimeNodeId);
   if (!node) throw new SwarmDriverError(`setting node ${runtimeNodeId} to ${availability}: no such node in this swarm`, 404);
   const spec = { ...(node.Spec ?? {}), Role: node.Spec?.Role, Availability: availability, Labels: node.Spec?.Labels ?? {} };
-  await attempt(`setting node ${runtimeNodeId} to ${availability}`, () => ctx.docker.getNode(runtimeNodeId).update(body(spec, { version: node.Version?.Index })));
+  await attempt(`setting node ${runtimeNodeId} to ${availability}`, () => ctx.docker.getNode(node.ID).update(body(spec, { version: node.Version?.Index })));
   return { availability };
 }

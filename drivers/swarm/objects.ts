@@ -1,5 +1,5 @@
 import type Docker from 'dockerode';
-import { attempt, body, checkName, dockerReason, failure, isConflict, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
+import { attempt, body, checkName, dockerReason, failure, segment, isConflict, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 
 export type ObjectKind = 'secret' | 'config';
 
@@ -94,7 +94,7 @@ async function volumeUsers(ctx: SwarmContext, name: string): Promise<string[]> {
 
 async function removeVolume(ctx: SwarmContext, name: string, what: string): Promise<boolean> {
   try {
-    await ctx.docker.getVolume(name).remove();
+    await ctx.docker.getVolume(segment(name)).remove();
     return true;
   } catch (err) {
     if (isNotFound(err)) return false;

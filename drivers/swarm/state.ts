@@ -1,5 +1,5 @@
 import type { PortSpec, WorkloadState, WorkloadTask } from '../../core/orchestrator.js';
-import { attempt, isNotFound, failure, type Raw, type SwarmContext } from './client.js';
+import { attempt, isNotFound, failure, segment, type Raw, type SwarmContext } from './client.js';
 
 export const STACK_LABEL = 'com.docker.stack.namespace';
 
@@ -11,7 +11,7 @@ const PAST_TASKS = 5;
 /** A service by its exact name (a name that only matches some other service's id prefix is not it), or null. */
 export async function findService(ctx: SwarmContext, name: string): Promise<Raw | null> {
   try {
-    const service = (await ctx.docker.getService(name).inspect()) as Raw;
+    const service = (await ctx.docker.getService(segment(name)).inspect()) as Raw;
     return service?.Spec?.Name === name ? service : null;
   } catch (err) {
     if (isNotFound(err)) return null;
