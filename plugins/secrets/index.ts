@@ -51,6 +51,7 @@ export default definePlugin({
     const objects = new ObjectStore(db, clock);
     const box = services.ca.secretBox('secrets');
     const hooks: ObjectUsers[] = [];
+    const queues = new Map<string, Promise<void>>();
     const now = () => clock.now().toISOString();
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
@@ -117,6 +118,20 @@ export default definePlugin({
       return kept;
     }
 
+    /** Runs changes of one object one after the other (in this process; `advance` guards across replicas). */
+    function exclusive<T>(id: string, work: () => Promise<T>): Promise<T> {
+      const result = (queues.get(id) ?? Promise.resolve()).then(work);
+      const tail = result.then(
+        () => undefined,
+        () => undefined,
+      );
+      queues.set(id, tail);
+      void tail.then(() => {
+        if (queues.get(id) === tail) queues.delete(id);
+      });
+      return result;
+    }
+
     const api: SecretsApi = {
       registerUsers: (hook) => void hooks.push(hook),
       async resolve(kind, swarmId, name) {
@@ -131,6 +146,44 @@ export default definePlugin({
       },
     };
     services.provided.set('secrets', api);
+
+    /** A new version: its object, the record, the users redeployed with it, then the old objects removed. */
+    async function rotate(id: string, bytes: Buffer) {
+      const current = await objects.get(id);
+      if (!current) throw notFound(`No object ${id}`);
+      const { kind } = current;
+      if (!current.swarm_id) throw conflict(`${Title[kind]} ${current.name} is not on a swarm`);
+      const swarm = await swarms.requireActive(current.swarm_id);
+      const version = current.version + 1;
+      const runtimeName = runtimeObjectName(current.name, version);
+      try {
+        await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(current, version)]);
+      } catch (err) {
+        throw asHttpError(err, `Creating version ${version} of ${kind} ${current.name}`);
+      }
+      const retired = [...current.retired, current.runtime_name];
+      // Another control plane rotated it meanwhile: its request owns the new version (and the object).
+      if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
+        throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
+      }
+      // The users are redeployed so they reference the new version; only then can the old one go.
+      const users = await usersOf(current);
+      const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id)));
+      const failed = users.flatMap((u, i) => {
+        const outcome = outcomes[i]!;
+        return outcome.status === 'rejected' ? [{ id: u.id, name: u.name, error: (outcome.reason as Error).message }] : [];
+      });
+      if (failed.length) {
+        throw conflict(
+          `Version ${version} of ${kind} ${current.name} is stored, but redeploying ${failed.map((f) => `${f.name} (${f.error})`).join(', ')} failed; ` +
+            `the previous version stays until they are redeployed (a later rotation removes it)`,
+          failed,
+        );
+      }
+      const kept = await removeRetired(current, swarm, retired);
+      const updated = (await objects.change(current.id, { retired: kept }))!;
+      return { ...(await view(updated)), redeployed: users.map((u) => u.name) };
+    }
 
     function routes(kind: ObjectKind): RouteDef[] {
       const base = `/v1/${kind}s`;
@@ -238,39 +291,9 @@ export default definePlugin({
           summary: `Rotate a ${kind}: a new version, the services using it redeployed with it, then the old version removed`,
           schemas: { params: Params, body: Type.Object({ data: Data }, { additionalProperties: false }), response: View },
           async handler(req) {
-            const current = await find(kind, req.params.id);
             const bytes = decodeData(req.body.data);
-            if (!current.swarm_id) throw conflict(`${Title[kind]} ${current.name} is not on a swarm`);
-            const swarm = await swarms.requireActive(current.swarm_id);
-            const version = current.version + 1;
-            const runtimeName = runtimeObjectName(current.name, version);
-            try {
-              await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(current, version)]);
-            } catch (err) {
-              throw asHttpError(err, `Creating version ${version} of ${kind} ${current.name}`);
-            }
-            const retired = [...current.retired, current.runtime_name];
-            if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
-              await swarmsApi.onManager(swarm, 'removeObject', [kind, runtimeName]).catch(() => undefined);
-              throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
-            }
-            // The users are redeployed so they reference the new version; only then can the old one go.
-            const users = await usersOf(current);
-            const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id)));
-            const failed = users.flatMap((u, i) => {
-              const outcome = outcomes[i]!;
-              return outcome.status === 'rejected' ? [{ id: u.id, name: u.name, error: (outcome.reason as Error).message }] : [];
-            });
-            if (failed.length) {
-              throw conflict(
-                `Version ${version} of ${kind} ${current.name} is stored, but redeploying ${failed.map((f) => `${f.name} (${f.error})`).join(', ')} failed; ` +
-                  `the previous version stays until they are redeployed (a later rotation removes it)`,
-                failed,
-              );
-            }
-            const kept = await removeRetired(current, swarm, retired);
-            const updated = (await objects.change(current.id, { retired: kept }))!;
-            return { ...(await view(updated)), redeployed: users.map((u) => u.name) };
+            const found = await find(kind, req.params.id);
+            return exclusive(found.id, () => rotate(found.id, bytes));
           },
         },
         {
@@ -280,31 +303,39 @@ export default definePlugin({
           summary: `Delete a ${kind} and its runtime objects; 409 while a service uses it`,
           schemas: { params: Params },
           async handler(req) {
-            const o = await find(kind, req.params.id);
-            const users = await usersOf(o);
-            if (users.length) {
-              throw conflict(
-                `${Title[kind]} ${o.name} is used by ${users.length === 1 ? 'service' : 'services'} ${users.map((u) => u.name).join(', ')}`,
-                users.map((u) => ({ type: 'service', id: u.id, name: u.name })),
-              );
-            }
-            const swarm = await managedSwarm(o);
-            if (swarm) {
-              // Old versions first: the current one goes last, so a refusal leaves the record consistent.
-              for (const name of [...o.retired, o.runtime_name]) {
-                try {
-                  await swarmsApi.onManager(swarm, 'removeObject', [kind, name]);
-                } catch (err) {
-                  throw asHttpError(err, `Removing ${kind} ${name} from swarm ${swarm.name}`);
-                }
-              }
-            }
-            await objects.remove(o.id);
-            services.events.publish('resource.deleted', { type: kind, id: o.id });
-            return { id: o.id, deleted: true };
+            const found = await find(kind, req.params.id);
+            return exclusive(found.id, () => remove(found.id));
           },
         },
       ];
+    }
+
+    /** Deletion: refused while a service uses the object; its runtime objects, then the record. */
+    async function remove(id: string) {
+      const o = await objects.get(id);
+      if (!o) throw notFound(`No object ${id}`);
+      const { kind } = o;
+      const users = await usersOf(o);
+      if (users.length) {
+        throw conflict(
+          `${Title[kind]} ${o.name} is used by ${users.length === 1 ? 'service' : 'services'} ${users.map((u) => u.name).join(', ')}`,
+          users.map((u) => ({ type: 'service', id: u.id, name: u.name })),
+        );
+      }
+      const swarm = await managedSwarm(o);
+      if (swarm) {
+        // Old versions first: the current one goes last, so a refusal leaves the record consistent.
+        for (const name of [...o.retired, o.runtime_name]) {
+          try {
+            await swarmsApi.onManager(swarm, 'removeObject', [kind, name]);
+          } catch (err) {
+            throw asHttpError(err, `Removing ${kind} ${name} from swarm ${swarm.name}`);
+          }
+        }
+      }
+      await objects.remove(o.id);
+      services.events.publish('resource.deleted', { type: kind, id: o.id });
+      return { id: o.id, deleted: true };
     }
 
     return { routes: [...routes('secret'), ...routes('config')] };
