@@ -1,0 +1,7 @@
+import type { Route } from '../../core/orchestrator.js';
+
+/** What the services plugin provides (`services.provided.get('services')`): the routes its stacks ask for. */
+export interface ServicesApi {
+  /** Routes of the compose services on a swarm that declare `x-hangar` (not of stopped or removing ones). */
+  routes(swarmId: string): Promise<Route[]>;
+}

@@ -1,0 +1,213 @@
+/**
+ * Compose files as hangar takes them: decoded, parsed and checked before anything is deployed,
+ * then rewritten for `docker stack deploy` (hangar secrets and configs as external objects of
+ * their current version, the `x-hangar` routing extension turned into a network attachment).
+ */
+import { LineCounter, parseDocument, stringify } from 'yaml';
+import { badRequest } from '../../core/errors.js';
+import type { ObjectKind, ResolvedObject } from '../secrets/api.js';
+import type { ServiceRoute } from './store.js';
+
+/** A top-level `secrets:` / `configs:` entry: its compose key and the hangar object it names. */
+export interface ObjectEntry {
+  kind: ObjectKind;
+  key: string;
+  name: string;
+}
+
+export interface ParsedCompose {
+  /** The whole file as plain data (anchors and merge keys resolved). */
+  doc: Record<string, unknown>;
+  services: string[];
+  objects: ObjectEntry[];
+  routes: ServiceRoute[];
+  /** What each service should run before anything is observed: its replica count, null when global. */
+  desired: Record<string, number | null>;
+}
+
+/** The overlay network routed services share with the load balancer. */
+export const EDGE_NETWORK = 'hangar-edge';
+/** The compose version hangar deploys with: external objects with `name:` need 3.5, configs 3.3. */
+const DEPLOY_VERSION = '3.8';
+const MAX_RUNTIME_NAME = 63;
+const SERVICE_KEY = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const DOMAIN = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
+const CREATE_WITH: Record<ObjectKind, string> = { secret: 'POST /v1/secrets', config: 'POST /v1/configs' };
+
+const invalid = (message: string, path = 'body.compose_file') => badRequest(`Validation failed: ${message}`, [{ path, message }]);
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const plural = (kind: ObjectKind) => `${kind}s`;
+
+/** The compose file's text from its base64 form (standard or URL-safe alphabet; line breaks allowed). */
+export function decodeComposeFile(base64: string): string {
+  const compact = base64.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(compact) || compact.length % 4 === 1) throw invalid('compose_file is not base64 (give the YAML file base64-encoded)');
+  const bytes = Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw invalid('compose_file does not decode to UTF-8 text');
+  }
+  if (!text.trim()) throw invalid('compose_file is empty');
+  return text;
+}
+
+/** The YAML as data; a syntax error is a 400 naming its line and column. */
+function parseYaml(text: string): unknown {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { merge: true, prettyErrors: false, uniqueKeys: true, lineCounter: lines });
+  const error = doc.errors[0];
+  if (error) {
+    const at = lines.linePos(error.pos[0]);
+    const reason = error.code === 'MULTIPLE_DOCS' ? 'a compose file is one YAML document, this one has several' : error.message.split('\n')[0];
+    throw invalid(`compose_file is not valid YAML: line ${at.line}, column ${at.col}: ${reason}`);
+  }
+  return doc.toJS({ maxAliasCount: 1000 });
+}
+
+function checkVersion(version: unknown): void {
+  if (version === undefined || version === null) return;
+  if (!/^3(\.\d+)?$/.test(String(version))) throw invalid(`compose version ${JSON.stringify(version)} cannot be deployed to a swarm: use version 3.x, or leave version out`);
+}
+
+function labelNames(labels: unknown): string[] {
+  if (Array.isArray(labels)) return labels.map((l) => String(l).split('=')[0]!);
+  return isMap(labels) ? Object.keys(labels) : [];
+}
+
+/** What a service's `secrets:` / `configs:` list references (short form or `source:`). */
+function sources(list: unknown): string[] {
+  if (!Array.isArray(list)) return [];
+  return list.map((item) => (isMap(item) ? String(item.source ?? '') : String(item)));
+}
+
+function parseObjects(doc: Record<string, unknown>, kind: ObjectKind): ObjectEntry[] {
+  const section = doc[plural(kind)];
+  if (section === undefined || section === null) return [];
+  if (!isMap(section)) throw invalid(`top-level ${plural(kind)} must be a map of names`);
+  return Object.entries(section).map(([key, value]) => {
+    if (value !== null && !isMap(value)) throw invalid(`${kind} ${key} must be a map (or empty)`);
+    const def = value ?? {};
+    const source = ['file', 'environment', 'content'].find((k) => k in def);
+    if (source) {
+      throw invalid(`${kind} ${key} has a ${source}: source; compose ${plural(kind)} must be hangar ${plural(kind)}: create it with ${CREATE_WITH[kind]} and name it here (by its key or name:)`);
+    }
+    const external = isMap(def.external) ? def.external.name : undefined;
+    const name = def.name ?? external ?? key;
+    if (typeof name !== 'string' || !name) throw invalid(`${kind} ${key}: name must be a string`);
+    return { kind, key, name };
+  });
+}
+
+function parseRoute(service: string, ext: unknown, defaultDomain: (service: string) => string): ServiceRoute {
+  if (!isMap(ext)) throw invalid(`service ${service}: x-hangar must be a map {domain, port}`);
+  const unknown = Object.keys(ext).filter((k) => k !== 'domain' && k !== 'port');
+  if (unknown.length) throw invalid(`service ${service}: x-hangar has unknown keys ${unknown.join(', ')} (it takes domain and port)`);
+  const { port } = ext;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw invalid(`service ${service}: x-hangar.port must be the container port (1-65535) the load balancer sends the domain to`);
+  }
+  let domain: string;
+  if (ext.domain === undefined || ext.domain === null) {
+    if (!DNS_LABEL.test(service)) throw invalid(`service ${service}: its name is not a DNS label, so x-hangar.domain must be given`);
+    domain = defaultDomain(service);
+  } else {
+    domain = String(ext.domain).toLowerCase();
+    if (!DOMAIN.test(domain)) throw invalid(`service ${service}: x-hangar.domain ${JSON.stringify(ext.domain)} is not a DNS name`);
+  }
+  return { service, domain, port };
+}
+
+/**
+ * Parses and checks a compose file for the stack `stack`: valid YAML, a non-empty `services` map
+ * whose services each have an image, hangar-only secrets and configs, a well-formed `x-hangar`.
+ * Every failure is a 400 that says what to change.
+ */
+export function parseCompose(text: string, stack: string, defaultDomain: (service: string) => string): ParsedCompose {
+  const doc = parseYaml(text);
+  if (!isMap(doc)) throw invalid('compose_file must be a YAML map with a services: section');
+  checkVersion(doc.version);
+  if (!isMap(doc.services) || !Object.keys(doc.services).length) throw invalid('compose_file needs a non-empty services: map');
+  const objects = [...parseObjects(doc, 'secret'), ...parseObjects(doc, 'config')];
+  const routes: ServiceRoute[] = [];
+  const desired: Record<string, number | null> = {};
+  const domains = new Map<string, string>();
+  for (const [key, def] of Object.entries(doc.services)) {
+    if (!SERVICE_KEY.test(key)) throw invalid(`service name ${JSON.stringify(key)} may hold only letters, digits, '_', '.' and '-' (and must start with a letter or digit)`);
+    if (`${stack}_${key}`.length > MAX_RUNTIME_NAME) {
+      throw invalid(`service ${key} would run as ${stack}_${key}, longer than ${MAX_RUNTIME_NAME} characters: shorten the service or the stack name`);
+    }
+    if (!isMap(def)) throw invalid(`service ${key} must be a map`);
+    if (typeof def.image !== 'string' || !def.image.trim()) throw invalid(`service ${key} has no image`);
+    const deploy = isMap(def.deploy) ? def.deploy : {};
+    const reserved = labelNames(deploy.labels).filter((l) => l.startsWith('io.hangar.'));
+    if (reserved.length) throw invalid(`service ${key}: labels ${reserved.join(', ')} are hangar's own`);
+    for (const kind of ['secret', 'config'] as const) {
+      for (const source of sources(def[plural(kind)])) {
+        if (!objects.some((o) => o.kind === kind && o.key === source)) {
+          throw invalid(`service ${key} uses ${kind} ${JSON.stringify(source)}, which the top-level ${plural(kind)}: section does not declare`);
+        }
+      }
+    }
+    desired[key] = deploy.mode === 'global' ? null : typeof deploy.replicas === 'number' ? deploy.replicas : 1;
+    if (def['x-hangar'] !== undefined) {
+      const route = parseRoute(key, def['x-hangar'], defaultDomain);
+      const clash = domains.get(route.domain);
+      if (clash) throw invalid(`services ${clash} and ${key} both claim the domain ${route.domain}`);
+      domains.set(route.domain, key);
+      routes.push(route);
+    }
+  }
+  return { doc, services: Object.keys(doc.services), objects, routes, desired };
+}
+
+/** Looks up every secret and config entry; a name the swarm has no hangar object for is a 400. */
+export async function resolveObjects(
+  parsed: ParsedCompose,
+  resolve: (kind: ObjectKind, name: string) => Promise<ResolvedObject | null>,
+): Promise<Map<string, ResolvedObject>> {
+  const resolved = new Map<string, ResolvedObject>();
+  for (const entry of parsed.objects) {
+    const found = await resolve(entry.kind, entry.name);
+    if (!found) {
+      throw invalid(`${entry.kind} ${entry.key} names no hangar ${entry.kind} ${JSON.stringify(entry.name)} on this swarm: create it with ${CREATE_WITH[entry.kind]} first`);
+    }
+    resolved.set(`${entry.kind}:${entry.key}`, found);
+  }
+  return resolved;
+}
+
+/**
+ * The compose file hangar deploys: version 3.8 at least, each secret and config an external object
+ * of its current version (containers keep the compose key as target, so paths survive rotations),
+ * `x-hangar` removed and routed services attached to the edge network as well as `default`.
+ */
+export function renderCompose(parsed: ParsedCompose, resolved: Map<string, ResolvedObject>): string {
+  const doc = structuredClone(parsed.doc);
+  const { version, ...rest } = doc;
+  const minor = version === undefined || version === null ? -1 : Number(String(version).split('.')[1] ?? 0);
+  const out: Record<string, unknown> = { version: minor >= 8 ? String(version) : DEPLOY_VERSION, ...rest };
+  const routed = new Set(parsed.routes.map((r) => r.service));
+  const services = out.services as Record<string, Record<string, unknown>>;
+  for (const [key, def] of Object.entries(services)) {
+    delete def['x-hangar'];
+    if (!routed.has(key)) continue;
+    const networks = def.networks;
+    if (Array.isArray(networks)) {
+      if (!networks.includes(EDGE_NETWORK)) networks.push(EDGE_NETWORK);
+    } else if (isMap(networks)) {
+      if (!(EDGE_NETWORK in networks)) networks[EDGE_NETWORK] = null;
+    } else {
+      def.networks = ['default', EDGE_NETWORK];
+    }
+  }
+  if (routed.size) out.networks = { ...(isMap(out.networks) ? out.networks : {}), [EDGE_NETWORK]: { external: true } };
+  for (const kind of ['secret', 'config'] as const) {
+    const entries = parsed.objects.filter((o) => o.kind === kind);
+    if (!entries.length) continue;
+    out[plural(kind)] = Object.fromEntries(entries.map((e) => [e.key, { external: true, name: resolved.get(`${kind}:${e.key}`)!.runtime_name }]));
+  }
+  return stringify(out);
+}

@@ -1,0 +1,35 @@
+import type { Migration } from '../../core/db/migrations.js';
+
+export const SERVICES = 'services';
+
+export const serviceMigrations: Migration[] = [
+  {
+    id: '001_services',
+    async up(knex) {
+      await knex.schema.createTable(SERVICES, (t) => {
+        t.string('id', 64).primary();
+        t.string('name', 63).notNullable().unique();
+        /** compose (a stack on a swarm); k8s comes later with cluster_id. */
+        t.string('backend', 20).notNullable();
+        t.string('swarm_id', 64).nullable();
+        /** The spec exactly as the operator gave it (compose YAML text). */
+        t.text('spec').notNullable();
+        /** deploying | running | stopped | failed | removing */
+        t.string('status', 20).notNullable();
+        t.text('error').nullable();
+        /** hangar secret and config ids the spec uses. */
+        t.json('secret_refs').notNullable();
+        t.json('config_refs').notNullable();
+        /** {service: {desired, running}}, as last observed. */
+        t.json('replicas').notNullable();
+        /** [{service, domain, port}] from the x-hangar extension. */
+        t.json('routes').notNullable();
+        t.timestamp('observed_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.index(['created_at', 'id']);
+        t.index(['swarm_id']);
+      });
+    },
+  },
+];

@@ -1,0 +1,69 @@
+import type { Clock } from '../../core/clock.js';
+import { Repository, type Row } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { notFound } from '../../core/errors.js';
+import { SERVICES } from './migrations.js';
+
+export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
+
+export interface ServiceRoute {
+  /** The compose service's key. */
+  service: string;
+  domain: string;
+  port: number;
+}
+
+export interface ServiceRecord {
+  id: string;
+  name: string;
+  backend: 'compose';
+  swarm_id: string;
+  spec: string;
+  status: ServiceStatus;
+  error: string | null;
+  secret_refs: string[];
+  config_refs: string[];
+  replicas: Record<string, { desired: number | null; running: number }>;
+  routes: ServiceRoute[];
+  observed_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class ServiceStore extends Repository<ServiceRecord> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] });
+  }
+
+  /** By id, or by name (names are unique). */
+  async require(idOrName: string): Promise<ServiceRecord> {
+    const service = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
+    if (!service) throw notFound(`No service ${idOrName}`);
+    return service;
+  }
+
+  /** Services whose spec uses a hangar secret (or config) object. */
+  async using(kind: 'secret' | 'config', objectId: string): Promise<ServiceRecord[]> {
+    const column = kind === 'secret' ? 'secret_refs' : 'config_refs';
+    // The ids are plain [a-z0-9-] strings: a LIKE on the JSON text narrows, the check below decides.
+    const rows: Row[] = await this.query().where(column, 'like', `%"${objectId}"%`).orderBy('id');
+    return rows.map(this.decode).filter((s) => s[column].includes(objectId));
+  }
+
+  /** Changes the record only while its status is one of `statuses`; null when it was not. */
+  async changeIf(id: string, statuses: ServiceStatus[], patch: Partial<ServiceRecord>): Promise<ServiceRecord | null> {
+    const changed = await this.query()
+      .where({ id })
+      .whereIn('status', statuses)
+      .update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+    return changed ? this.get(id) : null;
+  }
+
+  async change(id: string, patch: Partial<ServiceRecord>): Promise<ServiceRecord> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}

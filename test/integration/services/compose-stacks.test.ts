@@ -1,0 +1,210 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { docker } from '../../../lab/docker.js';
+import type { Route } from '../../../core/orchestrator.js';
+import { swarmsOf } from '../../../plugins/swarms/index.js';
+import type { ServicesApi } from '../../../plugins/services/index.js';
+import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { requireService } from '../../support/requirements.js';
+import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+
+// Compose stacks deployed through a real agent on this host into the host engine's swarm.
+// (`sh -c` ignores SIGTERM as PID 1: a short stop_grace_period keeps updates and removals quick.)
+const RUN = randomBytes(3).toString('hex');
+const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+
+const TWO_SERVICES = `# two busybox services; web is routed by the load balancer
+services:
+  web:
+    image: ${TEST_IMAGE}
+    command: ['sh', '-c', 'echo hello from web; sleep 3600']
+    stop_grace_period: 1s
+    x-hangar:
+      port: 8080
+  worker:
+    image: ${TEST_IMAGE}
+    command: ['sh', '-c', 'echo hello from worker; sleep 3600']
+    stop_grace_period: 1s
+`;
+const WEB_ONLY = `services:
+  web:
+    image: ${TEST_IMAGE}
+    command: ['sh', '-c', 'echo hello again from web; sleep 3600']
+    stop_grace_period: 1s
+    x-hangar:
+      domain: shop.example.test
+      port: 8080
+`;
+
+/** Names of the host engine's services that belong to a stack. */
+async function stackServices(stack: string): Promise<string[]> {
+  const out = await docker(['service', 'ls', '--filter', `label=com.docker.stack.namespace=${stack}`, '--format', '{{.Name}}']);
+  return out.stdout.split('\n').filter(Boolean).sort();
+}
+
+describeEachDialect('services: compose stacks on a swarm through a real agent (host dockerd)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let member: SwarmMember;
+  const name = `st${dialect.name[0]}${RUN}`;
+  const stack = `hangar-${name}`;
+  const routeEvents: unknown[] = [];
+  let serviceId = '';
+
+  const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
+  const get = async () => (await api('GET', `/v1/services/${serviceId}`)).json.data;
+  const waitStatus = (status: string, timeoutMs = 60_000) =>
+    waitFor(
+      async () => {
+        const s = await get();
+        if (s.status === 'failed' && status !== 'failed') throw new Error(`the service failed: ${s.error}`);
+        return s.status === status ? s : null;
+      },
+      { timeoutMs, intervalMs: 300, what: `service ${name} to be ${status}` },
+    );
+  const routesOf = () => (t.hangar.services.provided.get('services') as ServicesApi).routes(member.swarmId);
+
+  before(async function () {
+    this.timeout(120_000);
+    requireService(this, (await hostSwarm()) === null, (await hostSwarm()) ?? '');
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'services'], overrides: SWARM_TEST_OVERRIDES });
+    admin = await bootstrapAdmin(t);
+    t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
+    member = await hostSwarmMember(t, admin, `sw${dialect.name[0]}${RUN}`);
+  });
+  after(async function () {
+    this.timeout(60_000);
+    for (const s of [stack, `${stack}x`]) await docker(['stack', 'rm', s]);
+    await t?.stop();
+    await cleanupAgents();
+  });
+
+  it('deploys a stack of two services (202 deploying, then running); GET shows the YAML, replicas per service and the x-hangar route', async function () {
+    this.timeout(120_000);
+    const res = await api('POST', '/v1/services', { name, swarm_id: member.swarmId, compose_file: b64(TWO_SERVICES) });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data).to.include({ name, backend: 'compose', swarm_id: member.swarmId, stack, status: 'deploying', compose_file: TWO_SERVICES });
+    expect(res.json.data.id).to.match(/^svc-/);
+    serviceId = res.json.data.id;
+
+    await waitStatus('running');
+    const running = await waitFor(
+      async () => {
+        const s = await get();
+        return s.replicas.web?.running === 1 && s.replicas.worker?.running === 1 ? s : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: 'both services to run one task' },
+    );
+    expect(running.replicas).to.deep.equal({ web: { desired: 1, running: 1 }, worker: { desired: 1, running: 1 } });
+    expect(running.error).to.equal(null);
+    const domain = `web.${name}.${member.swarmName}.hangar.local`;
+    expect(running.routes).to.deep.equal([{ service: 'web', domain, port: 8080 }]);
+    expect(await stackServices(stack)).to.deep.equal([`${stack}_web`, `${stack}_worker`]);
+
+    // The routed service is on the edge network and keeps the stack's default network.
+    const networks = (await docker(['service', 'inspect', '--format', '{{range .Spec.TaskTemplate.Networks}}{{.Target}} {{end}}', `${stack}_web`])).stdout.trim().split(' ');
+    const names = await Promise.all(networks.map(async (id) => (await docker(['network', 'inspect', '--format', '{{.Name}}', id])).stdout.trim()));
+    expect(names).to.have.members(['hangar-edge', `${stack}_default`]);
+    // No hangar role label: the stack's services are told apart by the stack name.
+    const labels = JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.Labels}}', `${stack}_worker`])).stdout);
+    expect(Object.keys(labels).filter((l) => l.startsWith('io.hangar.'))).to.deep.equal([]);
+
+    const routes: Route[] = await routesOf();
+    expect(routes).to.deep.equal([{ domain, service: `${stack}_web`, port: 8080, source: 'service', source_id: serviceId }]);
+    expect(routeEvents).to.deep.include({ swarmId: member.swarmId });
+    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 'service', id: serviceId, name });
+
+    const list = await api('GET', '/v1/services');
+    expect(list.json.data.map((s: { id: string }) => s.id)).to.deep.equal([serviceId]);
+    expect(list.json.next_cursor).to.equal(null);
+    expect((await api('GET', `/v1/services/${name}`)).json.data.id, 'by name').to.equal(serviceId);
+  });
+
+  it('refuses a second service of the same name (409) and a broken compose file (400 naming the line) without deploying anything', async function () {
+    this.timeout(30_000);
+    const dup = await api('POST', '/v1/services', { name, swarm_id: member.swarmId, compose_file: b64(WEB_ONLY) });
+    expect(dup.status).to.equal(409);
+    const bad = await api('POST', '/v1/services', { name: `${name}x`, swarm_id: member.swarmId, compose_file: b64('services:\n  web:\n    image: [unclosed\n') });
+    expect(bad.status).to.equal(400);
+    expect(bad.json.message).to.match(/not valid YAML: line \d+, column \d+/);
+    expect((await api('GET', `/v1/services/${name}x`)).status).to.equal(404);
+    expect(await stackServices(`${stack}x`)).to.deep.equal([]);
+  });
+
+  it('hands the stack’s logs over once: 202 with a task id, then the lines of both services, then 404', async function () {
+    this.timeout(60_000);
+    const queued = await api('POST', `/v1/services/${serviceId}/logs?lines=50`);
+    expect(queued.status, queued.text).to.equal(202);
+    const taskId = queued.json.data.task_id as string;
+    expect(taskId).to.match(/^task-/);
+    const done = await waitFor(
+      async () => {
+        const read = await api('GET', `/v1/services/${serviceId}/logs/${taskId}`);
+        expect(read.status, read.text).to.equal(200);
+        return read.json.data.status === 'completed' || read.json.data.status === 'failed' ? read.json.data : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 300, what: 'the log task' },
+    );
+    expect(done.status, done.error).to.equal('completed');
+    expect(done.lines.join('\n')).to.contain('hello from web').and.contain('hello from worker');
+    expect((await api('GET', `/v1/services/${serviceId}/logs/${taskId}`)).status, 'read once').to.equal(404);
+  });
+
+  it('PUT replaces the spec and redeploys with prune: a service left out is removed; the route follows x-hangar', async function () {
+    this.timeout(120_000);
+    const res = await api('PUT', `/v1/services/${serviceId}`, { compose_file: b64(WEB_ONLY) });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data).to.include({ status: 'deploying', compose_file: WEB_ONLY });
+    const again = await api('PUT', `/v1/services/${serviceId}`, { compose_file: b64(WEB_ONLY) });
+    expect([202, 409], 'while deploying: 409').to.include(again.status);
+    await waitStatus('running');
+    await waitFor(async () => (await stackServices(stack)).join() === `${stack}_web`, { timeoutMs: 30_000, what: 'the worker to be pruned' });
+    let last: unknown;
+    const s = await waitFor(
+      async () => {
+        const current = await get();
+        last = current;
+        return current.replicas.web?.running === 1 ? current : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: 'web to run' },
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+    });
+    expect(Object.keys(s.replicas)).to.deep.equal(['web']);
+    expect(s.routes).to.deep.equal([{ service: 'web', domain: 'shop.example.test', port: 8080 }]);
+    expect((await routesOf()).map((r) => r.domain)).to.deep.equal(['shop.example.test']);
+  });
+
+  it('stop removes the stack but keeps the spec (no routes); start deploys it again', async function () {
+    this.timeout(120_000);
+    const stopped = await api('POST', `/v1/services/${serviceId}/stop`);
+    expect(stopped.status, stopped.text).to.equal(200);
+    expect(stopped.json.data).to.include({ status: 'stopped', compose_file: WEB_ONLY });
+    await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
+    expect(await routesOf()).to.deep.equal([]);
+    expect((await api('POST', `/v1/services/${serviceId}/logs`)).status, 'no logs of a stopped service').to.equal(409);
+    expect((await api('POST', `/v1/services/${serviceId}/stop`)).json.data.status, 'stopping twice').to.equal('stopped');
+
+    const started = await api('POST', `/v1/services/${serviceId}/start`);
+    expect(started.status, started.text).to.equal(202);
+    expect(started.json.data.status).to.equal('deploying');
+    await waitStatus('running');
+    expect(await stackServices(stack)).to.deep.equal([`${stack}_web`]);
+    expect((await api('POST', `/v1/services/${serviceId}/start`)).status, 'starting a running service').to.equal(409);
+  });
+
+  it('DELETE removes the stack, then the record (202 while removing)', async function () {
+    this.timeout(60_000);
+    const res = await api('DELETE', `/v1/services/${serviceId}`);
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.status).to.equal('removing');
+    await waitFor(async () => (await api('GET', `/v1/services/${serviceId}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
+    await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
+    expect(await routesOf()).to.deep.equal([]);
+    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.equal([]);
+  });
+});
