@@ -14,7 +14,9 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   secrets: () => import('./secrets/index.js'),
   compute: () => import('./compute/index.js'),
   services: () => import('./services/index.js'),
+  gateway: () => import('./gateway/index.js'),
   tags: () => import('./tags/index.js'),
+  cleanup: () => import('./cleanup/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */
