@@ -120,6 +120,23 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(defined?.Labels).to.include({ 'io.hangar.id': v.id });
   });
 
+  it('defines the swarm’s NFS volumes on a node that joins the swarm (NFS options, since it does not hold the folder)', async function () {
+    this.timeout(30_000);
+    const knex = t.hangar.services.db.knex;
+    const v = (await api('GET', `/v1/volumes/${named('nfs-a')}`)).json.data;
+    // Node B joins as far as hangar knows (the host engine cannot be in the swarm twice).
+    const now = new Date().toISOString();
+    await knex('swarm_members').insert({ id: `member-${run}`, swarm_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'active', created_at: now, updated_at: now });
+    try {
+      t.hangar.services.events.publish('swarm.member.joined', { swarmId: member.swarmId, nodeId: nodeB });
+      await waitFor(async () => Boolean(await knex('volume_definitions').where({ volume_id: v.id, node_id: nodeB }).first()), { timeoutMs: 20_000, what: 'the definition on node B' });
+      // Both agents share this engine: node B's definition replaced node A's bind.
+      expect((await inspectVolume(`hangar-vol-${named('nfs-a')}`))?.Options).to.deep.equal({ type: 'nfs', o: `addr=${v.server_ip},rw,nfsvers=4`, device: `:${v.folder}` });
+    } finally {
+      await knex('swarm_members').where({ id: `member-${run}` }).delete();
+    }
+  });
+
   it('creates a local volume: no server_ip (absent, not null), no export, no definition; mounts as a bind pinned to its node', async function () {
     this.timeout(60_000);
     const folder = path.join(work, 'data', 'local-a');
