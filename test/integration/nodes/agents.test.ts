@@ -184,11 +184,11 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     for (const line of sinceDone.result.lines) expect(Date.parse(JSON.parse(line).time)).to.be.greaterThan(Date.parse(since));
   });
 
-  it('runs an unmanaged scan through the task plumbing: no executor exists yet, so the agent reports failed with the error, read once', async function () {
+  it('runs an unmanaged scan through the task plumbing: a backend the agent has no driver for fails with the error, read once', async function () {
     this.timeout(20_000);
     const bad = await api('POST', `/v1/nodes/${nodeA}/unmanaged?backend=nomad`);
     expect(bad.status).to.equal(400);
-    const queued = await api('POST', `/v1/nodes/${nodeA}/unmanaged?backend=swarm`);
+    const queued = await api('POST', `/v1/nodes/${nodeA}/unmanaged?backend=k8s`);
     expect(queued.status).to.equal(202);
     const taskId = queued.json.data.task_id as string;
     const done = await waitFor(
@@ -200,7 +200,7 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
       { timeoutMs: 5000, intervalMs: 50, what: 'the scan to fail' },
     );
     expect(done).to.have.keys('task_id', 'status', 'error');
-    expect(done.error).to.contain('no executor for orchestrator.unmanaged-scan');
+    expect(done.error).to.contain('this agent has no k8s driver');
     expect((await api('GET', `/v1/nodes/${nodeA}/unmanaged/${taskId}`)).status, 'read once').to.equal(404);
     const failed = (await events(`node_id=${nodeA}`)).find((e) => e.kind === 'task_failed' && e.data?.task_id === taskId);
     expect(failed, 'task failures are node events').to.exist;

@@ -234,6 +234,28 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       expect((await api('POST', '/v1/cleanup/planet/x')).status).to.equal(400);
     });
 
+    it('reports a service created by hand in the unmanaged scan, and not hangar’s instance (result read once)', async function () {
+      this.timeout(60_000);
+      const handmade = named('handmade');
+      await dockerOk(['service', 'create', '-d', '--name', handmade, TEST_IMAGE, 'sleep', '3600']);
+      created.push(handmade);
+      const queued = await api('POST', `/v1/nodes/${member.nodeId}/unmanaged?backend=swarm`);
+      expect(queued.status, queued.text).to.equal(202);
+      const done = await waitFor(
+        async () => {
+          const r = await api('GET', `/v1/nodes/${member.nodeId}/unmanaged/${queued.json.data.task_id}`);
+          return ['completed', 'failed'].includes(r.json.data?.status) ? r.json.data : null;
+        },
+        { timeoutMs: 30_000, what: 'the scan' },
+      );
+      expect(done.status, done.error).to.equal('completed');
+      const names = done.resources.map((r: any) => r.name);
+      expect(names).to.include(handmade);
+      expect(names).to.not.include(webRuntime);
+      expect(done.resources.find((r: any) => r.name === handmade)).to.include({ kind: 'service', image: TEST_IMAGE.split(':')[0] + ':latest' });
+      expect((await api('GET', `/v1/nodes/${member.nodeId}/unmanaged/${queued.json.data.task_id}`)).status, 'read once').to.equal(404);
+    });
+
     it('terminates an instance: 202, then the service and the record are gone', async function () {
       this.timeout(60_000);
       const res = await api('DELETE', `/v1/compute/instances/${webId}`);
