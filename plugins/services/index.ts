@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
@@ -285,22 +286,28 @@ export default definePlugin({
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
             const { parsed, resolved } = await prepare(text, body.name, swarm);
             await checkDomains(swarm.id, parsed.routes, null);
-            const record = await store.insert({
-              id: newId('svc'),
-              name: body.name,
-              backend: 'compose',
-              swarm_id: swarm.id,
-              spec: text,
-              status: 'deploying',
-              error: null,
-              secret_refs: refs(resolved, 'secret'),
-              config_refs: refs(resolved, 'config'),
-              replicas: baseline(parsed),
-              routes: parsed.routes,
-              observed_at: null,
-              created_at: now(),
-              updated_at: now(),
-            });
+            let record: ServiceRecord;
+            try {
+              record = await store.insert({
+                id: newId('svc'),
+                name: body.name,
+                backend: 'compose',
+                swarm_id: swarm.id,
+                spec: text,
+                status: 'deploying',
+                error: null,
+                secret_refs: refs(resolved, 'secret'),
+                config_refs: refs(resolved, 'config'),
+                replicas: baseline(parsed),
+                routes: parsed.routes,
+                observed_at: null,
+                created_at: now(),
+                updated_at: now(),
+              });
+            } catch (err) {
+              if (isUniqueViolation(err)) throw conflict(`A service named ${body.name} exists`);
+              throw err;
+            }
             startDeploy(record, 'deploy');
             return view(record);
           },

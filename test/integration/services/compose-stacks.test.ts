@@ -71,14 +71,14 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
   before(async function () {
     this.timeout(120_000);
     requireService(this, (await hostSwarm()) === null, (await hostSwarm()) ?? '');
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'services'], overrides: SWARM_TEST_OVERRIDES });
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services'], overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
     t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
     member = await hostSwarmMember(t, admin, `sw${dialect.name[0]}${RUN}`);
   });
   after(async function () {
     this.timeout(60_000);
-    for (const s of [stack, `${stack}x`]) await docker(['stack', 'rm', s]);
+    for (const s of [stack, `${stack}x`, `${stack}s`]) await docker(['stack', 'rm', s]);
     await t?.stop();
     await cleanupAgents();
   });
@@ -206,5 +206,67 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
     expect(await routesOf()).to.deep.equal([]);
     expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.equal([]);
+  });
+
+  it('uses hangar secrets and configs: mounted under their compose keys; a rotation redeploys the stack with the new version', async function () {
+    this.timeout(180_000);
+    const secretName = `db-${dialect.name}-${RUN}`;
+    const configName = `site-${dialect.name}-${RUN}`;
+    const secret = await api('POST', '/v1/secrets', { name: secretName, swarm_id: member.swarmId, data: b64('first-password') });
+    expect(secret.status, secret.text).to.equal(201);
+    const config = await api('POST', '/v1/configs', { name: configName, swarm_id: member.swarmId, data: b64('site-config') });
+    expect(config.status, config.text).to.equal(201);
+    const compose = `services:
+  app:
+    image: ${TEST_IMAGE}
+    command: ['sh', '-c', 'echo "secret=$$(cat /run/secrets/db_password) config=$$(cat /etc/site.conf)"; sleep 3600']
+    stop_grace_period: 1s
+    secrets: [db_password]
+    configs:
+      - source: site
+        target: /etc/site.conf
+secrets:
+  db_password:
+    name: ${secretName}
+configs:
+  site:
+    name: ${configName}
+`;
+    const res = await api('POST', '/v1/services', { name: `${name}s`, swarm_id: member.swarmId, compose_file: b64(compose) });
+    expect(res.status, res.text).to.equal(202);
+    const id = res.json.data.id as string;
+    expect(res.json.data.secret_refs).to.deep.equal([secret.json.data.id]);
+    expect(res.json.data.config_refs).to.deep.equal([config.json.data.id]);
+    await waitFor(async () => (await api('GET', `/v1/services/${id}`)).json.data.replicas.app?.running === 1, { timeoutMs: 60_000, intervalMs: 500, what: 'app to run' });
+    const mounted = async () => JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Secrets}}', `${stack}s_app`])).stdout);
+    expect((await mounted()).map((m: { SecretName: string; File: { Name: string } }) => [m.SecretName, m.File.Name])).to.deep.equal([[`${secretName}-v1`, 'db_password']]);
+    const logLines = async (): Promise<string> => {
+      const queued = await api('POST', `/v1/services/${id}/logs?lines=100`);
+      const taskId = queued.json.data.task_id as string;
+      const done = await waitFor(
+        async () => {
+          const read = (await api('GET', `/v1/services/${id}/logs/${taskId}`)).json.data;
+          return read.status === 'completed' || read.status === 'failed' ? read : null;
+        },
+        { timeoutMs: 30_000, intervalMs: 300, what: 'the log task' },
+      );
+      return (done.lines ?? []).join('\n');
+    };
+    await waitFor(async () => (await logLines()).includes('secret=first-password config=site-config'), { timeoutMs: 30_000, intervalMs: 1000, what: 'the app to print its secret and config' });
+
+    // Rotation: the secrets plugin asks who uses the secret and has the stack redeployed with version 2.
+    const rotated = await api('PUT', `/v1/secrets/${secret.json.data.id}`, { data: b64('second-password') });
+    expect(rotated.status, rotated.text).to.equal(200);
+    expect(rotated.json.data.redeployed).to.deep.equal([`${name}s`]);
+    expect((await mounted()).map((m: { SecretName: string; File: { Name: string } }) => [m.SecretName, m.File.Name])).to.deep.equal([[`${secretName}-v2`, 'db_password']]);
+    expect((await api('GET', `/v1/services/${id}`)).json.data).to.include({ status: 'running', error: null });
+    await waitFor(async () => (await logLines()).includes('secret=second-password'), { timeoutMs: 60_000, intervalMs: 1000, what: 'the redeployed app to print the new secret' });
+
+    const inUse = await api('DELETE', `/v1/secrets/${secret.json.data.id}`);
+    expect(inUse.status, 'a secret a service uses is not deleted').to.equal(409);
+    expect((await api('DELETE', `/v1/services/${id}`)).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/services/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the service to go' });
+    expect((await api('DELETE', `/v1/secrets/${secret.json.data.id}`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/configs/${config.json.data.id}`)).status).to.equal(200);
   });
 });
