@@ -14,6 +14,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   secrets: () => import('./secrets/index.js'),
   compute: () => import('./compute/index.js'),
   services: () => import('./services/index.js'),
+  s3: () => import('./s3/index.js'),
   gateway: () => import('./gateway/index.js'),
   tags: () => import('./tags/index.js'),
   cleanup: () => import('./cleanup/index.js'),

@@ -5,6 +5,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_STACK_PREFIX, type BundleState, type OrchestratorCall, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin } from '../../core/plugin.js';
+import { KeyedSerial } from '../../core/serial.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
 import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
@@ -115,15 +116,8 @@ export default definePlugin({
     const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
 
     // One lifecycle step at a time per service (a deploy, a rotation's redeploy, a stop, a removal).
-    const locks = new Map<string, Promise<unknown>>();
-    function serial<T>(id: string, work: () => Promise<T>): Promise<T> {
-      const previous = locks.get(id) ?? Promise.resolve();
-      const next = previous.catch(() => undefined).then(work);
-      const tail = next.catch(() => undefined);
-      locks.set(id, tail);
-      void tail.then(() => locks.get(id) === tail && locks.delete(id));
-      return next;
-    }
+    const lifecycle = new KeyedSerial();
+    const serial = <T>(id: string, work: () => Promise<T>) => lifecycle.run(id, work);
 
     function resolver(swarmId: string) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {

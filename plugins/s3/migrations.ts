@@ -1,0 +1,36 @@
+import type { Migration } from '../../core/db/migrations.js';
+
+export const S3_INSTANCES = 's3_instances';
+
+export const s3Migrations: Migration[] = [
+  {
+    id: '001_s3_instances',
+    async up(knex) {
+      await knex.schema.createTable(S3_INSTANCES, (t) => {
+        t.string('id', 64).primary();
+        t.string('name', 63).notNullable().unique();
+        t.string('swarm_id', 64).notNullable();
+        t.string('volume_id', 64).notNullable();
+        t.string('runtime_name', 100).notNullable();
+        t.string('image', 255).notNullable();
+        t.string('root_user', 64).notNullable();
+        /** The root password, sealed with the `s3` secret box. */
+        t.text('password_sealed').notNullable();
+        t.string('cert_id', 100).nullable();
+        t.boolean('sso').notNullable().defaultTo(false);
+        t.string('domain', 253).notNullable();
+        t.string('console_domain', 253).notNullable();
+        /** deploying | running | failed | removing */
+        t.string('status', 20).notNullable();
+        t.text('error').nullable();
+        t.integer('running').nullable();
+        t.timestamp('observed_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.index(['created_at', 'id']);
+        t.index(['swarm_id']);
+        t.index(['volume_id']);
+      });
+    },
+  },
+];

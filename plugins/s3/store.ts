@@ -1,0 +1,58 @@
+import type { Clock } from '../../core/clock.js';
+import { Repository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { notFound } from '../../core/errors.js';
+import { S3_INSTANCES } from './migrations.js';
+
+export type S3Status = 'deploying' | 'running' | 'failed' | 'removing';
+
+export interface S3Record {
+  id: string;
+  name: string;
+  swarm_id: string;
+  volume_id: string;
+  runtime_name: string;
+  image: string;
+  root_user: string;
+  password_sealed: string;
+  cert_id: string | null;
+  sso: boolean;
+  domain: string;
+  console_domain: string;
+  status: S3Status;
+  error: string | null;
+  running: number | null;
+  observed_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class S3Store extends Repository<S3Record> {
+  constructor(
+    store: Store,
+    private readonly clock: Clock,
+  ) {
+    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] });
+  }
+
+  /** By id, or by name (names are unique). */
+  async require(idOrName: string): Promise<S3Record> {
+    const instance = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
+    if (!instance) throw notFound(`No object store ${idOrName}`);
+    return instance;
+  }
+
+  /** Changes the record only while its status is one of `statuses`; null when it was not. */
+  async changeIf(id: string, statuses: S3Status[], patch: Partial<S3Record>): Promise<S3Record | null> {
+    const changed = await this.query()
+      .where({ id })
+      .whereIn('status', statuses)
+      .update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+    return changed ? this.get(id) : null;
+  }
+
+  async change(id: string, patch: Partial<S3Record>): Promise<S3Record> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  }
+}

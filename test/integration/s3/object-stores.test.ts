@@ -1,0 +1,172 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { docker } from '../../../lab/docker.js';
+import type { S3Api } from '../../../plugins/s3/index.js';
+import { swarmsOf } from '../../../plugins/swarms/index.js';
+import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { hostSwarm } from '../../support/host-swarm.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { requireService } from '../../support/requirements.js';
+import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+
+// Object stores deployed through a real agent on this host into the host engine's swarm, with
+// their data on a local volume (a folder on this host). No MinIO image can be pulled here: the
+// store runs the lab's MinIO STAND-IN (lab-minio-standin-image, busybox httpd; NOT MinIO, no S3),
+// which starts like MinIO, insists on the root credentials and marks its data folder as MinIO does.
+const STANDIN_IMAGE = 'lab/minio-standin:latest';
+const STANDIN_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-minio-standin-image');
+const RUN = randomBytes(3).toString('hex');
+
+/** Null when the stand-in image exists (built now when missing), else what is missing. */
+async function standinImage(): Promise<string | null> {
+  if ((await docker(['image', 'inspect', STANDIN_IMAGE])).code === 0) return null;
+  if (!existsSync(STANDIN_SCRIPT)) return STANDIN_SCRIPT;
+  if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the MinIO stand-in';
+  const built = spawnSync('bash', [STANDIN_SCRIPT, STANDIN_IMAGE], { encoding: 'utf8' });
+  return built.status === 0 ? null : `building ${STANDIN_IMAGE} failed: ${built.stderr}`;
+}
+
+describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a local volume, through a real agent (host dockerd)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let member: SwarmMember;
+  let folder: string;
+  let volumeId = '';
+  let storeId = '';
+  let password = '';
+  const name = `ob${dialect.name[0]}${RUN}`;
+  const runtime = `s3-${name}`;
+  const routeEvents: unknown[] = [];
+
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  const routesOf = () => (t.hangar.services.provided.get('s3') as S3Api).routes(member.swarmId);
+
+  before(async function () {
+    this.timeout(180_000);
+    const swarmMissing = await hostSwarm();
+    requireService(this, swarmMissing === null, swarmMissing ?? '');
+    const imageMissing = await standinImage();
+    requireService(this, imageMissing === null, imageMissing ?? '');
+    t = await startHangar(dialect, {
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes', 's3'],
+      overrides: { ...SWARM_TEST_OVERRIDES, s3: { image: STANDIN_IMAGE } },
+    });
+    admin = await bootstrapAdmin(t);
+    t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
+    member = await hostSwarmMember(t, admin, `so${dialect.name[0]}${RUN}`);
+    folder = path.join(mkdtempSync(path.join(os.tmpdir(), 'hangar-s3-')), 'data');
+    const volume = await api('POST', '/v1/volumes', { name: `${name}-data`, node_id: member.nodeId, folder, type: 'local' });
+    expect(volume.status, volume.text).to.equal(202);
+    volumeId = volume.json.data.id;
+    await waitFor(async () => (await api('GET', `/v1/volumes/${volumeId}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the volume to be ready' });
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await docker(['service', 'rm', runtime, `${runtime}-sso`]);
+    await t?.stop();
+    await cleanupAgents();
+    if (folder) rmSync(path.dirname(folder), { recursive: true, force: true });
+  });
+
+  it('creates a store: 202 with a generated password shown once, then running with its data folder marked', async function () {
+    this.timeout(120_000);
+    const res = await api('POST', '/v1/s3/instances', { name, swarm_id: member.swarmId, volume_id: `${name}-data` });
+    expect(res.status, res.text).to.equal(202);
+    const created = res.json.data;
+    expect(created.id).to.match(/^s3-/);
+    storeId = created.id;
+    password = created.password;
+    expect(password).to.match(/^[A-Za-z0-9]{24}$/);
+    const domain = `${name}.s3.${member.swarmName}.hangar.local`;
+    expect(created).to.include({ name, swarm_id: member.swarmId, volume_id: volumeId, status: 'deploying', domain, console_domain: `console.${domain}`, root_user: 'hangar', sso: false, cert_id: null, image: STANDIN_IMAGE, runtime_name: runtime });
+
+    const running = await waitFor(
+      async () => {
+        const s = (await api('GET', `/v1/s3/instances/${storeId}`)).json.data;
+        if (s.status === 'failed') throw new Error(`the store failed: ${s.error}`);
+        return s.status === 'running' ? s : null;
+      },
+      { timeoutMs: 90_000, intervalMs: 500, what: 'the store to run' },
+    );
+    expect(running).to.include({ running: 1, error: null });
+    // The password is handed over once: never in reads, lists or the store's rows.
+    expect(running).not.to.have.property('password');
+    const list = await api('GET', '/v1/s3/instances');
+    expect(list.json.data.map((s: { id: string }) => s.id)).to.deep.equal([storeId]);
+    expect(list.text).not.to.contain(password);
+    const row = await t.hangar.store.knex('s3_instances').where({ id: storeId }).first();
+    expect(String(row.password_sealed)).to.match(/^v1:/).and.not.contain(password);
+    expect(t.logs.join('\n')).not.to.contain(password);
+
+    // MinIO's data folder on the volume, as the stand-in marks it.
+    await waitFor(() => existsSync(path.join(folder, '.minio.sys', 'format.json')), { timeoutMs: 30_000, what: 'the data folder to be marked' });
+    expect(readFileSync(path.join(folder, '.minio.sys', 'format.json'), 'utf8')).to.contain('hangar lab MinIO stand-in');
+  });
+
+  it('runs MinIO as hangar describes it: role s3, server /data with the console, root credentials, the volume at /data, the edge network', async () => {
+    const spec = JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec}}', runtime])).stdout);
+    const container = spec.TaskTemplate.ContainerSpec;
+    expect(spec.Labels).to.include({ 'io.hangar.role': 's3', 'io.hangar.id': storeId });
+    expect(container.Args).to.deep.equal(['server', '/data', '--console-address', ':9001']);
+    expect(container.Env).to.include.members(['MINIO_ROOT_USER=hangar', `MINIO_ROOT_PASSWORD=${password}`]);
+    expect(container.Mounts).to.deep.include({ Type: 'bind', Source: folder, Target: '/data' });
+    expect(spec.TaskTemplate.Placement.Constraints).to.deep.equal([`node.hostname == ${os.hostname()}`]);
+    const networks = await Promise.all(
+      (spec.TaskTemplate.Networks as Array<{ Target: string }>).map(async (n) => (await docker(['network', 'inspect', '--format', '{{.Name}}', n.Target])).stdout.trim()),
+    );
+    expect(networks).to.deep.equal(['hangar-edge']);
+    expect(spec.Mode.Replicated.Replicas).to.equal(1);
+  });
+
+  it('routes the S3 API (9000) and the console (9001) for the gateway; the volume and the swarm know the store uses them', async () => {
+    const domain = `${name}.s3.${member.swarmName}.hangar.local`;
+    expect(await routesOf()).to.deep.equal([
+      { domain, service: runtime, port: 9000, source: 's3', source_id: storeId },
+      { domain: `console.${domain}`, service: runtime, port: 9001, source: 's3', source_id: storeId },
+    ]);
+    expect(routeEvents).to.deep.include({ swarmId: member.swarmId });
+    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 's3', id: storeId, name });
+    const volumeDelete = await api('DELETE', `/v1/volumes/${volumeId}`);
+    expect(volumeDelete.status).to.equal(409);
+    expect(volumeDelete.json.message).to.contain(`s3 ${name}`);
+    const second = await api('POST', '/v1/s3/instances', { name: `${name}b`, swarm_id: member.swarmId, volume_id: volumeId, password: 'another-password' });
+    expect(second.status).to.equal(409);
+    expect(second.json.message).to.contain('give each store its own volume');
+    expect((await api('POST', '/v1/s3/instances', { name, swarm_id: member.swarmId, volume_id: volumeId })).status, 'same name').to.equal(409);
+  });
+
+  it('takes the operator’s password and a certificate for console single sign-on (recorded: sso, HANGAR_CERT_ID)', async function () {
+    this.timeout(120_000);
+    const second = await api('POST', '/v1/volumes', { name: `${name}-sso`, node_id: member.nodeId, folder: `${folder}-sso`, type: 'local' });
+    expect(second.status, second.text).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/volumes/${second.json.data.id}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the second volume' });
+    const res = await api('POST', '/v1/s3/instances', { name: `${name}-sso`, swarm_id: member.swarmId, volume_id: second.json.data.id, password: 'operator-chosen-1', cert_id: 'cert-lab1' });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data).to.include({ password: 'operator-chosen-1', sso: true, cert_id: 'cert-lab1' });
+    const id = res.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).json.data.status === 'running', { timeoutMs: 90_000, intervalMs: 500, what: 'the second store to run' });
+    const env = JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Env}}', `s3-${name}-sso`])).stdout);
+    expect(env).to.include.members(['MINIO_ROOT_PASSWORD=operator-chosen-1', 'HANGAR_CERT_ID=cert-lab1']);
+    expect((await api('DELETE', `/v1/s3/instances/${id}`)).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the second store to go' });
+    expect((await api('DELETE', `/v1/volumes/${second.json.data.id}`)).status).to.equal(202);
+  });
+
+  it('DELETE removes the workload, then the record (202); the data stays on the volume, which can then be deleted', async function () {
+    this.timeout(60_000);
+    const res = await api('DELETE', `/v1/s3/instances/${storeId}`);
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.status).to.equal('removing');
+    await waitFor(async () => (await api('GET', `/v1/s3/instances/${storeId}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
+    expect((await docker(['service', 'inspect', runtime])).code).not.to.equal(0);
+    expect(await routesOf()).to.deep.equal([]);
+    expect(existsSync(path.join(folder, '.minio.sys', 'format.json')), 'the data stays').to.equal(true);
+    expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
+  });
+});
