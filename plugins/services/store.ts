@@ -50,7 +50,8 @@ export class ServiceStore extends Repository<ServiceRecord> {
   async using(kind: 'secret' | 'config', objectId: string): Promise<ServiceRecord[]> {
     const column = kind === 'secret' ? 'secret_refs' : 'config_refs';
     // The ids are plain [a-z0-9-] strings: a LIKE on the JSON text narrows, the check below decides.
-    const rows: Row[] = await this.query().where(column, 'like', `%"${objectId}"%`).orderBy('id');
+    // PostgreSQL has no LIKE on json: compare the column's text in both dialects.
+    const rows: Row[] = await this.query().whereRaw('cast(?? as text) like ?', [column, `%"${objectId}"%`]).orderBy('id');
     return rows.map(this.decode).filter((s) => s[column].includes(objectId));
   }
 
