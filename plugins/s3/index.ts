@@ -101,6 +101,10 @@ export default definePlugin({
     const box = services.ca.secretBox('s3');
     const now = () => clock.now().toISOString();
     const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+    /** Forgets a record; other plugins (tags) drop what they hold about it. */
+    const forget = async (id: string) => {
+      if (await store.remove(id)) services.events.publish('resource.deleted', { type: 's3', id });
+    };
     // A store's deployment and its removal never overlap.
     const lifecycle = new KeyedSerial();
 
@@ -175,7 +179,7 @@ export default definePlugin({
         if (!i) return false;
         await lifecycle.run(id, async () => {
           await removeWorkload(i).catch(() => undefined);
-          await store.remove(id);
+          await forget(id);
         });
         routesChanged(i.swarm_id);
         return true;
@@ -289,7 +293,7 @@ export default definePlugin({
               () =>
                 lifecycle.run(current.id, async () => {
                   await removeWorkload(current);
-                  await store.remove(current.id);
+                  await forget(current.id);
                   routesChanged(current.swarm_id);
                 }),
               async (err) => {

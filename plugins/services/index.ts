@@ -114,6 +114,10 @@ export default definePlugin({
     const secrets = services.plugins.includes('secrets') ? secretsOf(services) : null;
     const now = () => clock.now().toISOString();
     const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+    /** Forgets a record; other plugins (tags) drop what they hold about it. */
+    const forget = async (id: string) => {
+      if (await store.remove(id)) services.events.publish('resource.deleted', { type: 'service', id });
+    };
 
     // One lifecycle step at a time per service (a deploy, a rotation's redeploy, a stop, a removal).
     const lifecycle = new KeyedSerial();
@@ -195,7 +199,7 @@ export default definePlugin({
         await store.change(id, { status: 'failed', error: `removing failed: ${(err as Error).message}` });
         throw err;
       }
-      await store.remove(id);
+      await forget(id);
       routesChanged(service.swarm_id);
     }
 
@@ -225,7 +229,7 @@ export default definePlugin({
         if (!service) return false;
         await serial(id, async () => {
           await removeStack(service).catch(() => undefined);
-          await store.remove(id);
+          await forget(id);
         });
         routesChanged(service.swarm_id);
         return true;

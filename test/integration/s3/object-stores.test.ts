@@ -43,6 +43,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
   const name = `ob${dialect.name[0]}${RUN}`;
   const runtime = `s3-${name}`;
   const routeEvents: unknown[] = [];
+  const deletedEvents: unknown[] = [];
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const routesOf = () => (t.hangar.services.provided.get('s3') as S3Api).routes(member.swarmId);
@@ -59,6 +60,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     });
     admin = await bootstrapAdmin(t);
     t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
+    t.hangar.services.events.subscribe('resource.deleted', (payload) => void deletedEvents.push(payload));
     member = await hostSwarmMember(t, admin, `so${dialect.name[0]}${RUN}`);
     folder = path.join(mkdtempSync(path.join(os.tmpdir(), 'hangar-s3-')), 'data');
     const volume = await api('POST', '/v1/volumes', { name: `${name}-data`, node_id: member.nodeId, folder, type: 'local' });
@@ -167,6 +169,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect((await docker(['service', 'inspect', runtime])).code).not.to.equal(0);
     expect(await routesOf()).to.deep.equal([]);
     expect(existsSync(path.join(folder, '.minio.sys', 'format.json')), 'the data stays').to.equal(true);
+    expect(deletedEvents, 'tags and the like forget it').to.deep.include({ type: 's3', id: storeId });
     expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
   });
 });

@@ -53,6 +53,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
   const name = `st${dialect.name[0]}${RUN}`;
   const stack = `hangar-${name}`;
   const routeEvents: unknown[] = [];
+  const deletedEvents: unknown[] = [];
   let serviceId = '';
 
   const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
@@ -74,6 +75,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services'], overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
     t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
+    t.hangar.services.events.subscribe('resource.deleted', (payload) => void deletedEvents.push(payload));
     member = await hostSwarmMember(t, admin, `sw${dialect.name[0]}${RUN}`);
   });
   after(async function () {
@@ -206,6 +208,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
     expect(await routesOf()).to.deep.equal([]);
     expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.equal([]);
+    expect(deletedEvents, 'tags and the like forget it').to.deep.include({ type: 'service', id: serviceId });
   });
 
   it('uses hangar secrets and configs: mounted under their compose keys; a rotation redeploys the stack with the new version', async function () {
