@@ -42,6 +42,12 @@ export default definePlugin({
     const viewExtensions: Array<(swarm: SwarmRecord) => Promise<Record<string, unknown>>> = [];
     const now = () => clock.now().toISOString();
 
+    /** The address a node advertises to the swarm: its overlay address when it has one (and the setting says so). */
+    function advertiseAddress(node: Pick<NodeRecord, 'overlay_ip' | 'wg_public_key' | 'ip_address'>): string | null {
+      if (settings.advertise === 'overlay' && node.overlay_ip && node.wg_public_key) return node.overlay_ip;
+      return node.ip_address;
+    }
+
     async function nodeIdsByRuntime(swarmId: string): Promise<Map<string, string>> {
       const map = new Map<string, string>();
       for (const m of await members.of(swarmId)) if (m.runtime_node_id) map.set(m.runtime_node_id, m.node_id);
@@ -68,6 +74,7 @@ export default definePlugin({
       workloadKind: (type) => kinds.get(type),
       workloadsIn,
       nodeIdsByRuntime,
+      addressOf: advertiseAddress,
       onObserved: (listener) => void observers.push(listener),
       ...logReads(services),
       extendView: (fn) => void viewExtensions.push(fn),
@@ -102,11 +109,6 @@ export default definePlugin({
       };
     }
 
-    /** The address a node advertises to the swarm: its overlay address when it has one (and the setting says so). */
-    function advertiseAddress(node: NodeRecord): string | null {
-      if (settings.advertise === 'overlay' && node.overlay_ip && node.wg_public_key) return node.overlay_ip;
-      return node.ip_address;
-    }
 
     async function recordNodeEvent(nodeId: string, kind: string, message: string, data?: Record<string, unknown>) {
       await events.record({ nodeId, kind, message, data });

@@ -74,6 +74,8 @@ export interface SwarmsApi {
   /** Everything of every kind running on a swarm. */
   workloadsIn(swarmId: string): Promise<Array<{ type: string; id: string; name: string }>>;
   nodeIdsByRuntime(swarmId: string): Promise<Map<string, string>>;
+  /** The address a node is reached at by other members: its overlay address when it has one and `advertise` is `overlay`. */
+  addressOf(node: { overlay_ip: string | null; wg_public_key: string | null; ip_address: string | null }): string | null;
   /**
    * Queues a log read on the swarm's manager (`workloadLogs` of a service or `bundleLogs` of a
    * stack) as a read-once task about `subject`; the task view for a 202.

@@ -245,7 +245,7 @@ export default definePlugin({
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
             if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
-            const serverIp = type === 'nfs' ? (node.overlay_ip ?? node.ip_address) : null;
+            const serverIp = type === 'nfs' ? swarmsApi.addressOf(node) : null;
             if (type === 'nfs' && !serverIp) throw conflict(`Node ${node.id} has no address yet to serve NFS from`);
             let volume: StoredVolume;
             try {

@@ -99,13 +99,13 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect((await api('DELETE', '/v1/volumes/nope')).status).to.equal(404);
   });
 
-  it('creates an NFS volume on a swarm member: folder, export file, a bind definition on its own engine; server_ip is the overlay address', async function () {
+  it('creates an NFS volume on a swarm member: folder, export file, a bind definition on its own engine; server_ip is the address members reach it at (swarms.advertise: address here)', async function () {
     this.timeout(60_000);
     const folder = path.join(work, 'data', 'nfs-a');
     const res = await api('POST', '/v1/volumes', { name: named('nfs-a'), node_id: member.nodeId, folder: `${folder}/` });
     expect(res.status).to.equal(202);
     const node = (await api('GET', `/v1/nodes/${member.nodeId}`)).json.data;
-    expect(res.json.data).to.include({ name: named('nfs-a'), type: 'nfs', status: 'preparing', folder, node_id: member.nodeId, server_ip: node.overlay_ip ?? node.ip_address });
+    expect(res.json.data).to.include({ name: named('nfs-a'), type: 'nfs', status: 'preparing', folder, node_id: member.nodeId, server_ip: node.ip_address });
     expect(res.json.data.id).to.match(/^vol-/);
     expect(res.json.data.runtime_name).to.equal(`hangar-vol-${named('nfs-a')}`);
     const v = await settled(res.json.data.id);
