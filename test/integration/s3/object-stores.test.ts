@@ -55,7 +55,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     const imageMissing = await standinImage();
     requireService(this, imageMissing === null, imageMissing ?? '');
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes', 's3'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes', 's3', 'cleanup'],
       overrides: { ...SWARM_TEST_OVERRIDES, s3: { image: STANDIN_IMAGE } },
     });
     admin = await bootstrapAdmin(t);
@@ -143,7 +143,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect((await api('POST', '/v1/s3/instances', { name, swarm_id: member.swarmId, volume_id: volumeId })).status, 'same name').to.equal(409);
   });
 
-  it('takes the operator’s password and a certificate for console single sign-on (recorded: sso, HANGAR_CERT_ID)', async function () {
+  it('takes the operator’s password and a certificate for console single sign-on (recorded: sso, HANGAR_CERT_ID); cleanup force-removes it', async function () {
     this.timeout(120_000);
     const second = await api('POST', '/v1/volumes', { name: `${name}-sso`, node_id: member.nodeId, folder: `${folder}-sso`, type: 'local' });
     expect(second.status, second.text).to.equal(202);
@@ -155,8 +155,11 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).json.data.status === 'running', { timeoutMs: 90_000, intervalMs: 500, what: 'the second store to run' });
     const env = JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Env}}', `s3-${name}-sso`])).stdout);
     expect(env).to.include.members(['MINIO_ROOT_PASSWORD=operator-chosen-1', 'HANGAR_CERT_ID=cert-lab1']);
-    expect((await api('DELETE', `/v1/s3/instances/${id}`)).status).to.equal(202);
-    await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the second store to go' });
+    // Force-cleaned rather than deleted: the workload and the record go at once.
+    const cleaned = await api('POST', `/v1/cleanup/s3/${id}`);
+    expect(cleaned.status, cleaned.text).to.equal(200);
+    expect((await api('GET', `/v1/s3/instances/${id}`)).status).to.equal(404);
+    expect((await docker(['service', 'inspect', `s3-${name}-sso`])).code).not.to.equal(0);
     expect((await api('DELETE', `/v1/volumes/${second.json.data.id}`)).status).to.equal(202);
   });
 

@@ -72,7 +72,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
   before(async function () {
     this.timeout(120_000);
     requireService(this, (await hostSwarm()) === null, (await hostSwarm()) ?? '');
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services'], overrides: SWARM_TEST_OVERRIDES });
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services', 'cleanup'], overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
     t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
     t.hangar.services.events.subscribe('resource.deleted', (payload) => void deletedEvents.push(payload));
@@ -80,7 +80,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
   });
   after(async function () {
     this.timeout(60_000);
-    for (const s of [stack, `${stack}x`, `${stack}s`]) await docker(['stack', 'rm', s]);
+    for (const s of [stack, `${stack}x`, `${stack}s`, `${stack}f`]) await docker(['stack', 'rm', s]);
     await t?.stop();
     await cleanupAgents();
   });
@@ -271,5 +271,27 @@ configs:
     await waitFor(async () => (await api('GET', `/v1/services/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the service to go' });
     expect((await api('DELETE', `/v1/secrets/${secret.json.data.id}`)).status).to.equal(200);
     expect((await api('DELETE', `/v1/configs/${config.json.data.id}`)).status).to.equal(200);
+  });
+
+  it('records a deployment the swarm refuses as failed with its reason; cleanup force-removes the service', async function () {
+    this.timeout(60_000);
+    // Valid YAML and a valid service to hangar; docker's own compose schema refuses the replica count.
+    const refused = `services:\n  web:\n    image: ${TEST_IMAGE}\n    deploy:\n      replicas: many\n`;
+    const res = await api('POST', '/v1/services', { name: `${name}f`, swarm_id: member.swarmId, compose_file: b64(refused) });
+    expect(res.status, res.text).to.equal(202);
+    const id = res.json.data.id as string;
+    const failed = await waitFor(
+      async () => {
+        const s = (await api('GET', `/v1/services/${id}`)).json.data;
+        return s.status === 'failed' ? s : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 300, what: 'the deployment to fail' },
+    );
+    expect(failed.error).to.match(/^deploying failed: deploying stack hangar-\w+: /).and.contain('replicas');
+    expect(await stackServices(`${stack}f`)).to.deep.equal([]);
+    const cleaned = await api('POST', `/v1/cleanup/service/${id}`);
+    expect(cleaned.status, cleaned.text).to.equal(200);
+    expect((await api('GET', `/v1/services/${id}`)).status).to.equal(404);
+    expect((await api('POST', `/v1/cleanup/service/${id}`)).status, 'gone').to.equal(404);
   });
 });
