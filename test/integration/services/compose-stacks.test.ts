@@ -71,7 +71,8 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
 
   before(async function () {
     this.timeout(120_000);
-    requireService(this, (await hostSwarm()) === null, (await hostSwarm()) ?? '');
+    const missing = await hostSwarm();
+    requireService(this, missing === null, missing ?? '');
     t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services', 'cleanup'], overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
     t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
