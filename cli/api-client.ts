@@ -9,6 +9,13 @@ export interface ApiClient {
   call<T = any>(method: string, pathAndQuery: string, body?: unknown): Promise<HttpResponse<T>>;
   /** Like call, but a 4xx/5xx becomes an error carrying the API's message. */
   ok<T = any>(method: string, pathAndQuery: string, body?: unknown): Promise<T>;
+  /** Like ok, with the status (200, 201, 202…) and the whole envelope (`next_cursor` of a list). */
+  send<T = any>(method: string, pathAndQuery: string, body?: unknown): Promise<{ status: number; data: T; envelope: Record<string, unknown> }>;
+}
+
+/** The error of a 4xx/5xx answer: the API's message, after the request that got it. */
+export function apiFailure(method: string, pathAndQuery: string, res: HttpResponse): Error {
+  return failure(`${method} ${pathAndQuery}: HTTP ${res.status}: ${(res.json as { message?: string } | undefined)?.message ?? res.text}`);
 }
 
 export function apiClient(env: Record<string, string | undefined> = process.env): ApiClient {
@@ -30,13 +37,17 @@ export function apiClient(env: Record<string, string | undefined> = process.env)
       throw failure(`cannot reach ${conn.api_url}: ${(err as Error).message}`);
     }
   };
+  const send = async <T>(method: string, pathAndQuery: string, body?: unknown) => {
+    const res = await call<{ data: T } & Record<string, unknown>>(method, pathAndQuery, body);
+    if (res.status >= 400) throw apiFailure(method, pathAndQuery, res);
+    return { status: res.status, data: res.json?.data, envelope: res.json ?? {} };
+  };
   return {
     url: conn.api_url,
     call,
+    send,
     async ok<T>(method: string, pathAndQuery: string, body?: unknown) {
-      const res = await call<{ data: T }>(method, pathAndQuery, body);
-      if (res.status >= 400) throw failure(`${method} ${pathAndQuery}: HTTP ${res.status}: ${(res.json as { message?: string } | undefined)?.message ?? res.text}`);
-      return res.json.data;
+      return (await send<T>(method, pathAndQuery, body)).data;
     },
   };
 }

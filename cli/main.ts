@@ -8,6 +8,7 @@ import { endpointCommand } from './endpoint.js';
 import { configureCommand } from './configure.js';
 import { agentCommand } from './agent.js';
 import { nodeCommand } from './node.js';
+import { resourceCommands } from './resources.js';
 import { versionInfo } from '../core/version.js';
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
@@ -25,6 +26,7 @@ export function buildCli(argv: string[]) {
     .command(configureCommand)
     .command(agentCommand)
     .command(nodeCommand)
+    .command(resourceCommands)
     .demandCommand(1, 'Name a command; see the list above.')
     .strict()
     .version(versionInfo.version)

@@ -1,0 +1,436 @@
+import { readFileSync } from 'node:fs';
+import type { Argv, CommandModule, Options, PositionalOptions } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { apiClient, apiFailure, type ApiClient } from './api-client.js';
+import { EXIT, failure, runAndExit, usageError } from './runner/errors.js';
+import { cellText, renderTable } from './runner/output.js';
+
+/**
+ * The generic half of the resource commands: cli/resources.ts describes each resource as data (its
+ * API path, list columns, flags → body, actions) and {@link resourceCommand} turns one description
+ * into a yargs command with a subcommand per verb. Nothing here knows a particular resource.
+ */
+
+export type Args = Record<string, any>;
+type Query = Record<string, string | number | boolean | undefined>;
+
+/**
+ * How a request body (or query) is made from the arguments: a function, or an object whose keys
+ * are the body's fields and whose values name the flag or positional they come from (or compute
+ * the value). Fields that come out undefined are left out.
+ */
+export type Mapping = ((a: Args) => Record<string, unknown> | undefined) | Record<string, string | ((a: Args) => unknown)>;
+
+export interface Verb {
+  /** The subcommand and its positionals, yargs style: `scale <id> <replicas>`. `''` (or positionals only) for a resource that is one command. */
+  command: string;
+  /** The help line; `{noun}`, `{a noun}` and `{plural}` are the resource's. */
+  describe: string;
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Absolute (`/v1/…`) or after the resource's base (`/{id}/scale`); `{x}` is the positional or flag x, URL-encoded. */
+  path?: string;
+  /** Positionals other than the usual ones ({@link POSITIONALS}), or their type. */
+  positionals?: Record<string, PositionalOptions>;
+  options?: Record<string, Options>;
+  query?: Mapping;
+  body?: Mapping;
+  /**
+   * How the answer prints (tables and lines; `--json` always prints the data as it came):
+   * - `list`: a table of `columns` (all pages); `record`: one resource, field by field;
+   * - `done`: one line (`created swarm web (swm-…)`), or for a 202 what was accepted and how to follow it;
+   * - `logs`: the answer is a log read to poll; its lines print once it completes;
+   * - a function: prints what it returns (and may return an exit code instead).
+   */
+  output: 'list' | 'record' | 'done' | 'logs' | ((data: any, a: Args) => string | number | Promise<string | number>);
+  /** Columns of a `list`; default: the resource's. */
+  columns?: Column[];
+  /** `done`: past and progressive forms of the verb (`['created', 'creating']`). */
+  says?: [string, string];
+  /** `done`: what the line names; default the resource and its name and id. */
+  label?: (a: Args, data: any) => string;
+  /** `done` with 202: the command to follow it with; default `<noun> get <id>`. */
+  follow?: (a: Args, data: any) => string;
+  /** `done`: lines printed after it (a generated password). */
+  notes?: (data: any, a: Args) => string[];
+  /** Adds `--wait`: poll the resource until its status settles, or (`gone`) until it is deleted. */
+  wait?: 'settle' | 'gone';
+  /** What an empty `list` says; default `no <plural>`. */
+  empty?: string;
+  /** `list`: false for a route that answers everything at once (no `limit`, no cursor). */
+  paged?: boolean;
+}
+
+/** A table column: a field, a dotted path (`manager.node_id`, `members.length`), `header=path`, or [header, compute]. */
+export type Column = string | [string, (row: any) => unknown];
+
+export interface Resource {
+  /** The command: `hangar <noun> <verb>`. */
+  noun: string;
+  plural?: string;
+  describe: string;
+  base: string;
+  columns: Column[];
+  /** Statuses that are still moving (`--wait` goes on polling); `failed` ones end a wait with exit 1. */
+  transitional?: string[];
+  failed?: string[];
+  /** Fields of `record` output printed as text blocks (a YAML file) after the rest. */
+  blocks?: string[];
+  verbs: Verb[];
+}
+
+/** Descriptions of the positionals every resource uses alike. */
+const POSITIONALS: Record<string, (r: Resource) => PositionalOptions> = {
+  id: (r) => ({ describe: `the ${r.noun}: its id${r.noun === 'tag' ? '' : ' (or its name)'}` }),
+  name: (r) => ({ describe: `name of the new ${r.noun}` }),
+  node: () => ({ describe: 'node id (node-…)' }),
+};
+
+// ——— small helpers the table uses ———
+
+/** The values of a repeatable flag, or undefined when it was not given. */
+export const many = (flag: string) => (a: Args) => (a[flag] === undefined ? undefined : ([] as unknown[]).concat(a[flag]).map(String));
+
+/** `--env K=V` flags as an object. */
+export function keyValues(flag: string) {
+  return (a: Args): Record<string, string> | undefined => {
+    const items = many(flag)(a);
+    if (!items) return undefined;
+    const out: Record<string, string> = {};
+    for (const item of items) {
+      const eq = item.indexOf('=');
+      if (eq < 1) throw usageError(`--${flag} ${JSON.stringify(item)} must be KEY=VALUE`);
+      out[item.slice(0, eq)] = item.slice(eq + 1);
+    }
+    return out;
+  };
+}
+
+/** Splits a command line into words the way a POSIX shell does (quotes, backslashes), without expanding anything. */
+export function shellWords(text: string): string[] {
+  const words: string[] = [];
+  let word: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (/\s/.test(c)) {
+      if (word !== null) words.push(word);
+      word = null;
+    } else if (c === "'") {
+      const end = text.indexOf("'", i + 1);
+      if (end < 0) throw usageError(`unterminated ' in ${JSON.stringify(text)}`);
+      word = (word ?? '') + text.slice(i + 1, end);
+      i = end;
+    } else if (c === '"') {
+      word ??= '';
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\' && i + 1 < text.length && '"\\$`\n'.includes(text[i + 1]!)) i++;
+        word += text[i];
+      }
+      if (i >= text.length) throw usageError(`unterminated " in ${JSON.stringify(text)}`);
+    } else if (c === '\\') {
+      if (i + 1 >= text.length) throw usageError(`trailing \\ in ${JSON.stringify(text)}`);
+      word = (word ?? '') + text[++i];
+    } else word = (word ?? '') + c;
+  }
+  if (word !== null) words.push(word);
+  return words;
+}
+
+/** A file's bytes (`-` is stdin); a file that cannot be read is a usage error. */
+export function readInput(file: string, flag: string): Buffer {
+  try {
+    return readFileSync(file === '-' ? 0 : file);
+  } catch (err) {
+    throw usageError(`${flag} ${file}: ${(err as Error).message}`);
+  }
+}
+
+// ——— output ———
+
+function pick(row: unknown, path: string): unknown {
+  let value: unknown = row;
+  for (const key of path.split('.')) value = value == null ? undefined : (value as Record<string, unknown>)[key];
+  return value;
+}
+
+/** One cell or one field: `-` for nothing, lists joined, flat objects as k=v pairs. */
+function show(value: unknown): string {
+  if (value === null || value === undefined || value === '') return '-';
+  if (Array.isArray(value)) return value.length ? (value.every((v) => typeof v !== 'object' || v === null) ? value.join(', ') : cellText(value)) : '-';
+  if (typeof value === 'object' && Object.values(value).every((v) => typeof v !== 'object' || v === null)) {
+    const pairs = Object.entries(value).map(([k, v]) => `${k}=${v}`);
+    return pairs.length ? pairs.join(', ') : '-';
+  }
+  return cellText(value);
+}
+
+export function table(rows: unknown[], columns: Column[]): string {
+  return renderTable(
+    rows.map((row) =>
+      Object.fromEntries(
+        columns.map((c) => {
+          if (Array.isArray(c)) return [c[0], show(c[1](row))];
+          const [header, path] = c.includes('=') ? (c.split('=', 2) as [string, string]) : [c.split('.')[0]!, c];
+          return [header, show(pick(row, path))];
+        }),
+      ),
+    ),
+  );
+}
+
+const isRowList = (v: unknown): v is Record<string, unknown>[] => Array.isArray(v) && v.length > 0 && v.every((x) => x && typeof x === 'object' && !Array.isArray(x));
+const isRowMap = (v: unknown): v is Record<string, Record<string, unknown>> =>
+  !!v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && Object.values(v).every((x) => x && typeof x === 'object' && !Array.isArray(x));
+
+/**
+ * One resource field by field; lists of objects (members, routes) and maps of objects (replicas per
+ * compose service) as tables below, `blocks` (a compose file) verbatim at the end.
+ */
+export function renderRecord(data: Record<string, unknown>, blocks: string[] = []): string {
+  const fields: Array<[string, string]> = [];
+  const tables: string[] = [];
+  for (const [key, value] of Object.entries(data)) {
+    if (blocks.includes(key)) continue;
+    if (isRowList(value)) tables.push(`${key}:\n${renderTable(value.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, show(v)]))))}`);
+    else if (isRowMap(value)) tables.push(`${key}:\n${renderTable(Object.entries(value).map(([name, r]) => ({ name, ...Object.fromEntries(Object.entries(r).map(([k, v]) => [k, show(v)])) })))}`);
+    else fields.push([key, show(value)]);
+  }
+  const width = Math.max(0, ...fields.map(([k]) => k.length)) + 1;
+  const text = [fields.map(([k, v]) => `${`${k}:`.padEnd(width)} ${v}`).join('\n'), ...tables];
+  for (const key of blocks) {
+    const value = data[key];
+    if (typeof value === 'string') text.push(`${key}:\n${value.replace(/\n$/, '')}`);
+  }
+  return text.join('\n\n');
+}
+
+// ——— requests ———
+
+function positionalNames(command: string): string[] {
+  return [...command.matchAll(/[<[]([\w-]+)[\]>]/g)].map((m) => m[1]!);
+}
+
+function evaluate(mapping: Mapping | undefined, a: Args): Record<string, unknown> | undefined {
+  if (!mapping) return undefined;
+  const raw = typeof mapping === 'function' ? mapping(a) : Object.fromEntries(Object.entries(mapping).map(([field, from]) => [field, typeof from === 'function' ? from(a) : a[from]]));
+  if (raw === undefined) return undefined;
+  return Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined));
+}
+
+function pathOf(r: Resource, verb: Verb, a: Args): string {
+  const template = verb.path === undefined ? '' : verb.path;
+  const full = template.startsWith('/v1/') ? template : `${r.base}${template}`;
+  const path = full.replace(/\{([\w-]+)\}/g, (_, name: string) => {
+    if (a[name] === undefined || a[name] === '') throw usageError(`${name} is required`);
+    return encodeURIComponent(String(a[name]));
+  });
+  const query = evaluate(verb.query, a) as Query | undefined;
+  const qs = query && Object.keys(query).length ? new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString() : '';
+  return qs ? `${path}?${qs}` : path;
+}
+
+const withQuery = (path: string, extra: Record<string, string>) => `${path}${path.includes('?') ? '&' : '?'}${new URLSearchParams(extra).toString()}`;
+
+/** Every page of a list. */
+async function listAll(api: ApiClient, path: string): Promise<{ items: unknown[]; envelope: Record<string, unknown> }> {
+  const items: unknown[] = [];
+  let cursor: string | null | undefined;
+  for (;;) {
+    const res = await api.send<unknown[]>('GET', withQuery(path, { limit: '1000', ...(cursor ? { cursor } : {}) }));
+    items.push(...(res.data ?? []));
+    cursor = res.envelope.next_cursor as string | null | undefined;
+    if (!cursor) return { items, envelope: res.envelope };
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const POLL_MS = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
+
+function labelOf(r: Resource, data: any, a: Args): string {
+  const id = data?.id ?? a.id;
+  const name = data?.name;
+  return `${r.noun} ${name && name !== id ? `${name} (${id})` : id}`;
+}
+
+/** Polls a resource until its status settles (or it is gone); answers the exit code. */
+async function waitFor(api: ApiClient, r: Resource, id: string, mode: 'settle' | 'gone', timeoutS: number, follow: string): Promise<number> {
+  const deadline = Date.now() + timeoutS * 1000;
+  const transitional = r.transitional ?? [];
+  const failed = r.failed ?? ['failed'];
+  const path = `${r.base}/${encodeURIComponent(id)}`;
+  let last = '';
+  let status = 'unknown';
+  while (Date.now() < deadline) {
+    const res = await api.call<{ data: Record<string, any> }>('GET', path);
+    if (res.status === 404 && mode === 'gone') {
+      console.log(`${r.noun} ${id} is gone`);
+      return EXIT.ok;
+    }
+    if (res.status >= 400) throw apiFailure('GET', path, res);
+    const data = res.json.data;
+    status = String(data.status ?? 'unknown');
+    const reason = data.reason ?? data.error ?? null;
+    const line = `${status}${reason ? `: ${reason}` : ''}`;
+    if (line !== last) console.log(`· ${line}`);
+    last = line;
+    if (failed.includes(status)) {
+      console.error(`hangar ${r.noun}: ${labelOf(r, data, {})} ${mode === 'gone' ? 'was not deleted' : 'failed'}${reason ? `: ${reason}` : ''}`);
+      return EXIT.failed;
+    }
+    if (mode === 'settle' && !transitional.includes(status)) {
+      console.log(`${labelOf(r, data, {})} is ${status}`);
+      return EXIT.ok;
+    }
+    await sleep(POLL_MS);
+  }
+  console.error(`hangar ${r.noun}: still ${status} after ${timeoutS} s; follow with: hangar ${follow}`);
+  return EXIT.failed;
+}
+
+/** A queued log read: polls it until it completes or fails, then prints its lines. */
+async function readLogs(api: ApiClient, path: string, taskId: string, a: Args): Promise<number> {
+  const deadline = Date.now() + (a.timeout as number) * 1000;
+  const taskPath = `${path.split('?')[0]}/${encodeURIComponent(taskId)}`;
+  while (Date.now() < deadline) {
+    const read = await api.ok<{ status: string; lines?: string[]; error?: string }>('GET', taskPath);
+    if (read.status === 'completed') {
+      if (a.json) console.log(JSON.stringify(read, null, 2));
+      else for (const line of read.lines ?? []) console.log(line);
+      return EXIT.ok;
+    }
+    if (read.status === 'failed') throw failure(`reading the logs failed: ${read.error ?? 'no reason given'}`);
+    await sleep(Math.min(POLL_MS, 500));
+  }
+  throw failure(`the logs were not read within ${a.timeout} s (task ${taskId}); is the swarm's manager online?`);
+}
+
+async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
+  for (const [name, spec] of Object.entries({ ...verb.positionals, ...verb.options })) {
+    const value = a[name];
+    if ((spec as Options).type === 'number' && value !== undefined && ([] as unknown[]).concat(value).some((v) => !Number.isFinite(v))) {
+      throw usageError(`${name} must be a number`);
+    }
+  }
+  const path = pathOf(r, verb, a);
+  const body = evaluate(verb.body, a);
+  const api = apiClient();
+
+  if (verb.output === 'list') {
+    const { items, envelope } = verb.paged === false ? await api.send<unknown[]>('GET', path).then((res) => ({ items: res.data ?? [], envelope: res.envelope })) : await listAll(api, path);
+    if (typeof envelope.error === 'string') console.error(`hangar ${r.noun}: ${envelope.error}`);
+    if (a.json) console.log(JSON.stringify(items, null, 2));
+    else console.log(items.length ? table(items, verb.columns ?? r.columns) : (verb.empty ?? `no ${plural(r)}`));
+    return EXIT.ok;
+  }
+
+  const res = await api.send(verb.method, path, body ?? (verb.method === 'POST' || verb.method === 'PUT' ? {} : undefined));
+  const data = res.data as any;
+  if (verb.output === 'logs') {
+    if (!data?.task_id) throw failure(`the API answered no task id: ${JSON.stringify(data)}`);
+    return readLogs(api, path, data.task_id as string, a);
+  }
+  if (a.json && typeof verb.output !== 'function') {
+    console.log(JSON.stringify(data, null, 2));
+  } else if (typeof verb.output === 'function') {
+    const out = await verb.output(data, a);
+    if (typeof out === 'number') return out;
+    if (out) console.log(out);
+  } else if (verb.output === 'record') {
+    console.log(renderRecord(data, r.blocks));
+  } else {
+    const [past, ing] = verb.says ?? ['done:', 'accepted:'];
+    const label = verb.label ? verb.label(a, data) : labelOf(r, data, a);
+    const follow = verb.follow ? verb.follow(a, data) : `${r.noun} get ${data?.id ?? a.id}`;
+    const waiting = res.status === 202 && a.wait && verb.wait;
+    if (res.status !== 202) console.log(`${past} ${label}`);
+    else {
+      const state = data?.status ? `: ${data.status}${data.reason ? ` (${data.reason})` : ''}` : '';
+      console.log(`${ing} ${label}${state}${waiting ? '' : `; follow with: hangar ${follow}`}`);
+      if (data?.note) console.log(`note: ${data.note}`);
+    }
+    for (const line of verb.notes?.(data, a) ?? []) console.log(line);
+    if (waiting) return waitFor(api, r, String(data?.id ?? a.id), verb.wait!, a.timeout as number, follow);
+  }
+  return EXIT.ok;
+}
+
+// ——— yargs ———
+
+/**
+ * A bare `-` (stdin) reaches yargs as no value: `--from-file -` becomes '' plus a stray `-`
+ * argument (which strict mode refuses), a `-` positional becomes '' or true. Before validation this
+ * puts the `-` back where the command line had it.
+ */
+function restoreDashes(argv: Args, positionals: string[]): void {
+  const raw = hideBin(process.argv);
+  const blank = (name: string) => argv[name] === '' || argv[name] === true;
+  raw.forEach((token, i) => {
+    if (token !== '-') return;
+    const before = raw[i - 1];
+    const flag = before?.startsWith('--') && !before.includes('=') ? before.slice(2) : undefined;
+    if (flag && argv[flag] === '') {
+      argv[flag] = '-';
+      argv[flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())] = '-';
+      const stray = (argv._ as unknown[]).indexOf('-');
+      if (stray >= 0) (argv._ as unknown[]).splice(stray, 1);
+      for (const name of positionals) if (blank(name)) delete argv[name];
+    } else {
+      const name = positionals.find(blank);
+      if (name) argv[name] = '-';
+    }
+  });
+}
+
+/** Usage errors (unknown flags, a missing positional, a bad choice) exit 2, as the runner's do. */
+function usageExit(y: Argv<any>): Argv<any> {
+  return y.fail((msg, err) => {
+    y.showHelp((help) => console.error(help));
+    console.error(`\n${msg ?? err?.message}`);
+    process.exit(EXIT.usage);
+  });
+}
+
+const plural = (r: Resource) => r.plural ?? `${r.noun}s`;
+const fill = (r: Resource, text: string) =>
+  text
+    .replaceAll('{a noun}', `${/^[aeiou]/.test(r.noun) ? 'an' : 'a'} ${r.noun}`)
+    .replaceAll('{noun}', r.noun)
+    .replaceAll('{plural}', plural(r));
+
+function verbCommand(r: Resource, verb: Verb, commandName: string): CommandModule<object, Args> {
+  const root = !/^[a-z]/.test(verb.command);
+  const label = root ? r.noun : `${r.noun} ${verb.command.split(' ')[0]}`;
+  return {
+    command: commandName,
+    describe: fill(r, verb.describe),
+    builder: (y) => {
+      let b = y as Argv<any>;
+      const positionals = positionalNames(verb.command);
+      for (const name of positionals) {
+        b = b.positional(name, { type: 'string', ...POSITIONALS[name]?.(r), ...verb.positionals?.[name] });
+      }
+      b = b.middleware((argv) => restoreDashes(argv, positionals), true);
+      for (const [name, spec] of Object.entries(verb.options ?? {})) b = b.option(name, spec);
+      if (verb.wait) {
+        b = b
+          .option('wait', { type: 'boolean', default: false, describe: verb.wait === 'gone' ? 'poll until it is gone' : 'poll until its status settles' })
+          .option('timeout', { type: 'number', default: 300, describe: 'seconds to wait' });
+      }
+      if (verb.output === 'logs') b = b.option('timeout', { type: 'number', default: 60, describe: 'seconds to wait for the lines' });
+      b = b.option('json', { type: 'boolean', default: false, describe: 'print the data the API answered, as JSON' });
+      return usageExit(b) as Argv<Args>;
+    },
+    handler: (a) => runAndExit(label, false, () => run(r, verb, a)),
+  };
+}
+
+/** The yargs command of one resource: `hangar <noun> <verb> …`, or `hangar <noun> …` when it has one verb named ''. */
+export function resourceCommand(r: Resource): CommandModule<object, Args> {
+  const root = r.verbs.find((v) => !/^[a-z]/.test(v.command));
+  if (root) return verbCommand(r, root, `${r.noun}${root.command ? ` ${root.command}` : ''}`);
+  return {
+    command: `${r.noun} <verb>`,
+    describe: r.describe,
+    builder: (y) => usageExit(r.verbs.reduce((b, verb) => b.command(verbCommand(r, verb, verb.command)), y as Argv<any>).demandCommand(1)) as Argv<Args>,
+    handler: () => undefined,
+  };
+}

@@ -1,0 +1,401 @@
+import type { Options } from 'yargs';
+import { keyValues, many, readInput, renderRecord, resourceCommand, shellWords, type Args, type Resource, type Verb } from './resource-commands.js';
+import { usageError } from './runner/errors.js';
+
+/**
+ * The swarm-workload resources of the CLI, as data: `hangar <noun> <verb>` for each, built by
+ * resourceCommand() (cli/resource-commands.ts). A verb names its route, the flags it takes, how
+ * they become the request, and how the answer prints. docs/cli.md describes the commands.
+ */
+
+// ——— the verbs most resources have ———
+
+const create = (verb: Partial<Verb>): Verb => ({
+  command: 'create <name>',
+  describe: 'Create {a noun}',
+  method: 'POST',
+  output: 'done',
+  says: ['created', 'creating'],
+  ...verb,
+});
+const list = (verb: Partial<Verb> = {}): Verb => ({ command: 'list', describe: 'List {plural}', method: 'GET', output: 'list', ...verb });
+const get = (verb: Partial<Verb> = {}): Verb => ({ command: 'get <id>', describe: 'Show {a noun}', method: 'GET', path: '/{id}', output: 'record', ...verb });
+const remove = (verb: Partial<Verb> = {}): Verb => ({ command: 'delete <id>', describe: 'Delete {a noun}', method: 'DELETE', path: '/{id}', output: 'done', says: ['deleted', 'deleting'], ...verb });
+/** `force` adds `--force` (the route's `?force=true`). */
+const removeForced = (force: string, verb: Partial<Verb> = {}): Verb =>
+  remove({ options: { force: { type: 'boolean', default: false, describe: force } }, query: { force: (a) => (a.force ? true : undefined) }, ...verb });
+/** A POST on one resource: `stop <id>` → POST …/{id}/stop. */
+const action = (name: string, describe: string, says: [string, string], verb: Partial<Verb> = {}): Verb => ({
+  command: `${name} <id>`,
+  describe,
+  method: 'POST',
+  path: `/{id}/${name}`,
+  output: 'done',
+  says,
+  ...verb,
+});
+/** A log read: POST …/{id}/logs → a task id, polled until it completes. */
+const logs = (): Verb => ({
+  command: 'logs <id>',
+  describe: 'Print the last lines of the logs of {a noun} (read through its swarm manager)',
+  method: 'POST',
+  path: '/{id}/logs',
+  options: {
+    lines: { type: 'number', describe: 'the last N lines (default 100, at most 10000)', conflicts: 'since' },
+    since: { type: 'string', describe: 'lines from this time on (RFC 3339, e.g. 2024-05-01T10:00:00Z)' },
+  },
+  query: { lines: 'lines', since: 'since' },
+  output: 'logs',
+});
+
+const swarmFlag = (describe = 'the swarm (id or name)'): Options => ({ type: 'string', demandOption: true, describe });
+const swarmFilter: Partial<Verb> = { options: { swarm: { type: 'string', describe: 'only those on this swarm (id)' } }, query: { swarm_id: 'swarm' } };
+const repeatable = (describe: string): Options => ({ type: 'string', describe: `${describe} (repeatable)` });
+
+/** The value of a secret or config: exactly one of --from-file (- is stdin), --from-literal, or `-` (stdin), as base64. */
+function objectValue(a: Args): string {
+  const stdin = a.source === '-';
+  if (a.source !== undefined && !stdin) throw usageError(`unexpected argument ${JSON.stringify(a.source)}: give the value with --from-file, --from-literal or - (stdin)`);
+  const sources = [a['from-file'] !== undefined, a['from-literal'] !== undefined, stdin].filter(Boolean).length;
+  if (sources !== 1) throw usageError('give the value in exactly one way: --from-file FILE, --from-literal VALUE, or - (read from stdin)');
+  const bytes = a['from-literal'] !== undefined ? Buffer.from(String(a['from-literal'])) : readInput(stdin ? '-' : String(a['from-file']), '--from-file');
+  return bytes.toString('base64');
+}
+
+const objectSource: Partial<Verb> = {
+  positionals: { source: { describe: '- to read the value from stdin' } },
+  options: {
+    'from-file': { type: 'string', describe: 'read the value from a file (- is stdin)' },
+    'from-literal': { type: 'string', describe: 'the value itself (visible in the process list; prefer a file)' },
+  },
+};
+
+/** Secrets and configs: the same API under /v1/secrets and /v1/configs. */
+function swarmObject(kind: 'secret' | 'config'): Resource {
+  return {
+    noun: kind,
+    describe: kind === 'secret' ? 'Secrets on swarms, used by services (a value is never shown again)' : 'Configs on swarms, used by services (get --decode prints a value)',
+    base: `/v1/${kind}s`,
+    columns: ['id', 'name', 'swarm=swarm_id', 'version', 'services', 'updated_at'],
+    verbs: [
+      create({
+        command: 'create <name> [source]',
+        describe: `Create a ${kind} on a swarm from a file, a literal or stdin`,
+        ...objectSource,
+        options: { swarm: swarmFlag(), ...objectSource.options },
+        body: { name: 'name', swarm_id: 'swarm', data: objectValue },
+      }),
+      list(swarmFilter),
+      kind === 'config'
+        ? get({
+            options: { decode: { type: 'boolean', default: false, describe: 'print only the value, decoded (bytes as they are)' } },
+            output: (data: { data?: string }, a) => {
+              if (!a.decode) return a.json ? JSON.stringify(data, null, 2) : renderRecord(data);
+              process.stdout.write(Buffer.from(data.data ?? '', 'base64'));
+              return '';
+            },
+          })
+        : get(),
+      {
+        ...objectSource,
+        command: 'update <id> [source]',
+        describe: `Rotate a ${kind}: a new version; the services using it are redeployed with it`,
+        method: 'PUT',
+        path: '/{id}',
+        body: { data: objectValue },
+        output: 'done',
+        says: ['updated', 'updating'],
+        label: (_a, d) => `${kind} ${d.name} (${d.id}) to version ${d.version}${d.redeployed?.length ? `; redeployed ${d.redeployed.join(', ')}` : ''}`,
+      },
+      remove(),
+    ],
+  };
+}
+
+const composeFile = (a: Args) => readInput(String(a['compose-file']), '--compose-file').toString('base64');
+
+/** An object store's generated (or given) root password: in the create answer only. */
+const s3Password = (data: Record<string, any>): string[] =>
+  data?.password ? [`root user: ${data.root_user}`, `password:  ${data.password}`, 'note: the password is shown this once; hangar cannot show it again. Store it now.'] : [];
+
+export const RESOURCES: Resource[] = [
+  {
+    noun: 'swarm',
+    describe: 'Swarm groups: create, join and leave nodes, members, load balancer',
+    base: '/v1/swarms',
+    columns: ['id', 'name', 'status', 'manager=manager.node_id', 'members=members.length', 'lb=load_balancer.status', 'created_at'],
+    transitional: ['forming', 'deleting'],
+    verbs: [
+      create({ describe: 'Create an empty swarm group (join a node to it next)', body: { name: 'name' } }),
+      list(),
+      get(),
+      removeForced('also remove the instances, services and stores that run on it', { describe: 'Delete a swarm: its nodes leave (409 while workloads run, unless --force)', wait: 'gone' }),
+      {
+        command: 'join <id> <node>',
+        describe: 'Add a node: the first one initialises the swarm and manages it, later ones join as workers',
+        method: 'POST',
+        path: '/{id}/join',
+        options: { manager: { type: 'boolean', default: false, describe: 'join as a manager' } },
+        body: { node_id: 'node', role: (a) => (a.manager ? 'manager' : 'worker') },
+        output: 'done',
+        says: ['joined', 'joining'],
+        label: (a, d) => `node ${a.node} to swarm ${a.id} as ${d.role}`,
+        follow: (a) => `swarm members ${a.id}`,
+      },
+      {
+        command: 'leave <id> <node>',
+        describe: 'Remove a node (a worker is drained first; the last manager leaves only an empty swarm)',
+        method: 'POST',
+        path: '/{id}/leave',
+        body: { node_id: 'node' },
+        output: 'done',
+        says: ['left', 'leaving'],
+        label: (a) => `node ${a.node} from swarm ${a.id}`,
+        follow: (a) => `swarm members ${a.id}`,
+      },
+      {
+        command: 'members <id>',
+        describe: 'List the members as the swarm reports them',
+        method: 'GET',
+        path: '/{id}/members',
+        output: 'list',
+        paged: false,
+        columns: ['node_id', 'role', 'status', 'hostname', 'state', 'availability', 'leader', 'error'],
+        empty: 'no members',
+      },
+      action('lb-deploy', 'Deploy the load balancer of a swarm (again: re-apply its routes)', ['deployed', 'deploying'], {
+        path: '/{id}/lb',
+        label: (a, d) => `the load balancer of swarm ${a.id} (${d.id})`,
+        follow: (_a, d) => `lb get ${d.id}`,
+      }),
+      action('lb-remove', 'Remove the load balancer of a swarm', ['removed', 'removing'], {
+        method: 'DELETE',
+        path: '/{id}/lb',
+        label: (a, d) => `the load balancer of swarm ${a.id} (${d.id})`,
+        follow: (_a, d) => `lb get ${d.id}`,
+      }),
+    ],
+  },
+  {
+    noun: 'instance',
+    describe: 'Compute instances: replicated containers on a swarm',
+    base: '/v1/compute/instances',
+    columns: ['id', 'name', 'swarm=swarm_id', 'image', 'type', 'replicas', 'running', 'status', 'domain'],
+    transitional: ['deploying', 'terminating'],
+    verbs: [
+      create({
+        describe: 'Create an instance on a swarm (202: it deploys in the background)',
+        options: {
+          swarm: swarmFlag(),
+          image: { type: 'string', demandOption: true, describe: 'the image (it must exist on the swarm’s nodes or be pullable)' },
+          type: { type: 'string', describe: 'instance type: CPU and memory per task (hangar instance types); default micro' },
+          replicas: { type: 'number', describe: 'tasks to run (default 1)' },
+          port: repeatable('publish HOST:CONTAINER[/udp]'),
+          'http-port': { type: 'number', describe: 'container port the load balancer sends the domain to' },
+          domain: { type: 'string', describe: 'routed by the swarm’s load balancer (default <name>.<swarm>.<local domain>)' },
+          env: repeatable('KEY=VALUE'),
+          command: { type: 'string', describe: "the command, split like a shell would: --command 'sh -c \"echo hi\"'" },
+          arg: repeatable('one argument of the command, as it is (after --command’s words)'),
+          platform: { type: 'string', describe: 'linux/amd64 or linux/arm64' },
+          gpu: { type: 'number', describe: 'GPU slots per task' },
+          volume: repeatable('mount VOLUME:/path (volume name or id)'),
+        },
+        body: {
+          name: 'name',
+          swarm_id: 'swarm',
+          image: 'image',
+          type: 'type',
+          replicas: 'replicas',
+          ports: many('port'),
+          http_port: 'http-port',
+          domain: 'domain',
+          env: keyValues('env'),
+          command: (a) => (a.command === undefined && a.arg === undefined ? undefined : [...(a.command === undefined ? [] : shellWords(String(a.command))), ...(many('arg')(a) ?? [])]),
+          platform: 'platform',
+          gpu: 'gpu',
+          volumes: many('volume'),
+        },
+        wait: 'settle',
+      }),
+      list(swarmFilter),
+      get(),
+      remove({ describe: 'Terminate an instance (202; it goes once its service is removed)', wait: 'gone' }),
+      action('stop', 'Stop an instance (its replica count is kept for start)', ['stopped', 'stopping'], { wait: 'settle' }),
+      action('start', 'Start a stopped instance again', ['started', 'starting'], { wait: 'settle' }),
+      action('scale', 'Set the number of replicas', ['scaled', 'scaling'], {
+        command: 'scale <id> <replicas>',
+        positionals: { replicas: { type: 'number', describe: 'tasks to run' } },
+        body: { replicas: 'replicas' },
+        wait: 'settle',
+      }),
+      logs(),
+      action('attach', 'Attach a volume at a path (a rolling update)', ['attached', 'attaching a volume to'], {
+        command: 'attach <id> <volume> <path>',
+        path: '/{id}/volumes',
+        positionals: { volume: { describe: 'volume id or name' }, path: { describe: 'absolute path in the container' } },
+        body: { volume_id: 'volume', path: 'path' },
+        wait: 'settle',
+      }),
+      action('detach', 'Detach a volume (a rolling update)', ['detached', 'detaching a volume from'], {
+        command: 'detach <id> <volume>',
+        method: 'DELETE',
+        path: '/{id}/volumes/{volume}',
+        positionals: { volume: { describe: 'volume id or name' } },
+        wait: 'settle',
+      }),
+      list({ command: 'types', describe: 'List the instance types (CPU and memory per task)', path: '/v1/compute/instance-types', paged: false, columns: ['name', 'cpus', 'memory_mb', 'default'] }),
+    ],
+  },
+  {
+    noun: 'volume',
+    describe: 'Volumes: folders on nodes shared with swarm workloads (over NFS, or bound locally)',
+    base: '/v1/volumes',
+    columns: ['id', 'name', 'type', 'node_id', 'folder', 'status'],
+    transitional: ['preparing', 'deleting'],
+    verbs: [
+      create({
+        describe: 'Create a volume: a folder on a node (202 while it is prepared)',
+        options: {
+          node: { type: 'string', demandOption: true, describe: 'the node that holds the folder (node-…)' },
+          folder: { type: 'string', demandOption: true, describe: 'absolute path on the node, created when missing' },
+          type: { type: 'string', choices: ['nfs', 'local'], describe: 'nfs (default: shared with every node of a swarm) or local (bound on its node only)' },
+        },
+        body: { name: 'name', node_id: 'node', folder: 'folder', type: 'type' },
+        wait: 'settle',
+      }),
+      list(),
+      get(),
+      removeForced('delete the record even when its node does not answer', { describe: 'Delete a volume (the folder and its data stay on the node)', wait: 'gone' }),
+    ],
+  },
+  swarmObject('secret'),
+  swarmObject('config'),
+  {
+    noun: 'service',
+    describe: 'Services: compose stacks on swarms',
+    base: '/v1/services',
+    columns: ['id', 'name', 'swarm=swarm_id', 'status', ['replicas', (s) => Object.entries(s.replicas ?? {}).map(([k, r]: [string, any]) => `${k} ${r.running}/${r.desired ?? '-'}`)], 'updated_at'],
+    transitional: ['deploying', 'removing'],
+    blocks: ['compose_file'],
+    verbs: [
+      create({
+        describe: 'Deploy a compose file to a swarm as a service (202 while it deploys)',
+        options: { swarm: swarmFlag(), 'compose-file': { type: 'string', demandOption: true, describe: 'the compose YAML (- is stdin)' } },
+        body: { name: 'name', swarm_id: 'swarm', compose_file: composeFile },
+        wait: 'settle',
+      }),
+      list(),
+      get({ describe: 'Show a service: status, replicas per compose service, routes and its compose file' }),
+      {
+        command: 'update <id>',
+        describe: 'Replace the compose file and redeploy',
+        method: 'PUT',
+        path: '/{id}',
+        options: { 'compose-file': { type: 'string', demandOption: true, describe: 'the compose YAML (- is stdin)' } },
+        body: { compose_file: composeFile },
+        output: 'done',
+        says: ['updated', 'redeploying'],
+        wait: 'settle',
+      },
+      action('stop', 'Stop a service: its stack is removed from the swarm, its spec kept', ['stopped', 'stopping'], { wait: 'settle' }),
+      action('start', 'Start a stopped service again', ['started', 'starting'], { wait: 'settle' }),
+      remove({ describe: 'Delete a service (202; it goes once its stack is removed)', wait: 'gone' }),
+      logs(),
+    ],
+  },
+  {
+    noun: 's3',
+    plural: 'object stores',
+    describe: 'Object stores (MinIO, the S3 API) on swarms, their data on a volume',
+    base: '/v1/s3/instances',
+    columns: ['id', 'name', 'swarm=swarm_id', 'volume=volume_id', 'status', 'domain'],
+    transitional: ['deploying', 'removing'],
+    verbs: [
+      create({
+        describe: 'Create an object store (202; prints its root password, once)',
+        options: {
+          swarm: swarmFlag(),
+          volume: { type: 'string', demandOption: true, describe: 'the volume that holds its data (id or name), one per store' },
+          'password-file': { type: 'string', describe: 'the root password from a file (- is stdin; 8-40 characters) instead of a generated one' },
+          cert: { type: 'string', describe: 'a certificate id for console single sign-on' },
+        },
+        body: {
+          name: 'name',
+          swarm_id: 'swarm',
+          volume_id: 'volume',
+          password: (a) => (a['password-file'] === undefined ? undefined : readInput(String(a['password-file']), '--password-file').toString('utf8').replace(/\r?\n$/, '')),
+          cert_id: 'cert',
+        },
+        label: (_a, d) => `object store ${d.name} (${d.id})`,
+        notes: (data, a) => (a.json ? [] : s3Password(data)),
+        wait: 'settle',
+      }),
+      list(),
+      get(),
+      remove({ describe: 'Delete an object store (202; its data stays on the volume)', label: (a, d) => `object store ${d?.name ?? a.id} (${d?.id ?? a.id})`, wait: 'gone' }),
+    ],
+  },
+  {
+    noun: 'lb',
+    plural: 'load balancers',
+    describe: 'Load balancers (one per swarm: hangar swarm lb-deploy)',
+    base: '/v1/loadbalancers',
+    columns: ['id', 'name', 'swarm=swarm_id', 'node_id', 'status', 'http_port'],
+    verbs: [list(), get({ describe: 'Show a load balancer with the routes it serves' })],
+  },
+  {
+    noun: 'gateway',
+    describe: 'The routing table of every swarm and the load balancers serving it',
+    base: '/v1/gateway',
+    columns: [],
+    verbs: [{ command: '', describe: 'The routing table of every swarm and the load balancers serving it', method: 'GET', output: 'record' }],
+  },
+  {
+    noun: 'tag',
+    describe: 'Key/value tags on any resource; find resources by tag',
+    base: '/v1/tags',
+    columns: ['resource_type', 'resource_id', 'key', 'value'],
+    verbs: [
+      {
+        command: 'set <type> <id> <key> <value>',
+        describe: 'Set a tag on a resource (replaces the value of an existing key)',
+        method: 'PUT',
+        positionals: { type: { describe: 'node, swarm, instance, volume, secret, config, service, s3, loadbalancer, cluster' }, id: { describe: 'the resource’s id' } },
+        body: { resource_type: 'type', resource_id: 'id', key: 'key', value: 'value' },
+        output: (d) => `tagged ${d.resource_type} ${d.resource_id}: ${d.key}=${d.value}`,
+      },
+      list({
+        describe: 'Find the resources with a tag',
+        options: { key: { type: 'string', demandOption: true, describe: 'the tag’s key' }, value: { type: 'string', describe: 'only this value' }, type: { type: 'string', describe: 'only this resource type' } },
+        query: { key: 'key', value: 'value', resource_type: 'type' },
+        empty: 'no resources with this tag',
+      }),
+      {
+        command: 'delete <type> <id> <key>',
+        describe: 'Remove a tag from a resource',
+        method: 'DELETE',
+        positionals: { id: { describe: 'the resource’s id' } },
+        query: { resource_type: 'type', resource_id: 'id', key: 'key' },
+        output: (d) => `removed tag ${d.key} from ${d.resource_type} ${d.resource_id}`,
+      },
+    ],
+  },
+  {
+    noun: 'cleanup',
+    describe: 'Force-clean a resource stuck in an error state',
+    base: '/v1/cleanup',
+    columns: [],
+    verbs: [
+      {
+        command: '<type> <id>',
+        describe: 'Force-clean a resource stuck in an error state: what exists of it in the runtime (failures ignored), then its record',
+        method: 'POST',
+        path: '/{type}/{id}',
+        positionals: { type: { describe: 'instance, swarm, volume, s3, loadbalancer or service' }, id: { describe: 'the resource’s id' } },
+        output: (d) => `removed ${d.resource_type} ${d.resource_id} (what existed of it in the runtime, and its record)`,
+      },
+    ],
+  },
+];
+
+export const resourceCommands = RESOURCES.map(resourceCommand);
