@@ -3,10 +3,9 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_STACK_PREFIX, type BundleState, type OrchestratorCall, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_STACK_PREFIX, type BundleState, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
-import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
 import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
@@ -424,11 +423,7 @@ export default definePlugin({
           handler: async (req) => {
             const service = await store.require(req.params.id);
             if (service.status === 'stopped') throw conflict(`Service ${service.name} is stopped: its stack and logs are gone from the swarm`);
-            const swarm = await swarms.requireActive(service.swarm_id);
-            const options = { lines: req.query.lines ?? 100, ...(req.query.since ? { since: req.query.since } : {}) };
-            const payload: OrchestratorCall = { backend: 'swarm', method: 'bundleLogs', args: [stackOf(service), options] };
-            const task = await services.tasks.enqueue({ nodeId: swarm.manager_node_id, kind: TASK_KINDS.orchestratorCall, payload: payload as never, readOnce: true, subject: service.id });
-            return { task_id: task.id, status: task.status };
+            return swarmsApi.queueLogs(await swarms.requireActive(service.swarm_id), 'bundleLogs', stackOf(service), req.query, service.id);
           },
         },
         {
@@ -438,10 +433,7 @@ export default definePlugin({
           summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
           schemas: { params: LogParams },
           handler: async (req) => {
-            const service = await store.require(req.params.id);
-            const task = await services.tasks.take(req.params.taskId, { subject: service.id, kind: TASK_KINDS.orchestratorCall });
-            const lines = task.status === 'completed' ? ((task.result as { lines?: string[] } | null)?.lines ?? []) : undefined;
-            return { task_id: task.id, status: task.status, ...(lines ? { lines } : {}), ...(task.error ? { error: task.error } : {}) };
+            return swarmsApi.readLogs(req.params.taskId, (await store.require(req.params.id)).id);
           },
         },
       ],
