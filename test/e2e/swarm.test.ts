@@ -54,7 +54,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     machines = await lab.start({ machines: 3 });
     m1 = machines[0]!;
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags', 'cleanup'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms', 'volumes', 'secrets', 'compute', 'services', 's3', 'gateway', 'tags', 'cleanup'],
       overrides: {
         drivers: ['ssh'],
         api: { host: '0.0.0.0' },
