@@ -4,7 +4,7 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, type MountSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_EDGE_NETWORK, HANGAR_LABELS, type MountSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { swarmsOf } from '../swarms/index.js';
@@ -19,6 +19,7 @@ import { S3Store, type S3Record } from './store.js';
 export const S3_API_PORT = 9000;
 export const S3_CONSOLE_PORT = 9001;
 /** How MinIO is run: the image's entrypoint (`minio`, or the lab stand-in) with these arguments. */
+const ROOT_PASSWORD_TARGET = 'minio_root_password';
 const MINIO_ARGS = ['server', '/data', '--console-address', `:${S3_CONSOLE_PORT}`];
 const PASSWORD_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789';
 const GENERATED_PASSWORD_LENGTH = 24;
@@ -127,6 +128,9 @@ export default definePlugin({
       }
     }
 
+    /** The swarm secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
+    const passwordSecret = (i: S3Record) => `${i.runtime_name}-root-password`;
+
     function spec(i: S3Record, mount: Placement): WorkloadSpec {
       return {
         name: i.runtime_name,
@@ -137,9 +141,11 @@ export default definePlugin({
         args: MINIO_ARGS,
         env: {
           MINIO_ROOT_USER: i.root_user,
-          MINIO_ROOT_PASSWORD: box.openString(i.password_sealed),
+          // A name under /run/secrets: the password never appears in the service's spec.
+          MINIO_ROOT_PASSWORD_FILE: ROOT_PASSWORD_TARGET,
           ...(i.cert_id ? { HANGAR_CERT_ID: i.cert_id } : {}),
         },
+        secrets: [{ name: passwordSecret(i), target: ROOT_PASSWORD_TARGET }],
         mounts: [mount.mount],
         constraints: mount.constraints,
         networks: [HANGAR_EDGE_NETWORK],
@@ -152,6 +158,8 @@ export default definePlugin({
     async function deploy(i: S3Record, swarm: SwarmRecord, mount: Placement): Promise<void> {
       try {
         await onManager(swarm, 'ensureNetwork', [HANGAR_EDGE_NETWORK]);
+        const password = Buffer.from(box.openString(i.password_sealed)).toString('base64');
+        await onManager(swarm, 'createObject', ['secret', passwordSecret(i), password, { [HANGAR_LABELS.id]: i.id }]);
         const state = await onManager<WorkloadState>(swarm, 'deployWorkload', [spec(i, mount)]);
         const observed = observedState(state);
         await store.changeIf(i.id, ['deploying'], { status: observed.status === 'running' ? 'running' : 'deploying', running: state.running, error: null, observed_at: now() });
@@ -166,7 +174,9 @@ export default definePlugin({
     /** Removes the workload (a swarm without a manager, or gone, has nothing left to remove); the volume's data stays. */
     async function removeWorkload(i: S3Record): Promise<void> {
       const swarm = await swarms.get(i.swarm_id);
-      if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
+      if (!swarm?.manager_node_id) return;
+      await onManager(swarm, 'removeWorkload', [i.runtime_name]);
+      await onManager(swarm, 'removeObject', ['secret', passwordSecret(i)]);
     }
 
     volumes.registerUsers(async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })));

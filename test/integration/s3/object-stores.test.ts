@@ -116,7 +116,11 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     const container = spec.TaskTemplate.ContainerSpec;
     expect(spec.Labels).to.include({ 'io.hangar.role': 's3', 'io.hangar.id': storeId });
     expect(container.Args).to.deep.equal(['server', '/data', '--console-address', ':9001']);
-    expect(container.Env).to.include.members(['MINIO_ROOT_USER=hangar', `MINIO_ROOT_PASSWORD=${password}`]);
+    expect(container.Env).to.include.members(['MINIO_ROOT_USER=hangar', 'MINIO_ROOT_PASSWORD_FILE=minio_root_password']);
+    expect(JSON.stringify(spec), 'the password is not in the service spec').to.not.contain(password);
+    expect(container.Secrets).to.have.length(1);
+    expect(container.Secrets[0]).to.deep.include({ SecretName: `${runtime}-root-password` });
+    expect(container.Secrets[0].File.Name).to.equal('minio_root_password');
     expect(container.Mounts).to.deep.include({ Type: 'bind', Source: folder, Target: '/data' });
     expect(spec.TaskTemplate.Placement.Constraints).to.deep.equal([`node.hostname == ${os.hostname()}`]);
     const networks = await Promise.all(
@@ -154,7 +158,8 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     const id = res.json.data.id as string;
     await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).json.data.status === 'running', { timeoutMs: 90_000, intervalMs: 500, what: 'the second store to run' });
     const env = JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Env}}', `s3-${name}-sso`])).stdout);
-    expect(env).to.include.members(['MINIO_ROOT_PASSWORD=operator-chosen-1', 'HANGAR_CERT_ID=cert-lab1']);
+    expect(env).to.include.members(['MINIO_ROOT_PASSWORD_FILE=minio_root_password', 'HANGAR_CERT_ID=cert-lab1']);
+    expect(env.join(' ')).to.not.contain('operator-chosen-1');
     // Force-cleaned rather than deleted: the workload and the record go at once.
     const cleaned = await api('POST', `/v1/cleanup/s3/${id}`);
     expect(cleaned.status, cleaned.text).to.equal(200);
@@ -170,6 +175,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect(res.json.data.status).to.equal('removing');
     await waitFor(async () => (await api('GET', `/v1/s3/instances/${storeId}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
     expect((await docker(['service', 'inspect', runtime])).code).not.to.equal(0);
+    expect((await docker(['secret', 'inspect', `${runtime}-root-password`])).code, 'the password secret goes too').not.to.equal(0);
     expect(await routesOf()).to.deep.equal([]);
     expect(existsSync(path.join(folder, '.minio.sys', 'format.json')), 'the data stays').to.equal(true);
     expect(deletedEvents, 'tags and the like forget it').to.deep.include({ type: 's3', id: storeId });
