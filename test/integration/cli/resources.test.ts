@@ -4,13 +4,16 @@ import path from 'node:path';
 import { builtinPlugins } from '../../../plugins/index.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { FakeAgent } from '../../support/agents.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { hangarCli, TempDirs, type CliResult } from '../runner/support.js';
 
 /**
  * The resource commands (cli/resources.ts) as an operator runs them: the real bin/hangar.mjs
  * against a control plane in this process, signed with an admin's API key from the environment.
- * Only what needs no running swarm: the swarm-side behaviour has its own suites.
+ * Mostly what needs no running swarm; the last part puts a test double (FakeAgent) in the place
+ * of a swarm manager's agent, to see the 202s, --wait, log reads and values pass through the CLI.
+ * What the swarm does with them is other suites' business.
  */
 
 // The resource plugins that are built in; a command whose plugin is not (yet) there is not tested.
@@ -48,7 +51,7 @@ describeEachDialect('hangar resource commands against a running control plane', 
     expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(2);
     expect(res.stderr).to.contain(message);
   };
-  const json = async (args: string[]) => JSON.parse(await ok([...args, '--json']));
+  const json = async (args: string[], input?: string) => JSON.parse(await ok([...args, '--json'], input));
 
   before(async function () {
     this.timeout(60_000);
@@ -309,6 +312,109 @@ describeEachDialect('hangar resource commands against a running control plane', 
       const res = await hangarCli(['swarm', 'list'], { env: { XDG_CONFIG_HOME: dir, HANGAR_API_URL: undefined, HANGAR_ACCESS_KEY: undefined, HANGAR_SECRET_KEY: undefined, HANGAR_CA_FILE: undefined } });
       expect(res.code).to.equal(2);
       expect(res.stderr).to.contain('hangar swarm list: no connection to a control plane');
+    });
+  });
+
+  describe('on a swarm whose manager is a test double (a fake agent answers the orchestrator calls)', function () {
+    this.timeout(120_000);
+    let agent: FakeAgent;
+    let nodeId: string;
+    let swarmId: string;
+    let stopping = false;
+    let loop: Promise<void>;
+    const calls: Array<{ method: string; args: any[] }> = [];
+    const LOG_LINES = ['2024-05-01T10:00:00Z hello', '2024-05-01T10:00:01Z world'];
+    const answers: Record<string, (args: any[]) => unknown> = {
+      init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
+      workloadLogs: () => ({ lines: LOG_LINES }),
+      inspectWorkloads: () => ({ workloads: [] }),
+      members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', state: 'ready', availability: 'active', leader: true }] }),
+    };
+    const called = (method: string) => calls.filter((c) => c.method === method);
+
+    before(async function () {
+      if (!has('secrets')) this.skip();
+      const node = await t.request('POST', '/v1/nodes', { body: { name: 'fake-manager' }, headers: bearer(admin.token) });
+      expect(node.status, node.text).to.equal(201);
+      nodeId = node.json.data.id;
+      agent = await FakeAgent.forNode(t, nodeId);
+      expect((await agent.heartbeat()).status).to.equal(200);
+      loop = (async () => {
+        while (!stopping) {
+          const res = await agent.poll(1);
+          for (const task of (res.json?.data ?? []) as Array<{ task_id: string; kind: string; payload: any }>) {
+            const call = task.kind === 'orchestrator.call' ? { method: task.payload.method as string, args: task.payload.args as any[] } : { method: task.kind, args: [] };
+            calls.push(call);
+            await agent.report(task.task_id, { status: 'completed', output: answers[call.method]?.(call.args) ?? {} });
+          }
+        }
+      })();
+      swarmId = (await json(['swarm', 'create', 'live'])).id;
+    });
+    after(async () => {
+      stopping = true;
+      await loop;
+    });
+
+    it('join answers 202: what was accepted and how to follow it; members lists the manager', async () => {
+      expect(await ok(['swarm', 'join', 'live', nodeId])).to.equal(`joining node ${nodeId} to swarm live as manager: joining; follow with: hangar swarm members live\n`);
+      for (let i = 0; i < 100 && (await json(['swarm', 'get', 'live'])).status !== 'active'; i++) await new Promise((r) => setTimeout(r, 200));
+      const members = await ok(['swarm', 'members', 'live']);
+      expect(members.split('\n')[0]).to.match(/^node_id\s+\| role\s+\| status \| hostname\s+\| state \| availability \| leader \| error$/);
+      expect(members).to.match(new RegExp(`\n${nodeId}\\s+\\| manager \\| active \\| fake-host \\| ready \\| active\\s+\\| true\\s+\\| -\n`));
+    });
+
+    it('secret: create sends the value base64-encoded; list, get (never the value), update, delete', async () => {
+      const created = await ok(['secret', 'create', 'db-password', '--swarm', 'live', '--from-literal', 's3cret']);
+      expect(created).to.match(/^created secret db-password \(sec-[0-9a-z]+\)\n$/);
+      const id = created.match(/\((sec-[0-9a-z]+)\)/)![1]!;
+      expect(called('createObject').at(-1)!.args.slice(0, 3)).to.deep.equal(['secret', 'db-password-v1', Buffer.from('s3cret').toString('base64')]);
+      const [list, record, data] = await Promise.all([ok(['secret', 'list', '--swarm', swarmId]), ok(['secret', 'get', id]), json(['secret', 'get', 'db-password'])]);
+      expect(list).to.match(new RegExp(`\n${id} \\| db-password \\| ${swarmId} \\| 1 +\\| - +\\| `));
+      expect(record).to.match(/\nversion: +1\n/).and.not.contain('s3cret').and.not.contain(Buffer.from('s3cret').toString('base64'));
+      expect(data).to.include({ id, name: 'db-password', version: 1 }).and.not.have.property('data');
+      expect(await ok(['secret', 'update', id, '-'], 'rotated\n')).to.equal(`updated secret db-password (${id}) to version 2\n`);
+      expect(called('createObject').at(-1)!.args.slice(0, 3)).to.deep.equal(['secret', 'db-password-v2', Buffer.from('rotated\n').toString('base64')]);
+      expect(await ok(['secret', 'delete', id])).to.equal(`deleted secret ${id}\n`);
+    });
+
+    it('config: get shows the value as base64; --decode prints its bytes as they are', async () => {
+      const value = 'worker_processes 2;\nlisten 80;\n';
+      const created = await json(['config', 'create', 'nginx', '--swarm', 'live', '--from-file', '-'], value);
+      expect(created.data).to.equal(Buffer.from(value).toString('base64'));
+      const [decoded, record] = await Promise.all([ok(['config', 'get', 'nginx', '--decode']), ok(['config', 'get', created.id])]);
+      expect(decoded).to.equal(value);
+      expect(record).to.match(new RegExp(`\ndata: +${Buffer.from(value).toString('base64')}\n`));
+      expect(await ok(['config', 'delete', 'nginx'])).to.equal(`deleted config ${created.id}\n`);
+    });
+
+    it('instance: create maps every flag into the body (202, how to follow), logs polls its read and prints the lines, delete --wait until gone', async () => {
+      const created = await ok([
+        'instance', 'create', 'api', '--swarm', 'live', '--image', 'nginx:1', '--replicas', '2', '--type', 'small',
+        '--port', '8080:80', '--port', '5353:53/udp', '--http-port', '80', '--domain', 'api.example.test',
+        '--env', 'A=1', '--env', 'B=x=y', '--command', `sh -c 'echo "hi there"'`, '--arg=--verbose', '--platform', 'linux/arm64',
+      ]);
+      const id = created.match(/\((inst-[0-9a-z]+)\)/)?.[1];
+      expect(created).to.equal(`creating instance api (${id}): deploying; follow with: hangar instance get ${id}\n`);
+      const got = await json(['instance', 'get', id!]);
+      expect(got).to.deep.include({
+        name: 'api', swarm_id: swarmId, image: 'nginx:1', replicas: 2, type: 'small', http_port: 80, domain: 'api.example.test',
+        ports: ['8080:80/tcp', '5353:53/udp'], env: { A: '1', B: 'x=y' }, command: ['sh', '-c', 'echo "hi there"', '--verbose'], platform: 'linux/arm64',
+      });
+      expect(await ok(['instance', 'logs', id!, '--lines', '5'])).to.equal(`${LOG_LINES.join('\n')}\n`);
+      expect(called('workloadLogs').at(-1)!.args).to.deep.equal(['inst-api', { lines: 5 }]);
+      const logsJson = await json(['instance', 'logs', 'api', '--since', '2024-05-01T00:00:00Z']);
+      expect(logsJson).to.include({ status: 'completed' });
+      expect(logsJson.lines).to.deep.equal(LOG_LINES);
+      const deleted = await ok(['instance', 'delete', id!, '--wait', '--timeout', '30']);
+      expect(deleted).to.match(new RegExp(`^deleting instance api \\(${id}\\): terminating\n(· .*\n)*instance ${id} is gone\n$`));
+      await fails(['instance', 'get', id!], 'HTTP 404');
+    });
+
+    it('swarm delete --wait: 202 while its manager leaves, then gone', async () => {
+      const out = await ok(['swarm', 'delete', 'live', '--wait', '--timeout', '60']);
+      expect(out).to.match(new RegExp(`^deleting swarm live \\(${swarmId}\\): deleting\n(· .*\n)*swarm ${swarmId} is gone\n$`));
+      expect(called('leave')).to.have.length.greaterThan(0);
     });
   });
 });
