@@ -39,7 +39,7 @@ export interface Verb {
    * - `list`: a table of `columns` (all pages); `record`: one resource, field by field;
    * - `done`: one line (`created swarm web (swm-…)`), or for a 202 what was accepted and how to follow it;
    * - `logs`: the answer is a log read to poll; its lines print once it completes;
-   * - a function: prints what it returns (and may return an exit code instead).
+   * - a function: prints what it returns (and may return an exit code instead); not called with `--json`.
    */
   output: 'list' | 'record' | 'done' | 'logs' | ((data: any, a: Args) => string | number | Promise<string | number>);
   /** Columns of a `list`; default: the resource's. */
@@ -251,39 +251,43 @@ function labelOf(r: Resource, data: any, a: Args): string {
   return `${r.noun} ${name && name !== id ? `${name} (${id})` : id}`;
 }
 
-/** Polls a resource until its status settles (or it is gone); answers the exit code. */
-async function waitFor(api: ApiClient, r: Resource, id: string, mode: 'settle' | 'gone', timeoutS: number, follow: string): Promise<number> {
+/**
+ * Polls a resource until its status settles (or it is gone), printing each new status unless
+ * quiet; answers the exit code and the resource as it last was (null once gone).
+ */
+async function waitFor(api: ApiClient, r: Resource, id: string, mode: 'settle' | 'gone', timeoutS: number, follow: string, quiet: boolean): Promise<{ code: number; data: unknown }> {
   const deadline = Date.now() + timeoutS * 1000;
   const transitional = r.transitional ?? [];
   const failed = r.failed ?? ['failed'];
   const path = `${r.base}/${encodeURIComponent(id)}`;
+  const say = (line: string) => quiet || console.log(line);
   let last = '';
-  let status = 'unknown';
+  let data: Record<string, any> | null = null;
   while (Date.now() < deadline) {
     const res = await api.call<{ data: Record<string, any> }>('GET', path);
     if (res.status === 404 && mode === 'gone') {
-      console.log(`${r.noun} ${id} is gone`);
-      return EXIT.ok;
+      say(`${r.noun} ${id} is gone`);
+      return { code: EXIT.ok, data: null };
     }
     if (res.status >= 400) throw apiFailure('GET', path, res);
-    const data = res.json.data;
-    status = String(data.status ?? 'unknown');
+    data = res.json.data;
+    const status = String(data.status ?? 'unknown');
     const reason = data.reason ?? data.error ?? null;
     const line = `${status}${reason ? `: ${reason}` : ''}`;
-    if (line !== last) console.log(`· ${line}`);
+    if (line !== last) say(`· ${line}`);
     last = line;
     if (failed.includes(status)) {
       console.error(`hangar ${r.noun}: ${labelOf(r, data, {})} ${mode === 'gone' ? 'was not deleted' : 'failed'}${reason ? `: ${reason}` : ''}`);
-      return EXIT.failed;
+      return { code: EXIT.failed, data };
     }
     if (mode === 'settle' && !transitional.includes(status)) {
-      console.log(`${labelOf(r, data, {})} is ${status}`);
-      return EXIT.ok;
+      say(`${labelOf(r, data, {})} is ${status}`);
+      return { code: EXIT.ok, data };
     }
     await sleep(POLL_MS);
   }
-  console.error(`hangar ${r.noun}: still ${status} after ${timeoutS} s; follow with: hangar ${follow}`);
-  return EXIT.failed;
+  console.error(`hangar ${r.noun}: still ${String(data?.status ?? 'unknown')} after ${timeoutS} s; follow with: hangar ${follow}`);
+  return { code: EXIT.failed, data };
 }
 
 /** A queued log read: polls it until it completes or fails, then prints its lines. */
@@ -328,8 +332,14 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
     if (!data?.task_id) throw failure(`the API answered no task id: ${JSON.stringify(data)}`);
     return readLogs(api, path, data.task_id as string, a);
   }
-  if (a.json && typeof verb.output !== 'function') {
-    console.log(JSON.stringify(data, null, 2));
+  const follow = verb.follow ? verb.follow(a, data) : `${r.noun} get ${data?.id ?? a.id}`;
+  const waiting = res.status === 202 && a.wait && verb.wait ? () => waitFor(api, r, String(data?.id ?? a.id), verb.wait!, a.timeout as number, follow, Boolean(a.json)) : null;
+  if (a.json) {
+    // With --wait: the resource as it settled, over what the 202 said (which alone holds a
+    // generated password); as it was accepted once it is gone.
+    const end = waiting ? await waiting() : null;
+    console.log(JSON.stringify(end?.data ? { ...data, ...end.data } : data, null, 2));
+    return end?.code ?? EXIT.ok;
   } else if (typeof verb.output === 'function') {
     const out = await verb.output(data, a);
     if (typeof out === 'number') return out;
@@ -339,8 +349,6 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
   } else {
     const [past, ing] = verb.says ?? ['done:', 'accepted:'];
     const label = verb.label ? verb.label(a, data) : labelOf(r, data, a);
-    const follow = verb.follow ? verb.follow(a, data) : `${r.noun} get ${data?.id ?? a.id}`;
-    const waiting = res.status === 202 && a.wait && verb.wait;
     if (res.status !== 202) console.log(`${past} ${label}`);
     else {
       const state = data?.status ? `: ${data.status}${data.reason ? ` (${data.reason})` : ''}` : '';
@@ -348,7 +356,7 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
       if (data?.note) console.log(`note: ${data.note}`);
     }
     for (const line of verb.notes?.(data, a) ?? []) console.log(line);
-    if (waiting) return waitFor(api, r, String(data?.id ?? a.id), verb.wait!, a.timeout as number, follow);
+    if (waiting) return (await waiting()).code;
   }
   return EXIT.ok;
 }
@@ -416,7 +424,7 @@ function verbCommand(r: Resource, verb: Verb, commandName: string): CommandModul
           .option('timeout', { type: 'number', default: 300, describe: 'seconds to wait' });
       }
       if (verb.output === 'logs') b = b.option('timeout', { type: 'number', default: 60, describe: 'seconds to wait for the lines' });
-      b = b.option('json', { type: 'boolean', default: false, describe: 'print the data the API answered, as JSON' });
+      b = b.option('json', { type: 'boolean', describe: 'print the data the API answered, as JSON' });
       return usageExit(b) as Argv<Args>;
     },
     handler: (a) => runAndExit(label, false, () => run(r, verb, a)),

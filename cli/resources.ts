@@ -88,9 +88,9 @@ function swarmObject(kind: 'secret' | 'config'): Resource {
       list(swarmFilter),
       kind === 'config'
         ? get({
-            options: { decode: { type: 'boolean', default: false, describe: 'print only the value, decoded (bytes as they are)' } },
+            options: { decode: { type: 'boolean', conflicts: 'json', describe: 'print only the value, decoded (bytes as they are)' } },
             output: (data: { data?: string }, a) => {
-              if (!a.decode) return a.json ? JSON.stringify(data, null, 2) : renderRecord(data);
+              if (!a.decode) return renderRecord(data);
               process.stdout.write(Buffer.from(data.data ?? '', 'base64'));
               return '';
             },
@@ -327,7 +327,7 @@ export const RESOURCES: Resource[] = [
           cert_id: 'cert',
         },
         label: (_a, d) => `object store ${d.name} (${d.id})`,
-        notes: (data, a) => (a.json ? [] : s3Password(data)),
+        notes: s3Password,
         wait: 'settle',
       }),
       list(),

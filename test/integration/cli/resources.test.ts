@@ -250,7 +250,7 @@ describeEachDialect('hangar resource commands against a running control plane', 
     itWith('tags')('set, list (table and --json), delete; the API’s 404 and 400 surface', async () => {
       const web = (await json(['swarm', 'get', 'web'])) as { id: string };
       expect(await ok(['tag', 'set', 'swarm', web.id, 'env', 'prod'])).to.equal(`tagged swarm ${web.id}: env=prod\n`);
-      expect(await ok(['tag', 'set', 'swarm', web.id, 'team', '007'])).to.equal(`tagged swarm ${web.id}: team=007\n`);
+      expect(await json(['tag', 'set', 'swarm', web.id, 'team', '007'])).to.deep.equal({ resource_type: 'swarm', resource_id: web.id, key: 'team', value: '007' });
       const [table, data, byValue, none] = await Promise.all([
         ok(['tag', 'list', '--key', 'env']),
         json(['tag', 'list', '--key', 'team']),
@@ -330,6 +330,10 @@ describeEachDialect('hangar resource commands against a running control plane', 
       inspectWorkloads: () => ({ workloads: [] }),
       members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', state: 'ready', availability: 'active', leader: true }] }),
     };
+    /** Calls the fake manager refuses, with the engine's error. */
+    const refusals: Record<string, (args: any[]) => string | undefined> = {
+      deployWorkload: (args) => (String(args[0]?.name).startsWith('inst-broken') ? 'No such image: nginx:none' : undefined),
+    };
     const called = (method: string) => calls.filter((c) => c.method === method);
 
     before(async function () {
@@ -345,7 +349,8 @@ describeEachDialect('hangar resource commands against a running control plane', 
           for (const task of (res.json?.data ?? []) as Array<{ task_id: string; kind: string; payload: any }>) {
             const call = task.kind === 'orchestrator.call' ? { method: task.payload.method as string, args: task.payload.args as any[] } : { method: task.kind, args: [] };
             calls.push(call);
-            await agent.report(task.task_id, { status: 'completed', output: answers[call.method]?.(call.args) ?? {} });
+            const refused = refusals[call.method]?.(call.args);
+            await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: answers[call.method]?.(call.args) ?? {} });
           }
         }
       })();
@@ -388,7 +393,7 @@ describeEachDialect('hangar resource commands against a running control plane', 
       expect(await ok(['config', 'delete', 'nginx'])).to.equal(`deleted config ${created.id}\n`);
     });
 
-    it('instance: create maps every flag into the body (202, how to follow), logs polls its read and prints the lines, delete --wait until gone', async () => {
+    it('instance: create maps every flag into the body (202, how to follow); --wait ends failed with the reason (exit 1); logs polls its read and prints the lines; delete --wait until gone', async () => {
       const created = await ok([
         'instance', 'create', 'api', '--swarm', 'live', '--image', 'nginx:1', '--replicas', '2', '--type', 'small',
         '--port', '8080:80', '--port', '5353:53/udp', '--http-port', '80', '--domain', 'api.example.test',
@@ -406,6 +411,15 @@ describeEachDialect('hangar resource commands against a running control plane', 
       const logsJson = await json(['instance', 'logs', 'api', '--since', '2024-05-01T00:00:00Z']);
       expect(logsJson).to.include({ status: 'completed' });
       expect(logsJson.lines).to.deep.equal(LOG_LINES);
+      const broken = await cli(['instance', 'create', 'broken', '--swarm', 'live', '--image', 'nginx:none', '--wait', '--timeout', '30']);
+      const brokenJson = await cli(['instance', 'create', 'broken-json', '--swarm', 'live', '--image', 'nginx:none', '--wait', '--timeout', '30', '--json']);
+      expect(broken.code, broken.stderr).to.equal(1);
+      expect(broken.stderr).to.match(/^hangar instance: instance broken \(inst-[0-9a-z]+\) failed: .*No such image: nginx:none\n$/);
+      expect(broken.stdout).to.match(/^creating instance broken \(inst-[0-9a-z]+\): deploying\n(· .*\n)*· failed: .*No such image: nginx:none\n$/);
+      expect(brokenJson.code).to.equal(1);
+      expect(JSON.parse(brokenJson.stdout)).to.include({ name: 'broken-json', status: 'failed' });
+      expect(await ok(['instance', 'delete', 'broken'])).to.match(/^deleting instance broken \(inst-[0-9a-z]+\): terminating; follow with: hangar instance get inst-[0-9a-z]+\n$/);
+      await ok(['instance', 'delete', 'broken-json', '--wait']);
       const deleted = await ok(['instance', 'delete', id!, '--wait', '--timeout', '30']);
       expect(deleted).to.match(new RegExp(`^deleting instance api \\(${id}\\): terminating\n(· .*\n)*instance ${id} is gone\n$`));
       await fails(['instance', 'get', id!], 'HTTP 404');
