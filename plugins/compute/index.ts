@@ -343,7 +343,7 @@ export default definePlugin({
           path: '/v1/compute/instances',
           auth: 'authenticated',
           summary: 'List compute instances with desired and observed state',
-          schemas: { query: Type.Intersect([PageQuery, Type.Object({ swarm_id: Type.Optional(Type.String({ maxLength: 100 })) })]) },
+          schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }) },
           handler: async (req) =>
             Reply.page(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => req.query.swarm_id && q.where({ swarm_id: req.query.swarm_id }) }), instanceView),
         },

@@ -396,4 +396,15 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     expect(del.status).to.equal(409);
     expect(del.json.message).to.contain('web');
   });
+
+  it('deletes the swarm with force: its workloads go, the workers leave, then the manager; 202, then 404', async function () {
+    this.timeout(300_000);
+    const res = await api('DELETE', `/v1/swarms/${swarmId}?force=true`);
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.status).to.equal('deleting');
+    await until('the swarm record to go', async () => (await api('GET', `/v1/swarms/${swarmId}`)).status === 404, 240_000, 2000);
+    for (const m of machines) expect(await m.sh("docker info --format '{{.Swarm.LocalNodeState}}'"), m.name).to.equal('inactive');
+    expect((await get('/v1/compute/instances')).filter((i: any) => i.swarm_id === swarmId)).to.deep.equal([]);
+    expect((await get('/v1/gateway')).load_balancers).to.deep.equal([]);
+  });
 });

@@ -156,6 +156,10 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       created.push(webRuntime);
       expect((await api('POST', '/v1/compute/instances', { name: named('web'), swarm_id: member.swarmId, image: TEST_IMAGE })).status, 'same name').to.equal(409);
       const running = await waitInstance(webId, 'running 2', (i) => i.status === 'running' && i.running === 2);
+      const onSwarm = await api('GET', `/v1/compute/instances?swarm_id=${member.swarmId}`);
+      expect(onSwarm.status, onSwarm.text).to.equal(200);
+      expect(onSwarm.json.data.map((i: any) => i.id)).to.deep.equal([webId]);
+      expect((await api('GET', '/v1/compute/instances?swarm_id=swarm-other')).json.data).to.deep.equal([]);
       expect(running.placement).to.have.length(2);
       expect(running.placement.every((p: any) => p.node_id === member.nodeId)).to.equal(true);
       const spec = JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec}}']));
