@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { apiClient } from './api-client.js';
+import { restoreDashes } from './resource-commands.js';
 import { runAndExit, usageError } from './runner/errors.js';
 import { renderTable } from './runner/output.js';
 
@@ -70,7 +71,9 @@ const deployCommand: CommandModule<object, DeployArgs> = {
       .option('ssh-profile', { type: 'string', describe: 'a stored SSH profile (name or id)' })
       .option('ssh-host-key', { type: 'string', describe: 'pin the host key: SHA256:…' })
       .option('wait', { type: 'boolean', default: true, describe: 'follow the deploy until it completes (--no-wait returns at once)' })
-      .option('timeout', { type: 'number', default: 600, describe: 'seconds to follow' }) as unknown as Argv<DeployArgs>,
+      .option('timeout', { type: 'number', default: 600, describe: 'seconds to follow' })
+      // `--ssh-password-file -` (stdin) would otherwise reach yargs as an empty value and a stray `-`.
+      .middleware((argv) => restoreDashes(argv as never, ['address']), true) as unknown as Argv<DeployArgs>,
   handler: (args) =>
     runAndExit('node deploy', false, async () => {
       const password = args['ssh-password-file'] ? readSecretFile(args['ssh-password-file'], '--ssh-password-file').replace(/\r?\n$/, '') : process.env.HANGAR_SSH_PASSWORD;

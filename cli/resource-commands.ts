@@ -368,7 +368,7 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
  * argument (which strict mode refuses), a `-` positional becomes '' or true. Before validation this
  * puts the `-` back where the command line had it.
  */
-function restoreDashes(argv: Args, positionals: string[]): void {
+export function restoreDashes(argv: Args, positionals: string[]): void {
   const raw = hideBin(process.argv);
   const blank = (name: string) => argv[name] === '' || argv[name] === true;
   raw.forEach((token, i) => {
