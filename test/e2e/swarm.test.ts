@@ -196,6 +196,22 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     await until('active again', async () => (await get(`/v1/swarms/${swarmId}/members`)).find((m: any) => m.node_id === drained).availability === 'active', 60_000);
   });
 
+  it('lets a worker leave (drained first; the manager forgets it) and join again', async function () {
+    this.timeout(300_000);
+    const worker = nodeOf.get('m3')!;
+    const m3 = machineOfNode.get(worker)!;
+    const left = await api('POST', `/v1/swarms/${swarmId}/leave`, { node_id: worker });
+    expect(left.status, left.text).to.equal(202);
+    expect(left.json.data.status).to.equal('leaving');
+    await until('m3 to be gone from the swarm', async () => (await get(`/v1/swarms/${swarmId}`)).members.every((m: any) => m.node_id !== worker), 180_000);
+    expect(await m3.sh("docker info --format '{{.Swarm.LocalNodeState}}'")).to.equal('inactive');
+    expect(await m1.sh("docker node ls --format '{{.Hostname}}' | sort")).to.equal('m1\nm2');
+    await waitInstance(webId, '6 running on the others', (i) => i.running === 6 && i.placement.every((p: any) => p.node_id !== worker));
+    expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: worker })).status).to.equal(202);
+    await until('m3 back as a worker', async () => (await get(`/v1/swarms/${swarmId}`)).members.find((m: any) => m.node_id === worker)?.status === 'active', 120_000);
+    expect(await m1.sh("docker node ls --format '{{.Hostname}} {{.Status}}' | sort")).to.equal('m1 Ready\nm2 Ready\nm3 Ready');
+  });
+
   it('deploys a compose stack using a secret and a config; rotating the secret redeploys it with the new value; deleting it in use is a 409', async function () {
     this.timeout(600_000);
     const secret = await api('POST', '/v1/secrets', { name: 'db-pass', swarm_id: swarmId, data: b64('first-s3cret') });
