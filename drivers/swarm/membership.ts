@@ -1,5 +1,5 @@
 import type { RuntimeAvailability, SwarmMember } from '../../core/orchestrator.js';
-import { attempt, body, failure, isNotFound, segment, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
+import { attempt, body, failure, isNotFound, segment, statusOf, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 
 const AVAILABILITIES: readonly RuntimeAvailability[] = ['active', 'pause', 'drain'];
 const LISTEN_ADDR = '0.0.0.0:2377';
@@ -68,7 +68,7 @@ export async function leave(ctx: SwarmContext, force: boolean): Promise<{ left: 
     await ctx.docker.swarmLeave({ force: !!force });
   } catch (err) {
     // 503: "This node is not part of a swarm" — left between the check and the call.
-    if ((err as { statusCode?: number }).statusCode === 503) return { left: false };
+    if (statusOf(err) === 503) return { left: false };
     throw failure('leaving the swarm', err);
   }
   return { left: true };

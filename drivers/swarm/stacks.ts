@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import type { BundleState, LogOptions } from '../../core/orchestrator.js';
 import { attempt, checkName, dockerReason, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
-import { STACK_LABEL, stackServices, statesOf } from './state.js';
+import { stackFilter, stackServices, statesOf } from './state.js';
 
 const DEPLOY_TIMEOUT_MS = 5 * 60_000;
 const REMOVE_WAIT_MS = 60_000;
@@ -61,11 +61,9 @@ export async function deployBundle(ctx: SwarmContext, name: string, yamlText: st
   return bundleState(ctx, name);
 }
 
-const labelFilter = (name: string) => ({ label: [`${STACK_LABEL}=${name}`] });
-
 /** What of a stack the engine still has: services, networks, secrets, configs, and containers on this engine. */
 async function stackLeftovers(ctx: SwarmContext, name: string) {
-  const filters = labelFilter(name);
+  const filters = stackFilter(name);
   const [services, networks, secrets, configs, containers] = await Promise.all([
     attempt('listing services', () => ctx.docker.listServices({ filters })),
     attempt('listing networks', () => ctx.docker.listNetworks({ filters })),

@@ -23,8 +23,11 @@ export async function listServices(ctx: SwarmContext, filters?: Record<string, s
   return (await attempt('listing services', () => ctx.docker.listServices(filters ? { filters } : {}))) as Raw[];
 }
 
+/** The engine filter for what belongs to a stack (services, networks, secrets, configs, containers). */
+export const stackFilter = (stack: string) => ({ label: [`${STACK_LABEL}=${stack}`] });
+
 export function stackServices(ctx: SwarmContext, stack: string): Promise<Raw[]> {
-  return listServices(ctx, { label: [`${STACK_LABEL}=${stack}`] });
+  return listServices(ctx, stackFilter(stack));
 }
 
 function portsOf(service: Raw): PortSpec[] {

@@ -2,7 +2,7 @@ import { HANGAR_LABELS, type LogOptions, type MountSpec, type ObjectRef, type Po
 import { attempt, body, checkName, failure, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { findObjectId, type ObjectKind } from './objects.js';
-import { findService, listServices, STACK_LABEL, stateOf, statesOf } from './state.js';
+import { findService, listServices, stackServices, stateOf, statesOf } from './state.js';
 
 const MB = 1024 * 1024;
 
@@ -146,7 +146,7 @@ export async function inspectWorkloads(ctx: SwarmContext, filter: { names?: stri
     if (service) services.set(service.ID, service);
   }
   for (const stack of stacks ?? []) {
-    for (const service of await listServices(ctx, { label: [`${STACK_LABEL}=${stack}`] })) services.set(service.ID, service);
+    for (const service of await stackServices(ctx, stack)) services.set(service.ID, service);
   }
   return { workloads: await statesOf(ctx, [...services.values()]) };
 }
