@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { Clock } from '../clock.js';
 import { badRequest } from '../errors.js';
 import type { Store } from './store.js';
 
@@ -158,6 +159,23 @@ export class Repository<T extends Row> {
     const query = this.query();
     options.where?.(query);
     return paginate(query, { keys: ['created_at', 'id'], limit: options.limit, cursor: options.cursor, decode: this.decode });
+  }
+}
+
+/** A repository whose rows carry `updated_at`: `change` writes a patch and stamps that column. */
+export class StampedRepository<T extends Row> extends Repository<T> {
+  constructor(
+    store: Store,
+    table: string,
+    codec: Codec,
+    private readonly clock: Clock,
+  ) {
+    super(store, table, codec);
+  }
+
+  /** Updates the row and returns it (the row must exist). */
+  async change(id: string, patch: Partial<T>): Promise<T> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { PortSpec } from '../../core/orchestrator.js';
 import { INSTANCES } from './migrations.js';
@@ -31,21 +31,14 @@ export interface InstanceRecord {
   [key: string]: unknown;
 }
 
-export class InstanceStore extends Repository<InstanceRecord> {
-  constructor(
-    store: Store,
-    private readonly clock: Clock,
-  ) {
-    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at'] });
+export class InstanceStore extends StampedRepository<InstanceRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
   }
 
   /** An instance by name when exactly one swarm has one of that name. */
   async byName(name: string): Promise<InstanceRecord | null> {
     const rows = await this.query().where({ name }).limit(2);
     return rows.length === 1 ? this.decode(rows[0]) : null;
-  }
-
-  async change(id: string, patch: Partial<InstanceRecord>): Promise<InstanceRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -55,16 +55,9 @@ interface LoadBalancerRecord {
   [key: string]: unknown;
 }
 
-class LoadBalancerStore extends Repository<LoadBalancerRecord> {
-  constructor(
-    store: Store,
-    private readonly clock: Clock,
-  ) {
-    super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at'] });
-  }
-
-  async change(id: string, patch: Partial<LoadBalancerRecord>): Promise<LoadBalancerRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at'] }, clock);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { SWARM_MEMBERS, SWARMS } from './migrations.js';
@@ -34,12 +34,9 @@ export interface MemberRecord {
 
 const DATES = ['created_at', 'updated_at'];
 
-export class SwarmStore extends Repository<SwarmRecord> {
-  constructor(
-    store: Store,
-    private readonly clock: Clock,
-  ) {
-    super(store, SWARMS, { dates: DATES });
+export class SwarmStore extends StampedRepository<SwarmRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, SWARMS, { dates: DATES }, clock);
   }
 
   /** By id, or by name (names are unique). */
@@ -62,25 +59,14 @@ export class SwarmStore extends Repository<SwarmRecord> {
     if (!swarm.manager_node_id) throw conflict(`Swarm ${swarm.name} has no manager yet: join a node to it first (POST /v1/swarms/${swarm.id}/join)`);
     return swarm as SwarmRecord & { manager_node_id: string };
   }
-
-  async change(id: string, patch: Partial<SwarmRecord>): Promise<SwarmRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
-  }
 }
 
-export class MemberStore extends Repository<MemberRecord> {
-  constructor(
-    store: Store,
-    private readonly clock: Clock,
-  ) {
-    super(store, SWARM_MEMBERS, { dates: DATES });
+export class MemberStore extends StampedRepository<MemberRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, SWARM_MEMBERS, { dates: DATES }, clock);
   }
 
   of(swarmId: string): Promise<MemberRecord[]> {
     return this.findAll({ swarm_id: swarmId });
-  }
-
-  async change(id: string, patch: Partial<MemberRecord>): Promise<MemberRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
 }
