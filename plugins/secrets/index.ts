@@ -5,6 +5,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { KeyedSerial } from '../../core/serial.js';
 import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
 import { PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
@@ -51,7 +52,6 @@ export default definePlugin({
     const objects = new ObjectStore(db, clock);
     const box = services.ca.secretBox('secrets');
     const hooks: ObjectUsers[] = [];
-    const queues = new Map<string, Promise<void>>();
     const now = () => clock.now().toISOString();
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
@@ -119,18 +119,8 @@ export default definePlugin({
     }
 
     /** Runs changes of one object one after the other (in this process; `advance` guards across replicas). */
-    function exclusive<T>(id: string, work: () => Promise<T>): Promise<T> {
-      const result = (queues.get(id) ?? Promise.resolve()).then(work);
-      const tail = result.then(
-        () => undefined,
-        () => undefined,
-      );
-      queues.set(id, tail);
-      void tail.then(() => {
-        if (queues.get(id) === tail) queues.delete(id);
-      });
-      return result;
-    }
+    const changes = new KeyedSerial();
+    const exclusive = <T>(id: string, work: () => Promise<T>): Promise<T> => changes.run(id, work);
 
     const api: SecretsApi = {
       registerUsers: (hook) => void hooks.push(hook),
