@@ -161,9 +161,9 @@ export default definePlugin({
       };
     }
 
+    /** Records what the runtime shows of `i`, which must be the record as it stands. */
     async function apply(i: InstanceRecord, w: WorkloadState | undefined, nodeIds: Map<string, string>): Promise<InstanceRecord> {
-      const current = (await instances.get(i.id)) ?? i;
-      const verdict = judge(current, w);
+      const verdict = judge(i, w);
       const placement = (w?.tasks ?? [])
         .filter((t) => t.desired_state === 'running')
         .map((t) => ({ node_id: t.runtime_node_id ? (nodeIds.get(t.runtime_node_id) ?? null) : null, runtime_node_id: t.runtime_node_id, state: t.state }));
@@ -175,7 +175,8 @@ export default definePlugin({
       const swarm = await swarms.requireActive(i.swarm_id);
       await onManager(swarm, 'ensureNetwork', [HANGAR_EDGE_NETWORK]);
       const state = await onManager<WorkloadState>(swarm, 'deployWorkload', [await spec(i, swarm)]);
-      await apply(i, state, await swarmsApi.nodeIdsByRuntime(swarm.id));
+      // The record may have changed while the deploy ran (a terminate, say): judge the current one.
+      await apply((await instances.get(i.id)) ?? i, state, await swarmsApi.nodeIdsByRuntime(swarm.id));
     }
 
     /** Instances with a deploy on its way: an observation taken meanwhile would call them drifted. */
@@ -183,20 +184,28 @@ export default definePlugin({
 
     function deployInBackground(i: InstanceRecord, what: string): void {
       deploying.set(i.id, (deploying.get(i.id) ?? 0) + 1);
-      const done = () => (deploying.get(i.id) === 1 ? deploying.delete(i.id) : deploying.set(i.id, deploying.get(i.id)! - 1));
       jobs.run(
         `${what} instance ${i.name}`,
         async () => {
           try {
             await deploy(i);
           } finally {
-            done();
+            const left = deploying.get(i.id)! - 1;
+            if (left) deploying.set(i.id, left);
+            else deploying.delete(i.id);
           }
         },
         async (err) => {
           await instances.change(i.id, { status: 'failed', reason: `${what} failed: ${err.message}` });
         },
       );
+    }
+
+    /** Writes a change to the instance's spec and rolls it out in the background; the 202's body. */
+    async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, what: string) {
+      const changed = await instances.change(i.id, patch);
+      deployInBackground(changed, what);
+      return instanceView(changed);
     }
 
     async function gpuCheck(swarm: SwarmRecord, slots: number): Promise<void> {
@@ -385,9 +394,7 @@ export default definePlugin({
           schemas: { params: IdParams },
           handler: async (req) => {
             const i = await requireMutable(req.params.id);
-            const stopped = await instances.change(i.id, { desired: 'stopped', status: 'deploying', reason: 'stopping' });
-            deployInBackground(stopped, 'stopping');
-            return instanceView(stopped);
+            return redeploy(i, { desired: 'stopped', status: 'deploying', reason: 'stopping' }, 'stopping');
           },
         },
         {
@@ -399,9 +406,7 @@ export default definePlugin({
           schemas: { params: IdParams },
           handler: async (req) => {
             const i = await requireMutable(req.params.id);
-            const started = await instances.change(i.id, { desired: 'running', status: 'deploying', reason: 'starting' });
-            deployInBackground(started, 'starting');
-            return instanceView(started);
+            return redeploy(i, { desired: 'running', status: 'deploying', reason: 'starting' }, 'starting');
           },
         },
         {
@@ -413,9 +418,9 @@ export default definePlugin({
           schemas: { params: IdParams, body: Type.Object({ replicas: Type.Integer({ minimum: 0, maximum: 1000 }) }, { additionalProperties: false }) },
           handler: async (req) => {
             const i = await requireMutable(req.params.id);
-            const scaled = await instances.change(i.id, { replicas: req.body.replicas, ...(i.desired === 'running' ? { status: 'deploying', reason: `scaling to ${req.body.replicas}` } : {}) });
-            if (i.desired === 'running') deployInBackground(scaled, 'scaling');
-            return instanceView(scaled);
+            // A stopped instance only remembers the count for start.
+            if (i.desired !== 'running') return instanceView(await instances.change(i.id, { replicas: req.body.replicas }));
+            return redeploy(i, { replicas: req.body.replicas, status: 'deploying', reason: `scaling to ${req.body.replicas}` }, 'scaling');
           },
         },
         {
@@ -454,9 +459,8 @@ export default definePlugin({
             await volumes().mountFor(volume, req.body.path, swarm).catch((err) => {
               throw asHttpError(err, `preparing volume ${volume.name}`);
             });
-            const updated = await instances.change(i.id, { volumes: [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }], status: 'deploying', reason: `attaching ${volume.name}` });
-            deployInBackground(updated, 'attaching a volume to');
-            return instanceView(updated);
+            const attached = [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }];
+            return redeploy(i, { volumes: attached, status: 'deploying', reason: `attaching ${volume.name}` }, 'attaching a volume to');
           },
         },
         {
@@ -470,9 +474,7 @@ export default definePlugin({
             const i = await requireMutable(req.params.id);
             const attached = i.volumes.find((v) => v.volume_id === req.params.volumeId || v.name === req.params.volumeId);
             if (!attached) throw notFound(`Volume ${req.params.volumeId} is not attached to instance ${i.name}`);
-            const updated = await instances.change(i.id, { volumes: i.volumes.filter((v) => v !== attached), status: 'deploying', reason: `detaching ${attached.name}` });
-            deployInBackground(updated, 'detaching a volume from');
-            return instanceView(updated);
+            return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), status: 'deploying', reason: `detaching ${attached.name}` }, 'detaching a volume from');
           },
         },
       ],
