@@ -205,11 +205,11 @@ export default definePlugin({
       return lb;
     }
 
-    async function allRoutes() {
+    async function allRoutes(lbs: LoadBalancerRecord[]) {
+      const lbOf = new Map(lbs.map((lb) => [lb.swarm_id, lb.id]));
       const out: Array<Route & { swarm_id: string; load_balancer_id: string | null }> = [];
       for (const swarm of await swarms.findAll()) {
-        const lb = await balancers.findOne({ swarm_id: swarm.id });
-        for (const r of await collectRoutes(services, swarm.id)) out.push({ ...r, swarm_id: swarm.id, load_balancer_id: lb?.id ?? null });
+        for (const r of await collectRoutes(services, swarm.id)) out.push({ ...r, swarm_id: swarm.id, load_balancer_id: lbOf.get(swarm.id) ?? null });
       }
       return out;
     }
@@ -278,7 +278,10 @@ export default definePlugin({
           path: '/v1/gateway',
           auth: 'authenticated',
           summary: 'The routing table of every swarm and the load balancers serving it',
-          handler: async () => ({ routes: await allRoutes(), load_balancers: (await balancers.findAll()).map(lbView) }),
+          handler: async () => {
+            const lbs = await balancers.findAll();
+            return { routes: await allRoutes(lbs), load_balancers: lbs.map(lbView) };
+          },
         },
         {
           method: 'GET',
