@@ -297,12 +297,11 @@ export class TaskQueue {
    */
   async settle(taskId: string, options: { timeoutMs: number; signal?: AbortSignal; recheckMs?: number }): Promise<Task> {
     const deadline = Date.now() + options.timeoutMs;
-    const finished = (t: Task | null) => !t || t.status === 'completed' || t.status === 'failed';
     for (;;) {
       const task = await this.get(taskId);
       if (!task) throw notFound(`No task ${taskId}`);
       const remaining = deadline - Date.now();
-      if (finished(task) || remaining <= 0 || options.signal?.aborted) return task;
+      if (task.status === 'completed' || task.status === 'failed' || remaining <= 0 || options.signal?.aborted) return task;
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
