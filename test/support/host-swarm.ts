@@ -34,15 +34,22 @@ export function hostSwarm(): Promise<string | null> {
       await dockerOk(['swarm', 'init', '--advertise-addr', '127.0.0.1']);
       initialisedHere = true;
     }
-    if ((await docker(['image', 'inspect', TEST_IMAGE])).code !== 0) {
-      if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the test image';
-      if (!existsSync(BUSYBOX_IMAGE_SCRIPT)) return BUSYBOX_IMAGE_SCRIPT;
-      const built = spawnSync('bash', [BUSYBOX_IMAGE_SCRIPT, TEST_IMAGE], { encoding: 'utf8' });
-      if (built.status !== 0) return `building ${TEST_IMAGE} failed: ${built.stderr}`;
-    }
-    return null;
+    return testImage();
   })();
   return ready;
+}
+
+/**
+ * Builds TEST_IMAGE from the host's busybox when the engine does not have it. Resolves to null
+ * when the image is there, or to what is missing (for requireService); a failed build throws.
+ */
+export async function testImage(): Promise<string | null> {
+  if ((await docker(['image', 'inspect', TEST_IMAGE])).code === 0) return null;
+  if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the test image';
+  if (!existsSync(BUSYBOX_IMAGE_SCRIPT)) return BUSYBOX_IMAGE_SCRIPT;
+  const built = spawnSync('bash', [BUSYBOX_IMAGE_SCRIPT, TEST_IMAGE], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`building ${TEST_IMAGE} failed: ${built.stderr}`);
+  return null;
 }
 
 /** Leaves the swarm if this run created it (mocha root hook / after). */

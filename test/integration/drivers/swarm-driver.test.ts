@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,14 +7,13 @@ import { HANGAR_LABELS, type SwarmDriver, type WorkloadSpec, type WorkloadState 
 import { createSwarmDriver } from '../../../drivers/swarm/index.js';
 import { docker, dockerAvailable, dockerOk } from '../../../lab/docker.js';
 import { waitFor } from '../../support/agents.js';
+import { TEST_IMAGE as IMAGE, testImage } from '../../support/host-swarm.js';
 import { requireService } from '../../support/requirements.js';
 
 // The swarm driver against this machine's real Docker Engine (/var/run/docker.sock, started by
 // scripts/services.sh). Everything the suite creates is named with a per-run prefix and removed at
 // the end; the engine leaves swarm mode at the end only if this suite put it there.
 const SOCKET = '/var/run/docker.sock';
-const IMAGE = 'hangar-test/busybox:latest';
-const BUSYBOX_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-busybox-image');
 const RUN = randomBytes(3).toString('hex');
 /** Prefix of every runtime object of this run. */
 const P = `hst${RUN}`;
@@ -34,8 +32,6 @@ async function failureOf(promise: Promise<unknown>): Promise<Error> {
   }
   throw new Error('expected a failure, got a result');
 }
-
-const hasBusybox = () => spawnSync('sh', ['-c', 'command -v busybox'], { encoding: 'utf8' }).stdout.trim().length > 0;
 
 /** A command that runs `script`, then stays up and stops at once on SIGTERM (a shell as PID 1 ignores it otherwise: 10 s per task). */
 const stays = (script: string) => ['sh', '-c', `trap 'exit 0' TERM; ${script}; sleep 3600 & wait`];
@@ -75,11 +71,8 @@ describe('drivers/swarm: the swarm driver against this machine’s Docker Engine
     requireService(this, existsSync(SOCKET) && (await dockerAvailable()), `a running dockerd at ${SOCKET} (bash scripts/services.sh)`);
     const state = (await dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}'])).trim();
     requireService(this, state.startsWith('inactive') || state === 'active true', `a Docker Engine that is a swarm manager or in no swarm (it is: ${state})`);
-    if ((await docker(['image', 'inspect', IMAGE])).code !== 0) {
-      requireService(this, hasBusybox(), 'busybox on the host (apt-get install busybox-static) to build the test image');
-      const built = spawnSync('bash', [BUSYBOX_IMAGE_SCRIPT, IMAGE], { encoding: 'utf8' });
-      if (built.status !== 0) throw new Error(`building ${IMAGE} failed: ${built.stderr}`);
-    }
+    const missing = await testImage();
+    requireService(this, missing === null, missing ?? '');
     driver = createSwarmDriver({ socketPath: SOCKET });
     initialisedHere = state.startsWith('inactive');
     const ids = await driver.init('127.0.0.1');
