@@ -1,18 +1,15 @@
 import { expect } from 'chai';
 import type { Route } from '../../core/orchestrator.js';
 import { renderHaproxyConfig } from '../../plugins/gateway/haproxy.js';
+import { waitFor } from '../support/agents.js';
 import { requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const seconds = (since: number): string => `${((Date.now() - since) / 1000).toFixed(1)} s`;
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
-}
+const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
+  await waitFor(check, { what, timeoutMs, intervalMs: 300 });
+};
 
 const route = (domain: string, service: string, port: number): Route => ({ domain, service, port, source: 'service', source_id: `svc-${service}` });
 
