@@ -165,6 +165,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect(cleaned.status, cleaned.text).to.equal(200);
     expect((await api('GET', `/v1/s3/instances/${id}`)).status).to.equal(404);
     expect((await docker(['service', 'inspect', `s3-${name}-sso`])).code).not.to.equal(0);
+    expect((await docker(['secret', 'inspect', `s3-${name}-sso-root-password`])).code, 'the password secret goes too').not.to.equal(0);
     expect((await api('DELETE', `/v1/volumes/${second.json.data.id}`)).status).to.equal(202);
   });
 
