@@ -60,6 +60,11 @@ export default definePlugin({
       return all;
     }
 
+    /** Forced removal of every workload of every kind on the swarm. */
+    async function removeWorkloads(swarmId: string): Promise<void> {
+      for (const w of await workloadsIn(swarmId)) await kinds.get(w.type)!.forceRemove(w.id);
+    }
+
     const api: SwarmsApi = {
       swarms,
       members,
@@ -81,7 +86,7 @@ export default definePlugin({
       forceRemove: async (id) => {
         const swarm = await swarms.get(id);
         if (!swarm) return false;
-        for (const w of await workloadsIn(swarm.id)) await kinds.get(w.type)!.forceRemove(w.id);
+        await removeWorkloads(swarm.id);
         for (const m of await members.of(swarm.id)) {
           if (m.runtime_node_id) await call(m.node_id, 'leave', [true], { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
         }
@@ -170,9 +175,7 @@ export default definePlugin({
 
     /** Deletes a swarm in the background: forced removal of its workloads, then workers leave, then the manager. */
     async function deleteSwarm(swarm: SwarmRecord, force: boolean): Promise<void> {
-      if (force) {
-        for (const w of await workloadsIn(swarm.id)) await kinds.get(w.type)!.forceRemove(w.id);
-      }
+      if (force) await removeWorkloads(swarm.id);
       const list = await members.of(swarm.id);
       const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
       for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, services.shutdown);
@@ -192,8 +195,9 @@ export default definePlugin({
     });
 
     async function observe(signal: AbortSignal): Promise<void> {
+      if (!observers.length) return;
       for (const swarm of await swarms.findAll({ status: 'active' })) {
-        if (signal.aborted || !observers.length) return;
+        if (signal.aborted) return;
         try {
           const { workloads } = await call<{ workloads: WorkloadState[] }>(swarm.manager_node_id!, 'inspectWorkloads', [{}], {
             subject: swarm.id,
