@@ -187,6 +187,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     const stopped = await api('POST', `/v1/services/${serviceId}/stop`);
     expect(stopped.status, stopped.text).to.equal(200);
     expect(stopped.json.data).to.include({ status: 'stopped', compose_file: WEB_ONLY });
+    expect(stopped.json.data.replicas, 'nothing runs, the desired count is kept').to.deep.equal({ web: { desired: 1, running: 0 } });
     await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
     expect(await routesOf()).to.deep.equal([]);
     expect((await api('POST', `/v1/services/${serviceId}/logs`)).status, 'no logs of a stopped service').to.equal(409);
