@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { notFound } from '../../core/errors.js';
 import { S3_INSTANCES } from './migrations.js';
@@ -28,12 +28,12 @@ export interface S3Record {
   [key: string]: unknown;
 }
 
-export class S3Store extends Repository<S3Record> {
+export class S3Store extends StampedRepository<S3Record> {
   constructor(
     store: Store,
-    private readonly clock: Clock,
+    private readonly time: Clock,
   ) {
-    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] });
+    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] }, time);
   }
 
   /** By id, or by name (names are unique). */
@@ -48,11 +48,7 @@ export class S3Store extends Repository<S3Record> {
     const changed = await this.query()
       .where({ id })
       .whereIn('status', statuses)
-      .update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+      .update(this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() }));
     return changed ? this.get(id) : null;
-  }
-
-  async change(id: string, patch: Partial<S3Record>): Promise<S3Record> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
 }

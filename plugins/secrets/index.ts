@@ -171,7 +171,7 @@ export default definePlugin({
         );
       }
       const kept = await removeRetired(current, swarm, retired);
-      const updated = (await objects.change(current.id, { retired: kept }))!;
+      const updated = await objects.change(current.id, { retired: kept });
       return { ...(await view(updated)), redeployed: users.map((u) => u.name) };
     }
 

@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { ObjectKind } from './api.js';
 import { SECRETS } from './migrations.js';
@@ -20,21 +20,17 @@ export interface ObjectRecord {
   [key: string]: unknown;
 }
 
-export class ObjectStore extends Repository<ObjectRecord> {
+export class ObjectStore extends StampedRepository<ObjectRecord> {
   constructor(
     store: Store,
-    private readonly clock: Clock,
+    private readonly time: Clock,
   ) {
-    super(store, SECRETS, { json: ['retired'], dates: ['created_at', 'updated_at'] });
-  }
-
-  async change(id: string, patch: Partial<ObjectRecord>): Promise<ObjectRecord | null> {
-    return this.update(id, { ...patch, updated_at: this.clock.now().toISOString() });
+    super(store, SECRETS, { json: ['retired'], dates: ['created_at', 'updated_at'] }, time);
   }
 
   /** Moves to a new version only if nobody else did first; false when the version changed meanwhile. */
   async advance(record: ObjectRecord, patch: Pick<ObjectRecord, 'version' | 'runtime_name' | 'data_sealed' | 'retired'>): Promise<boolean> {
-    const values = this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() });
+    const values = this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() });
     const changed = await this.query().where({ id: record.id, version: record.version }).update(values);
     return changed > 0;
   }

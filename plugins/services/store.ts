@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository, type Row } from '../../core/db/repository.js';
+import { StampedRepository, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { notFound } from '../../core/errors.js';
 import { SERVICES } from './migrations.js';
@@ -31,12 +31,12 @@ export interface ServiceRecord {
   [key: string]: unknown;
 }
 
-export class ServiceStore extends Repository<ServiceRecord> {
+export class ServiceStore extends StampedRepository<ServiceRecord> {
   constructor(
     store: Store,
-    private readonly clock: Clock,
+    private readonly time: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] });
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] }, time);
   }
 
   /** By id, or by name (names are unique). */
@@ -60,11 +60,7 @@ export class ServiceStore extends Repository<ServiceRecord> {
     const changed = await this.query()
       .where({ id })
       .whereIn('status', statuses)
-      .update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+      .update(this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() }));
     return changed ? this.get(id) : null;
-  }
-
-  async change(id: string, patch: Partial<ServiceRecord>): Promise<ServiceRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
 }

@@ -116,7 +116,7 @@ export default definePlugin({
         { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type },
         volume.id,
       );
-      const prepared = (await volumes.change(volume.id, { nfs_export: result.export }))!;
+      const prepared = await volumes.change(volume.id, { nfs_export: result.export });
       if (volume.type === 'nfs') {
         const membership = await members.findOne({ node_id: volume.node_id });
         if (membership) await define(prepared, await activeMembers(membership.swarm_id));
@@ -301,7 +301,7 @@ export default definePlugin({
             if (volume.status === 'preparing') throw conflict(`Volume ${volume.name} is still being prepared; try again when it is ready or failed`);
             const using = await usersOf(volume.id);
             if (using.length) throw conflict(`Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}`, using);
-            const deleting = (await volumes.change(volume.id, { status: 'deleting', error: null }))!;
+            const deleting = await volumes.change(volume.id, { status: 'deleting', error: null });
             jobs.run(`delete volume ${volume.name}`, () => remove(deleting, Boolean(req.query.force)), async (err) => {
               await volumes.change(volume.id, { status: 'failed', error: `deleting failed: ${err.message}` });
             });

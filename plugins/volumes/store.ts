@@ -1,5 +1,5 @@
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { newId } from '../../core/ids.js';
 import type { VolumeRecord } from './api.js';
@@ -13,21 +13,14 @@ export interface NfsExport {
 
 export type StoredVolume = VolumeRecord & { nfs_export: NfsExport | null };
 
-export class VolumeStore extends Repository<StoredVolume> {
-  constructor(
-    store: Store,
-    private readonly clock: Clock,
-  ) {
-    super(store, VOLUMES, { json: ['nfs_export'], dates: ['created_at', 'updated_at'] });
+export class VolumeStore extends StampedRepository<StoredVolume> {
+  constructor(store: Store, clock: Clock) {
+    super(store, VOLUMES, { json: ['nfs_export'], dates: ['created_at', 'updated_at'] }, clock);
   }
 
   /** By id, or by name (names are unique). */
   async find(idOrName: string): Promise<StoredVolume | null> {
     return (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
-  }
-
-  async change(id: string, patch: Partial<StoredVolume>): Promise<StoredVolume | null> {
-    return this.update(id, { ...patch, updated_at: this.clock.now().toISOString() });
   }
 }
 
