@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { apiClient } from './api-client.js';
-import { restoreDashes } from './resource-commands.js';
-import { runAndExit, usageError } from './runner/errors.js';
+import { readInput, restoreDashes } from './resource-commands.js';
+import { runAndExit } from './runner/errors.js';
 import { renderTable } from './runner/output.js';
 
 interface DeployArgs {
@@ -27,13 +26,8 @@ interface NodeEvent {
 
 const FINAL = { deploy_completed: 0, deploy_failed: 1 } as Record<string, number>;
 
-function readSecretFile(file: string, what: string): string {
-  try {
-    return readFileSync(file === '-' ? 0 : file, 'utf8');
-  } catch (err) {
-    throw usageError(`${what} ${file}: ${(err as Error).message}`);
-  }
-}
+/** A file's text (`-` is stdin); one that cannot be read is a usage error. */
+const readSecretFile = (file: string, flag: string): string => readInput(file, flag).toString('utf8');
 
 /** Follows a deploy's events until it completes or fails; each step is one line. */
 async function follow(nodeId: string, since: string, timeoutS: number, out: (line: string) => void): Promise<number> {
