@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { onPath } from '../facts.js';
-import { runCommand } from './process.js';
+import { runCommand } from '../../core/process.js';
 import type { Executor } from './types.js';
 
 const APT_ENV = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };

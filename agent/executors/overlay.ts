@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
-import { runCommand, startDetached } from './process.js';
+import { runCommand, startDetached } from '../../core/process.js';
 import type { Executor } from './types.js';
 
 export const OVERLAY_INTERFACE = 'hangar0';

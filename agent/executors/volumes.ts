@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
-import { runCommand } from './process.js';
+import { runCommand } from '../../core/process.js';
 import type { Executor } from './types.js';
 
 const EXPORTS_DIR = process.env.HANGAR_EXPORTS_DIR ?? '/etc/exports.d';

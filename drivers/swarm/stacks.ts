@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
 import type { BundleState, LogOptions } from '../../core/orchestrator.js';
+import { runCommand, type RunResult } from '../../core/process.js';
 import { attempt, checkName, dockerReason, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { stackFilter, stackServices, statesOf } from './state.js';
@@ -7,39 +7,13 @@ import { stackFilter, stackServices, statesOf } from './state.js';
 const DEPLOY_TIMEOUT_MS = 5 * 60_000;
 const REMOVE_WAIT_MS = 60_000;
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs the docker CLI (no shell) against the driver's socket, with `stdin` as its input. */
-export function runDocker(ctx: SwarmContext, args: string[], stdin?: string, timeoutMs = DEPLOY_TIMEOUT_MS): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(ctx.dockerBinary, args, {
-      env: { ...process.env, DOCKER_HOST: `unix://${ctx.socketPath}`, DOCKER_CLI_HINTS: 'false' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      stderr += `\n(killed: no answer after ${Math.round(timeoutMs / 1000)} s)`;
-    }, timeoutMs);
-    child.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      reject(new SwarmDriverError(err.code === 'ENOENT' ? `the docker CLI (${ctx.dockerBinary}) is not installed on this machine` : `running docker ${args[0]} ${args[1] ?? ''}: ${err.message}`));
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    // The CLI may exit before reading everything (a bad flag): ignore EPIPE.
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(stdin ?? '');
+export async function runDocker(ctx: SwarmContext, args: string[], stdin?: string, timeoutMs = DEPLOY_TIMEOUT_MS): Promise<RunResult> {
+  const env = { ...process.env, DOCKER_HOST: `unix://${ctx.socketPath}`, DOCKER_CLI_HINTS: 'false' };
+  const result = await runCommand(ctx.dockerBinary, args, { env, input: stdin ?? '', timeoutMs }).catch((err: NodeJS.ErrnoException) => {
+    throw new SwarmDriverError(err.code === 'ENOENT' ? `the docker CLI (${ctx.dockerBinary}) is not installed on this machine` : `running docker ${args[0]} ${args[1] ?? ''}: ${err.message}`);
   });
+  return result.timedOut ? { ...result, stderr: `${result.stderr}\n(killed: no answer after ${Math.round(timeoutMs / 1000)} s)` } : result;
 }
 
 async function bundleState(ctx: SwarmContext, name: string): Promise<BundleState> {

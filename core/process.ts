@@ -1,9 +1,12 @@
+/** Child processes without a shell, shared by the agent's executors and the drivers it runs. */
 import { spawn } from 'node:child_process';
 
 export interface RunResult {
   code: number | null;
   stdout: string;
   stderr: string;
+  /** The command was killed at `timeoutMs`. */
+  timedOut: boolean;
 }
 
 /** Starts a long-running program in the background, detached from the agent (it outlives an agent restart). */
@@ -21,7 +24,13 @@ export function runCommand(command: string, args: string[], options: { timeoutMs
     child.stdin?.on('error', () => undefined);
     let stdout = '';
     let stderr = '';
-    const timer = options.timeoutMs ? setTimeout(() => child.kill('SIGKILL'), options.timeoutMs) : undefined;
+    let timedOut = false;
+    const timer = options.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          child.kill('SIGKILL');
+        }, options.timeoutMs)
+      : undefined;
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('error', (err) => {
@@ -30,7 +39,7 @@ export function runCommand(command: string, args: string[], options: { timeoutMs
     });
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      resolve({ code, stdout, stderr, timedOut });
     });
     child.stdin?.end(options.input);
   });
