@@ -8,7 +8,7 @@ import { definePlugin } from '../../core/plugin.js';
 import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { swarmMigrations } from './migrations.js';
-import { logReads, orchestratorCalls, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
+import { logReads, orchestratorCalls, taskRunner, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from './schemas.js';
 import { MemberStore, SwarmStore, type MemberRecord, type SwarmRecord } from './store.js';
 
@@ -36,7 +36,8 @@ export default definePlugin({
     const swarms = new SwarmStore(db, clock);
     const members = new MemberStore(db, clock);
     const jobs = new BackgroundJobs(log);
-    const call = orchestratorCalls(services, settings);
+    const runTask = taskRunner(services, settings);
+    const call = orchestratorCalls(runTask);
     const kinds = new Map<string, WorkloadKind>();
     const observers: Array<(o: ObservedSwarm) => Promise<void>> = [];
     const viewExtensions: Array<(swarm: SwarmRecord) => Promise<Record<string, unknown>>> = [];
@@ -70,6 +71,7 @@ export default definePlugin({
       members,
       settings,
       jobs,
+      runTask,
       call,
       onManager: (swarm, method, args) => {
         if (!swarm.manager_node_id) throw conflict(`Swarm ${swarm.name} has no manager`);

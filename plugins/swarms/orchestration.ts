@@ -65,6 +65,8 @@ export interface SwarmsApi {
   members: MemberStore;
   settings: SwarmsConfig;
   jobs: BackgroundJobs;
+  /** Runs any task on a node's agent and waits for its outcome (host tasks such as volume preparation); throws OrchestratorError. */
+  runTask<T = unknown>(nodeId: string, kind: string, payload: Record<string, unknown>, options?: { timeoutMs?: number; subject?: string }): Promise<T>;
   /** Runs a driver method on a node's agent and waits for the result; throws OrchestratorError. */
   call<T = unknown>(nodeId: string, method: OrchestratorMethod, args: unknown[], options?: { timeoutMs?: number; subject?: string }): Promise<T>;
   /** The same, on the swarm's manager. */
@@ -103,19 +105,30 @@ export function asHttpError(err: unknown, what: string): Error {
   return err as Error;
 }
 
-/** Builds the call function over the task queue: one task per call, deleted once its result is read. */
-export function orchestratorCalls(services: Services, settings: SwarmsConfig) {
-  return async function call<T>(nodeId: string, method: OrchestratorMethod, args: unknown[], options: { timeoutMs?: number; subject?: string } = {}): Promise<T> {
-    const payload: OrchestratorCall = { backend: 'swarm', method, args };
-    const task = await services.tasks.enqueue({ nodeId, kind: TASK_KINDS.orchestratorCall, payload: payload as never, subject: options.subject });
+/**
+ * Runs one task on a node's agent and waits for its outcome; throws OrchestratorError with the
+ * agent's reason, or when no result came in time.
+ */
+export function taskRunner(services: Services, settings: SwarmsConfig) {
+  return async function runTask<T>(nodeId: string, kind: string, payload: Record<string, unknown>, options: { timeoutMs?: number; subject?: string; what?: string } = {}): Promise<T> {
+    const task = await services.tasks.enqueue({ nodeId, kind, payload, subject: options.subject });
     const timeoutMs = options.timeoutMs ?? settings.call_timeout_seconds * 1000;
     const done = await services.tasks.settle(task.id, { timeoutMs, signal: services.shutdown });
     // The payload may hold secret values; nothing needs the task once its outcome is known.
     // A call nobody waits for any more must not run later either: a still-pending one is withdrawn.
     if (done.status !== 'leased') await services.db.knex(TASKS).where({ id: task.id }).delete();
+    const what = options.what ?? kind;
     if (done.status === 'completed') return done.result as T;
-    if (done.status === 'failed') throw new OrchestratorError(method, done.error ?? 'the agent reported a failure');
-    throw new OrchestratorError(method, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`);
+    if (done.status === 'failed') throw new OrchestratorError(what, done.error ?? 'the agent reported a failure');
+    throw new OrchestratorError(what, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`);
+  };
+}
+
+/** Orchestrator calls over {@link taskRunner}: one `orchestrator.call` task per driver method. */
+export function orchestratorCalls(runTask: ReturnType<typeof taskRunner>) {
+  return <T>(nodeId: string, method: OrchestratorMethod, args: unknown[], options: { timeoutMs?: number; subject?: string } = {}): Promise<T> => {
+    const payload: OrchestratorCall = { backend: 'swarm', method, args };
+    return runTask<T>(nodeId, TASK_KINDS.orchestratorCall, payload as never, { ...options, what: method });
   };
 }
 

@@ -7,7 +7,6 @@ import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
-import { TASKS } from '../../core/tasks/migrations.js';
 import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
@@ -77,17 +76,6 @@ export default definePlugin({
     const users: VolumeUsers[] = [];
     const now = () => clock.now().toISOString();
 
-    /** A host task (volume prepare/release) on a node's agent, waited for like an orchestrator call. */
-    async function hostTask<T>(nodeId: string, kind: string, payload: Record<string, unknown>, subject: string): Promise<T> {
-      const task = await services.tasks.enqueue({ nodeId, kind, payload, subject });
-      const timeoutMs = swarmsApi.settings.call_timeout_seconds * 1000;
-      const done = await services.tasks.settle(task.id, { timeoutMs, signal: services.shutdown });
-      if (done.status !== 'leased') await db.knex(TASKS).where({ id: task.id }).delete();
-      if (done.status === 'completed') return done.result as T;
-      if (done.status === 'failed') throw new Error(done.error ?? 'the agent reported a failure');
-      throw new Error(`no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`);
-    }
-
     /** Defines an NFS volume on these nodes (a bind on its own node); idempotent. */
     async function define(volume: StoredVolume, nodeIds: string[]): Promise<void> {
       const labels = { [HANGAR_LABELS.id]: volume.id };
@@ -110,11 +98,11 @@ export default definePlugin({
 
     /** Creation in the background: the folder (and export) on the node, then the definitions in its swarm. */
     async function prepare(volume: StoredVolume): Promise<void> {
-      const result = await hostTask<{ folder: string; export: NfsExport | null }>(
+      const result = await swarmsApi.runTask<{ folder: string; export: NfsExport | null }>(
         volume.node_id,
         TASK_KINDS.volumePrepare,
         { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type },
-        volume.id,
+        { subject: volume.id },
       );
       const prepared = await volumes.change(volume.id, { nfs_export: result.export });
       if (volume.type === 'nfs') {
@@ -146,7 +134,7 @@ export default definePlugin({
       const host = await nodes.get(volume.node_id);
       if (volume.type === 'nfs' && host && !host.removing) {
         await attempt(`releasing the export on node ${volume.node_id}`, () =>
-          hostTask(volume.node_id, TASK_KINDS.volumeRelease, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, volume.id),
+          swarmsApi.runTask(volume.node_id, TASK_KINDS.volumeRelease, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, { subject: volume.id }),
         );
       }
       if (problems.length) log.warn({ volume_id: volume.id, problems }, 'volume deleted (forced) with leftovers');
