@@ -177,6 +177,18 @@ export class StampedRepository<T extends Row> extends Repository<T> {
   async change(id: string, patch: Partial<T>): Promise<T> {
     return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
   }
+
+  /**
+   * Updates the row only while its `status` is one of `statuses` (or, with `{ not }`, none of
+   * them); the row after, or null when the guard did not hold. One statement: no lost updates.
+   */
+  async changeIf(id: string, statuses: string[] | { not: string[] }, patch: Partial<T>): Promise<T | null> {
+    const query = this.query().where({ id });
+    if (Array.isArray(statuses)) query.whereIn('status', statuses);
+    else query.whereNotIn('status', statuses.not);
+    const changed = await query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+    return changed ? this.get(id) : null;
+  }
 }
 
 /** Whether a write failed on a unique constraint (either dialect): a concurrent insert of the same key. */

@@ -167,7 +167,8 @@ export default definePlugin({
       const placement = (w?.tasks ?? [])
         .filter((t) => t.desired_state === 'running')
         .map((t) => ({ node_id: t.runtime_node_id ? (nodeIds.get(t.runtime_node_id) ?? null) : null, runtime_node_id: t.runtime_node_id, state: t.state }));
-      return instances.change(i.id, { ...verdict, running: w?.running ?? 0, placement, observed_at: now() });
+      // A terminate that landed since `i` was read owns the record now.
+      return (await instances.changeIf(i.id, { not: ['terminating'] }, { ...verdict, running: w?.running ?? 0, placement, observed_at: now() })) ?? i;
     }
 
     /** Sends the instance's spec to the swarm (create or rolling update) and records what came back. */

@@ -31,9 +31,9 @@ export interface S3Record {
 export class S3Store extends StampedRepository<S3Record> {
   constructor(
     store: Store,
-    private readonly time: Clock,
+    clock: Clock,
   ) {
-    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] }, time);
+    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
   }
 
   /** By id, or by name (names are unique). */
@@ -41,14 +41,5 @@ export class S3Store extends StampedRepository<S3Record> {
     const instance = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
     if (!instance) throw notFound(`No object store ${idOrName}`);
     return instance;
-  }
-
-  /** Changes the record only while its status is one of `statuses`; null when it was not. */
-  async changeIf(id: string, statuses: S3Status[], patch: Partial<S3Record>): Promise<S3Record | null> {
-    const changed = await this.query()
-      .where({ id })
-      .whereIn('status', statuses)
-      .update(this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() }));
-    return changed ? this.get(id) : null;
   }
 }

@@ -34,9 +34,9 @@ export interface ServiceRecord {
 export class ServiceStore extends StampedRepository<ServiceRecord> {
   constructor(
     store: Store,
-    private readonly time: Clock,
+    clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] }, time);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
   }
 
   /** By id, or by name (names are unique). */
@@ -53,14 +53,5 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     // PostgreSQL has no LIKE on json: compare the column's text in both dialects.
     const rows: Row[] = await this.query().whereRaw('cast(?? as text) like ?', [column, `%"${objectId}"%`]).orderBy('id');
     return rows.map(this.decode).filter((s) => s[column].includes(objectId));
-  }
-
-  /** Changes the record only while its status is one of `statuses`; null when it was not. */
-  async changeIf(id: string, statuses: ServiceStatus[], patch: Partial<ServiceRecord>): Promise<ServiceRecord | null> {
-    const changed = await this.query()
-      .where({ id })
-      .whereIn('status', statuses)
-      .update(this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() }));
-    return changed ? this.get(id) : null;
   }
 }
