@@ -70,6 +70,8 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined): {
   if (instance.status === 'terminating') return { status: 'terminating', reason: instance.reason };
   if (!w) {
     if (instance.status === 'deploying') return { status: 'deploying', reason: instance.reason };
+    // A deploy that failed never created the service: its own reason says more than "missing".
+    if (instance.status === 'failed' && instance.reason) return { status: 'failed', reason: instance.reason };
     return { status: 'failed', reason: 'its service is missing from the swarm (removed outside hangar?): start it again or clean it up' };
   }
   const want = desiredReplicas(instance);

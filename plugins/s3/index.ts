@@ -202,8 +202,10 @@ export default definePlugin({
         if (i.status === 'removing') continue;
         const w = byName.get(i.runtime_name);
         if (!w) {
-          // Deploying: not created yet. Running or failed: it was removed behind hangar's back.
-          if (i.status !== 'deploying' && i.running !== 0) {
+          // Deploying: not created yet; a failed deploy never created it (its own error says more).
+          // Otherwise it was removed behind hangar's back.
+          const neverCreated = i.status === 'deploying' || (i.status === 'failed' && i.running === null);
+          if (!neverCreated && i.running !== 0) {
             await store.changeIf(i.id, [i.status], { status: 'failed', running: 0, error: `its workload ${i.runtime_name} is gone from the swarm`, observed_at: now() });
           }
           continue;
