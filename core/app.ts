@@ -83,6 +83,8 @@ export interface Assembly {
   plugins: Plugin[];
   routes: RegisteredRoute[];
   loops: BackgroundLoop[];
+  /** Each plugin's start-up hook for work a previous process left half done. */
+  resumers: Array<{ plugin: string; resume: () => Promise<string[]> }>;
   /** Migration ids applied while assembling. */
   applied: string[];
   /** Stops what assembling started (plugin close hooks, the task queue, mail), in reverse order. */
@@ -169,10 +171,12 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     const loops: BackgroundLoop[] = [
       { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
     ];
+    const resumers: Assembly['resumers'] = [];
     for (const plugin of plugins) {
       const parts = await plugin.setup(services);
       for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
       loops.push(...(parts.loops ?? []));
+      if (parts.resume) resumers.push({ plugin: plugin.name, resume: parts.resume });
       if (parts.close) closers.push(parts.close);
     }
     const seen = new Set<string>();
@@ -181,7 +185,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       if (seen.has(key)) throw new ConfigError(`plugin ${plugin} declares ${key}, which another plugin already declares`);
       seen.add(key);
     }
-    return { services, plugins, routes, loops, applied, close };
+    return { services, plugins, routes, loops, resumers, applied, close };
   } catch (err) {
     await close();
     throw err;
@@ -231,6 +235,7 @@ export class Hangar {
       await assembly.services.tasks.start(config.database.url);
       await hangar.listen();
       hangar.startLoops(assembly.loops);
+      await hangar.resume();
       log.info({ plugins: assembly.services.plugins, drivers: assembly.services.drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
       return hangar;
     } catch (err) {
@@ -271,6 +276,18 @@ export class Hangar {
         this.listeners.set(name, listener);
         await listener.listen(section.port ?? 8080, section.host ?? config.api.host, `${name}.port`);
         this.services.ports.set(name, listener.port);
+      }
+    }
+  }
+
+  /** Restarts what the previous process left half done (a plugin that fails to is logged, not fatal). */
+  private async resume(): Promise<void> {
+    for (const { plugin, resume } of this.assembly.resumers) {
+      try {
+        const resumed = await resume();
+        if (resumed.length) this.log.info({ plugin, resumed }, 'resumed work a previous process left half done');
+      } catch (err) {
+        this.log.error({ plugin, err: { message: (err as Error).message } }, 'resuming interrupted work failed');
       }
     }
   }

@@ -3,17 +3,27 @@ import type { Logger } from './log.js';
 /**
  * Work a request starts and answers 202 for: runs in the background of this process, never
  * rejects into the void (failures go to `onError`), and is awaited on shutdown.
+ *
+ * A job that fails once `shutdown` has fired was cut short, not refused: `onError` is skipped, so
+ * its record keeps the transitional state and the plugin's `resume` runs it again on the next start.
  */
 export class BackgroundJobs {
   private readonly running = new Set<Promise<void>>();
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly shutdown?: AbortSignal,
+  ) {}
 
   run(label: string, work: () => Promise<void>, onError: (err: Error) => Promise<void> | void = () => undefined): void {
     const job = (async () => {
       try {
         await work();
       } catch (err) {
+        if (this.stopping) {
+          this.log.info({ job: label, error: (err as Error).message }, 'background job cut short by the shutdown; the next start resumes it');
+          return;
+        }
         this.log.warn({ job: label, error: (err as Error).message }, 'background job failed');
         try {
           await onError(err as Error);
@@ -24,6 +34,11 @@ export class BackgroundJobs {
     })();
     this.running.add(job);
     void job.finally(() => this.running.delete(job));
+  }
+
+  /** True once the shutdown has fired: a failure now is an interruption, not a verdict to record. */
+  get stopping(): boolean {
+    return this.shutdown?.aborted ?? false;
   }
 
   get size(): number {

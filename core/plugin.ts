@@ -85,10 +85,17 @@ export interface BackgroundLoop {
   run(signal: AbortSignal): Promise<void>;
 }
 
-/** What setup() gives back: routes as data, loops, and a hook for shutdown. */
+/** What setup() gives back: routes as data, loops, a hook for start-up and one for shutdown. */
 export interface PluginParts {
   routes?: RouteDef[];
   loops?: BackgroundLoop[];
+  /**
+   * Picks up the work a previous process left half done: records in a transitional state
+   * (deploying, removing…) whose background job died with that process. Called once by
+   * `hangar serve` when it is listening, never by the script runner (which shares the store with
+   * a running server). Answers what it restarted, one line each, for the log.
+   */
+  resume?(): Promise<string[]>;
   close?(): Promise<void>;
 }
 

@@ -204,6 +204,17 @@ export default definePlugin({
       );
     }
 
+    /** Removes the instance's service, then its record; failure leaves it failed with how to go on. */
+    function terminateInBackground(i: InstanceRecord): void {
+      jobs.run(`terminate instance ${i.name}`, async () => {
+        const swarm = await swarms.get(i.swarm_id);
+        if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
+        await instances.remove(i.id);
+      }, async (err) => {
+        await instances.change(i.id, { status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` });
+      });
+    }
+
     /** Writes a change to the instance's spec and rolls it out in the background; the 202's body. */
     async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, what: string) {
       const changed = await instances.change(i.id, patch);
@@ -289,6 +300,19 @@ export default definePlugin({
     );
 
     return {
+      // Deploys and terminates are idempotent: a step the last process left half done runs again.
+      resume: async () => {
+        const resumed: string[] = [];
+        for (const i of await instances.findAll({ status: 'deploying' })) {
+          deployInBackground(i, 'resuming');
+          resumed.push(`instance ${i.name}: deploying`);
+        }
+        for (const i of await instances.findAll({ status: 'terminating' })) {
+          terminateInBackground(i);
+          resumed.push(`instance ${i.name}: terminating`);
+        }
+        return resumed;
+      },
       routes: [
         {
           method: 'GET',
@@ -378,13 +402,7 @@ export default definePlugin({
             const i = await requireInstance(req.params.id);
             const terminating = await instances.change(i.id, { status: 'terminating', reason: null });
             routesChanged(i.swarm_id);
-            jobs.run(`terminate instance ${i.name}`, async () => {
-              const swarm = await swarms.get(i.swarm_id);
-              if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
-              await instances.remove(i.id);
-            }, async (err) => {
-              await instances.change(i.id, { status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` });
-            });
+            terminateInBackground(terminating);
             return instanceView(terminating);
           },
         },

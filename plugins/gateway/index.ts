@@ -199,6 +199,21 @@ export default definePlugin({
       return { load_balancer: lb ? { id: lb.id, status: lb.status, node_id: lb.node_id, http_port: lb.http_port } : null };
     });
 
+    function deployInBackground(lb: LoadBalancerRecord, swarm: SwarmRecord): void {
+      jobs.run(`deploy load balancer ${lb.name}`, () => apply(lb, swarm, { force: true }), async (err) => {
+        await balancers.change(lb.id, { status: 'failed', error: `deploying failed: ${err.message}` });
+      });
+    }
+
+    function removeInBackground(lb: LoadBalancerRecord): void {
+      jobs.run(`remove load balancer ${lb.name}`, async () => {
+        await removeRuntime(lb);
+        await balancers.remove(lb.id);
+      }, async (err) => {
+        await balancers.change(lb.id, { status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
+      });
+    }
+
     async function requireBalancer(id: string): Promise<LoadBalancerRecord> {
       const lb = await balancers.get(id);
       if (!lb) throw notFound(`No load balancer ${id}`);
@@ -215,6 +230,30 @@ export default definePlugin({
     }
 
     return {
+      // Deploying (the configuration is rendered and the service created or updated) and removing are idempotent.
+      resume: async () => {
+        const resumed: string[] = [];
+        for (const lb of await balancers.findAll({ status: 'deploying' })) {
+          const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
+          if (swarm) deployInBackground(lb, swarm);
+          else await balancers.change(lb.id, { status: 'failed', error: `deploying was interrupted and its swarm is gone; clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
+          resumed.push(`load balancer ${lb.name}: deploying`);
+        }
+        for (const lb of await balancers.findAll({ status: 'removing' })) {
+          removeInBackground(lb);
+          resumed.push(`load balancer ${lb.name}: removing`);
+        }
+        // A route update cut short: applying again is a no-op when the rendered table has not changed.
+        for (const lb of await balancers.findAll({ status: 'running' })) {
+          if (lb.swarm_id) services.events.publish('routes.changed', { swarmId: lb.swarm_id });
+        }
+        return resumed;
+      },
+      // Route updates still waiting for their burst to end are dropped: the next start re-applies them.
+      close: async () => {
+        for (const timer of pending.values()) clearTimeout(timer);
+        pending.clear();
+      },
       routes: [
         {
           method: 'POST',
@@ -245,10 +284,7 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            const target = lb;
-            jobs.run(`deploy load balancer of ${swarm.name}`, () => apply(target, swarm, { force: true }), async (err) => {
-              await balancers.change(target.id, { status: 'failed', error: `deploying failed: ${err.message}` });
-            });
+            deployInBackground(lb, swarm);
             return lbView(lb);
           },
         },
@@ -264,12 +300,7 @@ export default definePlugin({
             const lb = await balancers.findOne({ swarm_id: swarm.id });
             if (!lb) throw notFound(`Swarm ${swarm.name} has no load balancer`);
             const removing = await balancers.change(lb.id, { status: 'removing' });
-            jobs.run(`remove load balancer of ${swarm.name}`, async () => {
-              await removeRuntime(lb);
-              await balancers.remove(lb.id);
-            }, async (err) => {
-              await balancers.change(lb.id, { status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
-            });
+            removeInBackground(removing);
             return lbView(removing);
           },
         },

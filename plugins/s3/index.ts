@@ -164,11 +164,44 @@ export default definePlugin({
         const observed = observedState(state);
         await store.changeIf(i.id, ['deploying'], { status: observed.status === 'running' ? 'running' : 'deploying', running: state.running, error: null, observed_at: now() });
       } catch (err) {
-        await store.changeIf(i.id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
+        if (!jobs.stopping) await store.changeIf(i.id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
         throw err;
       } finally {
         routesChanged(i.swarm_id);
       }
+    }
+
+    function startRemove(i: S3Record): void {
+      jobs.run(
+        `remove object store ${i.name}`,
+        () =>
+          lifecycle.run(i.id, async () => {
+            await removeWorkload(i);
+            await forget(i.id);
+            routesChanged(i.swarm_id);
+          }),
+        async (err) => {
+          await store.change(i.id, { status: 'failed', error: `removing failed: ${err.message}` });
+        },
+      );
+    }
+
+    /** A deploy the last process left half done, from the start: the swarm, the volume's mount, then MinIO. */
+    function resumeDeploy(i: S3Record): void {
+      jobs.run(`deploy object store ${i.name}`, () =>
+        lifecycle.run(i.id, async () => {
+          let swarm: SwarmRecord;
+          let mount: Placement;
+          try {
+            swarm = await swarms.requireActive(i.swarm_id);
+            mount = await volumes.mountFor(await volumes.require(i.volume_id), '/data', swarm);
+          } catch (err) {
+            if (!jobs.stopping) await store.changeIf(i.id, ['deploying'], { status: 'failed', error: `resuming the deploy failed: ${(err as Error).message}` });
+            throw err;
+          }
+          await deploy(i, swarm, mount);
+        }),
+      );
     }
 
     /** Removes the workload (a swarm without a manager, or gone, has nothing left to remove); the volume's data stays. */
@@ -220,6 +253,19 @@ export default definePlugin({
     });
 
     return {
+      // Deploys (the secret and the workload are created or updated) and removals are idempotent.
+      resume: async () => {
+        const resumed: string[] = [];
+        for (const i of await store.findAll({ status: 'deploying' })) {
+          resumeDeploy(i);
+          resumed.push(`object store ${i.name}: deploying`);
+        }
+        for (const i of await store.findAll({ status: 'removing' })) {
+          startRemove(i);
+          resumed.push(`object store ${i.name}: removing`);
+        }
+        return resumed;
+      },
       close: () => jobs.drain(),
       routes: [
         {
@@ -300,18 +346,7 @@ export default definePlugin({
             if (current.status === 'removing') return view(current);
             const removing = await store.change(current.id, { status: 'removing' });
             routesChanged(current.swarm_id);
-            jobs.run(
-              `remove object store ${current.name}`,
-              () =>
-                lifecycle.run(current.id, async () => {
-                  await removeWorkload(current);
-                  await forget(current.id);
-                  routesChanged(current.swarm_id);
-                }),
-              async (err) => {
-                await store.change(current.id, { status: 'failed', error: `removing failed: ${err.message}` });
-              },
-            );
+            startRemove(removing);
             return view(removing);
           },
         },

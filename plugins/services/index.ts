@@ -171,7 +171,7 @@ export default definePlugin({
           observed_at: now(),
         });
       } catch (err) {
-        await store.changeIf(id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
+        if (!jobs.stopping) await store.changeIf(id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
         throw err;
       } finally {
         routesChanged(service.swarm_id);
@@ -180,6 +180,10 @@ export default definePlugin({
 
     function startDeploy(service: ServiceRecord, what: string): void {
       jobs.run(`${what} service ${service.name}`, () => serial(service.id, () => deploy(service.id)));
+    }
+
+    function startRemove(service: ServiceRecord): void {
+      jobs.run(`remove service ${service.name}`, () => serial(service.id, () => remove(service.id)));
     }
 
     /** Removes the stack from its swarm; a swarm without a manager (or gone) has nothing left to remove. */
@@ -195,7 +199,7 @@ export default definePlugin({
       try {
         await removeStack(service);
       } catch (err) {
-        await store.change(id, { status: 'failed', error: `removing failed: ${(err as Error).message}` });
+        if (!jobs.stopping) await store.change(id, { status: 'failed', error: `removing failed: ${(err as Error).message}` });
         throw err;
       }
       await forget(id);
@@ -262,6 +266,19 @@ export default definePlugin({
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
     return {
+      // Stack deploys (with prune) and removals are idempotent: a step the last process left half done runs again.
+      resume: async () => {
+        const resumed: string[] = [];
+        for (const service of await store.findAll({ status: 'deploying' })) {
+          startDeploy(service, 'resuming');
+          resumed.push(`service ${service.name}: deploying`);
+        }
+        for (const service of await store.findAll({ status: 'removing' })) {
+          startRemove(service);
+          resumed.push(`service ${service.name}: removing`);
+        }
+        return resumed;
+      },
       close: () => jobs.drain(),
       routes: [
         {
@@ -409,7 +426,7 @@ export default definePlugin({
             if (current.status === 'removing') return view(current);
             const removing = await store.change(current.id, { status: 'removing' });
             routesChanged(current.swarm_id);
-            jobs.run(`remove service ${current.name}`, () => serial(current.id, () => remove(current.id)));
+            startRemove(removing);
             return view(removing);
           },
         },

@@ -35,7 +35,7 @@ export default definePlugin({
     const { nodes, events } = nodesOf(services);
     const swarms = new SwarmStore(db, clock);
     const members = new MemberStore(db, clock);
-    const jobs = new BackgroundJobs(log);
+    const jobs = new BackgroundJobs(log, services.shutdown);
     const runTask = taskRunner(services, settings);
     const call = orchestratorCalls(runTask);
     const kinds = new Map<string, WorkloadKind>();
@@ -142,6 +142,14 @@ export default definePlugin({
       services.events.publish('swarm.member.joined', { swarmId: swarm.id, nodeId: node.id });
     }
 
+    function startJoin(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord, first: boolean): void {
+      jobs.run(`join ${node.id} to ${swarm.name}`, () => join(swarm, member, node), async (err) => {
+        await members.change(member.id, { status: 'failed', error: `joining failed: ${err.message}` });
+        if (first) await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${err.message}` });
+        await recordNodeEvent(node.id, 'swarm_join_failed', `joining swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
+      });
+    }
+
     /** The leave, run in the background: a worker is drained first; the manager leaves last. */
     async function leave(swarm: SwarmRecord, member: MemberRecord, signal: AbortSignal): Promise<void> {
       const isManager = swarm.manager_node_id === member.node_id;
@@ -169,10 +177,14 @@ export default definePlugin({
 
     async function startLeave(swarm: SwarmRecord, member: MemberRecord): Promise<MemberRecord> {
       const leaving = await members.change(member.id, { status: 'leaving' });
-      jobs.run(`leave ${member.node_id} from ${swarm.name}`, () => leave(swarm, leaving, services.shutdown), async (err) => {
+      leaveInBackground(swarm, leaving);
+      return leaving;
+    }
+
+    function leaveInBackground(swarm: SwarmRecord, member: MemberRecord): void {
+      jobs.run(`leave ${member.node_id} from ${swarm.name}`, () => leave(swarm, member, services.shutdown), async (err) => {
         await members.change(member.id, { status: 'failed', error: `leaving failed: ${err.message}` });
       });
-      return leaving;
     }
 
     /** Deletes a swarm in the background: forced removal of its workloads, then workers leave, then the manager. */
@@ -182,6 +194,41 @@ export default definePlugin({
       const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
       for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, services.shutdown);
       await swarms.remove(swarm.id);
+    }
+
+    function startDelete(swarm: SwarmRecord, force: boolean): void {
+      jobs.run(`delete swarm ${swarm.name}`, () => deleteSwarm(swarm, force), async (err) => {
+        await swarms.change(swarm.id, { status: 'failed', error: `deleting failed: ${err.message}` });
+      });
+    }
+
+    /**
+     * Joins, leaves and deletions a previous process left half done run again (init and join answer
+     * what the engine already has; leave is a no-op off a swarm). A deletion resumes forced: its
+     * 409 check passed when it was asked, and no workload can be added to a deleting swarm.
+     */
+    async function resume(): Promise<string[]> {
+      const resumed: string[] = [];
+      const deleting = new Set<string>();
+      for (const swarm of await swarms.findAll({ status: 'deleting' })) {
+        deleting.add(swarm.id);
+        startDelete(swarm, true);
+        resumed.push(`swarm ${swarm.name}: deleting`);
+      }
+      for (const member of await members.findAll({ status: 'joining' })) {
+        const swarm = await swarms.get(member.swarm_id);
+        const node = await nodes.get(member.node_id);
+        if (!swarm || !node || deleting.has(swarm.id)) continue;
+        startJoin(swarm, member, node, member.role === 'manager' && !swarm.manager_node_id);
+        resumed.push(`node ${node.id}: joining swarm ${swarm.name}`);
+      }
+      for (const member of await members.findAll({ status: 'leaving' })) {
+        const swarm = await swarms.get(member.swarm_id);
+        if (!swarm || deleting.has(swarm.id)) continue;
+        leaveInBackground(swarm, member);
+        resumed.push(`node ${member.node_id}: leaving swarm ${swarm.name}`);
+      }
+      return resumed;
     }
 
     // Cordon, drain and uncordon reach the swarm as pause, drain and active.
@@ -216,6 +263,7 @@ export default definePlugin({
     const Swarm = Type.Object({}, { additionalProperties: true });
 
     return {
+      resume,
       close: () => jobs.drain(),
       loops: [{ name: 'swarms:observe', intervalMs: settings.observe_interval_seconds * 1000, run: observe }],
       routes: [
@@ -285,11 +333,7 @@ export default definePlugin({
               updated_at: now(),
             });
             if (first) await swarms.change(swarm.id, { status: 'forming' });
-            jobs.run(`join ${node.id} to ${swarm.name}`, () => join(swarm, member, node), async (err) => {
-              await members.change(member.id, { status: 'failed', error: `joining failed: ${err.message}` });
-              if (first) await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${err.message}` });
-              await recordNodeEvent(node.id, 'swarm_join_failed', `joining swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
-            });
+            startJoin(swarm, member, node, first);
             return memberView(member);
           },
         },
@@ -366,9 +410,7 @@ export default definePlugin({
               return { id: swarm.id, deleted: true };
             }
             const deleting = await swarms.change(swarm.id, { status: 'deleting' });
-            jobs.run(`delete swarm ${swarm.name}`, () => deleteSwarm(deleting, Boolean(req.query.force)), async (err) => {
-              await swarms.change(swarm.id, { status: 'failed', error: `deleting failed: ${err.message}` });
-            });
+            startDelete(deleting, Boolean(req.query.force));
             return Reply.accepted(await view(deleting));
           },
         },

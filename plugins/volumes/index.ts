@@ -142,6 +142,18 @@ export default definePlugin({
       services.events.publish('resource.deleted', { type: 'volume', id: volume.id });
     }
 
+    function prepareInBackground(volume: StoredVolume): void {
+      jobs.run(`prepare volume ${volume.name}`, () => prepare(volume), async (err) => {
+        await volumes.change(volume.id, { status: 'failed', error: `preparing failed: ${err.message}` });
+      });
+    }
+
+    function removeInBackground(volume: StoredVolume, force: boolean): void {
+      jobs.run(`delete volume ${volume.name}`, () => remove(volume, force), async (err) => {
+        await volumes.change(volume.id, { status: 'failed', error: `deleting failed: ${err.message}` });
+      });
+    }
+
     async function requireVolume(idOrName: string): Promise<StoredVolume> {
       const volume = await volumes.find(idOrName);
       if (!volume) throw notFound(`No volume ${idOrName}`);
@@ -206,6 +218,20 @@ export default definePlugin({
     );
 
     return {
+      // Preparing (folder, export, definitions) and deleting are idempotent: an interrupted one runs again.
+      // A deletion resumes unforced: if something is left it fails, and a forced DELETE finishes it.
+      resume: async () => {
+        const resumed: string[] = [];
+        for (const volume of await volumes.findAll({ status: 'preparing' })) {
+          prepareInBackground(volume);
+          resumed.push(`volume ${volume.name}: preparing`);
+        }
+        for (const volume of await volumes.findAll({ status: 'deleting' })) {
+          removeInBackground(volume, false);
+          resumed.push(`volume ${volume.name}: deleting`);
+        }
+        return resumed;
+      },
       routes: [
         {
           method: 'POST',
@@ -254,9 +280,7 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`A volume named ${req.body.name} exists`);
               throw err;
             }
-            jobs.run(`prepare volume ${volume.name}`, () => prepare(volume), async (err) => {
-              await volumes.change(volume.id, { status: 'failed', error: `preparing failed: ${err.message}` });
-            });
+            prepareInBackground(volume);
             return Reply.accepted(view(volume));
           },
         },
@@ -290,9 +314,7 @@ export default definePlugin({
             const using = await usersOf(volume.id);
             if (using.length) throw conflict(`Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}`, using);
             const deleting = await volumes.change(volume.id, { status: 'deleting', error: null });
-            jobs.run(`delete volume ${volume.name}`, () => remove(deleting, Boolean(req.query.force)), async (err) => {
-              await volumes.change(volume.id, { status: 'failed', error: `deleting failed: ${err.message}` });
-            });
+            removeInBackground(deleting, Boolean(req.query.force));
             return Reply.accepted({ ...view(deleting), note });
           },
         },
