@@ -50,3 +50,22 @@ export class BackgroundJobs {
     while (this.running.size) await Promise.allSettled([...this.running]);
   }
 }
+
+/**
+ * A plugin's `resume()` in one call: every record of `repository` in one of the handled statuses
+ * goes to that status's handler (which restarts its step); answers `<noun> <name>: <status>` lines.
+ */
+export async function resumeByStatus<T extends { name: string }>(
+  noun: string,
+  repository: { findAll(where: Record<string, unknown>): Promise<T[]> },
+  handlers: Record<string, (record: T) => void | Promise<void>>,
+): Promise<string[]> {
+  const resumed: string[] = [];
+  for (const [status, restart] of Object.entries(handlers)) {
+    for (const record of await repository.findAll({ status })) {
+      await restart(record);
+      resumed.push(`${noun} ${record.name}: ${status}`);
+    }
+  }
+  return resumed;
+}

@@ -3,6 +3,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { resumeByStatus } from '../../core/jobs.js';
 import { definePlugin } from '../../core/plugin.js';
 import { nodesOf } from '../nodes/index.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
@@ -301,18 +302,7 @@ export default definePlugin({
 
     return {
       // Deploys and terminates are idempotent: a step the last process left half done runs again.
-      resume: async () => {
-        const resumed: string[] = [];
-        for (const i of await instances.findAll({ status: 'deploying' })) {
-          deployInBackground(i, 'resuming');
-          resumed.push(`instance ${i.name}: deploying`);
-        }
-        for (const i of await instances.findAll({ status: 'terminating' })) {
-          terminateInBackground(i);
-          resumed.push(`instance ${i.name}: terminating`);
-        }
-        return resumed;
-      },
+      resume: () => resumeByStatus('instance', instances, { deploying: (i) => deployInBackground(i, 'resuming'), terminating: terminateInBackground }),
       routes: [
         {
           method: 'GET',

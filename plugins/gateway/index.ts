@@ -7,6 +7,7 @@ import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { resumeByStatus } from '../../core/jobs.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { swarmsOf } from '../swarms/index.js';
 import { IdParams, PageQuery } from '../swarms/schemas.js';
@@ -232,22 +233,18 @@ export default definePlugin({
     return {
       // Deploying (the configuration is rendered and the service created or updated) and removing are idempotent.
       resume: async () => {
-        const resumed: string[] = [];
-        for (const lb of await balancers.findAll({ status: 'deploying' })) {
-          const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
-          if (swarm) deployInBackground(lb, swarm);
-          else await balancers.change(lb.id, { status: 'failed', error: `deploying was interrupted and its swarm is gone; clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
-          resumed.push(`load balancer ${lb.name}: deploying`);
-        }
-        for (const lb of await balancers.findAll({ status: 'removing' })) {
-          removeInBackground(lb);
-          resumed.push(`load balancer ${lb.name}: removing`);
-        }
         // A route update cut short: applying again is a no-op when the rendered table has not changed.
         for (const lb of await balancers.findAll({ status: 'running' })) {
           if (lb.swarm_id) services.events.publish('routes.changed', { swarmId: lb.swarm_id });
         }
-        return resumed;
+        return resumeByStatus('load balancer', balancers, {
+          deploying: async (lb) => {
+            const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
+            if (swarm) deployInBackground(lb, swarm);
+            else await balancers.change(lb.id, { status: 'failed', error: `deploying was interrupted and its swarm is gone; clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
+          },
+          removing: removeInBackground,
+        });
       },
       // Route updates still waiting for their burst to end are dropped: the next start re-applies them.
       close: async () => {

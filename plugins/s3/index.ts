@@ -5,6 +5,7 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, HANGAR_LABELS, type MountSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { resumeByStatus } from '../../core/jobs.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { swarmsOf } from '../swarms/index.js';
@@ -254,18 +255,7 @@ export default definePlugin({
 
     return {
       // Deploys (the secret and the workload are created or updated) and removals are idempotent.
-      resume: async () => {
-        const resumed: string[] = [];
-        for (const i of await store.findAll({ status: 'deploying' })) {
-          resumeDeploy(i);
-          resumed.push(`object store ${i.name}: deploying`);
-        }
-        for (const i of await store.findAll({ status: 'removing' })) {
-          startRemove(i);
-          resumed.push(`object store ${i.name}: removing`);
-        }
-        return resumed;
-      },
+      resume: () => resumeByStatus('object store', store, { deploying: resumeDeploy, removing: startRemove }),
       close: () => jobs.drain(),
       routes: [
         {

@@ -4,6 +4,7 @@ import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_STACK_PREFIX, type BundleState, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { resumeByStatus } from '../../core/jobs.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
@@ -267,18 +268,7 @@ export default definePlugin({
 
     return {
       // Stack deploys (with prune) and removals are idempotent: a step the last process left half done runs again.
-      resume: async () => {
-        const resumed: string[] = [];
-        for (const service of await store.findAll({ status: 'deploying' })) {
-          startDeploy(service, 'resuming');
-          resumed.push(`service ${service.name}: deploying`);
-        }
-        for (const service of await store.findAll({ status: 'removing' })) {
-          startRemove(service);
-          resumed.push(`service ${service.name}: removing`);
-        }
-        return resumed;
-      },
+      resume: () => resumeByStatus('service', store, { deploying: (s) => startDeploy(s, 'resuming'), removing: startRemove }),
       close: () => jobs.drain(),
       routes: [
         {

@@ -5,6 +5,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
+import { resumeByStatus } from '../../core/jobs.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { nodesOf } from '../nodes/index.js';
@@ -220,18 +221,7 @@ export default definePlugin({
     return {
       // Preparing (folder, export, definitions) and deleting are idempotent: an interrupted one runs again.
       // A deletion resumes unforced: if something is left it fails, and a forced DELETE finishes it.
-      resume: async () => {
-        const resumed: string[] = [];
-        for (const volume of await volumes.findAll({ status: 'preparing' })) {
-          prepareInBackground(volume);
-          resumed.push(`volume ${volume.name}: preparing`);
-        }
-        for (const volume of await volumes.findAll({ status: 'deleting' })) {
-          removeInBackground(volume, false);
-          resumed.push(`volume ${volume.name}: deleting`);
-        }
-        return resumed;
-      },
+      resume: () => resumeByStatus('volume', volumes, { preparing: prepareInBackground, deleting: (v) => removeInBackground(v, false) }),
       routes: [
         {
           method: 'POST',
