@@ -20,3 +20,15 @@ export class EventBus {
     return () => this.emitter.off(topic, listener);
   }
 }
+
+/**
+ * How a plugin forgets one of its records: removes it and, when it was there, publishes
+ * `resource.deleted` {type, id} so that other plugins (tags) drop what they hold about it.
+ */
+export function recordRemover(bus: EventBus, type: string, repository: { remove(id: string): Promise<boolean> }): (id: string) => Promise<boolean> {
+  return async (id) => {
+    const removed = await repository.remove(id);
+    if (removed) bus.publish('resource.deleted', { type, id });
+    return removed;
+  };
+}

@@ -4,9 +4,11 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { nodesOf } from '../nodes/index.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
+import { requireDomainsFree } from '../swarms/routes.js';
 import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { volumesOf, type VolumesApi } from '../volumes/api.js';
@@ -125,6 +127,7 @@ export default definePlugin({
     const { swarms, members, jobs, onManager, settings } = swarmsApi;
     const { nodes } = nodesOf(services);
     const instances = new InstanceStore(db, clock);
+    const forget = recordRemover(services.events, 'instance', instances);
     const volumes = (): VolumesApi => {
       if (!services.plugins.includes('volumes')) throw badRequest('Volumes need the volumes plugin, which is not loaded');
       return volumesOf(services);
@@ -210,7 +213,7 @@ export default definePlugin({
       jobs.run(`terminate instance ${i.name}`, async () => {
         const swarm = await swarms.get(i.swarm_id);
         if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
-        await instances.remove(i.id);
+        await forget(i.id);
       }, async (err) => {
         await instances.change(i.id, { status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` });
       });
@@ -274,7 +277,7 @@ export default definePlugin({
         if (!i) return false;
         const swarm = await swarms.get(i.swarm_id);
         if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]).catch(() => undefined);
-        await instances.remove(id);
+        await forget(id);
         routesChanged(i.swarm_id);
         return true;
       },
@@ -325,6 +328,7 @@ export default definePlugin({
             const domain = body.domain ?? `${body.name}.${swarm.name}.${settings.local_domain}`;
             const clash = await instances.findOne({ domain });
             if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
+            await requireDomainsFree(services, swarm.id, [domain]);
             const ports = (body.ports ?? []).map(parsePort);
             const published = new Set<string>();
             for (const p of ports) {

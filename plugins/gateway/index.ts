@@ -8,8 +8,10 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { swarmsOf } from '../swarms/index.js';
+import { claimedRoutes } from '../swarms/routes.js';
 import { IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { renderHaproxyConfig } from './haproxy.js';
@@ -62,9 +64,6 @@ class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
   }
 }
 
-/** Plugins whose records become routes: each provides `routes(swarmId)`. */
-const ROUTE_SOURCES = ['compute', 'services', 's3'];
-
 function lbView(lb: LoadBalancerRecord) {
   return {
     id: lb.id,
@@ -87,16 +86,13 @@ function lbView(lb: LoadBalancerRecord) {
 async function collectRoutes(services: Services, swarmId: string): Promise<Route[]> {
   const seen = new Set<string>();
   const routes: Route[] = [];
-  for (const source of ROUTE_SOURCES) {
-    const provider = services.provided.get(source) as { routes?(swarmId: string): Promise<Route[]> } | undefined;
-    for (const route of (await provider?.routes?.(swarmId)) ?? []) {
-      if (seen.has(route.domain)) {
-        services.log.warn({ domain: route.domain, source: route.source, source_id: route.source_id }, 'domain already routed; the later claim is ignored');
-        continue;
-      }
-      seen.add(route.domain);
-      routes.push(route);
+  for (const route of await claimedRoutes(services, swarmId)) {
+    if (seen.has(route.domain)) {
+      services.log.warn({ domain: route.domain, source: route.source, source_id: route.source_id }, 'domain already routed; the later claim is ignored');
+      continue;
     }
+    seen.add(route.domain);
+    routes.push(route);
   }
   return routes.sort((a, b) => a.domain.localeCompare(b.domain));
 }
@@ -112,6 +108,8 @@ export default definePlugin({
     const swarmsApi = swarmsOf(services);
     const { swarms, jobs, onManager } = swarmsApi;
     const balancers = new LoadBalancerStore(db, clock);
+    const forget = recordRemover(services.events, 'loadbalancer', balancers);
+    services.provided.set('gateway', { balancers });
     const now = () => clock.now().toISOString();
 
     /** Renders the swarm's routing table and hands it to the balancer (deploy, or hot reload when only routes changed). */
@@ -191,7 +189,7 @@ export default definePlugin({
         const lb = await balancers.get(id);
         if (!lb) return false;
         await removeRuntime(lb).catch(() => undefined);
-        await balancers.remove(id);
+        await forget(id);
         return true;
       },
     });
@@ -209,7 +207,7 @@ export default definePlugin({
     function removeInBackground(lb: LoadBalancerRecord): void {
       jobs.run(`remove load balancer ${lb.name}`, async () => {
         await removeRuntime(lb);
-        await balancers.remove(lb.id);
+        await forget(lb.id);
       }, async (err) => {
         await balancers.change(lb.id, { status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
       });

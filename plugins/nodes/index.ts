@@ -5,6 +5,7 @@ import { encodeCursor } from '../../core/db/repository.js';
 import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
@@ -95,6 +96,7 @@ export default definePlugin({
     const { db, clock, tasks, ca, log } = services;
     const settings = services.config.nodes as NodesConfig;
     const nodes = new NodeStore(db, clock);
+    const forget = recordRemover(services.events, 'node', nodes);
     const events = new EventLog(db, clock);
     const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
     const now = () => clock.now().toISOString();
@@ -228,7 +230,7 @@ export default definePlugin({
           async run() {
             for (const node of await nodes.findAll({ removing: true })) {
               if ((await tasks.countOpen(node.id)) > 0) continue;
-              await nodes.remove(node.id);
+              await forget(node.id);
               await events.record({ identifier: node.ip_address ?? node.hostname, kind: 'node_removed', message: `node ${node.id} (${node.name}) removed` });
             }
           },

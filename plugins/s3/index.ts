@@ -6,9 +6,11 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, HANGAR_LABELS, type MountSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { swarmsOf } from '../swarms/index.js';
+import { requireDomainsFree } from '../swarms/routes.js';
 import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { volumesOf } from '../volumes/api.js';
@@ -42,6 +44,8 @@ interface S3Config {
 export interface S3Api {
   /** Both routes of every store on a swarm (S3 API and console), unless it is being removed. */
   routes(swarmId: string): Promise<Route[]>;
+  /** A store by id (null when there is none). */
+  get(id: string): Promise<unknown>;
 }
 
 const CreateBody = Type.Object(
@@ -103,10 +107,7 @@ export default definePlugin({
     const box = services.ca.secretBox('s3');
     const now = () => clock.now().toISOString();
     const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
-    /** Forgets a record; other plugins (tags) drop what they hold about it. */
-    const forget = async (id: string) => {
-      if (await store.remove(id)) services.events.publish('resource.deleted', { type: 's3', id });
-    };
+    const forget = recordRemover(services.events, 's3', store);
     // A store's deployment and its removal never overlap.
     const lifecycle = new KeyedSerial();
 
@@ -115,19 +116,10 @@ export default definePlugin({
       { domain: i.console_domain, service: i.runtime_name, port: S3_CONSOLE_PORT, source: 's3', source_id: i.id },
     ];
     const api: S3Api = {
+      get: (id) => store.get(id),
       routes: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
     };
     services.provided.set('s3', api);
-
-    /** 409 when another workload on the swarm already answers for one of these domains. */
-    async function checkDomains(swarmId: string, domains: string[]): Promise<void> {
-      for (const provider of ['compute', 'services', 's3']) {
-        const routes = (services.provided.get(provider) as { routes?(swarmId: string): Promise<Route[]> } | undefined)?.routes;
-        for (const r of routes ? await routes(swarmId) : []) {
-          if (domains.includes(r.domain)) throw conflict(`Domain ${r.domain} is already routed to ${r.source} ${r.source_id}`);
-        }
-      }
-    }
 
     /** The swarm secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
     const passwordSecret = (i: S3Record) => `${i.runtime_name}-root-password`;
@@ -274,7 +266,7 @@ export default definePlugin({
             if (sharing) throw conflict(`Volume ${volume.name} already holds the data of object store ${sharing.name}; give each store its own volume`);
             const domain = `${body.name}.s3.${swarm.name}.${settings.local_domain}`;
             const consoleDomain = `console.${domain}`;
-            await checkDomains(swarm.id, [domain, consoleDomain]);
+            await requireDomainsFree(services, swarm.id, [domain, consoleDomain]);
             // Where MinIO may run with this volume (409 when the volume is not ready or not reachable from the swarm).
             const mount = await volumes.mountFor(volume, '/data', swarm);
             const password = body.password ?? generatePassword();

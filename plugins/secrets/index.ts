@@ -4,6 +4,7 @@ import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js'
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
@@ -323,8 +324,7 @@ export default definePlugin({
           }
         }
       }
-      await objects.remove(o.id);
-      services.events.publish('resource.deleted', { type: kind, id: o.id });
+      await recordRemover(services.events, kind, objects)(o.id);
       return { id: o.id, deleted: true };
     }
 

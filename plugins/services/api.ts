@@ -4,4 +4,6 @@ import type { Route } from '../../core/orchestrator.js';
 export interface ServicesApi {
   /** Routes of the compose services on a swarm that declare `x-hangar` (not of stopped or removing ones). */
   routes(swarmId: string): Promise<Route[]>;
+  /** A service by id (null when there is none). */
+  get(id: string): Promise<unknown>;
 }

@@ -3,11 +3,13 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_STACK_PREFIX, type BundleState, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_STACK_PREFIX, type BundleState, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
+import { requireDomainsFree } from '../swarms/routes.js';
 import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { secretsOf, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
@@ -114,10 +116,7 @@ export default definePlugin({
     const secrets = services.plugins.includes('secrets') ? secretsOf(services) : null;
     const now = () => clock.now().toISOString();
     const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
-    /** Forgets a record; other plugins (tags) drop what they hold about it. */
-    const forget = async (id: string) => {
-      if (await store.remove(id)) services.events.publish('resource.deleted', { type: 'service', id });
-    };
+    const forget = recordRemover(services.events, 'service', store);
 
     // One lifecycle step at a time per service (a deploy, a rotation's redeploy, a stop, a removal).
     const lifecycle = new KeyedSerial();
@@ -139,20 +138,9 @@ export default definePlugin({
     const refs = (resolved: Map<string, ResolvedObject>, kind: ObjectKind) =>
       [...new Set([...resolved.entries()].filter(([key]) => key.startsWith(`${kind}:`)).map(([, o]) => o.id))].sort();
 
-    /** 409 when another workload on the swarm already answers for one of these domains. */
-    async function checkDomains(swarmId: string, routes: ServiceRoute[], self: string | null): Promise<void> {
-      if (!routes.length) return;
-      const taken = new Map<string, string>();
-      for (const s of await store.findAll({ swarm_id: swarmId })) {
-        if (s.id !== self) for (const r of s.routes) taken.set(r.domain, `service ${s.name}`);
-      }
-      for (const provider of ['compute', 's3']) {
-        const api = services.provided.get(provider) as { routes?(swarmId: string): Promise<Route[]> } | undefined;
-        if (api?.routes) for (const r of await api.routes(swarmId)) taken.set(r.domain, `${r.source} ${r.source_id}`);
-      }
-      const clash = routes.find((r) => taken.has(r.domain));
-      if (clash) throw conflict(`Domain ${clash.domain} is already routed to ${taken.get(clash.domain)}`);
-    }
+    /** 409 when another workload on the swarm (not this service) already answers for one of these domains. */
+    const checkDomains = (swarmId: string, routes: ServiceRoute[], self: string | null) =>
+      requireDomainsFree(services, swarmId, routes.map((r) => r.domain), self ? { source: 'service', id: self } : undefined);
 
     /** Deploys the stored spec of a service whose status is `deploying`; failure → status failed. */
     async function deploy(id: string): Promise<void> {
@@ -208,6 +196,7 @@ export default definePlugin({
     }
 
     const api: ServicesApi = {
+      get: (id) => store.get(id),
       routes: async (swarmId) =>
         (await store.findAll({ swarm_id: swarmId }))
           .filter((s) => s.status !== 'stopped' && s.status !== 'removing')

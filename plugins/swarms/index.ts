@@ -4,6 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { BackgroundJobs } from '../../core/jobs.js';
 import type { RuntimeAvailability, SwarmMember, WorkloadState } from '../../core/orchestrator.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
@@ -34,6 +35,7 @@ export default definePlugin({
     const settings = services.config.swarms as SwarmsConfig;
     const { nodes, events } = nodesOf(services);
     const swarms = new SwarmStore(db, clock);
+    const forget = recordRemover(services.events, 'swarm', swarms);
     const members = new MemberStore(db, clock);
     const jobs = new BackgroundJobs(log, services.shutdown);
     const runTask = taskRunner(services, settings);
@@ -92,7 +94,7 @@ export default definePlugin({
         for (const m of await members.of(swarm.id)) {
           if (m.runtime_node_id) await call(m.node_id, 'leave', [true], { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
         }
-        await swarms.remove(swarm.id);
+        await forget(swarm.id);
         return true;
       },
     };
@@ -193,7 +195,7 @@ export default definePlugin({
       const list = await members.of(swarm.id);
       const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
       for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, services.shutdown);
-      await swarms.remove(swarm.id);
+      await forget(swarm.id);
     }
 
     function startDelete(swarm: SwarmRecord, force: boolean): void {
@@ -406,7 +408,7 @@ export default definePlugin({
               throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
             }
             if (!(await members.of(swarm.id)).length && !running.length) {
-              await swarms.remove(swarm.id);
+              await forget(swarm.id);
               return { id: swarm.id, deleted: true };
             }
             const deleting = await swarms.change(swarm.id, { status: 'deleting' });

@@ -57,10 +57,16 @@ const view = (row: Record<string, unknown>): Tag => ({
 function builtinChecks(services: Services): Partial<Record<ResourceType, ResourceCheck>> {
   const checks: Partial<Record<ResourceType, ResourceCheck>> = {};
   const provided = <T>(name: string) => services.provided.get(name) as T | undefined;
-  const nodes = provided<{ nodes: { get(id: string): Promise<unknown> } }>('nodes');
-  if (nodes) checks.node = async (id) => Boolean(await nodes.nodes.get(id));
-  const swarms = provided<{ swarms: { get(id: string): Promise<unknown> } }>('swarms');
-  if (swarms) checks.swarm = async (id) => Boolean(await swarms.swarms.get(id));
+  type Lookup = { get(id: string): Promise<unknown> };
+  const byId = (type: ResourceType, lookup: Lookup | undefined) => {
+    if (lookup) checks[type] = async (id) => Boolean(await lookup.get(id));
+  };
+  byId('node', provided<{ nodes: Lookup }>('nodes')?.nodes);
+  byId('swarm', provided<{ swarms: Lookup }>('swarms')?.swarms);
+  byId('instance', provided<{ instances: Lookup }>('compute')?.instances);
+  byId('service', provided<Lookup>('services'));
+  byId('s3', provided<Lookup>('s3'));
+  byId('loadbalancer', provided<{ balancers: Lookup }>('gateway')?.balancers);
   const volumes = provided<{ require(id: string): Promise<{ id: string }> }>('volumes');
   if (volumes) checks.volume = async (id) => (await volumes.require(id).catch(() => null))?.id === id;
   const secrets = provided<{ get(kind: 'secret' | 'config', id: string): Promise<unknown> }>('secrets');

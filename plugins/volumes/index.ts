@@ -6,6 +6,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { nodesOf } from '../nodes/index.js';
@@ -73,6 +74,7 @@ export default definePlugin({
     const swarmsApi = swarmsOf(services);
     const { members, jobs, call } = swarmsApi;
     const volumes = new VolumeStore(db, clock);
+    const forget = recordRemover(services.events, 'volume', volumes);
     const definitions = new DefinitionStore(db, clock);
     const users: VolumeUsers[] = [];
     const now = () => clock.now().toISOString();
@@ -139,8 +141,7 @@ export default definePlugin({
         );
       }
       if (problems.length) log.warn({ volume_id: volume.id, problems }, 'volume deleted (forced) with leftovers');
-      await volumes.remove(volume.id);
-      services.events.publish('resource.deleted', { type: 'volume', id: volume.id });
+      await forget(volume.id);
     }
 
     function prepareInBackground(volume: StoredVolume): void {

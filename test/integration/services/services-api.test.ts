@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { TASKS } from '../../../core/tasks/migrations.js';
+import { SERVICES } from '../../../plugins/services/migrations.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
@@ -22,7 +23,7 @@ describeEachDialect('services API: validation, 404 and 409 before anything is de
   const tasksQueued = async () => Number((await t.hangar.store.knex(TASKS).count({ n: '*' }).first())?.n ?? 0);
 
   before(async () => {
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services'] });
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'compute', 'services'] });
     admin = await bootstrapAdmin(t);
     user = await createUser(t, admin, { username: 'viewer', role: 'user' });
     const now = new Date().toISOString();
@@ -103,5 +104,23 @@ describeEachDialect('services API: validation, 404 and 409 before anything is de
     expect((await api('GET', '/v1/services', undefined, user)).status).to.equal(200);
     const logs = await api('POST', '/v1/services/svc-unknown/logs?lines=20000');
     expect(logs.status, 'lines at most 10000').to.equal(400);
+  });
+
+  it('refuses a domain another workload on the swarm routes: a service after an instance, an instance after a service (409 naming it)', async () => {
+    const routed = (domain: string) => b64(`services:\n  web: {image: busybox, x-hangar: {domain: ${domain}, port: 80}}\n`);
+    const front = await api('POST', '/v1/compute/instances', { name: 'front', swarm_id: SWARM, image: 'busybox', ports: ['8080:80'], domain: 'front.example.test' });
+    expect(front.status, front.text).to.equal(202);
+    const clash = await create({ name: 'clash', compose_file: routed('front.example.test') });
+    expect(clash.status, clash.text).to.equal(409);
+    expect(clash.json.message).to.equal(`Domain front.example.test is already routed to instance ${front.json.data.id}`);
+    const own = await create({ name: 'own', compose_file: routed('own.example.test') });
+    expect(own.status, own.text).to.equal(202);
+    const back = await api('POST', '/v1/compute/instances', { name: 'back', swarm_id: SWARM, image: 'busybox', ports: ['8081:80'], domain: 'own.example.test' });
+    expect(back.status, back.text).to.equal(409);
+    expect(back.json.message).to.equal(`Domain own.example.test is already routed to service ${own.json.data.id}`);
+    // No agent answers here: the deploy would fail in the end, which lets the file be replaced.
+    await t.hangar.store.knex(SERVICES).where({ id: own.json.data.id }).update({ status: 'failed' });
+    const again = await api('PUT', `/v1/services/${own.json.data.id}`, { compose_file: routed('own.example.test') });
+    expect(again.status, `a service keeps its own domain when its file is replaced: ${again.text}`).to.equal(202);
   });
 });

@@ -16,7 +16,7 @@ describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
   const put = (resource_type: string, resource_id: string, key: string, value: string) => api('PUT', '/v1/tags', { resource_type, resource_id, key, value });
 
   before(async () => {
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'swarms', 'tags'] });
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 's3', 'gateway', 'tags'] });
     admin = await bootstrapAdmin(t);
     reader = await createUser(t, admin, { username: 'reader', role: 'user' });
     swarmId = (await api('POST', '/v1/swarms', { name: 'tagged' })).json.data.id;
@@ -31,14 +31,14 @@ describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
     expect((await put('swarm', swarmId, 'env', 'production')).json.data.value).to.equal('production');
     await put('node', nodeId, 'env', 'production');
     await put('node', nodeId, 'team/owner', 'platform');
-    // Types whose plugin is not loaded are taken on trust.
-    await put('instance', 'inst-abc', 'env', 'dev');
-    await put('instance', 'inst-abc', 'empty', '');
+    // A type no loaded plugin answers for is taken on trust.
+    expect((await put('cluster', 'cluster-abc', 'env', 'dev')).status).to.equal(200);
+    await put('cluster', 'cluster-abc', 'empty', '');
 
     const all = await api('GET', '/v1/tags?key=env', undefined, reader);
     expect(all.status).to.equal(200);
     expect(all.json.data).to.deep.equal([
-      { resource_type: 'instance', resource_id: 'inst-abc', key: 'env', value: 'dev' },
+      { resource_type: 'cluster', resource_id: 'cluster-abc', key: 'env', value: 'dev' },
       { resource_type: 'node', resource_id: nodeId, key: 'env', value: 'production' },
       { resource_type: 'swarm', resource_id: swarmId, key: 'env', value: 'production' },
     ]);
@@ -77,7 +77,11 @@ describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
     const unknown = await put('swarm', 'swarm-0000000000000000', 'env', 'x');
     expect(unknown.status).to.equal(404);
     expect(unknown.json.message).to.equal('No swarm swarm-0000000000000000');
-    expect((await put('node', 'node-0000000000000000', 'env', 'x')).status).to.equal(404);
+    for (const [type, id] of [['node', 'node-0000000000000000'], ['instance', 'inst-0000000000000000'], ['service', 'svc-0000000000000000'], ['s3', 's3-0000000000000000'], ['loadbalancer', 'lb-0000000000000000'], ['volume', 'vol-0000000000000000'], ['secret', 'sec-0000000000000000']]) {
+      const res = await put(type!, id!, 'env', 'x');
+      expect(res.status, `${type} ${id}`).to.equal(404);
+      expect(res.json.message).to.equal(`No ${type} ${id}`);
+    }
     const forbidden = await api('PUT', '/v1/tags', { resource_type: 'swarm', resource_id: swarmId, key: 'k', value: 'v' }, reader);
     expect(forbidden.status).to.equal(403);
     expect((await api('DELETE', `/v1/tags?resource_type=swarm&resource_id=${swarmId}&key=env`, undefined, reader)).status).to.equal(403);
@@ -96,12 +100,17 @@ describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
     expect(missing.status).to.equal(400);
     expect(missing.json.message).to.equal('Validation failed: resource_id required (in the body or the query string)');
     expect((await api('DELETE', '/v1/tags?key=bad%20key&resource_type=node&resource_id=x')).status).to.equal(400);
-    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['instance', 'node']);
+    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['cluster', 'node']);
   });
 
-  it('drops a resource’s tags when its plugin reports it deleted', async () => {
-    t.hangar.services.events.publish('resource.deleted', { type: 'node', id: nodeId });
-    await waitFor(async () => Object.keys(await tagsOf(t.hangar.services).of('node', nodeId)).length === 0, { what: 'the node’s tags to go' });
-    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['instance']);
+  it('drops a resource’s tags when it is deleted through the API (a swarm at once, a node once its removal finishes)', async function () {
+    this.timeout(20_000);
+    const doomed = (await api('POST', '/v1/swarms', { name: 'doomed' })).json.data.id;
+    await put('swarm', doomed, 'env', 'gone-soon');
+    expect((await api('DELETE', `/v1/swarms/${doomed}`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/nodes/${nodeId}`)).status).to.be.oneOf([200, 202]);
+    await waitFor(async () => Object.keys(await tagsOf(t.hangar.services).of('node', nodeId)).length === 0, { timeoutMs: 15_000, what: 'the node’s tags to go' });
+    expect(await tagsOf(t.hangar.services).of('swarm', doomed)).to.deep.equal({});
+    expect((await api('GET', '/v1/tags?key=env')).json.data.map((x: { resource_type: string }) => x.resource_type)).to.deep.equal(['cluster']);
   });
 });
