@@ -103,6 +103,8 @@ export class Agent {
   private heartbeatsPaused = false;
   private heartbeatInFlight: Promise<void> | null = null;
   private pollWaitSeconds = 30;
+  /** Tasks polled and not yet reported: every heartbeat renews their leases. */
+  private readonly heldTasks = new Set<string>();
   private readonly maxBackoffMs: number;
 
   constructor(
@@ -140,7 +142,8 @@ export class Agent {
   }
 
   async heartbeat(): Promise<void> {
-    const res = await this.request('POST', '/v1/internal/heartbeat', collectFacts(this.state));
+    const held = [...this.heldTasks];
+    const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), ...(held.length ? { held_tasks: held } : {}) });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
     this.heartbeatSeconds = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
     this.pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || this.pollWaitSeconds;
@@ -172,7 +175,14 @@ export class Agent {
         const res = await this.request('GET', `/v1/internal/tasks/${this.identity.nodeId}?wait=${this.pollWaitSeconds}`, undefined, (this.pollWaitSeconds + 15) * 1000);
         if (res.status !== 200) throw new Error(`task poll answered ${res.status}: ${res.json?.message ?? res.text}`);
         failures = 0;
-        for (const task of res.json.data as PolledTask[]) await this.execute(task);
+        const polled = res.json.data as PolledTask[];
+        for (const task of polled) this.heldTasks.add(task.task_id);
+        try {
+          for (const task of polled) await this.execute(task);
+        } finally {
+          // A batch cut short leaves nothing renewed behind: its tasks go back to pending when their leases run out.
+          for (const task of polled) this.heldTasks.delete(task.task_id);
+        }
       } catch (err) {
         if (this.controller.signal.aborted) return;
         failures++;
@@ -214,6 +224,7 @@ export class Agent {
     }
     this.log.info({ task_id: task.task_id, kind: task.kind, status: outcome.status, ms: Date.now() - started }, 'task done');
     await this.reportWithRetry(task.task_id, outcome);
+    this.heldTasks.delete(task.task_id);
     for (const action of afterwards) await action();
   }
 

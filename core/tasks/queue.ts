@@ -181,6 +181,18 @@ export class TaskQueue {
   }
 
   /**
+   * Renews the leases of tasks a node's agent still holds (running, or waiting their turn behind
+   * a slow one), so that none returns to pending and runs twice. Other nodes' tasks and tasks no
+   * longer leased are left alone. Answers how many were renewed.
+   */
+  async renewLeases(nodeId: string, taskIds: string[]): Promise<number> {
+    if (!taskIds.length) return 0;
+    const now = this.clock.now();
+    const until = new Date(now.getTime() + this.options.leaseMs).toISOString();
+    return this.knex(TASKS).where({ node_id: nodeId, status: 'leased' }).whereIn('id', taskIds).update({ lease_expires_at: until, updated_at: now.toISOString() });
+  }
+
+  /**
    * Leases tasks for a node, waiting up to `waitMs` for one to be queued. Returns as soon as there
    * is work, with an empty list at the deadline, or when `signal` aborts.
    */

@@ -27,6 +27,7 @@ export default definePlugin({
             const node = await api.nodes.get(req.agent!.nodeId);
             if (!node || node.removing) throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
             const updated = await api.heartbeat(node, req.body);
+            await services.tasks.renewLeases(node.id, (req.body as { held_tasks?: string[] }).held_tasks ?? []);
             return {
               node_id: updated.id,
               heartbeat_interval_seconds: api.settings.heartbeat_interval_seconds,

@@ -51,6 +51,9 @@ export const Heartbeat = Type.Object(
     pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
     reboot_required: Type.Optional(Type.Boolean()),
     gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),
+    held_tasks: Type.Optional(
+      Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000, description: 'tasks the agent holds (running or waiting their turn): their leases are renewed' }),
+    ),
   },
   { additionalProperties: true },
 );

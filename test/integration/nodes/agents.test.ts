@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { versionInfo } from '../../../core/version.js';
@@ -289,5 +289,41 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     expect(agentA.exit(), 'the agent keeps retrying; it does not exit').to.equal(null);
     const kinds = (await events(`node_id=${nodeA}`)).map((e) => e.kind);
     expect(kinds).to.include('certificates_revoked');
+  });
+
+  it('a task that outlasts its lease stays leased while the agent runs it: the agent’s heartbeats renew the leases of the tasks it holds', async function () {
+    this.timeout(40_000);
+    // apt-get stands in for the machine's: `update` takes twice the lease (FAST_NODES: 2 s); each run is recorded.
+    const bin = mkdtempSync(path.join(os.tmpdir(), 'hangar-slow-apt-'));
+    const runs = path.join(bin, 'runs.log');
+    writeFileSync(path.join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${runs}\n[ "$1" = update ] && /bin/sleep 4\nexit 0\n`, { mode: 0o755 });
+    try {
+      const token = (await api('POST', '/v1/nodes/token', {})).json.data;
+      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: bin });
+      const nodeId = await joinedNodeId(agent);
+      await waitForStatus(nodeId, 'ready');
+      const queued = await api('POST', `/v1/nodes/${nodeId}/check-updates`);
+      expect(queued.status).to.equal(202);
+      const taskId = queued.json.data.task_id as string;
+      await waitFor(() => existsSync(runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
+      // Past the first lease's end, apt-get still running: the task is still the agent's, not back in the queue
+      // (where a caller giving up would withdraw it, and the agent's result would be lost).
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const during = await t.hangar.services.tasks.get(taskId);
+      expect(during, agent.output()).to.include({ status: 'leased', attempts: 1 });
+      expect(Date.parse(during!.lease_expires_at!)).to.be.greaterThan(Date.now());
+      const done = await waitFor(
+        async () => {
+          const task = await t.hangar.services.tasks.get(taskId);
+          return task && ['completed', 'failed'].includes(task.status) ? task : null;
+        },
+        { timeoutMs: 20_000, intervalMs: 200, what: 'the slow check-updates task to finish' },
+      );
+      expect(done, agent.output()).to.include({ status: 'completed', attempts: 1 });
+      expect(readFileSync(runs, 'utf8').split('\n').filter((line) => line.startsWith('update'))).to.have.length(1);
+      await stopAgent(agent);
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
   });
 });
