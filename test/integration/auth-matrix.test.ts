@@ -78,6 +78,16 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     expect(failures).to.deep.equal([]);
   });
 
+  it('never answers 5xx to an admin calling any route on ids that do not exist, without a body', async function () {
+    this.timeout(60_000);
+    const failures: string[] = [];
+    for (const { route } of routes.filter((r) => r.route.auth !== 'agent')) {
+      const res = await call(route, { headers: route.auth === 'public' ? {} : bearer(admin.token) });
+      if (res.status >= 500) failures.push(`${label(route)} → ${res.status} ${res.text}`);
+    }
+    expect(failures).to.deep.equal([]);
+  });
+
   it('lets anyone reach the public routes', async () => {
     for (const { route } of routes.filter((r) => r.route.auth === 'public' && r.route.method === 'GET')) {
       const res = await call(route);
