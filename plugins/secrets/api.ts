@@ -17,7 +17,8 @@ export interface ResolvedObject {
  * redeploys one of its workloads so it references the current version (after a rotation).
  */
 export interface ObjectUsers {
-  usersOf(kind: ObjectKind, objectId: string): Promise<Array<{ id: string; name: string }>>;
+  /** The services using each of these objects (one lookup for a whole page); an object no service uses may be left out. */
+  usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string }>>>;
   redeploy(serviceId: string): Promise<void>;
 }
 

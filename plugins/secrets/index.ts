@@ -57,14 +57,21 @@ export default definePlugin({
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
 
-    async function usersOf(o: ObjectRecord): Promise<Array<{ id: string; name: string; hook: ObjectUsers }>> {
-      const all: Array<{ id: string; name: string; hook: ObjectUsers }> = [];
-      for (const hook of hooks) for (const u of await hook.usersOf(o.kind, o.id)) all.push({ id: u.id, name: u.name, hook });
+    type User = { id: string; name: string; hook: ObjectUsers };
+
+    /** The users of each object of one kind, asking every hook once for all of them. */
+    async function usersOfMany(kind: ObjectKind, ids: string[]): Promise<Map<string, User[]>> {
+      const all = new Map<string, User[]>(ids.map((id) => [id, []]));
+      for (const hook of hooks) {
+        for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, hook })));
+      }
       return all;
     }
 
-    async function view(o: ObjectRecord) {
-      const users = await usersOf(o);
+    const usersOf = async (o: ObjectRecord): Promise<User[]> => (await usersOfMany(o.kind, [o.id])).get(o.id)!;
+
+    async function view(o: ObjectRecord, users?: User[]) {
+      users ??= await usersOf(o);
       return {
         id: o.id,
         name: o.name,
@@ -264,7 +271,8 @@ export default definePlugin({
                 if (req.query.swarm_id) q.where({ swarm_id: req.query.swarm_id });
               },
             });
-            return new Reply(200, { data: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
+            const users = await usersOfMany(kind, page.items.map((o) => o.id));
+            return new Reply(200, { data: await Promise.all(page.items.map((o) => view(o, users.get(o.id)))), next_cursor: page.next_cursor });
           },
         },
         {

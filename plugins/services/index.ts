@@ -205,7 +205,8 @@ export default definePlugin({
     services.provided.set('services', api);
 
     secrets?.registerUsers({
-      usersOf: async (kind, objectId) => (await store.using(kind, objectId)).map((s) => ({ id: s.id, name: s.name })),
+      usersOf: async (kind, objectIds) =>
+        new Map([...(await store.using(kind, objectIds))].map(([id, using]) => [id, using.map((s) => ({ id: s.id, name: s.name }))])),
       // A rotation: the stack is deployed again with the objects' current versions (a stopped one picks them up on start).
       redeploy: (serviceId) =>
         serial(serviceId, async () => {

@@ -47,11 +47,21 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
   }
 
   /** Services whose spec uses a hangar secret (or config) object. */
-  async using(kind: 'secret' | 'config', objectId: string): Promise<ServiceRecord[]> {
+  /** The services referring to each of these secrets or configs, in one query. */
+  async using(kind: 'secret' | 'config', objectIds: string[]): Promise<Map<string, ServiceRecord[]>> {
     const column = kind === 'secret' ? 'secret_refs' : 'config_refs';
+    const users = new Map<string, ServiceRecord[]>();
+    if (!objectIds.length) return users;
     // The ids are plain [a-z0-9-] strings: a LIKE on the JSON text narrows, the check below decides.
     // PostgreSQL has no LIKE on json: compare the column's text in both dialects.
-    const rows: Row[] = await this.query().whereRaw('cast(?? as text) like ?', [column, `%"${objectId}"%`]).orderBy('id');
-    return rows.map(this.decode).filter((s) => s[column].includes(objectId));
+    const rows: Row[] = await this.query()
+      .where((q) => {
+        for (const id of objectIds) q.orWhereRaw('cast(?? as text) like ?', [column, `%"${id}"%`]);
+      })
+      .orderBy('id');
+    for (const service of rows.map(this.decode)) {
+      for (const id of objectIds) if (service[column].includes(id)) users.set(id, [...(users.get(id) ?? []), service]);
+    }
+    return users;
   }
 }

@@ -50,7 +50,7 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     admin = await bootstrapAdmin(t);
     reader = await createUser(t, admin, { username: 'reader', role: 'user' });
     secretsOf(t.hangar.services).registerUsers({
-      usersOf: async (_kind, id) => using.get(id) ?? [],
+      usersOf: async (_kind, ids) => new Map(ids.map((id) => [id, using.get(id) ?? []])),
       redeploy: async (serviceId) => {
         if (failRedeploy.has(serviceId)) throw new Error(`service ${serviceId} refused the update`);
         redeployed.push(serviceId);

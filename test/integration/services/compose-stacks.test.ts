@@ -242,6 +242,12 @@ configs:
     const id = res.json.data.id as string;
     expect(res.json.data.secret_refs).to.deep.equal([secret.json.data.id]);
     expect(res.json.data.config_refs).to.deep.equal([config.json.data.id]);
+    const unused = await api('POST', '/v1/secrets', { name: `${secretName}-unused`, swarm_id: member.swarmId, data: b64('spare') });
+    const usersInList = async (kind: string) =>
+      Object.fromEntries(((await api('GET', `/v1/${kind}?swarm_id=${member.swarmId}`)).json.data as Array<{ name: string; services: string[] }>).map((o) => [o.name, o.services]));
+    expect(await usersInList('secrets')).to.deep.include({ [secretName]: [`${name}s`], [`${secretName}-unused`]: [] });
+    expect(await usersInList('configs')).to.deep.include({ [configName]: [`${name}s`] });
+    expect((await api('DELETE', `/v1/secrets/${unused.json.data.id}`)).status).to.equal(200);
     await waitFor(async () => (await api('GET', `/v1/services/${id}`)).json.data.replicas.app?.running === 1, { timeoutMs: 60_000, intervalMs: 500, what: 'app to run' });
     const mounted = async () => JSON.parse((await docker(['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Secrets}}', `${stack}s_app`])).stdout);
     expect((await mounted()).map((m: { SecretName: string; File: { Name: string } }) => [m.SecretName, m.File.Name])).to.deep.equal([[`${secretName}-v1`, 'db_password']]);
