@@ -63,7 +63,8 @@ export const CoreConfigSchema = Type.Object(
     ),
     tasks: Type.Object(
       {
-        lease_seconds: Type.Integer({ minimum: 1, default: 120, description: 'how long an agent holds a task before it returns to pending' }),
+        lease_seconds: Type.Integer({ minimum: 1, default: 120, description: 'how long an agent holds a task before it returns to pending (its heartbeats renew the lease)' }),
+        max_hold_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'heartbeats renew a held task’s lease until this long after it was queued; then it expires like any other' }),
         batch: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'most tasks handed out per poll' }),
         poll_wait_seconds: Type.Integer({ minimum: 0, maximum: 120, default: 30, description: 'how long a long-poll is held open' }),
         expiry_check_ms: Type.Integer({ minimum: 100, default: 5000, description: 'how often expired leases are looked for' }),

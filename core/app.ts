@@ -131,7 +131,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   setMaxListeners(0, shutdown.signal);
   const drivers = new Drivers();
   const events = new EventBus();
-  const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch });
+  const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch, maxHoldMs: config.tasks.max_hold_seconds * 1000 });
   const mail = createMailer(config.mail);
   const routes: RegisteredRoute[] = [];
   const closers: Array<() => Promise<void>> = [];
@@ -233,9 +233,10 @@ export class Hangar {
       assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true });
       const hangar = new Hangar(assembly);
       await assembly.services.tasks.start(config.database.url);
+      // Before the listeners: no request can start a step for a record whose interrupted step is resumed.
+      await hangar.resume();
       await hangar.listen();
       hangar.startLoops(assembly.loops);
-      await hangar.resume();
       log.info({ plugins: assembly.services.plugins, drivers: assembly.services.drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
       return hangar;
     } catch (err) {

@@ -6,6 +6,8 @@ import type { Logger } from './log.js';
  *
  * A job that fails once `shutdown` has fired was cut short, not refused: `onError` is skipped, so
  * its record keeps the transitional state and the plugin's `resume` runs it again on the next start.
+ * A job no `resume` picks up (it leaves no record in a transitional state) says `resumable: false`,
+ * and its `onError` runs whatever the cause.
  */
 export class BackgroundJobs {
   private readonly running = new Set<Promise<void>>();
@@ -15,12 +17,12 @@ export class BackgroundJobs {
     private readonly shutdown?: AbortSignal,
   ) {}
 
-  run(label: string, work: () => Promise<void>, onError: (err: Error) => Promise<void> | void = () => undefined): void {
+  run(label: string, work: () => Promise<void>, onError: (err: Error) => Promise<void> | void = () => undefined, options: { resumable?: boolean } = {}): void {
     const job = (async () => {
       try {
         await work();
       } catch (err) {
-        if (this.stopping) {
+        if (this.stopping && options.resumable !== false) {
           this.log.info({ job: label, error: (err as Error).message }, 'background job cut short by the shutdown; the next start resumes it');
           return;
         }

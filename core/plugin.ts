@@ -92,7 +92,7 @@ export interface PluginParts {
   /**
    * Picks up the work a previous process left half done: records in a transitional state
    * (deploying, removing…) whose background job died with that process. Called once by
-   * `hangar serve` when it is listening, never by the script runner (which shares the store with
+   * `hangar serve` just before it listens, never by the script runner (which shares the store with
    * a running server). Answers what it restarted, one line each, for the log.
    */
   resume?(): Promise<string[]>;

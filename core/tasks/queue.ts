@@ -46,6 +46,8 @@ export interface TaskQueueOptions {
   leaseMs: number;
   /** Most tasks handed to one agent per poll. */
   batch: number;
+  /** Heartbeats renew a held task's lease until this long after it was queued (a hung task still ends). */
+  maxHoldMs?: number;
 }
 
 const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
@@ -183,13 +185,19 @@ export class TaskQueue {
   /**
    * Renews the leases of tasks a node's agent still holds (running, or waiting their turn behind
    * a slow one), so that none returns to pending and runs twice. Other nodes' tasks and tasks no
-   * longer leased are left alone. Answers how many were renewed.
+   * longer leased are left alone, and so is a task queued more than `maxHoldMs` ago: a hung one
+   * still expires, and fails once its attempts are used up. Answers how many were renewed.
    */
   async renewLeases(nodeId: string, taskIds: string[]): Promise<number> {
     if (!taskIds.length) return 0;
     const now = this.clock.now();
     const until = new Date(now.getTime() + this.options.leaseMs).toISOString();
-    return this.knex(TASKS).where({ node_id: nodeId, status: 'leased' }).whereIn('id', taskIds).update({ lease_expires_at: until, updated_at: now.toISOString() });
+    const queuedAfter = new Date(now.getTime() - (this.options.maxHoldMs ?? 3_600_000)).toISOString();
+    return this.knex(TASKS)
+      .where({ node_id: nodeId, status: 'leased' })
+      .whereIn('id', taskIds)
+      .where('created_at', '>', queuedAfter)
+      .update({ lease_expires_at: until, updated_at: now.toISOString() });
   }
 
   /**

@@ -11,7 +11,7 @@ import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { swarmsOf } from '../swarms/index.js';
-import { claimedRoutes } from '../swarms/routes.js';
+import { servedRoutes } from '../swarms/routes.js';
 import { IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { renderHaproxyConfig } from './haproxy.js';
@@ -86,7 +86,7 @@ function lbView(lb: LoadBalancerRecord) {
 async function collectRoutes(services: Services, swarmId: string): Promise<Route[]> {
   const seen = new Set<string>();
   const routes: Route[] = [];
-  for (const route of await claimedRoutes(services, swarmId)) {
+  for (const route of await servedRoutes(services, swarmId)) {
     if (seen.has(route.domain)) {
       services.log.warn({ domain: route.domain, source: route.source, source_id: route.source_id }, 'domain already routed; the later claim is ignored');
       continue;
@@ -148,6 +148,8 @@ export default definePlugin({
     const pending = new Map<string, NodeJS.Timeout>();
     services.events.subscribe('routes.changed', (payload) => {
       const { swarmId } = payload as { swarmId: string };
+      // Jobs still draining at shutdown publish too: the next start re-applies the routes instead.
+      if (services.shutdown.aborted) return;
       clearTimeout(pending.get(swarmId));
       pending.set(
         swarmId,

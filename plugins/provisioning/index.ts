@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { conflict, HttpError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
+import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { SshError, type HostKeyStore, type SshDriver, type SshSession } from '../../drivers/ssh/index.js';
 import { nodesOf } from '../nodes/index.js';
@@ -56,6 +57,7 @@ export default definePlugin({
     const settings = config.provisioning as ProvisioningConfig;
     const nodesApi = nodesOf(services);
     const { nodes, events } = nodesApi;
+    const forgetNode = recordRemover(services.events, 'node', nodes);
     const profiles = sshProfilesOf(services);
     const ssh = services.drivers.get<SshDriver>('ssh');
     const binaries = services.provided.get('agent-binaries') as AgentBinaries;
@@ -142,7 +144,7 @@ export default definePlugin({
         const known = previous ? await nodes.get(previous) : null;
         let node = known && !known.removing ? known : await nodes.require(nodeId);
         if (known && !known.removing && known.id !== nodeId) {
-          await nodes.remove(nodeId);
+          await forgetNode(nodeId);
           await nodesApi.overlay.release(nodeId);
           node = known;
         }

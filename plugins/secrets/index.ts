@@ -110,6 +110,12 @@ export default definePlugin({
       return swarm?.manager_node_id ? swarm : null;
     }
 
+    const forget = (o: ObjectRecord) => recordRemover(services.events, o.kind, objects)(o.id);
+    // A swarm's objects go with it (their runtime objects went with its engines).
+    swarmsApi.beforeRemoved(async (swarmId) => {
+      for (const o of await objects.findAll({ swarm_id: swarmId })) await forget(o);
+    });
+
     const labels = (o: Pick<ObjectRecord, 'id'>, version: number) => ({ [HANGAR_LABELS.object]: o.id, [HANGAR_LABELS.version]: String(version) });
 
     /** Removes retired versions' runtime objects; answers the names that are still there. */
@@ -332,7 +338,7 @@ export default definePlugin({
           }
         }
       }
-      await recordRemover(services.events, kind, objects)(o.id);
+      await forget(o);
       return { id: o.id, deleted: true };
     }
 

@@ -4,6 +4,8 @@ import type { Route } from '../../core/orchestrator.js';
 export interface ServicesApi {
   /** Routes of the compose services on a swarm that declare `x-hangar` (not of stopped or removing ones). */
   routes(swarmId: string): Promise<Route[]>;
+  /** The routes of every service not being removed, stopped ones included: the domains they hold. */
+  claims(swarmId: string): Promise<Route[]>;
   /** A service by id (null when there is none). */
   get(id: string): Promise<unknown>;
 }

@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_STACK_PREFIX, type BundleState, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_STACK_PREFIX, type BundleState, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
@@ -195,12 +195,13 @@ export default definePlugin({
       routesChanged(service.swarm_id);
     }
 
+    const routesOf = (s: ServiceRecord): Route[] =>
+      s.routes.map((r) => ({ domain: r.domain, service: `${stackOf(s)}_${r.service}`, port: r.port, source: 'service', source_id: s.id }));
     const api: ServicesApi = {
       get: (id) => store.get(id),
-      routes: async (swarmId) =>
-        (await store.findAll({ swarm_id: swarmId }))
-          .filter((s) => s.status !== 'stopped' && s.status !== 'removing')
-          .flatMap((s) => s.routes.map((r) => ({ domain: r.domain, service: `${stackOf(s)}_${r.service}`, port: r.port, source: 'service', source_id: s.id }))),
+      routes: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((s) => s.status !== 'stopped' && s.status !== 'removing').flatMap(routesOf),
+      // A stopped service keeps its domains for its next start.
+      claims: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((s) => s.status !== 'removing').flatMap(routesOf),
     };
     services.provided.set('services', api);
 

@@ -31,6 +31,9 @@ export interface ServiceRecord {
   [key: string]: unknown;
 }
 
+/** Objects looked up per query by `using` (each adds one LIKE to an OR chain). */
+const USING_CHUNK = 200;
+
 export class ServiceStore extends StampedRepository<ServiceRecord> {
   constructor(
     store: Store,
@@ -53,14 +56,18 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     const users = new Map<string, ServiceRecord[]>();
     if (!objectIds.length) return users;
     // The ids are plain [a-z0-9-] strings: a LIKE on the JSON text narrows, the check below decides.
-    // PostgreSQL has no LIKE on json: compare the column's text in both dialects.
-    const rows: Row[] = await this.query()
-      .where((q) => {
-        for (const id of objectIds) q.orWhereRaw('cast(?? as text) like ?', [column, `%"${id}"%`]);
-      })
-      .orderBy('id');
-    for (const service of rows.map(this.decode)) {
-      for (const id of objectIds) if (service[column].includes(id)) users.set(id, [...(users.get(id) ?? []), service]);
+    // PostgreSQL has no LIKE on json: compare the column's text in both dialects. Chunks keep the
+    // OR chain well below SQLite's expression depth limit (1000) for a page of up to 1000 objects.
+    for (let start = 0; start < objectIds.length; start += USING_CHUNK) {
+      const chunk = objectIds.slice(start, start + USING_CHUNK);
+      const rows: Row[] = await this.query()
+        .where((q) => {
+          for (const id of chunk) q.orWhereRaw('cast(?? as text) like ?', [column, `%"${id}"%`]);
+        })
+        .orderBy('id');
+      for (const service of rows.map(this.decode)) {
+        for (const id of chunk) if (service[column].includes(id)) users.set(id, [...(users.get(id) ?? []), service]);
+      }
     }
     return users;
   }

@@ -35,7 +35,12 @@ export default definePlugin({
     const settings = services.config.swarms as SwarmsConfig;
     const { nodes, events } = nodesOf(services);
     const swarms = new SwarmStore(db, clock);
-    const forget = recordRemover(services.events, 'swarm', swarms);
+    const removalHooks: Array<(swarmId: string) => Promise<void>> = [];
+    const removeRecord = recordRemover(services.events, 'swarm', swarms);
+    const forget = async (swarmId: string) => {
+      for (const hook of removalHooks) await hook(swarmId);
+      return removeRecord(swarmId);
+    };
     const members = new MemberStore(db, clock);
     const jobs = new BackgroundJobs(log, services.shutdown);
     const runTask = taskRunner(services, settings);
@@ -85,6 +90,7 @@ export default definePlugin({
       nodeIdsByRuntime,
       addressOf: advertiseAddress,
       onObserved: (listener) => void observers.push(listener),
+      beforeRemoved: (hook) => void removalHooks.push(hook),
       ...logReads(services),
       extendView: (fn) => void viewExtensions.push(fn),
       forceRemove: async (id) => {
@@ -124,9 +130,10 @@ export default definePlugin({
     }
 
     /** The join, run in the background: init the swarm on its first node, join the others with the manager's token. */
-    async function join(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord): Promise<void> {
+    async function join(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord, first: boolean): Promise<void> {
       const advertise = advertiseAddress(node);
       const current = (await swarms.get(swarm.id))!;
+      if (!current.manager_node_id && !first) throw new Error(`swarm ${swarm.name} has no manager to join (its first node did not initialise it); join this node again once the swarm is active`);
       if (!current.manager_node_id) {
         const result = await call<{ cluster_id: string; runtime_node_id: string }>(node.id, 'init', [advertise], { subject: swarm.id });
         await members.change(member.id, { status: 'active', role: 'manager', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
@@ -145,7 +152,7 @@ export default definePlugin({
     }
 
     function startJoin(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord, first: boolean): void {
-      jobs.run(`join ${node.id} to ${swarm.name}`, () => join(swarm, member, node), async (err) => {
+      jobs.run(`join ${node.id} to ${swarm.name}`, () => join(swarm, member, node, first), async (err) => {
         await members.change(member.id, { status: 'failed', error: `joining failed: ${err.message}` });
         if (first) await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${err.message}` });
         await recordNodeEvent(node.id, 'swarm_join_failed', `joining swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
@@ -156,8 +163,15 @@ export default definePlugin({
     async function leave(swarm: SwarmRecord, member: MemberRecord, signal: AbortSignal): Promise<void> {
       const isManager = swarm.manager_node_id === member.node_id;
       if (member.runtime_node_id && !isManager && swarm.manager_node_id) {
-        await call(swarm.manager_node_id, 'setNodeAvailability', [member.runtime_node_id, 'drain'], { subject: swarm.id });
-        await sleep(settings.drain_wait_seconds * 1000, signal);
+        // Best effort: a node the manager no longer knows (a leave resumed after removeMember) has nothing to drain.
+        const drained = await call(swarm.manager_node_id, 'setNodeAvailability', [member.runtime_node_id, 'drain'], { subject: swarm.id }).then(
+          () => true,
+          async (err: Error) => {
+            await recordNodeEvent(member.node_id, 'swarm_drain_failed', `draining before leaving swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
+            return false;
+          },
+        );
+        if (drained) await sleep(settings.drain_wait_seconds * 1000, signal);
       }
       if (member.status !== 'failed' || member.runtime_node_id) {
         await call(member.node_id, 'leave', [isManager], { subject: swarm.id }).catch(async (err: Error) => {
@@ -242,7 +256,7 @@ export default definePlugin({
         const swarm = await swarms.get(member.swarm_id);
         if (!swarm?.manager_node_id) return;
         await call(swarm.manager_node_id, 'setNodeAvailability', [member.runtime_node_id, AVAILABILITY[node.availability]], { subject: swarm.id });
-      }, (err) => recordNodeEvent(node.id, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`));
+      }, (err) => recordNodeEvent(node.id, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`), { resumable: false });
     });
 
     async function observe(signal: AbortSignal): Promise<void> {
@@ -314,6 +328,8 @@ export default definePlugin({
           },
           handler: async (req) => {
             const swarm = await swarms.requireUsable(req.params.id);
+            // Only the first node may create the swarm: others wait for its manager (and its join token).
+            if (swarm.status === 'forming') throw conflict(`Swarm ${swarm.name} is still forming (its first node is initialising it); join more nodes once it is active`);
             const node = await nodes.requireLive(req.body.node_id);
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const existing = await members.findOne({ node_id: node.id });

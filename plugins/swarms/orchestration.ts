@@ -91,6 +91,8 @@ export interface SwarmsApi {
   forceRemove(id: string): Promise<boolean>;
   /** Subscribes to each swarm observation (the state of every workload on it). */
   onObserved(listener: (observed: ObservedSwarm) => Promise<void>): void;
+  /** Runs before a swarm's record is removed, for records that go with it (secrets and configs). */
+  beforeRemoved(hook: (swarmId: string) => Promise<void>): void;
 }
 
 export function swarmsOf(services: Services): SwarmsApi {

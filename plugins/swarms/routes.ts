@@ -8,16 +8,28 @@ export const ROUTE_SOURCES = ['compute', 'services', 's3'] as const;
 /** What a route source provides (`services.provided.get(source)`): the routes its workloads on a swarm ask for. */
 export interface RouteProvider {
   routes(swarmId: string): Promise<Route[]>;
+  /** Routes it holds even when not serving them (a stopped service keeps its domains); default `routes`. */
+  claims?(swarmId: string): Promise<Route[]>;
 }
 
-/** Every route the loaded sources claim on a swarm, in source order (a domain may appear twice). */
-export async function claimedRoutes(services: Services, swarmId: string): Promise<Route[]> {
+async function fromSources(services: Services, swarmId: string, pick: (p: Partial<RouteProvider>) => RouteProvider['routes'] | undefined): Promise<Route[]> {
   const all: Route[] = [];
   for (const source of ROUTE_SOURCES) {
     const provider = services.provided.get(source) as Partial<RouteProvider> | undefined;
-    if (provider?.routes) all.push(...(await provider.routes(swarmId)));
+    const list = provider && pick(provider);
+    if (list) all.push(...(await list.call(provider, swarmId)));
   }
   return all;
+}
+
+/** Every route the loaded sources serve on a swarm, in source order (a domain may appear twice). */
+export function servedRoutes(services: Services, swarmId: string): Promise<Route[]> {
+  return fromSources(services, swarmId, (p) => p.routes);
+}
+
+/** Every domain claim on a swarm: the served routes plus those held while not served. */
+function claimedRoutes(services: Services, swarmId: string): Promise<Route[]> {
+  return fromSources(services, swarmId, (p) => p.claims ?? p.routes);
 }
 
 /**

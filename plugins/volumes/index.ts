@@ -209,6 +209,7 @@ export default definePlugin({
           }
         },
         (err) => log.warn({ swarm_id: swarmId, node_id: nodeId, error: err.message }, 'defining volumes on a joined node failed'),
+        { resumable: false },
       );
     });
 

@@ -215,3 +215,37 @@ export class FakeAgent {
     return this.request('POST', `/v1/internal/tasks/${taskId}/result`, { body });
   }
 }
+
+/** Answers and refusals of a fake orchestrator manager, by driver method (orchestrator calls) or task kind. */
+export interface FakeManagerScript {
+  answers?: Record<string, (args: any[]) => unknown>;
+  /** A reason makes the call fail with it (the engine's error); undefined lets it through. */
+  refusals?: Record<string, (args: any[]) => string | undefined>;
+}
+
+/**
+ * Runs a test double's task loop: every task it polls is recorded in `calls` and answered from the
+ * script (`{}` when the script has no answer). `stop()` ends the loop after its current poll.
+ */
+export function answerTasks(agent: FakeAgent, script: FakeManagerScript): { calls: Array<{ method: string; args: any[] }>; stop(): Promise<void> } {
+  const calls: Array<{ method: string; args: any[] }> = [];
+  let stopping = false;
+  const loop = (async () => {
+    while (!stopping) {
+      const res = await agent.poll(1);
+      for (const task of (res.json?.data ?? []) as Array<{ task_id: string; kind: string; payload: any }>) {
+        const call = task.kind === 'orchestrator.call' ? { method: task.payload.method as string, args: task.payload.args as any[] } : { method: task.kind, args: [] };
+        calls.push(call);
+        const refused = script.refusals?.[call.method]?.(call.args);
+        await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: script.answers?.[call.method]?.(call.args) ?? {} });
+      }
+    }
+  })();
+  return {
+    calls,
+    stop: async () => {
+      stopping = true;
+      await loop;
+    },
+  };
+}

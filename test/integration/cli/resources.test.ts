@@ -4,7 +4,7 @@ import path from 'node:path';
 import { builtinPlugins } from '../../../plugins/index.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { FakeAgent } from '../../support/agents.js';
+import { answerTasks, FakeAgent } from '../../support/agents.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { hangarCli, TempDirs, type CliResult } from '../runner/support.js';
 
@@ -317,12 +317,9 @@ describeEachDialect('hangar resource commands against a running control plane', 
 
   describe('on a swarm whose manager is a test double (a fake agent answers the orchestrator calls)', function () {
     this.timeout(120_000);
-    let agent: FakeAgent;
     let nodeId: string;
     let swarmId: string;
-    let stopping = false;
-    let loop: Promise<void>;
-    const calls: Array<{ method: string; args: any[] }> = [];
+    let manager: ReturnType<typeof answerTasks>;
     const LOG_LINES = ['2024-05-01T10:00:00Z hello', '2024-05-01T10:00:01Z world'];
     const answers: Record<string, (args: any[]) => unknown> = {
       init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
@@ -334,32 +331,19 @@ describeEachDialect('hangar resource commands against a running control plane', 
     const refusals: Record<string, (args: any[]) => string | undefined> = {
       deployWorkload: (args) => (String(args[0]?.name).startsWith('inst-broken') ? 'No such image: nginx:none' : undefined),
     };
-    const called = (method: string) => calls.filter((c) => c.method === method);
+    const called = (method: string) => manager.calls.filter((c) => c.method === method);
 
     before(async function () {
       if (!has('secrets')) this.skip();
       const node = await t.request('POST', '/v1/nodes', { body: { name: 'fake-manager' }, headers: bearer(admin.token) });
       expect(node.status, node.text).to.equal(201);
       nodeId = node.json.data.id;
-      agent = await FakeAgent.forNode(t, nodeId);
+      const agent = await FakeAgent.forNode(t, nodeId);
       expect((await agent.heartbeat()).status).to.equal(200);
-      loop = (async () => {
-        while (!stopping) {
-          const res = await agent.poll(1);
-          for (const task of (res.json?.data ?? []) as Array<{ task_id: string; kind: string; payload: any }>) {
-            const call = task.kind === 'orchestrator.call' ? { method: task.payload.method as string, args: task.payload.args as any[] } : { method: task.kind, args: [] };
-            calls.push(call);
-            const refused = refusals[call.method]?.(call.args);
-            await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: answers[call.method]?.(call.args) ?? {} });
-          }
-        }
-      })();
+      manager = answerTasks(agent, { answers, refusals });
       swarmId = (await json(['swarm', 'create', 'live'])).id;
     });
-    after(async () => {
-      stopping = true;
-      await loop;
-    });
+    after(() => manager?.stop());
 
     it('join answers 202: what was accepted and how to follow it; members lists the manager', async () => {
       expect(await ok(['swarm', 'join', 'live', nodeId])).to.equal(`joining node ${nodeId} to swarm live as manager: joining; follow with: hangar swarm members live\n`);
