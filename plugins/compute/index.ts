@@ -5,11 +5,12 @@ import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
+import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { nodesOf } from '../nodes/index.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
 import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
+import { DnsName } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { volumesOf, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
@@ -400,30 +401,22 @@ export default definePlugin({
             return instanceView(terminating);
           },
         },
-        {
-          method: 'POST',
-          path: '/v1/compute/instances/{id}/stop',
-          auth: { role: 'admin' },
-          summary: 'Stop an instance: its tasks end, its replica count is remembered for start',
-          status: 202,
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const i = await requireMutable(req.params.id);
-            return redeploy(i, { desired: 'stopped', status: 'deploying', reason: 'stopping' }, 'stopping');
-          },
-        },
-        {
-          method: 'POST',
-          path: '/v1/compute/instances/{id}/start',
-          auth: { role: 'admin' },
-          summary: 'Start an instance again with its remembered replica count (also recreates a missing service)',
-          status: 202,
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const i = await requireMutable(req.params.id);
-            return redeploy(i, { desired: 'running', status: 'deploying', reason: 'starting' }, 'starting');
-          },
-        },
+        ...(
+          [
+            ['stop', 'stopped', 'stopping', 'Stop an instance: its tasks end, its replica count is remembered for start'],
+            ['start', 'running', 'starting', 'Start an instance again with its remembered replica count (also recreates a missing service)'],
+          ] as const
+        ).map(([verb, desired, doing, summary]) =>
+          defineRoute<unknown, unknown, { id: string }>({
+            method: 'POST',
+            path: `/v1/compute/instances/{id}/${verb}`,
+            auth: { role: 'admin' },
+            summary,
+            status: 202,
+            schemas: { params: IdParams },
+            handler: async (req) => redeploy(await requireMutable(req.params.id), { desired, status: 'deploying', reason: doing }, doing),
+          }),
+        ),
         {
           method: 'POST',
           path: '/v1/compute/instances/{id}/scale',

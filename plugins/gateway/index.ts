@@ -4,15 +4,14 @@ import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
-import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_EDGE_NETWORK, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
+import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { swarmsOf } from '../swarms/index.js';
 import { servedRoutes } from '../swarms/routes.js';
-import { IdParams, PageQuery } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { renderHaproxyConfig } from './haproxy.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
@@ -311,25 +310,14 @@ export default definePlugin({
             return { routes: await allRoutes(lbs), load_balancers: lbs.map(lbView) };
           },
         },
-        {
-          method: 'GET',
+        ...readRoutes({
           path: '/v1/loadbalancers',
-          auth: 'authenticated',
-          summary: 'List load balancers',
-          schemas: { query: PageQuery },
-          handler: async (req) => Reply.page(await balancers.page({ limit: req.query.limit, cursor: req.query.cursor }), lbView),
-        },
-        {
-          method: 'GET',
-          path: '/v1/loadbalancers/{id}',
-          auth: 'authenticated',
-          summary: 'Get a load balancer, with the routes it serves',
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const lb = await requireBalancer(req.params.id);
-            return { ...lbView(lb), routes: lb.routes ?? [] };
-          },
-        },
+          summaries: { list: 'List load balancers', get: 'Get a load balancer, with the routes it serves' },
+          page: (options) => balancers.page(options),
+          find: requireBalancer,
+          view: lbView,
+          detail: (lb) => ({ ...lbView(lb), routes: lb.routes ?? [] }),
+        }),
       ],
     };
   },

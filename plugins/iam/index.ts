@@ -7,11 +7,12 @@ import { safeEqual } from '../../core/crypto.js';
 import { conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, type HangarRequest, type Services } from '../../core/plugin.js';
+import { PageQuery } from '../../core/http/resources.js';
 import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
 import { HMAC_NONCES, iamMigrations } from './migrations.js';
 import {
-  DisplayName, Email, KeyView, PageQuery, Password, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
+  DisplayName, Email, KeyView, Password, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';

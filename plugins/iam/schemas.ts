@@ -40,10 +40,3 @@ export const TokenView = Type.Object({
   expires_at: Type.String({ format: 'date-time' }),
 });
 
-export const PageQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
-    cursor: Type.Optional(Type.String()),
-  },
-  { additionalProperties: false },
-);

@@ -9,9 +9,10 @@ import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
+import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { swarmsOf } from '../swarms/index.js';
 import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
+import { DnsName } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { volumesOf } from '../volumes/api.js';
 import { s3Migrations } from './migrations.js';
@@ -300,22 +301,14 @@ export default definePlugin({
             return Reply.accepted({ ...view(record), password });
           },
         },
-        {
-          method: 'GET',
+        ...readRoutes({
           path: '/v1/s3/instances',
-          auth: 'authenticated',
-          summary: 'List object stores (never their passwords)',
-          schemas: { query: PageQuery },
-          handler: async (req) => Reply.page(await store.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
-        },
-        {
-          method: 'GET',
-          path: '/v1/s3/instances/{id}',
-          auth: 'authenticated',
-          summary: 'Get an object store: status, S3 and console domains (never its password)',
-          schemas: { params: IdParams, response: Instance },
-          handler: async (req) => view(await store.require(req.params.id)),
-        },
+          summaries: { list: 'List object stores (never their passwords)', get: 'Get an object store: status, S3 and console domains (never its password)' },
+          page: (options) => store.page(options),
+          find: (id) => store.require(id),
+          view,
+          response: Instance,
+        }),
         {
           method: 'DELETE',
           path: '/v1/s3/instances/{id}',

@@ -8,9 +8,10 @@ import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { KeyedSerial } from '../../core/serial.js';
+import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { asHttpError, swarmsOf } from '../swarms/index.js';
 import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName, IdParams, PageQuery } from '../swarms/schemas.js';
+import { DnsName } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import { secretsOf, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
 import type { ServicesApi } from './api.js';
@@ -307,22 +308,14 @@ export default definePlugin({
             return view(record);
           },
         },
-        {
-          method: 'GET',
+        ...readRoutes({
           path: '/v1/services',
-          auth: 'authenticated',
-          summary: 'List services',
-          schemas: { query: PageQuery },
-          handler: async (req) => Reply.page(await store.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
-        },
-        {
-          method: 'GET',
-          path: '/v1/services/{id}',
-          auth: 'authenticated',
-          summary: 'Get a service: its compose file (YAML text), status, replicas per compose service, routes',
-          schemas: { params: IdParams, response: Service },
-          handler: async (req) => view(await store.require(req.params.id)),
-        },
+          summaries: { list: 'List services', get: 'Get a service: its compose file (YAML text), status, replicas per compose service, routes' },
+          page: (options) => store.page(options),
+          find: (id) => store.require(id),
+          view,
+          response: Service,
+        }),
         {
           method: 'PUT',
           path: '/v1/services/{id}',

@@ -10,7 +10,8 @@ import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { swarmMigrations } from './migrations.js';
 import { logReads, orchestratorCalls, taskRunner, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
-import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from './schemas.js';
+import { DnsName, ForceQuery, NodeRef } from './schemas.js';
+import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { MemberStore, SwarmStore, type MemberRecord, type SwarmRecord } from './store.js';
 
 const AVAILABILITY: Record<NodeRecord['availability'], RuntimeAvailability> = { active: 'active', cordoned: 'pause', drained: 'drain' };

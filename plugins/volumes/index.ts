@@ -9,10 +9,11 @@ import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
+import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
-import { IdParams, NodeRef, PageQuery } from '../swarms/schemas.js';
+import { NodeRef } from '../swarms/schemas.js';
 import type { SwarmRecord } from '../swarms/store.js';
 import type { VolumeRecord, VolumesApi, VolumeUsers } from './api.js';
 import { volumeMigrations } from './migrations.js';
@@ -276,22 +277,14 @@ export default definePlugin({
             return Reply.accepted(view(volume));
           },
         },
-        {
-          method: 'GET',
+        ...readRoutes({
           path: '/v1/volumes',
-          auth: 'authenticated',
-          summary: 'List volumes',
-          schemas: { query: PageQuery, response: Type.Array(Volume) },
-          handler: async (req) => Reply.page(await volumes.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
-        },
-        {
-          method: 'GET',
-          path: '/v1/volumes/{id}',
-          auth: 'authenticated',
-          summary: 'Get a volume by id or name',
-          schemas: { params: IdParams, response: Volume },
-          handler: async (req) => view(await requireVolume(req.params.id)),
-        },
+          summaries: { list: 'List volumes', get: 'Get a volume by id or name' },
+          page: (options) => volumes.page(options),
+          find: requireVolume,
+          view,
+          response: Volume,
+        }),
         {
           method: 'DELETE',
           path: '/v1/volumes/{id}',
