@@ -7,6 +7,7 @@ import { builtinExecutors, type Executor } from './executors/index.js';
 import { wireguardKeys } from './executors/overlay.js';
 import { collectFacts, type MachineState } from './facts.js';
 import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
+import { sleep } from '../core/clock.js';
 
 export interface AgentOptions {
   dataDir: string;
@@ -23,18 +24,6 @@ interface PolledTask {
   payload: Record<string, unknown>;
   attempt: number;
 }
-
-/** Waits `ms`, or less when `signal` aborts; leaves no listener behind either way. */
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 /** Splits a join token into its secret and the CA fingerprint it pins (`<secret>.<sha256 hex>`). */
 export function parseJoinToken(token: string): { secret: string; caSha256: string | null } {

@@ -4,6 +4,7 @@ import { hideBin } from 'yargs/helpers';
 import { apiClient, apiFailure, type ApiClient } from './api-client.js';
 import { EXIT, failure, runAndExit, usageError } from './runner/errors.js';
 import { cellText, renderTable } from './runner/output.js';
+import { sleep } from '../core/clock.js';
 
 /**
  * The generic half of the resource commands: cli/resources.ts describes each resource as data (its
@@ -242,7 +243,6 @@ async function listAll(api: ApiClient, path: string): Promise<{ items: unknown[]
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const POLL_MS = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
 
 function labelOf(r: Resource, data: any, a: Args): string {

@@ -21,3 +21,16 @@ export class ManualClock implements Clock {
     this.current = typeof at === 'number' ? at : at.getTime();
   }
 }
+
+/** Waits `ms`, or less when `signal` aborts; leaves no timer or listener behind either way. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -93,6 +93,12 @@ export interface WorkloadTask {
   updated_at: string | null;
 }
 
+/** The task the runtime changed last (the first of equals), or null when there is none. */
+export function latestTask(tasks: WorkloadTask[]): WorkloadTask | null {
+  const time = (t: WorkloadTask) => (t.updated_at ? Date.parse(t.updated_at) || 0 : 0);
+  return tasks.reduce<WorkloadTask | null>((latest, t) => (!latest || time(t) > time(latest) ? t : latest), null);
+}
+
 /** What the runtime says about one workload. */
 export interface WorkloadState {
   name: string;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
-import { badRequest } from '../errors.js';
+import { badRequest, notFound } from '../errors.js';
 import type { Store } from './store.js';
 
 /** How a table's columns differ between dialects; everything not named passes through as is. */
@@ -137,6 +137,18 @@ export class Repository<T extends Row> {
   async findOne(where: Row, trx?: Knex.Transaction): Promise<T | null> {
     const row = await this.query(trx).where(this.codec.encode(where)).first();
     return row ? this.decode(row) : null;
+  }
+
+  /** By id, or else by `name` (for tables whose names are unique). */
+  async findByIdOrName(idOrName: string): Promise<T | null> {
+    return (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
+  }
+
+  /** {@link findByIdOrName}, or a 404 "No <noun> <idOrName>". */
+  async requireByIdOrName(idOrName: string, noun: string): Promise<T> {
+    const found = await this.findByIdOrName(idOrName);
+    if (!found) throw notFound(`No ${noun} ${idOrName}`);
+    return found;
   }
 
   async findAll(where: Row = {}, trx?: Knex.Transaction): Promise<T[]> {

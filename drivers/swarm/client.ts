@@ -1,4 +1,5 @@
 import Docker from 'dockerode';
+import { sleep } from '../../core/clock.js';
 
 /** What every part of the swarm driver works with: the engine's API and the docker CLI against the same socket. */
 export interface SwarmContext {
@@ -70,7 +71,6 @@ export async function attempt<T>(what: string, call: () => Promise<T>): Promise<
   }
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Polls `check` until it returns true or `timeoutMs` passes; returns whether it became true. */
 export async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, intervalMs = 500): Promise<boolean> {

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_EDGE_NETWORK, latestTask, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
@@ -85,7 +85,7 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined): {
   if (drift.length) return { status: 'drifted', reason: `the swarm runs ${drift.join(', ')}` };
   if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
   if (w.running >= want) return { status: 'running', reason: null };
-  const newest = [...w.tasks].sort((a, b) => (b.updated_at ?? '').localeCompare(a.updated_at ?? ''))[0];
+  const newest = latestTask(w.tasks);
   if (newest?.error && ['failed', 'rejected'].includes(newest.state)) return { status: 'failed', reason: `${w.running}/${want} running; latest task ${newest.state}: ${newest.error}` };
   return { status: 'deploying', reason: `${w.running}/${want} running` };
 }

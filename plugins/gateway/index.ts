@@ -5,7 +5,7 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_EDGE_NETWORK, latestTask, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { resumeByStatus } from '../../core/jobs.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
@@ -173,7 +173,7 @@ export default definePlugin({
       const w = workloads.find((x) => x.name === lb.runtime_name);
       if (w && w.running > 0 && lb.status !== 'running') await balancers.change(lb.id, { status: 'running', error: null });
       if ((!w || w.running === 0) && lb.status === 'running') {
-        const newest = [...(w?.tasks ?? [])].sort((a, b) => (b.updated_at ?? '').localeCompare(a.updated_at ?? ''))[0];
+        const newest = latestTask(w?.tasks ?? []);
         await balancers.change(lb.id, { status: 'failed', error: w ? `no task running${newest?.error ? `: ${newest.error}` : ''}` : 'its service is missing from the swarm' });
       }
     });

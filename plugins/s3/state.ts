@@ -1,10 +1,9 @@
-import type { WorkloadState } from '../../core/orchestrator.js';
+import { latestTask, type WorkloadState } from '../../core/orchestrator.js';
 
 /** The store's state from what the swarm reports: running with a task up, failed with the last task's error. */
 export function observedState(w: WorkloadState): { status: 'running' | 'failed' | null; error: string | null } {
   if (w.running >= 1) return { status: 'running', error: null };
-  const time = (at: string | null) => (at ? Date.parse(at) || 0 : 0);
-  const latest = [...w.tasks].sort((a, b) => time(b.updated_at) - time(a.updated_at))[0];
+  const latest = latestTask(w.tasks);
   if (latest && (latest.error || latest.state === 'failed' || latest.state === 'rejected')) {
     return { status: 'failed', error: latest.error ?? latest.message ?? `its task is ${latest.state}` };
   }

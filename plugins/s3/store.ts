@@ -1,7 +1,6 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { notFound } from '../../core/errors.js';
 import { S3_INSTANCES } from './migrations.js';
 
 export type S3Status = 'deploying' | 'running' | 'failed' | 'removing';
@@ -37,9 +36,7 @@ export class S3Store extends StampedRepository<S3Record> {
   }
 
   /** By id, or by name (names are unique). */
-  async require(idOrName: string): Promise<S3Record> {
-    const instance = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
-    if (!instance) throw notFound(`No object store ${idOrName}`);
-    return instance;
+  require(idOrName: string): Promise<S3Record> {
+    return this.requireByIdOrName(idOrName, 'object store');
   }
 }

@@ -1,7 +1,6 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { notFound } from '../../core/errors.js';
 import { SERVICES } from './migrations.js';
 
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
@@ -43,10 +42,8 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
   }
 
   /** By id, or by name (names are unique). */
-  async require(idOrName: string): Promise<ServiceRecord> {
-    const service = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
-    if (!service) throw notFound(`No service ${idOrName}`);
-    return service;
+  require(idOrName: string): Promise<ServiceRecord> {
+    return this.requireByIdOrName(idOrName, 'service');
   }
 
   /** Services whose spec uses a hangar secret (or config) object. */

@@ -94,7 +94,7 @@ export default definePlugin({
   setup(services) {
     const profiles = new Repository<ProfileRecord>(services.db, TABLE, { dates: ['created_at', 'updated_at'] });
     const box = services.ca.secretBox('ssh-profiles');
-    const find = async (ref: string) => (await profiles.get(ref)) ?? (await profiles.findOne({ name: ref }));
+    const find = (ref: string) => profiles.findByIdOrName(ref);
 
     const api: SshProfilesApi = {
       async resolve(body) {

@@ -13,14 +13,9 @@ import { logReads, orchestratorCalls, taskRunner, SwarmsConfigSchema, type Obser
 import { DnsName, ForceQuery, NodeRef } from './schemas.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { MemberStore, SwarmStore, type MemberRecord, type SwarmRecord } from './store.js';
+import { sleep } from '../../core/clock.js';
 
 const AVAILABILITY: Record<NodeRecord['availability'], RuntimeAvailability> = { active: 'active', cordoned: 'pause', drained: 'drain' };
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-  });
 
 function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };

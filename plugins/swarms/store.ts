@@ -1,7 +1,7 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { conflict, notFound } from '../../core/errors.js';
+import { conflict } from '../../core/errors.js';
 import { SWARM_MEMBERS, SWARMS } from './migrations.js';
 
 export type SwarmStatus = 'empty' | 'forming' | 'active' | 'deleting' | 'failed';
@@ -40,10 +40,8 @@ export class SwarmStore extends StampedRepository<SwarmRecord> {
   }
 
   /** By id, or by name (names are unique). */
-  async require(idOrName: string): Promise<SwarmRecord> {
-    const swarm = (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
-    if (!swarm) throw notFound(`No swarm ${idOrName}`);
-    return swarm;
+  require(idOrName: string): Promise<SwarmRecord> {
+    return this.requireByIdOrName(idOrName, 'swarm');
   }
 
   /** A swarm that takes new work: not being deleted. */

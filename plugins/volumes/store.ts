@@ -19,8 +19,8 @@ export class VolumeStore extends StampedRepository<StoredVolume> {
   }
 
   /** By id, or by name (names are unique). */
-  async find(idOrName: string): Promise<StoredVolume | null> {
-    return (await this.get(idOrName)) ?? (await this.findOne({ name: idOrName }));
+  find(idOrName: string): Promise<StoredVolume | null> {
+    return this.findByIdOrName(idOrName);
   }
 }
 
