@@ -72,7 +72,7 @@ export default definePlugin({
 
     const bootstrapSecret = new BootstrapSecret(config.data_dir);
     // Only a serving control plane makes and announces the secret (not the runner's terminal).
-    if (services.serving && (await users.countAdmins()) === 0) {
+    if (services.serving && !(await users.bootstrapClaimed())) {
       const fresh = bootstrapSecret.ensure();
       if (fresh && settings.announce_bootstrap_secret) {
         // Printed once for the operator, deliberately not through the logger.
@@ -115,7 +115,7 @@ export default definePlugin({
             ),
           },
           async handler(req) {
-            if ((await users.countAdmins()) > 0) throw conflict('hangar is already bootstrapped: an admin exists');
+            if (await users.bootstrapClaimed()) throw conflict('hangar is already bootstrapped: the first admin was created');
             const offered = req.ctx.get('x-bootstrap-secret');
             const secret = bootstrapSecret.current();
             const fromLoopback = settings.bootstrap_from_loopback && LOOPBACK.has(req.ip);
@@ -124,9 +124,7 @@ export default definePlugin({
             }
             const generated = req.body.password ? null : identity.generatePassword();
             const passwordHash = await identity.hashAcceptable(req.body.password ?? generated!);
-            const created = await db.knex.transaction(async (trx) => {
-              if (db.dialect === 'postgres') await trx.raw('select pg_advisory_xact_lock(?)', [0x626f6f74]);
-              if ((await users.countAdmins(trx)) > 0) throw conflict('hangar is already bootstrapped: an admin exists');
+            const created = await users.claimBootstrap(async (trx) => {
               const user = await users.create(
                 { username: req.body.username ?? 'admin', email: req.body.email, name: req.body.name ?? 'Administrator', passwordHash, role: 'admin' },
                 trx,
@@ -227,7 +225,6 @@ export default definePlugin({
           schemas: { params: UserIdParams, response: UserView },
           async handler(req) {
             const user = await users.require(req.params.id);
-            if (user.role === 'admin' && (await users.countAdmins()) === 1) throw conflict('Cannot delete the last admin');
             await users.softDelete(user.userid);
             return publicUser((await users.get(user.userid, { includeDeleted: true }))!);
           },

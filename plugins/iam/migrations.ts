@@ -4,6 +4,9 @@ export const USERS = 'users';
 export const USER_PROPERTIES = 'user_properties';
 export const API_KEYS = 'api_keys';
 export const HMAC_NONCES = 'hmac_nonces';
+/** One row once the first admin has been created: bootstrap never opens again, whatever happens to admins later. */
+export const BOOTSTRAP_CLAIM = 'iam_bootstrap';
+export const BOOTSTRAP_CLAIM_ID = 'claimed';
 
 export const iamMigrations: Migration[] = [
   {
@@ -43,6 +46,19 @@ export const iamMigrations: Migration[] = [
         t.string('signature', 64).primary();
         t.timestamp('expires_at', { useTz: true }).notNullable().index();
       });
+    },
+  },
+  {
+    id: '002_bootstrap_claim',
+    async up(knex) {
+      await knex.schema.createTable(BOOTSTRAP_CLAIM, (t) => {
+        t.string('id', 20).primary();
+        t.uuid('userid').nullable();
+        t.timestamp('claimed_at', { useTz: true }).notNullable();
+      });
+      // An install that already had an admin (even one deleted since) was bootstrapped.
+      const admin = await knex(USERS).where({ role: 'admin' }).orderBy('created_at').first('userid');
+      if (admin) await knex(BOOTSTRAP_CLAIM).insert({ id: BOOTSTRAP_CLAIM_ID, userid: admin.userid, claimed_at: new Date().toISOString() });
     },
   },
 ];

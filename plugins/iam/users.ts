@@ -6,7 +6,8 @@ import { RowCodec, paginate, type Page, type Row } from '../../core/db/repositor
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
-import { API_KEYS, USERS, USER_PROPERTIES } from './migrations.js';
+import { lockForTransaction } from '../../core/db/locks.js';
+import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, USERS, USER_PROPERTIES } from './migrations.js';
 
 export interface UserProperty {
   id: number;
@@ -149,19 +150,47 @@ export class UserStore {
     return paginate(q, { keys: ['created_at', 'userid'], limit: options.limit, cursor: options.cursor, decode: this.decodeUser });
   }
 
-  async countAdmins(trx?: Knex.Transaction): Promise<number> {
-    const row = await (trx ?? this.knex)(USERS).where({ role: 'admin' }).whereNull('deleted_at').count<{ n: string | number }[]>({ n: '*' });
-    return Number(row[0]?.n ?? 0);
-  }
-
   async setPassword(userid: string, passwordHash: string): Promise<void> {
     await this.knex(USERS).where({ userid }).update({ password: passwordHash, updated_at: this.now() });
   }
 
-  /** Soft delete: the user can no longer log in, and its tokens and keys stop working. */
+  /**
+   * Soft delete: the user can no longer log in, and its tokens and keys stop working. The last
+   * live admin is never deleted: the check and the delete are one step (two admins deleting each
+   * other at the same moment leave one), serialised across control planes.
+   */
   async softDelete(userid: string): Promise<boolean> {
-    const n = await this.knex(USERS).where({ userid }).whereNull('deleted_at').update({ deleted_at: this.now(), updated_at: this.now() });
-    return n > 0;
+    return this.knex.transaction(async (trx) => {
+      await lockForTransaction(trx, this.store.dialect, 'iam:admins');
+      const user = await trx(USERS).where({ userid }).whereNull('deleted_at').first('role');
+      if (!user) return false;
+      if (user.role === 'admin') {
+        const [row] = await trx(USERS).where({ role: 'admin' }).whereNull('deleted_at').whereNot({ userid }).count<{ n: string | number }[]>({ n: '*' });
+        if (Number(row?.n ?? 0) === 0) throw conflict('Cannot delete the last admin');
+      }
+      const n = await trx(USERS).where({ userid }).whereNull('deleted_at').update({ deleted_at: this.now(), updated_at: this.now() });
+      return n > 0;
+    });
+  }
+
+  /** Whether the first admin has been created (then bootstrap stays closed for good). */
+  async bootstrapClaimed(trx?: Knex.Transaction): Promise<boolean> {
+    return Boolean(await (trx ?? this.knex)(BOOTSTRAP_CLAIM).where({ id: BOOTSTRAP_CLAIM_ID }).first('id'));
+  }
+
+  /**
+   * Creates the first admin and marks bootstrap claimed, in one transaction: of two concurrent
+   * calls one wins, the other gets the 409.
+   */
+  async claimBootstrap<T>(create: (trx: Knex.Transaction) => Promise<T & { user: UserRecord }>): Promise<T & { user: UserRecord }> {
+    const claimed = conflict('hangar is already bootstrapped: the first admin was created');
+    return this.knex.transaction(async (trx) => {
+      await lockForTransaction(trx, this.store.dialect, 'iam:bootstrap');
+      if (await this.bootstrapClaimed(trx)) throw claimed;
+      const created = await create(trx);
+      await trx(BOOTSTRAP_CLAIM).insert({ id: BOOTSTRAP_CLAIM_ID, userid: created.user.userid, claimed_at: this.now() });
+      return created;
+    });
   }
 
   async properties(userid: string): Promise<UserProperty[]> {

@@ -46,6 +46,33 @@ describeEachDialect('IAM: bootstrap', (dialect) => {
     }
   });
 
+  it('keeps one admin when two admins delete each other at the same moment, and never reopens bootstrap', async () => {
+    const t = await startHangar(dialect, { plugins: PLUGINS });
+    try {
+      let survivor = await bootstrapAdmin(t);
+      for (let round = 0; round < 6; round++) {
+        const other = await createUser(t, survivor, { username: `admin${round}`, role: 'admin' });
+        const [a, b] = await Promise.all([
+          t.request('DELETE', `/v1/iam/users/${other.userId}`, { headers: bearer(survivor.token) }),
+          t.request('DELETE', `/v1/iam/users/${survivor.userId}`, { headers: bearer(other.token) }),
+        ]);
+        // One delete wins; the other is refused (409, the last admin) or finds its caller gone (401).
+        expect([a.status, b.status].filter((s) => s === 200), `round ${round}: ${a.text} / ${b.text}`).to.have.length(1);
+        expect([a.status, b.status].filter((s) => s !== 200)[0]).to.be.oneOf([401, 409]);
+        if (b.status === 200) survivor = other;
+      }
+      const live = await t.hangar.store.knex('users').where({ role: 'admin' }).whereNull('deleted_at');
+      expect(live.map((u: { userid: string }) => u.userid)).to.deep.equal([survivor.userId]);
+      // Even with no admin left at all (removed behind the API's back), bootstrap stays closed.
+      await t.hangar.store.knex('users').update({ deleted_at: new Date().toISOString() });
+      const again = await t.request('POST', '/v1/bootstrap', { body: { username: 'newroot', password: GOOD_PASSWORD } });
+      expect(again.status).to.equal(409);
+      expect(again.json.message).to.contain('already bootstrapped');
+    } finally {
+      await t.stop();
+    }
+  });
+
   it('enforces the password policy on a chosen bootstrap password', async () => {
     const t = await startHangar(dialect, { plugins: PLUGINS });
     try {
