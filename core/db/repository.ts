@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
-import { badRequest, notFound } from '../errors.js';
+import { badRequest, conflict, notFound, type HttpError } from '../errors.js';
 import type { Store } from './store.js';
 
 /** How a table's columns differ between dialects; everything not named passes through as is. */
@@ -124,8 +124,17 @@ export class Repository<T extends Row> {
 
   decode = (row: Row): T => this.codec.decode<T>(row);
 
+  /** Runs a write; a unique-constraint violation (a concurrent create of the same name…) becomes a 409. */
+  protected async write<R>(values: Row, run: () => Promise<R>): Promise<R> {
+    try {
+      return await run();
+    } catch (err) {
+      throw uniqueViolationConflict(err, this.table, values) ?? err;
+    }
+  }
+
   async insert(values: Partial<T>, trx?: Knex.Transaction): Promise<T> {
-    await this.query(trx).insert(this.codec.encode(values));
+    await this.write(values, () => this.query(trx).insert(this.codec.encode(values)));
     return (await this.get(values.id as string, trx))!;
   }
 
@@ -158,7 +167,7 @@ export class Repository<T extends Row> {
 
   async update(id: string, patch: Partial<T>, trx?: Knex.Transaction): Promise<T | null> {
     const values = this.codec.encode(patch);
-    if (Object.keys(values).length) await this.query(trx).where({ id }).update(values);
+    if (Object.keys(values).length) await this.write(patch, () => this.query(trx).where({ id }).update(values));
     return this.get(id, trx);
   }
 
@@ -198,7 +207,7 @@ export class StampedRepository<T extends Row> extends Repository<T> {
     const query = this.query().where({ id });
     if (Array.isArray(statuses)) query.whereIn('status', statuses);
     else query.whereNotIn('status', statuses.not);
-    const changed = await query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }));
+    const changed = await this.write(patch, () => query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() })));
     return changed ? this.get(id) : null;
   }
 }
@@ -207,4 +216,26 @@ export class StampedRepository<T extends Row> extends Repository<T> {
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || /UNIQUE constraint failed/.test(e?.message ?? '');
+}
+
+/** The columns a unique violation names: PostgreSQL's `Key (a, b)=(…)`, SQLite's `UNIQUE constraint failed: t.a, t.b`. */
+function violatedColumns(err: unknown): string[] {
+  const e = err as { detail?: string; message?: string };
+  const pg = /^Key \(([^)]+)\)=/.exec(e?.detail ?? '');
+  if (pg) return pg[1]!.split(',').map((c) => c.trim().replace(/^"|"$/g, ''));
+  const sqlite = /UNIQUE constraint failed: ([\w., ]+)/.exec(e?.message ?? '');
+  if (sqlite) return sqlite[1]!.split(',').map((c) => c.trim().split('.').pop()!);
+  return [];
+}
+
+/**
+ * The 409 for a write that hit a unique constraint (two callers creating the same name at the same
+ * moment: the check before the insert passed for both), naming what is taken; null for any other
+ * error. Repositories apply it to their writes, and the HTTP layer to whatever else reaches it.
+ */
+export function uniqueViolationConflict(err: unknown, table?: string, values?: Row): HttpError | null {
+  if (!isUniqueViolation(err)) return null;
+  const columns = violatedColumns(err);
+  const taken = columns.map((c) => (values && values[c] !== undefined && values[c] !== null ? `${c} ${String(values[c])}` : c)).join(', ');
+  return conflict(`${taken || 'A unique value'} is already taken${table ? ` (${table})` : ''}; choose another`);
 }

@@ -6,6 +6,7 @@ import { HttpError, reasonPhrase } from '../errors.js';
 import { authorize } from '../auth/index.js';
 import { randomToken } from '../ids.js';
 import type { HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
+import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { parseBody, parseSize, readRawBody } from './body.js';
 import { Reply } from './reply.js';
@@ -49,6 +50,7 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
   let status = 500;
   let message = 'Internal error; the request id identifies it in the server log';
   let details: unknown[] | undefined;
+  err = uniqueViolationConflict(err) ?? err;
   if (err instanceof HttpError) {
     ({ status, message, details } = err);
     for (const [k, v] of Object.entries(err.headers ?? {})) ctx.set(k, v);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import type { SecretBox } from '../../core/crypto.js';
-import { RowCodec, paginate, type Page, type Row } from '../../core/db/repository.js';
+import { RowCodec, paginate, uniqueViolationConflict, type Page, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
@@ -104,7 +104,7 @@ export class UserStore {
         : conflict(`The email ${input.email} is already registered`);
     }
     const userid = randomUUID();
-    await db(USERS).insert({
+    const row = {
       userid,
       username: input.username,
       email: input.email ?? null,
@@ -112,7 +112,13 @@ export class UserStore {
       password: input.passwordHash,
       role: input.role,
       created_at: this.now(),
-    });
+    };
+    // The check above and this insert are two steps: a concurrent create of the same name loses here.
+    await db(USERS)
+      .insert(row)
+      .catch((err: unknown) => {
+        throw uniqueViolationConflict(err, USERS, row) ?? err;
+      });
     for (const property of input.properties ?? []) {
       await db(USER_PROPERTIES).insert({ userid, name: property.name, value: property.value ?? null });
     }
