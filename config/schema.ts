@@ -14,6 +14,13 @@ export const CoreConfigSchema = Type.Object(
         server_names: Type.Array(Type.String(), { default: [], description: 'extra DNS names / addresses for the generated server certificate' }),
         public_url: Type.Union([Type.String(), Type.Null()], { default: null, description: 'URL operators and agents use to reach the API' }),
         body_limit: Type.String({ default: '1mb', pattern: '^\\d+(\\.\\d+)?\\s*(b|kb|mb|gb)?$', description: 'largest request body, e.g. 512kb, 1mb' }),
+        unauthenticated_body_limit: Type.String({
+          default: '64kb',
+          pattern: '^\\d+(\\.\\d+)?\\s*(b|kb|mb|gb)?$',
+          description: 'largest body of a request without credentials (login, join, bootstrap…); routes that need credentials read no body without them',
+        }),
+        unauthenticated_body_timeout_ms: Type.Integer({ minimum: 100, default: 10000, description: 'how long a request without credentials may take to send its body (then 408)' }),
+        unauthenticated_bodies_in_flight: Type.Integer({ minimum: 1, default: 64, description: 'bodies of requests without credentials received at once, per listener (more get 503)' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
       },
       { additionalProperties: false, default: {} },

@@ -19,13 +19,20 @@ export interface Principal {
 /** What an authenticator sees of a request. */
 export interface AuthInput {
   ctx: Context;
-  rawBody: Buffer;
+  /**
+   * The body exactly as received, read on the first call under the full limit. Only an
+   * authenticator whose credentials cover the body (a signature) calls it, and only once the
+   * headers alone have checked out: nobody gets to send a large body with made-up credentials.
+   */
+  body(): Promise<Buffer>;
   listener: string;
 }
 
 /**
  * One way of proving identity (JWT, HMAC…). Returns null when the request carries none of its
  * credentials, a Principal when they are valid, and throws a 401 HttpError when they are present but bad.
+ * Headers first: a request without credentials has its body read under the small limit for callers
+ * without credentials, or not at all on a route that needs them.
  */
 export interface Authenticator {
   name: string;
@@ -83,8 +90,11 @@ export async function authorize(
 ): Promise<AuthOutcome> {
   if (requirement === 'agent') return { principal: null, agent: await agentFromTls(input.ctx, pki) };
   if (requirement === 'public') {
-    // Public routes still learn who calls when credentials are offered, but never fail on them.
-    const principal = await registry.identify(input).catch(() => null);
+    // Public routes still learn who calls when credentials are offered, but never fail on bad ones.
+    const principal = await registry.identify(input).catch((err: unknown) => {
+      if (err instanceof HttpError && err.status === 401) return null;
+      throw err;
+    });
     return { principal, agent: null };
   }
   const principal = await registry.identify(input);

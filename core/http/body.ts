@@ -9,18 +9,131 @@ export function parseSize(size: string): number {
   return Math.floor(Number(m[1]) * unit);
 }
 
-/** Reads the request body as bytes, without judging it (parsing comes after authentication). */
-export async function readRawBody(ctx: Context, limit: number): Promise<Buffer> {
-  const declared = Number(ctx.get('content-length') || 0);
-  if (declared > limit) throw new HttpError(413, `Request body is larger than the ${limit}-byte limit`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new HttpError(413, `Request body is larger than the ${limit}-byte limit`);
-    chunks.push(chunk as Buffer);
+/** What a request may send: in full once its credentials check out, much less before. */
+export interface BodyLimits {
+  /** Largest body of a caller whose credentials checked out (api.body_limit). */
+  bytes: number;
+  /** Largest body of a caller without credentials (api.unauthenticated_body_limit). */
+  unauthenticatedBytes: number;
+  /** How long a caller without credentials may take to send its body (api.unauthenticated_body_timeout_ms). */
+  unauthenticatedTimeoutMs: number;
+}
+
+/** Caps how many bodies of callers without credentials are being received at once (per listener). */
+export class BodyGate {
+  private inFlight = 0;
+
+  constructor(readonly max: number) {}
+
+  enter(): (() => void) | null {
+    if (this.inFlight >= this.max) return null;
+    this.inFlight++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.inFlight--;
+    };
   }
-  return Buffer.concat(chunks);
+}
+
+/** Answers that end the connection: whatever the client still sends is not read. */
+function closing(status: number, message: string, headers: Record<string, string> = {}): HttpError {
+  return new HttpError(status, message, undefined, { Connection: 'close', ...headers });
+}
+
+/** Whether the request announces a body at all (a length above 0, or chunks). */
+function announcesBody(ctx: Context): boolean {
+  return Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0;
+}
+
+/**
+ * The request body as bytes, read once and not interpreted (parsing comes after authentication).
+ * A caller whose credentials checked out may send `limits.bytes`; one without credentials only
+ * `limits.unauthenticatedBytes`, within `limits.unauthenticatedTimeoutMs`, and only while fewer than
+ * the gate's maximum of such bodies are in flight.
+ */
+export class RequestBody {
+  private reading?: Promise<Buffer>;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly limits: BodyLimits,
+    private readonly gate: BodyGate,
+  ) {}
+
+  read(authenticated: boolean): Promise<Buffer> {
+    this.reading ??= authenticated ? this.receive(this.limits.bytes) : this.receiveUnauthenticated();
+    return this.reading;
+  }
+
+  private async receiveUnauthenticated(): Promise<Buffer> {
+    if (!announcesBody(this.ctx)) return this.receive(this.limits.unauthenticatedBytes);
+    const leave = this.gate.enter();
+    if (!leave) {
+      throw closing(503, 'Too many requests without credentials are sending bodies at the moment; retry shortly', { 'Retry-After': '1' });
+    }
+    try {
+      return await this.receive(this.limits.unauthenticatedBytes, this.limits.unauthenticatedTimeoutMs, ' for requests without credentials');
+    } finally {
+      leave();
+    }
+  }
+
+  private receive(limit: number, timeoutMs = 0, who = ''): Promise<Buffer> {
+    const req = this.ctx.req;
+    const tooLarge = () => closing(413, `Request body is larger than the ${limit}-byte limit${who}`);
+    if (Number(this.ctx.get('content-length') || 0) > limit) return Promise.reject(tooLarge());
+    return new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const finish = (err: Error | null, body?: Buffer) => {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.off('error', onError);
+        req.off('aborted', onAborted);
+        clearTimeout(timer);
+        if (err) {
+          // Stop reading; the answer closes the connection (nothing more is buffered).
+          req.pause();
+          reject(err);
+        } else resolve(body!);
+      };
+      const onData = (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limit) finish(tooLarge());
+        else chunks.push(chunk);
+      };
+      const onEnd = () => finish(null, Buffer.concat(chunks));
+      const onError = (err: Error) => finish(err);
+      const onAborted = () => finish(closing(400, 'The client closed the connection before the body was complete'));
+      const timer = timeoutMs
+        ? setTimeout(() => finish(closing(408, `The request body did not arrive within ${timeoutMs} ms${who}`)), timeoutMs)
+        : undefined;
+      req.on('data', onData);
+      req.once('end', onEnd);
+      req.once('error', onError);
+      req.once('aborted', onAborted);
+      if (req.readableEnded) onEnd();
+    });
+  }
+}
+
+/** How deeply a JSON body may nest (objects and arrays); deeper bodies get a 400. */
+export const MAX_BODY_DEPTH = 64;
+
+/** Whether a parsed JSON value nests deeper than `max` levels (walked without recursion). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child && typeof child === 'object') stack.push([child, depth + 1]);
+    }
+  }
+  return false;
 }
 
 /** Turns the raw body into what the handler gets: a plain value, an XmlDocument, or undefined when empty. */
@@ -29,11 +142,18 @@ export function parseBody(ctx: Context, raw: Buffer, acceptsXml: boolean): unkno
   const type = ctx.get('content-type');
   const text = raw.toString('utf8');
   if (!type || /^application\/([\w.+-]+\+)?json\b/i.test(type)) {
+    let value: unknown;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch (err) {
       throw badRequest(`Malformed JSON body: ${(err as Error).message}`);
     }
+    if (nestsDeeperThan(value, MAX_BODY_DEPTH)) {
+      throw badRequest(`The JSON body nests deeper than ${MAX_BODY_DEPTH} levels of objects and arrays; flatten it`, [
+        { path: 'body', message: `nests deeper than ${MAX_BODY_DEPTH} levels` },
+      ]);
+    }
+    return value;
   }
   if (isXmlContentType(type)) {
     if (!acceptsXml) throw new HttpError(415, 'This endpoint does not accept XML; send application/json');

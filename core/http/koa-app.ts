@@ -8,7 +8,7 @@ import { randomToken } from '../ids.js';
 import type { HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
-import { parseBody, parseSize, readRawBody } from './body.js';
+import { BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
 import { Reply } from './reply.js';
 import { XmlDocument } from './xml.js';
 
@@ -92,13 +92,14 @@ function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
   return controller.signal;
 }
 
-function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, services: Services, bodyLimit: number) {
+function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate) {
   const { route } = compiled;
   return async (ctx: Context) => {
-    const rawBody = await readRawBody(ctx, bodyLimit);
-    // 1–2: authentication, then role.
-    const { principal, agent } = await authorize(route.auth, { ctx, rawBody, listener }, services.auth, services.ca);
+    const received = new RequestBody(ctx, limits, gate);
+    // 1–2: authentication (headers first; a signature reads the body), then role.
+    const { principal, agent } = await authorize(route.auth, { ctx, body: () => received.read(true), listener }, services.auth, services.ca);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
+    const rawBody = await received.read(Boolean(principal || agent));
     // 3: validation.
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
     if (body instanceof XmlDocument) {
@@ -137,9 +138,15 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
   const app = new Koa({ proxy: false });
   app.silent = true;
   const router = new Router();
-  const bodyLimit = parseSize(services.config.api.body_limit);
+  const { api } = services.config;
+  const limits: BodyLimits = {
+    bytes: parseSize(api.body_limit),
+    unauthenticatedBytes: Math.min(parseSize(api.unauthenticated_body_limit), parseSize(api.body_limit)),
+    unauthenticatedTimeoutMs: api.unauthenticated_body_timeout_ms,
+  };
+  const gate = new BodyGate(api.unauthenticated_bodies_in_flight);
   for (const route of routes) {
-    router.register(routerPath(route.path), [route.method], routeMiddleware(compile(route), listener, services, bodyLimit));
+    router.register(routerPath(route.path), [route.method], routeMiddleware(compile(route), listener, services, limits, gate));
   }
   const accessLog = services.log.child({ listener });
 

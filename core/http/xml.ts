@@ -30,7 +30,13 @@ export class XmlDocument {
       const { msg, line, col } = check.err;
       throw badRequest(`Malformed XML body: ${msg} (line ${line}, column ${col})`);
     }
-    const tree = parser.parse(raw) as Record<string, unknown>;
+    let tree: Record<string, unknown>;
+    try {
+      tree = parser.parse(raw) as Record<string, unknown>;
+    } catch (err) {
+      // The parser's own limits (e.g. how deeply tags nest) are the client's to fix.
+      throw badRequest(`Malformed XML body: ${(err as Error).message}`);
+    }
     const roots = Object.keys(tree).filter((k) => !k.startsWith('?'));
     if (roots.length !== 1) throw badRequest('Malformed XML body: expected exactly one document element');
     const root = roots[0]!;

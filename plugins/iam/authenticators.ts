@@ -30,7 +30,7 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
 export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number): Authenticator {
   return {
     name: 'hmac',
-    async authenticate({ ctx, rawBody, listener }) {
+    async authenticate({ ctx, body, listener }) {
       const accessKey = ctx.get(HEADER_ACCESS_KEY);
       // API keys are for the control API; the login API speaks JWT only.
       if (!accessKey || listener !== 'control') return null;
@@ -47,7 +47,7 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
       const expected = signature(found.secret, {
         method: ctx.method,
         pathAndQuery: ctx.originalUrl,
-        body: rawBody,
+        body: await body(),
         timestamp: ts,
         nonce: ctx.get(HEADER_NONCE),
       });

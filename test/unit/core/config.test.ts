@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { configFromEnv, loadConfig } from '../../../core/config.js';
 import { ConfigError } from '../../../core/errors.js';
+import { CoreConfigSchema } from '../../../config/schema.js';
 
 describe('configuration', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-config-'));
@@ -54,5 +55,20 @@ describe('configuration', () => {
     writeFileSync(file, 'api: [oops');
     expect(() => loadConfig({ file, env: {} })).to.throw(ConfigError, 'cannot read configuration file');
     expect(() => loadConfig({ file: path.join(dir, 'missing.yaml'), env: {} })).to.throw(ConfigError, 'does not exist');
+  });
+});
+
+describe('docs/configuration.md', () => {
+  const docs = readFileSync('docs/configuration.md', 'utf8');
+  /** Dotted paths of every leaf setting of a TypeBox object schema. */
+  const leaves = (schema: { properties?: Record<string, any> }, prefix = ''): string[] =>
+    Object.entries(schema.properties ?? {}).flatMap(([key, sub]) =>
+      sub.type === 'object' && sub.properties ? leaves(sub, `${prefix}${key}.`) : [`${prefix}${key}`],
+    );
+
+  it('documents every core setting, and describes none as not applied', () => {
+    const missing = leaves(CoreConfigSchema).filter((key) => !docs.includes(`\`${key}\``));
+    expect(missing).to.deep.equal([]);
+    expect(docs).not.to.match(/not applied/i);
   });
 });

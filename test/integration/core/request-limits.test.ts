@@ -1,0 +1,148 @@
+import { expect } from 'chai';
+import https from 'node:https';
+import { describeEachDialect } from '../../support/dialects.js';
+import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hangar.js';
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  json: any;
+  text: string;
+}
+
+/**
+ * A request whose body is sent in chunks (no Content-Length), as a slow or hostile client would:
+ * `bytes` in all, then it ends, or with `stall` it stops sending and keeps the connection open.
+ */
+function chunkedRequest(t: TestHangar, path: string, options: { headers?: Record<string, string>; bytes: number; stall?: boolean }): {
+  answer: Promise<RawAnswer>;
+  abort(): void;
+} {
+  const req = https.request(new URL(t.url + path), { method: 'POST', ca: t.caPem, headers: { 'content-type': 'application/json', ...options.headers } });
+  const answer = new Promise<RawAnswer>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => {
+        let json: any;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode!, headers: res.headers, json, text });
+      });
+    });
+    req.on('error', reject);
+  });
+  answer.catch(() => undefined);
+  req.write('{"name":"x","note":"');
+  const chunk = Buffer.alloc(Math.min(16 * 1024, options.bytes), 'y');
+  let sent = 0;
+  const pump = () => {
+    while (sent < options.bytes) {
+      sent += chunk.length;
+      if (!req.write(chunk)) return void req.once('drain', pump);
+    }
+    if (!options.stall) req.end('"}');
+  };
+  pump();
+  return { answer, abort: () => req.destroy() };
+}
+
+const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+
+describeEachDialect('request bodies: limits before and after authentication', (dialect) => {
+  let t: TestHangar;
+  before(async () => {
+    t = await startHangar(dialect, {
+      plugins: ['system', FIXTURE_PLUGIN],
+      overrides: { api: { body_limit: '1mb', unauthenticated_body_limit: '16kb', unauthenticated_body_timeout_ms: 800, unauthenticated_bodies_in_flight: 3 } },
+    });
+  });
+  after(() => t?.stop());
+
+  const accessLine = (requestId: string) => t.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'request' && l.request_id === requestId);
+
+  it('answers a chunked body over the limit with the JSON 413, a request id and an access-log line', async () => {
+    const { answer } = chunkedRequest(t, '/v1/probe/authenticated', { headers: { 'x-test-user': 'user' }, bytes: 2 * 1024 * 1024 });
+    const res = await answer;
+    expect(res.status).to.equal(413);
+    expect(res.headers['content-type']).to.match(/^application\/json/);
+    expect(res.json).to.include({ error: 'Payload Too Large' });
+    expect(res.json.message).to.contain('1048576-byte limit');
+    expect(res.json.request_id).to.match(/^req-/);
+    expect(accessLine(res.json.request_id)).to.include({ status: 413 });
+  });
+
+  it('refuses a deeply nested JSON body with a 400 that says so, with or without credentials', async () => {
+    for (const headers of [{}, { 'x-test-user': 'user' }]) {
+      const path = 'x-test-user' in headers ? '/v1/probe/authenticated' : '/v1/probe/echo';
+      const res = await t.request('POST', path, { body: nested(8000), headers: { 'content-type': 'application/json', ...headers } });
+      expect(res.status, res.text).to.equal(400);
+      expect(res.json.message).to.contain('nests deeper than 64 levels');
+    }
+    // 64 levels are fine as far as parsing goes (the schema then says what is wrong).
+    const shallow = await t.request('POST', '/v1/probe/echo', { body: nested(64), headers: { 'content-type': 'application/json' } });
+    expect(shallow.status).to.equal(400);
+    expect(shallow.json.message).to.match(/^Validation failed/);
+    const xml = await t.request('POST', '/v1/probe/xml', { body: '<a>'.repeat(1000) + '</a>'.repeat(1000), headers: { 'content-type': 'application/xml' } });
+    expect(xml.status, xml.text).to.equal(400);
+    expect(xml.json.message).to.match(/^Malformed XML body: Maximum nested tags/);
+    expect(t.logs.some((l) => l.includes('request failed'))).to.equal(false);
+  });
+
+  it('lets a caller without credentials send only the small limit; one with credentials the full one', async () => {
+    const note = 'y'.repeat(100 * 1024);
+    const anonymous = await t.request('POST', '/v1/probe/echo', { body: { name: 'x', note } });
+    expect(anonymous.status).to.equal(413);
+    expect(anonymous.json.message).to.contain('16384-byte limit for requests without credentials');
+    expect(anonymous.headers.connection).to.equal('close');
+    const known = await t.request('POST', '/v1/probe/authenticated', { body: { name: 'x', note }, headers: { 'x-test-user': 'user' } });
+    expect(known.status).to.equal(200);
+    expect(known.json.data.body.note).to.have.length(note.length);
+  });
+
+  it('answers 401 on a protected route without waiting for the body of a caller without credentials', async () => {
+    const { answer, abort } = chunkedRequest(t, '/v1/probe/admin', { bytes: 1024, stall: true });
+    try {
+      const res = await answer;
+      expect(res.status).to.equal(401);
+    } finally {
+      abort();
+    }
+  });
+
+  it('gives a caller without credentials a short time to send its body (408)', async () => {
+    const started = Date.now();
+    const { answer, abort } = chunkedRequest(t, '/v1/probe/echo', { bytes: 1024, stall: true });
+    try {
+      const res = await answer;
+      expect(res.status).to.equal(408);
+      expect(res.json.message).to.contain('within 800 ms');
+      expect(Date.now() - started).to.be.lessThan(5000);
+    } finally {
+      abort();
+    }
+  });
+
+  it('caps how many bodies of callers without credentials are received at once (503 + Retry-After)', async () => {
+    const stalled = [0, 1, 2].map(() => chunkedRequest(t, '/v1/probe/echo', { bytes: 1024, stall: true }));
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const extra = chunkedRequest(t, '/v1/probe/echo', { bytes: 1024 });
+      const res = await extra.answer;
+      expect(res.status).to.equal(503);
+      expect(res.headers['retry-after']).to.equal('1');
+      // A caller with credentials is not held up by them.
+      const known = await t.request('POST', '/v1/probe/authenticated', { body: { name: 'x' }, headers: { 'x-test-user': 'user' } });
+      expect(known.status).to.equal(200);
+    } finally {
+      for (const s of stalled) s.abort();
+    }
+    // Once they are gone (timed out or closed) the next caller gets in.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const after = await t.request('POST', '/v1/probe/echo', { body: { name: 'x' } });
+    expect(after.status).to.equal(200);
+  });
+});
