@@ -126,6 +126,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     serverNames: config.api.server_names,
     masterKey: config.secrets.master_key,
   });
+  db.cursors.useKey(ca.deriveKey('page-cursors'));
   const shutdown = new AbortController();
   // Every request in flight listens for shutdown; there may be thousands (long-polls).
   setMaxListeners(0, shutdown.signal);

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
-import { badRequest, conflict, notFound, type HttpError } from '../errors.js';
+import { conflict, notFound, type HttpError } from '../errors.js';
+import type { PageCursors } from './cursors.js';
 import type { Store } from './store.js';
 
 /** How a table's columns differ between dialects; everything not named passes through as is. */
@@ -53,34 +54,26 @@ export class RowCodec {
   }
 }
 
-export function encodeCursor(values: unknown[]): string {
-  return Buffer.from(JSON.stringify(values)).toString('base64url');
-}
-
-export function decodeCursor(cursor: string, size: number): unknown[] {
-  try {
-    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(values) && values.length === size) return values;
-  } catch {
-    /* fall through to the 400 */
-  }
-  throw badRequest('Validation failed: query.cursor is not a cursor this API issued', [
-    { path: 'query.cursor', message: 'is not a cursor this API issued', keyword: 'cursor' },
-  ]);
-}
-
 /**
  * Keyset pagination over `query`, ordered by `keys` ascending (the last key must be unique).
  * Returns at most `limit` items and a cursor for the next page when there is one.
  */
 export async function paginate<T>(
   query: Knex.QueryBuilder,
-  options: { keys: string[]; limit?: number; cursor?: string | null; decode: (row: Row) => T },
+  options: {
+    keys: string[];
+    limit?: number;
+    cursor?: string | null;
+    decode: (row: Row) => T;
+    /** The store's cursor signer and the list's name: a cursor is accepted only by the list that issued it. */
+    cursors: PageCursors;
+    list: string;
+  },
 ): Promise<Page<T>> {
   const limit = Math.min(Math.max(options.limit ?? DEFAULT_PAGE_LIMIT, 1), MAX_PAGE_LIMIT);
-  const { keys } = options;
+  const { keys, cursors, list } = options;
   if (options.cursor) {
-    const after = decodeCursor(options.cursor, keys.length);
+    const after = cursors.decode(list, options.cursor, keys.length);
     // (k1, k2, …) > (v1, v2, …) written out so both dialects use the indexes.
     query.where((outer) => {
       keys.forEach((_, i) => {
@@ -95,12 +88,14 @@ export async function paginate<T>(
   const rows: Row[] = await query.limit(limit + 1);
   const items = rows.slice(0, limit).map(options.decode);
   const last = rows.length > limit ? rows[limit - 1]! : null;
-  return { items, next_cursor: last ? encodeCursor(keys.map((k) => normaliseKey(last[k]))) : null };
+  return { items, next_cursor: last ? cursors.encode(list, keys.map((k) => normaliseKey(last[k]))) : null };
 }
 
 function normaliseKey(v: unknown): unknown {
   return v instanceof Date ? v.toISOString() : v;
 }
+
+const PAGE_KEYS = ['created_at', 'id'];
 
 /** A table with a string primary key `id`: the repository every plugin starts from. */
 export class Repository<T extends Row> {
@@ -179,7 +174,12 @@ export class Repository<T extends Row> {
   async page(options: { where?: (q: Knex.QueryBuilder) => void; limit?: number; cursor?: string | null } = {}): Promise<Page<T>> {
     const query = this.query();
     options.where?.(query);
-    return paginate(query, { keys: ['created_at', 'id'], limit: options.limit, cursor: options.cursor, decode: this.decode });
+    return paginate(query, { keys: PAGE_KEYS, limit: options.limit, cursor: options.cursor, decode: this.decode, cursors: this.store.cursors, list: this.table });
+  }
+
+  /** The cursor of the page that starts after `row` (for lists filtered after reading). */
+  cursorAfter(row: T): string {
+    return this.store.cursors.encode(this.table, PAGE_KEYS.map((k) => normaliseKey(row[k])));
   }
 }
 

@@ -2,11 +2,15 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
+import { PageCursors } from './cursors.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
 /** The configured database: a knex instance plus what differs between dialects. */
 export class Store {
+  /** Signs page cursors; keyed from the root secret once the PKI is open. */
+  readonly cursors = new PageCursors();
+
   constructor(
     readonly knex: Knex,
     readonly dialect: Dialect,

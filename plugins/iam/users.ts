@@ -153,7 +153,7 @@ export class UserStore {
   async list(options: { limit?: number; cursor?: string | null; includeDeleted?: boolean }): Promise<Page<UserRecord>> {
     const q = this.knex(USERS);
     if (!options.includeDeleted) q.whereNull('deleted_at');
-    return paginate(q, { keys: ['created_at', 'userid'], limit: options.limit, cursor: options.cursor, decode: this.decodeUser });
+    return paginate(q, { keys: ['created_at', 'userid'], limit: options.limit, cursor: options.cursor, decode: this.decodeUser, cursors: this.store.cursors, list: USERS });
   }
 
   async setPassword(userid: string, passwordHash: string): Promise<void> {

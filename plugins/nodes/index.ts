@@ -1,7 +1,6 @@
 import { createHash, createPublicKey, randomBytes, X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { sha256Hex } from '../../core/crypto.js';
-import { encodeCursor } from '../../core/db/repository.js';
 import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
@@ -461,7 +460,7 @@ export default definePlugin({
             } while (cursor && !more);
             // The next page starts after the last item returned, not after the last one looked at.
             const last = items[items.length - 1];
-            return Reply.page({ items, next_cursor: more && last ? encodeCursor([last.created_at, last.id]) : null }, nodeView);
+            return Reply.page({ items, next_cursor: more && last ? nodes.cursorAfter(last) : null }, nodeView);
           },
         },
         {

@@ -177,7 +177,7 @@ export default definePlugin({
             if (req.query.value !== undefined) q.where({ value: req.query.value });
             if (req.query.resource_type) q.where({ resource_type: req.query.resource_type });
             // With the key fixed, (type, id) names one tag: a unique keyset for the pages.
-            const page = await paginate(q, { keys: ['resource_type', 'resource_id'], limit: req.query.limit, cursor: req.query.cursor, decode: view });
+            const page = await paginate(q, { keys: ['resource_type', 'resource_id'], limit: req.query.limit, cursor: req.query.cursor, decode: view, cursors: services.db.cursors, list: `tags:${req.query.key}` });
             return Reply.page(page);
           },
         },

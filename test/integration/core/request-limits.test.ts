@@ -76,7 +76,7 @@ describeEachDialect('request bodies: limits before and after authentication', (d
   });
 
   it('refuses a deeply nested JSON body with a 400 that says so, with or without credentials', async () => {
-    for (const headers of [{}, { 'x-test-user': 'user' }]) {
+    for (const headers of [{}, { 'x-test-user': 'user' }] as Array<Record<string, string>>) {
       const path = 'x-test-user' in headers ? '/v1/probe/authenticated' : '/v1/probe/echo';
       const res = await t.request('POST', path, { body: nested(8000), headers: { 'content-type': 'application/json', ...headers } });
       expect(res.status, res.text).to.equal(400);
