@@ -18,6 +18,7 @@ import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
 import { TaskQueue } from './tasks/queue.js';
+import { RateLimiter } from './ratelimit.js';
 import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import type { JsonSchema } from './validation.js';
 
@@ -153,6 +154,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     ports: new Map(),
     mail,
     tasks,
+    limits: new RateLimiter(db, clock),
   };
   const close = async () => {
     shutdown.abort();
@@ -171,6 +173,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     }
     const loops: BackgroundLoop[] = [
       { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
+      { name: 'rate-limits:prune', intervalMs: 600_000, run: async () => void (await services.limits.prune()) },
     ];
     const resumers: Assembly['resumers'] = [];
     for (const plugin of plugins) {

@@ -10,6 +10,7 @@ import type { Clock } from './clock.js';
 import type { EventBus } from './events.js';
 import type { Mailer } from './mail.js';
 import type { TaskQueue } from './tasks/queue.js';
+import type { RateLimiter } from './ratelimit.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -151,6 +152,8 @@ export interface Services {
   mail: Mailer;
   /** The durable task queue agents long-poll. */
   tasks: TaskQueue;
+  /** Counters for rate limits and lockouts, shared by every control plane on the database. */
+  limits: RateLimiter;
   /** The ports the listeners are bound to (filled once they listen; `api.port: 0` picks one). */
   ports: Map<ListenerName, number>;
   /** Every route of every loaded plugin (complete once start-up has finished). */

@@ -1,6 +1,7 @@
 import type { MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
 import { taskMigrations } from '../tasks/migrations.js';
+import { rateLimitMigration } from '../ratelimit.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -19,5 +20,6 @@ export const coreMigrations: MigrationSet = {
       },
     },
     ...taskMigrations,
+    rateLimitMigration,
   ],
 };

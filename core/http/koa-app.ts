@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import Koa, { type Context } from 'koa';
 import Router from '@koa/router';
 import type { ValidateFunction } from 'ajv';
@@ -39,6 +40,27 @@ function compile(route: RouteDef): CompiledRoute {
     query: c(inputAjv, s.query),
     params: c(inputAjv, s.params),
   };
+}
+
+/** `::ffff:10.0.0.1` → `10.0.0.1`: one spelling per IPv4 address. */
+function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+}
+
+/**
+ * The client's address: the socket peer, or, when the peer is a trusted proxy, the nearest address
+ * in X-Forwarded-For that is not one (what each trusted proxy appended is believed; the rest not).
+ */
+export function clientAddress(ctx: Context, trusted: ReadonlySet<string>): string {
+  let address = plainAddress(ctx.req.socket.remoteAddress ?? '');
+  if (!trusted.has(address)) return address;
+  const hops = ctx.get('x-forwarded-for').split(',').map((h) => plainAddress(h.trim()));
+  while (hops.length && trusted.has(address)) {
+    const hop = hops.pop()!;
+    if (!isIP(hop)) break;
+    address = hop;
+  }
+  return address;
 }
 
 function requestId(ctx: Context): string {
@@ -122,7 +144,7 @@ function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, servic
       params,
       principal,
       agent,
-      ip: ctx.ip,
+      ip: ctx.state.clientIp,
       requestId: ctx.state.requestId,
       headers: ctx.headers,
       rawBody,
@@ -150,9 +172,11 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
   }
   const accessLog = services.log.child({ listener });
 
+  const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     ctx.state.requestId = requestId(ctx);
+    ctx.state.clientIp = clientAddress(ctx, trustedProxies);
     ctx.set('X-Request-Id', ctx.state.requestId);
     try {
       await next();
@@ -166,7 +190,7 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
           path: ctx.path,
           status: ctx.status,
           duration_ms: Number(process.hrtime.bigint() - started) / 1e6,
-          ip: ctx.ip,
+          ip: ctx.state.clientIp,
           principal: ctx.state.principal,
         },
         'request',

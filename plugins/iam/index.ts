@@ -8,6 +8,7 @@ import { conflict, forbidden, notFound, unauthorized } from '../../core/errors.j
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, type HangarRequest, type Services } from '../../core/plugin.js';
 import { PageQuery } from '../../core/http/resources.js';
+import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
 import { HMAC_NONCES, iamMigrations } from './migrations.js';
@@ -26,6 +27,8 @@ export const IamConfigSchema = Type.Object(
     password_policy: PasswordPolicySchema,
     hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
     announce_bootstrap_secret: Type.Boolean({ default: true, description: 'print the bootstrap secret on standard output at first start' }),
+    login_failures_per_account: rateLimitSetting(10, 900, 'failed logins (POST /v1/iam/login and /login) per account identifier before every attempt is refused (429) for the rest of the window'),
+    login_failures_per_address: rateLimitSetting(50, 900, 'failed logins per client address before its attempts are refused (429)'),
     bootstrap_from_loopback: Type.Boolean({
       default: true,
       description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',
@@ -43,6 +46,8 @@ export interface IamConfig {
   hmac_skew_seconds: number;
   bootstrap_from_loopback: boolean;
   announce_bootstrap_secret: boolean;
+  login_failures_per_account: RateLimit;
+  login_failures_per_address: RateLimit;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -65,7 +70,10 @@ export default definePlugin({
     const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:8443`;
     const jwt = new JwtService(loadJwtSecret(settings.jwt_secret, config.data_dir), issuer, settings.token_lifetime_seconds, clock);
     const users = new UserStore(db, clock, ca.secretBox('iam-api-key-secrets'));
-    const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy);
+    const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, services.limits, {
+      per_account: settings.login_failures_per_account,
+      per_address: settings.login_failures_per_address,
+    });
     services.provided.set('iam', identity);
     services.auth.register(jwtAuthenticator(identity));
     services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
@@ -155,7 +163,7 @@ export default definePlugin({
             response: Type.Object({ ...TokenView.properties, user: UserView }),
           },
           async handler(req) {
-            const user = await identity.login('username', req.body.username, req.body.password);
+            const user = await identity.login('username', req.body.username, req.body.password, req.ip);
             if (!user) throw unauthorized('Invalid username or password');
             return { ...identity.issueToken(user), token_type: 'Bearer', user: await view(user) };
           },

@@ -9,6 +9,7 @@ import { Email, Password } from '../iam/schemas.js';
 import { USERS } from '../iam/migrations.js';
 import type { UserRecord } from '../iam/users.js';
 import { PASSWORD_RESETS, PasswordResets } from './resets.js';
+import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 
 const DEFAULT_TEMPLATE = `Hello {{name}},
 
@@ -27,7 +28,10 @@ export const LoginConfigSchema = Type.Object(
     identifier: Type.Union([Type.Literal('email'), Type.Literal('username')], { default: 'email', description: 'what the username field of POST /login holds' }),
     refresh_window_seconds: Type.Integer({ minimum: 1, default: 300 }),
     reset_ttl_seconds: Type.Integer({ minimum: 60, default: 600 }),
-    reset_max_attempts: Type.Integer({ minimum: 1, default: 5 }),
+    reset_max_attempts: Type.Integer({ minimum: 1, default: 5, description: 'wrong codes a pending reset survives; then it is burnt' }),
+    reset_requests_per_account: rateLimitSetting(5, 3600, 'reset requests per email address (known or not); more are refused (429): each one mails the owner and replaces the pending code'),
+    reset_requests_per_address: rateLimitSetting(30, 3600, 'reset requests per client address'),
+    reset_failures_per_address: rateLimitSetting(30, 900, 'refused confirmcode and resetpassword calls per client address before its attempts are refused (429)'),
     MAIL_ENVELOPE: Type.Object(
       {
         from: Type.String({ default: 'hangar <noreply@localhost>' }),
@@ -47,6 +51,9 @@ interface LoginConfig {
   refresh_window_seconds: number;
   reset_ttl_seconds: number;
   reset_max_attempts: number;
+  reset_requests_per_account: RateLimit;
+  reset_requests_per_address: RateLimit;
+  reset_failures_per_address: RateLimit;
   MAIL_ENVELOPE: { from: string; subject: string; template: string };
 }
 
@@ -103,6 +110,18 @@ export default definePlugin({
       }
     }
 
+    /** The emailed token and code; refusals are counted per client address (guessing across accounts). */
+    async function checkPair(address: string, user: UserRecord | null, pair: { token: string; code: string }): Promise<{ confirmed: boolean }> {
+      const failures: Array<[string, RateLimit]> = [[`reset-failure:address:${address}`, settings.reset_failures_per_address]];
+      await services.limits.assertAllowed(failures, 'refused reset codes');
+      try {
+        return await resets.check(user?.userid ?? null, pair.token, pair.code);
+      } catch (err) {
+        await services.limits.count(failures, 'refused reset codes').catch(() => undefined);
+        throw err;
+      }
+    }
+
     return {
       routes: [
         {
@@ -113,7 +132,7 @@ export default definePlugin({
           summary: `Check credentials and return a JWT (the username field holds the ${settings.identifier})`,
           schemas: { body: Type.Object({ username: Type.String({ maxLength: 120 }), password: Password }, { additionalProperties: false }) },
           async handler(req) {
-            const user = await identity.login(settings.identifier, req.body.username, req.body.password);
+            const user = await identity.login(settings.identifier, req.body.username, req.body.password, req.ip);
             if (!user) throw unauthorized('Invalid credentials');
             return answer(user);
           },
@@ -144,6 +163,13 @@ export default definePlugin({
           summary: 'Email a reset token and code; the answer is the same whether the address is known or not',
           schemas: { body: Type.Object({ email: Email }, { additionalProperties: false }) },
           async handler(req) {
+            await services.limits.count(
+              [
+                [`reset-request:account:${req.body.email.toLowerCase()}`, settings.reset_requests_per_account],
+                [`reset-request:address:${req.ip}`, settings.reset_requests_per_address],
+              ],
+              'password reset requests',
+            );
             const user = await userByEmail(req.body.email);
             if (user?.email) {
               // Issued and sent after the answer, so the response time does not tell known from unknown addresses.
@@ -166,7 +192,7 @@ export default definePlugin({
           schemas: { body: Type.Object(ResetPair, { additionalProperties: false }) },
           async handler(req) {
             const user = await userByEmail(req.body.email);
-            await resets.check(user?.userid ?? null, req.body.token, req.body.code);
+            await checkPair(req.ip, user, req.body);
             await resets.confirm(user!.userid);
             return { confirmed: true };
           },
@@ -180,7 +206,7 @@ export default definePlugin({
           schemas: { body: Type.Object({ ...ResetPair, password: Password }, { additionalProperties: false }) },
           async handler(req) {
             const user = await userByEmail(req.body.email);
-            const { confirmed } = await resets.check(user?.userid ?? null, req.body.token, req.body.code);
+            const { confirmed } = await checkPair(req.ip, user, req.body);
             if (!confirmed) throw badRequest('Confirm the code first (POST /login/confirmcode)');
             await identity.users.setPassword(user!.userid, await identity.hashAcceptable(req.body.password));
             await resets.clear(user!.userid);

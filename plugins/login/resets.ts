@@ -17,6 +17,9 @@ interface ResetRow {
 
 const codeHash = (token: string, code: string) => sha256Hex(`${token}:${code}`);
 
+/** The one refusal of a reset token and code, whatever the reason. */
+export const RESET_REFUSED = 'The reset token or code is wrong, used up or expired; request a new one';
+
 /**
  * Password reset state: one pending token/code pair per user, stored hashed, expiring, with a
  * cap on wrong attempts after which the pair is burnt.
@@ -53,21 +56,21 @@ export class PasswordResets {
    * the pair had been confirmed before.
    */
   async check(userid: string | null, token: string, code: string): Promise<{ confirmed: boolean }> {
-    const invalid = badRequest('The reset token is invalid or has expired; request a new one');
-    if (!userid) throw invalid;
-    const row: ResetRow | undefined = await this.store.knex(PASSWORD_RESETS).where({ userid }).first();
-    if (!row || new Date(row.expires_at).getTime() <= this.clock.now().getTime()) throw invalid;
-    if (safeEqual(sha256Hex(token), row.token_hash) && safeEqual(codeHash(token, code), row.code_hash)) {
+    // One answer for every refusal: unknown address, no pending reset, expired, wrong, burnt. A
+    // different one would tell an address with a pending reset (anyone can start one) from others.
+    const refused = badRequest(RESET_REFUSED);
+    const row: ResetRow | undefined = userid ? await this.store.knex(PASSWORD_RESETS).where({ userid }).first() : undefined;
+    const tokenHash = sha256Hex(token);
+    const pairHash = codeHash(token, code);
+    if (!row || new Date(row.expires_at).getTime() <= this.clock.now().getTime()) throw refused;
+    if (safeEqual(tokenHash, row.token_hash) && safeEqual(pairHash, row.code_hash)) {
       return { confirmed: Boolean(row.confirmed_at) };
     }
     // Counted atomically, so guesses sent at the same time cannot slip past the cap.
     const [counted] = await this.store.knex(PASSWORD_RESETS).where({ userid }).increment('attempts', 1).returning('attempts');
     const attempts = Number((counted as { attempts: number } | undefined)?.attempts ?? this.maxAttempts);
-    if (attempts >= this.maxAttempts) {
-      await this.store.knex(PASSWORD_RESETS).where({ userid }).delete();
-      throw badRequest('Too many wrong attempts: this reset token is no longer valid; request a new one');
-    }
-    throw badRequest(`The token or code is wrong; ${this.maxAttempts - attempts} attempt(s) left`);
+    if (attempts >= this.maxAttempts) await this.store.knex(PASSWORD_RESETS).where({ userid }).delete();
+    throw refused;
   }
 
   async confirm(userid: string): Promise<void> {
