@@ -7,6 +7,8 @@ export interface TokenClaims {
   userid: string;
   name: string;
   role: string;
+  /** The user's token epoch when the token was issued (a password change moves it on). */
+  ep?: number;
 }
 
 export interface VerifiedToken extends TokenClaims {
@@ -43,7 +45,7 @@ export class JwtService {
   sign(claims: TokenClaims): { token: string; expires_at: string } {
     const iat = this.nowSeconds();
     const exp = iat + this.lifetimeSeconds;
-    const token = jwt.sign({ userid: claims.userid, name: claims.name, role: claims.role, iat, exp }, this.secret, {
+    const token = jwt.sign({ userid: claims.userid, name: claims.name, role: claims.role, ...(claims.ep ? { ep: claims.ep } : {}), iat, exp }, this.secret, {
       algorithm: 'HS512',
       issuer: this.issuer,
     });

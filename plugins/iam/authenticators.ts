@@ -8,7 +8,10 @@ import { unauthorized } from '../../core/errors.js';
 import type { Identity } from './identity.js';
 import { HMAC_NONCES } from './migrations.js';
 
-/** `Authorization: Bearer <JWT>`: valid signature, issuer and expiry, and a user that still exists. */
+/**
+ * `Authorization: Bearer <JWT>`: valid signature, issuer and expiry, a user that still exists, and
+ * issued since the user's last password change (its token epoch).
+ */
 export function jwtAuthenticator(identity: Identity): Authenticator {
   return {
     name: 'jwt',
@@ -18,6 +21,7 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
       const claims = identity.jwt.verify(token);
       const user = await identity.users.get(claims.userid);
       if (!user) throw unauthorized('The token belongs to a user that no longer exists');
+      if ((claims.ep ?? 0) !== user.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
       return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp };
     },
   };

@@ -81,11 +81,11 @@ export class Identity {
       return null;
     }
     await this.limits.reset(checks[0]![0]);
-    if (rehash) await this.users.setPassword(user.userid, await this.hasher.hash(password));
+    if (rehash) await this.users.upgradeHash(user.userid, await this.hasher.hash(password));
     return user;
   }
 
-  issueToken(user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role'>) {
-    return this.jwt.sign({ userid: user.userid, name: user.name ?? user.username, role: user.role });
+  issueToken(user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role' | 'token_epoch'>) {
+    return this.jwt.sign({ userid: user.userid, name: user.name ?? user.username, role: user.role, ep: user.token_epoch });
   }
 }

@@ -13,7 +13,7 @@ import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
 import { HMAC_NONCES, iamMigrations } from './migrations.js';
 import {
-  DisplayName, Email, KeyView, Password, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
+  DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
@@ -265,11 +265,18 @@ export default definePlugin({
           path: '/v1/iam/users/{id}/password',
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Set a password (admins for anyone, users for themselves); the policy applies',
-          schemas: { params: UserIdParams, body: Type.Object({ password: Password }, { additionalProperties: false }) },
+          description:
+            "The user's tokens issued before the change stop working, and so do its API keys unless `keep_api_keys` is true (a changed password usually means the old credentials are not to be trusted).",
+          schemas: {
+            params: UserIdParams,
+            body: Type.Object({ password: Password, keep_api_keys: Type.Optional(KeepApiKeys) }, { additionalProperties: false }),
+            response: PasswordChanged,
+          },
           async handler(req) {
             const user = await users.require(req.params.id);
-            await users.setPassword(user.userid, await identity.hashAcceptable(req.body.password));
-            return { updated: true };
+            const { keys_deleted } = await users.setPassword(user.userid, await identity.hashAcceptable(req.body.password), { keepApiKeys: req.body.keep_api_keys ?? false });
+            log.info({ user_id: user.userid, keys_deleted }, 'password changed; earlier tokens revoked');
+            return { updated: true, keys_deleted };
           },
         },
         {

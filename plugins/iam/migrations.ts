@@ -61,4 +61,13 @@ export const iamMigrations: Migration[] = [
       if (admin) await knex(BOOTSTRAP_CLAIM).insert({ id: BOOTSTRAP_CLAIM_ID, userid: admin.userid, claimed_at: new Date().toISOString() });
     },
   },
+  {
+    id: '003_token_epoch',
+    async up(knex) {
+      // Bumped by every password change: tokens carry the epoch they were issued in (claim `ep`).
+      await knex.schema.alterTable(USERS, (t) => {
+        t.integer('token_epoch').notNullable().defaultTo(0);
+      });
+    },
+  },
 ];

@@ -40,3 +40,10 @@ export const TokenView = Type.Object({
   expires_at: Type.String({ format: 'date-time' }),
 });
 
+
+export const KeepApiKeys = Type.Boolean({ description: "keep the user's API keys working (default false: a new password deletes them)" });
+
+export const PasswordChanged = Type.Object({
+  updated: Type.Literal(true),
+  keys_deleted: Type.Integer({ minimum: 0, description: 'API keys deleted with the change (0 with keep_api_keys)' }),
+});

@@ -23,6 +23,8 @@ export interface UserRecord {
   username: string;
   password: string;
   role: string;
+  /** Bumped by every password change; tokens issued in an earlier epoch stop working. */
+  token_epoch: number;
   created_at: string;
   updated_at: string | null;
   deleted_at: string | null;
@@ -156,8 +158,21 @@ export class UserStore {
     return paginate(q, { keys: ['created_at', 'userid'], limit: options.limit, cursor: options.cursor, decode: this.decodeUser, cursors: this.store.cursors, list: USERS });
   }
 
-  async setPassword(userid: string, passwordHash: string): Promise<void> {
-    await this.knex(USERS).where({ userid }).update({ password: passwordHash, updated_at: this.now() });
+  /**
+   * A new password (a change or a reset): the tokens issued before it stop working (the token
+   * epoch moves on), and so do the user's API keys unless `keepApiKeys`. Answers how many keys went.
+   */
+  async setPassword(userid: string, passwordHash: string, options: { keepApiKeys: boolean }): Promise<{ keys_deleted: number }> {
+    return this.knex.transaction(async (trx) => {
+      await trx(USERS).where({ userid }).update({ password: passwordHash, token_epoch: trx.raw('token_epoch + 1'), updated_at: this.now() });
+      const keysDeleted = options.keepApiKeys ? 0 : await trx(API_KEYS).where({ userid }).delete();
+      return { keys_deleted: keysDeleted };
+    });
+  }
+
+  /** The same password, hashed the configured way (a legacy hash upgraded at login): nothing is revoked. */
+  async upgradeHash(userid: string, passwordHash: string): Promise<void> {
+    await this.knex(USERS).where({ userid }).update({ password: passwordHash });
   }
 
   /**

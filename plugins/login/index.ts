@@ -5,7 +5,7 @@ import { renderTemplate } from '../../core/mail.js';
 import { definePlugin } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
 import { identityOf } from '../iam/index.js';
-import { Email, Password } from '../iam/schemas.js';
+import { Email, KeepApiKeys, Password } from '../iam/schemas.js';
 import { USERS } from '../iam/migrations.js';
 import type { UserRecord } from '../iam/users.js';
 import { PASSWORD_RESETS, PasswordResets } from './resets.js';
@@ -88,7 +88,7 @@ export default definePlugin({
     const resets = new PasswordResets(db, clock, settings.reset_ttl_seconds, settings.reset_max_attempts);
     const userByEmail = (email: string) => identity.users.findForLogin('email', email);
     /** The login API's answer: `{token, data: {userid, name, role}}`. */
-    const answer = (user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role'>) => {
+    const answer = (user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role' | 'token_epoch'>) => {
       const { token } = identity.issueToken(user);
       return new Reply(200, { token, data: { userid: user.userid, name: user.name ?? user.username, role: user.role } });
     };
@@ -203,15 +203,18 @@ export default definePlugin({
           listener: 'login',
           auth: 'public',
           summary: 'Set a new password after the code was confirmed',
-          schemas: { body: Type.Object({ ...ResetPair, password: Password }, { additionalProperties: false }) },
+          description: "The user's tokens issued before the reset stop working, and so do its API keys unless `keep_api_keys` is true.",
+          schemas: { body: Type.Object({ ...ResetPair, password: Password, keep_api_keys: Type.Optional(KeepApiKeys) }, { additionalProperties: false }) },
           async handler(req) {
             const user = await userByEmail(req.body.email);
             const { confirmed } = await checkPair(req.ip, user, req.body);
             if (!confirmed) throw badRequest('Confirm the code first (POST /login/confirmcode)');
-            await identity.users.setPassword(user!.userid, await identity.hashAcceptable(req.body.password));
+            const { keys_deleted } = await identity.users.setPassword(user!.userid, await identity.hashAcceptable(req.body.password), {
+              keepApiKeys: req.body.keep_api_keys ?? false,
+            });
             await resets.clear(user!.userid);
-            log.info({ user_id: user!.userid }, 'password reset completed');
-            return { reset: true };
+            log.info({ user_id: user!.userid, keys_deleted }, 'password reset completed; earlier tokens revoked');
+            return { reset: true, keys_deleted };
           },
         },
         {

@@ -189,13 +189,40 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
     const weak = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'abc aaa' } });
     expect(weak.status).to.equal(400);
     for (const rule of ['12 characters', 'uppercase', 'number', 'symbol', 'whitespace', 'sequential', 'repeated']) expect(weak.json.message).to.contain(rule);
-    const self = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!' } });
+    const self = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!', keep_api_keys: true } });
     expect(self.status).to.equal(200);
-    expect((await t.request('POST', '/v1/iam/login', { body: { username: 'alice', password: 'Alice-New-Pass-58!' } })).status).to.equal(200);
-    const other = await t.request('POST', `/v1/iam/users/${admin.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!' } });
+    expect(self.json.data).to.deep.equal({ updated: true, keys_deleted: 0 });
+    const relogin = await t.request('POST', '/v1/iam/login', { body: { username: 'alice', password: 'Alice-New-Pass-58!' } });
+    expect(relogin.status).to.equal(200);
+    const other = await t.request('POST', `/v1/iam/users/${admin.userId}/password`, { headers: bearer(relogin.json.data.token), body: { password: 'Alice-New-Pass-58!' } });
     expect(other.status).to.equal(403);
-    const byAdmin = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(admin.token), body: { password: GOOD_PASSWORD } });
+    const byAdmin = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(admin.token), body: { password: GOOD_PASSWORD, keep_api_keys: true } });
     expect(byAdmin.status).to.equal(200);
+    alice.token = (await t.request('POST', '/v1/iam/login', { body: { username: 'alice', password: GOOD_PASSWORD } })).json.data.token;
+  });
+
+  it('a new password revokes the tokens issued before it, and the API keys unless kept', async () => {
+    const dora = await createUser(t, admin, { username: 'dora' });
+    const self = (token: string) => t.request('GET', `/v1/iam/users/${dora.userId}`, { headers: bearer(token) });
+    expect((await self(dora.token)).status).to.equal(200);
+
+    const kept = await t.request('POST', `/v1/iam/users/${dora.userId}/password`, { headers: bearer(dora.token), body: { password: 'Dora-Second-Pass-64!', keep_api_keys: true } });
+    expect(kept.status).to.equal(200);
+    const stale = await self(dora.token);
+    expect(stale.status, 'the token from before the change').to.equal(401);
+    expect(stale.json.message).to.equal('The token was issued before the password was changed; log in again');
+    expect((await signed(t, dora, 'GET', `/v1/iam/users/${dora.userId}`)).status, 'the kept key').to.equal(200);
+    const fresh = (await t.request('POST', '/v1/iam/login', { body: { username: 'dora', password: 'Dora-Second-Pass-64!' } })).json.data.token;
+    expect((await self(fresh)).status).to.equal(200);
+
+    const byAdmin = await t.request('POST', `/v1/iam/users/${dora.userId}/password`, { headers: bearer(admin.token), body: { password: 'Dora-Third-Pass-75!' } });
+    expect(byAdmin.json.data).to.deep.equal({ updated: true, keys_deleted: 1 });
+    expect((await self(fresh)).status, 'the token from before the second change').to.equal(401);
+    expect((await signed(t, dora, 'GET', `/v1/iam/users/${dora.userId}`)).status, 'the key, not kept').to.equal(401);
+    const keys = await t.request('GET', `/v1/iam/users/${dora.userId}/keys`, { headers: bearer(admin.token) });
+    expect(keys.json.data).to.deep.equal([]);
+    // The admin's own token was not touched.
+    expect((await t.request('GET', '/v1/iam/users?limit=1', { headers: bearer(admin.token) })).status).to.equal(200);
   });
 
   it('accepts HMAC-signed requests and records when a key was last used', async () => {

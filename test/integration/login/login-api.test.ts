@@ -6,7 +6,7 @@ import { ManualClock } from '../../../core/clock.js';
 import type { HttpResponse } from '../../../core/http/client.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, type Credentials } from '../../support/identity.js';
+import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
 import { TestSmtpServer, type ReceivedMail } from '../../support/smtp.js';
 import { RESET_REFUSED } from '../../../plugins/login/resets.js';
 
@@ -369,7 +369,10 @@ describeEachDialect('login API', (dialect) => {
 
       const reset = await call('POST', '/login/resetpassword', { email: 'carol@example.test', token, code, password: newPassword });
       expect(reset.status, reset.text).to.equal(200);
-      expect(reset.json.data).to.deep.equal({ reset: true });
+      expect(reset.json.data).to.deep.equal({ reset: true, keys_deleted: 1 });
+      // The reset revoked what carol had before it: her token and her API key.
+      expect((await t.request('GET', `/v1/iam/users/${carol.userId}`, { headers: bearer(carol.token) })).status, 'the token from before').to.equal(401);
+      expect((await signed(t, carol, 'GET', `/v1/iam/users/${carol.userId}`)).status, 'the key from before').to.equal(401);
 
       expect((await login('carol@example.test', GOOD_PASSWORD)).status, 'the old password').to.equal(401);
       const fresh = await login('carol@example.test', newPassword);
