@@ -173,10 +173,18 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));
+  const securityHeaders: Record<string, string> = {
+    'X-Content-Type-Options': 'nosniff',
+    // Answers carry tokens, secrets and private state: no cache keeps a copy.
+    'Cache-Control': 'no-store',
+    ...(listener === 'control' ? { 'Strict-Transport-Security': 'max-age=31536000' } : {}),
+  };
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     ctx.state.requestId = requestId(ctx);
     ctx.state.clientIp = clientAddress(ctx, trustedProxies);
+    // Before the handler, so that a route may answer otherwise (a cacheable download).
+    ctx.set(securityHeaders);
     ctx.set('X-Request-Id', ctx.state.requestId);
     try {
       await next();

@@ -5,6 +5,19 @@ import type Koa from 'koa';
 import type { ServerCredentials } from '../pki/pki.js';
 import { ConfigError } from '../errors.js';
 
+/**
+ * TLS 1.2 suites the control API offers: forward secrecy and AEAD only (no CBC, no SHA-1 MAC), for
+ * hangar's ECDSA certificate and for an operator's RSA one. TLS 1.3 keeps Node's defaults.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
 /** A running HTTP(S) server that can swap its certificate and shut down gracefully. */
 export class Listener {
   private readonly sockets = new Set<Socket>();
@@ -33,7 +46,7 @@ export class Listener {
   }
 
   private secureOptions(credentials: ServerCredentials) {
-    return { cert: credentials.cert, key: credentials.key, ca: [this.tls!.caPem], minVersion: 'TLSv1.2' as const };
+    return { cert: credentials.cert, key: credentials.key, ca: [this.tls!.caPem], minVersion: 'TLSv1.2' as const, ciphers: TLS12_CIPHERS, honorCipherOrder: true };
   }
 
   async listen(port: number, host: string, configKey: string): Promise<void> {

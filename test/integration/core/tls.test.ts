@@ -30,6 +30,35 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
   });
   after(() => t?.stop());
 
+  /** Whether a handshake with these client settings succeeds; the negotiated suite when it does. */
+  const handshake = (options: tls.ConnectionOptions): Promise<string | null> =>
+    new Promise((resolve) => {
+      const socket = tls.connect({ host: '127.0.0.1', port: t.hangar.listeners.get('control')!.port, ca: t.caPem, servername: 'localhost', ...options }, () => {
+        const suite = socket.getCipher().standardName;
+        socket.end();
+        resolve(suite);
+      });
+      socket.on('error', () => resolve(null));
+    });
+
+  it('speaks TLS 1.3, and TLS 1.2 only with forward-secret AEAD suites (no CBC, no SHA-1)', async () => {
+    expect(await handshake({ minVersion: 'TLSv1.3' })).to.match(/^TLS_/);
+    expect(await handshake({ maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).to.equal('TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256');
+    for (const weak of ['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA', 'ECDHE-ECDSA-AES128-SHA256']) {
+      expect(await handshake({ maxVersion: 'TLSv1.2', ciphers: weak }), weak).to.equal(null);
+    }
+    expect(await handshake({ maxVersion: 'TLSv1.1', minVersion: 'TLSv1', ciphers: 'DEFAULT@SECLEVEL=0' }), 'TLS 1.1').to.equal(null);
+  });
+
+  it('sends HSTS, nosniff and no-store on answers, errors included', async () => {
+    for (const path of ['/v1/version', '/v1/no-such-route']) {
+      const res = await t.request('GET', path);
+      expect(res.headers['strict-transport-security'], path).to.equal('max-age=31536000');
+      expect(res.headers['x-content-type-options'], path).to.equal('nosniff');
+      expect(res.headers['cache-control'], path).to.equal('no-store');
+    }
+  });
+
   it('serves the CA as PEM, and that CA verifies the server certificate', async () => {
     const ca = await httpRequest(`${t.url}/v1/ca`, { ca: false });
     expect(ca.status).to.equal(200);

@@ -126,6 +126,9 @@ describeEachDialect('login API', (dialect) => {
       expect(res.status, res.text).to.equal(200);
       expect(res.json).to.have.all.keys('token', 'data');
       expect(res.json.data).to.deep.equal({ userid: alice.userId, name: 'Alice', role: 'user' });
+      // A token in the answer: no cache keeps it. (HSTS is the TLS-terminating proxy's to send.)
+      expect(res.headers['cache-control']).to.equal('no-store');
+      expect(res.headers['x-content-type-options']).to.equal('nosniff');
       const claims = claimsOf(res.json.token);
       expect(claims).to.include({ userid: alice.userId, name: 'Alice', role: 'user' });
       expect(claims.exp - claims.iat).to.equal(3600);
