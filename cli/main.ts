@@ -9,11 +9,12 @@ import { configureCommand } from './configure.js';
 import { agentCommand } from './agent.js';
 import { nodeCommand } from './node.js';
 import { resourceCommands } from './resources.js';
+import { usageExit } from './resource-commands.js';
 import { versionInfo } from '../core/version.js';
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
 export function buildCli(argv: string[]) {
-  return yargs(argv)
+  return usageExit(yargs(argv))
     .scriptName('hangar')
     .usage('$0 <command> [options]')
     .command(serveCommand)

@@ -388,9 +388,17 @@ export function restoreDashes(argv: Args, positionals: string[]): void {
   });
 }
 
-/** Usage errors (unknown flags, a missing positional, a bad choice) exit 2, as the runner's do. */
-function usageExit(y: Argv<any>): Argv<any> {
+/**
+ * Usage errors (an unknown command or flag, a missing positional, a bad choice) print the help and
+ * the problem and exit 2, as the runner's do. An error a command's handler throws is no usage
+ * error: it exits 1.
+ */
+export function usageExit<T>(y: Argv<T>): Argv<T> {
   return y.fail((msg, err) => {
+    if (!msg && err) {
+      console.error(`hangar: ${err.message}`);
+      process.exit(EXIT.failed);
+    }
     y.showHelp((help) => console.error(help));
     console.error(`\n${msg ?? err?.message}`);
     process.exit(EXIT.usage);

@@ -35,6 +35,23 @@ describe('hangar CLI: serve', () => {
     expect(res.stdout).to.contain('hangar serve');
   });
 
+  it('exits 2 on every usage error, with the help and the problem on stderr', function () {
+    this.timeout(120_000);
+    const cases: Array<[string[], RegExp]> = [
+      [['nosuch'], /Unknown argument: nosuch/],
+      [[], /Name a command/],
+      [['endpoint'], /Not enough non-option arguments/],
+      [['install', 'svc', '--class', 'Runner::heartbeat', '--template=launchd'], /Invalid values:[\s\S]*template/],
+      [['serve', '--no-such-flag'], /Unknown argument/],
+    ];
+    for (const [args, problem] of cases) {
+      const res = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, XDG_CONFIG_HOME: os.tmpdir() } });
+      expect(res.status, `hangar ${args.join(' ')}: ${res.stderr}`).to.equal(2);
+      expect(res.stderr).to.match(problem);
+      expect(res.stderr).to.contain('Options:');
+    }
+  });
+
   it('starts the control plane on the embedded default: TLS health check, CA that verifies it, clean stop', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-serve-'));
     const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
