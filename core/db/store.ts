@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
@@ -28,7 +28,25 @@ export class Store {
   }
 }
 
+/** Makes `dir` (and any missing parent) and keeps it to its owner: mode 0700. */
+export function privateDirectory(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+}
+
+/**
+ * The SQLite file and its WAL and shared-memory files, readable by their owner only (0600). The
+ * database file is created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the
+ * mode of the database file.
+ */
+function privateSqliteFiles(file: string): void {
+  if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
+}
+
 export async function openStore(config: HangarConfig): Promise<Store> {
+  // The data dir holds the CA key, generated secrets and the SQLite file: nobody else's business.
+  privateDirectory(config.data_dir);
   const db = config.database;
   if (db.url) {
     const schema = db.schema ?? null;
@@ -50,7 +68,8 @@ export async function openStore(config: HangarConfig): Promise<Store> {
     return new Store(knex, 'postgres', schema);
   }
   const file = db.sqlite_file ?? path.join(config.data_dir, 'hangar.db');
-  mkdirSync(path.dirname(file), { recursive: true });
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  privateSqliteFiles(file);
   const knex = knexFactory({
     client: 'better-sqlite3',
     connection: { filename: file },

@@ -1,7 +1,7 @@
 import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs it loaded first
-import { webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
+import { createPrivateKey, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
@@ -76,6 +76,17 @@ function readPem(file: string, key: string): string {
     return readFileSync(file, 'utf8');
   } catch (err) {
     throw new ConfigError(`${key}: cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** Writes a file and syncs it to disk before answering (a rename after it then never shows a partial file). */
+function writeDurably(file: string, content: string, mode: number): void {
+  const fd = openSync(file, 'w', mode);
+  try {
+    writeSync(fd, content);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -163,16 +174,31 @@ export class Pki extends EventEmitter {
       return;
     }
     const wanted = this.wantedServerNames([]);
-    if (existsSync(this.file('server.crt')) && existsSync(this.file('server.key'))) {
-      const cert = readFileSync(this.file('server.crt'), 'utf8');
-      const have = new Set(certificateSans(cert));
-      const valid = new Date(new NodeX509(cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
+    const existing = this.readServerCredentials();
+    if (existing) {
+      const have = new Set(certificateSans(existing.cert));
+      const valid = new Date(new NodeX509(existing.cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
       if (valid && wanted.every((n) => have.has(n))) {
-        this.server = { cert, key: readFileSync(this.file('server.key'), 'utf8') };
+        this.server = existing;
         return;
       }
     }
     await this.writeServerCertificate(wanted);
+  }
+
+  /**
+   * The generated server certificate and key from the data dir, when both are there, readable and
+   * belong together; null otherwise (then a new pair is made: a crash between writing the two
+   * files, or a copy of only one of them, does not stop the start).
+   */
+  private readServerCredentials(): ServerCredentials | null {
+    try {
+      const cert = readFileSync(this.file('server.crt'), 'utf8');
+      const key = readFileSync(this.file('server.key'), 'utf8');
+      return new NodeX509(cert).checkPrivateKey(createPrivateKey(key)) ? { cert, key } : null;
+    } catch {
+      return null;
+    }
   }
 
   private async createCa(): Promise<void> {
@@ -242,10 +268,44 @@ export class Pki extends EventEmitter {
       publicKey: keys.publicKey,
     });
     const key = await exportKey(keys.privateKey);
-    writeFileSync(this.file('server.key'), key, { mode: 0o600 });
-    writeFileSync(this.file('server.crt'), pem);
+    this.replaceServerFiles({ cert: pem, key });
     this.server = { cert: pem, key };
     this.emit('server-certificate', this.server);
+  }
+
+  /**
+   * Writes a new certificate and key both or neither: each goes to a temporary file first (synced),
+   * then the two are renamed into place; if the second rename fails the first file is put back.
+   * (Start-up replaces a pair that does not belong together, should the process die in between.)
+   */
+  private replaceServerFiles(next: ServerCredentials): void {
+    const files = [
+      { name: 'server.key', content: next.key, mode: 0o600 },
+      { name: 'server.crt', content: next.cert, mode: 0o644 },
+    ];
+    const staged = files.map((f) => ({ ...f, temp: this.file(`${f.name}.${process.pid}.new`) }));
+    try {
+      for (const f of staged) writeDurably(f.temp, f.content, f.mode);
+    } catch (err) {
+      for (const f of staged) rmSync(f.temp, { force: true });
+      throw err;
+    }
+    // What the files held: the pair in use (none yet at the very first start).
+    const previous = this.server ? [this.server.key, this.server.cert] : [null, null];
+    const renamed: number[] = [];
+    try {
+      for (const [i, f] of staged.entries()) {
+        renameSync(f.temp, this.file(f.name));
+        renamed.push(i);
+      }
+    } catch (err) {
+      for (const f of staged) rmSync(f.temp, { force: true });
+      for (const i of renamed) {
+        const old = previous[i];
+        if (old !== null && old !== undefined) writeDurably(this.file(files[i]!.name), old, files[i]!.mode);
+      }
+      throw err;
+    }
   }
 
   /** The CA certificate as PEM. */
@@ -267,9 +327,11 @@ export class Pki extends EventEmitter {
       throw new Error('the server certificate was provided by the operator (api.tls_cert) and cannot be reissued by hangar');
     }
     const current = new Set(certificateSans(this.server.cert));
-    const added = addresses.filter((a) => !current.has(normaliseName(a)));
-    await this.writeServerCertificate([...new Set([...current, ...this.wantedServerNames(addresses)])]);
-    return { added_sans: added };
+    const names = [...new Set([...current, ...this.wantedServerNames(addresses)])];
+    await this.writeServerCertificate(names);
+    // Every name the new certificate has that the old one lacked: the addresses asked for, and any
+    // local address or configured name that appeared since.
+    return { added_sans: names.filter((n) => !current.has(n)) };
   }
 
   /**

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { X509Certificate } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { httpRequest } from '../../../core/http/client.js';
@@ -136,6 +137,66 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect(afterCert.subjectaltname).to.contain('DNS:cp.example.test');
     const stillServing = await t.request('GET', '/healthz');
     expect(stillServing.status).to.equal(200);
+  });
+});
+
+describeEachDialect('the generated server certificate and key on disk', (dialect) => {
+  const storage = dialect.freshStorage();
+  const pki = (name: string) => path.join(storage.dataDir, 'pki', name);
+  const start = () => startHangar(dialect, { plugins: ['system'], storage });
+
+  it('starts with a key that does not belong to the certificate (a write cut short): a new pair, served', async () => {
+    await (await start()).stop();
+    const { generateKeyPairSync } = await import('node:crypto');
+    const stray = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    writeFileSync(pki('server.key'), stray);
+    const t = await start();
+    try {
+      expect(readFileSync(pki('server.key'), 'utf8')).not.to.equal(stray);
+      const cert = new X509Certificate(readFileSync(pki('server.crt'), 'utf8'));
+      expect(cert.checkPrivateKey(createPrivateKey(readFileSync(pki('server.key'), 'utf8')))).to.equal(true);
+      expect((await t.request('GET', '/healthz')).status).to.equal(200);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('a reissue that fails half way changes neither file, and the next start works', async () => {
+    const t = await start();
+    try {
+      const key = readFileSync(pki('server.key'), 'utf8');
+      const cert = readFileSync(pki('server.crt'), 'utf8');
+      // The certificate file cannot be replaced: a directory with something in it stands there.
+      rmSync(pki('server.crt'));
+      mkdirSync(pki('server.crt'));
+      writeFileSync(path.join(pki('server.crt'), 'x'), 'x');
+      let error: Error | undefined;
+      await t.hangar.services.ca.reissueServerCertificate(['192.0.2.88']).catch((e: Error) => (error = e));
+      expect(error, 'the reissue failed').to.be.instanceOf(Error);
+      expect(readFileSync(pki('server.key'), 'utf8'), 'the key is the one that goes with the certificate').to.equal(key);
+      expect(readdirSync(path.join(storage.dataDir, 'pki')).filter((f) => f.endsWith('.new'))).to.deep.equal([]);
+      rmSync(pki('server.crt'), { recursive: true });
+      writeFileSync(pki('server.crt'), cert);
+    } finally {
+      await t.stop();
+    }
+    await (await start()).stop();
+  });
+
+  it('lists in added_sans every name the new certificate gained, a new local address too', async () => {
+    const t = await start();
+    const original = os.networkInterfaces;
+    try {
+      os.networkInterfaces = () => ({
+        ...original(),
+        test0: [{ address: '192.0.2.99', netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal: false, cidr: '192.0.2.99/24' }],
+      });
+      const { added_sans } = await t.hangar.services.ca.reissueServerCertificate(['192.0.2.77', '192.0.2.77']);
+      expect(added_sans).to.have.members(['192.0.2.77', '192.0.2.99']);
+    } finally {
+      os.networkInterfaces = original;
+      await t.stop();
+    }
   });
 });
 
