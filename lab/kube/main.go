@@ -2,7 +2,8 @@
 // hyperkube and k3s): the same code as the upstream etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kubectl commands, plus kwok, which simulates nodes and the pods on them (no
 // container runs). One executable pays the Go link once instead of six times. On top of them,
-// a command of ours: control-plane (controlplane.go) starts them all with generated certificates.
+// two commands of ours: control-plane (controlplane.go) starts them all with generated
+// certificates, and k3s (k3s_standin.go) is the k3s stand-in of the machine lab.
 //
 // The command is chosen by the name it is run as (a symlink named kube-apiserver) or by its first
 // argument (kube kube-apiserver --etcd-servers=…); the rest of the arguments go to that command
@@ -44,6 +45,7 @@ var commands = map[string]func() int{
 	"kubectl":                 runKubectl,
 	"kwok":                    runKwok,
 	"control-plane":           runControlPlane,
+	"k3s":                     runK3s, // the k3s stand-in (k3s_standin.go)
 }
 
 func main() {

@@ -82,6 +82,8 @@ export interface StartOptions {
   machines: number | string[];
   /** Extra arguments for each machine's dockerd. */
   dockerdArgs?: string;
+  /** Host folders or files bind-mounted into each machine, as docker's `-v host:machine[:ro]`. */
+  mounts?: string[];
 }
 
 export interface ExecOptions {
@@ -292,7 +294,7 @@ export class Lab {
     const created = names.map((name, i) => new Machine(this, name, this.addressOf(this.machines.length + i)));
     this.machines.push(...created);
     this.log(`starting ${created.map((m) => `${m.name} (${m.ip})`).join(', ')} on ${this.network} ${this.subnet}`);
-    await Promise.all(created.map((m) => m.create(options.dockerdArgs)));
+    await Promise.all(created.map((m) => m.create(options.dockerdArgs, options.mounts)));
     await Promise.all(created.map((m) => m.waitReady()));
     this.writeState();
     this.log(`${created.length} machine(s) ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -428,7 +430,7 @@ export class Machine {
   }
 
   /** @internal `docker run` of this machine. */
-  async create(dockerdArgs?: string): Promise<void> {
+  async create(dockerdArgs?: string, mounts: string[] = []): Promise<void> {
     if (!this.lab.image) throw new Error('the lab image is not ready');
     const { users } = this.lab;
     await dockerOk([
@@ -445,6 +447,7 @@ export class Machine {
       '--env', `LAB_PWUSER_PASSWORD=${users.pwuser.password}`,
       '--env', `LAB_CGROUP_PARENT=/hangar-lab/${this.container}`,
       ...(dockerdArgs ? ['--env', `LAB_DOCKERD_ARGS=${dockerdArgs}`] : []),
+      ...mounts.flatMap((mount) => ['-v', mount]),
       this.lab.image,
     ]);
   }
