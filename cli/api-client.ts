@@ -2,6 +2,10 @@ import { signRequest } from '../core/auth/hmac.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import { resolveConnection } from './runner/connection.js';
 import { failure, usageError } from './runner/errors.js';
+import { versionInfo } from '../core/version.js';
+
+/** What the CLI's requests say they are (the audit log records it). */
+export const CLI_USER_AGENT = `hangar-cli/${versionInfo.version}`;
 
 /** The control API as the configured user (hangar configure), every request HMAC-signed. */
 export interface ApiClient {
@@ -30,7 +34,7 @@ export function apiClient(env: Record<string, string | undefined> = process.env)
       return await httpRequest<T>(`${conn.api_url}${pathAndQuery}`, {
         method,
         body: bytes,
-        headers: { ...headers, ...(bytes ? { 'content-type': 'application/json' } : {}) },
+        headers: { ...headers, 'user-agent': CLI_USER_AGENT, ...(bytes ? { 'content-type': 'application/json' } : {}) },
         ca: conn.ca_pem ?? undefined,
       });
     } catch (err) {

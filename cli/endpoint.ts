@@ -7,6 +7,7 @@ import { asList } from './runner/args.js';
 import { CONNECTION_ENV, resolveConnection } from './runner/connection.js';
 import { EXIT, RunnerError, runAndExit, usageError } from './runner/errors.js';
 import { jsonReplacer } from './runner/output.js';
+import { CLI_USER_AGENT } from './api-client.js';
 
 interface EndpointArgs {
   method: string;
@@ -108,6 +109,7 @@ export const endpointCommand: CommandModule<object, EndpointArgs> = {
       }
       const controlPlane = Boolean(conn.api_url) && new URL(conn.api_url!).origin === target.origin;
       const headers = parseHeaders(asList(args.header));
+      if (!has(headers, 'user-agent')) headers['User-Agent'] = CLI_USER_AGENT;
       const body = readBody(args.body);
       if (body && !has(headers, 'content-type')) headers['Content-Type'] = looksLikeJson(body) ? 'application/json' : 'text/plain; charset=utf-8';
       if (controlPlane && !has(headers, 'authorization') && !has(headers, 'x-signature')) {

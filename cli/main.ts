@@ -10,6 +10,7 @@ import { agentCommand } from './agent.js';
 import { nodeCommand } from './node.js';
 import { resourceCommands } from './resources.js';
 import { usageExit } from './resource-commands.js';
+import { eventsCommand } from './events.js';
 import { versionInfo } from '../core/version.js';
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
@@ -28,6 +29,7 @@ export function buildCli(argv: string[]) {
     .command(agentCommand)
     .command(nodeCommand)
     .command(resourceCommands)
+    .command(eventsCommand)
     .demandCommand(1, 'Name a command; see the list above.')
     .strict()
     .version(versionInfo.version)

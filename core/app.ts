@@ -13,6 +13,8 @@ import { openStore, type Store } from './db/store.js';
 import { ConfigError } from './errors.js';
 import { EventBus } from './events.js';
 import { buildKoaApp } from './http/koa-app.js';
+import { RequestObservers } from './http/observers.js';
+import { Metrics } from './metrics.js';
 import { Listener } from './http/listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
@@ -135,6 +137,16 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   const events = new EventBus();
   const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch, maxHoldMs: config.tasks.max_hold_seconds * 1000 });
   const mail = createMailer(config.mail);
+  const metrics = new Metrics();
+  metrics.watchCore(db, () => tasks.openPolls);
+  const requests = new RequestObservers();
+  requests.add('metrics', metrics.observeRequest);
+  for (const outcome of ['completed', 'failed'] as const) {
+    events.subscribe(`task.${outcome}`, (payload) => {
+      const task = payload as { kind: string; created_at: string; completed_at: string | null };
+      if (task.completed_at) metrics.taskDuration.observe({ kind: task.kind, outcome }, Math.max(0, Date.parse(task.completed_at) - Date.parse(task.created_at)) / 1000);
+    });
+  }
   const routes: RegisteredRoute[] = [];
   const closers: Array<() => Promise<void>> = [];
   const services: Services = {
@@ -155,6 +167,8 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     mail,
     tasks,
     limits: new RateLimiter(db, clock),
+    metrics,
+    requests,
   };
   const close = async () => {
     shutdown.abort();
@@ -174,6 +188,15 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     const loops: BackgroundLoop[] = [
       { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
       { name: 'rate-limits:prune', intervalMs: 600_000, run: async () => void (await services.limits.prune()) },
+      {
+        name: 'tasks:expire-leases',
+        intervalMs: config.tasks.expiry_check_ms,
+        async run() {
+          const { retried, failed } = await tasks.expireLeases();
+          if (retried) metrics.leaseExpiries.inc({ outcome: 'retried' }, retried);
+          if (failed) metrics.leaseExpiries.inc({ outcome: 'failed' }, failed);
+        },
+      },
     ];
     const resumers: Assembly['resumers'] = [];
     for (const plugin of plugins) {
@@ -303,10 +326,17 @@ export class Hangar {
       const timer = setInterval(() => {
         if (running || this.services.shutdown.aborted) return;
         running = true;
+        const { metrics } = this.services;
+        const stopTimer = metrics.loopDuration.startTimer({ loop: loop.name });
         const run = loop
           .run(this.services.shutdown)
-          .catch((err: Error) => this.log.error({ loop: loop.name, err: { message: err.message } }, 'background loop failed'))
+          .then(() => metrics.loopRuns.inc({ loop: loop.name, outcome: 'ok' }))
+          .catch((err: Error) => {
+            metrics.loopRuns.inc({ loop: loop.name, outcome: 'failed' });
+            this.log.error({ loop: loop.name, err: { message: err.message } }, 'background loop failed');
+          })
           .finally(() => {
+            stopTimer();
             running = false;
             this.loopRuns.delete(run);
           });

@@ -12,6 +12,8 @@ import type { Mailer } from './mail.js';
 import type { TaskQueue } from './tasks/queue.js';
 import type { RateLimiter } from './ratelimit.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
+import type { Metrics } from './metrics.js';
+import type { RequestObservers } from './http/observers.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -154,6 +156,10 @@ export interface Services {
   tasks: TaskQueue;
   /** Counters for rate limits and lockouts, shared by every control plane on the database. */
   limits: RateLimiter;
+  /** Prometheus metrics of this control plane (core/metrics.ts); plugins add scrape-time gauges. */
+  metrics: Metrics;
+  /** Observers of every answered request (core/http/observers.ts): metrics, the audit log. */
+  requests: RequestObservers;
   /** The ports the listeners are bound to (filled once they listen; `api.port: 0` picks one). */
   ports: Map<ListenerName, number>;
   /** Every route of every loaded plugin (complete once start-up has finished). */

@@ -18,6 +18,9 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   gateway: () => import('./gateway/index.js'),
   tags: () => import('./tags/index.js'),
   cleanup: () => import('./cleanup/index.js'),
+  metrics: () => import('./metrics/index.js'),
+  audit: () => import('./audit/index.js'),
+  events: () => import('./events/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

@@ -43,8 +43,14 @@ export interface Authenticator {
 export class AuthRegistry {
   private readonly authenticators: Authenticator[] = [];
 
-  register(authenticator: Authenticator): void {
-    this.authenticators.push(authenticator);
+  /**
+   * Adds an authenticator after those registered so far; `first` puts it before them (for one that
+   * recognises a narrow credential, e.g. a bearer token valid on one path, which a broader one
+   * would otherwise refuse as malformed).
+   */
+  register(authenticator: Authenticator, options: { first?: boolean } = {}): void {
+    if (options.first) this.authenticators.unshift(authenticator);
+    else this.authenticators.push(authenticator);
   }
 
   get names(): string[] {
@@ -88,17 +94,20 @@ export async function authorize(
   registry: AuthRegistry,
   pki: Pki,
 ): Promise<AuthOutcome> {
-  if (requirement === 'agent') return { principal: null, agent: await agentFromTls(input.ctx, pki) };
+  // Who called is known to the pipeline's observers (the audit log) even when the role check refuses.
+  const known = (outcome: AuthOutcome) => ((input.ctx.state as { caller?: AuthOutcome }).caller = outcome);
+  if (requirement === 'agent') return known({ principal: null, agent: await agentFromTls(input.ctx, pki) });
   if (requirement === 'public') {
     // Public routes still learn who calls when credentials are offered, but never fail on bad ones.
     const principal = await registry.identify(input).catch((err: unknown) => {
       if (err instanceof HttpError && err.status === 401) return null;
       throw err;
     });
-    return { principal, agent: null };
+    return known({ principal, agent: null });
   }
   const principal = await registry.identify(input);
   if (!principal) throw unauthorized();
+  known({ principal, agent: null });
   if (typeof requirement === 'object' && principal.role !== requirement.role) {
     const self = requirement.orSelf && (input.ctx as unknown as { params?: Record<string, string> }).params?.[requirement.orSelf];
     if (!self || self !== principal.id) throw forbidden();

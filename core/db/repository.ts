@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import { conflict, notFound, type HttpError } from '../errors.js';
 import type { PageCursors } from './cursors.js';
+import type { RecordChange } from './changes.js';
 import type { Store } from './store.js';
 
 /** How a table's columns differ between dialects; everything not named passes through as is. */
@@ -119,6 +120,11 @@ export class Repository<T extends Row> {
 
   decode = (row: Row): T => this.codec.decode<T>(row);
 
+  /** Announces a write on the store's change feed. */
+  protected changed(id: string, op: RecordChange['op']): void {
+    this.store.changes.notify({ table: this.table, id, op });
+  }
+
   /** Runs a write; a unique-constraint violation (a concurrent create of the same name…) becomes a 409. */
   protected async write<R>(values: Row, run: () => Promise<R>): Promise<R> {
     try {
@@ -130,6 +136,7 @@ export class Repository<T extends Row> {
 
   async insert(values: Partial<T>, trx?: Knex.Transaction): Promise<T> {
     await this.write(values, () => this.query(trx).insert(this.codec.encode(values)));
+    this.changed(values.id as string, 'insert');
     return (await this.get(values.id as string, trx))!;
   }
 
@@ -162,12 +169,14 @@ export class Repository<T extends Row> {
 
   async update(id: string, patch: Partial<T>, trx?: Knex.Transaction): Promise<T | null> {
     const values = this.codec.encode(patch);
-    if (Object.keys(values).length) await this.write(patch, () => this.query(trx).where({ id }).update(values));
+    if (Object.keys(values).length && (await this.write(patch, () => this.query(trx).where({ id }).update(values)))) this.changed(id, 'update');
     return this.get(id, trx);
   }
 
   async remove(id: string, trx?: Knex.Transaction): Promise<boolean> {
-    return (await this.query(trx).where({ id }).delete()) > 0;
+    const removed = (await this.query(trx).where({ id }).delete()) > 0;
+    if (removed) this.changed(id, 'delete');
+    return removed;
   }
 
   /** A page ordered by creation time then id. */
@@ -207,8 +216,9 @@ export class StampedRepository<T extends Row> extends Repository<T> {
     const query = this.query().where({ id });
     if (Array.isArray(statuses)) query.whereIn('status', statuses);
     else query.whereNotIn('status', statuses.not);
-    const changed = await this.write(patch, () => query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() })));
-    return changed ? this.get(id) : null;
+    if (!(await this.write(patch, () => query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }))))) return null;
+    this.changed(id, 'update');
+    return this.get(id);
   }
 }
 

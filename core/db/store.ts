@@ -3,6 +3,7 @@ import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
 import { PageCursors } from './cursors.js';
+import { ChangeFeed } from './changes.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -10,6 +11,8 @@ export type Dialect = 'sqlite' | 'postgres';
 export class Store {
   /** Signs page cursors; keyed from the root secret once the PKI is open. */
   readonly cursors = new PageCursors();
+  /** Every write a Repository makes, announced (core/db/changes.ts). */
+  readonly changes = new ChangeFeed();
 
   constructor(
     readonly knex: Knex,

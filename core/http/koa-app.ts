@@ -4,12 +4,13 @@ import Router from '@koa/router';
 import type { ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { HttpError, reasonPhrase } from '../errors.js';
-import { authorize } from '../auth/index.js';
+import { authorize, type AuthOutcome } from '../auth/index.js';
 import { randomToken } from '../ids.js';
 import type { HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
+import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
 import { XmlDocument } from './xml.js';
 
@@ -117,6 +118,7 @@ function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
 function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate) {
   const { route } = compiled;
   return async (ctx: Context) => {
+    ctx.state.route = route;
     const received = new RequestBody(ctx, limits, gate);
     // 1–2: authentication (headers first; a signature reads the body), then role.
     const { principal, agent } = await authorize(route.auth, { ctx, body: () => received.read(true), listener }, services.auth, services.ca);
@@ -155,7 +157,27 @@ function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, servic
   };
 }
 
-/** One Koa application per listener: request ids, error bodies, access log, the routes, 404/405. */
+/** What the request observers (core/http/observers.ts) learn of an answered request. */
+function finishedRequest(ctx: Context, listener: ListenerName, durationMs: number): FinishedRequest {
+  const caller = ctx.state.caller as AuthOutcome | undefined;
+  const body = ctx.body as { data?: unknown } | null | undefined;
+  return {
+    listener,
+    method: ctx.method,
+    route: (ctx.state.route as RouteDef | undefined) ?? null,
+    params: { ...(ctx as unknown as { params?: Record<string, string> }).params },
+    status: ctx.status,
+    durationMs,
+    principal: caller?.principal ?? null,
+    agentNodeId: caller?.agent?.nodeId ?? null,
+    ip: ctx.state.clientIp ?? ctx.ip,
+    requestId: ctx.state.requestId,
+    userAgent: ctx.get('user-agent'),
+    data: body && typeof body === 'object' && !Buffer.isBuffer(body) && 'data' in body ? body.data : undefined,
+  };
+}
+
+/** One Koa application per listener: request ids, error bodies, access log, observers, the routes, 404/405. */
 export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services: Services): Koa {
   const app = new Koa({ proxy: false });
   app.silent = true;
@@ -191,13 +213,17 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
     } catch (err) {
       errorBody(ctx, err, services);
     } finally {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      await services.requests.finished(finishedRequest(ctx, listener, durationMs), (observer, err) =>
+        accessLog.error({ request_id: ctx.state.requestId, observer, err: { message: err.message } }, 'request observer failed'),
+      );
       accessLog.info(
         {
           request_id: ctx.state.requestId,
           method: ctx.method,
           path: ctx.path,
           status: ctx.status,
-          duration_ms: Number(process.hrtime.bigint() - started) / 1e6,
+          duration_ms: durationMs,
           ip: ctx.state.clientIp,
           principal: ctx.state.principal,
         },

@@ -146,7 +146,9 @@ export class TaskQueue {
     if (input.replacePending) await this.knex(TASKS).where({ node_id: input.nodeId, kind: input.kind, status: 'pending' }).delete();
     await this.knex(TASKS).insert(codec.encode(row));
     await this.wake(input.nodeId);
-    return (await this.get(row.id))!;
+    const queued = (await this.get(row.id))!;
+    this.events.publish('task.queued', queued);
+    return queued;
   }
 
   async get(id: string): Promise<Task | null> {
@@ -154,8 +156,21 @@ export class TaskQueue {
     return row ? decode(row) : null;
   }
 
-  /** Claims up to `batch` pending tasks of a node; concurrent pollers never get the same task. */
+  /** Long-polls held open by this process right now. */
+  get openPolls(): number {
+    let n = 0;
+    for (const set of this.waiters.values()) n += set.size;
+    return n;
+  }
+
+  /** Claims up to `batch` pending tasks of a node (announced as `task.leased`); concurrent pollers never get the same task. */
   async lease(nodeId: string): Promise<Task[]> {
+    const leased = await this.claim(nodeId);
+    for (const task of leased) this.events.publish('task.leased', task);
+    return leased;
+  }
+
+  private async claim(nodeId: string): Promise<Task[]> {
     const now = this.clock.now();
     const until = new Date(now.getTime() + this.options.leaseMs).toISOString();
     const stamp = now.toISOString();

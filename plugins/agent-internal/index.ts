@@ -24,10 +24,16 @@ export default definePlugin({
           summary: 'Agent heartbeat: facts about the machine; the reply sets the next interval',
           schemas: { body: Heartbeat },
           async handler(req) {
+            const done = services.metrics.heartbeatDuration.startTimer();
             const node = await api.nodes.get(req.agent!.nodeId);
-            if (!node || node.removing) throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
+            if (!node || node.removing) {
+              services.metrics.heartbeats.inc({ outcome: 'refused' });
+              throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
+            }
             const updated = await api.heartbeat(node, req.body);
             await services.tasks.renewLeases(node.id, (req.body as { held_tasks?: string[] }).held_tasks ?? []);
+            services.metrics.heartbeats.inc({ outcome: 'ok' });
+            done();
             return {
               node_id: updated.id,
               heartbeat_interval_seconds: api.settings.heartbeat_interval_seconds,

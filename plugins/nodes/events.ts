@@ -1,6 +1,7 @@
 import type { Clock } from '../../core/clock.js';
 import { RowCodec, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
+import type { EventBus } from '../../core/events.js';
 import { NODE_EVENTS, NODES } from './migrations.js';
 
 export interface NodeEvent {
@@ -22,11 +23,12 @@ export function eventView(e: NodeEvent) {
   return { ...e, id: Number(e.id) };
 }
 
-/** Node events: deploy steps, join failures, state changes, task failures, SSH updates. */
+/** Node events: deploy steps, join failures, state changes, task failures, SSH updates. Each is announced as `node.event` on the bus. */
 export class EventLog {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    private readonly bus: EventBus,
   ) {}
 
   async record(event: { nodeId?: string | null; identifier?: string | null; kind: string; message?: string | null; data?: Record<string, unknown> | null }): Promise<NodeEvent> {
@@ -40,7 +42,9 @@ export class EventLog {
     };
     const [inserted] = await this.store.knex(NODE_EVENTS).insert(codec.encode(row)).returning('id');
     const id = typeof inserted === 'object' ? (inserted as { id: number }).id : inserted;
-    return { ...row, id: Number(id) };
+    const recorded = { ...row, id: Number(id) };
+    this.bus.publish('node.event', recorded);
+    return recorded;
   }
 
   /**

@@ -96,7 +96,12 @@ export default definePlugin({
     const settings = services.config.nodes as NodesConfig;
     const nodes = new NodeStore(db, clock);
     const forget = recordRemover(services.events, 'node', nodes);
-    const events = new EventLog(db, clock);
+    const events = new EventLog(db, clock, services.events);
+    services.metrics.gauge('hangar_agents', 'Nodes by what their agent’s heartbeats say: online, offline, pending (never heard from), stopped', ['connection'], async (set) => {
+      for (const connection of ['online', 'offline', 'pending', 'stopped']) set({ connection }, 0);
+      const rows: Array<{ connection: string; n: number | string }> = await nodes.query().where({ removing: false }).select('connection').count({ n: '*' }).groupBy('connection');
+      for (const row of rows) set({ connection: row.connection }, Number(row.n));
+    });
     const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
     const now = () => clock.now().toISOString();
 

@@ -1,0 +1,52 @@
+import type { Principal } from '../auth/index.js';
+import type { ListenerName, RouteDef } from '../plugin.js';
+
+/** What the request pipeline tells observers (metrics, the audit log) about each answered request. */
+export interface FinishedRequest {
+  listener: ListenerName;
+  method: string;
+  /** The route that matched (its `path` is the template, `/v1/nodes/{id}`), or null for a 404/405 without one. */
+  route: RouteDef | null;
+  /** Path parameters as matched (raw strings). */
+  params: Record<string, string>;
+  status: number;
+  durationMs: number;
+  /** Who called, once authentication ran (null before it, for anonymous callers and agents). */
+  principal: Principal | null;
+  /** The agent's node id on `agent` routes. */
+  agentNodeId: string | null;
+  ip: string;
+  requestId: string;
+  userAgent: string;
+  /**
+   * `data` of a JSON success body (e.g. the id of what a POST created). Observers take ids from it;
+   * it may hold a once-shown secret, so it is never to be stored or logged whole.
+   */
+  data: unknown;
+}
+
+export type RequestObserver = (request: FinishedRequest) => void | Promise<void>;
+
+/**
+ * The pipeline's seam for cross-cutting observers: each registered observer is called once per
+ * answered request, after the answer is decided and before it is sent (an async observer delays
+ * the answer: the audit log records a write before its caller learns the outcome). A failing
+ * observer is logged by the pipeline and never changes the answer.
+ */
+export class RequestObservers {
+  private readonly observers: Array<{ name: string; observe: RequestObserver }> = [];
+
+  add(name: string, observe: RequestObserver): void {
+    this.observers.push({ name, observe });
+  }
+
+  async finished(request: FinishedRequest, onError: (name: string, err: Error) => void): Promise<void> {
+    for (const { name, observe } of this.observers) {
+      try {
+        await observe(request);
+      } catch (err) {
+        onError(name, err as Error);
+      }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+import client, { type Counter, type Gauge, type Histogram } from 'prom-client';
+import type { Store } from './db/store.js';
+import type { FinishedRequest } from './http/observers.js';
+
+/** Seconds: the buckets of every latency histogram (1 ms … 30 s). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Seconds: task durations run from a moment to an hour (an OS update). */
+const TASK_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+
+/** The route label of a request: its template, never the raw path (which would explode the series). */
+export function routeLabel(request: Pick<FinishedRequest, 'route'>): string {
+  return request.route?.path ?? '(unmatched)';
+}
+
+let processRegistry: client.Registry | undefined;
+
+/** Node's process metrics (CPU, memory, event loop, GC), collected once per process and shared by every control plane in it. */
+function processMetrics(): client.Registry {
+  if (!processRegistry) {
+    processRegistry = new client.Registry();
+    client.collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+type Collect = (set: (labels: Record<string, string>, value: number) => void) => Promise<void> | void;
+
+/**
+ * The control plane's Prometheus metrics (services.metrics): one registry per control plane.
+ * Core records HTTP requests, background loops, the task queue and the store's pool; plugins add
+ * gauges computed at scrape time with {@link gauge}. `GET /metrics` (the metrics plugin) serves it.
+ */
+export class Metrics {
+  readonly registry = new client.Registry();
+  readonly httpRequests: Counter<'listener' | 'method' | 'route' | 'status'>;
+  readonly httpDuration: Histogram<'listener' | 'method' | 'route'>;
+  readonly loopRuns: Counter<'loop' | 'outcome'>;
+  readonly loopDuration: Histogram<'loop'>;
+  readonly leaseExpiries: Counter<'outcome'>;
+  readonly taskDuration: Histogram<'kind' | 'outcome'>;
+  readonly heartbeats: Counter<'outcome'>;
+  readonly heartbeatDuration: Histogram;
+
+  constructor() {
+    const registers = [this.registry];
+    this.httpRequests = new client.Counter({ name: 'hangar_http_requests_total', help: 'HTTP requests answered, by listener, method, route template and status', labelNames: ['listener', 'method', 'route', 'status'], registers });
+    this.httpDuration = new client.Histogram({ name: 'hangar_http_request_duration_seconds', help: 'Time to answer an HTTP request (until the answer starts), by route template', labelNames: ['listener', 'method', 'route'], buckets: LATENCY_BUCKETS, registers });
+    this.loopRuns = new client.Counter({ name: 'hangar_loop_runs_total', help: 'Background loop runs, by loop and outcome (ok, failed)', labelNames: ['loop', 'outcome'], registers });
+    this.loopDuration = new client.Histogram({ name: 'hangar_loop_duration_seconds', help: 'Duration of background loop runs', labelNames: ['loop'], buckets: LATENCY_BUCKETS, registers });
+    this.leaseExpiries = new client.Counter({ name: 'hangar_task_lease_expiries_total', help: 'Task leases that expired without a result: retried (back to pending) or failed (attempts used up)', labelNames: ['outcome'], registers });
+    this.taskDuration = new client.Histogram({ name: 'hangar_task_duration_seconds', help: 'From queued to reported, by task kind and outcome (completed, failed)', labelNames: ['kind', 'outcome'], buckets: TASK_BUCKETS, registers });
+    this.heartbeats = new client.Counter({ name: 'hangar_heartbeats_total', help: 'Agent heartbeats received, by outcome (ok, refused)', labelNames: ['outcome'], registers });
+    this.heartbeatDuration = new client.Histogram({ name: 'hangar_heartbeat_duration_seconds', help: 'Time to process one agent heartbeat', buckets: LATENCY_BUCKETS, registers });
+  }
+
+  /** Records one answered request (a RequestObservers observer). */
+  readonly observeRequest = (request: FinishedRequest): void => {
+    const route = routeLabel(request);
+    this.httpRequests.inc({ listener: request.listener, method: request.method, route, status: String(request.status) });
+    this.httpDuration.observe({ listener: request.listener, method: request.method, route }, request.durationMs / 1000);
+  };
+
+  /** A gauge whose values are computed when scraped: `collect` calls `set(labels, value)` for each series. */
+  gauge(name: string, help: string, labelNames: string[], collect: Collect): void {
+    new client.Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      async collect(this: Gauge) {
+        this.reset();
+        await collect((labels, value) => this.set(labels, value));
+      },
+    });
+  }
+
+  /** Gauges over core's own state: the task queue by kind and status, held long-polls, the store's connection pool. */
+  watchCore(store: Store, openPolls: () => number): void {
+    this.gauge('hangar_tasks', 'Unfinished tasks in the queue, by kind and status (pending, leased)', ['kind', 'status'], async (set) => {
+      const rows: Array<{ kind: string; status: string; n: number | string }> = await store
+        .knex('tasks')
+        .whereIn('status', ['pending', 'leased'])
+        .select('kind', 'status')
+        .count({ n: '*' })
+        .groupBy('kind', 'status');
+      for (const row of rows) set({ kind: row.kind, status: row.status }, Number(row.n));
+    });
+    this.gauge('hangar_agent_polls_open', 'Agent long-polls held open by this control plane (agents connected and waiting for work)', [], (set) => set({}, openPolls()));
+    this.gauge('hangar_db_pool_connections', 'Connections of the store’s pool, by state (used, free, pending: callers waiting for one)', ['state'], (set) => {
+      const pool = (store.knex.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; max: number } }).pool;
+      if (!pool) return;
+      set({ state: 'used' }, pool.numUsed());
+      set({ state: 'free' }, pool.numFree());
+      set({ state: 'pending' }, pool.numPendingAcquires());
+      set({ state: 'max' }, pool.max);
+    });
+  }
+
+  /** The exposition text: this control plane's metrics, then the process's. */
+  async text(): Promise<string> {
+    return `${await this.registry.metrics()}\n${await processMetrics().metrics()}`;
+  }
+
+  readonly contentType = this.registry.contentType;
+}

@@ -1,0 +1,137 @@
+import { Type } from '@sinclair/typebox';
+import type { FinishedRequest } from '../../core/http/observers.js';
+import { Reply } from '../../core/http/reply.js';
+import { definePlugin } from '../../core/plugin.js';
+import { AuditLog, auditMigrations, type AuditEntry } from './store.js';
+
+export const AuditConfigSchema = Type.Object(
+  {
+    retention_days: Type.Integer({ minimum: 0, default: 90, description: 'entries older than this are deleted; 0 keeps them for ever' }),
+    prune_interval_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'how often old entries are looked for' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface AuditConfig {
+  retention_days: number;
+  prune_interval_seconds: number;
+}
+
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Whether a request is a write the audit log keeps: a user's (or anonymous caller's) write that reached a route. Agents' traffic is metered, not audited. */
+export function isAudited(request: FinishedRequest): boolean {
+  return Boolean(request.route) && WRITES.has(request.method) && request.route!.auth !== 'agent';
+}
+
+/**
+ * The resource a write was about: the id of what a 201 created, else the last path parameter
+ * (`/v1/nodes/{id}/cordon` → the node), else an `id` the answer names.
+ */
+export function resourceOf(request: FinishedRequest): string | null {
+  const data = request.data as { id?: unknown } | undefined;
+  const answered = data && typeof data === 'object' && (typeof data.id === 'string' || typeof data.id === 'number') ? String(data.id) : null;
+  if (request.status === 201 && answered) return answered;
+  const params = Object.values(request.params);
+  return params.length ? params[params.length - 1]! : answered;
+}
+
+const clip = (value: string | null | undefined, max: number) => (value ? value.slice(0, max) : null);
+
+export function entryOf(request: FinishedRequest, at: Date): Omit<AuditEntry, 'id'> {
+  return {
+    created_at: at.toISOString(),
+    listener: request.listener,
+    method: request.method,
+    route: request.route!.path,
+    resource_id: clip(resourceOf(request), 200),
+    principal_id: clip(request.principal?.id, 100),
+    principal_name: clip(request.principal?.name, 200),
+    auth_method: clip(request.principal?.method, 32),
+    source_ip: clip(request.ip, 64) ?? '',
+    status: request.status,
+    request_id: request.requestId,
+    user_agent: clip(request.userAgent, 200),
+  };
+}
+
+const AuditEntryView = Type.Object({
+  id: Type.Integer(),
+  created_at: Type.String({ format: 'date-time' }),
+  listener: Type.String(),
+  method: Type.String(),
+  route: Type.String({ description: 'route template, e.g. /v1/nodes/{id}/cordon' }),
+  resource_id: Type.Union([Type.String(), Type.Null()]),
+  principal_id: Type.Union([Type.String(), Type.Null()]),
+  principal_name: Type.Union([Type.String(), Type.Null()]),
+  auth_method: Type.Union([Type.String(), Type.Null()], { description: 'jwt, hmac, session…; null for anonymous callers' }),
+  source_ip: Type.String(),
+  status: Type.Integer(),
+  request_id: Type.String(),
+  user_agent: Type.Union([Type.String(), Type.Null()]),
+});
+
+const AuditQuery = Type.Object(
+  {
+    principal: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'user id or name' })),
+    resource: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'resource id' })),
+    route: Type.Optional(Type.String({ minLength: 1, maxLength: 300, description: 'route template, e.g. /v1/nodes/{id}/cordon' })),
+    method: Type.Optional(Type.Union(['POST', 'PUT', 'PATCH', 'DELETE'].map((m) => Type.Literal(m)))),
+    status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599 })),
+    outcome: Type.Optional(Type.Union([Type.Literal('success'), Type.Literal('failure')], { description: 'success: status below 400' })),
+    since: Type.Optional(Type.String({ format: 'date-time', description: 'entries at or after this time (RFC 3339)' })),
+    until: Type.Optional(Type.String({ format: 'date-time', description: 'entries before this time (RFC 3339)' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * The audit log: every write on both APIs (control and login) — method, route template, resource
+ * id, principal, source address, outcome status, request id, time — appended to `audit_log` before
+ * its caller gets the answer, and written to the log as `audit`. Read with `GET /v1/audit` (admins).
+ */
+export default definePlugin({
+  name: 'audit',
+  description: 'append-only audit log of every write on both APIs',
+  configSchema: AuditConfigSchema,
+  migrations: auditMigrations,
+  setup(services) {
+    const settings = services.config.audit as AuditConfig;
+    const log = new AuditLog(services.db);
+    const auditLog = services.log.child({ audit: true });
+    services.requests.add('audit', async (request) => {
+      if (!isAudited(request)) return;
+      const entry = entryOf(request, services.clock.now());
+      auditLog.info({ entry }, 'audit');
+      await log.append(entry);
+    });
+    return {
+      loops: settings.retention_days
+        ? [
+            {
+              name: 'audit:retention',
+              intervalMs: settings.prune_interval_seconds * 1000,
+              async run() {
+                const before = new Date(services.clock.now().getTime() - settings.retention_days * 86_400_000);
+                const pruned = await log.prune(before);
+                if (pruned) services.log.info({ pruned, before: before.toISOString() }, 'audit: entries past their retention deleted');
+              },
+            },
+          ]
+        : [],
+      routes: [
+        {
+          method: 'GET',
+          path: '/v1/audit',
+          auth: { role: 'admin' },
+          summary: 'The audit log, newest first: every write on both APIs',
+          description: 'Filters combine (and). `next_cursor` continues with older entries.',
+          schemas: { query: AuditQuery, response: Type.Array(AuditEntryView) },
+          handler: async (req) => Reply.page(await log.page(req.query)),
+        },
+      ],
+    };
+  },
+});

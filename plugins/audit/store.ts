@@ -1,0 +1,109 @@
+import type { Knex } from 'knex';
+import type { Migration } from '../../core/db/migrations.js';
+import { RowCodec, type Page, type Row } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+
+export const AUDIT_LOG = 'audit_log';
+
+/** One write on either API: who asked, what, from where, and how it ended. Never a body or a secret. */
+export interface AuditEntry {
+  id: number;
+  created_at: string;
+  listener: string;
+  method: string;
+  /** The route template (`/v1/nodes/{id}/cordon`), never the raw path. */
+  route: string;
+  resource_id: string | null;
+  principal_id: string | null;
+  principal_name: string | null;
+  /** How the caller authenticated: jwt, hmac, session… (null: anonymous). */
+  auth_method: string | null;
+  source_ip: string;
+  status: number;
+  request_id: string;
+  user_agent: string | null;
+}
+
+export const auditMigrations: Migration[] = [
+  {
+    id: '001_audit_log',
+    async up(knex, store) {
+      await knex.schema.createTable(AUDIT_LOG, (t) => {
+        t.bigIncrements('id').primary();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.string('listener', 16).notNullable();
+        t.string('method', 8).notNullable();
+        t.string('route', 300).notNullable();
+        t.string('resource_id', 200).nullable();
+        t.string('principal_id', 100).nullable();
+        t.string('principal_name', 200).nullable();
+        t.string('auth_method', 32).nullable();
+        t.string('source_ip', 64).notNullable();
+        t.integer('status').notNullable();
+        t.string('request_id', 128).notNullable();
+        t.string('user_agent', 200).nullable();
+        t.index(['created_at']);
+        t.index(['principal_id', 'id']);
+        t.index(['resource_id', 'id']);
+      });
+      // Append-only: an entry is never rewritten (retention deletes whole old entries).
+      if (store.dialect === 'postgres') {
+        await knex.raw(`create function ${AUDIT_LOG}_append_only() returns trigger language plpgsql as $$
+          begin raise exception 'the audit log is append-only'; end $$`);
+        await knex.raw(`create trigger ${AUDIT_LOG}_no_update before update on ${AUDIT_LOG} for each row execute function ${AUDIT_LOG}_append_only()`);
+      } else {
+        await knex.raw(`create trigger ${AUDIT_LOG}_no_update before update on ${AUDIT_LOG} begin select raise(abort, 'the audit log is append-only'); end`);
+      }
+    },
+  },
+];
+
+export interface AuditFilter {
+  principal?: string;
+  resource?: string;
+  route?: string;
+  method?: string;
+  status?: number;
+  outcome?: 'success' | 'failure';
+  since?: string;
+  until?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+const codec = new RowCodec({ dates: ['created_at'] });
+
+/** The audit table: append, page newest first, prune by age. */
+export class AuditLog {
+  constructor(private readonly store: Store) {}
+
+  async append(entry: Omit<AuditEntry, 'id'>): Promise<void> {
+    await this.store.knex(AUDIT_LOG).insert(codec.encode(entry));
+  }
+
+  /** Newest first; `next_cursor` continues with older entries. */
+  async page(filter: AuditFilter): Promise<Page<AuditEntry>> {
+    const limit = filter.limit ?? 100;
+    const q = this.store.knex(AUDIT_LOG);
+    if (filter.principal) q.where((w) => w.where('principal_id', filter.principal!).orWhere('principal_name', filter.principal!));
+    if (filter.resource) q.where('resource_id', filter.resource);
+    if (filter.route) q.where('route', filter.route);
+    if (filter.method) q.where('method', filter.method);
+    if (filter.status !== undefined) q.where('status', filter.status);
+    if (filter.outcome) q.where('status', filter.outcome === 'success' ? '<' : '>=', 400);
+    if (filter.since) q.where('created_at', '>=', new Date(filter.since).toISOString());
+    if (filter.until) q.where('created_at', '<', new Date(filter.until).toISOString());
+    if (filter.cursor) q.where('id', '<', Number(this.store.cursors.decode(AUDIT_LOG, filter.cursor, 1)[0]));
+    const rows: Row[] = await q.orderBy('id', 'desc').limit(limit + 1);
+    const items = rows.slice(0, limit).map((r) => {
+      const e = codec.decode<AuditEntry>(r);
+      return { ...e, id: Number(e.id), status: Number(e.status) };
+    });
+    return { items, next_cursor: rows.length > limit ? this.store.cursors.encode(AUDIT_LOG, [items[items.length - 1]!.id]) : null };
+  }
+
+  /** Deletes entries older than `before`; answers how many went. */
+  async prune(before: Date, trx?: Knex.Transaction): Promise<number> {
+    return (trx ?? this.store.knex)(AUDIT_LOG).where('created_at', '<', before.toISOString()).delete();
+  }
+}

@@ -1,0 +1,162 @@
+import { PassThrough } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import { HttpError } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { definePlugin, type HangarRequest } from '../../core/plugin.js';
+import type { Principal } from '../../core/auth/index.js';
+import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
+
+export const EventsConfigSchema = Type.Object(
+  {
+    buffer: Type.Integer({ minimum: 10, maximum: 100_000, default: 2000, description: 'recent events kept for clients that reconnect with Last-Event-ID' }),
+    keepalive_seconds: Type.Integer({ minimum: 1, maximum: 300, default: 15, description: 'a comment line this often keeps idle streams (and proxies) open' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface EventsConfig {
+  buffer: number;
+  keepalive_seconds: number;
+}
+
+/** Store tables whose changes are announced, by the resource type clients know them as. */
+const RESOURCE_TYPES: Record<string, string> = {
+  nodes: 'node',
+  swarms: 'swarm',
+  swarm_members: 'swarm_member',
+  compute_instances: 'instance',
+  services: 'service',
+  s3_instances: 's3',
+  volumes: 'volume',
+  load_balancers: 'loadbalancer',
+  ssh_profiles: 'ssh_profile',
+};
+/** Resource types only admins may list, so only admins hear of their changes. */
+const ADMIN_ONLY = new Set(['ssh_profile']);
+
+/** secrets and configs share one table; their ids say which. */
+function resourceType(table: string, id: string): string {
+  if (table === 'secrets') return id.startsWith('cfg-') ? 'config' : 'secret';
+  return RESOURCE_TYPES[table] ?? table;
+}
+
+const TypesQuery = Type.Optional(
+  Type.String({ pattern: `^(${LIVE_EVENT_TYPES.map((t) => t.replace('.', '\\.')).join('|')})(,(${LIVE_EVENT_TYPES.map((t) => t.replace('.', '\\.')).join('|')}))*$`, description: `comma-separated event types to receive (default all): ${LIVE_EVENT_TYPES.join(', ')}` }),
+);
+
+const LiveEventView = Type.Object({ id: Type.String(), type: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) });
+
+function visibleTo(principal: Principal | null, types: Set<string> | null) {
+  const admin = principal?.role === 'admin';
+  return (event: LiveEvent) => (admin || !event.adminOnly) && (!types || types.has(event.type));
+}
+
+const typesOf = (req: HangarRequest) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
+const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data });
+
+/**
+ * Live events for dashboards and `hangar events --follow`: resource changes (from the store's
+ * change feed), node status changes and node events, and task state changes, as Server-Sent
+ * Events on `GET /v1/events/stream` (resumable with Last-Event-ID while the journal holds the
+ * missed events) and as a list on `GET /v1/events`. Events carry ids and states, never a record's
+ * contents: a client that cares reads the record through its own route.
+ */
+export default definePlugin({
+  name: 'events',
+  description: 'live events: Server-Sent Events stream of resource, node and task changes',
+  configSchema: EventsConfigSchema,
+  setup(services) {
+    const settings = services.config.events as EventsConfig;
+    const journal = new Journal(settings.buffer, () => services.clock.now());
+    services.provided.set('events', journal);
+    const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => journal.append(type, data, adminOnly);
+
+    const unsubscribers = [
+      services.db.changes.subscribe(({ table, id, op }) => {
+        const type = resourceType(table, id);
+        emit('resource.changed', { type, id, op }, ADMIN_ONLY.has(type));
+      }),
+      services.events.subscribe('node.event', (payload) => {
+        const e = payload as { id: number; node_id: string | null; identifier: string | null; kind: string; message: string | null; data: Record<string, unknown> | null; created_at: string };
+        emit('node.event', { id: e.id, node_id: e.node_id, identifier: e.identifier, kind: e.kind, message: e.message, created_at: e.created_at });
+        if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null });
+      }),
+      ...(['queued', 'leased', 'completed', 'failed'] as const).map((state) =>
+        services.events.subscribe(`task.${state}`, (payload) => {
+          const t = payload as { id: string; node_id: string; kind: string; status: string; subject: string | null };
+          emit('task.state', { task_id: t.id, node_id: t.node_id, kind: t.kind, status: t.status, subject: t.subject }, true);
+        }),
+      ),
+    ];
+
+    services.metrics.gauge('hangar_event_streams_open', 'Server-Sent Events streams (GET /v1/events/stream) open on this control plane', [], (set) => set({}, journal.listeners));
+
+    return {
+      async close() {
+        for (const unsubscribe of unsubscribers) unsubscribe();
+      },
+      routes: [
+        {
+          method: 'GET',
+          path: '/v1/events/stream',
+          auth: 'authenticated',
+          summary: 'Live events as Server-Sent Events (text/event-stream), resumable with Last-Event-ID',
+          description:
+            'Each event is `id: <id>`, `event: <type>`, `data: <JSON>`. Types: resource.changed {type, id, op}, node.status {node_id, from, to}, ' +
+            'node.event {id, node_id, kind, message, created_at}, task.state {task_id, node_id, kind, status, subject} (admins only). ' +
+            'A reconnecting client sends Last-Event-ID (EventSource does) and gets what it missed; when that is no longer kept it gets a `reset` event ' +
+            'and should reload what it shows. The stream ends when the caller’s token expires. Send `Accept: text/event-stream`.',
+          schemas: {
+            query: Type.Object({ types: TypesQuery, last_event_id: Type.Optional(Type.String({ maxLength: 100, description: 'as the Last-Event-ID header, for clients that cannot set it' })) }, { additionalProperties: false }),
+          },
+          handler(req) {
+            if (!req.ctx.accepts('text/event-stream')) {
+              throw new HttpError(406, 'This route answers a Server-Sent Events stream: send Accept: text/event-stream (EventSource does); GET /v1/events lists recent events as JSON');
+            }
+            const visible = visibleTo(req.principal, typesOf(req));
+            const stream = new PassThrough();
+            const send = (event: LiveEvent) => {
+              if (visible(event)) stream.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify({ ...event.data, at: event.at })}\n\n`);
+            };
+            stream.write(`retry: 2000\n: hangar events, run ${journal.boot}\n\n`);
+            const lastId = (req.headers['last-event-id'] as string | undefined) ?? req.query.last_event_id;
+            if (lastId !== undefined) {
+              const replay = journal.after(String(lastId));
+              if ('reset' in replay) stream.write(`event: reset\ndata: ${JSON.stringify({ message: replay.reset })}\n\n`);
+              else for (const event of replay.events) send(event);
+            }
+            const unsubscribe = journal.subscribe(send);
+            const keepalive = setInterval(() => stream.write(': keep-alive\n\n'), settings.keepalive_seconds * 1000);
+            // A token's stream lives no longer than the token: the client reconnects with a fresh one.
+            const exp = typeof req.principal?.exp === 'number' ? req.principal.exp * 1000 - Date.now() : null;
+            const expiry = exp !== null ? setTimeout(() => end(), Math.max(0, Math.min(exp, 2 ** 31 - 1))) : null;
+            const end = () => {
+              clearInterval(keepalive);
+              if (expiry) clearTimeout(expiry);
+              unsubscribe();
+              stream.end();
+            };
+            if (req.signal.aborted) end();
+            else req.signal.addEventListener('abort', end, { once: true });
+            return Reply.raw(stream, 'text/event-stream; charset=utf-8', { 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/events',
+          auth: 'authenticated',
+          summary: 'The recent live events this control plane keeps, oldest first (after=<id> for those after one)',
+          schemas: {
+            query: Type.Object({ types: TypesQuery, after: Type.Optional(Type.String({ maxLength: 100, description: 'an event id: only later events' })) }, { additionalProperties: false }),
+            response: Type.Array(LiveEventView),
+          },
+          handler(req) {
+            const replay = journal.after(req.query.after);
+            if ('reset' in replay) throw new HttpError(410, replay.reset);
+            return replay.events.filter(visibleTo(req.principal, typesOf(req))).map(view);
+          },
+        },
+      ],
+    };
+  },
+});
