@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import type { ServerCredentials } from '../pki/pki.js';
 import { ConfigError } from '../errors.js';
+import { peekFirstRecord, wantsClientCertificate } from './client-hello.js';
 
 /**
  * TLS 1.2 suites the control API offers: forward secrecy and AEAD only (no CBC, no SHA-1 MAC), for
@@ -33,6 +34,7 @@ export class Listener {
     this.server = tls
       ? https.createServer({ ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false }, callback)
       : http.createServer(callback);
+    if (tls) this.askForCertificatesOnlyFromAgents(this.server as https.Server);
     // Long-polls hold requests open for up to ~30 s; requests as a whole get api.request_timeout_ms.
     this.server.headersTimeout = 30_000;
     this.server.requestTimeout = requestTimeoutMs;
@@ -43,6 +45,26 @@ export class Listener {
     });
     // TLS handshake failures (a client refusing our certificate…) are the client's business.
     this.server.on('tlsClientError', () => undefined);
+  }
+
+  /**
+   * Agents authenticate with a client certificate on this listener; browsers (the dashboard) must
+   * never be asked for one. TLS asks in the handshake, before any request, so the decision is made
+   * per connection from its ClientHello (core/http/client-hello.ts): the connection's first record
+   * is read and put back, `requestCert` is set for that one connection, and Node's own TLS
+   * connection handler takes over, synchronously (it reads `server.requestCert` as it wraps the socket).
+   */
+  private askForCertificatesOnlyFromAgents(server: https.Server): void {
+    const [tlsConnection] = server.listeners('connection') as Array<(this: https.Server, socket: Socket) => void>;
+    if (!tlsConnection) throw new Error('the HTTPS server has no TLS connection handler to wrap');
+    server.removeListener('connection', tlsConnection);
+    server.on('connection', (socket: Socket) => {
+      void peekFirstRecord(socket, 10_000).then((record) => {
+        if (socket.destroyed) return;
+        (server as https.Server & { requestCert: boolean }).requestCert = wantsClientCertificate(record);
+        tlsConnection.call(server, socket);
+      });
+    });
   }
 
   private secureOptions(credentials: ServerCredentials) {

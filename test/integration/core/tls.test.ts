@@ -92,6 +92,35 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect(res.json.data).to.deep.equal({ node_id: 'node-own-key' });
   });
 
+  it('asks agents for a certificate but never a client that offers ALPN (a browser): the decision is made per connection', async () => {
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-alpn');
+    const port = t.hangar.listeners.get('control')!.port;
+    /** What an agent route answers on a connection with this ALPN offer (the certificate is sent only when the server asks). */
+    const connect = (ALPNProtocols?: string[]) =>
+      new Promise<{ status: number }>((resolve, reject) => {
+        const socket = tls.connect({ host: '127.0.0.1', port, ca: t.caPem, servername: 'localhost', ALPNProtocols, cert: issued.cert_pem, key: issued.key_pem }, () => {
+          socket.write('GET /v1/probe/agent HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+        });
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString()));
+        socket.on('end', () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(text)?.[1] ?? 0) }));
+        socket.on('error', reject);
+      });
+    expect((await connect()).status, 'no ALPN: an agent, asked for its certificate').to.equal(200);
+    expect((await connect(['hangar-agent', 'http/1.1'])).status, 'the agent ALPN id: asked').to.equal(200);
+    expect((await connect(['h2', 'http/1.1'])).status, 'ALPN like a browser: never asked, so the certificate is not sent').to.equal(401);
+    expect((await connect(['http/1.1'])).status).to.equal(401);
+    // openssl shows the CertificateRequest itself (its CA names) or its absence. (Asynchronously: the server runs in this process.)
+    const { execFile } = await import('node:child_process');
+    const handshake = (alpn?: string) =>
+      new Promise<string>((resolve) => {
+        const child = execFile('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, ...(alpn ? ['-alpn', alpn] : [])], { encoding: 'utf8', timeout: 10_000 }, (_err, stdout) => resolve(stdout));
+        child.stdin!.end('Q\n');
+      });
+    expect(await handshake()).to.contain('Acceptable client certificate CA names');
+    expect(await handshake('h2,http/1.1')).to.contain('No client certificate CA names sent');
+  });
+
   it('refuses agent routes without a client certificate', async () => {
     const res = await t.request('GET', '/v1/probe/agent');
     expect(res.status).to.equal(401);
