@@ -186,7 +186,6 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       drivers.instances.set(driver.name, await driver.create(services));
     }
     const loops: BackgroundLoop[] = [
-      { name: 'tasks:expire-leases', intervalMs: config.tasks.expiry_check_ms, run: async () => void (await tasks.expireLeases()) },
       { name: 'rate-limits:prune', intervalMs: 600_000, run: async () => void (await services.limits.prune()) },
       {
         name: 'tasks:expire-leases',
