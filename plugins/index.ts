@@ -21,6 +21,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   metrics: () => import('./metrics/index.js'),
   audit: () => import('./audit/index.js'),
   events: () => import('./events/index.js'),
+  dashboard: () => import('./dashboard/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. */

@@ -16,6 +16,7 @@ import {
   DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
+import { sessionMigrations, Sessions } from './sessions.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
 
 export const IamConfigSchema = Type.Object(
@@ -25,6 +26,7 @@ export const IamConfigSchema = Type.Object(
     token_lifetime_seconds: Type.Integer({ minimum: 60, default: 3600 }),
     password_hasher: Type.Union([Type.Literal('scrypt'), Type.Literal('sha1')], { default: 'scrypt' }),
     password_policy: PasswordPolicySchema,
+    session_lifetime_seconds: Type.Integer({ minimum: 300, maximum: 30 * 86400, default: 28800, description: 'how long a dashboard session (cookie) lasts' }),
     hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
     announce_bootstrap_secret: Type.Boolean({ default: true, description: 'print the bootstrap secret on standard output at first start' }),
     login_failures_per_account: rateLimitSetting(10, 900, 'failed logins (POST /v1/iam/login and /login) per account identifier before every attempt is refused (429) for the rest of the window'),
@@ -44,6 +46,7 @@ export interface IamConfig {
   password_hasher: 'scrypt' | 'sha1';
   password_policy: import('../../core/auth/password-policy.js').PasswordPolicy;
   hmac_skew_seconds: number;
+  session_lifetime_seconds: number;
   bootstrap_from_loopback: boolean;
   announce_bootstrap_secret: boolean;
   login_failures_per_account: RateLimit;
@@ -63,7 +66,7 @@ export default definePlugin({
   name: 'iam',
   description: 'users, API keys (HMAC), JWTs, bootstrap',
   configSchema: IamConfigSchema,
-  migrations: iamMigrations,
+  migrations: [...iamMigrations, ...sessionMigrations],
   async setup(services) {
     const { config, db, clock, ca, log } = services;
     const settings = config.iam as IamConfig;
@@ -77,6 +80,8 @@ export default definePlugin({
     services.provided.set('iam', identity);
     services.auth.register(jwtAuthenticator(identity));
     services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
+    const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);
+    services.auth.register(sessions.authenticator());
 
     const bootstrapSecret = new BootstrapSecret(config.data_dir);
     // Only a serving control plane makes and announces the secret (not the runner's terminal).
@@ -103,8 +108,18 @@ export default definePlugin({
             await db.knex(HMAC_NONCES).where('expires_at', '<', clock.now().toISOString()).delete();
           },
         },
+        { name: 'iam:purge-sessions', intervalMs: 600_000, run: async () => void (await sessions.purgeExpired()) },
       ],
       routes: [
+        ...sessions.routes(view),
+        {
+          method: 'GET',
+          path: '/v1/bootstrap',
+          auth: 'public',
+          summary: 'Whether hangar is bootstrapped, and whether this caller may bootstrap without the secret (the dashboard’s first-run screen)',
+          schemas: { response: Type.Object({ bootstrapped: Type.Boolean(), from_loopback: Type.Boolean({ description: 'POST /v1/bootstrap from here needs no X-Bootstrap-Secret' }) }) },
+          handler: async (req) => ({ bootstrapped: await users.bootstrapClaimed(), from_loopback: settings.bootstrap_from_loopback && LOOPBACK.has(req.ip) }),
+        },
         {
           method: 'POST',
           path: '/v1/bootstrap',
@@ -124,6 +139,9 @@ export default definePlugin({
           },
           async handler(req) {
             if (await users.bootstrapClaimed()) throw conflict('hangar is already bootstrapped: the first admin was created');
+            // A web page elsewhere must not claim the install through the operator's browser.
+            const origin = req.ctx.get('origin');
+            if (origin && origin !== `${req.ctx.protocol}://${req.ctx.host}`) throw forbidden(`Bootstrap from a web page is accepted from this control plane's own dashboard only, not from ${origin}`);
             const offered = req.ctx.get('x-bootstrap-secret');
             const secret = bootstrapSecret.current();
             const fromLoopback = settings.bootstrap_from_loopback && LOOPBACK.has(req.ip);
