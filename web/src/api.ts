@@ -1,0 +1,80 @@
+import type { Api, Route } from './api.gen';
+
+/** An answer the API refused: its status, message and request id, as the error body says. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly requestId?: string,
+  ) {
+    super(message);
+  }
+}
+
+let csrfToken: string | null = null;
+/** Called when an answer says the session is gone (401): the app shows the login screen. */
+let onSignedOut: () => void = () => undefined;
+
+export function useCsrf(token: string | null): void {
+  csrfToken = token;
+}
+export function whenSignedOut(fn: () => void): void {
+  onSignedOut = fn;
+}
+
+type Input<R extends Route> = { params?: Api[R]['params']; query?: Partial<Api[R]['query']> } & (Api[R]['body'] extends undefined ? { body?: undefined } : { body: Api[R]['body'] });
+
+export interface Answer<R extends Route> {
+  status: number;
+  data: Api[R]['data'];
+  next_cursor?: string | null;
+}
+
+/**
+ * One call of the control API, typed by its route (`'POST /v1/nodes/{id}/cordon'`, from the
+ * OpenAPI document: web/src/api.gen.ts). Same origin, so the session cookie goes along; writes
+ * carry the session's CSRF token.
+ */
+export async function call<R extends Route>(route: R, input: Input<R> = {} as Input<R>): Promise<Answer<R>> {
+  const [method, template] = (route as string).split(' ') as [string, string];
+  const params = (input.params ?? {}) as Record<string, string>;
+  let path = template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(params[name] ?? ''));
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries((input.query ?? {}) as Record<string, unknown>)) {
+    if (v === undefined || v === null || v === '') continue;
+    for (const item of Array.isArray(v) ? v : [v]) query.append(k, String(item));
+  }
+  if ([...query].length) path += `?${query}`;
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (input.body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
+  const res = await fetch(path, { method, headers, body: input.body === undefined ? undefined : JSON.stringify(input.body), credentials: 'same-origin' });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : {};
+  } catch {
+    json = { message: text };
+  }
+  if (!res.ok) {
+    if (res.status === 401 && !template.startsWith('/v1/iam/session') && !template.startsWith('/v1/bootstrap')) onSignedOut();
+    throw new ApiError(res.status, json.message ?? `HTTP ${res.status}`, json.request_id);
+  }
+  return { status: res.status, data: json.data, next_cursor: json.next_cursor };
+}
+
+/** Polls a queued read (logs) until its task completes; returns its result. */
+export async function settle<R extends Route>(route: R, params: Api[R]['params'], timeoutMs = 60_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await call(route, { params } as Input<R>);
+    const task = res.data as { status: string; result?: unknown; error?: string };
+    if (task.status === 'completed') return task.result;
+    if (task.status === 'failed') throw new ApiError(500, task.error ?? 'the task failed');
+    if (Date.now() > deadline) throw new ApiError(504, 'no answer from the agent in time');
+    await new Promise((r) => setTimeout(r, 700));
+  }
+}
+
+export const b64encode = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+export const b64decode = (b64: string) => new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));

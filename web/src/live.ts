@@ -1,0 +1,73 @@
+import { useEffect, useState } from 'preact/hooks';
+
+export interface LiveEvent {
+  id?: string;
+  type: string;
+  data: Record<string, any>;
+}
+
+type Listener = (event: LiveEvent) => void;
+const listeners = new Set<Listener>();
+let source: EventSource | null = null;
+let connected = false;
+const stateListeners = new Set<(connected: boolean) => void>();
+
+const TYPES = ['resource.changed', 'node.status', 'node.event', 'task.state', 'reset'];
+
+function setConnected(value: boolean): void {
+  connected = value;
+  for (const l of stateListeners) l(value);
+}
+
+/**
+ * One EventSource on GET /v1/events/stream for the whole page (it reconnects by itself, with
+ * Last-Event-ID). Views subscribe and reload what they show when an event concerns it; they never
+ * poll their lists.
+ */
+export function startLive(): void {
+  if (source) return;
+  source = new EventSource('/v1/events/stream');
+  source.onopen = () => setConnected(true);
+  source.onerror = () => setConnected(false);
+  for (const type of TYPES) {
+    source.addEventListener(type, (e) => {
+      const message = e as MessageEvent<string>;
+      const event = { id: message.lastEventId, type, data: JSON.parse(message.data) };
+      for (const l of listeners) l(event);
+    });
+  }
+}
+
+export function stopLive(): void {
+  source?.close();
+  source = null;
+  setConnected(false);
+}
+
+export function subscribe(listener: Listener): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+/** Calls `reload` (at most every 300 ms) when an event matches; a `reset` always matches. */
+export function useLive(matches: (event: LiveEvent) => boolean, reload: () => void, deps: unknown[] = []): void {
+  useEffect(() => {
+    let timer: number | undefined;
+    return subscribe((event) => {
+      if (event.type !== 'reset' && !matches(event)) return;
+      clearTimeout(timer);
+      timer = window.setTimeout(reload, 300);
+    });
+  }, deps);
+}
+
+export const changed = (...types: string[]) => (e: LiveEvent) => e.type === 'resource.changed' && types.includes(e.data.type);
+
+export function useLiveConnected(): boolean {
+  const [value, set] = useState(connected);
+  useEffect(() => {
+    stateListeners.add(set);
+    return () => void stateListeners.delete(set);
+  }, []);
+  return value;
+}

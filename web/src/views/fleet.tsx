@@ -1,0 +1,166 @@
+import { useEffect, useState } from 'preact/hooks';
+import { call, settle } from '../api';
+import { changed, useLive } from '../live';
+import { href } from '../router';
+import { Ago, Badge, bytes, ConfirmButton, Facts, Field, LogsButton, Modal, notify, Page, ResourceList, useAction, useRecord, type Column } from '../ui';
+
+type Node = { id: string; name: string; status: string; hostname: string | null; ip_address: string | null; architecture: string | null; agent_version: string | null; last_heartbeat_at: string | null; resources: any; gpus?: unknown[] };
+
+const STATUSES = ['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'];
+
+const nodeLive = (e: { type: string; data: any }) => changed('node')(e) || e.type === 'node.status';
+
+/** The actions an admin takes on a node, each confirmed first. */
+export function NodeActions({ node }: { node: Node }) {
+  const act = (action: 'cordon' | 'drain' | 'uncordon' | 'update-agent' | 'reboot') => () => call(`POST /v1/nodes/{id}/${action}` as 'POST /v1/nodes/{id}/cordon', { params: { id: node.id } });
+  const who = `${node.name} (${node.id})`;
+  return (
+    <div class="row-actions" role="group" aria-label={`Actions for node ${node.name}`}>
+      {node.status === 'cordoned' || node.status === 'drained' ? (
+        <ConfirmButton label="Uncordon" title="Uncordon node" confirm={<p>New workloads may be placed on {who} again.</p>} onConfirm={act('uncordon')} done={`${node.name} uncordoned`} />
+      ) : (
+        <>
+          <ConfirmButton label="Cordon" title="Cordon node" confirm={<p>No new workloads will be placed on {who}; what runs there keeps running.</p>} onConfirm={act('cordon')} done={`${node.name} cordoned`} />
+          <ConfirmButton label="Drain" title="Drain node" danger confirm={<p>{who} is cordoned and its workloads move to other nodes.</p>} onConfirm={act('drain')} done={`${node.name} draining`} />
+        </>
+      )}
+      <ConfirmButton label="Update agent" title="Update the agent" confirm={<p>{who} downloads this control plane's agent executable and restarts its agent.</p>} onConfirm={act('update-agent')} done="agent update queued" />
+      <ConfirmButton label="Reboot" title="Reboot the machine" danger confirm={<p>The machine {who} reboots now. Its workloads stop until it is back.</p>} onConfirm={act('reboot')} done="reboot queued" />
+      <LogsButton
+        title={`Agent logs of ${node.name}`}
+        read={async () => settle('GET /v1/nodes/{id}/logs/{taskId}', { id: node.id, taskId: (await call('POST /v1/nodes/{id}/logs', { params: { id: node.id }, query: { lines: 200 } })).data.task_id })}
+      />
+    </div>
+  );
+}
+
+/** A join token and the one command that joins a machine with it. */
+function JoinDialog({ onClose }: { onClose: () => void }) {
+  const [token, setToken] = useState<{ token: string; expires_at: string } | null>(null);
+  const [arch, setArch] = useState('amd64');
+  const [busy, run] = useAction();
+  const api = location.origin;
+  const command = token
+    ? `curl -fsSLk -o hangar-agent '${api}/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && sudo ./hangar-agent --join --token '${token.token}' --api ${api} --data-dir /var/lib/hangar-agent`
+    : '';
+  return (
+    <Modal title="Add a machine" onClose={onClose} wide>
+      {!token ? (
+        <>
+          <p>A join token lets one machine join once. It expires after the time the control plane is configured with (10 minutes by default).</p>
+          <div class="buttons">
+            <button type="button" onClick={onClose}>
+              Cancel
+            </button>
+            <button type="button" class="primary" disabled={busy} onClick={() => run(async () => setToken((await call('POST /v1/nodes/token', { body: {} })).data))}>
+              Create a join token
+            </button>
+          </div>
+        </>
+      ) : (
+        <>
+          <Field label="Machine architecture">
+            <select value={arch} onChange={(e) => setArch((e.currentTarget as HTMLSelectElement).value)}>
+              <option value="amd64">amd64 (x86-64)</option>
+              <option value="arm64">arm64 (aarch64, Raspberry Pi 4/5)</option>
+            </select>
+          </Field>
+          <Field label="Run this on the machine" hint={`The token expires at ${new Date(token.expires_at).toLocaleString()}. The agent checks the control plane's CA against the token before it sends anything.`}>
+            <textarea class="command" readOnly rows={4} value={command} aria-describedby="join-token" onFocus={(e) => (e.currentTarget as HTMLTextAreaElement).select()} />
+          </Field>
+          <p id="join-token" class="muted">
+            Token: <code data-testid="join-token">{token.token}</code>
+          </p>
+          <div class="buttons">
+            <button type="button" onClick={() => navigator.clipboard?.writeText(command).then(() => notify('join command copied'), () => notify('copy it by hand', 'error'))}>
+              Copy command
+            </button>
+            <button type="button" class="primary" onClick={onClose}>
+              Done
+            </button>
+          </div>
+        </>
+      )}
+    </Modal>
+  );
+}
+
+const columns: Column<Node>[] = [
+  { label: 'Name', render: (n) => <a href={href('nodes', n.id)}>{n.name}</a> },
+  { label: 'Status', render: (n) => <Badge status={n.status} /> },
+  { label: 'Address', render: (n) => n.ip_address ?? n.hostname ?? '–' },
+  { label: 'Resources', render: (n) => (n.resources ? `${n.resources.cpus ?? '?'} CPU · ${bytes(n.resources.memory_total_bytes)}` : '–') },
+  { label: 'GPUs', render: (n) => String(n.gpus?.length ?? 0) },
+  { label: 'Agent', render: (n) => n.agent_version ?? '–' },
+  { label: 'Last heartbeat', render: (n) => <Ago at={n.last_heartbeat_at} /> },
+];
+
+export function Fleet() {
+  const [joining, setJoining] = useState(false);
+  return (
+    <Page
+      title="Fleet"
+      actions={
+        <button type="button" class="primary" onClick={() => setJoining(true)}>
+          Add a machine
+        </button>
+      }
+    >
+      <ResourceList
+        route="GET /v1/nodes"
+        label="Nodes"
+        columns={columns}
+        live={nodeLive}
+        filters={[{ name: 'status', label: 'Status', options: STATUSES.map((s) => [s, s.replace('_', ' ')]) }]}
+        empty="No machines yet: add one with a join token."
+        actions={(n: Node) => <NodeActions node={n} />}
+      />
+      {joining && <JoinDialog onClose={() => setJoining(false)} />}
+    </Page>
+  );
+}
+
+type NodeEvent = { id: number; kind: string; message: string | null; created_at: string };
+
+export function NodeDetail({ id }: { id: string }) {
+  const [node, error] = useRecord('GET /v1/nodes/{id}', { id }, (e) => (changed('node')(e) && e.data.id === id) || (e.type === 'node.status' && e.data.node_id === id));
+  const [events, setEvents] = useState<NodeEvent[]>([]);
+  const loadEvents = async () => setEvents(((await call('GET /v1/nodes/events', { query: { node_id: id, limit: 200 } })).data ?? []) as NodeEvent[]);
+  useEffect(() => void loadEvents(), [id]);
+  useLive((e) => e.type === 'node.event' && e.data.node_id === id, loadEvents, [id]);
+  if (error) return <Page title="Node">{<p role="alert" class="error">{error}</p>}</Page>;
+  if (!node) return <Page title="Node">Loading…</Page>;
+  const n = node as Node & Record<string, any>;
+  return (
+    <Page title={`Node ${n.name}`} actions={<NodeActions node={n} />}>
+      <Facts
+        label="Node"
+        rows={[
+          ['Id', <code>{n.id}</code>],
+          ['Status', <Badge status={n.status} />],
+          ['Hostname', n.hostname],
+          ['Address', n.ip_address],
+          ['Overlay address', n.overlay_ip],
+          ['Architecture', n.architecture],
+          ['OS', n.os?.pretty_name ?? n.os?.name ?? null],
+          ['CPUs', n.resources?.cpus],
+          ['Memory', n.resources ? `${bytes(n.resources.memory_free_bytes)} free of ${bytes(n.resources.memory_total_bytes)}` : null],
+          ['GPUs', (n.gpus ?? []).length ? (n.gpus as any[]).map((g) => g.name ?? g.model ?? 'GPU').join(', ') : 'none'],
+          ['Agent', n.agent_version],
+          ['Last heartbeat', <Ago at={n.last_heartbeat_at} />],
+          ['Pending updates', n.pending_updates ?? '–'],
+          ['Reboot required', n.reboot_required ? 'yes' : 'no'],
+        ]}
+      />
+      <h2>Events</h2>
+      <ol class="events" aria-label="Node events, newest first">
+        {[...events].reverse().map((e) => (
+          <li key={e.id}>
+            <Ago at={e.created_at} /> <strong>{e.kind.replace(/_/g, ' ')}</strong> {e.message}
+          </li>
+        ))}
+        {!events.length && <li class="muted">No events.</li>}
+      </ol>
+    </Page>
+  );
+}

@@ -1,0 +1,327 @@
+import { useState } from 'preact/hooks';
+import { b64encode, call } from '../api';
+import { changed } from '../live';
+import { href } from '../router';
+import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, Page, ResourceList } from '../ui';
+
+type Row = Record<string, any>;
+
+// ——— volumes ———
+
+export function Volumes() {
+  return (
+    <Page title="Volumes">
+      <ResourceList
+        route="GET /v1/volumes"
+        label="Volumes"
+        live={changed('volume')}
+        empty="No volumes."
+        columns={[
+          { label: 'Name', render: (v: Row) => v.name },
+          { label: 'Status', render: (v: Row) => <Badge status={v.status} /> },
+          { label: 'Kind', render: (v: Row) => v.kind ?? v.type ?? '–' },
+          { label: 'Swarm', render: (v: Row) => (v.swarm_id ? <a href={href('swarms', v.swarm_id)}>{v.swarm_id}</a> : '–') },
+          { label: 'Created', render: (v: Row) => <Ago at={v.created_at} /> },
+        ]}
+        actions={(v: Row) => <ConfirmButton label="Delete" title="Delete volume" danger confirm={<p>Volume {v.name} is removed (its data too, where hangar made the folder).</p>} onConfirm={() => call('DELETE /v1/volumes/{id}', { params: { id: v.id }, query: {} })} />}
+      />
+    </Page>
+  );
+}
+
+// ——— secrets and configs: values are written, never shown ———
+
+function ObjectList({ kind }: { kind: 'secret' | 'config' }) {
+  const plural = kind === 'secret' ? 'Secrets' : 'Configs';
+  const base = kind === 'secret' ? '/v1/secrets' : '/v1/configs';
+  const value = (
+    <Field label="Value" hint={kind === 'secret' ? 'written once; hangar never shows it again' : 'the config’s content'}>
+      <textarea name="value" rows={6} required autocomplete="off" spellcheck={false} class="code" />
+    </Field>
+  );
+  return (
+    <Page
+      title={plural}
+      actions={
+        <FormButton
+          label={`Create ${kind}`}
+          title={`Create a ${kind}`}
+          primary
+          submitLabel="Create"
+          done={`${kind} created`}
+          onSubmit={(f) => call(`POST ${base}` as 'POST /v1/secrets', { body: { name: String(f.get('name')), swarm_id: String(f.get('swarm_id')), data: b64encode(String(f.get('value'))) } as never })}
+        >
+          <Field label="Name">
+            <input name="name" required />
+          </Field>
+          <Field label="Swarm (id or name)">
+            <input name="swarm_id" required />
+          </Field>
+          {value}
+        </FormButton>
+      }
+    >
+      <ResourceList
+        route={`GET ${base}` as 'GET /v1/secrets'}
+        label={plural}
+        live={changed(kind)}
+        empty={`No ${plural.toLowerCase()}.`}
+        columns={[
+          { label: 'Name', render: (s: Row) => s.name },
+          { label: 'Swarm', render: (s: Row) => <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a> },
+          { label: 'Version', render: (s: Row) => String(s.version) },
+          { label: 'Used by', render: (s: Row) => (s.services ?? []).join(', ') || '–' },
+          { label: 'Updated', render: (s: Row) => <Ago at={s.updated_at} /> },
+        ]}
+        actions={(s: Row) => (
+          <div class="row-actions" role="group" aria-label={`Actions for ${kind} ${s.name}`}>
+            <FormButton label="Rotate" small title={`New value for ${s.name}`} submitLabel="Rotate" done={`${kind} rotated`} onSubmit={(f) => call(`PUT ${base}/{id}` as 'PUT /v1/secrets/{id}', { params: { id: s.id }, body: { data: b64encode(String(f.get('value'))) } as never })}>
+              {value}
+            </FormButton>
+            <ConfirmButton label="Delete" title={`Delete ${kind}`} danger confirm={<p>{s.name} is removed from its swarm.</p>} onConfirm={() => call(`DELETE ${base}/{id}` as 'DELETE /v1/secrets/{id}', { params: { id: s.id } })} />
+          </div>
+        )}
+      />
+    </Page>
+  );
+}
+
+export const Secrets = () => <ObjectList kind="secret" />;
+export const Configs = () => <ObjectList kind="config" />;
+
+// ——— object stores ———
+
+export function ObjectStores() {
+  return (
+    <Page title="Object stores">
+      <ResourceList
+        route="GET /v1/s3/instances"
+        label="Object stores"
+        live={changed('s3')}
+        empty="No object stores."
+        columns={[
+          { label: 'Name', render: (s: Row) => s.name },
+          { label: 'Status', render: (s: Row) => <Badge status={s.status} /> },
+          { label: 'Endpoint', render: (s: Row) => s.endpoint ?? s.domain ?? '–' },
+          { label: 'Swarm', render: (s: Row) => <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a> },
+          { label: 'Created', render: (s: Row) => <Ago at={s.created_at} /> },
+        ]}
+        actions={(s: Row) => <ConfirmButton label="Delete" title="Delete object store" danger confirm={<p>{s.name} is removed.</p>} onConfirm={() => call('DELETE /v1/s3/instances/{id}', { params: { id: s.id } })} />}
+      />
+    </Page>
+  );
+}
+
+// ——— gateway: routes and load balancers ———
+
+export function Gateway() {
+  return (
+    <Page title="Gateway">
+      <h2>Routes</h2>
+      <ResourceList
+        route="GET /v1/gateway"
+        label="Gateway routes"
+        paged={false}
+        live={changed('instance', 'service', 's3', 'loadbalancer')}
+        empty="No routes."
+        rowKey={(r: Row) => `${r.domain}-${r.swarm_id}`}
+        columns={[
+          { label: 'Domain', render: (r: Row) => <code>{r.domain}</code> },
+          { label: 'Target', render: (r: Row) => `${r.kind ?? r.type ?? ''} ${r.name ?? r.target ?? ''}`.trim() || '–' },
+          { label: 'Port', render: (r: Row) => String(r.port ?? r.http_port ?? '–') },
+          { label: 'Swarm', render: (r: Row) => r.swarm_id ?? '–' },
+        ]}
+      />
+      <h2>Load balancers</h2>
+      <ResourceList
+        route="GET /v1/loadbalancers"
+        label="Load balancers"
+        live={changed('loadbalancer')}
+        empty="No load balancers."
+        columns={[
+          { label: 'Id', render: (l: Row) => <code>{l.id}</code> },
+          { label: 'Status', render: (l: Row) => <Badge status={l.status} /> },
+          { label: 'Swarm', render: (l: Row) => <a href={href('swarms', l.swarm_id)}>{l.swarm_id}</a> },
+          { label: 'Routes', render: (l: Row) => String(l.routes?.length ?? 0) },
+          { label: 'Applied', render: (l: Row) => <Ago at={l.applied_at} /> },
+        ]}
+      />
+    </Page>
+  );
+}
+
+// ——— IAM: users and API keys ———
+
+export function Users() {
+  return (
+    <Page
+      title="Users"
+      actions={
+        <FormButton
+          label="Create user"
+          title="Create a user"
+          primary
+          submitLabel="Create"
+          done="user created"
+          onSubmit={(f) =>
+            call('POST /v1/iam/users', {
+              body: { username: String(f.get('username')), password: String(f.get('password')), role: String(f.get('role')) as never, ...(f.get('email') ? { email: String(f.get('email')) } : {}) },
+            })
+          }
+        >
+          <Field label="Username">
+            <input name="username" required autocomplete="off" />
+          </Field>
+          <Field label="Email">
+            <input name="email" type="email" />
+          </Field>
+          <Field label="Password" hint="12+ characters with upper and lower case, digits and symbols">
+            <input name="password" type="password" required autocomplete="new-password" />
+          </Field>
+          <Field label="Role">
+            <select name="role">
+              <option value="user">user</option>
+              <option value="admin">admin</option>
+            </select>
+          </Field>
+        </FormButton>
+      }
+    >
+      <ResourceList
+        route="GET /v1/iam/users"
+        label="Users"
+        live={() => false}
+        empty="No users."
+        columns={[
+          { label: 'Username', render: (u: Row) => <a href={href('users', u.id)}>{u.username}</a> },
+          { label: 'Name', render: (u: Row) => u.name ?? '–' },
+          { label: 'Email', render: (u: Row) => u.email ?? '–' },
+          { label: 'Role', render: (u: Row) => u.role },
+          { label: 'Created', render: (u: Row) => <Ago at={u.created_at} /> },
+        ]}
+      />
+    </Page>
+  );
+}
+
+/** The key's secret, shown this once. */
+function SecretOnce({ keyId, secret, onClose }: { keyId: string; secret: string; onClose: () => void }) {
+  return (
+    <Modal title="API key created" onClose={onClose}>
+      <p>Store the secret now: hangar shows it this once and cannot show it again.</p>
+      <Field label="Access key id">
+        <input readOnly value={keyId} />
+      </Field>
+      <Field label="Secret access key">
+        <input readOnly value={secret} data-testid="key-secret" onFocus={(e) => (e.currentTarget as HTMLInputElement).select()} />
+      </Field>
+      <div class="buttons">
+        <button type="button" class="primary" onClick={onClose}>
+          I have stored it
+        </button>
+      </div>
+    </Modal>
+  );
+}
+
+export function UserDetail({ id }: { id: string }) {
+  const [created, setCreated] = useState<{ keyId: string; secret: string } | null>(null);
+  const [reload, setReload] = useState(0);
+  return (
+    <Page
+      title="API keys"
+      actions={
+        <FormButton
+          label="Create API key"
+          title="Create an API key"
+          primary
+          submitLabel="Create"
+          onSubmit={async (f) => {
+            const res = await call('POST /v1/iam/users/{id}/keys', { params: { id }, body: { description: String(f.get('description') || '') || undefined } });
+            setCreated({ keyId: res.data.access_key_id as string, secret: res.data.secret_access_key });
+            setReload((n) => n + 1);
+          }}
+        >
+          <Field label="Description">
+            <input name="description" maxLength={200} />
+          </Field>
+        </FormButton>
+      }
+    >
+      <p class="muted">
+        User <code>{id}</code>
+      </p>
+      <ResourceList
+        key={reload}
+        route="GET /v1/iam/users/{id}/keys"
+        params={{ id }}
+        paged={false}
+        label="API keys"
+        live={() => false}
+        empty="No API keys."
+        columns={[
+          { label: 'Access key id', render: (k: Row) => <code>{k.access_key_id}</code> },
+          { label: 'Description', render: (k: Row) => k.description ?? '–' },
+          { label: 'Created', render: (k: Row) => <Ago at={k.created_at} /> },
+          { label: 'Last used', render: (k: Row) => <Ago at={k.last_used_at} /> },
+        ]}
+        actions={(k: Row, again: () => void) => (
+          <ConfirmButton label="Delete" title="Delete API key" danger confirm={<p>Requests signed with {k.access_key_id} fail from now on.</p>} onConfirm={async () => { await call('DELETE /v1/iam/users/{id}/keys/{keyId}', { params: { id, keyId: k.id } }); again(); }} />
+        )}
+      />
+      {created && <SecretOnce keyId={created.keyId} secret={created.secret} onClose={() => setCreated(null)} />}
+    </Page>
+  );
+}
+
+// ——— SSH profiles ———
+
+export function SshProfiles() {
+  return (
+    <Page title="SSH profiles">
+      <ResourceList
+        route="GET /v1/ssh-profiles"
+        label="SSH profiles"
+        live={changed('ssh_profile')}
+        empty="No SSH profiles."
+        columns={[
+          { label: 'Name', render: (p: Row) => p.name },
+          { label: 'User', render: (p: Row) => p.ssh_user ?? p.user ?? '–' },
+          { label: 'Port', render: (p: Row) => String(p.ssh_port ?? p.port ?? 22) },
+          { label: 'Created', render: (p: Row) => <Ago at={p.created_at} /> },
+        ]}
+        actions={(p: Row) => <ConfirmButton label="Delete" title="Delete SSH profile" danger confirm={<p>The profile {p.name} and its stored credentials are deleted.</p>} onConfirm={() => call('DELETE /v1/ssh-profiles/{id}', { params: { id: p.id } })} />}
+      />
+    </Page>
+  );
+}
+
+// ——— the audit log ———
+
+export function Audit() {
+  return (
+    <Page title="Audit log">
+      <ResourceList
+        route="GET /v1/audit"
+        label="Audit log"
+        live={() => false}
+        empty="No entries match."
+        filters={[
+          { name: 'principal', label: 'Principal', placeholder: 'user id or name' },
+          { name: 'resource', label: 'Resource', placeholder: 'resource id' },
+          { name: 'method', label: 'Method', options: ['POST', 'PUT', 'PATCH', 'DELETE'].map((m) => [m, m]) },
+          { name: 'outcome', label: 'Outcome', options: [['success', 'success'], ['failure', 'failure']] },
+        ]}
+        columns={[
+          { label: 'Time', render: (e: Row) => <time dateTime={e.created_at}>{new Date(e.created_at).toLocaleString()}</time> },
+          { label: 'Principal', render: (e: Row) => (e.principal_name ? `${e.principal_name} (${e.auth_method})` : 'anonymous') },
+          { label: 'Request', render: (e: Row) => <code>{`${e.method} ${e.route}`}</code> },
+          { label: 'Resource', render: (e: Row) => e.resource_id ?? '–' },
+          { label: 'Status', render: (e: Row) => <span class={e.status < 400 ? 'badge good' : 'badge bad'}>{String(e.status)}</span> },
+          { label: 'From', render: (e: Row) => e.source_ip },
+          { label: 'Client', render: (e: Row) => e.user_agent ?? '–' },
+        ]}
+      />
+    </Page>
+  );
+}

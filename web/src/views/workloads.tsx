@@ -1,0 +1,360 @@
+import { useEffect, useState } from 'preact/hooks';
+import { b64encode, call, settle } from '../api';
+import { lineDiff } from '../diff';
+import { changed } from '../live';
+import { href } from '../router';
+import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, LogsButton, Page, ResourceList, useAction, useRecord, notify } from '../ui';
+
+type Swarm = { id: string; name: string; status: string; manager?: { node_id: string } | null; members?: unknown[]; created_at: string };
+
+/** The swarms, for the selects of create forms. */
+function useSwarms(): Swarm[] {
+  const [swarms, setSwarms] = useState<Swarm[]>([]);
+  useEffect(() => void call('GET /v1/swarms', { query: { limit: 1000 } }).then((r) => setSwarms(r.data as Swarm[]), () => undefined), []);
+  return swarms;
+}
+
+function SwarmSelect({ name = 'swarm_id' }: { name?: string }) {
+  const swarms = useSwarms();
+  return (
+    <select name={name} required>
+      {swarms.map((s) => (
+        <option key={s.id} value={s.id}>
+          {s.name} ({s.status})
+        </option>
+      ))}
+    </select>
+  );
+}
+
+const text = (form: FormData, name: string) => String(form.get(name) ?? '').trim();
+
+// ——— swarms ———
+
+export function Swarms() {
+  return (
+    <Page
+      title="Swarms"
+      actions={
+        <FormButton label="Create swarm" title="Create a swarm" primary submitLabel="Create" done="swarm created" onSubmit={(f) => call('POST /v1/swarms', { body: { name: text(f, 'name') } })}>
+          <Field label="Name" hint="a DNS label: lower-case letters, digits and -">
+            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
+          </Field>
+        </FormButton>
+      }
+    >
+      <ResourceList
+        route="GET /v1/swarms"
+        label="Swarms"
+        live={changed('swarm', 'swarm_member')}
+        empty="No swarms yet."
+        columns={[
+          { label: 'Name', render: (s: Swarm) => <a href={href('swarms', s.id)}>{s.name}</a> },
+          { label: 'Status', render: (s: Swarm) => <Badge status={s.status} /> },
+          { label: 'Manager', render: (s: Swarm) => (s.manager ? <a href={href('nodes', s.manager.node_id)}>{s.manager.node_id}</a> : '–') },
+          { label: 'Members', render: (s: Swarm) => String(s.members?.length ?? 0) },
+          { label: 'Created', render: (s: Swarm) => <Ago at={s.created_at} /> },
+        ]}
+      />
+    </Page>
+  );
+}
+
+type Member = { node_id: string; role: string; status: string; hostname?: string; state?: string; availability?: string; leader?: boolean; error?: string | null };
+
+export function SwarmDetail({ id }: { id: string }) {
+  const [swarm, error] = useRecord('GET /v1/swarms/{id}', { id }, changed('swarm', 'swarm_member'));
+  const [nodes, setNodes] = useState<Array<{ id: string; name: string }>>([]);
+  useEffect(() => void call('GET /v1/nodes', { query: { status: ['ready'], limit: 1000 } }).then((r) => setNodes(r.data as any), () => undefined), []);
+  if (error) return <Page title="Swarm"><p role="alert" class="error">{error}</p></Page>;
+  const s = swarm as Swarm | null;
+  if (!s) return <Page title="Swarm">Loading…</Page>;
+  return (
+    <Page
+      title={`Swarm ${s.name}`}
+      actions={
+        <FormButton label="Join a node" title={`Join a node to ${s.name}`} submitLabel="Join" done="join accepted" onSubmit={(f) => call('POST /v1/swarms/{id}/join', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
+          <Field label="Node">
+            <select name="node_id" required>
+              {nodes.map((n) => (
+                <option key={n.id} value={n.id}>
+                  {n.name} ({n.id})
+                </option>
+              ))}
+            </select>
+          </Field>
+        </FormButton>
+      }
+    >
+      <Facts label="Swarm" rows={[['Id', <code>{s.id}</code>], ['Status', <Badge status={s.status} />], ['Manager', s.manager?.node_id ?? '–']]} />
+      <h2>Members</h2>
+      <ResourceList
+        route="GET /v1/swarms/{id}/members"
+        params={{ id }}
+        paged={false}
+        label="Members"
+        live={changed('swarm', 'swarm_member', 'node')}
+        empty="No members: join a node."
+        rowKey={(m: Member) => m.node_id}
+        columns={[
+          { label: 'Node', render: (m: Member) => <a href={href('nodes', m.node_id)}>{m.hostname ?? m.node_id}</a> },
+          { label: 'Role', render: (m: Member) => m.role + (m.leader ? ' (leader)' : '') },
+          { label: 'Status', render: (m: Member) => <Badge status={m.status} /> },
+          { label: 'State', render: (m: Member) => m.state ?? '–' },
+          { label: 'Availability', render: (m: Member) => m.availability ?? '–' },
+          { label: 'Error', render: (m: Member) => m.error ?? '' },
+        ]}
+        actions={(m: Member) => (
+          <ConfirmButton label="Leave" title="Leave the swarm" danger confirm={<p>Node {m.node_id} is drained and leaves {s.name}.</p>} onConfirm={() => call('POST /v1/swarms/{id}/leave', { params: { id }, body: { node_id: m.node_id } })} done="leave accepted" />
+        )}
+      />
+    </Page>
+  );
+}
+
+// ——— instances ———
+
+type Instance = { id: string; name: string; swarm_id: string; image: string; status: string; replicas: number; running?: number | null; type: string; error?: string | null; updated_at: string };
+
+function ScaleButton({ instance }: { instance: Instance }) {
+  return (
+    <FormButton
+      label="Scale"
+      small
+      title={`Scale ${instance.name}`}
+      submitLabel="Scale"
+      done={`scaling ${instance.name}`}
+      onSubmit={(f) => call('POST /v1/compute/instances/{id}/scale', { params: { id: instance.id }, body: { replicas: Number(f.get('replicas')) } })}
+    >
+      <Field label="Replicas">
+        <input name="replicas" type="number" min={0} max={100} required value={String(instance.replicas)} />
+      </Field>
+    </FormButton>
+  );
+}
+
+export function Instances() {
+  const swarms = useSwarms();
+  return (
+    <Page
+      title="Instances"
+      actions={
+        <FormButton
+          label="Create instance"
+          title="Create an instance"
+          primary
+          submitLabel="Create"
+          done="instance accepted: deploying"
+          onSubmit={(f) =>
+            call('POST /v1/compute/instances', {
+              body: { name: text(f, 'name'), swarm_id: text(f, 'swarm_id'), image: text(f, 'image'), replicas: Number(f.get('replicas') || 1), type: text(f, 'type') as never, ...(text(f, 'ports') ? { ports: text(f, 'ports').split(/[\s,]+/) } : {}), ...(text(f, 'command') ? { command: ['sh', '-c', text(f, 'command')] } : {}) },
+            })
+          }
+        >
+          <Field label="Name">
+            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
+          </Field>
+          <Field label="Swarm">
+            <SwarmSelect />
+          </Field>
+          <Field label="Image" hint="an image the swarm's machines have or can pull">
+            <input name="image" required />
+          </Field>
+          <Field label="Replicas">
+            <input name="replicas" type="number" min={0} max={100} value="1" />
+          </Field>
+          <Field label="Type">
+            <select name="type">
+              {['nano', 'micro', 'small', 'medium', 'large', 'xlarge'].map((t) => (
+                <option key={t} value={t} selected={t === 'micro'}>
+                  {t}
+                </option>
+              ))}
+            </select>
+          </Field>
+          <Field label="Ports" hint="HOST:CONTAINER, separated by spaces (optional)">
+            <input name="ports" />
+          </Field>
+          <Field label="Command" hint="run with sh -c (optional; the image's own command otherwise)">
+            <input name="command" />
+          </Field>
+        </FormButton>
+      }
+    >
+      <ResourceList
+        route="GET /v1/compute/instances"
+        label="Instances"
+        live={changed('instance')}
+        filters={[{ name: 'swarm_id', label: 'Swarm', options: swarms.map((s) => [s.id, s.name]) }]}
+        empty="No instances."
+        columns={[
+          { label: 'Name', render: (i: Instance) => i.name },
+          { label: 'Status', render: (i: Instance) => <Badge status={i.status} /> },
+          { label: 'Replicas', render: (i: Instance) => `${i.running ?? '?'} / ${i.replicas}` },
+          { label: 'Image', render: (i: Instance) => <code>{i.image}</code> },
+          { label: 'Type', render: (i: Instance) => i.type },
+          { label: 'Swarm', render: (i: Instance) => <a href={href('swarms', i.swarm_id)}>{swarms.find((s) => s.id === i.swarm_id)?.name ?? i.swarm_id}</a> },
+          { label: 'Error', render: (i: Instance) => i.error ?? '' },
+        ]}
+        actions={(i: Instance) => (
+          <div class="row-actions" role="group" aria-label={`Actions for instance ${i.name}`}>
+            <ScaleButton instance={i} />
+            {i.status === 'stopped' ? (
+              <ConfirmButton label="Start" title="Start instance" confirm={<p>{i.name} starts with {i.replicas} replicas.</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/start', { params: { id: i.id } })} />
+            ) : (
+              <ConfirmButton label="Stop" title="Stop instance" confirm={<p>{i.name} stops (its replicas go to 0; the record stays).</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/stop', { params: { id: i.id } })} />
+            )}
+            <LogsButton title={`Logs of ${i.name}`} read={async () => settle('GET /v1/compute/instances/{id}/logs/{taskId}', { id: i.id, taskId: ((await call('POST /v1/compute/instances/{id}/logs', { params: { id: i.id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
+            <ConfirmButton label="Delete" title="Delete instance" danger confirm={<p>{i.name} and its swarm service are removed.</p>} onConfirm={() => call('DELETE /v1/compute/instances/{id}', { params: { id: i.id } })} />
+          </div>
+        )}
+      />
+    </Page>
+  );
+}
+
+// ——— services (compose stacks) ———
+
+type Service = { id: string; name: string; status: string; swarm_id: string; stack: string; compose_file: string; error?: string | null; replicas?: Record<string, { desired: number | null; running: number }>; updated_at: string };
+
+export function Services() {
+  return (
+    <Page
+      title="Services"
+      actions={
+        <FormButton
+          label="Create service"
+          title="Create a service (a compose stack)"
+          primary
+          wide
+          submitLabel="Deploy"
+          done="service accepted: deploying"
+          onSubmit={(f) => call('POST /v1/services', { body: { name: text(f, 'name'), swarm_id: text(f, 'swarm_id'), compose_file: b64encode(String(f.get('compose') ?? '')) } })}
+        >
+          <Field label="Name">
+            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
+          </Field>
+          <Field label="Swarm">
+            <SwarmSelect />
+          </Field>
+          <Field label="Compose file (YAML)">
+            <textarea name="compose" rows={14} required class="code" spellcheck={false} />
+          </Field>
+        </FormButton>
+      }
+    >
+      <ResourceList
+        route="GET /v1/services"
+        label="Services"
+        live={changed('service')}
+        empty="No services."
+        columns={[
+          { label: 'Name', render: (s: Service) => <a href={href('services', s.id)}>{s.name}</a> },
+          { label: 'Status', render: (s: Service) => <Badge status={s.status} /> },
+          { label: 'Replicas', render: (s: Service) => Object.entries(s.replicas ?? {}).map(([k, r]) => `${k} ${r.running}/${r.desired ?? '?'}`).join(', ') || '–' },
+          { label: 'Stack', render: (s: Service) => <code>{s.stack}</code> },
+          { label: 'Updated', render: (s: Service) => <Ago at={s.updated_at} /> },
+        ]}
+      />
+    </Page>
+  );
+}
+
+/** A compose file's text: the API keeps it as given (base64 in, YAML or base64 out). */
+function composeText(value: string | undefined): string {
+  if (!value) return '';
+  if (/^[A-Za-z0-9+/=\s]+$/.test(value) && value.length % 4 === 0) {
+    try {
+      return new TextDecoder().decode(Uint8Array.from(atob(value), (c) => c.charCodeAt(0)));
+    } catch {
+      /* plain text */
+    }
+  }
+  return value;
+}
+
+export function ServiceDetail({ id }: { id: string }) {
+  const [service, error] = useRecord('GET /v1/services/{id}', { id }, (e) => changed('service')(e) && e.data.id === id);
+  const [draft, setDraft] = useState<string | null>(null);
+  const [reviewing, setReviewing] = useState(false);
+  const [busy, run] = useAction();
+  if (error) return <Page title="Service"><p role="alert" class="error">{error}</p></Page>;
+  const s = service as Service | null;
+  if (!s) return <Page title="Service">Loading…</Page>;
+  const current = composeText(s.compose_file);
+  const diff = draft === null ? [] : lineDiff(current, draft);
+  const changes = diff.filter((d) => d.op !== ' ').length;
+  return (
+    <Page
+      title={`Service ${s.name}`}
+      actions={
+        <div class="row-actions" role="group" aria-label={`Actions for service ${s.name}`}>
+          {s.status === 'stopped' ? (
+            <ConfirmButton label="Start" title="Start service" confirm={<p>{s.name} is deployed again.</p>} onConfirm={() => call('POST /v1/services/{id}/start', { params: { id } })} />
+          ) : (
+            <ConfirmButton label="Stop" title="Stop service" confirm={<p>{s.name}'s services scale to 0.</p>} onConfirm={() => call('POST /v1/services/{id}/stop', { params: { id } })} />
+          )}
+          <LogsButton title={`Logs of ${s.name}`} read={async () => settle('GET /v1/services/{id}/logs/{taskId}', { id, taskId: ((await call('POST /v1/services/{id}/logs', { params: { id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
+          <ConfirmButton label="Delete" title="Delete service" danger confirm={<p>The stack {s.stack} is removed from its swarm.</p>} onConfirm={async () => { await call('DELETE /v1/services/{id}', { params: { id } }); location.hash = href('services'); }} />
+        </div>
+      }
+    >
+      <Facts label="Service" rows={[['Id', <code>{s.id}</code>], ['Status', <Badge status={s.status} />], ['Stack', <code>{s.stack}</code>], ['Swarm', <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a>], ['Error', s.error ?? '']]} />
+      <h2>Compose file</h2>
+      {draft === null ? (
+        <>
+          <pre class="code" tabIndex={0} aria-label="Compose file">
+            {current}
+          </pre>
+          <button type="button" onClick={() => setDraft(current)}>
+            Edit
+          </button>
+        </>
+      ) : (
+        <>
+          <Field label="Compose file (YAML)">
+            <textarea class="code" rows={18} spellcheck={false} value={draft} onInput={(e) => { setDraft((e.currentTarget as HTMLTextAreaElement).value); setReviewing(false); }} />
+          </Field>
+          {reviewing && (
+            <section aria-labelledby="diff-title">
+              <h3 id="diff-title">Changes to apply ({changes} line{changes === 1 ? '' : 's'})</h3>
+              <pre class="diff" tabIndex={0} aria-label="Difference between the deployed and the edited compose file">
+                {diff.map((d, i) => (
+                  <div key={i} class={d.op === '+' ? 'add' : d.op === '-' ? 'del' : 'same'}>
+                    {d.op} {d.text}
+                  </div>
+                ))}
+              </pre>
+            </section>
+          )}
+          <div class="buttons">
+            <button type="button" onClick={() => { setDraft(null); setReviewing(false); }}>
+              Cancel
+            </button>
+            {!reviewing ? (
+              <button type="button" class="primary" disabled={!changes} onClick={() => setReviewing(true)}>
+                Review changes
+              </button>
+            ) : (
+              <button
+                type="button"
+                class="primary"
+                disabled={busy}
+                onClick={() =>
+                  run(async () => {
+                    await call('PUT /v1/services/{id}', { params: { id }, body: { compose_file: b64encode(draft) } });
+                    notify(`${s.name}: update accepted, redeploying`);
+                    setDraft(null);
+                    setReviewing(false);
+                  })
+                }
+              >
+                Apply changes
+              </button>
+            )}
+          </div>
+        </>
+      )}
+    </Page>
+  );
+}
