@@ -1,4 +1,4 @@
-import type { ComponentChildren } from 'preact';
+import { cloneElement, isValidElement, type ComponentChildren, type VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, type Answer } from './api';
 import type { Api, Route } from './api.gen';
@@ -70,13 +70,20 @@ export function Ago({ at }: { at: string | null | undefined }) {
 
 export const bytes = (n: unknown) => (typeof n === 'number' ? (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${Math.round(n / 2 ** 20)} MiB`) : '–');
 
+let hintIds = 0;
+
+/** A labelled control; its hint is outside the label (not part of the control's name) and linked as its description. */
 export function Field({ label, hint, children }: { label: string; hint?: string; children: ComponentChildren }) {
+  const [hintId] = useState(() => `hint-${++hintIds}`);
+  const control = hint && isValidElement(children) ? cloneElement(children as VNode<any>, { 'aria-describedby': hintId }) : children;
   return (
-    <label class="field">
-      <span>{label}</span>
-      {children}
-      {hint && <small>{hint}</small>}
-    </label>
+    <div class="field">
+      <label>
+        <span>{label}</span>
+        {control}
+      </label>
+      {hint && <small id={hintId}>{hint}</small>}
+    </div>
   );
 }
 

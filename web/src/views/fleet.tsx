@@ -66,7 +66,7 @@ function JoinDialog({ onClose }: { onClose: () => void }) {
             </select>
           </Field>
           <Field label="Run this on the machine" hint={`The token expires at ${new Date(token.expires_at).toLocaleString()}. The agent checks the control plane's CA against the token before it sends anything.`}>
-            <textarea class="command" readOnly rows={4} value={command} aria-describedby="join-token" onFocus={(e) => (e.currentTarget as HTMLTextAreaElement).select()} />
+            <textarea class="command" readOnly rows={4} value={command} onFocus={(e) => (e.currentTarget as HTMLTextAreaElement).select()} />
           </Field>
           <p id="join-token" class="muted">
             Token: <code data-testid="join-token">{token.token}</code>
