@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', '.data/', 'web/vendor/', 'web/src/api.gen.ts', 'test-artifacts/'] },
+  { ignores: ['node_modules/', 'dist/', '.data/', '.tmp/', 'web/vendor/', 'web/src/api.gen.ts', 'test-artifacts/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

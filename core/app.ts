@@ -10,6 +10,7 @@ import { validateConfigSection } from './config.js';
 import { coreMigrations } from './db/core-migrations.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
 import { openStore, type Store } from './db/store.js';
+import { importFile } from './typescript.js';
 import { ConfigError } from './errors.js';
 import { EventBus } from './events.js';
 import { buildKoaApp } from './http/koa-app.js';
@@ -40,7 +41,7 @@ async function importModule<T>(spec: string, builtins: Record<string, () => Prom
   const url = pathToFileURL(path.resolve(spec)).href;
   let mod: Record<string, unknown>;
   try {
-    mod = await import(url);
+    mod = await importFile(url);
   } catch (err) {
     throw new ConfigError(`cannot load ${what} module ${spec}: ${(err as Error).message}`);
   }

@@ -1,12 +1,12 @@
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { CoreConfigSchema, type HangarConfig } from '../config/schema.js';
 import { ConfigError } from './errors.js';
+import { fromRoot } from './paths.js';
 import { createAjv, describeErrors, type JsonSchema } from './validation.js';
 
-export const CONFIG_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../config');
+export const CONFIG_DIR = fromRoot('config');
 const ENV_PREFIX = 'HANGAR_';
 /** Environment variables that are not configuration even though they carry the prefix. */
 const NOT_CONFIG = new Set([
@@ -18,6 +18,8 @@ const NOT_CONFIG = new Set([
   'HANGAR_SECRET_KEY',
   'HANGAR_CA_FILE',
   'HANGAR_BIN',
+  // bin/hangar.mjs: run the TypeScript sources even when the production build is current.
+  'HANGAR_FROM_SOURCES',
 ]);
 const NOT_CONFIG_PREFIXES = ['HANGAR_TEST_'];
 

@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import { brandClass } from './brand.js';
 
 export interface ErrorDetail {
   path: string;
@@ -25,6 +26,8 @@ export class HttpError extends Error {
   }
 }
 
+brandClass(HttpError, 'HttpError');
+
 export function reasonPhrase(status: number): string {
   return STATUS_CODES[status] ?? 'Error';
 }
@@ -43,3 +46,4 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+brandClass(ConfigError, 'ConfigError');

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { installRoot } from './paths.js';
 
 export interface VersionInfo {
   version: string;
@@ -13,7 +13,7 @@ function read(): VersionInfo {
   // The agent executable carries its version inline (scripts/build.mjs defines it); it has no files.
   const embedded = process.env.HANGAR_EMBEDDED_VERSION_INFO;
   if (embedded) return JSON.parse(embedded) as VersionInfo;
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const root = installRoot();
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
   const info: VersionInfo = { version: pkg.version, api_version: 'v1' };
   // Written by `npm run build`; absent when running from a source checkout that was not built.

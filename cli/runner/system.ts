@@ -1,14 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, chmodSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fromRoot } from '../../core/paths.js';
 import { versionInfo } from '../../core/version.js';
 import { renderEnvFile } from './envfile.js';
 import { failure, usageError } from './errors.js';
 import { DEFAULT_SCHEDULE, renderUnit, servicePaths, TEMPLATES, type ServicePaths, type ServiceSpec, type Template } from './templates.js';
 
 /** bin/hangar.mjs of this installation: what installed command lines run. */
-export const HANGAR_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hangar.mjs');
+export const HANGAR_BIN = fromRoot('bin', 'hangar.mjs');
 
 /** What `hangar install` records in `<prefix>/etc/hangar/services/<name>.json` (no secret values). */
 export interface Manifest {

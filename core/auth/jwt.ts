@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { Clock } from '../clock.js';
 import { unauthorized } from '../errors.js';
@@ -29,13 +30,20 @@ export function decodeJwtSecret(value: string): Buffer | null {
 
 /** HS512 tokens, issuer checked; the only place that calls jsonwebtoken. */
 export class JwtService {
+  /**
+   * The secret as a key object, made once: given bytes or a string, jsonwebtoken tries to parse them
+   * as a public key on every call before falling back to a secret (most of a verify's cost).
+   */
+  private readonly key: KeyObject;
+
   constructor(
-    private readonly secret: Buffer,
+    secret: Buffer,
     readonly issuer: string,
     readonly lifetimeSeconds: number,
     private readonly clock: Clock,
   ) {
     if (secret.length < MIN_SECRET_BYTES) throw new Error(`JWT secret must be at least ${MIN_SECRET_BYTES} bytes`);
+    this.key = createSecretKey(secret);
   }
 
   private nowSeconds(): number {
@@ -45,7 +53,7 @@ export class JwtService {
   sign(claims: TokenClaims): { token: string; expires_at: string } {
     const iat = this.nowSeconds();
     const exp = iat + this.lifetimeSeconds;
-    const token = jwt.sign({ userid: claims.userid, name: claims.name, role: claims.role, ...(claims.ep ? { ep: claims.ep } : {}), iat, exp }, this.secret, {
+    const token = jwt.sign({ userid: claims.userid, name: claims.name, role: claims.role, ...(claims.ep ? { ep: claims.ep } : {}), iat, exp }, this.key, {
       algorithm: 'HS512',
       issuer: this.issuer,
     });
@@ -55,7 +63,7 @@ export class JwtService {
   /** Verifies signature (HS512 only), issuer and expiry; throws a 401 otherwise. */
   verify(token: string): VerifiedToken {
     try {
-      const claims = jwt.verify(token, this.secret, {
+      const claims = jwt.verify(token, this.key, {
         algorithms: ['HS512'],
         issuer: this.issuer,
         clockTimestamp: this.nowSeconds(),

@@ -1,45 +1,45 @@
 import { isIP } from 'node:net';
 import Koa, { type Context } from 'koa';
-import Router from '@koa/router';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { HttpError, reasonPhrase } from '../errors.js';
 import { authorize, type AuthOutcome } from '../auth/index.js';
 import { randomToken } from '../ids.js';
-import type { HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
+import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
+import type { Principal } from '../auth/index.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
+import { RouteTree } from './router.js';
 import { XmlDocument } from './xml.js';
 
 const bodyAjv = createAjv();
 /** Query strings, path segments and XML are text: coerce to the declared types (a lone value to an array too). */
 const inputAjv = createAjv({ coerceTypes: 'array', useDefaults: true });
 
-interface CompiledRoute {
-  route: RouteDef;
+interface Validators {
   body?: ValidateFunction;
   xmlBody?: ValidateFunction;
   query?: ValidateFunction;
   params?: ValidateFunction;
 }
 
-/** `/v1/nodes/{id}` → `/v1/nodes/:id` for the router. */
-export function routerPath(path: string): string {
-  return path.replace(/\{(\w+)\}/g, ':$1');
-}
-
-function compile(route: RouteDef): CompiledRoute {
-  const s = route.schemas ?? {};
-  const c = (ajv: typeof bodyAjv, schema?: TSchema) => (schema ? ajv.compile(schema) : undefined);
-  return {
-    route,
-    body: c(bodyAjv, s.body),
-    xmlBody: route.xml ? c(inputAjv, s.body) : undefined,
-    query: c(inputAjv, s.query),
-    params: c(inputAjv, s.params),
+/** A route's validators, compiled the first time the route is called (start-up compiles none). */
+function validators(route: RouteDef): () => Validators {
+  let compiled: Validators | undefined;
+  return () => {
+    if (compiled) return compiled;
+    const s = route.schemas ?? {};
+    const c = (ajv: typeof bodyAjv, schema?: TSchema) => (schema ? ajv.compile(schema) : undefined);
+    return (compiled = {
+      body: c(bodyAjv, s.body),
+      xmlBody: route.xml ? c(inputAjv, s.body) : undefined,
+      query: c(inputAjv, s.query),
+      params: c(inputAjv, s.params),
+    });
   };
 }
 
@@ -64,9 +64,20 @@ export function clientAddress(ctx: Context, trusted: ReadonlySet<string>): strin
   return address;
 }
 
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
 function requestId(ctx: Context): string {
   const offered = ctx.get('x-request-id');
-  return /^[\w.:-]{1,128}$/.test(offered) ? offered : `req-${randomToken(20)}`;
+  return offered && REQUEST_ID.test(offered) ? offered : `req-${randomToken(20)}`;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** A JSON answer, serialised here (Koa's own path for objects looks the type up on every response). */
+function sendJson(ctx: Context, status: number, payload: unknown): void {
+  ctx.status = status;
+  ctx.set('Content-Type', JSON_TYPE);
+  ctx.body = JSON.stringify(payload);
 }
 
 function errorBody(ctx: Context, err: unknown, services: Services): void {
@@ -89,34 +100,76 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
       );
     }
   }
-  ctx.status = status;
-  ctx.body = { error: reasonPhrase(status), message, ...(details ? { details } : {}), request_id: ctx.state.requestId };
+  sendJson(ctx, status, { error: reasonPhrase(status), message, ...(details ? { details } : {}), request_id: ctx.state.requestId });
 }
 
 function send(ctx: Context, result: unknown, route: RouteDef): void {
   if (result instanceof Reply) {
-    ctx.status = result.status;
-    for (const [k, v] of Object.entries(result.headers)) ctx.set(k, v);
-    if (result.type) ctx.type = result.type;
-    if (result.status !== 204) ctx.body = result.body;
+    for (const k in result.headers) ctx.set(k, result.headers[k]!);
+    if (result.status === 204) {
+      ctx.status = 204;
+      return;
+    }
+    if (result.type) {
+      ctx.status = result.status;
+      ctx.type = result.type;
+      ctx.body = result.body;
+      return;
+    }
+    sendJson(ctx, result.status, result.body);
     return;
   }
-  ctx.status = route.status ?? 200;
-  ctx.body = { data: result ?? null };
+  sendJson(ctx, route.status ?? 200, { data: result ?? null });
 }
 
 function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
   const controller = new AbortController();
   const abort = () => controller.abort();
+  if (ctx.res.closed || shutdown.aborted) {
+    abort();
+    return controller.signal;
+  }
   ctx.res.once('close', abort);
-  if (shutdown.aborted) abort();
-  else shutdown.addEventListener('abort', abort, { once: true });
+  shutdown.addEventListener('abort', abort, { once: true });
   ctx.res.once('close', () => shutdown.removeEventListener('abort', abort));
   return controller.signal;
 }
 
-function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate) {
-  const { route } = compiled;
+/** What a handler gets. Its `signal` is made the first time a handler asks for it (most never do). */
+class Request implements HangarRequest {
+  #signal?: AbortSignal;
+
+  constructor(
+    readonly body: any,
+    readonly query: any,
+    readonly params: any,
+    readonly principal: Principal | null,
+    readonly agent: AgentIdentity | null,
+    readonly rawBody: Buffer,
+    readonly ctx: Context,
+    private readonly shutdown: AbortSignal,
+  ) {}
+
+  get ip(): string {
+    return this.ctx.state.clientIp;
+  }
+
+  get requestId(): string {
+    return this.ctx.state.requestId;
+  }
+
+  get headers(): IncomingHttpHeaders {
+    return this.ctx.headers;
+  }
+
+  get signal(): AbortSignal {
+    return (this.#signal ??= linkedSignal(this.ctx, this.shutdown));
+  }
+}
+
+function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate) {
+  const compiled = validators(route);
+  const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
     ctx.state.route = route;
     const received = new RequestBody(ctx, limits, gate);
@@ -125,34 +178,23 @@ function routeMiddleware(compiled: CompiledRoute, listener: ListenerName, servic
     ctx.state.principal = principal?.id ?? agent?.nodeId;
     const rawBody = await received.read(Boolean(principal || agent));
     // 3: validation.
+    const v = compiled();
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
     if (body instanceof XmlDocument) {
-      if (compiled.xmlBody) assertValid(compiled.xmlBody, body.content, 'body');
+      if (v.xmlBody) assertValid(v.xmlBody, body.content, 'body');
     } else {
       if (!route.preserveNullValues) body = dropNulls(body);
-      if (compiled.body) {
-        if (body === undefined && (route.schemas?.body as { type?: string }).type === 'object') body = {};
-        assertValid(compiled.body, body, 'body');
+      if (v.body) {
+        if (body === undefined && bodyIsObject) body = {};
+        assertValid(v.body, body, 'body');
       }
     }
-    const query: Record<string, unknown> = { ...ctx.query };
-    if (compiled.query) assertValid(compiled.query, query, 'query');
+    const query: Record<string, unknown> = ctx.querystring ? { ...ctx.query } : {};
+    if (v.query) assertValid(v.query, query, 'query');
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
-    if (compiled.params) assertValid(compiled.params, params, 'path');
+    if (v.params) assertValid(v.params, params, 'path');
     // 4: the handler.
-    const req: HangarRequest = {
-      body,
-      query,
-      params,
-      principal,
-      agent,
-      ip: ctx.state.clientIp,
-      requestId: ctx.state.requestId,
-      headers: ctx.headers,
-      rawBody,
-      ctx,
-      signal: linkedSignal(ctx, services.shutdown),
-    };
+    const req = new Request(body, query, params, principal, agent, rawBody, ctx, services.shutdown);
     send(ctx, await route.handler(req), route);
   };
 }
@@ -181,7 +223,7 @@ function finishedRequest(ctx: Context, listener: ListenerName, durationMs: numbe
 export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services: Services): Koa {
   const app = new Koa({ proxy: false });
   app.silent = true;
-  const router = new Router();
+  const tree = new RouteTree<(ctx: Context) => Promise<void>>();
   const { api } = services.config;
   const limits: BodyLimits = {
     bytes: parseSize(api.body_limit),
@@ -189,9 +231,7 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
     unauthenticatedTimeoutMs: api.unauthenticated_body_timeout_ms,
   };
   const gate = new BodyGate(api.unauthenticated_bodies_in_flight);
-  for (const route of routes) {
-    router.register(routerPath(route.path), [route.method], routeMiddleware(compile(route), listener, services, limits, gate));
-  }
+  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gate));
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));
@@ -231,14 +271,15 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
       );
     }
   });
-  app.use(router.routes());
   app.use(async (ctx) => {
-    const match = router.match(ctx.path, ctx.method);
-    if (match.path.length) {
-      const allowed = [...new Set(match.path.flatMap((layer) => layer.methods))].filter(Boolean);
-      throw new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`, undefined, {
-        Allow: allowed.join(', '),
-      });
+    const match = tree.match(ctx.method, ctx.path);
+    if (match.kind === 'found') {
+      (ctx as unknown as { params: Record<string, string> }).params = match.params;
+      return match.value(ctx);
+    }
+    if (match.kind === 'method-not-allowed') {
+      const allowed = match.allowed.join(', ');
+      throw new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed}`, undefined, { Allow: allowed });
     }
     throw new HttpError(404, `No route for ${ctx.method} ${ctx.path}`);
   });

@@ -1,3 +1,4 @@
+import { brandClass } from '../brand.js';
 import type { Page } from '../db/repository.js';
 
 /**
@@ -37,3 +38,4 @@ export class Reply {
     return new Reply(204, null);
   }
 }
+brandClass(Reply, 'Reply');

@@ -1,4 +1,5 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { brandClass } from '../brand.js';
 import { badRequest } from '../errors.js';
 
 const parser = new XMLParser({
@@ -57,3 +58,4 @@ export class XmlDocument {
 export function isXmlContentType(type: string | undefined): boolean {
   return !!type && /^(application|text)\/([\w.+-]+\+)?xml\b/i.test(type);
 }
+brandClass(XmlDocument, 'XmlDocument');

@@ -1,14 +1,14 @@
 import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import { definePlugin } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { openApiRoute } from '../../core/openapi.js';
+import { fromRoot } from '../../core/paths.js';
 import { versionInfo } from '../../core/version.js';
 
-const DEFAULT_BINARY_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/agent');
+const DEFAULT_BINARY_DIR = fromRoot('dist', 'agent');
 
 interface AgentManifest {
   version: string;

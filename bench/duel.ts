@@ -1,0 +1,534 @@
+// Benchmark: hangar against an anchor control plane (DockNimbus `nimbus-api`, Go) on the same machine,
+// with the same data seeded through each one's own API, under the same load generator (wrk, its own
+// process). Prints req/s and p50/p99 latency per scenario for both, the ratio hangar ÷ anchor and the
+// target it is judged by, plus cold start, RSS, and the CPU the servers and wrk used.
+//
+//   npm run bench:duel -- [--anchor /path/to/nimbus-api] [--nodes 100,1000] [--duration 10]
+//                         [--connections 32] [--threads 1] [--repeat 3] [--scenarios healthz,list,login,write]
+//                         [--cpu-prof DIR]   (hangar's CPU profiles, one file per process, for node --cpu-prof readers)
+//
+// The anchor binary is the operator's (never downloaded, never committed): without --anchor only
+// hangar's figures are printed. hangar runs from the production build (`npm run build:server`, which
+// this benchmark runs first) with its default configuration, as `npm start` would.
+//
+// Scenarios (authenticated ones carry a JWT from each server's own login):
+//   healthz     GET /healthz
+//   list-N      GET /v1/nodes listing N nodes (hangar: ?limit=N; the anchor answers every node)
+//   login       POST /v1/iam/login (password hashing: hangar scrypt, the anchor bcrypt)
+//   write       PATCH /v1/nodes/{id} renaming a node (round robin over the seeded nodes): the one write
+//               both APIs have (nimbus-api 0.2.0 has no tags or SSH profiles, and its key deletion
+//               answers 200 for keys that do not exist)
+//
+// Runs interleave hangar and anchor per repetition (h, a, h, a…) so that load from elsewhere on the
+// machine falls on both; medians are reported, and the ratio is the ratio of the medians.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import https from 'node:https';
+import { httpRequest as request, type HttpRequestOptions, type HttpResponse } from '../core/http/client.js';
+
+/** The benchmark's own requests (seeding, checks): a connection each (no pooled sockets between phases). */
+const oneShot = new https.Agent({ keepAlive: false });
+const httpRequest = (url: string, options: HttpRequestOptions = {}) => request(url, { agent: oneShot, ...options });
+
+const args = parseArgs({
+  options: {
+    anchor: { type: 'string' },
+    nodes: { type: 'string', default: '100,1000' },
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '32' },
+    threads: { type: 'string', default: '1' },
+    repeat: { type: 'string', default: '3' },
+    scenarios: { type: 'string', default: 'healthz,list,login,write' },
+    'no-build': { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+    'cpu-prof': { type: 'string', description: 'directory for hangar CPU profiles (node --cpu-prof), one per process' },
+  },
+});
+const NODE_COUNTS = args.values.nodes!.split(',').map(Number).sort((a, b) => a - b);
+const DURATION_S = Number(args.values.duration);
+const CONNECTIONS = Number(args.values.connections);
+const THREADS = Number(args.values.threads);
+const REPEAT = Number(args.values.repeat);
+const SCENARIOS = new Set(args.values.scenarios!.split(','));
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+/** Targets printed with the ratios (issue 13): hangar ÷ anchor req/s at least this. */
+const TARGETS: Record<string, number> = { healthz: 0.6, list: 1.5, login: 1.0, write: 1.0 };
+
+// ---- processes ---------------------------------------------------------------------------------
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+function processCpu(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+function rssMb(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor((s.length - 1) / 2)]! : NaN;
+};
+
+interface Running {
+  child: ChildProcess;
+  url: string;
+}
+
+async function waitHealthy(url: string, child: ChildProcess, what: string): Promise<void> {
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode} before answering /healthz`);
+    const res = await httpRequest(`${url}/healthz`, { ca: false, timeoutMs: 2000 }).catch(() => null);
+    if (res?.status === 200) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+// ---- the two servers ---------------------------------------------------------------------------
+
+interface Seeded {
+  jwt: string;
+  username: string;
+  password: string;
+  nodeIds: string[];
+}
+
+interface Target {
+  name: string;
+  dir: string;
+  running?: Running;
+  seeded?: Seeded;
+  /** Starts the server (store kept between starts); resolves once /healthz answers, with the wall time. */
+  start(): Promise<number>;
+  bootstrap(): Promise<Seeded>;
+  addNodes(seeded: Seeded, upTo: number): Promise<void>;
+  listPath(n: number): string;
+  /** Bytes of one list answer, to show what each side sends. */
+}
+
+function jsonOrThrow(res: HttpResponse, what: string, ok = [200, 201]): any {
+  if (!ok.includes(res.status)) throw new Error(`${what}: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+  return res.json;
+}
+
+/** Seeding: a few requests at a time, each retried once (a loaded machine drops the odd connection). */
+async function inParallel<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < items.length) {
+        const item = items[next++]!;
+        await fn(item).catch(() => fn(item));
+      }
+    }),
+  );
+}
+
+function hangarTarget(): Target {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'duel-hangar-'));
+  let port = 0;
+  const target: Target = {
+    name: 'hangar',
+    dir,
+    async start() {
+      port ||= await freePort();
+      const started = performance.now();
+      const profile = args.values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(args.values['cpu-prof'])] : [];
+      const child = spawn(process.execPath, [...profile, path.join(ROOT, 'bin', 'hangar.mjs'), 'serve'], {
+        cwd: dir,
+        env: {
+          ...process.env,
+          NODE_ENV: 'production',
+          HANGAR_DATA_DIR: path.join(dir, 'data'),
+          HANGAR_API__HOST: '127.0.0.1',
+          HANGAR_API__PORT: String(port),
+          HANGAR_LOGIN__PORT: '0',
+          HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
+        },
+        // The access log goes to a file, as it would to a journal.
+        stdio: ['ignore', openSync(path.join(dir, 'hangar.log'), 'a'), 'inherit'],
+      });
+      const url = `https://127.0.0.1:${port}`;
+      target.running = { child, url };
+      await waitHealthy(url, child, 'hangar');
+      return performance.now() - started;
+    },
+    async bootstrap() {
+      const { url } = target.running!;
+      const boot = jsonOrThrow(await httpRequest(`${url}/v1/bootstrap`, { method: 'POST', ca: false, body: {} }), 'hangar bootstrap');
+      const password = boot.data.password as string;
+      const login = jsonOrThrow(await httpRequest(`${url}/v1/iam/login`, { method: 'POST', ca: false, body: { username: 'admin', password } }), 'hangar login');
+      return { jwt: login.data.token, username: 'admin', password, nodeIds: [] };
+    },
+    async addNodes(seeded, upTo) {
+      const { url } = target.running!;
+      const todo = Array.from({ length: upTo - seeded.nodeIds.length }, (_, i) => seeded.nodeIds.length + i);
+      await inParallel(todo, 8, async (i) => {
+        const res = await httpRequest(`${url}/v1/nodes`, {
+          method: 'POST',
+          ca: false,
+          headers: { authorization: `Bearer ${seeded.jwt}` },
+          body: { name: `sim-${i}`, ip_address: `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}` },
+        });
+        seeded.nodeIds.push(jsonOrThrow(res, 'hangar node create').data.id);
+      });
+    },
+    listPath: (n) => `/v1/nodes?limit=${n}`,
+  };
+  return target;
+}
+
+/** The anchor, driven through its own interfaces (docs of DockNimbus 0.2.0 and its CLI's HMAC signing). */
+function anchorTarget(binary: string): Target {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'duel-anchor-'));
+  const agentSecret = randomBytes(16).toString('hex');
+  let port = 0;
+  const target: Target = {
+    name: 'anchor',
+    dir,
+    async start() {
+      if (!port) {
+        port = await freePort();
+        // Its own certificate, so that it writes nothing outside this directory (it would generate one
+        // into /var/lib/nimbus as root otherwise).
+        const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
+          '-keyout', path.join(dir, 'server.key'), '-out', path.join(dir, 'server.crt'), '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8' });
+        if (made.status !== 0) throw new Error(`openssl: ${made.stderr}`);
+        writeFileSync(
+          path.join(dir, 'api.yaml'),
+          [
+            `listen: "127.0.0.1:${port}"`,
+            `db_path: "${path.join(dir, 'nimbus.db')}"`,
+            `admin_secret_key: "${agentSecret}"`,
+            'wireguard_subnet: "10.10.0.0/16"',
+            'local_domain: "nimbus"',
+            `tls_cert: "${path.join(dir, 'server.crt')}"`,
+            `tls_key: "${path.join(dir, 'server.key')}"`,
+            '',
+          ].join('\n'),
+        );
+      }
+      const started = performance.now();
+      const child = spawn(binary, ['--config', path.join(dir, 'api.yaml')], {
+        cwd: dir,
+        env: { ...process.env, HOME: dir },
+        stdio: ['ignore', openSync(path.join(dir, 'anchor.log'), 'a'), openSync(path.join(dir, 'anchor.log'), 'a')],
+      });
+      const url = `https://127.0.0.1:${port}`;
+      target.running = { child, url };
+      await waitHealthy(url, child, 'the anchor');
+      return performance.now() - started;
+    },
+    async bootstrap() {
+      const { url } = target.running!;
+      const boot = jsonOrThrow(await httpRequest(`${url}/v1/bootstrap`, { method: 'POST', ca: false, body: {} }), 'anchor bootstrap').data;
+      // Its CLI signs METHOD\nPATH\nTIMESTAMP\nACCESS_KEY with HMAC-SHA256 keyed by hex SHA-256 of the secret.
+      const key = createHash('sha256').update(boot.secret_key).digest('hex');
+      const signed = (method: string, p: string, body: unknown) => {
+        const timestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+        const signature = createHmac('sha256', key).update(`${method}\n${p}\n${timestamp}\n${boot.access_key}`).digest('hex');
+        return httpRequest(`${url}${p}`, {
+          method,
+          ca: false,
+          body,
+          headers: { 'x-nimbus-access-key': boot.access_key, 'x-nimbus-timestamp': timestamp, 'x-nimbus-signature': signature },
+        });
+      };
+      const password = `Duel-${randomBytes(9).toString('base64url')}-1!`;
+      jsonOrThrow(await signed('POST', `/v1/iam/users/${boot.user_id}/password`, { password }), 'anchor set password');
+      const login = jsonOrThrow(await httpRequest(`${url}/v1/iam/login`, { method: 'POST', ca: false, body: { username: boot.username, password } }), 'anchor login');
+      return { jwt: login.data.token, username: boot.username, password, nodeIds: [] };
+    },
+    async addNodes(seeded, upTo) {
+      const { url } = target.running!;
+      const todo = Array.from({ length: upTo - seeded.nodeIds.length }, (_, i) => seeded.nodeIds.length + i);
+      // How its agents register (X-Agent-Token is the configured admin secret in 0.2.0). One at a
+      // time: concurrent registrations wait on each other's SQLite write lock for seconds.
+      await inParallel(todo, 1, async (i) => {
+        const res = await httpRequest(`${url}/v1/internal/nodes/register`, {
+          method: 'POST',
+          ca: false,
+          timeoutMs: 300_000,
+          headers: { 'x-agent-token': agentSecret },
+          body: {
+            machine_id: `machine-${i}`,
+            hostname: `sim-${i}`,
+            ip_address: `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}`,
+            arch: 'amd64',
+            total_cpu: 2,
+            total_mem: 1024,
+            agent_version: 'bench',
+          },
+        });
+        seeded.nodeIds.push(jsonOrThrow(res, 'anchor node register').data.id);
+      });
+    },
+    listPath: () => '/v1/nodes',
+  };
+  return target;
+}
+
+// ---- wrk ---------------------------------------------------------------------------------------
+
+interface Load {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  /** PATCH /v1/nodes/{id} round robin over these ids, with a fresh name each time. */
+  renameNodes?: string[];
+}
+
+interface WrkResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  errors: number;
+  wrkCpu: number;
+  serverCpu: number;
+}
+
+const luaString = (s: string) => JSON.stringify(s); // JSON string literals are valid Lua string literals for ASCII
+
+function luaScript(load: Load): string {
+  const headers = Object.entries({ ...load.headers, ...(load.body || load.renameNodes ? { 'Content-Type': 'application/json' } : {}) })
+    .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
+    .join('\n');
+  if (load.renameNodes) {
+    return `${headers}
+local ids = { ${load.renameNodes.map(luaString).join(', ')} }
+local i = 0
+local tag = tostring(math.random(1, 1000000))
+request = function()
+  i = i + 1
+  local id = ids[(i % #ids) + 1]
+  return wrk.format("PATCH", ${luaString(load.path)} .. id, nil, '{"name":"duel-' .. tag .. '-' .. i .. '"}')
+end
+`;
+  }
+  return `wrk.method = ${luaString(load.method)}
+${load.body ? `wrk.body = ${luaString(load.body)}` : ''}
+${headers}
+`;
+}
+
+/** wrk reports latencies like 1.23ms, 850.00us, 1.02s. */
+function toMs(value: string): number {
+  const m = /^([\d.]+)(us|ms|s|m)$/.exec(value.trim());
+  if (!m) return NaN;
+  const n = Number(m[1]);
+  return m[2] === 'us' ? n / 1000 : m[2] === 'ms' ? n : m[2] === 's' ? n * 1000 : n * 60_000;
+}
+
+async function runWrk(target: Target, load: Load, durationS = DURATION_S): Promise<WrkResult> {
+  const { url, child } = target.running!;
+  const script = path.join(target.dir, 'load.lua');
+  writeFileSync(script, luaScript(load));
+  const cpu0 = processCpu(child.pid!);
+  // `times` reports the CPU wrk used (children of the shell): the generator's own cost.
+  const out = await new Promise<string>((resolve, reject) => {
+    const sh = spawn('bash', ['-c', 'wrk "$@" && times', 'wrk', `-t${THREADS}`, `-c${CONNECTIONS}`, `-d${durationS}s`, '--latency', '-s', script, `${url}${load.path}`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let text = '';
+    sh.stdout.on('data', (c: Buffer) => (text += c));
+    sh.stderr.on('data', (c: Buffer) => (text += c));
+    sh.on('error', reject);
+    sh.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk failed (${code}): ${text}`))));
+  });
+  const serverCpu = (processCpu(child.pid!) - cpu0) / durationS;
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const socketErrors = socket ? socket.slice(1).reduce((a, b) => a + Number(b), 0) : 0;
+  const times = out.trim().split('\n').slice(-1)[0]!.match(/(\d+)m([\d.]+)s/g) ?? [];
+  const wrkCpu = times.reduce((sum, t) => {
+    const [, m, s] = /(\d+)m([\d.]+)s/.exec(t)!;
+    return sum + Number(m) * 60 + Number(s);
+  }, 0) / durationS;
+  return {
+    rps,
+    p50: toMs(/\s50%\s+(\S+)/.exec(out)?.[1] ?? ''),
+    p99: toMs(/\s99%\s+(\S+)/.exec(out)?.[1] ?? ''),
+    requests,
+    errors: non2xx + socketErrors,
+    wrkCpu,
+    serverCpu,
+  };
+}
+
+// ---- the duel ----------------------------------------------------------------------------------
+
+interface Row {
+  scenario: string;
+  kind: string;
+  results: Map<string, WrkResult[]>;
+  bytes: Map<string, number>;
+}
+
+function loads(target: Target, scenario: string, n?: number): Load {
+  const s = target.seeded!;
+  const auth = { Authorization: `Bearer ${s.jwt}` };
+  switch (scenario) {
+    case 'healthz':
+      return { method: 'GET', path: '/healthz', headers: {} };
+    case 'list':
+      return { method: 'GET', path: target.listPath(n!), headers: auth };
+    case 'login':
+      return { method: 'POST', path: '/v1/iam/login', headers: {}, body: JSON.stringify({ username: s.username, password: s.password }) };
+    case 'write':
+      return { method: 'PATCH', path: '/v1/nodes/', headers: auth, renameNodes: s.nodeIds.slice(0, 100) };
+    default:
+      throw new Error(`unknown scenario ${scenario}`);
+  }
+}
+
+async function responseBytes(target: Target, load: Load): Promise<number> {
+  if (load.renameNodes) return NaN;
+  const res = await httpRequest(`${target.running!.url}${load.path}`, { method: load.method, ca: false, headers: load.headers, body: load.body });
+  if (res.status >= 300) throw new Error(`${target.name} ${load.method} ${load.path}: HTTP ${res.status} ${res.text.slice(0, 200)}`);
+  return res.raw.length;
+}
+
+const fmt = (v: number, digits = 0) => (Number.isFinite(v) ? v.toFixed(digits) : 'n/a');
+
+async function main() {
+  if (!args.values['no-build']) {
+    const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), 'server'], { stdio: 'inherit' });
+    if (built.status !== 0) throw new Error('npm run build:server failed');
+  }
+  const anchorPath = args.values.anchor ? path.resolve(args.values.anchor) : null;
+  if (anchorPath && !existsSync(anchorPath)) throw new Error(`--anchor ${anchorPath} does not exist`);
+  const targets = [hangarTarget(), ...(anchorPath ? [anchorTarget(anchorPath)] : [])];
+  const wrkVersion = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0];
+  console.log(`hangar duel — ${new Date().toISOString()}, node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.log(`wrk ${wrkVersion?.split(' ')[1] ?? '?'}: ${THREADS} thread(s), ${CONNECTIONS} connections, keep-alive, TLS, ${DURATION_S} s per run, ${REPEAT} run(s) each, interleaved`);
+  if (anchorPath) console.log(`anchor: ${anchorPath} (${spawnSync(anchorPath, ['-version'], { encoding: 'utf8' }).stdout.trim() || 'version unknown'})`);
+
+  const cold = new Map<string, number[]>();
+  const idleRss = new Map<string, number>();
+  try {
+    for (const t of targets) {
+      const first = await t.start();
+      t.seeded = await t.bootstrap();
+      await t.addNodes(t.seeded, NODE_COUNTS[0]!);
+      // Cold start: a restart of the seeded server, to its first healthy answer.
+      const times: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        await stopProcess(t.running!.child);
+        times.push(await t.start());
+      }
+      cold.set(t.name, times);
+      await new Promise((r) => setTimeout(r, 2000));
+      idleRss.set(t.name, rssMb(t.running!.child.pid!));
+      console.log(`${t.name}: first start ${fmt(first)} ms; restarts ${times.map((x) => fmt(x)).join(', ')} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB`);
+    }
+
+    const rows: Row[] = [];
+    const measure = async (scenario: string, kind: string, n?: number) => {
+      const row: Row = { scenario, kind, results: new Map(), bytes: new Map() };
+      for (const t of targets) {
+        row.results.set(t.name, []);
+        row.bytes.set(t.name, await responseBytes(t, loads(t, kind, n)));
+        await runWrk(t, loads(t, kind, n), 2); // warm-up (JIT, caches, connections)
+      }
+      for (let r = 0; r < REPEAT; r++) {
+        for (const t of targets) row.results.get(t.name)!.push(await runWrk(t, loads(t, kind, n)));
+      }
+      rows.push(row);
+      printRow(row, targets);
+    };
+
+    printHeader(targets);
+    if (SCENARIOS.has('healthz')) await measure('healthz', 'healthz');
+    if (SCENARIOS.has('list')) {
+      for (const n of NODE_COUNTS) {
+        for (const t of targets) await t.addNodes(t.seeded!, n);
+        await measure(`list ${n} nodes`, 'list', n);
+      }
+    }
+    if (SCENARIOS.has('login')) await measure('login', 'login');
+    if (SCENARIOS.has('write')) await measure('write (rename node)', 'write');
+
+    console.log('');
+    for (const t of targets) {
+      const pid = t.running!.child.pid!;
+      console.log(`${t.name}: cold start (restart, median of 3) ${fmt(median(cold.get(t.name)!))} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB; RSS after the duel ${fmt(rssMb(pid), 1)} MB`);
+    }
+    const h = targets[0]!;
+    console.log(`targets: cold start < 500 ms → ${fmt(median(cold.get('hangar')!))} ms (${fmt(median(cold.get('hangar')!) / 500, 2)}×); idle RSS < 80 MB → ${fmt(idleRss.get('hangar')!, 1)} MB; RSS after the duel < 120 MB → ${fmt(rssMb(h.running!.child.pid!), 1)} MB`);
+  } finally {
+    for (const t of targets) {
+      if (t.running) await stopProcess(t.running.child);
+      if (args.values.keep) console.log(`kept ${t.dir}`);
+      else rmSync(t.dir, { recursive: true, force: true });
+    }
+  }
+}
+
+function printHeader(targets: Target[]) {
+  const cols = ['scenario'.padEnd(22)];
+  for (const t of targets) cols.push(`${t.name} req/s  p50 ms  p99 ms  cpu  bytes`.padStart(42));
+  if (targets.length > 1) cols.push('   ratio  target');
+  cols.push('  wrk cpu  errors');
+  console.log(`\n${cols.join(' ')}`);
+}
+
+function printRow(row: Row, targets: Target[]) {
+  const cols = [row.scenario.padEnd(22)];
+  const med = new Map<string, number>();
+  let wrkCpu = 0;
+  let errors = 0;
+  for (const t of targets) {
+    const rs = row.results.get(t.name)!;
+    const rps = median(rs.map((r) => r.rps));
+    med.set(t.name, rps);
+    wrkCpu = Math.max(wrkCpu, median(rs.map((r) => r.wrkCpu)));
+    errors += rs.reduce((a, r) => a + r.errors, 0);
+    cols.push(
+      `${fmt(rps).padStart(t.name.length + 6)} ${fmt(median(rs.map((r) => r.p50)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.p99)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.serverCpu)), 2).padStart(4)} ${fmt(row.bytes.get(t.name)!).padStart(6)}`.padStart(42),
+    );
+  }
+  if (targets.length > 1) {
+    const ratio = med.get('hangar')! / med.get('anchor')!;
+    const target = TARGETS[row.kind];
+    cols.push(`${fmt(ratio, 2).padStart(7)}× ${target ? `≥ ${target}` : ''}`.padEnd(15));
+  }
+  cols.push(`${fmt(wrkCpu, 2).padStart(8)} ${String(errors).padStart(7)}`);
+  console.log(cols.join(' '));
+  if (REPEAT > 1 && targets.length > 1) {
+    const per = row.results.get('hangar')!.map((r, i) => fmt(r.rps / row.results.get('anchor')![i]!.rps, 2));
+    console.log(`${''.padEnd(22)} per-run ratios ${per.join(', ')}`);
+  }
+}
+
+await main();
+process.exit(0);
