@@ -12,20 +12,20 @@ export const MANIFEST = path.join(COMPILED_DIR, 'build.json');
 export const ENTRY = path.join(COMPILED_DIR, 'cli.js');
 
 /** `{ "core/app.ts": [mtimeMs, size], … }` for the given files (relative to the root). */
-export function fingerprint(files) {
+export function fingerprint(files, root = ROOT) {
   const out = {};
   for (const file of files) {
-    const st = statSync(path.join(ROOT, file));
+    const st = statSync(path.join(root, file));
     out[file] = [st.mtimeMs, st.size];
   }
   return out;
 }
 
 /** Why the build cannot be used (a short reason), or null when it is current. */
-export function staleness() {
+export function staleness(root = ROOT) {
   let manifest;
   try {
-    manifest = JSON.parse(readFileSync(MANIFEST, 'utf8'));
+    manifest = JSON.parse(readFileSync(path.join(root, 'dist', 'hangar', 'build.json'), 'utf8'));
   } catch {
     return 'not built';
   }
@@ -33,7 +33,7 @@ export function staleness() {
   for (const [file, [mtimeMs, size]] of Object.entries(manifest.inputs ?? {})) {
     let st;
     try {
-      st = statSync(path.join(ROOT, file));
+      st = statSync(path.join(root, file));
     } catch {
       return `${file} is gone`;
     }

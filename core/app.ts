@@ -10,7 +10,7 @@ import { validateConfigSection } from './config.js';
 import { coreMigrations } from './db/core-migrations.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
 import { openStore, type Store } from './db/store.js';
-import { importFile } from './typescript.js';
+import { importFile, runningFrom } from './typescript.js';
 import { ConfigError } from './errors.js';
 import { EventBus } from './events.js';
 import { buildKoaApp } from './http/koa-app.js';
@@ -264,7 +264,16 @@ export class Hangar {
       await hangar.resume();
       await hangar.listen();
       hangar.startLoops(assembly.loops);
-      log.info({ plugins: assembly.services.plugins, drivers: assembly.services.drivers.names(), dialect: db.dialect, urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)) }, 'hangar started');
+      log.info(
+        {
+          plugins: assembly.services.plugins,
+          drivers: assembly.services.drivers.names(),
+          dialect: db.dialect,
+          urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)),
+          running_from: runningFrom(),
+        },
+        'hangar started',
+      );
       return hangar;
     } catch (err) {
       // Leave nothing half-started behind.

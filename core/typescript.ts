@@ -5,6 +5,12 @@
  * registers the ES-module half when it runs hangar from its TypeScript sources.
  */
 const REGISTERED = Symbol.for('hangar.tsx-registered');
+const RUNNING_FROM = Symbol.for('hangar.running-from');
+
+/** `build` when bin/hangar.mjs started the production build (dist/hangar), `sources` otherwise. */
+export function runningFrom(): 'build' | 'sources' {
+  return (globalThis as Record<symbol, unknown>)[RUNNING_FROM] === 'build' ? 'build' : 'sources';
+}
 
 type Flags = { esm?: Promise<void>; cjs?: Promise<void> };
 
