@@ -206,7 +206,7 @@ describe('hangar install / uninstall / services (into a temporary root)', () => 
       hangarCli(['install', '--template=systemd', 'bad.name', '--class', 'Clock::now', '--root-prefix', root]),
       hangarCli(['install', '--template=launchd', 'broken', '--class', 'Clock::now', '--root-prefix', root]),
     ]);
-    expect(results.map((r) => r.code)).to.deep.equal([2, 2, 2, 1]);
+    expect(results.map((r) => r.code)).to.deep.equal([2, 2, 2, 2]);
     expect(results[0]!.stderr).to.contain('unknown class "Nope"');
     expect(results[1]!.stderr).to.contain('Runner::add(a, b) takes 2 arguments, 1 given');
     expect(results[2]!.stderr).to.contain('service name "bad.name" is not valid');
