@@ -312,7 +312,10 @@ interface WrkResult {
   requests: number;
   errors: number;
   wrkCpu: number;
+  /** Cores the server used during the run. */
   serverCpu: number;
+  /** The server's CPU per request (µs): what decides under a loaded machine, where req/s wanders. */
+  cpuPerRequest: number;
 }
 
 const luaString = (s: string) => JSON.stringify(s); // JSON string literals are valid Lua string literals for ASCII
@@ -382,6 +385,7 @@ async function runWrk(target: Target, load: Load, durationS = DURATION_S): Promi
     errors: non2xx + socketErrors,
     wrkCpu,
     serverCpu,
+    cpuPerRequest: requests ? (serverCpu * durationS * 1e6) / requests : NaN,
   };
 }
 
@@ -496,8 +500,9 @@ async function main() {
 
 function printHeader(targets: Target[]) {
   const cols = ['scenario'.padEnd(22)];
-  for (const t of targets) cols.push(`${t.name} req/s  p50 ms  p99 ms  cpu  bytes`.padStart(42));
-  if (targets.length > 1) cols.push('   ratio  target');
+  for (const t of targets) cols.push(`${t.name} req/s  p50 ms  p99 ms  cpu µs/req  bytes`.padStart(49));
+  // ratio: req/s, hangar ÷ anchor (the target); cpu ratio: the anchor's CPU per request ÷ hangar's.
+  if (targets.length > 1) cols.push('   ratio  target  cpu ratio');
   cols.push('  wrk cpu  errors');
   console.log(`\n${cols.join(' ')}`);
 }
@@ -514,13 +519,15 @@ function printRow(row: Row, targets: Target[]) {
     wrkCpu = Math.max(wrkCpu, median(rs.map((r) => r.wrkCpu)));
     errors += rs.reduce((a, r) => a + r.errors, 0);
     cols.push(
-      `${fmt(rps).padStart(t.name.length + 6)} ${fmt(median(rs.map((r) => r.p50)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.p99)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.serverCpu)), 2).padStart(4)} ${fmt(row.bytes.get(t.name)!).padStart(6)}`.padStart(42),
+      `${fmt(rps).padStart(t.name.length + 6)} ${fmt(median(rs.map((r) => r.p50)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.p99)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.serverCpu)), 2).padStart(4)} ${fmt(median(rs.map((r) => r.cpuPerRequest))).padStart(6)} ${fmt(row.bytes.get(t.name)!).padStart(6)}`.padStart(49),
     );
   }
   if (targets.length > 1) {
     const ratio = med.get('hangar')! / med.get('anchor')!;
     const target = TARGETS[row.kind];
+    const cpu = (name: string) => median(row.results.get(name)!.map((r) => r.cpuPerRequest));
     cols.push(`${fmt(ratio, 2).padStart(7)}× ${target ? `≥ ${target}` : ''}`.padEnd(15));
+    cols.push(`${fmt(cpu('anchor') / cpu('hangar'), 2).padStart(8)}×`);
   }
   cols.push(`${fmt(wrkCpu, 2).padStart(8)} ${String(errors).padStart(7)}`);
   console.log(cols.join(' '));

@@ -260,6 +260,7 @@ export class Hangar {
       assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true });
       const hangar = new Hangar(assembly);
       await assembly.services.tasks.start(config.database.url);
+      await db.notices.start(config.database.url, log);
       // Before the listeners: no request can start a step for a record whose interrupted step is resumed.
       await hangar.resume();
       await hangar.listen();

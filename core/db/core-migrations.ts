@@ -2,6 +2,7 @@ import type { MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
 import { taskMigrations } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
+import { noticesMigration } from './notices.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -21,5 +22,6 @@ export const coreMigrations: MigrationSet = {
     },
     ...taskMigrations,
     rateLimitMigration,
+    noticesMigration,
   ],
 };

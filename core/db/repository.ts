@@ -71,7 +71,7 @@ export async function paginate<T>(
     list: string;
   },
 ): Promise<Page<T>> {
-  const limit = Math.min(Math.max(options.limit ?? DEFAULT_PAGE_LIMIT, 1), MAX_PAGE_LIMIT);
+  const limit = pageLimit(options.limit);
   const { keys, cursors, list } = options;
   if (options.cursor) {
     const after = cursors.decode(list, options.cursor, keys.length);
@@ -86,8 +86,16 @@ export async function paginate<T>(
     });
   }
   for (const key of keys) query.orderBy(key, 'asc');
-  const rows: Row[] = await query.limit(limit + 1);
-  const items = rows.slice(0, limit).map(options.decode);
+  return pageOf(await query.limit(limit + 1), limit, keys, options.decode, cursors, list);
+}
+
+function pageLimit(requested: number | undefined): number {
+  return Math.min(Math.max(requested ?? DEFAULT_PAGE_LIMIT, 1), MAX_PAGE_LIMIT);
+}
+
+/** `limit` items of the `limit + 1` rows read, and the cursor after the last one when there are more. */
+function pageOf<T>(rows: Row[], limit: number, keys: string[], decode: (row: Row) => T, cursors: PageCursors, list: string): Page<T> {
+  const items = rows.slice(0, limit).map(decode);
   const last = rows.length > limit ? rows[limit - 1]! : null;
   return { items, next_cursor: last ? cursors.encode(list, keys.map((k) => normaliseKey(last[k]))) : null };
 }
@@ -141,7 +149,7 @@ export class Repository<T extends Row> {
   }
 
   async get(id: string, trx?: Knex.Transaction): Promise<T | null> {
-    const row = await this.query(trx).where({ id }).first();
+    const row = trx ? await this.query(trx).where({ id }).first() : (await this.store.reads.all(this.sql.byId, [id]))[0];
     return row ? this.decode(row) : null;
   }
 
@@ -181,9 +189,32 @@ export class Repository<T extends Row> {
 
   /** A page ordered by creation time then id. */
   async page(options: { where?: (q: Knex.QueryBuilder) => void; limit?: number; cursor?: string | null } = {}): Promise<Page<T>> {
+    if (!options.where) return this.plainPage(options.limit, options.cursor);
     const query = this.query();
-    options.where?.(query);
+    options.where(query);
     return paginate(query, { keys: PAGE_KEYS, limit: options.limit, cursor: options.cursor, decode: this.decode, cursors: this.store.cursors, list: this.table });
+  }
+
+  /** The unfiltered list (every resource's GET): the same keyset page as paginate(), as prepared statements. */
+  private async plainPage(requested: number | undefined, cursor: string | null | undefined): Promise<Page<T>> {
+    const limit = pageLimit(requested);
+    const rows = cursor
+      ? await this.store.reads.all(this.sql.pageAfter, [...this.store.cursors.decode(this.table, cursor, 2).flatMap((v, i) => (i === 0 ? [v, v] : [v])), limit + 1])
+      : await this.store.reads.all(this.sql.page, [limit + 1]);
+    return pageOf(rows, limit, PAGE_KEYS, this.decode, this.store.cursors, this.table);
+  }
+
+  /** The SQL texts of the prepared reads. */
+  private get sql() {
+    const table = `"${this.table.replace(/"/g, '""')}"`;
+    const value = {
+      byId: `select * from ${table} where "id" = ? limit 1`,
+      page: `select * from ${table} order by "created_at" asc, "id" asc limit ?`,
+      // (created_at, id) > (?, ?), written out so both dialects use the index.
+      pageAfter: `select * from ${table} where ("created_at" > ? or ("created_at" = ? and "id" > ?)) order by "created_at" asc, "id" asc limit ?`,
+    };
+    Object.defineProperty(this, 'sql', { value });
+    return value;
   }
 
   /** The cursor of the page that starts after `row` (for lists filtered after reading). */

@@ -4,6 +4,8 @@ import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
 import { PageCursors } from './cursors.js';
 import { ChangeFeed } from './changes.js';
+import { Notices } from './notices.js';
+import { PreparedReads } from './reads.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -14,12 +16,22 @@ export class Store {
   /** Every write a Repository makes, announced (core/db/changes.ts). */
   readonly changes = new ChangeFeed();
 
+  /** Notices between the processes sharing this store (core/db/notices.ts), for what they cache of it. */
+  readonly notices: Notices;
+  /** The hottest reads as statements prepared once (core/db/reads.ts). */
+  readonly reads: PreparedReads;
+
   constructor(
     readonly knex: Knex,
     readonly dialect: Dialect,
     /** PostgreSQL schema holding hangar's tables, when one is configured. */
     readonly schema: string | null,
-  ) {}
+    /** The SQLite database file (SQLite only). */
+    sqliteFile: string | null = null,
+  ) {
+    this.notices = new Notices(knex, dialect, schema);
+    this.reads = new PreparedReads(knex, dialect, sqliteFile);
+  }
 
   /** Cheap round-trip used by /healthz. */
   async ping(): Promise<void> {
@@ -27,6 +39,8 @@ export class Store {
   }
 
   async close(): Promise<void> {
+    await this.notices.close();
+    this.reads.close();
     await this.knex.destroy();
   }
 }
@@ -89,5 +103,5 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       },
     },
   });
-  return new Store(knex, 'sqlite', null);
+  return new Store(knex, 'sqlite', null, file);
 }

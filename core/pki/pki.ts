@@ -10,6 +10,7 @@ import type { Store } from '../db/store.js';
 import type { Clock } from '../clock.js';
 import { deriveKey, SecretBox } from '../crypto.js';
 import { ConfigError } from '../errors.js';
+import { NoticedCache } from '../cache.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -22,6 +23,8 @@ const CA_LIFETIME = 3650 * DAY;
 const SERVER_LIFETIME = 825 * DAY;
 const CLIENT_LIFETIME = 365 * DAY;
 export const CERTIFICATES_TABLE = 'certificates';
+/** Notices on this topic: client certificates were revoked. */
+const CERTIFICATE_CHANGES = 'pki.certificates';
 
 export interface IssuedCertificate {
   serial: string;
@@ -139,8 +142,12 @@ export class Pki extends EventEmitter {
   /** True when the operator supplied the server certificate; then the CA is not served. */
   readonly operatorCertificates: boolean;
 
+  /** Client certificates by serial as the store last answered (isUsable). */
+  private readonly certificates: NoticedCache<{ node_id: string; revoked: boolean }>;
+
   private constructor(private readonly options: PkiOptions) {
     super();
+    this.certificates = new NoticedCache(options.store.notices, CERTIFICATE_CHANGES, { ttlMs: 60_000, max: 200_000 });
     this.dir = path.join(options.dataDir, 'pki');
     this.operatorCertificates = Boolean(options.tlsCertFile);
     if (options.tlsKeyFile && !options.tlsCertFile) throw new ConfigError('api.tls_key is set but api.tls_cert is not: give both');
@@ -367,20 +374,26 @@ export class Pki extends EventEmitter {
 
   /** Revokes every unrevoked client certificate of a node; returns how many. */
   async revokeNode(nodeId: string): Promise<number> {
-    return this.options.store
+    const revoked = await this.options.store
       .knex(CERTIFICATES_TABLE)
       .where({ node_id: nodeId })
       .whereNull('revoked_at')
       .update({ revoked_at: this.options.clock.now().toISOString() });
+    // Every control plane drops what it remembers of certificates (revocations are rare).
+    if (revoked) await this.options.store.notices.publish(CERTIFICATE_CHANGES, null);
+    return revoked;
   }
 
-  /** Whether a presented client certificate (already verified against the CA by TLS) may be used. */
+  /**
+   * Whether a presented client certificate (already verified against the CA by TLS) may be used:
+   * the store's answer, remembered until a revocation (on any control plane) or for a minute.
+   */
   async isUsable(serial: string, nodeId: string): Promise<boolean> {
-    const row = await this.options.store
-      .knex(CERTIFICATES_TABLE)
-      .where({ serial: normaliseSerial(serial) })
-      .first('node_id', 'revoked_at');
-    return Boolean(row && row.node_id === nodeId && !row.revoked_at);
+    const row = await this.certificates.get(normaliseSerial(serial), async () => {
+      const found = await this.options.store.knex(CERTIFICATES_TABLE).where({ serial: normaliseSerial(serial) }).first('node_id', 'revoked_at');
+      return found ? { node_id: found.node_id as string, revoked: Boolean(found.revoked_at) } : null;
+    });
+    return Boolean(row && row.node_id === nodeId && !row.revoked);
   }
 
   /** A 32-byte key for one purpose, derived from the master key when configured, else from the CA key. */

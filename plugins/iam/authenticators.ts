@@ -19,7 +19,7 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
       const token = bearerToken(ctx.get('authorization'));
       if (!token) return null;
       const claims = identity.jwt.verify(token);
-      const user = await identity.users.get(claims.userid);
+      const user = await identity.users.current(claims.userid);
       if (!user) throw unauthorized('The token belongs to a user that no longer exists');
       if ((claims.ep ?? 0) !== user.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
       return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp };

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import type { SecretBox } from '../../core/crypto.js';
 import { RowCodec, paginate, uniqueViolationConflict, type Page, type Row } from '../../core/db/repository.js';
+import { NoticedCache } from '../../core/cache.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
@@ -73,13 +74,35 @@ const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at'] });
 /** How often a key's last-used time is written, at most (keeps hot keys from writing on every request). */
 const TOUCH_INTERVAL_MS = 60_000;
 
+/** Notices on this topic name a user whose record changed (any process): cached copies go. */
+const USER_CHANGES = 'iam.users';
+
 /** The one user store behind the control API's IAM and the login API. */
 export class UserStore {
+  /** Live users by id, for authenticating requests without a query each (core/cache.ts). */
+  private readonly authenticating: NoticedCache<UserRecord>;
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly keySecrets: SecretBox,
-  ) {}
+  ) {
+    this.authenticating = new NoticedCache(store.notices, USER_CHANGES, { ttlMs: 30_000, max: 10_000 });
+  }
+
+  /** Tells every control plane that a user changed (after the change is committed). */
+  private async changed(userid: string): Promise<void> {
+    await this.store.notices.publish(USER_CHANGES, userid);
+  }
+
+  /**
+   * A live user by id as a request's authenticator needs it (role, token epoch, deletion): from
+   * memory while unchanged. Every write to a user below announces itself, so a password change, a
+   * deletion or a new role counts from the next request on, on every control plane.
+   */
+  async current(userid: string): Promise<UserRecord | null> {
+    return this.authenticating.get(userid, () => this.get(userid));
+  }
 
   private get knex(): Knex {
     return this.store.knex;
@@ -163,16 +186,19 @@ export class UserStore {
    * epoch moves on), and so do the user's API keys unless `keepApiKeys`. Answers how many keys went.
    */
   async setPassword(userid: string, passwordHash: string, options: { keepApiKeys: boolean }): Promise<{ keys_deleted: number }> {
-    return this.knex.transaction(async (trx) => {
+    const outcome = await this.knex.transaction(async (trx) => {
       await trx(USERS).where({ userid }).update({ password: passwordHash, token_epoch: trx.raw('token_epoch + 1'), updated_at: this.now() });
       const keysDeleted = options.keepApiKeys ? 0 : await trx(API_KEYS).where({ userid }).delete();
       return { keys_deleted: keysDeleted };
     });
+    await this.changed(userid);
+    return outcome;
   }
 
   /** The same password, hashed the configured way (a legacy hash upgraded at login): nothing is revoked. */
   async upgradeHash(userid: string, passwordHash: string): Promise<void> {
     await this.knex(USERS).where({ userid }).update({ password: passwordHash });
+    await this.changed(userid);
   }
 
   /**
@@ -181,7 +207,7 @@ export class UserStore {
    * other at the same moment leave one), serialised across control planes.
    */
   async softDelete(userid: string): Promise<boolean> {
-    return this.knex.transaction(async (trx) => {
+    const deleted = await this.knex.transaction(async (trx) => {
       await lockForTransaction(trx, this.store.dialect, 'iam:admins');
       const user = await trx(USERS).where({ userid }).whereNull('deleted_at').first('role');
       if (!user) return false;
@@ -192,6 +218,8 @@ export class UserStore {
       const n = await trx(USERS).where({ userid }).whereNull('deleted_at').update({ deleted_at: this.now(), updated_at: this.now() });
       return n > 0;
     });
+    if (deleted) await this.changed(userid);
+    return deleted;
   }
 
   /** Whether the first admin has been created (then bootstrap stays closed for good). */

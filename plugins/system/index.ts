@@ -10,6 +10,9 @@ import { versionInfo } from '../../core/version.js';
 
 const DEFAULT_BINARY_DIR = fromRoot('dist', 'agent');
 
+/** How long a store round trip vouches for the store's health. */
+const HEALTH_FRESH_MS = 1000;
+
 interface AgentManifest {
   version: string;
   executables: Record<string, { file: string; sha256: string; size: number }>;
@@ -43,6 +46,22 @@ export default definePlugin({
   setup(services) {
     const binaries = new AgentBinaries((services.config.system as { agent_binary_dir: string | null }).agent_binary_dir ?? DEFAULT_BINARY_DIR);
     services.provided.set('agent-binaries', binaries);
+    // A health check answers from a store round trip made in the last second; callers at the same
+    // moment share one (a flood of checks is not a flood of queries).
+    let answeredAt = -Infinity;
+    let asking: Promise<boolean> | null = null;
+    const storeAnswers = (): Promise<boolean> => {
+      if (performance.now() - answeredAt < HEALTH_FRESH_MS) return Promise.resolve(true);
+      asking ??= services.db
+        .ping()
+        .then(() => {
+          answeredAt = performance.now();
+          return true;
+        })
+        .catch(() => false)
+        .finally(() => (asking = null));
+      return asking;
+    };
     return {
       routes: [
         {
@@ -52,11 +71,7 @@ export default definePlugin({
           summary: 'Health check: 200 when the store answers, 503 otherwise',
           schemas: { response: Type.Object({ status: Type.Literal('ok'), store: Type.String() }) },
           async handler() {
-            try {
-              await services.db.ping();
-            } catch {
-              throw unavailable('The store is not reachable');
-            }
+            if (!(await storeAnswers())) throw unavailable('The store is not reachable');
             return { status: 'ok', store: services.db.dialect };
           },
         },

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Hangar } from '../../../core/app.js';
 import { ConfigError } from '../../../core/errors.js';
 import { httpRequest } from '../../../core/http/client.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { FIXTURE_PLUGIN, startHangar } from '../../support/hangar.js';
 
@@ -72,7 +73,7 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
     try {
       await first.request('POST', '/v1/probe/things', { body: { id: 'keep-me', label: 'x', active: true, created_at: new Date().toISOString() } });
       migrations = await first.hangar.store.knex('hangar_migrations').select('id', 'applied_at').orderBy('id');
-      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'probe/001_things']);
+      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'core/004_store_notices', 'probe/001_things']);
     } finally {
       await first.stop();
     }
@@ -105,12 +106,15 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
 });
 
 describeEachDialect('health check', (dialect) => {
-  it('answers 503 with the error body when the store is down', async () => {
+  it('answers 503 with the error body once the store is down (a round trip vouches for a second)', async () => {
     const t = await startHangar(dialect, { plugins: ['system'] });
     try {
       expect((await t.request('GET', '/healthz')).json.data.store).to.equal(dialect.name);
       await t.hangar.store.knex.destroy();
-      const res = await t.request('GET', '/healthz');
+      const res = await waitFor(async () => {
+        const r = await t.request('GET', '/healthz');
+        return r.status === 200 ? null : r;
+      }, { timeoutMs: 5000, intervalMs: 100, what: 'the health check to notice the store is down' });
       expect(res.status).to.equal(503);
       expect(res.json.error).to.equal('Service Unavailable');
       expect(res.json.message).to.equal('The store is not reachable');

@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Row } from './repository.js';
+import type { Dialect } from './store.js';
+
+type Statement = { all(...params: unknown[]): Row[] };
+type SqliteDatabase = { prepare(sql: string): Statement; pragma(sql: string): unknown; close(): void };
+type PgConnection = { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: Row[] }> };
+
+/**
+ * The hottest reads (a page of a list, a record by id), outside any transaction, as statements
+ * prepared once and kept: knex builds and the driver prepares every query anew, which is most of
+ * what a list costs. SQL text uses `?` placeholders and double-quoted identifiers; a statement's
+ * text is its key, so only a fixed set of texts should come here (not one per value).
+ *
+ * SQLite: a second connection to the same file, read-only (`query_only`), that sees every
+ * committed write (WAL). PostgreSQL: a named prepared statement on a connection of knex's pool
+ * (with the schema's search_path), prepared once per connection.
+ */
+export class PreparedReads {
+  private sqlite: SqliteDatabase | null = null;
+  private readonly statements = new Map<string, Statement>();
+  private readonly pgTexts = new Map<string, { name: string; text: string }>();
+
+  constructor(
+    private readonly knex: Knex,
+    private readonly dialect: Dialect,
+    /** Without a file (a store opened some other way) SQLite reads go through knex, unprepared. */
+    private readonly sqliteFile: string | null,
+  ) {}
+
+  async all(sql: string, params: unknown[]): Promise<Row[]> {
+    if (this.dialect === 'sqlite') {
+      if (!this.sqliteFile) return (await this.knex.raw(sql, params as Knex.RawBinding[])) as Row[];
+      return this.sqliteStatement(sql).all(...params.map(sqliteValue));
+    }
+    const statement = this.pgStatement(sql);
+    const client = this.knex.client as { acquireConnection(): Promise<PgConnection>; releaseConnection(c: PgConnection): Promise<void> };
+    const connection = await client.acquireConnection();
+    try {
+      return (await connection.query({ ...statement, values: params })).rows;
+    } finally {
+      await client.releaseConnection(connection);
+    }
+  }
+
+  private sqliteStatement(sql: string): Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      this.sqlite ??= this.openSqlite();
+      statement = this.sqlite.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  private openSqlite(): SqliteDatabase {
+    // better-sqlite3, as knex loaded it.
+    const Database = (this.knex.client as { driver: new (file: string, options: object) => SqliteDatabase }).driver;
+    const db = new Database(this.sqliteFile!, { fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+    db.pragma('query_only = ON');
+    return db;
+  }
+
+  private pgStatement(sql: string): { name: string; text: string } {
+    let statement = this.pgTexts.get(sql);
+    if (!statement) {
+      let n = 0;
+      statement = { name: `hangar_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql.replace(/\?/g, () => `$${++n}`) };
+      this.pgTexts.set(sql, statement);
+    }
+    return statement;
+  }
+
+  close(): void {
+    this.sqlite?.close();
+    this.sqlite = null;
+    this.statements.clear();
+  }
+}
+
+/** better-sqlite3 binds numbers, strings, bigints, buffers and null; booleans are 1 and 0 in SQLite. */
+function sqliteValue(value: unknown): unknown {
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (value instanceof Date) return value.toISOString();
+  return value;
+}
