@@ -73,10 +73,14 @@ function requestId(ctx: Context): string {
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-/** A JSON answer, serialised here (Koa's own path for objects looks the type up on every response). */
+/**
+ * A JSON answer, serialised here (Koa's own path for objects looks the type up on every response).
+ * The value stays in `ctx.state.payload` for the request observers.
+ */
 function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.status = status;
   ctx.set('Content-Type', JSON_TYPE);
+  ctx.state.payload = payload;
   ctx.body = JSON.stringify(payload);
 }
 
@@ -202,7 +206,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
 /** What the request observers (core/http/observers.ts) learn of an answered request. */
 function finishedRequest(ctx: Context, listener: ListenerName, durationMs: number): FinishedRequest {
   const caller = ctx.state.caller as AuthOutcome | undefined;
-  const body = ctx.body as { data?: unknown } | null | undefined;
+  const body = ctx.state.payload as { data?: unknown } | null | undefined;
   return {
     listener,
     method: ctx.method,
