@@ -32,9 +32,9 @@ const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const KUBE_BUILD_SCRIPT = join(REPO, 'scripts', 'kube-build.sh');
 
 /**
- * How long a before hook may take when it may have to build the control plane: a cold build on a
- * 2-core machine takes about half an hour (docs/kubernetes.md); in CI it runs in the background
- * from the start of .ci/run and the suites wait for it.
+ * How long a before hook may take when it may have to build the control plane: a cold build on
+ * a 2-core machine takes an estimated 11–13 minutes idle, 40 on a loaded one (docs/kubernetes.md);
+ * in CI it runs in the background from the start of .ci/run and the suites wait for it.
  */
 export const KUBE_START_TIMEOUT_MS = 50 * 60_000;
 
