@@ -1,112 +1,204 @@
 import { expect } from 'chai';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { docker } from '../../lab/docker.js';
-import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../support/agents.js';
+import { FAST_NODES, waitFor } from '../support/agents.js';
 import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
-import { dockerOnlyPath, hostSwarm, TEST_IMAGE } from '../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { requireService } from '../support/requirements.js';
-import { SWARM_TEST_OVERRIDES } from '../support/swarm-member.js';
 import { loadConfig } from '../../core/config.js';
+import { Lab, type Machine } from './lab/lab.js';
+
+// What page.evaluate() callbacks see runs in the browser; this program is type-checked without the DOM library.
+declare const window: any;
+
+const AGENT_BUILT = () => existsSync(path.resolve('dist/agent/manifest.json'));
+/** The workload image, built inside each machine (nothing can be pulled). */
+const IMAGE = 'lab/busybox:latest';
+/** Where a machine's agent started by the join command writes its output. */
+const JOIN_LOG = '/var/log/hangar-join.log';
 
 /**
- * Workloads through the dashboard in chromium: create a swarm and join a real agent's node to it,
- * create an instance and scale it (the replicas showing live), create and edit a service with a
- * diff of the YAML before it is applied. On the host engine's swarm (test/support/host-swarm.ts),
- * not the machine lab, to stay within CI's time (docs/dashboard.md); SQLite.
+ * Workloads through the dashboard in chromium, on a lab swarm: two lab machines (containers with
+ * sshd and their own dockerd) join the control plane with the command the dashboard's "Add a
+ * machine" dialog shows, run as an operator would paste it (the agent downloaded from the control
+ * plane); a swarm is created and both nodes join it from the swarm's page; then an instance is
+ * created, scaled (the replicas showing live), stopped, started and its logs read; and a service
+ * is deployed and its YAML edited with a diff of the change before it is applied. SQLite.
  */
-describe('the dashboard in chromium: swarms, instances and services [sqlite, host swarm]', function () {
+describe('the dashboard in chromium: swarms, instances and services [sqlite, lab swarm]', function () {
   this.timeout(60_000);
   const dialect = new TestDialect('sqlite');
-  const suffix = Math.random().toString(36).slice(2, 7);
+  let lab: Lab;
+  let machines: Machine[];
   let t: TestHangar;
   let admin: Credentials;
+  /** The control plane as the lab machines (and so the browser) reach it: the host's address on the lab network. */
+  let url: string;
   let page: Page;
   let shot: (name: string) => Promise<unknown>;
   let closeBrowser: (() => Promise<void>) | undefined;
-  let nodeId: string;
+  const nodeOf = new Map<string, string>();
   let swarmId: string;
   const row = (table: string, text: string) => tableRow(page, table, text);
   const nav = (name: string) => navigate(page, name);
   const adminApi = (method: string, p: string) => t.request(method, p, { headers: bearer(admin.token) });
 
   before(async function () {
-    this.timeout(180_000);
+    this.timeout(15 * 60_000); // the first run after a recipe change builds the lab image
     requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
     requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
-    const missing = await hostSwarm();
-    requireService(this, missing === null, missing ?? '');
-    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...SWARM_TEST_OVERRIDES, login: { port: 0 } } });
+    requireService(this, AGENT_BUILT(), 'the agent executables (npm run build)');
+    const available = await Lab.availability();
+    requireService(this, available.docker, 'Docker (dockerd)');
+    requireService(this, available.image, available.why ?? 'the lab image');
+    lab = new Lab({ name: 'dashboard', subnet: '172.31.72.0/24', log: () => undefined });
+    machines = await lab.start({ machines: 2 });
+    // Images cannot be pulled: each machine builds the workload image while the rest starts.
+    const images = Promise.all(machines.map((m) => m.sh(`lab-busybox-image ${IMAGE}`)));
+    t = await startHangar(dialect, {
+      plugins: loadConfig({ env: {} }).plugins,
+      overrides: {
+        ...FAST_NODES,
+        api: { host: '0.0.0.0' },
+        login: { port: 0 },
+        // The lab kernel has no IPVS: no routing mesh and no service VIPs (as test/e2e/swarm.test.ts).
+        swarms: { observe_interval_seconds: 1, advertise: 'address', publish_mode: 'host', endpoint_mode: 'dnsrr', drain_wait_seconds: 1 },
+      },
+    });
+    url = `https://${lab.gateway}:${new URL(t.url).port}`;
     admin = await bootstrapAdmin(t);
-    const token = await t.request('POST', '/v1/nodes/token', { body: {}, headers: bearer(admin.token) });
-    const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: dockerOnlyPath() });
-    nodeId = await joinedNodeId(agent, 30_000);
-    await waitFor(async () => (await adminApi('GET', `/v1/nodes/${nodeId}`)).json.data?.status === 'ready', { timeoutMs: 30_000, what: 'the node to be ready' });
     const opened = await openBrowser();
     ({ page, shot } = opened);
     closeBrowser = opened.close;
-    await logIn(page, t.url, admin.username, admin.password);
+    await logIn(page, url, admin.username, admin.password);
+    await images;
   });
   after(async function () {
     this.timeout(120_000);
     await closeBrowser?.();
-    await docker(['service', 'rm', `web-${suffix}`]);
-    await docker(['stack', 'rm', `hangar-stack-${suffix}`]);
-    await cleanupAgents();
     await t?.stop();
+    await lab?.teardown();
     await dialect.cleanup();
   });
-
-  it('creates a swarm and joins the node to it', async function () {
-    this.timeout(90_000);
-    await nav('Swarms');
-    await page.getByRole('button', { name: 'Create swarm' }).click();
-    await page.getByRole('dialog').getByLabel('Name').fill(`ui-${suffix}`);
-    await page.getByRole('dialog').getByRole('button', { name: 'Create' }).click();
-    await row('Swarms', `ui-${suffix}`).getByRole('link').click();
-    await page.getByRole('heading', { name: `Swarm ui-${suffix}` }).waitFor();
-    swarmId = decodeURIComponent(page.url().split('/').pop()!);
-    await page.getByRole('button', { name: 'Join a node' }).click();
-    await page.getByRole('dialog').getByLabel('Node').selectOption(nodeId);
-    await page.getByRole('dialog').getByRole('button', { name: 'Join' }).click();
-    await row('Members', 'manager').locator('.badge', { hasText: 'active' }).waitFor({ timeout: 60_000 });
+  afterEach(async function () {
+    // A failure shows what an open dialog says, what the control plane logged as a warning or an error, and the machines' agents.
+    if (this.currentTest?.state !== 'failed' || !t) return;
+    for (const text of await page.locator('dialog[open]').allInnerTexts().catch(() => [])) console.log(`    open dialog: ${text.slice(0, 2000)}`);
+    for (const line of t.logs.filter((l) => /"level":"(warn|error|fatal)"/.test(l)).slice(-20)) console.log(`    control plane: ${line.trim().slice(0, 1500)}`);
+    for (const m of machines ?? []) console.log(`    ${m.name} ${JOIN_LOG}: ${(await m.exec(`tail -n 20 ${JOIN_LOG}`)).stdout}`);
   });
 
-  it('creates an instance on the swarm and scales it, the replicas showing live', async function () {
-    this.timeout(150_000);
+  /** Marks the page's document; sameDocument() says whether it is still the one (no reload in between). */
+  const markDocument = () => page.evaluate(() => ((window as any).__sameDocument = true));
+  const sameDocument = () => page.evaluate(() => (window as any).__sameDocument === true);
+
+  it('adds both machines with the join command the dashboard shows; they turn ready in the fleet live', async function () {
+    this.timeout(120_000);
+    await markDocument();
+    for (const m of machines) {
+      await page.getByRole('button', { name: 'Add a machine' }).click();
+      await page.getByRole('button', { name: 'Create a join token' }).click();
+      const command = await page.getByLabel('Run this on the machine').inputValue();
+      expect(command).to.contain(`'${url}/v1/agent/binary?arch=amd64'`);
+      await page.getByRole('button', { name: 'Done' }).click();
+      // What an operator pastes into a shell on the machine; the agent keeps running after it.
+      await m.sh('cat >/root/join.sh', { input: command });
+      await m.sh(`cd /root && setsid nohup sh /root/join.sh >${JOIN_LOG} 2>&1 </dev/null &`);
+    }
+    for (const m of machines) {
+      // The address comes with the agent's first facts; the machine's hostname is its name.
+      const nodeRow = row('Nodes', m.ip);
+      await nodeRow.getByText('ready').waitFor({ timeout: 90_000 });
+      nodeOf.set(m.name, (await nodeRow.getAttribute('data-id'))!);
+      expect(await nodeRow.getByRole('link').textContent()).to.equal(m.name);
+    }
+    expect(await sameDocument(), 'no reload').to.equal(true);
+    await shot('08-lab-fleet');
+  });
+
+  it('creates a swarm and joins both nodes to it from the swarm’s page: a manager, then a worker', async function () {
+    this.timeout(120_000);
+    await nav('Swarms');
+    await page.getByRole('button', { name: 'Create swarm' }).click();
+    await page.getByRole('dialog').getByLabel('Name').fill('lab');
+    await page.getByRole('dialog').getByRole('button', { name: 'Create' }).click();
+    await row('Swarms', 'lab').getByRole('link').click();
+    await page.getByRole('heading', { name: 'Swarm lab' }).waitFor();
+    swarmId = decodeURIComponent(page.url().split('/').pop()!);
+    for (const [m, role] of [[machines[0]!, 'manager'], [machines[1]!, 'worker']] as const) {
+      await page.getByRole('button', { name: 'Join a node' }).click();
+      await page.getByRole('dialog').getByLabel('Node').selectOption(nodeOf.get(m.name)!);
+      await page.getByRole('dialog').getByRole('button', { name: 'Join' }).click();
+      const member = page.getByRole('table', { name: 'Members' }).locator(`tr[data-id="${nodeOf.get(m.name)}"]`);
+      await member.locator('.badge', { hasText: 'active' }).waitFor({ timeout: 90_000 });
+      expect(await member.textContent()).to.contain(role);
+    }
+    expect(await machines[0]!.sh("docker node ls --format '{{.Hostname}} {{.ManagerStatus}}' | sort")).to.match(/^m1 Leader\nm2 ?$/);
+    await shot('09-lab-swarm');
+  });
+
+  it('creates an instance on the swarm, scales it (the replicas showing live), stops and starts it, and reads its logs', async function () {
+    this.timeout(240_000);
     await nav('Instances');
     await page.getByRole('button', { name: 'Create instance' }).click();
     const dialog = page.getByRole('dialog', { name: 'Create an instance' });
-    await dialog.getByLabel('Name').fill(`web-${suffix}`);
+    await dialog.getByLabel('Name').fill('web');
     await dialog.getByLabel('Swarm').selectOption(swarmId);
-    await dialog.getByLabel('Image').fill(TEST_IMAGE);
-    await dialog.getByLabel('Command').fill('exec sleep 3600');
+    await dialog.getByLabel('Image').fill(IMAGE);
+    await dialog.getByLabel('Type').selectOption('nano');
+    await dialog.getByLabel('Command').fill('echo "hello from $(hostname)"; exec sleep 3600');
     await dialog.getByRole('button', { name: 'Create' }).click();
-    const instance = row('Instances', `web-${suffix}`);
+    const instance = row('Instances', 'web');
     await instance.getByText('running').waitFor({ timeout: 60_000 });
     await instance.getByText('1 / 1').waitFor();
+    await markDocument();
+
     await instance.getByRole('button', { name: 'Scale' }).click();
-    await page.getByRole('dialog', { name: `Scale web-${suffix}` }).getByLabel('Replicas').fill('2');
-    await page.getByRole('dialog', { name: `Scale web-${suffix}` }).getByRole('button', { name: 'Scale' }).click();
-    await instance.getByText('2 / 2').waitFor({ timeout: 60_000 });
+    await page.getByRole('dialog', { name: 'Scale web' }).getByLabel('Replicas').fill('4');
+    await page.getByRole('dialog', { name: 'Scale web' }).getByRole('button', { name: 'Scale' }).click();
+    await instance.getByText('4 / 4').waitFor({ timeout: 60_000 });
     await instance.getByText('running').waitFor();
+    expect(await sameDocument(), 'no reload').to.equal(true);
     await shot('04-instances');
+    // The replicas run on both machines of the swarm.
+    const id = (await instance.getAttribute('data-id'))!;
+    const placement = (await adminApi('GET', `/v1/compute/instances/${id}`)).json.data.placement as Array<{ node_id: string; state: string }>;
+    expect(new Set(placement.map((p) => p.node_id))).to.deep.equal(new Set(nodeOf.values()));
+    for (const m of machines) expect(Number(await m.sh('docker ps -q --filter label=com.docker.swarm.service.name=inst-web | wc -l'))).to.be.greaterThan(0);
+
+    await instance.getByRole('button', { name: 'Stop' }).click();
+    await page.getByRole('dialog', { name: 'Stop instance' }).getByRole('button', { name: 'Stop' }).click();
+    await instance.getByText('stopped').waitFor({ timeout: 60_000 });
+    await instance.getByText('0 / 4').waitFor({ timeout: 30_000 });
+    await instance.getByRole('button', { name: 'Start' }).click();
+    await page.getByRole('dialog', { name: 'Start instance' }).getByText('starts with 4 replicas').waitFor();
+    await page.getByRole('dialog', { name: 'Start instance' }).getByRole('button', { name: 'Start' }).click();
+    await instance.getByText('4 / 4').waitFor({ timeout: 60_000 });
+    await instance.getByText('running').waitFor();
+
+    await instance.getByRole('button', { name: 'Logs' }).click();
+    const logs = page.getByRole('dialog', { name: 'Logs of web' }).getByLabel('Log lines');
+    await logs.getByText('hello from inst-web-').first().waitFor({ timeout: 60_000 });
+    await shot('10-instance-logs');
+    await page.getByRole('dialog', { name: 'Logs of web' }).getByRole('button', { name: 'Close' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
   });
 
   it('edits a service: the YAML, a diff of the change, then applied', async function () {
-    this.timeout(150_000);
-    const compose = `services:\n  app:\n    image: ${TEST_IMAGE}\n    command: ["sleep", "3600"]\n`;
+    this.timeout(180_000);
+    const compose = `services:\n  app:\n    image: ${IMAGE}\n    command: ["sleep", "3600"]\n`;
     await nav('Services');
     await page.getByRole('button', { name: 'Create service' }).click();
     const create = page.getByRole('dialog');
-    await create.getByLabel('Name').fill(`stack-${suffix}`);
+    await create.getByLabel('Name').fill('stack');
     await create.getByLabel('Swarm').selectOption(swarmId);
     await create.getByLabel('Compose file (YAML)').fill(compose);
     await create.getByRole('button', { name: 'Deploy' }).click();
-    await row('Services', `stack-${suffix}`).getByText('running').waitFor({ timeout: 90_000 });
-    await row('Services', `stack-${suffix}`).getByRole('link').click();
+    await row('Services', 'stack').getByText('running').waitFor({ timeout: 90_000 });
+    await row('Services', 'stack').getByRole('link').click();
     await page.getByLabel('Compose file', { exact: true }).getByText('sleep').waitFor();
     await page.getByRole('button', { name: 'Edit' }).click();
     const edited = compose.replace('["sleep", "3600"]', '["sleep", "7200"]');
@@ -120,6 +212,8 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, hos
     await page.getByLabel('Compose file', { exact: true }).getByText('7200').waitFor();
     const id = decodeURIComponent(page.url().split('/').pop()!);
     await waitFor(async () => (await adminApi('GET', `/v1/services/${id}`)).json.data.compose_file === edited, { timeoutMs: 10_000, what: 'the edited compose file' });
+    // The swarm on the machines runs the edited command.
+    const stack = (await adminApi('GET', `/v1/services/${id}`)).json.data.stack as string;
+    await waitFor(async () => (await machines[0]!.sh(`docker service inspect ${stack}_app --format '{{json .Spec.TaskTemplate.ContainerSpec.Args}}'`)).includes('7200'), { timeoutMs: 60_000, what: 'the stack running the edited command' });
   });
-
 });

@@ -63,13 +63,17 @@ export async function call<R extends Route>(route: R, input: Input<R> = {} as In
   return { status: res.status, data: json.data, next_cursor: json.next_cursor };
 }
 
-/** Polls a queued read (logs) until its task completes; returns its result. */
+/**
+ * Polls a queued read (logs) until its task completes; returns its result: the task's `result`
+ * (node logs), or the completed read itself where the route hands the lines over directly
+ * (`{status, lines}`: instance and service logs).
+ */
 export async function settle<R extends Route>(route: R, params: Api[R]['params'], timeoutMs = 60_000): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await call(route, { params } as Input<R>);
     const task = res.data as { status: string; result?: unknown; error?: string };
-    if (task.status === 'completed') return task.result;
+    if (task.status === 'completed') return task.result ?? task;
     if (task.status === 'failed') throw new ApiError(500, task.error ?? 'the task failed');
     if (Date.now() > deadline) throw new ApiError(504, 'no answer from the agent in time');
     await new Promise((r) => setTimeout(r, 700));
