@@ -1,0 +1,157 @@
+// One load-generator process of bench/agents.ts: joins its share of simulated agents (real join
+// tokens, real P-256 keys, real mutual TLS) and runs each as the agent does (agent/agent.ts):
+// heartbeats on the interval the server announces, one long-poll at a time, results reported.
+// Driven by the coordinator over IPC; reports latencies, task arrivals and its event-loop lag.
+import { generateKeyPairSync } from 'node:crypto';
+import https from 'node:https';
+import os from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { httpRequest } from '../core/http/client.js';
+
+export interface GeneratorStart {
+  type: 'start';
+  url: string;
+  ca: string;
+  jwt: string;
+  count: number;
+  offset: number;
+  intervalSeconds: number;
+}
+
+export type ToGenerator = GeneratorStart | { type: 'measure' } | { type: 'stop' };
+
+export type FromGenerator =
+  | { type: 'enrolled'; nodeIds: string[]; seconds: number }
+  | { type: 'tasks'; arrivals: Array<[taskId: string, epochMs: number]> }
+  | { type: 'stats'; heartbeatMs: number[]; errors: number; lagP99Ms: number; intervals: number[] };
+
+/** Milliseconds since the epoch with sub-millisecond precision, comparable across processes. */
+export const epochMs = () => performance.timeOrigin + performance.now();
+
+const FACTS = {
+  architecture: 'amd64',
+  agent_version: 'bench',
+  kernel: os.release(),
+  os: { id: 'debian', version: '12' },
+  resources: { cpus: 2, load_1m: 0.1, memory_total_bytes: 1e9, memory_free_bytes: 5e8 },
+  docker: { present: false },
+  k3s: { present: false },
+  pending_updates: 0,
+  reboot_required: false,
+};
+
+interface SimAgent {
+  nodeId: string;
+  options: { ca: string; cert: string; key: string; agent: https.Agent };
+}
+
+const send = (message: FromGenerator) => process.send!(message);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function enrol(start: GeneratorStart): Promise<SimAgent[]> {
+  const agents: SimAgent[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < start.count) {
+      const i = start.offset + next++;
+      const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const token = await httpRequest(`${start.url}/v1/nodes/token`, { method: 'POST', ca: start.ca, headers: { authorization: `Bearer ${start.jwt}` }, body: {} });
+      if (token.status !== 201) throw new Error(`token ${i}: ${token.status} ${token.text}`);
+      const join = await httpRequest(`${start.url}/v1/nodes/join`, {
+        method: 'POST',
+        ca: start.ca,
+        body: { token: token.json.data.token, hostname: `sim-${i}`, public_key: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), architecture: 'amd64' },
+      });
+      if (join.status !== 201) throw new Error(`join ${i}: ${join.status} ${join.text}`);
+      const cert = join.json.data.certificate as string;
+      const key = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+      // As the agent: one keep-alive pool per machine.
+      agents.push({ nodeId: join.json.data.node_id, options: { ca: start.ca, cert, key, agent: new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key }) } });
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  return agents;
+}
+
+async function run(start: GeneratorStart) {
+  const began = Date.now();
+  const agents = await enrol(start);
+  send({ type: 'enrolled', nodeIds: agents.map((a) => a.nodeId), seconds: (Date.now() - began) / 1000 });
+
+  let heartbeatMs: number[] = [];
+  let intervals: number[] = [];
+  let errors = 0;
+  let stopping = false;
+  let arrivals: Array<[string, number]> = [];
+  const lag = monitorEventLoopDelay({ resolution: 5 });
+  const flush = setInterval(() => {
+    if (arrivals.length) send({ type: 'tasks', arrivals });
+    arrivals = [];
+  }, 20);
+
+  process.on('message', (message: ToGenerator) => {
+    if (message.type === 'measure') {
+      heartbeatMs = [];
+      intervals = [];
+      errors = 0;
+      lag.reset();
+      lag.enable();
+    } else if (message.type === 'stop') {
+      stopping = true;
+      lag.disable();
+      clearInterval(flush);
+      send({ type: 'stats', heartbeatMs, errors, lagP99Ms: lag.percentile(99) / 1e6, intervals });
+      for (const a of agents) a.options.agent.destroy();
+      setTimeout(() => process.exit(0), 200);
+    }
+  });
+
+  for (const a of agents) {
+    // Heartbeats, spread over the interval; the reply sets the next one.
+    void (async () => {
+      let interval = start.intervalSeconds;
+      await sleep(Math.random() * interval * 1000);
+      while (!stopping) {
+        const t0 = performance.now();
+        try {
+          const res = await httpRequest(`${start.url}/v1/internal/heartbeat`, { ...a.options, method: 'POST', body: { ...FACTS, hostname: a.nodeId } });
+          if (res.status !== 200) errors++;
+          else {
+            heartbeatMs.push(performance.now() - t0);
+            interval = Number(res.json.data.heartbeat_interval_seconds) || interval;
+            intervals.push(interval);
+          }
+        } catch {
+          if (!stopping) errors++;
+        }
+        await sleep(interval * 1000);
+      }
+    })();
+    // One long-poll at a time; each task reported at once.
+    void (async () => {
+      while (!stopping) {
+        try {
+          const res = await httpRequest(`${start.url}/v1/internal/tasks/${a.nodeId}?wait=30`, { ...a.options, timeoutMs: 45_000 });
+          const now = epochMs();
+          for (const task of res.json?.data ?? []) {
+            arrivals.push([task.task_id, now]);
+            await httpRequest(`${start.url}/v1/internal/tasks/${task.task_id}/result`, { ...a.options, method: 'POST', body: { status: 'completed', output: { lines: [] } } });
+          }
+        } catch {
+          if (!stopping) {
+            errors++;
+            await sleep(1000);
+          }
+        }
+      }
+    })();
+  }
+}
+
+process.once('message', (message: ToGenerator) => {
+  if (message.type !== 'start') return;
+  run(message).catch((err: Error) => {
+    console.error(`generator: ${err.message}`);
+    process.exit(1);
+  });
+});
