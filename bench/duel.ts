@@ -13,7 +13,8 @@
 //
 // Scenarios (authenticated ones carry a JWT from each server's own login):
 //   healthz     GET /healthz
-//   list-N      GET /v1/nodes listing N nodes (hangar: ?limit=N; the anchor answers every node)
+//   list-N      GET /v1/nodes listing N nodes (hangar: ?limit=N; the anchor answers every node; past
+//               100 the anchor's nodes are copies written into its SQLite file: see cloneAnchorNodes)
 //   login       POST /v1/iam/login (password hashing: hangar scrypt, the anchor bcrypt)
 //   write       PATCH /v1/nodes/{id} renaming a node (round robin over the seeded nodes): the one write
 //               both APIs have (nimbus-api 0.2.0 has no tags or SSH profiles, and its key deletion
@@ -29,6 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import https from 'node:https';
+import Database from 'better-sqlite3';
 import { httpRequest as request, type HttpRequestOptions, type HttpResponse } from '../core/http/client.js';
 
 /** The benchmark's own requests (seeding, checks): a connection each (no pooled sockets between phases). */
@@ -204,6 +206,36 @@ function hangarTarget(): Target {
   return target;
 }
 
+/**
+ * nimbus-api 0.2.0 registers a node in time that grows with the fleet (1 ms for the first, 2 s at
+ * 200, 7 s at 320: a thousand would take hours), so only this many come through its API; the rest
+ * are copies of a registered row written into its SQLite file (same columns, fresh id, machine id,
+ * name and addresses), which its list reads like any other.
+ */
+const ANCHOR_REGISTERED_NODES = 100;
+
+function cloneAnchorNodes(dbFile: string, from: number, upTo: number): string[] {
+  const db = new Database(dbFile);
+  try {
+    db.pragma('busy_timeout = 10000');
+    const template = db.prepare('select * from nodes order by created_at limit 1').get() as Record<string, unknown>;
+    const columns = Object.keys(template);
+    const insert = db.prepare(`insert into nodes (${columns.join(', ')}) values (${columns.map((c) => `@${c}`).join(', ')})`);
+    const ids: string[] = [];
+    db.transaction(() => {
+      for (let i = from; i < upTo; i++) {
+        const id = `node-${randomBytes(4).toString('hex')}`;
+        const at = `${Math.floor(i / 250)}.${(i % 250) + 1}`;
+        insert.run({ ...template, id, machine_id: `machine-${i}`, name: null, hostname: `sim-${i}`, ip_address: `10.1.${at}`, wireguard_ip: `10.10.${Math.floor(i / 250) + 10}.${(i % 250) + 1}` });
+        ids.push(id);
+      }
+    })();
+    return ids;
+  } finally {
+    db.close();
+  }
+}
+
 /** The anchor, driven through its own interfaces (docs of DockNimbus 0.2.0 and its CLI's HMAC signing). */
 function anchorTarget(binary: string): Target {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'duel-anchor-'));
@@ -267,7 +299,8 @@ function anchorTarget(binary: string): Target {
     },
     async addNodes(seeded, upTo) {
       const { url } = target.running!;
-      const todo = Array.from({ length: upTo - seeded.nodeIds.length }, (_, i) => seeded.nodeIds.length + i);
+      const viaApi = Math.max(seeded.nodeIds.length, Math.min(upTo, ANCHOR_REGISTERED_NODES));
+      const todo = Array.from({ length: viaApi - seeded.nodeIds.length }, (_, i) => seeded.nodeIds.length + i);
       // How its agents register (X-Agent-Token is the configured admin secret in 0.2.0). One at a
       // time: concurrent registrations wait on each other's SQLite write lock for seconds.
       await inParallel(todo, 1, async (i) => {
@@ -288,6 +321,7 @@ function anchorTarget(binary: string): Target {
         });
         seeded.nodeIds.push(jsonOrThrow(res, 'anchor node register').data.id);
       });
+      if (upTo > seeded.nodeIds.length) seeded.nodeIds.push(...cloneAnchorNodes(path.join(dir, 'nimbus.db'), seeded.nodeIds.length, upTo));
     },
     listPath: () => '/v1/nodes',
   };
