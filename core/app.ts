@@ -136,9 +136,14 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   setMaxListeners(0, shutdown.signal);
   const drivers = new Drivers();
   const events = new EventBus();
-  const tasks = new TaskQueue(db, clock, events, log, { leaseMs: config.tasks.lease_seconds * 1000, batch: config.tasks.batch, maxHoldMs: config.tasks.max_hold_seconds * 1000 });
-  const mail = createMailer(config.mail);
   const metrics = new Metrics();
+  const tasks = new TaskQueue(db, clock, events, log, {
+    leaseMs: config.tasks.lease_seconds * 1000,
+    batch: config.tasks.batch,
+    maxHoldMs: config.tasks.max_hold_seconds * 1000,
+    onPollLook: (queried) => metrics.pollLooks.inc({ store: queried ? 'queried' : 'known_idle' }),
+  });
+  const mail = createMailer(config.mail);
   metrics.watchCore(db, () => tasks.openPolls);
   const requests = new RequestObservers();
   requests.add('metrics', metrics.observeRequest);

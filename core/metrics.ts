@@ -40,6 +40,7 @@ export class Metrics {
   readonly taskDuration: Histogram<'kind' | 'outcome'>;
   readonly heartbeats: Counter<'outcome'>;
   readonly heartbeatDuration: Histogram;
+  readonly pollLooks: Counter<'store'>;
 
   constructor() {
     const registers = [this.registry];
@@ -50,6 +51,12 @@ export class Metrics {
     this.leaseExpiries = new client.Counter({ name: 'hangar_task_lease_expiries_total', help: 'Task leases that expired without a result: retried (back to pending) or failed (attempts used up)', labelNames: ['outcome'], registers });
     this.taskDuration = new client.Histogram({ name: 'hangar_task_duration_seconds', help: 'From queued to reported, by task kind and outcome (completed, failed)', labelNames: ['kind', 'outcome'], buckets: TASK_BUCKETS, registers });
     this.heartbeats = new client.Counter({ name: 'hangar_heartbeats_total', help: 'Agent heartbeats received, by outcome (ok, refused)', labelNames: ['outcome'], registers });
+    this.pollLooks = new client.Counter({
+      name: 'hangar_agent_poll_looks_total',
+      help: 'Looks at a node’s task queue for a long-poll: queried (the store was asked) or known_idle (found empty before and no task queued since: no query)',
+      labelNames: ['store'],
+      registers,
+    });
     this.heartbeatDuration = new client.Histogram({ name: 'hangar_heartbeat_duration_seconds', help: 'Time to process one agent heartbeat', buckets: LATENCY_BUCKETS, registers });
   }
 

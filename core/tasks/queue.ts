@@ -48,7 +48,12 @@ export interface TaskQueueOptions {
   batch: number;
   /** Heartbeats renew a held task's lease until this long after it was queued (a hung task still ends). */
   maxHoldMs?: number;
+  /** Told of every long-poll look at a node's queue: whether it asked the store, or knew it empty. */
+  onPollLook?: (queried: boolean) => void;
 }
+
+/** The longest a node's queue is taken to be empty without looking again (a backstop: wake-ups end it sooner). */
+const IDLE_TRUST_MS = 5 * 60_000;
 
 const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
 const decode = (row: Row) => codec.decode<Task>(row);
@@ -75,6 +80,14 @@ export function taskView(task: Task) {
  */
 export class TaskQueue {
   private readonly waiters = new Map<string, Set<() => void>>();
+  /**
+   * Nodes whose queue a long-poll found empty, and when. Every way a task becomes pending for a
+   * node wakes it (enqueue, an expired lease), and a wake-up drops the node from here, so a
+   * re-poll of an idle node (every agent, every poll_wait_seconds) needs no query. Trusted on
+   * PostgreSQL only while the wake-up listener is connected (a wake-up may be missed otherwise).
+   */
+  private readonly idle = new Map<string, number>();
+  private listening = false;
   private listener: pg.Client | null = null;
   private readonly channel: string;
 
@@ -96,13 +109,22 @@ export class TaskQueue {
   async start(databaseUrl: string | null): Promise<void> {
     if (this.store.dialect !== 'postgres' || !databaseUrl) return;
     const client = new pg.Client({ connectionString: databaseUrl });
-    client.on('error', (err) => this.log.warn({ err: { message: err.message } }, 'task wake-up listener failed'));
+    const deaf = () => {
+      this.listening = false;
+      this.idle.clear();
+    };
+    client.on('error', (err) => {
+      deaf();
+      this.log.warn({ err: { message: err.message } }, 'task wake-up listener failed');
+    });
+    client.on('end', deaf);
     client.on('notification', (msg) => {
       if (msg.channel === this.channel && msg.payload) this.wakeLocal(msg.payload);
     });
     await client.connect();
     await client.query(`listen "${this.channel}"`);
     this.listener = client;
+    this.listening = true;
   }
 
   async close(): Promise<void> {
@@ -113,6 +135,7 @@ export class TaskQueue {
   }
 
   private wakeLocal(nodeId: string): void {
+    this.idle.delete(nodeId);
     const set = this.waiters.get(nodeId);
     if (!set) return;
     this.waiters.delete(nodeId);
@@ -154,6 +177,17 @@ export class TaskQueue {
   async get(id: string): Promise<Task | null> {
     const row = await this.knex(TASKS).where({ id }).first();
     return row ? decode(row) : null;
+  }
+
+  /** Whether this node's queue is known to be empty: found so, and no wake-up for it since. */
+  private knownIdle(nodeId: string): boolean {
+    const since = this.idle.get(nodeId);
+    if (since === undefined) return false;
+    if ((this.store.dialect === 'postgres' && !this.listening) || Date.now() - since > IDLE_TRUST_MS) {
+      this.idle.delete(nodeId);
+      return false;
+    }
+    return true;
   }
 
   /** Long-polls held open by this process right now. */
@@ -221,7 +255,7 @@ export class TaskQueue {
    */
   async poll(nodeId: string, waitMs: number, signal: AbortSignal): Promise<Task[]> {
     const deadline = Date.now() + waitMs;
-    for (;;) {
+    for (let round = 0; ; round++) {
       let woken = false;
       let wake!: () => void;
       const wakeUp = new Promise<void>((resolve) => {
@@ -235,7 +269,12 @@ export class TaskQueue {
       set.add(wake);
       this.waiters.set(nodeId, set);
       try {
-        const tasks = await this.lease(nodeId);
+        // After a wake-up (a later round), always look: it may have come in while the store was asked.
+        const skip = round === 0 && this.knownIdle(nodeId);
+        this.options.onPollLook?.(!skip);
+        const tasks = skip ? [] : await this.lease(nodeId);
+        // Empty, and no wake-up while asking (this round's waiter was registered before): idle.
+        if (!skip && !tasks.length && !woken) this.idle.set(nodeId, Date.now());
         const remaining = deadline - Date.now();
         if (tasks.length || remaining <= 0 || signal.aborted) return tasks;
         let timer: NodeJS.Timeout | undefined;

@@ -36,7 +36,7 @@ export default definePlugin({
             done();
             return {
               node_id: updated.id,
-              heartbeat_interval_seconds: api.settings.heartbeat_interval_seconds,
+              heartbeat_interval_seconds: api.cadence.intervalSeconds,
               poll_wait_seconds: config.tasks.poll_wait_seconds,
             };
           },

@@ -8,6 +8,7 @@ import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
+import { HeartbeatCadence } from './cadence.js';
 import { EVENT_LIMIT_MAX, EventLog, eventView } from './events.js';
 import { JOIN_TOKENS, nodeMigrations } from './migrations.js';
 import { NodeStore, nodeStatus, nodeView, type NodeRecord } from './nodes.js';
@@ -16,8 +17,13 @@ import { Heartbeat, InterfaceName, IpAddress, NodeName, NodeParams, NodeTaskPara
 
 export const NodesConfigSchema = Type.Object(
   {
-    heartbeat_interval_seconds: Type.Integer({ minimum: 1, default: 10, description: 'told to agents in every heartbeat reply' }),
-    offline_after_seconds: Type.Integer({ minimum: 1, default: 35, description: 'no heartbeat for this long → offline' }),
+    heartbeat_interval_seconds: Type.Integer({ minimum: 1, default: 10, description: 'the shortest interval told to agents in heartbeat replies (a large fleet gets a longer one)' }),
+    offline_after_seconds: Type.Integer({ minimum: 1, default: 35, description: 'no heartbeat for this long → offline (scaled with the interval)' }),
+    max_heartbeats_per_second: Type.Number({
+      exclusiveMinimum: 0,
+      default: 100,
+      description: 'the heartbeat budget of the whole fleet: the interval is the fleet size ÷ this, at least heartbeat_interval_seconds',
+    }),
     join_token_ttl_seconds: Type.Integer({ minimum: 10, default: 600 }),
     overlay_subnet: Type.String({ default: '10.210.0.0/16', description: 'WireGuard overlay; the first host is the control plane' }),
     overlay_port: Type.Integer({ minimum: 1, maximum: 65535, default: 51820 }),
@@ -30,6 +36,7 @@ export const NodesConfigSchema = Type.Object(
 export interface NodesConfig {
   heartbeat_interval_seconds: number;
   offline_after_seconds: number;
+  max_heartbeats_per_second: number;
   join_token_ttl_seconds: number;
   overlay_subnet: string;
   overlay_port: number;
@@ -43,6 +50,8 @@ export interface NodesApi {
   events: EventLog;
   overlay: OverlayAddresses;
   settings: NodesConfig;
+  /** The heartbeat interval announced to agents, by fleet size. */
+  cadence: HeartbeatCadence;
   /** Applies an agent heartbeat to the node (as just read by the caller); returns the node after it. */
   heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord>;
   /** Queues a fresh peer list to every overlay member. */
@@ -104,6 +113,17 @@ export default definePlugin({
     });
     const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
     const now = () => clock.now().toISOString();
+    const cadence = new HeartbeatCadence({
+      floorSeconds: settings.heartbeat_interval_seconds,
+      offlineAfterSeconds: settings.offline_after_seconds,
+      maxPerSecond: settings.max_heartbeats_per_second,
+      // Heartbeats renew the leases of the tasks an agent holds: at least two per lease.
+      ceilingSeconds: Math.floor((services.config.tasks.lease_seconds as number) / 2),
+    });
+    const countFleet = async () => {
+      const [row] = await nodes.query().where({ removing: false }).whereNot({ connection: 'pending' }).count({ n: '*' });
+      cadence.setFleet(Number(row?.n ?? 0));
+    };
 
     async function publishPeers(): Promise<void> {
       const members = (await nodes.findAll({ removing: false })).filter((n) => n.wg_public_key && n.overlay_ip);
@@ -166,7 +186,7 @@ export default definePlugin({
       return { ...node, ...patch } as NodeRecord;
     }
 
-    const api: NodesApi = { nodes, events, overlay, settings, heartbeat, publishPeers };
+    const api: NodesApi = { nodes, events, overlay, settings, cadence, heartbeat, publishPeers };
     services.provided.set('nodes', api);
 
     // Results that change what hangar knows of a node.
@@ -223,9 +243,11 @@ export default definePlugin({
           name: 'nodes:offline-detection',
           intervalMs: Math.max(1000, Math.floor((settings.offline_after_seconds * 1000) / 4)),
           async run() {
-            const cutoff = new Date(clock.now().getTime() - settings.offline_after_seconds * 1000).toISOString();
+            await countFleet();
+            const grace = cadence.offlineAfterSeconds;
+            const cutoff = new Date(clock.now().getTime() - grace * 1000).toISOString();
             const silent = await nodes.query().where({ connection: 'online' }).where('last_heartbeat_at', '<', cutoff);
-            for (const row of silent) await setConnection(nodes.decode(row), 'offline', `no heartbeat for ${settings.offline_after_seconds} s`);
+            for (const row of silent) await setConnection(nodes.decode(row), 'offline', `no heartbeat for ${grace} s`);
           },
         },
         {
@@ -347,7 +369,7 @@ export default definePlugin({
               overlay_ip: token.overlay_ip,
               overlay_prefix: overlay.prefix,
               control_plane_overlay_ip: overlay.controlPlaneAddress,
-              heartbeat_interval_seconds: settings.heartbeat_interval_seconds,
+              heartbeat_interval_seconds: cadence.intervalSeconds,
             };
           },
         },

@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { cleanupAgents, FAST_NODES, NODE_PLUGINS, joinedNodeId, readAgentFiles, spawnAgent, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describeEachDialect('nodes: the heartbeat interval grows with the fleet (real agents)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+
+  before(async function () {
+    this.timeout(30_000);
+    // A budget of one heartbeat every 2 s for the whole fleet: two machines → every 4 s each
+    // (leases long enough for two heartbeats of that interval).
+    t = await startHangar(dialect, {
+      plugins: NODE_PLUGINS,
+      overrides: { nodes: { ...FAST_NODES.nodes, max_heartbeats_per_second: 0.5 }, tasks: { ...FAST_NODES.tasks, lease_seconds: 20 } },
+    });
+    admin = await bootstrapAdmin(t);
+  });
+  after(async function () {
+    this.timeout(30_000);
+    await cleanupAgents();
+    await t?.stop();
+  });
+
+  const api = (method: string, pathAndQuery: string, body?: unknown) => t.request(method, pathAndQuery, { body, headers: bearer(admin.token) });
+  const lastHeartbeat = async (id: string) => (await api('GET', `/v1/nodes/${id}`)).json.data.last_heartbeat_at as string | null;
+
+  it('tells every agent fleet ÷ nodes.max_heartbeats_per_second in the heartbeat reply, the real agent keeps to it, and silence is judged by the longer interval', async function () {
+    this.timeout(60_000);
+    const agents = [];
+    for (let i = 0; i < 2; i++) {
+      const token = (await api('POST', '/v1/nodes/token', {})).json.data.token as string;
+      agents.push(spawnAgent({ join: { token, api: t.url } }));
+    }
+    const ids = await Promise.all(agents.map((a) => joinedNodeId(a)));
+    await waitFor(async () => (await Promise.all(ids.map(lastHeartbeat))).every(Boolean), { timeoutMs: 15_000, what: 'both agents heartbeating' });
+
+    // The reply an agent gets (asked with the agent's own certificate).
+    const files = readAgentFiles(agents[0]!.dataDir);
+    const reply = await waitFor(
+      async () => {
+        const res = await t.request('POST', '/v1/internal/heartbeat', { body: { hostname: 'probe', architecture: 'amd64', agent_version: '0.0.0' }, cert: files.certPem, key: files.keyPem });
+        expect(res.status, res.text).to.equal(200);
+        return res.json.data.heartbeat_interval_seconds === 4 ? res.json.data : null;
+      },
+      { timeoutMs: 10_000, what: 'the interval for a fleet of two (4 s)' },
+    );
+    expect(reply.heartbeat_interval_seconds).to.equal(4);
+
+    // The other agent's heartbeats, as the API shows them: 4 s apart now, not the 1 s floor.
+    await sleep(4500); // its next heartbeat carries the new interval
+    const seen: number[] = [];
+    const until = Date.now() + 9500;
+    while (Date.now() < until) {
+      const at = await lastHeartbeat(ids[1]!);
+      const ms = Date.parse(at!);
+      if (seen.at(-1) !== ms) seen.push(ms);
+      await sleep(200);
+    }
+    const gaps = seen.slice(1).map((ms, i) => ms - seen[i]!);
+    expect(gaps.length, `heartbeats seen at ${seen.map((s) => new Date(s).toISOString())}`).to.be.within(1, 3);
+    for (const gap of gaps) expect(gap, `gaps ${gaps}`).to.be.within(3500, 5500);
+
+    // offline_after_seconds (3 s of a 1 s interval) scales to 12 s of a 4 s one: a 4 s gap is no outage.
+    const node = (await api('GET', `/v1/nodes/${ids[1]}`)).json.data;
+    expect(node.status).to.equal('ready');
+    const log = (await api('GET', `/v1/nodes/events?node_id=${ids[1]}`)).json.data as Array<{ kind: string; data?: { to?: string } }>;
+    expect(log.filter((e) => e.kind === 'node_status_changed' && e.data?.to === 'offline')).to.deep.equal([]);
+  });
+});
