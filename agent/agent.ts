@@ -109,9 +109,9 @@ export class Agent {
     return this.options.log;
   }
 
-  private request(method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<HttpResponse> {
+  private request(method: string, path: string, body?: unknown, timeoutMs = 30_000, headers?: Record<string, string>): Promise<HttpResponse> {
     const { caPem, certPem, keyPem, apiUrl } = this.identity;
-    return httpRequest(`${apiUrl}${path}`, { method, body, ca: caPem, cert: certPem, key: keyPem, agent: this.httpAgent, timeoutMs, signal: this.controller.signal });
+    return httpRequest(`${apiUrl}${path}`, { method, body, headers, ca: caPem, cert: certPem, key: keyPem, agent: this.httpAgent, timeoutMs, signal: this.controller.signal });
   }
 
   /** Runs until stop(): the heartbeat loop and the task loop side by side. */
@@ -197,7 +197,8 @@ export class Agent {
           logFile: this.options.logFile,
           after: (action) => afterwards.push(action),
           download: async (path) => {
-            const res = await this.request('GET', path, undefined, 600_000);
+            // Large downloads (the agent executable) come brotli-compressed, decoded on arrival.
+            const res = await this.request('GET', path, undefined, 600_000, { 'accept-encoding': 'br' });
             return { status: res.status, body: res.raw, headers: res.headers };
           },
           setPendingUpdates: (count) => (this.state.pendingUpdates = count),

@@ -5,6 +5,8 @@
 //
 //   npm run bench:agents -- [--n 100,1000,5000] [--dialects sqlite,postgres] [--duration 60]
 //                           [--interval 10] [--dispatches 200] [--generators 2]
+//   npm run bench:agents -- --footprint   the agent executable (dist/agent, npm run build): its size,
+//                                         compressed and not, and its RSS once joined and idle
 //
 // Target (docs/performance.md): 5 000 agents with heartbeat p99 < 50 ms and dispatch p99 < 100 ms;
 // joining 5 000 machines in < 30 s. The simulated agents run in --generators processes of their own
@@ -29,6 +31,7 @@ const args = parseArgs({
     interval: { type: 'string', default: '10' },
     dispatches: { type: 'string', default: '200' },
     generators: { type: 'string', default: '2' },
+    footprint: { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'pg-url': { type: 'string', default: process.env.HANGAR_TEST_PG_URL ?? 'postgres://hangar:hangar@127.0.0.1:5432/hangar_test' },
   },
@@ -227,9 +230,47 @@ async function run(dialect: string, n: number) {
   }
 }
 
+/** The real agent executable joined to a real control plane (SQLite), idle: what a machine pays for it. */
+async function footprint(): Promise<void> {
+  const manifest = JSON.parse(readFileSync(path.join(ROOT, 'dist', 'agent', 'manifest.json'), 'utf8'));
+  const exe = manifest.executables.amd64;
+  const cp = await startControlPlane('sqlite');
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-footprint-'));
+  try {
+    const boot = await httpRequest(`${cp.url}/v1/bootstrap`, { method: 'POST', ca: cp.ca, body: {} });
+    const login = await httpRequest(`${cp.url}/v1/iam/login`, { method: 'POST', ca: cp.ca, body: { username: 'admin', password: boot.json.data.password } });
+    const token = await httpRequest(`${cp.url}/v1/nodes/token`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${login.json.data.token}` }, body: {} });
+    const started = performance.now();
+    const agent = spawn(path.join(ROOT, 'dist', 'agent', exe.file), ['--join', '--token', token.json.data.token, '--api', cp.url, '--data-dir', dataDir], { stdio: 'ignore' });
+    const samples: number[] = [];
+    let hwm = 0;
+    for (let s = 0; s < 30; s++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const status = readFileSync(`/proc/${agent.pid}/status`, 'utf8');
+      samples.push(Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024);
+      hwm = Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024;
+    }
+    const nodes = await httpRequest(`${cp.url}/v1/nodes`, { ca: cp.ca, headers: { authorization: `Bearer ${login.json.data.token}` } });
+    const ready = nodes.json.data.some((n: { status: string }) => n.status === 'ready');
+    agent.kill('SIGTERM');
+    const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
+    console.log(`agent executable (node ${manifest.node_version}, built ${manifest.built_at}): ${mb(exe.size)}, served ${exe.compressed ? `${mb(exe.compressed.size)} (${exe.compressed.encoding})` : 'uncompressed'}; target < 40 MB compressed`);
+    console.log(
+      `agent RSS, joined (${ready ? 'ready' : 'NOT ready'}) and idle ${((performance.now() - started) / 1000).toFixed(0)} s: ${samples.at(-1)!.toFixed(1)} MB (median ${percentile(samples.slice(10), 50).toFixed(1)} MB over the last 20 s, peak ${hwm.toFixed(1)} MB); target < 40 MB`,
+    );
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+    await cp.stop();
+  }
+}
+
 if (!args.values['no-build']) {
   const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), 'server'], { stdio: 'inherit' });
   if (built.status !== 0) throw new Error('npm run build:server failed');
+}
+if (args.values.footprint) {
+  await footprint();
+  process.exit(0);
 }
 console.log(
   `hangar agents benchmark — ${new Date().toISOString()}, node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}; ` +

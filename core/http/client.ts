@@ -1,5 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
+import zlib from 'node:zlib';
+
+const DECODERS: Record<string, () => NodeJS.ReadWriteStream> = { br: () => zlib.createBrotliDecompress(), gzip: () => zlib.createGunzip() };
 
 export interface HttpRequestOptions {
   method?: string;
@@ -62,9 +65,13 @@ export function httpRequest<T = any>(url: string, options: HttpRequestOptions = 
       },
       (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        // An answer compressed because the caller accepted it (Accept-Encoding) is decoded here.
+        const decoder = DECODERS[String(res.headers['content-encoding'] ?? '').toLowerCase()];
+        const body = decoder ? res.pipe(decoder()) : res;
         res.on('error', reject);
-        res.on('end', () => {
+        body.on('data', (c: Buffer) => chunks.push(c));
+        body.on('error', reject);
+        body.on('end', () => {
           const raw = Buffer.concat(chunks);
           const text = raw.toString('utf8');
           let json: any;

@@ -15,7 +15,22 @@ const HEALTH_FRESH_MS = 1000;
 
 interface AgentManifest {
   version: string;
-  executables: Record<string, { file: string; sha256: string; size: number }>;
+  executables: Record<string, { file: string; sha256: string; size: number; compressed?: { file: string; encoding: string; size: number; sha256: string } }>;
+}
+
+/** A compressed copy of an executable: its file, its Content-Encoding and its size. */
+export interface CompressedBinary {
+  file: string;
+  encoding: string;
+  size: number;
+}
+
+/** Whether an Accept-Encoding header accepts `encoding` (listed, and not with q=0). */
+export function acceptsEncoding(header: string | undefined, encoding: string): boolean {
+  return (header ?? '').split(',').some((part) => {
+    const [name, ...params] = part.trim().split(';');
+    return name!.trim().toLowerCase() === encoding && !params.some((p) => /^\s*q\s*=\s*0(\.0*)?\s*$/.test(p));
+  });
 }
 
 /** The agent executables `npm run build` made, read from their manifest on each request (a rebuild needs no restart). */
@@ -27,11 +42,18 @@ export class AgentBinaries {
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as AgentManifest) : null;
   }
 
-  describe(arch: string): { version: string; sha256: string; size: number; file: string } | null {
+  describe(arch: string): { version: string; sha256: string; size: number; file: string; compressed: CompressedBinary | null } | null {
     const manifest = this.manifest();
     const entry = manifest?.executables[arch];
     if (!manifest || !entry || !existsSync(path.join(this.dir, entry.file))) return null;
-    return { version: manifest.version, sha256: entry.sha256, size: entry.size, file: path.join(this.dir, entry.file) };
+    const packed = entry.compressed && existsSync(path.join(this.dir, entry.compressed.file)) ? entry.compressed : null;
+    return {
+      version: manifest.version,
+      sha256: entry.sha256,
+      size: entry.size,
+      file: path.join(this.dir, entry.file),
+      compressed: packed ? { file: path.join(this.dir, packed.file), encoding: packed.encoding, size: packed.size } : null,
+    };
   }
 }
 
@@ -108,12 +130,18 @@ export default definePlugin({
           path: '/v1/agent/binary',
           auth: 'public',
           summary: 'Download the agent executable for an architecture; version and SHA-256 in the headers',
+          description:
+            'Brotli-compressed (`Content-Encoding: br`, about 30 % of the size) to a client that accepts `br`. `X-Checksum-Sha256` is always the SHA-256 of the executable itself (after decoding).',
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
           handler(req) {
             const binary = binaries.describe(req.query.arch);
             if (!binary) throw notFound(`No agent executable for ${req.query.arch} has been built on this control plane (npm run build)`);
-            return Reply.raw(createReadStream(binary.file), 'application/octet-stream', {
-              'Content-Length': String(statSync(binary.file).size),
+            const packed = binary.compressed && acceptsEncoding(req.headers['accept-encoding'], binary.compressed.encoding) ? binary.compressed : null;
+            const file = packed?.file ?? binary.file;
+            return Reply.raw(createReadStream(file), 'application/octet-stream', {
+              'Content-Length': String(statSync(file).size),
+              ...(packed ? { 'Content-Encoding': packed.encoding } : {}),
+              Vary: 'Accept-Encoding',
               'Content-Disposition': `attachment; filename="hangar-agent-linux-${req.query.arch}"`,
               'X-Hangar-Agent-Version': binary.version,
               'X-Checksum-Sha256': binary.sha256,

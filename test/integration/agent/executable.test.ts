@@ -50,6 +50,17 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
       expect(res.headers['x-hangar-agent-version']).to.equal(manifest.version);
       expect(res.headers['x-checksum-sha256']).to.equal(createHash('sha256').update(res.raw).digest('hex'));
       expect(res.raw.length).to.equal(manifest.executables[arch].size);
+      expect(res.headers['content-encoding'], 'not compressed unless asked').to.equal(undefined);
+      // Asked for brotli (as the agent asks when it updates itself): a third of the bytes on the
+      // wire, the same executable once decoded, the same checksum.
+      const packed = await httpRequest(`${t.url}/v1/agent/binary?arch=${arch}`, { ca: t.caPem, headers: { 'accept-encoding': 'gzip, br' } });
+      expect(packed.status, arch).to.equal(200);
+      expect(packed.headers['content-encoding']).to.equal('br');
+      expect(Number(packed.headers['content-length'])).to.equal(manifest.executables[arch].compressed.size).and.to.be.below(manifest.executables[arch].size / 2);
+      expect(packed.headers['x-checksum-sha256']).to.equal(manifest.executables[arch].sha256);
+      expect(createHash('sha256').update(packed.raw).digest('hex')).to.equal(manifest.executables[arch].sha256);
+      const refused = await httpRequest(`${t.url}/v1/agent/binary?arch=${arch}`, { ca: t.caPem, headers: { 'accept-encoding': 'br;q=0, gzip' } });
+      expect(refused.headers['content-encoding'], 'br;q=0 refuses brotli').to.equal(undefined);
     }
     expect(Object.keys(manifest.executables)).to.include('amd64');
     const bad = await httpRequest(`${t.url}/v1/agent/binary?arch=sparc`, { ca: t.caPem });
