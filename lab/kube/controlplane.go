@@ -323,6 +323,10 @@ func (s *supervisor) startKwok(ctx context.Context, pkiDir, kubeconfigPath, mana
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	logsConfig, err := writeKwokLogsConfig(filepath.Dir(kubeconfigPath))
+	if err != nil {
+		return err
+	}
 	issuer, err := newCA("kwok-serving-ca")
 	if err != nil {
 		return err
@@ -349,8 +353,31 @@ func (s *supervisor) startKwok(ctx context.Context, pkiDir, kubeconfigPath, mana
 			"--node-port=" + strconv.Itoa(port),
 			"--tls-cert-file=" + filepath.Join(pkiDir, "kwok-serving.crt"),
 			"--tls-private-key-file=" + filepath.Join(pkiDir, "kwok-serving.key"),
+			"--config=" + logsConfig,
 		}, err
 	}, func() error { return probe(ctx, insecureClient, healthURL, "") })
+}
+
+// PodLogsFile is, in the folder of a kwok's kubeconfig, the file kwok serves as the log of
+// every container of the pods it runs (a CRI log: "<RFC 3339 time> stdout F <line>" per line).
+// No container runs, so nothing writes to it but whoever wants a pod to have logs (the tests; the
+// k3s stand-in writes a line saying what it is): the API server's pod-log proxy reaches kwok's
+// kubelet API, and kwok answers with the kubelet's own log reader (tail, since, timestamps).
+const PodLogsFile = "pod-logs.log"
+
+// writeKwokLogsConfig writes kwok's configuration: one ClusterLogs rule giving every container of
+// every pod the lines of dir/PodLogsFile (created empty when missing). Kwok's default node and pod
+// stages stay (the configuration has no Stage).
+func writeKwokLogsConfig(dir string) (string, error) {
+	logs := filepath.Join(dir, PodLogsFile)
+	file, err := os.OpenFile(logs, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return "", err
+	}
+	file.Close()
+	config := filepath.Join(dir, "kwok.yaml")
+	content := fmt.Sprintf("kind: ClusterLogs\napiVersion: kwok.x-k8s.io/v1alpha1\nmetadata:\n  name: every-container\nspec:\n  logs:\n  - logsFile: %q\n    follow: false\n", logs)
+	return config, os.WriteFile(config, []byte(content), 0o600)
 }
 
 // startComponent runs this executable as `name` with the arguments args() returns, then waits

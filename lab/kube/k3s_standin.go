@@ -504,7 +504,17 @@ func joinAsNode(ctx context.Context, sup *supervisor, node nodeOptions, server s
 	if err := registerNode(ctx, client, node); err != nil {
 		return fmt.Errorf("registering node %s: %w", node.nodeName, err)
 	}
+	if err := writeStandinPodLog(agentDir); err != nil {
+		return err
+	}
 	return sup.startKwok(ctx, agentDir, kubeconfigPath, "--manage-single-node="+node.nodeName, node.nodeIP)
+}
+
+// writeStandinPodLog gives the node's pods a log that says what they are (kwok serves the file as
+// every container's log): no container runs here.
+func writeStandinPodLog(agentDir string) error {
+	line := fmt.Sprintf("%s stdout F %s: no container runs on this node; this line is every pod's log\n", time.Now().UTC().Format(time.RFC3339Nano), standinNote)
+	return os.WriteFile(filepath.Join(agentDir, PodLogsFile), []byte(line), 0o644)
 }
 
 // nodeCredentials is TLS bootstrapping: a key, a CSR for system:node:<name> in system:nodes filed

@@ -21,7 +21,7 @@
  * this process is killed, and its children die with it (see `kube control-plane` in lab/kube).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +42,9 @@ export const KUBE_START_TIMEOUT_MS = 50 * 60_000;
 export const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node';
 
 const TEMP_PREFIX = 'hangar-kube-';
+
+/** In the control plane's folder: the file kwok serves as every container's log (lab/kube PodLogsFile). */
+const POD_LOGS_FILE = 'pod-logs.log';
 
 /** Where the built executable is, or would be. */
 function builtPath(): { path: string; built: boolean } {
@@ -198,8 +201,37 @@ export class KubeControlPlane {
     const kube = new KubeControlPlane(executable, dir, child, ready, () => output);
     installExitHook();
     running.add(kube);
+    await kube.defaultServiceAccount();
     if (options.nodes) await kube.addNodes(Array.from({ length: options.nodes }, (_, i) => `kwok-node-${i + 1}`));
     return kube;
+  }
+
+  /**
+   * Waits for the service-account controller to make `default/default`: until then the API server
+   * refuses every pod of the namespace ("error looking up service account").
+   */
+  private async defaultServiceAccount(): Promise<void> {
+    const core = this.api(CoreV1Api);
+    await waitFor(
+      async () => {
+        try {
+          return await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
+        } catch {
+          return undefined;
+        }
+      },
+      { what: 'the default service account', timeoutMs: 60_000, intervalMs: 200 },
+    );
+  }
+
+  /**
+   * Appends lines to what kwok serves as the log of every container of every pod (no container
+   * runs: lab/kube writes kwok a ClusterLogs rule pointing at this file). Each line is written in
+   * the CRI log format the kubelet reads: `<RFC 3339 time> <stream> F <text>`.
+   */
+  appendPodLog(lines: Array<{ text: string; stream?: 'stdout' | 'stderr'; time?: Date }>): void {
+    const cri = lines.map((l) => `${(l.time ?? new Date()).toISOString()} ${l.stream ?? 'stdout'} F ${l.text}\n`).join('');
+    appendFileSync(join(this.dir, POD_LOGS_FILE), cri);
   }
 
   /** An API client of the given group/version (e.g. CoreV1Api) with the admin credentials. */
