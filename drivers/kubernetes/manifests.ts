@@ -1,0 +1,162 @@
+import type { KubernetesObject, V1ConfigMap, V1Deployment } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import type { BundleState, LogOptions } from './contract.js';
+import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
+import { logsOf } from './logs.js';
+import { stateOf } from './workloads.js';
+
+/** One object a bundle applied, as hangar lists and prunes them. */
+export interface AppliedObject {
+  api_version: string;
+  kind: string;
+  name: string;
+  /** Null for cluster-scoped kinds (Namespace, PersistentVolume, ClusterRole…). */
+  namespace: string | null;
+}
+
+/** A bundle's state with the objects its manifest applied. */
+export type ManifestState = BundleState & { applied_objects: AppliedObject[] };
+
+/** How long removing a bundle waits for its workloads to be gone. */
+const REMOVE_WAIT_MS = 60_000;
+
+/**
+ * A bundle's inventory: a ConfigMap in the driver's namespace listing every object the bundle's
+ * manifest applied (like kubectl's ApplySet), so that a new manifest prunes what it no longer
+ * has and removing the bundle removes exactly those.
+ */
+const inventoryName = (bundle: string) => `hangar-bundle-${bundle}`;
+const INVENTORY_KEY = 'objects';
+
+async function readInventory(ctx: KubeContext, bundle: string): Promise<AppliedObject[] | null> {
+  const map = await readOrNull(`reading the inventory of bundle ${bundle}`, () => ctx.core.readNamespacedConfigMap({ name: inventoryName(bundle), namespace: ctx.namespace }));
+  if (!map) return null;
+  try {
+    return JSON.parse(map.data?.[INVENTORY_KEY] ?? '[]') as AppliedObject[];
+  } catch {
+    return [];
+  }
+}
+
+async function writeInventory(ctx: KubeContext, bundle: string, objects: AppliedObject[]): Promise<void> {
+  const map: V1ConfigMap = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: inventoryName(bundle), namespace: ctx.namespace, labels: { [BUNDLE_LABEL]: bundle } },
+    data: { [INVENTORY_KEY]: JSON.stringify(objects) },
+  };
+  await attempt(`recording the objects of bundle ${bundle}`, () => apply(ctx, map, { force: true }));
+}
+
+const sameObject = (a: AppliedObject, b: AppliedObject) => a.api_version === b.api_version && a.kind === b.kind && a.name === b.name && a.namespace === b.namespace;
+
+/** The objects of a multi-document YAML manifest, each checked to be a Kubernetes object (apiVersion, kind, metadata.name). */
+export function parseManifest(bundle: string, manifest: string): KubernetesObject[] {
+  const documents = parseAllDocuments(manifest);
+  const objects: KubernetesObject[] = [];
+  documents.forEach((document, i) => {
+    const problem = document.errors[0];
+    if (problem) throw new KubeDriverError(`bundle ${bundle}: document ${i + 1} of the manifest is not valid YAML: ${problem.message.split('\n')[0]}`, 400);
+    const value = document.toJS() as unknown;
+    if (value === null || value === undefined) return; // an empty document (a trailing ---)
+    const object = value as KubernetesObject;
+    if (typeof value !== 'object' || Array.isArray(value) || typeof object.apiVersion !== 'string' || typeof object.kind !== 'string' || typeof object.metadata?.name !== 'string') {
+      throw new KubeDriverError(`bundle ${bundle}: document ${i + 1} of the manifest is not a Kubernetes object (it needs apiVersion, kind and metadata.name)`, 400);
+    }
+    objects.push(object);
+  });
+  if (!objects.length) throw new KubeDriverError(`bundle ${bundle}: the manifest has no objects`, 400);
+  return objects;
+}
+
+/** The object with the bundle's label and, when its kind is namespaced and it names none, the driver's namespace. */
+async function prepare(ctx: KubeContext, bundle: string, object: KubernetesObject): Promise<KubernetesObject> {
+  const resource = await attempt(`bundle ${bundle}: looking up ${object.apiVersion} ${object.kind}`, () => ctx.objects.resourceOf(object.apiVersion!, object.kind!));
+  if (!resource) throw new KubeDriverError(`bundle ${bundle}: the cluster has no kind ${object.kind} in ${object.apiVersion}`, 400);
+  const metadata = { ...object.metadata, labels: { ...(object.metadata?.labels ?? {}), [BUNDLE_LABEL]: bundle } };
+  if (resource.namespaced) metadata.namespace = object.metadata?.namespace ?? ctx.namespace;
+  else delete metadata.namespace;
+  return { ...object, metadata };
+}
+
+function appliedOf(object: KubernetesObject): AppliedObject {
+  return { api_version: object.apiVersion!, kind: object.kind!, name: object.metadata!.name!, namespace: object.metadata?.namespace ?? null };
+}
+
+async function deleteApplied(ctx: KubeContext, bundle: string, object: AppliedObject): Promise<void> {
+  const spec: KubernetesObject = { apiVersion: object.api_version, kind: object.kind, metadata: { name: object.name, ...(object.namespace ? { namespace: object.namespace } : {}) } };
+  try {
+    await ctx.objects.delete(spec, undefined, undefined, undefined, undefined, 'Foreground');
+  } catch (err) {
+    if (!isNotFound(err)) throw failure(`bundle ${bundle}: deleting ${describeObject(ctx, spec)}`, err);
+  }
+}
+
+/** The bundle's state: each of its Deployments as a workload (component = the Deployment's name), and what it applied. */
+async function bundleState(ctx: KubeContext, bundle: string, applied: AppliedObject[]): Promise<ManifestState> {
+  const list = await attempt(`listing the workloads of bundle ${bundle}`, () => ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` }));
+  const services = [];
+  for (const deployment of list.items.filter((d) => !d.metadata?.deletionTimestamp)) services.push(await stateOf(ctx, deployment));
+  return { name: bundle, services, applied_objects: applied };
+}
+
+/**
+ * Applies a bundle's manifest by server-side apply with hangar's field manager, not forced: a
+ * field another manager owns (someone's `kubectl edit`) is a 409 naming the field and its
+ * manager. Every object is applied as a dry run first, so a manifest the API server refuses
+ * changes nothing. With `prune`, objects of the bundle's last manifest that this one no longer has
+ * are deleted.
+ */
+export async function deployBundle(ctx: KubeContext, bundle: string, manifest: string, options: { prune: boolean }): Promise<ManifestState> {
+  checkName('bundle', bundle);
+  const objects: KubernetesObject[] = [];
+  for (const object of parseManifest(bundle, manifest)) objects.push(await prepare(ctx, bundle, object));
+  // A namespace the manifest itself creates does not exist during the dry run: its objects are checked when applied.
+  const created = new Set(objects.filter((o) => o.kind === 'Namespace' && o.apiVersion === 'v1').map((o) => o.metadata!.name!));
+  for (const object of objects) {
+    if (object.metadata?.namespace && created.has(object.metadata.namespace)) continue;
+    await attempt(`bundle ${bundle}: applying ${describeObject(ctx, object)}`, () => apply(ctx, object, { force: false, dryRun: true }));
+  }
+  const previous = (await readInventory(ctx, bundle)) ?? [];
+  const applied: AppliedObject[] = [];
+  for (const object of objects) {
+    await attempt(`bundle ${bundle}: applying ${describeObject(ctx, object)}`, () => apply(ctx, object, { force: false }));
+    applied.push(appliedOf(object));
+  }
+  const dropped = previous.filter((p) => !applied.some((a) => sameObject(a, p)));
+  const kept = options.prune ? applied : [...applied, ...dropped];
+  await writeInventory(ctx, bundle, kept);
+  if (options.prune) for (const object of dropped) await deleteApplied(ctx, bundle, object);
+  return bundleState(ctx, bundle, kept);
+}
+
+/** Deletes every object of the bundle and waits until its workloads are gone; {removed: false} when there is no such bundle. */
+export async function removeBundle(ctx: KubeContext, bundle: string): Promise<{ removed: boolean }> {
+  const inventory = await readInventory(ctx, bundle);
+  if (!inventory) return { removed: false };
+  for (const object of [...inventory].reverse()) await deleteApplied(ctx, bundle, object);
+  const gone = await waitUntil(async () => (await ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` })).items.length === 0, REMOVE_WAIT_MS);
+  if (!gone) throw new KubeDriverError(`removing bundle ${bundle}: its workloads are still there after ${REMOVE_WAIT_MS / 1000} s`, 504);
+  try {
+    await ctx.core.deleteNamespacedConfigMap({ name: inventoryName(bundle), namespace: ctx.namespace });
+  } catch (err) {
+    if (!isNotFound(err)) throw failure(`removing the inventory of bundle ${bundle}`, err);
+  }
+  return { removed: true };
+}
+
+/** The objects a bundle applied (its inventory), or null when there is no such bundle. */
+export async function bundleObjects(ctx: KubeContext, bundle: string): Promise<AppliedObject[] | null> {
+  return readInventory(ctx, bundle);
+}
+
+/** The logs of every Deployment of a bundle, merged in time order, each line `<deployment> | <timestamp> <text>`. */
+export async function bundleLogs(ctx: KubeContext, bundle: string, options: LogOptions): Promise<{ lines: string[] }> {
+  if (!(await readInventory(ctx, bundle))) throw new KubeDriverError(`reading the logs of bundle ${bundle}: no such bundle`, 404);
+  const list = await attempt(`listing the workloads of bundle ${bundle}`, () => ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` }));
+  return logsOf(
+    ctx,
+    list.items.map((deployment: V1Deployment) => ({ prefix: `${deployment.metadata?.name} | `, deployment })),
+    options,
+  );
+}

@@ -1,0 +1,169 @@
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1PodSpec } from '@kubernetes/client-node';
+import { apply, attempt, checkName, failure, isConflict, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
+
+/** The key a hangar secret or config keeps its value under (a Secret's or ConfigMap's data), mounted as a file with subPath. */
+export const objectKey = 'value';
+
+/** How long staging a volume waits for its claim to be bound to its PersistentVolume. */
+const BIND_WAIT_MS = 45_000;
+/**
+ * The capacity written on a volume's PersistentVolume and claim: NFS enforces no size, but a
+ * claim binds only to a volume at least as large as it asks, so both say the same.
+ */
+const NOMINAL_CAPACITY = '1Gi';
+
+type ObjectKind = 'secret' | 'config';
+
+/** Whether a pod spec uses a secret, a config map or a claim of this name (volumes, projected volumes, env). */
+function podSpecUses(spec: V1PodSpec | undefined, kind: ObjectKind | 'volume', name: string): boolean {
+  if (!spec) return false;
+  for (const volume of spec.volumes ?? []) {
+    if (kind === 'secret' && volume.secret?.secretName === name) return true;
+    if (kind === 'config' && volume.configMap?.name === name) return true;
+    if (kind === 'volume' && volume.persistentVolumeClaim?.claimName === name) return true;
+    for (const source of volume.projected?.sources ?? []) {
+      if (kind === 'secret' && source.secret?.name === name) return true;
+      if (kind === 'config' && source.configMap?.name === name) return true;
+    }
+  }
+  if (kind === 'volume') return false;
+  for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    for (const from of container.envFrom ?? []) {
+      if (kind === 'secret' && from.secretRef?.name === name) return true;
+      if (kind === 'config' && from.configMapRef?.name === name) return true;
+    }
+    for (const env of container.env ?? []) {
+      if (kind === 'secret' && env.valueFrom?.secretKeyRef?.name === name) return true;
+      if (kind === 'config' && env.valueFrom?.configMapKeyRef?.name === name) return true;
+    }
+  }
+  return false;
+}
+
+/** What in the namespace uses a secret, config or claim: workloads (Deployments, StatefulSets, DaemonSets) and pods of no workload, as `kind/name`. */
+export async function usersOf(ctx: KubeContext, kind: ObjectKind | 'volume', name: string, namespace = ctx.namespace): Promise<string[]> {
+  const [deployments, statefulSets, daemonSets, pods] = await Promise.all([
+    attempt('listing deployments', () => ctx.apps.listNamespacedDeployment({ namespace })),
+    attempt('listing stateful sets', () => ctx.apps.listNamespacedStatefulSet({ namespace })),
+    attempt('listing daemon sets', () => ctx.apps.listNamespacedDaemonSet({ namespace })),
+    attempt('listing pods', () => ctx.core.listNamespacedPod({ namespace })),
+  ]);
+  const users: string[] = [];
+  for (const [label, items] of [['deployment', deployments.items], ['statefulset', statefulSets.items], ['daemonset', daemonSets.items]] as const) {
+    for (const item of items) if (podSpecUses(item.spec?.template.spec, kind, name)) users.push(`${label}/${item.metadata?.name}`);
+  }
+  for (const pod of pods.items) {
+    if (pod.metadata?.ownerReferences?.length || pod.metadata?.deletionTimestamp) continue;
+    if (podSpecUses(pod.spec, kind, name)) users.push(`pod/${pod.metadata?.name}`);
+  }
+  return users.sort();
+}
+
+/**
+ * A hangar secret or config as an immutable Secret or ConfigMap (a new value is a new object, as on
+ * swarm), its value under {@link objectKey}. Answers the object's uid; the existing one's when the
+ * name is taken.
+ */
+export async function createObject(ctx: KubeContext, kind: ObjectKind, name: string, dataBase64: string, labels: Record<string, string>): Promise<{ id: string }> {
+  checkName(kind, name);
+  const namespace = ctx.namespace;
+  const metadata = { name, namespace, labels };
+  const text = Buffer.from(dataBase64, 'base64').toString('utf8');
+  const utf8 = Buffer.from(text, 'utf8').toString('base64') === dataBase64;
+  try {
+    const created =
+      kind === 'secret'
+        ? await ctx.core.createNamespacedSecret({ namespace, body: { metadata, immutable: true, type: 'Opaque', data: { [objectKey]: dataBase64 } } })
+        : await ctx.core.createNamespacedConfigMap({ namespace, body: { metadata, immutable: true, ...(utf8 ? { data: { [objectKey]: text } } : { binaryData: { [objectKey]: dataBase64 } }) } });
+    return { id: created.metadata!.uid! };
+  } catch (err) {
+    if (!isConflict(err)) throw failure(`creating ${kind} ${name}`, err);
+  }
+  const existing =
+    kind === 'secret'
+      ? await attempt(`reading secret ${name}`, () => ctx.core.readNamespacedSecret({ name, namespace }))
+      : await attempt(`reading config ${name}`, () => ctx.core.readNamespacedConfigMap({ name, namespace }));
+  return { id: existing.metadata!.uid! };
+}
+
+/** Removes a secret or config; refused (409, naming them) while workloads use it. */
+export async function removeObject(ctx: KubeContext, kind: ObjectKind, name: string): Promise<{ removed: boolean }> {
+  const namespace = ctx.namespace;
+  const users = await usersOf(ctx, kind, name);
+  if (users.length) throw new KubeDriverError(`removing ${kind} ${name}: it is in use by ${users.join(', ')}`, 409);
+  try {
+    if (kind === 'secret') await ctx.core.deleteNamespacedSecret({ name, namespace });
+    else await ctx.core.deleteNamespacedConfigMap({ name, namespace });
+    return { removed: true };
+  } catch (err) {
+    if (isNotFound(err)) return { removed: false };
+    throw failure(`removing ${kind} ${name}`, err);
+  }
+}
+
+/**
+ * A hangar volume on the cluster: a static NFS PersistentVolume (reclaim policy Retain: deleting
+ * it leaves the data) pre-bound to a claim of the same name in the driver's namespace, which
+ * workloads mount. Applied (idempotent); answers once the claim is Bound.
+ */
+export async function stageVolume(
+  ctx: KubeContext,
+  input: { name: string; nfs: { server: string; path: string }; labels: Record<string, string> },
+): Promise<{ name: string }> {
+  const name = checkName('volume', input.name);
+  const namespace = ctx.namespace;
+  const volume: V1PersistentVolume = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name, labels: input.labels },
+    spec: {
+      capacity: { storage: NOMINAL_CAPACITY },
+      accessModes: ['ReadWriteMany'],
+      persistentVolumeReclaimPolicy: 'Retain',
+      storageClassName: '',
+      nfs: { server: input.nfs.server, path: input.nfs.path },
+      claimRef: { namespace, name },
+    },
+  };
+  const claim: V1PersistentVolumeClaim = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name, namespace, labels: input.labels },
+    spec: { accessModes: ['ReadWriteMany'], storageClassName: '', volumeName: name, resources: { requests: { storage: NOMINAL_CAPACITY } } },
+  };
+  await attempt(`staging volume ${name} (its PersistentVolume)`, () => apply(ctx, volume, { force: true }));
+  await attempt(`staging volume ${name} (its claim)`, () => apply(ctx, claim, { force: true }));
+  const bound = await waitUntil(async () => (await ctx.core.readNamespacedPersistentVolumeClaim({ name, namespace })).status?.phase === 'Bound', BIND_WAIT_MS);
+  if (!bound) {
+    const phase = (await ctx.core.readNamespacedPersistentVolumeClaim({ name, namespace })).status?.phase ?? 'unknown';
+    throw new KubeDriverError(`staging volume ${name}: its claim is still ${phase} after ${BIND_WAIT_MS / 1000} s (is there another PersistentVolume or claim named ${name}?)`, 504);
+  }
+  return { name };
+}
+
+/** The phase of a staged volume's claim (Bound, Pending, Lost), or null when it is not staged. */
+export async function volumePhase(ctx: KubeContext, name: string): Promise<string | null> {
+  const claim = await readOrNull(`reading claim ${name}`, () => ctx.core.readNamespacedPersistentVolumeClaim({ name, namespace: ctx.namespace }));
+  return claim ? (claim.status?.phase ?? 'Pending') : null;
+}
+
+/** Removes a staged volume's claim and PersistentVolume (the data stays); refused (409) while a workload mounts the claim. */
+export async function unstageVolume(ctx: KubeContext, name: string): Promise<{ removed: boolean }> {
+  const namespace = ctx.namespace;
+  const users = await usersOf(ctx, 'volume', name);
+  if (users.length) throw new KubeDriverError(`removing volume ${name}: its claim is mounted by ${users.join(', ')}`, 409);
+  let removed = false;
+  try {
+    await ctx.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
+    removed = true;
+  } catch (err) {
+    if (!isNotFound(err)) throw failure(`removing the claim of volume ${name}`, err);
+  }
+  try {
+    await ctx.core.deletePersistentVolume({ name });
+    removed = true;
+  } catch (err) {
+    if (!isNotFound(err)) throw failure(`removing the PersistentVolume of volume ${name}`, err);
+  }
+  return { removed };
+}
