@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api, PatchStrategy, PolicyV1Api, setHeaderOptions } from '@kubernetes/client-node';
 import { createKubernetesDriver, BUNDLE_LABEL, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
 import { waitFor } from '../../support/agents.js';
+import { failureOf } from '../../support/failures.js';
 import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
 import { requireService } from '../../support/requirements.js';
 
@@ -13,15 +14,6 @@ import { requireService } from '../../support/requirements.js';
 const NODES = ['kwok-node-1', 'kwok-node-2', 'kwok-node-3'];
 const CLUSTER_NODES = { 'node-a': 'kwok-node-1', 'node-b': 'kwok-node-2', 'node-c': 'kwok-node-3' };
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-
-async function failureOf(promise: Promise<unknown>): Promise<Error & { statusCode?: number }> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & { statusCode?: number };
-  }
-  throw new Error('expected a failure, got a result');
-}
 
 /** A manifest: a Deployment, a Service in front of it, and (optionally) a ConfigMap it reads. */
 /** `replicas: null` leaves the field out (its manager is then whoever set it last). */

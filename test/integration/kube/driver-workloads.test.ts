@@ -4,6 +4,7 @@ import { HANGAR_LABELS } from '../../../core/orchestrator.js';
 import { createKubernetesDriver, WORKLOAD_LABEL, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
 import type { WorkloadSpec, WorkloadState } from '../../../drivers/kubernetes/contract.js';
 import { waitFor } from '../../support/agents.js';
+import { failureOf } from '../../support/failures.js';
 import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
 import { requireService } from '../../support/requirements.js';
 
@@ -18,15 +19,6 @@ const NODES = ['kwok-node-1', 'kwok-node-2', 'kwok-node-3'];
 /** hangar node id → Kubernetes node name, as the control plane passes them to the driver. */
 const CLUSTER_NODES = { 'node-a': 'kwok-node-1', 'node-b': 'kwok-node-2', 'node-c': 'kwok-node-3' };
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
-
-async function failureOf(promise: Promise<unknown>): Promise<Error & { statusCode?: number }> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & { statusCode?: number };
-  }
-  throw new Error('expected a failure, got a result');
-}
 
 describe('Kubernetes driver: workloads, logs, secrets and configs, volumes, the unmanaged scan (real control plane, kwok nodes)', function () {
   this.timeout(90_000);
