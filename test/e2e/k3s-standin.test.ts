@@ -129,7 +129,7 @@ describe('k3s stand-in on lab machines (the upstream control plane; kwok plays e
     }
   });
 
-  it('places a Deployment\'s pods on both machines, where they reach Running', async () => {
+  it('places a Deployment\'s pods on both machines, where they reach Running; a pod\'s log comes from its machine\'s kubelet (kwok) through the API server, saying no container runs', async () => {
     const apps = kubeConfig.makeApiClient(AppsV1Api);
     const core = kubeConfig.makeApiClient(CoreV1Api);
     const labels = { app: 'spread' };
@@ -156,6 +156,9 @@ describe('k3s stand-in on lab machines (the upstream control plane; kwok plays e
     }, { what: 'four spread pods Running', timeoutMs: 60_000, intervalMs: 500 });
     const perNode = pods.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.spec!.nodeName!]: (acc[p.spec!.nodeName!] ?? 0) + 1 }), {});
     expect(perNode).to.deep.equal({ server: 2, agent: 2 });
-    expect(pods.find((p) => p.spec?.nodeName === 'agent')?.status?.hostIP).to.equal(agent.ip);
+    const onAgent = pods.find((p) => p.spec?.nodeName === 'agent')!;
+    expect(onAgent.status?.hostIP).to.equal(agent.ip);
+    const log = await core.readNamespacedPodLog({ name: onAgent.metadata!.name!, namespace: 'default', timestamps: true });
+    expect(log).to.match(/^\S+Z .*stand-in.*: no container runs on this node; this line is every pod's log\n$/);
   });
 });
