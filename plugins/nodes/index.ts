@@ -1,4 +1,5 @@
 import { createHash, createPublicKey, randomBytes, X509Certificate } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { Type } from '@sinclair/typebox';
 import { sha256Hex } from '../../core/crypto.js';
 import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
@@ -10,10 +11,14 @@ import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
 import { HeartbeatCadence } from './cadence.js';
 import { EVENT_LIMIT_MAX, EventLog, eventView } from './events.js';
-import { JOIN_TOKENS, nodeMigrations } from './migrations.js';
+import { HeartbeatWrites } from './heartbeats.js';
+import { JOIN_TOKENS, NODES, nodeMigrations } from './migrations.js';
 import { NodeStore, nodeStatus, nodeView, type NodeRecord } from './nodes.js';
 import { OverlayAddresses } from './overlay.js';
 import { Heartbeat, InterfaceName, IpAddress, NodeName, NodeParams, NodeTaskParams, NodeView, TaskRef } from './schemas.js';
+
+/** How often the heartbeats of online nodes are written (together); what readers see lags by this much at most. */
+const HEARTBEAT_FLUSH_MS = 250;
 
 export const NodesConfigSchema = Type.Object(
   {
@@ -120,6 +125,7 @@ export default definePlugin({
       // Heartbeats renew the leases of the tasks an agent holds: at least two per lease.
       ceilingSeconds: Math.floor((services.config.tasks.lease_seconds as number) / 2),
     });
+    const heartbeatWrites = new HeartbeatWrites(db.knex, db.dialect, NODES);
     const countFleet = async () => {
       const [row] = await nodes.query().where({ removing: false }).whereNot({ connection: 'pending' }).count({ n: '*' });
       cadence.setFleet(Number(row?.n ?? 0));
@@ -178,11 +184,12 @@ export default definePlugin({
         const primary = facts.addresses.find((a: { family: string; address: string }) => a.family === 'IPv4' && !a.address.startsWith('127.'));
         if (primary) patch.ip_address = primary.address;
       }
-      // The hot path of a large fleet: one read, one write.
-      const changed = node.connection !== 'online';
-      if (changed) return setConnection(await nodes.change(nodeId, patch), 'online', 'heartbeat received');
-      patch.updated_at = now();
-      await nodes.query().where({ id: nodeId }).update(nodes.codec.encode(patch));
+      // Coming (back) online is written at once; otherwise the write joins the next batch, and
+      // carries only what changed (for most heartbeats, only the time).
+      if (node.connection !== 'online') return setConnection(await nodes.change(nodeId, patch), 'online', 'heartbeat received');
+      const { last_heartbeat_at: at, ...reported } = patch;
+      const changed = Object.entries(reported).filter(([key, value]) => !isDeepStrictEqual(value, node[key as keyof NodeRecord]));
+      heartbeatWrites.add(nodeId, at!, changed.length ? nodes.codec.encode({ ...Object.fromEntries(changed), updated_at: at }) : null);
       return { ...node, ...patch } as NodeRecord;
     }
 
@@ -238,11 +245,19 @@ export default definePlugin({
     }
 
     return {
+      close: () => heartbeatWrites.flush().then(() => undefined),
       loops: [
+        {
+          name: 'nodes:heartbeat-writes',
+          intervalMs: HEARTBEAT_FLUSH_MS,
+          run: () => heartbeatWrites.flush().then(() => undefined),
+        },
         {
           name: 'nodes:offline-detection',
           intervalMs: Math.max(1000, Math.floor((settings.offline_after_seconds * 1000) / 4)),
           async run() {
+            // Heartbeats still queued here count: a node whose heartbeat just came is not silent.
+            await heartbeatWrites.flush();
             await countFleet();
             const grace = cadence.offlineAfterSeconds;
             const cutoff = new Date(clock.now().getTime() - grace * 1000).toISOString();
