@@ -1,4 +1,5 @@
 import { Type, type TSchema } from '@sinclair/typebox';
+import type { Knex } from 'knex';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from '../db/repository.js';
 import type { RouteDef } from '../plugin.js';
 import { Reply } from './reply.js';
@@ -12,6 +13,23 @@ export const PageQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** The query of a resource's list (readRoutes): a page, and the names it may start with. */
+export const NamedListQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    name_prefix: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those whose name starts with this (case-sensitive; no wildcards)' })),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * Rows whose `name` column starts with `prefix`, character for character (case-sensitive, no
+ * wildcards) on both dialects.
+ */
+export function nameStartsWith(prefix: string): (q: Knex.QueryBuilder) => void {
+  return (q) => void q.whereRaw('substr(??, 1, ?) = ?', ['name', [...prefix].length, prefix]);
+}
+
 /** `{id}` in a resource's path: its id (or, where the plugin allows it, its name). */
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
@@ -19,7 +37,8 @@ export interface ReadRoutes<T> {
   /** The collection's path, e.g. `/v1/services`; the record is `<path>/{id}`. */
   path: string;
   summaries: { list: string; get: string };
-  page(options: { limit?: number; cursor?: string }): Promise<Page<T>>;
+  /** A page of the records; `where` narrows it (the list's filters), to be passed on to Repository.page. */
+  page(options: { limit?: number; cursor?: string; where?: (q: Knex.QueryBuilder) => void }): Promise<Page<T>>;
   /** The record for `{id}`; throws the 404. */
   find(id: string): Promise<T>;
   view(record: T): unknown;
@@ -29,7 +48,10 @@ export interface ReadRoutes<T> {
   response?: TSchema;
 }
 
-/** A resource's two reads for any authenticated caller: the paged list and one record by id. */
+/**
+ * A resource's two reads for any authenticated caller: the paged list (filtered by `name_prefix`:
+ * the resource's table has a `name` column) and one record by id.
+ */
 export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
   return [
     {
@@ -37,8 +59,11 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       path: r.path,
       auth: 'authenticated',
       summary: r.summaries.list,
-      schemas: { query: PageQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
-      handler: async (req) => Reply.page(await r.page({ limit: req.query.limit, cursor: req.query.cursor }), r.view),
+      schemas: { query: NamedListQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
+      handler: async (req) => {
+        const { limit, cursor, name_prefix } = req.query;
+        return Reply.page(await r.page({ limit, cursor, ...(name_prefix ? { where: nameStartsWith(name_prefix) } : {}) }), r.view);
+      },
     },
     {
       method: 'GET',

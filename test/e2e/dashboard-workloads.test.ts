@@ -26,7 +26,8 @@ const JOIN_LOG = '/var/log/hangar-join.log';
  * machine" dialog shows, run as an operator would paste it (the agent downloaded from the control
  * plane); a swarm is created and both nodes join it from the swarm's page; then an instance is
  * created, scaled (the replicas showing live), stopped, started and its logs read; and a service
- * is deployed and its YAML edited with a diff of the change before it is applied. SQLite.
+ * is deployed, found with the list's name filter, and its YAML edited with a diff of the change
+ * before it is applied. SQLite.
  */
 describe('the dashboard in chromium: swarms, instances and services [sqlite, lab swarm]', function () {
   this.timeout(60_000);
@@ -198,6 +199,13 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     await create.getByLabel('Compose file (YAML)').fill(compose);
     await create.getByRole('button', { name: 'Deploy' }).click();
     await row('Services', 'stack').getByText('running').waitFor({ timeout: 90_000 });
+    // The list's name filter, applied by the server: another prefix hides the service, its own shows it.
+    const filter = page.getByRole('search', { name: 'Filter services' });
+    await filter.getByLabel('Name starts with').fill('other');
+    await filter.getByRole('button', { name: 'Filter' }).click();
+    await page.getByRole('table', { name: 'Services' }).getByText('No services.').waitFor();
+    await filter.getByLabel('Name starts with').fill('sta');
+    await filter.getByRole('button', { name: 'Filter' }).click();
     await row('Services', 'stack').getByRole('link').click();
     await page.getByLabel('Compose file', { exact: true }).getByText('sleep').waitFor();
     await page.getByRole('button', { name: 'Edit' }).click();

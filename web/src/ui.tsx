@@ -266,6 +266,9 @@ export interface Filter {
   placeholder?: string;
 }
 
+/** The filter every resource list built by the API's readRoutes takes (volumes, services, object stores, load balancers). */
+export const NAME_FILTER: Filter = { name: 'name_prefix', label: 'Name starts with' };
+
 type ListRoute = { [R in Route]: R extends `GET ${string}` ? R : never }[Route];
 
 export function ResourceList<R extends ListRoute>(props: {

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { b64encode, call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
-import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, Page, ResourceList } from '../ui';
+import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, NAME_FILTER, Page, ResourceList } from '../ui';
 
 type Row = Record<string, any>;
 
@@ -14,6 +14,7 @@ export function Volumes() {
       <ResourceList
         route="GET /v1/volumes"
         label="Volumes"
+        filters={[NAME_FILTER]}
         live={changed('volume')}
         empty="No volumes."
         columns={[
@@ -97,6 +98,7 @@ export function ObjectStores() {
       <ResourceList
         route="GET /v1/s3/instances"
         label="Object stores"
+        filters={[NAME_FILTER]}
         live={changed('s3')}
         empty="No object stores."
         columns={[
@@ -136,6 +138,7 @@ export function Gateway() {
       <ResourceList
         route="GET /v1/loadbalancers"
         label="Load balancers"
+        filters={[NAME_FILTER]}
         live={changed('loadbalancer')}
         empty="No load balancers."
         columns={[

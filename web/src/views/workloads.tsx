@@ -3,7 +3,7 @@ import { b64encode, call, settle } from '../api';
 import { lineDiff } from '../diff';
 import { changed } from '../live';
 import { href } from '../router';
-import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, LogsButton, Page, ResourceList, useAction, useRecord, notify } from '../ui';
+import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
 
 type Swarm = { id: string; name: string; status: string; manager?: { node_id: string } | null; members?: unknown[]; created_at: string };
 
@@ -247,6 +247,7 @@ export function Services() {
         route="GET /v1/services"
         label="Services"
         live={changed('service')}
+        filters={[NAME_FILTER]}
         empty="No services."
         columns={[
           { label: 'Name', render: (s: Service) => <a href={href('services', s.id)}>{s.name}</a> },
