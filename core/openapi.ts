@@ -1,7 +1,9 @@
 import type { TSchema } from '@sinclair/typebox';
+import { reasonPhrase } from './errors.js';
 import type { AuthRequirement, ListenerName, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { Reply } from './http/reply.js';
 import { versionInfo } from './version.js';
+import { nullableOptionals } from './validation.js';
 
 type Json = Record<string, unknown>;
 
@@ -13,6 +15,7 @@ function plain(schema: TSchema | undefined): Json | undefined {
 const ERROR_SCHEMA = {
   type: 'object',
   required: ['error', 'message', 'request_id'],
+  additionalProperties: false,
   properties: {
     error: { type: 'string', description: 'HTTP reason phrase' },
     message: { type: 'string' },
@@ -49,21 +52,76 @@ function parameters(route: RegisteredRoute['route']): Json[] {
   return out;
 }
 
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Whether a route answers pages: `{data: [...], next_cursor}` (its query takes a cursor). */
+export function isPaged(route: RouteDef): boolean {
+  return Boolean((route.schemas?.query as { properties?: Json } | undefined)?.properties?.cursor);
+}
+
+/** The statuses a route answers with success. */
+export function successStatuses(route: RouteDef): number[] {
+  return [...new Set([route.status ?? 200, ...(route.otherStatuses ?? [])])].sort();
+}
+
+/**
+ * The error statuses a route may answer: what core answers for any route like it, plus what the
+ * route declares its handler answers.
+ */
+export function errorStatuses(route: RouteDef): number[] {
+  const statuses = new Set<number>([400, 413, 500, ...(route.errors ?? [])]);
+  if (route.auth !== 'public') statuses.add(401);
+  if (typeof route.auth === 'object') statuses.add(403);
+  // A caller without credentials sends its body under the small limit, in time, and not too many at once.
+  if (route.auth === 'public') [408, 503].forEach((s) => statuses.add(s));
+  if (route.schemas?.body) statuses.add(415);
+  // Writes and lookups name things that may not exist or may clash (a unique name taken).
+  if (route.path.includes('{') || route.schemas?.body || WRITES.has(route.method)) statuses.add(404);
+  if (WRITES.has(route.method)) statuses.add(409);
+  return [...statuses].sort();
+}
+
+/** The success content of a route: the `{data}` envelope (paged or not), a raw type, or nothing (204). */
+function successContent(route: RouteDef, status: number): Json | undefined {
+  if (status === 204) return undefined;
+  const response = plain(route.schemas?.response);
+  if (route.produces) {
+    const schema = route.produces === 'application/json' ? (response ?? {}) : { type: 'string', format: 'binary' };
+    return { [route.produces]: { schema } };
+  }
+  const envelope = isPaged(route)
+    ? {
+        type: 'object',
+        required: ['data', 'next_cursor'],
+        additionalProperties: false,
+        properties: {
+          data: response ?? { type: 'array' },
+          next_cursor: { type: ['string', 'null'], description: 'pass as `cursor` for the next page; null on the last page' },
+        },
+      }
+    : { type: 'object', required: ['data'], additionalProperties: false, properties: { data: response ?? {} } };
+  return { 'application/json': { schema: envelope } };
+}
+
 /** The OpenAPI 3.1 document of one listener, generated from the route table. */
 export function buildOpenApi(routes: readonly RegisteredRoute[], listener: ListenerName, version: string): Json {
   const paths: Record<string, Record<string, Json>> = {};
   for (const { plugin, route } of routes) {
     if ((route.listener ?? 'control') !== listener) continue;
-    const status = String(route.status ?? 200);
-    const data = plain(route.schemas?.response);
-    const responses: Json = {
-      [status]: {
-        description: 'Success',
-        content: { 'application/json': { schema: { type: 'object', properties: { data: data ?? {} } } } },
-      },
-      default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
-    };
-    const body = plain(route.schemas?.body);
+    const responses: Json = {};
+    for (const status of successStatuses(route)) {
+      const content = successContent(route, status);
+      responses[String(status)] = { description: reasonPhrase(status), ...(content ? { content } : {}) };
+    }
+    for (const status of errorStatuses(route)) {
+      responses[String(status)] = {
+        description: reasonPhrase(status),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        ...(status === 429 || status === 503 ? { headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'seconds to wait' } } } : {}),
+      };
+    }
+    const declared = plain(route.schemas?.body);
+    const body = declared && !route.preserveNullValues ? (nullableOptionals(declared) as Json) : declared;
     const op: Json = {
       operationId: `${route.method.toLowerCase()}${route.path.replace(/[{}]/g, '').replace(/[^a-zA-Z0-9]+(\w)/g, (_, c: string) => c.toUpperCase())}`,
       summary: route.summary,
@@ -110,7 +168,9 @@ export function openApiRoute(services: Services, listener: ListenerName, path: s
     path,
     listener,
     auth: 'public',
+    produces: 'application/json',
     summary: `OpenAPI 3.1 document of the ${listener} API, generated from the route table`,
+    schemas: { response: { type: 'object', required: ['openapi', 'info', 'paths'], properties: { openapi: { const: '3.1.0' } } } as unknown as TSchema },
     handler: () => Reply.raw(JSON.stringify(buildOpenApi(services.routeTable(), listener, versionInfo.version)), 'application/json'),
   };
 }

@@ -74,6 +74,19 @@ export interface RouteDef<B = any, Q = any, P = any> {
   xml?: boolean;
   /** Status of a successful reply when the handler returns a plain value; default 200. */
   status?: number;
+  /** Other success statuses the handler answers (with a Reply), e.g. 200 when nothing was left to wait for. */
+  otherStatuses?: number[];
+  /**
+   * Content type of a raw answer (`Reply.raw`): the body is not the `{data}` envelope.
+   * `schemas.response` then describes the whole body, when it is JSON.
+   */
+  produces?: string;
+  /**
+   * Error statuses the handler answers besides those core documents for every route like it
+   * (400 and 500 always; 401 without `public`, 403 with a role, 404 with path parameters or a
+   * body or a write, 409 for writes, 413, 415 with a body, 408 and 503 for public routes).
+   */
+  errors?: number[];
   handler(req: HangarRequest<B, Q, P>): unknown;
 }
 

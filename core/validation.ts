@@ -75,13 +75,63 @@ export function assertValid(validate: ValidateFunction, value: unknown, where: s
   throw badRequest(validationMessage(details), details);
 }
 
-/** Removes properties whose value is null, recursively through nested objects (not array slots). */
-export function dropNulls(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(dropNulls);
+type SchemaNode = Record<string, any> | undefined;
+
+/** Whether a JSON schema accepts `null`. */
+export function allowsNull(schema: SchemaNode): boolean {
+  if (!schema) return false;
+  if (schema.type === 'null' || (Array.isArray(schema.type) && schema.type.includes('null'))) return true;
+  if (schema.const === null || (Array.isArray(schema.enum) && schema.enum.includes(null))) return true;
+  return [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])].some((branch: SchemaNode) => allowsNull(branch));
+}
+
+/** The branch of a union that describes an object (or an array) value, for walking into it. */
+function branchFor(schema: SchemaNode, value: object): SchemaNode {
+  if (!schema?.anyOf && !schema?.oneOf) return schema;
+  const want = Array.isArray(value) ? 'array' : 'object';
+  return [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])].find((b: SchemaNode) => b?.type === want || (want === 'object' && b?.properties));
+}
+
+/**
+ * Removes properties whose value is null, recursively through nested objects and the objects in
+ * arrays (not array slots), except where the schema allows null for that property: there null is
+ * a value (clear this field). Without a schema for a part, every null property in it goes.
+ */
+export function dropNulls(value: unknown, schema?: SchemaNode): unknown {
+  if (Array.isArray(value)) {
+    const items = branchFor(schema, value)?.items as SchemaNode;
+    return value.map((v) => dropNulls(v, items));
+  }
   if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const properties = branchFor(schema, value)?.properties as Record<string, SchemaNode> | undefined;
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) if (v !== null) out[k] = dropNulls(v);
+    for (const [k, v] of Object.entries(value)) {
+      if (v === null) {
+        if (allowsNull(properties?.[k])) out[k] = null;
+      } else out[k] = dropNulls(v, properties?.[k]);
+    }
     return out;
   }
   return value;
+}
+
+/**
+ * A body schema as clients may use it when nulls are dropped: an optional property also accepts
+ * null (it counts as absent). For the OpenAPI document; validation uses the schema as declared.
+ */
+export function nullableOptionals(schema: SchemaNode): SchemaNode {
+  if (!schema || typeof schema !== 'object') return schema;
+  const out: Record<string, any> = { ...schema };
+  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) if (Array.isArray(out[key])) out[key] = out[key].map(nullableOptionals);
+  if (out.items) out.items = nullableOptionals(out.items);
+  if (out.properties) {
+    const required = new Set<string>(out.required ?? []);
+    out.properties = Object.fromEntries(
+      Object.entries(out.properties as Record<string, SchemaNode>).map(([name, sub]) => {
+        const walked = nullableOptionals(sub);
+        return [name, required.has(name) || allowsNull(walked) ? walked : { anyOf: [walked, { type: 'null', description: 'the same as leaving the property out' }] }];
+      }),
+    );
+  }
+  return out;
 }

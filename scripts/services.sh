@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the services the test suites use, when they are installed and not running:
-# PostgreSQL (role and database for the tests) and dockerd. Needs root; without it, says so and
+# PostgreSQL (role and database for the tests) and dockerd; installs schemathesis when missing. Needs root; without it, says so and
 # leaves the suites to print their SKIPPED lines. Installing them is .ci/run's job (apt-get).
 set -uo pipefail
 
@@ -60,4 +60,6 @@ start_docker() {
 
 start_postgres
 start_docker
+# The API fuzzer the test suite runs (pinned, from PyPI; cached by version).
+bash "$(dirname "$0")/schemathesis.sh" || echo "services: schemathesis could not be installed; its suite will say so"
 exit 0

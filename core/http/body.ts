@@ -140,6 +140,34 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
+/**
+ * The path (`body.a.b[2]`) of the first string or key holding U+0000, or null. PostgreSQL cannot
+ * store that character in text, and no name or value hangar takes needs it: it is refused up front.
+ */
+export function nulCharacterAt(value: unknown, root: string): string | null {
+  const stack: Array<[unknown, string]> = [[value, root]];
+  while (stack.length) {
+    const [v, where] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) return where;
+    } else if (Array.isArray(v)) {
+      v.forEach((item, i) => stack.push([item, `${where}[${i}]`]));
+    } else if (v && typeof v === 'object') {
+      for (const [k, item] of Object.entries(v)) {
+        if (k.includes('\u0000')) return where;
+        stack.push([item, `${where}.${k}`]);
+      }
+    }
+  }
+  return null;
+}
+
+/** Throws the 400 when a part of the request holds U+0000. */
+export function assertNoNulCharacter(value: unknown, root: string): void {
+  const where = nulCharacterAt(value, root);
+  if (where) throw badRequest(`Validation failed: ${where} must not contain the NUL character (U+0000)`, [{ path: where, message: 'must not contain the NUL character (U+0000)', keyword: 'nul' }]);
+}
+
 /** Turns the raw body into what the handler gets: a plain value, an XmlDocument, or undefined when empty. */
 export function parseBody(ctx: Context, raw: Buffer, acceptsXml: boolean): unknown {
   if (raw.length === 0) return undefined;

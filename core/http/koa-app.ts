@@ -10,7 +10,7 @@ import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } f
 import type { Principal } from '../auth/index.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
-import { BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
+import { assertNoNulCharacter, BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
 import { RouteTree } from './router.js';
@@ -184,23 +184,30 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     // 3: validation.
     const v = compiled();
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
+    assertNoNulCharacter(body instanceof XmlDocument ? body.content : body, 'body');
     if (body instanceof XmlDocument) {
       if (v.xmlBody) assertValid(v.xmlBody, body.content, 'body');
     } else {
-      if (!route.preserveNullValues) body = dropNulls(body);
+      if (!route.preserveNullValues) body = dropNulls(body, route.schemas?.body as Record<string, unknown> | undefined);
       if (v.body) {
         if (body === undefined && bodyIsObject) body = {};
         assertValid(v.body, body, 'body');
       }
     }
     const query: Record<string, unknown> = ctx.querystring ? { ...ctx.query } : {};
+    if (ctx.querystring) assertNoNulCharacter(query, 'query');
     if (v.query) assertValid(v.query, query, 'query');
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
+    assertNoNulCharacter(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
     // 4: the handler.
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, services.shutdown);
     send(ctx, await route.handler(req), route);
   };
+}
+
+function methodNotAllowed(ctx: Context, allowed: string[]): HttpError {
+  return new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`, undefined, { Allow: allowed.join(', ') });
 }
 
 /** What the request observers (core/http/observers.ts) learn of an answered request. */

@@ -3,7 +3,9 @@
  * step per segment whatever the number of routes. Matching as the listeners always did: static
  * segments case-insensitively, an optional trailing slash, `{name}` segments captured (URI-decoded,
  * or as sent when the encoding is malformed), static segments before parameters, and `HEAD` served
- * by a `GET` route.
+ * by a `GET` route. The most concrete path that matches decides, as in OpenAPI: when it lacks the
+ * method the answer is method-not-allowed, not a fall-back to a template (`PATCH /v1/nodes/deploy`
+ * is a 405, not an update of a node called "deploy").
  */
 export type RouteMatch<T> =
   | { kind: 'found'; value: T; params: Record<string, string> }
@@ -67,18 +69,14 @@ export class RouteTree<T> {
     if (parts.length > 1 && parts.includes('')) return { kind: 'not-found' };
     const wanted = method === 'HEAD' ? 'GET' : method;
     const captured: string[] = [];
-    let allowed: string[] | undefined;
     const walk = (node: Node<T>, i: number): RouteMatch<T> | null => {
       if (i === parts.length) {
         if (!node.allowed.length) return null;
         const route = node.methods.get(wanted);
-        if (route) {
-          const params: Record<string, string> = {};
-          for (let k = 0; k < route.names.length; k++) params[route.names[k]!] = captured[k]!;
-          return { kind: 'found', value: route.value, params };
-        }
-        allowed = allowed ? [...new Set([...allowed, ...node.allowed])] : node.allowed;
-        return null;
+        if (!route) return { kind: 'method-not-allowed', allowed: node.allowed };
+        const params: Record<string, string> = {};
+        for (let k = 0; k < route.names.length; k++) params[route.names[k]!] = captured[k]!;
+        return { kind: 'found', value: route.value, params };
       }
       const part = parts[i]!;
       const stat = node.statics.get(part.toLowerCase());
@@ -94,6 +92,6 @@ export class RouteTree<T> {
       }
       return null;
     };
-    return walk(this.root, 0) ?? (allowed ? { kind: 'method-not-allowed', allowed } : { kind: 'not-found' });
+    return walk(this.root, 0) ?? { kind: 'not-found' };
   }
 }

@@ -46,6 +46,7 @@ export default definePlugin({
           path: '/v1/internal/tasks/{nodeId}',
           auth: 'agent',
           summary: 'Long-poll: answers the moment a task is queued for this node, or empty after the wait',
+          errors: [403],
           schemas: {
             params: NodeIdParams,
             query: Type.Object({ wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 120, description: 'seconds to hold the request (default: tasks.poll_wait_seconds)' })) }, { additionalProperties: false }),

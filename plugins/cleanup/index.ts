@@ -32,6 +32,10 @@ export default definePlugin({
           summary: 'Force-clean a resource stuck in an error state: remove what exists of it in the runtime (failures ignored) and its record',
           schemas: {
             params: Type.Object({ resourceType: Type.Union(RESOURCE_TYPES.map((t) => Type.Literal(t))), resourceId: Type.String({ minLength: 1, maxLength: 100 }) }),
+            response: Type.Object(
+              { resource_type: Type.Union(RESOURCE_TYPES.map((t) => Type.Literal(t))), resource_id: Type.String(), removed: Type.Literal(true) },
+              { additionalProperties: false },
+            ),
           },
           handler: async (req) => {
             const { resourceType, resourceId } = req.params as { resourceType: (typeof RESOURCE_TYPES)[number]; resourceId: string };

@@ -13,7 +13,7 @@ import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
 import { HMAC_NONCES, iamMigrations } from './migrations.js';
 import {
-  DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserView, Username,
+  Deleted, DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserProperty, UserView, Username,
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { sessionMigrations, Sessions } from './sessions.js';
@@ -126,6 +126,7 @@ export default definePlugin({
           auth: 'public',
           summary: 'Create the first admin and return its credentials once (loopback, or with X-Bootstrap-Secret)',
           status: 201,
+          errors: [403],
           schemas: {
             body: Type.Object(
               {
@@ -136,6 +137,15 @@ export default definePlugin({
               },
               { additionalProperties: false },
             ),
+            response: Type.Object({
+              username: Type.String(),
+              user_id: Type.String({ format: 'uuid' }),
+              password: Type.Optional(Type.String({ description: 'only when generated' })),
+              access_key_id: Type.String(),
+              secret_access_key: Type.String(),
+              api_url: Type.String(),
+              ca_pem: Type.Union([Type.String(), Type.Null()], { description: 'null when the operator provided the server certificate' }),
+            }, { additionalProperties: false }),
           },
           async handler(req) {
             if (await users.bootstrapClaimed()) throw conflict('hangar is already bootstrapped: the first admin was created');
@@ -176,6 +186,7 @@ export default definePlugin({
           path: '/v1/iam/login',
           auth: 'public',
           summary: 'Exchange username and password for a JWT',
+          errors: [401, 429],
           schemas: {
             body: Type.Object({ username: Type.String({ minLength: 1, maxLength: 120 }), password: Password }, { additionalProperties: false }),
             response: Type.Object({ ...TokenView.properties, user: UserView }),
@@ -261,7 +272,7 @@ export default definePlugin({
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Add a property (name/value metadata) to a user',
           status: 201,
-          schemas: { params: UserIdParams, body: PropertyInput },
+          schemas: { params: UserIdParams, body: PropertyInput, response: UserProperty },
           async handler(req) {
             await users.require(req.params.id);
             return users.addProperty(req.params.id, req.body.name, req.body.value);
@@ -272,7 +283,7 @@ export default definePlugin({
           path: '/v1/iam/users/{id}/properties/{propertyId}',
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Remove a property from a user',
-          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), propertyId: Type.Integer({ minimum: 1 }) }) },
+          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), propertyId: Type.Integer({ minimum: 1 }) }), response: Deleted },
           async handler(req) {
             if (!(await users.removeProperty(req.params.id, req.params.propertyId))) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
             return { deleted: true };
@@ -330,7 +341,7 @@ export default definePlugin({
           path: '/v1/iam/users/{id}/keys/{keyId}',
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Delete an API key; requests signed with it fail from now on',
-          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), keyId: Type.String({ minLength: 1, maxLength: 64 }) }) },
+          schemas: { params: Type.Object({ id: Type.String({ format: 'uuid' }), keyId: Type.String({ minLength: 1, maxLength: 64 }) }), response: Deleted },
           async handler(req) {
             if (!(await users.deleteKey(req.params.id, req.params.keyId))) throw notFound(`No key ${req.params.keyId} for user ${req.params.id}`);
             return { deleted: true };

@@ -10,6 +10,11 @@ export const PropertyInput = Type.Object(
   { additionalProperties: false },
 );
 
+export const UserProperty = Type.Object({ id: Type.Integer(), name: Type.String(), value: Type.Union([Type.String(), Type.Null()]) }, { additionalProperties: false });
+
+/** What a DELETE that removes a small thing answers. */
+export const Deleted = Type.Object({ deleted: Type.Literal(true) }, { additionalProperties: false });
+
 export const UserIdParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
 
 export const UserView = Type.Object({
@@ -22,7 +27,7 @@ export const UserView = Type.Object({
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   deleted_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  properties: Type.Array(Type.Object({ id: Type.Integer(), name: Type.String(), value: Type.Union([Type.String(), Type.Null()]) })),
+  properties: Type.Array(UserProperty),
 });
 
 export const KeyView = Type.Object({

@@ -57,6 +57,13 @@ interface LoginConfig {
   MAIL_ENVELOPE: { from: string; subject: string; template: string };
 }
 
+/** What /login and /refreshtoken answer: the token beside the envelope, as the original login API does. */
+const LoginAnswer = Type.Object(
+  { token: Type.String(), data: Type.Object({ userid: Type.String({ format: 'uuid' }), name: Type.String(), role: Type.String() }, { additionalProperties: false }) },
+  { additionalProperties: false },
+);
+const Message = (text: string) => Type.Object({ message: Type.String({ description: text }) }, { additionalProperties: false });
+
 const ResetPair = { email: Email, token: Type.String({ minLength: 1, maxLength: 200 }), code: Type.String({ pattern: '^[0-9]{6}$' }) };
 
 /** The login API: its own listener (default :8080), no /v1 prefix. */
@@ -130,7 +137,9 @@ export default definePlugin({
           listener: 'login',
           auth: 'public',
           summary: `Check credentials and return a JWT (the username field holds the ${settings.identifier})`,
-          schemas: { body: Type.Object({ username: Type.String({ maxLength: 120 }), password: Password }, { additionalProperties: false }) },
+          produces: 'application/json',
+          errors: [401, 429],
+          schemas: { body: Type.Object({ username: Type.String({ maxLength: 120 }), password: Password }, { additionalProperties: false }), response: LoginAnswer },
           async handler(req) {
             const user = await identity.login(settings.identifier, req.body.username, req.body.password, req.ip);
             if (!user) throw unauthorized('Invalid credentials');
@@ -143,6 +152,8 @@ export default definePlugin({
           listener: 'login',
           auth: 'authenticated',
           summary: 'A new token, with name and role re-read, in the last minutes of the current one',
+          produces: 'application/json',
+          schemas: { response: LoginAnswer },
           async handler(req) {
             const exp = Number(req.principal!.exp);
             const opensAt = exp - settings.refresh_window_seconds;
@@ -161,7 +172,8 @@ export default definePlugin({
           listener: 'login',
           auth: 'public',
           summary: 'Email a reset token and code; the answer is the same whether the address is known or not',
-          schemas: { body: Type.Object({ email: Email }, { additionalProperties: false }) },
+          errors: [429],
+          schemas: { body: Type.Object({ email: Email }, { additionalProperties: false }), response: Message('the same whether or not the address is known') },
           async handler(req) {
             await services.limits.count(
               [
@@ -189,7 +201,8 @@ export default definePlugin({
           listener: 'login',
           auth: 'public',
           summary: 'Confirm the emailed token and code',
-          schemas: { body: Type.Object(ResetPair, { additionalProperties: false }) },
+          errors: [429],
+          schemas: { body: Type.Object(ResetPair, { additionalProperties: false }), response: Type.Object({ confirmed: Type.Literal(true) }, { additionalProperties: false }) },
           async handler(req) {
             const user = await userByEmail(req.body.email);
             await checkPair(req.ip, user, req.body);
@@ -204,7 +217,11 @@ export default definePlugin({
           auth: 'public',
           summary: 'Set a new password after the code was confirmed',
           description: "The user's tokens issued before the reset stop working, and so do its API keys unless `keep_api_keys` is true.",
-          schemas: { body: Type.Object({ ...ResetPair, password: Password, keep_api_keys: Type.Optional(KeepApiKeys) }, { additionalProperties: false }) },
+          errors: [429],
+          schemas: {
+            body: Type.Object({ ...ResetPair, password: Password, keep_api_keys: Type.Optional(KeepApiKeys) }, { additionalProperties: false }),
+            response: Type.Object({ reset: Type.Literal(true), keys_deleted: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
+          },
           async handler(req) {
             const user = await userByEmail(req.body.email);
             const { confirmed } = await checkPair(req.ip, user, req.body);
@@ -223,6 +240,7 @@ export default definePlugin({
           listener: 'login',
           auth: 'authenticated',
           summary: 'Sample of RequireAuthenticated',
+          schemas: { response: Type.Object({ pong: Type.Literal(true), userid: Type.String() }, { additionalProperties: false }) },
           handler: (req) => ({ pong: true, userid: req.principal!.id }),
         },
         {
@@ -231,6 +249,7 @@ export default definePlugin({
           listener: 'login',
           auth: { role: 'admin' },
           summary: 'Sample of RequireRole(admin)',
+          schemas: { response: Type.Object({ pong: Type.Literal(true), userid: Type.String(), role: Type.String() }, { additionalProperties: false }) },
           handler: (req) => ({ pong: true, userid: req.principal!.id, role: req.principal!.role }),
         },
         openApiRoute(services, 'login', '/openapi.json'),

@@ -333,6 +333,7 @@ export default definePlugin({
           auth: 'public',
           summary: 'A machine joins with a token: it gets its node id, a client certificate and its overlay address',
           status: 201,
+          errors: [401],
           schemas: { body: JoinBody },
           async handler(req) {
             // The key is checked before the token is spent, so a bad request can be retried.

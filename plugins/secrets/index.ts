@@ -286,6 +286,7 @@ export default definePlugin({
           path: `${base}/{id}`,
           auth: 'authenticated',
           summary: kind === 'secret' ? 'Get a secret (its value is never returned)' : 'Get a config with its value (base64)',
+          errors: [409],
           schemas: { params: Params, response: View },
           handler: async (req) => view(await find(kind, req.params.id)),
         },

@@ -321,6 +321,7 @@ export default definePlugin({
           path: '/v1/services/{id}',
           auth: { role: 'admin' },
           summary: 'Replace the compose file and redeploy (services no longer in it are removed); a stopped service keeps it for its next start',
+          otherStatuses: [202],
           schemas: { params: IdParams, body: ReplaceBody, response: Service },
           handler: async (req) => {
             const current = await requireSettled(req.params.id, 'replace');

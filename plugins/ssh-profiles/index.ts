@@ -183,7 +183,7 @@ export default definePlugin({
           path: '/v1/ssh-profiles/{id}',
           auth: { role: 'admin' },
           summary: 'Delete an SSH profile',
-          schemas: { params: Params },
+          schemas: { params: Params, response: Type.Object({ id: Type.String(), deleted: Type.Literal(true) }, { additionalProperties: false }) },
           async handler(req) {
             const profile = await find(req.params.id);
             if (!profile) throw notFound(`No SSH profile ${req.params.id}`);

@@ -411,6 +411,7 @@ export default definePlugin({
           path: '/v1/swarms/{id}',
           auth: { role: 'admin' },
           summary: 'Delete a swarm group: 202 while its nodes leave, 200 when nothing was left; 409 while workloads run unless forced',
+          otherStatuses: [202],
           schemas: { params: IdParams, query: ForceQuery },
           handler: async (req) => {
             const swarm = await swarms.require(req.params.id);

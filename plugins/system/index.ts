@@ -91,6 +91,7 @@ export default definePlugin({
           path: '/healthz',
           auth: 'public',
           summary: 'Health check: 200 when the store answers, 503 otherwise',
+          errors: [503],
           schemas: { response: Type.Object({ status: Type.Literal('ok'), store: Type.String() }) },
           async handler() {
             if (!(await storeAnswers())) throw unavailable('The store is not reachable');
@@ -117,6 +118,8 @@ export default definePlugin({
           path: '/v1/ca',
           auth: 'public',
           summary: 'The CA certificate (PEM); 404 when the operator provided the server certificate',
+          produces: 'application/x-pem-file',
+          errors: [404],
           handler() {
             if (services.ca.operatorCertificates) {
               throw notFound('The server certificate was provided by the operator; there is no hangar CA to download');
@@ -132,6 +135,8 @@ export default definePlugin({
           summary: 'Download the agent executable for an architecture; version and SHA-256 in the headers',
           description:
             'Brotli-compressed (`Content-Encoding: br`, about 30 % of the size) to a client that accepts `br`. `X-Checksum-Sha256` is always the SHA-256 of the executable itself (after decoding).',
+          produces: 'application/octet-stream',
+          errors: [404],
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
           handler(req) {
             const binary = binaries.describe(req.query.arch);

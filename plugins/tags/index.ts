@@ -189,6 +189,7 @@ export default definePlugin({
           schemas: {
             body: Type.Object({ resource_type: Type.Optional(TagRef.resource_type), resource_id: Type.Optional(TagRef.resource_id), key: Type.Optional(TagRef.key) }, { additionalProperties: false }),
             query: Type.Object({ resource_type: Type.Optional(TagRef.resource_type), resource_id: Type.Optional(TagRef.resource_id), key: Type.Optional(TagRef.key) }, { additionalProperties: false }),
+            response: Type.Object({ ...TagRef, deleted: Type.Literal(true) }, { additionalProperties: false }),
           },
           async handler(req) {
             const ref = deleteRef(req.body, req.query);

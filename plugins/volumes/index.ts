@@ -290,6 +290,7 @@ export default definePlugin({
           path: '/v1/volumes/{id}',
           auth: { role: 'admin' },
           summary: 'Delete a volume: 409 while anything uses it; removes its definitions and export (202), the folder and its data stay on the node',
+          status: 202,
           schemas: { params: IdParams, query: ForceQuery },
           async handler(req) {
             const volume = await requireVolume(req.params.id);

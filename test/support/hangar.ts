@@ -4,6 +4,7 @@ import type { Clock } from '../../core/clock.js';
 import { httpRequest, type HttpRequestOptions, type HttpResponse } from '../../core/http/client.js';
 import type { ListenerName } from '../../core/plugin.js';
 import type { TestDialect } from './dialects.js';
+import { OpenApiConformance } from './openapi-conformance.js';
 
 export const FIXTURE_PLUGIN = 'test/support/fixtures/probe-plugin.ts';
 
@@ -23,6 +24,11 @@ export interface StartOptions {
   overrides?: Record<string, unknown>;
   clock?: Clock;
   storage?: { dataDir: string; schema: string | null };
+  /**
+   * Check every answer `request` gets against the OpenAPI document (default true); mismatches make
+   * `stop()` throw. Off only where a test sends what no client could (a made-up route table).
+   */
+  openApiCheck?: boolean;
 }
 
 /** Starts a real control plane in this process on random ports, logging into memory. */
@@ -41,15 +47,21 @@ export async function startHangar(dialect: TestDialect, options: StartOptions = 
   });
   const hangar = await Hangar.start({ config, clock: options.clock, logDestination: destination as never });
   const caPem = hangar.services.ca.caPem;
+  const conformance = options.openApiCheck === false ? null : new OpenApiConformance(() => hangar.services.routeTable());
   return {
     hangar,
     url: hangar.url('control'),
     caPem,
     logs,
-    request(method, path, opts = {}) {
-      const base = hangar.url(opts.listener ?? 'control');
-      return httpRequest(`${base}${path}`, { ca: caPem, ...opts, method });
+    async request(method, path, opts = {}) {
+      const listener = opts.listener ?? 'control';
+      const res = await httpRequest(`${hangar.url(listener)}${path}`, { ca: caPem, ...opts, method });
+      conformance?.check(listener, method, path, res);
+      return res;
     },
-    stop: () => hangar.stop(),
+    async stop() {
+      await hangar.stop();
+      conformance?.assertConforming();
+    },
   };
 }

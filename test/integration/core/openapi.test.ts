@@ -36,4 +36,24 @@ describeEachDialect('OpenAPI document', (dialect) => {
     expect(doc.paths['/v1/probe/agent'].get.security).to.deep.equal([{ mutualTLS: [] }]);
     expect(doc.paths['/healthz'].get.security).to.deep.equal([]);
   });
+
+  it('documents each answer exactly: success statuses, raw content types, pages, and the error statuses', async () => {
+    const doc = (await t.request('GET', '/v1/openapi.json')).json;
+    const ca = doc.paths['/v1/ca'].get.responses;
+    expect(Object.keys(ca['200'].content)).to.deep.equal(['application/x-pem-file']);
+    expect(ca['404'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Error' });
+    expect(Object.keys(doc.paths['/v1/agent/binary'].get.responses['200'].content)).to.deep.equal(['application/octet-stream']);
+    const self = doc.paths['/v1/openapi.json'].get.responses['200'].content['application/json'].schema;
+    expect(self.properties).not.to.have.property('data');
+    // A paged list: data and next_cursor.
+    const page = doc.paths['/v1/probe/things'].get.responses['200'].content['application/json'].schema;
+    expect(page.required).to.deep.equal(['data', 'next_cursor']);
+    // Errors are listed one by one, with no catch-all.
+    const admin = doc.paths['/v1/probe/admin'].post.responses;
+    expect(Object.keys(admin)).to.include.members(['200', '400', '401', '403', '409', '413', '415', '500']);
+    expect(admin).not.to.have.property('default');
+    const open = doc.paths['/v1/probe/echo'].post.responses;
+    expect(Object.keys(open)).to.include.members(['408', '503']);
+    expect(open).not.to.have.property('401');
+  });
 });

@@ -92,6 +92,20 @@ describeEachDialect('request bodies: limits before and after authentication', (d
     expect(t.logs.some((l) => l.includes('request failed'))).to.equal(false);
   });
 
+  it('refuses the NUL character in bodies, query strings and paths with a 400 (PostgreSQL cannot store it)', async () => {
+    const body = await t.request('POST', '/v1/probe/things', { body: { id: 'nul', label: 'a\u0000b', active: true, created_at: new Date().toISOString() } });
+    expect(body.status, body.text).to.equal(400);
+    expect(body.json.message).to.equal('Validation failed: body.label must not contain the NUL character (U+0000)');
+    const key = await t.request('POST', '/v1/probe/echo', { body: '{"name":"x","a\\u0000":1}', headers: { 'content-type': 'application/json' } });
+    expect(key.status).to.equal(400);
+    const query = await t.request('GET', '/v1/probe/things?cursor=a%00b');
+    expect(query.status).to.equal(400);
+    expect(query.json.message).to.contain('query.cursor must not contain the NUL character');
+    const path = await t.request('GET', '/v1/probe/items/1%00');
+    expect(path.status).to.equal(400);
+    expect(t.logs.some((l) => l.includes('request failed'))).to.equal(false);
+  });
+
   it('lets a caller without credentials send only the small limit; one with credentials the full one', async () => {
     const note = 'y'.repeat(100 * 1024);
     const anonymous = await t.request('POST', '/v1/probe/echo', { body: { name: 'x', note } });

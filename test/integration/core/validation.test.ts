@@ -97,10 +97,10 @@ describeEachDialect('request validation from the route table', (dialect) => {
     expect(badQuery.json.details.map((d: { path: string }) => d.path).sort()).to.deep.equal(['query.bogus', 'query.limit']);
   });
 
-  it('drops null-valued properties by default, so an update leaves those fields alone', async () => {
+  it('drops null-valued properties whose schema does not allow null, and keeps null where it does', async () => {
     const res = await post('/v1/probe/echo', { name: 'x', note: null, email: null, address: { street: 's', zip: '12345' } });
     expect(res.status).to.equal(200);
-    expect(res.json.data.body).to.deep.equal({ name: 'x', address: { street: 's', zip: '12345' } });
+    expect(res.json.data.body).to.deep.equal({ name: 'x', note: null, address: { street: 's', zip: '12345' } });
   });
 
   it('keeps nulls with preserveNullValues, so an update can clear a field', async () => {

@@ -157,6 +157,10 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
     expect(created.json.data.properties.map((p: { name: string }) => p.name)).to.deep.equal(['mfa', 'picture']);
     const added = await t.request('POST', `/v1/iam/users/${created.json.data.id}/properties`, { headers: bearer(admin.token), body: { name: 'mfa', value: 'totp' } });
     expect(added.status).to.equal(201);
+    // The schema allows a null value, and so does the API.
+    const empty = await t.request('POST', `/v1/iam/users/${created.json.data.id}/properties`, { headers: bearer(admin.token), body: { name: 'nickname', value: null } });
+    expect(empty.status, empty.text).to.equal(201);
+    expect(empty.json.data).to.include({ name: 'nickname', value: null });
     const got = await t.request('GET', `/v1/iam/users/${created.json.data.id}`, { headers: bearer(admin.token) });
     expect(got.json.data.properties.filter((p: { name: string }) => p.name === 'mfa')).to.have.length(2);
 

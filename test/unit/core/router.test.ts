@@ -31,9 +31,10 @@ describe('route lookup (core/http/router.ts)', () => {
     expect(tree.match('GET', '/v1/nodes/Node-Case')).to.deep.include({ params: { id: 'Node-Case' } });
   });
 
-  it('prefers a static segment, and falls back to the parameter when the static path lacks the method', () => {
+  it('prefers a static segment; the concrete path decides, so a method it lacks is not-allowed (no fall-back to the template)', () => {
     expect(value('POST', '/v1/nodes/token')).to.equal('token');
-    expect(tree.match('GET', '/v1/nodes/token')).to.deep.equal({ kind: 'found', value: 'get', params: { id: 'token' } });
+    expect(tree.match('GET', '/v1/nodes/token')).to.deep.equal({ kind: 'method-not-allowed', allowed: ['POST'] });
+    expect(tree.match('GET', '/v1/nodes/tokens')).to.deep.equal({ kind: 'found', value: 'get', params: { id: 'tokens' } });
   });
 
   it('serves HEAD with the GET route', () => {
@@ -42,7 +43,8 @@ describe('route lookup (core/http/router.ts)', () => {
 
   it('answers method-not-allowed with every method the path has (HEAD with GET), and not-found otherwise', () => {
     expect(tree.match('PUT', '/v1/nodes')).to.deep.equal({ kind: 'method-not-allowed', allowed: ['HEAD', 'GET', 'POST'] });
-    expect(tree.match('PATCH', '/v1/nodes/token')).to.deep.equal({ kind: 'method-not-allowed', allowed: ['POST', 'HEAD', 'GET', 'DELETE'] });
+    expect(tree.match('PATCH', '/v1/nodes/token')).to.deep.equal({ kind: 'method-not-allowed', allowed: ['POST'] });
+    expect(tree.match('PATCH', '/v1/nodes/x')).to.deep.equal({ kind: 'method-not-allowed', allowed: ['HEAD', 'GET', 'DELETE'] });
     expect(value('GET', '/v1/nodes/x/y')).to.equal('not-found');
     expect(value('GET', '/v1//nodes')).to.equal('not-found');
     expect(value('GET', '/v1/nodes//')).to.equal('not-found');
