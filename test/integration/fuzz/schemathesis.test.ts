@@ -67,7 +67,8 @@ function runSchemathesis(args: { schema: string; base: string; token: string; ca
     ...(args.ca ? ['--tls-verify', args.ca] : []),
   ];
   return new Promise((resolve, reject) => {
-    const child = spawn(ST, argv, { env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_HOOKS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // In the temporary dir: schemathesis keeps a cache (.schemathesis/) where it runs.
+    const child = spawn(ST, argv, { cwd: args.dir, env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_HOOKS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (c) => (output += c));
     child.stderr.on('data', (c) => (output += c));
