@@ -86,8 +86,8 @@ function successContent(route: RouteDef, status: number): Json | undefined {
   if (status === 204) return undefined;
   const response = plain(route.schemas?.response);
   if (route.produces) {
-    const schema = route.produces === 'application/json' ? (response ?? {}) : { type: 'string', format: 'binary' };
-    return { [route.produces]: { schema } };
+    const types = Array.isArray(route.produces) ? route.produces : [route.produces];
+    return Object.fromEntries(types.map((type) => [type, { schema: type === 'application/json' ? (response ?? {}) : { type: 'string', format: 'binary' } }]));
   }
   const envelope = isPaged(route)
     ? {

@@ -77,10 +77,10 @@ export interface RouteDef<B = any, Q = any, P = any> {
   /** Other success statuses the handler answers (with a Reply), e.g. 200 when nothing was left to wait for. */
   otherStatuses?: number[];
   /**
-   * Content type of a raw answer (`Reply.raw`): the body is not the `{data}` envelope.
+   * Content type(s) of a raw answer (`Reply.raw`): the body is not the `{data}` envelope.
    * `schemas.response` then describes the whole body, when it is JSON.
    */
-  produces?: string;
+  produces?: string | string[];
   /**
    * Error statuses the handler answers besides those core documents for every route like it
    * (400 and 500 always; 401 without `public`, 403 with a role, 404 with path parameters or a

@@ -51,12 +51,13 @@ export default definePlugin({
     };
     return {
       routes: [
-        { method: 'GET', path: '/ui', auth: 'public', summary: 'The web dashboard (HTML)', handler: () => file('index.html') },
+        { method: 'GET', path: '/ui', auth: 'public', summary: 'The web dashboard (HTML)', produces: 'text/html', errors: [404], handler: () => file('index.html') },
         {
           method: 'GET',
           path: '/ui/{file}',
           auth: 'public',
           summary: 'A file of the web dashboard (scripts, styles, icons)',
+          produces: [...new Set([...Object.values(TYPES), 'application/octet-stream'].map((t) => t.split(';')[0]!))],
           schemas: { params: Type.Object({ file: Type.String({ pattern: '^[\\w.-]+$', maxLength: 100 }) }) },
           handler: (req) => file(req.params.file === '' ? 'index.html' : req.params.file),
         },

@@ -101,6 +101,8 @@ export default definePlugin({
           path: '/v1/events/stream',
           auth: 'authenticated',
           summary: 'Live events as Server-Sent Events (text/event-stream), resumable with Last-Event-ID',
+          produces: 'text/event-stream',
+          errors: [406],
           description:
             'Each event is `id: <id>`, `event: <type>`, `data: <JSON>`. Types: resource.changed {type, id, op}, node.status {node_id, from, to}, ' +
             'node.event {id, node_id, kind, message, created_at}, task.state {task_id, node_id, kind, status, subject} (admins only). ' +
@@ -146,6 +148,7 @@ export default definePlugin({
           path: '/v1/events',
           auth: 'authenticated',
           summary: 'The recent live events this control plane keeps, oldest first (after=<id> for those after one)',
+          errors: [410],
           schemas: {
             query: Type.Object({ types: TypesQuery, after: Type.Optional(Type.String({ maxLength: 100, description: 'an event id: only later events' })) }, { additionalProperties: false }),
             response: Type.Array(LiveEventView),

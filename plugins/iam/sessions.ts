@@ -136,6 +136,7 @@ export class Sessions {
         summary: 'Log in a browser: sets the HttpOnly session cookie and answers the CSRF token for writes',
         description: 'The same credentials and lockouts as POST /v1/iam/login. The cookie is HttpOnly, Secure, SameSite=Strict; writes with it need X-CSRF-Token.',
         status: 201,
+        errors: [401, 429],
         schemas: {
           body: Type.Object({ username: Type.String({ minLength: 1, maxLength: 120 }), password: Password }, { additionalProperties: false }),
           response: SessionView,

@@ -49,6 +49,7 @@ export default definePlugin({
           path: METRICS_PATH,
           auth: { role: SCRAPER_ROLE },
           summary: 'Prometheus metrics (text format), for the scrape token in metrics.scrape_token',
+          produces: 'text/plain',
           description: 'See docs/metrics.md for the series. Authenticate with `Authorization: Bearer <metrics.scrape_token>`.',
           async handler() {
             return Reply.raw(await services.metrics.text(), services.metrics.contentType, { 'Cache-Control': 'no-store' });
