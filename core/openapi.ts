@@ -24,6 +24,13 @@ const ERROR_SCHEMA = {
   },
 };
 
+/** One event of a `text/event-stream` answer (OpenAPI 3.1 has no itemSchema; tools read the schema per event). */
+const SSE_EVENT = {
+  type: 'object',
+  required: ['data'],
+  properties: { data: { type: 'string', description: 'JSON' }, event: { type: 'string' }, id: { type: 'string' }, retry: { type: 'integer' } },
+};
+
 function security(auth: AuthRequirement): Json[] | undefined {
   if (auth === 'public') return [];
   if (auth === 'agent') return [{ mutualTLS: [] }];
@@ -87,7 +94,8 @@ function successContent(route: RouteDef, status: number): Json | undefined {
   const response = plain(route.schemas?.response);
   if (route.produces) {
     const types = Array.isArray(route.produces) ? route.produces : [route.produces];
-    return Object.fromEntries(types.map((type) => [type, { schema: type === 'application/json' ? (response ?? {}) : { type: 'string', format: 'binary' } }]));
+    const schemaOf = (type: string) => (type === 'application/json' ? (response ?? {}) : type === 'text/event-stream' ? SSE_EVENT : { type: 'string', format: 'binary' });
+    return Object.fromEntries(types.map((type) => [type, { schema: schemaOf(type) }]));
   }
   const envelope = isPaged(route)
     ? {
