@@ -288,10 +288,7 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
       (ctx as unknown as { params: Record<string, string> }).params = match.params;
       return match.value(ctx);
     }
-    if (match.kind === 'method-not-allowed') {
-      const allowed = match.allowed.join(', ');
-      throw new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed}`, undefined, { Allow: allowed });
-    }
+    if (match.kind === 'method-not-allowed') throw methodNotAllowed(ctx, match.allowed);
     throw new HttpError(404, `No route for ${ctx.method} ${ctx.path}`);
   });
   return app;
