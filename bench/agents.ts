@@ -97,7 +97,7 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
     HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: String(INTERVAL_S),
     HANGAR_NODES__OFFLINE_AFTER_SECONDS: String(INTERVAL_S * 4),
     HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
-    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10' } : {}),
+    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10', HANGAR_SECRETS__MASTER_KEY: Buffer.alloc(32, 'bench').toString('base64') } : {}),
   };
   const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
   const child = spawn(process.execPath, [BIN, 'serve'], { env, stdio: ['ignore', logFile, 'inherit'] });

@@ -20,6 +20,7 @@ import { Listener } from './http/listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
+import { requireSharedKeyring } from './pki/keyring.js';
 import { TaskQueue } from './tasks/queue.js';
 import { RateLimiter } from './ratelimit.js';
 import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
@@ -119,6 +120,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     config[plugin.name] ??= {};
     if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
   }
+  requireSharedKeyring(db.dialect, config.secrets.master_key);
   const applied = await migrateAll(db, plugins);
   if (applied.length) log.info({ migrations: applied }, 'migrations applied');
   const ca = await Pki.open({
@@ -129,6 +131,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     tlsKeyFile: config.api.tls_key,
     serverNames: config.api.server_names,
     masterKey: config.secrets.master_key,
+    log,
   });
   db.cursors.useKey(ca.deriveKey('page-cursors'));
   const shutdown = new AbortController();

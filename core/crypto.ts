@@ -2,10 +2,17 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes, timingSafeEqua
 
 const VERSION = 'v1';
 
-/** Authenticated encryption at rest (AES-256-GCM) with a key derived for one purpose. */
+/**
+ * Authenticated encryption at rest (AES-256-GCM) with a key derived for one purpose. Seals with
+ * `key`; opens with `key` or, for values sealed before a change of root secret, any of `older`
+ * (GCM's tag tells which one sealed a value).
+ */
 export class SecretBox {
-  constructor(private readonly key: Buffer) {
-    if (key.length !== 32) throw new Error('SecretBox needs a 32-byte key');
+  constructor(
+    private readonly key: Buffer,
+    private readonly older: Buffer[] = [],
+  ) {
+    if ([key, ...older].some((k) => k.length !== 32)) throw new Error('SecretBox needs 32-byte keys');
   }
 
   seal(plaintext: string | Buffer): string {
@@ -19,14 +26,26 @@ export class SecretBox {
     const [version, payload] = sealed.split(':', 2);
     if (version !== VERSION || !payload) throw new Error('unknown sealed-value format');
     const raw = Buffer.from(payload, 'base64');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]);
+    let failure: unknown;
+    for (const key of [this.key, ...this.older]) {
+      try {
+        return openWith(key, raw);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    throw failure;
   }
 
   openString(sealed: string): string {
     return this.open(sealed).toString('utf8');
   }
+}
+
+function openWith(key: Buffer, raw: Buffer): Buffer {
+  const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+  decipher.setAuthTag(raw.subarray(12, 28));
+  return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]);
 }
 
 /** HKDF-SHA256 of a root secret for one named purpose: the same root never yields the same key twice. */

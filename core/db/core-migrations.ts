@@ -3,6 +3,7 @@ import { CERTIFICATES_TABLE } from '../pki/pki.js';
 import { taskMigrations } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
 import { noticesMigration } from './notices.js';
+import { keyringMigration } from '../pki/keyring.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -23,5 +24,6 @@ export const coreMigrations: MigrationSet = {
     ...taskMigrations,
     rateLimitMigration,
     noticesMigration,
+    keyringMigration,
   ],
 };

@@ -1,7 +1,8 @@
 import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs it loaded first
 import { createPrivateKey, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
@@ -11,6 +12,7 @@ import type { Clock } from '../clock.js';
 import { deriveKey, SecretBox } from '../crypto.js';
 import { ConfigError } from '../errors.js';
 import { NoticedCache } from '../cache.js';
+import { Keyring } from './keyring.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -48,8 +50,12 @@ export interface PkiOptions {
   tlsKeyFile?: string | null;
   /** Extra SANs for the generated server certificate. */
   serverNames?: string[];
-  /** base64 master key for encryption at rest, instead of one derived from the CA key. */
+  /**
+   * base64 master key (secrets.master_key): the CA, the sealing root and the JWT secret are then
+   * kept in the store sealed with it, shared by every control plane (core/pki/keyring.ts).
+   */
   masterKey?: string | null;
+  log?: { info(obj: object, msg: string): void };
 }
 
 /** Serial numbers as Node reports them: uppercase hex without leading zeros. */
@@ -137,7 +143,11 @@ export class Pki extends EventEmitter {
   private caCert!: x509.X509Certificate;
   private caKey!: CryptoKey;
   private caKeyPem!: string;
+  /** The root that keys for sealing derive from (shared keyring only; else the CA key). */
+  private sealingRoot: Buffer | null = null;
   private server!: ServerCredentials;
+  /** Where the CA, the sealing root and other control-plane secrets are kept. */
+  readonly keyring: Keyring;
   readonly dir: string;
   /** True when the operator supplied the server certificate; then the CA is not served. */
   readonly operatorCertificates: boolean;
@@ -151,9 +161,7 @@ export class Pki extends EventEmitter {
     this.dir = path.join(options.dataDir, 'pki');
     this.operatorCertificates = Boolean(options.tlsCertFile);
     if (options.tlsKeyFile && !options.tlsCertFile) throw new ConfigError('api.tls_key is set but api.tls_cert is not: give both');
-    if (options.masterKey && Buffer.from(options.masterKey, 'base64').length < 32) {
-      throw new ConfigError('secrets.master_key must be base64 that decodes to at least 32 bytes');
-    }
+    this.keyring = new Keyring(options.store, options.dataDir, options.masterKey, options.log);
   }
 
   static async open(options: PkiOptions): Promise<Pki> {
@@ -168,13 +176,12 @@ export class Pki extends EventEmitter {
 
   private async load(): Promise<void> {
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    if (existsSync(this.file('ca.key')) && existsSync(this.file('ca.crt'))) {
-      this.caKeyPem = readFileSync(this.file('ca.key'), 'utf8');
-      this.caKey = await importPrivateKey(this.caKeyPem);
-      this.caCert = new x509.X509Certificate(readFileSync(this.file('ca.crt'), 'utf8'));
-    } else {
-      await this.createCa();
-    }
+    const [caKeyPem, caCertPem] = await this.keyring.obtain({ name: 'ca', files: ['pki/ca.key', 'pki/ca.crt'], generate: () => this.createCa() });
+    this.caKeyPem = caKeyPem!;
+    this.caKey = await importPrivateKey(this.caKeyPem);
+    this.caCert = new x509.X509Certificate(caCertPem!);
+    const [root] = (await this.keyring.obtainShared('sealing-root', async () => [randomBytes(32).toString('base64')])) ?? [];
+    this.sealingRoot = root ? Buffer.from(root, 'base64') : null;
     if (this.options.tlsCertFile) {
       if (!this.options.tlsKeyFile) throw new ConfigError('api.tls_cert is set but api.tls_key is not: give both');
       this.server = { cert: readPem(this.options.tlsCertFile, 'api.tls_cert'), key: readPem(this.options.tlsKeyFile, 'api.tls_key') };
@@ -208,10 +215,11 @@ export class Pki extends EventEmitter {
     }
   }
 
-  private async createCa(): Promise<void> {
+  /** A new CA: its key and certificate as PEM. */
+  private async createCa(): Promise<string[]> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = this.options.clock.now();
-    this.caCert = await x509.X509CertificateGenerator.createSelfSigned({
+    const cert = await x509.X509CertificateGenerator.createSelfSigned({
       serialNumber: randomSerial(),
       name: `CN=hangar CA ${os.hostname()}`,
       notBefore: new Date(now.getTime() - 60_000),
@@ -224,10 +232,7 @@ export class Pki extends EventEmitter {
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
       ],
     });
-    this.caKey = keys.privateKey;
-    this.caKeyPem = await exportKey(keys.privateKey);
-    writeFileSync(this.file('ca.key'), this.caKeyPem, { mode: 0o600 });
-    writeFileSync(this.file('ca.crt'), this.caCert.toString('pem'));
+    return [await exportKey(keys.privateKey), cert.toString('pem')];
   }
 
   private wantedServerNames(extra: string[]): string[] {
@@ -396,14 +401,25 @@ export class Pki extends EventEmitter {
     return Boolean(row && row.node_id === nodeId && !row.revoked);
   }
 
-  /** A 32-byte key for one purpose, derived from the master key when configured, else from the CA key. */
-  deriveKey(purpose: string): Buffer {
-    const root = this.options.masterKey ? Buffer.from(this.options.masterKey, 'base64') : fromPem(this.caKeyPem);
-    return deriveKey(root, purpose);
+  /**
+   * The roots keys derive from, the current one first: the keyring's sealing root (with a master
+   * key), then what older installs sealed with — the master key itself, then the CA key.
+   */
+  private roots(): Buffer[] {
+    return [this.sealingRoot, this.keyring.masterKey, fromPem(this.caKeyPem)].filter((r): r is Buffer => r !== null);
   }
 
-  /** Encryption at rest for one purpose (API secrets, SSH profiles…). */
+  /** A 32-byte key for one purpose, the same on every control plane sharing the keyring. */
+  deriveKey(purpose: string): Buffer {
+    return deriveKey(this.roots()[0]!, purpose);
+  }
+
+  /**
+   * Encryption at rest for one purpose (API secrets, SSH profiles…): seals with the current root,
+   * opens what any earlier root sealed (an install that moved to a master key loses nothing).
+   */
   secretBox(purpose: string): SecretBox {
-    return new SecretBox(this.deriveKey(purpose));
+    const [current, ...older] = this.roots().map((root) => deriveKey(root, purpose));
+    return new SecretBox(current!, older);
   }
 }

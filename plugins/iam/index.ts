@@ -71,7 +71,7 @@ export default definePlugin({
     const { config, db, clock, ca, log } = services;
     const settings = config.iam as IamConfig;
     const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:8443`;
-    const jwt = new JwtService(loadJwtSecret(settings.jwt_secret, config.data_dir), issuer, settings.token_lifetime_seconds, clock);
+    const jwt = new JwtService(await loadJwtSecret(settings.jwt_secret, ca.keyring), issuer, settings.token_lifetime_seconds, clock);
     const users = new UserStore(db, clock, ca.secretBox('iam-api-key-secrets'));
     const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, services.limits, {
       per_account: settings.login_failures_per_account,

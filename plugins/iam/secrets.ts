@@ -3,25 +3,22 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { decodeJwtSecret, MIN_SECRET_BYTES } from '../../core/auth/jwt.js';
 import { ConfigError } from '../../core/errors.js';
+import type { Keyring } from '../../core/pki/keyring.js';
 
 /**
  * The JWT signing secret: the configured one (iam.jwt_secret / JWT_SECRET) when set, which must be
- * base64 of at least 64 bytes; otherwise one generated into the data dir at first start.
+ * base64 of at least 64 bytes; otherwise the keyring's (generated at first start: the data dir's
+ * `jwt-secret` file, or with a master key the store, shared by every control plane).
  */
-export function loadJwtSecret(configured: string | null, dataDir: string): Buffer {
+export async function loadJwtSecret(configured: string | null, keyring: Keyring): Promise<Buffer> {
   if (configured) {
     const secret = decodeJwtSecret(configured);
     if (!secret) throw new ConfigError(`iam.jwt_secret (JWT_SECRET) must be base64 that decodes to at least ${MIN_SECRET_BYTES} bytes`);
     return secret;
   }
-  const file = path.join(dataDir, 'jwt-secret');
-  if (existsSync(file)) {
-    const secret = decodeJwtSecret(readFileSync(file, 'utf8'));
-    if (!secret) throw new ConfigError(`${file} must hold base64 that decodes to at least ${MIN_SECRET_BYTES} bytes`);
-    return secret;
-  }
-  const secret = randomBytes(MIN_SECRET_BYTES);
-  writeFileSync(file, `${secret.toString('base64')}\n`, { mode: 0o600 });
+  const [stored] = await keyring.obtain({ name: 'jwt-secret', files: ['jwt-secret'], generate: async () => [`${randomBytes(MIN_SECRET_BYTES).toString('base64')}\n`] });
+  const secret = decodeJwtSecret(stored!);
+  if (!secret) throw new ConfigError(`the stored JWT secret (jwt-secret) must be base64 that decodes to at least ${MIN_SECRET_BYTES} bytes`);
   return secret;
 }
 

@@ -10,6 +10,12 @@ import { PG_URL, postgresAvailable, requireService } from './requirements.js';
 export type DialectName = 'sqlite' | 'postgres';
 export const DIALECTS: DialectName[] = ['sqlite', 'postgres'];
 
+/**
+ * The master key of test control planes on PostgreSQL (start-up refuses PostgreSQL without one, see
+ * core/pki/keyring.ts): a constant, so that control planes a test starts on one schema share it.
+ */
+export const TEST_MASTER_KEY = Buffer.alloc(32, 'hangar-test-master-key').toString('base64');
+
 /** One dialect's test environment: fresh data dirs and, on PostgreSQL, fresh schemas, dropped afterwards. */
 export class TestDialect {
   private readonly dirs: string[] = [];
@@ -32,10 +38,15 @@ export class TestDialect {
   /** Configuration for a test control plane on this dialect (test env, random ports). */
   config(storage = this.freshStorage(), overrides: Record<string, unknown> = {}): HangarConfig {
     const database = this.name === 'postgres' ? { url: PG_URL, schema: storage.schema } : {};
+    const secrets = this.name === 'postgres' ? { master_key: TEST_MASTER_KEY } : {};
     return loadConfig({
       env: { NODE_ENV: 'test' },
       dataDir: storage.dataDir,
-      overrides: { ...overrides, database: { ...database, ...((overrides.database as object) ?? {}) } },
+      overrides: {
+        ...overrides,
+        database: { ...database, ...((overrides.database as object) ?? {}) },
+        secrets: { ...secrets, ...((overrides.secrets as object) ?? {}) },
+      },
     });
   }
 

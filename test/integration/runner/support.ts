@@ -80,6 +80,7 @@ export function storageEnv(dialect: TestDialect): Record<string, string | undefi
     HANGAR_DATA_DIR: storage.dataDir,
     HANGAR_DATABASE__URL: config.database.url ?? undefined,
     HANGAR_DATABASE__SCHEMA: storage.schema ?? undefined,
+    HANGAR_SECRETS__MASTER_KEY: config.secrets.master_key ?? undefined,
   };
 }
 
