@@ -10,6 +10,7 @@ import { validateConfigSection } from './config.js';
 import { coreMigrations } from './db/core-migrations.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
 import { openStore, type Store } from './db/store.js';
+import { loopLeaseMs } from './db/leadership.js';
 import { importFile, runningFrom } from './typescript.js';
 import { ConfigError } from './errors.js';
 import { EventBus } from './events.js';
@@ -140,7 +141,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   const drivers = new Drivers();
   const events = new EventBus();
   const metrics = new Metrics();
-  const tasks = new TaskQueue(db, clock, events, log, {
+  const tasks = new TaskQueue(db, clock, events, ca.secretBox('tasks'), {
     leaseMs: config.tasks.lease_seconds * 1000,
     batch: config.tasks.batch,
     maxHoldMs: config.tasks.max_hold_seconds * 1000,
@@ -195,7 +196,9 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       drivers.instances.set(driver.name, await driver.create(services));
     }
     const loops: BackgroundLoop[] = [
-      { name: 'rate-limits:prune', intervalMs: 600_000, run: async () => void (await services.limits.prune()) },
+      { name: 'rate-limits:prune', intervalMs: 600_000, once: true, run: async () => void (await services.limits.prune()) },
+      // Every control plane expires leases (each update is conditional, so two never clash): a task
+      // whose agent went away returns to pending without waiting for a leader to take over.
       {
         name: 'tasks:expire-leases',
         intervalMs: config.tasks.expiry_check_ms,
@@ -267,7 +270,7 @@ export class Hangar {
     try {
       assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true });
       const hangar = new Hangar(assembly);
-      await assembly.services.tasks.start(config.database.url);
+      assembly.services.tasks.start();
       await db.notices.start(config.database.url, log);
       // Before the listeners: no request can start a step for a record whose interrupted step is resumed.
       await hangar.resume();
@@ -338,6 +341,17 @@ export class Hangar {
     }
   }
 
+  /** Whether this control plane takes this turn of a loop: always, or for a `once` loop when it leads it. */
+  private async takesTurn(loop: BackgroundLoop): Promise<boolean> {
+    if (!loop.once) return true;
+    try {
+      return await this.store.leadership.lead(`loop:${loop.name}`, loopLeaseMs(loop.intervalMs));
+    } catch (err) {
+      this.log.warn({ loop: loop.name, err: { message: (err as Error).message } }, 'could not take or renew the loop’s leadership; skipping this turn');
+      return false;
+    }
+  }
+
   private startLoops(loops: BackgroundLoop[]): void {
     for (const loop of loops) {
       let running = false;
@@ -345,19 +359,23 @@ export class Hangar {
         if (running || this.services.shutdown.aborted) return;
         running = true;
         const { metrics } = this.services;
-        const stopTimer = metrics.loopDuration.startTimer({ loop: loop.name });
-        const run = loop
-          .run(this.services.shutdown)
-          .then(() => metrics.loopRuns.inc({ loop: loop.name, outcome: 'ok' }))
-          .catch((err: Error) => {
+        const turn = async () => {
+          if (!(await this.takesTurn(loop))) return;
+          const stopTimer = metrics.loopDuration.startTimer({ loop: loop.name });
+          try {
+            await loop.run(this.services.shutdown);
+            metrics.loopRuns.inc({ loop: loop.name, outcome: 'ok' });
+          } catch (err) {
             metrics.loopRuns.inc({ loop: loop.name, outcome: 'failed' });
-            this.log.error({ loop: loop.name, err: { message: err.message } }, 'background loop failed');
-          })
-          .finally(() => {
+            this.log.error({ loop: loop.name, err: { message: (err as Error).message } }, 'background loop failed');
+          } finally {
             stopTimer();
-            running = false;
-            this.loopRuns.delete(run);
-          });
+          }
+        };
+        const run = turn().finally(() => {
+          running = false;
+          this.loopRuns.delete(run);
+        });
         this.loopRuns.add(run);
       }, loop.intervalMs);
       timer.unref();
@@ -376,6 +394,8 @@ export class Hangar {
       await this.assembly.close();
       await closing;
       await Promise.all([...this.loopRuns]);
+      // The loops this control plane led go to another one at its next turn, not after the lease.
+      await this.services.db.leadership.releaseAll().catch((err: Error) => this.log.warn({ err: { message: err.message } }, 'releasing loop leadership failed'));
       await this.services.db.close();
       this.log.info('hangar stopped');
     })();

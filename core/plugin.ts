@@ -98,6 +98,13 @@ export function defineRoute<B = any, Q = any, P = any>(route: RouteDef<B, Q, P>)
 export interface BackgroundLoop {
   name: string;
   intervalMs: number;
+  /**
+   * Run in one control plane at a time when several share the store (they take turns through a
+   * leadership lease named after the loop, core/db/leadership.ts). For loops that act on shared
+   * records — observing, detecting, removing, purging — where a second run would duplicate events
+   * or work; leave it off for loops that tend this process's own state.
+   */
+  once?: boolean;
   run(signal: AbortSignal): Promise<void>;
 }
 

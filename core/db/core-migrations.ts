@@ -4,6 +4,7 @@ import { taskMigrations } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
 import { noticesMigration } from './notices.js';
 import { keyringMigration } from '../pki/keyring.js';
+import { leadershipMigration } from './leadership.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -25,5 +26,6 @@ export const coreMigrations: MigrationSet = {
     rateLimitMigration,
     noticesMigration,
     keyringMigration,
+    leadershipMigration,
   ],
 };

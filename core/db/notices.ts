@@ -47,6 +47,7 @@ export class Notices {
   /** This process, so that it skips its own rows on SQLite. */
   private readonly origin = randomUUID();
   private client: pg.Client | null = null;
+  private connected = false;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
   private log: Warner | null = null;
@@ -61,6 +62,14 @@ export class Notices {
     schema: string | null,
   ) {
     this.channel = `hangar_notices_${schema ?? 'public'}`;
+  }
+
+  /**
+   * Whether other processes' notices reach this one now: always on SQLite; on PostgreSQL while the
+   * listening connection is up (what a subscriber takes as known may be stale otherwise).
+   */
+  get listening(): boolean {
+    return this.dialect === 'sqlite' || this.connected;
   }
 
   subscribe(topic: string, handler: NoticeHandler): () => void {
@@ -128,6 +137,7 @@ export class Notices {
     const lost = (err?: Error) => {
       if (this.client !== client) return;
       this.client = null;
+      this.connected = false;
       client.end().catch(() => undefined);
       if (this.closed) return;
       this.log?.warn({ err: { message: err?.message ?? 'connection ended' } }, 'store notice listener lost; reconnecting');
@@ -146,6 +156,7 @@ export class Notices {
     try {
       await client.connect();
       await client.query(`listen "${this.channel}"`);
+      this.connected = true;
     } catch (err) {
       lost(err as Error);
       throw err;

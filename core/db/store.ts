@@ -4,6 +4,7 @@ import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
 import { PageCursors } from './cursors.js';
 import { ChangeFeed } from './changes.js';
+import { Leadership } from './leadership.js';
 import { Notices } from './notices.js';
 import { PreparedReads } from './reads.js';
 
@@ -20,6 +21,8 @@ export class Store {
   readonly notices: Notices;
   /** The hottest reads as statements prepared once (core/db/reads.ts). */
   readonly reads: PreparedReads;
+  /** Work that runs in one control plane at a time across those sharing this store (core/db/leadership.ts). */
+  readonly leadership: Leadership;
 
   constructor(
     readonly knex: Knex,
@@ -28,9 +31,12 @@ export class Store {
     readonly schema: string | null,
     /** The SQLite database file (SQLite only). */
     sqliteFile: string | null = null,
+    /** This control plane's name in leadership leases (see Leadership.holderFor). */
+    holder = Leadership.holderFor(process.cwd()),
   ) {
     this.notices = new Notices(knex, dialect, schema);
     this.reads = new PreparedReads(knex, dialect, sqliteFile);
+    this.leadership = new Leadership(this, holder);
   }
 
   /** Cheap round-trip used by /healthz. */
@@ -82,7 +88,7 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       searchPath: schema ? [schema] : undefined,
       pool: { min: 0, max: db.pool_max },
     });
-    return new Store(knex, 'postgres', schema);
+    return new Store(knex, 'postgres', schema, null, Leadership.holderFor(config.data_dir));
   }
   const file = db.sqlite_file ?? path.join(config.data_dir, 'hangar.db');
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
@@ -103,5 +109,5 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       },
     },
   });
-  return new Store(knex, 'sqlite', null, file);
+  return new Store(knex, 'sqlite', null, file, Leadership.holderFor(config.data_dir));
 }

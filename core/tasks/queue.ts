@@ -1,12 +1,11 @@
-import pg from 'pg';
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
+import type { SecretBox } from '../crypto.js';
 import { RowCodec, type Row } from '../db/repository.js';
 import type { Store } from '../db/store.js';
 import { conflict, notFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
 import { TASKS } from './migrations.js';
 
 export type TaskStatus = 'pending' | 'leased' | 'completed' | 'failed';
@@ -55,8 +54,17 @@ export interface TaskQueueOptions {
 /** The longest a node's queue is taken to be empty without looking again (a backstop: wake-ups end it sooner). */
 const IDLE_TRUST_MS = 5 * 60_000;
 
+/** Store notices on this topic wake a node's long-polls (key: the node id) in every control plane. */
+const WAKE_TOPIC = 'tasks.wake';
+
 const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
-const decode = (row: Row) => codec.decode<Task>(row);
+
+/** A payload or result as the tasks table stores it: its JSON sealed (what an older version left is plain). */
+interface SealedJson {
+  $sealed: string;
+}
+const isSealed = (value: unknown): value is SealedJson =>
+  typeof value === 'object' && value !== null && typeof (value as SealedJson).$sealed === 'string' && Object.keys(value).length === 1;
 
 /** What an API answers about a task: no payload (it may hold secrets), the result when there is one. */
 export function taskView(task: Task) {
@@ -76,7 +84,9 @@ export function taskView(task: Task) {
 /**
  * The durable task queue: pending → leased (one agent, lease deadline) → completed | failed.
  * Expired leases go back to pending until attempts run out. Agents wait for work by long-poll;
- * wake-ups cross processes through LISTEN/NOTIFY on PostgreSQL and stay in-process on SQLite.
+ * wake-ups cross processes as store notices on PostgreSQL (LISTEN/NOTIFY, core/db/notices.ts,
+ * whose listening connection reconnects after an error and then wakes every poll to look again)
+ * and stay in-process on SQLite.
  */
 export class TaskQueue {
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -87,51 +97,59 @@ export class TaskQueue {
    * PostgreSQL only while the wake-up listener is connected (a wake-up may be missed otherwise).
    */
   private readonly idle = new Map<string, number>();
-  private listening = false;
-  private listener: pg.Client | null = null;
-  private readonly channel: string;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly events: EventBus,
-    private readonly log: Logger,
+    /**
+     * Seals payloads and results at rest: they may carry secret values (a swarm secret's data, a
+     * join token), which must not sit in the store, its WAL or a backup in clear. Agents get them
+     * in clear, over their mutual-TLS connection, and hold no key.
+     */
+    private readonly box: SecretBox,
     readonly options: TaskQueueOptions,
-  ) {
-    this.channel = `hangar_tasks_${store.schema ?? 'public'}`;
+  ) {}
+
+  private seal(value: unknown): SealedJson | null {
+    return value === null || value === undefined ? null : { $sealed: this.box.seal(JSON.stringify(value)) };
+  }
+
+  private open(value: unknown): unknown {
+    return isSealed(value) ? JSON.parse(this.box.openString(value.$sealed)) : value;
+  }
+
+  private decode(row: Row): Task {
+    const task = codec.decode<Task>(row);
+    return { ...task, payload: this.open(task.payload) as Task['payload'], result: this.open(task.result) };
   }
 
   private get knex(): Knex {
     return this.store.knex;
   }
 
-  /** Starts listening for wake-ups from other control planes (PostgreSQL only). */
-  async start(databaseUrl: string | null): Promise<void> {
-    if (this.store.dialect !== 'postgres' || !databaseUrl) return;
-    const client = new pg.Client({ connectionString: databaseUrl });
-    const deaf = () => {
-      this.listening = false;
-      this.idle.clear();
-    };
-    client.on('error', (err) => {
-      deaf();
-      this.log.warn({ err: { message: err.message } }, 'task wake-up listener failed');
-    });
-    client.on('end', deaf);
-    client.on('notification', (msg) => {
-      if (msg.channel === this.channel && msg.payload) this.wakeLocal(msg.payload);
-    });
-    await client.connect();
-    await client.query(`listen "${this.channel}"`);
-    this.listener = client;
-    this.listening = true;
+  /**
+   * Hears wake-ups from other control planes (PostgreSQL; the store's notices must be started too).
+   * A `null` notice (the listening connection was lost, so some may have been missed) wakes every
+   * poll held here: each looks at the store again.
+   */
+  start(): void {
+    if (this.store.dialect !== 'postgres' || this.unsubscribe) return;
+    this.unsubscribe = this.store.notices.subscribe(WAKE_TOPIC, (nodeId) => (nodeId === null ? this.wakeAll() : this.wakeLocal(nodeId)));
   }
 
   async close(): Promise<void> {
-    for (const set of this.waiters.values()) for (const wake of set) wake();
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.wakeAll();
+  }
+
+  private wakeAll(): void {
+    this.idle.clear();
+    const sets = [...this.waiters.values()];
     this.waiters.clear();
-    await this.listener?.end().catch(() => undefined);
-    this.listener = null;
+    for (const set of sets) for (const wake of set) wake();
   }
 
   private wakeLocal(nodeId: string): void {
@@ -143,12 +161,9 @@ export class TaskQueue {
   }
 
   private async wake(nodeId: string): Promise<void> {
-    if (this.store.dialect === 'postgres') {
-      // NOTIFY reaches this process's listener too, and every other control plane's.
-      await this.knex.raw('select pg_notify(?, ?)', [this.channel, nodeId]);
-    } else {
-      this.wakeLocal(nodeId);
-    }
+    // On PostgreSQL the notice reaches this process at once and every other control plane by NOTIFY.
+    if (this.store.dialect === 'postgres') await this.store.notices.publish(WAKE_TOPIC, nodeId);
+    else this.wakeLocal(nodeId);
   }
 
   async enqueue(input: EnqueueInput): Promise<Task> {
@@ -157,7 +172,7 @@ export class TaskQueue {
       id: newId('task'),
       node_id: input.nodeId,
       kind: input.kind,
-      payload: input.payload ?? null,
+      payload: this.seal(input.payload),
       status: 'pending',
       attempts: 0,
       max_attempts: input.maxAttempts ?? 3,
@@ -176,14 +191,14 @@ export class TaskQueue {
 
   async get(id: string): Promise<Task | null> {
     const row = await this.knex(TASKS).where({ id }).first();
-    return row ? decode(row) : null;
+    return row ? this.decode(row) : null;
   }
 
   /** Whether this node's queue is known to be empty: found so, and no wake-up for it since. */
   private knownIdle(nodeId: string): boolean {
     const since = this.idle.get(nodeId);
     if (since === undefined) return false;
-    if ((this.store.dialect === 'postgres' && !this.listening) || Date.now() - since > IDLE_TRUST_MS) {
+    if ((this.store.dialect === 'postgres' && !this.store.notices.listening) || Date.now() - since > IDLE_TRUST_MS) {
       this.idle.delete(nodeId);
       return false;
     }
@@ -216,7 +231,7 @@ export class TaskQueue {
          returning *`,
         [until, stamp, nodeId, this.options.batch],
       );
-      return (result.rows as Row[]).map(decode).sort((a, b) => a.created_at.localeCompare(b.created_at));
+      return (result.rows as Row[]).map((r) => this.decode(r)).sort((a, b) => a.created_at.localeCompare(b.created_at));
     }
     return this.knex.transaction(async (trx) => {
       const ids: string[] = (
@@ -227,7 +242,7 @@ export class TaskQueue {
         .whereIn('id', ids)
         .update({ status: 'leased', lease_expires_at: until, updated_at: stamp, attempts: trx.raw('attempts + 1') });
       const rows: Row[] = await trx(TASKS).whereIn('id', ids).orderBy([{ column: 'created_at' }, { column: 'id' }]);
-      return rows.map(decode);
+      return rows.map((r) => this.decode(r));
     });
   }
 
@@ -302,7 +317,7 @@ export class TaskQueue {
       .update(
         codec.encode({
           status: outcome.ok ? 'completed' : 'failed',
-          result: outcome.output ?? null,
+          result: this.seal(outcome.output),
           error: outcome.ok ? null : (outcome.error ?? 'the agent reported a failure without a reason'),
           lease_expires_at: null,
           updated_at: now,
@@ -321,7 +336,7 @@ export class TaskQueue {
     const expired: Row[] = await this.knex(TASKS).where({ status: 'leased' }).where('lease_expires_at', '<', now).select('*');
     let retried = 0;
     let failed = 0;
-    for (const row of expired.map(decode)) {
+    for (const row of expired.map((r) => this.decode(r))) {
       const exhausted = row.attempts >= row.max_attempts;
       const changed = await this.knex(TASKS)
         .where({ id: row.id, status: 'leased' })
@@ -351,7 +366,7 @@ export class TaskQueue {
     const missing = notFound(`No task ${taskId} (results of this kind can be read once)`);
     return this.knex.transaction(async (trx) => {
       const row = await trx(TASKS).where({ id: taskId }).first();
-      const task = row ? decode(row) : null;
+      const task = row ? this.decode(row) : null;
       if (!task) throw missing;
       if ((check.nodeId && task.node_id !== check.nodeId) || (check.kind && task.kind !== check.kind) || (check.subject && task.subject !== check.subject)) {
         throw missing;

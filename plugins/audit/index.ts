@@ -112,6 +112,7 @@ export default definePlugin({
         ? [
             {
               name: 'audit:retention',
+              once: true,
               intervalMs: settings.prune_interval_seconds * 1000,
               async run() {
                 const before = new Date(services.clock.now().getTime() - settings.retention_days * 86_400_000);

@@ -103,12 +103,13 @@ export default definePlugin({
       loops: [
         {
           name: 'iam:purge-hmac-nonces',
+          once: true,
           intervalMs: 60_000,
           async run() {
             await db.knex(HMAC_NONCES).where('expires_at', '<', clock.now().toISOString()).delete();
           },
         },
-        { name: 'iam:purge-sessions', intervalMs: 600_000, run: async () => void (await sessions.purgeExpired()) },
+        { name: 'iam:purge-sessions', intervalMs: 600_000, once: true, run: async () => void (await sessions.purgeExpired()) },
       ],
       routes: [
         ...sessions.routes(view),

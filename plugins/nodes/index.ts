@@ -254,6 +254,7 @@ export default definePlugin({
         },
         {
           name: 'nodes:offline-detection',
+          once: true,
           intervalMs: Math.max(1000, Math.floor((settings.offline_after_seconds * 1000) / 4)),
           async run() {
             // Heartbeats still queued here count: a node whose heartbeat just came is not silent.
@@ -267,6 +268,7 @@ export default definePlugin({
         },
         {
           name: 'nodes:finish-removals',
+          once: true,
           intervalMs: 5000,
           async run() {
             for (const node of await nodes.findAll({ removing: true })) {

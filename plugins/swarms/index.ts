@@ -277,7 +277,7 @@ export default definePlugin({
     return {
       resume,
       close: () => jobs.drain(),
-      loops: [{ name: 'swarms:observe', intervalMs: settings.observe_interval_seconds * 1000, run: observe }],
+      loops: [{ name: 'swarms:observe', intervalMs: settings.observe_interval_seconds * 1000, once: true, run: observe }],
       routes: [
         {
           method: 'POST',

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
+import { loadJwtSecret } from '../../../plugins/iam/secrets.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
@@ -329,7 +330,8 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
 
   it('keeps every secret out of responses and logs', async () => {
     const hashes = (await t.hangar.store.knex('users').select('password')).map((r: { password: string }) => r.password);
-    const jwtSecret = readFileSync(path.join(t.hangar.services.config.data_dir, 'jwt-secret'), 'utf8').trim();
+    // The data dir's file (SQLite) or the store's sealed keyring (PostgreSQL, with the master key).
+    const jwtSecret = (await loadJwtSecret(null, t.hangar.services.ca.keyring)).toString('base64');
     const logs = t.logs.join('\n');
     for (const secret of [GOOD_PASSWORD, admin.secretAccessKey, alice.secretAccessKey, jwtSecret, admin.token, ...hashes]) {
       expect(logs).not.to.contain(secret);

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
 import { docker } from '../../../lab/docker.js';
 import { secretsOf, type ObjectKind } from '../../../plugins/secrets/api.js';
@@ -133,6 +135,42 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
       version: 1,
     });
     expect(await secretsOf(t.hangar.services).resolve('config', member.swarmId, named('db-password'))).to.equal(null);
+  });
+
+  it('keeps the value out of the store outside its sealed column: the task that carried it to the agent is sealed too (db, WAL, every table)', async function () {
+    this.timeout(30_000);
+    const value = `wal-probe-${run}`;
+    // Each task as the store holds it, read the moment it is queued (the plugin deletes it once done).
+    const stored: Array<Promise<unknown>> = [];
+    const unsubscribe = t.hangar.services.events.subscribe('task.queued', (task) => {
+      // `.then` runs the query now (a knex query is lazy), while the row is there.
+      stored.push(t.hangar.services.db.knex('tasks').where({ id: (task as { id: string }).id }).first('payload').then((row) => row));
+    });
+    let res;
+    try {
+      res = await api('POST', '/v1/secrets', { name: named('at-rest'), swarm_id: member.swarmId, data: b64(value) });
+    } finally {
+      unsubscribe();
+    }
+    expect(res.status, res.text).to.equal(201);
+    const rows = (await Promise.all(stored)).filter(Boolean);
+    expect(rows.length, 'the value went to the agent in a task').to.be.greaterThan(0);
+    for (const needle of [value, b64(value)]) expect(JSON.stringify(rows)).not.to.contain(needle);
+    if (dialect.name === 'sqlite') {
+      // What is on disk, old page copies in the WAL included.
+      const file = path.join(t.hangar.services.config.data_dir, 'hangar.db');
+      for (const f of [file, `${file}-wal`, `${file}-shm`].filter((f) => existsSync(f))) {
+        const bytes = readFileSync(f);
+        for (const needle of [value, b64(value)]) expect(bytes.includes(needle), `${needle} in ${f}`).to.equal(false);
+      }
+    } else {
+      const knex = t.hangar.services.db.knex;
+      const tables = (await knex.raw('select tablename from pg_tables where schemaname = current_schema()')).rows as Array<{ tablename: string }>;
+      for (const { tablename } of tables) {
+        const rows = (await knex.raw(`select t::text as row from "${tablename}" t`)).rows as Array<{ row: string }>;
+        for (const needle of [value, b64(value)]) expect(rows.some((r) => r.row.includes(needle)), `${needle} in ${tablename}`).to.equal(false);
+      }
+    }
   });
 
   it('creates a config whose value is returned; the same name may be a secret and a config, not two secrets (409)', async function () {

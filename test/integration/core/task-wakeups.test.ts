@@ -1,0 +1,71 @@
+import { expect } from 'chai';
+import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The agent side is played by the test (FakeAgent, a test double holding a certificate of the shared CA).
+describeEachDialect('task wake-ups between two control planes on one store', (dialect) => {
+  if (dialect.name !== 'postgres') return; // SQLite is one process: its wake-ups never leave it.
+  let a: TestHangar;
+  let b: TestHangar;
+  let admin: Credentials;
+  const overrides = { ...FAST_NODES, tasks: { ...FAST_NODES.tasks, poll_wait_seconds: 20, lease_seconds: 30 } };
+
+  before(async function () {
+    this.timeout(30_000);
+    const storage = dialect.freshStorage();
+    a = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides, storage });
+    b = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides, storage: { ...dialect.freshStorage(), schema: storage.schema } });
+    admin = await bootstrapAdmin(a);
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.stop();
+  });
+
+  /** The backends LISTENing on this schema's channels (whatever they are called). */
+  const listening = `select pid from pg_stat_activity where query like 'listen %' and query like ?`;
+  const listeners = async () => (await a.hangar.store.knex.raw(listening, [`%${a.hangar.store.schema}%`])).rows as Array<{ pid: number }>;
+
+  /** Holds a long-poll on A, queues a task for the node through B's API, answers how long A's poll took and what it got. */
+  async function queueOnBWhilePollingA(agent: FakeAgent, beforeQueue: () => Promise<void> = async () => undefined) {
+    const started = Date.now();
+    const polling = agent.poll(15);
+    await sleep(300);
+    await beforeQueue();
+    const queued = await b.request('POST', `/v1/nodes/${agent.nodeId}/logs?lines=3`, { headers: bearer(admin.token) });
+    expect(queued.status, queued.text).to.equal(202);
+    const res = await polling;
+    expect(res.status, res.text).to.equal(200);
+    return { took: Date.now() - started, ids: (res.json.data as Array<{ task_id: string }>).map((task) => task.task_id), queued: queued.json.data.task_id as string };
+  }
+
+  it('a task queued through B wakes the long-poll held by A at once, also after A’s listening connection was killed', async function () {
+    this.timeout(60_000);
+    const created = await a.request('POST', '/v1/nodes', { body: { name: 'polled-on-a' }, headers: bearer(admin.token) });
+    expect(created.status, created.text).to.equal(201);
+    const agent = await FakeAgent.forNode(a, created.json.data.id);
+
+    const first = await queueOnBWhilePollingA(agent);
+    expect(first.ids).to.deep.equal([first.queued]);
+    expect(first.took, 'woken through NOTIFY, not by the 15 s deadline').to.be.lessThan(5000);
+
+    // The database ends both control planes' listening connections (a restart, a failover, an idle timeout…).
+    const before = (await listeners()).length;
+    expect(before).to.be.at.least(2);
+    await a.hangar.store.knex.raw(`select pg_terminate_backend(pid) from (${listening}) l`, [`%${a.hangar.store.schema}%`]);
+    // A task queued while nobody listens: A's held poll hears of it when its listener is back.
+    const missed = await queueOnBWhilePollingA(agent);
+    expect(missed.ids).to.deep.equal([missed.queued]);
+    expect(missed.took, 'woken once the listener reconnected, not by the 15 s deadline').to.be.lessThan(8000);
+    await waitFor(async () => (await listeners()).length === before, { timeoutMs: 10_000, what: 'the listeners to reconnect' });
+    expect(a.logs.join('')).to.contain('store notice listener lost; reconnecting');
+
+    const after = await queueOnBWhilePollingA(agent);
+    expect(after.ids).to.deep.equal([after.queued]);
+    expect(after.took, 'woken through NOTIFY on the new connection').to.be.lessThan(5000);
+  });
+});
