@@ -56,7 +56,7 @@ export const CoreConfigSchema = Type.Object(
       {
         master_key: Type.Union([Type.String(), Type.Null()], {
           default: null,
-          description: 'base64 key (32+ bytes) for encryption at rest; derived from the CA key when unset',
+          description: 'base64 key (32+ bytes, also HANGAR_SECRETS__MASTER_KEY) sealing the CA, JWT secret and sealing root kept in the database (shared by every control plane); required on PostgreSQL; unset: they are files in the data dir',
         }),
       },
       { additionalProperties: false, default: {} },
