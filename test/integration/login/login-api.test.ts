@@ -1,9 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { expect } from 'chai';
 import { ManualClock } from '../../../core/clock.js';
 import type { HttpResponse } from '../../../core/http/client.js';
+import { loadJwtSecret } from '../../../plugins/iam/secrets.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
@@ -587,7 +586,8 @@ describeEachDialect('login API', (dialect) => {
       expect(issuedTokens.size).to.be.greaterThan(5);
       const hashes: string[] = (await t.hangar.store.knex('users').select('password')).map((r: { password: string }) => r.password);
       expect(hashes.length).to.be.greaterThan(5);
-      const jwtSecret = readFileSync(path.join(t.hangar.services.config.data_dir, 'jwt-secret'), 'utf8').trim();
+      // The data dir's file (SQLite) or the store's sealed keyring (PostgreSQL, with the master key).
+      const jwtSecret = (await loadJwtSecret(null, t.hangar.services.ca.keyring)).toString('base64');
       expect(jwtSecret.length).to.be.greaterThan(80);
       const jwtSecretBytes = Buffer.from(jwtSecret, 'base64');
 
