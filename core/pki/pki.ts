@@ -180,6 +180,8 @@ export class Pki extends EventEmitter {
     this.caKeyPem = caKeyPem!;
     this.caKey = await importPrivateKey(this.caKeyPem);
     this.caCert = new x509.X509Certificate(caCertPem!);
+    // The certificate is public: operators and tools find it in the data dir whichever keeps the key.
+    if (this.keyring.shared) writeDurably(this.file('ca.crt'), caCertPem!, 0o644);
     const [root] = (await this.keyring.obtainShared('sealing-root', async () => [randomBytes(32).toString('base64')])) ?? [];
     this.sealingRoot = root ? Buffer.from(root, 'base64') : null;
     if (this.options.tlsCertFile) {
