@@ -55,22 +55,34 @@ async function enrol(start: GeneratorStart): Promise<SimAgent[]> {
     while (next < start.count) {
       const i = start.offset + next++;
       const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-      const token = await httpRequest(`${start.url}/v1/nodes/token`, { method: 'POST', ca: start.ca, headers: { authorization: `Bearer ${start.jwt}` }, body: {} });
-      if (token.status !== 201) throw new Error(`token ${i}: ${token.status} ${token.text}`);
-      const join = await httpRequest(`${start.url}/v1/nodes/join`, {
-        method: 'POST',
-        ca: start.ca,
-        body: { token: token.json.data.token, hostname: `sim-${i}`, public_key: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), architecture: 'amd64' },
-      });
-      if (join.status !== 201) throw new Error(`join ${i}: ${join.status} ${join.text}`);
-      const cert = join.json.data.certificate as string;
-      const key = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-      // As the agent: one keep-alive pool per machine.
-      agents.push({ nodeId: join.json.data.node_id, options: { ca: start.ca, cert, key, agent: new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key }) } });
+      // A join that fails (a timeout on a loaded machine) is tried again with a new token, twice.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          agents.push(await joinOne(start, i, pair));
+          break;
+        } catch (err) {
+          if (attempt === 3) throw err;
+        }
+      }
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
   return agents;
+}
+
+async function joinOne(start: GeneratorStart, i: number, pair: ReturnType<typeof generateKeyPairSync>): Promise<SimAgent> {
+  const token = await httpRequest(`${start.url}/v1/nodes/token`, { method: 'POST', ca: start.ca, headers: { authorization: `Bearer ${start.jwt}` }, body: {} });
+  if (token.status !== 201) throw new Error(`token ${i}: ${token.status} ${token.text}`);
+  const join = await httpRequest(`${start.url}/v1/nodes/join`, {
+    method: 'POST',
+    ca: start.ca,
+    body: { token: token.json.data.token, hostname: `sim-${i}`, public_key: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(), architecture: 'amd64' },
+  });
+  if (join.status !== 201) throw new Error(`join ${i}: ${join.status} ${join.text}`);
+  const cert = join.json.data.certificate as string;
+  const key = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  // As the agent: one keep-alive pool per machine.
+  return { nodeId: join.json.data.node_id, options: { ca: start.ca, cert, key, agent: new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key }) } };
 }
 
 async function run(start: GeneratorStart) {
@@ -147,6 +159,9 @@ async function run(start: GeneratorStart) {
     })();
   }
 }
+
+// The benchmark that started this process is gone: so is the reason to run.
+process.on('disconnect', () => process.exit(0));
 
 process.once('message', (message: ToGenerator) => {
   if (message.type !== 'start') return;

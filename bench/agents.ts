@@ -186,8 +186,8 @@ async function run(dialect: string, n: number) {
     for (let i = 0; i < DISPATCHES && Date.now() - t0 < DURATION_S * 1000; i++) {
       const target = nodeIds[Math.floor(Math.random() * nodeIds.length)]!;
       const started = epochMs();
-      const res = await httpRequest(`${cp.url}/v1/nodes/${target}/logs?lines=1`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${jwt}` } });
-      const id = res.json?.data?.task_id as string | undefined;
+      const res = await httpRequest(`${cp.url}/v1/nodes/${target}/logs?lines=1`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${jwt}` } }).catch(() => null);
+      const id = res?.json?.data?.task_id as string | undefined;
       if (id) sent.set(id, started);
       else errors++;
       await new Promise((r) => setTimeout(r, Math.max(0, gap - (epochMs() - started))));

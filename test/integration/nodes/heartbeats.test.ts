@@ -6,7 +6,7 @@ import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describeEachDialect('nodes: the heartbeat interval grows with the fleet (real agents)', (dialect) => {
+describeEachDialect('nodes: heartbeats at fleet scale', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
 
@@ -70,5 +70,36 @@ describeEachDialect('nodes: the heartbeat interval grows with the fleet (real ag
     expect(node.status).to.equal('ready');
     const log = (await api('GET', `/v1/nodes/events?node_id=${ids[1]}`)).json.data as Array<{ kind: string; data?: { to?: string } }>;
     expect(log.filter((e) => e.kind === 'node_status_changed' && e.data?.to === 'offline')).to.deep.equal([]);
+  });
+
+  it('written together: unchanged facts move only last_heartbeat_at; changed facts are stored and move updated_at', async function () {
+    this.timeout(20_000);
+    const node = (await api('POST', '/v1/nodes', { name: 'beats' })).json.data;
+    const { certificate: cert, private_key: key } = (await api('POST', `/v1/nodes/${node.id}/cert`)).json.data;
+    const facts = { hostname: 'beats-host', architecture: 'amd64', agent_version: '1.0.0', resources: { cpus: 2, load_1m: 0.5 } };
+    const beat = async (body: object) => expect((await t.request('POST', '/v1/internal/heartbeat', { cert, key, body })).status).to.equal(200);
+    const read = async () => (await api('GET', `/v1/nodes/${node.id}`)).json.data;
+    await beat(facts); // pending → online: written at once
+    const first = await read();
+    expect(first.status).to.equal('ready');
+
+    await sleep(20);
+    await beat(facts);
+    const same = await waitFor(async () => {
+      const now = await read();
+      return now.last_heartbeat_at > first.last_heartbeat_at ? now : null;
+    }, { what: 'the second heartbeat written' });
+    expect(same.updated_at, 'nothing about the node changed').to.equal(first.updated_at);
+    expect(same.resources).to.deep.equal(facts.resources);
+
+    await sleep(20);
+    await beat({ ...facts, agent_version: '1.0.1', resources: { cpus: 2, load_1m: 1.5 } });
+    const changed = await waitFor(async () => {
+      const now = await read();
+      return now.agent_version === '1.0.1' ? now : null;
+    }, { what: 'the changed facts written' });
+    expect(changed.resources).to.deep.equal({ cpus: 2, load_1m: 1.5 });
+    expect(changed.updated_at > first.updated_at).to.equal(true);
+    expect(changed.updated_at).to.equal(changed.last_heartbeat_at);
   });
 });
