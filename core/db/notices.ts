@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Migration } from './migrations.js';
 import type { Dialect } from './store.js';
 
@@ -132,7 +132,9 @@ export class Notices {
   }
 
   private async listen(databaseUrl: string): Promise<void> {
-    const client = new pg.Client({ connectionString: databaseUrl });
+    // pg is loaded when a PostgreSQL store listens (a SQLite control plane starts without it).
+    const { default: pgDriver } = await import('pg');
+    const client = new pgDriver.Client({ connectionString: databaseUrl });
     this.client = client;
     const lost = (err?: Error) => {
       if (this.client !== client) return;
