@@ -17,6 +17,9 @@ export interface NodeEvent {
 export const EVENT_LIMIT_DEFAULT = 200;
 export const EVENT_LIMIT_MAX = 1000;
 
+/** The kinds of event that mark a machine's first contact as a node. */
+const FIRST_CONTACT = ['node_joined', 'node_status_changed'];
+
 const codec = new RowCodec({ json: ['data'], dates: ['created_at'] });
 
 export function eventView(e: NodeEvent) {
@@ -48,17 +51,27 @@ export class EventLog {
   }
 
   /**
-   * Events oldest first. `nodeId` includes events recorded against the node's address or hostname
-   * before it had an id; `limit` keeps the newest N (default 200 only when no node or identifier is named).
+   * Events oldest first. `nodeId`: the node's events, and those recorded against its address or
+   * hostname before the machine first made contact (joined, or its first heartbeat changed its
+   * status): set-up steps logged before it had an id. Later events at that address are other
+   * machines' (a failed join from behind the same NAT, a new machine at a reused address).
+   * `identifier`: the events recorded against an address or hostname, and those of nodes at it now.
+   * `limit` keeps the newest N (default 200 only when no node or identifier is named).
    */
   async list(filter: { nodeId?: string; identifier?: string; since?: string; limit?: number }): Promise<NodeEvent[]> {
     const q = this.store.knex(NODE_EVENTS);
     if (filter.nodeId) {
       const node = await this.store.knex(NODES).where({ id: filter.nodeId }).first('ip_address', 'hostname');
       const aliases = [node?.ip_address, node?.hostname].filter(Boolean) as string[];
+      const contact = await this.store.knex(NODE_EVENTS).where({ node_id: filter.nodeId }).whereIn('kind', FIRST_CONTACT).min({ id: 'id' }).first();
       q.where((w) => {
         w.where('node_id', filter.nodeId!);
-        if (aliases.length) w.orWhere((o) => o.whereNull('node_id').whereIn('identifier', aliases));
+        if (aliases.length) {
+          w.orWhere((o) => {
+            o.whereNull('node_id').whereIn('identifier', aliases);
+            if (contact?.id != null) o.where('id', '<', contact.id);
+          });
+        }
       });
     }
     if (filter.identifier) {
@@ -71,5 +84,15 @@ export class EventLog {
     const limit = Math.min(filter.limit ?? (filter.nodeId || filter.identifier ? Number.MAX_SAFE_INTEGER : EVENT_LIMIT_DEFAULT), EVENT_LIMIT_MAX);
     const rows: Row[] = await q.orderBy('id', 'desc').limit(limit);
     return rows.reverse().map((r) => codec.decode<NodeEvent>(r));
+  }
+
+  /** Deletes the events recorded before `before`; answers how many. */
+  async prune(before: Date): Promise<number> {
+    return this.store.knex(NODE_EVENTS).where('created_at', '<', before.toISOString()).delete();
+  }
+
+  /** Gives a node's events to another node (a deploy that found the machine is a known node). */
+  async reassign(fromNodeId: string, toNodeId: string): Promise<void> {
+    await this.store.knex(NODE_EVENTS).where({ node_id: fromNodeId }).update({ node_id: toNodeId });
   }
 }

@@ -7,6 +7,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
+import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 import { TASK_KINDS } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
 import { HeartbeatCadence } from './cadence.js';
@@ -34,6 +35,13 @@ export const NodesConfigSchema = Type.Object(
     overlay_port: Type.Integer({ minimum: 1, maximum: 65535, default: 51820 }),
     log_lines_default: Type.Integer({ minimum: 1, default: 100 }),
     log_lines_max: Type.Integer({ minimum: 1, default: 10000 }),
+    join_failures_per_address: rateLimitSetting(
+      20,
+      900,
+      'refused POST /v1/nodes/join calls per client address; past it every join from that address is refused (429) for the rest of the window, and no more join_failed events are stored for it',
+    ),
+    event_retention_days: Type.Integer({ minimum: 0, default: 30, description: 'node events older than this are deleted; 0 keeps them for ever' }),
+    event_prune_interval_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'how often node events past their retention are deleted' }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -47,6 +55,9 @@ export interface NodesConfig {
   overlay_port: number;
   log_lines_default: number;
   log_lines_max: number;
+  join_failures_per_address: RateLimit;
+  event_retention_days: number;
+  event_prune_interval_seconds: number;
 }
 
 /** What other plugins (agent-internal, ssh deploy, swarms…) use of this one. */
@@ -149,14 +160,19 @@ export default definePlugin({
       }
     }
 
-    async function setConnection(node: NodeRecord, connection: NodeRecord['connection'], why: string): Promise<NodeRecord> {
-      if (node.connection === connection) return node;
+    /** Changes a node; a change of its status (pending → ready, ready → needs_reboot…) is a node_status_changed event. */
+    async function changeNode(node: NodeRecord, patch: Partial<NodeRecord>, why: string): Promise<NodeRecord> {
       const before = nodeStatus(node);
-      const after = await nodes.change(node.id, { connection });
+      const after = await nodes.change(node.id, patch);
       if (nodeStatus(after) !== before) {
         await events.record({ nodeId: node.id, kind: 'node_status_changed', message: `${before} → ${nodeStatus(after)}: ${why}`, data: { from: before, to: nodeStatus(after) } });
       }
       return after;
+    }
+
+    async function setConnection(node: NodeRecord, connection: NodeRecord['connection'], why: string): Promise<NodeRecord> {
+      if (node.connection === connection) return node;
+      return changeNode(node, { connection }, why);
     }
 
     async function heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord> {
@@ -184,9 +200,12 @@ export default definePlugin({
         const primary = facts.addresses.find((a: { family: string; address: string }) => a.family === 'IPv4' && !a.address.startsWith('127.'));
         if (primary) patch.ip_address = primary.address;
       }
-      // Coming (back) online is written at once; otherwise the write joins the next batch, and
-      // carries only what changed (for most heartbeats, only the time).
-      if (node.connection !== 'online') return setConnection(await nodes.change(nodeId, patch), 'online', 'heartbeat received');
+      // Coming (back) online, or a change of status, is written at once (with its event); otherwise
+      // the write joins the next batch, and carries only what changed (for most heartbeats, only the time).
+      if (node.connection !== 'online' || node.reboot_required !== patch.reboot_required) {
+        const why = node.connection !== 'online' ? 'heartbeat received' : `the agent reports ${patch.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
+        return changeNode(node, { ...patch, connection: 'online' }, why);
+      }
       const { last_heartbeat_at: at, ...reported } = patch;
       const changed = Object.entries(reported).filter(([key, value]) => !isDeepStrictEqual(value, node[key as keyof NodeRecord]));
       heartbeatWrites.add(nodeId, at!, changed.length ? nodes.codec.encode({ ...Object.fromEntries(changed), updated_at: at }) : null);
@@ -206,7 +225,8 @@ export default definePlugin({
         if (task.kind === TASK_KINDS.agentStop) await setConnection(node, 'stopped', 'agent stopped on request');
         if (task.kind === TASK_KINDS.osUpdate || task.kind === TASK_KINDS.osCheckUpdates) {
           const facts = { ...(node.facts ?? {}), pending_updates: result.pending_updates ?? null };
-          await nodes.change(node.id, { facts, reboot_required: Boolean(result.reboot_required) });
+          const why = `${task.kind} reports ${result.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
+          await changeNode(node, { facts, reboot_required: Boolean(result.reboot_required) }, why);
         }
       };
       apply().catch((err: Error) => log.error({ task_id: task.id, err: { message: err.message } }, 'applying a task result failed'));
@@ -274,10 +294,23 @@ export default definePlugin({
             for (const node of await nodes.findAll({ removing: true })) {
               if ((await tasks.countOpen(node.id)) > 0) continue;
               await forget(node.id);
-              await events.record({ identifier: node.ip_address ?? node.hostname, kind: 'node_removed', message: `node ${node.id} (${node.name}) removed` });
+              await events.record({ nodeId: node.id, identifier: node.ip_address ?? node.hostname, kind: 'node_removed', message: `node ${node.id} (${node.name}) removed` });
             }
           },
         },
+        ...(settings.event_retention_days
+          ? [
+              {
+                name: 'nodes:event-retention',
+                intervalMs: settings.event_prune_interval_seconds * 1000,
+                async run() {
+                  const before = new Date(clock.now().getTime() - settings.event_retention_days * 86_400_000);
+                  const pruned = await events.prune(before);
+                  if (pruned) log.info({ pruned, before: before.toISOString() }, 'nodes: events past their retention deleted');
+                },
+              },
+            ]
+          : []),
       ],
       routes: [
         // ---- join tokens -------------------------------------------------------------
@@ -335,18 +368,23 @@ export default definePlugin({
           auth: 'public',
           summary: 'A machine joins with a token: it gets its node id, a client certificate and its overlay address',
           status: 201,
-          errors: [401],
+          errors: [401, 429],
           schemas: { body: JoinBody },
           async handler(req) {
+            const caller = req.ip.replace(/^::ffff:/, '');
+            // Refused joins are counted per address: past the limit the address is refused outright
+            // (and stores no more join_failed events), so guessing tokens cannot fill the event log.
+            const failures: Array<[string, RateLimit]> = [[`join-failure:address:${caller}`, settings.join_failures_per_address]];
+            await services.limits.assertAllowed(failures, 'refused joins from this address');
             // The key is checked before the token is spent, so a bad request can be retried.
             if (!isP256PublicKey(req.body.public_key)) {
               throw badRequest('Validation failed: body.public_key is not a P-256 public key in PEM (SPKI)', [{ path: 'body.public_key', message: 'is not a P-256 public key in PEM (SPKI)' }]);
             }
             const [secret] = req.body.token.split('.');
             const token = await db.knex(JOIN_TOKENS).where({ token_hash: sha256Hex(secret ?? '') }).first();
-            const caller = req.ip.replace(/^::ffff:/, '');
             const fail = async (why: string) => {
-              await events.record({ identifier: caller, kind: 'join_failed', message: `join refused for ${req.body.hostname}: ${why}`, data: { hostname: req.body.hostname } });
+              await services.limits.count(failures, 'refused joins from this address').catch(() => undefined);
+              await events.record({ nodeId: token?.node_id ?? null, identifier: caller, kind: 'join_failed', message: `join refused for ${req.body.hostname}: ${why}`, data: { hostname: req.body.hostname } });
               return unauthorized('The join token is invalid, expired or already used');
             };
             if (!token) throw await fail('unknown token');

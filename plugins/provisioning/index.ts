@@ -126,9 +126,10 @@ export default definePlugin({
     }
 
     async function deploy(nodeId: string, ip: string, creds: SshCredentials, pinned: string | undefined, requestedAt: string) {
-      let current: string | null = null;
+      // Every step is the node's event from the first one (and names the address it went to).
+      let current = nodeId;
       const step = async (kind: string, message: string) => {
-        await events.record({ nodeId: current, identifier: current ? null : ip, kind, message });
+        await events.record({ nodeId: current, identifier: ip, kind, message });
       };
       let session: SshSession | undefined;
       try {
@@ -146,6 +147,7 @@ export default definePlugin({
         if (known && !known.removing && known.id !== nodeId) {
           await forgetNode(nodeId);
           await nodesApi.overlay.release(nodeId);
+          await events.reassign(nodeId, known.id);
           node = known;
         }
         current = node.id;

@@ -318,7 +318,20 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
       await waitFor(async () => (await api('GET', `/v1/nodes/${node.id}`)).status === 404, { timeoutMs: 8000, intervalMs: 250, what: 'the record to go' });
       const removed = (await events('identifier=198.51.100.66')).find((e) => e.kind === 'node_removed');
       expect(removed?.message).to.contain(node.id);
+      expect(removed?.node_id, 'node_removed carries the node id').to.equal(node.id);
+      expect((await events(`node_id=${node.id}`)).map((e) => e.kind).slice(-2)).to.deep.equal(['node_removing', 'node_removed']);
       expect((await api('DELETE', `/v1/nodes/${node.id}`)).status).to.equal(404);
+    });
+
+    it('?node_id= lists the events at the node’s address from before it joined, not the later ones of other machines there', async () => {
+      expect((await api('POST', '/v1/nodes/events', { identifier: '198.51.100.77', kind: 'deploy_step', message: 'before the join' })).status).to.equal(201);
+      const token = await newToken();
+      const joined = await t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: 'first-at-address', public_key: machineKey(), ip_address: '198.51.100.77' } });
+      expect(joined.status, joined.text).to.equal(201);
+      const stranger = await api('POST', '/v1/nodes/events', { identifier: '198.51.100.77', kind: 'join_failed', message: 'another machine behind the same address' });
+      expect(stranger.status, stranger.text).to.equal(201);
+      expect((await events(`node_id=${joined.json.data.node_id}`)).map((e) => e.kind)).to.deep.equal(['deploy_step', 'node_joined']);
+      expect((await events('identifier=198.51.100.77')).map((e) => e.kind)).to.deep.equal(['deploy_step', 'node_joined', 'join_failed']);
     });
 
     it('a node being removed refuses new log fetches and scans too (queued work would hold its removal forever)', async function () {
@@ -486,5 +499,51 @@ describeEachDialect('nodes: the certificate hot swap fails on its own with opera
     expect((await api('GET', `/v1/nodes/${cp.id}`)).json.data.ip_address, 'the address change stays').to.equal('192.0.2.10');
     const presented = await presentedCertificate(port);
     expect(presented.fingerprint256, 'the operator certificate is still served').to.equal(new X509Certificate(operatorCert).fingerprint256);
+  });
+});
+
+describeEachDialect('nodes: refused joins are limited per address, and events have a retention', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  const clock = new ManualClock();
+  const api = (method: string, pathAndQuery: string, body?: unknown) => t.request(method, pathAndQuery, { body, headers: bearer(admin.token) });
+  const events = async (query: string) => (await api('GET', `/v1/nodes/events?${query}`)).json.data as any[];
+  const join = (token: string) => t.request('POST', '/v1/nodes/join', { body: { token, hostname: 'guesser', public_key: machineKey() } });
+
+  before(async function () {
+    this.timeout(30_000);
+    t = await startHangar(dialect, {
+      plugins: NODE_PLUGINS,
+      clock,
+      overrides: { ...FAST_NODES, nodes: { ...FAST_NODES.nodes, join_failures_per_address: { max: 3, window_seconds: 600 }, event_retention_days: 2, event_prune_interval_seconds: 1 } },
+    });
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  it('stores a join_failed event for the first refused joins from an address, then answers 429 with Retry-After (no event) until the window ends; a good token is refused too meanwhile', async () => {
+    for (let i = 0; i < 3; i++) expect((await join(`hjt1bogus-token-${i}`)).status).to.equal(401);
+    const good = (await api('POST', '/v1/nodes/token', { ttl_seconds: 3600 })).json.data.token as string;
+    for (const token of ['hjt1bogus-token-3', 'hjt1bogus-token-4', good]) {
+      const res = await join(token);
+      expect(res.status, res.text).to.equal(429);
+      expect(res.json.message).to.match(/^Too many refused joins from this address; try again in \d+ s$/);
+      expect(Number(res.headers['retry-after'])).to.be.within(1, 600);
+    }
+    expect((await events('identifier=127.0.0.1')).filter((e) => e.kind === 'join_failed')).to.have.length(3);
+    clock.advance(601_000);
+    const joined = await join(good);
+    expect(joined.status, joined.text).to.equal(201);
+  });
+
+  it('deletes node events older than nodes.event_retention_days, on its own schedule', async function () {
+    this.timeout(20_000);
+    const early = (await api('POST', '/v1/nodes', { name: 'early' })).json.data;
+    clock.advance(3 * 86_400_000);
+    admin = { ...admin, token: (await t.request('POST', '/v1/iam/login', { body: { username: admin.username, password: admin.password } })).json.data.token };
+    const late = (await api('POST', '/v1/nodes', { name: 'late' })).json.data;
+    await waitFor(async () => (await events(`node_id=${early.id}`)).length === 0, { timeoutMs: 10_000, what: 'the old events to be pruned' });
+    expect((await events(`node_id=${late.id}`)).map((e) => e.kind)).to.deep.equal(['node_created']);
+    expect(t.logs.some((l) => l.includes('nodes: events past their retention deleted'))).to.equal(true);
   });
 });

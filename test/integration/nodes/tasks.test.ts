@@ -172,6 +172,23 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
       { timeoutMs: 2000, intervalMs: 50, what: 'needs_reboot' },
     );
     expect(node).to.include({ pending_updates: 3, reboot_required: true });
+    // Every status change is an event, whatever moved it: a task's result or a heartbeat.
+    const lastChange = (from: string, to: string) =>
+      waitFor(
+        async () => {
+          const changes = ((await api('GET', `/v1/nodes/events?node_id=${agent.nodeId}`)).json.data as any[]).filter((e) => e.kind === 'node_status_changed');
+          const last = changes.at(-1);
+          return last?.data.from === from && last?.data.to === to ? changes.length : null;
+        },
+        { timeoutMs: 2000, intervalMs: 50, what: `a node_status_changed event ${from} → ${to}` },
+      );
+    const afterCheck = await lastChange('ready', 'needs_reboot');
+    expect((await agent.heartbeat({ reboot_required: false })).status).to.equal(200);
+    expect(await lastChange('needs_reboot', 'ready')).to.equal(afterCheck + 1);
+    expect((await agent.heartbeat({ reboot_required: true })).status).to.equal(200);
+    expect(await lastChange('ready', 'needs_reboot')).to.equal(afterCheck + 2);
+    expect((await agent.heartbeat({ reboot_required: true })).status).to.equal(200);
+    expect(await lastChange('ready', 'needs_reboot'), 'no event when nothing changed').to.equal(afterCheck + 2);
     for (const x of leased.filter((l) => l !== check)) expect((await agent.report(x.task_id, { status: 'completed', output: {} })).status).to.equal(200);
 
     const unknown = await api('POST', '/v1/nodes/node-doesnotexist/reboot');
