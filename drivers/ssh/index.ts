@@ -39,6 +39,11 @@ export interface OpenOptions {
   pinnedHostKey?: string;
   /** Accept and record a host key that differs from the one recorded before. */
   acceptChangedHostKey?: boolean;
+  /**
+   * Refuse a host whose key is neither pinned nor recorded, before any credential is offered (no
+   * trust on first use): for machines hangar did not deploy, whose address it was only told.
+   */
+  requireKnownHostKey?: boolean;
   timeoutMs?: number;
 }
 
@@ -99,10 +104,14 @@ export class SshSession {
     const port = target.port ?? 22;
     const username = target.username ?? 'root';
     const where = `${username}@${host}:${port}`;
-    const recorded = options.pinnedHostKey ?? (await options.hostKeys.get(host, port));
+    const stored = await options.hostKeys.get(host, port);
+    const recorded = options.pinnedHostKey ?? stored;
     let presented = '';
     const client = new Client();
     const credentials: Partial<ConnectConfig> = target.privateKey || target.password ? { privateKey: target.privateKey, password: target.password } : defaultCredentials();
+    // The key first: a password goes only to a host that refused the key (ssh2's own order offers
+    // the password first).
+    const methods = [...(credentials.privateKey ? ['publickey'] : []), ...(credentials.agent ? ['agent'] : []), ...(target.password ? ['password', 'keyboard-interactive'] : [])];
     await new Promise<void>((resolve, reject) => {
       client.once('ready', () => resolve());
       client.once('error', (err) => reject(classify(err, where)));
@@ -114,8 +123,18 @@ export class SshSession {
         readyTimeout: options.timeoutMs ?? 20_000,
         keepaliveInterval: 15_000,
         tryKeyboard: Boolean(target.password),
+        ...(methods.length ? { authHandler: methods as ConnectConfig['authHandler'] } : {}),
         hostVerifier: (key: Buffer) => {
           presented = fingerprint(key);
+          if (!recorded && options.requireKnownHostKey) {
+            reject(
+              new SshError(
+                'host-key',
+                `no host key is recorded for ${host}:${port} (it presented ${presented}); no credentials were offered — if that is the machine's key (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on it), pass it as ssh_host_key`,
+              ),
+            );
+            return false;
+          }
           if (!recorded || recorded === presented || options.acceptChangedHostKey) return true;
           reject(
             new SshError('host-key', `the host key of ${host}:${port} changed (recorded ${recorded}, presented ${presented}); refusing — re-deploy with an explicit host-key override if the machine was reinstalled`),
@@ -130,7 +149,8 @@ export class SshSession {
       client.end();
       throw err;
     });
-    if (!recorded || (recorded !== presented && options.acceptChangedHostKey)) await options.hostKeys.set(host, port, presented);
+    // Pinned from now on: the first key seen, a key given explicitly, or an accepted change.
+    if (stored !== presented) await options.hostKeys.set(host, port, presented);
     const local = (client as unknown as { _sock?: { localAddress?: string } })._sock?.localAddress ?? '';
     return new SshSession(client, { host, port, username, password: target.password }, local.replace(/^::ffff:/, ''), presented);
   }

@@ -31,7 +31,24 @@ interface ProvisioningConfig {
   ssh_timeout_seconds: number;
 }
 
-const Credentials = Type.Object(SshCredentialFields, { additionalProperties: false });
+const HostKey = Type.String({ pattern: '^SHA256:[A-Za-z0-9+/]{43}$', description: 'pin the host key (SHA256:… fingerprint)' });
+
+/**
+ * update-ssh and start go to the address hangar has for a node, which a joined node only claimed:
+ * the host key must be known (recorded by a deploy, or given here), never trusted on first use.
+ */
+const Credentials = Type.Object(
+  {
+    ...SshCredentialFields,
+    ssh_host_key: Type.Optional(
+      Type.String({
+        ...HostKey,
+        description: 'the machine’s host key (SHA256:… fingerprint); needed when none is recorded for its address (a node that joined rather than being deployed), and recorded from then on',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 /** Deploy, update and start agents over SSH, recording each step as a node event. */
 export default definePlugin({
@@ -79,10 +96,10 @@ export default definePlugin({
       running.add(run);
     };
 
-    const connect = (ip: string, creds: SshCredentials, pinned?: string) =>
+    const connect = (ip: string, creds: SshCredentials, hostKey: { pinned?: string; requireKnown?: boolean } = {}) =>
       ssh.open(
         { host: ip, port: creds.port, username: creds.username, privateKey: creds.privateKey, password: creds.password },
-        { hostKeys, pinnedHostKey: pinned, timeoutMs: settings.ssh_timeout_seconds * 1000 },
+        { hostKeys, pinnedHostKey: hostKey.pinned, requireKnownHostKey: hostKey.requireKnown, timeoutMs: settings.ssh_timeout_seconds * 1000 },
       );
 
     const apiUrlFor = (session: SshSession) => {
@@ -134,7 +151,7 @@ export default definePlugin({
       let session: SshSession | undefined;
       try {
         await step('deploy_connecting', `connecting to ${creds.username}@${ip}:${creds.port}`);
-        session = await connect(ip, creds, pinned);
+        session = await connect(ip, creds, { pinned });
         await step('deploy_connected', `connected (host key ${session.hostKeyFingerprint})`);
         const machine = await detectMachine(session);
         await step('deploy_detected', `${machine.os} ${machine.osVersion} on ${machine.architecture}, ${machine.systemd ? 'systemd' : 'no systemd'}`);
@@ -175,6 +192,7 @@ export default definePlugin({
     function nodeJob(
       node: NodeRecord,
       creds: SshCredentials,
+      hostKey: string | undefined,
       kinds: { started: [string, string]; completed: [string, string]; failed: string },
       work: (session: SshSession, machine: MachineFacts, step: (kind: string, message: string) => Promise<void>) => Promise<void>,
     ): void {
@@ -184,7 +202,7 @@ export default definePlugin({
         let session: SshSession | undefined;
         try {
           await step(...kinds.started);
-          session = await connect(node.ip_address!, creds);
+          session = await connect(node.ip_address!, creds, { pinned: hostKey, requireKnown: true });
           await work(session, await detectMachine(session), step);
           await waitForHeartbeat(node.id, requestedAt);
           await step(...kinds.completed);
@@ -213,7 +231,7 @@ export default definePlugin({
                 ...SshCredentialFields,
                 ip_address: IpAddress,
                 name: Type.Optional(NodeName),
-                ssh_host_key: Type.Optional(Type.String({ pattern: '^SHA256:[A-Za-z0-9+/]{43}$', description: 'pin the host key (SHA256:… fingerprint)' })),
+                ssh_host_key: Type.Optional(HostKey),
               },
               { additionalProperties: false },
             ),
@@ -246,10 +264,12 @@ export default definePlugin({
             const node = await nodes.requireLive(req.params.id);
             if (!node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
-            const creds = await profiles.resolve(req.body);
+            const { ssh_host_key, ...fields } = req.body;
+            const creds = await profiles.resolve(fields);
             nodeJob(
               node,
               creds,
+              ssh_host_key,
               {
                 started: ['ssh_update_started', `updating the agent on ${node.ip_address} over SSH as ${creds.username}`],
                 completed: ['ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`],
@@ -273,10 +293,12 @@ export default definePlugin({
           async handler(req) {
             const node = await nodes.requireLive(req.params.id);
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
-            const creds = await profiles.resolve(req.body);
+            const { ssh_host_key, ...fields } = req.body;
+            const creds = await profiles.resolve(fields);
             nodeJob(
               node,
               creds,
+              ssh_host_key,
               {
                 started: ['agent_start_requested', `starting the agent on ${node.ip_address} over SSH`],
                 completed: ['agent_started', `node ${node.id} is sending heartbeats again`],

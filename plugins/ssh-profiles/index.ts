@@ -28,6 +28,15 @@ export const SshCredentialFields = {
   ssh_password: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
 };
 
+/**
+ * Refuses an SSH key that is not key content (a file path, say): the control plane never reads
+ * files named by a caller. The same check wherever a key is accepted (profiles, deploy, update-ssh, start).
+ */
+export function assertPrivateKeyContent(key: string | undefined, where: string): void {
+  if (key === undefined || /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/.test(key)) return;
+  throw badRequest(`Validation failed: ${where} must be a private key (PEM or OpenSSH), not a path`, [{ path: where, message: 'must be private key content' }]);
+}
+
 export interface SshCredentials {
   username: string;
   port: number;
@@ -98,6 +107,7 @@ export default definePlugin({
 
     const api: SshProfilesApi = {
       async resolve(body) {
+        assertPrivateKeyContent(body.ssh_key, 'body.ssh_key');
         let profile: ProfileRecord | null = null;
         if (body.ssh_profile) {
           profile = await find(body.ssh_profile);
@@ -138,9 +148,7 @@ export default definePlugin({
           },
           async handler(req) {
             if (await profiles.findOne({ name: req.body.name })) throw conflict(`An SSH profile named ${req.body.name} exists already`);
-            if (req.body.key && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(req.body.key)) {
-              throw badRequest('Validation failed: body.key must be a private key (PEM or OpenSSH), not a path', [{ path: 'body.key', message: 'must be private key content' }]);
-            }
+            assertPrivateKeyContent(req.body.key, 'body.key');
             const now = services.clock.now().toISOString();
             const profile = await profiles.insert({
               id: newId('sshp'),
