@@ -10,25 +10,37 @@ import { mkdirSync } from 'node:fs';
 interface AgentArgs {
   join?: boolean;
   token?: string;
+  'token-file'?: string;
   api?: string;
   'ca-file'?: string;
   'data-dir'?: string;
   'log-level'?: string;
 }
 
+/** The join token: from --token-file (`-` is stdin), else HANGAR_JOIN_TOKEN, else --token. */
+function joinToken(args: AgentArgs): string {
+  const file = args['token-file'];
+  const token = (file ? readFileSync(file === '-' ? 0 : file, 'utf8') : (args.token ?? process.env.HANGAR_JOIN_TOKEN ?? '')).trim();
+  if (!token) throw new Error(`no join token in ${file === '-' ? 'stdin' : (file ?? 'HANGAR_JOIN_TOKEN')}`);
+  return token;
+}
+
 export const agentCommand: CommandModule<object, AgentArgs> = {
   command: 'agent',
-  describe: 'Run the machine agent (join first with --join --token T --api https://HOST:8443)',
+  describe: 'Run the machine agent (join first with --join --token-file - --api https://HOST:8443, the token on stdin)',
   builder: (y) =>
     y
       .option('join', { type: 'boolean', describe: 'Join a control plane with a token before running' })
-      .option('token', { type: 'string', describe: 'Join token (from POST /v1/nodes/token)' })
+      .option('token-file', { type: 'string', describe: 'File holding the join token (from POST /v1/nodes/token); - reads it from stdin' })
+      .option('token', { type: 'string', describe: 'Join token on the command line, where `ps` shows it to every user of the machine: prefer --token-file or HANGAR_JOIN_TOKEN' })
       .option('api', { type: 'string', describe: 'Control API URL, e.g. https://cp.example:8443' })
       .option('ca-file', { type: 'string', describe: 'CA certificate to trust when the token pins none (operator certificates)' })
       .option('data-dir', { type: 'string', describe: 'Where the agent keeps its identity and log (default /var/lib/hangar-agent as root)' })
       .option('log-level', { type: 'string', default: 'info' })
       .check((args) => {
-        if (args.join && (!args.token || !args.api)) throw new Error('--join needs --token and --api');
+        if (args.token && args['token-file']) throw new Error('give the join token once: --token-file or --token');
+        if (args.join && !(args.token || args['token-file'] || process.env.HANGAR_JOIN_TOKEN)) throw new Error('--join needs the token: --token-file FILE (- for stdin), HANGAR_JOIN_TOKEN, or --token');
+        if (args.join && !args.api) throw new Error('--join needs --api');
         return true;
       }),
   async handler(args) {
@@ -39,12 +51,12 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
     let identity;
     try {
       if (args.join && !identityExists(dataDir)) {
-        identity = await joinControlPlane({ apiUrl: args.api!, token: args.token!, dataDir, log, caPem: args['ca-file'] ? readFileSync(args['ca-file'], 'utf8') : undefined });
+        identity = await joinControlPlane({ apiUrl: args.api!, token: joinToken(args), dataDir, log, caPem: args['ca-file'] ? readFileSync(args['ca-file'], 'utf8') : undefined });
       } else if (identityExists(dataDir)) {
         if (args.join) log.info({ data_dir: dataDir }, 'already joined; resuming with the stored identity');
         identity = loadIdentity(dataDir);
       } else {
-        console.error(`hangar agent: no identity in ${dataDir}; join first: hangar agent --join --token T --api https://HOST:8443 --data-dir ${dataDir}`);
+        console.error(`hangar agent: no identity in ${dataDir}; join first: hangar agent --join --token-file - --api https://HOST:8443 --data-dir ${dataDir} (the token on stdin)`);
         process.exit(2);
       }
     } catch (err) {

@@ -93,19 +93,27 @@ export function readAgentFiles(dataDir: string): { nodeId: string; certPem: stri
  * The child's PATH is an empty directory (see {@link safePath}).
  */
 export function spawnAgent(
-  options: { dataDir?: string; join?: { token: string; api: string; tokenArg?: 'equals' | 'separate' }; extraArgs?: string[]; /** PATH for the agent instead of the empty one (e.g. to reach the docker CLI). */ path?: string } = {},
+  options: {
+    dataDir?: string;
+    /** How the token is given: `--token=T` (default), `--token T`, or on stdin (`--token-file -`), out of sight of `ps`. */
+    join?: { token: string; api: string; tokenArg?: 'equals' | 'separate' | 'stdin' };
+    extraArgs?: string[];
+    /** PATH for the agent instead of the empty one (e.g. to reach the docker CLI). */
+    path?: string;
+  } = {},
 ): AgentProcess {
   const dataDir = options.dataDir ?? agentDataDir();
   mkdirSync(dataDir, { recursive: true });
   // `--token=T` by default: a token may begin with "-", which the documented `--token T` form cannot carry.
   const join = options.join;
-  const tokenArgs = join ? (join.tokenArg === 'separate' ? ['--token', join.token] : [`--token=${join.token}`]) : [];
+  const tokenArgs = !join ? [] : join.tokenArg === 'stdin' ? ['--token-file', '-'] : join.tokenArg === 'separate' ? ['--token', join.token] : [`--token=${join.token}`];
   const args = [HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
     cwd: process.cwd(),
     env: { ...process.env, PATH: options.path ?? safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [join?.tokenArg === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });
+  if (join?.tokenArg === 'stdin') child.stdin!.end(`${join.token}\n`);
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { versionInfo } from '../../../core/version.js';
@@ -106,6 +106,29 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     try {
       const nodeId = await joinedNodeId(agent);
       await waitForStatus(nodeId, 'ready');
+    } finally {
+      await stopAgent(agent);
+    }
+  });
+
+  it('joins with the token on stdin (--token-file -): no process on the machine shows it in its command line', async function () {
+    this.timeout(30_000);
+    const token = (await api('POST', '/v1/nodes/token', {})).json.data.token as string;
+    const agent = spawnAgent({ join: { token, api: t.url, tokenArg: 'stdin' } });
+    try {
+      const nodeId = await joinedNodeId(agent);
+      await waitForStatus(nodeId, 'ready');
+      const commandLines = readdirSync('/proc')
+        .filter((entry) => /^\d+$/.test(entry))
+        .map((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+          } catch {
+            return '';
+          }
+        });
+      expect(commandLines.some((line) => line.includes('--token-file -')), 'the agent is among the processes read').to.equal(true);
+      expect(commandLines.filter((line) => line.includes(token.slice(0, 20)))).to.deep.equal([]);
     } finally {
       await stopAgent(agent);
     }

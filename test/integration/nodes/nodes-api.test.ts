@@ -298,6 +298,9 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
       expect(refused.json.message).to.contain('revoked');
       const kinds = (await events(`node_id=${node.id}`)).map((e) => e.kind);
       expect(kinds).to.include.members(['certificate_issued', 'certificates_revoked']);
+      // Silence on the control plane's clock: offline now, so the change does not land among a later test's events.
+      clock.advance(10_000);
+      await waitFor(async () => (await getNode(node.id)).status === 'offline', { timeoutMs: 5000, what: 'offline by the clock' });
       expect((await api('POST', '/v1/nodes/node-doesnotexist/cert')).status).to.equal(404);
     });
 
