@@ -10,6 +10,7 @@ import { mkdirSync } from 'node:fs';
 interface AgentArgs {
   join?: boolean;
   token?: string;
+  'token-stdin'?: boolean;
   'token-file'?: string;
   api?: string;
   'ca-file'?: string;
@@ -17,29 +18,33 @@ interface AgentArgs {
   'log-level'?: string;
 }
 
-/** The join token: from --token-file (`-` is stdin), else HANGAR_JOIN_TOKEN, else --token. */
+/** The join token: from stdin, a file, --token, else HANGAR_JOIN_TOKEN. */
 function joinToken(args: AgentArgs): string {
-  const file = args['token-file'];
-  const token = (file ? readFileSync(file === '-' ? 0 : file, 'utf8') : (args.token ?? process.env.HANGAR_JOIN_TOKEN ?? '')).trim();
-  if (!token) throw new Error(`no join token in ${file === '-' ? 'stdin' : (file ?? 'HANGAR_JOIN_TOKEN')}`);
+  const source = args['token-stdin'] ? 'stdin' : (args['token-file'] ?? (args.token ? '--token' : 'HANGAR_JOIN_TOKEN'));
+  const raw = args['token-stdin'] ? readFileSync(0, 'utf8') : args['token-file'] ? readFileSync(args['token-file'], 'utf8') : (args.token ?? process.env.HANGAR_JOIN_TOKEN ?? '');
+  const token = raw.trim();
+  if (!token) throw new Error(`no join token in ${source}`);
   return token;
 }
 
 export const agentCommand: CommandModule<object, AgentArgs> = {
   command: 'agent',
-  describe: 'Run the machine agent (join first with --join --token-file - --api https://HOST:8443, the token on stdin)',
+  describe: 'Run the machine agent (join first with --join --token-stdin --api https://HOST:8443, the token on stdin)',
   builder: (y) =>
     y
       .option('join', { type: 'boolean', describe: 'Join a control plane with a token before running' })
-      .option('token-file', { type: 'string', describe: 'File holding the join token (from POST /v1/nodes/token); - reads it from stdin' })
-      .option('token', { type: 'string', describe: 'Join token on the command line, where `ps` shows it to every user of the machine: prefer --token-file or HANGAR_JOIN_TOKEN' })
+      .option('token-stdin', { type: 'boolean', describe: 'Read the join token (from POST /v1/nodes/token) from stdin' })
+      .option('token-file', { type: 'string', describe: 'Read the join token from this file' })
+      .option('token', { type: 'string', describe: 'Join token on the command line, where `ps` shows it to every user of the machine: prefer --token-stdin, --token-file or HANGAR_JOIN_TOKEN' })
       .option('api', { type: 'string', describe: 'Control API URL, e.g. https://cp.example:8443' })
       .option('ca-file', { type: 'string', describe: 'CA certificate to trust when the token pins none (operator certificates)' })
       .option('data-dir', { type: 'string', describe: 'Where the agent keeps its identity and log (default /var/lib/hangar-agent as root)' })
       .option('log-level', { type: 'string', default: 'info' })
       .check((args) => {
-        if (args.token && args['token-file']) throw new Error('give the join token once: --token-file or --token');
-        if (args.join && !(args.token || args['token-file'] || process.env.HANGAR_JOIN_TOKEN)) throw new Error('--join needs the token: --token-file FILE (- for stdin), HANGAR_JOIN_TOKEN, or --token');
+        if ([args.token, args['token-file'], args['token-stdin']].filter(Boolean).length > 1) throw new Error('give the join token one way: --token-stdin, --token-file or --token');
+        if (args.join && !(args.token || args['token-file'] || args['token-stdin'] || process.env.HANGAR_JOIN_TOKEN)) {
+          throw new Error('--join needs the token: --token-stdin, --token-file FILE, HANGAR_JOIN_TOKEN, or --token');
+        }
         if (args.join && !args.api) throw new Error('--join needs --api');
         return true;
       }),
@@ -56,7 +61,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
         if (args.join) log.info({ data_dir: dataDir }, 'already joined; resuming with the stored identity');
         identity = loadIdentity(dataDir);
       } else {
-        console.error(`hangar agent: no identity in ${dataDir}; join first: hangar agent --join --token-file - --api https://HOST:8443 --data-dir ${dataDir} (the token on stdin)`);
+        console.error(`hangar agent: no identity in ${dataDir}; join first: hangar agent --join --token-stdin --api https://HOST:8443 --data-dir ${dataDir} (the token on stdin)`);
         process.exit(2);
       }
     } catch (err) {

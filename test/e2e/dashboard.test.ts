@@ -94,7 +94,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     await page.getByRole('button', { name: 'Add a machine' }).click();
     await page.getByRole('button', { name: 'Create a join token' }).click();
     const command = await page.getByLabel('Run this on the machine').inputValue();
-    expect(command).to.match(/^curl -fsSLk -o hangar-agent 'https:\/\/127\.0\.0\.1:\d+\/v1\/agent\/binary\?arch=amd64' && chmod \+x hangar-agent && echo '[^']+' \| sudo \.\/hangar-agent --join --token-file - --api https:\/\/127\.0\.0\.1:\d+ --data-dir \/var\/lib\/hangar-agent$/);
+    expect(command).to.match(/^curl -fsSLk -o hangar-agent 'https:\/\/127\.0\.0\.1:\d+\/v1\/agent\/binary\?arch=amd64' && chmod \+x hangar-agent && echo '[^']+' \| sudo \.\/hangar-agent --join --token-stdin --api https:\/\/127\.0\.0\.1:\d+ --data-dir \/var\/lib\/hangar-agent$/);
     const token = /^.* echo '([^']+)' \| sudo/.exec(command)![1]!;
     expect(await page.getByTestId('join-token').textContent()).to.equal(token);
     await shot('02-join-dialog');

@@ -95,7 +95,7 @@ export function readAgentFiles(dataDir: string): { nodeId: string; certPem: stri
 export function spawnAgent(
   options: {
     dataDir?: string;
-    /** How the token is given: `--token=T` (default), `--token T`, or on stdin (`--token-file -`), out of sight of `ps`. */
+    /** How the token is given: `--token=T` (default), `--token T`, or on stdin (`--token-stdin`), out of sight of `ps`. */
     join?: { token: string; api: string; tokenArg?: 'equals' | 'separate' | 'stdin' };
     extraArgs?: string[];
     /** PATH for the agent instead of the empty one (e.g. to reach the docker CLI). */
@@ -106,7 +106,7 @@ export function spawnAgent(
   mkdirSync(dataDir, { recursive: true });
   // `--token=T` by default: a token may begin with "-", which the documented `--token T` form cannot carry.
   const join = options.join;
-  const tokenArgs = !join ? [] : join.tokenArg === 'stdin' ? ['--token-file', '-'] : join.tokenArg === 'separate' ? ['--token', join.token] : [`--token=${join.token}`];
+  const tokenArgs = !join ? [] : join.tokenArg === 'stdin' ? ['--token-stdin'] : join.tokenArg === 'separate' ? ['--token', join.token] : [`--token=${join.token}`];
   const args = [HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
     cwd: process.cwd(),

@@ -111,7 +111,7 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     }
   });
 
-  it('joins with the token on stdin (--token-file -): no process on the machine shows it in its command line', async function () {
+  it('joins with the token on stdin (--token-stdin): no process on the machine shows it in its command line', async function () {
     this.timeout(30_000);
     const token = (await api('POST', '/v1/nodes/token', {})).json.data.token as string;
     const agent = spawnAgent({ join: { token, api: t.url, tokenArg: 'stdin' } });
@@ -127,7 +127,7 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
             return '';
           }
         });
-      expect(commandLines.some((line) => line.includes('--token-file -')), 'the agent is among the processes read').to.equal(true);
+      expect(commandLines.some((line) => line.includes('--token-stdin')), 'the agent is among the processes read').to.equal(true);
       expect(commandLines.filter((line) => line.includes(token.slice(0, 20)))).to.deep.equal([]);
     } finally {
       await stopAgent(agent);

@@ -41,7 +41,7 @@ function JoinDialog({ onClose }: { onClose: () => void }) {
   const [busy, run] = useAction();
   const api = location.origin;
   const command = token
-    ? `curl -fsSLk -o hangar-agent '${api}/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token.token}' | sudo ./hangar-agent --join --token-file - --api ${api} --data-dir /var/lib/hangar-agent`
+    ? `curl -fsSLk -o hangar-agent '${api}/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token.token}' | sudo ./hangar-agent --join --token-stdin --api ${api} --data-dir /var/lib/hangar-agent`
     : '';
   return (
     <Modal title="Add a machine" onClose={onClose} wide>
