@@ -4,7 +4,7 @@ import { passwordProblems, type PasswordPolicy } from '../../core/auth/password-
 import { verifyPassword, type PasswordHasher } from '../../core/auth/passwords.js';
 import { badRequest } from '../../core/errors.js';
 import type { RateLimit, RateLimiter } from '../../core/ratelimit.js';
-import type { UserRecord, UserStore } from './users.js';
+import type { LoginIdentifier, UserRecord, UserStore } from './users.js';
 
 /** A hash of nothing anyone can type, verified for unknown users so both failures take as long. */
 const DECOY_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
@@ -68,7 +68,7 @@ export class Identity {
    * every attempt, the right password too, is a 429 until the window ends. A success clears the
    * account's count.
    */
-  async login(field: 'email' | 'username', identifier: string, password: string, address: string): Promise<UserRecord | null> {
+  async login(field: LoginIdentifier, identifier: string, password: string, address: string): Promise<UserRecord | null> {
     const checks: Array<[string, RateLimit]> = [
       [`login:account:${identifier.toLowerCase()}`, this.loginLimits.per_account],
       [`login:address:${address}`, this.loginLimits.per_address],

@@ -10,6 +10,8 @@ import { newId, randomToken } from '../../core/ids.js';
 import { lockForTransaction } from '../../core/db/locks.js';
 import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, USERS, USER_PROPERTIES } from './migrations.js';
 
+/** What a login's username field holds. */
+export type LoginIdentifier = 'email' | 'username' | 'email_or_username';
 export interface UserProperty {
   id: number;
   name: string;
@@ -165,13 +167,16 @@ export class UserStore {
     return user;
   }
 
-  /** A live (not deleted) user by login identifier. */
-  async findForLogin(field: 'email' | 'username', value: string): Promise<UserRecord | null> {
-    const q = this.knex(USERS).whereNull('deleted_at');
+  /**
+   * A live (not deleted) user by login identifier. `email_or_username`: the user whose email is the
+   * value, else the one whose username is (a username may hold an `@`; the email wins).
+   */
+  async findForLogin(field: LoginIdentifier, value: string): Promise<UserRecord | null> {
+    const live = () => this.knex(USERS).whereNull('deleted_at');
     // Emails compare case-insensitively; usernames exactly.
-    if (field === 'email') q.whereRaw('lower(email) = ?', [value.toLowerCase()]);
-    else q.where({ username: value });
-    const row = await q.first();
+    const byEmail = () => live().whereRaw('lower(email) = ?', [value.toLowerCase()]).first();
+    const byUsername = () => live().where({ username: value }).first();
+    const row = field === 'email' ? await byEmail() : field === 'username' ? await byUsername() : ((await byEmail()) ?? (await byUsername()));
     return row ? this.decodeUser(row) : null;
   }
 

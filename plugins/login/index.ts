@@ -7,7 +7,7 @@ import { openApiRoute } from '../../core/openapi.js';
 import { identityOf } from '../iam/index.js';
 import { Email, KeepApiKeys, Password } from '../iam/schemas.js';
 import { USERS } from '../iam/migrations.js';
-import type { UserRecord } from '../iam/users.js';
+import type { LoginIdentifier, UserRecord } from '../iam/users.js';
 import { PASSWORD_RESETS, PasswordResets } from './resets.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 
@@ -25,7 +25,10 @@ export const LoginConfigSchema = Type.Object(
   {
     host: Type.Union([Type.String(), Type.Null()], { default: null, description: 'defaults to api.host' }),
     port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
-    identifier: Type.Union([Type.Literal('email'), Type.Literal('username')], { default: 'email', description: 'what the username field of POST /login holds' }),
+    identifier: Type.Union([Type.Literal('email_or_username'), Type.Literal('email'), Type.Literal('username')], {
+      default: 'email_or_username',
+      description: 'what the username field of POST /login holds: an email or a username (the bootstrap admin has no email), or only one of them',
+    }),
     refresh_window_seconds: Type.Integer({ minimum: 1, default: 300 }),
     reset_ttl_seconds: Type.Integer({ minimum: 60, default: 600 }),
     reset_max_attempts: Type.Integer({ minimum: 1, default: 5, description: 'wrong codes a pending reset survives; then it is burnt' }),
@@ -47,7 +50,7 @@ export const LoginConfigSchema = Type.Object(
 interface LoginConfig {
   host: string | null;
   port: number;
-  identifier: 'email' | 'username';
+  identifier: LoginIdentifier;
   refresh_window_seconds: number;
   reset_ttl_seconds: number;
   reset_max_attempts: number;

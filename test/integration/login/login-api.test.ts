@@ -723,3 +723,29 @@ describeEachDialect('login API: undeliverable reset mail', (dialect) => {
     expect(failure).to.not.match(/token|code/i);
   });
 });
+
+describeEachDialect('login API with the default configuration: the username field takes an email or a username', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let bob: Credentials;
+  const login = (username: string, password: string) => t.request('POST', '/login', { listener: 'login', body: { username, password } });
+  before(async () => {
+    t = await startHangar(dialect, { plugins: PLUGINS });
+    admin = await bootstrapAdmin(t);
+    bob = await createUser(t, admin, { username: 'bob', role: 'user', email: 'bob@example.test' });
+  });
+  after(() => t?.stop());
+
+  it('logs in the bootstrap admin, who has no email, by username; a user by email (any case) or by username', async () => {
+    const adminLogin = await login(admin.username, admin.password);
+    expect(adminLogin.status, adminLogin.text).to.equal(200);
+    expect(adminLogin.json.data).to.include({ userid: admin.userId, role: 'admin' });
+    for (const identifier of ['bob@example.test', 'BOB@example.TEST', 'bob']) {
+      const res = await login(identifier, GOOD_PASSWORD);
+      expect(res.status, `${identifier}: ${res.text}`).to.equal(200);
+      expect(res.json.data.userid).to.equal(bob.userId);
+    }
+    expect((await login('Bob', GOOD_PASSWORD)).status, 'usernames compare exactly').to.equal(401);
+    expect((await login('bob', `${GOOD_PASSWORD}x`)).status).to.equal(401);
+  });
+});
