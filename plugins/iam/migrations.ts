@@ -70,4 +70,18 @@ export const iamMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '004_live_unique_names',
+    async up(knex) {
+      // Usernames and emails are unique among live users only: deleting a user (a soft delete that
+      // keeps the row for the audit trail) frees them. Same index names, so a conflict reads as before.
+      await knex.schema.alterTable(USERS, (t) => {
+        t.dropUnique(['email']);
+        t.dropUnique(['username']);
+      });
+      for (const column of ['email', 'username']) {
+        await knex.raw(`create unique index ${USERS}_${column}_unique on ${USERS} (${column}) where deleted_at is null`);
+      }
+    },
+  },
 ];

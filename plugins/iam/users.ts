@@ -121,9 +121,10 @@ export class UserStore {
     trx?: Knex.Transaction,
   ): Promise<UserRecord> {
     const db = trx ?? this.knex;
+    // Among live users only: a deleted user's username and email are free again.
     const taken = await db(USERS)
-      .where({ username: input.username })
-      .orWhere((q) => (input.email ? q.where({ email: input.email }) : q.whereRaw('1 = 0')))
+      .whereNull('deleted_at')
+      .andWhere((w) => w.where({ username: input.username }).orWhere((q) => (input.email ? q.where({ email: input.email }) : q.whereRaw('1 = 0'))))
       .first('username', 'email');
     if (taken) {
       throw taken.username === input.username

@@ -309,6 +309,27 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
     expect(lastAdmin.status).to.equal(409);
   });
 
+  it('frees a deleted user’s username and email for a new user; live users still conflict (409)', async () => {
+    const first = await createUser(t, admin, { username: 'reused-name', email: 'reused@example.test' });
+    expect((await t.request('POST', '/v1/iam/users', { body: { username: 'reused-name', password: GOOD_PASSWORD }, headers: bearer(admin.token) })).status).to.equal(409);
+    expect((await t.request('DELETE', `/v1/iam/users/${first.userId}`, { headers: bearer(admin.token) })).status).to.equal(200);
+    const again = await t.request('POST', '/v1/iam/users', { body: { username: 'reused-name', email: 'reused@example.test', password: GOOD_PASSWORD }, headers: bearer(admin.token) });
+    expect(again.status, again.text).to.equal(201);
+    expect(again.json.data.user_id ?? again.json.data.userid).not.to.equal(first.userId);
+    const login = await t.request('POST', '/v1/iam/login', { body: { username: 'reused-name', password: GOOD_PASSWORD } });
+    expect(login.status, login.text).to.equal(200);
+    const twice = await t.request('POST', '/v1/iam/users', { body: { username: 'reused-name', email: 'other@example.test', password: GOOD_PASSWORD }, headers: bearer(admin.token) });
+    expect(twice.status).to.equal(409);
+    const sameEmail = await t.request('POST', '/v1/iam/users', { body: { username: 'reused-name2', email: 'reused@example.test', password: GOOD_PASSWORD }, headers: bearer(admin.token) });
+    expect(sameEmail.status).to.equal(409);
+    // The store itself refuses a second live row (the partial unique index), not only the check before it.
+    const direct = await t.hangar.store
+      .knex('users')
+      .insert({ userid: '99999999-2222-4333-8444-555555555555', username: 'reused-name', password: 'x', role: 'user', created_at: new Date().toISOString() })
+      .then(() => 'inserted', (err: Error) => err.message);
+    expect(direct).to.match(/unique/i);
+  });
+
   it('verifies imported SHA-1 hashes and upgrades them to scrypt on login', async () => {
     const legacyPassword = 'Legacy-Php-Pass-47!';
     await t.hangar.store.knex('users').insert({
