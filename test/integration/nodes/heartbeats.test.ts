@@ -63,7 +63,8 @@ describeEachDialect('nodes: heartbeats at fleet scale', (dialect) => {
     }
     const gaps = seen.slice(1).map((ms, i) => ms - seen[i]!);
     expect(gaps.length, `heartbeats seen at ${seen.map((s) => new Date(s).toISOString())}`).to.be.within(1, 3);
-    for (const gap of gaps) expect(gap, `gaps ${gaps}`).to.be.within(3500, 5500);
+    // At least the interval (not the 1 s floor); a loaded machine may add a little to each.
+    for (const gap of gaps) expect(gap, `gaps ${gaps}`).to.be.within(3500, 8000);
 
     // offline_after_seconds (3 s of a 1 s interval) scales to 12 s of a 4 s one: a 4 s gap is no outage.
     const node = (await api('GET', `/v1/nodes/${ids[1]}`)).json.data;
