@@ -11,6 +11,8 @@ export interface MailMessage {
 /** Sends mail over real SMTP (nodemailer); the only place that talks to it. */
 export interface Mailer {
   send(message: MailMessage): Promise<void>;
+  /** Connects, greets and (with a user) logs in to the SMTP server: null when that works, else why not. */
+  check(): Promise<string | null>;
   close(): void;
 }
 
@@ -30,6 +32,10 @@ export function createMailer(config: HangarConfig['mail']): Mailer {
     async send(message) {
       await transport.sendMail(message);
     },
+    check: () => transport.verify().then(
+      () => null,
+      (err: Error) => err.message,
+    ),
     close: () => transport.close(),
   };
 }

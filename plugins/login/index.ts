@@ -97,6 +97,16 @@ export default definePlugin({
     const identity = identityOf(services);
     const resets = new PasswordResets(db, clock, settings.reset_ttl_seconds, settings.reset_max_attempts);
     const userByEmail = (email: string) => identity.users.findForLogin('email', email);
+    // Reset mails are sent after the answer, so a mail server that does not answer would go
+    // unnoticed: say so at start-up (in the background, start-up does not wait for it).
+    void mail.check().then((problem) => {
+      if (problem) {
+        log.warn(
+          { mail_host: config.mail.host, mail_port: config.mail.port, error: problem },
+          `mail: ${config.mail.host}:${config.mail.port} does not answer, so password reset mails cannot be sent until it does; set mail.* (docs/configuration.md)`,
+        );
+      }
+    });
     /** The login API's answer: `{token, data: {userid, name, role}}`. */
     const answer = (user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role' | 'token_epoch'>) => {
       const { token } = identity.issueToken(user);

@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { expect } from 'chai';
 import { ManualClock } from '../../../core/clock.js';
 import type { HttpResponse } from '../../../core/http/client.js';
 import { loadJwtSecret } from '../../../plugins/iam/secrets.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
@@ -747,5 +749,31 @@ describeEachDialect('login API with the default configuration: the username fiel
     }
     expect((await login('Bob', GOOD_PASSWORD)).status, 'usernames compare exactly').to.equal(401);
     expect((await login('bob', `${GOOD_PASSWORD}x`)).status).to.equal(401);
+  });
+});
+
+describeEachDialect('login API: a mail server that does not answer is reported at start-up', (dialect) => {
+  it('logs a warning naming mail.host when nothing answers there, and none when an SMTP server does', async function () {
+    this.timeout(30_000);
+    const closed = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as net.AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const smtp = new TestSmtpServer();
+    const smtpPort = await smtp.start();
+    const down = await startHangar(dialect, { plugins: PLUGINS, overrides: { mail: { host: '127.0.0.1', port: closed, starttls: 'off' } } });
+    const up = await startHangar(dialect, { plugins: PLUGINS, overrides: { mail: { host: '127.0.0.1', port: smtpPort, starttls: 'off' } } });
+    try {
+      const warning = `mail: 127.0.0.1:${closed} does not answer, so password reset mails cannot be sent`;
+      await waitFor(() => down.logs.some((line) => line.includes(warning)), { timeoutMs: 15_000, what: 'the mail warning' });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(up.logs.filter((line) => line.includes('does not answer, so password reset mails'))).to.deep.equal([]);
+    } finally {
+      await down.stop();
+      await up.stop();
+      await smtp.stop();
+    }
   });
 });
