@@ -4,9 +4,9 @@
  * Until that layer is on main, the parts main's core/orchestrator.ts does not have yet are
  * declared here, field for field the same; when it lands this file becomes re-exports of it.
  */
-import type { LogOptions, PortSpec, UnmanagedResource, WorkloadRole, WorkloadTask } from '../../core/orchestrator.js';
+import type { LogOptions, ObjectRef, PortSpec, UnmanagedResource, WorkloadRole, WorkloadTask } from '../../core/orchestrator.js';
 
-export type { LogOptions, PortSpec, UnmanagedResource, WorkloadRole, WorkloadTask };
+export type { LogOptions, ObjectRef, PortSpec, UnmanagedResource, WorkloadRole, WorkloadTask };
 
 /** A node's availability for new work, in hangar's terms (Kubernetes: uncordon / cordon / drain). */
 export type NodeAvailability = 'schedulable' | 'cordoned' | 'drained';
@@ -19,13 +19,6 @@ export interface VolumeMount {
   source: VolumeSource;
   target: string;
   read_only?: boolean;
-}
-
-export interface ObjectRef {
-  /** The runtime object's name (a secret or config version). */
-  name: string;
-  /** Path inside the container (a secret defaults to /run/secrets/<target>). */
-  target: string;
 }
 
 /** One long-running workload hangar creates directly, said as what the user wants. */
