@@ -153,8 +153,13 @@ describe('the dashboard in chromium [sqlite]', function () {
     await nav('Fleet');
     await page.getByRole('heading', { name: 'Fleet' }).waitFor();
     const focused = () => page.evaluate(() => document.activeElement?.textContent?.trim());
+    // Preact runs effects after paint, so the focus lands a moment after the heading shows: wait for it (up to 5 s), then report where it is.
+    const focusedId = async () => {
+      await page.waitForFunction(() => document.activeElement?.id === 'page-title', undefined, { timeout: 5000 }).catch(() => undefined);
+      return page.evaluate(() => document.activeElement?.id);
+    };
     // A view puts the focus on its heading; Tab goes on to the view's first control.
-    expect(await page.evaluate(() => document.activeElement?.id)).to.equal('page-title');
+    expect(await focusedId()).to.equal('page-title');
     await page.keyboard.press('Tab');
     expect(await focused()).to.equal('Add a machine');
     await page.keyboard.press('Shift+Tab');
@@ -162,12 +167,12 @@ describe('the dashboard in chromium [sqlite]', function () {
     for (let i = 0; i < 20 && (await focused()) !== 'Instances'; i++) await page.keyboard.press('Shift+Tab');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Instances' }).waitFor();
-    expect(await page.evaluate(() => document.activeElement?.id)).to.equal('page-title');
+    expect(await focusedId()).to.equal('page-title');
     // The skip link is the first stop and jumps to the content.
     for (let i = 0; i < 20 && (await focused()) !== 'Skip to content'; i++) await page.keyboard.press('Shift+Tab');
     expect(await focused()).to.equal('Skip to content');
     await page.keyboard.press('Enter');
-    expect(await page.evaluate(() => document.activeElement?.id)).to.equal('page-title');
+    expect(await focusedId()).to.equal('page-title');
     // A dialog opened from the keyboard takes the focus; Escape closes it and gives the focus back.
     await page.getByRole('button', { name: 'Create instance' }).focus();
     await page.keyboard.press('Enter');
