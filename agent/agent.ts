@@ -3,7 +3,8 @@ import https from 'node:https';
 import os from 'node:os';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import type { Logger } from '../core/log.js';
-import { builtinExecutors, type Executor } from './executors/index.js';
+import { LANES, type Lane, type TaskKindRegistry } from '../core/tasks/kinds.js';
+import { AGENT_BACKENDS, agentTaskKinds, builtinExecutors, type Executor } from './executors/index.js';
 import { wireguardKeys } from './executors/overlay.js';
 import { collectFacts, type MachineState } from './facts.js';
 import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
@@ -14,6 +15,8 @@ export interface AgentOptions {
   logFile: string;
   log: Logger;
   executors?: Map<string, Executor>;
+  /** The task kinds the executors are for (payloads are checked against them before anything runs). */
+  kinds?: TaskKindRegistry;
   /** Most seconds between retries while the control plane is away. */
   maxBackoffSeconds?: number;
 }
@@ -78,15 +81,24 @@ export async function joinControlPlane(options: { apiUrl: string; token: string;
   return identity;
 }
 
+/** Most tasks an agent holds (running or waiting in their lanes) before it stops polling for more. */
+const MAX_HELD_TASKS = 64;
+
 /**
- * The machine agent: heartbeats on the interval the server sets, long-polls tasks, runs them
- * through executors and reports. When the control plane is away it backs off and keeps trying;
- * it never stops workloads because of that.
+ * The machine agent: heartbeats on the interval the server sets (saying which task kinds and
+ * backends it runs), long-polls tasks, runs them through executors and reports. Each task runs
+ * in its kind's lane: one at a time per lane, in the order queued, the lanes side by side. When
+ * the control plane is away it backs off and keeps trying; it never stops workloads because of that.
  */
 export class Agent {
   private readonly controller = new AbortController();
   private readonly httpAgent: https.Agent;
   private readonly executors: Map<string, Executor>;
+  private readonly kinds: TaskKindRegistry;
+  /** The last task queued in each lane: the next one in that lane starts when it ends. */
+  private readonly laneTails = new Map<Lane, Promise<void>>();
+  /** Resolved whenever a held task finishes (the poll loop waits on it when it holds too many). */
+  private released: () => void = () => undefined;
   private readonly state: MachineState = { pendingUpdates: null };
   private heartbeatSeconds = 10;
   private heartbeatsPaused = false;
@@ -102,6 +114,7 @@ export class Agent {
   ) {
     this.httpAgent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: identity.caPem, cert: identity.certPem, key: identity.keyPem });
     this.executors = options.executors ?? builtinExecutors();
+    this.kinds = options.kinds ?? agentTaskKinds();
     this.maxBackoffMs = (options.maxBackoffSeconds ?? 30) * 1000;
   }
 
@@ -122,6 +135,7 @@ export class Agent {
 
   stop(): void {
     this.controller.abort();
+    this.released();
     this.httpAgent.destroy();
   }
 
@@ -132,7 +146,8 @@ export class Agent {
 
   async heartbeat(): Promise<void> {
     const held = [...this.heldTasks];
-    const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), ...(held.length ? { held_tasks: held } : {}) });
+    const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: [...AGENT_BACKENDS] };
+    const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), capabilities, ...(held.length ? { held_tasks: held } : {}) });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
     this.heartbeatSeconds = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
     this.pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || this.pollWaitSeconds;
@@ -161,17 +176,12 @@ export class Agent {
     let failures = 0;
     while (!this.controller.signal.aborted) {
       try {
+        // Tasks stuck behind a long one in their lane are held (their leases renewed): hold no more than this.
+        while (this.heldTasks.size >= MAX_HELD_TASKS && !this.controller.signal.aborted) await new Promise<void>((resolve) => (this.released = resolve));
         const res = await this.request('GET', `/v1/internal/tasks/${this.identity.nodeId}?wait=${this.pollWaitSeconds}`, undefined, (this.pollWaitSeconds + 15) * 1000);
         if (res.status !== 200) throw new Error(`task poll answered ${res.status}: ${res.json?.message ?? res.text}`);
         failures = 0;
-        const polled = res.json.data as PolledTask[];
-        for (const task of polled) this.heldTasks.add(task.task_id);
-        try {
-          for (const task of polled) await this.execute(task);
-        } finally {
-          // A batch cut short leaves nothing renewed behind: its tasks go back to pending when their leases run out.
-          for (const task of polled) this.heldTasks.delete(task.task_id);
-        }
+        for (const task of res.json.data as PolledTask[]) this.dispatch(task);
       } catch (err) {
         if (this.controller.signal.aborted) return;
         failures++;
@@ -181,13 +191,40 @@ export class Agent {
     }
   }
 
+  /** Queues a polled task in its lane (a kind this agent does not know runs at once, to fail). */
+  private dispatch(task: PolledTask): void {
+    if (this.heldTasks.has(task.task_id)) return;
+    this.heldTasks.add(task.task_id);
+    const lane: Lane = this.kinds.get(task.kind)?.lane ?? 'reads';
+    const previous = this.laneTails.get(lane) ?? Promise.resolve();
+    const run = previous
+      .then(() => (this.controller.signal.aborted ? undefined : this.execute(task)))
+      .catch((err: Error) => this.log.error({ task_id: task.task_id, error: err.message }, 'running a task failed'))
+      .finally(() => {
+        // Cut short (the agent stopping): the lease runs out and the task goes back to pending.
+        this.heldTasks.delete(task.task_id);
+        this.released();
+        if (this.laneTails.get(lane) === run) this.laneTails.delete(lane);
+      });
+    this.laneTails.set(lane, run);
+  }
+
+  /** The lanes with a task running or waiting (for tests and diagnostics). */
+  busyLanes(): Lane[] {
+    return LANES.filter((lane) => this.laneTails.has(lane));
+  }
+
   private async execute(task: PolledTask): Promise<void> {
     const executor = this.executors.get(task.kind);
+    const kind = this.kinds.get(task.kind);
     const afterwards: Array<() => void | Promise<void>> = [];
     let outcome: { status: 'completed' | 'failed'; output?: unknown; error?: string };
     const started = Date.now();
+    const refused = kind ? this.kinds.checkPayload(kind, task.payload) : null;
     if (!executor) {
       outcome = { status: 'failed', error: `this agent has no executor for ${task.kind}` };
+    } else if (refused) {
+      outcome = { status: 'failed', error: `this agent refused the ${task.kind} task: ${refused}` };
     } else {
       try {
         const output = await executor({
@@ -214,7 +251,6 @@ export class Agent {
     }
     this.log.info({ task_id: task.task_id, kind: task.kind, status: outcome.status, ms: Date.now() - started }, 'task done');
     await this.reportWithRetry(task.task_id, outcome);
-    this.heldTasks.delete(task.task_id);
     for (const action of afterwards) await action();
   }
 

@@ -2,6 +2,7 @@ import type { CommandModule } from 'yargs';
 import { loadConfig } from '../core/config.js';
 import { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
+import { builtinCatalogue } from './catalogue.js';
 
 interface ServeArgs {
   config?: string;
@@ -19,7 +20,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     let hangar: Hangar;
     try {
       const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
-      hangar = await Hangar.start({ config });
+      hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
     } catch (err) {
       if (err instanceof ConfigError) {
         console.error(`hangar: ${err.message}`);

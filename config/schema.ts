@@ -82,6 +82,32 @@ export const CoreConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    clusters: Type.Object(
+      {
+        call_timeout_seconds: Type.Integer({ minimum: 5, default: 180, description: 'how long hangar waits for an agent to run one orchestrator call' }),
+        observe_interval_seconds: Type.Integer({ minimum: 1, default: 15, description: 'how often every active cluster is asked for the state of hangar’s workloads' }),
+        local_domain: Type.String({
+          default: 'hangar.local',
+          pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$',
+          description: 'default domains of what runs on a cluster are <name>.<cluster>.<local_domain>',
+        }),
+        advertise: Type.Union([Type.Literal('overlay'), Type.Literal('address')], {
+          default: 'overlay',
+          description: 'what cluster members (and NFS volumes) are reached at: a node’s WireGuard overlay address when it has one, or its own address',
+        }),
+        op_lease_seconds: Type.Integer({
+          minimum: 2,
+          default: 30,
+          description: 'an operation (a deploy, a removal…) holds its record this long unless its control plane renews it; then another takes it over',
+        }),
+        pickup_timeout_seconds: Type.Integer({
+          minimum: 1,
+          default: 20,
+          description: 'a call a cluster manager’s agent has not taken after this long goes to the cluster’s next manager',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     terminal: Type.Object(
       { helpers: Type.Union([Type.String(), Type.Null()], { default: null, description: 'project helper script run before `hangar terminal` (default config/terminal.ts)' }) },
       { additionalProperties: false, default: {} },

@@ -3,7 +3,6 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { DestinationStream } from 'pino';
 import { CoreConfigSchema, type HangarConfig } from '../config/schema.js';
-import { builtinDrivers, builtinPlugins } from '../plugins/index.js';
 import { AuthRegistry } from './auth/index.js';
 import { systemClock, type Clock } from './clock.js';
 import { validateConfigSection } from './config.js';
@@ -24,11 +23,19 @@ import { Pki } from './pki/pki.js';
 import { requireSharedKeyring } from './pki/keyring.js';
 import { TaskQueue } from './tasks/queue.js';
 import { RateLimiter } from './ratelimit.js';
-import type { BackgroundLoop, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
+import { TaskKindRegistry } from './tasks/kinds.js';
+import { HOST_KINDS } from './tasks/host-kinds.js';
+import { ORCHESTRATOR_CALLS } from './orchestrator.js';
+import type { ClusterBackend } from './clusters/backend.js';
+import type { BackgroundLoop, Catalogue, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
+import { ServiceRegistry } from './provided.js';
+import { Clusters } from './clusters/service.js';
 import type { JsonSchema } from './validation.js';
 
 export interface StartOptions {
   config: HangarConfig;
+  /** The built-in plugins and drivers (the composition root, cli/catalogue.ts, passes them). */
+  catalogue: Catalogue;
   clock?: Clock;
   /** Where log lines go (default stdout). */
   logDestination?: DestinationStream;
@@ -66,14 +73,56 @@ class Drivers implements DriverRegistry {
   }
 }
 
-/** The configured plugins, loaded (not set up); names must be unique. */
-export async function loadPlugins(config: HangarConfig): Promise<Plugin[]> {
+/**
+ * The configured plugins, loaded (not set up) and in the order they are set up: every plugin after
+ * the providers of what it needs, otherwise in configuration order. Names must be unique; a need
+ * no loaded plugin provides, two providers of one thing and a cycle stop the start naming them.
+ */
+export async function loadPlugins(config: HangarConfig, catalogue: Catalogue): Promise<Plugin[]> {
   const plugins: Plugin[] = [];
-  for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, builtinPlugins, 'plugin'));
+  for (const spec of config.plugins) plugins.push(await importModule<Plugin>(spec, catalogue.plugins, 'plugin'));
   const names = plugins.map((p) => p.name);
   const duplicate = names.find((n, i) => names.indexOf(n) !== i);
   if (duplicate) throw new ConfigError(`plugins: "${duplicate}" is listed twice`);
-  return plugins;
+  return orderPlugins(plugins);
+}
+
+/** Topological order by declared dependencies, stable with respect to the given order. */
+export function orderPlugins(plugins: Plugin[]): Plugin[] {
+  const provider = new Map<string, Plugin>();
+  for (const plugin of plugins) {
+    for (const ref of plugin.provides ?? []) {
+      const other = provider.get(ref.name);
+      if (other) throw new ConfigError(`plugins ${other.name} and ${plugin.name} both provide ${ref.description} (${ref.name}); load one of them`);
+      provider.set(ref.name, plugin);
+    }
+  }
+  const before = new Map<Plugin, Set<Plugin>>();
+  for (const plugin of plugins) {
+    const needs = new Set<Plugin>();
+    for (const ref of plugin.deps ?? []) {
+      const p = provider.get(ref.name);
+      if (!p) throw new ConfigError(`plugin ${plugin.name} needs ${ref.description} (${ref.name}), which no loaded plugin provides: add the plugin that provides it to plugins:`);
+      if (p !== plugin) needs.add(p);
+    }
+    for (const ref of plugin.optionalDeps ?? []) {
+      const p = provider.get(ref.name);
+      if (p && p !== plugin) needs.add(p);
+    }
+    before.set(plugin, needs);
+  }
+  const ordered: Plugin[] = [];
+  const placed = new Set<Plugin>();
+  while (ordered.length < plugins.length) {
+    const next = plugins.find((p) => !placed.has(p) && [...before.get(p)!].every((d) => placed.has(d)));
+    if (!next) {
+      const stuck = plugins.filter((p) => !placed.has(p)).map((p) => p.name);
+      throw new ConfigError(`plugins ${stuck.join(', ')} depend on each other in a cycle`);
+    }
+    ordered.push(next);
+    placed.add(next);
+  }
+  return ordered;
 }
 
 /** Core and plugin migrations, as start-up applies them. Returns the ids applied now. */
@@ -99,6 +148,7 @@ export interface Assembly {
 
 export interface AssembleOptions {
   log: Logger;
+  catalogue: Catalogue;
   clock?: Clock;
   /** True for `hangar serve`: plugins may then announce things meant for the operator at start. */
   serving: boolean;
@@ -111,9 +161,10 @@ export interface AssembleOptions {
 export async function assembleServices(config: HangarConfig, db: Store, options: AssembleOptions): Promise<Assembly> {
   const { log } = options;
   const clock = options.clock ?? systemClock;
-  const plugins = await loadPlugins(config);
+  const { catalogue } = options;
+  const plugins = await loadPlugins(config, catalogue);
   const names = plugins.map((p) => p.name);
-  const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(builtinPlugins)]);
+  const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(catalogue.plugins)]);
   for (const setting of Object.keys(config)) {
     if (!known.has(setting)) log.warn({ setting }, 'configuration section is neither a core setting nor a plugin; ignored');
   }
@@ -140,13 +191,14 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   setMaxListeners(0, shutdown.signal);
   const drivers = new Drivers();
   const events = new EventBus();
+  const kinds = new TaskKindRegistry([...HOST_KINDS, ...ORCHESTRATOR_CALLS]);
   const metrics = new Metrics();
   const tasks = new TaskQueue(db, clock, events, ca.secretBox('tasks'), {
     leaseMs: config.tasks.lease_seconds * 1000,
     batch: config.tasks.batch,
     maxHoldMs: config.tasks.max_hold_seconds * 1000,
     onPollLook: (queried) => metrics.pollLooks.inc({ store: queried ? 'queried' : 'known_idle' }),
-  });
+  }, kinds, log);
   const mail = createMailer(config.mail);
   metrics.watchCore(db, () => tasks.openPolls);
   const requests = new RequestObservers();
@@ -159,6 +211,18 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   }
   const routes: RegisteredRoute[] = [];
   const closers: Array<() => Promise<void>> = [];
+  const provided = new ServiceRegistry();
+  const clusters = new Clusters(
+    { config, db, clock, tasks, events, log, shutdown: shutdown.signal, provided },
+    {
+      callTimeoutMs: config.clusters.call_timeout_seconds * 1000,
+      observeIntervalMs: config.clusters.observe_interval_seconds * 1000,
+      pickupTimeoutMs: config.clusters.pickup_timeout_seconds * 1000,
+      opLeaseMs: config.clusters.op_lease_seconds * 1000,
+      localDomain: config.clusters.local_domain,
+      advertise: config.clusters.advertise,
+    },
+  );
   const services: Services = {
     config,
     log,
@@ -171,7 +235,8 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     shutdown: shutdown.signal,
     serving: options.serving,
     plugins: names,
-    provided: new Map(),
+    provided,
+    clusters,
     routeTable: () => routes,
     ports: new Map(),
     mail,
@@ -185,15 +250,20 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     for (const closer of closers.reverse()) {
       await closer().catch((err: Error) => log.error({ err: { message: err.message } }, 'plugin close failed'));
     }
+    await clusters.close();
     await tasks.close();
     ca.removeAllListeners();
     mail.close();
   };
   try {
+    // Orchestrator backends: the built-in ones, then any a driver of kind `orchestrator` brings.
+    for (const load of Object.values(catalogue.backends)) clusters.registerBackend((await load()).default);
     for (const spec of config.drivers) {
-      const driver = await importModule<Driver>(spec, builtinDrivers, 'driver');
+      const driver = await importModule<Driver>(spec, catalogue.drivers, 'driver');
       if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);
-      drivers.instances.set(driver.name, await driver.create(services));
+      const instance = await driver.create(services);
+      drivers.instances.set(driver.name, instance);
+      if (driver.kind === 'orchestrator') clusters.registerBackend(instance as ClusterBackend);
     }
     const loops: BackgroundLoop[] = [
       { name: 'rate-limits:prune', intervalMs: 600_000, once: true, run: async () => void (await services.limits.prune()) },
@@ -212,11 +282,17 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     const resumers: Assembly['resumers'] = [];
     for (const plugin of plugins) {
       const parts = await plugin.setup(services);
+      for (const ref of plugin.provides ?? []) {
+        if (!services.provided.has(ref)) throw new ConfigError(`plugin ${plugin.name} says it provides ${ref.description} (${ref.name}) but did not provide it in setup`);
+      }
       for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
       loops.push(...(parts.loops ?? []));
       if (parts.resume) resumers.push({ plugin: plugin.name, resume: parts.resume });
       if (parts.close) closers.push(parts.close);
     }
+    // After setup: plugins may have tuned the interval (older configuration keys).
+    loops.push({ name: 'clusters:observe', intervalMs: clusters.settings.observeIntervalMs, once: true, run: (signal) => clusters.observe(signal) });
+    loops.push({ name: 'lifecycle:take-over', intervalMs: Math.max(1000, Math.floor(clusters.settings.opLeaseMs / 2)), run: () => clusters.takeOverExpired() });
     const seen = new Set<string>();
     for (const { plugin, route } of routes) {
       const key = `${route.listener ?? 'control'} ${route.method} ${route.path}`;
@@ -268,7 +344,7 @@ export class Hangar {
     const db = await openStore(config);
     let assembly: Assembly | undefined;
     try {
-      assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true });
+      assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true, catalogue: options.catalogue });
       const hangar = new Hangar(assembly);
       assembly.services.tasks.start();
       await db.notices.start(config.database.url, log);

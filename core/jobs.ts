@@ -4,8 +4,8 @@ import type { Logger } from './log.js';
  * Work a request starts and answers 202 for: runs in the background of this process, never
  * rejects into the void (failures go to `onError`), and is awaited on shutdown.
  *
- * A job that fails once `shutdown` has fired was cut short, not refused: `onError` is skipped, so
- * its record keeps the transitional state and the plugin's `resume` runs it again on the next start.
+ * A job that fails once `shutdown` has fired was cut short, not refused: `onError` is skipped (an
+ * operation's lease is handed over instead: core/lifecycle.ts, and the next start takes it over).
  * A job no `resume` picks up (it leaves no record in a transitional state) says `resumable: false`,
  * and its `onError` runs whatever the cause.
  */
@@ -51,23 +51,4 @@ export class BackgroundJobs {
   async drain(): Promise<void> {
     while (this.running.size) await Promise.allSettled([...this.running]);
   }
-}
-
-/**
- * A plugin's `resume()` in one call: every record of `repository` in one of the handled statuses
- * goes to that status's handler (which restarts its step); answers `<noun> <name>: <status>` lines.
- */
-export async function resumeByStatus<T extends { name: string }>(
-  noun: string,
-  repository: { findAll(where: Record<string, unknown>): Promise<T[]> },
-  handlers: Record<string, (record: T) => void | Promise<void>>,
-): Promise<string[]> {
-  const resumed: string[] = [];
-  for (const [status, restart] of Object.entries(handlers)) {
-    for (const record of await repository.findAll({ status })) {
-      await restart(record);
-      resumed.push(`${noun} ${record.name}: ${status}`);
-    }
-  }
-  return resumed;
 }

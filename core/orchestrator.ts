@@ -1,10 +1,17 @@
 /**
  * The contract between the control plane and the orchestrator drivers (swarm here, Kubernetes
- * later). The control plane never calls a driver itself: it queues an `orchestrator.call` task
- * naming a method of {@link OrchestratorDriver} (or {@link SwarmMembership}) and its arguments;
- * the agent on the right machine runs the method against its local engine and reports the result.
- * Everything in here is therefore plain JSON.
+ * later). The control plane never calls a driver itself: it queues a typed task (a
+ * {@link DriverCall}: `workload.deploy`, `object.create`…) on the right machine; that machine's
+ * agent calls the method of its driver for the payload's `backend` with the payload's named input
+ * and reports what it answers. Payloads and results are TypeBox schemas, checked on both sides;
+ * the TypeScript types below are derived from them.
  */
+import { Type, type Static } from '@sinclair/typebox';
+import { defineDriverCall, sensitive, type DriverMethods } from './tasks/kinds.js';
+import { FIRST_AGENT_VERSION } from './tasks/host-kinds.js';
+
+/** The version whose agents run the typed orchestrator calls below (instead of `orchestrator.call`). */
+export const TYPED_TASKS_VERSION = '0.2.0';
 
 /** Labels hangar puts on what it creates; the unmanaged scan tells hangar's workloads apart by them. */
 export const HANGAR_LABELS = {
@@ -23,75 +30,88 @@ export const HANGAR_STACK_PREFIX = 'hangar-';
 /** The overlay network the load balancer shares with every workload it routes to. */
 export const HANGAR_EDGE_NETWORK = 'hangar-edge';
 
-export type WorkloadRole = 'instance' | 'loadbalancer' | 'dns' | 's3';
+const Labels = Type.Record(Type.String(), Type.String());
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 
-/** The swarm availability a node can have; hangar's cordon/drain/uncordon map to pause/drain/active. */
-export type RuntimeAvailability = 'active' | 'pause' | 'drain';
+export const WorkloadRole = Type.Union([Type.Literal('instance'), Type.Literal('loadbalancer'), Type.Literal('dns'), Type.Literal('s3')]);
+export type WorkloadRole = Static<typeof WorkloadRole>;
 
-export interface PortSpec {
-  published: number;
-  target: number;
-  protocol?: 'tcp' | 'udp';
-}
+/**
+ * A node's availability for new work, as hangar has it (the driver translates: swarm's
+ * active / pause / drain; Kubernetes' uncordon / cordon / drain).
+ */
+export const NodeAvailability = Type.Union([Type.Literal('schedulable'), Type.Literal('cordoned'), Type.Literal('drained')]);
+export type NodeAvailability = Static<typeof NodeAvailability>;
 
-export interface MountSpec {
-  /** `volume`: a named volume (defined on each node beforehand); `bind`: a host folder. */
-  type: 'volume' | 'bind';
-  source: string;
-  target: string;
-  readOnly?: boolean;
-  /** Options of the `local` volume driver, used when a node has no definition of the volume yet. */
-  driverOptions?: Record<string, string>;
-  /** Labels of the volume when the engine creates it for the mount (volume mounts only). */
-  labels?: Record<string, string>;
-}
+export const PortSpec = Type.Object({
+  published: Type.Integer({ minimum: 0, maximum: 65535 }),
+  target: Type.Integer({ minimum: 0, maximum: 65535 }),
+  protocol: Type.Optional(Type.Union([Type.Literal('tcp'), Type.Literal('udp')])),
+});
+export type PortSpec = Static<typeof PortSpec>;
 
-export interface ObjectRef {
+/** Where a volume's data lives: a folder shared over NFS (named the same on every node), or a folder on one node. */
+export const VolumeSource = Type.Union([
+  Type.Object({ nfs: Type.Object({ name: Type.String({ minLength: 1 }), server: Type.String({ minLength: 1 }), path: Type.String({ pattern: '^/' }) }) }),
+  Type.Object({ host_path: Type.Object({ node_id: Type.String({ minLength: 1 }), path: Type.String({ pattern: '^/' }) }) }),
+]);
+export type VolumeSource = Static<typeof VolumeSource>;
+
+export const VolumeMount = Type.Object({ source: VolumeSource, target: Type.String({ pattern: '^/' }), read_only: Type.Optional(Type.Boolean()) });
+export type VolumeMount = Static<typeof VolumeMount>;
+
+export const ObjectRef = Type.Object({
   /** The runtime object's name (a secret or config version). */
-  name: string;
+  name: Type.String({ minLength: 1 }),
   /** Path inside the container (a secret defaults to /run/secrets/<target>). */
-  target: string;
-}
+  target: Type.String(),
+});
+export type ObjectRef = Static<typeof ObjectRef>;
 
-/** One long-running workload hangar creates directly (an instance, a load balancer, an object store). */
-export interface WorkloadSpec {
-  name: string;
-  role: WorkloadRole;
+/**
+ * One long-running workload hangar creates directly (an instance, a load balancer, an object
+ * store), said as what the user wants; each driver translates it into its orchestrator's terms.
+ */
+export const WorkloadSpec = Type.Object({
+  /** The workload's name in the runtime (hangar's naming: `inst-<name>`, `s3-<name>`). */
+  name: Type.String({ minLength: 1 }),
+  role: WorkloadRole,
   /** hangar's id of the resource; stored in the {@link HANGAR_LABELS.id} label. */
-  resourceId: string;
-  image: string;
+  resource_id: Type.String({ minLength: 1 }),
+  image: Type.String({ minLength: 1 }),
   /** 0 keeps the workload defined but stopped. */
-  replicas: number;
-  env?: Record<string, string>;
-  command?: string[];
-  args?: string[];
-  ports?: PortSpec[];
-  /** How ports are published: through the routing mesh (`ingress`) or on the node running a task (`host`). */
-  publishMode?: 'ingress' | 'host';
-  /** `vip` (one virtual IP) or `dnsrr` (DNS round robin over the tasks). */
-  endpointMode?: 'vip' | 'dnsrr';
-  limits?: { cpus?: number; memoryMb?: number };
-  /** Generic resources reserved per task, e.g. `{ gpu: 1 }`. */
-  reservations?: Record<string, number>;
-  platform?: { os?: string; architecture?: string };
-  mounts?: MountSpec[];
-  constraints?: string[];
-  networks?: string[];
-  hostname?: string;
-  secrets?: ObjectRef[];
-  configs?: ObjectRef[];
-  labels?: Record<string, string>;
-}
+  replicas: Type.Integer({ minimum: 0 }),
+  env: Type.Optional(Labels),
+  command: Type.Optional(Type.Array(Type.String())),
+  args: Type.Optional(Type.Array(Type.String())),
+  /** Limits per replica, and GPUs reserved per replica. */
+  resources: Type.Optional(
+    Type.Object({ cpus: Type.Optional(Type.Number({ minimum: 0 })), memory_mb: Type.Optional(Type.Number({ minimum: 0 })), gpus: Type.Optional(Type.Integer({ minimum: 0 })) }),
+  ),
+  platform: Type.Optional(Type.Object({ os: Type.Optional(Type.String()), architecture: Type.Optional(Type.String()) })),
+  /** Where replicas may run, by hangar node id (a folder on one node pins the workload there too). */
+  placement: Type.Optional(Type.Object({ node_ids: Type.Array(Type.String({ minLength: 1 })) })),
+  volumes: Type.Optional(Type.Array(VolumeMount)),
+  /** How it is reached: published ports, and whether the load balancer routes a domain to it. */
+  exposure: Type.Optional(Type.Object({ ports: Type.Optional(Type.Array(PortSpec)), routed: Type.Optional(Type.Boolean()), domain: Type.Optional(Type.String()) })),
+  secrets: Type.Optional(Type.Array(ObjectRef)),
+  configs: Type.Optional(Type.Array(ObjectRef)),
+  /** Each replica's hostname names its workload and its slot (`inst-web-2`). */
+  replica_hostnames: Type.Optional(Type.Boolean()),
+  labels: Type.Optional(Labels),
+});
+export type WorkloadSpec = Static<typeof WorkloadSpec>;
 
-export interface WorkloadTask {
+export const WorkloadTask = Type.Object({
   /** The runtime's id of the node the task runs on. */
-  runtime_node_id: string | null;
-  state: string;
-  desired_state: string;
-  message: string | null;
-  error: string | null;
-  updated_at: string | null;
-}
+  runtime_node_id: Nullable(Type.String()),
+  state: Type.String(),
+  desired_state: Type.String(),
+  message: Nullable(Type.String()),
+  error: Nullable(Type.String()),
+  updated_at: Nullable(Type.String()),
+});
+export type WorkloadTask = Static<typeof WorkloadTask>;
 
 /** The task the runtime changed last (the first of equals), or null when there is none. */
 export function latestTask(tasks: WorkloadTask[]): WorkloadTask | null {
@@ -100,162 +120,291 @@ export function latestTask(tasks: WorkloadTask[]): WorkloadTask | null {
 }
 
 /** What the runtime says about one workload. */
-export interface WorkloadState {
-  name: string;
-  labels: Record<string, string>;
-  image: string;
+export const WorkloadState = Type.Object({
+  name: Type.String(),
+  labels: Labels,
+  image: Type.String(),
   /** Desired replicas the runtime holds (null for global services). */
-  replicas: number | null;
-  running: number;
-  tasks: WorkloadTask[];
+  replicas: Nullable(Type.Integer({ minimum: 0 })),
+  running: Type.Integer({ minimum: 0 }),
+  tasks: Type.Array(WorkloadTask),
   /** Ports published, as the runtime has them. */
-  ports: PortSpec[];
+  ports: Type.Array(PortSpec),
   /** Limits as the runtime has them. */
-  limits: { cpus: number | null; memoryMb: number | null };
-  /** Stack the workload belongs to (compose services), if any. */
-  stack: string | null;
-}
+  limits: Type.Object({ cpus: Nullable(Type.Number()), memoryMb: Nullable(Type.Number()) }),
+  /** The bundle (compose stack) the workload belongs to, if any, and its key in the bundle. */
+  stack: Nullable(Type.String()),
+  component: Type.Optional(Nullable(Type.String())),
+});
+export type WorkloadState = Static<typeof WorkloadState>;
 
-export interface LogOptions {
-  lines?: number;
-  since?: string;
-}
+export const LogOptions = Type.Object({
+  lines: Type.Optional(Type.Integer({ minimum: 1 })),
+  since: Type.Optional(Type.String()),
+});
+export type LogOptions = Static<typeof LogOptions>;
 
-export interface UnmanagedResource {
-  kind: string;
-  id: string;
-  name: string;
-  image?: string;
-  stack?: string | null;
-  labels: Record<string, string>;
-}
+export const UnmanagedResource = Type.Object({
+  kind: Type.String(),
+  id: Type.String(),
+  name: Type.String(),
+  image: Type.Optional(Type.String()),
+  stack: Type.Optional(Nullable(Type.String())),
+  labels: Labels,
+});
+export type UnmanagedResource = Static<typeof UnmanagedResource>;
 
-/** A route the load balancer serves: requests for `domain` go to `service:port` inside the swarm. */
-export interface Route {
-  domain: string;
-  service: string;
-  port: number;
+/** A route the load balancer serves: requests for `domain` go to `service:port` inside the cluster. */
+export const Route = Type.Object({
+  domain: Type.String(),
+  service: Type.String(),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
   /** What the route comes from: `instance`, `service` or `s3`, and that record's id. */
-  source: string;
-  source_id: string;
-}
+  source: Type.String(),
+  source_id: Type.String(),
+});
+export type Route = Static<typeof Route>;
 
-export interface LoadBalancerSpec {
+/** The cluster's load balancer: where it runs, what it answers on, and its routing table. */
+export const LoadBalancerSpec = Type.Object({
   /** Runtime name of the balancer's workload. */
-  name: string;
-  resourceId: string;
-  image: string;
-  /** The balancer's configuration file, rendered by the control plane. */
-  config: string;
-  /** Where the configuration lives on the node running the balancer, and inside the container. */
-  hostConfigDir: string;
-  containerConfigDir: string;
-  /** Signal that makes the balancer re-read its configuration without dropping connections. */
-  reloadSignal: string;
-  ports: PortSpec[];
-  publishMode?: 'ingress' | 'host';
-  /** The balancer runs where its configuration is written: on this runtime node. */
-  runtimeNodeId: string;
-  network: string;
+  name: Type.String({ minLength: 1 }),
+  resource_id: Type.String({ minLength: 1 }),
+  image: Type.String({ minLength: 1 }),
+  http_port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  /** The hangar node it runs on (its configuration is written there). */
+  node_id: Type.String({ minLength: 1 }),
+  routes: Type.Array(Route),
   /** The container's command, when the image's default is not the balancer (tests use a shell). */
-  command?: string[];
-}
+  command: Type.Optional(Type.Array(Type.String())),
+  /** How this backend's balancer is run (the gateway's settings: configuration folders, reload signal, publish mode). */
+  settings: Type.Optional(Type.Record(Type.String(), Type.String())),
+});
+export type LoadBalancerSpec = Static<typeof LoadBalancerSpec>;
 
-export interface BundleState {
-  name: string;
-  services: WorkloadState[];
-}
+export const BundleState = Type.Object({ name: Type.String(), services: Type.Array(WorkloadState) });
+export type BundleState = Static<typeof BundleState>;
+
+const Removed = Type.Object({ removed: Type.Boolean() });
+
+/**
+ * What the control plane adds to calls about a cluster (core fills them in, plugins never do):
+ * the members' runtime ids by hangar node id, and the backend's policies (how ports are published…).
+ */
+export const ClusterContext = {
+  cluster_nodes: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'hangar node id → the runtime’s node id' })),
+  settings: Type.Optional(Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'the backend’s policies' })),
+};
+const Lines = Type.Object({ lines: Type.Array(Type.String()) });
+const Name = Type.String({ minLength: 1 });
+const ObjectKind = Type.Union([Type.Literal('secret'), Type.Literal('config')]);
+
+// ---- the workload interface ------------------------------------------------------------------
+
+export const DeployWorkload = defineDriverCall({
+  name: 'workload.deploy',
+  description: 'create the workload, or update it in place (a rolling update) when it exists',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'deployWorkload',
+  input: Type.Object({ spec: WorkloadSpec, ...ClusterContext }),
+  result: WorkloadState,
+});
+
+export const RemoveWorkload = defineDriverCall({
+  name: 'workload.remove',
+  description: 'remove a workload (removed: false when there was none)',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'removeWorkload',
+  input: Type.Object({ name: Name }),
+  result: Removed,
+});
+
+export const ScaleWorkload = defineDriverCall({
+  name: 'workload.scale',
+  description: 'set a workload’s replica count, keeping the rest of its spec',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'scaleWorkload',
+  input: Type.Object({ name: Name, replicas: Type.Integer({ minimum: 0 }) }),
+  result: WorkloadState,
+});
+
+export const WorkloadLogs = defineDriverCall({
+  name: 'workload.logs',
+  description: 'a workload’s logs, timestamped, merged over its tasks',
+  lane: 'reads',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'workloadLogs',
+  input: Type.Object({ name: Name, ...LogOptions.properties }),
+  result: Lines,
+});
+
+export const InspectWorkloads = defineDriverCall({
+  name: 'workload.inspect',
+  description: 'the state of workloads by name or by stack (everything when neither is given); unknown names are left out',
+  lane: 'reads',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'inspectWorkloads',
+  input: Type.Object({ names: Type.Optional(Type.Array(Name)), stacks: Type.Optional(Type.Array(Name)) }),
+  result: Type.Object({ workloads: Type.Array(WorkloadState) }),
+});
+
+export const DeployBundle = defineDriverCall({
+  name: 'bundle.deploy',
+  description: 'deploy a bundle (a compose stack on swarm) with hangar’s secrets and configs; prune removes parts no longer in it',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'deployBundle',
+  input: Type.Object({
+    name: Name,
+    /** The bundle as the user wrote it (a compose file). */
+    spec: Type.String({ minLength: 1 }),
+    /** The hangar secrets and configs it uses, by its own key: the runtime object of their current version. */
+    objects: Type.Optional(Type.Array(Type.Object({ kind: ObjectKind, key: Type.String({ minLength: 1 }), name: Name }))),
+    /** Its parts the load balancer routes to. */
+    routed: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    prune: Type.Boolean(),
+    ...ClusterContext,
+  }),
+  result: BundleState,
+});
+
+export const RemoveBundle = defineDriverCall({
+  name: 'bundle.remove',
+  description: 'remove a bundle and wait until its parts are gone',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'removeBundle',
+  input: Type.Object({ name: Name }),
+  result: Removed,
+});
+
+export const BundleLogs = defineDriverCall({
+  name: 'bundle.logs',
+  description: 'the logs of every service of a bundle, merged in time order, each line prefixed with its service',
+  lane: 'reads',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'bundleLogs',
+  input: Type.Object({ name: Name, ...LogOptions.properties }),
+  result: Lines,
+});
+
+export const ApplyLoadBalancer = defineDriverCall({
+  name: 'loadbalancer.apply',
+  description: 'deploy the load balancer, or rewrite its configuration and reload it in place',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'applyLoadBalancer',
+  input: Type.Object({ spec: LoadBalancerSpec, ...ClusterContext }),
+  result: WorkloadState,
+});
+
+export const RemoveLoadBalancer = defineDriverCall({
+  name: 'loadbalancer.remove',
+  description: 'remove the load balancer',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'removeLoadBalancer',
+  input: Type.Object({ name: Name }),
+  result: Removed,
+});
+
+export const SetNodeAvailability = defineDriverCall({
+  name: 'node.availability',
+  description: 'set a member node’s availability for scheduling',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'setNodeAvailability',
+  input: Type.Object({ runtime_node_id: Name, availability: NodeAvailability }),
+  result: Type.Object({ availability: NodeAvailability }),
+});
+
+export const WORKLOAD_CALLS = [
+  DeployWorkload,
+  RemoveWorkload,
+  ScaleWorkload,
+  WorkloadLogs,
+  InspectWorkloads,
+  DeployBundle,
+  RemoveBundle,
+  BundleLogs,
+  ApplyLoadBalancer,
+  RemoveLoadBalancer,
+  SetNodeAvailability,
+] as const;
+
+// ---- the object interface (secrets and configs) -----------------------------------------------
+
+export const CreateObject = defineDriverCall({
+  name: 'object.create',
+  description: 'create a secret or config (immutable: a new value is a new object); answers the existing one’s id when the name is taken',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'createObject',
+  input: Type.Object({ kind: ObjectKind, name: Name, data: sensitive(Type.String({ description: 'the value, base64' })), labels: Labels }),
+  result: Type.Object({ id: Type.String({ minLength: 1 }) }),
+});
+
+export const RemoveObject = defineDriverCall({
+  name: 'object.remove',
+  description: 'remove a secret or config by name (refused while a workload uses it)',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'removeObject',
+  input: Type.Object({ kind: ObjectKind, name: Name }),
+  result: Removed,
+});
+
+export const StageVolume = defineDriverCall({
+  name: 'volume.stage',
+  description: 'make a volume mountable on this node: its NFS share, or (on the node holding the folder) the folder itself',
+  lane: 'host',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'stageVolume',
+  input: Type.Object({
+    name: Name,
+    nfs: Type.Object({ server: Type.String({ minLength: 1 }), path: Type.String({ pattern: '^/' }) }),
+    /** Set on the node that holds the folder: it is used in place (no NFS to itself). */
+    local_path: Nullable(Type.String({ pattern: '^/' })),
+    labels: Labels,
+  }),
+  result: Type.Object({ name: Type.String() }),
+});
+
+export const UnstageVolume = defineDriverCall({
+  name: 'volume.unstage',
+  description: 'forget a staged volume on this node (refused while a workload uses it); the data stays',
+  lane: 'host',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'unstageVolume',
+  input: Type.Object({ name: Name }),
+  result: Removed,
+});
+
+export const OBJECT_CALLS = [CreateObject, RemoveObject, StageVolume, UnstageVolume] as const;
+
+// ---- the scan interface -------------------------------------------------------------------------
+
+export const ScanUnmanaged = defineDriverCall({
+  name: 'orchestrator.unmanaged-scan',
+  description: 'everything running that hangar did not create',
+  lane: 'reads',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  method: 'scanUnmanaged',
+  input: Type.Object({}),
+  result: Type.Object({ resources: Type.Array(UnmanagedResource) }),
+});
+
+export const SCAN_CALLS = [ScanUnmanaged] as const;
+
+/** Every backend-neutral driver call. */
+export const ORCHESTRATOR_CALLS = [...WORKLOAD_CALLS, ...OBJECT_CALLS, ...SCAN_CALLS] as const;
+
+export type WorkloadDriver = DriverMethods<typeof WORKLOAD_CALLS>;
+export type ObjectDriver = DriverMethods<typeof OBJECT_CALLS>;
+export type ScanDriver = DriverMethods<typeof SCAN_CALLS>;
 
 /** Deploys, changes and inspects workloads on one orchestrator, from one of its control nodes. */
-export interface OrchestratorDriver {
-  readonly backend: 'swarm' | 'k8s';
-  /** Creates the workload, or updates it in place (a rolling update) when it exists. */
-  deployWorkload(spec: WorkloadSpec): Promise<WorkloadState>;
-  removeWorkload(name: string): Promise<{ removed: boolean }>;
-  scaleWorkload(name: string, replicas: number): Promise<WorkloadState>;
-  workloadLogs(name: string, options: LogOptions): Promise<{ lines: string[] }>;
-  /** Workloads by name; a name the runtime does not know is left out. */
-  inspectWorkloads(filter: { names?: string[]; stacks?: string[] }): Promise<{ workloads: WorkloadState[] }>;
-  /** Deploys a bundle (a compose stack on swarm); `prune` removes services no longer in the spec. */
-  deployBundle(name: string, spec: string, options: { prune: boolean }): Promise<BundleState>;
-  removeBundle(name: string): Promise<{ removed: boolean }>;
-  bundleLogs(name: string, options: LogOptions): Promise<{ lines: string[] }>;
-  /** Creates a secret or config object (immutable: a new value is a new object). */
-  createObject(kind: 'secret' | 'config', name: string, dataBase64: string, labels: Record<string, string>): Promise<{ id: string }>;
-  removeObject(kind: 'secret' | 'config', name: string): Promise<{ removed: boolean }>;
-  setNodeAvailability(runtimeNodeId: string, availability: RuntimeAvailability): Promise<{ availability: RuntimeAvailability }>;
-  /**
-   * Everything running that hangar did not create: workloads without a {@link HANGAR_LABELS.role}
-   * label that are not part of a stack named with {@link HANGAR_STACK_PREFIX}.
-   */
-  scanUnmanaged(): Promise<{ resources: UnmanagedResource[] }>;
-  /** Deploys the load balancer, or rewrites its configuration and reloads it in place. */
-  applyLoadBalancer(spec: LoadBalancerSpec): Promise<WorkloadState>;
-  removeLoadBalancer(name: string): Promise<{ removed: boolean }>;
-  /** Ensures an overlay network the balancer and routed workloads share exists. */
-  ensureNetwork(name: string): Promise<{ id: string }>;
-}
-
-export interface SwarmMember {
-  runtime_node_id: string;
-  hostname: string;
-  address: string | null;
-  role: 'manager' | 'worker';
-  state: string;
-  availability: RuntimeAvailability;
-  leader: boolean;
-}
-
-/** Swarm-only calls, run on the machine they concern (init and join on the joining machine). */
-export interface SwarmMembership {
-  /** Makes this engine a single-node swarm (idempotent when it already manages one). */
-  init(advertiseAddress: string | null): Promise<{ cluster_id: string; runtime_node_id: string }>;
-  joinTokens(): Promise<{ worker: string; manager: string; managers: string[] }>;
-  /** Joins this engine to a swarm; returns its runtime node id. */
-  join(remoteAddresses: string[], token: string, advertiseAddress: string | null): Promise<{ runtime_node_id: string }>;
-  leave(force: boolean): Promise<{ left: boolean }>;
-  members(): Promise<{ members: SwarmMember[] }>;
-  /** Removes a node entry (after it left or when it is gone) from the manager's list. */
-  removeMember(runtimeNodeId: string, force: boolean): Promise<{ removed: boolean }>;
-  /** Defines a named volume on this engine (local driver with these options). */
-  defineVolume(name: string, driverOptions: Record<string, string>, labels: Record<string, string>): Promise<{ name: string }>;
-  removeVolumeDefinition(name: string): Promise<{ removed: boolean }>;
-}
-
-/** Method names the agent accepts in an `orchestrator.call` task; anything else is refused. */
-export const ORCHESTRATOR_METHODS = [
-  'deployWorkload',
-  'removeWorkload',
-  'scaleWorkload',
-  'workloadLogs',
-  'inspectWorkloads',
-  'deployBundle',
-  'removeBundle',
-  'bundleLogs',
-  'createObject',
-  'removeObject',
-  'setNodeAvailability',
-  'scanUnmanaged',
-  'applyLoadBalancer',
-  'removeLoadBalancer',
-  'ensureNetwork',
-  'init',
-  'joinTokens',
-  'join',
-  'leave',
-  'members',
-  'removeMember',
-  'defineVolume',
-  'removeVolumeDefinition',
-] as const satisfies readonly (keyof OrchestratorDriver | keyof SwarmMembership)[];
-
-export type OrchestratorMethod = (typeof ORCHESTRATOR_METHODS)[number];
-
-/** Payload of an `orchestrator.call` task. */
-export interface OrchestratorCall {
-  backend: 'swarm' | 'k8s';
-  method: OrchestratorMethod;
-  args: unknown[];
-}
-
-export type SwarmDriver = OrchestratorDriver & SwarmMembership;
+export type OrchestratorDriver = WorkloadDriver & ObjectDriver & ScanDriver & { readonly backend: string };

@@ -14,6 +14,11 @@ import type { RateLimiter } from './ratelimit.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
 import type { Metrics } from './metrics.js';
 import type { RequestObservers } from './http/observers.js';
+import type { ServiceRef, ServiceRegistry } from './provided.js';
+import type { Clusters } from './clusters/service.js';
+import type { ClusterBackend } from './clusters/backend.js';
+
+export { defineExtensionPoint, defineServiceRef, type ExtensionPoint, type ServiceRef } from './provided.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -125,6 +130,12 @@ export interface PluginParts {
 export interface Plugin {
   name: string;
   description?: string;
+  /** What this plugin needs from others: set up after their providers; a start-up without one fails naming it. */
+  deps?: readonly ServiceRef<any>[];
+  /** What it uses when present (set up after their providers when they are loaded). */
+  optionalDeps?: readonly ServiceRef<any>[];
+  /** What it provides (`services.provided.provide(ref, value)` in setup). */
+  provides?: readonly ServiceRef<any>[];
   /** Schema of this plugin's configuration section (`config[name]`), defaults filled in. */
   configSchema?: TSchema;
   migrations?: Migration[];
@@ -133,6 +144,14 @@ export interface Plugin {
 
 export function definePlugin(plugin: Plugin): Plugin {
   return plugin;
+}
+
+/** What a program is built of: its built-in plugins and drivers, by the names configuration uses. */
+export interface Catalogue {
+  plugins: Record<string, () => Promise<{ default: Plugin }>>;
+  drivers: Record<string, () => Promise<{ default: Driver }>>;
+  /** Orchestrator backends built in (always loaded): the control-plane halves of their driver packages. */
+  backends: Record<string, () => Promise<{ default: ClusterBackend }>>;
 }
 
 /** A driver: the only code that touches a backend SDK. `create` builds its instance. */
@@ -168,8 +187,8 @@ export interface Services {
   serving: boolean;
   /** Names of the loaded plugins. */
   plugins: string[];
-  /** Values plugins share with each other (e.g. the user store), keyed by plugin name. */
-  provided: Map<string, unknown>;
+  /** Values plugins share by typed reference, and contributions to extension points. */
+  provided: ServiceRegistry;
   /** Outgoing mail over SMTP (configured under `mail:`). */
   mail: Mailer;
   /** The durable task queue agents long-poll. */
@@ -180,6 +199,8 @@ export interface Services {
   metrics: Metrics;
   /** Observers of every answered request (core/http/observers.ts): metrics, the audit log. */
   requests: RequestObservers;
+  /** Clusters (swarms, Kubernetes), their members, orchestrator calls, background work and observation. */
+  clusters: Clusters;
   /** The ports the listeners are bound to (filled once they listen; `api.port: 0` picks one). */
   ports: Map<ListenerName, number>;
   /** Every route of every loaded plugin (complete once start-up has finished). */

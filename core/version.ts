@@ -27,3 +27,24 @@ function read(): VersionInfo {
 }
 
 export const versionInfo: VersionInfo = read();
+
+/**
+ * Orders two versions `major.minor.patch[-pre]`: negative when `a` is older, 0 when equal, positive
+ * when newer. A pre-release is older than its release (0.2.0-rc1 < 0.2.0); missing parts count as 0.
+ */
+export function compareVersions(a: string, b: string): number {
+  const split = (v: string) => {
+    const [core = '', pre = ''] = v.trim().replace(/^v/, '').split('-', 2);
+    return { parts: core.split('.').map((p) => Number.parseInt(p, 10) || 0), pre };
+  };
+  const x = split(a);
+  const y = split(b);
+  for (let i = 0; i < Math.max(x.parts.length, y.parts.length, 3); i++) {
+    const d = (x.parts[i] ?? 0) - (y.parts[i] ?? 0);
+    if (d) return d;
+  }
+  if (x.pre === y.pre) return 0;
+  if (!x.pre) return 1;
+  if (!y.pre) return -1;
+  return x.pre < y.pre ? -1 : 1;
+}

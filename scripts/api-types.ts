@@ -12,7 +12,7 @@ import { loadConfig } from '../core/config.js';
 import { openStore } from '../core/db/store.js';
 import { createLogger } from '../core/log.js';
 import { buildOpenApi } from '../core/openapi.js';
-import { builtinPlugins } from '../plugins/index.js';
+import { builtinCatalogue } from '../cli/catalogue.js';
 import { versionInfo } from '../core/version.js';
 
 type Schema = Record<string, any>;
@@ -57,10 +57,10 @@ export function tsType(schema: Schema | undefined, indent = ''): string {
 
 async function main(out: string): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-api-types-'));
-  const config = loadConfig({ env: { NODE_ENV: 'test' }, dataDir, overrides: { plugins: Object.keys(builtinPlugins), log: { level: 'silent' } } });
+  const config = loadConfig({ env: { NODE_ENV: 'test' }, dataDir, overrides: { plugins: Object.keys(builtinCatalogue.plugins), log: { level: 'silent' } } });
   const store = await openStore(config);
   try {
-    const assembly = await assembleServices(config, store, { log: createLogger('silent'), serving: false });
+    const assembly = await assembleServices(config, store, { log: createLogger('silent'), serving: false, catalogue: builtinCatalogue });
     const doc = buildOpenApi(assembly.routes, 'control', versionInfo.version) as { paths: Record<string, Record<string, Schema>> };
     await assembly.close();
     const entries: string[] = [];

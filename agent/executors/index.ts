@@ -1,26 +1,37 @@
-import { TASK_KINDS } from '../../core/tasks/kinds.js';
+import { ORCHESTRATOR_CALLS } from '../../core/orchestrator.js';
+import { isDriverCall, type DriverCall } from '../../core/tasks/kinds.js';
+import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, OsCheckUpdates, OsReboot, OsUpdate, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
 import { checkUpdates, osUpdate, reboot } from './os.js';
-import { orchestratorCall, unmanagedScan } from './orchestrator.js';
+import { AGENT_BACKENDS, AGENT_DRIVERS, driverExecutor } from './orchestrator.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
 import type { Executor } from './types.js';
 
-/** The executors this agent has. */
+/** Every task kind this agent knows (the same definitions the control plane queues them by). */
+export function agentTaskKinds(): TaskKindRegistry {
+  return new TaskKindRegistry([...HOST_KINDS, ...ORCHESTRATOR_CALLS, ...Object.values(AGENT_DRIVERS).flatMap((d) => d.kinds)]);
+}
+
+/** The executors this agent has, by task kind. */
 export function builtinExecutors(): Map<string, Executor> {
   return new Map<string, Executor>([
-    [TASK_KINDS.agentLogs, fetchLogs],
-    [TASK_KINDS.agentStop, stopAgent],
-    [TASK_KINDS.agentUpdate, updateAgent],
-    [TASK_KINDS.osCheckUpdates, checkUpdates],
-    [TASK_KINDS.osUpdate, osUpdate],
-    [TASK_KINDS.osReboot, reboot],
-    [TASK_KINDS.overlayPeers, applyPeers],
-    [TASK_KINDS.orchestratorCall, orchestratorCall],
-    [TASK_KINDS.unmanagedScan, unmanagedScan],
-    [TASK_KINDS.volumePrepare, prepareVolume],
-    [TASK_KINDS.volumeRelease, releaseVolume],
+    [AgentLogs.name, fetchLogs],
+    [AgentStop.name, stopAgent],
+    [AgentUpdate.name, updateAgent],
+    [OsCheckUpdates.name, checkUpdates],
+    [OsUpdate.name, osUpdate],
+    [OsReboot.name, reboot],
+    [OverlayPeers.name, applyPeers],
+    [VolumePrepare.name, prepareVolume],
+    [VolumeRelease.name, releaseVolume],
+    ...agentTaskKinds()
+      .all()
+      .filter(isDriverCall)
+      .map((call) => [call.name, driverExecutor(call as DriverCall)] as [string, Executor]),
   ]);
 }
 
+export { AGENT_BACKENDS };
 export type { Executor, ExecutorContext } from './types.js';

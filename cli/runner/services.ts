@@ -1,9 +1,14 @@
 import type { HangarConfig } from '../../config/schema.js';
-import { assembleServices, loadPlugins, migrateAll, type Assembly } from '../../core/app.js';
+import { assembleServices, loadPlugins as loadFrom, migrateAll, type Assembly } from '../../core/app.js';
 import type { Store } from '../../core/db/store.js';
 import type { Logger } from '../../core/log.js';
+import type { Plugin } from '../../core/plugin.js';
+import { builtinCatalogue } from '../catalogue.js';
 
-export { loadPlugins, migrateAll };
+export { migrateAll };
+
+/** The configured plugins from the built-in catalogue (or by module path), in set-up order. */
+export const loadPlugins = (config: HangarConfig): Promise<Plugin[]> => loadFrom(config, builtinCatalogue);
 
 /**
  * The control plane's services without its listeners and loops: what `hangar terminal` and the
@@ -13,5 +18,5 @@ export { loadPlugins, migrateAll };
 export type AssembledServices = Assembly;
 
 export function assembleToolServices(config: HangarConfig, db: Store, log: Logger): Promise<AssembledServices> {
-  return assembleServices(config, db, { log, serving: false });
+  return assembleServices(config, db, { log, serving: false, catalogue: builtinCatalogue });
 }

@@ -1,10 +1,11 @@
 import type { MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
-import { taskMigrations } from '../tasks/migrations.js';
+import { agentCapabilitiesMigration, taskMigration } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
 import { noticesMigration } from './notices.js';
 import { keyringMigration } from '../pki/keyring.js';
 import { leadershipMigration } from './leadership.js';
+import { clusterMigrations } from '../clusters/migrations.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -22,10 +23,12 @@ export const coreMigrations: MigrationSet = {
         });
       },
     },
-    ...taskMigrations,
+    taskMigration,
     rateLimitMigration,
     noticesMigration,
     keyringMigration,
     leadershipMigration,
+    agentCapabilitiesMigration,
+    ...clusterMigrations,
   ],
 };

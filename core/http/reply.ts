@@ -30,6 +30,11 @@ export class Reply {
     return new Reply(200, { data: page.items.map(map), next_cursor: page.next_cursor });
   }
 
+  /** A page whose items are viewed by an async function (one that looks something up). */
+  static async pageOf<T>(page: Page<T>, map: (item: T) => Promise<unknown>): Promise<Reply> {
+    return new Reply(200, { data: await Promise.all(page.items.map(map)), next_cursor: page.next_cursor });
+  }
+
   static raw(body: string | Buffer | NodeJS.ReadableStream, type: string, headers?: Record<string, string>, status = 200): Reply {
     return new Reply(status, body, headers, type);
   }

@@ -29,6 +29,10 @@ export const NamedListQuery = Type.Object(
 export function nameStartsWith(prefix: string): (q: Knex.QueryBuilder) => void {
   return (q) => void q.whereRaw('substr(??, 1, ?) = ?', ['name', [...prefix].length, prefix]);
 }
+/** A name that is also a DNS label (it appears in domains and runtime object names). */
+export const DnsName = Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', description: 'lowercase letters, digits and inner hyphens; at most 63 characters' });
+export const NodeRef = Type.String({ pattern: '^node-[0-9a-z]+$' });
+export const ForceQuery = Type.Object({ force: Type.Optional(Type.Boolean({ description: 'remove what runs on it as well' })) }, { additionalProperties: false });
 
 /** `{id}` in a resource's path: its id (or, where the plugin allows it, its name). */
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
@@ -41,6 +45,7 @@ export interface ReadRoutes<T> {
   page(options: { limit?: number; cursor?: string; where?: (q: Knex.QueryBuilder) => void }): Promise<Page<T>>;
   /** The record for `{id}`; throws the 404. */
   find(id: string): Promise<T>;
+  /** The list item of a record (may be async). */
   view(record: T): unknown;
   /** The single-record answer when it says more than a list item (default `view`). */
   detail?(record: T): unknown;
@@ -62,7 +67,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       schemas: { query: NamedListQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
       handler: async (req) => {
         const { limit, cursor, name_prefix } = req.query;
-        return Reply.page(await r.page({ limit, cursor, ...(name_prefix ? { where: nameStartsWith(name_prefix) } : {}) }), r.view);
+        return Reply.pageOf(await r.page({ limit, cursor, ...(name_prefix ? { where: nameStartsWith(name_prefix) } : {}) }), async (item) => r.view(item));
       },
     },
     {

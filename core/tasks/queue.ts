@@ -6,7 +6,9 @@ import type { Store } from '../db/store.js';
 import { conflict, notFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../ids.js';
-import { TASKS } from './migrations.js';
+import type { Logger } from '../log.js';
+import { cannotRun, type AgentCapabilities, type TaskKind, type TaskKindRegistry } from './kinds.js';
+import { AGENT_CAPABILITIES, TASKS } from './migrations.js';
 
 export type TaskStatus = 'pending' | 'leased' | 'completed' | 'failed';
 
@@ -29,9 +31,10 @@ export interface Task {
   completed_at: string | null;
 }
 
-export interface EnqueueInput {
+export interface EnqueueInput<K extends TaskKind = TaskKind> {
   nodeId: string;
-  kind: string;
+  /** A registered kind (or its name): the payload is checked against its schema. */
+  kind: K | string;
   payload?: Record<string, unknown>;
   maxAttempts?: number;
   readOnce?: boolean;
@@ -81,12 +84,19 @@ export function taskView(task: Task) {
   };
 }
 
+/** A payload that does not match its kind's schema: a bug in the caller, never the user's input. */
+export class TaskPayloadError extends Error {}
+
 /**
  * The durable task queue: pending → leased (one agent, lease deadline) → completed | failed.
  * Expired leases go back to pending until attempts run out. Agents wait for work by long-poll;
  * wake-ups cross processes as store notices on PostgreSQL (LISTEN/NOTIFY, core/db/notices.ts,
  * whose listening connection reconnects after an error and then wakes every poll to look again)
  * and stay in-process on SQLite.
+ *
+ * Every task is of a registered kind: its payload is checked when it is queued, the agent's
+ * answer when it is reported, and a node whose agent (as its last heartbeat said) cannot run the
+ * kind is refused with a 409 before anything is queued.
  */
 export class TaskQueue {
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -98,6 +108,8 @@ export class TaskQueue {
    */
   private readonly idle = new Map<string, number>();
   private unsubscribe: (() => void) | null = null;
+  /** What was last written per node, so that a heartbeat saying the same again writes nothing. */
+  private readonly knownCapabilities = new Map<string, string>();
 
   constructor(
     private readonly store: Store,
@@ -110,6 +122,9 @@ export class TaskQueue {
      */
     private readonly box: SecretBox,
     readonly options: TaskQueueOptions,
+    /** The task kinds this control plane queues (plugins and backends register theirs at setup). */
+    readonly kinds: TaskKindRegistry,
+    private readonly log: Logger,
   ) {}
 
   private seal(value: unknown): SealedJson | null {
@@ -166,12 +181,53 @@ export class TaskQueue {
     else this.wakeLocal(nodeId);
   }
 
+  /** Records what a node's agent said it can run (a heartbeat); writes only when it changed. */
+  async recordCapabilities(nodeId: string, capabilities: AgentCapabilities): Promise<void> {
+    const row = { version: capabilities.version, kinds: capabilities.kinds ? JSON.stringify(capabilities.kinds) : null, backends: JSON.stringify(capabilities.backends) };
+    const key = JSON.stringify(row);
+    if (this.knownCapabilities.get(nodeId) === key) return;
+    await this.knex(AGENT_CAPABILITIES)
+      .insert({ node_id: nodeId, ...row, updated_at: this.clock.now().toISOString() })
+      .onConflict('node_id')
+      .merge();
+    this.knownCapabilities.set(nodeId, key);
+  }
+
+  /** What a node's agent last said it can run, or null before its first heartbeat. */
+  async capabilities(nodeId: string): Promise<AgentCapabilities | null> {
+    const row = await this.knex(AGENT_CAPABILITIES).where({ node_id: nodeId }).first();
+    if (!row) return null;
+    return { version: row.version, kinds: row.kinds ? JSON.parse(row.kinds) : null, backends: JSON.parse(row.backends) };
+  }
+
+  /** Forgets a node's capabilities (the node is gone). */
+  async forgetCapabilities(nodeId: string): Promise<void> {
+    this.knownCapabilities.delete(nodeId);
+    await this.knex(AGENT_CAPABILITIES).where({ node_id: nodeId }).delete();
+  }
+
+  /**
+   * A 409 unless the node's agent can run every one of these kinds, as far as its heartbeats tell:
+   * for work that will queue them later (in the background), so that the request is refused now.
+   */
+  async requireCapable(nodeId: string, kinds: readonly TaskKind[]): Promise<void> {
+    const capabilities = await this.capabilities(nodeId);
+    for (const kind of kinds) {
+      const refusal = cannotRun(kind, capabilities);
+      if (refusal) throw conflict(`Node ${nodeId} cannot run this (${kind.name}): ${refusal}`);
+    }
+  }
+
   async enqueue(input: EnqueueInput): Promise<Task> {
+    const kind = typeof input.kind === 'string' ? this.kinds.require(input.kind) : input.kind;
+    const invalid = this.kinds.checkPayload(kind, input.payload ?? {});
+    if (invalid) throw new TaskPayloadError(`a ${kind.name} task for node ${input.nodeId} was built wrong: ${invalid}`);
+    await this.requireCapable(input.nodeId, [kind]);
     const now = this.clock.now().toISOString();
     const row = {
       id: newId('task'),
       node_id: input.nodeId,
-      kind: input.kind,
+      kind: kind.name,
       payload: this.seal(input.payload),
       status: 'pending',
       attempts: 0,
@@ -181,7 +237,7 @@ export class TaskQueue {
       created_at: now,
       updated_at: now,
     };
-    if (input.replacePending) await this.knex(TASKS).where({ node_id: input.nodeId, kind: input.kind, status: 'pending' }).delete();
+    if (input.replacePending) await this.knex(TASKS).where({ node_id: input.nodeId, kind: kind.name, status: 'pending' }).delete();
     await this.knex(TASKS).insert(codec.encode(row));
     await this.wake(input.nodeId);
     const queued = (await this.get(row.id))!;
@@ -306,10 +362,20 @@ export class TaskQueue {
     }
   }
 
-  /** Records an agent's report. A result for a task no longer this node's, or already reported, is a 409. */
-  async report(taskId: string, nodeId: string, outcome: { ok: boolean; output?: unknown; error?: string }): Promise<Task> {
+  /**
+   * Records an agent's report. A result for a task no longer this node's, or already reported, is a
+   * 409. A result that does not match its kind's schema makes the task fail, saying what is wrong.
+   */
+  async report(taskId: string, nodeId: string, reported: { ok: boolean; output?: unknown; error?: string }): Promise<Task> {
     const task = await this.get(taskId);
     if (!task || task.node_id !== nodeId) throw notFound(`No task ${taskId} for node ${nodeId}`);
+    let outcome = reported;
+    const kind = this.kinds.get(task.kind);
+    const malformed = outcome.ok && kind ? this.kinds.checkResult(kind, outcome.output ?? null) : null;
+    if (malformed) {
+      this.log.warn({ task_id: taskId, kind: task.kind, node_id: nodeId, problem: malformed }, 'an agent answered a malformed result');
+      outcome = { ok: false, error: `the agent on node ${nodeId} answered a malformed ${task.kind} result: ${malformed}` };
+    }
     const now = this.clock.now().toISOString();
     const updated = await this.knex(TASKS)
       .where({ id: taskId })
@@ -362,13 +428,13 @@ export class TaskQueue {
    * The task's state for a result endpoint. A finished read-once task is deleted as it is handed
    * over, so a second read is a 404.
    */
-  async take(taskId: string, check: { nodeId?: string; kind?: string; subject?: string } = {}): Promise<Task> {
+  async take(taskId: string, check: { nodeId?: string; kind?: string | string[]; subject?: string } = {}): Promise<Task> {
     const missing = notFound(`No task ${taskId} (results of this kind can be read once)`);
     return this.knex.transaction(async (trx) => {
       const row = await trx(TASKS).where({ id: taskId }).first();
       const task = row ? this.decode(row) : null;
       if (!task) throw missing;
-      if ((check.nodeId && task.node_id !== check.nodeId) || (check.kind && task.kind !== check.kind) || (check.subject && task.subject !== check.subject)) {
+      if ((check.nodeId && task.node_id !== check.nodeId) || (check.kind && ![check.kind].flat().includes(task.kind)) || (check.subject && task.subject !== check.subject)) {
         throw missing;
       }
       if (task.read_once && (task.status === 'completed' || task.status === 'failed')) {
@@ -384,13 +450,14 @@ export class TaskQueue {
    * and re-reads the store every `recheckMs` (a report may land on another control plane).
    * At the deadline, or when `signal` aborts, returns the task as it stands.
    */
-  async settle(taskId: string, options: { timeoutMs: number; signal?: AbortSignal; recheckMs?: number }): Promise<Task> {
+  async settle(taskId: string, options: { timeoutMs: number; signal?: AbortSignal; recheckMs?: number; until?: TaskStatus[] }): Promise<Task> {
     const deadline = Date.now() + options.timeoutMs;
+    const until = options.until ?? ['completed', 'failed'];
     for (;;) {
       const task = await this.get(taskId);
       if (!task) throw notFound(`No task ${taskId}`);
       const remaining = deadline - Date.now();
-      if (task.status === 'completed' || task.status === 'failed' || remaining <= 0 || options.signal?.aborted) return task;
+      if (until.includes(task.status) || remaining <= 0 || options.signal?.aborted) return task;
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);

@@ -2,10 +2,18 @@ import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { LoadBalancerSpec, WorkloadSpec, WorkloadState } from '../../core/orchestrator.js';
-import { checkName, failure, isConflict, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
-import { ensureNetwork } from './objects.js';
+import { attempt, checkName, failure, isConflict, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
+import { renderHaproxyConfig } from './haproxy.js';
 import { findService, stateOf } from './state.js';
-import { deployWorkload, removeWorkload, serviceSpecOf } from './workloads.js';
+import { deployWorkload, removeWorkload, serviceSpecOf, type SwarmCallContext, type SwarmPolicy } from './workloads.js';
+
+/** How the balancer runs when the gateway's settings say nothing else (HAProxy in master-worker mode). */
+export const LB_DEFAULTS = {
+  host_config_dir: '/var/lib/hangar/lb',
+  container_config_dir: '/usr/local/etc/haproxy',
+  reload_signal: 'SIGUSR2',
+  publish_mode: 'host',
+};
 
 export const LB_CONFIG_FILE = 'haproxy.cfg';
 
@@ -24,19 +32,34 @@ function writeConfig(dir: string, text: string): void {
   }
 }
 
-function workloadOf(spec: LoadBalancerSpec): WorkloadSpec {
+interface Balancer {
+  workload: WorkloadSpec;
+  policy: SwarmPolicy;
+  config: string;
+  hostConfigDir: string;
+  reloadSignal: string;
+}
+
+/** The balancer as a workload: HAProxy pinned to its node, its configuration folder bound read-only. */
+function balancerOf(spec: LoadBalancerSpec): Balancer {
+  const settings = { ...LB_DEFAULTS, ...(spec.settings ?? {}) };
+  if (!path.isAbsolute(settings.container_config_dir)) throw new SwarmDriverError(`load balancer ${spec.name}: container_config_dir must be an absolute path`);
+  const hostConfigDir = path.join(settings.host_config_dir, spec.resource_id);
   return {
-    name: spec.name,
-    role: 'loadbalancer',
-    resourceId: spec.resourceId,
-    image: spec.image,
-    replicas: 1,
-    ...(spec.command?.length ? { command: spec.command } : {}),
-    ports: spec.ports,
-    publishMode: spec.publishMode,
-    mounts: [{ type: 'bind', source: spec.hostConfigDir, target: spec.containerConfigDir, readOnly: true }],
-    constraints: [`node.id == ${spec.runtimeNodeId}`],
-    networks: [spec.network],
+    config: renderHaproxyConfig(spec.routes, { httpPort: spec.http_port }),
+    hostConfigDir,
+    reloadSignal: settings.reload_signal || 'SIGHUP',
+    policy: { publishMode: settings.publish_mode === 'ingress' ? 'ingress' : 'host', endpointMode: 'vip' },
+    workload: {
+      name: spec.name,
+      role: 'loadbalancer',
+      resource_id: spec.resource_id,
+      image: spec.image,
+      replicas: 1,
+      ...(spec.command?.length ? { command: spec.command } : {}),
+      exposure: { ports: [{ published: spec.http_port, target: spec.http_port, protocol: 'tcp' }], routed: true },
+      volumes: [{ source: { host_path: { node_id: spec.node_id, path: hostConfigDir } }, target: settings.container_config_dir, read_only: true }],
+    },
   };
 }
 
@@ -85,25 +108,27 @@ async function signalContainers(ctx: SwarmContext, name: string, signal: string)
 }
 
 /**
- * Writes the balancer's configuration on this machine, then reloads the running balancer in place
- * (its reload signal: no connection dropped) when only the configuration changed, or deploys it
- * (pinned to this node, the folder bind-mounted read-only) when it is new or its image, ports,
- * command or placement changed.
+ * Renders the balancer's configuration from its routes and writes it on this machine (which must
+ * be the node the balancer runs on), then reloads the running balancer in place (its reload
+ * signal: no connection dropped) when only the configuration changed, or deploys it (pinned to
+ * this node, the folder bind-mounted read-only) when it is new or its image, ports, command or
+ * placement changed.
  */
-export async function applyLoadBalancer(ctx: SwarmContext, spec: LoadBalancerSpec): Promise<WorkloadState> {
+export async function applyLoadBalancer(ctx: SwarmContext, spec: LoadBalancerSpec, context: SwarmCallContext): Promise<WorkloadState> {
   checkName('load balancer', spec?.name);
-  if (!spec.runtimeNodeId) throw new SwarmDriverError(`load balancer ${spec.name}: no runtime node to run on`);
-  if (!path.isAbsolute(spec.containerConfigDir ?? '')) throw new SwarmDriverError(`load balancer ${spec.name}: containerConfigDir must be an absolute path`);
-  writeConfig(spec.hostConfigDir, spec.config ?? '');
-  const workload = workloadOf(spec);
+  const here = ((await attempt('reading the engine information', () => ctx.docker.info())) as Raw).Swarm?.NodeID;
+  const wanted = context.cluster_nodes?.[spec.node_id];
+  if (!wanted) throw new SwarmDriverError(`load balancer ${spec.name}: node ${spec.node_id} is not a member of this swarm`);
+  if (here && here !== wanted) throw new SwarmDriverError(`load balancer ${spec.name} runs on node ${spec.node_id}; this call reached another node, which cannot write its configuration`);
+  const balancer = balancerOf(spec);
+  writeConfig(balancer.hostConfigDir, balancer.config);
   const existing = await findService(ctx, spec.name);
-  if (existing && sameService(existing, await serviceSpecOf(ctx, workload))) {
-    await signalContainers(ctx, spec.name, spec.reloadSignal || 'SIGHUP');
+  if (existing && sameService(existing, await serviceSpecOf(ctx, balancer.workload, context, balancer.policy))) {
+    await signalContainers(ctx, spec.name, balancer.reloadSignal);
     const state = await stateOf(ctx, spec.name);
     if (state) return state;
   }
-  await ensureNetwork(ctx, spec.network);
-  return deployWorkload(ctx, workload);
+  return deployWorkload(ctx, balancer.workload, context, balancer.policy);
 }
 
 export function removeLoadBalancer(ctx: SwarmContext, name: string): Promise<{ removed: boolean }> {

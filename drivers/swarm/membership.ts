@@ -1,4 +1,4 @@
-import type { RuntimeAvailability, SwarmMember } from '../../core/orchestrator.js';
+import type { RuntimeAvailability, SwarmMember } from './membership-calls.js';
 import { attempt, body, failure, isNotFound, segment, statusOf, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 
 const AVAILABILITIES: readonly RuntimeAvailability[] = ['active', 'pause', 'drain'];

@@ -3,6 +3,15 @@ import { attempt, body, checkName, dockerReason, failure, segment, isConflict, i
 
 export type ObjectKind = 'secret' | 'config';
 
+/** The overlay network the load balancer shares with every workload it routes to. */
+export const HANGAR_EDGE_NETWORK = 'hangar-edge';
+
+/** Options of the `local` volume driver that mount an NFS share. */
+export const nfsOptions = (server: string, path: string): Record<string, string> => ({ type: 'nfs', o: `addr=${server},rw,nfsvers=4`, device: `:${path}` });
+
+/** On the node that holds a volume's folder the volume is a bind of the folder itself. */
+export const bindOptions = (path: string): Record<string, string> => ({ type: 'none', o: 'bind', device: path });
+
 function checkKind(kind: unknown): ObjectKind {
   if (kind !== 'secret' && kind !== 'config') throw new SwarmDriverError(`unknown object kind ${JSON.stringify(kind)}: secret or config`);
   return kind;
@@ -136,4 +145,13 @@ export async function defineVolume(ctx: SwarmContext, name: string, driverOption
 
 export async function removeVolumeDefinition(ctx: SwarmContext, name: string): Promise<{ removed: boolean }> {
   return { removed: await removeVolume(ctx, name, `removing volume ${name}`) };
+}
+
+/**
+ * Stages a hangar volume on this engine: a named volume of the local driver that mounts the NFS
+ * share, or, on the node that holds the folder, binds the folder itself (no NFS to itself).
+ */
+export function stageVolume(ctx: SwarmContext, input: { name: string; nfs: { server: string; path: string }; local_path: string | null; labels: Record<string, string> }): Promise<{ name: string }> {
+  const options = input.local_path ? bindOptions(input.local_path) : nfsOptions(input.nfs.server, input.nfs.path);
+  return defineVolume(ctx, input.name, options, input.labels ?? {});
 }

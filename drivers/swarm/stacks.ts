@@ -3,6 +3,8 @@ import { runCommand, type RunResult } from '../../core/process.js';
 import { attempt, checkName, dockerReason, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { stackFilter, stackServices, statesOf } from './state.js';
+import { renderCompose, type BundleObject } from './compose.js';
+import { ensureNetwork, HANGAR_EDGE_NETWORK } from './objects.js';
 
 const DEPLOY_TIMEOUT_MS = 5 * 60_000;
 const REMOVE_WAIT_MS = 60_000;
@@ -22,10 +24,21 @@ async function bundleState(ctx: SwarmContext, name: string): Promise<BundleState
   return { name, services: await statesOf(ctx, services) };
 }
 
-/** `docker stack deploy` of a compose file (no image resolution: images are what the nodes have or pull themselves). */
-export async function deployBundle(ctx: SwarmContext, name: string, yamlText: string, options: { prune: boolean }): Promise<BundleState> {
+/**
+ * `docker stack deploy` of a compose file (no image resolution: images are what the nodes have or
+ * pull themselves), rewritten first for hangar's objects and routed services (./compose.ts).
+ */
+export async function deployBundle(ctx: SwarmContext, name: string, text: string, options: { prune: boolean; objects?: BundleObject[]; routed?: string[] }): Promise<BundleState> {
   checkName('stack', name);
-  if (typeof yamlText !== 'string' || !yamlText.trim()) throw new SwarmDriverError(`deploying stack ${name}: the compose file is empty`);
+  if (typeof text !== 'string' || !text.trim()) throw new SwarmDriverError(`deploying stack ${name}: the compose file is empty`);
+  const routed = options.routed ?? [];
+  let yamlText: string;
+  try {
+    yamlText = renderCompose(text, options.objects ?? [], routed);
+  } catch (err) {
+    throw new SwarmDriverError(`deploying stack ${name}: ${(err as Error).message}`);
+  }
+  if (routed.length) await ensureNetwork(ctx, HANGAR_EDGE_NETWORK);
   const args = ['stack', 'deploy', '--compose-file', '-', ...(options?.prune ? ['--prune'] : []), '--resolve-image', 'never', name];
   const result = await runDocker(ctx, args, yamlText);
   if (result.code !== 0) {

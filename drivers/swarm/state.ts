@@ -70,6 +70,8 @@ export function toState(service: Raw, tasks: Raw[]): WorkloadState {
       memoryMb: typeof limits.MemoryBytes === 'number' && limits.MemoryBytes > 0 ? limits.MemoryBytes / (1024 * 1024) : null,
     },
     stack: labels[STACK_LABEL] ?? null,
+    // `docker stack deploy` names a stack's services <stack>_<key>.
+    component: labels[STACK_LABEL] && String(spec.Name).startsWith(`${labels[STACK_LABEL]}_`) ? String(spec.Name).slice(labels[STACK_LABEL].length + 1) : null,
   };
 }
 

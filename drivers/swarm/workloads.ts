@@ -1,10 +1,29 @@
-import { HANGAR_LABELS, type LogOptions, type MountSpec, type ObjectRef, type PortSpec, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_LABELS, type LogOptions, type ObjectRef, type PortSpec, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { attempt, body, checkName, failure, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
-import { findObjectId, type ObjectKind } from './objects.js';
+import { ensureNetwork, findObjectId, HANGAR_EDGE_NETWORK, nfsOptions, type ObjectKind } from './objects.js';
 import { findService, listServices, stackServices, stateOf, statesOf } from './state.js';
 
 const MB = 1024 * 1024;
+
+/** What the control plane adds to a call about a swarm: its members' engine node ids and the swarm's policies. */
+export interface SwarmCallContext {
+  cluster_nodes?: Record<string, string>;
+  settings?: Record<string, string | number | boolean>;
+}
+
+/** How this swarm publishes ports and resolves services (the `swarms:` settings). */
+export interface SwarmPolicy {
+  publishMode: 'ingress' | 'host';
+  endpointMode: 'vip' | 'dnsrr';
+}
+
+export function policyOf(settings: SwarmCallContext['settings']): SwarmPolicy {
+  return {
+    publishMode: settings?.publish_mode === 'host' ? 'host' : 'ingress',
+    endpointMode: settings?.endpoint_mode === 'dnsrr' ? 'dnsrr' : 'vip',
+  };
+}
 
 function checkSpec(spec: WorkloadSpec): void {
   if (!spec || typeof spec !== 'object') throw new SwarmDriverError('deployWorkload needs a workload spec');
@@ -17,13 +36,30 @@ export function portConfigs(ports: PortSpec[] | undefined, publishMode: 'ingress
   return (ports ?? []).map((p) => ({ Protocol: p.protocol ?? 'tcp', TargetPort: p.target, PublishedPort: p.published, PublishMode: publishMode ?? 'ingress' }));
 }
 
-function mountOf(mount: MountSpec): Raw {
-  if (mount.type === 'bind') return { Type: 'bind', Source: mount.source, Target: mount.target, ReadOnly: !!mount.readOnly };
-  if (mount.type !== 'volume') throw new SwarmDriverError(`unknown mount type ${JSON.stringify((mount as { type?: unknown }).type)}: volume or bind`);
-  const volumeOptions: Raw = {};
-  if (mount.driverOptions && Object.keys(mount.driverOptions).length) volumeOptions.DriverConfig = { Name: 'local', Options: { ...mount.driverOptions } };
-  if (mount.labels && Object.keys(mount.labels).length) volumeOptions.Labels = { ...mount.labels };
-  return { Type: 'volume', Source: mount.source, Target: mount.target, ReadOnly: !!mount.readOnly, ...(Object.keys(volumeOptions).length ? { VolumeOptions: volumeOptions } : {}) };
+/** The engine's node id of a hangar node, from the swarm's members; refused when it is no member. */
+function engineNode(nodeId: string, context: SwarmCallContext, what: string): string {
+  const id = context.cluster_nodes?.[nodeId];
+  if (!id) throw new SwarmDriverError(`${what}: node ${nodeId} is not a member of this swarm`);
+  return id;
+}
+
+/**
+ * A volume as the engine mounts it: an NFS share as a named volume of the local driver (staged on
+ * each node beforehand; the options create it where it was not), a folder on one node as a bind
+ * (which pins the workload to that node).
+ */
+function mountOf(mount: VolumeMount, service: string, context: SwarmCallContext): { mount: Raw; pin: string | null } {
+  const readOnly = !!mount.read_only;
+  if ('host_path' in mount.source) {
+    const { node_id: nodeId, path } = mount.source.host_path;
+    return { mount: { Type: 'bind', Source: path, Target: mount.target, ReadOnly: readOnly }, pin: engineNode(nodeId, context, `service ${service}: the folder ${path}`) };
+  }
+  const { name, server, path } = mount.source.nfs;
+  checkName('volume', name);
+  return {
+    mount: { Type: 'volume', Source: name, Target: mount.target, ReadOnly: readOnly, VolumeOptions: { DriverConfig: { Name: 'local', Options: nfsOptions(server, path) } } },
+    pin: null,
+  };
 }
 
 async function objectRefs(ctx: SwarmContext, kind: ObjectKind, service: string, refs: ObjectRef[] | undefined): Promise<Raw[] | undefined> {
@@ -38,15 +74,28 @@ async function objectRefs(ctx: SwarmContext, kind: ObjectKind, service: string, 
   );
 }
 
-/** The engine's service spec for a hangar workload. */
-export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec): Promise<Raw> {
-  const labels: Record<string, string> = { [HANGAR_LABELS.role]: spec.role, [HANGAR_LABELS.id]: spec.resourceId, ...(spec.labels ?? {}) };
+/** The label that carries a workload's routed domain (for operators reading `docker service inspect`). */
+export const DOMAIN_LABEL = 'io.hangar.domain';
+
+/**
+ * The engine's service spec for a hangar workload: the intent translated into swarm terms
+ * (limits, generic GPU resources, placement constraints on engine node ids, the edge network for
+ * what the load balancer routes to, the swarm's publish and endpoint modes).
+ */
+export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, context: SwarmCallContext, policy: SwarmPolicy = policyOf(context.settings)): Promise<Raw> {
+  const labels: Record<string, string> = {
+    [HANGAR_LABELS.role]: spec.role,
+    [HANGAR_LABELS.id]: spec.resource_id,
+    ...(spec.exposure?.domain ? { [DOMAIN_LABEL]: spec.exposure.domain } : {}),
+    ...(spec.labels ?? {}),
+  };
   const container: Raw = { Image: spec.image, Labels: { ...labels } };
   if (spec.env) container.Env = Object.entries(spec.env).map(([k, v]) => `${k}=${v}`);
   if (spec.command?.length) container.Command = [...spec.command];
   if (spec.args?.length) container.Args = [...spec.args];
-  if (spec.hostname) container.Hostname = spec.hostname;
-  if (spec.mounts?.length) container.Mounts = spec.mounts.map(mountOf);
+  if (spec.replica_hostnames) container.Hostname = '{{.Service.Name}}-{{.Task.Slot}}';
+  const mounts = (spec.volumes ?? []).map((m) => mountOf(m, spec.name, context));
+  if (mounts.length) container.Mounts = mounts.map((m) => m.mount);
   const secrets = await objectRefs(ctx, 'secret', spec.name, spec.secrets);
   const configs = await objectRefs(ctx, 'config', spec.name, spec.configs);
   if (secrets) container.Secrets = secrets;
@@ -54,14 +103,15 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec): Prom
 
   const resources: Raw = {};
   const limits: Raw = {};
-  if (spec.limits?.cpus) limits.NanoCPUs = Math.round(spec.limits.cpus * 1e9);
-  if (spec.limits?.memoryMb) limits.MemoryBytes = Math.round(spec.limits.memoryMb * MB);
+  if (spec.resources?.cpus) limits.NanoCPUs = Math.round(spec.resources.cpus * 1e9);
+  if (spec.resources?.memory_mb) limits.MemoryBytes = Math.round(spec.resources.memory_mb * MB);
   if (Object.keys(limits).length) resources.Limits = limits;
-  const generic = Object.entries(spec.reservations ?? {}).map(([Kind, Value]) => ({ DiscreteResourceSpec: { Kind, Value } }));
-  if (generic.length) resources.Reservations = { GenericResources: generic };
+  if (spec.resources?.gpus) resources.Reservations = { GenericResources: [{ DiscreteResourceSpec: { Kind: 'gpu', Value: spec.resources.gpus } }] };
 
   const placement: Raw = {};
-  if (spec.constraints?.length) placement.Constraints = [...spec.constraints];
+  const pins = new Set([...(spec.placement?.node_ids ?? []).map((n) => engineNode(n, context, `service ${spec.name}`)), ...mounts.flatMap((m) => (m.pin ? [m.pin] : []))]);
+  if (pins.size > 1) throw new SwarmDriverError(`service ${spec.name}: it would have to run on ${pins.size} nodes at once (placement and local folders); a swarm service is placed on one node or on any`);
+  if (pins.size) placement.Constraints = [`node.id == ${[...pins][0]}`];
   if (spec.platform && (spec.platform.os || spec.platform.architecture)) {
     placement.Platforms = [{ ...(spec.platform.os ? { OS: spec.platform.os } : {}), ...(spec.platform.architecture ? { Architecture: spec.platform.architecture } : {}) }];
   }
@@ -74,13 +124,13 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec): Prom
       Resources: resources,
       RestartPolicy: { Condition: 'on-failure', Delay: 5e9, MaxAttempts: 0 },
       Placement: placement,
-      ...(spec.networks?.length ? { Networks: spec.networks.map((Target) => ({ Target })) } : {}),
+      ...(spec.exposure?.routed ? { Networks: [{ Target: HANGAR_EDGE_NETWORK }] } : {}),
     },
     Mode: { Replicated: { Replicas: spec.replicas } },
     // stop-first: host-mode ports of the old and the new task would collide with start-first.
     UpdateConfig: { Parallelism: 1, Delay: 0, Order: 'stop-first', FailureAction: 'pause', Monitor: 5e9, MaxFailureRatio: 0 },
     RollbackConfig: { Parallelism: 1, Order: 'stop-first', FailureAction: 'pause' },
-    EndpointSpec: { Mode: spec.endpointMode ?? 'vip', Ports: portConfigs(spec.ports, spec.publishMode) },
+    EndpointSpec: { Mode: policy.endpointMode, Ports: portConfigs(spec.exposure?.ports, policy.publishMode) },
   };
 }
 
@@ -89,9 +139,11 @@ async function updateService(ctx: SwarmContext, existing: Raw, spec: Raw, what: 
   await attempt(what, () => ctx.docker.getService(existing.ID).update(body(spec, { version: existing.Version?.Index })));
 }
 
-export async function deployWorkload(ctx: SwarmContext, spec: WorkloadSpec): Promise<WorkloadState> {
+export async function deployWorkload(ctx: SwarmContext, spec: WorkloadSpec, context: SwarmCallContext, policy?: SwarmPolicy): Promise<WorkloadState> {
   checkSpec(spec);
-  const serviceSpec = await serviceSpecOf(ctx, spec);
+  // What the load balancer routes to shares its network: made sure of first.
+  if (spec.exposure?.routed) await ensureNetwork(ctx, HANGAR_EDGE_NETWORK);
+  const serviceSpec = await serviceSpecOf(ctx, spec, context, policy);
   const existing = await findService(ctx, spec.name);
   if (existing) {
     await updateService(ctx, existing, serviceSpec, `updating service ${spec.name}`);

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { forbidden, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
-import { nodesOf } from '../nodes/index.js';
+import { NodesRef, nodesOf } from '../nodes/index.js';
 import { Heartbeat } from '../nodes/schemas.js';
 
 const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z]+$' }) });
@@ -10,6 +10,7 @@ const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z
 export default definePlugin({
   name: 'agent-internal',
   description: 'agent heartbeats, task long-poll and results over mutual TLS',
+  deps: [NodesRef],
   setup(services) {
     const { tasks, config } = services;
     const api = nodesOf(services);
@@ -30,8 +31,10 @@ export default definePlugin({
               services.metrics.heartbeats.inc({ outcome: 'refused' });
               throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
             }
+            const body = req.body as { agent_version: string; held_tasks?: string[]; capabilities?: { kinds: string[]; backends: string[] } };
             const updated = await api.heartbeat(node, req.body);
-            await services.tasks.renewLeases(node.id, (req.body as { held_tasks?: string[] }).held_tasks ?? []);
+            await tasks.recordCapabilities(node.id, { version: body.agent_version, kinds: body.capabilities?.kinds ?? null, backends: body.capabilities?.backends ?? [] });
+            await tasks.renewLeases(node.id, body.held_tasks ?? []);
             services.metrics.heartbeats.inc({ outcome: 'ok' });
             done();
             return {
@@ -63,6 +66,8 @@ export default definePlugin({
           path: '/v1/internal/tasks/{taskId}/result',
           auth: 'agent',
           summary: 'Report a task’s outcome',
+          // A result is checked against its kind's schema as the agent sent it: nulls are values there.
+          preserveNullValues: true,
           schemas: {
             params: Type.Object({ taskId: Type.String({ pattern: '^task-[0-9a-z]+$' }) }),
             body: Type.Object(

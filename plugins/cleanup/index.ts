@@ -1,24 +1,27 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
-import { swarmsOf } from '../swarms/index.js';
-import { volumesOf } from '../volumes/api.js';
+import { SwarmsRef, swarmsOf } from '../swarms/index.js';
+import { VolumesRef } from '../volumes/api.js';
 
 const RESOURCE_TYPES = ['instance', 'swarm', 'volume', 's3', 'loadbalancer', 'service'] as const;
 
 export default definePlugin({
   name: 'cleanup',
   description: 'force-clean resources stuck in an error state: what exists in the runtime, then the record',
+  deps: [SwarmsRef],
+  optionalDeps: [VolumesRef],
   setup(services) {
     const swarms = swarmsOf(services);
 
     async function forceRemove(type: (typeof RESOURCE_TYPES)[number], id: string): Promise<boolean> {
       if (type === 'swarm') return swarms.forceRemove(id);
       if (type === 'volume') {
-        if (!services.plugins.includes('volumes')) throw badRequest('Volumes need the volumes plugin, which is not loaded');
-        return volumesOf(services).forceRemove(id);
+        const volumes = services.provided.find(VolumesRef);
+        if (!volumes) throw badRequest('Volumes need the volumes plugin, which is not loaded');
+        return volumes.forceRemove(id);
       }
-      const kind = swarms.workloadKind(type);
+      const kind = services.clusters.workloadKind(type);
       if (!kind) throw badRequest(`No loaded plugin manages ${type} resources`);
       return kind.forceRemove(id);
     }

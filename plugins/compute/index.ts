@@ -2,17 +2,17 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, latestTask, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { resumeByStatus } from '../../core/jobs.js';
+import { DeployWorkload, latestTask, RemoveWorkload, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin, defineRoute } from '../../core/plugin.js';
-import { IdParams, PageQuery } from '../../core/http/resources.js';
-import { nodesOf } from '../nodes/index.js';
-import { asHttpError, swarmsOf } from '../swarms/index.js';
-import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName } from '../swarms/schemas.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import { volumesOf, type VolumesApi } from '../volumes/api.js';
+import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
+import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
+import { asHttpError, ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
+import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
+import { NodesRef, nodesOf } from '../nodes/index.js';
+import { TaggableResources } from '../tags/index.js';
+import { VolumesRef, VolumeUsersPoint, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations } from './migrations.js';
 import { InstanceStore, type InstanceRecord } from './store.js';
@@ -70,19 +70,19 @@ const desiredReplicas = (i: InstanceRecord) => (i.desired === 'running' ? i.repl
 const withoutDigest = (image: string) => image.split('@')[0]!;
 
 /** What the runtime shows compared with what hangar set: running, stopped, drifted or failed (with the reason). */
-export function judge(instance: InstanceRecord, w: WorkloadState | undefined): { status: InstanceRecord['status']; reason: string | null } {
+export function judge(instance: InstanceRecord, w: WorkloadState | undefined, where = 'cluster'): { status: InstanceRecord['status']; reason: string | null } {
   if (instance.status === 'terminating') return { status: 'terminating', reason: instance.reason };
   if (!w) {
     if (instance.status === 'deploying') return { status: 'deploying', reason: instance.reason };
     // A deploy that failed never created the service: its own reason says more than "missing".
     if (instance.status === 'failed' && instance.reason) return { status: 'failed', reason: instance.reason };
-    return { status: 'failed', reason: 'its service is missing from the swarm (removed outside hangar?): start it again or clean it up' };
+    return { status: 'failed', reason: `its workload is missing from the ${where} (removed outside hangar?): start it again or clean it up` };
   }
   const want = desiredReplicas(instance);
   const drift: string[] = [];
   if (w.replicas !== null && w.replicas !== want) drift.push(`replicas ${w.replicas} (hangar set ${want})`);
   if (withoutDigest(w.image) !== instance.image) drift.push(`image ${withoutDigest(w.image)} (hangar set ${instance.image})`);
-  if (drift.length) return { status: 'drifted', reason: `the swarm runs ${drift.join(', ')}` };
+  if (drift.length) return { status: 'drifted', reason: `the ${where} runs ${drift.join(', ')}` };
   if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
   if (w.running >= want) return { status: 'running', reason: null };
   const newest = latestTask(w.tasks);
@@ -90,11 +90,30 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined): {
   return { status: 'deploying', reason: `${w.running}/${want} running` };
 }
 
-export function instanceView(i: InstanceRecord) {
+/** What an observation of a cluster says about one instance. */
+export interface ObservedInstance {
+  workload: WorkloadState | undefined;
+  /** Runtime node id → hangar node id. */
+  nodeIds: Map<string, string>;
+  /** What the cluster is called in messages (`swarm`). */
+  where: string;
+}
+
+/** What the runtime shows of an instance, as the record keeps it (pure). */
+export function reconcileInstance(i: InstanceRecord, observed: ObservedInstance, now: string): Partial<InstanceRecord> {
+  const w = observed.workload;
+  const placement = (w?.tasks ?? [])
+    .filter((t) => t.desired_state === 'running')
+    .map((t) => ({ node_id: t.runtime_node_id ? (observed.nodeIds.get(t.runtime_node_id) ?? null) : null, runtime_node_id: t.runtime_node_id, state: t.state }));
+  return { ...judge(i, w, observed.where), running: w?.running ?? 0, placement, observed_at: now };
+}
+
+/** An instance's view; `placement` names its cluster as the API does (`swarm_id` for a swarm). */
+export function instanceView(i: InstanceRecord, target: { swarm_id: string } | { cluster_id: string } = { swarm_id: i.cluster_id }) {
   return {
     id: i.id,
     name: i.name,
-    swarm_id: i.swarm_id,
+    ...target,
     image: i.image,
     type: i.type,
     replicas: i.replicas,
@@ -118,124 +137,109 @@ export function instanceView(i: InstanceRecord) {
   };
 }
 
+/** What the compute plugin provides: its instances (tags checks ids against them). */
+export const ComputeRef = defineServiceRef<{ instances: InstanceStore }>('compute', 'compute instances (the compute plugin)');
+
 export default definePlugin({
   name: 'compute',
-  description: 'compute instances on swarms: create, scale, stop/start, logs, volumes; observed state',
+  description: 'compute instances on clusters: create, scale, stop/start, logs, volumes; observed state',
+  deps: [NodesRef],
+  optionalDeps: [VolumesRef],
+  provides: [ComputeRef],
   migrations: computeMigrations,
   setup(services) {
     const { db, clock } = services;
-    const swarmsApi = swarmsOf(services);
-    const { swarms, members, jobs, onManager, settings } = swarmsApi;
+    const core = services.clusters;
     const { nodes } = nodesOf(services);
     const instances = new InstanceStore(db, clock);
     const forget = recordRemover(services.events, 'instance', instances);
     const volumes = (): VolumesApi => {
-      if (!services.plugins.includes('volumes')) throw badRequest('Volumes need the volumes plugin, which is not loaded');
-      return volumesOf(services);
+      const api = services.provided.find(VolumesRef);
+      if (!api) throw badRequest('Volumes need the volumes plugin, which is not loaded');
+      return api;
     };
     const now = () => clock.now().toISOString();
-    const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
+    const view = async (i: InstanceRecord) => instanceView(i, await core.placement(i.cluster_id));
 
-    async function spec(i: InstanceRecord, swarm: SwarmRecord): Promise<WorkloadSpec> {
+    /** The instance as a workload: what the user asked for, in the orchestrator-neutral terms drivers translate. */
+    async function spec(i: InstanceRecord, cluster: ClusterRecord): Promise<WorkloadSpec> {
       const type = instanceType(i.type)!;
-      const mounts: WorkloadSpec['mounts'] = [];
-      const constraints: string[] = [];
-      for (const v of i.volumes) {
-        const { mount, constraints: pin } = await volumes().mountFor(await volumes().require(v.volume_id), v.path, swarm);
-        mounts.push(mount);
-        constraints.push(...pin);
-      }
+      const mounts: NonNullable<WorkloadSpec['volumes']> = [];
+      for (const v of i.volumes) mounts.push(await volumes().mountFor(await volumes().require(v.volume_id), v.path, cluster));
       const [os, architecture] = i.platform ? i.platform.split('/') : [];
       return {
         name: i.runtime_name,
         role: 'instance',
-        resourceId: i.id,
+        resource_id: i.id,
         image: i.image,
         replicas: desiredReplicas(i),
         env: i.env,
         ...(i.command ? { command: i.command } : {}),
-        ports: i.ports,
-        publishMode: settings.publish_mode,
-        endpointMode: settings.endpoint_mode,
-        limits: { cpus: type.cpus, memoryMb: type.memory_mb },
-        ...(i.gpu ? { reservations: { gpu: i.gpu } } : {}),
+        resources: { cpus: type.cpus, memory_mb: type.memory_mb, ...(i.gpu ? { gpus: i.gpu } : {}) },
         ...(os ? { platform: { os, architecture } } : {}),
-        mounts,
-        constraints: [...new Set(constraints)],
-        networks: [HANGAR_EDGE_NETWORK],
-        hostname: `{{.Service.Name}}-{{.Task.Slot}}`,
-        labels: i.domain ? { 'io.hangar.domain': i.domain } : {},
+        volumes: mounts,
+        exposure: { ports: i.ports, routed: true, ...(i.domain ? { domain: i.domain } : {}) },
+        replica_hostnames: true,
       };
     }
 
-    /** Records what the runtime shows of `i`, which must be the record as it stands. */
-    async function apply(i: InstanceRecord, w: WorkloadState | undefined, nodeIds: Map<string, string>): Promise<InstanceRecord> {
-      const verdict = judge(i, w);
-      const placement = (w?.tasks ?? [])
-        .filter((t) => t.desired_state === 'running')
-        .map((t) => ({ node_id: t.runtime_node_id ? (nodeIds.get(t.runtime_node_id) ?? null) : null, runtime_node_id: t.runtime_node_id, state: t.state }));
-      // A terminate that landed since `i` was read owns the record now.
-      return (await instances.changeIf(i.id, { not: ['terminating'] }, { ...verdict, running: w?.running ?? 0, placement, observed_at: now() })) ?? i;
-    }
-
-    /** Sends the instance's spec to the swarm (create or rolling update) and records what came back. */
-    async function deploy(i: InstanceRecord): Promise<void> {
-      const swarm = await swarms.requireActive(i.swarm_id);
-      await onManager(swarm, 'ensureNetwork', [HANGAR_EDGE_NETWORK]);
-      const state = await onManager<WorkloadState>(swarm, 'deployWorkload', [await spec(i, swarm)]);
-      // The record may have changed while the deploy ran (a terminate, say): judge the current one.
-      await apply((await instances.get(i.id)) ?? i, state, await swarmsApi.nodeIdsByRuntime(swarm.id));
-    }
-
-    /** Instances with a deploy on its way: an observation taken meanwhile would call them drifted. */
-    const deploying = new Map<string, number>();
-
-    function deployInBackground(i: InstanceRecord, what: string): void {
-      deploying.set(i.id, (deploying.get(i.id) ?? 0) + 1);
-      jobs.run(
-        `${what} instance ${i.name}`,
-        async () => {
-          try {
-            await deploy(i);
-          } finally {
-            const left = deploying.get(i.id)! - 1;
-            if (left) deploying.set(i.id, left);
-            else deploying.delete(i.id);
-          }
+    const lifecycle = core.lifecycle(
+      instances,
+      defineLifecycle<InstanceRecord, ObservedInstance>({
+        noun: 'instance',
+        operations: {
+          // Creating, starting, stopping, scaling, attaching: the record says what is wanted; deploying sends it.
+          deploy: {
+            from: ['deploying', 'running', 'stopped', 'drifted', 'failed'],
+            during: 'deploying',
+            joins: true,
+            label: (i) => `deploy instance ${i.name}`,
+            async run(i) {
+              const cluster = await core.requireActive(i.cluster_id);
+              const state = await core.callOn(cluster, DeployWorkload, { spec: await spec(i, cluster) });
+              routesChanged(i.cluster_id);
+              return reconcileInstance(i, { workload: state, nodeIds: await core.nodeIdsByRuntime(cluster.id), where: nounOf(cluster).toLowerCase() }, now());
+            },
+            failed: (i, err) => ({ status: 'failed', reason: `${i.reason ?? 'deploying'} failed: ${err.message}` }),
+          },
+          // The workload is removed, then the record.
+          terminate: {
+            from: '*',
+            during: 'terminating',
+            preempts: true,
+            label: (i) => `terminate instance ${i.name}`,
+            async run(i) {
+              const cluster = await core.clusters.get(i.cluster_id);
+              if (cluster?.manager_node_id) await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name });
+              await forget(i.id);
+              routesChanged(i.cluster_id);
+              return REMOVED;
+            },
+            failed: (i, err) => ({ status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` }),
+          },
         },
-        async (err) => {
-          await instances.change(i.id, { status: 'failed', reason: `${what} failed: ${err.message}` });
-        },
-      );
+        reconcile: (i, observed) => reconcileInstance(i, observed, now()),
+      }),
+    );
+
+    /** 409 when the instance may not take this change now (it is being terminated). */
+    const refused = (i: InstanceRecord | null) => conflict(i ? `Instance ${i.name} is ${i.status === 'terminating' ? 'being terminated' : i.status}` : 'The instance is gone');
+
+    /** Writes a change to the instance's spec and deploys it in the background; the 202's body. */
+    async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, label: string) {
+      return view(await lifecycle.start(i.id, 'deploy', patch, refused, `${label} instance ${i.name}`));
     }
 
-    /** Removes the instance's service, then its record; failure leaves it failed with how to go on. */
-    function terminateInBackground(i: InstanceRecord): void {
-      jobs.run(`terminate instance ${i.name}`, async () => {
-        const swarm = await swarms.get(i.swarm_id);
-        if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]);
-        await forget(i.id);
-      }, async (err) => {
-        await instances.change(i.id, { status: 'failed', reason: `terminating failed: ${err.message}; retry or clean it up (POST /v1/cleanup/instance/${i.id})` });
-      });
-    }
-
-    /** Writes a change to the instance's spec and rolls it out in the background; the 202's body. */
-    async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, what: string) {
-      const changed = await instances.change(i.id, patch);
-      deployInBackground(changed, what);
-      return instanceView(changed);
-    }
-
-    async function gpuCheck(swarm: SwarmRecord, slots: number): Promise<void> {
+    async function gpuCheck(cluster: ClusterRecord, slots: number): Promise<void> {
       if (!slots) return;
       let best = 0;
-      for (const m of await members.of(swarm.id)) {
+      for (const m of await core.members.of(cluster.id)) {
         const node = await nodes.get(m.node_id);
         const gpus = Array.isArray(node?.facts?.gpus) ? (node!.facts!.gpus as unknown[]).length : 0;
         best = Math.max(best, gpus * (node?.gpu_overcommit_factor ?? 1));
       }
-      if (best < slots) throw conflict(`No node of swarm ${swarm.name} has ${slots} GPU slot(s) (the most is ${best}: GPUs × the node’s overcommit factor)`);
+      if (best < slots) throw conflict(`No node of ${nounOf(cluster).toLowerCase()} ${cluster.name} has ${slots} GPU slot(s) (the most is ${best}: GPUs × the node’s overcommit factor)`);
     }
 
     async function requireInstance(id: string): Promise<InstanceRecord> {
@@ -263,40 +267,36 @@ export default definePlugin({
       return out;
     }
 
-    async function routes(swarmId: string): Promise<Route[]> {
-      return (await instances.findAll({ swarm_id: swarmId }))
+    async function routes(clusterId: string): Promise<Route[]> {
+      return (await instances.findAll({ cluster_id: clusterId }))
         .filter((i) => i.domain && i.status !== 'terminating' && (i.http_port ?? i.ports[0]?.target))
         .map((i) => ({ domain: i.domain!, service: i.runtime_name, port: (i.http_port ?? i.ports[0]!.target)!, source: 'instance', source_id: i.id }));
     }
-    services.provided.set('compute', { routes, instances });
+    services.provided.provide(ComputeRef, { instances });
+    services.provided.contribute(TaggableResources, { type: 'instance', exists: async (id) => Boolean(await instances.get(id)) });
+    services.provided.contribute(RouteSources, { source: 'instance', routes });
 
-    swarmsApi.registerWorkloads({
+    services.provided.contribute(ClusterWorkloads, {
       type: 'instance',
-      inSwarm: async (swarmId) => (await instances.findAll({ swarm_id: swarmId })).map((i) => ({ id: i.id, name: i.name })),
+      inCluster: async (clusterId) => (await instances.findAll({ cluster_id: clusterId })).map((i) => ({ id: i.id, name: i.name })),
       forceRemove: async (id) => {
         const i = await instances.get(id);
         if (!i) return false;
-        const swarm = await swarms.get(i.swarm_id);
-        if (swarm?.manager_node_id) await onManager(swarm, 'removeWorkload', [i.runtime_name]).catch(() => undefined);
+        const cluster = await core.clusters.get(i.cluster_id);
+        if (cluster?.manager_node_id) await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name }).catch(() => undefined);
         await forget(id);
-        routesChanged(i.swarm_id);
+        routesChanged(i.cluster_id);
         return true;
       },
     });
-    if (services.plugins.includes('volumes')) {
-      volumesOf(services).registerUsers(async (volumeId) =>
-        (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name })),
-      );
-    }
+    services.provided.contribute(VolumeUsersPoint, async (volumeId) =>
+      (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name })),
+    );
 
-    swarmsApi.onObserved(async ({ swarm, workloads, nodeIds }) => {
+    // What the cluster shows of each instance no operation holds (the lifecycle never lets an observation overwrite one).
+    services.provided.contribute(ClusterObservers, async ({ cluster, workloads, nodeIds }) => {
       const byName = new Map(workloads.map((w) => [w.name, w]));
-      for (const i of await instances.findAll({ swarm_id: swarm.id })) {
-        if (i.status === 'terminating' || deploying.has(i.id)) continue;
-        // A deploy still in flight has not created the service yet.
-        if (!byName.has(i.runtime_name) && i.status === 'deploying') continue;
-        await apply(i, byName.get(i.runtime_name), nodeIds);
-      }
+      for (const i of await instances.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, { workload: byName.get(i.runtime_name), nodeIds, where: nounOf(cluster).toLowerCase() });
     });
 
     const LogQuery = Type.Object(
@@ -305,8 +305,8 @@ export default definePlugin({
     );
 
     return {
-      // Deploys and terminates are idempotent: a step the last process left half done runs again.
-      resume: () => resumeByStatus('instance', instances, { deploying: (i) => deployInBackground(i, 'resuming'), terminating: terminateInBackground }),
+      // Deploys and terminates are idempotent: an operation whose lease expired (its process stopped) runs again.
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'GET',
@@ -319,14 +319,14 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances',
           auth: { role: 'admin' },
-          summary: 'Create a compute instance: a replicated service on a swarm (202; poll for its status)',
+          summary: 'Create a compute instance: a replicated workload on a swarm (202; poll for its status)',
           status: 202,
           schemas: { body: CreateBody },
           handler: async (req) => {
             const body = req.body as CreateInput;
-            const swarm = await swarms.requireActive(body.swarm_id);
-            if (await instances.findOne({ swarm_id: swarm.id, name: body.name })) throw conflict(`Swarm ${swarm.name} already has an instance named ${body.name}`);
-            const domain = body.domain ?? `${body.name}.${swarm.name}.${settings.local_domain}`;
+            const swarm = await core.requireTarget(body);
+            if (await instances.findOne({ cluster_id: swarm.id, name: body.name })) throw conflict(`${nounOf(swarm)} ${swarm.name} already has an instance named ${body.name}`);
+            const domain = body.domain ?? `${body.name}.${swarm.name}.${core.settings.localDomain}`;
             const clash = await instances.findOne({ domain });
             if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
             await requireDomainsFree(services, swarm.id, [domain]);
@@ -342,7 +342,7 @@ export default definePlugin({
             const record = await instances.insert({
               id,
               name: body.name,
-              swarm_id: swarm.id,
+              cluster_id: swarm.id,
               runtime_name: `inst-${body.name}`,
               image: body.image,
               type: body.type ?? DEFAULT_INSTANCE_TYPE,
@@ -364,9 +364,8 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            deployInBackground(record, 'creating');
             routesChanged(swarm.id);
-            return instanceView(record);
+            return view(await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`));
           },
         },
         {
@@ -376,7 +375,7 @@ export default definePlugin({
           summary: 'List compute instances with desired and observed state',
           schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }) },
           handler: async (req) =>
-            Reply.page(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => req.query.swarm_id && q.where({ swarm_id: req.query.swarm_id }) }), instanceView),
+            Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => req.query.swarm_id && q.where({ cluster_id: req.query.swarm_id }) }), view),
         },
         {
           method: 'GET',
@@ -384,7 +383,7 @@ export default definePlugin({
           auth: 'authenticated',
           summary: 'Get an instance: spec, desired and observed state, where its tasks run',
           schemas: { params: IdParams },
-          handler: async (req) => instanceView(await requireInstance(req.params.id)),
+          handler: async (req) => view(await requireInstance(req.params.id)),
         },
         {
           method: 'DELETE',
@@ -395,10 +394,9 @@ export default definePlugin({
           schemas: { params: IdParams },
           handler: async (req) => {
             const i = await requireInstance(req.params.id);
-            const terminating = await instances.change(i.id, { status: 'terminating', reason: null });
-            routesChanged(i.swarm_id);
-            terminateInBackground(terminating);
-            return instanceView(terminating);
+            const terminating = await lifecycle.start(i.id, 'terminate', { reason: null }, refused);
+            routesChanged(i.cluster_id);
+            return view(terminating);
           },
         },
         ...(
@@ -414,7 +412,7 @@ export default definePlugin({
             summary,
             status: 202,
             schemas: { params: IdParams },
-            handler: async (req) => redeploy(await requireMutable(req.params.id), { desired, status: 'deploying', reason: doing }, doing),
+            handler: async (req) => redeploy(await requireMutable(req.params.id), { desired, reason: doing }, doing),
           }),
         ),
         {
@@ -427,8 +425,8 @@ export default definePlugin({
           handler: async (req) => {
             const i = await requireMutable(req.params.id);
             // A stopped instance only remembers the count for start.
-            if (i.desired !== 'running') return instanceView(await instances.change(i.id, { replicas: req.body.replicas }));
-            return redeploy(i, { replicas: req.body.replicas, status: 'deploying', reason: `scaling to ${req.body.replicas}` }, 'scaling');
+            if (i.desired !== 'running') return view(await instances.change(i.id, { replicas: req.body.replicas, op_rev: i.op_rev + 1 }));
+            return redeploy(i, { replicas: req.body.replicas, reason: `scaling to ${req.body.replicas}` }, 'scaling');
           },
         },
         {
@@ -440,7 +438,7 @@ export default definePlugin({
           schemas: { params: IdParams, query: LogQuery },
           handler: async (req) => {
             const i = await requireInstance(req.params.id);
-            return swarmsApi.queueLogs(await swarms.requireActive(i.swarm_id), 'workloadLogs', i.runtime_name, req.query, i.id);
+            return core.queueLogs(await core.requireActive(i.cluster_id), WorkloadLogs, i.runtime_name, req.query, i.id);
           },
         },
         {
@@ -449,7 +447,7 @@ export default definePlugin({
           auth: { role: 'admin' },
           summary: 'The log read: status, and the lines once completed (read once)',
           schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
-          handler: async (req) => swarmsApi.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id),
+          handler: async (req) => core.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id),
         },
         {
           method: 'POST',
@@ -463,12 +461,12 @@ export default definePlugin({
             const volume = await volumes().require(req.body.volume_id);
             if (i.volumes.some((v) => v.volume_id === volume.id)) throw conflict(`Volume ${volume.name} is already attached to ${i.name}`);
             if (i.volumes.some((v) => v.path === req.body.path)) throw conflict(`Instance ${i.name} already has a volume at ${req.body.path}`);
-            const swarm = await swarms.requireActive(i.swarm_id);
+            const swarm = await core.requireActive(i.cluster_id);
             await volumes().mountFor(volume, req.body.path, swarm).catch((err) => {
               throw asHttpError(err, `preparing volume ${volume.name}`);
             });
             const attached = [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }];
-            return redeploy(i, { volumes: attached, status: 'deploying', reason: `attaching ${volume.name}` }, 'attaching a volume to');
+            return redeploy(i, { volumes: attached, reason: `attaching ${volume.name}` }, 'attaching a volume to');
           },
         },
         {
@@ -482,7 +480,7 @@ export default definePlugin({
             const i = await requireMutable(req.params.id);
             const attached = i.volumes.find((v) => v.volume_id === req.params.volumeId || v.name === req.params.volumeId);
             if (!attached) throw notFound(`Volume ${req.params.volumeId} is not attached to instance ${i.name}`);
-            return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), status: 'deploying', reason: `detaching ${attached.name}` }, 'detaching a volume from');
+            return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), reason: `detaching ${attached.name}` }, 'detaching a volume from');
           },
         },
       ],

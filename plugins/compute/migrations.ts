@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 
 export const INSTANCES = 'compute_instances';
 
@@ -36,6 +37,19 @@ export const computeMigrations: Migration[] = [
         t.unique(['swarm_id', 'name']);
         t.index(['created_at', 'id']);
       });
+    },
+  },
+  {
+    id: '002_cluster_id',
+    async up(knex) {
+      // Swarm groups became clusters (core/004_clusters): an instance names the cluster it runs on.
+      await knex.schema.alterTable(INSTANCES, (t) => {
+        t.renameColumn('swarm_id', 'cluster_id');
+      });
+      await knex.schema.alterTable(INSTANCES, (t) => {
+        leaseColumns(t);
+      });
+      await markForTakeOver(knex, INSTANCES, { deploying: 'deploy', terminating: 'terminate' });
     },
   },
 ];

@@ -2,12 +2,13 @@ import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { PortSpec } from '../../core/orchestrator.js';
+import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 import { INSTANCES } from './migrations.js';
 
-export interface InstanceRecord {
+export interface InstanceRecord extends LeaseFields {
   id: string;
   name: string;
-  swarm_id: string;
+  cluster_id: string;
   runtime_name: string;
   image: string;
   type: string;
@@ -33,7 +34,7 @@ export interface InstanceRecord {
 
 export class InstanceStore extends StampedRepository<InstanceRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
+    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** An instance by name when exactly one swarm has one of that name. */

@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { HttpError } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, type HangarRequest } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type HangarRequest } from '../../core/plugin.js';
 import type { Principal } from '../../core/auth/index.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
 
@@ -61,14 +61,18 @@ const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data
  * missed events) and as a list on `GET /v1/events`. Events carry ids and states, never a record's
  * contents: a client that cares reads the record through its own route.
  */
+/** The journal of live events (for the runner's `plugin('events')` and any plugin that adds to it). */
+export const EventsJournalRef = defineServiceRef<Journal>('events', 'the live events journal');
+
 export default definePlugin({
   name: 'events',
   description: 'live events: Server-Sent Events stream of resource, node and task changes',
+  provides: [EventsJournalRef],
   configSchema: EventsConfigSchema,
   setup(services) {
     const settings = services.config.events as EventsConfig;
     const journal = new Journal(settings.buffer, () => services.clock.now());
-    services.provided.set('events', journal);
+    services.provided.provide(EventsJournalRef, journal);
     const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => journal.append(type, data, adminOnly);
 
     const unsubscribers = [

@@ -5,20 +5,20 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, latestTask, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
-import { resumeByStatus } from '../../core/jobs.js';
+import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { swarmsOf } from '../swarms/index.js';
-import { servedRoutes } from '../swarms/routes.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import { renderHaproxyConfig } from './haproxy.js';
+import { ClusterObservers, ClusterViewFields, ClusterWorkloads, type Clusters } from '../../core/clusters/service.js';
+import { servedRoutes } from '../../core/clusters/routes.js';
+import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
+import { TaggableResources } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
 
 export const GatewayConfigSchema = Type.Object(
   {
-    image: Type.String({ default: 'haproxy:lts', description: 'the HAProxy image of swarm load balancers (the lab builds lab/haproxy:latest locally)' }),
+    image: Type.String({ default: 'haproxy:lts', description: 'the image of the load balancers (HAProxy; the lab builds lab/haproxy:latest locally)' }),
     http_port: Type.Integer({ minimum: 1, maximum: 65535, default: 80, description: 'the port the balancer listens on, on the node it runs on' }),
     host_config_dir: Type.String({ default: '/var/lib/hangar/lb', description: 'where the agent writes the balancer’s configuration on its node' }),
     container_config_dir: Type.String({ default: '/usr/local/etc/haproxy', description: 'where the image reads haproxy.cfg' }),
@@ -37,17 +37,17 @@ interface GatewayConfig {
   publish_mode: 'host' | 'ingress';
 }
 
-interface LoadBalancerRecord {
+interface LoadBalancerRecord extends LeaseFields {
   id: string;
   name: string;
-  swarm_id: string | null;
-  cluster_id: string | null;
+  cluster_id: string;
   runtime_name: string;
   image: string;
   node_id: string | null;
   http_port: number;
   status: 'deploying' | 'running' | 'failed' | 'removing';
   error: string | null;
+  /** Hash of what was last applied (routes, node, image, settings): an apply that would change nothing is skipped. */
   config_sha256: string | null;
   config_version: number;
   routes: Route[] | null;
@@ -59,15 +59,15 @@ interface LoadBalancerRecord {
 
 class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at'] }, clock);
+    super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 }
 
-function lbView(lb: LoadBalancerRecord) {
+async function lbView(core: Clusters, lb: LoadBalancerRecord) {
   return {
     id: lb.id,
     name: lb.name,
-    ...(lb.swarm_id ? { swarm_id: lb.swarm_id } : { cluster_id: lb.cluster_id }),
+    ...(await core.placement(lb.cluster_id)),
     node_id: lb.node_id,
     image: lb.image,
     http_port: lb.http_port,
@@ -81,11 +81,11 @@ function lbView(lb: LoadBalancerRecord) {
   };
 }
 
-/** Every route of a swarm, from every plugin that has some; a domain claimed twice goes to the first. */
-async function collectRoutes(services: Services, swarmId: string): Promise<Route[]> {
+/** Every route of a cluster, from every plugin that has some; a domain claimed twice goes to the first. */
+async function collectRoutes(services: Services, clusterId: string): Promise<Route[]> {
   const seen = new Set<string>();
   const routes: Route[] = [];
-  for (const route of await servedRoutes(services, swarmId)) {
+  for (const route of await servedRoutes(services, clusterId)) {
     if (seen.has(route.domain)) {
       services.log.warn({ domain: route.domain, source: route.source, source_id: route.source_id }, 'domain already routed; the later claim is ignored');
       continue;
@@ -96,96 +96,134 @@ async function collectRoutes(services: Services, swarmId: string): Promise<Route
   return routes.sort((a, b) => a.domain.localeCompare(b.domain));
 }
 
+/** What an observation changes in a balancer no operation holds (pure). */
+export function reconcileBalancer(lb: LoadBalancerRecord, w: WorkloadState | undefined): Partial<LoadBalancerRecord> | null {
+  if (lb.status === 'removing') return null;
+  if (w && w.running > 0 && lb.status !== 'running') return { status: 'running', error: null };
+  if ((!w || w.running === 0) && lb.status === 'running') {
+    const newest = latestTask(w?.tasks ?? []);
+    return { status: 'failed', error: w ? `no task running${newest?.error ? `: ${newest.error}` : ''}` : 'its workload is missing from the cluster' };
+  }
+  return null;
+}
+
+/** What the gateway plugin provides: its load balancers (tags checks ids against them). */
+export const GatewayRef = defineServiceRef<{ balancers: LoadBalancerStore }>('gateway', 'load balancers (the gateway plugin)');
+
 export default definePlugin({
   name: 'gateway',
+  provides: [GatewayRef],
   description: 'load balancers (HAProxy on swarms) and the routing table: domain → service:port',
   configSchema: GatewayConfigSchema,
   migrations: gatewayMigrations,
   setup(services) {
     const { db, clock } = services;
     const settings = services.config.gateway as GatewayConfig;
-    const swarmsApi = swarmsOf(services);
-    const { swarms, jobs, onManager } = swarmsApi;
+    const core = services.clusters;
+    const view = (lb: LoadBalancerRecord) => lbView(core, lb);
     const balancers = new LoadBalancerStore(db, clock);
     const forget = recordRemover(services.events, 'loadbalancer', balancers);
-    services.provided.set('gateway', { balancers });
+    services.provided.provide(GatewayRef, { balancers });
+    services.provided.contribute(TaggableResources, { type: 'loadbalancer', exists: async (id) => Boolean(await balancers.get(id)) });
     const now = () => clock.now().toISOString();
+    const lbSettings = { host_config_dir: settings.host_config_dir, container_config_dir: settings.container_config_dir, reload_signal: settings.reload_signal, publish_mode: settings.publish_mode };
 
-    /** Renders the swarm's routing table and hands it to the balancer (deploy, or hot reload when only routes changed). */
-    async function apply(lb: LoadBalancerRecord, swarm: SwarmRecord, options: { force: boolean }): Promise<void> {
-      const routes = await collectRoutes(services, swarm.id);
-      const config = renderHaproxyConfig(routes, { httpPort: lb.http_port });
-      const sha = createHash('sha256').update(config).digest('hex');
-      if (!options.force && sha === lb.config_sha256 && lb.status === 'running') return;
-      const manager = (await swarmsApi.members.findOne({ node_id: swarm.manager_node_id }))!;
+    /** The balancer as the driver takes it, with the cluster's current routing table; and the hash of it. */
+    async function desired(lb: LoadBalancerRecord, cluster: ClusterRecord): Promise<{ spec: LoadBalancerSpec; sha: string }> {
       const spec: LoadBalancerSpec = {
         name: lb.runtime_name,
-        resourceId: lb.id,
+        resource_id: lb.id,
         image: lb.image,
-        config,
-        hostConfigDir: `${settings.host_config_dir}/${lb.id}`,
-        containerConfigDir: settings.container_config_dir,
-        reloadSignal: settings.reload_signal,
-        ports: [{ published: lb.http_port, target: lb.http_port, protocol: 'tcp' }],
-        publishMode: settings.publish_mode,
-        runtimeNodeId: manager.runtime_node_id!,
-        network: HANGAR_EDGE_NETWORK,
+        http_port: lb.http_port,
+        node_id: cluster.manager_node_id!,
+        routes: await collectRoutes(services, cluster.id),
+        settings: lbSettings,
       };
-      const state = await onManager<WorkloadState>(swarm, 'applyLoadBalancer', [spec]);
-      await balancers.change(lb.id, {
-        node_id: swarm.manager_node_id,
-        config_sha256: sha,
-        config_version: lb.config_version + 1,
-        routes,
-        applied_at: now(),
-        status: state.running > 0 || lb.status === 'running' ? 'running' : 'deploying',
-        error: null,
-      });
+      return { spec, sha: createHash('sha256').update(JSON.stringify(spec)).digest('hex') };
+    }
+
+    const lifecycle = core.lifecycle(
+      balancers,
+      defineLifecycle<LoadBalancerRecord, WorkloadState | undefined>({
+        noun: 'load balancer',
+        operations: {
+          // The routing table to the balancer: deployed, or hot-reloaded when only the routes changed; skipped when nothing did.
+          apply: {
+            from: ['deploying', 'running', 'failed'],
+            joins: true,
+            label: (lb) => `deploy load balancer ${lb.name}`,
+            async run(lb) {
+              const cluster = await core.requireActive(lb.cluster_id);
+              const { spec, sha } = await desired(lb, cluster);
+              if (sha === lb.config_sha256 && lb.status === 'running') return {};
+              const state = await core.callOn(cluster, ApplyLoadBalancer, { spec });
+              return {
+                node_id: spec.node_id,
+                config_sha256: sha,
+                config_version: lb.config_version + 1,
+                routes: spec.routes,
+                applied_at: now(),
+                status: state.running > 0 || lb.status === 'running' ? 'running' : 'deploying',
+                error: null,
+              };
+            },
+            failed: (lb, err) => (lb.status === 'running' ? { error: `updating the routes failed: ${err.message}` } : { status: 'failed', error: `deploying failed: ${err.message}` }),
+          },
+          remove: {
+            from: '*',
+            during: 'removing',
+            preempts: true,
+            label: (lb) => `remove load balancer ${lb.name}`,
+            async run(lb) {
+              await removeRuntime(lb);
+              await forget(lb.id);
+              return REMOVED;
+            },
+            failed: (lb, err) => ({ status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` }),
+          },
+        },
+        reconcile: (lb, w) => reconcileBalancer(lb, w),
+      }),
+    );
+
+    /** Applies the cluster's routes when they (or the balancer) changed; an apply under way takes the change in. */
+    async function applyRoutes(clusterId: string): Promise<void> {
+      const lb = await balancers.findOne({ cluster_id: clusterId });
+      const cluster = await core.clusters.get(clusterId);
+      if (!lb || !cluster?.manager_node_id || lb.status === 'removing') return;
+      if (!lb.op_id && lb.status === 'running' && (await desired(lb, cluster)).sha === lb.config_sha256) return;
+      await lifecycle.trigger(lb.id, 'apply', {}, `routes of ${clusterId}`);
     }
 
     // Route changes come in bursts (a create publishes, its deploy publishes again): apply once per burst.
     const pending = new Map<string, NodeJS.Timeout>();
     services.events.subscribe('routes.changed', (payload) => {
-      const { swarmId } = payload as { swarmId: string };
-      // Jobs still draining at shutdown publish too: the next start re-applies the routes instead.
+      const { clusterId } = payload as { clusterId: string };
+      // Jobs still draining at shutdown publish too: the next start (its routes loop) re-applies the routes instead.
       if (services.shutdown.aborted) return;
-      clearTimeout(pending.get(swarmId));
+      clearTimeout(pending.get(clusterId));
       pending.set(
-        swarmId,
+        clusterId,
         setTimeout(() => {
-          pending.delete(swarmId);
-          jobs.run(`routes of ${swarmId}`, async () => {
-            const lb = await balancers.findOne({ swarm_id: swarmId });
-            const swarm = await swarms.get(swarmId);
-            if (!lb || !swarm?.manager_node_id || lb.status === 'removing') return;
-            await apply(lb, swarm, { force: false });
-          }, async (err) => {
-            const lb = await balancers.findOne({ swarm_id: swarmId });
-            if (lb) await balancers.change(lb.id, { error: `updating the routes failed: ${err.message}` });
-          });
+          pending.delete(clusterId);
+          applyRoutes(clusterId).catch((err: Error) => services.log.warn({ cluster_id: clusterId, error: err.message }, 'applying the routes failed'));
         }, 300),
       );
     });
 
-    swarmsApi.onObserved(async ({ swarm, workloads }) => {
-      const lb = await balancers.findOne({ swarm_id: swarm.id });
-      if (!lb || lb.status === 'removing') return;
-      const w = workloads.find((x) => x.name === lb.runtime_name);
-      if (w && w.running > 0 && lb.status !== 'running') await balancers.change(lb.id, { status: 'running', error: null });
-      if ((!w || w.running === 0) && lb.status === 'running') {
-        const newest = latestTask(w?.tasks ?? []);
-        await balancers.change(lb.id, { status: 'failed', error: w ? `no task running${newest?.error ? `: ${newest.error}` : ''}` : 'its service is missing from the swarm' });
-      }
+    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
+      const lb = await balancers.findOne({ cluster_id: cluster.id });
+      if (lb) await lifecycle.observe(lb, workloads.find((x) => x.name === lb.runtime_name));
     });
 
     async function removeRuntime(lb: LoadBalancerRecord): Promise<void> {
-      const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
-      if (swarm?.manager_node_id) await onManager(swarm, 'removeLoadBalancer', [lb.runtime_name]);
+      const cluster = await core.clusters.get(lb.cluster_id);
+      if (cluster?.manager_node_id) await core.callOn(cluster, RemoveLoadBalancer, { name: lb.runtime_name });
     }
 
-    swarmsApi.registerWorkloads({
+    services.provided.contribute(ClusterWorkloads, {
       type: 'loadbalancer',
-      inSwarm: async (swarmId) => (await balancers.findAll({ swarm_id: swarmId })).map((lb) => ({ id: lb.id, name: lb.name })),
+      inCluster: async (clusterId) => (await balancers.findAll({ cluster_id: clusterId })).map((lb) => ({ id: lb.id, name: lb.name })),
       forceRemove: async (id) => {
         const lb = await balancers.get(id);
         if (!lb) return false;
@@ -194,25 +232,10 @@ export default definePlugin({
         return true;
       },
     });
-    swarmsApi.extendView(async (swarm) => {
-      const lb = await balancers.findOne({ swarm_id: swarm.id });
+    services.provided.contribute(ClusterViewFields, async (cluster) => {
+      const lb = await balancers.findOne({ cluster_id: cluster.id });
       return { load_balancer: lb ? { id: lb.id, status: lb.status, node_id: lb.node_id, http_port: lb.http_port } : null };
     });
-
-    function deployInBackground(lb: LoadBalancerRecord, swarm: SwarmRecord): void {
-      jobs.run(`deploy load balancer ${lb.name}`, () => apply(lb, swarm, { force: true }), async (err) => {
-        await balancers.change(lb.id, { status: 'failed', error: `deploying failed: ${err.message}` });
-      });
-    }
-
-    function removeInBackground(lb: LoadBalancerRecord): void {
-      jobs.run(`remove load balancer ${lb.name}`, async () => {
-        await removeRuntime(lb);
-        await forget(lb.id);
-      }, async (err) => {
-        await balancers.change(lb.id, { status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
-      });
-    }
 
     async function requireBalancer(id: string): Promise<LoadBalancerRecord> {
       const lb = await balancers.get(id);
@@ -221,31 +244,32 @@ export default definePlugin({
     }
 
     async function allRoutes(lbs: LoadBalancerRecord[]) {
-      const lbOf = new Map(lbs.map((lb) => [lb.swarm_id, lb.id]));
-      const out: Array<Route & { swarm_id: string; load_balancer_id: string | null }> = [];
-      for (const swarm of await swarms.findAll()) {
-        for (const r of await collectRoutes(services, swarm.id)) out.push({ ...r, swarm_id: swarm.id, load_balancer_id: lbOf.get(swarm.id) ?? null });
+      const lbOf = new Map(lbs.map((lb) => [lb.cluster_id, lb.id]));
+      const out: Array<Route & ({ swarm_id: string } | { cluster_id: string }) & { load_balancer_id: string | null }> = [];
+      for (const cluster of await core.clusters.findAll()) {
+        const placement = await core.placement(cluster.id);
+        for (const r of await collectRoutes(services, cluster.id)) out.push({ ...r, ...placement, load_balancer_id: lbOf.get(cluster.id) ?? null });
       }
       return out;
     }
 
+    const refused = (lb: LoadBalancerRecord | null) => conflict(lb ? `Load balancer ${lb.name} is ${lb.status}` : 'The load balancer is gone');
+
     return {
-      // Deploying (the configuration is rendered and the service created or updated) and removing are idempotent.
-      resume: async () => {
-        // A route update cut short: applying again is a no-op when the rendered table has not changed.
-        for (const lb of await balancers.findAll({ status: 'running' })) {
-          if (lb.swarm_id) services.events.publish('routes.changed', { swarmId: lb.swarm_id });
-        }
-        return resumeByStatus('load balancer', balancers, {
-          deploying: async (lb) => {
-            const swarm = lb.swarm_id ? await swarms.get(lb.swarm_id) : null;
-            if (swarm) deployInBackground(lb, swarm);
-            else await balancers.change(lb.id, { status: 'failed', error: `deploying was interrupted and its swarm is gone; clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` });
+      // Deploys and removals an expired lease left are taken over; route updates, by the routes loop.
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
+      loops: [
+        {
+          // Routes changed by another control plane (or while this one was down) reach the balancers too.
+          name: 'gateway:routes',
+          intervalMs: core.settings.observeIntervalMs,
+          once: true,
+          async run() {
+            for (const lb of await balancers.findAll()) await applyRoutes(lb.cluster_id);
           },
-          removing: removeInBackground,
-        });
-      },
-      // Route updates still waiting for their burst to end are dropped: the next start re-applies them.
+        },
+      ],
+      // Route updates still waiting for their burst to end are dropped: the routes loop re-applies them.
       close: async () => {
         for (const timer of pending.values()) clearTimeout(timer);
         pending.clear();
@@ -259,17 +283,16 @@ export default definePlugin({
           status: 202,
           schemas: { params: IdParams },
           handler: async (req) => {
-            const swarm = await swarms.requireActive(req.params.id);
-            let lb = await balancers.findOne({ swarm_id: swarm.id });
-            if (lb?.status === 'removing') throw conflict(`The load balancer of swarm ${swarm.name} is being removed`);
+            const cluster = await core.requireTarget({ swarm_id: req.params.id });
+            let lb = await balancers.findOne({ cluster_id: cluster.id });
+            if (lb?.status === 'removing') throw conflict(`The load balancer of ${nounOf(cluster).toLowerCase()} ${cluster.name} is being removed`);
             lb ??= await balancers.insert({
               id: newId('lb'),
-              name: `lb-${swarm.name}`,
-              swarm_id: swarm.id,
-              cluster_id: null,
-              runtime_name: `hangar-lb-${swarm.name}`,
+              name: `lb-${cluster.name}`,
+              cluster_id: cluster.id,
+              runtime_name: `hangar-lb-${cluster.name}`,
               image: settings.image,
-              node_id: swarm.manager_node_id,
+              node_id: cluster.manager_node_id,
               http_port: settings.http_port,
               status: 'deploying',
               error: null,
@@ -280,24 +303,22 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            deployInBackground(lb, swarm);
-            return lbView(lb);
+            // Again: applied whatever the hash says.
+            return view(await lifecycle.start(lb.id, 'apply', { config_sha256: null }, refused, `deploy load balancer ${lb.name}`));
           },
         },
         {
           method: 'DELETE',
           path: '/v1/swarms/{id}/lb',
           auth: { role: 'admin' },
-          summary: 'Remove the swarm’s load balancer (202; the record goes once its service is removed)',
+          summary: 'Remove the swarm’s load balancer (202; the record goes once its workload is removed)',
           status: 202,
           schemas: { params: IdParams },
           handler: async (req) => {
-            const swarm = await swarms.require(req.params.id);
-            const lb = await balancers.findOne({ swarm_id: swarm.id });
-            if (!lb) throw notFound(`Swarm ${swarm.name} has no load balancer`);
-            const removing = await balancers.change(lb.id, { status: 'removing' });
-            removeInBackground(removing);
-            return lbView(removing);
+            const cluster = await core.requireTarget({ swarm_id: req.params.id }, { state: 'any' });
+            const lb = await balancers.findOne({ cluster_id: cluster.id });
+            if (!lb) throw notFound(`${nounOf(cluster)} ${cluster.name} has no load balancer`);
+            return view(await lifecycle.start(lb.id, 'remove', {}, refused));
           },
         },
         {
@@ -307,7 +328,7 @@ export default definePlugin({
           summary: 'The routing table of every swarm and the load balancers serving it',
           handler: async () => {
             const lbs = await balancers.findAll();
-            return { routes: await allRoutes(lbs), load_balancers: lbs.map(lbView) };
+            return { routes: await allRoutes(lbs), load_balancers: await Promise.all(lbs.map(view)) };
           },
         },
         ...readRoutes({
@@ -315,8 +336,8 @@ export default definePlugin({
           summaries: { list: 'List load balancers', get: 'Get a load balancer, with the routes it serves' },
           page: (options) => balancers.page(options),
           find: requireBalancer,
-          view: lbView,
-          detail: (lb) => ({ ...lbView(lb), routes: lb.routes ?? [] }),
+          view,
+          detail: async (lb) => ({ ...(await view(lb)), routes: lb.routes ?? [] }),
         }),
       ],
     };

@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 
 export const LOAD_BALANCERS = 'load_balancers';
 
@@ -28,6 +29,21 @@ export const gatewayMigrations: Migration[] = [
         t.timestamp('updated_at', { useTz: true }).notNullable();
         t.index(['created_at', 'id']);
       });
+    },
+  },
+  {
+    id: '002_cluster_id',
+    async up(knex) {
+      // Swarm groups became clusters (core/004_clusters): a balancer names its cluster, whatever its backend.
+      await knex(LOAD_BALANCERS).whereNotNull('swarm_id').update({ cluster_id: knex.ref('swarm_id') });
+      await knex.schema.alterTable(LOAD_BALANCERS, (t) => {
+        t.dropUnique(['swarm_id']);
+      });
+      await knex.schema.alterTable(LOAD_BALANCERS, (t) => {
+        t.dropColumn('swarm_id');
+        leaseColumns(t);
+      });
+      await markForTakeOver(knex, LOAD_BALANCERS, { deploying: 'apply', removing: 'remove' });
     },
   },
 ];

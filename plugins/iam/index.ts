@@ -6,7 +6,7 @@ import { PASSWORD_HASHERS } from '../../core/auth/passwords.js';
 import { safeEqual } from '../../core/crypto.js';
 import { conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, type HangarRequest, type Services } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type HangarRequest, type Services } from '../../core/plugin.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
@@ -55,16 +55,17 @@ export interface IamConfig {
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
-/** The identity plugin's shared services, for plugins that build on it (login, runner…). */
+/** The identity plugin's shared services (users, JWTs, password policy), for plugins that build on it (login, runner…). */
+export const IdentityRef = defineServiceRef<Identity>('iam', 'users and tokens (the iam plugin)');
+
 export function identityOf(services: Services): Identity {
-  const identity = services.provided.get('iam');
-  if (!(identity instanceof Identity)) throw new Error('the iam plugin must be loaded (and listed before this plugin)');
-  return identity;
+  return services.provided.get(IdentityRef);
 }
 
 export default definePlugin({
   name: 'iam',
   description: 'users, API keys (HMAC), JWTs, bootstrap',
+  provides: [IdentityRef],
   configSchema: IamConfigSchema,
   migrations: [...iamMigrations, ...sessionMigrations],
   async setup(services) {
@@ -77,7 +78,7 @@ export default definePlugin({
       per_account: settings.login_failures_per_account,
       per_address: settings.login_failures_per_address,
     });
-    services.provided.set('iam', identity);
+    services.provided.provide(IdentityRef, identity);
     services.auth.register(jwtAuthenticator(identity));
     services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
     const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);

@@ -4,7 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { renderTemplate } from '../../core/mail.js';
 import { definePlugin } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
-import { identityOf } from '../iam/index.js';
+import { IdentityRef, identityOf } from '../iam/index.js';
 import { Email, KeepApiKeys, Password } from '../iam/schemas.js';
 import { USERS } from '../iam/migrations.js';
 import type { LoginIdentifier, UserRecord } from '../iam/users.js';
@@ -73,6 +73,7 @@ const ResetPair = { email: Email, token: Type.String({ minLength: 1, maxLength: 
 export default definePlugin({
   name: 'login',
   description: 'login API: /login, /refreshtoken, password reset by email, sample protected routes',
+  deps: [IdentityRef],
   configSchema: LoginConfigSchema,
   migrations: [
     {

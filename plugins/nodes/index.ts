@@ -6,9 +6,13 @@ import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
-import { TASK_KINDS } from '../../core/tasks/kinds.js';
+import { AgentBinariesRef } from '../system/index.js';
+import { TaggableResources } from '../tags/index.js';
+import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate, OverlayPeers } from '../../core/tasks/host-kinds.js';
+import type { TaskKind } from '../../core/tasks/kinds.js';
+import { ScanUnmanaged } from '../../core/orchestrator.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
 import { HeartbeatCadence } from './cadence.js';
 import { EVENT_LIMIT_MAX, EventLog, eventView } from './events.js';
@@ -74,10 +78,10 @@ export interface NodesApi {
   publishPeers(): Promise<void>;
 }
 
+export const NodesRef = defineServiceRef<NodesApi>('nodes', 'nodes and their events (the nodes plugin)');
+
 export function nodesOf(services: Services): NodesApi {
-  const api = services.provided.get('nodes') as NodesApi | undefined;
-  if (!api) throw new Error('the nodes plugin must be loaded (and listed before this plugin)');
-  return api;
+  return services.provided.get(NodesRef);
 }
 
 function isP256PublicKey(pem: string): boolean {
@@ -114,6 +118,8 @@ const JoinBody = Type.Object(
 export default definePlugin({
   name: 'nodes',
   description: 'nodes, join tokens, overlay addresses, node operations, node events',
+  provides: [NodesRef],
+  optionalDeps: [AgentBinariesRef],
   configSchema: NodesConfigSchema,
   migrations: nodeMigrations,
   setup(services) {
@@ -153,7 +159,7 @@ export default definePlugin({
       for (const member of members) {
         await tasks.enqueue({
           nodeId: member.id,
-          kind: TASK_KINDS.overlayPeers,
+          kind: OverlayPeers,
           payload: { address: `${member.overlay_ip}/${overlay.prefix}`, listen_port: member.wg_port ?? settings.overlay_port, peers: peers.filter((p) => p.node_id !== member.id) },
           replacePending: true,
         });
@@ -213,7 +219,8 @@ export default definePlugin({
     }
 
     const api: NodesApi = { nodes, events, overlay, settings, cadence, heartbeat, publishPeers };
-    services.provided.set('nodes', api);
+    services.provided.provide(NodesRef, api);
+    services.provided.contribute(TaggableResources, { type: 'node', exists: async (id) => Boolean(await nodes.get(id)) });
 
     // Results that change what hangar knows of a node.
     services.events.subscribe('task.completed', (payload) => {
@@ -222,8 +229,8 @@ export default definePlugin({
       const apply = async () => {
         const node = await nodes.get(task.node_id);
         if (!node) return;
-        if (task.kind === TASK_KINDS.agentStop) await setConnection(node, 'stopped', 'agent stopped on request');
-        if (task.kind === TASK_KINDS.osUpdate || task.kind === TASK_KINDS.osCheckUpdates) {
+        if (task.kind === AgentStop.name) await setConnection(node, 'stopped', 'agent stopped on request');
+        if (task.kind === OsUpdate.name || task.kind === OsCheckUpdates.name) {
           const facts = { ...(node.facts ?? {}), pending_updates: result.pending_updates ?? null };
           const why = `${task.kind} reports ${result.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
           await changeNode(node, { facts, reboot_required: Boolean(result.reboot_required) }, why);
@@ -239,7 +246,7 @@ export default definePlugin({
     });
 
     /** Queues a task for a node the caller got from requireLive (a removing node has no certificate to fetch it with). */
-    const queue = async (node: NodeRecord, kind: string, payload: Record<string, unknown> = {}, readOnce = false) =>
+    const queue = async (node: NodeRecord, kind: TaskKind, payload: Record<string, unknown> = {}, readOnce = false) =>
       Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
 
     /** Whether a machine has joined as this node (a join token was used for it, or it heartbeated). */
@@ -294,6 +301,7 @@ export default definePlugin({
             for (const node of await nodes.findAll({ removing: true })) {
               if ((await tasks.countOpen(node.id)) > 0) continue;
               await forget(node.id);
+              await tasks.forgetCapabilities(node.id);
               await events.record({ nodeId: node.id, identifier: node.ip_address ?? node.hostname, kind: 'node_removed', message: `node ${node.id} (${node.name}) removed` });
             }
           },
@@ -569,11 +577,30 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/nodes/{id}',
           auth: { role: 'admin' },
-          summary: 'Remove a node: revoke its certificates, release its overlay address; the record goes once its work has drained',
+          summary: 'Remove a node: revoke its certificates, release its overlay address; the record goes once its work has drained; 409 while it is a cluster member unless forced',
           status: 202,
-          schemas: { params: NodeParams, response: NodeView },
+          schemas: {
+            params: NodeParams,
+            query: Type.Object(
+              { force: Type.Optional(Type.Boolean({ description: 'remove it even while it is a member of a swarm or cluster (one it manages is left without a manager, failed)' })) },
+              { additionalProperties: false },
+            ),
+            response: NodeView,
+          },
           async handler(req) {
             const node = await nodes.require(req.params.id);
+            const memberships = await services.clusters.membershipsOf(node.id);
+            if (memberships.length && !req.query.force) {
+              const { cluster, manages } = memberships[0]!;
+              const noun = cluster.backend === 'swarm' ? 'swarm' : 'cluster';
+              throw conflict(
+                `Node ${node.id} ${manages ? 'manages' : 'is a member of'} ${noun} ${cluster.name} (${cluster.id}): remove it from the ${noun} first` +
+                  `${cluster.backend === 'swarm' ? ` (POST /v1/swarms/${cluster.id}/leave)` : ''}, or pass force=true` +
+                  `${manages ? ` to delete it anyway and leave the ${noun} without this manager` : ''}`,
+                memberships.map((m) => ({ [`${m.cluster.backend === 'swarm' ? 'swarm' : 'cluster'}_id`]: m.cluster.id, role: m.role })),
+              );
+            }
+            if (memberships.length) await services.clusters.detachNode(node.id);
             await ca.revokeNode(node.id);
             await overlay.release(node.id);
             await tasks.cancelForNode(node.id, 'the node is being removed');
@@ -670,17 +697,17 @@ export default definePlugin({
           async handler(req) {
             const node = await nodes.require(req.params.id);
             if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
-            const binaries = services.provided.get('agent-binaries') as { describe(arch: string): { version: string; sha256: string } | null } | undefined;
+            const binaries = services.provided.find(AgentBinariesRef);
             const binary = node.architecture ? binaries?.describe(node.architecture) : null;
             if (!binary) throw conflict(`No agent executable is built for ${node.architecture ?? 'an unknown architecture'}; run npm run build`);
-            return queue(node, TASK_KINDS.agentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
+            return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
           },
         },
         ...([
-          ['os-update', TASK_KINDS.osUpdate, 'Queue a full OS package upgrade; the node needs a reboot afterwards when the OS says so'],
-          ['check-updates', TASK_KINDS.osCheckUpdates, 'Re-check pending OS package updates now instead of at the daily check'],
-          ['reboot', TASK_KINDS.osReboot, 'Queue a reboot'],
-          ['stop', TASK_KINDS.agentStop, 'Stop the agent; the machine and its workloads keep running and the node shows offline'],
+          ['os-update', OsUpdate, 'Queue a full OS package upgrade; the node needs a reboot afterwards when the OS says so'],
+          ['check-updates', OsCheckUpdates, 'Re-check pending OS package updates now instead of at the daily check'],
+          ['reboot', OsReboot, 'Queue a reboot'],
+          ['stop', AgentStop, 'Stop the agent; the machine and its workloads keep running and the node shows offline'],
         ] as const).map(([verb, kind, summary]) => ({
           method: 'POST' as const,
           path: `/v1/nodes/{id}/${verb}`,
@@ -709,7 +736,7 @@ export default definePlugin({
           async handler(req) {
             const node = await nodes.requireLive(req.params.id);
             const payload = req.query.since ? { since: new Date(req.query.since).toISOString() } : { lines: Math.min(req.query.lines ?? settings.log_lines_default, settings.log_lines_max) };
-            return queue(node, TASK_KINDS.agentLogs, payload, true);
+            return queue(node, AgentLogs, payload, true);
           },
         },
         {
@@ -718,7 +745,7 @@ export default definePlugin({
           auth: { role: 'admin' },
           summary: 'The log fetch: status, and the lines once completed (read once)',
           schemas: { params: NodeTaskParams },
-          handler: (req) => readTask(req.params.id, req.params.taskId, TASK_KINDS.agentLogs),
+          handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name),
         },
         {
           method: 'POST',
@@ -760,7 +787,7 @@ export default definePlugin({
           },
           async handler(req) {
             const node = await nodes.requireLive(req.params.id);
-            return queue(node, TASK_KINDS.unmanagedScan, { backend: req.query.backend }, true);
+            return queue(node, ScanUnmanaged, { backend: req.query.backend }, true);
           },
         },
         {
@@ -770,7 +797,7 @@ export default definePlugin({
           summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
           schemas: { params: NodeTaskParams },
           async handler(req) {
-            const view = await readTask(req.params.id, req.params.taskId, TASK_KINDS.unmanagedScan);
+            const view = await readTask(req.params.id, req.params.taskId, ScanUnmanaged.name);
             const result = (view.result ?? {}) as { resources?: unknown[] };
             return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
           },

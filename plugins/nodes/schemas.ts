@@ -51,6 +51,15 @@ export const Heartbeat = Type.Object(
     pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
     reboot_required: Type.Optional(Type.Boolean()),
     gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),
+    capabilities: Type.Optional(
+      Type.Object(
+        {
+          kinds: Type.Array(Type.String({ maxLength: 100 }), { maxItems: 500, description: 'the task kinds the agent runs' }),
+          backends: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 32, description: 'the orchestrator backends it has a driver for' }),
+        },
+        { description: 'what the agent can run; agents older than typed tasks send none and are judged by agent_version' },
+      ),
+    ),
     held_tasks: Type.Optional(
       Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000, description: 'tasks the agent holds (running or waiting their turn): their leases are renewed' }),
     ),

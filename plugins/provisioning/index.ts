@@ -4,11 +4,11 @@ import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { SshError, type HostKeyStore, type SshDriver, type SshSession } from '../../drivers/ssh/index.js';
-import { nodesOf } from '../nodes/index.js';
+import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { IpAddress, NodeName, NodeParams } from '../nodes/schemas.js';
-import { SshCredentialFields, sshProfilesOf, type SshCredentials } from '../ssh-profiles/index.js';
-import type { AgentBinaries } from '../system/index.js';
+import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/index.js';
+import { AgentBinariesRef } from '../system/index.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
 
 const HOST_KEYS = 'ssh_host_keys';
@@ -54,6 +54,7 @@ const Credentials = Type.Object(
 export default definePlugin({
   name: 'provisioning',
   description: 'deploy, update-ssh and start over SSH',
+  deps: [NodesRef, SshProfilesRef, AgentBinariesRef],
   configSchema: ProvisioningConfigSchema,
   migrations: [
     {
@@ -77,7 +78,7 @@ export default definePlugin({
     const forgetNode = recordRemover(services.events, 'node', nodes);
     const profiles = sshProfilesOf(services);
     const ssh = services.drivers.get<SshDriver>('ssh');
-    const binaries = services.provided.get('agent-binaries') as AgentBinaries;
+    const binaries = services.provided.get(AgentBinariesRef);
     const running = new Set<Promise<void>>();
 
     const hostKeys: HostKeyStore = {

@@ -4,17 +4,15 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_EDGE_NETWORK, HANGAR_LABELS, type MountSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { resumeByStatus } from '../../core/jobs.js';
+import { CreateObject, DeployWorkload, HANGAR_LABELS, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin } from '../../core/plugin.js';
-import { KeyedSerial } from '../../core/serial.js';
-import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { swarmsOf } from '../swarms/index.js';
-import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName } from '../swarms/schemas.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import { volumesOf } from '../volumes/api.js';
+import { definePlugin, defineServiceRef } from '../../core/plugin.js';
+import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
+import { ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
+import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { changes, defineLifecycle, REMOVED } from '../../core/lifecycle.js';
+import { TaggableResources } from '../tags/index.js';
+import { VolumesRef, volumesOf, VolumeUsersPoint } from '../volumes/api.js';
 import { s3Migrations } from './migrations.js';
 import { observedState } from './state.js';
 import { S3Store, type S3Record } from './store.js';
@@ -41,13 +39,15 @@ interface S3Config {
   root_user: string;
 }
 
-/** What the s3 plugin provides (`services.provided.get('s3')`): the routes of its stores. */
+/** What the s3 plugin provides (`services.provided.get(S3Ref)`): the routes of its stores. */
 export interface S3Api {
   /** Both routes of every store on a swarm (S3 API and console), unless it is being removed. */
   routes(swarmId: string): Promise<Route[]>;
   /** A store by id (null when there is none). */
   get(id: string): Promise<unknown>;
 }
+
+export const S3Ref = defineServiceRef<S3Api>('s3', 'object stores (the s3 plugin)');
 
 const CreateBody = Type.Object(
   {
@@ -61,8 +61,6 @@ const CreateBody = Type.Object(
 );
 const Instance = Type.Object({}, { additionalProperties: true });
 
-/** How the store's workload mounts its volume, and where it may therefore run. */
-type Placement = { mount: MountSpec; constraints: string[] };
 
 /** A random password of letters and digits (no look-alikes), uniformly drawn. */
 function generatePassword(): string {
@@ -75,7 +73,7 @@ function view(i: S3Record) {
   return {
     id: i.id,
     name: i.name,
-    swarm_id: i.swarm_id,
+    swarm_id: i.cluster_id,
     volume_id: i.volume_id,
     status: i.status,
     error: i.error,
@@ -93,24 +91,39 @@ function view(i: S3Record) {
   };
 }
 
+/**
+ * What an observation changes in a store no operation holds (pure): running with a task up,
+ * failed with the last task's error, failed when its workload is gone (a failed deploy that never
+ * created it keeps its own error).
+ */
+export function reconcileStore(i: S3Record, w: WorkloadState | undefined, now: string): Partial<S3Record> | null {
+  if (i.status === 'removing') return null;
+  if (!w) {
+    if (i.status === 'failed' && (i.running === null || i.running === 0)) return null;
+    return { status: 'failed', running: 0, error: `its workload ${i.runtime_name} is gone from the cluster`, observed_at: now };
+  }
+  const observed = observedState(w);
+  const patch = changes(i, { status: observed.status ?? i.status, error: observed.status ? observed.error : i.error, running: w.running });
+  return patch && { ...patch, observed_at: now };
+}
+
 export default definePlugin({
   name: 's3',
   description: 'object stores: MinIO on a swarm, its data on a volume, routed S3 API and console domains',
   configSchema: S3ConfigSchema,
   migrations: s3Migrations,
+  deps: [VolumesRef],
+  provides: [S3Ref],
   setup(services) {
     const { db, clock } = services;
     const config = services.config.s3 as S3Config;
-    const swarmsApi = swarmsOf(services);
-    const { swarms, jobs, onManager, settings } = swarmsApi;
+    const core = services.clusters;
     const volumes = volumesOf(services);
     const store = new S3Store(db, clock);
     const box = services.ca.secretBox('s3');
     const now = () => clock.now().toISOString();
-    const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
     const forget = recordRemover(services.events, 's3', store);
-    // A store's deployment and its removal never overlap.
-    const lifecycle = new KeyedSerial();
 
     const routesOf = (i: S3Record): Route[] => [
       { domain: i.domain, service: i.runtime_name, port: S3_API_PORT, source: 's3', source_id: i.id },
@@ -118,138 +131,109 @@ export default definePlugin({
     ];
     const api: S3Api = {
       get: (id) => store.get(id),
-      routes: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
+      routes: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
     };
-    services.provided.set('s3', api);
+    services.provided.provide(S3Ref, api);
+    services.provided.contribute(TaggableResources, { type: 's3', exists: async (id) => Boolean(await store.get(id)) });
+    services.provided.contribute(RouteSources, { source: 's3', routes: api.routes });
 
-    /** The swarm secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
+    /** The runtime secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
     const passwordSecret = (i: S3Record) => `${i.runtime_name}-root-password`;
 
-    function spec(i: S3Record, mount: Placement): WorkloadSpec {
+    function spec(i: S3Record, volume: VolumeMount): WorkloadSpec {
       return {
         name: i.runtime_name,
         role: 's3',
-        resourceId: i.id,
+        resource_id: i.id,
         image: i.image,
         replicas: 1,
         args: MINIO_ARGS,
         env: {
           MINIO_ROOT_USER: i.root_user,
-          // A name under /run/secrets: the password never appears in the service's spec.
+          // A name under /run/secrets: the password never appears in the workload's spec.
           MINIO_ROOT_PASSWORD_FILE: ROOT_PASSWORD_TARGET,
           ...(i.cert_id ? { HANGAR_CERT_ID: i.cert_id } : {}),
         },
         secrets: [{ name: passwordSecret(i), target: ROOT_PASSWORD_TARGET }],
-        mounts: [mount.mount],
-        constraints: mount.constraints,
-        networks: [HANGAR_EDGE_NETWORK],
-        endpointMode: settings.endpoint_mode,
-        publishMode: settings.publish_mode,
+        volumes: [volume],
+        exposure: { routed: true, domain: i.domain },
       };
     }
 
-    /** The deployment, in the background: the edge network, then MinIO as a one-replica workload. */
-    async function deploy(i: S3Record, swarm: SwarmRecord, mount: Placement): Promise<void> {
-      try {
-        await onManager(swarm, 'ensureNetwork', [HANGAR_EDGE_NETWORK]);
-        const password = Buffer.from(box.openString(i.password_sealed)).toString('base64');
-        await onManager(swarm, 'createObject', ['secret', passwordSecret(i), password, { [HANGAR_LABELS.id]: i.id }]);
-        const state = await onManager<WorkloadState>(swarm, 'deployWorkload', [spec(i, mount)]);
-        const observed = observedState(state);
-        await store.changeIf(i.id, ['deploying'], { status: observed.status === 'running' ? 'running' : 'deploying', running: state.running, error: null, observed_at: now() });
-      } catch (err) {
-        if (!jobs.stopping) await store.changeIf(i.id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
-        throw err;
-      } finally {
-        routesChanged(i.swarm_id);
-      }
-    }
-
-    function startRemove(i: S3Record): void {
-      jobs.run(
-        `remove object store ${i.name}`,
-        () =>
-          lifecycle.run(i.id, async () => {
-            await removeWorkload(i);
-            await forget(i.id);
-            routesChanged(i.swarm_id);
-          }),
-        async (err) => {
-          await store.change(i.id, { status: 'failed', error: `removing failed: ${err.message}` });
-        },
-      );
-    }
-
-    /** A deploy the last process left half done, from the start: the swarm, the volume's mount, then MinIO. */
-    function resumeDeploy(i: S3Record): void {
-      jobs.run(`deploy object store ${i.name}`, () =>
-        lifecycle.run(i.id, async () => {
-          let swarm: SwarmRecord;
-          let mount: Placement;
-          try {
-            swarm = await swarms.requireActive(i.swarm_id);
-            mount = await volumes.mountFor(await volumes.require(i.volume_id), '/data', swarm);
-          } catch (err) {
-            if (!jobs.stopping) await store.changeIf(i.id, ['deploying'], { status: 'failed', error: `resuming the deploy failed: ${(err as Error).message}` });
-            throw err;
-          }
-          await deploy(i, swarm, mount);
-        }),
-      );
-    }
-
-    /** Removes the workload (a swarm without a manager, or gone, has nothing left to remove); the volume's data stays. */
+    /** Removes the workload and its password secret (a cluster without a manager, or gone, has nothing left to remove); the volume's data stays. */
     async function removeWorkload(i: S3Record): Promise<void> {
-      const swarm = await swarms.get(i.swarm_id);
-      if (!swarm?.manager_node_id) return;
-      await onManager(swarm, 'removeWorkload', [i.runtime_name]);
-      await onManager(swarm, 'removeObject', ['secret', passwordSecret(i)]);
+      const cluster = await core.clusters.get(i.cluster_id);
+      if (!cluster?.manager_node_id) return;
+      await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name });
+      await core.callOn(cluster, RemoveObject, { kind: 'secret', name: passwordSecret(i) });
     }
 
-    volumes.registerUsers(async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })));
+    const lifecycle = core.lifecycle(
+      store,
+      defineLifecycle<S3Record, WorkloadState | undefined>({
+        noun: 'object store',
+        operations: {
+          // The volume's mount, the password secret, then MinIO as a one-replica workload (created or updated).
+          deploy: {
+            from: ['deploying', 'failed'],
+            during: 'deploying',
+            label: (i) => `deploy object store ${i.name}`,
+            async run(i) {
+              try {
+                const cluster = await core.requireActive(i.cluster_id);
+                const volume = await volumes.mountFor(await volumes.require(i.volume_id), '/data', cluster);
+                const password = Buffer.from(box.openString(i.password_sealed)).toString('base64');
+                await core.callOn(cluster, CreateObject, { kind: 'secret', name: passwordSecret(i), data: password, labels: { [HANGAR_LABELS.id]: i.id } });
+                const state = await core.callOn(cluster, DeployWorkload, { spec: spec(i, volume) });
+                return { status: observedState(state).status === 'running' ? 'running' : 'deploying', running: state.running, error: null, observed_at: now() };
+              } finally {
+                routesChanged(i.cluster_id);
+              }
+            },
+            failed: (_i, err) => ({ status: 'failed', error: `deploying failed: ${err.message}` }),
+          },
+          remove: {
+            from: '*',
+            during: 'removing',
+            preempts: true,
+            label: (i) => `remove object store ${i.name}`,
+            async run(i) {
+              await removeWorkload(i);
+              await forget(i.id);
+              routesChanged(i.cluster_id);
+              return REMOVED;
+            },
+            failed: (_i, err) => ({ status: 'failed', error: `removing failed: ${err.message}` }),
+          },
+        },
+        reconcile: (i, w) => reconcileStore(i, w, now()),
+      }),
+    );
+    const refused = (i: S3Record | null) => conflict(i ? `Object store ${i.name} is ${i.status}` : 'The object store is gone');
 
-    swarmsApi.registerWorkloads({
+    services.provided.contribute(VolumeUsersPoint, async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })));
+
+    services.provided.contribute(ClusterWorkloads, {
       type: 's3',
-      inSwarm: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).map((i) => ({ id: i.id, name: i.name })),
+      inCluster: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).map((i) => ({ id: i.id, name: i.name })),
       forceRemove: async (id) => {
         const i = await store.get(id);
         if (!i) return false;
-        await lifecycle.run(id, async () => {
-          await removeWorkload(i).catch(() => undefined);
-          await forget(id);
-        });
-        routesChanged(i.swarm_id);
+        await removeWorkload(i).catch(() => undefined);
+        await forget(id);
+        routesChanged(i.cluster_id);
         return true;
       },
     });
 
-    swarmsApi.onObserved(async ({ swarm, workloads }) => {
+    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
       const byName = new Map(workloads.map((w) => [w.name, w]));
-      for (const i of await store.findAll({ swarm_id: swarm.id })) {
-        if (i.status === 'removing') continue;
-        const w = byName.get(i.runtime_name);
-        if (!w) {
-          // Deploying: not created yet; a failed deploy never created it (its own error says more).
-          // Otherwise it was removed behind hangar's back.
-          const neverCreated = i.status === 'deploying' || (i.status === 'failed' && i.running === null);
-          if (!neverCreated && i.running !== 0) {
-            await store.changeIf(i.id, [i.status], { status: 'failed', running: 0, error: `its workload ${i.runtime_name} is gone from the swarm`, observed_at: now() });
-          }
-          continue;
-        }
-        const observed = observedState(w);
-        const status = observed.status ?? i.status;
-        const error = observed.status ? observed.error : i.error;
-        if (status !== i.status || error !== i.error || w.running !== i.running) {
-          await store.changeIf(i.id, [i.status], { status, error, running: w.running, observed_at: now() });
-        }
-      }
+      for (const i of await store.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, byName.get(i.runtime_name));
     });
 
     return {
       // Deploys (the secret and the workload are created or updated) and removals are idempotent.
-      resume: () => resumeByStatus('object store', store, { deploying: resumeDeploy, removing: startRemove }),
-      close: () => jobs.drain(),
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',
@@ -260,23 +244,23 @@ export default definePlugin({
           schemas: { body: CreateBody, response: Instance },
           handler: async (req) => {
             const body = req.body as { name: string; swarm_id: string; volume_id: string; password?: string; cert_id?: string };
-            const swarm = await swarms.requireActive(body.swarm_id);
+            const cluster = await core.requireTarget(body);
             if (await store.findOne({ name: body.name })) throw conflict(`An object store named ${body.name} exists`);
             const volume = await volumes.require(body.volume_id);
             const sharing = await store.findOne({ volume_id: volume.id });
             if (sharing) throw conflict(`Volume ${volume.name} already holds the data of object store ${sharing.name}; give each store its own volume`);
-            const domain = `${body.name}.s3.${swarm.name}.${settings.local_domain}`;
+            const domain = `${body.name}.s3.${cluster.name}.${core.settings.localDomain}`;
             const consoleDomain = `console.${domain}`;
-            await requireDomainsFree(services, swarm.id, [domain, consoleDomain]);
-            // Where MinIO may run with this volume (409 when the volume is not ready or not reachable from the swarm).
-            const mount = await volumes.mountFor(volume, '/data', swarm);
+            await requireDomainsFree(services, cluster.id, [domain, consoleDomain]);
+            // Where MinIO may run with this volume (409 when the volume is not ready or not reachable from the cluster).
+            await volumes.mountFor(volume, '/data', cluster);
             const password = body.password ?? generatePassword();
             let record: S3Record;
             try {
               record = await store.insert({
                 id: newId('s3'),
                 name: body.name,
-                swarm_id: swarm.id,
+                cluster_id: cluster.id,
                 volume_id: volume.id,
                 runtime_name: `s3-${body.name}`,
                 image: config.image,
@@ -297,8 +281,7 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`An object store named ${body.name} exists`);
               throw err;
             }
-            jobs.run(`deploy object store ${record.name}`, () => lifecycle.run(record.id, () => deploy(record, swarm, mount)));
-            return Reply.accepted({ ...view(record), password });
+            return Reply.accepted({ ...view(await lifecycle.start(record.id, 'deploy', {}, refused)), password });
           },
         },
         ...readRoutes({
@@ -319,9 +302,8 @@ export default definePlugin({
           handler: async (req) => {
             const current = await store.require(req.params.id);
             if (current.status === 'removing') return view(current);
-            const removing = await store.change(current.id, { status: 'removing' });
-            routesChanged(current.swarm_id);
-            startRemove(removing);
+            const removing = await lifecycle.start(current.id, 'remove', {}, refused);
+            routesChanged(current.cluster_id);
             return view(removing);
           },
         },

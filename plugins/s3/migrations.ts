@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 
 export const S3_INSTANCES = 's3_instances';
 
@@ -31,6 +32,19 @@ export const s3Migrations: Migration[] = [
         t.index(['swarm_id']);
         t.index(['volume_id']);
       });
+    },
+  },
+  {
+    id: '002_cluster_id',
+    async up(knex) {
+      // Swarm groups became clusters (core/004_clusters): a store names the cluster it runs on.
+      await knex.schema.alterTable(S3_INSTANCES, (t) => {
+        t.renameColumn('swarm_id', 'cluster_id');
+      });
+      await knex.schema.alterTable(S3_INSTANCES, (t) => {
+        leaseColumns(t);
+      });
+      await markForTakeOver(knex, S3_INSTANCES, { deploying: 'deploy', removing: 'remove' });
     },
   },
 ];

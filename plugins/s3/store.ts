@@ -2,13 +2,14 @@ import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { S3_INSTANCES } from './migrations.js';
+import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
 export type S3Status = 'deploying' | 'running' | 'failed' | 'removing';
 
-export interface S3Record {
+export interface S3Record extends LeaseFields {
   id: string;
   name: string;
-  swarm_id: string;
+  cluster_id: string;
   volume_id: string;
   runtime_name: string;
   image: string;
@@ -32,7 +33,7 @@ export class S3Store extends StampedRepository<S3Record> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
+    super(store, S3_INSTANCES, { bool: ['sso'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

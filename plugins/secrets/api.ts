@@ -1,4 +1,4 @@
-import type { Services } from '../../core/plugin.js';
+import { defineExtensionPoint, defineServiceRef, type Services } from '../../core/plugin.js';
 
 /** Secrets and configs are one resource with two kinds (and two route sets). */
 export type ObjectKind = 'secret' | 'config';
@@ -23,15 +23,17 @@ export interface ObjectUsers {
 }
 
 export interface SecretsApi {
-  registerUsers(users: ObjectUsers): void;
   /** The current version of the secret or config called `name` on a swarm (id or name), or null. */
   resolve(kind: ObjectKind, swarmId: string, name: string): Promise<ResolvedObject | null>;
   /** By id, whatever its swarm; null when unknown. */
   get(kind: ObjectKind, id: string): Promise<ResolvedObject | null>;
 }
 
+export const SecretsRef = defineServiceRef<SecretsApi>('secrets', 'secrets and configs (the secrets plugin)');
+
+/** What uses secrets and configs (the services plugin's compose stacks). */
+export const SecretUsersPoint = defineExtensionPoint<ObjectUsers>('secrets.users', 'secret and config users');
+
 export function secretsOf(services: Services): SecretsApi {
-  const api = services.provided.get('secrets') as SecretsApi | undefined;
-  if (!api) throw new Error('the secrets plugin must be loaded (and listed before this plugin)');
-  return api;
+  return services.provided.get(SecretsRef);
 }

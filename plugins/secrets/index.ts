@@ -3,16 +3,18 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_LABELS } from '../../core/orchestrator.js';
+import { sleep } from '../../core/clock.js';
+import { CreateObject, HANGAR_LABELS, RemoveObject } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
-import { KeyedSerial } from '../../core/serial.js';
+import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { PageQuery } from '../../core/http/resources.js';
-import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import type { ObjectKind, ObjectUsers, ResolvedObject, SecretsApi } from './api.js';
+import { asHttpError, BeforeClusterRemoved, SwarmsRef } from '../swarms/orchestration.js';
+import type { ClusterRecord } from '../../core/clusters/store.js';
+import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
 import { secretMigrations } from './migrations.js';
 import { ObjectStore, type ObjectRecord } from './store.js';
+import { TaggableResources } from '../tags/index.js';
 
 /** The engine refuses secrets and configs of 500 KiB and more (and empty ones). */
 export const MAX_DATA_BYTES = 500 * 1024 - 1;
@@ -45,15 +47,21 @@ function decodeData(data: string): Buffer {
 export default definePlugin({
   name: 'secrets',
   description: 'Secrets and configs on swarms: encrypted at rest, versioned runtime objects, rotation that redeploys their users',
+  deps: [SwarmsRef],
+  provides: [SecretsRef],
   migrations: secretMigrations,
   setup(services: Services) {
     const { db, clock, log } = services;
-    const swarmsApi = swarmsOf(services);
-    const { swarms } = swarmsApi;
+    const core = services.clusters;
+    const swarms = core.clusters;
     const objects = new ObjectStore(db, clock);
     const box = services.ca.secretBox('secrets');
-    const hooks: ObjectUsers[] = [];
     const now = () => clock.now().toISOString();
+
+    /** Where an object lives, as the API names it: `swarm_id` for a swarm's, `cluster_id` (and the namespace) for a cluster's. */
+    async function targetOf(o: ObjectRecord): Promise<{ swarm_id: string | null; cluster_id: string | null }> {
+      return (await core.backendOf(o.cluster_id)) === 'k8s' ? { swarm_id: null, cluster_id: o.cluster_id } : { swarm_id: o.cluster_id, cluster_id: null };
+    }
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
 
@@ -62,7 +70,7 @@ export default definePlugin({
     /** The users of each object of one kind, asking every hook once for all of them. */
     async function usersOfMany(kind: ObjectKind, ids: string[]): Promise<Map<string, User[]>> {
       const all = new Map<string, User[]>(ids.map((id) => [id, []]));
-      for (const hook of hooks) {
+      for (const hook of services.provided.contributions(SecretUsersPoint)) {
         for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, hook })));
       }
       return all;
@@ -75,9 +83,8 @@ export default definePlugin({
       return {
         id: o.id,
         name: o.name,
-        swarm_id: o.swarm_id,
-        cluster_id: o.cluster_id,
-        namespace: o.namespace,
+        ...(await targetOf(o)),
+        namespace: o.namespace || null,
         version: o.version,
         runtime_name: o.runtime_name,
         services: users.map((u) => u.name),
@@ -99,31 +106,30 @@ export default definePlugin({
       if (!named.length) throw notFound(`No ${kind} ${ref}`);
       throw conflict(
         `${named.length} ${kind}s are named ${ref}; use the id`,
-        named.map((o) => ({ id: o.id, swarm_id: o.swarm_id, cluster_id: o.cluster_id })),
+        await Promise.all(named.map(async (o) => ({ id: o.id, ...(await targetOf(o)) }))),
       );
     }
 
     /** The swarm an object lives on, when it still has a manager to talk to. */
-    async function managedSwarm(o: ObjectRecord): Promise<SwarmRecord | null> {
-      if (!o.swarm_id) return null;
-      const swarm = await swarms.get(o.swarm_id);
+    async function managedSwarm(o: ObjectRecord): Promise<ClusterRecord | null> {
+      const swarm = await swarms.get(o.cluster_id);
       return swarm?.manager_node_id ? swarm : null;
     }
 
     const forget = (o: ObjectRecord) => recordRemover(services.events, o.kind, objects)(o.id);
     // A swarm's objects go with it (their runtime objects went with its engines).
-    swarmsApi.beforeRemoved(async (swarmId) => {
-      for (const o of await objects.findAll({ swarm_id: swarmId })) await forget(o);
+    services.provided.contribute(BeforeClusterRemoved, async (swarmId) => {
+      for (const o of await objects.findAll({ cluster_id: swarmId })) await forget(o);
     });
 
     const labels = (o: Pick<ObjectRecord, 'id'>, version: number) => ({ [HANGAR_LABELS.object]: o.id, [HANGAR_LABELS.version]: String(version) });
 
     /** Removes retired versions' runtime objects; answers the names that are still there. */
-    async function removeRetired(o: ObjectRecord, swarm: SwarmRecord, names: string[]): Promise<string[]> {
+    async function removeRetired(o: ObjectRecord, swarm: ClusterRecord, names: string[]): Promise<string[]> {
       const kept: string[] = [];
       for (const name of names) {
         try {
-          await swarmsApi.onManager(swarm, 'removeObject', [o.kind, name]);
+          await core.callOn(swarm, RemoveObject, { kind: o.kind, name });
         } catch (err) {
           log.warn({ id: o.id, runtime_name: name, error: (err as Error).message }, `removing an old ${o.kind} version failed; kept for the next rotation`);
           kept.push(name);
@@ -132,16 +138,49 @@ export default definePlugin({
       return kept;
     }
 
-    /** Runs changes of one object one after the other (in this process; `advance` guards across replicas). */
-    const changes = new KeyedSerial();
-    const exclusive = <T>(id: string, work: () => Promise<T>): Promise<T> => changes.run(id, work);
+    // One change of an object at a time, whichever control plane takes it (a rotation or a deletion holds the object's lease).
+    const lifecycle = core.lifecycle(
+      objects,
+      defineLifecycle<ObjectRecord>({
+        noun: 'object',
+        operations: {
+          change: {
+            from: '*',
+            label: (o) => `change ${o.kind} ${o.name}`,
+            // Only ever run with its work (rotate or remove) in the request; a change cut short is not taken over.
+            run: async () => ({}),
+            failed: () => ({}),
+          },
+        },
+      }),
+    );
+    /**
+     * Runs one change of an object under its lease, in the request. Changes asked for at once (on
+     * this control plane or another) take turns: one waiting for the lease retries until the change
+     * holding it is done, and gives up with a 409 only after an orchestrator call's timeout.
+     */
+    async function exclusive<T>(o: ObjectRecord, work: () => Promise<T>): Promise<T> {
+      const giveUpAt = Date.now() + core.settings.callTimeoutMs;
+      for (;;) {
+        let ran = false;
+        let answer!: T;
+        await lifecycle.runNow(o.id, 'change', {}, async () => {
+          ran = true;
+          answer = await work();
+          return (await objects.get(o.id)) ? {} : REMOVED;
+        });
+        if (ran) return answer;
+        if (!(await objects.get(o.id))) throw notFound(`No ${o.kind} ${o.name}`);
+        if (Date.now() > giveUpAt) throw conflict(`${Title[o.kind]} ${o.name} is being changed by another request; try again`);
+        await sleep(100, services.shutdown);
+      }
+    }
 
     const api: SecretsApi = {
-      registerUsers: (hook) => void hooks.push(hook),
       async resolve(kind, swarmId, name) {
         const swarm = (await swarms.get(swarmId)) ?? (await swarms.findOne({ name: swarmId }));
         if (!swarm) return null;
-        const o = await objects.findOne({ kind, swarm_id: swarm.id, name });
+        const o = await objects.findOne({ kind, cluster_id: swarm.id, name });
         return o ? resolved(o) : null;
       },
       async get(kind, id) {
@@ -149,19 +188,19 @@ export default definePlugin({
         return o && o.kind === kind ? resolved(o) : null;
       },
     };
-    services.provided.set('secrets', api);
+    services.provided.provide(SecretsRef, api);
+    for (const kind of ['secret', 'config'] as const) services.provided.contribute(TaggableResources, { type: kind, exists: async (id) => Boolean(await api.get(kind, id)) });
 
     /** A new version: its object, the record, the users redeployed with it, then the old objects removed. */
     async function rotate(id: string, bytes: Buffer) {
       const current = await objects.get(id);
       if (!current) throw notFound(`No object ${id}`);
       const { kind } = current;
-      if (!current.swarm_id) throw conflict(`${Title[kind]} ${current.name} is not on a swarm`);
-      const swarm = await swarms.requireActive(current.swarm_id);
+      const swarm = await core.requireActive(current.cluster_id);
       const version = current.version + 1;
       const runtimeName = runtimeObjectName(current.name, version);
       try {
-        await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(current, version)]);
+        await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data: bytes.toString('base64'), labels: labels(current, version) });
       } catch (err) {
         throw asHttpError(err, `Creating version ${version} of ${kind} ${current.name}`);
       }
@@ -226,9 +265,9 @@ export default definePlugin({
             const runtimeName = runtimeObjectName(name, 1);
             if (runtimeName.length > MAX_RUNTIME_NAME) throw invalid('body.name', `is too long: the runtime name ${runtimeName} must be at most ${MAX_RUNTIME_NAME} characters`);
             const bytes = decodeData(req.body.data);
-            const swarm = await swarms.requireActive(swarmRef!);
+            const swarm = await core.requireActive(swarmRef!, 'swarm');
             const exists = () => conflict(`A ${kind} named ${name} exists on swarm ${swarm.name}`);
-            if (await objects.findOne({ kind, swarm_id: swarm.id, name })) throw exists();
+            if (await objects.findOne({ kind, cluster_id: swarm.id, name })) throw exists();
             const id = newId(PREFIX[kind]);
             let record: ObjectRecord;
             try {
@@ -236,9 +275,8 @@ export default definePlugin({
                 id,
                 kind,
                 name,
-                swarm_id: swarm.id,
-                cluster_id: null,
-                namespace: null,
+                cluster_id: swarm.id,
+                namespace: '',
                 version: 1,
                 runtime_name: runtimeName,
                 data_sealed: box.seal(bytes),
@@ -251,7 +289,7 @@ export default definePlugin({
               throw err;
             }
             try {
-              await swarmsApi.onManager(swarm, 'createObject', [kind, runtimeName, bytes.toString('base64'), labels(record, 1)]);
+              await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data: bytes.toString('base64'), labels: labels(record, 1) });
             } catch (err) {
               await objects.remove(id);
               throw asHttpError(err, `Creating ${kind} ${name} on swarm ${swarm.name}`);
@@ -274,7 +312,7 @@ export default definePlugin({
               cursor: req.query.cursor,
               where: (q) => {
                 q.where({ kind });
-                if (req.query.swarm_id) q.where({ swarm_id: req.query.swarm_id });
+                if (req.query.swarm_id) q.where({ cluster_id: req.query.swarm_id });
               },
             });
             const users = await usersOfMany(kind, page.items.map((o) => o.id));
@@ -299,7 +337,7 @@ export default definePlugin({
           async handler(req) {
             const bytes = decodeData(req.body.data);
             const found = await find(kind, req.params.id);
-            return exclusive(found.id, () => rotate(found.id, bytes));
+            return exclusive(found, () => rotate(found.id, bytes));
           },
         },
         {
@@ -310,7 +348,7 @@ export default definePlugin({
           schemas: { params: Params },
           async handler(req) {
             const found = await find(kind, req.params.id);
-            return exclusive(found.id, () => remove(found.id));
+            return exclusive(found, () => remove(found.id));
           },
         },
       ];
@@ -333,7 +371,7 @@ export default definePlugin({
         // Old versions first: the current one goes last, so a refusal leaves the record consistent.
         for (const name of [...o.retired, o.runtime_name]) {
           try {
-            await swarmsApi.onManager(swarm, 'removeObject', [kind, name]);
+            await core.callOn(swarm, RemoveObject, { kind, name });
           } catch (err) {
             throw asHttpError(err, `Removing ${kind} ${name} from swarm ${swarm.name}`);
           }
@@ -347,5 +385,5 @@ export default definePlugin({
   },
 });
 
-export { secretsOf } from './api.js';
+export { secretsOf, SecretsRef, SecretUsersPoint } from './api.js';
 export type { ObjectKind, ObjectUsers, ResolvedObject, SecretsApi } from './api.js';

@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns } from '../../core/clusters/migrations.js';
 
 export const SECRETS = 'secrets';
 
@@ -11,8 +12,9 @@ export const secretMigrations: Migration[] = [
         /** secret | config */
         t.string('kind', 10).notNullable();
         t.string('name', 63).notNullable();
-        // A swarm's objects go with the swarm (its runtime objects die with it too).
-        t.string('swarm_id', 64).nullable().references('id').inTable('swarms').onDelete('CASCADE');
+        // A swarm's objects go with the swarm (its runtime objects die with it too). Swarms became
+        // clusters (core/004_clusters, which runs first); 002 moves this column into cluster_id.
+        t.string('swarm_id', 64).nullable().references('id').inTable('clusters').onDelete('CASCADE');
         /** For Kubernetes clusters, later: the cluster and namespace the object lives in. */
         t.string('cluster_id', 64).nullable();
         t.string('namespace', 63).nullable();
@@ -29,6 +31,26 @@ export const secretMigrations: Migration[] = [
         t.unique(['kind', 'cluster_id', 'namespace', 'name']);
         t.index(['kind', 'created_at', 'id']);
         t.index(['kind', 'name']);
+      });
+    },
+  },
+  {
+    id: '002_cluster_id',
+    async up(knex) {
+      // Swarm groups became clusters (core/004_clusters): an object names its cluster, whatever its
+      // backend; backends without namespaces (swarm) have '' so that names stay unique per cluster.
+      await knex(SECRETS).whereNotNull('swarm_id').update({ cluster_id: knex.ref('swarm_id'), namespace: '' });
+      await knex.schema.alterTable(SECRETS, (t) => {
+        t.dropUnique(['kind', 'swarm_id', 'name']);
+        t.dropForeign(['swarm_id']);
+      });
+      await knex.schema.alterTable(SECRETS, (t) => {
+        t.dropColumn('swarm_id');
+      });
+      await knex.schema.alterTable(SECRETS, (t) => {
+        t.index(['cluster_id']);
+        // One change (a rotation, a deletion) at a time, whichever control plane runs it (core/lifecycle.ts).
+        leaseColumns(t);
       });
     },
   },

@@ -3,14 +3,16 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { ObjectKind } from './api.js';
 import { SECRETS } from './migrations.js';
+import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
-export interface ObjectRecord {
+export interface ObjectRecord extends LeaseFields {
   id: string;
   kind: ObjectKind;
   name: string;
-  swarm_id: string | null;
-  cluster_id: string | null;
-  namespace: string | null;
+  /** The cluster the object lives on. */
+  cluster_id: string;
+  /** The Kubernetes namespace; '' on backends without namespaces (swarm). */
+  namespace: string;
   version: number;
   runtime_name: string;
   data_sealed: string;
@@ -25,7 +27,7 @@ export class ObjectStore extends StampedRepository<ObjectRecord> {
     store: Store,
     private readonly time: Clock,
   ) {
-    super(store, SECRETS, { json: ['retired'], dates: ['created_at', 'updated_at'] }, time);
+    super(store, SECRETS, { json: ['retired'], dates: ['created_at', 'updated_at', ...LEASE_DATES] }, time);
   }
 
   /** Moves to a new version only if nobody else did first; false when the version changed meanwhile. */

@@ -1,6 +1,7 @@
 import type { Route } from '../../core/orchestrator.js';
+import { defineServiceRef } from '../../core/plugin.js';
 
-/** What the services plugin provides (`services.provided.get('services')`): the routes its stacks ask for. */
+/** What the services plugin provides (`services.provided.get(ServicesRef)`): the routes its stacks ask for. */
 export interface ServicesApi {
   /** Routes of the compose services on a swarm that declare `x-hangar` (not of stopped or removing ones). */
   routes(swarmId: string): Promise<Route[]>;
@@ -9,3 +10,5 @@ export interface ServicesApi {
   /** A service by id (null when there is none). */
   get(id: string): Promise<unknown>;
 }
+
+export const ServicesRef = defineServiceRef<ServicesApi>('services', 'compose services (the services plugin)');

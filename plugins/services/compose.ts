@@ -1,9 +1,9 @@
 /**
- * Compose files as hangar takes them: decoded, parsed and checked before anything is deployed,
- * then rewritten for `docker stack deploy` (hangar secrets and configs as external objects of
- * their current version, the `x-hangar` routing extension turned into a network attachment).
+ * Compose files as hangar takes them: decoded, parsed and checked before anything is deployed
+ * (the backend's driver then deploys the file as the user wrote it, with hangar's secrets and
+ * configs and the `x-hangar` routes: drivers/swarm/compose.ts for a swarm).
  */
-import { LineCounter, parseDocument, stringify } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { badRequest } from '../../core/errors.js';
 import type { ObjectKind, ResolvedObject } from '../secrets/api.js';
 import type { ServiceRoute } from './store.js';
@@ -25,10 +25,6 @@ export interface ParsedCompose {
   desired: Record<string, number | null>;
 }
 
-/** The overlay network routed services share with the load balancer. */
-export const EDGE_NETWORK = 'hangar-edge';
-/** The compose version hangar deploys with: external objects with `name:` need 3.5, configs 3.3. */
-const DEPLOY_VERSION = '3.8';
 const MAX_RUNTIME_NAME = 63;
 const SERVICE_KEY = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -69,7 +65,7 @@ function parseYaml(text: string): unknown {
 
 function checkVersion(version: unknown): void {
   if (version === undefined || version === null) return;
-  if (!/^3(\.\d+)?$/.test(String(version))) throw invalid(`compose version ${JSON.stringify(version)} cannot be deployed to a swarm: use version 3.x, or leave version out`);
+  if (!/^3(\.\d+)?$/.test(String(version))) throw invalid(`compose version ${JSON.stringify(version)} is not supported: use version 3.x, or leave version out`);
 }
 
 function labelNames(labels: unknown): string[] {
@@ -163,51 +159,19 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
   return { doc, services: Object.keys(doc.services), objects, routes, desired };
 }
 
-/** Looks up every secret and config entry; a name the swarm has no hangar object for is a 400. */
+/** Looks up every secret and config entry; a name the cluster (the `noun`: swarm…) has no hangar object for is a 400. */
 export async function resolveObjects(
   parsed: ParsedCompose,
   resolve: (kind: ObjectKind, name: string) => Promise<ResolvedObject | null>,
+  noun = 'cluster',
 ): Promise<Map<string, ResolvedObject>> {
   const resolved = new Map<string, ResolvedObject>();
   for (const entry of parsed.objects) {
     const found = await resolve(entry.kind, entry.name);
     if (!found) {
-      throw invalid(`${entry.kind} ${entry.key} names no hangar ${entry.kind} ${JSON.stringify(entry.name)} on this swarm: create it with ${CREATE_WITH[entry.kind]} first`);
+      throw invalid(`${entry.kind} ${entry.key} names no hangar ${entry.kind} ${JSON.stringify(entry.name)} on this ${noun}: create it with ${CREATE_WITH[entry.kind]} first`);
     }
     resolved.set(`${entry.kind}:${entry.key}`, found);
   }
   return resolved;
-}
-
-/**
- * The compose file hangar deploys: version 3.8 at least, each secret and config an external object
- * of its current version (containers keep the compose key as target, so paths survive rotations),
- * `x-hangar` removed and routed services attached to the edge network as well as `default`.
- */
-export function renderCompose(parsed: ParsedCompose, resolved: Map<string, ResolvedObject>): string {
-  const doc = structuredClone(parsed.doc);
-  const { version, ...rest } = doc;
-  const minor = version === undefined || version === null ? -1 : Number(String(version).split('.')[1] ?? 0);
-  const out: Record<string, unknown> = { version: minor >= 8 ? String(version) : DEPLOY_VERSION, ...rest };
-  const routed = new Set(parsed.routes.map((r) => r.service));
-  const services = out.services as Record<string, Record<string, unknown>>;
-  for (const [key, def] of Object.entries(services)) {
-    delete def['x-hangar'];
-    if (!routed.has(key)) continue;
-    const networks = def.networks;
-    if (Array.isArray(networks)) {
-      if (!networks.includes(EDGE_NETWORK)) networks.push(EDGE_NETWORK);
-    } else if (isMap(networks)) {
-      if (!(EDGE_NETWORK in networks)) networks[EDGE_NETWORK] = null;
-    } else {
-      def.networks = ['default', EDGE_NETWORK];
-    }
-  }
-  if (routed.size) out.networks = { ...(isMap(out.networks) ? out.networks : {}), [EDGE_NETWORK]: { external: true } };
-  for (const kind of ['secret', 'config'] as const) {
-    const entries = parsed.objects.filter((o) => o.kind === kind);
-    if (!entries.length) continue;
-    out[plural(kind)] = Object.fromEntries(entries.map((e) => [e.key, { external: true, name: resolved.get(`${kind}:${e.key}`)!.runtime_name }]));
-  }
-  return stringify(out);
 }

@@ -3,19 +3,18 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_STACK_PREFIX, type BundleState, type Route, type WorkloadState } from '../../core/orchestrator.js';
-import { resumeByStatus } from '../../core/jobs.js';
+import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
-import { KeyedSerial } from '../../core/serial.js';
-import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { asHttpError, swarmsOf } from '../swarms/index.js';
-import { requireDomainsFree } from '../swarms/routes.js';
-import { DnsName } from '../swarms/schemas.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import { secretsOf, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
-import type { ServicesApi } from './api.js';
-import { decodeComposeFile, EDGE_NETWORK, parseCompose, renderCompose, resolveObjects, type ParsedCompose } from './compose.js';
+import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
+import { asHttpError, ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
+import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
+import { TaggableResources } from '../tags/index.js';
+import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
+import { ServicesRef, type ServicesApi } from './api.js';
+import { decodeComposeFile, parseCompose, resolveObjects, type ParsedCompose } from './compose.js';
 import { serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
 
@@ -78,7 +77,7 @@ function view(s: ServiceRecord) {
     id: s.id,
     name: s.name,
     backend: s.backend,
-    swarm_id: s.swarm_id,
+    swarm_id: s.cluster_id,
     stack: stackOf(s),
     status: s.status,
     error: s.error,
@@ -95,10 +94,10 @@ function view(s: ServiceRecord) {
 
 /** Per-service replica counts: what the runtime reports, else what the spec asks for with nothing running. */
 function replicasOf(stack: string, desired: Record<string, number | null>, workloads: WorkloadState[]): ServiceRecord['replicas'] {
-  const byName = new Map(workloads.map((w) => [w.name, w]));
+  const byKey = new Map(workloads.filter((w) => w.stack === stack && w.component).map((w) => [w.component!, w]));
   return Object.fromEntries(
     Object.entries(desired).map(([key, want]) => {
-      const w = byName.get(`${stack}_${key}`);
+      const w = byKey.get(key);
       return [key, w ? { desired: w.replicas, running: w.running } : { desired: want, running: 0 }];
     }),
   );
@@ -107,144 +106,161 @@ function replicasOf(stack: string, desired: Record<string, number | null>, workl
 export default definePlugin({
   name: 'services',
   description: 'services: compose stacks on swarms (hangar secrets and configs, x-hangar routing, logs)',
+  optionalDeps: [SecretsRef],
+  provides: [ServicesRef],
   migrations: serviceMigrations,
   setup(services) {
     const { db, clock } = services;
-    const swarmsApi = swarmsOf(services);
-    const { swarms, jobs, onManager, settings } = swarmsApi;
+    const core = services.clusters;
     const store = new ServiceStore(db, clock);
     // Secrets and configs in compose files need the secrets plugin; without it a file that uses them is refused.
-    const secrets = services.plugins.includes('secrets') ? secretsOf(services) : null;
+    const secrets = services.provided.find(SecretsRef) ?? null;
     const now = () => clock.now().toISOString();
-    const routesChanged = (swarmId: string) => services.events.publish('routes.changed', { swarmId });
+    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
     const forget = recordRemover(services.events, 'service', store);
 
-    // One lifecycle step at a time per service (a deploy, a rotation's redeploy, a stop, a removal).
-    const lifecycle = new KeyedSerial();
-    const serial = <T>(id: string, work: () => Promise<T>) => lifecycle.run(id, work);
-
-    function resolver(swarmId: string) {
+    function resolver(clusterId: string) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {
         if (!secrets) throw badRequest(`Validation failed: the compose file uses ${kind}s, but the secrets plugin is not loaded`);
-        return secrets.resolve(kind, swarmId, name);
+        return secrets.resolve(kind, clusterId, name);
       };
     }
 
-    /** Parses, checks and resolves a compose file for the service `name` on `swarm` (400 on any problem). */
-    async function prepare(text: string, name: string, swarm: SwarmRecord): Promise<{ parsed: ParsedCompose; resolved: Map<string, ResolvedObject> }> {
-      const parsed = parseCompose(text, stackOf({ name }), (svc) => `${svc}.${name}.${swarm.name}.${settings.local_domain}`);
-      return { parsed, resolved: await resolveObjects(parsed, resolver(swarm.id)) };
+    /** Parses, checks and resolves a compose file for the service `name` on `cluster` (400 on any problem). */
+    async function prepare(text: string, name: string, cluster: ClusterRecord): Promise<{ parsed: ParsedCompose; resolved: Map<string, ResolvedObject> }> {
+      const parsed = parseCompose(text, stackOf({ name }), (svc) => `${svc}.${name}.${cluster.name}.${core.settings.localDomain}`);
+      return { parsed, resolved: await resolveObjects(parsed, resolver(cluster.id), nounOf(cluster).toLowerCase()) };
     }
 
     const refs = (resolved: Map<string, ResolvedObject>, kind: ObjectKind) =>
       [...new Set([...resolved.entries()].filter(([key]) => key.startsWith(`${kind}:`)).map(([, o]) => o.id))].sort();
 
-    /** 409 when another workload on the swarm (not this service) already answers for one of these domains. */
-    const checkDomains = (swarmId: string, routes: ServiceRoute[], self: string | null) =>
-      requireDomainsFree(services, swarmId, routes.map((r) => r.domain), self ? { source: 'service', id: self } : undefined);
+    /** 409 when another workload on the cluster (not this service) already answers for one of these domains. */
+    const checkDomains = (clusterId: string, routes: ServiceRoute[], self: string | null) =>
+      requireDomainsFree(services, clusterId, routes.map((r) => r.domain), self ? { source: 'service', id: self } : undefined);
 
-    /** Deploys the stored spec of a service whose status is `deploying`; failure → status failed. */
-    async function deploy(id: string): Promise<void> {
-      const service = await store.get(id);
-      if (!service || service.status !== 'deploying') return;
-      try {
-        const swarm = await swarms.requireActive(service.swarm_id);
-        const { parsed, resolved } = await prepare(service.spec, service.name, swarm);
-        if (parsed.routes.length) await onManager(swarm, 'ensureNetwork', [EDGE_NETWORK]);
-        const state = await onManager<BundleState>(swarm, 'deployBundle', [stackOf(service), renderCompose(parsed, resolved), { prune: true }]);
-        await store.changeIf(id, ['deploying'], {
-          status: 'running',
-          error: null,
-          secret_refs: refs(resolved, 'secret'),
-          config_refs: refs(resolved, 'config'),
-          replicas: replicasOf(stackOf(service), parsed.desired, state.services ?? []),
-          observed_at: now(),
-        });
-      } catch (err) {
-        if (!jobs.stopping) await store.changeIf(id, ['deploying'], { status: 'failed', error: `deploying failed: ${(err as Error).message}` });
-        throw err;
-      } finally {
-        routesChanged(service.swarm_id);
-      }
-    }
-
-    function startDeploy(service: ServiceRecord, what: string): void {
-      jobs.run(`${what} service ${service.name}`, () => serial(service.id, () => deploy(service.id)));
-    }
-
-    function startRemove(service: ServiceRecord): void {
-      jobs.run(`remove service ${service.name}`, () => serial(service.id, () => remove(service.id)));
-    }
-
-    /** Removes the stack from its swarm; a swarm without a manager (or gone) has nothing left to remove. */
+    /** Removes the stack from its cluster; a cluster without a manager (or gone) has nothing left to remove. */
     async function removeStack(service: ServiceRecord): Promise<void> {
-      const swarm = await swarms.get(service.swarm_id);
-      if (!swarm?.manager_node_id) return;
-      await onManager(swarm, 'removeBundle', [stackOf(service)]);
+      const cluster = await core.clusters.get(service.cluster_id);
+      if (!cluster?.manager_node_id) return;
+      await core.callOn(cluster, RemoveBundle, { name: stackOf(service) });
     }
 
-    async function remove(id: string): Promise<void> {
-      const service = await store.get(id);
-      if (!service) return;
-      try {
-        await removeStack(service);
-      } catch (err) {
-        if (!jobs.stopping) await store.change(id, { status: 'failed', error: `removing failed: ${(err as Error).message}` });
-        throw err;
-      }
-      await forget(id);
-      routesChanged(service.swarm_id);
-    }
+    const lifecycle = core.lifecycle(
+      store,
+      defineLifecycle<ServiceRecord, WorkloadState[]>({
+        noun: 'service',
+        operations: {
+          // The stored spec, with the current version of every secret and config it names; prune removes services no longer in it.
+          deploy: {
+            from: ['deploying', 'running', 'stopped', 'failed'],
+            during: 'deploying',
+            joins: true,
+            label: (s) => `deploy service ${s.name}`,
+            async run(service) {
+              try {
+                const cluster = await core.requireActive(service.cluster_id);
+                const { parsed, resolved } = await prepare(service.spec, service.name, cluster);
+                const objects = parsed.objects.map((o) => ({ kind: o.kind, key: o.key, name: resolved.get(`${o.kind}:${o.key}`)!.runtime_name }));
+                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects, routed: parsed.routes.map((r) => r.service), prune: true });
+                return {
+                  status: 'running',
+                  error: null,
+                  secret_refs: refs(resolved, 'secret'),
+                  config_refs: refs(resolved, 'config'),
+                  replicas: replicasOf(stackOf(service), parsed.desired, state.services ?? []),
+                  observed_at: now(),
+                };
+              } finally {
+                routesChanged(service.cluster_id);
+              }
+            },
+            failed: (_s, err) => ({ status: 'failed', error: `deploying failed: ${err.message}` }),
+          },
+          // The stack leaves the cluster; the spec stays for the next start.
+          stop: {
+            from: ['running', 'failed'],
+            label: (s) => `stop service ${s.name}`,
+            async run(service) {
+              await removeStack(service);
+              routesChanged(service.cluster_id);
+              const zero = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, { desired: r.desired, running: 0 }]));
+              return { status: 'stopped', error: null, replicas: zero };
+            },
+            failed: (s) => ({ status: s.status }),
+          },
+          remove: {
+            from: '*',
+            during: 'removing',
+            preempts: true,
+            label: (s) => `remove service ${s.name}`,
+            async run(service) {
+              await removeStack(service);
+              await forget(service.id);
+              routesChanged(service.cluster_id);
+              return REMOVED;
+            },
+            failed: (_s, err) => ({ status: 'failed', error: `removing failed: ${err.message}` }),
+          },
+        },
+        // Replica counts per compose service, as the cluster reports them (a stopped or removing one has none to report).
+        reconcile(s, workloads) {
+          if (s.status === 'stopped' || s.status === 'removing') return null;
+          const stack = stackOf(s);
+          const desired = Object.fromEntries(Object.entries(s.replicas).map(([key, r]) => [key, r.desired]));
+          const replicas = replicasOf(stack, desired, workloads.filter((w) => w.stack === stack));
+          return JSON.stringify(replicas) === JSON.stringify(s.replicas) ? null : { replicas, observed_at: now() };
+        },
+      }),
+    );
 
-    const routesOf = (s: ServiceRecord): Route[] =>
-      s.routes.map((r) => ({ domain: r.domain, service: `${stackOf(s)}_${r.service}`, port: r.port, source: 'service', source_id: s.id }));
+    async function routesOn(clusterId: string, keep: (s: ServiceRecord) => boolean): Promise<Route[]> {
+      const cluster = await core.clusters.get(clusterId);
+      if (!cluster) return [];
+      return (await store.findAll({ cluster_id: clusterId }))
+        .filter(keep)
+        .flatMap((s) => s.routes.map((r) => ({ domain: r.domain, service: core.componentAddress(cluster, stackOf(s), r.service), port: r.port, source: 'service', source_id: s.id })));
+    }
     const api: ServicesApi = {
       get: (id) => store.get(id),
-      routes: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((s) => s.status !== 'stopped' && s.status !== 'removing').flatMap(routesOf),
+      routes: (clusterId) => routesOn(clusterId, (s) => s.status !== 'stopped' && s.status !== 'removing'),
       // A stopped service keeps its domains for its next start.
-      claims: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).filter((s) => s.status !== 'removing').flatMap(routesOf),
+      claims: (clusterId) => routesOn(clusterId, (s) => s.status !== 'removing'),
     };
-    services.provided.set('services', api);
+    services.provided.provide(ServicesRef, api);
+    services.provided.contribute(TaggableResources, { type: 'service', exists: async (id) => Boolean(await store.get(id)) });
+    services.provided.contribute(RouteSources, { source: 'service', routes: api.routes, claims: api.claims });
 
-    secrets?.registerUsers({
+    services.provided.contribute(SecretUsersPoint, {
       usersOf: async (kind, objectIds) =>
         new Map([...(await store.using(kind, objectIds))].map(([id, using]) => [id, using.map((s) => ({ id: s.id, name: s.name }))])),
       // A rotation: the stack is deployed again with the objects' current versions (a stopped one picks them up on start).
-      redeploy: (serviceId) =>
-        serial(serviceId, async () => {
-          const service = await store.changeIf(serviceId, ['running', 'failed'], { status: 'deploying' });
-          if (service) await deploy(service.id);
-        }),
+      async redeploy(serviceId) {
+        const service = await store.get(serviceId);
+        if (!service || !['running', 'failed', 'deploying'].includes(service.status)) return;
+        const after = await lifecycle.runNow(serviceId, 'deploy');
+        if (after?.status === 'failed') throw new Error(after.error ?? 'its deploy failed');
+      },
     });
 
-    swarmsApi.registerWorkloads({
+    services.provided.contribute(ClusterWorkloads, {
       type: 'service',
-      inSwarm: async (swarmId) => (await store.findAll({ swarm_id: swarmId })).map((s) => ({ id: s.id, name: s.name })),
+      inCluster: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).map((s) => ({ id: s.id, name: s.name })),
       forceRemove: async (id) => {
         const service = await store.get(id);
         if (!service) return false;
-        await serial(id, async () => {
-          await removeStack(service).catch(() => undefined);
-          await forget(id);
-        });
-        routesChanged(service.swarm_id);
+        await removeStack(service).catch(() => undefined);
+        await forget(id);
+        routesChanged(service.cluster_id);
         return true;
       },
     });
 
-    swarmsApi.onObserved(async ({ swarm, workloads }) => {
-      for (const s of await store.findAll({ swarm_id: swarm.id })) {
-        if (s.status === 'stopped' || s.status === 'removing') continue;
-        const stack = stackOf(s);
-        const desired = Object.fromEntries(Object.entries(s.replicas).map(([key, r]) => [key, r.desired]));
-        const replicas = replicasOf(
-          stack,
-          desired,
-          workloads.filter((w) => w.stack === stack),
-        );
-        if (JSON.stringify(replicas) !== JSON.stringify(s.replicas)) await store.changeIf(s.id, [s.status], { replicas, observed_at: now() });
-      }
+    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
+      for (const s of await store.findAll({ cluster_id: cluster.id })) await lifecycle.observe(s, workloads);
     });
+
+    const refused = (s: ServiceRecord | null) => conflict(s ? `Service ${s.name} changed state meanwhile (it is ${s.status}); try again` : 'The service is gone');
 
     /** The service for a lifecycle request: 409 while another step is under way. */
     async function requireSettled(idOrName: string, action: string): Promise<ServiceRecord> {
@@ -259,9 +275,8 @@ export default definePlugin({
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
     return {
-      // Stack deploys (with prune) and removals are idempotent: a step the last process left half done runs again.
-      resume: () => resumeByStatus('service', store, { deploying: (s) => startDeploy(s, 'resuming'), removing: startRemove }),
-      close: () => jobs.drain(),
+      // Stack deploys (with prune) and removals are idempotent: an operation whose lease expired runs again.
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',
@@ -277,18 +292,18 @@ export default definePlugin({
           handler: async (req) => {
             const body = req.body as CreateInput;
             const input = composeInput(body, false);
-            const swarm = await swarms.requireActive(input.swarm_id!);
+            const cluster = await core.requireTarget(input);
             const text = decodeComposeFile(input.compose_file);
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
-            const { parsed, resolved } = await prepare(text, body.name, swarm);
-            await checkDomains(swarm.id, parsed.routes, null);
+            const { parsed, resolved } = await prepare(text, body.name, cluster);
+            await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
             try {
               record = await store.insert({
                 id: newId('svc'),
                 name: body.name,
                 backend: 'compose',
-                swarm_id: swarm.id,
+                cluster_id: cluster.id,
                 spec: text,
                 status: 'deploying',
                 error: null,
@@ -304,8 +319,7 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`A service named ${body.name} exists`);
               throw err;
             }
-            startDeploy(record, 'deploy');
-            return view(record);
+            return view(await lifecycle.start(record.id, 'deploy', {}, refused, `deploy service ${record.name}`));
           },
         },
         ...readRoutes({
@@ -328,13 +342,13 @@ export default definePlugin({
             const body = req.body as Partial<CreateInput>;
             const input = composeInput(body, true);
             if (body.name !== undefined && body.name !== current.name) throw badRequest('Validation failed: a service cannot be renamed (body.name differs)');
-            const swarm = await swarms.requireActive(current.swarm_id);
-            if (input.swarm_id !== undefined && input.swarm_id !== swarm.id && input.swarm_id !== swarm.name) {
+            const cluster = await core.requireActive(current.cluster_id);
+            if (input.swarm_id !== undefined && input.swarm_id !== cluster.id && input.swarm_id !== cluster.name) {
               throw badRequest('Validation failed: a service cannot move to another swarm (body.swarm_id differs)');
             }
             const text = decodeComposeFile(input.compose_file);
-            const { parsed, resolved } = await prepare(text, current.name, swarm);
-            await checkDomains(swarm.id, parsed.routes, current.id);
+            const { parsed, resolved } = await prepare(text, current.name, cluster);
+            await checkDomains(cluster.id, parsed.routes, current.id);
             const patch = {
               spec: text,
               secret_refs: refs(resolved, 'secret'),
@@ -342,11 +356,8 @@ export default definePlugin({
               replicas: baseline(parsed, current.replicas),
               routes: parsed.routes,
             };
-            if (current.status === 'stopped') return view(await store.change(current.id, patch));
-            const updated = await store.changeIf(current.id, ['running', 'failed'], { ...patch, status: 'deploying', error: null });
-            if (!updated) throw conflict(`Service ${current.name} changed state meanwhile; try again`);
-            startDeploy(updated, 'redeploy');
-            return Reply.accepted(view(updated));
+            if (current.status === 'stopped') return view(await store.change(current.id, { ...patch, op_rev: current.op_rev + 1 }));
+            return Reply.accepted(view(await lifecycle.start(current.id, 'deploy', { ...patch, error: null }, refused, `redeploy service ${current.name}`)));
           },
         },
         {
@@ -358,18 +369,11 @@ export default definePlugin({
           handler: async (req) => {
             const current = await requireSettled(req.params.id, 'stop');
             if (current.status === 'stopped') return view(current);
-            return serial(current.id, async () => {
-              const service = await store.require(current.id);
-              try {
-                await removeStack(service);
-              } catch (err) {
-                throw asHttpError(err, `Stopping service ${service.name}`);
-              }
-              const zero = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, { desired: r.desired, running: 0 }]));
-              const stopped = await store.change(service.id, { status: 'stopped', error: null, replicas: zero });
-              routesChanged(service.swarm_id);
-              return view(stopped);
+            const stopped = await lifecycle.runNow(current.id, 'stop').catch((err) => {
+              throw asHttpError(err, `Stopping service ${current.name}`);
             });
+            if (!stopped) throw refused(await store.get(current.id));
+            return view(stopped);
           },
         },
         {
@@ -382,11 +386,8 @@ export default definePlugin({
           handler: async (req) => {
             const current = await requireSettled(req.params.id, 'start');
             if (current.status === 'running') throw conflict(`Service ${current.name} is running; replace its spec with PUT to redeploy it`);
-            await swarms.requireActive(current.swarm_id);
-            const updated = await store.changeIf(current.id, ['stopped', 'failed'], { status: 'deploying', error: null });
-            if (!updated) throw conflict(`Service ${current.name} changed state meanwhile; try again`);
-            startDeploy(updated, 'start');
-            return view(updated);
+            await core.requireActive(current.cluster_id);
+            return view(await lifecycle.start(current.id, 'deploy', { error: null }, refused, `start service ${current.name}`));
           },
         },
         {
@@ -399,9 +400,8 @@ export default definePlugin({
           handler: async (req) => {
             const current = await store.require(req.params.id);
             if (current.status === 'removing') return view(current);
-            const removing = await store.change(current.id, { status: 'removing' });
-            routesChanged(current.swarm_id);
-            startRemove(removing);
+            const removing = await lifecycle.start(current.id, 'remove', {}, refused);
+            routesChanged(current.cluster_id);
             return view(removing);
           },
         },
@@ -415,7 +415,7 @@ export default definePlugin({
           handler: async (req) => {
             const service = await store.require(req.params.id);
             if (service.status === 'stopped') throw conflict(`Service ${service.name} is stopped: its stack and logs are gone from the swarm`);
-            return swarmsApi.queueLogs(await swarms.requireActive(service.swarm_id), 'bundleLogs', stackOf(service), req.query, service.id);
+            return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), req.query, service.id);
           },
         },
         {
@@ -425,7 +425,7 @@ export default definePlugin({
           summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
           schemas: { params: LogParams },
           handler: async (req) => {
-            return swarmsApi.readLogs(req.params.taskId, (await store.require(req.params.id)).id);
+            return core.readLogs(req.params.taskId, (await store.require(req.params.id)).id);
           },
         },
       ],
@@ -433,4 +433,4 @@ export default definePlugin({
   },
 });
 
-export type { ServicesApi } from './api.js';
+export { ServicesRef, type ServicesApi } from './api.js';

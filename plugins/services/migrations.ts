@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 
 export const SERVICES = 'services';
 
@@ -30,6 +31,19 @@ export const serviceMigrations: Migration[] = [
         t.index(['created_at', 'id']);
         t.index(['swarm_id']);
       });
+    },
+  },
+  {
+    id: '002_cluster_id',
+    async up(knex) {
+      // Swarm groups became clusters (core/004_clusters): a service names the cluster it runs on.
+      await knex.schema.alterTable(SERVICES, (t) => {
+        t.renameColumn('swarm_id', 'cluster_id');
+      });
+      await knex.schema.alterTable(SERVICES, (t) => {
+        leaseColumns(t);
+      });
+      await markForTakeOver(knex, SERVICES, { deploying: 'deploy', removing: 'remove' });
     },
   },
 ];

@@ -2,6 +2,7 @@ import type { Clock } from '../../core/clock.js';
 import { StampedRepository, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { SERVICES } from './migrations.js';
+import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
 
@@ -12,11 +13,11 @@ export interface ServiceRoute {
   port: number;
 }
 
-export interface ServiceRecord {
+export interface ServiceRecord extends LeaseFields {
   id: string;
   name: string;
   backend: 'compose';
-  swarm_id: string;
+  cluster_id: string;
   spec: string;
   status: ServiceStatus;
   error: string | null;
@@ -38,7 +39,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at'] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

@@ -3,7 +3,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Repository } from '../../core/db/repository.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 
 const TABLE = 'ssh_profiles';
 
@@ -50,10 +50,10 @@ export interface SshProfilesApi {
   resolve(body: { ssh_profile?: string; ssh_user?: string; ssh_port?: number; ssh_key?: string; ssh_password?: string }): Promise<SshCredentials>;
 }
 
+export const SshProfilesRef = defineServiceRef<SshProfilesApi>('ssh-profiles', 'stored SSH credentials (the ssh-profiles plugin)');
+
 export function sshProfilesOf(services: Services): SshProfilesApi {
-  const api = services.provided.get('ssh-profiles') as SshProfilesApi | undefined;
-  if (!api) throw new Error('the ssh-profiles plugin must be loaded (and listed before this plugin)');
-  return api;
+  return services.provided.get(SshProfilesRef);
 }
 
 const view = (p: ProfileRecord) => ({
@@ -82,6 +82,7 @@ const ProfileView = Type.Object({
 export default definePlugin({
   name: 'ssh-profiles',
   description: 'stored SSH credentials for deploy, update-ssh and start',
+  provides: [SshProfilesRef],
   migrations: [
     {
       id: '001_ssh_profiles',
@@ -122,7 +123,7 @@ export default definePlugin({
         };
       },
     };
-    services.provided.set('ssh-profiles', api);
+    services.provided.provide(SshProfilesRef, api);
 
     const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: 'id or name' }) });
     return {

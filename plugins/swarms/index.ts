@@ -2,165 +2,133 @@ import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { BackgroundJobs } from '../../core/jobs.js';
-import type { RuntimeAvailability, SwarmMember, WorkloadState } from '../../core/orchestrator.js';
-import { recordRemover } from '../../core/events.js';
+import { SetNodeAvailability, type NodeAvailability } from '../../core/orchestrator.js';
+import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember, type SwarmMember } from '../../drivers/swarm/membership-calls.js';
+import { defineLifecycle, REMOVED, type Operation, type OperationContext } from '../../core/lifecycle.js';
 import { definePlugin } from '../../core/plugin.js';
-import { nodesOf } from '../nodes/index.js';
+import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
+import type { DriverCall } from '../../core/tasks/kinds.js';
+import type { Static } from '@sinclair/typebox';
+import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
-import { swarmMigrations } from './migrations.js';
-import { logReads, orchestratorCalls, taskRunner, SwarmsConfigSchema, type ObservedSwarm, type SwarmsApi, type SwarmsConfig, type WorkloadKind } from './orchestration.js';
-import { DnsName, ForceQuery, NodeRef } from './schemas.js';
-import { IdParams, PageQuery } from '../../core/http/resources.js';
-import { MemberStore, SwarmStore, type MemberRecord, type SwarmRecord } from './store.js';
+import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from './orchestration.js';
+import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
+import { TaggableResources } from '../tags/index.js';
 
-const AVAILABILITY: Record<NodeRecord['availability'], RuntimeAvailability> = { active: 'active', cordoned: 'pause', drained: 'drain' };
+const BACKEND = 'swarm';
+/** A node's availability as the driver takes it (the nodes API says `active` for schedulable). */
+const AVAILABILITY: Record<NodeRecord['availability'], NodeAvailability> = { active: 'schedulable', cordoned: 'cordoned', drained: 'drained' };
 
 function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };
 }
 
+/** Swarm groups: clusters of backend swarm, whose membership hangar drives through the agents. */
 export default definePlugin({
   name: 'swarms',
-  description: 'Docker Swarm groups: membership through the agents, node availability, workload observation',
+  description: 'Docker Swarm groups: membership through the agents, node availability',
   configSchema: SwarmsConfigSchema,
-  migrations: swarmMigrations,
+  deps: [NodesRef],
+  provides: [SwarmsRef],
   setup(services) {
-    const { db, clock, log } = services;
+    const { clock, clusters: core } = services;
     const settings = services.config.swarms as SwarmsConfig;
+    core.tune({
+      callTimeoutMs: settings.call_timeout_seconds && settings.call_timeout_seconds * 1000,
+      observeIntervalMs: settings.observe_interval_seconds && settings.observe_interval_seconds * 1000,
+      localDomain: settings.local_domain,
+      advertise: settings.advertise,
+    });
     const { nodes, events } = nodesOf(services);
-    const swarms = new SwarmStore(db, clock);
-    const removalHooks: Array<(swarmId: string) => Promise<void>> = [];
-    const removeRecord = recordRemover(services.events, 'swarm', swarms);
-    const forget = async (swarmId: string) => {
-      for (const hook of removalHooks) await hook(swarmId);
-      return removeRecord(swarmId);
-    };
-    const members = new MemberStore(db, clock);
-    const jobs = new BackgroundJobs(log, services.shutdown);
-    const runTask = taskRunner(services, settings);
-    const call = orchestratorCalls(runTask);
-    const kinds = new Map<string, WorkloadKind>();
-    const observers: Array<(o: ObservedSwarm) => Promise<void>> = [];
-    const viewExtensions: Array<(swarm: SwarmRecord) => Promise<Record<string, unknown>>> = [];
+    const { clusters: swarms, members, jobs } = core;
     const now = () => clock.now().toISOString();
+    const call = <C extends DriverCall>(nodeId: string, kind: C, input: Static<C['input']>, options: { subject: string; timeoutMs?: number }) =>
+      core.call(nodeId, kind, input, { ...options, backend: BACKEND });
 
-    /** The address a node advertises to the swarm: its overlay address when it has one (and the setting says so). */
-    function advertiseAddress(node: Pick<NodeRecord, 'overlay_ip' | 'wg_public_key' | 'ip_address'>): string | null {
-      if (settings.advertise === 'overlay' && node.overlay_ip && node.wg_public_key) return node.overlay_ip;
-      return node.ip_address;
-    }
+    const advertiseAddress = (node: Pick<NodeRecord, 'overlay_ip' | 'wg_public_key' | 'ip_address'>) => core.addressOf(node);
 
-    async function nodeIdsByRuntime(swarmId: string): Promise<Map<string, string>> {
-      const map = new Map<string, string>();
-      for (const m of await members.of(swarmId)) if (m.runtime_node_id) map.set(m.runtime_node_id, m.node_id);
-      return map;
-    }
-
-    async function workloadsIn(swarmId: string) {
-      const all: Array<{ type: string; id: string; name: string }> = [];
-      for (const kind of kinds.values()) for (const w of await kind.inSwarm(swarmId)) all.push({ type: kind.type, ...w });
-      return all;
-    }
-
-    /** Forced removal of every workload of every kind on the swarm. */
-    async function removeWorkloads(swarmId: string): Promise<void> {
-      for (const w of await workloadsIn(swarmId)) await kinds.get(w.type)!.forceRemove(w.id);
-    }
+    const workloadsIn = (swarmId: string) => core.workloadsIn(swarmId);
 
     const api: SwarmsApi = {
-      swarms,
-      members,
       settings,
-      jobs,
-      runTask,
-      call,
-      onManager: (swarm, method, args) => {
-        if (!swarm.manager_node_id) throw conflict(`Swarm ${swarm.name} has no manager`);
-        return call(swarm.manager_node_id, method, args, { subject: swarm.id });
-      },
-      registerWorkloads: (kind) => void kinds.set(kind.type, kind),
-      workloadKind: (type) => kinds.get(type),
       workloadsIn,
-      nodeIdsByRuntime,
       addressOf: advertiseAddress,
-      onObserved: (listener) => void observers.push(listener),
-      beforeRemoved: (hook) => void removalHooks.push(hook),
-      ...logReads(services),
-      extendView: (fn) => void viewExtensions.push(fn),
       forceRemove: async (id) => {
         const swarm = await swarms.get(id);
-        if (!swarm) return false;
-        await removeWorkloads(swarm.id);
+        if (!swarm || swarm.backend !== BACKEND) return false;
+        await core.removeWorkloads(swarm.id);
         for (const m of await members.of(swarm.id)) {
-          if (m.runtime_node_id) await call(m.node_id, 'leave', [true], { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
+          if (m.runtime_node_id) await call(m.node_id, SwarmLeave, { force: true }, { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
         }
-        await forget(swarm.id);
+        await core.forget(swarm.id);
         return true;
       },
     };
-    services.provided.set('swarms', api);
+    services.provided.provide(SwarmsRef, api);
+    services.provided.contribute(TaggableResources, { type: 'swarm', exists: async (id) => (await swarms.get(id))?.backend === BACKEND });
 
-    async function view(swarm: SwarmRecord) {
+    async function view(swarm: ClusterRecord) {
       const list = await members.of(swarm.id);
       const manager = list.find((m) => m.node_id === swarm.manager_node_id) ?? null;
-      let extra: Record<string, unknown> = { load_balancer: null };
-      for (const extend of viewExtensions) extra = { ...extra, ...(await extend(swarm)) };
       return {
         id: swarm.id,
         name: swarm.name,
         status: swarm.status,
         manager: manager ? memberView(manager) : null,
         members: list.map(memberView),
-        ...extra,
+        load_balancer: null,
+        ...(await core.viewFields(swarm)),
         error: swarm.error,
         created_at: swarm.created_at,
         updated_at: swarm.updated_at,
       };
     }
 
+    const requireSwarm = (idOrName: string) => core.require(idOrName, BACKEND);
 
     async function recordNodeEvent(nodeId: string, kind: string, message: string, data?: Record<string, unknown>) {
       await events.record({ nodeId, kind, message, data });
     }
 
-    /** The join, run in the background: init the swarm on its first node, join the others with the manager's token. */
-    async function join(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord, first: boolean): Promise<void> {
+    /** A join: the first node initialises the swarm and manages it; the others join with the manager's token. */
+    async function join(swarm: ClusterRecord, member: MemberRecord): Promise<void> {
+      const node = await nodes.get(member.node_id);
+      if (!node) throw new Error(`node ${member.node_id} is gone`);
       const advertise = advertiseAddress(node);
-      const current = (await swarms.get(swarm.id))!;
-      if (!current.manager_node_id && !first) throw new Error(`swarm ${swarm.name} has no manager to join (its first node did not initialise it); join this node again once the swarm is active`);
-      if (!current.manager_node_id) {
-        const result = await call<{ cluster_id: string; runtime_node_id: string }>(node.id, 'init', [advertise], { subject: swarm.id });
-        await members.change(member.id, { status: 'active', role: 'manager', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
-        await swarms.change(swarm.id, { status: 'active', manager_node_id: node.id, cluster_id: result.cluster_id, error: null });
+      if (!swarm.manager_node_id) {
+        if (member.role !== 'manager' || (await members.of(swarm.id)).some((m) => m.status === 'active')) {
+          throw new Error(`swarm ${swarm.name} has no manager to join (its first node did not initialise it); join this node again once the swarm is active`);
+        }
+        try {
+          const result = await call(node.id, SwarmInit, { advertise_address: advertise }, { subject: swarm.id });
+          await members.change(member.id, { status: 'active', role: 'manager', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
+          await swarms.change(swarm.id, { status: 'active', manager_node_id: node.id, runtime_id: result.cluster_id, error: null });
+        } catch (err) {
+          await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${(err as Error).message}` });
+          throw err;
+        }
       } else {
-        const manager = (await members.findOne({ node_id: current.manager_node_id }))!;
-        const tokens = await call<{ worker: string; manager: string; managers: string[] }>(current.manager_node_id, 'joinTokens', [], { subject: swarm.id });
+        const manager = (await members.findOne({ node_id: swarm.manager_node_id }))!;
+        const tokens = await core.callOn(swarm, SwarmJoinTokens, {});
         const remotes = tokens.managers.length ? tokens.managers : [`${manager.advertise_address}:2377`];
         const token = member.role === 'manager' ? tokens.manager : tokens.worker;
-        const result = await call<{ runtime_node_id: string }>(node.id, 'join', [remotes, token, advertise], { subject: swarm.id });
+        const result = await call(node.id, SwarmJoin, { remote_addresses: remotes, token, advertise_address: advertise }, { subject: swarm.id });
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
-        if (node.availability !== 'active') await call(current.manager_node_id, 'setNodeAvailability', [result.runtime_node_id, AVAILABILITY[node.availability]], { subject: swarm.id });
+        if (node.availability !== 'active') {
+          await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: result.runtime_node_id, availability: AVAILABILITY[node.availability] });
+        }
       }
       await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}`, { swarm_id: swarm.id });
-      services.events.publish('swarm.member.joined', { swarmId: swarm.id, nodeId: node.id });
+      services.events.publish('cluster.member.joined', { clusterId: swarm.id, nodeId: node.id });
     }
 
-    function startJoin(swarm: SwarmRecord, member: MemberRecord, node: NodeRecord, first: boolean): void {
-      jobs.run(`join ${node.id} to ${swarm.name}`, () => join(swarm, member, node, first), async (err) => {
-        await members.change(member.id, { status: 'failed', error: `joining failed: ${err.message}` });
-        if (first) await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${err.message}` });
-        await recordNodeEvent(node.id, 'swarm_join_failed', `joining swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
-      });
-    }
-
-    /** The leave, run in the background: a worker is drained first; the manager leaves last. */
-    async function leave(swarm: SwarmRecord, member: MemberRecord, signal: AbortSignal): Promise<void> {
+    /** A leave: a worker is drained first; the manager leaves last. */
+    async function leave(swarm: ClusterRecord, member: MemberRecord, signal: AbortSignal): Promise<void> {
       const isManager = swarm.manager_node_id === member.node_id;
       if (member.runtime_node_id && !isManager && swarm.manager_node_id) {
-        // Best effort: a node the manager no longer knows (a leave resumed after removeMember) has nothing to drain.
-        const drained = await call(swarm.manager_node_id, 'setNodeAvailability', [member.runtime_node_id, 'drain'], { subject: swarm.id }).then(
+        // Best effort: a node the manager no longer knows (a leave taken over after removeMember) has nothing to drain.
+        const drained = await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: 'drained' }).then(
           () => true,
           async (err: Error) => {
             await recordNodeEvent(member.node_id, 'swarm_drain_failed', `draining before leaving swarm ${swarm.name} failed: ${err.message}`, { swarm_id: swarm.id });
@@ -170,78 +138,95 @@ export default definePlugin({
         if (drained) await sleep(settings.drain_wait_seconds * 1000, signal);
       }
       if (member.status !== 'failed' || member.runtime_node_id) {
-        await call(member.node_id, 'leave', [isManager], { subject: swarm.id }).catch(async (err: Error) => {
+        await call(member.node_id, SwarmLeave, { force: isManager }, { subject: swarm.id }).catch(async (err: Error) => {
           // A machine that is gone cannot leave by itself; the manager forgets it below.
           await recordNodeEvent(member.node_id, 'swarm_leave_failed', `leaving swarm ${swarm.name} on the machine failed: ${err.message}`, { swarm_id: swarm.id });
         });
       }
       if (!isManager && member.runtime_node_id && swarm.manager_node_id) {
-        await call(swarm.manager_node_id, 'removeMember', [member.runtime_node_id, true], { subject: swarm.id });
+        await core.callOn(swarm, SwarmRemoveMember, { runtime_node_id: member.runtime_node_id, force: true });
       }
       await members.remove(member.id);
       if (isManager) {
         const rest = await members.of(swarm.id);
         const next = rest.find((m) => m.role === 'manager' && m.status === 'active');
-        await swarms.change(swarm.id, next ? { manager_node_id: next.node_id } : { manager_node_id: null, cluster_id: null, status: swarm.status === 'deleting' ? 'deleting' : 'empty' });
+        await swarms.change(swarm.id, next ? { manager_node_id: next.node_id } : { manager_node_id: null, runtime_id: null, status: swarm.status === 'deleting' ? 'deleting' : 'empty' });
       }
       await recordNodeEvent(member.node_id, 'swarm_left', `left swarm ${swarm.name}`, { swarm_id: swarm.id });
     }
 
-    async function startLeave(swarm: SwarmRecord, member: MemberRecord): Promise<MemberRecord> {
-      const leaving = await members.change(member.id, { status: 'leaving' });
-      leaveInBackground(swarm, leaving);
-      return leaving;
-    }
-
-    function leaveInBackground(swarm: SwarmRecord, member: MemberRecord): void {
-      jobs.run(`leave ${member.node_id} from ${swarm.name}`, () => leave(swarm, member, services.shutdown), async (err) => {
-        await members.change(member.id, { status: 'failed', error: `leaving failed: ${err.message}` });
-      });
-    }
-
-    /** Deletes a swarm in the background: forced removal of its workloads, then workers leave, then the manager. */
-    async function deleteSwarm(swarm: SwarmRecord, force: boolean): Promise<void> {
-      if (force) await removeWorkloads(swarm.id);
-      const list = await members.of(swarm.id);
-      const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
-      for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, services.shutdown);
-      await forget(swarm.id);
-    }
-
-    function startDelete(swarm: SwarmRecord, force: boolean): void {
-      jobs.run(`delete swarm ${swarm.name}`, () => deleteSwarm(swarm, force), async (err) => {
-        await swarms.change(swarm.id, { status: 'failed', error: `deleting failed: ${err.message}` });
-      });
-    }
+    /** The members still to join or leave, oldest request first. */
+    const pendingMembers = async (swarmId: string) =>
+      (await members.of(swarmId)).filter((m) => m.status === 'joining' || m.status === 'leaving').sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
 
     /**
-     * Joins, leaves and deletions a previous process left half done run again (init and join answer
-     * what the engine already has; leave is a no-op off a swarm). A deletion resumes forced: its
-     * 409 check passed when it was asked, and no workload can be added to a deleting swarm.
+     * Carries out the swarm's membership changes one at a time, in the order they were asked for:
+     * a node that joins while the first one still forms the swarm waits for its manager.
      */
-    async function resume(): Promise<string[]> {
-      const resumed: string[] = [];
-      const deleting = new Set<string>();
-      for (const swarm of await swarms.findAll({ status: 'deleting' })) {
-        deleting.add(swarm.id);
-        startDelete(swarm, true);
-        resumed.push(`swarm ${swarm.name}: deleting`);
+    async function converge(swarm: ClusterRecord, signal: AbortSignal): Promise<void> {
+      for (;;) {
+        const [next] = await pendingMembers(swarm.id);
+        if (!next || signal.aborted) return;
+        const current = (await swarms.get(swarm.id))!;
+        if (next.status === 'joining') {
+          await join(current, next).catch(async (err: Error) => {
+            if (signal.aborted) throw err;
+            await members.change(next.id, { status: 'failed', error: `joining failed: ${err.message}` });
+            await recordNodeEvent(next.node_id, 'swarm_join_failed', `joining swarm ${current.name} failed: ${err.message}`, { swarm_id: current.id });
+          });
+        } else {
+          await leave(current, next, signal).catch(async (err: Error) => {
+            if (signal.aborted) throw err;
+            await members.change(next.id, { status: 'failed', error: `leaving failed: ${err.message}` });
+          });
+        }
       }
-      for (const member of await members.findAll({ status: 'joining' })) {
-        const swarm = await swarms.get(member.swarm_id);
-        const node = await nodes.get(member.node_id);
-        if (!swarm || !node || deleting.has(swarm.id)) continue;
-        startJoin(swarm, member, node, member.role === 'manager' && !swarm.manager_node_id);
-        resumed.push(`node ${node.id}: joining swarm ${swarm.name}`);
-      }
-      for (const member of await members.findAll({ status: 'leaving' })) {
-        const swarm = await swarms.get(member.swarm_id);
-        if (!swarm || deleting.has(swarm.id)) continue;
-        leaveInBackground(swarm, member);
-        resumed.push(`node ${member.node_id}: leaving swarm ${swarm.name}`);
-      }
-      return resumed;
     }
+
+    /** Deletes a swarm: forced removal of its workloads (when asked), then workers leave, then the manager. */
+    async function deleteSwarm(swarm: ClusterRecord, force: boolean, signal: AbortSignal): Promise<void> {
+      if (force) await core.removeWorkloads(swarm.id);
+      const list = await members.of(swarm.id);
+      const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
+      for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, signal);
+      await core.forget(swarm.id);
+    }
+
+    const deletion = (force: boolean): Operation<ClusterRecord> => ({
+      from: '*',
+      during: 'deleting',
+      preempts: true,
+      label: (s: ClusterRecord) => `delete swarm ${s.name}`,
+      async run(s: ClusterRecord, ctx: OperationContext) {
+        await deleteSwarm(s, force, ctx.signal);
+        return REMOVED;
+      },
+      failed: (_s: ClusterRecord, err: Error) => ({ status: 'failed', error: `deleting failed: ${err.message}` }),
+    });
+
+    const lifecycle = core.lifecycle(
+      swarms,
+      defineLifecycle<ClusterRecord>({
+        noun: 'swarm',
+        operations: {
+          // Joins and leaves, in order; init and join answer what the engine already has, leave is a no-op off a swarm.
+          members: {
+            from: ['empty', 'forming', 'active', 'failed'],
+            joins: true,
+            label: (s) => `members of swarm ${s.name}`,
+            async run(s, ctx) {
+              await converge(s, ctx.signal);
+              return {};
+            },
+            failed: () => ({}),
+          },
+          delete: deletion(false),
+          // A deletion taken over runs forced: its 409 check passed when it was asked, and no workload can be added to a deleting swarm.
+          'force-delete': deletion(true),
+        },
+      }),
+    );
+    const refused = (s: ClusterRecord | null) => conflict(s ? `Swarm ${s.name} is ${s.status}` : 'The swarm is gone');
 
     // Cordon, drain and uncordon reach the swarm as pause, drain and active.
     services.events.subscribe('node.availability', (payload) => {
@@ -249,35 +234,26 @@ export default definePlugin({
       jobs.run(`availability of ${node.id}`, async () => {
         const member = await members.findOne({ node_id: node.id });
         if (!member?.runtime_node_id) return;
-        const swarm = await swarms.get(member.swarm_id);
-        if (!swarm?.manager_node_id) return;
-        await call(swarm.manager_node_id, 'setNodeAvailability', [member.runtime_node_id, AVAILABILITY[node.availability]], { subject: swarm.id });
+        const swarm = await swarms.get(member.cluster_id);
+        if (!swarm?.manager_node_id || swarm.backend !== BACKEND) return;
+        await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: AVAILABILITY[node.availability] });
       }, (err) => recordNodeEvent(node.id, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`), { resumable: false });
     });
 
-    async function observe(signal: AbortSignal): Promise<void> {
-      if (!observers.length) return;
-      for (const swarm of await swarms.findAll({ status: 'active' })) {
-        if (signal.aborted) return;
-        try {
-          const { workloads } = await call<{ workloads: WorkloadState[] }>(swarm.manager_node_id!, 'inspectWorkloads', [{}], {
-            subject: swarm.id,
-            timeoutMs: Math.max(5000, settings.observe_interval_seconds * 1000),
-          });
-          const observed = { swarm, workloads, nodeIds: await nodeIdsByRuntime(swarm.id) };
-          for (const observer of observers) await observer(observed);
-        } catch (err) {
-          log.warn({ swarm_id: swarm.id, error: (err as Error).message }, 'observing a swarm failed');
-        }
-      }
-    }
+    // A member node deleted by force: the manager forgets it too, where there is still a manager to ask.
+    services.events.subscribe('cluster.member.removed', (payload) => {
+      const { cluster, member } = payload as { cluster: ClusterRecord; member: MemberRecord };
+      if (cluster.backend !== BACKEND || !cluster.manager_node_id || !member.runtime_node_id) return;
+      jobs.run(`forget ${member.node_id} in ${cluster.name}`, async () => {
+        await core.callOn(cluster, SwarmRemoveMember, { runtime_node_id: member.runtime_node_id!, force: true });
+      }, (err) => services.log.warn({ swarm_id: cluster.id, node_id: member.node_id, error: err.message }, 'removing a deleted node from the swarm’s list failed'), { resumable: false });
+    });
 
     const Swarm = Type.Object({}, { additionalProperties: true });
 
     return {
-      resume,
-      close: () => jobs.drain(),
-      loops: [{ name: 'swarms:observe', intervalMs: settings.observe_interval_seconds * 1000, once: true, run: observe }],
+      // Membership changes and deletions an expired lease left are taken over.
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',
@@ -289,7 +265,7 @@ export default definePlugin({
           handler: async (req) => {
             if (await swarms.findOne({ name: req.body.name })) throw conflict(`A swarm named ${req.body.name} exists`);
             const id = newId('swarm');
-            await swarms.insert({ id, name: req.body.name, status: 'empty', manager_node_id: null, cluster_id: null, error: null, created_at: now(), updated_at: now() });
+            await swarms.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
             return view((await swarms.get(id))!);
           },
         },
@@ -300,7 +276,7 @@ export default definePlugin({
           summary: 'List swarm groups',
           schemas: { query: PageQuery },
           handler: async (req) => {
-            const page = await swarms.page({ limit: req.query.limit, cursor: req.query.cursor });
+            const page = await swarms.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: BACKEND }) });
             return new Reply(200, { data: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
           },
         },
@@ -310,7 +286,7 @@ export default definePlugin({
           auth: 'authenticated',
           summary: 'Get a swarm group: manager, members, load balancer, status',
           schemas: { params: IdParams, response: Swarm },
-          handler: async (req) => view(await swarms.require(req.params.id)),
+          handler: async (req) => view(await requireSwarm(req.params.id)),
         },
         {
           method: 'POST',
@@ -323,20 +299,20 @@ export default definePlugin({
             body: Type.Object({ node_id: NodeRef, role: Type.Optional(Type.Union([Type.Literal('worker'), Type.Literal('manager')])) }, { additionalProperties: false }),
           },
           handler: async (req) => {
-            const swarm = await swarms.requireUsable(req.params.id);
-            // Only the first node may create the swarm: others wait for its manager (and its join token).
-            if (swarm.status === 'forming') throw conflict(`Swarm ${swarm.name} is still forming (its first node is initialising it); join more nodes once it is active`);
+            const swarm = await core.requireUsable(req.params.id, BACKEND);
             const node = await nodes.requireLive(req.body.node_id);
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
+            await services.tasks.requireCapable(node.id, [SwarmInit, SwarmJoin, SwarmLeave]);
             const existing = await members.findOne({ node_id: node.id });
             if (existing) {
-              if (existing.swarm_id === swarm.id && existing.status === 'failed') await members.remove(existing.id);
-              else throw conflict(`Node ${node.id} is already a member of swarm ${existing.swarm_id === swarm.id ? swarm.name : existing.swarm_id}`);
+              if (existing.cluster_id === swarm.id && existing.status === 'failed') await members.remove(existing.id);
+              else throw conflict(`Node ${node.id} is already a member of swarm ${existing.cluster_id === swarm.id ? swarm.name : existing.cluster_id}`);
             }
-            const first = !swarm.manager_node_id && !(await members.of(swarm.id)).length;
+            // The first node creates the swarm; nodes joined meanwhile wait their turn for its manager (and its join token).
+            const first = !swarm.manager_node_id && !(await members.of(swarm.id)).some((m) => m.role === 'manager' && m.status !== 'failed');
             const member = await members.insert({
               id: newId('member'),
-              swarm_id: swarm.id,
+              cluster_id: swarm.id,
               node_id: node.id,
               role: first ? 'manager' : (req.body.role ?? 'worker'),
               status: 'joining',
@@ -346,8 +322,7 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            if (first) await swarms.change(swarm.id, { status: 'forming' });
-            startJoin(swarm, member, node, first);
+            await lifecycle.start(swarm.id, 'members', first ? { status: 'forming', error: null } : {}, refused);
             return memberView(member);
           },
         },
@@ -359,8 +334,8 @@ export default definePlugin({
           status: 202,
           schemas: { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
           handler: async (req) => {
-            const swarm = await swarms.require(req.params.id);
-            const member = await members.findOne({ node_id: req.body.node_id, swarm_id: swarm.id });
+            const swarm = await requireSwarm(req.params.id);
+            const member = await members.findOne({ node_id: req.body.node_id, cluster_id: swarm.id });
             if (!member) throw notFound(`Node ${req.body.node_id} is not a member of swarm ${swarm.name}`);
             if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
             if (member.status === 'joining') throw conflict(`Node ${member.node_id} is still joining; wait for it to finish`);
@@ -375,7 +350,9 @@ export default definePlugin({
                 if (running.length) throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them first`, running);
               }
             }
-            return memberView(await startLeave(swarm, member));
+            const leaving = await members.change(member.id, { status: 'leaving' });
+            await lifecycle.start(swarm.id, 'members', {}, refused);
+            return memberView(leaving);
           },
         },
         {
@@ -385,13 +362,13 @@ export default definePlugin({
           summary: 'List members with their state and availability as the swarm reports them',
           schemas: { params: IdParams },
           handler: async (req) => {
-            const swarm = await swarms.require(req.params.id);
+            const swarm = await requireSwarm(req.params.id);
             const list = await members.of(swarm.id);
             let reported: SwarmMember[] = [];
             let error: string | null = null;
             if (swarm.manager_node_id) {
               try {
-                reported = (await call<{ members: SwarmMember[] }>(swarm.manager_node_id, 'members', [], { subject: swarm.id, timeoutMs: 15_000 })).members;
+                reported = (await core.callOn(swarm, SwarmMembers, {}, { timeoutMs: 15_000 })).members;
               } catch (err) {
                 error = `the manager did not answer: ${(err as Error).message}`;
               }
@@ -414,18 +391,17 @@ export default definePlugin({
           otherStatuses: [202],
           schemas: { params: IdParams, query: ForceQuery },
           handler: async (req) => {
-            const swarm = await swarms.require(req.params.id);
+            const swarm = await requireSwarm(req.params.id);
             if (swarm.status === 'deleting') return Reply.accepted(await view(swarm));
             const running = await workloadsIn(swarm.id);
             if (running.length && !req.query.force) {
               throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
             }
             if (!(await members.of(swarm.id)).length && !running.length) {
-              await forget(swarm.id);
+              await core.forget(swarm.id);
               return { id: swarm.id, deleted: true };
             }
-            const deleting = await swarms.change(swarm.id, { status: 'deleting' });
-            startDelete(deleting, Boolean(req.query.force));
+            const deleting = await lifecycle.start(swarm.id, req.query.force ? 'force-delete' : 'delete', {}, refused);
             return Reply.accepted(await view(deleting));
           },
         },
@@ -434,4 +410,4 @@ export default definePlugin({
   },
 });
 
-export { asHttpError, swarmsOf } from './orchestration.js';
+export { asHttpError, BeforeClusterRemoved, ClusterObservers, ClusterViewFields, ClusterWorkloads, SwarmsRef, swarmsOf } from './orchestration.js';

@@ -1,7 +1,7 @@
 import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { openApiRoute } from '../../core/openapi.js';
@@ -57,9 +57,13 @@ export class AgentBinaries {
   }
 }
 
+/** The agent executables this control plane serves (`npm run build` puts them in dist/agent). */
+export const AgentBinariesRef = defineServiceRef<AgentBinaries>('agent-binaries', 'the agent executables');
+
 /** Health, version, the CA certificate, the agent executables and the OpenAPI documents. */
 export default definePlugin({
   name: 'system',
+  provides: [AgentBinariesRef],
   description: 'health check, version, CA download, agent executables, OpenAPI document',
   configSchema: Type.Object(
     { agent_binary_dir: Type.Union([Type.String(), Type.Null()], { default: null, description: 'where npm run build put the agent executables (default dist/agent)' }) },
@@ -67,7 +71,7 @@ export default definePlugin({
   ),
   setup(services) {
     const binaries = new AgentBinaries((services.config.system as { agent_binary_dir: string | null }).agent_binary_dir ?? DEFAULT_BINARY_DIR);
-    services.provided.set('agent-binaries', binaries);
+    services.provided.provide(AgentBinariesRef, binaries);
     // A health check answers from a store round trip made in the last second; callers at the same
     // moment share one (a flood of checks is not a flood of queries).
     let answeredAt = -Infinity;

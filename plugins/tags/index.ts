@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { paginate } from '../../core/db/repository.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { defineExtensionPoint, definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 
 export const TAGS = 'tags';
 
@@ -21,16 +21,20 @@ export interface Tag {
 export type ResourceCheck = (id: string) => Promise<boolean>;
 
 export interface TagsApi {
-  /** Lets `PUT /v1/tags` refuse (404) tags for a resource of this type that does not exist. */
-  registerResource(type: ResourceType, exists: ResourceCheck): void;
   /** The tags of one resource, as a key → value map. */
   of(type: ResourceType, id: string): Promise<Record<string, string>>;
 }
 
+export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');
+
+/**
+ * The resource types whose plugins answer whether an id exists, so that `PUT /v1/tags` refuses
+ * (404) a tag for a resource that does not. Every resource plugin contributes its own.
+ */
+export const TaggableResources = defineExtensionPoint<{ type: ResourceType; exists: ResourceCheck }>('tags.resources', 'taggable resources');
+
 export function tagsOf(services: Services): TagsApi {
-  const api = services.provided.get('tags') as TagsApi | undefined;
-  if (!api) throw new Error('the tags plugin must be loaded (and listed before this plugin)');
-  return api;
+  return services.provided.get(TagsRef);
 }
 
 const ResourceTypeSchema = Type.Union(
@@ -50,36 +54,10 @@ const view = (row: Record<string, unknown>): Tag => ({
   value: row.value as string,
 });
 
-/**
- * Checks for the resources of plugins loaded before this one, through what they provide. A plugin
- * that is not loaded (or loads later) leaves its type unchecked.
- */
-function builtinChecks(services: Services): Partial<Record<ResourceType, ResourceCheck>> {
-  const checks: Partial<Record<ResourceType, ResourceCheck>> = {};
-  const provided = <T>(name: string) => services.provided.get(name) as T | undefined;
-  type Lookup = { get(id: string): Promise<unknown> };
-  const byId = (type: ResourceType, lookup: Lookup | undefined) => {
-    if (lookup) checks[type] = async (id) => Boolean(await lookup.get(id));
-  };
-  byId('node', provided<{ nodes: Lookup }>('nodes')?.nodes);
-  byId('swarm', provided<{ swarms: Lookup }>('swarms')?.swarms);
-  byId('instance', provided<{ instances: Lookup }>('compute')?.instances);
-  byId('service', provided<Lookup>('services'));
-  byId('s3', provided<Lookup>('s3'));
-  byId('loadbalancer', provided<{ balancers: Lookup }>('gateway')?.balancers);
-  const volumes = provided<{ require(id: string): Promise<{ id: string }> }>('volumes');
-  if (volumes) checks.volume = async (id) => (await volumes.require(id).catch(() => null))?.id === id;
-  const secrets = provided<{ get(kind: 'secret' | 'config', id: string): Promise<unknown> }>('secrets');
-  if (secrets) {
-    checks.secret = async (id) => Boolean(await secrets.get('secret', id));
-    checks.config = async (id) => Boolean(await secrets.get('config', id));
-  }
-  return checks;
-}
-
 export default definePlugin({
   name: 'tags',
   description: 'key/value tags on any resource, and finding resources by tag',
+  provides: [TagsRef],
   migrations: [
     {
       id: '001_tags',
@@ -100,16 +78,15 @@ export default definePlugin({
   setup(services) {
     const { db, clock } = services;
     const knex = (): Knex.QueryBuilder => db.knex(TAGS);
-    const checks = builtinChecks(services);
+    const checkFor = (type: ResourceType) => services.provided.contributions(TaggableResources).find((r) => r.type === type)?.exists;
 
     const api: TagsApi = {
-      registerResource: (type, exists) => void (checks[type] = exists),
       async of(type, id) {
         const rows: Tag[] = await knex().where({ resource_type: type, resource_id: id }).orderBy('key').select('key', 'value');
         return Object.fromEntries(rows.map((r) => [r.key, r.value]));
       },
     };
-    services.provided.set('tags', api);
+    services.provided.provide(TagsRef, api);
 
     // A resource's tags go with it (plugins publish `resource.deleted` with {type, id}).
     services.events.subscribe('resource.deleted', (payload) => {
@@ -144,7 +121,7 @@ export default definePlugin({
           schemas: { body: Type.Object({ ...TagRef, value: Value }, { additionalProperties: false }), response: TagView },
           async handler(req) {
             const { resource_type: type, resource_id: id, key, value } = req.body as Tag;
-            const check = checks[type];
+            const check = checkFor(type);
             if (check && !(await check(id))) throw notFound(`No ${type} ${id}`);
             const now = clock.now().toISOString();
             await knex()

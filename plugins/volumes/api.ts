@@ -1,6 +1,6 @@
-import type { MountSpec } from '../../core/orchestrator.js';
-import type { Services } from '../../core/plugin.js';
-import type { SwarmRecord } from '../swarms/store.js';
+import type { VolumeMount } from '../../core/orchestrator.js';
+import { defineExtensionPoint, defineServiceRef, type Services } from '../../core/plugin.js';
+import type { ClusterRecord } from '../../core/clusters/store.js';
 
 export interface VolumeRecord {
   id: string;
@@ -24,12 +24,11 @@ export interface VolumesApi {
   /** By id, or by name when exactly one volume has it (409 when ambiguous). */
   require(idOrName: string): Promise<VolumeRecord>;
   /**
-   * How a workload on `swarm` mounts the volume at `target`: an NFS volume by its named definition
-   * (made sure to exist on every member of the swarm), a local one as a bind on its node, with the
-   * constraint that pins the workload there.
+   * How a workload on `cluster` mounts the volume at `target`: an NFS volume by its share (staged on
+   * every member of the cluster first), a local one as its folder on its node (which pins the
+   * workload there). 409 when the volume is not ready, or is a local folder outside the cluster.
    */
-  mountFor(volume: VolumeRecord, target: string, swarm: SwarmRecord): Promise<{ mount: MountSpec; constraints: string[] }>;
-  registerUsers(users: VolumeUsers): void;
+  mountFor(volume: VolumeRecord, target: string, cluster: ClusterRecord): Promise<VolumeMount>;
   /**
    * Cleanup of a volume stuck in an error state: removes its definitions and export wherever they
    * can still be reached (failures ignored) and the record, whoever uses it. False when unknown.
@@ -37,8 +36,11 @@ export interface VolumesApi {
   forceRemove(id: string): Promise<boolean>;
 }
 
+export const VolumesRef = defineServiceRef<VolumesApi>('volumes', 'volumes (the volumes plugin)');
+
+/** What uses volumes: every workload plugin answers for its own records (a volume in use cannot be deleted). */
+export const VolumeUsersPoint = defineExtensionPoint<VolumeUsers>('volumes.users', 'volume users');
+
 export function volumesOf(services: Services): VolumesApi {
-  const api = services.provided.get('volumes') as VolumesApi | undefined;
-  if (!api) throw new Error('the volumes plugin must be loaded (and listed before this plugin)');
-  return api;
+  return services.provided.get(VolumesRef);
 }

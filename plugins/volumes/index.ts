@@ -4,33 +4,23 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { HANGAR_LABELS } from '../../core/orchestrator.js';
-import { resumeByStatus } from '../../core/jobs.js';
+import { HANGAR_LABELS, StageVolume, UnstageVolume, type VolumeMount } from '../../core/orchestrator.js';
+import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
+import { asHttpError } from '../../core/clusters/service.js';
+import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
-import { TASK_KINDS } from '../../core/tasks/kinds.js';
-import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { nodesOf } from '../nodes/index.js';
+import { VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
+import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
-import { asHttpError, swarmsOf } from '../swarms/orchestration.js';
-import { NodeRef } from '../swarms/schemas.js';
-import type { SwarmRecord } from '../swarms/store.js';
-import type { VolumeRecord, VolumesApi, VolumeUsers } from './api.js';
+import { TaggableResources } from '../tags/index.js';
+import { VolumesRef, VolumeUsersPoint, type VolumeRecord, type VolumesApi } from './api.js';
 import { volumeMigrations } from './migrations.js';
-import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
+import { DefinitionStore, VolumeStore, type StoredVolume } from './store.js';
 
 /** The name of a volume's definition on each engine. */
 export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
-
-/** Driver options of the `local` volume driver that mount the volume over NFS from its node. */
-export const nfsOptions = (volume: Pick<VolumeRecord, 'server_ip' | 'folder'>): Record<string, string> => ({
-  type: 'nfs',
-  o: `addr=${volume.server_ip},rw,nfsvers=4`,
-  device: `:${volume.folder}`,
-});
-
-/** On the node that holds the folder the definition is a bind of the folder itself. */
-const bindOptions = (volume: Pick<VolumeRecord, 'folder'>): Record<string, string> => ({ type: 'none', o: 'bind', device: volume.folder });
 
 const VolumeName = Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$', description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique' });
 const Folder = Type.String({
@@ -67,56 +57,53 @@ function normaliseFolder(folder: string): string {
 
 export default definePlugin({
   name: 'volumes',
-  description: 'Folders on nodes shared with swarm workloads: over NFS from their node, or bound locally',
+  description: 'Folders on nodes shared with cluster workloads: over NFS from their node, or bound locally',
+  deps: [NodesRef],
+  provides: [VolumesRef],
   migrations: volumeMigrations,
   setup(services: Services) {
     const { db, clock, log } = services;
+    const core = services.clusters;
     const { nodes } = nodesOf(services);
-    const swarmsApi = swarmsOf(services);
-    const { members, jobs, call } = swarmsApi;
+    const { members } = core;
     const volumes = new VolumeStore(db, clock);
     const forget = recordRemover(services.events, 'volume', volumes);
     const definitions = new DefinitionStore(db, clock);
-    const users: VolumeUsers[] = [];
     const now = () => clock.now().toISOString();
 
-    /** Defines an NFS volume on these nodes (a bind on its own node); idempotent. */
-    async function define(volume: StoredVolume, nodeIds: string[]): Promise<void> {
+    /** Stages an NFS volume on these nodes of a cluster (its own folder on its node); idempotent. */
+    async function stage(volume: StoredVolume, cluster: Pick<ClusterRecord, 'backend'>, nodeIds: string[]): Promise<void> {
       const labels = { [HANGAR_LABELS.id]: volume.id };
       await Promise.all(
         nodeIds.map(async (nodeId) => {
-          const options = nodeId === volume.node_id ? bindOptions(volume) : nfsOptions(volume);
-          await call(nodeId, 'defineVolume', [runtimeVolumeName(volume), options, labels], { subject: volume.id });
-          await definitions.record(volume.id, nodeId);
+          const input = { name: runtimeVolumeName(volume), nfs: { server: volume.server_ip!, path: volume.folder }, local_path: nodeId === volume.node_id ? volume.folder : null, labels };
+          await core.call(nodeId, StageVolume, input, { backend: cluster.backend, subject: volume.id });
+          await definitions.record(volume.id, nodeId, cluster.backend);
         }),
       );
     }
 
-    const activeMembers = async (swarmId: string) => (await members.of(swarmId)).filter((m) => m.status === 'active').map((m) => m.node_id);
+    const activeMembers = async (clusterId: string) => (await members.of(clusterId)).filter((m) => m.status === 'active').map((m) => m.node_id);
 
     async function usersOf(volumeId: string) {
       const all: Array<{ type: string; id: string; name: string }> = [];
-      for (const fn of users) all.push(...(await fn(volumeId)));
+      for (const fn of services.provided.contributions(VolumeUsersPoint)) all.push(...(await fn(volumeId)));
       return all;
     }
 
-    /** Creation in the background: the folder (and export) on the node, then the definitions in its swarm. */
-    async function prepare(volume: StoredVolume): Promise<void> {
-      const result = await swarmsApi.runTask<{ folder: string; export: NfsExport | null }>(
-        volume.node_id,
-        TASK_KINDS.volumePrepare,
-        { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type },
-        { subject: volume.id },
-      );
-      const prepared = await volumes.change(volume.id, { nfs_export: result.export });
+    /** Preparing: the folder (and export) on the node, then the volume staged in the node's cluster. */
+    async function prepare(volume: StoredVolume): Promise<Partial<StoredVolume>> {
+      const result = await core.runTask(volume.node_id, VolumePrepare, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, { subject: volume.id });
+      const prepared = { ...volume, nfs_export: result.export };
       if (volume.type === 'nfs') {
         const membership = await members.findOne({ node_id: volume.node_id });
-        if (membership) await define(prepared, await activeMembers(membership.swarm_id));
+        const cluster = membership && (await core.clusters.get(membership.cluster_id));
+        if (cluster) await stage(prepared, cluster, await activeMembers(cluster.id));
       }
-      await volumes.change(volume.id, { status: 'ready', error: null });
+      return { nfs_export: result.export, status: 'ready', error: null };
     }
 
-    /** Deletion in the background: definitions, then the export; the folder and its data stay. */
+    /** Deletion: the staged definitions, then the export; the folder and its data stay. */
     async function remove(volume: StoredVolume, force: boolean): Promise<void> {
       const problems: string[] = [];
       const attempt = async (what: string, work: () => Promise<unknown>) => {
@@ -127,35 +114,56 @@ export default definePlugin({
           problems.push(`${what}: ${(err as Error).message}`);
         }
       };
-      for (const nodeId of await definitions.nodesOf(volume.id)) {
+      for (const { node_id: nodeId, backend } of await definitions.of(volume.id)) {
         const node = await nodes.get(nodeId);
         // A node that is gone took its definition with it.
         if (node && !node.removing) {
-          await attempt(`removing the definition on node ${nodeId}`, () => call(nodeId, 'removeVolumeDefinition', [runtimeVolumeName(volume)], { subject: volume.id }));
+          await attempt(`removing the definition on node ${nodeId}`, () => core.call(nodeId, UnstageVolume, { name: runtimeVolumeName(volume) }, { backend, subject: volume.id }));
         }
         await definitions.forget(volume.id, nodeId);
       }
       const host = await nodes.get(volume.node_id);
       if (volume.type === 'nfs' && host && !host.removing) {
         await attempt(`releasing the export on node ${volume.node_id}`, () =>
-          swarmsApi.runTask(volume.node_id, TASK_KINDS.volumeRelease, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, { subject: volume.id }),
+          core.runTask(volume.node_id, VolumeRelease, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, { subject: volume.id }),
         );
       }
       if (problems.length) log.warn({ volume_id: volume.id, problems }, 'volume deleted (forced) with leftovers');
       await forget(volume.id);
     }
 
-    function prepareInBackground(volume: StoredVolume): void {
-      jobs.run(`prepare volume ${volume.name}`, () => prepare(volume), async (err) => {
-        await volumes.change(volume.id, { status: 'failed', error: `preparing failed: ${err.message}` });
-      });
-    }
-
-    function removeInBackground(volume: StoredVolume, force: boolean): void {
-      jobs.run(`delete volume ${volume.name}`, () => remove(volume, force), async (err) => {
-        await volumes.change(volume.id, { status: 'failed', error: `deleting failed: ${err.message}` });
-      });
-    }
+    const lifecycle = core.lifecycle(
+      volumes,
+      defineLifecycle<StoredVolume>({
+        noun: 'volume',
+        operations: {
+          // Preparing (folder, export, definitions) and deleting are idempotent: an interrupted one runs again.
+          prepare: {
+            from: ['preparing', 'failed'],
+            during: 'preparing',
+            label: (v) => `prepare volume ${v.name}`,
+            run: (v) => prepare(v),
+            failed: (_v, err) => ({ status: 'failed', error: `preparing failed: ${err.message}` }),
+          },
+          // Unforced, a deletion fails when something is left; forced, it goes on and logs what is left.
+          ...Object.fromEntries(
+            (['delete', 'force-delete'] as const).map((op) => [
+              op,
+              {
+                from: ['ready', 'failed', 'deleting'],
+                during: 'deleting',
+                label: (v: StoredVolume) => `delete volume ${v.name}`,
+                async run(v: StoredVolume) {
+                  await remove(v, op === 'force-delete');
+                  return REMOVED;
+                },
+                failed: (_v: StoredVolume, err: Error) => ({ status: 'failed', error: `deleting failed: ${err.message}` }),
+              },
+            ]),
+          ),
+        },
+      }),
+    );
 
     async function requireVolume(idOrName: string): Promise<StoredVolume> {
       const volume = await volumes.find(idOrName);
@@ -165,26 +173,24 @@ export default definePlugin({
 
     const api: VolumesApi = {
       require: requireVolume,
-      async mountFor(volume, target, swarm: SwarmRecord) {
+      async mountFor(volume, target, cluster: ClusterRecord): Promise<VolumeMount> {
         const current = await requireVolume(volume.id);
+        const noun = nounOf(cluster).toLowerCase();
         if (current.status !== 'ready') throw conflict(`Volume ${current.name} is not ready (${current.status}${current.error ? `: ${current.error}` : ''})`);
         if (current.type === 'local') {
           const membership = await members.findOne({ node_id: current.node_id });
-          if (!membership || membership.swarm_id !== swarm.id) {
-            throw conflict(`Volume ${current.name} is a local folder on node ${current.node_id}, which is not a member of swarm ${swarm.name}; use an nfs volume or a workload in that node's swarm`);
+          if (!membership || membership.cluster_id !== cluster.id) {
+            throw conflict(`Volume ${current.name} is a local folder on node ${current.node_id}, which is not a member of ${noun} ${cluster.name}; use an nfs volume or a workload in that node's ${noun}`);
           }
-          const node = await nodes.require(current.node_id);
-          if (!node.hostname) throw conflict(`Node ${node.id} has not reported its hostname yet; its local volume ${current.name} cannot be pinned to it`);
-          return { mount: { type: 'bind', source: current.folder, target }, constraints: [`node.hostname == ${node.hostname}`] };
+          return { source: { host_path: { node_id: current.node_id, path: current.folder } }, target };
         }
         try {
-          await define(current, await activeMembers(swarm.id));
+          await stage(current, cluster, await activeMembers(cluster.id));
         } catch (err) {
-          throw asHttpError(err, `Defining volume ${current.name} on the members of swarm ${swarm.name}`);
+          throw asHttpError(err, `Defining volume ${current.name} on the members of ${noun} ${cluster.name}`);
         }
-        return { mount: { type: 'volume', source: runtimeVolumeName(current), target, driverOptions: nfsOptions(current) }, constraints: [] };
+        return { source: { nfs: { name: runtimeVolumeName(current), server: current.server_ip!, path: current.folder } }, target };
       },
-      registerUsers: (fn) => void users.push(fn),
       async forceRemove(id) {
         const volume = await volumes.get(id);
         if (!volume) return false;
@@ -192,24 +198,27 @@ export default definePlugin({
         return true;
       },
     };
-    services.provided.set('volumes', api);
+    services.provided.provide(VolumesRef, api);
+    services.provided.contribute(TaggableResources, { type: 'volume', exists: async (id) => Boolean(await volumes.get(id)) });
 
-    // A node that joins a swarm gets the swarm's NFS volumes: those on its members' folders and those
+    // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
     // already defined on its members. When it holds volumes itself, every member gets those.
-    services.events.subscribe('swarm.member.joined', (payload) => {
-      const { swarmId, nodeId } = payload as { swarmId: string; nodeId: string };
-      jobs.run(
-        `volumes for ${nodeId} in ${swarmId}`,
+    services.events.subscribe('cluster.member.joined', (payload) => {
+      const { clusterId, nodeId } = payload as { clusterId: string; nodeId: string };
+      core.jobs.run(
+        `volumes for ${nodeId} in ${clusterId}`,
         async () => {
-          const memberIds = await activeMembers(swarmId);
+          const cluster = await core.clusters.get(clusterId);
+          if (!cluster) return;
+          const memberIds = await activeMembers(clusterId);
           const ids = new Set(await definitions.volumesOn(memberIds.filter((id) => id !== nodeId)));
           const candidates = await volumes.query().where({ type: 'nfs', status: 'ready' }).andWhere((q) => q.whereIn('node_id', memberIds).orWhereIn('id', [...ids]));
           for (const row of candidates) {
             const volume = volumes.decode(row);
-            await define(volume, volume.node_id === nodeId ? memberIds : [nodeId]);
+            await stage(volume, cluster, volume.node_id === nodeId ? memberIds : [nodeId]);
           }
         },
-        (err) => log.warn({ swarm_id: swarmId, node_id: nodeId, error: err.message }, 'defining volumes on a joined node failed'),
+        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'defining volumes on a joined node failed'),
         { resumable: false },
       );
     });
@@ -222,9 +231,7 @@ export default definePlugin({
     );
 
     return {
-      // Preparing (folder, export, definitions) and deleting are idempotent: an interrupted one runs again.
-      // A deletion resumes unforced: if something is left it fails, and a forced DELETE finishes it.
-      resume: () => resumeByStatus('volume', volumes, { preparing: prepareInBackground, deleting: (v) => removeInBackground(v, false) }),
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',
@@ -252,7 +259,7 @@ export default definePlugin({
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
             if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
-            const serverIp = type === 'nfs' ? swarmsApi.addressOf(node) : null;
+            const serverIp = type === 'nfs' ? core.addressOf(node) : null;
             if (type === 'nfs' && !serverIp) throw conflict(`Node ${node.id} has no address yet to serve NFS from`);
             let volume: StoredVolume;
             try {
@@ -273,8 +280,7 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`A volume named ${req.body.name} exists`);
               throw err;
             }
-            prepareInBackground(volume);
-            return Reply.accepted(view(volume));
+            return Reply.accepted(view(await lifecycle.start(volume.id, 'prepare', {}, () => conflict(`Volume ${volume.name} changed meanwhile`))));
           },
         },
         ...readRoutes({
@@ -299,8 +305,7 @@ export default definePlugin({
             if (volume.status === 'preparing') throw conflict(`Volume ${volume.name} is still being prepared; try again when it is ready or failed`);
             const using = await usersOf(volume.id);
             if (using.length) throw conflict(`Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}`, using);
-            const deleting = await volumes.change(volume.id, { status: 'deleting', error: null });
-            removeInBackground(deleting, Boolean(req.query.force));
+            const deleting = await lifecycle.start(volume.id, req.query.force ? 'force-delete' : 'delete', { error: null }, (v) => conflict(`Volume ${volume.name} is ${v?.status ?? 'gone'}`));
             return Reply.accepted({ ...view(deleting), note });
           },
         },
@@ -309,5 +314,5 @@ export default definePlugin({
   },
 });
 
-export { volumesOf } from './api.js';
+export { volumesOf, VolumesRef, VolumeUsersPoint } from './api.js';
 export type { VolumeRecord, VolumesApi, VolumeUsers } from './api.js';

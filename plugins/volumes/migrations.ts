@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 
 export const VOLUMES = 'volumes';
 export const VOLUME_DEFINITIONS = 'volume_definitions';
@@ -34,6 +35,20 @@ export const volumeMigrations: Migration[] = [
         t.unique(['volume_id', 'node_id']);
         t.index(['node_id']);
       });
+    },
+  },
+  {
+    id: '002_leases',
+    async up(knex) {
+      // Operations on volumes run under a lease (core/lifecycle.ts); a definition remembers its cluster's backend.
+      await knex.schema.alterTable(VOLUMES, (t) => {
+        leaseColumns(t);
+      });
+      await knex.schema.alterTable(VOLUME_DEFINITIONS, (t) => {
+        t.string('backend', 20).notNullable().defaultTo('swarm');
+      });
+      // Work a process of the previous release left half done is taken over at the next start.
+      await markForTakeOver(knex, VOLUMES, { preparing: 'prepare', deleting: 'delete' });
     },
   },
 ];

@@ -3,6 +3,7 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { newId } from '../../core/ids.js';
 import type { VolumeRecord } from './api.js';
+import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 import { VOLUME_DEFINITIONS, VOLUMES } from './migrations.js';
 
 export interface NfsExport {
@@ -11,11 +12,11 @@ export interface NfsExport {
   reason: string | null;
 }
 
-export type StoredVolume = VolumeRecord & { nfs_export: NfsExport | null };
+export type StoredVolume = VolumeRecord & LeaseFields & { nfs_export: NfsExport | null };
 
 export class VolumeStore extends StampedRepository<StoredVolume> {
   constructor(store: Store, clock: Clock) {
-    super(store, VOLUMES, { json: ['nfs_export'], dates: ['created_at', 'updated_at'] }, clock);
+    super(store, VOLUMES, { json: ['nfs_export'], dates: ['created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */
@@ -24,16 +25,15 @@ export class VolumeStore extends StampedRepository<StoredVolume> {
   }
 }
 
-/** The nodes a volume is defined on. */
+/** The nodes a volume is staged on, and the backend of the cluster it was staged for. */
 export class DefinitionStore {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
   ) {}
 
-  async nodesOf(volumeId: string): Promise<string[]> {
-    const rows: Array<{ node_id: string }> = await this.store.knex(VOLUME_DEFINITIONS).where({ volume_id: volumeId }).orderBy('node_id').select('node_id');
-    return rows.map((r) => r.node_id);
+  of(volumeId: string): Promise<Array<{ node_id: string; backend: string }>> {
+    return this.store.knex(VOLUME_DEFINITIONS).where({ volume_id: volumeId }).orderBy('node_id').select('node_id', 'backend');
   }
 
   /** Volumes defined on any of these nodes. */
@@ -43,10 +43,10 @@ export class DefinitionStore {
     return rows.map((r) => r.volume_id);
   }
 
-  async record(volumeId: string, nodeId: string): Promise<void> {
+  async record(volumeId: string, nodeId: string, backend: string): Promise<void> {
     await this.store
       .knex(VOLUME_DEFINITIONS)
-      .insert({ id: newId('vdef'), volume_id: volumeId, node_id: nodeId, created_at: this.clock.now().toISOString() })
+      .insert({ id: newId('vdef'), volume_id: volumeId, node_id: nodeId, backend, created_at: this.clock.now().toISOString() })
       .onConflict(['volume_id', 'node_id'])
       .ignore();
   }

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Route } from '../../core/orchestrator.js';
-import { renderHaproxyConfig } from '../../plugins/gateway/haproxy.js';
+import { renderHaproxyConfig } from '../../drivers/swarm/haproxy.js';
 import { waitFor } from '../support/agents.js';
 import { requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';

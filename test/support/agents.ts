@@ -2,7 +2,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Value } from '@sinclair/typebox/value';
 import type { HttpRequestOptions, HttpResponse } from '../../core/http/client.js';
+import { isDriverCall } from '../../core/tasks/kinds.js';
+import { versionInfo } from '../../core/version.js';
+import { AGENT_BACKENDS, agentTaskKinds } from '../../agent/executors/index.js';
 import type { TestHangar } from './hangar.js';
 
 /** The plugins a node test's control plane loads. */
@@ -210,8 +214,10 @@ export class FakeAgent {
     return this.t.request<T>(method, pathAndQuery, { cert: this.certPem, key: this.keyPem, ...options });
   }
 
+  /** A heartbeat of an agent of this version that runs every task kind (override with `facts`). */
   heartbeat(facts: Record<string, unknown> = {}): Promise<HttpResponse> {
-    return this.request('POST', '/v1/internal/heartbeat', { body: { hostname: `fake-${this.nodeId}`, architecture: 'amd64', agent_version: '0.0.0-fake', ...facts } });
+    const capabilities = { kinds: agentTaskKinds().names(), backends: [...AGENT_BACKENDS] };
+    return this.request('POST', '/v1/internal/heartbeat', { body: { hostname: `fake-${this.nodeId}`, architecture: 'amd64', agent_version: versionInfo.version, capabilities, ...facts } });
   }
 
   /** One long-poll; `wait` in seconds (omitted: the server's default). */
@@ -226,26 +232,32 @@ export class FakeAgent {
 
 /** Answers and refusals of a fake orchestrator manager, by driver method (orchestrator calls) or task kind. */
 export interface FakeManagerScript {
-  answers?: Record<string, (args: any[]) => unknown>;
+  /** An answer for the call's named input (its payload without `backend`). */
+  answers?: Record<string, (input: any) => unknown>;
   /** A reason makes the call fail with it (the engine's error); undefined lets it through. */
-  refusals?: Record<string, (args: any[]) => string | undefined>;
+  refusals?: Record<string, (input: any) => string | undefined>;
 }
 
 /**
- * Runs a test double's task loop: every task it polls is recorded in `calls` and answered from the
- * script (`{}` when the script has no answer). `stop()` ends the loop after its current poll.
+ * Runs a test double's task loop: every task it polls is recorded in `calls` (by driver method, or
+ * by kind for host tasks, with the payload's named input) and answered from the script, or else
+ * with the smallest result its kind's schema accepts. `stop()` ends the loop after its current poll.
  */
-export function answerTasks(agent: FakeAgent, script: FakeManagerScript): { calls: Array<{ method: string; args: any[] }>; stop(): Promise<void> } {
-  const calls: Array<{ method: string; args: any[] }> = [];
+export function answerTasks(agent: FakeAgent, script: FakeManagerScript): { calls: Array<{ method: string; input: any }>; stop(): Promise<void> } {
+  const calls: Array<{ method: string; input: any }> = [];
+  const kinds = agentTaskKinds();
   let stopping = false;
   const loop = (async () => {
     while (!stopping) {
       const res = await agent.poll(1);
       for (const task of (res.json?.data ?? []) as Array<{ task_id: string; kind: string; payload: any }>) {
-        const call = task.kind === 'orchestrator.call' ? { method: task.payload.method as string, args: task.payload.args as any[] } : { method: task.kind, args: [] };
+        const kind = kinds.get(task.kind);
+        const { backend: _backend, ...input } = task.payload ?? {};
+        const call = { method: kind && isDriverCall(kind) ? kind.method : task.kind, input };
         calls.push(call);
-        const refused = script.refusals?.[call.method]?.(call.args);
-        await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: script.answers?.[call.method]?.(call.args) ?? {} });
+        const refused = script.refusals?.[call.method]?.(call.input);
+        const answer = script.answers?.[call.method]?.(call.input) ?? (kind ? Value.Create(kind.result) : {});
+        await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: answer });
       }
     }
   })();

@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
 import { Hangar } from '../../core/app.js';
+import { builtinCatalogue } from '../../cli/catalogue.js';
 import type { Clock } from '../../core/clock.js';
 import { httpRequest, type HttpRequestOptions, type HttpResponse } from '../../core/http/client.js';
 import type { ListenerName } from '../../core/plugin.js';
@@ -45,7 +46,7 @@ export async function startHangar(dialect: TestDialect, options: StartOptions = 
       done();
     },
   });
-  const hangar = await Hangar.start({ config, clock: options.clock, logDestination: destination as never });
+  const hangar = await Hangar.start({ config, catalogue: builtinCatalogue, clock: options.clock, logDestination: destination as never });
   const caPem = hangar.services.ca.caPem;
   const conformance = options.openApiCheck === false ? null : new OpenApiConformance(() => hangar.services.routeTable());
   return {

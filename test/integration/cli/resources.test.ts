@@ -321,15 +321,15 @@ describeEachDialect('hangar resource commands against a running control plane', 
     let swarmId: string;
     let manager: ReturnType<typeof answerTasks>;
     const LOG_LINES = ['2024-05-01T10:00:00Z hello', '2024-05-01T10:00:01Z world'];
-    const answers: Record<string, (args: any[]) => unknown> = {
+    const answers: Record<string, (input: any) => unknown> = {
       init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
       workloadLogs: () => ({ lines: LOG_LINES }),
       inspectWorkloads: () => ({ workloads: [] }),
-      members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', state: 'ready', availability: 'active', leader: true }] }),
+      members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
     };
     /** Calls the fake manager refuses, with the engine's error. */
-    const refusals: Record<string, (args: any[]) => string | undefined> = {
-      deployWorkload: (args) => (String(args[0]?.name).startsWith('inst-broken') ? 'No such image: nginx:none' : undefined),
+    const refusals: Record<string, (input: any) => string | undefined> = {
+      deployWorkload: (input) => (String(input.spec?.name).startsWith('inst-broken') ? 'No such image: nginx:none' : undefined),
     };
     const called = (method: string) => manager.calls.filter((c) => c.method === method);
 
@@ -357,13 +357,13 @@ describeEachDialect('hangar resource commands against a running control plane', 
       const created = await ok(['secret', 'create', 'db-password', '--swarm', 'live', '--from-literal', 's3cret']);
       expect(created).to.match(/^created secret db-password \(sec-[0-9a-z]+\)\n$/);
       const id = created.match(/\((sec-[0-9a-z]+)\)/)![1]!;
-      expect(called('createObject').at(-1)!.args.slice(0, 3)).to.deep.equal(['secret', 'db-password-v1', Buffer.from('s3cret').toString('base64')]);
+      expect(called('createObject').at(-1)!.input).to.deep.include({ kind: 'secret', name: 'db-password-v1', data: Buffer.from('s3cret').toString('base64') });
       const [list, record, data] = await Promise.all([ok(['secret', 'list', '--swarm', swarmId]), ok(['secret', 'get', id]), json(['secret', 'get', 'db-password'])]);
       expect(list).to.match(new RegExp(`\n${id} \\| db-password \\| ${swarmId} \\| 1 +\\| - +\\| `));
       expect(record).to.match(/\nversion: +1\n/).and.not.contain('s3cret').and.not.contain(Buffer.from('s3cret').toString('base64'));
       expect(data).to.include({ id, name: 'db-password', version: 1 }).and.not.have.property('data');
       expect(await ok(['secret', 'update', id, '-'], 'rotated\n')).to.equal(`updated secret db-password (${id}) to version 2\n`);
-      expect(called('createObject').at(-1)!.args.slice(0, 3)).to.deep.equal(['secret', 'db-password-v2', Buffer.from('rotated\n').toString('base64')]);
+      expect(called('createObject').at(-1)!.input).to.deep.include({ kind: 'secret', name: 'db-password-v2', data: Buffer.from('rotated\n').toString('base64') });
       expect(await ok(['secret', 'delete', id])).to.equal(`deleted secret ${id}\n`);
     });
 
@@ -391,7 +391,7 @@ describeEachDialect('hangar resource commands against a running control plane', 
         ports: ['8080:80/tcp', '5353:53/udp'], env: { A: '1', B: 'x=y' }, command: ['sh', '-c', 'echo "hi there"', '--verbose'], platform: 'linux/arm64',
       });
       expect(await ok(['instance', 'logs', id!, '--lines', '5'])).to.equal(`${LOG_LINES.join('\n')}\n`);
-      expect(called('workloadLogs').at(-1)!.args).to.deep.equal(['inst-api', { lines: 5 }]);
+      expect(called('workloadLogs').at(-1)!.input).to.deep.equal({ name: 'inst-api', lines: 5 });
       const logsJson = await json(['instance', 'logs', 'api', '--since', '2024-05-01T00:00:00Z']);
       expect(logsJson).to.include({ status: 'completed' });
       expect(logsJson.lines).to.deep.equal(LOG_LINES);

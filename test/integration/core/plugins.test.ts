@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { Hangar } from '../../../core/app.js';
+import { builtinCatalogue } from '../../../cli/catalogue.js';
 import { ConfigError } from '../../../core/errors.js';
 import { httpRequest } from '../../../core/http/client.js';
 import { waitFor } from '../../support/agents.js';
@@ -39,19 +40,36 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
       await t.stop();
     }
     const config = dialect.config(undefined, { plugins: ['system', FIXTURE_PLUGIN], probe: { greeting: { text: 'hi' }, loud: true } });
-    const err = await Hangar.start({ config }).catch((e: Error) => e);
+    const err = await Hangar.start({ config, catalogue: builtinCatalogue }).catch((e: Error) => e);
     expect(err).to.be.instanceOf(ConfigError);
     expect((err as Error).message).to.contain('probe.greeting must be string');
     expect((err as Error).message).to.contain('probe.loud is not an allowed property');
   });
 
   it('refuses an unknown built-in plugin name and a module that is not there', async () => {
-    const unknown = await Hangar.start({ config: dialect.config(undefined, { plugins: ['system', 'nosuchplugin'] }) }).catch((e: Error) => e);
+    const unknown = await Hangar.start({ config: dialect.config(undefined, { plugins: ['system', 'nosuchplugin'] }), catalogue: builtinCatalogue }).catch((e: Error) => e);
     expect(unknown).to.be.instanceOf(ConfigError);
     expect((unknown as Error).message).to.contain('"nosuchplugin" is neither built in');
-    const missing = await Hangar.start({ config: dialect.config(undefined, { plugins: ['./no/such/module.js'] }) }).catch((e: Error) => e);
+    const missing = await Hangar.start({ config: dialect.config(undefined, { plugins: ['./no/such/module.js'] }), catalogue: builtinCatalogue }).catch((e: Error) => e);
     expect(missing).to.be.instanceOf(ConfigError);
     expect((missing as Error).message).to.contain('cannot load plugin module ./no/such/module.js');
+  });
+
+  it('sets plugins up after what they declare they need, whatever the order listed; a need no loaded plugin provides stops the start naming it', async () => {
+    // Listed backwards: every plugin before the ones it builds on.
+    const t = await startHangar(dialect, { plugins: ['cleanup', 'gateway', 's3', 'compute', 'volumes', 'swarms', 'agent-internal', 'nodes', 'iam', 'system'] });
+    try {
+      const order = t.hangar.services.plugins;
+      for (const [user, provider] of [['cleanup', 'swarms'], ['swarms', 'nodes'], ['compute', 'nodes'], ['s3', 'volumes'], ['agent-internal', 'nodes']]) {
+        expect(order.indexOf(provider), `${provider} before ${user}`).to.be.lessThan(order.indexOf(user));
+      }
+      expect((await t.request('GET', '/healthz')).status).to.equal(200);
+    } finally {
+      await t.stop();
+    }
+    const lacking = await Hangar.start({ config: dialect.config(undefined, { plugins: ['system', 'iam', 'nodes', 's3'] }), catalogue: builtinCatalogue }).catch((e: Error) => e);
+    expect(lacking).to.be.instanceOf(ConfigError);
+    expect((lacking as Error).message).to.match(/^plugin s3 needs .* \(volumes\), which no loaded plugin provides: add the plugin that provides it to plugins:$/);
   });
 
   it('loads a third-party driver by module path and gives it the services', async () => {
@@ -73,7 +91,7 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
     try {
       await first.request('POST', '/v1/probe/things', { body: { id: 'keep-me', label: 'x', active: true, created_at: new Date().toISOString() } });
       migrations = await first.hangar.store.knex('hangar_migrations').select('id', 'applied_at').orderBy('id');
-      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'core/004_store_notices', 'core/005_keyring', 'core/006_leader_leases', 'probe/001_things']);
+      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'core/004_store_notices', 'core/005_keyring', 'core/006_leader_leases', 'core/007_agent_capabilities', 'core/008_clusters', 'probe/001_things']);
     } finally {
       await first.stop();
     }

@@ -349,4 +349,35 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
       rmSync(bin, { recursive: true, force: true });
     }
   });
+
+  it('runs lanes side by side: a log fetch queued behind a slow OS package check is answered while the check still runs', async function () {
+    this.timeout(40_000);
+    // apt-get stands in for the machine's: `update` takes 6 s.
+    const bin = mkdtempSync(path.join(os.tmpdir(), 'hangar-slow-apt-'));
+    const runs = path.join(bin, 'runs.log');
+    writeFileSync(path.join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${runs}\n[ "$1" = update ] && /bin/sleep 6\nexit 0\n`, { mode: 0o755 });
+    try {
+      const token = (await api('POST', '/v1/nodes/token', {})).json.data;
+      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: bin });
+      const nodeId = await joinedNodeId(agent);
+      await waitForStatus(nodeId, 'ready');
+      const check = (await api('POST', `/v1/nodes/${nodeId}/check-updates`)).json.data.task_id as string;
+      await waitFor(() => existsSync(runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
+      const logs = await api('POST', `/v1/nodes/${nodeId}/logs?lines=3`);
+      expect(logs.status).to.equal(202);
+      const read = await waitFor(
+        async () => {
+          const res = (await api('GET', `/v1/nodes/${nodeId}/logs/${logs.json.data.task_id}`)).json.data;
+          return res.status === 'completed' ? res : null;
+        },
+        { timeoutMs: 4000, intervalMs: 100, what: 'the log fetch (reads lane) to finish while the check (maintenance lane) runs' },
+      );
+      expect(read.result.lines.length).to.be.greaterThan(0);
+      expect((await t.hangar.services.tasks.get(check))?.status, agent.output()).to.equal('leased');
+      await waitFor(async () => (await t.hangar.services.tasks.get(check))?.status === 'completed', { timeoutMs: 20_000, intervalMs: 200, what: 'the check to finish' });
+      await stopAgent(agent);
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
+  });
 });

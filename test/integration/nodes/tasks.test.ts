@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { DeployWorkload } from '../../../core/orchestrator.js';
+import { HttpError } from '../../../core/errors.js';
 import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
@@ -144,6 +146,37 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     );
     expect(event.data).to.deep.equal({ task_id: taskId, kind: 'agent.logs' });
     expect(event.message).to.contain('lease expired');
+  });
+
+  it('an answer that does not match its kind fails the task, saying what is wrong, instead of reaching the API as a crash', async function () {
+    this.timeout(20_000);
+    const agent = await FakeAgent.forNode(t, await createNode('garbled'));
+    const queued = await api('POST', `/v1/nodes/${agent.nodeId}/logs?lines=2`);
+    const [task] = (await agent.poll(0)).json.data;
+    const reported = await agent.report(task.task_id, { status: 'completed', output: { lines: 'not a list' } });
+    expect(reported.status, 'the report itself is taken').to.equal(200);
+    expect(reported.json.data).to.deep.equal({ task_id: queued.json.data.task_id, status: 'failed' });
+    const read = (await api('GET', `/v1/nodes/${agent.nodeId}/logs/${task.task_id}`)).json.data;
+    expect(read).to.include({ status: 'failed', error: `the agent on node ${agent.nodeId} answered a malformed agent.logs result: result.lines must be array` });
+    expect(read).not.to.have.property('result');
+  });
+
+  it('an agent older than the typed orchestrator tasks is refused them with a 409 that says to update it; the kinds it has still run', async function () {
+    this.timeout(20_000);
+    const agent = await FakeAgent.forNode(t, await createNode('old-agent'));
+    // Agents before typed tasks send their version and no capabilities.
+    expect((await agent.heartbeat({ agent_version: '0.1.0', capabilities: undefined })).status).to.equal(200);
+    const logs = await api('POST', `/v1/nodes/${agent.nodeId}/logs`);
+    expect(logs.status, 'agent.logs is as old as agents').to.equal(202);
+    const refused = await t.hangar.services.tasks.requireCapable(agent.nodeId, [DeployWorkload]).catch((err: HttpError) => err);
+    expect(refused).to.be.instanceOf(HttpError);
+    expect((refused as HttpError).status).to.equal(409);
+    expect((refused as HttpError).message).to.equal(
+      `Node ${agent.nodeId} cannot run this (workload.deploy): its agent (version 0.1.0) is older than workload.deploy needs (${DeployWorkload.minAgentVersion} or later): update the agent first`,
+    );
+    // Once it is updated (its heartbeat says so), the same kind is accepted.
+    expect((await agent.heartbeat()).status).to.equal(200);
+    await t.hangar.services.tasks.requireCapable(agent.nodeId, [DeployWorkload]);
   });
 
   it('os-update, check-updates and reboot answer 202 and queue a task for the node; the test double’s report of pending updates and reboot_required makes the node needs_reboot', async function () {

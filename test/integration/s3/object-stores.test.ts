@@ -122,7 +122,9 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect(container.Secrets[0]).to.deep.include({ SecretName: `${runtime}-root-password` });
     expect(container.Secrets[0].File.Name).to.equal('minio_root_password');
     expect(container.Mounts).to.deep.include({ Type: 'bind', Source: folder, Target: '/data' });
-    expect(spec.TaskTemplate.Placement.Constraints).to.deep.equal([`node.hostname == ${os.hostname()}`]);
+    // Pinned to the node holding the folder (this machine's engine, by its swarm node id).
+    const engineNode = (await docker(['info', '--format', '{{.Swarm.NodeID}}'])).stdout.trim();
+    expect(spec.TaskTemplate.Placement.Constraints).to.deep.equal([`node.id == ${engineNode}`]);
     const networks = await Promise.all(
       (spec.TaskTemplate.Networks as Array<{ Target: string }>).map(async (n) => (await docker(['network', 'inspect', '--format', '{{.Name}}', n.Target])).stdout.trim()),
     );
@@ -136,7 +138,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
       { domain, service: runtime, port: 9000, source: 's3', source_id: storeId },
       { domain: `console.${domain}`, service: runtime, port: 9001, source: 's3', source_id: storeId },
     ]);
-    expect(routeEvents).to.deep.include({ swarmId: member.swarmId });
+    expect(routeEvents).to.deep.include({ clusterId: member.swarmId });
     expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 's3', id: storeId, name });
     const volumeDelete = await api('DELETE', `/v1/volumes/${volumeId}`);
     expect(volumeDelete.status).to.equal(409);

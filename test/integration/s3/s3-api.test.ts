@@ -28,7 +28,7 @@ describeEachDialect('object stores API: validation, 404 and 409 before anything 
     user = await createUser(t, admin, { username: 'viewer', role: 'user' });
     const now = new Date().toISOString();
     const knex = t.hangar.store.knex;
-    await knex('swarms').insert({ id: SWARM, name: 'lab', status: 'active', manager_node_id: 'node-nobodyanswers', cluster_id: 'c', error: null, created_at: now, updated_at: now });
+    await knex('clusters').insert({ id: SWARM, name: 'lab', backend: 'swarm', status: 'active', manager_node_id: 'node-nobodyanswers', runtime_id: 'c', error: null, created_at: now, updated_at: now });
     const volume = { node_id: 'node-elsewhere', type: 'local', server_ip: null, error: null, nfs_export: null, created_at: now, updated_at: now };
     await knex('volumes').insert({ ...volume, id: 'vol-ready', name: 'ready', folder: '/srv/ready', status: 'ready' });
     await knex('volumes').insert({ ...volume, id: 'vol-preparing', name: 'preparing', folder: '/srv/preparing', status: 'preparing' });

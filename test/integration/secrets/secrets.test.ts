@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
 import { docker } from '../../../lab/docker.js';
-import { secretsOf, type ObjectKind } from '../../../plugins/secrets/api.js';
+import { secretsOf, SecretUsersPoint, type ObjectKind } from '../../../plugins/secrets/api.js';
 import { cleanupAgents } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
@@ -51,7 +51,7 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     t = await startHangar(dialect, { plugins: PLUGINS, overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
     reader = await createUser(t, admin, { username: 'reader', role: 'user' });
-    secretsOf(t.hangar.services).registerUsers({
+    t.hangar.services.provided.contribute(SecretUsersPoint, {
       usersOf: async (_kind, ids) => new Map(ids.map((id) => [id, using.get(id) ?? []])),
       redeploy: async (serviceId) => {
         if (failRedeploy.has(serviceId)) throw new Error(`service ${serviceId} refused the update`);
@@ -266,7 +266,7 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     const other = await api('POST', '/v1/swarms', { name: named('other') });
     const { created_at: _c, updated_at: _u, ...row } = await t.hangar.services.db.knex('secrets').where({ id: created.json.data.id }).first();
     const now = new Date().toISOString();
-    await t.hangar.services.db.knex('secrets').insert({ ...row, id: 'sec-second', swarm_id: other.json.data.id, created_at: now, updated_at: now });
+    await t.hangar.services.db.knex('secrets').insert({ ...row, id: 'sec-second', cluster_id: other.json.data.id, created_at: now, updated_at: now });
     const ambiguous = await api('GET', `/v1/secrets/${named('shared')}`);
     expect(ambiguous.status).to.equal(409);
     expect(ambiguous.json.message).to.equal(`2 secrets are named ${named('shared')}; use the id`);

@@ -118,7 +118,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
 
     const routes: Route[] = await routesOf();
     expect(routes).to.deep.equal([{ domain, service: `${stack}_web`, port: 8080, source: 'service', source_id: serviceId }]);
-    expect(routeEvents).to.deep.include({ swarmId: member.swarmId });
+    expect(routeEvents).to.deep.include({ clusterId: member.swarmId });
     expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 'service', id: serviceId, name });
 
     const list = await api('GET', '/v1/services');

@@ -27,7 +27,7 @@ describeEachDialect('services API: validation, 404 and 409 before anything is de
     admin = await bootstrapAdmin(t);
     user = await createUser(t, admin, { username: 'viewer', role: 'user' });
     const now = new Date().toISOString();
-    await t.hangar.store.knex('swarms').insert({ id: SWARM, name: 'lab', status: 'active', manager_node_id: 'node-nobodyanswers', cluster_id: 'c', error: null, created_at: now, updated_at: now });
+    await t.hangar.store.knex('clusters').insert({ id: SWARM, name: 'lab', backend: 'swarm', status: 'active', manager_node_id: 'node-nobodyanswers', runtime_id: 'c', error: null, created_at: now, updated_at: now });
     emptySwarm = (await api('POST', '/v1/swarms', { name: 'empty' })).json.data.id;
   });
   after(() => t?.stop());

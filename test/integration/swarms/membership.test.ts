@@ -31,7 +31,7 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
   before(async () => {
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'tags'],
-      overrides: { swarms: { call_timeout_seconds: 5, drain_wait_seconds: 0 } },
+      overrides: { swarms: { call_timeout_seconds: 5, drain_wait_seconds: 0, observe_interval_seconds: 1 } },
     });
     admin = await bootstrapAdmin(t);
     const a = await nodeWithAgent('answers');
@@ -39,7 +39,7 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     manager = answerTasks(a.agent, {
       answers: {
         init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: RUNTIME_NODE }),
-        members: () => ({ members: [{ runtime_node_id: RUNTIME_NODE, hostname: 'fake-host', state: 'ready', availability: 'active', leader: true }] }),
+        members: () => ({ members: [{ runtime_node_id: RUNTIME_NODE, hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
         inspectWorkloads: () => ({ workloads: [] }),
         leave: () => ({ left: true }),
       },
@@ -51,14 +51,14 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     await t?.stop();
   });
 
-  it('refuses a second join while the first node is still forming the swarm (409), and the forming join ends failed when its agent never answers', async function () {
+  it('accepts a second join while the first node is still forming the swarm (202, it waits its turn); when the forming join fails (its agent never answers) the waiting one fails saying to join again', async function () {
     this.timeout(30_000);
     const swarm = (await api('POST', '/v1/swarms', { name: 'forming' })).json.data;
     expect((await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: silent })).status).to.equal(202);
     expect((await swarmOf(swarm.id)).status).to.equal('forming');
     const second = await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: answering });
-    expect(second.status).to.equal(409);
-    expect(second.json.message).to.equal('Swarm forming is still forming (its first node is initialising it); join more nodes once it is active');
+    expect(second.status, second.text).to.equal(202);
+    expect(second.json.data).to.include({ node_id: answering, role: 'worker', status: 'joining' });
     const failed = await waitFor(
       async () => {
         const s = await swarmOf(swarm.id);
@@ -67,7 +67,62 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
       { timeoutMs: 20_000, intervalMs: 250, what: 'the unanswered init to fail the swarm' },
     );
     expect(failed.error).to.match(/^initialising the swarm on node-[0-9a-z]+ failed: .*no result from the agent/);
+    const waiting = await waitFor(
+      async () => ((await swarmOf(swarm.id)).members as any[]).find((m) => m.node_id === answering && m.status === 'failed') ?? null,
+      { timeoutMs: 10_000, intervalMs: 250, what: 'the waiting join to fail' },
+    );
+    expect(waiting.error).to.equal('joining failed: swarm forming has no manager to join (its first node did not initialise it); join this node again once the swarm is active');
     expect(manager.calls.map((c) => c.method)).not.to.include('init');
+    expect(manager.calls.map((c) => c.method), 'the waiting node was asked nothing').not.to.include('join');
+    // Gone with its records: the nodes are free for the next cases.
+    expect((await api('DELETE', `/v1/swarms/${swarm.id}?force=true`)).status).to.be.oneOf([200, 202]);
+    await waitFor(async () => (await api('GET', `/v1/swarms/${swarm.id}`)).status === 404, { timeoutMs: 20_000, intervalMs: 250, what: 'the failed swarm to go' });
+  });
+
+  it('three joins in a row are all accepted (202) and carried out in the order asked: the first forms the swarm, the next two join it', async function () {
+    this.timeout(30_000);
+    const order: string[] = [];
+    const trio = [await nodeWithAgent('trio-1'), await nodeWithAgent('trio-2'), await nodeWithAgent('trio-3')];
+    const scripts = trio.map(({ id, agent }, i) =>
+      answerTasks(agent, {
+        answers: {
+          init: () => (order.push(`init ${id}`), { cluster_id: 'fake-trio', runtime_node_id: `rt-trio-${i}` }),
+          joinTokens: () => ({ worker: 'SWMTKN-1-worker', manager: 'SWMTKN-1-manager', managers: ['192.0.2.1:2377'] }),
+          join: () => (order.push(`join ${id}`), { runtime_node_id: `rt-trio-${i}` }),
+          members: () => ({ members: [] }),
+          inspectWorkloads: () => ({ workloads: [] }),
+        },
+      }),
+    );
+    try {
+      const swarm = (await api('POST', '/v1/swarms', { name: 'trio' })).json.data;
+      for (const { id } of trio) {
+        const join = await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: id });
+        expect(join.status, join.text).to.equal(202);
+      }
+      const done = await waitFor(
+        async () => {
+          const s = await swarmOf(swarm.id);
+          return s.status === 'active' && s.members.length === 3 && s.members.every((m: any) => m.status === 'active') ? s : null;
+        },
+        { timeoutMs: 20_000, intervalMs: 250, what: 'all three nodes to be members' },
+      );
+      expect(done.manager.node_id).to.equal(trio[0]!.id);
+      expect(order).to.deep.equal([`init ${trio[0]!.id}`, `join ${trio[1]!.id}`, `join ${trio[2]!.id}`]);
+    } finally {
+      for (const script of scripts) await script.stop();
+    }
+  });
+
+  it('joining a node whose agent is older than typed tasks is refused at once (409 saying to update the agent), not left to fail in the background', async () => {
+    const node = await api('POST', '/v1/nodes', { name: 'old-agent' });
+    const agent = await FakeAgent.forNode(t, node.json.data.id);
+    expect((await agent.heartbeat({ agent_version: '0.1.0', capabilities: undefined })).status).to.equal(200);
+    const swarm = (await api('POST', '/v1/swarms', { name: 'needs-new-agents' })).json.data;
+    const join = await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: node.json.data.id });
+    expect(join.status).to.equal(409);
+    expect(join.json.message).to.match(new RegExp(`^Node ${node.json.data.id} cannot run this \\(swarm\\.init\\): its agent \\(version 0\\.1\\.0\\) is older than swarm\\.init needs .*: update the agent first$`));
+    expect((await swarmOf(swarm.id)).members, 'nothing was recorded').to.deep.equal([]);
   });
 
   it('a deleted swarm takes its secrets and configs with it, and their tags and its own', async function () {
@@ -89,5 +144,39 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     expect((await api('GET', `/v1/configs/${config.json.data.id}`)).status).to.equal(404);
     await waitFor(async () => (await api('GET', '/v1/tags?key=team')).json.data.length === 0, { timeoutMs: 5000, what: 'the tags to go' });
     expect(manager.calls.map((c) => c.method)).to.include.members(['init', 'createObject', 'leave']);
+  });
+
+  it('deleting a node that manages a swarm is refused (409 naming the swarm) unless forced; forced, the swarm says it lost its manager, asks nothing of the gone node, and can be deleted', async function () {
+    this.timeout(30_000);
+    const { id: nodeId, agent } = await nodeWithAgent('doomed-manager');
+    const script = answerTasks(agent, { answers: { init: () => ({ cluster_id: 'fake-cluster-2', runtime_node_id: 'fake-runtime-2' }), inspectWorkloads: () => ({ workloads: [] }) } });
+    try {
+      const swarm = (await api('POST', '/v1/swarms', { name: 'loses-manager' })).json.data;
+      expect((await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: nodeId })).status).to.equal(202);
+      await waitFor(async () => (await swarmOf(swarm.id)).status === 'active', { timeoutMs: 10_000, intervalMs: 200, what: 'the swarm to be active' });
+
+      const refused = await api('DELETE', `/v1/nodes/${nodeId}`);
+      expect(refused.status).to.equal(409);
+      expect(refused.json.message).to.equal(
+        `Node ${nodeId} manages swarm loses-manager (${swarm.id}): remove it from the swarm first (POST /v1/swarms/${swarm.id}/leave), or pass force=true to delete it anyway and leave the swarm without this manager`,
+      );
+      expect((await swarmOf(swarm.id)).manager.node_id, 'nothing changed').to.equal(nodeId);
+
+      expect((await api('DELETE', `/v1/nodes/${nodeId}?force=true`)).status).to.equal(202);
+      const orphaned = await swarmOf(swarm.id);
+      expect(orphaned).to.include({ status: 'failed', manager: null });
+      expect(orphaned.members).to.deep.equal([]);
+      expect(orphaned.error).to.equal(`its manager, node ${nodeId}, was deleted; delete the swarm (force=true) to remove what hangar recorded of it, or join a node to start it anew`);
+      const members = await api('GET', `/v1/swarms/${swarm.id}/members`);
+      expect(members.status, 'answers at once, asking no agent').to.equal(200);
+      expect(members.json.data).to.deep.equal([]);
+      // Past an observation interval: nothing is queued for the deleted node.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(await t.hangar.services.tasks.countOpen(nodeId)).to.equal(0);
+      expect((await api('DELETE', `/v1/swarms/${swarm.id}?force=true`)).status).to.equal(200);
+      expect((await api('GET', `/v1/swarms/${swarm.id}`)).status).to.equal(404);
+    } finally {
+      await script.stop();
+    }
   });
 });

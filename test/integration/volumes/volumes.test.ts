@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
 import { docker } from '../../../lab/docker.js';
-import { volumesOf } from '../../../plugins/volumes/api.js';
+import { volumesOf, VolumeUsersPoint } from '../../../plugins/volumes/api.js';
 import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
@@ -59,7 +59,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     process.env.HANGAR_EXPORTS_DIR = exportsDir;
     t = await startHangar(dialect, { plugins: PLUGINS, overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
-    volumesOf(t.hangar.services).registerUsers(async (volumeId) => users.get(volumeId) ?? []);
+    t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
     member = await hostSwarmMember(t, admin, named('vols'));
     const token = await api('POST', '/v1/nodes/token', {});
     const agentB = spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: dockerOnlyPath() });
@@ -126,14 +126,14 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const v = (await api('GET', `/v1/volumes/${named('nfs-a')}`)).json.data;
     // Node B joins as far as hangar knows (the host engine cannot be in the swarm twice).
     const now = new Date().toISOString();
-    await knex('swarm_members').insert({ id: `member-${run}`, swarm_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'active', created_at: now, updated_at: now });
+    await knex('cluster_members').insert({ id: `member-${run}`, cluster_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'active', created_at: now, updated_at: now });
     try {
-      t.hangar.services.events.publish('swarm.member.joined', { swarmId: member.swarmId, nodeId: nodeB });
+      t.hangar.services.events.publish('cluster.member.joined', { clusterId: member.swarmId, nodeId: nodeB });
       await waitFor(async () => Boolean(await knex('volume_definitions').where({ volume_id: v.id, node_id: nodeB }).first()), { timeoutMs: 20_000, what: 'the definition on node B' });
       // Both agents share this engine: node B's definition replaced node A's bind.
       expect((await inspectVolume(`hangar-vol-${named('nfs-a')}`))?.Options).to.deep.equal({ type: 'nfs', o: `addr=${v.server_ip},rw,nfsvers=4`, device: `:${v.folder}` });
     } finally {
-      await knex('swarm_members').where({ id: `member-${run}` }).delete();
+      await knex('cluster_members').where({ id: `member-${run}` }).delete();
     }
   });
 
@@ -152,13 +152,11 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(await inspectVolume(`hangar-vol-${named('local-a')}`)).to.equal(null);
 
     const volumes = volumesOf(t.hangar.services);
-    const swarm = (await t.hangar.services.db.knex('swarms').where({ id: member.swarmId }).first())!;
+    const swarm = (await t.hangar.services.db.knex('clusters').where({ id: member.swarmId }).first())!;
     const record = await volumes.require(named('local-a'));
     const node = (await api('GET', `/v1/nodes/${member.nodeId}`)).json.data;
-    expect(await volumes.mountFor(record, '/data', swarm)).to.deep.equal({
-      mount: { type: 'bind', source: folder, target: '/data' },
-      constraints: [`node.hostname == ${node.hostname}`],
-    });
+    // A folder on its node (the driver binds it and pins the workload to that node).
+    expect(await volumes.mountFor(record, '/data', swarm)).to.deep.equal({ source: { host_path: { node_id: node.id, path: folder } }, target: '/data' });
   });
 
   it('refuses a duplicate name and a folder that is another volume already (409)', async () => {
@@ -181,10 +179,10 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(readFileSync(path.join(exportsDir, `hangar-${v.id}.exports`), 'utf8')).to.contain(`${folder} *(rw`);
 
     const volumes = volumesOf(t.hangar.services);
-    const swarm = (await t.hangar.services.db.knex('swarms').where({ id: member.swarmId }).first())!;
+    const swarm = (await t.hangar.services.db.knex('clusters').where({ id: member.swarmId }).first())!;
     const options = { type: 'nfs', o: `addr=${v.server_ip},rw,nfsvers=4`, device: `:${folder}` };
     const mount = await volumes.mountFor(await volumes.require(v.id), '/srv/data', swarm);
-    expect(mount).to.deep.equal({ mount: { type: 'volume', source: `hangar-vol-${named('nfs-b')}`, target: '/srv/data', driverOptions: options }, constraints: [] });
+    expect(mount).to.deep.equal({ source: { nfs: { name: `hangar-vol-${named('nfs-b')}`, server: v.server_ip, path: folder } }, target: '/srv/data' });
     const defined = await inspectVolume(`hangar-vol-${named('nfs-b')}`);
     expect(defined?.Options).to.deep.equal(options);
     expect(defined?.Labels).to.include({ 'io.hangar.id': v.id });

@@ -6,7 +6,7 @@ import type { InstanceRecord } from '../../../plugins/compute/store.js';
 const instance = (patch: Partial<InstanceRecord> = {}): InstanceRecord => ({
   id: 'inst-1',
   name: 'api',
-  swarm_id: 'swarm-1',
+  cluster_id: 'swarm-1',
   runtime_name: 'inst-api',
   image: 'nginx:1',
   type: 'small',
@@ -27,6 +27,10 @@ const instance = (patch: Partial<InstanceRecord> = {}): InstanceRecord => ({
   observed_at: null,
   created_at: '2026-01-01T00:00:00.000Z',
   updated_at: '2026-01-01T00:00:00.000Z',
+  op: null,
+  op_id: null,
+  op_lease_until: null,
+  op_rev: 0,
   ...patch,
 });
 const task = (state: string, updated_at: string, error: string | null = null): WorkloadTask => ({
@@ -56,7 +60,7 @@ describe('compute: judging an instance against what the swarm shows', () => {
   });
 
   it('drifted when the swarm holds another replica count or image, naming both', () => {
-    expect(judge(instance(), workload({ replicas: 3, image: 'nginx:2' }))).to.deep.equal({
+    expect(judge(instance(), workload({ replicas: 3, image: 'nginx:2' }), 'swarm')).to.deep.equal({
       status: 'drifted',
       reason: 'the swarm runs replicas 3 (hangar set 2), image nginx:2 (hangar set nginx:1)',
     });
@@ -74,7 +78,7 @@ describe('compute: judging an instance against what the swarm shows', () => {
 
   it('a missing service: still deploying while the deploy runs, failed when it ran before', () => {
     expect(judge(instance({ status: 'deploying' }), undefined).status).to.equal('deploying');
-    expect(judge(instance(), undefined)).to.deep.include({ status: 'failed' }).and.have.property('reason').that.matches(/missing from the swarm/);
+    expect(judge(instance(), undefined, 'swarm')).to.deep.include({ status: 'failed' }).and.have.property('reason').that.matches(/missing from the swarm/);
   });
 
   it('a deploy that failed keeps its own reason when the service never appears', () => {

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { parse } from 'yaml';
 import type { HttpError } from '../../../core/errors.js';
 import type { ObjectKind, ResolvedObject } from '../../../plugins/secrets/api.js';
-import { decodeComposeFile, parseCompose, renderCompose, resolveObjects } from '../../../plugins/services/compose.js';
+import { decodeComposeFile, parseCompose, resolveObjects } from '../../../plugins/services/compose.js';
 
 const STACK = 'hangar-shop';
 const defaultDomain = (svc: string) => `${svc}.shop.lab.hangar.local`;
@@ -59,7 +58,7 @@ configs:
     name: nginx.conf
 `;
 
-describe('services: compose files (parse, check, rewrite)', () => {
+describe('services: compose files (parse and check)', () => {
   it('decodes base64 (standard or URL-safe, line breaks allowed) and refuses anything else', () => {
     const text = 'services:\n  a:\n    image: busybox # ünïcode\n';
     const b64 = Buffer.from(text).toString('base64');
@@ -126,34 +125,8 @@ describe('services: compose files (parse, check, rewrite)', () => {
     const resolved = await resolveObjects(p, resolve);
     expect([...resolved.keys()]).to.deep.equal(['secret:db', 'config:site']);
     const unknown = parsed('services:\n  web: {image: x, secrets: [api_key]}\nsecrets:\n  api_key: {}\n');
-    const err = await resolveObjects(unknown, resolve).catch((e: HttpError) => e);
+    const err = await resolveObjects(unknown, resolve, 'swarm').catch((e: HttpError) => e);
     expect((err as HttpError).status).to.equal(400);
     expect((err as HttpError).message).to.contain('secret api_key names no hangar secret "api_key" on this swarm: create it with POST /v1/secrets first');
-  });
-
-  it('rewrites for stack deploy: version 3.8, external object versions under the compose keys, x-hangar out, routed services on hangar-edge and default', async () => {
-    const p = parsed(FULL);
-    const out = parse(renderCompose(p, await resolveObjects(p, resolve)));
-    expect(out.version).to.equal('3.8');
-    expect(out.secrets).to.deep.equal({ db: { external: true, name: 'db-password-v3' } });
-    expect(out.configs).to.deep.equal({ site: { external: true, name: 'nginx.conf-v1' } });
-    expect(out.networks).to.deep.equal({ backend: {}, 'hangar-edge': { external: true } });
-    expect(out.services.web).to.deep.equal({
-      image: 'busybox',
-      stop_grace_period: '1s',
-      command: ['sh', '-c', 'cat /run/secrets/db; sleep 3600'],
-      secrets: ['db'],
-      configs: [{ source: 'site', target: '/etc/nginx/nginx.conf' }],
-      networks: ['default', 'hangar-edge'],
-    });
-    expect(out.services.api.networks, 'an explicit list gains the edge network only').to.deep.equal(['backend', 'hangar-edge']);
-    expect(out.services.agent).to.deep.equal({ image: 'busybox', deploy: { mode: 'global' } });
-    expect(p.doc.services, 'the parsed spec is left as it was').to.have.nested.property('web.x-hangar');
-
-    const plain = parsed('version: "3.9"\nservices:\n  a: {image: x, networks: {back: {aliases: [b]}}, x-hangar: {port: 1, domain: a.test}}\nnetworks: {back: {}}\n');
-    const rendered = parse(renderCompose(plain, new Map()));
-    expect(rendered.version, 'a later 3.x stays').to.equal('3.9');
-    expect(rendered.services.a.networks).to.deep.equal({ back: { aliases: ['b'] }, 'hangar-edge': null });
-    expect(rendered).not.to.have.property('secrets');
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Route } from '../../../core/orchestrator.js';
-import { HaproxyConfigError, NO_ROUTE_BACKEND, renderHaproxyConfig } from '../../../plugins/gateway/haproxy.js';
+import { HaproxyConfigError, NO_ROUTE_BACKEND, renderHaproxyConfig } from '../../../drivers/swarm/haproxy.js';
 
 const route = (domain: string, service: string, port: number, source = 'service', source_id = 'svc-1'): Route => ({ domain, service, port, source, source_id });
 

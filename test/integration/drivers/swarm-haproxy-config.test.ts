@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Route } from '../../../core/orchestrator.js';
-import { renderHaproxyConfig, type HaproxyConfigOptions } from '../../../plugins/gateway/haproxy.js';
+import { renderHaproxyConfig, type HaproxyConfigOptions } from '../../../drivers/swarm/haproxy.js';
 import { requireService } from '../../support/requirements.js';
 
 const HAPROXY_INSTALLED = spawnSync('haproxy', ['-v'], { stdio: 'ignore' }).status === 0;

@@ -1,0 +1,446 @@
+import type { Static } from '@sinclair/typebox';
+import { HttpError, conflict, notFound } from '../errors.js';
+import type { EventBus } from '../events.js';
+import { BackgroundJobs } from '../jobs.js';
+import { Lifecycle, type LeasedRecord, type LifecycleDef } from '../lifecycle.js';
+import type { StampedRepository } from '../db/repository.js';
+import type { Logger } from '../log.js';
+import { BundleLogs, InspectWorkloads, WorkloadLogs, type WorkloadState } from '../orchestrator.js';
+import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
+import type { Clock } from '../clock.js';
+import type { HangarConfig } from '../../config/schema.js';
+import type { ClusterBackend } from './backend.js';
+import type { Store } from '../db/store.js';
+import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.js';
+import { TASKS } from '../tasks/migrations.js';
+import { taskView, type TaskQueue } from '../tasks/queue.js';
+import { ClusterStore, MemberStore, nounOf, requireUsable, type ClusterRecord } from './store.js';
+
+/** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
+export interface WorkloadKind {
+  /** The resource type as cleanup names it: instance, service, s3, loadbalancer. */
+  type: string;
+  inCluster(clusterId: string): Promise<Array<{ id: string; name: string }>>;
+  /** Removes whatever exists of the resource in the runtime, then its record; false when unknown. */
+  forceRemove(id: string): Promise<boolean>;
+}
+
+export interface ObservedCluster {
+  cluster: ClusterRecord;
+  workloads: WorkloadState[];
+  /** Runtime node id → hangar node id. */
+  nodeIds: Map<string, string>;
+}
+
+/** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
+export const ClusterWorkloads = defineExtensionPoint<WorkloadKind>('clusters.workloads', 'workload kinds on clusters');
+/** Called with each cluster observation (the state of every workload on it). */
+export const ClusterObservers = defineExtensionPoint<(observed: ObservedCluster) => Promise<void>>('clusters.observers', 'cluster observers');
+/** Run before a cluster's record is removed, for records that go with it (secrets and configs). */
+export const BeforeClusterRemoved = defineExtensionPoint<(clusterId: string) => Promise<void>>('clusters.before-removed', 'records removed with a cluster');
+/** Fields added to a cluster's view (the gateway adds `load_balancer`). */
+export const ClusterViewFields = defineExtensionPoint<(cluster: ClusterRecord) => Promise<Record<string, unknown>>>('clusters.view', 'cluster view fields');
+
+/** An orchestrator call the agent could not carry out; the message is the agent's reason. */
+export class OrchestratorError extends Error {
+  constructor(
+    readonly method: string,
+    reason: string,
+    /** True when no agent took the task at all (offline, or refusing it): another manager may. */
+    readonly unreachable = false,
+  ) {
+    super(reason);
+  }
+}
+
+/** An orchestrator failure as an HTTP answer: the runtime refused what was asked (409), with its reason. */
+export function asHttpError(err: unknown, what: string): Error {
+  if (err instanceof OrchestratorError) return new HttpError(409, `${what} failed: ${err.message}`);
+  return err as Error;
+}
+
+export interface ClusterSettings {
+  /** How long to wait for an agent to run one orchestrator call. */
+  callTimeoutMs: number;
+  /** How often every active cluster is asked for the state of hangar's workloads. */
+  observeIntervalMs: number;
+  /** How long a task on a cluster's manager may wait to be taken before the next manager is asked. */
+  pickupTimeoutMs: number;
+  /** How long an operation's lease holds unless renewed (its process renews it while it works). */
+  opLeaseMs: number;
+  /** Default domains are `<name>.<cluster>.<localDomain>`. */
+  localDomain: string;
+  /** What members reach each other at: a node's WireGuard overlay address when it has one, or its own address. */
+  advertise: 'overlay' | 'address';
+}
+
+export interface CallOptions {
+  timeoutMs?: number;
+  subject?: string;
+  /** Give up (unreachable) when no agent has taken the task after this long. */
+  pickupTimeoutMs?: number;
+}
+
+interface ClustersDeps {
+  config: HangarConfig;
+  db: Store;
+  clock: Clock;
+  tasks: TaskQueue;
+  events: EventBus;
+  log: Logger;
+  shutdown: AbortSignal;
+  provided: ServiceRegistry;
+}
+
+/**
+ * The backend-neutral orchestration layer: clusters and their members, typed tasks routed to the
+ * right agent (a cluster's manager, failing over to another manager when it does not take the
+ * task), background work, and the observation of every active cluster. Plugins reach it as
+ * `services.clusters`; what is specific to a backend (how a swarm forms, what a k3s server
+ * installs) lives in the backend's driver package and the plugin for its API.
+ */
+export class Clusters {
+  readonly clusters: ClusterStore;
+  readonly members: MemberStore;
+  readonly jobs: BackgroundJobs;
+  readonly settings: ClusterSettings;
+  private readonly backendCache = new Map<string, string>();
+  private readonly registered = new Map<string, ClusterBackend>();
+  private readonly lifecycles: Array<Lifecycle<LeasedRecord, unknown>> = [];
+
+  constructor(
+    private readonly deps: ClustersDeps,
+    settings: ClusterSettings,
+  ) {
+    this.clusters = new ClusterStore(deps.db, deps.clock);
+    this.members = new MemberStore(deps.db, deps.clock);
+    this.jobs = new BackgroundJobs(deps.log, deps.shutdown);
+    this.settings = { ...settings };
+  }
+
+  /** Changes settings before start-up ends (a plugin's older configuration keys). */
+  tune(settings: { [K in keyof ClusterSettings]?: ClusterSettings[K] | undefined | 0 }): void {
+    Object.assign(this.settings, Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)));
+  }
+
+  // ---- backends ---------------------------------------------------------------------------------
+
+  /** Makes a backend known: its clusters can be called, its task kinds queued. */
+  registerBackend(backend: ClusterBackend): void {
+    if (this.registered.has(backend.name)) throw new Error(`two orchestrator backends are named ${backend.name}`);
+    this.registered.set(backend.name, backend);
+    this.deps.tasks.kinds.register(...backend.taskKinds);
+  }
+
+  /** A registered backend; throws naming the known ones otherwise. */
+  backend(name: string): ClusterBackend {
+    const found = this.registered.get(name);
+    if (!found) throw new Error(`no orchestrator backend ${name} is loaded (loaded: ${[...this.registered.keys()].join(', ') || 'none'})`);
+    return found;
+  }
+
+  backendNames(): string[] {
+    return [...this.registered.keys()];
+  }
+
+  /** The address inside a cluster of one part of a bundle (what its load balancer sends a domain to). */
+  componentAddress(cluster: Pick<ClusterRecord, 'backend'>, bundle: string, component: string): string {
+    return this.backend(cluster.backend).componentAddress(bundle, component);
+  }
+
+  /** The context core adds to a call about a cluster (only the parts the call takes). */
+  private async context(cluster: ClusterRecord, call: DriverCall): Promise<Record<string, unknown>> {
+    const takes = call.input.properties as Record<string, unknown>;
+    const context: Record<string, unknown> = {};
+    if ('cluster_nodes' in takes) {
+      context.cluster_nodes = Object.fromEntries((await this.members.of(cluster.id)).filter((m) => m.runtime_node_id).map((m) => [m.node_id, m.runtime_node_id]));
+    }
+    if ('settings' in takes) context.settings = this.backend(cluster.backend).settings(this.deps.config);
+    return context;
+  }
+
+  // ---- lifecycles ----------------------------------------------------------------------------
+
+  /** The lifecycle kit for one resource kind (core/lifecycle.ts), sharing this layer's jobs and lease length. */
+  lifecycle<R extends LeasedRecord, O = never>(repo: StampedRepository<R>, def: LifecycleDef<R, O>): Lifecycle<R, O> {
+    const { db, clock, log, shutdown } = this.deps;
+    const lifecycle = new Lifecycle<R, O>(repo, def, { knex: db.knex, clock, log, jobs: this.jobs, shutdown, leaseMs: this.settings.opLeaseMs });
+    this.lifecycles.push(lifecycle as unknown as Lifecycle<LeasedRecord, unknown>);
+    return lifecycle;
+  }
+
+  /** Takes over every operation whose lease expired, of every resource kind (any control plane may). */
+  async takeOverExpired(): Promise<void> {
+    for (const lifecycle of this.lifecycles) await lifecycle.takeOver();
+  }
+
+  /**
+   * At start: what a previous process left half done. On SQLite (one process owns the store)
+   * every operation left; on PostgreSQL those whose lease expired (a stop hands its leases over).
+   */
+  resumeEverything(): boolean {
+    return this.deps.db.dialect === 'sqlite';
+  }
+
+  // ---- records --------------------------------------------------------------------------------
+
+  /** By id or name (of this backend when named); 404 otherwise. */
+  require(idOrName: string, backend?: string): Promise<ClusterRecord> {
+    return this.clusters.require(idOrName, backend);
+  }
+
+  /** A cluster that takes new work: 409 while it is being deleted. */
+  async requireUsable(idOrName: string, backend?: string): Promise<ClusterRecord> {
+    return requireUsable(await this.require(idOrName, backend));
+  }
+
+  /** A cluster with a manager, for work that runs on it. */
+  async requireActive(idOrName: string, backend?: string): Promise<ClusterRecord & { manager_node_id: string }> {
+    const cluster = await this.requireUsable(idOrName, backend);
+    if (!cluster.manager_node_id) {
+      const how = cluster.backend === 'swarm' ? `join a node to it first (POST /v1/swarms/${cluster.id}/join)` : 'add a node to it first';
+      throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager yet: ${how}`);
+    }
+    return cluster as ClusterRecord & { manager_node_id: string };
+  }
+
+  /**
+   * The cluster a request names, the way the API names it: `swarm_id` a swarm, `cluster_id` any
+   * other backend's cluster (Kubernetes); active (it has a manager) unless `active` is false.
+   */
+  async requireTarget(body: { swarm_id?: string; cluster_id?: string }, options: { state?: 'active' | 'usable' | 'any' } = {}): Promise<ClusterRecord> {
+    const ref = body.swarm_id ?? body.cluster_id;
+    if (!ref) throw conflict('Name the cluster to run on: swarm_id (a swarm) or cluster_id');
+    const backend = body.swarm_id !== undefined ? 'swarm' : undefined;
+    const state = options.state ?? 'active';
+    const cluster = state === 'any' ? await this.require(ref, backend) : state === 'usable' ? await this.requireUsable(ref, backend) : await this.requireActive(ref, backend);
+    if (body.cluster_id !== undefined && cluster.backend === 'swarm') throw notFound(`No cluster ${ref} (it is a swarm: name it with swarm_id)`);
+    return cluster;
+  }
+
+  /** The backend of a cluster (never changes, so it is remembered); null when there is no such cluster. */
+  async backendOf(clusterId: string): Promise<string | null> {
+    const known = this.backendCache.get(clusterId);
+    if (known) return known;
+    const cluster = await this.clusters.get(clusterId);
+    if (cluster) this.backendCache.set(clusterId, cluster.backend);
+    return cluster?.backend ?? null;
+  }
+
+  /**
+   * How an API names the cluster a record lives on: `swarm_id` for a swarm (as the specification
+   * has it), `cluster_id` for any other backend.
+   */
+  async placement(clusterId: string): Promise<{ swarm_id: string } | { cluster_id: string }> {
+    return (await this.backendOf(clusterId)) === 'k8s' ? { cluster_id: clusterId } : { swarm_id: clusterId };
+  }
+
+  /** The address other members reach a node at: its overlay address when it has one and `advertise` is `overlay`. */
+  addressOf(node: { overlay_ip: string | null; wg_public_key: string | null; ip_address: string | null }): string | null {
+    if (this.settings.advertise === 'overlay' && node.overlay_ip && node.wg_public_key) return node.overlay_ip;
+    return node.ip_address;
+  }
+
+  async nodeIdsByRuntime(clusterId: string): Promise<Map<string, string>> {
+    const map = new Map<string, string>();
+    for (const m of await this.members.of(clusterId)) if (m.runtime_node_id) map.set(m.runtime_node_id, m.node_id);
+    return map;
+  }
+
+  /** The clusters a node belongs to, with its role in each. */
+  async membershipsOf(nodeId: string): Promise<Array<{ cluster: ClusterRecord; role: 'manager' | 'worker'; manages: boolean }>> {
+    const out = [];
+    for (const m of await this.members.findAll({ node_id: nodeId })) {
+      const cluster = await this.clusters.get(m.cluster_id);
+      if (cluster) out.push({ cluster, role: m.role, manages: cluster.manager_node_id === nodeId || m.role === 'manager' });
+    }
+    return out;
+  }
+
+  /**
+   * A node is being deleted (forced past its memberships): its member records go; a cluster it
+   * managed fails over to another active manager, or is left without one, `failed`, saying so
+   * (its records can then be deleted). `cluster.member.removed` is published for each membership,
+   * so that the backend's plugin can tidy up the orchestrator's own list where it still can.
+   */
+  async detachNode(nodeId: string): Promise<void> {
+    for (const member of await this.members.findAll({ node_id: nodeId })) {
+      const cluster = await this.clusters.get(member.cluster_id);
+      await this.members.remove(member.id);
+      if (cluster && cluster.manager_node_id === nodeId) {
+        const next = (await this.members.of(cluster.id)).find((m) => m.role === 'manager' && m.status === 'active');
+        const noun = nounOf(cluster).toLowerCase();
+        await this.clusters.change(
+          cluster.id,
+          next
+            ? { manager_node_id: next.node_id }
+            : {
+                manager_node_id: null,
+                status: 'failed',
+                error: `its manager, node ${nodeId}, was deleted; delete the ${noun} (force=true) to remove what hangar recorded of it, or join a node to start it anew`,
+              },
+        );
+      }
+      if (cluster) this.deps.events.publish('cluster.member.removed', { cluster: (await this.clusters.get(cluster.id)) ?? cluster, member });
+    }
+  }
+
+  // ---- workloads on clusters --------------------------------------------------------------------
+
+  private kinds(): readonly WorkloadKind[] {
+    return this.deps.provided.contributions(ClusterWorkloads);
+  }
+
+  workloadKind(type: string): WorkloadKind | undefined {
+    return this.kinds().find((k) => k.type === type);
+  }
+
+  /** Everything of every kind running on a cluster. */
+  async workloadsIn(clusterId: string): Promise<Array<{ type: string; id: string; name: string }>> {
+    const all: Array<{ type: string; id: string; name: string }> = [];
+    for (const kind of this.kinds()) for (const w of await kind.inCluster(clusterId)) all.push({ type: kind.type, ...w });
+    return all;
+  }
+
+  /** Forced removal of every workload of every kind on the cluster. */
+  async removeWorkloads(clusterId: string): Promise<void> {
+    for (const w of await this.workloadsIn(clusterId)) await this.workloadKind(w.type)!.forceRemove(w.id);
+  }
+
+  /** Fields other plugins add to a cluster's view. */
+  async viewFields(cluster: ClusterRecord): Promise<Record<string, unknown>> {
+    let extra: Record<string, unknown> = {};
+    for (const extend of this.deps.provided.contributions(ClusterViewFields)) extra = { ...extra, ...(await extend(cluster)) };
+    return extra;
+  }
+
+  /** Removes a cluster's record (and what goes with it); announces `resource.deleted` for its tags. */
+  async forget(clusterId: string): Promise<boolean> {
+    const cluster = await this.clusters.get(clusterId);
+    for (const hook of this.deps.provided.contributions(BeforeClusterRemoved)) await hook(clusterId);
+    const removed = await this.clusters.remove(clusterId);
+    this.backendCache.delete(clusterId);
+    if (removed && cluster) this.deps.events.publish('resource.deleted', { type: cluster.backend === 'swarm' ? 'swarm' : 'cluster', id: clusterId });
+    return removed;
+  }
+
+  // ---- typed tasks --------------------------------------------------------------------------
+
+  /**
+   * Runs one task on a node's agent and waits for its outcome; throws OrchestratorError with the
+   * agent's reason, when no result came in time, or (unreachable) when no agent took it within
+   * `pickupTimeoutMs`.
+   */
+  async runTask<K extends TaskKind>(nodeId: string, kind: K, payload: PayloadOf<K>, options: CallOptions = {}): Promise<ResultOf<K>> {
+    const what = (kind as unknown as Partial<DriverCall>).method ?? kind.name;
+    let task;
+    try {
+      task = await this.deps.tasks.enqueue({ nodeId, kind, payload: payload as Record<string, unknown>, subject: options.subject });
+    } catch (err) {
+      // The node's agent cannot run it (too old): another manager may.
+      if (err instanceof HttpError && err.status === 409) throw new OrchestratorError(what, err.message, true);
+      throw err;
+    }
+    const timeoutMs = options.timeoutMs ?? this.settings.callTimeoutMs;
+    const signal = this.deps.shutdown;
+    if (options.pickupTimeoutMs !== undefined) {
+      const picked = await this.deps.tasks.settle(task.id, { timeoutMs: Math.min(options.pickupTimeoutMs, timeoutMs), signal, until: ['leased', 'completed', 'failed'] });
+      if (picked.status === 'pending') {
+        await this.deps.db.knex(TASKS).where({ id: task.id, status: 'pending' }).delete();
+        throw new OrchestratorError(what, `the agent on node ${nodeId} did not take the task within ${Math.round(options.pickupTimeoutMs / 1000)} s (is it online?)`, true);
+      }
+    }
+    const done = await this.deps.tasks.settle(task.id, { timeoutMs, signal });
+    // The payload may hold secret values; nothing needs the task once its outcome is known.
+    // A call nobody waits for any more must not run later either: a still-pending one is withdrawn.
+    if (done.status !== 'leased') await this.deps.db.knex(TASKS).where({ id: task.id }).delete();
+    if (done.status === 'completed') return done.result as ResultOf<K>;
+    if (done.status === 'failed') throw new OrchestratorError(what, done.error ?? 'the agent reported a failure');
+    throw new OrchestratorError(what, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`, done.status === 'pending');
+  }
+
+  /** Runs a driver call of `backend` on a node's agent (the payload is the backend plus the call's input). */
+  call<C extends DriverCall>(nodeId: string, call: C, input: Static<C['input']>, options: CallOptions & { backend: string }): Promise<Static<C['result']>> {
+    const { backend, ...rest } = options;
+    return this.runTask(nodeId, call, { backend, ...input } as never, rest) as Promise<Static<C['result']>>;
+  }
+
+  /** The nodes asked for a cluster's orchestrator calls: its manager, then its other active managers. */
+  async managersOf(cluster: ClusterRecord): Promise<string[]> {
+    const others = (await this.members.of(cluster.id)).filter((m) => m.role === 'manager' && m.status === 'active' && m.node_id !== cluster.manager_node_id).map((m) => m.node_id);
+    return [...(cluster.manager_node_id ? [cluster.manager_node_id] : []), ...others];
+  }
+
+  /**
+   * Runs a driver call on the cluster's manager. When that manager's agent does not take the task
+   * (offline, too old) and the cluster has other managers, the next one is asked, and the one that
+   * answers becomes the cluster's manager.
+   */
+  async callOn<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, options: Omit<CallOptions, 'subject' | 'pickupTimeoutMs'> = {}): Promise<Static<C['result']>> {
+    const candidates = await this.managersOf(cluster);
+    if (!candidates.length) throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager`);
+    input = { ...(await this.context(cluster, call)), ...input };
+    for (const [i, nodeId] of candidates.entries()) {
+      const last = i === candidates.length - 1;
+      try {
+        const result = await this.call(nodeId, call, input, { ...options, backend: cluster.backend, subject: cluster.id, pickupTimeoutMs: last ? undefined : this.settings.pickupTimeoutMs });
+        if (nodeId !== cluster.manager_node_id) {
+          this.deps.log.info({ cluster_id: cluster.id, from: cluster.manager_node_id, to: nodeId }, 'another manager answered; it manages the cluster now');
+          await this.clusters.change(cluster.id, { manager_node_id: nodeId });
+        }
+        return result;
+      } catch (err) {
+        if (last || !(err instanceof OrchestratorError) || !err.unreachable) throw err;
+        this.deps.log.warn({ cluster_id: cluster.id, node_id: nodeId, error: err.message }, 'a manager did not take a call; asking the next');
+      }
+    }
+    throw new Error('unreachable');
+  }
+
+  /** Queues a read (logs) on the cluster's manager as a read-once task about `subject`; the task view for a 202. */
+  async queueRead<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, subject: string) {
+    if (!cluster.manager_node_id) throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager`);
+    const payload = { backend: cluster.backend, ...input } as Record<string, unknown>;
+    return taskView(await this.deps.tasks.enqueue({ nodeId: cluster.manager_node_id, kind: call, payload, readOnce: true, subject }));
+  }
+
+  /** A queued read's state, and its result once done (read once: a second read is a 404). */
+  async takeRead(taskId: string, subject: string, kinds: readonly TaskKind[]) {
+    return taskView(await this.deps.tasks.take(taskId, { subject, kind: kinds.map((k) => k.name) }));
+  }
+
+  /** Queues a log read of a workload or a bundle on the cluster's manager (`lines` last lines, or everything after `since`). */
+  queueLogs(cluster: ClusterRecord, call: typeof WorkloadLogs | typeof BundleLogs, name: string, options: { lines?: number; since?: string }, subject: string) {
+    const range = options.since ? { since: new Date(options.since).toISOString() } : { lines: options.lines ?? 100 };
+    return this.queueRead(cluster, call, { name, ...range }, subject);
+  }
+
+  /** A log read's state, and its lines once done (read once). */
+  async readLogs(taskId: string, subject: string): Promise<Record<string, unknown>> {
+    const { result, ...rest } = (await this.takeRead(taskId, subject, [WorkloadLogs, BundleLogs])) as ReturnType<typeof taskView> & { result?: { lines?: string[] } };
+    return { ...rest, ...(result ? { lines: result.lines ?? [] } : {}) };
+  }
+
+  // ---- observation ------------------------------------------------------------------------------
+
+  /** Asks every active cluster for the state of its workloads and hands it to the observers. */
+  async observe(signal: AbortSignal): Promise<void> {
+    const observers = this.deps.provided.contributions(ClusterObservers);
+    if (!observers.length) return;
+    for (const cluster of await this.clusters.findAll({ status: 'active' })) {
+      if (signal.aborted) return;
+      try {
+        const { workloads } = await this.callOn(cluster, InspectWorkloads, {}, { timeoutMs: Math.max(5000, this.settings.observeIntervalMs) });
+        const observed = { cluster, workloads, nodeIds: await this.nodeIdsByRuntime(cluster.id) };
+        for (const observer of observers) await observer(observed);
+      } catch (err) {
+        this.deps.log.warn({ cluster_id: cluster.id, error: (err as Error).message }, 'observing a cluster failed');
+      }
+    }
+  }
+
+  /** Waits for the background work still running (it sees the shutdown and stops early). */
+  close(): Promise<void> {
+    return this.jobs.drain();
+  }
+}

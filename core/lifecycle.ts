@@ -1,0 +1,298 @@
+import type { Knex } from 'knex';
+import type { Clock } from './clock.js';
+import type { StampedRepository } from './db/repository.js';
+import { randomToken } from './ids.js';
+import type { BackgroundJobs } from './jobs.js';
+import type { Logger } from './log.js';
+
+/**
+ * One lifecycle kit for every resource that changes in the background (instances, services,
+ * object stores, load balancers, volumes, cluster members…):
+ *
+ * - a declared table of operations per resource kind: the statuses each may start from, the status
+ *   while it runs, whether a second request joins a running one or takes the record from it;
+ * - an **operation lease** on the record (`op`, `op_id`, `op_lease_until`): exactly one process
+ *   works on a resource at a time; the one that runs the operation renews the lease, and a lease
+ *   that expires (its process died) is taken over by any control plane sharing the store;
+ * - `op_rev`, which every change of what the record asks for increments: an operation settles only
+ *   the revision it worked on, so a change made while it ran makes it work again;
+ * - a pure `reconcile(record, observed)`, applied by observations only to records no operation
+ *   holds, so that an observation never overwrites a running operation.
+ */
+/** The columns of an operation lease (core/clusters/migrations.ts `leaseColumns`). */
+export interface LeaseFields {
+  /** The operation working on the record now, or null. */
+  op: string | null;
+  op_id: string | null;
+  op_lease_until: string | null;
+  /** Counts changes of what the record asks for. */
+  op_rev: number;
+}
+
+export interface LeasedRecord extends LeaseFields {
+  id: string;
+  name: string;
+  /** Records without a status (secrets) use operations that start from any (`'*'`) and keep it. */
+  status?: string;
+  [key: string]: unknown;
+}
+
+/** The date columns a repository of leased records decodes (add them to its codec). */
+export const LEASE_DATES = ['op_lease_until'] as const;
+
+/** What an operation's work returns when it removed the record itself. */
+export const REMOVED = Symbol('removed');
+
+export interface OperationContext {
+  /** This run's lease id. */
+  opId: string;
+  /** Aborts when another operation takes the record over, or the control plane shuts down. */
+  signal: AbortSignal;
+}
+
+export interface Operation<R extends LeasedRecord> {
+  /** The statuses it may start from (`'*'`: any). */
+  from: readonly string[] | '*';
+  /** The record's status while it runs (left as it is when not given). */
+  during?: string;
+  /** A request for it while it already runs joins the running one (which then works again on the new revision). */
+  joins?: boolean;
+  /** It takes the record from any other running operation (removals). */
+  preempts?: boolean;
+  /** The background job's name in the log, e.g. `terminate instance web`. */
+  label(record: R): string;
+  /** The work. Answers the patch that settles the record, or REMOVED when the record is gone. */
+  run(record: R, ctx: OperationContext): Promise<Partial<R> | typeof REMOVED>;
+  /** The patch that records a failure (a status and a reason). */
+  failed(record: R, err: Error): Partial<R>;
+}
+
+export interface LifecycleDef<R extends LeasedRecord, O> {
+  /** The noun in resume lines: `instance web: deploying`. */
+  noun: string;
+  /** The operations, in the order a take-over restarts them. */
+  operations: Record<string, Operation<R>>;
+  /** What an observation of the runtime changes in a record no operation holds (null: nothing). Pure. */
+  reconcile?(record: R, observed: O): Partial<R> | null;
+}
+
+export function defineLifecycle<R extends LeasedRecord, O = never>(def: LifecycleDef<R, O>): LifecycleDef<R, O> {
+  return def;
+}
+
+/** May `op` start on a record with this status (no other operation counted)? */
+export function allowedFrom<R extends LeasedRecord>(op: Operation<R>, status: string): boolean {
+  return op.from === '*' || op.from.includes(status);
+}
+
+/**
+ * The fields of `patch` whose values differ from the record's (JSON-compared), or null when none
+ * does: what an observation would actually change.
+ */
+export function changes<R extends Record<string, unknown>>(record: R, patch: Partial<R> | null): Partial<R> | null {
+  if (!patch) return null;
+  const out: Partial<R> = {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (JSON.stringify(record[key] ?? null) !== JSON.stringify(value ?? null)) (out as Record<string, unknown>)[key] = value;
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+export interface LifecycleEnv {
+  knex: Knex;
+  clock: Clock;
+  log: Logger;
+  jobs: BackgroundJobs;
+  shutdown: AbortSignal;
+  leaseMs: number;
+}
+
+const LONG_AGO = '1970-01-01T00:00:00.000Z';
+
+/** The lifecycle of one resource kind over its repository. */
+export class Lifecycle<R extends LeasedRecord, O = never> {
+  constructor(
+    readonly repo: StampedRepository<R>,
+    readonly def: LifecycleDef<R, O>,
+    private readonly env: LifecycleEnv,
+  ) {}
+
+  private get now(): string {
+    return this.env.clock.now().toISOString();
+  }
+
+  private leaseUntil(): string {
+    return new Date(this.env.clock.now().getTime() + this.env.leaseMs).toISOString();
+  }
+
+  private operation(op: string): Operation<R> {
+    const found = this.def.operations[op];
+    if (!found) throw new Error(`${this.def.noun}: no operation ${op}`);
+    return found;
+  }
+
+  /**
+   * Begins `op` on the record with `patch` (what the request changes), in one statement: when no
+   * live operation holds it and its status allows `op`; or, for an operation that joins, when the
+   * same operation runs (then only the patch is written and the revision counted). Answers the
+   * record and whether this call now runs the operation, or null when it may not begin.
+   */
+  async begin(id: string, op: string, patch: Partial<R> = {}): Promise<{ record: R; run: boolean } | null> {
+    const operation = this.operation(op);
+    const now = this.now;
+    const rev = this.env.knex.raw('op_rev + 1');
+    if (operation.joins) {
+      const joined = await this.repo
+        .query()
+        .where({ id, op })
+        .whereNotNull('op_id')
+        .where('op_lease_until', '>=', now)
+        .update({ ...this.repo.codec.encode({ ...patch, updated_at: now }), op_rev: rev });
+      if (joined) return { record: (await this.repo.get(id))!, run: false };
+    }
+    const opId = `op-${randomToken(12)}`;
+    const query = this.repo.query().where({ id });
+    if (operation.from !== '*') query.whereIn('status', [...operation.from]);
+    if (!operation.preempts) query.where((q) => q.whereNull('op_id').orWhere('op_lease_until', '<', now));
+    const claimed = await query.update({
+      ...this.repo.codec.encode({ ...patch, ...(operation.during ? { status: operation.during } : {}), op, op_id: opId, op_lease_until: this.leaseUntil(), updated_at: now }),
+      op_rev: rev,
+    });
+    if (!claimed) return null;
+    return { record: (await this.repo.get(id))!, run: true };
+  }
+
+  /**
+   * Begins `op` and runs it in the background; answers the record as it stands after the begin
+   * (the 202's body). `refused` gives the 409 when the operation may not begin.
+   */
+  async start(id: string, op: string, patch: Partial<R>, refused: (current: R | null) => Error, label?: string): Promise<R> {
+    const begun = await this.trigger(id, op, patch, label);
+    if (!begun) throw refused(await this.repo.get(id));
+    return begun;
+  }
+
+  /** Begins `op` and runs it in the background when it may begin (or joins it); null when it may not. */
+  async trigger(id: string, op: string, patch: Partial<R> = {}, label?: string): Promise<R | null> {
+    const begun = await this.begin(id, op, patch);
+    if (begun?.run) this.launch(begun.record, op, label);
+    return begun?.record ?? null;
+  }
+
+  /**
+   * Begins `op` and runs it now, answering once it has settled (its error is thrown). A request
+   * that joined a running operation waits for that one. Null when the operation may not begin.
+   */
+  async runNow(id: string, op: string, patch: Partial<R> = {}, work?: Operation<R>['run']): Promise<R | null> {
+    const begun = await this.begin(id, op, patch);
+    if (!begun) return null;
+    if (begun.run) {
+      await this.execute(begun.record, op, work);
+      return this.repo.get(id);
+    }
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const current = await this.repo.get(id);
+      if (!current || current.op !== op || this.env.shutdown.aborted) return current;
+    }
+  }
+
+  private launch(record: R, op: string, label?: string): void {
+    const operation = this.operation(op);
+    this.env.jobs.run(label ?? operation.label(record), () => this.execute(record, op), () => undefined);
+  }
+
+  /** Runs an operation the caller holds the lease of: renews it, settles the record, records a failure. */
+  private async execute(claimed: R, op: string, work?: Operation<R>['run']): Promise<void> {
+    const operation = work ? { ...this.operation(op), run: work } : this.operation(op);
+    const opId = claimed.op_id!;
+    const lost = new AbortController();
+    const signal = AbortSignal.any([lost.signal, this.env.shutdown]);
+    const renew = setInterval(() => {
+      this.repo
+        .query()
+        .where({ id: claimed.id, op_id: opId })
+        .update(this.repo.codec.encode({ op_lease_until: this.leaseUntil() }))
+        .then((held) => held || lost.abort())
+        .catch((err: Error) => this.env.log.warn({ id: claimed.id, error: err.message }, 'renewing an operation lease failed'));
+    }, Math.max(200, Math.floor(this.env.leaseMs / 3)));
+    renew.unref();
+    let record = claimed;
+    try {
+      for (;;) {
+        const result = await operation.run(record, { opId, signal });
+        if (result === REMOVED) return;
+        const settled = await this.repo
+          .query()
+          .where({ id: record.id, op_id: opId, op_rev: record.op_rev })
+          .update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+        if (settled) return;
+        const current = await this.repo.get(record.id);
+        // Gone, or taken over: nothing of this run is recorded.
+        if (!current || current.op_id !== opId) return;
+        // Changed while it ran (a request joined): work again on what the record asks for now.
+        record = current;
+      }
+    } catch (err) {
+      if (this.env.shutdown.aborted) {
+        // Cut short by the shutdown: the lease is handed over at once (the next start, or another control plane, takes it).
+        await this.repo.query().where({ id: record.id, op_id: opId }).update({ op_lease_until: LONG_AGO }).catch(() => undefined);
+        throw err;
+      }
+      const current = await this.repo.get(record.id);
+      if (current?.op_id === opId) {
+        await this.repo
+          .query()
+          .where({ id: record.id, op_id: opId })
+          .update(this.repo.codec.encode({ ...operation.failed(current, err as Error), op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+      }
+      throw err;
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  /**
+   * Applies an observation: what `reconcile` changes in a record no operation holds, at the
+   * revision it was read at. Answers the record after, or null when nothing was written.
+   */
+  async observe(record: R, observed: O): Promise<R | null> {
+    if (!this.def.reconcile || record.op_id) return null;
+    const patch = changes(record, this.def.reconcile(record, observed));
+    if (!patch) return null;
+    const written = await this.repo
+      .query()
+      .where({ id: record.id, op_rev: record.op_rev })
+      .whereNull('op_id')
+      .update(this.repo.codec.encode({ ...patch, updated_at: this.now }));
+    return written ? this.repo.get(record.id) : null;
+  }
+
+  /**
+   * Takes over every operation whose lease has expired (its process stopped or died) and runs it
+   * again; with `everything`, every operation at all (a start on SQLite, which one process owns).
+   * Answers one line per record: `instance web: deploying`.
+   */
+  async takeOver(options: { everything?: boolean } = {}): Promise<string[]> {
+    const query = this.repo.query().whereNotNull('op_id');
+    if (!options.everything) query.where('op_lease_until', '<', this.now);
+    const order = Object.keys(this.def.operations);
+    const rows = ((await query.orderBy('id')) as Record<string, unknown>[]).map(this.repo.decode);
+    rows.sort((a, b) => order.indexOf(a.op!) - order.indexOf(b.op!));
+    const lines: string[] = [];
+    for (const stale of rows) {
+      if (!this.def.operations[stale.op!]) continue;
+      const opId = `op-${randomToken(12)}`;
+      const claimed = await this.repo
+        .query()
+        .where({ id: stale.id, op_id: stale.op_id })
+        .update(this.repo.codec.encode({ op_id: opId, op_lease_until: this.leaseUntil() }));
+      if (!claimed) continue;
+      const record = (await this.repo.get(stale.id))!;
+      this.env.log.info({ id: record.id, op: record.op, previous: stale.op_id }, 'took over an operation whose lease had expired');
+      this.launch(record, record.op!);
+      lines.push(`${this.def.noun} ${record.name}: ${record.status ?? record.op}`);
+    }
+    return lines;
+  }
+}

@@ -1,0 +1,121 @@
+import { Type } from '@sinclair/typebox';
+import { defineTaskKind } from './kinds.js';
+
+/** The version that introduced every kind an agent had before tasks were typed. */
+export const FIRST_AGENT_VERSION = '0.1.0';
+
+const Empty = Type.Object({});
+
+/** The agent's own log: the last `lines`, or every line after `since`. */
+export const AgentLogs = defineTaskKind({
+  name: 'agent.logs',
+  description: 'read the agent’s own log',
+  lane: 'reads',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Type.Object({ lines: Type.Optional(Type.Integer({ minimum: 1 })), since: Type.Optional(Type.String({ format: 'date-time' })) }),
+  result: Type.Object({ lines: Type.Array(Type.String()) }),
+});
+
+export const AgentStop = defineTaskKind({
+  name: 'agent.stop',
+  description: 'stop the agent once the result is reported (workloads keep running)',
+  lane: 'maintenance',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Empty,
+  result: Type.Object({ stopping: Type.Optional(Type.Boolean()) }),
+});
+
+export const AgentUpdate = defineTaskKind({
+  name: 'agent.update',
+  description: 'download the agent executable, check its checksum, replace this one and restart',
+  lane: 'maintenance',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Type.Object({ architecture: Type.String({ minLength: 1 }), version: Type.String({ minLength: 1 }), sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }) }),
+  result: Type.Object({ updated_to: Type.Optional(Type.String()), sha256: Type.Optional(Type.String()) }),
+});
+
+/** What an OS package check or upgrade answers (the node's facts take what is there). */
+const OsPackages = Type.Object({
+  pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+  reboot_required: Type.Optional(Type.Boolean()),
+  upgraded: Type.Optional(Type.Integer({ minimum: 0 })),
+  index_refreshed: Type.Optional(Type.Boolean()),
+});
+
+export const OsCheckUpdates = defineTaskKind({
+  name: 'os.check-updates',
+  description: 'refresh the package index and count pending updates',
+  lane: 'maintenance',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Empty,
+  result: OsPackages,
+});
+
+export const OsUpdate = defineTaskKind({
+  name: 'os.update',
+  description: 'full OS package upgrade (may take an hour)',
+  lane: 'maintenance',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Empty,
+  result: OsPackages,
+});
+
+export const OsReboot = defineTaskKind({
+  name: 'os.reboot',
+  description: 'reboot the machine once the result is reported',
+  lane: 'maintenance',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Empty,
+  result: Type.Object({ rebooting: Type.Optional(Type.Boolean()) }),
+});
+
+export const OverlayPeers = defineTaskKind({
+  name: 'overlay.peers',
+  description: 'bring the WireGuard overlay interface in line with the peer list',
+  lane: 'host',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: Type.Object({
+    address: Type.String({ minLength: 1 }),
+    listen_port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    peers: Type.Array(
+      Type.Object({
+        node_id: Type.String(),
+        public_key: Type.String(),
+        endpoint: Type.Union([Type.String(), Type.Null()]),
+        allowed_ips: Type.Array(Type.String()),
+      }),
+    ),
+  }),
+  result: Type.Object({ interface: Type.Optional(Type.String()), address: Type.Optional(Type.String()), peers: Type.Optional(Type.Integer()) }),
+});
+
+const VolumeOnHost = Type.Object({
+  volume_id: Type.String({ minLength: 1 }),
+  name: Type.String({ minLength: 1 }),
+  folder: Type.String({ pattern: '^/' }),
+  type: Type.Union([Type.Literal('nfs'), Type.Literal('local')]),
+  clients: Type.Optional(Type.String()),
+});
+
+export const NfsExport = Type.Object({ file: Type.String(), served: Type.Boolean(), reason: Type.Union([Type.String(), Type.Null()]) });
+
+export const VolumePrepare = defineTaskKind({
+  name: 'host.volume-prepare',
+  description: 'create a volume’s folder and, for NFS, its export entry',
+  lane: 'host',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: VolumeOnHost,
+  result: Type.Object({ folder: Type.String(), export: Type.Union([NfsExport, Type.Null()]) }),
+});
+
+export const VolumeRelease = defineTaskKind({
+  name: 'host.volume-release',
+  description: 'remove a volume’s NFS export entry (the folder and its data stay)',
+  lane: 'host',
+  minAgentVersion: FIRST_AGENT_VERSION,
+  payload: VolumeOnHost,
+  result: Type.Object({ released: Type.Optional(Type.Boolean()) }),
+});
+
+/** The tasks about the machine itself: its agent, its OS, its overlay interface, its folders. */
+export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, VolumePrepare, VolumeRelease] as const;
