@@ -22,8 +22,7 @@ interface EventsConfig {
 /** Store tables whose changes are announced, by the resource type clients know them as. */
 const RESOURCE_TYPES: Record<string, string> = {
   nodes: 'node',
-  swarms: 'swarm',
-  swarm_members: 'swarm_member',
+  cluster_members: 'swarm_member',
   compute_instances: 'instance',
   services: 'service',
   s3_instances: 's3',
@@ -37,6 +36,8 @@ const ADMIN_ONLY = new Set(['ssh_profile']);
 /** secrets and configs share one table; their ids say which. */
 function resourceType(table: string, id: string): string {
   if (table === 'secrets') return id.startsWith('cfg-') ? 'config' : 'secret';
+  // Clusters keep the name their API gives them: a swarm group is a `swarm`.
+  if (table === 'clusters') return id.startsWith('swarm-') ? 'swarm' : 'cluster';
   return RESOURCE_TYPES[table] ?? table;
 }
 
