@@ -148,7 +148,10 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
         .whereNotNull('op_id')
         .where('op_lease_until', '>=', now)
         .update({ ...this.repo.codec.encode({ ...patch, updated_at: now }), op_rev: rev });
-      if (joined) return { record: (await this.repo.get(id))!, run: false };
+      if (joined) {
+        this.repo.changed(id, 'update');
+        return { record: (await this.repo.get(id))!, run: false };
+      }
     }
     const opId = `op-${randomToken(12)}`;
     const query = this.repo.query().where({ id });
@@ -159,6 +162,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       op_rev: rev,
     });
     if (!claimed) return null;
+    this.repo.changed(id, 'update');
     return { record: (await this.repo.get(id))!, run: true };
   }
 
@@ -226,7 +230,10 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
           .query()
           .where({ id: record.id, op_id: opId, op_rev: record.op_rev })
           .update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
-        if (settled) return;
+        if (settled) {
+          this.repo.changed(record.id, 'update');
+          return;
+        }
         const current = await this.repo.get(record.id);
         // Gone, or taken over: nothing of this run is recorded.
         if (!current || current.op_id !== opId) return;
@@ -245,6 +252,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
           .query()
           .where({ id: record.id, op_id: opId })
           .update(this.repo.codec.encode({ ...operation.failed(current, err as Error), op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+        this.repo.changed(record.id, 'update');
       }
       throw err;
     } finally {
@@ -265,7 +273,9 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       .where({ id: record.id, op_rev: record.op_rev })
       .whereNull('op_id')
       .update(this.repo.codec.encode({ ...patch, updated_at: this.now }));
-    return written ? this.repo.get(record.id) : null;
+    if (!written) return null;
+    this.repo.changed(record.id, 'update');
+    return this.repo.get(record.id);
   }
 
   /**

@@ -128,8 +128,8 @@ export class Repository<T extends Row> {
 
   decode = (row: Row): T => this.codec.decode<T>(row);
 
-  /** Announces a write on the store's change feed. */
-  protected changed(id: string, op: RecordChange['op']): void {
+  /** Announces a write on the store's change feed (writes made outside the repository's own methods call it too: core/lifecycle.ts). */
+  changed(id: string, op: RecordChange['op']): void {
     this.store.changes.notify({ table: this.table, id, op });
   }
 

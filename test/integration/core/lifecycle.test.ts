@@ -116,6 +116,27 @@ describeEachDialect('core/lifecycle: operation leases on a record', (dialect) =>
     expect(applied).to.deep.equal([5]);
   });
 
+  it('announces every write it makes on the store’s change feed (live views see the begin, the settled record and an observation)', async () => {
+    const applied: number[] = [];
+    let release!: () => void;
+    const { lifecycle, jobs } = controlPlane(lifecycleOf(applied, { wait: new Promise((r) => (release = r)) }));
+    await insert('live');
+    const heard: string[] = [];
+    const unsubscribe = store.changes.subscribe((c) => c.table === 'things' && c.id === 'thing-live' && heard.push(c.op));
+    try {
+      await lifecycle.start('thing-live', 'deploy', { wanted: 4 }, () => new Error('refused'));
+      expect(heard, 'the begin').to.deep.equal(['update']);
+      release();
+      await jobs.drain();
+      expect(heard, 'the settled record').to.deep.equal(['update', 'update']);
+      await lifecycle.observe((await repo.get('thing-live'))!, { running: 4 });
+      expect(heard, 'the observation').to.deep.equal(['update', 'update', 'update']);
+      expect(await repo.get('thing-live')).to.include({ status: 'ready', seen: 4 });
+    } finally {
+      unsubscribe();
+    }
+  });
+
   it('a request while the operation runs joins it: the running one works again on the newer revision, and settles once', async () => {
     const applied: number[] = [];
     let release!: () => void;
