@@ -23,8 +23,8 @@ describeEachDialect('migrating a store from swarm groups to clusters', (dialect)
     const storage = dialect.freshStorage();
     const db = await openStore(dialect.config(storage));
     try {
-      // Core's tables as that release had them (certificates and tasks), then the plugins' first migrations.
-      await runMigrations(db, [{ owner: 'core', migrations: coreMigrations.migrations.filter((m) => ['001_certificates', '002_tasks', '003_rate_limits', '004_store_notices'].includes(m.id)) }]);
+      // Core's tables as that release had them (certificates, tasks, rate limits, notices, keyring, leader leases), then the plugins' first migrations.
+      await runMigrations(db, [{ owner: 'core', migrations: coreMigrations.migrations.filter((m) => ['001_certificates', '002_tasks', '003_rate_limits', '004_store_notices', '005_keyring', '006_leader_leases'].includes(m.id)) }]);
       await runMigrations(db, [{ owner: 'nodes', migrations: nodeMigrations }, ...PRE_CLUSTER_MIGRATIONS.slice(0, 1), { owner: 'volumes', migrations: volumeMigrations }, ...PRE_CLUSTER_MIGRATIONS.slice(1)]);
       const k = db.knex;
       const stamp = { created_at: NOW, updated_at: NOW };
@@ -68,7 +68,7 @@ describeEachDialect('migrating a store from swarm groups to clusters', (dialect)
         return res.json.data;
       };
       const applied = (await t.hangar.store.knex('hangar_migrations').select('id')).map((r: { id: string }) => r.id);
-      expect(applied).to.include.members(['core/006_clusters', 'compute/002_cluster_id', 'services/002_cluster_id', 's3/002_cluster_id', 'gateway/002_cluster_id', 'secrets/002_cluster_id']);
+      expect(applied).to.include.members(['core/008_clusters', 'compute/002_cluster_id', 'services/002_cluster_id', 's3/002_cluster_id', 'gateway/002_cluster_id', 'secrets/002_cluster_id']);
 
       const swarm = await get('/v1/swarms/swarm-old1');
       expect(swarm).to.include({ id: 'swarm-old1', name: 'legacy', status: 'active' });
