@@ -5,15 +5,13 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import knexFactory from 'knex';
-import { httpRequest, type HttpRequestOptions } from '../../../core/http/client.js';
+import { httpRequest } from '../../../core/http/client.js';
 import { randomToken } from '../../../core/ids.js';
 import { cleanupAgents, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
-import { TEST_MASTER_KEY } from '../../support/dialects.js';
-import type { TestHangar } from '../../support/hangar.js';
+import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { bearer, bootstrapAdmin, signed, type Credentials } from '../../support/identity.js';
 import { PG_URL, postgresAvailable, requireService } from '../../support/requirements.js';
 
-const BIN = path.resolve('bin/hangar.mjs');
 const PLUGINS = 'system,iam,nodes,agent-internal';
 
 async function freePort(): Promise<number> {
@@ -24,47 +22,22 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** A `hangar serve` process of its own, on PostgreSQL, with the shared master key and its own data dir. */
-interface ControlPlane {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-  /** The TestHangar surface the identity helpers need: requests to this process. */
-  client: TestHangar;
-}
-
-async function serve(name: string, schema: string, port: number, caPem: () => string): Promise<ControlPlane> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), `hangar-ha-${name}-`));
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
+/** A control plane of the test: the test's plugins, short task leases, quick heartbeats. */
+function serve(name: string, schema: string, port: number, caPem: () => string): Promise<ControlPlane> {
+  return serveControlPlane({
+    name,
+    schema,
+    port,
+    caPem,
     env: {
-      ...process.env,
-      NODE_ENV: 'test',
-      HANGAR_FROM_SOURCES: '1',
-      HANGAR_LOG__LEVEL: 'info',
       HANGAR_PLUGINS: PLUGINS,
-      HANGAR_API__PORT: String(port),
-      HANGAR_DATABASE__URL: PG_URL,
-      HANGAR_DATABASE__SCHEMA: schema,
-      HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY,
       // Short leases: a task whose control plane died returns to pending within seconds.
       HANGAR_TASKS__LEASE_SECONDS: '3',
       HANGAR_TASKS__EXPIRY_CHECK_MS: '300',
       HANGAR_TASKS__POLL_WAIT_SECONDS: '20',
       HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: '1',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
-  await waitFor(() => {
-    if (child.exitCode !== null) throw new Error(`control plane ${name} exited:\n${output}`);
-    return output.includes('"hangar started"');
-  }, { timeoutMs: 60_000, what: `control plane ${name} to start` });
-  const url = `https://127.0.0.1:${port}`;
-  const request = (method: string, p: string, options: HttpRequestOptions = {}) => httpRequest(`${url}${p}`, { ca: caPem(), ...options, method });
-  return { child, url, output: () => output, client: { request } as unknown as TestHangar };
 }
 
 /**

@@ -1,70 +1,30 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { httpRequest } from '../../../core/http/client.js';
 import { agentTaskKinds } from '../../../agent/executors/index.js';
 import { isDriverCall } from '../../../core/tasks/kinds.js';
 import { FakeAgent, waitFor } from '../../support/agents.js';
 import { TestDialect } from '../../support/dialects.js';
+import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { postgresAvailable, requireService } from '../../support/requirements.js';
 
-const BIN = path.resolve('bin/hangar.mjs');
 const RUNTIME_NODE = 'fake-runtime-node';
 /** Short enough for a test, long enough for a loaded machine. */
 const OBSERVE_SECONDS = 1;
 const OP_LEASE_SECONDS = 4;
 const SETTINGS = { observe_interval_seconds: OBSERVE_SECONDS, op_lease_seconds: OP_LEASE_SECONDS, call_timeout_seconds: 60, pickup_timeout_seconds: 30 };
 
-/** `hangar serve` as a process of its own on the same data dir (CA, secrets) and PostgreSQL schema. */
-function serveProcess(storage: { dataDir: string; schema: string | null }, pgUrl: string): { child: ChildProcess; url: Promise<string> } {
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    NODE_ENV: 'test',
-    HANGAR_API__PORT: '0',
-    HANGAR_API__HOST: '127.0.0.1',
-    HANGAR_LOGIN__PORT: '0',
-    HANGAR_LOG__LEVEL: 'info',
-    HANGAR_DATABASE__URL: pgUrl,
-    HANGAR_DATABASE__SCHEMA: storage.schema!,
-    HANGAR_CLUSTERS__OBSERVE_INTERVAL_SECONDS: String(SETTINGS.observe_interval_seconds),
-    HANGAR_CLUSTERS__OP_LEASE_SECONDS: String(SETTINGS.op_lease_seconds),
-    HANGAR_CLUSTERS__CALL_TIMEOUT_SECONDS: String(SETTINGS.call_timeout_seconds),
-    HANGAR_CLUSTERS__PICKUP_TIMEOUT_SECONDS: String(SETTINGS.pickup_timeout_seconds),
-  };
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', storage.dataDir], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const url = new Promise<string>((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`control plane A did not start: ${seen.slice(-2000)}`)), 60_000);
-    const onData = (chunk: Buffer) => {
-      seen += chunk.toString();
-      const line = seen.split('\n').find((l) => l.includes('hangar started'));
-      if (line) {
-        clearTimeout(timer);
-        resolve(JSON.parse(line).urls[0] as string);
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`control plane A exited with ${code}: ${seen.slice(-2000)}`));
-    });
-  });
-  return { child, url };
-}
-
 /**
- * Two control planes on one PostgreSQL: B in this process, A a `hangar serve` of its own that the
- * test kills. A test double stands in for the swarm manager's agent (it answers the orchestrator
+ * Two control planes on one PostgreSQL: B in this process, A a `hangar serve` of its own (its own
+ * data dir, so its own holder of leadership leases; the CA and secrets shared through the keyring)
+ * that the test kills. A test double stands in for the swarm manager's agent (it answers the orchestrator
  * calls, and holds the first deploy it is given without answering it).
  */
 describe('two control planes on one PostgreSQL: loops that run once, operations taken over from a killed process', function () {
   this.timeout(120_000);
   const dialect = new TestDialect('postgres');
   let b: TestHangar;
-  let a: { child: ChildProcess; url: string } | undefined;
+  let a: ControlPlane | undefined;
   let admin: Credentials;
   let agent: FakeAgent;
   let swarmId = '';
@@ -77,7 +37,7 @@ describe('two control planes on one PostgreSQL: loops that run once, operations 
   const deployed = new Map<string, { name: string; image: string; replicas: number; labels: Record<string, string> }>();
 
   const viaB = (method: string, p: string, body?: unknown) => b.request(method, p, { body, headers: bearer(admin.token) });
-  const viaA = (method: string, p: string, body?: unknown) => httpRequest(`${a!.url}${p}`, { method, body, ca: b.caPem, headers: bearer(admin.token) });
+  const viaA = (method: string, p: string, body?: unknown) => a!.client.request(method, p, { body, headers: bearer(admin.token) });
 
   const workloadState = (w: { name: string; image: string; replicas: number; labels: Record<string, string> }) => ({
     name: w.name,
@@ -114,8 +74,17 @@ describe('two control planes on one PostgreSQL: loops that run once, operations 
     const storage = dialect.freshStorage();
     b = await startHangar(dialect, { storage, overrides: { clusters: SETTINGS } });
     admin = await bootstrapAdmin(b);
-    const started = serveProcess(storage, String((b.hangar.services.config.database as { url: string }).url));
-    a = { child: started.child, url: await started.url };
+    a = await serveControlPlane({
+      name: 'a',
+      schema: storage.schema!,
+      caPem: () => b.caPem,
+      env: {
+        HANGAR_CLUSTERS__OBSERVE_INTERVAL_SECONDS: String(SETTINGS.observe_interval_seconds),
+        HANGAR_CLUSTERS__OP_LEASE_SECONDS: String(SETTINGS.op_lease_seconds),
+        HANGAR_CLUSTERS__CALL_TIMEOUT_SECONDS: String(SETTINGS.call_timeout_seconds),
+        HANGAR_CLUSTERS__PICKUP_TIMEOUT_SECONDS: String(SETTINGS.pickup_timeout_seconds),
+      },
+    });
 
     const node = await viaB('POST', '/v1/nodes', { name: 'manager' });
     expect(node.status, node.text).to.equal(201);

@@ -1,0 +1,74 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { httpRequest, type HttpRequestOptions } from '../../core/http/client.js';
+import { waitFor } from './agents.js';
+import { TEST_MASTER_KEY } from './dialects.js';
+import type { TestHangar } from './hangar.js';
+import { PG_URL } from './requirements.js';
+
+const BIN = path.resolve('bin/hangar.mjs');
+
+/** A `hangar serve` process of its own, on PostgreSQL, with the shared master key and its own data dir. */
+export interface ControlPlane {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+  /** The TestHangar surface the identity helpers need: requests to this process. */
+  client: TestHangar;
+}
+
+export interface ServeOptions {
+  /** Names the process in messages and its data dir. */
+  name: string;
+  /** The PostgreSQL schema every control plane of the test shares. */
+  schema: string;
+  /** The API port (0: any free one, read from the start-up line). */
+  port?: number;
+  /** The CA certificate requests verify against (a getter: a test may learn it after start). */
+  caPem: () => string;
+  /** More HANGAR_* settings (plugins, intervals, leases). */
+  env?: Record<string, string>;
+}
+
+/**
+ * Starts `hangar serve` as a separate process on `schema`, with a data dir of its own (so that it is
+ * a holder of leadership leases of its own, core/db/leadership.ts) and the test master key (the CA,
+ * the JWT secret and sealed values are shared through the store's keyring). The data dir goes when
+ * the process exits.
+ */
+export async function serveControlPlane(options: ServeOptions): Promise<ControlPlane> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), `hangar-cp-${options.name}-`));
+  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      HANGAR_FROM_SOURCES: '1',
+      HANGAR_LOG__LEVEL: 'info',
+      HANGAR_API__HOST: '127.0.0.1',
+      HANGAR_API__PORT: String(options.port ?? 0),
+      HANGAR_LOGIN__PORT: '0',
+      HANGAR_DATABASE__URL: PG_URL,
+      HANGAR_DATABASE__SCHEMA: options.schema,
+      HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY,
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+  const started = await waitFor(
+    () => {
+      if (child.exitCode !== null) throw new Error(`control plane ${options.name} exited:\n${output}`);
+      const line = output.split('\n').find((l) => l.includes('"hangar started"'));
+      return line ? (JSON.parse(line) as { urls: string[] }) : null;
+    },
+    { timeoutMs: 60_000, what: `control plane ${options.name} to start` },
+  );
+  const url = started.urls[0]!;
+  const request = (method: string, p: string, requestOptions: HttpRequestOptions = {}) => httpRequest(`${url}${p}`, { ca: options.caPem(), ...requestOptions, method });
+  return { child, url, output: () => output, client: { request } as unknown as TestHangar };
+}
