@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
 import * as x509 from '@peculiar/x509';
+import type { Knex } from 'knex';
 import type { Store } from '../db/store.js';
 import type { Clock } from '../clock.js';
 import { deriveKey, SecretBox } from '../crypto.js';
@@ -350,9 +351,10 @@ export class Pki extends EventEmitter {
 
   /**
    * Issues a client certificate for an agent. With `publicKeyPem` (SPKI) the machine keeps its
-   * private key; without it a key pair is generated and returned once.
+   * private key; without it a key pair is generated and returned once. With `trx` the certificate
+   * is recorded in that transaction (it is usable only once that commits: a node's join).
    */
-  async issueClientCertificate(nodeId: string, publicKeyPem?: string): Promise<IssuedCertificate> {
+  async issueClientCertificate(nodeId: string, publicKeyPem?: string, trx?: Knex.Transaction): Promise<IssuedCertificate> {
     let publicKey: CryptoKey;
     let keyPem: string | undefined;
     if (publicKeyPem) {
@@ -369,7 +371,7 @@ export class Pki extends EventEmitter {
       publicKey,
     });
     const now = this.options.clock.now().toISOString();
-    await this.options.store.knex(CERTIFICATES_TABLE).insert({
+    await (trx ?? this.options.store.knex)(CERTIFICATES_TABLE).insert({
       serial,
       node_id: nodeId,
       issued_at: now,

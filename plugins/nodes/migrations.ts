@@ -67,4 +67,25 @@ export const nodeMigrations: Migration[] = [
       });
     },
   },
+  {
+    /**
+     * The node's status as a column, so that lists filter by it in SQL (it was derived from four
+     * columns on every read, and `GET /v1/nodes?status=` read every node). NodeStore keeps it in
+     * step with those columns on every write; existing rows are filled in here by the rule of
+     * nodeStatus() (plugins/nodes/nodes.ts) as it stands at this migration.
+     */
+    id: '002_node_status',
+    async up(knex) {
+      await knex.schema.alterTable(NODES, (t) => {
+        t.string('status', 20).notNullable().defaultTo('pending');
+        t.index(['status', 'created_at', 'id']);
+      });
+      await knex(NODES).update({
+        status: knex.raw(
+          `case when "removing" then 'removing' when "connection" in ('offline', 'stopped') then 'offline' when "reboot_required" then 'needs_reboot'` +
+            ` when "availability" <> 'active' then "availability" when "connection" = 'pending' then 'pending' else 'ready' end`,
+        ),
+      });
+    },
+  },
 ];

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
-import { Repository } from '../../core/db/repository.js';
+import { Repository, type Page } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { NODES } from './migrations.js';
@@ -19,6 +19,8 @@ export interface NodeRecord {
   gpu_overcommit_factor: number;
   connection: Connection;
   availability: Availability;
+  /** nodeStatus() of the row, kept in step by NodeStore (lists filter by it in SQL). */
+  status: NodeStatus;
   reboot_required: boolean;
   removing: boolean;
   is_control_plane: boolean;
@@ -33,6 +35,12 @@ export interface NodeRecord {
   updated_at: string;
   [key: string]: unknown;
 }
+
+/** The columns a node's status derives from: a write of any of them writes `status` too. */
+const STATUS_INPUTS = ['removing', 'connection', 'reboot_required', 'availability'] as const;
+
+/** What a node row holds in those columns when an insert does not say (the table's defaults). */
+const STATUS_DEFAULTS = { removing: false, connection: 'pending', reboot_required: false, availability: 'active' } as const;
 
 /**
  * One status from the node's facts, most pressing first: being removed, unreachable, waiting for a
@@ -101,7 +109,35 @@ export class NodeStore extends Repository<NodeRecord> {
     return node;
   }
 
-  async change(id: string, patch: Partial<NodeRecord>, trx?: Knex.Transaction): Promise<NodeRecord> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }, trx))!;
+  /** Inserts a node; its status is derived from what it is inserted with. */
+  override async insert(values: Partial<NodeRecord>, trx?: Knex.Transaction): Promise<NodeRecord> {
+    return super.insert({ ...values, status: nodeStatus({ ...STATUS_DEFAULTS, ...defined(values) }) }, trx);
   }
+
+  /**
+   * Writes a patch and stamps `updated_at` (the row must exist). A patch of a column the status
+   * derives from writes the status too, from the row as it is at that moment (read under a row lock,
+   * in one transaction): two changes at once — a drain and an offline verdict — leave the status
+   * both make, never the one either saw before the other.
+   */
+  async change(id: string, patch: Partial<NodeRecord>, trx?: Knex.Transaction): Promise<NodeRecord> {
+    const stamped = { ...patch, updated_at: this.clock.now().toISOString() };
+    if (!STATUS_INPUTS.some((column) => patch[column] !== undefined)) return (await this.update(id, stamped, trx))!;
+    const write = async (t: Knex.Transaction) => {
+      const row = await this.query(t).where({ id }).forUpdate().first(...STATUS_INPUTS);
+      const status = row ? nodeStatus({ ...this.decode(row), ...defined(patch) }) : undefined;
+      return (await this.update(id, { ...stamped, status }, t))!;
+    };
+    return trx ? write(trx) : this.knex.transaction(write);
+  }
+
+  /** A page of the nodes whose status is one of `statuses`, in the order of every node list (a filter in SQL, on an index). */
+  async pageByStatus(statuses: NodeStatus[], options: { limit?: number; cursor?: string | null }): Promise<Page<NodeRecord>> {
+    return this.page({ ...options, where: (q) => q.whereIn('status', statuses) });
+  }
+}
+
+/** The properties of `values` that are set (a patch may carry `undefined` for "leave it"). */
+function defined<T extends object>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -1,0 +1,73 @@
+import { Type } from '@sinclair/typebox';
+import { badRequest } from '../../core/errors.js';
+import type { BackgroundLoop, RouteDef } from '../../core/plugin.js';
+import type { NodesContext, NodesPart } from './context.js';
+import { EVENT_LIMIT_MAX, eventView } from './events.js';
+
+/** Node events over HTTP (recorded by deploy tools, listed by anyone signed in), and their retention. */
+export function eventRoutes(ctx: NodesContext): NodesPart {
+  const { services, settings, nodes, events } = ctx;
+  const { clock, log } = services;
+
+  const routes: RouteDef[] = [
+    {
+      method: 'POST',
+      path: '/v1/nodes/events',
+      auth: { role: 'admin' },
+      summary: 'Record a node event',
+      status: 201,
+      schemas: {
+        body: Type.Object(
+          {
+            node_id: Type.Optional(Type.String({ maxLength: 64 })),
+            identifier: Type.Optional(Type.String({ maxLength: 255, description: 'an IP address or hostname, for machines without a node id yet' })),
+            kind: Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' }),
+            message: Type.Optional(Type.String({ maxLength: 4000 })),
+            data: Type.Optional(Type.Record(Type.String(), Type.Any())),
+          },
+          { additionalProperties: false },
+        ),
+      },
+      async handler(req) {
+        if (!req.body.node_id && !req.body.identifier) throw badRequest('Validation failed: give node_id or identifier', [{ path: 'body.node_id', message: 'or body.identifier is required' }]);
+        if (req.body.node_id) await nodes.require(req.body.node_id);
+        return eventView(await events.record({ nodeId: req.body.node_id, identifier: req.body.identifier, kind: req.body.kind, message: req.body.message, data: req.body.data }));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/nodes/events',
+      auth: 'authenticated',
+      summary: 'Node events, oldest first',
+      schemas: {
+        query: Type.Object(
+          {
+            node_id: Type.Optional(Type.String({ maxLength: 64 })),
+            identifier: Type.Optional(Type.String({ maxLength: 255 })),
+            since: Type.Optional(Type.String({ format: 'date-time' })),
+            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENT_LIMIT_MAX })),
+          },
+          { additionalProperties: false },
+        ),
+      },
+      async handler(req) {
+        return (await events.list({ nodeId: req.query.node_id, identifier: req.query.identifier, since: req.query.since, limit: req.query.limit })).map(eventView);
+      },
+    },
+  ];
+
+  const loops: BackgroundLoop[] = settings.event_retention_days
+    ? [
+        {
+          name: 'nodes:event-retention',
+          intervalMs: settings.event_prune_interval_seconds * 1000,
+          async run() {
+            const before = new Date(clock.now().getTime() - settings.event_retention_days * 86_400_000);
+            const pruned = await events.prune(before);
+            if (pruned) log.info({ pruned, before: before.toISOString() }, 'nodes: events past their retention deleted');
+          },
+        },
+      ]
+    : [];
+  return { routes, loops };
+}

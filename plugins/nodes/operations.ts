@@ -1,0 +1,147 @@
+import { Type } from '@sinclair/typebox';
+import { conflict } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { ScanUnmanaged } from '../../core/orchestrator.js';
+import type { RouteDef } from '../../core/plugin.js';
+import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
+import type { TaskKind } from '../../core/tasks/kinds.js';
+import { taskView, type Task } from '../../core/tasks/queue.js';
+import { AgentBinariesRef } from '../system/index.js';
+import type { NodesContext, NodesPart } from './context.js';
+import { nodeStatus, type NodeRecord } from './nodes.js';
+import { NodeParams, NodeTaskParams, TaskRef } from './schemas.js';
+
+/**
+ * Operations on the machine, queued as tasks for its agent: agent update and stop, OS updates and
+ * reboots, log fetches and scans for unmanaged workloads (their results read once). The results
+ * that change what hangar knows of a node (stopped, a reboot now required) are applied here too.
+ */
+export function operations(ctx: NodesContext): NodesPart {
+  const { services, settings, nodes, events, changeNode, setConnection } = ctx;
+  const { tasks, log } = services;
+
+  services.events.subscribe('task.completed', (payload) => {
+    const task = payload as Task;
+    const result = (task.result ?? {}) as Record<string, any>;
+    const apply = async () => {
+      const node = await nodes.get(task.node_id);
+      if (!node) return;
+      if (task.kind === AgentStop.name) await setConnection(node, 'stopped', 'agent stopped on request');
+      if (task.kind === OsUpdate.name || task.kind === OsCheckUpdates.name) {
+        const facts = { ...(node.facts ?? {}), pending_updates: result.pending_updates ?? null };
+        const why = `${task.kind} reports ${result.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
+        await changeNode(node, { facts, reboot_required: Boolean(result.reboot_required) }, why);
+      }
+    };
+    apply().catch((err: Error) => log.error({ task_id: task.id, err: { message: err.message } }, 'applying a task result failed'));
+  });
+  services.events.subscribe('task.failed', (payload) => {
+    const task = payload as Task;
+    events
+      .record({ nodeId: task.node_id, kind: 'task_failed', message: `${task.kind} failed: ${task.error}`, data: { task_id: task.id, kind: task.kind } })
+      .catch((err: Error) => log.error({ err: { message: err.message } }, 'recording a task failure failed'));
+  });
+
+  /** Queues a task for a node the caller got from requireLive (a removing node has no certificate to fetch it with). */
+  const queue = async (node: NodeRecord, kind: TaskKind, payload: Record<string, unknown> = {}, readOnce = false) =>
+    Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
+
+  async function readTask(nodeId: string, taskId: string, kind: string) {
+    await nodes.require(nodeId);
+    return taskView(await tasks.take(taskId, { nodeId, kind }));
+  }
+
+  const routes: RouteDef[] = [
+    {
+      method: 'POST',
+      path: '/v1/nodes/{id}/update-agent',
+      auth: { role: 'admin' },
+      summary: 'Queue an agent update: it downloads the new executable, checks it and restarts itself',
+      status: 202,
+      schemas: { params: NodeParams, response: TaskRef },
+      async handler(req) {
+        const node = await nodes.require(req.params.id);
+        if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
+        const binaries = services.provided.find(AgentBinariesRef);
+        const binary = node.architecture ? binaries?.describe(node.architecture) : null;
+        if (!binary) throw conflict(`No agent executable is built for ${node.architecture ?? 'an unknown architecture'}; run npm run build`);
+        return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
+      },
+    },
+    ...(
+      [
+        ['os-update', OsUpdate, 'Queue a full OS package upgrade; the node needs a reboot afterwards when the OS says so'],
+        ['check-updates', OsCheckUpdates, 'Re-check pending OS package updates now instead of at the daily check'],
+        ['reboot', OsReboot, 'Queue a reboot'],
+        ['stop', AgentStop, 'Stop the agent; the machine and its workloads keep running and the node shows offline'],
+      ] as const
+    ).map(([verb, kind, summary]) => ({
+      method: 'POST' as const,
+      path: `/v1/nodes/{id}/${verb}`,
+      auth: { role: 'admin' },
+      summary,
+      status: 202,
+      schemas: { params: NodeParams, response: TaskRef },
+      async handler(req: { params: { id: string } }) {
+        return queue(await nodes.requireLive(req.params.id), kind);
+      },
+    })),
+    {
+      method: 'POST',
+      path: '/v1/nodes/{id}/logs',
+      auth: { role: 'admin' },
+      summary: 'Queue a fetch of the agent’s log: the last `lines` (default 100, max 10000), or everything after `since`',
+      status: 202,
+      schemas: {
+        params: NodeParams,
+        query: Type.Object(
+          { lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), since: Type.Optional(Type.String({ format: 'date-time' })) },
+          { additionalProperties: false },
+        ),
+        response: TaskRef,
+      },
+      async handler(req) {
+        const node = await nodes.requireLive(req.params.id);
+        const payload = req.query.since ? { since: new Date(req.query.since).toISOString() } : { lines: Math.min(req.query.lines ?? settings.log_lines_default, settings.log_lines_max) };
+        return queue(node, AgentLogs, payload, true);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/nodes/{id}/logs/{taskId}',
+      auth: { role: 'admin' },
+      summary: 'The log fetch: status, and the lines once completed (read once)',
+      schemas: { params: NodeTaskParams },
+      handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name),
+    },
+    {
+      method: 'POST',
+      path: '/v1/nodes/{id}/unmanaged',
+      auth: { role: 'admin' },
+      summary: 'Scan the node’s orchestrator for workloads hangar did not create',
+      status: 202,
+      schemas: {
+        params: NodeParams,
+        query: Type.Object({ backend: Type.Union([Type.Literal('swarm'), Type.Literal('k8s')]) }, { additionalProperties: false }),
+        response: TaskRef,
+      },
+      async handler(req) {
+        const node = await nodes.requireLive(req.params.id);
+        return queue(node, ScanUnmanaged, { backend: req.query.backend }, true);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/nodes/{id}/unmanaged/{taskId}',
+      auth: { role: 'admin' },
+      summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
+      schemas: { params: NodeTaskParams },
+      async handler(req) {
+        const view = await readTask(req.params.id, req.params.taskId, ScanUnmanaged.name);
+        const result = (view.result ?? {}) as { resources?: unknown[] };
+        return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
+      },
+    },
+  ];
+  return { routes };
+}
