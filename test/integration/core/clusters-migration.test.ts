@@ -25,10 +25,11 @@ describeEachDialect('migrating a store from swarm groups to clusters', (dialect)
     try {
       // Core's tables as that release had them (certificates, tasks, rate limits, notices, keyring, leader leases), then the plugins' first migrations.
       await runMigrations(db, [{ owner: 'core', migrations: coreMigrations.migrations.filter((m) => ['001_certificates', '002_tasks', '003_rate_limits', '004_store_notices', '005_keyring', '006_leader_leases'].includes(m.id)) }]);
-      await runMigrations(db, [{ owner: 'nodes', migrations: nodeMigrations }, ...PRE_CLUSTER_MIGRATIONS.slice(0, 1), { owner: 'volumes', migrations: volumeMigrations }, ...PRE_CLUSTER_MIGRATIONS.slice(1)]);
+      await runMigrations(db, [{ owner: 'nodes', migrations: nodeMigrations.filter((m) => m.id === '001_nodes') }, ...PRE_CLUSTER_MIGRATIONS.slice(0, 1), { owner: 'volumes', migrations: volumeMigrations }, ...PRE_CLUSTER_MIGRATIONS.slice(1)]);
       const k = db.knex;
       const stamp = { created_at: NOW, updated_at: NOW };
       for (const id of ['node-m1', 'node-w1']) await k('nodes').insert({ id, name: id, connection: 'offline', availability: 'active', ...stamp });
+      await k('nodes').insert({ id: 'node-d1', name: 'node-d1', connection: 'pending', availability: 'drained', ...stamp });
       await k('swarms').insert({ id: 'swarm-old1', name: 'legacy', status: 'active', manager_node_id: 'node-m1', cluster_id: 'runtime-xyz', error: null, ...stamp });
       await k('swarms').insert({ id: 'swarm-old2', name: 'spare', status: 'empty', manager_node_id: null, cluster_id: null, error: null, ...stamp });
       await k('swarm_members').insert({ id: 'member-1', swarm_id: 'swarm-old1', node_id: 'node-m1', role: 'manager', status: 'active', runtime_node_id: 'rt-m1', advertise_address: '10.0.0.1', error: null, ...stamp });
@@ -68,7 +69,11 @@ describeEachDialect('migrating a store from swarm groups to clusters', (dialect)
         return res.json.data;
       };
       const applied = (await t.hangar.store.knex('hangar_migrations').select('id')).map((r: { id: string }) => r.id);
-      expect(applied).to.include.members(['core/008_clusters', 'compute/002_cluster_id', 'services/002_cluster_id', 's3/002_cluster_id', 'gateway/002_cluster_id', 'secrets/002_cluster_id']);
+      expect(applied).to.include.members(['core/008_clusters', 'compute/002_cluster_id', 'services/002_cluster_id', 's3/002_cluster_id', 'gateway/002_cluster_id', 'secrets/002_cluster_id', 'nodes/002_node_status']);
+      // The nodes' status column, filled in from what their rows said.
+      expect((await get('/v1/nodes?status=offline')).map((n: { id: string }) => n.id)).to.deep.equal(['node-m1', 'node-w1']);
+      expect((await get('/v1/nodes?status=drained')).map((n: { id: string }) => n.id)).to.deep.equal(['node-d1']);
+      expect(await get('/v1/nodes?status=pending')).to.deep.equal([]);
 
       const swarm = await get('/v1/swarms/swarm-old1');
       expect(swarm).to.include({ id: 'swarm-old1', name: 'legacy', status: 'active' });

@@ -156,6 +156,43 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
       const retry = await t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: 'typo-host', public_key: machineKey() } });
       expect({ leaked_nodes: leaked, retry: retry.status }, retry.text).to.deep.equal({ leaked_nodes: 0, retry: 201 });
     });
+
+    it('a join that fails at its last step (the certificate) leaves the token unused and no node behind: the retry joins', async () => {
+      const token = await newToken();
+      const knex = t.hangar.store.knex;
+      // The database refuses the certificate's row: the last write of the join fails.
+      if (dialect.name === 'postgres') {
+        await knex.raw(`create function refuse_certificate() returns trigger as $$ begin raise exception 'certificates refused by the test'; end $$ language plpgsql`);
+        await knex.raw('create trigger refuse_certificates before insert on certificates for each row execute function refuse_certificate()');
+      } else {
+        await knex.raw(`create trigger refuse_certificates before insert on certificates begin select raise(abort, 'certificates refused by the test'); end`);
+      }
+      let failed;
+      try {
+        failed = await t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: 'half-joined', public_key: machineKey() } });
+      } finally {
+        await knex.raw('drop trigger refuse_certificates' + (dialect.name === 'postgres' ? ' on certificates' : ''));
+        if (dialect.name === 'postgres') await knex.raw('drop function refuse_certificate()');
+      }
+      expect(failed.status, failed.text).to.equal(500);
+      const named = async (hostname: string) => ((await api('GET', '/v1/nodes?limit=1000')).json.data as any[]).filter((n) => n.hostname === hostname);
+      const leaked = await named('half-joined');
+      const retry = await t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: 'half-joined', public_key: machineKey() } });
+      expect({ leaked_nodes: leaked.length, retry: retry.status }, retry.text).to.deep.equal({ leaked_nodes: 0, retry: 201 });
+      expect(await named('half-joined')).to.have.length(1);
+      expect(await getNode(retry.json.data.node_id), 'the overlay address the token reserved went to the node').to.include({ overlay_ip: token.overlay_ip, status: 'pending' });
+    });
+
+    it('two joins with one token at once: exactly one gets a node, the other is refused (401)', async () => {
+      const token = await newToken();
+      const hostnames = ['racer-a', 'racer-b'];
+      const answers = await Promise.all(hostnames.map((hostname) => t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname, public_key: machineKey() } })));
+      expect(answers.map((a) => a.status).sort(), answers.map((a) => a.text).join('\n')).to.deep.equal([201, 401]);
+      const joined = ((await api('GET', '/v1/nodes?limit=1000')).json.data as any[]).filter((n) => hostnames.includes(n.hostname));
+      const winner = answers.find((a) => a.status === 201)!.json.data.node_id;
+      expect(joined.map((n) => n.id)).to.deep.equal([winner]);
+      expect(joined[0].overlay_ip).to.equal(token.overlay_ip);
+    });
   });
 
   describe('nodes', () => {
@@ -211,6 +248,62 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
         expect(seen, 'every drained node, one per page').to.include.members(mine);
       } finally {
         for (const id of mine) await api('POST', `/v1/nodes/${id}/uncordon`);
+      }
+    });
+
+    it('filters by every status in the database, page by page, exactly as the nodes show it', async function () {
+      this.timeout(20_000);
+      const statusOf = async (id: string) => (await getNode(id)).status;
+      // offline: heard from, then silent on the control plane's clock.
+      const silent = await createNode({ name: 'by-status-offline' });
+      expect((await (await FakeAgent.forNode(t, silent.id)).heartbeat()).status).to.equal(200);
+      clock.advance(10_000);
+      await waitFor(async () => (await statusOf(silent.id)) === 'offline', { timeoutMs: 5000, what: 'offline by the clock' });
+      // ready and needs_reboot: heartbeats (online until the clock moves again).
+      const ready = await createNode({ name: 'by-status-ready' });
+      const reboot = await createNode({ name: 'by-status-reboot' });
+      expect((await (await FakeAgent.forNode(t, ready.id)).heartbeat()).status).to.equal(200);
+      expect((await (await FakeAgent.forNode(t, reboot.id)).heartbeat({ reboot_required: true })).status).to.equal(200);
+      // drained: more than two pages of two; cordoned; pending.
+      const drained: string[] = [];
+      const cordoned: string[] = [];
+      for (let i = 0; i < 5; i++) drained.push((await createNode({ name: `by-status-drained-${i}` })).id);
+      for (let i = 0; i < 2; i++) cordoned.push((await createNode({ name: `by-status-cordoned-${i}` })).id);
+      const pending = await createNode({ name: 'by-status-pending' });
+      for (const id of drained) expect((await api('POST', `/v1/nodes/${id}/drain`)).status).to.equal(200);
+      for (const id of cordoned) expect((await api('POST', `/v1/nodes/${id}/cordon`)).status).to.equal(200);
+      try {
+        const everyNode = (await api('GET', '/v1/nodes?limit=1000')).json.data as any[];
+        expect(everyNode.length).to.be.below(1000);
+        const pages = async (query: string) => {
+          const ids: string[] = [];
+          let cursor: string | null = null;
+          for (let page = 0; page < 100; page++) {
+            const res = await api('GET', `/v1/nodes?${query}&limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+            expect(res.status, res.text).to.equal(200);
+            expect(res.json.data.length).to.be.at.most(2);
+            ids.push(...res.json.data.map((n: any) => n.id));
+            cursor = res.json.next_cursor;
+            if (!cursor) return ids;
+          }
+          throw new Error(`${query}: more than 100 pages`);
+        };
+        const shown = (statuses: string[]) => everyNode.filter((n) => statuses.includes(n.status)).map((n) => n.id);
+        for (const status of ['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing']) {
+          expect(await pages(`status=${status}`), `status=${status}: the nodes that show it, in list order`).to.deep.equal(shown([status]));
+        }
+        expect(await pages('status=cordoned&status=drained')).to.deep.equal(shown(['cordoned', 'drained']));
+        expect(shown(['drained'])).to.include.members(drained);
+        expect(shown(['cordoned'])).to.include.members(cordoned);
+        expect(shown(['offline'])).to.include(silent.id);
+        expect(shown(['ready'])).to.include(ready.id);
+        expect(shown(['needs_reboot'])).to.include(reboot.id);
+        expect(shown(['pending'])).to.include(pending.id);
+      } finally {
+        for (const id of [...drained, ...cordoned]) await api('POST', `/v1/nodes/${id}/uncordon`);
+        // Silence on the control plane's clock: offline, so no later state change lands among other tests' events.
+        clock.advance(10_000);
+        await waitFor(async () => (await statusOf(ready.id)) === 'offline' && (await statusOf(reboot.id)) === 'offline', { timeoutMs: 5000, what: 'offline by the clock' });
       }
     });
 
