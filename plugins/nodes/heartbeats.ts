@@ -9,7 +9,9 @@ const CHUNK = 400;
  * and each would otherwise be a transaction of its own. Whatever arrives within one flush interval
  * is written in one transaction: the nodes whose facts did not change as one statement per few
  * hundred nodes (their `last_heartbeat_at` only), the others one update each (their new facts).
- * A later heartbeat of the same node in the same interval replaces the earlier one.
+ * A later heartbeat of the same node in the same interval replaces the earlier one. None of what
+ * it writes is a column the node's status derives from (a heartbeat that changes the status is
+ * written at once through NodeStore.change, which writes the status column too: presence.ts).
  *
  * What readers see lags by at most one interval (a flush runs every `nodes:heartbeat-writes` loop
  * turn, and at shutdown); a heartbeat lost to a crash is repeated by the agent's next one.
