@@ -94,17 +94,27 @@ const VolumeOnHost = Type.Object({
   name: Type.String({ minLength: 1 }),
   folder: Type.String({ pattern: '^/' }),
   type: Type.Union([Type.Literal('nfs'), Type.Literal('local')]),
-  clients: Type.Optional(Type.String()),
+});
+
+/** One NFS client as an export line names it: an address, a network (CIDR), a host name, or a wildcard. */
+export const NfsClient = Type.String({
+  pattern: '^[A-Za-z0-9.:*/_-]{1,255}$',
+  description: 'an address, a network in CIDR notation, a host name or a wildcard such as *.lan (as exports(5) takes them)',
 });
 
 export const NfsExport = Type.Object({ file: Type.String(), served: Type.Boolean(), reason: Type.Union([Type.String(), Type.Null()]) });
 
+/**
+ * Named anew when exports became restricted (it was `host.volume-prepare`, whose agents export to
+ * every address): an agent without it is refused with "update the agent first" instead of
+ * exporting a volume to the world.
+ */
 export const VolumePrepare = defineTaskKind({
-  name: 'host.volume-prepare',
-  description: 'create a volume’s folder and, for NFS, its export entry',
+  name: 'host.volume-share',
+  description: 'create a volume’s folder and, for NFS, its export entry for the clients named (the members of its clusters); run again when they change',
   lane: 'host',
   minAgentVersion: FIRST_AGENT_VERSION,
-  payload: VolumeOnHost,
+  payload: Type.Object({ ...VolumeOnHost.properties, clients: Type.Optional(Type.Array(NfsClient, { maxItems: 4096 })) }),
   result: Type.Object({ folder: Type.String(), export: Type.Union([NfsExport, Type.Null()]) }),
 });
 

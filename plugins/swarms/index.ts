@@ -153,6 +153,7 @@ export default definePlugin({
         await swarms.change(swarm.id, next ? { manager_node_id: next.node_id } : { manager_node_id: null, runtime_id: null, status: swarm.status === 'deleting' ? 'deleting' : 'empty' });
       }
       await recordNodeEvent(member.node_id, 'swarm_left', `left swarm ${swarm.name}`, { swarm_id: swarm.id });
+      services.events.publish('cluster.member.left', { clusterId: swarm.id, nodeId: member.node_id });
     }
 
     /** The members still to join or leave, oldest request first. */

@@ -10,14 +10,14 @@ import { asHttpError } from '../../core/clusters/service.js';
 import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
-import { VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { NfsClient, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { TaggableResources } from '../tags/index.js';
 import { VolumesRef, VolumeUsersPoint, type VolumeRecord, type VolumesApi } from './api.js';
 import { volumeMigrations } from './migrations.js';
-import { DefinitionStore, VolumeStore, type StoredVolume } from './store.js';
+import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 
 /** The name of a volume's definition on each engine. */
 export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
@@ -29,6 +29,22 @@ const Folder = Type.String({
   pattern: '^/[A-Za-z0-9._@+/-]+$',
   description: 'absolute path on the node (letters, digits and ._@+-/), created when missing',
 });
+
+export const VolumesConfigSchema = Type.Object(
+  {
+    nfs_export_clients: Type.Array(NfsClient, {
+      default: [],
+      maxItems: 64,
+      description:
+        'clients every NFS export names besides the members of the volume’s clusters (a CIDR such as 192.168.1.0/24, an address, a host name): for machines that mount hangar’s volumes from outside',
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface VolumesConfig {
+  nfs_export_clients: string[];
+}
 
 function view(v: StoredVolume) {
   return {
@@ -61,8 +77,10 @@ export default definePlugin({
   deps: [NodesRef],
   provides: [VolumesRef],
   migrations: volumeMigrations,
+  configSchema: VolumesConfigSchema,
   setup(services: Services) {
     const { db, clock, log } = services;
+    const settings = services.config.volumes as VolumesConfig;
     const core = services.clusters;
     const { nodes } = nodesOf(services);
     const { members } = core;
@@ -91,16 +109,60 @@ export default definePlugin({
       return all;
     }
 
+    /**
+     * Who an NFS export names: every address hangar knows (node address, overlay address) of the
+     * nodes that mount the volume — the active members of its node's clusters and the nodes it is
+     * defined on, while they are active members of a cluster — then `volumes.nfs_export_clients`.
+     * The volume's own node binds the folder and is left out.
+     */
+    async function exportClients(volume: StoredVolume): Promise<string[]> {
+      const nodeIds = new Set((await definitions.of(volume.id)).map((d) => d.node_id));
+      for (const m of await members.findAll({ node_id: volume.node_id })) for (const id of await activeMembers(m.cluster_id)) nodeIds.add(id);
+      nodeIds.delete(volume.node_id);
+      const addresses = new Set<string>();
+      for (const id of nodeIds) {
+        const node = await nodes.get(id);
+        if (!node || node.removing || !(await members.findAll({ node_id: id })).some((m) => m.status === 'active')) continue;
+        for (const address of [node.ip_address, node.overlay_ip]) if (address) addresses.add(address);
+      }
+      return [...new Set([...[...addresses].sort(), ...settings.nfs_export_clients])];
+    }
+
+    /** The folder and, for NFS, the export for exactly these clients on the volume's node (idempotent). */
+    async function share(volume: StoredVolume, clients: string[]): Promise<NfsExport | null> {
+      const payload = { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type, ...(volume.type === 'nfs' ? { clients } : {}) };
+      const result = await core.runTask(volume.node_id, VolumePrepare, payload, { subject: volume.id });
+      return result.export && { ...result.export, clients };
+    }
+
+    /**
+     * Exports these NFS volumes again where the clients they should name changed (a member joined or
+     * left, a workload of another cluster mounts one); a volume's node that does not answer is logged.
+     */
+    async function reshare(volumeIds: Iterable<string>): Promise<void> {
+      for (const id of new Set(volumeIds)) {
+        const volume = await volumes.get(id);
+        if (!volume || volume.type !== 'nfs' || volume.status !== 'ready') continue;
+        const clients = await exportClients(volume);
+        if (JSON.stringify(volume.nfs_export?.clients) === JSON.stringify(clients)) continue;
+        try {
+          await volumes.change(volume.id, { nfs_export: await share(volume, clients) });
+        } catch (err) {
+          log.warn({ volume_id: volume.id, node_id: volume.node_id, error: (err as Error).message }, 'exporting a volume to its new clients failed');
+        }
+      }
+    }
+
     /** Preparing: the folder (and export) on the node, then the volume staged in the node's cluster. */
     async function prepare(volume: StoredVolume): Promise<Partial<StoredVolume>> {
-      const result = await core.runTask(volume.node_id, VolumePrepare, { volume_id: volume.id, name: volume.name, folder: volume.folder, type: volume.type }, { subject: volume.id });
-      const prepared = { ...volume, nfs_export: result.export };
+      const nfsExport = await share(volume, volume.type === 'nfs' ? await exportClients(volume) : []);
+      const prepared = { ...volume, nfs_export: nfsExport };
       if (volume.type === 'nfs') {
         const membership = await members.findOne({ node_id: volume.node_id });
         const cluster = membership && (await core.clusters.get(membership.cluster_id));
         if (cluster) await stage(prepared, cluster, await activeMembers(cluster.id));
       }
-      return { nfs_export: result.export, status: 'ready', error: null };
+      return { nfs_export: nfsExport, status: 'ready', error: null };
     }
 
     /** Deletion: the staged definitions, then the export; the folder and its data stay. */
@@ -189,6 +251,8 @@ export default definePlugin({
         } catch (err) {
           throw asHttpError(err, `Defining volume ${current.name} on the members of ${noun} ${cluster.name}`);
         }
+        // A cluster other than its node's: the export names its members from now on.
+        await reshare([current.id]);
         return { source: { nfs: { name: runtimeVolumeName(current), server: current.server_ip!, path: current.folder } }, target };
       },
       async forceRemove(id) {
@@ -217,10 +281,33 @@ export default definePlugin({
             const volume = volumes.decode(row);
             await stage(volume, cluster, volume.node_id === nodeId ? memberIds : [nodeId]);
           }
+          await reshare(candidates.map((row: { id: string }) => row.id));
         },
         (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'defining volumes on a joined node failed'),
         { resumable: false },
       );
+    });
+
+    // A node that leaves a cluster (or is deleted) is no longer a client of the exports it was named in:
+    // those of the volumes on the cluster's members and those defined on it.
+    const afterLeaving = (clusterId: string, nodeId: string) =>
+      core.jobs.run(
+        `exports after ${nodeId} left ${clusterId}`,
+        async () => {
+          const memberIds = [nodeId, ...(await members.of(clusterId)).map((m) => m.node_id)];
+          const hosted: Array<{ id: string }> = await volumes.query().where({ type: 'nfs' }).whereIn('node_id', memberIds).select('id');
+          await reshare([...hosted.map((row) => row.id), ...(await definitions.volumesOn([nodeId]))]);
+        },
+        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'narrowing NFS exports after a member left failed'),
+        { resumable: false },
+      );
+    services.events.subscribe('cluster.member.left', (payload) => {
+      const { clusterId, nodeId } = payload as { clusterId: string; nodeId: string };
+      afterLeaving(clusterId, nodeId);
+    });
+    services.events.subscribe('cluster.member.removed', (payload) => {
+      const { cluster, member } = payload as { cluster: ClusterRecord; member: { node_id: string } };
+      afterLeaving(cluster.id, member.node_id);
     });
 
     const Volume = Type.Object({}, { additionalProperties: true });

@@ -10,6 +10,8 @@ export interface NfsExport {
   file: string;
   served: boolean;
   reason: string | null;
+  /** The clients the export names (what the control plane sent; absent in records from before exports were restricted). */
+  clients?: string[];
 }
 
 export type StoredVolume = VolumeRecord & LeaseFields & { nfs_export: NfsExport | null };

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
@@ -14,6 +14,14 @@ import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes'];
+/** The widening option: a network every export names besides the members (TEST-NET-1, nobody's). */
+const OUTSIDE = '192.0.2.0/24';
+const OPTIONS = '(rw,sync,no_subtree_check,no_root_squash)';
+/** The export lines of a volume's entry (its comments left out). */
+const exportLines = (file: string) =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'));
 
 /**
  * Volumes through the API with real agents on this host: node A is the manager of a swarm group
@@ -57,7 +65,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     exportsDir = path.join(work, 'exports.d');
     // The agents write NFS export entries here instead of /etc/exports.d (they read it at start).
     process.env.HANGAR_EXPORTS_DIR = exportsDir;
-    t = await startHangar(dialect, { plugins: PLUGINS, overrides: SWARM_TEST_OVERRIDES });
+    t = await startHangar(dialect, { plugins: PLUGINS, overrides: { ...SWARM_TEST_OVERRIDES, volumes: { nfs_export_clients: [OUTSIDE] } } });
     admin = await bootstrapAdmin(t);
     t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
     member = await hostSwarmMember(t, admin, named('vols'));
@@ -99,7 +107,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect((await api('DELETE', '/v1/volumes/nope')).status).to.equal(404);
   });
 
-  it('creates an NFS volume on a swarm member: folder, export file, a bind definition on its own engine; server_ip is the address members reach it at (swarms.advertise: address here)', async function () {
+  it('creates an NFS volume on a swarm member: folder (0755), export file naming no one but the configured network (the node is its swarm’s only member), a bind definition on its own engine; server_ip is the address members reach it at (swarms.advertise: address here)', async function () {
     this.timeout(60_000);
     const folder = path.join(work, 'data', 'nfs-a');
     const res = await api('POST', '/v1/volumes', { name: named('nfs-a'), node_id: member.nodeId, folder: `${folder}/` });
@@ -111,16 +119,20 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const v = await settled(res.json.data.id);
     expect(v.status, v.error).to.equal('ready');
     expect(existsSync(folder)).to.equal(true);
+    // Not world-writable: root (what containers write as) writes, others read.
+    expect(statSync(folder).mode & 0o777).to.equal(0o755);
     // No NFS server in the lab: the export entry is written, and the volume says it is not served.
     expect(v.nfs_export).to.include({ file: path.join(exportsDir, `hangar-${v.id}.exports`), served: false });
     expect(v.nfs_export.reason).to.contain('exportfs');
-    expect(readFileSync(v.nfs_export.file, 'utf8')).to.contain(`${folder} *(rw,sync,no_subtree_check,no_root_squash)`);
+    // The swarm's only member is the node itself (it binds the folder): the export names the configured network alone.
+    expect(v.nfs_export.clients).to.deep.equal([OUTSIDE]);
+    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${folder} ${OUTSIDE}${OPTIONS}`]);
     const defined = await inspectVolume(`hangar-vol-${named('nfs-a')}`);
     expect(defined?.Options).to.deep.equal({ type: 'none', o: 'bind', device: folder });
     expect(defined?.Labels).to.include({ 'io.hangar.id': v.id });
   });
 
-  it('defines the swarm’s NFS volumes on a node that joins the swarm (NFS options, since it does not hold the folder)', async function () {
+  it('defines the swarm’s NFS volumes on a node that joins the swarm (NFS options, since it does not hold the folder) and exports them to it; when it leaves, the export no longer names it', async function () {
     this.timeout(30_000);
     const knex = t.hangar.services.db.knex;
     const v = (await api('GET', `/v1/volumes/${named('nfs-a')}`)).json.data;
@@ -132,9 +144,34 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
       await waitFor(async () => Boolean(await knex('volume_definitions').where({ volume_id: v.id, node_id: nodeB }).first()), { timeoutMs: 20_000, what: 'the definition on node B' });
       // Both agents share this engine: node B's definition replaced node A's bind.
       expect((await inspectVolume(`hangar-vol-${named('nfs-a')}`))?.Options).to.deep.equal({ type: 'nfs', o: `addr=${v.server_ip},rw,nfsvers=4`, device: `:${v.folder}` });
+      // The export names node B's address (as hangar knows it) and the configured network; never every address.
+      const b = (await api('GET', `/v1/nodes/${nodeB}`)).json.data;
+      expect(b.ip_address).to.be.a('string');
+      const joined = await waitFor(
+        async () => {
+          const current = (await api('GET', `/v1/volumes/${v.id}`)).json.data;
+          return current.nfs_export.clients.includes(b.ip_address) ? current : null;
+        },
+        { timeoutMs: 20_000, intervalMs: 200, what: 'the export to name node B' },
+      );
+      expect(joined.nfs_export.clients).to.deep.equal([...[b.ip_address, b.overlay_ip].filter(Boolean).sort(), OUTSIDE]);
+      const lines = exportLines(v.nfs_export.file);
+      expect(lines).to.deep.equal([`${v.folder} ${joined.nfs_export.clients.map((c: string) => `${c}${OPTIONS}`).join(' ')}`]);
+      expect(lines.join('\n')).not.to.contain('*');
     } finally {
       await knex('cluster_members').where({ id: `member-${run}` }).delete();
     }
+    // Node B leaves (as far as hangar knows): the export narrows to the configured network again.
+    t.hangar.services.events.publish('cluster.member.left', { clusterId: member.swarmId, nodeId: nodeB });
+    const left = await waitFor(
+      async () => {
+        const current = (await api('GET', `/v1/volumes/${v.id}`)).json.data;
+        return current.nfs_export.clients.length === 1 ? current : null;
+      },
+      { timeoutMs: 20_000, intervalMs: 200, what: 'the export to forget node B' },
+    );
+    expect(left.nfs_export.clients).to.deep.equal([OUTSIDE]);
+    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${v.folder} ${OUTSIDE}${OPTIONS}`]);
   });
 
   it('creates a local volume: no server_ip (absent, not null), no export, no definition; mounts as a bind pinned to its node', async function () {
@@ -176,7 +213,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(v.status, v.error).to.equal('ready');
     // Node B is in no swarm: nothing is defined until a workload on a swarm mounts the volume.
     expect(await inspectVolume(`hangar-vol-${named('nfs-b')}`)).to.equal(null);
-    expect(readFileSync(path.join(exportsDir, `hangar-${v.id}.exports`), 'utf8')).to.contain(`${folder} *(rw`);
+    expect(exportLines(path.join(exportsDir, `hangar-${v.id}.exports`))).to.deep.equal([`${folder} ${OUTSIDE}${OPTIONS}`]);
 
     const volumes = volumesOf(t.hangar.services);
     const swarm = (await t.hangar.services.db.knex('clusters').where({ id: member.swarmId }).first())!;
@@ -186,6 +223,11 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const defined = await inspectVolume(`hangar-vol-${named('nfs-b')}`);
     expect(defined?.Options).to.deep.equal(options);
     expect(defined?.Labels).to.include({ 'io.hangar.id': v.id });
+    // Mounted by a workload of the swarm: the export names the swarm's members (node A: both agents run on this machine).
+    const a = (await api('GET', `/v1/nodes/${member.nodeId}`)).json.data;
+    const exported = (await api('GET', `/v1/volumes/${v.id}`)).json.data.nfs_export;
+    expect(exported.clients).to.deep.equal([...[a.ip_address, a.overlay_ip].filter(Boolean).sort(), OUTSIDE]);
+    expect(exportLines(exported.file)).to.deep.equal([`${folder} ${exported.clients.map((c: string) => `${c}${OPTIONS}`).join(' ')}`]);
     // Idempotent: a second mount finds the definition in place.
     expect(await volumes.mountFor(await volumes.require(v.id), '/srv/data', swarm)).to.deep.equal(mount);
 
