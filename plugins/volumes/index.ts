@@ -318,7 +318,20 @@ export default definePlugin({
     );
 
     return {
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
+      async resume() {
+        const resumed = await lifecycle.takeOver({ everything: core.resumeEverything() });
+        // Exports an older hangar wrote name every address (`*`, no clients recorded): narrowed at the first start.
+        core.jobs.run(
+          'NFS exports from before restricted exports',
+          async () => {
+            const ready: StoredVolume[] = (await volumes.query().where({ type: 'nfs', status: 'ready' })).map((row: Record<string, unknown>) => volumes.decode(row));
+            await reshare(ready.filter((v) => !v.nfs_export?.clients).map((v) => v.id));
+          },
+          (err) => log.warn({ error: err.message }, 'narrowing NFS exports from before restricted exports failed'),
+          { resumable: false },
+        );
+        return resumed;
+      },
       routes: [
         {
           method: 'POST',
