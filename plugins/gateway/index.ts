@@ -13,7 +13,7 @@ import { ClusterObservers, ClusterViewFields, ClusterWorkloads, type Clusters } 
 import { servedRoutes } from '../../core/clusters/routes.js';
 import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
-import { TaggableResources } from '../tags/index.js';
+import { idsOnly, TaggableResources } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
 
 export const GatewayConfigSchema = Type.Object(
@@ -124,7 +124,7 @@ export default definePlugin({
     const balancers = new LoadBalancerStore(db, clock);
     const forget = recordRemover(services.events, 'loadbalancer', balancers);
     services.provided.provide(GatewayRef, { balancers });
-    services.provided.contribute(TaggableResources, { type: 'loadbalancer', exists: async (id) => Boolean(await balancers.get(id)) });
+    services.provided.contribute(TaggableResources, { type: 'loadbalancer', resolve: idsOnly('loadbalancer', 'lb', (id) => balancers.get(id)) });
     const now = () => clock.now().toISOString();
     const lbSettings = { host_config_dir: settings.host_config_dir, container_config_dir: settings.container_config_dir, reload_signal: settings.reload_signal, publish_mode: settings.publish_mode };
 

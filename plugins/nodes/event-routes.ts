@@ -3,6 +3,7 @@ import { badRequest } from '../../core/errors.js';
 import type { BackgroundLoop, RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { EVENT_LIMIT_MAX, eventView } from './events.js';
+import { NodeId } from './schemas.js';
 
 /** Node events over HTTP (recorded by deploy tools, listed by anyone signed in), and their retention. */
 export function eventRoutes(ctx: NodesContext): NodesPart {
@@ -19,7 +20,7 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
       schemas: {
         body: Type.Object(
           {
-            node_id: Type.Optional(Type.String({ maxLength: 64 })),
+            node_id: Type.Optional(Type.String({ ...NodeId, description: 'a node id (node-…): nodes are not addressed by name' })),
             identifier: Type.Optional(Type.String({ maxLength: 255, description: 'an IP address or hostname, for machines without a node id yet' })),
             kind: Type.String({ pattern: '^[a-z][a-z0-9_.-]{0,63}$' }),
             message: Type.Optional(Type.String({ maxLength: 4000 })),
@@ -42,7 +43,7 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
       schemas: {
         query: Type.Object(
           {
-            node_id: Type.Optional(Type.String({ maxLength: 64 })),
+            node_id: Type.Optional(Type.String({ ...NodeId, description: 'a node id (node-…): nodes are not addressed by name' })),
             identifier: Type.Optional(Type.String({ maxLength: 255 })),
             since: Type.Optional(Type.String({ format: 'date-time' })),
             limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENT_LIMIT_MAX })),

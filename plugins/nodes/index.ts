@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.js';
 import { AgentBinariesRef } from '../system/index.js';
-import { TaggableResources } from '../tags/index.js';
+import { idsOnly, TaggableResources } from '../tags/index.js';
 import { NodesRef, type NodesApi } from './api.js';
 import { certificates } from './certificates.js';
 import { NodesConfigSchema, type NodesConfig } from './config.js';
@@ -34,7 +34,7 @@ export default definePlugin({
     const heartbeats = presence(ctx);
     const api: NodesApi = { nodes, events, overlay, settings, cadence, heartbeat: heartbeats.heartbeat, publishPeers };
     services.provided.provide(NodesRef, api);
-    services.provided.contribute(TaggableResources, { type: 'node', exists: async (id) => Boolean(await nodes.get(id)) });
+    services.provided.contribute(TaggableResources, { type: 'node', resolve: idsOnly('node', 'node', (id) => nodes.get(id)) });
 
     const parts: NodesPart[] = [heartbeats, joining(ctx), eventRoutes(ctx), records(ctx), removal(ctx), scheduling(ctx), operations(ctx), certificates(ctx)];
     return {

@@ -134,7 +134,7 @@ export default definePlugin({
       routes: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
     };
     services.provided.provide(S3Ref, api);
-    services.provided.contribute(TaggableResources, { type: 's3', exists: async (id) => Boolean(await store.get(id)) });
+    services.provided.contribute(TaggableResources, { type: 's3', resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null });
     services.provided.contribute(RouteSources, { source: 's3', routes: api.routes });
 
     /** The runtime secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */

@@ -189,7 +189,10 @@ export default definePlugin({
       },
     };
     services.provided.provide(SecretsRef, api);
-    for (const kind of ['secret', 'config'] as const) services.provided.contribute(TaggableResources, { type: kind, exists: async (id) => Boolean(await api.get(kind, id)) });
+    for (const kind of ['secret', 'config'] as const) {
+      // By id, or by name when one is so named (409 when several swarms have one of that name).
+      services.provided.contribute(TaggableResources, { type: kind, resolve: async (ref) => (await find(kind, ref).catch((err: HttpError) => (err.status === 404 ? null : Promise.reject(err))))?.id ?? null });
+    }
 
     /** A new version: its object, the record, the users redeployed with it, then the old objects removed. */
     async function rotate(id: string, bytes: Buffer) {
@@ -303,16 +306,17 @@ export default definePlugin({
           auth: 'authenticated',
           summary: `List ${kind}s with the services using each${kind === 'secret' ? ' (never their values)' : ''}`,
           schemas: {
-            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }),
+            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }),
             response: Type.Array(View),
           },
           async handler(req) {
+            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
             const page = await objects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,
               where: (q) => {
                 q.where({ kind });
-                if (req.query.swarm_id) q.where({ cluster_id: req.query.swarm_id });
+                if (swarmId) q.where({ cluster_id: swarmId });
               },
             });
             const users = await usersOfMany(kind, page.items.map((o) => o.id));

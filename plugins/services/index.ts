@@ -228,7 +228,7 @@ export default definePlugin({
       claims: (clusterId) => routesOn(clusterId, (s) => s.status !== 'removing'),
     };
     services.provided.provide(ServicesRef, api);
-    services.provided.contribute(TaggableResources, { type: 'service', exists: async (id) => Boolean(await store.get(id)) });
+    services.provided.contribute(TaggableResources, { type: 'service', resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null });
     services.provided.contribute(RouteSources, { source: 'service', routes: api.routes, claims: api.claims });
 
     services.provided.contribute(SecretUsersPoint, {

@@ -66,7 +66,13 @@ export default definePlugin({
       },
     };
     services.provided.provide(SwarmsRef, api);
-    services.provided.contribute(TaggableResources, { type: 'swarm', exists: async (id) => (await swarms.get(id))?.backend === BACKEND });
+    services.provided.contribute(TaggableResources, {
+      type: 'swarm',
+      resolve: async (ref) => {
+        const swarm = await swarms.findByIdOrName(ref);
+        return swarm?.backend === BACKEND ? swarm.id : null;
+      },
+    });
 
     async function view(swarm: ClusterRecord) {
       const list = await members.of(swarm.id);

@@ -17,8 +17,12 @@ export interface Tag {
   value: string;
 }
 
-/** Says whether a resource of one type exists; types nobody answers for are taken on trust. */
-export type ResourceCheck = (id: string) => Promise<boolean>;
+/**
+ * The id of the resource a reference names — its id, or its name where the type's own paths take
+ * names (`/v1/swarms/{id}` does) — or null when there is none. May throw an HttpError (409 for a
+ * name several resources share).
+ */
+export type ResourceResolver = (idOrName: string) => Promise<string | null>;
 
 export interface TagsApi {
   /** The tags of one resource, as a key → value map. */
@@ -28,10 +32,22 @@ export interface TagsApi {
 export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');
 
 /**
- * The resource types whose plugins answer whether an id exists, so that `PUT /v1/tags` refuses
- * (404) a tag for a resource that does not. Every resource plugin contributes its own.
+ * The resource types whose plugins resolve a reference to an id, so that tags are stored by id
+ * whether a request named the resource by id or by name, and `PUT /v1/tags` refuses (404) a tag
+ * for a resource that does not exist. Every resource plugin contributes its own; types nobody
+ * answers for (`cluster` until a plugin manages them) are taken on trust.
  */
-export const TaggableResources = defineExtensionPoint<{ type: ResourceType; exists: ResourceCheck }>('tags.resources', 'taggable resources');
+export const TaggableResources = defineExtensionPoint<{ type: ResourceType; resolve: ResourceResolver }>('tags.resources', 'taggable resources');
+
+/** The resolver of a type whose paths take ids only (`<prefix>-…`): anything else is a 400 saying so. */
+export function idsOnly(type: ResourceType, prefix: string, get: (id: string) => Promise<{ id: string } | null>): ResourceResolver {
+  return async (ref) => {
+    if (!ref.startsWith(`${prefix}-`)) {
+      throw badRequest(`Validation failed: resource_id of a ${type} is its id (${prefix}-…): ${type}s are not addressed by name`, [{ path: 'resource_id', message: `must be a ${type} id` }]);
+    }
+    return (await get(ref))?.id ?? null;
+  };
+}
 
 export function tagsOf(services: Services): TagsApi {
   return services.provided.get(TagsRef);
@@ -41,7 +57,7 @@ const ResourceTypeSchema = Type.Union(
   RESOURCE_TYPES.map((t) => Type.Literal(t)),
   { description: RESOURCE_TYPES.join(' | ') },
 );
-const ResourceId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]*$', description: 'the resource’s id' });
+const ResourceId = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]*$', description: 'the resource’s id, or its name where its own paths take names (swarms, volumes, instances, services, object stores, secrets, configs)' });
 const Key = Type.String({ pattern: '^[a-zA-Z0-9_.:/-]{1,63}$', description: 'letters, digits and _.:/-; 1 to 63 characters' });
 const Value = Type.String({ maxLength: 255 });
 const TagView = Type.Object({ resource_type: ResourceTypeSchema, resource_id: Type.String(), key: Type.String(), value: Type.String() });
@@ -78,7 +94,15 @@ export default definePlugin({
   setup(services) {
     const { db, clock } = services;
     const knex = (): Knex.QueryBuilder => db.knex(TAGS);
-    const checkFor = (type: ResourceType) => services.provided.contributions(TaggableResources).find((r) => r.type === type)?.exists;
+    const resolverOf = (type: ResourceType) => services.provided.contributions(TaggableResources).find((r) => r.type === type)?.resolve;
+    /** The id a reference names (404 when a checked type has no such resource); unchecked types as given. */
+    async function resolve(type: ResourceType, ref: string): Promise<string> {
+      const resolver = resolverOf(type);
+      if (!resolver) return ref;
+      const id = await resolver(ref);
+      if (!id) throw notFound(`No ${type} ${ref}`);
+      return id;
+    }
 
     const api: TagsApi = {
       async of(type, id) {
@@ -120,9 +144,8 @@ export default definePlugin({
           summary: 'Set a tag on a resource (replaces the value of an existing key)',
           schemas: { body: Type.Object({ ...TagRef, value: Value }, { additionalProperties: false }), response: TagView },
           async handler(req) {
-            const { resource_type: type, resource_id: id, key, value } = req.body as Tag;
-            const check = checkFor(type);
-            if (check && !(await check(id))) throw notFound(`No ${type} ${id}`);
+            const { resource_type: type, resource_id: ref, key, value } = req.body as Tag;
+            const id = await resolve(type, ref);
             const now = clock.now().toISOString();
             await knex()
               .insert({ resource_type: type, resource_id: id, key, value, created_at: now, updated_at: now })
@@ -169,7 +192,9 @@ export default definePlugin({
             response: Type.Object({ ...TagRef, deleted: Type.Literal(true) }, { additionalProperties: false }),
           },
           async handler(req) {
-            const ref = deleteRef(req.body, req.query);
+            const named = deleteRef(req.body, req.query);
+            // A resource that is gone took its tags with it: its reference is looked for as given.
+            const ref = { ...named, resource_id: (await resolverOf(named.resource_type)?.(named.resource_id)) ?? named.resource_id };
             const removed = await knex().where(ref).delete();
             if (!removed) throw notFound(`No tag ${ref.key} on ${ref.resource_type} ${ref.resource_id}`);
             return { ...ref, deleted: true };

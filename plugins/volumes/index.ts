@@ -263,7 +263,7 @@ export default definePlugin({
       },
     };
     services.provided.provide(VolumesRef, api);
-    services.provided.contribute(TaggableResources, { type: 'volume', exists: async (id) => Boolean(await volumes.get(id)) });
+    services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
     // already defined on its members. When it holds volumes itself, every member gets those.

@@ -529,6 +529,10 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
       expect((await events(`identifier=${id}&limit=2`)).map((e) => e.kind)).to.deep.equal(['two', 'three']);
       expect((await events(`identifier=${id}&limit=1&since=${encodeURIComponent(first.created_at)}`)).map((e) => e.kind)).to.deep.equal(['three']);
       expect((await api('GET', '/v1/nodes/events?since=last-tuesday')).status).to.equal(400);
+      // Nodes go by id: a name in the filter is a 400 saying so, not an empty list.
+      const byName = await api('GET', '/v1/nodes/events?node_id=web-1');
+      expect(byName.status).to.equal(400);
+      expect(byName.json.message).to.contain('query.node_id');
     });
 
     it('without node_id or identifier the newest 200 by default; limit up to 1000, 400 above; with a filter no default', async function () {

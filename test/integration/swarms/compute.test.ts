@@ -159,7 +159,11 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       const onSwarm = await api('GET', `/v1/compute/instances?swarm_id=${member.swarmId}`);
       expect(onSwarm.status, onSwarm.text).to.equal(200);
       expect(onSwarm.json.data.map((i: any) => i.id)).to.deep.equal([webId]);
-      expect((await api('GET', '/v1/compute/instances?swarm_id=swarm-other')).json.data).to.deep.equal([]);
+      // The swarm by name lists the same; a filter naming no swarm is a 400, never an empty list.
+      expect((await api('GET', `/v1/compute/instances?swarm_id=${member.swarmName}`)).json.data.map((i: any) => i.id)).to.deep.equal([webId]);
+      const unknown = await api('GET', '/v1/compute/instances?swarm_id=swarm-other');
+      expect(unknown.status).to.equal(400);
+      expect(unknown.json.message).to.equal('Validation failed: query.swarm_id names no swarm (swarm-other): give a swarm’s id or name');
       expect(running.placement).to.have.length(2);
       expect(running.placement.every((p: any) => p.node_id === member.nodeId)).to.equal(true);
       const spec = JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec}}']));

@@ -87,6 +87,23 @@ describeEachDialect('tags: set, find by key and value, delete', (dialect) => {
     expect((await api('DELETE', `/v1/tags?resource_type=swarm&resource_id=${swarmId}&key=env`, undefined, reader)).status).to.equal(403);
   });
 
+  it('takes a swarm (and other resources whose paths take names) by name: stored, found and deleted by id; a node name is a 400 saying nodes go by id', async () => {
+    const byName = await put('swarm', 'tagged', 'owner', 'team-a');
+    expect(byName.status, byName.text).to.equal(200);
+    expect(byName.json.data).to.deep.equal({ resource_type: 'swarm', resource_id: swarmId, key: 'owner', value: 'team-a' });
+    expect((await api('GET', '/v1/tags?key=owner')).json.data).to.deep.equal([{ resource_type: 'swarm', resource_id: swarmId, key: 'owner', value: 'team-a' }]);
+    const volume = await api('PUT', '/v1/tags', { resource_type: 'volume', resource_id: 'no-such-volume', key: 'owner', value: 'x' });
+    expect(volume.status).to.equal(404);
+    expect(volume.json.message).to.equal('No volume no-such-volume');
+    const node = await put('node', 'tagged-node', 'owner', 'x');
+    expect(node.status).to.equal(400);
+    expect(node.json.message).to.equal('Validation failed: resource_id of a node is its id (node-…): nodes are not addressed by name');
+    const removed = await api('DELETE', '/v1/tags?resource_type=swarm&resource_id=tagged&key=owner');
+    expect(removed.status, removed.text).to.equal(200);
+    expect(removed.json.data).to.deep.equal({ resource_type: 'swarm', resource_id: swarmId, key: 'owner', deleted: true });
+    expect((await api('GET', '/v1/tags?key=owner')).json.data).to.deep.equal([]);
+  });
+
   it('deletes a tag named in the body or the query string; 404 when there is none; 400 when it is not named', async () => {
     const byBody = await api('DELETE', '/v1/tags', { resource_type: 'node', resource_id: nodeId, key: 'team/owner' });
     expect(byBody.status, byBody.text).to.equal(200);
