@@ -4,6 +4,8 @@
 //   node scripts/build.mjs                      both: server, then agent amd64 and arm64
 //   node scripts/build.mjs server [--if-stale]  dist/hangar: hangar serve and the CLI as JavaScript
 //   node scripts/build.mjs agent [amd64|arm64]  dist/agent: one executable per architecture
+//   node scripts/build.mjs agent --if-missing   this machine's architecture, unless dist/agent has an
+//                                               executable of this hangar version for it (npm start)
 //
 // The server build compiles the TypeScript sources (esbuild; dependencies stay in node_modules) into
 // ES modules split by command and plugin, so that `hangar serve` loads no TypeScript loader and only
@@ -227,14 +229,35 @@ async function buildAgents(archs) {
 
 const words = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 const ifStale = process.argv.includes('--if-stale');
+const ifMissing = process.argv.includes('--if-missing');
 const ARCHS = ['amd64', 'arm64'];
+const HOST_ARCH = { x64: 'amd64', arm64: 'arm64' }[process.arch];
+
+/** Whether dist/agent has an executable of this version for each of these architectures. */
+function agentsPresent(wanted) {
+  const dir = path.join(root, 'dist', 'agent');
+  try {
+    const manifest = JSON.parse(readFileSync(path.join(dir, 'manifest.json'), 'utf8'));
+    return manifest.version === pkg.version && wanted.every((a) => manifest.executables[a] && existsSync(path.join(dir, manifest.executables[a].file)));
+  } catch {
+    return false;
+  }
+}
 // `build.mjs amd64` (an architecture alone) still means the agent, as it did before the server build.
 const target = words[0] === 'server' || words[0] === 'agent' ? words.shift() : words.length ? 'agent' : 'all';
-const archs = words.length ? words : ARCHS;
+// --if-missing without an architecture: this machine's (made from this Node, nothing to download).
+const archs = words.length ? words : ifMissing && HOST_ARCH ? [HOST_ARCH] : ARCHS;
 const unknown = archs.filter((a) => !ARCHS.includes(a));
 if (unknown.length) {
   console.error(`build: unknown architecture ${unknown.join(', ')} (known: ${ARCHS.join(', ')})`);
   process.exit(2);
 }
 if (target === 'server' || target === 'all') await buildServer({ ifStale });
-if (target === 'agent' || target === 'all') await buildAgents(archs);
+if (target === 'agent' || target === 'all') {
+  if (ifMissing && agentsPresent(archs)) step(`dist/agent has the ${archs.join(' and ')} executable of hangar ${pkg.version}`);
+  else if (ifMissing && !(await esbuild())) step('no agent executable, and esbuild is not installed to make one (a production install): GET /v1/agent/binary answers 503 until `npm run build` has run where the dev dependencies are');
+  else {
+    if (ifMissing) step(`no agent executable of hangar ${pkg.version} for ${archs.join(' and ')} yet: building it once (a minute or two; npm run build makes both architectures)`);
+    await buildAgents(archs);
+  }
+}

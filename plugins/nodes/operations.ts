@@ -6,7 +6,7 @@ import type { RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { TaskKind } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
-import { AgentBinariesRef } from '../system/index.js';
+import { AgentBinariesRef, missingExecutable } from '../system/index.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
 import { NodeParams, NodeTaskParams, TaskRef } from './schemas.js';
@@ -64,7 +64,7 @@ export function operations(ctx: NodesContext): NodesPart {
         if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
         const binaries = services.provided.find(AgentBinariesRef);
         const binary = node.architecture ? binaries?.describe(node.architecture) : null;
-        if (!binary) throw conflict(`No agent executable is built for ${node.architecture ?? 'an unknown architecture'}; run npm run build`);
+        if (!binary) throw conflict(node.architecture ? missingExecutable(node.architecture) : `Node ${node.id} has not reported its architecture yet; try again after its next heartbeat`);
         return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
       },
     },

@@ -8,7 +8,7 @@ import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { IpAddress, NodeName, NodeParams } from '../nodes/schemas.js';
 import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/index.js';
-import { AgentBinariesRef } from '../system/index.js';
+import { AgentBinariesRef, missingExecutable } from '../system/index.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
 
 const HOST_KEYS = 'ssh_host_keys';
@@ -122,7 +122,7 @@ export default definePlugin({
     /** Uploads the executable and a fresh identity, then (re)starts the agent. */
     async function installAgent(session: SshSession, machine: MachineFacts, node: NodeRecord, step: (kind: string, message: string) => Promise<void>) {
       const binary = binaries.describe(machine.architecture);
-      if (!binary) throw new HttpError(409, `no agent executable is built for ${machine.architecture} (npm run build on the control plane)`);
+      if (!binary) throw new HttpError(409, missingExecutable(machine.architecture));
       await step('deploy_uploading_agent', `uploading the agent ${binary.version} for ${machine.architecture} (${(binary.size / 1e6).toFixed(0)} MB)`);
       await stopAgent(session, machine);
       const { readFile } = await import('node:fs/promises');

@@ -57,6 +57,10 @@ export class AgentBinaries {
   }
 }
 
+/** What an operator does about a missing executable (the control plane serves what the build made). */
+export const missingExecutable = (arch: string) =>
+  `No agent executable for ${arch} has been built on this control plane: run npm run build there (both architectures; npm start builds only its own machine's), or node scripts/build.mjs agent ${arch}`;
+
 /** The agent executables this control plane serves (`npm run build` puts them in dist/agent). */
 export const AgentBinariesRef = defineServiceRef<AgentBinaries>('agent-binaries', 'the agent executables');
 
@@ -140,11 +144,11 @@ export default definePlugin({
           description:
             'Brotli-compressed (`Content-Encoding: br`, about 30 % of the size) to a client that accepts `br`. `X-Checksum-Sha256` is always the SHA-256 of the executable itself (after decoding).',
           produces: 'application/octet-stream',
-          errors: [404],
+          errors: [503],
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
           handler(req) {
             const binary = binaries.describe(req.query.arch);
-            if (!binary) throw notFound(`No agent executable for ${req.query.arch} has been built on this control plane (npm run build)`);
+            if (!binary) throw unavailable(missingExecutable(req.query.arch));
             const packed = binary.compressed && acceptsEncoding(req.headers['accept-encoding'], binary.compressed.encoding) ? binary.compressed : null;
             const file = packed?.file ?? binary.file;
             return Reply.raw(createReadStream(file), 'application/octet-stream', {

@@ -112,3 +112,41 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     expect(again.id).to.equal(node.id);
   });
 });
+
+describeEachDialect('agent executable missing (a control plane started without the build)', (dialect) => {
+  let t: TestHangar;
+  let empty: string;
+  before(async () => {
+    empty = mkdtempSync(path.join(os.tmpdir(), 'hangar-no-agent-'));
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'], overrides: { system: { agent_binary_dir: empty } } });
+  });
+  after(async () => {
+    await t?.stop();
+    rmSync(empty, { recursive: true, force: true });
+  });
+
+  it('answers 503 (a part of this control plane is missing, not the resource) saying how to build it', async () => {
+    for (const arch of ['amd64', 'arm64']) {
+      const res = await t.request('GET', `/v1/agent/binary?arch=${arch}`);
+      expect(res.status, arch).to.equal(503);
+      expect(res.json.message).to.equal(
+        `No agent executable for ${arch} has been built on this control plane: run npm run build there (both architectures; npm start builds only its own machine's), or node scripts/build.mjs agent ${arch}`,
+      );
+    }
+  });
+});
+
+describe('npm start: the agent executable of this machine', () => {
+  it('is built by `npm start` when missing (its script runs build.mjs agent --if-missing), and left as it is when dist/agent has it', function () {
+    this.timeout(60_000);
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
+    expect(pkg.scripts.start.split(' && ')).to.include('node scripts/build.mjs agent --if-missing');
+    const current = built() && JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8')).version === pkg.version;
+    requireService(this, current, `the agent executables of hangar ${pkg.version} (run npm run build)`);
+    const before = readFileSync(path.join(DIST, 'manifest.json'), 'utf8');
+    const res = spawnSync(process.execPath, ['scripts/build.mjs', 'agent', '--if-missing'], { encoding: 'utf8' });
+    expect(res.status, res.stderr).to.equal(0);
+    expect(res.stdout).to.contain(`build: dist/agent has the amd64 executable of hangar ${pkg.version}`);
+    expect(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'), 'not rebuilt').to.equal(before);
+  });
+});
