@@ -324,12 +324,12 @@ export default definePlugin({
           schemas: { body: CreateBody },
           handler: async (req) => {
             const body = req.body as CreateInput;
-            const swarm = await core.requireTarget(body);
-            if (await instances.findOne({ cluster_id: swarm.id, name: body.name })) throw conflict(`${nounOf(swarm)} ${swarm.name} already has an instance named ${body.name}`);
-            const domain = body.domain ?? `${body.name}.${swarm.name}.${core.settings.localDomain}`;
+            const cluster = await core.requireTarget(body);
+            if (await instances.findOne({ cluster_id: cluster.id, name: body.name })) throw conflict(`${nounOf(cluster)} ${cluster.name} already has an instance named ${body.name}`);
+            const domain = body.domain ?? `${body.name}.${cluster.name}.${core.settings.localDomain}`;
             const clash = await instances.findOne({ domain });
             if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
-            await requireDomainsFree(services, swarm.id, [domain]);
+            await requireDomainsFree(services, cluster.id, [domain]);
             const ports = (body.ports ?? []).map(parsePort);
             const published = new Set<string>();
             for (const p of ports) {
@@ -337,12 +337,12 @@ export default definePlugin({
               if (published.has(key)) throw badRequest(`Validation failed: host port ${key} is published twice`);
               published.add(key);
             }
-            await gpuCheck(swarm, body.gpu ?? 0);
+            await gpuCheck(cluster, body.gpu ?? 0);
             const id = newId('inst');
             const record = await instances.insert({
               id,
               name: body.name,
-              cluster_id: swarm.id,
+              cluster_id: cluster.id,
               runtime_name: `inst-${body.name}`,
               image: body.image,
               type: body.type ?? DEFAULT_INSTANCE_TYPE,
@@ -364,7 +364,7 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            routesChanged(swarm.id);
+            routesChanged(cluster.id);
             return view(await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`));
           },
         },
@@ -461,8 +461,8 @@ export default definePlugin({
             const volume = await volumes().require(req.body.volume_id);
             if (i.volumes.some((v) => v.volume_id === volume.id)) throw conflict(`Volume ${volume.name} is already attached to ${i.name}`);
             if (i.volumes.some((v) => v.path === req.body.path)) throw conflict(`Instance ${i.name} already has a volume at ${req.body.path}`);
-            const swarm = await core.requireActive(i.cluster_id);
-            await volumes().mountFor(volume, req.body.path, swarm).catch((err) => {
+            const cluster = await core.requireActive(i.cluster_id);
+            await volumes().mountFor(volume, req.body.path, cluster).catch((err) => {
               throw asHttpError(err, `preparing volume ${volume.name}`);
             });
             const attached = [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }];

@@ -42,7 +42,7 @@ export const computeMigrations: Migration[] = [
   {
     id: '002_cluster_id',
     async up(knex) {
-      // Swarm groups became clusters (core/004_clusters): an instance names the cluster it runs on.
+      // Swarm groups became clusters (core/008_clusters): an instance names the cluster it runs on.
       await knex.schema.alterTable(INSTANCES, (t) => {
         t.renameColumn('swarm_id', 'cluster_id');
       });

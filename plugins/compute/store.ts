@@ -37,7 +37,7 @@ export class InstanceStore extends StampedRepository<InstanceRecord> {
     super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
-  /** An instance by name when exactly one swarm has one of that name. */
+  /** An instance by name when exactly one cluster has one of that name. */
   async byName(name: string): Promise<InstanceRecord | null> {
     const rows = await this.query().where({ name }).limit(2);
     return rows.length === 1 ? this.decode(rows[0]) : null;

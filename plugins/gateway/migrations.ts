@@ -34,7 +34,7 @@ export const gatewayMigrations: Migration[] = [
   {
     id: '002_cluster_id',
     async up(knex) {
-      // Swarm groups became clusters (core/004_clusters): a balancer names its cluster, whatever its backend.
+      // Swarm groups became clusters (core/008_clusters): a balancer names its cluster, whatever its backend.
       await knex(LOAD_BALANCERS).whereNotNull('swarm_id').update({ cluster_id: knex.ref('swarm_id') });
       await knex.schema.alterTable(LOAD_BALANCERS, (t) => {
         t.dropUnique(['swarm_id']);

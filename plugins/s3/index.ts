@@ -41,8 +41,8 @@ interface S3Config {
 
 /** What the s3 plugin provides (`services.provided.get(S3Ref)`): the routes of its stores. */
 export interface S3Api {
-  /** Both routes of every store on a swarm (S3 API and console), unless it is being removed. */
-  routes(swarmId: string): Promise<Route[]>;
+  /** Both routes of every store on a cluster (S3 API and console), unless it is being removed. */
+  routes(clusterId: string): Promise<Route[]>;
   /** A store by id (null when there is none). */
   get(id: string): Promise<unknown>;
 }

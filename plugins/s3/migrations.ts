@@ -37,7 +37,7 @@ export const s3Migrations: Migration[] = [
   {
     id: '002_cluster_id',
     async up(knex) {
-      // Swarm groups became clusters (core/004_clusters): a store names the cluster it runs on.
+      // Swarm groups became clusters (core/008_clusters): a store names the cluster it runs on.
       await knex.schema.alterTable(S3_INSTANCES, (t) => {
         t.renameColumn('swarm_id', 'cluster_id');
       });

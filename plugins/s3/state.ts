@@ -1,6 +1,6 @@
 import { latestTask, type WorkloadState } from '../../core/orchestrator.js';
 
-/** The store's state from what the swarm reports: running with a task up, failed with the last task's error. */
+/** The store's state from what its cluster reports: running with a task up, failed with the last task's error. */
 export function observedState(w: WorkloadState): { status: 'running' | 'failed' | null; error: string | null } {
   if (w.running >= 1) return { status: 'running', error: null };
   const latest = latestTask(w.tasks);

@@ -13,7 +13,7 @@ export const secretMigrations: Migration[] = [
         t.string('kind', 10).notNullable();
         t.string('name', 63).notNullable();
         // A swarm's objects go with the swarm (its runtime objects die with it too). Swarms became
-        // clusters (core/004_clusters, which runs first); 002 moves this column into cluster_id.
+        // clusters (core/008_clusters, which runs first); 002 moves this column into cluster_id.
         t.string('swarm_id', 64).nullable().references('id').inTable('clusters').onDelete('CASCADE');
         /** For Kubernetes clusters, later: the cluster and namespace the object lives in. */
         t.string('cluster_id', 64).nullable();
@@ -37,7 +37,7 @@ export const secretMigrations: Migration[] = [
   {
     id: '002_cluster_id',
     async up(knex) {
-      // Swarm groups became clusters (core/004_clusters): an object names its cluster, whatever its
+      // Swarm groups became clusters (core/008_clusters): an object names its cluster, whatever its
       // backend; backends without namespaces (swarm) have '' so that names stay unique per cluster.
       await knex(SECRETS).whereNotNull('swarm_id').update({ cluster_id: knex.ref('swarm_id'), namespace: '' });
       await knex.schema.alterTable(SECRETS, (t) => {

@@ -3,10 +3,10 @@ import { defineServiceRef } from '../../core/plugin.js';
 
 /** What the services plugin provides (`services.provided.get(ServicesRef)`): the routes its stacks ask for. */
 export interface ServicesApi {
-  /** Routes of the compose services on a swarm that declare `x-hangar` (not of stopped or removing ones). */
-  routes(swarmId: string): Promise<Route[]>;
+  /** Routes of the compose services on a cluster that declare `x-hangar` (not of stopped or removing ones). */
+  routes(clusterId: string): Promise<Route[]>;
   /** The routes of every service not being removed, stopped ones included: the domains they hold. */
-  claims(swarmId: string): Promise<Route[]>;
+  claims(clusterId: string): Promise<Route[]>;
   /** A service by id (null when there is none). */
   get(id: string): Promise<unknown>;
 }

@@ -45,6 +45,9 @@ export const volumeMigrations: Migration[] = [
         leaseColumns(t);
       });
       await knex.schema.alterTable(VOLUME_DEFINITIONS, (t) => {
+        // Data, not logic: the rows the previous release left were all staged on swarms (its only
+        // backend), and SQLite adds a NOT NULL column only with a default. Every new row names its
+        // cluster's backend (DefinitionStore.record), so the default is never relied on.
         t.string('backend', 20).notNullable().defaultTo('swarm');
       });
       // Work a process of the previous release left half done is taken over at the next start.
