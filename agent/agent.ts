@@ -4,7 +4,7 @@ import os from 'node:os';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import type { Logger } from '../core/log.js';
 import { LANES, type Lane, type TaskKindRegistry } from '../core/tasks/kinds.js';
-import { AGENT_BACKENDS, agentTaskKinds, builtinExecutors, type Executor } from './executors/index.js';
+import { agentBackends, agentTaskKinds, builtinExecutors, type Executor } from './executors/index.js';
 import { wireguardKeys } from './executors/overlay.js';
 import { collectFacts, type MachineState } from './facts.js';
 import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
@@ -146,7 +146,7 @@ export class Agent {
 
   async heartbeat(): Promise<void> {
     const held = [...this.heldTasks];
-    const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: [...AGENT_BACKENDS] };
+    const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: agentBackends() };
     const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), capabilities, ...(held.length ? { held_tasks: held } : {}) });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
     this.heartbeatSeconds = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;

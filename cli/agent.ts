@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import type { CommandModule } from 'yargs';
 import { createLogger } from '../core/log.js';
 import { Agent, joinControlPlane } from '../agent/agent.js';
+import { loadAgentDrivers } from '../agent/executors/index.js';
 import { defaultDataDir, identityExists, loadIdentity } from '../agent/identity.js';
 import { mkdirSync } from 'node:fs';
 
@@ -16,6 +17,7 @@ interface AgentArgs {
   'ca-file'?: string;
   'data-dir'?: string;
   'log-level'?: string;
+  driver?: string[];
 }
 
 /** The join token: from stdin, a file, --token, else HANGAR_JOIN_TOKEN. */
@@ -40,6 +42,11 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('ca-file', { type: 'string', describe: 'CA certificate to trust when the token pins none (operator certificates)' })
       .option('data-dir', { type: 'string', describe: 'Where the agent keeps its identity and log (default /var/lib/hangar-agent as root)' })
       .option('log-level', { type: 'string', default: 'info' })
+      .option('driver', {
+        type: 'string',
+        array: true,
+        describe: 'An orchestrator driver module to load (its agent half, docs/architecture.md "Adding an orchestrator backend"); repeatable. Default: HANGAR_AGENT_DRIVERS, comma-separated',
+      })
       .check((args) => {
         if ([args.token, args['token-file'], args['token-stdin']].filter(Boolean).length > 1) throw new Error('give the join token one way: --token-stdin, --token-file or --token');
         if (args.join && !(args.token || args['token-file'] || args['token-stdin'] || process.env.HANGAR_JOIN_TOKEN)) {
@@ -49,6 +56,12 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
         return true;
       }),
   async handler(args) {
+    try {
+      await loadAgentDrivers(args.driver ?? (process.env.HANGAR_AGENT_DRIVERS ?? '').split(',').filter((x) => x.trim()));
+    } catch (err) {
+      console.error(`hangar agent: ${(err as Error).message}`);
+      process.exit(2);
+    }
     const dataDir = path.resolve(args['data-dir'] ?? defaultDataDir());
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const logFile = path.join(dataDir, 'agent.log');

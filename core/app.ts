@@ -26,7 +26,7 @@ import { RateLimiter } from './ratelimit.js';
 import { TaskKindRegistry } from './tasks/kinds.js';
 import { HOST_KINDS } from './tasks/host-kinds.js';
 import { ORCHESTRATOR_CALLS } from './orchestrator.js';
-import type { ClusterBackend } from './clusters/backend.js';
+import { backendFaults, type ClusterBackend } from './clusters/backend.js';
 import type { BackgroundLoop, Catalogue, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { ServiceRegistry } from './provided.js';
 import { Clusters } from './clusters/service.js';
@@ -57,6 +57,19 @@ async function importModule<T>(spec: string, builtins: Record<string, () => Prom
   const value = (mod.default ?? mod.plugin ?? mod.driver) as T | undefined;
   if (!value) throw new ConfigError(`${what} module ${spec} has no default export`);
   return value;
+}
+
+/**
+ * A backend a `drivers:` entry of kind `orchestrator` brings: what its create() answered must be a
+ * backend (core/clusters/backend.ts) under a name no other backend has; otherwise start-up stops
+ * naming the module and what is wrong.
+ */
+function registerConfiguredBackend(clusters: Clusters, spec: string, instance: unknown): void {
+  const faults = backendFaults(instance);
+  if (faults.length) throw new ConfigError(`drivers: ${spec} is an orchestrator driver, but its create() did not answer a backend (defineBackend): ${faults.join('; ')}`);
+  const backend = instance as ClusterBackend;
+  if (clusters.backendNames().includes(backend.name)) throw new ConfigError(`drivers: ${spec} brings the orchestrator backend "${backend.name}", which is already loaded`);
+  clusters.registerBackend(backend);
 }
 
 class Drivers implements DriverRegistry {
@@ -263,7 +276,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);
       const instance = await driver.create(services);
       drivers.instances.set(driver.name, instance);
-      if (driver.kind === 'orchestrator') clusters.registerBackend(instance as ClusterBackend);
+      if (driver.kind === 'orchestrator') registerConfiguredBackend(clusters, spec, instance);
     }
     const loops: BackgroundLoop[] = [
       { name: 'rate-limits:prune', intervalMs: 600_000, once: true, run: async () => void (await services.limits.prune()) },

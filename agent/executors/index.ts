@@ -4,7 +4,7 @@ import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, OsCheckUpdates, OsReboot
 import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
 import { checkUpdates, osUpdate, reboot } from './os.js';
-import { AGENT_BACKENDS, AGENT_DRIVERS, driverExecutor } from './orchestrator.js';
+import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers } from './orchestrator.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
 import type { Executor } from './types.js';
@@ -33,5 +33,5 @@ export function builtinExecutors(): Map<string, Executor> {
   ]);
 }
 
-export { AGENT_BACKENDS };
+export { agentBackends, loadAgentDrivers };
 export type { Executor, ExecutorContext } from './types.js';

@@ -1,34 +1,76 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { isSea } from 'node:sea';
+import { pathToFileURL } from 'node:url';
+import { agentDriverFaults, missingDriverMethods, type AgentDriver } from '../../core/clusters/backend.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
-import type { DriverCall, TaskKind } from '../../core/tasks/kinds.js';
+import type { DriverCall } from '../../core/tasks/kinds.js';
 import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
 import type { Executor } from './types.js';
 
-/** An orchestrator driver this agent has: how to make it, and its backend's own task kinds (membership). */
-interface AgentBackend {
-  kinds: readonly TaskKind[];
-  /** Loaded on the first call: an agent that never runs one keeps the driver and its client out of memory. */
-  create(): Promise<OrchestratorDriver>;
-}
-
-/** The orchestrator backends this agent has a driver for. */
-export const AGENT_DRIVERS: Record<string, AgentBackend> = {
+/**
+ * The orchestrator backends this agent has a driver for, by backend: the built-in ones, then those
+ * {@link loadAgentDrivers} adds from `--driver` modules. A built-in driver is made on its first
+ * call (an agent that never runs one keeps the driver and its client out of memory).
+ */
+export const AGENT_DRIVERS: Record<string, AgentDriver> = {
   swarm: {
+    backend: 'swarm',
     kinds: SWARM_MEMBERSHIP_CALLS,
     create: () =>
       import('../../drivers/swarm/index.js').then(({ createSwarmDriver }) => createSwarmDriver({ socketPath: process.env.HANGAR_DOCKER_SOCKET ?? '/var/run/docker.sock' })),
   },
 };
 
-export const AGENT_BACKENDS = Object.keys(AGENT_DRIVERS);
+/** The backends this agent runs calls of (its heartbeat advertises them). */
+export function agentBackends(): string[] {
+  return Object.keys(AGENT_DRIVERS);
+}
 
 const drivers = new Map<string, Promise<OrchestratorDriver>>();
 
-/** The driver for a backend, against this machine's engine (the Docker socket for swarm). */
+/**
+ * A driver module by path. The agent executable (a single executable) loads it with require(),
+ * which takes CommonJS and ES modules without top-level await; run from the sources (bin/hangar.mjs,
+ * tsx registered) it is imported, TypeScript included.
+ */
+async function loadModule(file: string): Promise<Record<string, unknown>> {
+  if (isSea()) return createRequire(process.execPath)(file) as Record<string, unknown>;
+  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+}
+
+/**
+ * Adds the agent drivers of these modules (paths; `hangar agent --driver`). Each module's default
+ * export is an `AgentDriver` (core/clusters/backend.ts, defineAgentDriver) for a backend this agent
+ * has no driver for yet; its driver is made now and must implement the workload, object and scan
+ * interfaces and its own calls. Anything else is an error naming the module and what is wrong.
+ */
+export async function loadAgentDrivers(specs: readonly string[]): Promise<void> {
+  for (const spec of specs) {
+    let mod: Record<string, unknown>;
+    try {
+      mod = await loadModule(path.resolve(spec));
+    } catch (err) {
+      throw new Error(`cannot load driver module ${spec}: ${(err as Error).message}`, { cause: err });
+    }
+    const faults = agentDriverFaults(mod.default);
+    if (faults.length) throw new Error(`driver module ${spec} is not an agent driver: ${faults.join('; ')}`);
+    const agentDriver = mod.default as AgentDriver;
+    if (AGENT_DRIVERS[agentDriver.backend]) throw new Error(`driver module ${spec}: this agent already has a ${agentDriver.backend} driver`);
+    const driver = await agentDriver.create();
+    const missing = missingDriverMethods(driver, agentDriver.kinds);
+    if (missing.length) throw new Error(`driver module ${spec} (backend ${agentDriver.backend}) does not implement ${missing.join(', ')}`);
+    AGENT_DRIVERS[agentDriver.backend] = agentDriver;
+    drivers.set(agentDriver.backend, Promise.resolve(driver));
+  }
+}
+
+/** The driver for a backend, against this machine's runtime (the Docker socket for swarm). */
 function driverFor(backend: string): Promise<OrchestratorDriver> {
   const known = AGENT_DRIVERS[backend];
-  if (!known) return Promise.reject(new Error(`this agent has no ${backend} driver (it has: ${AGENT_BACKENDS.join(', ')})`));
+  if (!known) return Promise.reject(new Error(`this agent has no ${backend} driver (it has: ${agentBackends().join(', ')})`));
   let driver = drivers.get(backend);
-  if (!driver) drivers.set(backend, (driver = known.create()));
+  if (!driver) drivers.set(backend, (driver = Promise.resolve(known.create())));
   return driver;
 }
 

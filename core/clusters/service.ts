@@ -232,7 +232,7 @@ export class Clusters {
    * has it), `cluster_id` for any other backend.
    */
   async placement(clusterId: string): Promise<{ swarm_id: string } | { cluster_id: string }> {
-    return (await this.backendOf(clusterId)) === 'k8s' ? { cluster_id: clusterId } : { swarm_id: clusterId };
+    return (await this.backendOf(clusterId)) === 'swarm' ? { swarm_id: clusterId } : { cluster_id: clusterId };
   }
 
   /** The address other members reach a node at: its overlay address when it has one and `advertise` is `overlay`. */

@@ -6,7 +6,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { HttpRequestOptions, HttpResponse } from '../../core/http/client.js';
 import { isDriverCall } from '../../core/tasks/kinds.js';
 import { versionInfo } from '../../core/version.js';
-import { AGENT_BACKENDS, agentTaskKinds } from '../../agent/executors/index.js';
+import { agentBackends, agentTaskKinds } from '../../agent/executors/index.js';
 import type { TestHangar } from './hangar.js';
 
 /** The plugins a node test's control plane loads. */
@@ -216,7 +216,7 @@ export class FakeAgent {
 
   /** A heartbeat of an agent of this version that runs every task kind (override with `facts`). */
   heartbeat(facts: Record<string, unknown> = {}): Promise<HttpResponse> {
-    const capabilities = { kinds: agentTaskKinds().names(), backends: [...AGENT_BACKENDS] };
+    const capabilities = { kinds: agentTaskKinds().names(), backends: agentBackends() };
     return this.request('POST', '/v1/internal/heartbeat', { body: { hostname: `fake-${this.nodeId}`, architecture: 'amd64', agent_version: versionInfo.version, capabilities, ...facts } });
   }
 
