@@ -185,6 +185,9 @@ async function buildAgents(archs) {
     legalComments: 'none',
     logLevel: 'warning',
     plugins: [withoutOptionalNativeAddons],
+    // The TypeScript loader for driver modules (core/typescript.ts) is for `hangar agent` only: the
+    // executable require()s JavaScript ones (agent/executors/orchestrator.ts) and never loads it.
+    external: ['tsx', 'tsx/*'],
     // Bundled ESM dependencies (yargs) call createRequire(import.meta.url): give them this file's URL.
     banner: { js: 'const __hangarImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
     define: { 'process.env.HANGAR_EMBEDDED_VERSION_INFO': JSON.stringify(JSON.stringify(info)), 'import.meta.url': '__hangarImportMetaUrl' },

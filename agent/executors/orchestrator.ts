@@ -1,10 +1,10 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { isSea } from 'node:sea';
 import { pathToFileURL } from 'node:url';
 import { agentDriverFaults, missingDriverMethods, type AgentDriver } from '../../core/clusters/backend.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
+import { importFile } from '../../core/typescript.js';
 import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
 import type { Executor } from './types.js';
 
@@ -31,12 +31,14 @@ const drivers = new Map<string, Promise<OrchestratorDriver>>();
 
 /**
  * A driver module by path. The agent executable (a single executable) loads it with require(),
- * which takes CommonJS and ES modules without top-level await; run from the sources (bin/hangar.mjs,
- * tsx registered) it is imported, TypeScript included.
+ * which takes CommonJS and ES modules without top-level await; `hangar agent` (the sources or the
+ * production build) imports it, TypeScript through tsx as for the control plane's drivers.
  */
 async function loadModule(file: string): Promise<Record<string, unknown>> {
-  if (isSea()) return createRequire(process.execPath)(file) as Record<string, unknown>;
-  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  // node:sea is newer than the oldest Node hangar runs on (20.6): without it, this is no executable.
+  const inExecutable = await import('node:sea').then((sea) => sea.isSea()).catch(() => false);
+  if (inExecutable) return createRequire(process.execPath)(file) as Record<string, unknown>;
+  return importFile(pathToFileURL(file).href);
 }
 
 /**
