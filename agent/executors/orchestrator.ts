@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { agentDriverFaults, missingDriverMethods, type AgentDriver } from '../../core/clusters/backend.js';
@@ -30,14 +29,14 @@ export function agentBackends(): string[] {
 const drivers = new Map<string, Promise<OrchestratorDriver>>();
 
 /**
- * A driver module by path. The agent executable (a single executable) loads it with require(),
- * which takes CommonJS and ES modules without top-level await; `hangar agent` (the sources or the
- * production build) imports it, TypeScript through tsx as for the control plane's drivers.
+ * A driver module by path, imported (TypeScript through tsx, as for the control plane's drivers) by
+ * `hangar agent` run by Node from the hangar package, sources or build. The single executable
+ * cannot load modules from files yet (its require() resolves nothing outside it), so it says so.
  */
 async function loadModule(file: string): Promise<Record<string, unknown>> {
   // node:sea is newer than the oldest Node hangar runs on (20.6): without it, this is no executable.
   const inExecutable = await import('node:sea').then((sea) => sea.isSea()).catch(() => false);
-  if (inExecutable) return createRequire(process.execPath)(file) as Record<string, unknown>;
+  if (inExecutable) throw new Error('the agent executable cannot load driver modules yet: run `hangar agent --driver` from the hangar package (Node 20)');
   return importFile(pathToFileURL(file).href);
 }
 

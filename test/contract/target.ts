@@ -47,6 +47,8 @@ export interface TargetProbe {
   foreign(name: string, bundle: string): Promise<() => Promise<void>>;
   /** A node's availability as the runtime has it, in hangar's terms. */
   availability(runtimeNodeId: string): Promise<'schedulable' | 'cordoned' | 'drained'>;
+  /** A fresh, empty folder on the member node (for volumes from a folder on a node); `remove` deletes it. */
+  folderOnNode(): Promise<{ path: string; remove(): Promise<void> }>;
   /** Whether a staged volume exists on the node (for backends that stage volumes per node). */
   volumeStaged(name: string): Promise<boolean>;
 }

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createSwarmDriver, type SwarmDriver } from '../../../drivers/swarm/index.js';
 import { docker, dockerAvailable, dockerOk } from '../../../lab/docker.js';
 import { TEST_IMAGE, testImage } from '../../support/host-swarm.js';
@@ -81,6 +83,10 @@ export function swarmOnHostEngine(): DriverTarget {
             };
           },
           availability: async (id) => ENGINE_AVAILABILITY[(await dockerOk(['node', 'inspect', '--format', '{{.Spec.Availability}}', id])).trim()]!,
+          async folderOnNode() {
+            const folder = mkdtempSync(path.join(os.tmpdir(), 'hangar-contract-'));
+            return { path: folder, remove: async () => rmSync(folder, { recursive: true, force: true }) };
+          },
           volumeStaged: async (name) => (await docker(['volume', 'inspect', name])).code === 0,
         },
       };

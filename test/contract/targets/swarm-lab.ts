@@ -83,6 +83,10 @@ export function swarmInTheLab(): DriverTarget {
             };
           },
           availability: async (id) => ENGINE_AVAILABILITY[(await machine.sh(`docker node inspect --format '{{.Spec.Availability}}' ${id}`)).trim()]!,
+          async folderOnNode() {
+            const folder = (await machine.sh('mktemp -d /tmp/hangar-contract-XXXXXX')).trim();
+            return { path: folder, remove: async () => void (await sh(`rm -rf ${folder}`)) };
+          },
           volumeStaged: async (name) => (await sh(`docker volume inspect ${name}`)).code === 0,
         },
       };

@@ -9,11 +9,8 @@ import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
-import { readAgentFiles } from '../../support/agents.js';
-import { ToyInit } from '../../support/fixtures/toy-orchestrator/calls.js';
 
 const DIST = path.resolve('dist/agent');
-const TOY = 'test/support/fixtures/toy-orchestrator';
 const built = () => existsSync(path.join(DIST, 'manifest.json')) && existsSync(path.join(DIST, 'hangar-agent-linux-amd64'));
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -35,8 +32,7 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     requireService(this, built(), 'the agent executables (run npm run build)');
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal'],
-      // The toy backend (a simulated stand-in) for the driver-module case below.
-      overrides: { nodes: { heartbeat_interval_seconds: 1 }, tasks: { poll_wait_seconds: 5 }, drivers: [`${TOY}/backend.ts`] },
+      overrides: { nodes: { heartbeat_interval_seconds: 1 }, tasks: { poll_wait_seconds: 5 } },
     });
     admin = await bootstrapAdmin(t);
   });
@@ -114,34 +110,6 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
       return res.json.data.last_heartbeat_at > node.last_heartbeat_at && res.json.data.status === 'ready' ? res.json.data : null;
     });
     expect(again.id).to.equal(node.id);
-  });
-
-  it('loads an orchestrator driver module named with --driver (JavaScript, as a third party ships it), and refuses an incomplete one', async function () {
-    this.timeout(60_000);
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-exe-driver-'));
-    dirs.push(dir);
-    const { build } = await import('esbuild');
-    const bundle = async (fixture: string) => {
-      const outfile = path.join(dir, `${fixture}.mjs`);
-      await build({ entryPoints: [path.resolve(TOY, `${fixture}.ts`)], outfile, bundle: true, platform: 'node', format: 'esm', logLevel: 'warning' });
-      return outfile;
-    };
-    const exe = path.join(DIST, 'hangar-agent-linux-amd64');
-    const incomplete = spawnSync(exe, ['--driver', await bundle('incomplete-driver'), '--data-dir', path.join(dir, 'none')], { encoding: 'utf8', timeout: 30_000 });
-    expect(incomplete.status, incomplete.stderr).to.equal(2);
-    expect(incomplete.stderr).to.match(/hangar agent: driver module .*incomplete-driver\.mjs \(backend toy\) does not implement removeWorkload, scanUnmanaged/);
-
-    const token = await t.request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
-    const data = path.join(dir, 'data');
-    const agent = spawn(exe, ['--join', '--token', token.json.data.token, '--api', t.url, '--data-dir', data, '--driver', await bundle('driver')], { stdio: 'ignore' });
-    try {
-      const nodeId = await until('the agent to join', async () => existsSync(path.join(data, 'agent.json')) && readAgentFiles(data).nodeId);
-      await until('the node to be ready', async () => (await t.request('GET', `/v1/nodes/${nodeId}`, { headers: bearer(admin.token) })).json.data?.status === 'ready');
-      expect((await t.hangar.services.tasks.capabilities(nodeId))?.backends).to.deep.equal(['swarm', 'toy']);
-      expect(await t.hangar.services.clusters.call(nodeId, ToyInit, {}, { backend: 'toy' })).to.deep.equal({ cluster_id: 'toy-cluster', runtime_node_id: 'toy-node-1' });
-    } finally {
-      agent.kill('SIGKILL');
-    }
   });
 });
 
