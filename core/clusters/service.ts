@@ -1,5 +1,5 @@
 import type { Static } from '@sinclair/typebox';
-import { HttpError, conflict, notFound } from '../errors.js';
+import { HttpError, badRequest, conflict, notFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { BackgroundJobs } from '../jobs.js';
 import { Lifecycle, type LeasedRecord, type LifecycleDef } from '../lifecycle.js';
@@ -216,6 +216,17 @@ export class Clusters {
     const cluster = state === 'any' ? await this.require(ref, backend) : state === 'usable' ? await this.requireUsable(ref, backend) : await this.requireActive(ref, backend);
     if (body.cluster_id !== undefined && cluster.backend === 'swarm') throw notFound(`No cluster ${ref} (it is a swarm: name it with swarm_id)`);
     return cluster;
+  }
+
+  /**
+   * The id of the cluster a list's filter names (`?swarm_id=`), by id or name as paths take them; a
+   * 400 naming the field when there is none, so that a wrong filter is never an empty list.
+   */
+  async filterId(ref: string, field: string, backend?: string): Promise<string> {
+    const found = await this.clusters.findByIdOrName(ref);
+    if (found && (!backend || found.backend === backend)) return found.id;
+    const noun = backend === 'swarm' ? 'swarm' : 'cluster';
+    throw badRequest(`Validation failed: query.${field} names no ${noun} (${ref}): give a ${noun}’s id or name`, [{ path: `query.${field}`, message: `names no ${noun}` }]);
   }
 
   /** The backend of a cluster (never changes, so it is remembered); null when there is no such cluster. */

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
 import { SwarmsRef, swarmsOf } from '../swarms/index.js';
+import { TaggableResources } from '../tags/index.js';
 import { VolumesRef } from '../volumes/api.js';
 
 const RESOURCE_TYPES = ['instance', 'swarm', 'volume', 's3', 'loadbalancer', 'service'] as const;
@@ -41,8 +42,11 @@ export default definePlugin({
             ),
           },
           handler: async (req) => {
-            const { resourceType, resourceId } = req.params as { resourceType: (typeof RESOURCE_TYPES)[number]; resourceId: string };
-            if (!(await forceRemove(resourceType, resourceId))) throw notFound(`No ${resourceType} ${resourceId}`);
+            const { resourceType, resourceId: ref } = req.params as { resourceType: (typeof RESOURCE_TYPES)[number]; resourceId: string };
+            // By id, or by name where the type's own paths take names (the resource plugins resolve them).
+            const resolve = services.provided.contributions(TaggableResources).find((r) => r.type === resourceType)?.resolve;
+            const resourceId = (resolve && (await resolve(ref))) || ref;
+            if (!(await forceRemove(resourceType, resourceId))) throw notFound(`No ${resourceType} ${ref}`);
             services.log.info({ resource_type: resourceType, resource_id: resourceId }, 'resource force-cleaned');
             return { resource_type: resourceType, resource_id: resourceId, removed: true };
           },

@@ -373,9 +373,11 @@ export default definePlugin({
           path: '/v1/compute/instances',
           auth: 'authenticated',
           summary: 'List compute instances with desired and observed state',
-          schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }) },
-          handler: async (req) =>
-            Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => req.query.swarm_id && q.where({ cluster_id: req.query.swarm_id }) }), view),
+          schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }) },
+          handler: async (req) => {
+            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
+            return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => swarmId && q.where({ cluster_id: swarmId }) }), view);
+          },
         },
         {
           method: 'GET',

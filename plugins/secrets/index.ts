@@ -306,16 +306,17 @@ export default definePlugin({
           auth: 'authenticated',
           summary: `List ${kind}s with the services using each${kind === 'secret' ? ' (never their values)' : ''}`,
           schemas: {
-            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id)' })) }, { additionalProperties: false }),
+            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }),
             response: Type.Array(View),
           },
           async handler(req) {
+            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
             const page = await objects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,
               where: (q) => {
                 q.where({ kind });
-                if (req.query.swarm_id) q.where({ cluster_id: req.query.swarm_id });
+                if (swarmId) q.where({ cluster_id: swarmId });
               },
             });
             const users = await usersOfMany(kind, page.items.map((o) => o.id));

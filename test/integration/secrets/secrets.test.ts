@@ -118,6 +118,11 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     const list = await api('GET', `/v1/secrets?swarm_id=${member.swarmId}`);
     expect(byName.json.data).to.deep.equal(got.json.data);
     expect(list.json.data.map((x: { id: string }) => x.id)).to.include(s.id);
+    // The swarm by name lists the same (it was an empty list); a filter naming no swarm is a 400.
+    expect((await api('GET', `/v1/secrets?swarm_id=${member.swarmName}`)).json.data).to.deep.equal(list.json.data);
+    const unknown = await api('GET', `/v1/secrets?swarm_id=no-such-swarm`);
+    expect(unknown.status).to.equal(400);
+    expect(unknown.json.message).to.contain('query.swarm_id names no swarm (no-such-swarm)');
     for (const r of [res, got, byName, list]) {
       expect(r.text).not.to.contain(PLAIN);
       expect(r.text).not.to.contain(b64(PLAIN));

@@ -159,7 +159,11 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       const onSwarm = await api('GET', `/v1/compute/instances?swarm_id=${member.swarmId}`);
       expect(onSwarm.status, onSwarm.text).to.equal(200);
       expect(onSwarm.json.data.map((i: any) => i.id)).to.deep.equal([webId]);
-      expect((await api('GET', '/v1/compute/instances?swarm_id=swarm-other')).json.data).to.deep.equal([]);
+      // The swarm by name lists the same; a filter naming no swarm is a 400, never an empty list.
+      expect((await api('GET', `/v1/compute/instances?swarm_id=${member.swarmName}`)).json.data.map((i: any) => i.id)).to.deep.equal([webId]);
+      const unknown = await api('GET', '/v1/compute/instances?swarm_id=swarm-other');
+      expect(unknown.status).to.equal(400);
+      expect(unknown.json.message).to.equal('Validation failed: query.swarm_id names no swarm (swarm-other): give a swarm’s id or name');
       expect(running.placement).to.have.length(2);
       expect(running.placement.every((p: any) => p.node_id === member.nodeId)).to.equal(true);
       const spec = JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec}}']));
@@ -230,12 +234,15 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       created.push(res.json.data.runtime_name);
       const failed = await waitInstance(id, 'failed', (i) => i.status === 'failed');
       expect(failed.reason).to.match(/image|No such/i);
-      const cleaned = await api('POST', `/v1/cleanup/instance/${id}`);
+      // By name, as the instance's own paths take it: the answer names its id.
+      const cleaned = await api('POST', `/v1/cleanup/instance/${named('broken')}`);
       expect(cleaned.status, cleaned.text).to.equal(200);
+      expect(cleaned.json.data).to.deep.equal({ resource_type: 'instance', resource_id: id, removed: true });
       expect((await api('GET', `/v1/compute/instances/${id}`)).status).to.equal(404);
       expect((await docker(['service', 'inspect', res.json.data.runtime_name])).code).to.not.equal(0);
       expect((await api('POST', `/v1/cleanup/instance/${id}`)).status, 'already gone').to.equal(404);
       expect((await api('POST', '/v1/cleanup/planet/x')).status).to.equal(400);
+      expect((await api('POST', `/v1/cleanup/instance/${named('no-such-instance')}`)).status, 'a name of no instance').to.equal(404);
     });
 
     it('reports a service created by hand in the unmanaged scan, and not hangar’s instance (result read once)', async function () {
