@@ -106,13 +106,21 @@ function randomSerial(): string {
   return Buffer.from(bytes).toString('hex').toUpperCase();
 }
 
-/** Every name this machine answers to: hostname, localhost and each local address. */
+/**
+ * Every name this machine answers to: hostname, localhost and each local address — but not
+ * link-local ones (fe80::/10, 169.254/16): they mean nothing off their own link, and container
+ * veths make them come and go, which would change the certificate's names with every container.
+ */
 export function localNames(): string[] {
   const names = new Set<string>([os.hostname(), 'localhost']);
   for (const list of Object.values(os.networkInterfaces())) {
-    for (const addr of list ?? []) names.add(addr.address.split('%')[0]!);
+    for (const addr of list ?? []) if (!isLinkLocal(addr.address)) names.add(addr.address.split('%')[0]!);
   }
   return [...names];
+}
+
+function isLinkLocal(address: string): boolean {
+  return /^fe[89ab][0-9a-f]:/i.test(address) || address.startsWith('169.254.');
 }
 
 function sanEntries(names: string[]): x509.JsonGeneralName[] {

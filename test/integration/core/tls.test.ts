@@ -216,13 +216,18 @@ describeEachDialect('the generated server certificate and key on disk', (dialect
     await (await start()).stop();
   });
 
-  it('lists in added_sans every name the new certificate gained, a new local address too', async () => {
+  it('lists in added_sans every name the new certificate gained, a new local address too (link-local ones are no names)', async () => {
     const t = await start();
     const original = os.networkInterfaces;
     try {
       os.networkInterfaces = () => ({
         ...original(),
         test0: [{ address: '192.0.2.99', netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal: false, cidr: '192.0.2.99/24' }],
+        // A container's veth: link-local addresses never become names of the certificate.
+        veth0: [
+          { address: 'fe80::a8c1:abff:fe12:3456', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: 'aa:c1:ab:12:34:56', internal: false, cidr: 'fe80::a8c1:abff:fe12:3456/64', scopeid: 7 },
+          { address: '169.254.3.4', netmask: '255.255.0.0', family: 'IPv4', mac: 'aa:c1:ab:12:34:56', internal: false, cidr: '169.254.3.4/16' },
+        ],
       });
       const { added_sans } = await t.hangar.services.ca.reissueServerCertificate(['192.0.2.77', '192.0.2.77']);
       expect(added_sans).to.have.members(['192.0.2.77', '192.0.2.99']);
