@@ -30,6 +30,7 @@ export function builtinExecutors(): Map<string, Executor> {
       .all()
       .filter(isDriverCall)
       .map((call) => [call.name, driverExecutor(call as DriverCall)] as [string, Executor]),
+    ...Object.values(AGENT_DRIVERS).flatMap((backend) => (backend.executors ?? []).map(([kind, executor]) => [kind.name, executor] as [string, Executor])),
   ]);
 }
 

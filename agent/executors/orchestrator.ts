@@ -2,22 +2,37 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { agentDriverFaults, missingDriverMethods, type AgentDriver } from '../../core/clusters/backend.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
-import type { DriverCall } from '../../core/tasks/kinds.js';
+import type { DriverCall, TaskKind } from '../../core/tasks/kinds.js';
 import { importFile } from '../../core/typescript.js';
 import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
+import { K3S_PATHS } from '../../drivers/kubernetes/k3s.js';
+import { K3S_MEMBERSHIP_KINDS } from '../../drivers/kubernetes/membership-calls.js';
+import { K3S_EXECUTORS } from './k3s.js';
 import type { Executor } from './types.js';
+
+/** A built-in agent driver: an AgentDriver, and its kinds that are not driver calls (they need the agent's context: downloads…) with their executors. */
+interface BuiltinAgentDriver extends AgentDriver {
+  executors?: ReadonlyArray<[TaskKind, Executor]>;
+}
 
 /**
  * The orchestrator backends this agent has a driver for, by backend: the built-in ones, then those
  * {@link loadAgentDrivers} adds from `--driver` modules. A built-in driver is made on its first
  * call (an agent that never runs one keeps the driver and its client out of memory).
  */
-export const AGENT_DRIVERS: Record<string, AgentDriver> = {
+export const AGENT_DRIVERS: Record<string, BuiltinAgentDriver> = {
   swarm: {
     backend: 'swarm',
     kinds: SWARM_MEMBERSHIP_CALLS,
     create: () =>
       import('../../drivers/swarm/index.js').then(({ createSwarmDriver }) => createSwarmDriver({ socketPath: process.env.HANGAR_DOCKER_SOCKET ?? '/var/run/docker.sock' })),
+  },
+  // On a cluster's server node, against the kubeconfig k3s writes (read again when k3s is installed anew).
+  k8s: {
+    backend: 'k8s',
+    kinds: K3S_MEMBERSHIP_KINDS,
+    create: () => import('../../drivers/kubernetes/index.js').then(({ createKubernetesDriver }) => createKubernetesDriver({ kubeconfig: process.env.HANGAR_KUBECONFIG ?? K3S_PATHS.kubeconfig })),
+    executors: K3S_EXECUTORS,
   },
 };
 

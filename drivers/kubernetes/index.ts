@@ -1,6 +1,9 @@
+import { statSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { BundleState, ClusterContext, LoadBalancerSpec, LogOptions, NodeAvailability, UnmanagedResource, WorkloadSpec, WorkloadState } from './contract.js';
-import { createContext, type KubeContext } from './client.js';
+import { defineDriver } from '../../core/plugin.js';
+import type { OrchestratorDriver } from '../../core/orchestrator.js';
+import type { K3sMembership } from './membership-calls.js';
+import { createContext, KubeDriverError, type KubeContext } from './client.js';
 import { applyLoadBalancer, removeLoadBalancer } from './loadbalancer.js';
 import { logsOf } from './logs.js';
 import { bundleLogs, bundleObjects, deployBundle, removeBundle, type AppliedObject, type ManifestState } from './manifests.js';
@@ -12,43 +15,24 @@ import { deployWorkload, inspectWorkloads, removeWorkload, requireDeployment, sc
 export { KubeDriverError, FIELD_MANAGER, BUNDLE_LABEL, WORKLOAD_LABEL } from './client.js';
 export type { AppliedObject, KubeNode, ManifestState };
 
-type ObjectKind = 'secret' | 'config';
-
 /**
  * The Kubernetes driver: the orchestrator contract (workloads, bundles = manifests, secrets and
- * configs, volumes, node availability, the unmanaged scan, the load balancer) and the cluster's
- * own view of its nodes, on @kubernetes/client-node against one cluster's API server. Every
- * method takes one named input (a task's payload without `backend`), answers plain JSON and throws
- * a KubeDriverError saying what failed and the API server's reason.
+ * configs, volumes, node availability, the unmanaged scan, the load balancer), the k3s membership
+ * calls that go through the API (the cluster's nodes) and a few reads of its own, on
+ * @kubernetes/client-node against one cluster's API server. Every method takes one named input (a
+ * task's payload without `backend`), answers plain JSON and throws a KubeDriverError saying what
+ * failed and the API server's reason.
  */
-export interface KubernetesDriver {
-  readonly backend: 'k8s';
-  deployWorkload(input: { spec: WorkloadSpec } & ClusterContext): Promise<WorkloadState>;
-  removeWorkload(input: { name: string }): Promise<{ removed: boolean }>;
-  scaleWorkload(input: { name: string; replicas: number }): Promise<WorkloadState>;
-  workloadLogs(input: { name: string } & LogOptions): Promise<{ lines: string[] }>;
-  inspectWorkloads(input: { names?: string[]; stacks?: string[] }): Promise<{ workloads: WorkloadState[] }>;
-  /** A bundle on Kubernetes is a manifest (multi-document YAML), applied server-side; the answer lists what it applied. */
-  deployBundle(input: { name: string; spec: string; prune: boolean; objects?: unknown[]; routed?: string[] } & ClusterContext): Promise<BundleState & { applied_objects: AppliedObject[] }>;
-  removeBundle(input: { name: string }): Promise<{ removed: boolean }>;
-  bundleLogs(input: { name: string } & LogOptions): Promise<{ lines: string[] }>;
-  applyLoadBalancer(input: { spec: LoadBalancerSpec } & ClusterContext): Promise<WorkloadState>;
-  removeLoadBalancer(input: { name: string }): Promise<{ removed: boolean }>;
-  setNodeAvailability(input: { runtime_node_id: string; availability: NodeAvailability }): Promise<{ availability: NodeAvailability }>;
-  createObject(input: { kind: ObjectKind; name: string; data: string; labels: Record<string, string> }): Promise<{ id: string }>;
-  removeObject(input: { kind: ObjectKind; name: string }): Promise<{ removed: boolean }>;
-  stageVolume(input: { name: string; nfs: { server: string; path: string }; local_path: string | null; labels: Record<string, string> }): Promise<{ name: string }>;
-  unstageVolume(input: { name: string }): Promise<{ removed: boolean }>;
-  scanUnmanaged(input?: Record<string, never>): Promise<{ resources: UnmanagedResource[] }>;
-  // ---- Kubernetes only ----
-  /** The cluster's nodes as it reports them (Ready, roles, kubelet version, availability). */
-  nodes(): Promise<{ nodes: KubeNode[] }>;
-  removeNode(input: { runtime_node_id: string }): Promise<{ removed: boolean }>;
-  /** The objects a bundle's manifest applied, or null for no such bundle. */
-  bundleObjects(input: { name: string }): Promise<{ objects: AppliedObject[] | null }>;
-  /** A staged volume's claim phase (Bound, Pending…), or null when it is not staged. */
-  volumePhase(input: { name: string }): Promise<{ phase: string | null }>;
-}
+export type KubernetesDriver = Omit<OrchestratorDriver, 'deployBundle'> &
+  K3sMembership & {
+    readonly backend: 'k8s';
+    /** A bundle on Kubernetes is a manifest (multi-document YAML), applied server-side; the answer lists what it applied. */
+    deployBundle(input: Parameters<OrchestratorDriver['deployBundle']>[0]): Promise<ManifestState>;
+    /** The objects a bundle's manifest applied, or null for no such bundle. */
+    bundleObjects(input: { name: string }): Promise<{ objects: AppliedObject[] | null }>;
+    /** A staged volume's claim phase (Bound, Pending…), or null when it is not staged. */
+    volumePhase(input: { name: string }): Promise<{ phase: string | null }>;
+  };
 
 export interface KubernetesDriverOptions {
   /** The cluster: a kubeconfig file's path, or a loaded KubeConfig (default: k3s's /etc/rancher/k3s/k3s.yaml). */
@@ -62,35 +46,62 @@ export interface KubernetesDriverOptions {
 /** Where k3s writes the admin kubeconfig on its server node (the stand-in too). */
 export const K3S_KUBECONFIG = '/etc/rancher/k3s/k3s.yaml';
 
+/**
+ * The driver for one cluster. With a kubeconfig file it is read again whenever the file changes
+ * (k3s installed anew on the machine has a new CA and credentials).
+ */
 export function createKubernetesDriver(options: KubernetesDriverOptions = {}): KubernetesDriver {
-  let kubeConfig: KubeConfig;
-  if (options.kubeconfig instanceof KubeConfig) kubeConfig = options.kubeconfig;
-  else {
-    kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(options.kubeconfig ?? K3S_KUBECONFIG);
-  }
-  const ctx: KubeContext = createContext(kubeConfig, options.namespace ?? 'default');
+  const namespace = options.namespace ?? 'default';
+  let loaded: { ctx: KubeContext; mtimeMs: number } | undefined;
+  const current = (): KubeContext => {
+    if (options.kubeconfig instanceof KubeConfig) {
+      loaded ??= { ctx: createContext(options.kubeconfig, namespace), mtimeMs: 0 };
+      return loaded.ctx;
+    }
+    const path = options.kubeconfig ?? K3S_KUBECONFIG;
+    let mtimeMs: number;
+    try {
+      mtimeMs = statSync(path).mtimeMs;
+    } catch {
+      throw new KubeDriverError(`no kubeconfig at ${path}: k3s is not installed on this machine, or it is not the cluster's server`, 409);
+    }
+    if (!loaded || loaded.mtimeMs !== mtimeMs) {
+      const kubeConfig = new KubeConfig();
+      kubeConfig.loadFromFile(path);
+      loaded = { ctx: createContext(kubeConfig, namespace), mtimeMs };
+    }
+    return loaded.ctx;
+  };
+  /** Runs with the current context; a missing kubeconfig is the call's failure, not the driver's creation's. */
+  const run = <R>(work: (ctx: KubeContext) => Promise<R>): Promise<R> => Promise.resolve().then(() => work(current()));
   return {
     backend: 'k8s',
-    deployWorkload: ({ spec, cluster_nodes, settings }) => deployWorkload(ctx, spec, { cluster_nodes, settings }),
-    removeWorkload: ({ name }) => removeWorkload(ctx, name),
-    scaleWorkload: ({ name, replicas }) => scaleWorkload(ctx, name, replicas),
-    workloadLogs: async ({ name, ...logOptions }) => logsOf(ctx, [{ prefix: '', deployment: await requireDeployment(ctx, name, 'reading the logs of') }], logOptions),
-    inspectWorkloads: (filter) => inspectWorkloads(ctx, filter ?? {}),
-    deployBundle: ({ name, spec, prune }) => deployBundle(ctx, name, spec, { prune: !!prune }),
-    removeBundle: ({ name }) => removeBundle(ctx, name),
-    bundleLogs: ({ name, ...logOptions }) => bundleLogs(ctx, name, logOptions),
-    applyLoadBalancer: ({ spec, cluster_nodes, settings }) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings }),
-    removeLoadBalancer: ({ name }) => removeLoadBalancer(ctx, name),
-    setNodeAvailability: ({ runtime_node_id, availability }) => setNodeAvailability(ctx, runtime_node_id, availability, options.drainTimeoutMs),
-    createObject: ({ kind, name, data, labels }) => createObject(ctx, kind, name, data, labels ?? {}),
-    removeObject: ({ kind, name }) => removeObject(ctx, kind, name),
-    stageVolume: (input) => stageVolume(ctx, input),
-    unstageVolume: ({ name }) => unstageVolume(ctx, name),
-    scanUnmanaged: () => scanUnmanaged(ctx),
-    nodes: () => listNodes(ctx),
-    removeNode: ({ runtime_node_id }) => removeNode(ctx, runtime_node_id),
-    bundleObjects: async ({ name }) => ({ objects: await bundleObjects(ctx, name) }),
-    volumePhase: async ({ name }) => ({ phase: await volumePhase(ctx, name) }),
+    deployWorkload: ({ spec, cluster_nodes, settings }) => run((ctx) => deployWorkload(ctx, spec, { cluster_nodes, settings })),
+    removeWorkload: ({ name }) => run((ctx) => removeWorkload(ctx, name)),
+    scaleWorkload: ({ name, replicas }) => run((ctx) => scaleWorkload(ctx, name, replicas)),
+    workloadLogs: ({ name, ...logOptions }) => run(async (ctx) => logsOf(ctx, [{ prefix: '', deployment: await requireDeployment(ctx, name, 'reading the logs of') }], logOptions)),
+    inspectWorkloads: (filter) => run((ctx) => inspectWorkloads(ctx, filter ?? {})),
+    deployBundle: ({ name, spec, prune }) => run((ctx) => deployBundle(ctx, name, spec, { prune: !!prune })),
+    removeBundle: ({ name }) => run((ctx) => removeBundle(ctx, name)),
+    bundleLogs: ({ name, ...logOptions }) => run((ctx) => bundleLogs(ctx, name, logOptions)),
+    applyLoadBalancer: ({ spec, cluster_nodes, settings }) => run((ctx) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings })),
+    removeLoadBalancer: ({ name }) => run((ctx) => removeLoadBalancer(ctx, name)),
+    setNodeAvailability: ({ runtime_node_id, availability }) => run((ctx) => setNodeAvailability(ctx, runtime_node_id, availability, options.drainTimeoutMs)),
+    createObject: ({ kind, name, data, labels }) => run((ctx) => createObject(ctx, kind, name, data, labels ?? {})),
+    removeObject: ({ kind, name }) => run((ctx) => removeObject(ctx, kind, name)),
+    stageVolume: (input) => run((ctx) => stageVolume(ctx, input)),
+    unstageVolume: ({ name }) => run((ctx) => unstageVolume(ctx, name)),
+    scanUnmanaged: () => run((ctx) => scanUnmanaged(ctx)),
+    nodes: () => run((ctx) => listNodes(ctx)),
+    removeNode: ({ runtime_node_id }) => run((ctx) => removeNode(ctx, runtime_node_id)),
+    bundleObjects: ({ name }) => run(async (ctx) => ({ objects: await bundleObjects(ctx, name) })),
+    volumePhase: ({ name }) => run(async (ctx) => ({ phase: await volumePhase(ctx, name) })),
   };
 }
+
+/** The agent-side half of the k8s backend (the control-plane half is ./backend.ts): on a cluster's server node, against k3s's kubeconfig. */
+export default defineDriver<KubernetesDriver>({
+  name: 'kubernetes',
+  kind: 'k8s-api',
+  create: () => createKubernetesDriver(),
+});

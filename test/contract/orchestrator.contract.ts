@@ -269,7 +269,9 @@ export function orchestratorContract(target: DriverTarget): void {
       const cleanup = await s.probe.foreign(name('manual'), name('foreign'));
       try {
         const { resources } = await s.driver.scanUnmanaged({});
-        const mine = resources.filter((r) => r.name.startsWith(s.prefix) || r.name.startsWith(ours));
+        // A bundle's part is named by its bundle (swarm: <stack>_<service>) or only by its own name (Kubernetes): either tells it is this session's.
+        const ofThisSession = (text: string | null | undefined) => !!text && (text.startsWith(s.prefix) || text.startsWith(ours));
+        const mine = resources.filter((r) => ofThisSession(r.name) || ofThisSession(r.stack));
         expect(mine.some((r) => r.name === name('manual')), 'the workload made by hand').to.equal(true);
         expect(mine.some((r) => r.stack === name('foreign')), 'the foreign bundle’s part').to.equal(true);
         expect(mine.some((r) => r.name === managed.name), 'not hangar’s workload').to.equal(false);

@@ -66,7 +66,7 @@ describe('Kubernetes driver: nodes, cordon and drain with PodDisruptionBudgets, 
   describe('nodes', () => {
     it('lists the nodes as the cluster reports them: Ready, roles, kubelet version, address, availability', async () => {
       await core.patchNode({ name: 'kwok-node-1', body: { metadata: { labels: { 'node-role.kubernetes.io/control-plane': 'true', 'node-role.kubernetes.io/master': 'true' } } } }, mergePatch);
-      const { nodes } = await driver.nodes();
+      const { nodes } = await driver.nodes({});
       expect(nodes.map((n) => n.runtime_node_id)).to.deep.equal(NODES);
       expect(nodes.every((n) => n.ready && n.availability === 'schedulable')).to.equal(true);
       expect(nodes[0]!.roles).to.deep.equal(['control-plane', 'master']);
@@ -86,12 +86,12 @@ describe('Kubernetes driver: nodes, cordon and drain with PodDisruptionBudgets, 
 
       expect(await driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'cordoned' })).to.deep.equal({ availability: 'cordoned' });
       expect((await core.readNode({ name: 'kwok-node-3' })).spec?.unschedulable).to.equal(true);
-      expect((await driver.nodes()).nodes[2]!.availability).to.equal('cordoned');
+      expect((await driver.nodes({})).nodes[2]!.availability).to.equal('cordoned');
       expect((await onNode('kwok-node-3')).map((p) => p.metadata?.name), 'cordon leaves running pods').to.deep.equal(before.map((p) => p.metadata?.name));
 
       expect(await driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'drained' })).to.deep.equal({ availability: 'drained' });
       expect(await onNode('kwok-node-3')).to.deep.equal([]);
-      expect((await driver.nodes()).nodes[2]!.availability).to.equal('drained');
+      expect((await driver.nodes({})).nodes[2]!.availability).to.equal('drained');
       const state = await waitFor(async () => {
         const s = (await driver.inspectWorkloads({ names: ['spread'] })).workloads[0];
         return s?.running === 6 ? s : undefined;
@@ -126,7 +126,7 @@ describe('Kubernetes driver: nodes, cordon and drain with PodDisruptionBudgets, 
       expect(refused.message).to.contain('the node stays cordoned');
       const node = await core.readNode({ name: 'kwok-node-2' });
       expect(node.spec?.unschedulable).to.equal(true);
-      expect((await driver.nodes()).nodes[1]!.availability).to.equal('cordoned');
+      expect((await driver.nodes({})).nodes[1]!.availability).to.equal('cordoned');
       expect((await driver.inspectWorkloads({ names: ['guarded'] })).workloads[0]!.running, 'both pods still there').to.equal(2);
 
       // With room in the budget the same drain goes through.

@@ -258,7 +258,7 @@ describe('Kubernetes driver: workloads, logs, secrets and configs, volumes, the 
         const result = kube.kubectl(args);
         expect(result.code, result.stderr).to.equal(0);
       }
-      const { resources } = await driver.scanUnmanaged();
+      const { resources } = await driver.scanUnmanaged({});
       expect(resources.map((r) => `${r.kind} ${r.name}`)).to.deep.equal(['deployment manual', 'deployment team/elsewhere']);
       expect(resources[0]).to.include({ image: 'registry.invalid/manual:2', stack: null });
       expect(resources[0]!.id).to.match(/^[0-9a-f-]{36}$/);

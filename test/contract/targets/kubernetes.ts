@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { createKubernetesDriver, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
+import { AVAILABILITY_ANNOTATION } from '../../../drivers/kubernetes/nodes.js';
+import { KubeControlPlane, kubeAvailability } from '../../support/kube.js';
+import type { DriverTarget, TargetSession } from '../target.js';
+
+const NODES = ['kwok-node-1', 'kwok-node-2', 'kwok-node-3'];
+
+/**
+ * The Kubernetes driver against the real upstream control plane (kube-apiserver, controllers and
+ * scheduler on etcd) with three kwok-simulated nodes: pods are placed, go Running and are evicted
+ * for real, but no container runs (`executes: false`: the cases that read a process's output are
+ * skipped; logs are covered by test/integration/kube with the lines kwok serves).
+ */
+export function kubernetesOnControlPlane(): DriverTarget {
+  const prefix = `ct${randomBytes(3).toString('hex')}`;
+  let kube: KubeControlPlane | undefined;
+  return {
+    title: 'k8s (the real upstream control plane, kwok nodes)',
+    backend: 'k8s',
+    async available() {
+      const available = await kubeAvailability();
+      return available.ok ? null : available.why;
+    },
+    async setUp(): Promise<TargetSession> {
+      kube = await KubeControlPlane.start({ nodes: NODES.length });
+      const driver: KubernetesDriver = createKubernetesDriver({ kubeconfig: kube.kubeconfigPath, drainTimeoutMs: 20_000 });
+      const core = kube.api(CoreV1Api);
+      const apps = kube.api(AppsV1Api);
+      const deployment = (name: string, replicas: number, command: string[]) =>
+        [
+          'apiVersion: apps/v1',
+          'kind: Deployment',
+          `metadata: {name: ${name}}`,
+          'spec:',
+          `  replicas: ${replicas}`,
+          `  selector: {matchLabels: {app: ${name}}}`,
+          '  template:',
+          `    metadata: {labels: {app: ${name}}}`,
+          `    spec: {containers: [{name: main, image: registry.invalid/contract:1, command: ${JSON.stringify(command)}}]}`,
+        ].join('\n');
+      const k8s = kube;
+      return {
+        driver,
+        context: { cluster_nodes: { 'node-a': NODES[0]!, 'node-b': NODES[1]!, 'node-c': NODES[2]! }, settings: {} },
+        node: { id: 'node-a', runtimeId: NODES[0]! },
+        image: 'registry.invalid/contract:1',
+        prefix,
+        executes: false,
+        command: (script) => ['sh', '-c', script],
+        bundle: (parts, script) => `${parts.map((p) => deployment(p.name, p.replicas ?? 1, ['sh', '-c', script.replaceAll('$PART', p.name)])).join('\n---\n')}\n`,
+        brokenBundle: () => 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec: {replicas: many}\n',
+        probe: {
+          workloadId: async (name) => (await apps.readNamespacedDeployment({ name, namespace: 'default' }).catch(() => null))?.metadata?.uid ?? null,
+          objectExists: async (kind, name) =>
+            !!(await (kind === 'secret' ? core.readNamespacedSecret({ name, namespace: 'default' }) : core.readNamespacedConfigMap({ name, namespace: 'default' })).catch(() => null)),
+          async foreign(name, bundle) {
+            const made = k8s.kubectl(['create', 'deployment', name, '--image=registry.invalid/foreign:1', '--replicas=0']);
+            if (made.code !== 0) throw new Error(made.stderr);
+            await driver.deployBundle({ name: bundle, spec: `${deployment('s', 0, ['sleep', '3600'])}\n`, prune: false });
+            return async () => {
+              k8s.kubectl(['delete', 'deployment', name]);
+              await driver.removeBundle({ name: bundle });
+            };
+          },
+          async availability(runtimeNodeId) {
+            const node = await core.readNode({ name: runtimeNodeId });
+            if (!node.spec?.unschedulable) return 'schedulable';
+            return node.metadata?.annotations?.[AVAILABILITY_ANNOTATION] === 'drained' ? 'drained' : 'cordoned';
+          },
+          volumeStaged: async (name) => !!(await core.readNamespacedPersistentVolumeClaim({ name, namespace: 'default' }).catch(() => null)),
+        },
+      };
+    },
+    async tearDown() {
+      await kube?.stop();
+    },
+  };
+}
