@@ -10,6 +10,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   'ssh-profiles': () => import('./ssh-profiles/index.js'),
   provisioning: () => import('./provisioning/index.js'),
   swarms: () => import('./swarms/index.js'),
+  kubernetes: () => import('./kubernetes/index.js'),
   volumes: () => import('./volumes/index.js'),
   secrets: () => import('./secrets/index.js'),
   compute: () => import('./compute/index.js'),

@@ -5,7 +5,7 @@
  * agent's context: agent/executors/k3s.ts); the cluster's view of its nodes is a driver call on the
  * server node, like the workload calls of core/orchestrator.ts.
  */
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { TYPED_TASKS_VERSION } from '../../core/orchestrator.js';
 import { defineDriverCall, defineTaskKind, sensitive, type DriverMethods } from '../../core/tasks/kinds.js';
 
@@ -82,6 +82,8 @@ export const KubeNode = Type.Object({
   availability: Type.Union([Type.Literal('schedulable'), Type.Literal('cordoned'), Type.Literal('drained')]),
   labels: Type.Record(Type.String(), Type.String()),
 });
+
+export type KubeNodeState = Static<typeof KubeNode>;
 
 export const K3sNodes = defineDriverCall({
   name: 'k3s.nodes',

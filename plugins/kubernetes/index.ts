@@ -1,0 +1,455 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Type } from '@sinclair/typebox';
+import { conflict, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { newId } from '../../core/ids.js';
+import { SetNodeAvailability } from '../../core/orchestrator.js';
+import { defineLifecycle, REMOVED, type Operation, type OperationContext } from '../../core/lifecycle.js';
+import { definePlugin } from '../../core/plugin.js';
+import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
+import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
+import { K3S_API_PORT } from '../../drivers/kubernetes/k3s.js';
+import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
+import { NodesRef, nodesOf } from '../nodes/index.js';
+import type { NodeRecord } from '../nodes/nodes.js';
+
+const BACKEND = 'k8s';
+const K8S_CLUSTERS = 'k8s_clusters';
+
+export const KubernetesConfigSchema = Type.Object(
+  {
+    k3s_dir: Type.Optional(Type.String({ minLength: 1, description: 'where the operator places the k3s binary (k3s, or k3s-<arch>) served to agents; default <data_dir>/k3s' })),
+    install_timeout_seconds: Type.Integer({ minimum: 30, default: 300, description: 'how long installing k3s on a machine may take' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+interface KubernetesConfig {
+  k3s_dir?: string;
+  install_timeout_seconds: number;
+}
+
+/** Where the cluster's kubeconfig points: the server node's public address, its overlay address, or a given address. */
+const KubeconfigEndpoint = Type.Union([Type.Literal('public'), Type.Literal('overlay'), Type.String({ format: 'ipv4' })], {
+  description: 'public (the server node’s address), overlay (its WireGuard address) or an IPv4 address',
+});
+
+interface K8sOptions {
+  cluster_id: string;
+  kubeconfig_endpoint: string;
+  version: string | null;
+}
+
+function memberView(m: MemberRecord) {
+  return { node_id: m.node_id, role: m.role === 'manager' ? 'server' : 'agent', status: m.status, runtime_node_id: m.runtime_node_id, address: m.advertise_address, error: m.error, joined_at: m.created_at };
+}
+
+/**
+ * Kubernetes (k3s) clusters: clusters of backend k8s. hangar installs k3s through the agents — the
+ * binary the operator placed in the control plane's data dir, `k3s server` on the first node,
+ * `k3s agent` with the server's token on the others — and reaches the cluster through the server
+ * node's agent (drivers/kubernetes).
+ */
+export default definePlugin({
+  name: 'kubernetes',
+  description: 'Kubernetes (k3s) clusters: install through the agents, kubeconfig, nodes',
+  configSchema: KubernetesConfigSchema,
+  deps: [NodesRef],
+  migrations: [
+    {
+      id: '001_k8s_clusters',
+      async up(knex) {
+        await knex.schema.createTable(K8S_CLUSTERS, (t) => {
+          t.string('cluster_id', 64).primary().references('id').inTable('clusters').onDelete('CASCADE');
+          t.string('kubeconfig_endpoint', 64).notNullable();
+          t.string('version', 100).nullable();
+        });
+      },
+    },
+  ],
+  setup(services) {
+    const { clock, clusters: core } = services;
+    const settings = services.config.kubernetes as KubernetesConfig;
+    const k3sDir = settings.k3s_dir ?? path.join(services.config.data_dir, 'k3s');
+    const { nodes, events } = nodesOf(services);
+    const { clusters, members } = core;
+    const knex = services.db.knex;
+    const now = () => clock.now().toISOString();
+    const installTimeoutMs = settings.install_timeout_seconds * 1000;
+
+    const options = async (clusterId: string) => (await knex<K8sOptions>(K8S_CLUSTERS).where({ cluster_id: clusterId }).first()) ?? null;
+
+    /** The k3s binary for an architecture: k3s-<arch>, or k3s for any; its SHA-256 is computed once per file version. */
+    const checksums = new Map<string, { mtimeMs: number; sha256: string }>();
+    function k3sBinary(arch: string): { file: string; sha256: string; size: number } | null {
+      for (const name of [`k3s-${arch}`, 'k3s']) {
+        const file = path.join(k3sDir, name);
+        if (!existsSync(file)) continue;
+        const stat = statSync(file);
+        let known = checksums.get(file);
+        if (!known || known.mtimeMs !== stat.mtimeMs) {
+          known = { mtimeMs: stat.mtimeMs, sha256: createHash('sha256').update(readFileSync(file)).digest('hex') };
+          checksums.set(file, known);
+        }
+        return { file, sha256: known.sha256, size: stat.size };
+      }
+      return null;
+    }
+    function binaryFor(node: NodeRecord) {
+      const architecture = node.architecture === 'arm64' || node.architecture === 'aarch64' ? 'arm64' : 'amd64';
+      const binary = k3sBinary(architecture);
+      if (!binary) throw conflict(`No k3s binary for ${architecture} on the control plane: place it at ${path.join(k3sDir, `k3s-${architecture}`)} (or ${path.join(k3sDir, 'k3s')})`);
+      return { sha256: binary.sha256, architecture };
+    }
+
+    const addressOf = (node: NodeRecord) => core.addressOf(node);
+    const serverUrl = (address: string) => `https://${address}:${K3S_API_PORT}`;
+
+    /** A cluster's members, the server first, then in the order they were added. */
+    const membersOf = async (clusterId: string) =>
+      (await members.of(clusterId)).sort((a, b) => (a.role === b.role ? a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id) : a.role === 'manager' ? -1 : 1));
+
+    async function view(cluster: ClusterRecord) {
+      const list = await membersOf(cluster.id);
+      const opts = await options(cluster.id);
+      const server = list.find((m) => m.node_id === cluster.manager_node_id) ?? list.find((m) => m.role === 'manager') ?? null;
+      return {
+        id: cluster.id,
+        name: cluster.name,
+        status: cluster.status,
+        server_node_id: server?.node_id ?? null,
+        nodes: list.map(memberView),
+        version: opts?.version ?? null,
+        kubeconfig_endpoint: opts?.kubeconfig_endpoint ?? 'public',
+        ...(await core.viewFields(cluster)),
+        error: cluster.error,
+        created_at: cluster.created_at,
+        updated_at: cluster.updated_at,
+      };
+    }
+
+    const requireCluster = (idOrName: string) => core.require(idOrName, BACKEND);
+    const record = (nodeId: string, kind: string, message: string, data?: Record<string, unknown>) => events.record({ nodeId, kind, message, data });
+
+    async function requireNode(id: string): Promise<NodeRecord> {
+      const node = await nodes.requireLive(id);
+      if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
+      await services.tasks.requireCapable(node.id, [K3sInstallServer, K3sJoin, K3sUninstall]);
+      const existing = await members.findOne({ node_id: node.id });
+      if (existing) throw conflict(`Node ${node.id} is already a member of cluster ${existing.cluster_id}`);
+      return node;
+    }
+
+    /** Installs k3s on a member: the server on the first, an agent (with the server's token) on the others. */
+    async function join(cluster: ClusterRecord, member: MemberRecord): Promise<void> {
+      const node = await nodes.get(member.node_id);
+      if (!node) throw new Error(`node ${member.node_id} is gone`);
+      const address = addressOf(node);
+      if (member.role === 'manager') {
+        const endpoint = (await options(cluster.id))?.kubeconfig_endpoint ?? 'public';
+        const sans = [node.ip_address, node.overlay_ip, /^\d/.test(endpoint) ? endpoint : null].filter((x): x is string => !!x);
+        try {
+          const result = await core.runTask(
+            node.id,
+            K3sInstallServer,
+            { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], binary: binaryFor(node) },
+            { subject: cluster.id, timeoutMs: installTimeoutMs },
+          );
+          await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
+          await clusters.change(cluster.id, { status: 'active', manager_node_id: node.id, error: null });
+          await knex(K8S_CLUSTERS).where({ cluster_id: cluster.id }).update({ version: result.version });
+        } catch (err) {
+          await clusters.change(cluster.id, { status: 'failed', error: `installing the k3s server on ${node.id} failed: ${(err as Error).message}` });
+          throw err;
+        }
+      } else {
+        const current = (await clusters.get(cluster.id))!;
+        if (!current.manager_node_id) throw new Error(`cluster ${cluster.name} has no server to join (its first node did not install it)`);
+        const server = (await nodes.get(current.manager_node_id))!;
+        const { token } = await core.runTask(server.id, K3sToken, {}, { subject: cluster.id });
+        const result = await core.runTask(
+          node.id,
+          K3sJoin,
+          { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, binary: binaryFor(node) },
+          { subject: cluster.id, timeoutMs: installTimeoutMs },
+        );
+        await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
+      }
+      await record(node.id, 'k8s_joined', `joined Kubernetes cluster ${cluster.name} as ${member.role === 'manager' ? 'the k3s server' : 'a k3s agent'}`, { cluster_id: cluster.id });
+      services.events.publish('cluster.member.joined', { clusterId: cluster.id, nodeId: node.id });
+    }
+
+    /** Removes a member: an agent node is drained (PodDisruptionBudgets honoured) and its node object removed; k3s is uninstalled on the machine. */
+    async function leave(cluster: ClusterRecord, member: MemberRecord): Promise<void> {
+      const isServer = cluster.manager_node_id === member.node_id;
+      if (!isServer && member.runtime_node_id && cluster.manager_node_id) {
+        await core.callOn(cluster, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: 'drained' }).catch(async (err: Error) => {
+          await record(member.node_id, 'k8s_drain_failed', `draining before leaving cluster ${cluster.name} failed: ${err.message}`, { cluster_id: cluster.id });
+          throw err;
+        });
+      }
+      await core.runTask(member.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
+        await record(member.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: cluster.id });
+      });
+      if (!isServer && member.runtime_node_id && cluster.manager_node_id) await core.callOn(cluster, K3sRemoveNode, { runtime_node_id: member.runtime_node_id });
+      await members.remove(member.id);
+      if (isServer) await clusters.change(cluster.id, { manager_node_id: null, status: cluster.status === 'deleting' ? 'deleting' : 'empty' });
+      await record(member.node_id, 'k8s_left', `left Kubernetes cluster ${cluster.name}`, { cluster_id: cluster.id });
+    }
+
+    /** Member changes one at a time, in the order asked: agents wait for the server. */
+    async function converge(cluster: ClusterRecord, signal: AbortSignal): Promise<void> {
+      for (;;) {
+        const pending = (await membersOf(cluster.id)).filter((m) => m.status === 'joining' || m.status === 'leaving');
+        const next = pending[0];
+        if (!next || signal.aborted) return;
+        const current = (await clusters.get(cluster.id))!;
+        const step = next.status === 'joining' ? join(current, next) : leave(current, next);
+        await step.catch(async (err: Error) => {
+          if (signal.aborted) throw err;
+          await members.change(next.id, { status: 'failed', error: `${next.status === 'joining' ? 'joining' : 'leaving'} failed: ${err.message}` });
+          await record(next.node_id, `k8s_${next.status === 'joining' ? 'join' : 'leave'}_failed`, `${next.status === 'joining' ? 'joining' : 'leaving'} cluster ${current.name} failed: ${err.message}`, {
+            cluster_id: current.id,
+          });
+        });
+      }
+    }
+
+    async function deleteCluster(cluster: ClusterRecord, force: boolean): Promise<void> {
+      if (force) await core.removeWorkloads(cluster.id);
+      const list = await members.of(cluster.id);
+      // Agents first (their node objects go through the server), the server last.
+      for (const m of [...list.filter((x) => x.node_id !== cluster.manager_node_id), ...list.filter((x) => x.node_id === cluster.manager_node_id)]) {
+        const current = (await clusters.get(cluster.id))!;
+        await core.runTask(m.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
+          await record(m.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: current.id });
+        });
+        await members.remove(m.id);
+        await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
+      }
+      await core.forget(cluster.id);
+    }
+
+    const deletion = (force: boolean): Operation<ClusterRecord> => ({
+      from: '*',
+      during: 'deleting',
+      preempts: true,
+      label: (c: ClusterRecord) => `delete Kubernetes cluster ${c.name}`,
+      async run(c: ClusterRecord, _ctx: OperationContext) {
+        await deleteCluster(c, force);
+        return REMOVED;
+      },
+      failed: (_c: ClusterRecord, err: Error) => ({ status: 'failed', error: `deleting failed: ${err.message}` }),
+    });
+
+    const lifecycle = core.lifecycle(
+      clusters,
+      defineLifecycle<ClusterRecord>({
+        noun: 'cluster',
+        operations: {
+          members: {
+            from: ['empty', 'forming', 'active', 'failed'],
+            joins: true,
+            label: (c) => `members of Kubernetes cluster ${c.name}`,
+            async run(c, ctx) {
+              await converge(c, ctx.signal);
+              return {};
+            },
+            failed: () => ({}),
+          },
+          delete: deletion(false),
+          'force-delete': deletion(true),
+        },
+      }),
+    );
+    const refused = (c: ClusterRecord | null) => conflict(c ? `Cluster ${c.name} is ${c.status}` : 'The cluster is gone');
+
+    async function addMember(cluster: ClusterRecord, node: NodeRecord, role: 'manager' | 'worker'): Promise<MemberRecord> {
+      return members.insert({
+        id: newId('member'),
+        cluster_id: cluster.id,
+        node_id: node.id,
+        role,
+        status: 'joining',
+        runtime_node_id: null,
+        advertise_address: null,
+        error: null,
+        created_at: now(),
+        updated_at: now(),
+      });
+    }
+
+    const Cluster = Type.Object({}, { additionalProperties: true });
+
+    return {
+      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/kubernetes/clusters',
+          auth: { role: 'admin' },
+          summary: 'Create a Kubernetes (k3s) cluster on nodes: k3s server on the first, k3s agents on the others; 202 while installing',
+          status: 202,
+          schemas: {
+            body: Type.Object(
+              {
+                name: DnsName,
+                node_ids: Type.Array(NodeRef, { minItems: 1, uniqueItems: true, description: 'the first is the server node' }),
+                options: Type.Optional(Type.Object({ kubeconfig_endpoint: Type.Optional(KubeconfigEndpoint) }, { additionalProperties: false })),
+              },
+              { additionalProperties: false },
+            ),
+            response: Cluster,
+          },
+          handler: async (req) => {
+            if (await clusters.findOne({ name: req.body.name })) throw conflict(`A cluster named ${req.body.name} exists`);
+            const chosen: NodeRecord[] = [];
+            for (const id of req.body.node_ids) chosen.push(await requireNode(id));
+            for (const node of chosen) binaryFor(node);
+            const id = newId('cluster');
+            await clusters.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
+            await knex(K8S_CLUSTERS).insert({ cluster_id: id, kubeconfig_endpoint: req.body.options?.kubeconfig_endpoint ?? 'public', version: null });
+            const cluster = (await clusters.get(id))!;
+            for (const [i, node] of chosen.entries()) await addMember(cluster, node, i === 0 ? 'manager' : 'worker');
+            return Reply.accepted(await view(await lifecycle.start(id, 'members', { status: 'forming', error: null }, refused)));
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/clusters',
+          auth: 'authenticated',
+          summary: 'List Kubernetes clusters',
+          schemas: { query: PageQuery },
+          handler: async (req) => {
+            const page = await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: BACKEND }) });
+            return new Reply(200, { data: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/clusters/{id}',
+          auth: 'authenticated',
+          summary: 'Get a Kubernetes cluster: status, server node, nodes, version, kubeconfig endpoint',
+          schemas: { params: IdParams, response: Cluster },
+          handler: async (req) => view(await requireCluster(req.params.id)),
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/clusters/{id}/kubeconfig',
+          auth: { role: 'admin' },
+          summary: 'The cluster’s admin kubeconfig (YAML), pointing at its kubeconfig endpoint',
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const cluster = await core.requireActive(req.params.id, BACKEND);
+            const server = await nodes.get(cluster.manager_node_id);
+            if (!server) throw conflict(`Cluster ${cluster.name} has no server node`);
+            const endpoint = (await options(cluster.id))?.kubeconfig_endpoint ?? 'public';
+            const address = endpoint === 'public' ? server.ip_address : endpoint === 'overlay' ? server.overlay_ip : endpoint;
+            if (!address) throw conflict(`The server node ${server.id} has no ${endpoint} address; choose another kubeconfig endpoint`);
+            const { kubeconfig } = await core.runTask(server.id, K3sKubeconfig, { server_url: serverUrl(address) }, { subject: cluster.id, timeoutMs: 30_000 });
+            return Reply.raw(kubeconfig, 'application/yaml', { 'Cache-Control': 'no-store' });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/clusters/{id}/nodes',
+          auth: 'authenticated',
+          summary: 'The cluster’s nodes as it reports them: Ready, roles, kubelet version',
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const cluster = await requireCluster(req.params.id);
+            const list = await membersOf(cluster.id);
+            let reported: KubeNodeState[] = [];
+            let error: string | null = null;
+            if (cluster.manager_node_id) {
+              try {
+                reported = (await core.callOn(cluster, K3sNodes, {}, { timeoutMs: 15_000 })).nodes;
+              } catch (err) {
+                error = `the server did not answer: ${(err as Error).message}`;
+              }
+            }
+            const byRuntime = new Map(reported.map((r) => [r.runtime_node_id, r]));
+            return new Reply(200, {
+              data: list.map((m) => {
+                const r = m.runtime_node_id ? byRuntime.get(m.runtime_node_id) : undefined;
+                return { ...memberView(m), ready: r?.ready ?? null, roles: r?.roles ?? [], kubelet_version: r?.kubelet_version ?? null, availability: r?.availability ?? null };
+              }),
+              ...(error ? { error } : {}),
+            });
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/kubernetes/clusters/{id}/nodes',
+          auth: { role: 'admin' },
+          summary: 'Add a node as a k3s agent; 202 while it installs',
+          status: 202,
+          schemas: { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
+          handler: async (req) => {
+            const cluster = await core.requireUsable(req.params.id, BACKEND);
+            const node = await requireNode(req.body.node_id);
+            binaryFor(node);
+            const member = await addMember(cluster, node, cluster.manager_node_id || (await members.of(cluster.id)).some((m) => m.role === 'manager') ? 'worker' : 'manager');
+            await lifecycle.start(cluster.id, 'members', {}, refused);
+            return Reply.accepted(memberView(member));
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/kubernetes/clusters/{id}/nodes/{nodeId}',
+          auth: { role: 'admin' },
+          summary: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it; the server node cannot be removed (409)',
+          status: 202,
+          schemas: { params: Type.Object({ id: IdParams.properties.id, nodeId: NodeRef }) },
+          handler: async (req) => {
+            const cluster = await requireCluster(req.params.id);
+            const member = await members.findOne({ node_id: req.params.nodeId, cluster_id: cluster.id });
+            if (!member) throw notFound(`Node ${req.params.nodeId} is not a node of cluster ${cluster.name}`);
+            if (member.node_id === cluster.manager_node_id || member.role === 'manager') {
+              throw conflict(`Node ${member.node_id} is the server of cluster ${cluster.name}; delete the cluster to remove it`);
+            }
+            if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
+            if (member.status === 'joining') throw conflict(`Node ${member.node_id} is still joining; wait for it to finish`);
+            const leaving = await members.change(member.id, { status: 'leaving' });
+            await lifecycle.start(cluster.id, 'members', {}, refused);
+            return Reply.accepted(memberView(leaving));
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/kubernetes/clusters/{id}',
+          auth: { role: 'admin' },
+          summary: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes; 409 naming its workloads unless forced',
+          schemas: { params: IdParams, query: ForceQuery },
+          handler: async (req) => {
+            const cluster = await requireCluster(req.params.id);
+            if (cluster.status === 'deleting') return Reply.accepted(await view(cluster));
+            const running = await core.workloadsIn(cluster.id);
+            if (running.length && !req.query.force) {
+              throw conflict(`Cluster ${cluster.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
+            }
+            if (!(await members.of(cluster.id)).length && !running.length) {
+              await core.forget(cluster.id);
+              return { id: cluster.id, deleted: true };
+            }
+            return Reply.accepted(await view(await lifecycle.start(cluster.id, req.query.force ? 'force-delete' : 'delete', {}, refused)));
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/k3s/binary',
+          auth: 'agent',
+          summary: 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header',
+          schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
+          handler(req) {
+            const binary = k3sBinary(req.query.arch);
+            if (!binary) throw notFound(`No k3s binary for ${req.query.arch}: the operator places it at ${path.join(k3sDir, `k3s-${req.query.arch}`)}`);
+            return Reply.raw(createReadStream(binary.file), 'application/octet-stream', { 'Content-Length': String(binary.size), 'X-Checksum-Sha256': binary.sha256 });
+          },
+        },
+      ],
+    };
+  },
+});

@@ -1,0 +1,181 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TestDialect } from '../support/dialects.js';
+import { startHangar, type TestHangar } from '../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
+import { postgresAvailable, requireService } from '../support/requirements.js';
+import { Lab, type Machine } from './lab/lab.js';
+
+const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 240_000, intervalMs = 1000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value;
+      last = value;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/**
+ * Kubernetes clusters end to end on real machines through the HTTP API: three lab machines get
+ * agents over SSH; a cluster is created on them, and hangar's agents install "k3s" — the k3s
+ * STAND-IN (lab/kube: the real upstream control plane, kwok playing each machine's kubelet, no
+ * container runs; docs/kubernetes.md), served by the control plane from its k3s folder as the
+ * operator's k3s binary would be — `k3s server` on the first, `k3s agent` with the server's token
+ * on the others. The kubeconfig hangar hands out works with kubectl; deleting the cluster
+ * uninstalls k3s from the machines. Runs on PostgreSQL.
+ */
+describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [postgres]', function () {
+  const dialect = new TestDialect('postgres');
+  let lab: Lab;
+  let t: TestHangar;
+  let admin: Credentials;
+  let machines: Machine[];
+  let kubectl: (args: string[]) => { code: number; stdout: string; stderr: string };
+  let k3sDir: string;
+  const nodeOf = new Map<string, string>();
+  let clusterId: string;
+
+  before(async function () {
+    this.timeout(KUBE_START_TIMEOUT_MS);
+    requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
+    const available = await Lab.availability();
+    requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
+    requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
+    const kube = await kubeAvailability();
+    requireService(this, kube.ok, kube.why);
+    const executable = await ensureKubeBuild();
+    kubectl = (args) => {
+      const r = spawnSync(executable, ['kubectl', ...args], { encoding: 'utf8', timeout: 60_000 });
+      return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+    };
+    // The operator's k3s binary, here the stand-in: what the control plane serves to agents.
+    k3sDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-k3s-'));
+    symlinkSync(executable, path.join(k3sDir, 'k3s-amd64'));
+    lab = new Lab({ name: 'kubernetes', subnet: '172.31.75.0/24', log: () => undefined });
+    machines = await lab.start({ machines: 3 });
+    t = await startHangar(dialect, {
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'tags'],
+      overrides: {
+        drivers: ['ssh'],
+        api: { host: '0.0.0.0' },
+        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
+        tasks: { poll_wait_seconds: 10 },
+        clusters: { advertise: 'address' },
+        kubernetes: { k3s_dir: k3sDir },
+      },
+    });
+    admin = await bootstrapAdmin(t);
+    const deploys = await Promise.all(machines.map((m) => api('POST', '/v1/nodes/deploy', { ip_address: m.ip, ssh_user: 'root', ssh_key: m.ssh.root.privateKey })));
+    for (const [i, res] of deploys.entries()) {
+      expect(res.status, res.text).to.equal(202);
+      nodeOf.set(machines[i]!.name, res.json.data.node_id);
+    }
+    for (const m of machines) await until(`${m.name} to be ready`, async () => (await api('GET', `/v1/nodes/${nodeOf.get(m.name)}`)).json.data.status === 'ready');
+  });
+  after(async function () {
+    this.timeout(180_000);
+    await t?.stop();
+    await lab?.teardown();
+    await dialect.cleanup();
+    if (k3sDir) rmSync(k3sDir, { recursive: true, force: true });
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state !== 'failed' || !t) return;
+    for (const line of t.logs.filter((l) => /"level":"(warn|error|fatal)"/.test(l)).slice(-20)) console.log(`    control plane: ${line.trim().slice(0, 1500)}`);
+  });
+
+  function api(method: string, p: string, body?: unknown) {
+    return t.request(method, p, { headers: bearer(admin.token), body });
+  }
+  const ids = () => machines.map((m) => nodeOf.get(m.name)!);
+
+  it('creates a cluster on three machines: the agents install k3s (server on the first, agents with its token on the others)', async function () {
+    this.timeout(600_000);
+    const bad = await api('POST', '/v1/kubernetes/clusters', { name: 'kube', node_ids: ['node-nosuch'] });
+    expect(bad.status, bad.text).to.equal(404);
+    const res = await api('POST', '/v1/kubernetes/clusters', { name: 'kube', node_ids: ids() });
+    expect(res.status, res.text).to.equal(202);
+    clusterId = res.json.data.id;
+    expect(res.json.data).to.include({ name: 'kube', status: 'forming', server_node_id: ids()[0] });
+    const cluster = await until(
+      'the cluster active with three nodes',
+      async () => {
+        const c = (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data;
+        if (c.nodes.some((n: { status: string; error: string | null }) => n.status === 'failed')) throw new Error(JSON.stringify(c.nodes));
+        return c.status === 'active' && c.nodes.every((n: { status: string }) => n.status === 'active') ? c : null;
+      },
+      480_000,
+    );
+    expect(cluster.version).to.match(/^v1\.33\.\d+\+k3s-standin$/);
+    expect(cluster.nodes.map((n: { role: string }) => n.role)).to.deep.equal(['server', 'agent', 'agent']);
+    expect(await machines[1]!.sh('test -x /usr/local/bin/k3s && cat /proc/$(cat /run/k3s.pid)/cmdline | tr "\\0" " "')).to.match(/^\/usr\/local\/bin\/k3s agent --node-name node-\S+ --node-ip 172\.31\.75\.\d+ --server https:\/\/172\.31\.75\.\d+:6443 --token K10/);
+    const listed = (await api('GET', '/v1/kubernetes/clusters')).json.data;
+    expect(listed.map((c: { id: string }) => c.id)).to.deep.equal([clusterId]);
+  });
+
+  it('lists the nodes as the cluster reports them (Ready, roles, kubelet version)', async function () {
+    this.timeout(120_000);
+    const nodes = await until('three Ready nodes', async () => {
+      const res = await api('GET', `/v1/kubernetes/clusters/${clusterId}/nodes`);
+      expect(res.status, res.text).to.equal(200);
+      return res.json.data.every((n: { ready: boolean }) => n.ready) ? res.json.data : null;
+    });
+    expect(nodes.map((n: { node_id: string }) => n.node_id)).to.deep.equal(ids());
+    expect(nodes[0].roles).to.include('control-plane');
+    expect(nodes[1].roles).to.deep.equal([]);
+    for (const n of nodes) expect(n.kubelet_version).to.match(/^v1\.33\.\d+\+k3s-standin$/);
+  });
+
+  it('hands out an admin kubeconfig that works with kubectl (`kubectl get nodes`)', async function () {
+    this.timeout(120_000);
+    const res = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig`, { headers: bearer(admin.token) });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.text).to.include(`server: https://${machines[0]!.ip}:6443`);
+    expect(t.logs.some((l) => l.includes('client-key-data')), 'never logged').to.equal(false);
+    const file = path.join(k3sDir, 'kubeconfig');
+    writeFileSync(file, res.text, { mode: 0o600 });
+    const got = kubectl(['--kubeconfig', file, 'get', 'nodes', '--no-headers']);
+    expect(got.code, got.stderr).to.equal(0);
+    const rows = got.stdout.trim().split('\n').map((l) => l.split(/\s+/).slice(0, 2));
+    expect(rows.map((r) => r[0]).sort()).to.deep.equal([...ids()].sort());
+    expect(rows.every((r) => r[1] === 'Ready')).to.equal(true);
+  });
+
+  it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
+    this.timeout(300_000);
+    const server = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/nodes/${ids()[0]}`);
+    expect(server.status, server.text).to.equal(409);
+    expect(server.text).to.contain('is the server of cluster kube');
+    const res = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/nodes/${ids()[2]}`);
+    expect(res.status, res.text).to.equal(202);
+    await until('the third node gone from the cluster', async () => (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data.nodes.length === 2);
+    expect((await machines[2]!.exec('test -e /usr/local/bin/k3s || test -e /var/lib/rancher/k3s')).code, 'k3s removed').to.not.equal(0);
+    const file = path.join(k3sDir, 'kubeconfig');
+    const got = kubectl(['--kubeconfig', file, 'get', 'nodes', '--no-headers', '-o', 'name']);
+    expect(got.stdout.trim().split('\n').sort()).to.deep.equal(ids().slice(0, 2).map((id) => `node/${id}`).sort());
+  });
+
+  it('deletes the cluster: k3s is uninstalled from every machine', async function () {
+    this.timeout(300_000);
+    const res = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}`);
+    expect(res.status, res.text).to.equal(202);
+    await until('the cluster gone', async () => (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).status === 404);
+    for (const m of machines) {
+      expect((await m.exec('test -e /usr/local/bin/k3s || test -e /etc/rancher/k3s/k3s.yaml || pgrep -f "k3s (server|agent)"')).code, `${m.name} clean`).to.not.equal(0);
+    }
+  });
+});
