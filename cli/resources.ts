@@ -1,3 +1,4 @@
+import { chmodSync, writeFileSync } from 'node:fs';
 import type { Options } from 'yargs';
 import { keyValues, many, readInput, renderRecord, resourceCommand, shellWords, type Args, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
@@ -112,6 +113,12 @@ function swarmObject(kind: 'secret' | 'config'): Resource {
   };
 }
 
+/** Writes a file only its owner reads (0600, also when it existed with other permissions). */
+function writeSecretFile(file: string, content: string): void {
+  writeFileSync(file, content, { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
 const composeFile = (a: Args) => readInput(String(a['compose-file']), '--compose-file').toString('base64');
 
 /** An object store's generated (or given) root password: in the create answer only. */
@@ -174,6 +181,73 @@ export const RESOURCES: Resource[] = [
         label: (a, d) => `the load balancer of swarm ${a.id} (${d.id})`,
         follow: (_a, d) => `lb get ${d.id}`,
       }),
+    ],
+  },
+  {
+    noun: 'cluster',
+    describe: 'Kubernetes (k3s) clusters: create on nodes, nodes, kubeconfig',
+    base: '/v1/kubernetes/clusters',
+    columns: ['id', 'name', 'status', 'server=server_node_id', 'nodes=nodes.length', 'version', 'created_at'],
+    transitional: ['forming', 'deleting'],
+    verbs: [
+      create({
+        describe: 'Create a Kubernetes cluster on nodes: k3s server on the first --node, k3s agents on the others (202: it installs in the background)',
+        options: {
+          node: { ...repeatable('a node to install k3s on; the first is the server'), demandOption: true },
+          'kubeconfig-endpoint': { type: 'string', describe: 'where the kubeconfig points: public (default), overlay, or an IPv4 address' },
+        },
+        body: { name: 'name', node_ids: many('node'), options: (a) => (a['kubeconfig-endpoint'] ? { kubeconfig_endpoint: a['kubeconfig-endpoint'] } : undefined) },
+        wait: 'settle',
+      }),
+      list(),
+      get(),
+      removeForced('also remove the workloads that run on it', { describe: 'Delete a cluster: k3s is uninstalled from its nodes (409 while workloads run, unless --force)', wait: 'gone' }),
+      {
+        command: 'nodes <id>',
+        describe: 'List the nodes as the cluster reports them (Ready, roles, kubelet version)',
+        method: 'GET',
+        path: '/{id}/nodes',
+        output: 'list',
+        paged: false,
+        columns: ['node_id', 'role', 'status', 'ready', 'roles', 'kubelet_version', 'availability', 'error'],
+        empty: 'no nodes',
+      },
+      {
+        command: 'add-node <id> <node>',
+        describe: 'Add a node as a k3s agent',
+        method: 'POST',
+        path: '/{id}/nodes',
+        body: { node_id: 'node' },
+        output: 'done',
+        says: ['added', 'adding'],
+        label: (a) => `node ${a.node} to cluster ${a.id}`,
+        follow: (a) => `cluster nodes ${a.id}`,
+      },
+      {
+        command: 'remove-node <id> <node>',
+        describe: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it (not the server node)',
+        method: 'DELETE',
+        path: '/{id}/nodes/{node}',
+        output: 'done',
+        says: ['removed', 'removing'],
+        label: (a) => `node ${a.node} from cluster ${a.id}`,
+        follow: (a) => `cluster nodes ${a.id}`,
+      },
+      {
+        command: 'kubeconfig <id>',
+        describe: 'Write the cluster’s admin kubeconfig to a file (mode 0600), or print it with --output -',
+        method: 'GET',
+        path: '/{id}/kubeconfig',
+        options: { output: { alias: 'o', type: 'string', demandOption: true, describe: 'the file to write (0600), or - for stdout' } },
+        output: (data: { kubeconfig: string; server: string }, a) => {
+          if (a.output === '-') {
+            process.stdout.write(data.kubeconfig);
+            return '';
+          }
+          writeSecretFile(String(a.output), data.kubeconfig);
+          return `wrote the kubeconfig of cluster ${a.id} (server ${data.server}) to ${a.output} (mode 0600)`;
+        },
+      },
     ],
   },
   {

@@ -339,7 +339,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/kubeconfig',
           auth: { role: 'admin' },
-          summary: 'The cluster’s admin kubeconfig (YAML), pointing at its kubeconfig endpoint',
+          summary: 'The cluster’s admin kubeconfig (YAML in `kubeconfig`), pointing at its kubeconfig endpoint; never logged',
           schemas: { params: IdParams },
           handler: async (req) => {
             const cluster = await core.requireActive(req.params.id, BACKEND);
@@ -349,7 +349,7 @@ export default definePlugin({
             const address = endpoint === 'public' ? server.ip_address : endpoint === 'overlay' ? server.overlay_ip : endpoint;
             if (!address) throw conflict(`The server node ${server.id} has no ${endpoint} address; choose another kubeconfig endpoint`);
             const { kubeconfig } = await core.runTask(server.id, K3sKubeconfig, { server_url: serverUrl(address) }, { subject: cluster.id, timeoutMs: 30_000 });
-            return Reply.raw(kubeconfig, 'application/yaml', { 'Cache-Control': 'no-store' });
+            return Reply.data({ cluster_id: cluster.id, server: serverUrl(address), kubeconfig }, 200, { 'Cache-Control': 'no-store' });
           },
         },
         {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TestDialect } from '../support/dialects.js';
@@ -9,6 +9,7 @@ import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
+import { hangarCli } from '../integration/runner/support.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 
@@ -140,14 +141,27 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     for (const n of nodes) expect(n.kubelet_version).to.match(/^v1\.33\.\d+\+k3s-standin$/);
   });
 
-  it('hands out an admin kubeconfig that works with kubectl (`kubectl get nodes`)', async function () {
+  it('hands out an admin kubeconfig (the CLI writes it 0600) that works with kubectl (`kubectl get nodes`)', async function () {
     this.timeout(120_000);
     const res = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig`, { headers: bearer(admin.token) });
     expect(res.status, res.text).to.equal(200);
-    expect(res.text).to.include(`server: https://${machines[0]!.ip}:6443`);
+    const { kubeconfig, server } = res.json.data as { kubeconfig: string; server: string };
+    expect(server).to.equal(`https://${machines[0]!.ip}:6443`);
+    expect(kubeconfig).to.include(`server: https://${machines[0]!.ip}:6443`);
     expect(t.logs.some((l) => l.includes('client-key-data')), 'never logged').to.equal(false);
+
     const file = path.join(k3sDir, 'kubeconfig');
-    writeFileSync(file, res.text, { mode: 0o600 });
+    const ca = path.join(k3sDir, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: k3sDir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca };
+    const cli = await hangarCli(['cluster', 'kubeconfig', 'kube', '--output', file], { env, timeoutMs: 60_000 });
+    expect(cli.code, cli.stderr).to.equal(0);
+    expect(cli.stdout).to.contain(`wrote the kubeconfig of cluster kube (server https://${machines[0]!.ip}:6443) to ${file} (mode 0600)`);
+    expect(statSync(file).mode & 0o777).to.equal(0o600);
+    expect(readFileSync(file, 'utf8')).to.equal(kubeconfig);
+    const nodes = await hangarCli(['cluster', 'nodes', 'kube'], { env, timeoutMs: 60_000 });
+    expect(nodes.code, nodes.stderr).to.equal(0);
+    expect(nodes.stdout.split('\n').filter((l) => l.startsWith('node-'))).to.have.length(3);
     const got = kubectl(['--kubeconfig', file, 'get', 'nodes', '--no-headers']);
     expect(got.code, got.stderr).to.equal(0);
     const rows = got.stdout.trim().split('\n').map((l) => l.split(/\s+/).slice(0, 2));
