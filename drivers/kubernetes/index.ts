@@ -4,6 +4,7 @@ import { defineDriver } from '../../core/plugin.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
 import type { K3sMembership } from './membership-calls.js';
 import { createContext, KubeDriverError, type KubeContext } from './client.js';
+import { K3S_PATHS } from './k3s.js';
 import { applyLoadBalancer, removeLoadBalancer } from './loadbalancer.js';
 import { logsOf } from './logs.js';
 import { bundleLogs, bundleObjects, deployBundle, removeBundle, type AppliedObject, type ManifestState } from './manifests.js';
@@ -43,8 +44,6 @@ export interface KubernetesDriverOptions {
   drainTimeoutMs?: number;
 }
 
-/** Where k3s writes the admin kubeconfig on its server node (the stand-in too). */
-export const K3S_KUBECONFIG = '/etc/rancher/k3s/k3s.yaml';
 
 /**
  * The driver for one cluster. With a kubeconfig file it is read again whenever the file changes
@@ -58,7 +57,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
       loaded ??= { ctx: createContext(options.kubeconfig, namespace), mtimeMs: 0 };
       return loaded.ctx;
     }
-    const path = options.kubeconfig ?? K3S_KUBECONFIG;
+    const path = options.kubeconfig ?? K3S_PATHS.kubeconfig;
     let mtimeMs: number;
     try {
       mtimeMs = statSync(path).mtimeMs;
