@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { SetNodeAvailability } from '../../core/orchestrator.js';
+import { SetNodeAvailability, type NodeAvailability } from '../../core/orchestrator.js';
 import { defineLifecycle, REMOVED, type Operation, type OperationContext } from '../../core/lifecycle.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
@@ -17,6 +18,8 @@ import type { NodeRecord } from '../nodes/nodes.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
+/** A node's availability as the driver takes it (the nodes API says `active` for schedulable). */
+const AVAILABILITY: Record<NodeRecord['availability'], NodeAvailability> = { active: 'schedulable', cordoned: 'cordoned', drained: 'drained' };
 
 export const KubernetesConfigSchema = Type.Object(
   {
@@ -81,25 +84,28 @@ export default definePlugin({
 
     const options = async (clusterId: string) => (await knex<K8sOptions>(K8S_CLUSTERS).where({ cluster_id: clusterId }).first()) ?? null;
 
-    /** The k3s binary for an architecture: k3s-<arch>, or k3s for any; its SHA-256 is computed once per file version. */
-    const checksums = new Map<string, { mtimeMs: number; sha256: string }>();
-    function k3sBinary(arch: string): { file: string; sha256: string; size: number } | null {
+    /** The k3s binary for an architecture: k3s-<arch>, or k3s for any; its SHA-256 is computed (streamed) once per file version. */
+    const checksums = new Map<string, { mtimeMs: number; sha256: Promise<string> }>();
+    async function k3sBinary(arch: string): Promise<{ file: string; sha256: string; size: number } | null> {
       for (const name of [`k3s-${arch}`, 'k3s']) {
         const file = path.join(k3sDir, name);
         if (!existsSync(file)) continue;
         const stat = statSync(file);
         let known = checksums.get(file);
         if (!known || known.mtimeMs !== stat.mtimeMs) {
-          known = { mtimeMs: stat.mtimeMs, sha256: createHash('sha256').update(readFileSync(file)).digest('hex') };
+          const hash = createHash('sha256');
+          const sha256 = pipeline(createReadStream(file), hash).then(() => hash.digest('hex'));
+          known = { mtimeMs: stat.mtimeMs, sha256 };
           checksums.set(file, known);
+          sha256.catch(() => checksums.delete(file));
         }
-        return { file, sha256: known.sha256, size: stat.size };
+        return { file, sha256: await known.sha256, size: stat.size };
       }
       return null;
     }
-    function binaryFor(node: NodeRecord) {
+    async function binaryFor(node: NodeRecord) {
       const architecture = node.architecture === 'arm64' || node.architecture === 'aarch64' ? 'arm64' : 'amd64';
-      const binary = k3sBinary(architecture);
+      const binary = await k3sBinary(architecture);
       if (!binary) throw conflict(`No k3s binary for ${architecture} on the control plane: place it at ${path.join(k3sDir, `k3s-${architecture}`)} (or ${path.join(k3sDir, 'k3s')})`);
       return { sha256: binary.sha256, architecture };
     }
@@ -154,7 +160,7 @@ export default definePlugin({
           const result = await core.runTask(
             node.id,
             K3sInstallServer,
-            { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], binary: binaryFor(node) },
+            { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], binary: await binaryFor(node) },
             { subject: cluster.id, timeoutMs: installTimeoutMs },
           );
           await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
@@ -172,7 +178,7 @@ export default definePlugin({
         const result = await core.runTask(
           node.id,
           K3sJoin,
-          { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, binary: binaryFor(node) },
+          { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, binary: await binaryFor(node) },
           { subject: cluster.id, timeoutMs: installTimeoutMs },
         );
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
@@ -281,6 +287,25 @@ export default definePlugin({
       });
     }
 
+    // Cordon, drain and uncordon of a member (the nodes API) reach the cluster: cordon, eviction with PodDisruptionBudgets, uncordon.
+    services.events.subscribe('node.availability', (payload) => {
+      const { node } = payload as { node: NodeRecord };
+      core.jobs.run(
+        `k8s availability of ${node.id}`,
+        async () => {
+          const member = await members.findOne({ node_id: node.id });
+          if (!member?.runtime_node_id) return;
+          const cluster = await clusters.get(member.cluster_id);
+          if (!cluster?.manager_node_id || cluster.backend !== BACKEND) return;
+          await core.callOn(cluster, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: AVAILABILITY[node.availability] });
+        },
+        async (err) => {
+          await record(node.id, 'k8s_availability_failed', `setting the node's availability in its Kubernetes cluster failed: ${err.message}`);
+        },
+        { resumable: false },
+      );
+    });
+
     const Cluster = Type.Object({}, { additionalProperties: true });
 
     return {
@@ -307,7 +332,7 @@ export default definePlugin({
             if (await clusters.findOne({ name: req.body.name })) throw conflict(`A cluster named ${req.body.name} exists`);
             const chosen: NodeRecord[] = [];
             for (const id of req.body.node_ids) chosen.push(await requireNode(id));
-            for (const node of chosen) binaryFor(node);
+            for (const node of chosen) await binaryFor(node);
             const id = newId('cluster');
             await clusters.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
             await knex(K8S_CLUSTERS).insert({ cluster_id: id, kubeconfig_endpoint: req.body.options?.kubeconfig_endpoint ?? 'public', version: null });
@@ -390,7 +415,7 @@ export default definePlugin({
           handler: async (req) => {
             const cluster = await core.requireUsable(req.params.id, BACKEND);
             const node = await requireNode(req.body.node_id);
-            binaryFor(node);
+            await binaryFor(node);
             const member = await addMember(cluster, node, cluster.manager_node_id || (await members.of(cluster.id)).some((m) => m.role === 'manager') ? 'worker' : 'manager');
             await lifecycle.start(cluster.id, 'members', {}, refused);
             return Reply.accepted(memberView(member));
@@ -443,8 +468,8 @@ export default definePlugin({
           auth: 'agent',
           summary: 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header',
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
-          handler(req) {
-            const binary = k3sBinary(req.query.arch);
+          handler: async (req) => {
+            const binary = await k3sBinary(req.query.arch);
             if (!binary) throw notFound(`No k3s binary for ${req.query.arch}: the operator places it at ${path.join(k3sDir, `k3s-${req.query.arch}`)}`);
             return Reply.raw(createReadStream(binary.file), 'application/octet-stream', { 'Content-Length': String(binary.size), 'X-Checksum-Sha256': binary.sha256 });
           },

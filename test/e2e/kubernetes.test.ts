@@ -169,6 +169,34 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(rows.every((r) => r[1] === 'Ready')).to.equal(true);
   });
 
+  it('cordon, drain and uncordon of a member through the nodes API reach the cluster (drain evicts its pods by the Eviction API)', async function () {
+    this.timeout(180_000);
+    const file = path.join(k3sDir, 'kubeconfig');
+    const ok = (args: string[]) => {
+      const r = kubectl(['--kubeconfig', file, ...args]);
+      expect(r.code, r.stderr).to.equal(0);
+      return r.stdout;
+    };
+    // Pods spread over the three machines (made with kubectl: what hangar does with them is not this case's business).
+    ok(['create', 'deployment', 'spread', '--image=registry.invalid/web:1', '--replicas=6']);
+    const second = ids()[1]!;
+    const podsOn = (node: string) => ok(['get', 'pods', '-l', 'app=spread', '--field-selector', `spec.nodeName=${node},status.phase=Running`, '-o', 'name']).trim().split('\n').filter(Boolean);
+    await until('pods running on the second machine', async () => podsOn(second).length > 0, 120_000);
+    const unschedulable = () => ok(['get', 'node', second, '-o', 'jsonpath={.spec.unschedulable}']).trim();
+
+    expect((await api('POST', `/v1/nodes/${second}/cordon`)).status).to.equal(200);
+    await until('the node cordoned in the cluster', async () => unschedulable() === 'true', 60_000);
+    expect(podsOn(second).length, 'cordon leaves its pods').to.be.greaterThan(0);
+    expect((await api('POST', `/v1/nodes/${second}/drain`)).status).to.equal(200);
+    await until('its pods evicted', async () => podsOn(second).length === 0, 120_000);
+    await until('six pods running on the other machines', async () => ok(['get', 'pods', '-l', 'app=spread', '--field-selector', 'status.phase=Running', '-o', 'name']).trim().split('\n').length === 6, 120_000);
+    const nodes = (await api('GET', `/v1/kubernetes/clusters/${clusterId}/nodes`)).json.data;
+    expect(nodes.find((n: { node_id: string }) => n.node_id === second).availability).to.equal('drained');
+    expect((await api('POST', `/v1/nodes/${second}/uncordon`)).status).to.equal(200);
+    await until('the node schedulable again', async () => unschedulable() === '', 60_000);
+    ok(['delete', 'deployment', 'spread']);
+  });
+
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
     this.timeout(300_000);
     const server = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/nodes/${ids()[0]}`);
