@@ -236,6 +236,8 @@ func (cp *controlPlane) start(ctx context.Context) error {
 			"--client-ca-file=" + pki("ca.crt"),
 			"--kubelet-client-certificate=" + pki("apiserver-kubelet-client.crt"),
 			"--kubelet-client-key=" + pki("apiserver-kubelet-client.key"),
+			// As k3s does: a node's address first (its name need not resolve: hangar names nodes by its ids).
+			"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + pki("sa.pub"),
 			"--service-account-signing-key-file=" + pki("sa.key"),

@@ -37,16 +37,22 @@ const plural = (kind: ObjectKind) => `${kind}s`;
 
 /** The compose file's text from its base64 form (standard or URL-safe alphabet; line breaks allowed). */
 export function decodeComposeFile(base64: string): string {
+  return decodeBase64Text(base64, 'compose_file');
+}
+
+/** A base64 field of the body (compose_file, manifest) as UTF-8 text; 400 naming the field when it is not. */
+export function decodeBase64Text(base64: string, field: string): string {
+  const fail = (message: string) => invalid(message, `body.${field}`);
   const compact = base64.replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(compact) || compact.length % 4 === 1) throw invalid('compose_file is not base64 (give the YAML file base64-encoded)');
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(compact) || compact.length % 4 === 1) throw fail(`${field} is not base64 (give the YAML file base64-encoded)`);
   const bytes = Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw invalid('compose_file does not decode to UTF-8 text');
+    throw fail(`${field} does not decode to UTF-8 text`);
   }
-  if (!text.trim()) throw invalid('compose_file is empty');
+  if (!text.trim()) throw fail(`${field} is empty`);
   return text;
 }
 

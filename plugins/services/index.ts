@@ -14,18 +14,20 @@ import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { TaggableResources } from '../tags/index.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
 import { ServicesRef, type ServicesApi } from './api.js';
-import { decodeComposeFile, parseCompose, resolveObjects, type ParsedCompose } from './compose.js';
+import { decodeBase64Text, decodeComposeFile, parseCompose, resolveObjects, type ParsedCompose } from './compose.js';
+import { parseManifest } from './manifest.js';
 import { serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
 
 const ComposeFile = Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the compose YAML, base64-encoded' });
+const Manifest = Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the Kubernetes manifest (multi-document YAML), base64-encoded' });
 const CreateBody = Type.Object(
   {
     name: DnsName,
     swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'compose backend: the swarm to deploy the stack to' })),
     compose_file: Type.Optional(ComposeFile),
-    cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Kubernetes backend (not available yet)' })),
-    manifest: Type.Optional(Type.Unknown({ description: 'Kubernetes backend (not available yet)' })),
+    cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'manifest backend: the Kubernetes cluster to apply the manifest to' })),
+    manifest: Type.Optional(Manifest),
   },
   { additionalProperties: false },
 );
@@ -35,7 +37,7 @@ const ReplaceBody = Type.Object(
     name: Type.Optional(DnsName),
     swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    manifest: Type.Optional(Type.Unknown()),
+    manifest: Type.Optional(Manifest),
   },
   { additionalProperties: false },
 );
@@ -54,34 +56,41 @@ interface CreateInput {
   swarm_id?: string;
   compose_file?: string;
   cluster_id?: string;
-  manifest?: unknown;
+  manifest?: string;
 }
 
-/** The compose backend's input; the Kubernetes one (cluster_id + manifest) is refused for now. */
-function composeInput(body: Omit<CreateInput, 'name'>, replacing: boolean): { swarm_id?: string; compose_file: string } {
+/** What a service is, from the body: a compose stack on a swarm, or a manifest on a Kubernetes cluster. */
+type SpecInput = { backend: 'compose'; swarm_id?: string; text: string } | { backend: 'manifest'; cluster_id?: string; text: string };
+
+function specInput(body: Omit<CreateInput, 'name'>, replacing: boolean): SpecInput {
   const compose = body.swarm_id !== undefined || body.compose_file !== undefined;
   const k8s = body.cluster_id !== undefined || body.manifest !== undefined;
   const both = 'give either swarm_id and compose_file (a compose stack on a swarm) or cluster_id and manifest (Kubernetes)';
   if (compose && k8s) throw badRequest(`Validation failed: ${both}, not both`);
-  if (k8s) throw badRequest('Kubernetes clusters are not available yet');
-  if (!compose) throw badRequest(`Validation failed: ${both}`);
-  if (body.compose_file === undefined) throw badRequest('Validation failed: body.compose_file is required', [{ path: 'body.compose_file', message: 'is required' }]);
-  if (!replacing && body.swarm_id === undefined) throw badRequest('Validation failed: body.swarm_id is required', [{ path: 'body.swarm_id', message: 'is required' }]);
-  return { swarm_id: body.swarm_id, compose_file: body.compose_file };
+  if (!compose && !k8s) throw badRequest(`Validation failed: ${both}`);
+  const field = compose ? 'compose_file' : 'manifest';
+  const target = compose ? 'swarm_id' : 'cluster_id';
+  const text = compose ? body.compose_file : body.manifest;
+  if (text === undefined) throw badRequest(`Validation failed: body.${field} is required`, [{ path: `body.${field}`, message: 'is required' }]);
+  if (!replacing && body[target] === undefined) throw badRequest(`Validation failed: body.${target} is required`, [{ path: `body.${target}`, message: 'is required' }]);
+  return compose ? { backend: 'compose', swarm_id: body.swarm_id, text: decodeComposeFile(text) } : { backend: 'manifest', cluster_id: body.cluster_id, text: decodeBase64Text(text, 'manifest') };
 }
 
 export const stackOf = (service: Pick<ServiceRecord, 'name'>) => `${HANGAR_STACK_PREFIX}${service.name}`;
 
 function view(s: ServiceRecord) {
+  const spec =
+    s.backend === 'manifest'
+      ? { cluster_id: s.cluster_id, manifest: s.spec, applied_objects: s.applied_objects ?? [] }
+      : { swarm_id: s.cluster_id, compose_file: s.spec };
   return {
     id: s.id,
     name: s.name,
     backend: s.backend,
-    swarm_id: s.cluster_id,
+    ...spec,
     stack: stackOf(s),
     status: s.status,
     error: s.error,
-    compose_file: s.spec,
     replicas: s.replicas,
     routes: s.routes,
     secret_refs: s.secret_refs,
@@ -132,6 +141,27 @@ export default definePlugin({
       return { parsed, resolved: await resolveObjects(parsed, resolver(cluster.id), nounOf(cluster).toLowerCase()) };
     }
 
+    /**
+     * A service's spec, checked (400 on any problem), as the record and the deploy need it: the
+     * parts and their replicas, routes, the hangar secrets and configs it uses (compose), and the
+     * bundle call's objects and routed parts. A manifest names its own Secrets and Ingresses.
+     */
+    async function prepareSpec(backend: ServiceRecord['backend'], text: string, name: string, cluster: ClusterRecord) {
+      if (backend === 'manifest') {
+        const manifest = parseManifest(text);
+        return { desired: manifest.desired, routes: [] as ServiceRoute[], secret_refs: [] as string[], config_refs: [] as string[], objects: [], routed: [] as string[] };
+      }
+      const { parsed, resolved } = await prepare(text, name, cluster);
+      return {
+        desired: parsed.desired,
+        routes: parsed.routes,
+        secret_refs: refs(resolved, 'secret'),
+        config_refs: refs(resolved, 'config'),
+        objects: parsed.objects.map((o) => ({ kind: o.kind, key: o.key, name: resolved.get(`${o.kind}:${o.key}`)!.runtime_name })),
+        routed: parsed.routes.map((r) => r.service),
+      };
+    }
+
     const refs = (resolved: Map<string, ResolvedObject>, kind: ObjectKind) =>
       [...new Set([...resolved.entries()].filter(([key]) => key.startsWith(`${kind}:`)).map(([, o]) => o.id))].sort();
 
@@ -160,15 +190,17 @@ export default definePlugin({
             async run(service) {
               try {
                 const cluster = await core.requireActive(service.cluster_id);
-                const { parsed, resolved } = await prepare(service.spec, service.name, cluster);
-                const objects = parsed.objects.map((o) => ({ kind: o.kind, key: o.key, name: resolved.get(`${o.kind}:${o.key}`)!.runtime_name }));
-                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects, routed: parsed.routes.map((r) => r.service), prune: true });
+                const spec = await prepareSpec(service.backend, service.spec, service.name, cluster);
+                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, prune: true });
+                // A manifest's bundle answers the objects it applied (what is pruned against and deleted).
+                const applied = (state as { applied_objects?: ServiceRecord['applied_objects'] }).applied_objects;
                 return {
                   status: 'running',
                   error: null,
-                  secret_refs: refs(resolved, 'secret'),
-                  config_refs: refs(resolved, 'config'),
-                  replicas: replicasOf(stackOf(service), parsed.desired, state.services ?? []),
+                  secret_refs: spec.secret_refs,
+                  config_refs: spec.config_refs,
+                  replicas: replicasOf(stackOf(service), spec.desired, state.services ?? []),
+                  ...(service.backend === 'manifest' ? { applied_objects: applied ?? [] } : {}),
                   observed_at: now(),
                 };
               } finally {
@@ -271,7 +303,7 @@ export default definePlugin({
       return service;
     }
 
-    const baseline = (parsed: ParsedCompose, previous: ServiceRecord['replicas'] = {}) =>
+    const baseline = (parsed: { desired: Record<string, number | null> }, previous: ServiceRecord['replicas'] = {}) =>
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
     return {
@@ -282,33 +314,36 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services',
           auth: { role: 'admin' },
-          summary: 'Create a service: a compose stack on a swarm (202 while it deploys)',
+          summary: 'Create a service: a compose stack on a swarm, or a manifest on a Kubernetes cluster (202 while it deploys)',
           description:
             'Body: `name`, `swarm_id` and `compose_file` (the YAML, base64). Everything is checked before anything is deployed: ' +
             'YAML syntax (400 naming the line), a non-empty services map with an image each, secrets and configs that name hangar objects of the swarm, ' +
-            'and the `x-hangar: {domain, port}` routing extension. `cluster_id` + `manifest` (Kubernetes) is not available yet.',
+            'and the `x-hangar: {domain, port}` routing extension. Or `name`, `cluster_id` and `manifest` (multi-document YAML, base64): every document a Kubernetes object, ' +
+            'applied server-side by the field manager hangar (a field another manager owns fails the deploy, naming it); `applied_objects` lists what it made, ' +
+            'a PUT prunes what the new manifest lacks, stop and delete delete them.',
           status: 202,
           schemas: { body: CreateBody, response: Service },
           handler: async (req) => {
             const body = req.body as CreateInput;
-            const input = composeInput(body, false);
+            const input = specInput(body, false);
             const cluster = await core.requireTarget(input);
-            const text = decodeComposeFile(input.compose_file);
+            const text = input.text;
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
-            const { parsed, resolved } = await prepare(text, body.name, cluster);
+            const parsed = await prepareSpec(input.backend, text, body.name, cluster);
             await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
             try {
               record = await store.insert({
                 id: newId('svc'),
                 name: body.name,
-                backend: 'compose',
+                backend: input.backend,
                 cluster_id: cluster.id,
                 spec: text,
                 status: 'deploying',
                 error: null,
-                secret_refs: refs(resolved, 'secret'),
-                config_refs: refs(resolved, 'config'),
+                secret_refs: parsed.secret_refs,
+                config_refs: parsed.config_refs,
+                applied_objects: input.backend === 'manifest' ? [] : null,
                 replicas: baseline(parsed),
                 routes: parsed.routes,
                 observed_at: null,
@@ -340,19 +375,21 @@ export default definePlugin({
           handler: async (req) => {
             const current = await requireSettled(req.params.id, 'replace');
             const body = req.body as Partial<CreateInput>;
-            const input = composeInput(body, true);
+            const input = specInput(body, true);
             if (body.name !== undefined && body.name !== current.name) throw badRequest('Validation failed: a service cannot be renamed (body.name differs)');
+            if (input.backend !== current.backend) throw badRequest(`Validation failed: service ${current.name} is a ${current.backend === 'manifest' ? 'manifest on a Kubernetes cluster' : 'compose stack on a swarm'}; give its ${current.backend === 'manifest' ? 'manifest' : 'compose_file'}`);
             const cluster = await core.requireActive(current.cluster_id);
-            if (input.swarm_id !== undefined && input.swarm_id !== cluster.id && input.swarm_id !== cluster.name) {
-              throw badRequest('Validation failed: a service cannot move to another swarm (body.swarm_id differs)');
+            const target = input.backend === 'compose' ? input.swarm_id : input.cluster_id;
+            if (target !== undefined && target !== cluster.id && target !== cluster.name) {
+              throw badRequest(`Validation failed: a service cannot move to another ${input.backend === 'compose' ? 'swarm (body.swarm_id differs)' : 'cluster (body.cluster_id differs)'}`);
             }
-            const text = decodeComposeFile(input.compose_file);
-            const { parsed, resolved } = await prepare(text, current.name, cluster);
+            const text = input.text;
+            const parsed = await prepareSpec(current.backend, text, current.name, cluster);
             await checkDomains(cluster.id, parsed.routes, current.id);
             const patch = {
               spec: text,
-              secret_refs: refs(resolved, 'secret'),
-              config_refs: refs(resolved, 'config'),
+              secret_refs: parsed.secret_refs,
+              config_refs: parsed.config_refs,
               replicas: baseline(parsed, current.replicas),
               routes: parsed.routes,
             };

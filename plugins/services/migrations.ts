@@ -46,4 +46,13 @@ export const serviceMigrations: Migration[] = [
       await markForTakeOver(knex, SERVICES, { deploying: 'deploy', removing: 'remove' });
     },
   },
+  {
+    id: '003_applied_objects',
+    async up(knex) {
+      // Manifest services (Kubernetes): the objects the last apply made.
+      await knex.schema.alterTable(SERVICES, (t) => {
+        t.json('applied_objects').nullable();
+      });
+    },
+  },
 ];

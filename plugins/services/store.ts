@@ -16,7 +16,8 @@ export interface ServiceRoute {
 export interface ServiceRecord extends LeaseFields {
   id: string;
   name: string;
-  backend: 'compose';
+  /** compose: a stack on a swarm; manifest: Kubernetes objects on a cluster. */
+  backend: 'compose' | 'manifest';
   cluster_id: string;
   spec: string;
   status: ServiceStatus;
@@ -25,6 +26,8 @@ export interface ServiceRecord extends LeaseFields {
   config_refs: string[];
   replicas: Record<string, { desired: number | null; running: number }>;
   routes: ServiceRoute[];
+  /** manifest services: the objects the last apply made ([{api_version, kind, name, namespace}]); null for compose. */
+  applied_objects?: Array<{ api_version: string; kind: string; name: string; namespace: string | null }> | null;
   observed_at: string | null;
   created_at: string;
   updated_at: string;
@@ -39,7 +42,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

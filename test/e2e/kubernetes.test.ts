@@ -197,6 +197,76 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     ok(['delete', 'deployment', 'spread']);
   });
 
+  it('runs a manifest service (Deployment + Service + ConfigMap) Running on the cluster, prunes on PUT, reads its logs, leaves it out of the unmanaged scan that lists a kubectl Deployment, deletes its objects', async function () {
+    this.timeout(300_000);
+    const file = path.join(k3sDir, 'kubeconfig');
+    const kc = (args: string[]) => kubectl(['--kubeconfig', file, ...args]);
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
+    const deployment = 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec: {containers: [{name: shop, image: registry.invalid/shop:1}]}\n';
+    const service = 'apiVersion: v1\nkind: Service\nmetadata: {name: shop}\nspec: {selector: {app: shop}, ports: [{port: 80, targetPort: 8080}]}\n';
+    const config = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings}\ndata: {mode: fast}\n';
+    const manifest = [deployment, service, config].join('---\n');
+    const created = await api('POST', '/v1/services', { name: 'shop', cluster_id: clusterId, manifest: b64(manifest) });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id;
+    const running = await until('the service running with 2 replicas', async () => {
+      const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+      if (sv.status === 'failed') throw new Error(sv.error);
+      return sv.status === 'running' && sv.replicas.shop?.running === 2 ? sv : null;
+    });
+    expect(running).to.deep.include({ backend: 'manifest', cluster_id: clusterId, manifest });
+    expect(running.applied_objects).to.deep.equal([
+      { api_version: 'apps/v1', kind: 'Deployment', name: 'shop', namespace: 'default' },
+      { api_version: 'v1', kind: 'Service', name: 'shop', namespace: 'default' },
+      { api_version: 'v1', kind: 'ConfigMap', name: 'shop-settings', namespace: 'default' },
+    ]);
+    const pods = kc(['get', 'pods', '-l', 'app=shop', '-o', 'jsonpath={range .items[*]}{.status.phase} {.spec.nodeName}{"\\n"}{end}']);
+    expect(pods.code, pods.stderr).to.equal(0);
+    const rows = pods.stdout.trim().split('\n');
+    expect(rows).to.have.length(2);
+    for (const row of rows) expect(ids()).to.include(row.split(' ')[1]) && expect(row.split(' ')[0]).to.equal('Running');
+
+    // PUT without the ConfigMap: it is pruned.
+    const put = await api('PUT', `/v1/services/${id}`, { manifest: b64([deployment, service].join('---\n')) });
+    expect(put.status, put.text).to.equal(202);
+    await until('the ConfigMap pruned', async () => {
+      const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+      return sv.status === 'running' && sv.applied_objects.length === 2 && kc(['get', 'configmap', 'shop-settings']).code !== 0;
+    });
+
+    // Logs from its pods (on the stand-in, kwok's line saying no container runs), prefixed by the part.
+    const logs = await api('POST', `/v1/services/${id}/logs?lines=5`);
+    expect(logs.status, logs.text).to.equal(202);
+    const read = await until('the log read', async () => {
+      const r = await api('GET', `/v1/services/${id}/logs/${logs.json.data.task_id}`);
+      expect(r.status, r.text).to.equal(200);
+      return r.json.data.status === 'completed' || r.json.data.status === 'failed' ? r.json.data : null;
+    });
+    expect(read.status, read.error).to.equal('completed');
+    const lines = read.lines as string[];
+    expect(lines.length).to.be.greaterThan(0);
+    expect(lines[0]).to.match(/^shop \| \S+Z .*no container runs on this node/);
+
+    // The unmanaged scan on the server node: a Deployment made with kubectl, none of hangar's.
+    expect(kc(['create', 'deployment', 'manual', '--image=registry.invalid/manual:1', '--replicas=0']).code).to.equal(0);
+    const scan = await api('POST', `/v1/nodes/${ids()[0]}/unmanaged?backend=k8s`);
+    expect(scan.status, scan.text).to.equal(202);
+    const scanned = await until('the scan', async () => {
+      const r = await api('GET', `/v1/nodes/${ids()[0]}/unmanaged/${scan.json.data.task_id}`);
+      expect(r.status, r.text).to.equal(200);
+      return r.json.data.status === 'completed' || r.json.data.status === 'failed' ? r.json.data : null;
+    });
+    expect(scanned.status, scanned.error).to.equal('completed');
+    const resources = scanned.resources as Array<{ kind: string; name: string }>;
+    expect(resources.map((r) => `${r.kind} ${r.name}`)).to.deep.equal(['deployment manual']);
+    kc(['delete', 'deployment', 'manual']);
+
+    const removed = await api('DELETE', `/v1/services/${id}`);
+    expect(removed.status, removed.text).to.equal(202);
+    await until('the service gone', async () => (await api('GET', `/v1/services/${id}`)).status === 404);
+    expect(kc(['get', 'deployment,service', 'shop']).code, 'its objects deleted').to.not.equal(0);
+  });
+
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
     this.timeout(300_000);
     const server = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/nodes/${ids()[0]}`);

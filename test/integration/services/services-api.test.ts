@@ -28,22 +28,34 @@ describeEachDialect('services API: validation, 404 and 409 before anything is de
     user = await createUser(t, admin, { username: 'viewer', role: 'user' });
     const now = new Date().toISOString();
     await t.hangar.store.knex('clusters').insert({ id: SWARM, name: 'lab', backend: 'swarm', status: 'active', manager_node_id: 'node-nobodyanswers', runtime_id: 'c', error: null, created_at: now, updated_at: now });
+    await t.hangar.store.knex('clusters').insert({ id: 'cluster-k8s', name: 'kube', backend: 'k8s', status: 'active', manager_node_id: 'node-nobodyanswers', runtime_id: null, error: null, created_at: now, updated_at: now });
     emptySwarm = (await api('POST', '/v1/swarms', { name: 'empty' })).json.data.id;
   });
   after(() => t?.stop());
 
-  it('takes exactly one backend: compose (swarm_id + compose_file) now, Kubernetes (cluster_id + manifest) not yet', async () => {
+  it('takes exactly one backend: compose (swarm_id + compose_file) or a manifest on a Kubernetes cluster (cluster_id + manifest), each checked', async () => {
     const both = await create({ compose_file: b64(GOOD), cluster_id: 'cls-1', manifest: 'x' });
     expect(both.status).to.equal(400);
     expect(both.json.message).to.contain('not both');
     const neither = await api('POST', '/v1/services', { name: 'shop' });
     expect(neither.status).to.equal(400);
     expect(neither.json.message).to.contain('give either swarm_id and compose_file');
-    for (const body of [{ name: 'shop', cluster_id: 'cls-1', manifest: 'apiVersion: v1' }, { name: 'shop', cluster_id: 'cls-1' }]) {
-      const k8s = await api('POST', '/v1/services', body);
-      expect(k8s.status).to.equal(400);
-      expect(k8s.json.message).to.equal('Kubernetes clusters are not available yet');
+    const manifest = 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop}\nspec: {replicas: 2}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n';
+    const k8sCases: Array<[Record<string, unknown>, number, string]> = [
+      [{ cluster_id: 'cls-1', manifest: 'apiVersion: v1' }, 400, 'Validation failed: manifest is not base64 (give the YAML file base64-encoded)'],
+      [{ cluster_id: 'cls-1' }, 400, 'Validation failed: body.manifest is required'],
+      [{ manifest: b64(manifest) }, 400, 'Validation failed: body.cluster_id is required'],
+      [{ cluster_id: 'cluster-k8s', manifest: b64('kind: [\n') }, 400, 'Validation failed: manifest document 1 is not valid YAML: line 2, column 1: Flow sequence in block collection must be sufficiently indented and end with a ]'],
+      [{ cluster_id: 'kube', manifest: b64(`${manifest}---\njust: text\n`) }, 400, 'Validation failed: manifest document 3 is not a Kubernetes object (it needs apiVersion, kind and metadata.name)'],
+      [{ cluster_id: 'cls-1', manifest: b64(manifest) }, 404, 'No cluster cls-1'],
+      [{ cluster_id: SWARM, manifest: b64(manifest) }, 404, `No cluster ${SWARM} (it is a swarm: name it with swarm_id)`],
+    ];
+    for (const [body, status, message] of k8sCases) {
+      const k8s = await api('POST', '/v1/services', { name: 'shop', ...body });
+      expect(k8s.status, JSON.stringify(body)).to.equal(status);
+      expect(k8s.json.message, JSON.stringify(body)).to.equal(message);
     }
+    expect(await tasksQueued(), 'nothing queued for a refused service').to.equal(0);
     const noFile = await create({});
     expect(noFile.status).to.equal(400);
     expect(noFile.json.details).to.deep.equal([{ path: 'body.compose_file', message: 'is required' }]);
