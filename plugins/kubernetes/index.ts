@@ -4,6 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
+import { asHttpError } from '../../core/clusters/service.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { SetNodeAvailability, type NodeAvailability } from '../../core/orchestrator.js';
@@ -365,7 +366,9 @@ export default definePlugin({
           path: '/v1/kubernetes/clusters/{id}/kubeconfig',
           auth: { role: 'admin' },
           summary: 'The cluster’s admin kubeconfig (YAML in `kubeconfig`), pointing at its kubeconfig endpoint; never logged',
+          description: '409 while the cluster is not active, when its server node has no address of the kubeconfig endpoint’s kind, or when the server node’s agent cannot read it.',
           schemas: { params: IdParams },
+          errors: [409],
           handler: async (req) => {
             const cluster = await core.requireActive(req.params.id, BACKEND);
             const server = await nodes.get(cluster.manager_node_id);
@@ -373,7 +376,11 @@ export default definePlugin({
             const endpoint = (await options(cluster.id))?.kubeconfig_endpoint ?? 'public';
             const address = endpoint === 'public' ? server.ip_address : endpoint === 'overlay' ? server.overlay_ip : endpoint;
             if (!address) throw conflict(`The server node ${server.id} has no ${endpoint} address; choose another kubeconfig endpoint`);
-            const { kubeconfig } = await core.runTask(server.id, K3sKubeconfig, { server_url: serverUrl(address) }, { subject: cluster.id, timeoutMs: 30_000 });
+            const { kubeconfig } = await core
+              .runTask(server.id, K3sKubeconfig, { server_url: serverUrl(address) }, { subject: cluster.id, timeoutMs: 30_000 })
+              .catch((err: unknown) => {
+                throw asHttpError(err, `Reading the kubeconfig of cluster ${cluster.name} on ${server.id}`);
+              });
             return Reply.data({ cluster_id: cluster.id, server: serverUrl(address), kubeconfig }, 200, { 'Cache-Control': 'no-store' });
           },
         },
@@ -446,7 +453,8 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/kubernetes/clusters/{id}',
           auth: { role: 'admin' },
-          summary: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes; 409 naming its workloads unless forced',
+          summary: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes, 200 when nothing was left; 409 naming its workloads unless forced',
+          otherStatuses: [202],
           schemas: { params: IdParams, query: ForceQuery },
           handler: async (req) => {
             const cluster = await requireCluster(req.params.id);
@@ -468,6 +476,8 @@ export default definePlugin({
           auth: 'agent',
           summary: 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header',
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
+          produces: 'application/octet-stream',
+          errors: [404],
           handler: async (req) => {
             const binary = await k3sBinary(req.query.arch);
             if (!binary) throw notFound(`No k3s binary for ${req.query.arch}: the operator places it at ${path.join(k3sDir, `k3s-${req.query.arch}`)}`);
