@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, w
 import os from 'node:os';
 import path from 'node:path';
 import { TestDialect } from '../support/dialects.js';
+import { until } from '../support/agents.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
@@ -12,22 +13,6 @@ import { Lab, type Machine } from './lab/lab.js';
 import { hangarCli } from '../integration/runner/support.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 240_000, intervalMs = 1000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-      last = value;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
 
 /**
  * Kubernetes clusters end to end on real machines through the HTTP API: three lab machines get

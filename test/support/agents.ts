@@ -38,6 +38,27 @@ export async function waitFor<T>(probe: () => T | Promise<T>, options: { timeout
   }
 }
 
+/**
+ * Waits for `probe` to answer something truthy, polling every `intervalMs`, for probes of a
+ * system still coming up (a lab machine, a cluster): a probe that throws counts as "not yet", and
+ * the timeout names `what` and the last answer or error message.
+ */
+export async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 240_000, intervalMs = 1000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value;
+      last = value;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
+    await sleep(intervalMs);
+  }
+}
+
 export interface AgentExit {
   code: number | null;
   signal: NodeJS.Signals | null;
