@@ -7,8 +7,8 @@ import { conflict, notFound } from '../../core/errors.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { SetNodeAvailability, type NodeAvailability } from '../../core/orchestrator.js';
-import { defineLifecycle, REMOVED, type Operation, type OperationContext } from '../../core/lifecycle.js';
+import { SetNodeAvailability } from '../../core/orchestrator.js';
+import { defineMembership, followNodeAvailability } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
@@ -19,8 +19,6 @@ import type { NodeRecord } from '../nodes/nodes.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
-/** A node's availability as the driver takes it (the nodes API says `active` for schedulable). */
-const AVAILABILITY: Record<NodeRecord['availability'], NodeAvailability> = { active: 'schedulable', cordoned: 'cordoned', drained: 'drained' };
 
 export const KubernetesConfigSchema = Type.Object(
   {
@@ -224,54 +222,23 @@ export default definePlugin({
       }
     }
 
-    async function deleteCluster(cluster: ClusterRecord, force: boolean): Promise<void> {
-      if (force) await core.removeWorkloads(cluster.id);
-      const list = await members.of(cluster.id);
-      // Agents first (their node objects go through the server), the server last.
-      for (const m of [...list.filter((x) => x.node_id !== cluster.manager_node_id), ...list.filter((x) => x.node_id === cluster.manager_node_id)]) {
-        const current = (await clusters.get(cluster.id))!;
-        await core.runTask(m.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
-          await record(m.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: current.id });
-        });
-        await members.remove(m.id);
-        await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
-      }
-      await core.forget(cluster.id);
-    }
-
-    const deletion = (force: boolean): Operation<ClusterRecord> => ({
-      from: '*',
-      during: 'deleting',
-      preempts: true,
-      label: (c: ClusterRecord) => `delete Kubernetes cluster ${c.name}`,
-      async run(c: ClusterRecord, _ctx: OperationContext) {
-        await deleteCluster(c, force);
-        return REMOVED;
+    const { lifecycle, refused, requestDelete } = defineMembership(core, {
+      noun: 'cluster',
+      describe: (c) => `Kubernetes cluster ${c.name}`,
+      converge,
+      // Agents first (their node objects go through the server), the server last; k3s uninstalled on each.
+      async removeMembers(cluster) {
+        const list = await members.of(cluster.id);
+        for (const m of [...list.filter((x) => x.node_id !== cluster.manager_node_id), ...list.filter((x) => x.node_id === cluster.manager_node_id)]) {
+          const current = (await clusters.get(cluster.id))!;
+          await core.runTask(m.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
+            await record(m.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: current.id });
+          });
+          await members.remove(m.id);
+          await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
+        }
       },
-      failed: (_c: ClusterRecord, err: Error) => ({ status: 'failed', error: `deleting failed: ${err.message}` }),
     });
-
-    const lifecycle = core.lifecycle(
-      clusters,
-      defineLifecycle<ClusterRecord>({
-        noun: 'cluster',
-        operations: {
-          members: {
-            from: ['empty', 'forming', 'active', 'failed'],
-            joins: true,
-            label: (c) => `members of Kubernetes cluster ${c.name}`,
-            async run(c, ctx) {
-              await converge(c, ctx.signal);
-              return {};
-            },
-            failed: () => ({}),
-          },
-          delete: deletion(false),
-          'force-delete': deletion(true),
-        },
-      }),
-    );
-    const refused = (c: ClusterRecord | null) => conflict(c ? `Cluster ${c.name} is ${c.status}` : 'The cluster is gone');
 
     async function addMember(cluster: ClusterRecord, node: NodeRecord, role: 'manager' | 'worker'): Promise<MemberRecord> {
       return members.insert({
@@ -289,23 +256,9 @@ export default definePlugin({
     }
 
     // Cordon, drain and uncordon of a member (the nodes API) reach the cluster: cordon, eviction with PodDisruptionBudgets, uncordon.
-    services.events.subscribe('node.availability', (payload) => {
-      const { node } = payload as { node: NodeRecord };
-      core.jobs.run(
-        `k8s availability of ${node.id}`,
-        async () => {
-          const member = await members.findOne({ node_id: node.id });
-          if (!member?.runtime_node_id) return;
-          const cluster = await clusters.get(member.cluster_id);
-          if (!cluster?.manager_node_id || cluster.backend !== BACKEND) return;
-          await core.callOn(cluster, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: AVAILABILITY[node.availability] });
-        },
-        async (err) => {
-          await record(node.id, 'k8s_availability_failed', `setting the node's availability in its Kubernetes cluster failed: ${err.message}`);
-        },
-        { resumable: false },
-      );
-    });
+    followNodeAvailability(core, services.events, BACKEND, (nodeId, err) =>
+      record(nodeId, 'k8s_availability_failed', `setting the node's availability in its Kubernetes cluster failed: ${err.message}`),
+    );
 
     const Cluster = Type.Object({}, { additionalProperties: true });
 
@@ -456,19 +409,7 @@ export default definePlugin({
           summary: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes, 200 when nothing was left; 409 naming its workloads unless forced',
           otherStatuses: [202],
           schemas: { params: IdParams, query: ForceQuery },
-          handler: async (req) => {
-            const cluster = await requireCluster(req.params.id);
-            if (cluster.status === 'deleting') return Reply.accepted(await view(cluster));
-            const running = await core.workloadsIn(cluster.id);
-            if (running.length && !req.query.force) {
-              throw conflict(`Cluster ${cluster.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
-            }
-            if (!(await members.of(cluster.id)).length && !running.length) {
-              await core.forget(cluster.id);
-              return { id: cluster.id, deleted: true };
-            }
-            return Reply.accepted(await view(await lifecycle.start(cluster.id, req.query.force ? 'force-delete' : 'delete', {}, refused)));
-          },
+          handler: async (req) => requestDelete(await requireCluster(req.params.id), req.query.force === true, view),
         },
         {
           method: 'GET',

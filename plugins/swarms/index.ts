@@ -2,9 +2,9 @@ import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { SetNodeAvailability, type NodeAvailability } from '../../core/orchestrator.js';
+import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember, type SwarmMember } from '../../drivers/swarm/membership-calls.js';
-import { defineLifecycle, REMOVED, type Operation, type OperationContext } from '../../core/lifecycle.js';
+import { defineMembership, DRIVER_AVAILABILITY, followNodeAvailability } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
@@ -17,8 +17,6 @@ import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/index.js';
 
 const BACKEND = 'swarm';
-/** A node's availability as the driver takes it (the nodes API says `active` for schedulable). */
-const AVAILABILITY: Record<NodeRecord['availability'], NodeAvailability> = { active: 'schedulable', cordoned: 'cordoned', drained: 'drained' };
 
 function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };
@@ -122,7 +120,7 @@ export default definePlugin({
         const result = await call(node.id, SwarmJoin, { remote_addresses: remotes, token, advertise_address: advertise }, { subject: swarm.id });
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
         if (node.availability !== 'active') {
-          await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: result.runtime_node_id, availability: AVAILABILITY[node.availability] });
+          await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: result.runtime_node_id, availability: DRIVER_AVAILABILITY[node.availability] });
         }
       }
       await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}`, { swarm_id: swarm.id });
@@ -190,62 +188,21 @@ export default definePlugin({
       }
     }
 
-    /** Deletes a swarm: forced removal of its workloads (when asked), then workers leave, then the manager. */
-    async function deleteSwarm(swarm: ClusterRecord, force: boolean, signal: AbortSignal): Promise<void> {
-      if (force) await core.removeWorkloads(swarm.id);
-      const list = await members.of(swarm.id);
-      const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
-      for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, signal);
-      await core.forget(swarm.id);
-    }
-
-    const deletion = (force: boolean): Operation<ClusterRecord> => ({
-      from: '*',
-      during: 'deleting',
-      preempts: true,
-      label: (s: ClusterRecord) => `delete swarm ${s.name}`,
-      async run(s: ClusterRecord, ctx: OperationContext) {
-        await deleteSwarm(s, force, ctx.signal);
-        return REMOVED;
+    const { lifecycle, refused, requestDelete } = defineMembership(core, {
+      noun: 'swarm',
+      describe: (s) => `swarm ${s.name}`,
+      // Joins and leaves, in order; init and join answer what the engine already has, leave is a no-op off a swarm.
+      converge,
+      // Workers leave, then the manager.
+      async removeMembers(swarm, signal) {
+        const list = await members.of(swarm.id);
+        const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
+        for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, signal);
       },
-      failed: (_s: ClusterRecord, err: Error) => ({ status: 'failed', error: `deleting failed: ${err.message}` }),
     });
-
-    const lifecycle = core.lifecycle(
-      swarms,
-      defineLifecycle<ClusterRecord>({
-        noun: 'swarm',
-        operations: {
-          // Joins and leaves, in order; init and join answer what the engine already has, leave is a no-op off a swarm.
-          members: {
-            from: ['empty', 'forming', 'active', 'failed'],
-            joins: true,
-            label: (s) => `members of swarm ${s.name}`,
-            async run(s, ctx) {
-              await converge(s, ctx.signal);
-              return {};
-            },
-            failed: () => ({}),
-          },
-          delete: deletion(false),
-          // A deletion taken over runs forced: its 409 check passed when it was asked, and no workload can be added to a deleting swarm.
-          'force-delete': deletion(true),
-        },
-      }),
-    );
-    const refused = (s: ClusterRecord | null) => conflict(s ? `Swarm ${s.name} is ${s.status}` : 'The swarm is gone');
 
     // Cordon, drain and uncordon reach the swarm as pause, drain and active.
-    services.events.subscribe('node.availability', (payload) => {
-      const { node } = payload as { node: NodeRecord };
-      jobs.run(`availability of ${node.id}`, async () => {
-        const member = await members.findOne({ node_id: node.id });
-        if (!member?.runtime_node_id) return;
-        const swarm = await swarms.get(member.cluster_id);
-        if (!swarm?.manager_node_id || swarm.backend !== BACKEND) return;
-        await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: AVAILABILITY[node.availability] });
-      }, (err) => recordNodeEvent(node.id, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`), { resumable: false });
-    });
+    followNodeAvailability(core, services.events, BACKEND, (nodeId, err) => recordNodeEvent(nodeId, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`));
 
     // A member node deleted by force: the manager forgets it too, where there is still a manager to ask.
     services.events.subscribe('cluster.member.removed', (payload) => {
@@ -397,20 +354,7 @@ export default definePlugin({
           summary: 'Delete a swarm group: 202 while its nodes leave, 200 when nothing was left; 409 while workloads run unless forced',
           otherStatuses: [202],
           schemas: { params: IdParams, query: ForceQuery },
-          handler: async (req) => {
-            const swarm = await requireSwarm(req.params.id);
-            if (swarm.status === 'deleting') return Reply.accepted(await view(swarm));
-            const running = await workloadsIn(swarm.id);
-            if (running.length && !req.query.force) {
-              throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
-            }
-            if (!(await members.of(swarm.id)).length && !running.length) {
-              await core.forget(swarm.id);
-              return { id: swarm.id, deleted: true };
-            }
-            const deleting = await lifecycle.start(swarm.id, req.query.force ? 'force-delete' : 'delete', {}, refused);
-            return Reply.accepted(await view(deleting));
-          },
+          handler: async (req) => requestDelete(await requireSwarm(req.params.id), req.query.force === true, view),
         },
       ],
     };
