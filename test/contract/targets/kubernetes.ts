@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
 import { AVAILABILITY_ANNOTATION } from '../../../drivers/kubernetes/nodes.js';
@@ -68,6 +71,11 @@ export function kubernetesOnControlPlane(): DriverTarget {
             const node = await core.readNode({ name: runtimeNodeId });
             if (!node.spec?.unschedulable) return 'schedulable';
             return node.metadata?.annotations?.[AVAILABILITY_ANNOTATION] === 'drained' ? 'drained' : 'cordoned';
+          },
+          // kwok's nodes are this machine (no kubelet mounts anything): a folder here is one on the node.
+          async folderOnNode() {
+            const folder = mkdtempSync(path.join(os.tmpdir(), 'hangar-contract-'));
+            return { path: folder, remove: async () => rmSync(folder, { recursive: true, force: true }) };
           },
           volumeStaged: async (name) => !!(await core.readNamespacedPersistentVolumeClaim({ name, namespace: 'default' }).catch(() => null)),
         },
