@@ -46,10 +46,10 @@ describeEachDialect('an orchestrator backend added by configuration (drivers: an
 
   it('registers the backend beside the built-in one, and the agent advertises its driver and runs its own calls', async () => {
     const clusters = t.hangar.services.clusters;
-    expect(clusters.backendNames()).to.deep.equal(['swarm', 'toy']);
+    expect(clusters.backendNames()).to.deep.equal(['swarm', 'k8s', 'toy']);
     expect(t.hangar.services.drivers.names()).to.deep.equal(['toy']);
     const capabilities = await t.hangar.services.tasks.capabilities(nodeId);
-    expect(capabilities?.backends).to.deep.equal(['swarm', 'toy']);
+    expect(capabilities?.backends).to.deep.equal(['swarm', 'k8s', 'toy']);
     expect(capabilities?.kinds).to.include.members(['toy.init', 'toy.journal']);
     // Its membership call, queued by the control plane and run by the agent's toy driver.
     expect(await clusters.call(nodeId, ToyInit, {}, { backend: 'toy' })).to.deep.equal({ cluster_id: 'toy-cluster', runtime_node_id: 'toy-node-1' });
