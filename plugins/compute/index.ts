@@ -375,8 +375,8 @@ export default definePlugin({
           summary: 'List compute instances with desired and observed state',
           schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }) },
           handler: async (req) => {
-            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
-            return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => swarmId && q.where({ cluster_id: swarmId }) }), view);
+            const clusterId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
+            return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => clusterId && q.where({ cluster_id: clusterId }) }), view);
           },
         },
         {
