@@ -6,6 +6,8 @@ export const objectKey = 'value';
 
 /** How long staging a volume waits for its claim to be bound to its PersistentVolume. */
 const BIND_WAIT_MS = 45_000;
+/** How long unstaging a volume waits for its claim and PersistentVolume to be gone. */
+const UNSTAGE_WAIT_MS = 60_000;
 /**
  * The capacity written on a volume's PersistentVolume and claim: NFS enforces no size, but a
  * claim binds only to a volume at least as large as it asks, so both say the same.
@@ -152,18 +154,16 @@ export async function unstageVolume(ctx: KubeContext, name: string): Promise<{ r
   const namespace = ctx.namespace;
   const users = await usersOf(ctx, 'volume', name);
   if (users.length) throw new KubeDriverError(`removing volume ${name}: its claim is mounted by ${users.join(', ')}`, 409);
-  let removed = false;
-  try {
-    await ctx.core.deleteNamespacedPersistentVolumeClaim({ name, namespace });
-    removed = true;
-  } catch (err) {
-    if (!isNotFound(err)) throw failure(`removing the claim of volume ${name}`, err);
-  }
-  try {
-    await ctx.core.deletePersistentVolume({ name });
-    removed = true;
-  } catch (err) {
-    if (!isNotFound(err)) throw failure(`removing the PersistentVolume of volume ${name}`, err);
-  }
+  const readClaim = () => readOrNull(`reading the claim of volume ${name}`, () => ctx.core.readNamespacedPersistentVolumeClaim({ name, namespace }));
+  const readVolume = () => readOrNull(`reading the PersistentVolume of volume ${name}`, () => ctx.core.readPersistentVolume({ name }));
+  // Removed by this call only if something was there and not already on its way out (a claim's
+  // protection finalizer keeps it, deleting, until no pod uses it).
+  const [claim, volume] = await Promise.all([readClaim(), readVolume()]);
+  const removed = [claim, volume].some((object) => object && !object.metadata?.deletionTimestamp);
+  if (claim) await readOrNull(`removing the claim of volume ${name}`, () => ctx.core.deleteNamespacedPersistentVolumeClaim({ name, namespace }));
+  if (volume) await readOrNull(`removing the PersistentVolume of volume ${name}`, () => ctx.core.deletePersistentVolume({ name }));
+  // Gone before this answers, so that a workload naming the volume next is refused rather than bound to a claim that is going.
+  const gone = await waitUntil(async () => !(await readClaim()) && !(await readVolume()), UNSTAGE_WAIT_MS);
+  if (!gone) throw new KubeDriverError(`removing volume ${name}: its claim or PersistentVolume is still there after ${UNSTAGE_WAIT_MS / 1000} s`, 504);
   return { removed };
 }

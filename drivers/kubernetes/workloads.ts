@@ -249,7 +249,7 @@ export async function scaleWorkload(ctx: KubeContext, name: string, replicas: nu
   return stateOf(ctx, scaled);
 }
 
-/** Workloads by name, by bundle, or (neither) every Deployment of the cluster; unknown names are left out. */
+/** Workloads by name, by bundle, or (neither) every Deployment of the cluster; unknown names and Deployments being deleted are left out. */
 export async function inspectWorkloads(ctx: KubeContext, filter: { names?: string[]; stacks?: string[] }): Promise<{ workloads: WorkloadState[] }> {
   const deployments: V1Deployment[] = [];
   if (filter.names?.length || filter.stacks?.length) {
@@ -265,6 +265,8 @@ export async function inspectWorkloads(ctx: KubeContext, filter: { names?: strin
     deployments.push(...(await attempt('listing the workloads', () => ctx.apps.listDeploymentForAllNamespaces())).items);
   }
   const workloads: WorkloadState[] = [];
-  for (const deployment of deployments) workloads.push(await stateOf(ctx, deployment));
+  // A Deployment being deleted (a pruned bundle part, a removed workload whose pods are still
+  // going) is no longer one of the cluster's workloads, as it is not in the bundle's own state.
+  for (const deployment of deployments) if (!deployment.metadata?.deletionTimestamp) workloads.push(await stateOf(ctx, deployment));
   return { workloads };
 }
