@@ -303,7 +303,7 @@ export default definePlugin({
           schemas: { query: PageQuery },
           handler: async (req) => {
             const page = await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: BACKEND }) });
-            return new Reply(200, { data: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
+            return Reply.pageOf(page, view);
           },
         },
         {
