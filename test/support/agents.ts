@@ -125,6 +125,8 @@ export function spawnAgent(
     extraArgs?: string[];
     /** PATH for the agent instead of the empty one (e.g. to reach the docker CLI). */
     path?: string;
+    /** More environment for the agent process (e.g. HANGAR_KUBECONFIG). */
+    env?: Record<string, string>;
   } = {},
 ): AgentProcess {
   const dataDir = options.dataDir ?? agentDataDir();
@@ -135,7 +137,7 @@ export function spawnAgent(
   const args = [HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
     cwd: process.cwd(),
-    env: { ...process.env, PATH: options.path ?? safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
+    env: { ...process.env, ...options.env, PATH: options.path ?? safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
     stdio: [join?.tokenArg === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });
   if (join?.tokenArg === 'stdin') child.stdin!.end(`${join.token}\n`);

@@ -1,0 +1,97 @@
+import { expect } from 'chai';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
+import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
+import { requireService } from '../../support/requirements.js';
+
+// Manifest services through the HTTP API on a Kubernetes cluster that is the real upstream control
+// plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no container runs),
+// reached by a real agent running the Kubernetes driver (test/support/kube-cluster.ts). The lab
+// e2e (test/e2e/kubernetes.test.ts) covers the same on k3s-stand-in machines; this suite covers it
+// on both store dialects.
+
+const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+
+describe('manifest services through the API on a Kubernetes cluster (real control plane, kwok nodes)', function () {
+  let kube: KubeControlPlane;
+
+  before(async function () {
+    this.timeout(KUBE_START_TIMEOUT_MS);
+    const available = await kubeAvailability();
+    requireService(this, available.ok, available.why);
+    kube = await KubeControlPlane.start({ nodes: 2 });
+  });
+  after(() => kube?.stop());
+
+  describeEachDialect('apply, prune on PUT, delete', (dialect) => {
+    let t: TestHangar;
+    let admin: Credentials;
+    let cluster: KubeCluster;
+    // Each dialect in its own namespace of the shared cluster.
+    const namespace = `svc-${dialect.name}`;
+    const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+
+    before(async function () {
+      this.timeout(60_000);
+      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'services'], overrides: KUBE_TEST_OVERRIDES });
+      admin = await bootstrapAdmin(t);
+      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+      await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+    });
+    after(async function () {
+      this.timeout(30_000);
+      await cleanupAgents();
+      await t?.stop();
+    });
+
+    it('applies a Deployment + ConfigMap manifest (pods Running on kwok nodes), prunes the ConfigMap on PUT, deletes the objects with the service', async function () {
+      this.timeout(120_000);
+      const deployment = `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: ${namespace}}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec: {containers: [{name: shop, image: registry.invalid/shop:1}]}\n`;
+      const config = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings, namespace: ${namespace}}\ndata: {mode: fast}\n`;
+      const created = await api('POST', '/v1/services', { name: 'shop', cluster_id: cluster.clusterName, manifest: b64(`${deployment}---\n${config}`) });
+      expect(created.status, created.text).to.equal(202);
+      const id = created.json.data.id as string;
+
+      const running = await waitFor(
+        async () => {
+          const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+          if (sv.status === 'failed') throw new Error(`the service failed: ${sv.error}\n${cluster.agent.output()}`);
+          return sv.status === 'running' && sv.replicas.shop?.running === 2 ? sv : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 500, what: 'the service running with 2 replicas' },
+      );
+      expect(running).to.deep.include({ backend: 'manifest', cluster_id: cluster.clusterId });
+      expect(running.applied_objects).to.deep.equal([
+        { api_version: 'apps/v1', kind: 'Deployment', name: 'shop', namespace },
+        { api_version: 'v1', kind: 'ConfigMap', name: 'shop-settings', namespace },
+      ]);
+      const pods = await kube.api(CoreV1Api).listNamespacedPod({ namespace, labelSelector: 'app=shop' });
+      expect(pods.items.filter((p) => p.status?.phase === 'Running')).to.have.length(2);
+
+      const put = await api('PUT', `/v1/services/${id}`, { manifest: b64(deployment) });
+      expect(put.status, put.text).to.equal(202);
+      await waitFor(
+        async () => {
+          const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+          if (sv.applied_objects.length !== 1) return false;
+          return kube
+            .api(CoreV1Api)
+            .readNamespacedConfigMap({ name: 'shop-settings', namespace })
+            .then(() => false, () => true);
+        },
+        { timeoutMs: 60_000, intervalMs: 500, what: 'the ConfigMap pruned' },
+      );
+
+      const removed = await api('DELETE', `/v1/services/${id}`);
+      expect(removed.status, removed.text).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/services/${id}`)).status === 404, { timeoutMs: 60_000, intervalMs: 500, what: 'the service gone' });
+      const left = await kube.api(AppsV1Api).listNamespacedDeployment({ namespace });
+      const stillThere = left.items.filter((d) => !d.metadata?.deletionTimestamp).map((d) => d.metadata?.name);
+      expect(stillThere, 'its Deployment deleted').to.deep.equal([]);
+    });
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * A hangar Kubernetes cluster backed by the real upstream control plane of test/support/kube.ts
+ * (the API server and controllers, kwok's simulated nodes and pods): a real agent (separate
+ * process) joins the test control plane with a join token and runs the Kubernetes driver against
+ * the harness's admin kubeconfig (HANGAR_KUBECONFIG), and the cluster is recorded as an active
+ * `k8s` cluster whose server is that agent's node.
+ *
+ * The cluster is ADOPTED, not installed: installing k3s through the agents (the k3s stand-in on
+ * lab machines) is what test/e2e/kubernetes.test.ts covers. Suites that use this fixture test what
+ * hangar does on an existing cluster — secrets, instances, volumes, services, load balancers —
+ * through the HTTP API, on both dialects, in seconds instead of a lab run.
+ *
+ *   before(async function () {
+ *     this.timeout(KUBE_START_TIMEOUT_MS);
+ *     const available = await kubeAvailability();
+ *     requireService(this, available.ok, available.why);
+ *     kube = await KubeControlPlane.start({ nodes: 2 });
+ *     t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'secrets'], overrides: FAST_NODES });
+ *     admin = await bootstrapAdmin(t);
+ *     cluster = await adoptKubeCluster(t, admin, kube, 'kube-a');
+ *   });
+ */
+import { randomUUID } from 'node:crypto';
+import { FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from './agents.js';
+import type { TestHangar } from './hangar.js';
+import { bearer, type Credentials } from './identity.js';
+import type { KubeControlPlane } from './kube.js';
+
+/** The plugins a control plane needs to hold a Kubernetes cluster and reach it through an agent. */
+export const KUBE_CLUSTER_PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'kubernetes'];
+
+/** Node settings for suites on an adopted cluster: fast heartbeats and task leases. */
+export const KUBE_TEST_OVERRIDES = { ...FAST_NODES };
+
+export interface KubeCluster {
+  agent: AgentProcess;
+  /** The hangar node whose agent runs the driver (the cluster's "server"). */
+  nodeId: string;
+  clusterId: string;
+  clusterName: string;
+}
+
+/** Joins a fresh agent that reaches `kube` and records an active k8s cluster `name` served by it. */
+export async function adoptKubeCluster(t: TestHangar, admin: Credentials, kube: KubeControlPlane, name: string): Promise<KubeCluster> {
+  const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
+  const token = await api('POST', '/v1/nodes/token', {});
+  if (token.status !== 201) throw new Error(`join token: ${token.status} ${token.text}`);
+  const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, env: { HANGAR_KUBECONFIG: kube.kubeconfigPath } });
+  const nodeId = await joinedNodeId(agent);
+  await waitFor(async () => (await api('GET', `/v1/nodes/${nodeId}`)).json.data?.status === 'ready', { timeoutMs: 20_000, what: `node ${nodeId} to be ready` });
+
+  const knex = t.hangar.store.knex;
+  const now = new Date().toISOString();
+  const clusterId = `cluster-${randomUUID()}`;
+  await knex('clusters').insert({ id: clusterId, name, backend: 'k8s', status: 'active', manager_node_id: nodeId, runtime_id: null, error: null, created_at: now, updated_at: now });
+  await knex('k8s_clusters').insert({ cluster_id: clusterId, kubeconfig_endpoint: 'public', version: null });
+  await knex('cluster_members').insert({
+    id: `member-${randomUUID()}`,
+    cluster_id: clusterId,
+    node_id: nodeId,
+    role: 'manager',
+    status: 'active',
+    runtime_node_id: nodeId,
+    advertise_address: '127.0.0.1',
+    error: null,
+    created_at: now,
+    updated_at: now,
+  });
+  const got = await api('GET', `/v1/kubernetes/clusters/${clusterId}`);
+  if (got.status !== 200 || got.json.data.status !== 'active') throw new Error(`the adopted cluster does not read back active: ${got.status} ${got.text}`);
+  return { agent, nodeId, clusterId, clusterName: name };
+}
