@@ -23,7 +23,7 @@ export type ToGenerator = GeneratorStart | { type: 'measure' } | { type: 'stop' 
 export type FromGenerator =
   | { type: 'enrolled'; nodeIds: string[]; seconds: number }
   | { type: 'tasks'; arrivals: Array<[taskId: string, epochMs: number]> }
-  | { type: 'stats'; heartbeatMs: number[]; errors: number; lagP99Ms: number; intervals: number[] };
+  | { type: 'stats'; heartbeatMs: number[]; errors: number; reasons: Record<string, number>; lagP99Ms: number; intervals: number[] };
 
 /** Milliseconds since the epoch with sub-millisecond precision, comparable across processes. */
 export const epochMs = () => performance.timeOrigin + performance.now();
@@ -85,6 +85,9 @@ async function joinOne(start: GeneratorStart, i: number, pair: ReturnType<typeof
   return { nodeId: join.json.data.node_id, options: { ca: start.ca, cert, key, agent: new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key }) } };
 }
 
+/** A failed request's reason, short: its error code, else its message's start. */
+const reasonOf = (err: unknown) => (err as NodeJS.ErrnoException).code ?? String((err as Error).message ?? err).slice(0, 60);
+
 async function run(start: GeneratorStart) {
   const began = Date.now();
   const agents = await enrol(start);
@@ -93,6 +96,12 @@ async function run(start: GeneratorStart) {
   let heartbeatMs: number[] = [];
   let intervals: number[] = [];
   let errors = 0;
+  /** Why requests failed: "heartbeat 429", "long-poll ECONNRESET", … → count. */
+  let reasons: Record<string, number> = {};
+  const failed = (what: string, why: string) => {
+    errors++;
+    reasons[`${what} ${why}`] = (reasons[`${what} ${why}`] ?? 0) + 1;
+  };
   let stopping = false;
   let arrivals: Array<[string, number]> = [];
   const lag = monitorEventLoopDelay({ resolution: 5 });
@@ -106,13 +115,14 @@ async function run(start: GeneratorStart) {
       heartbeatMs = [];
       intervals = [];
       errors = 0;
+      reasons = {};
       lag.reset();
       lag.enable();
     } else if (message.type === 'stop') {
       stopping = true;
       lag.disable();
       clearInterval(flush);
-      send({ type: 'stats', heartbeatMs, errors, lagP99Ms: lag.percentile(99) / 1e6, intervals });
+      send({ type: 'stats', heartbeatMs, errors, reasons, lagP99Ms: lag.percentile(99) / 1e6, intervals });
       for (const a of agents) a.options.agent.destroy();
       setTimeout(() => process.exit(0), 200);
     }
@@ -127,14 +137,14 @@ async function run(start: GeneratorStart) {
         const t0 = performance.now();
         try {
           const res = await httpRequest(`${start.url}/v1/internal/heartbeat`, { ...a.options, method: 'POST', body: { ...FACTS, hostname: a.nodeId } });
-          if (res.status !== 200) errors++;
+          if (res.status !== 200) failed('heartbeat', String(res.status));
           else {
             heartbeatMs.push(performance.now() - t0);
             interval = Number(res.json.data.heartbeat_interval_seconds) || interval;
             intervals.push(interval);
           }
-        } catch {
-          if (!stopping) errors++;
+        } catch (err) {
+          if (!stopping) failed('heartbeat', reasonOf(err));
         }
         await sleep(interval * 1000);
       }
@@ -145,13 +155,18 @@ async function run(start: GeneratorStart) {
         try {
           const res = await httpRequest(`${start.url}/v1/internal/tasks/${a.nodeId}?wait=30`, { ...a.options, timeoutMs: 45_000 });
           const now = epochMs();
+          if (res.status !== 200) {
+            failed('long-poll', String(res.status));
+            await sleep(1000);
+            continue;
+          }
           for (const task of res.json?.data ?? []) {
             arrivals.push([task.task_id, now]);
             await httpRequest(`${start.url}/v1/internal/tasks/${task.task_id}/result`, { ...a.options, method: 'POST', body: { status: 'completed', output: { lines: [] } } });
           }
-        } catch {
+        } catch (err) {
           if (!stopping) {
-            errors++;
+            failed('long-poll', reasonOf(err));
             await sleep(1000);
           }
         }

@@ -52,6 +52,13 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** Sums per-reason counts from several sources. */
+function mergeCounts(all: Array<Record<string, number>>): Record<string, number> {
+  const sum: Record<string, number> = {};
+  for (const counts of all) for (const [why, count] of Object.entries(counts)) sum[why] = (sum[why] ?? 0) + count;
+  return sum;
+}
+
 const ms = (v: number) => (Number.isNaN(v) ? '   n/a' : `${v.toFixed(1).padStart(6)}`);
 
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
@@ -220,6 +227,7 @@ async function run(dialect: string, n: number) {
       genCpu,
       rss,
       errors: errors + stats.reduce((a, s) => a + s.errors, 0),
+      reasons: mergeCounts([{ 'dispatch request': errors }, ...stats.map((s) => s.reasons)]),
       lost: sent.size - dispatchMs.length,
       genLagP99: Math.max(...stats.map((s) => s.lagP99Ms)),
       interval: percentile(intervals, 50),
@@ -302,6 +310,8 @@ for (const dialect of DIALECTS) {
         ((r.enrolS / 30) * (5000 / r.n)).toFixed(2).padStart(9),
       ].join(' '),
     );
+    const reasons = Object.entries(r.reasons).filter(([, count]) => count > 0);
+    if (reasons.length || r.lost) console.log(`  errors: ${[...reasons.map(([why, count]) => `${why} ×${count}`), ...(r.lost ? [`dispatched, never arrived ×${r.lost}`] : [])].join(', ')}`);
   }
 }
 process.exit(0);
