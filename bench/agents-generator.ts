@@ -102,6 +102,7 @@ async function run(start: GeneratorStart) {
     errors++;
     reasons[`${what} ${why}`] = (reasons[`${what} ${why}`] ?? 0) + 1;
   };
+  let heartbeatsInFlight = 0;
   let stopping = false;
   let arrivals: Array<[string, number]> = [];
   const lag = monitorEventLoopDelay({ resolution: 5 });
@@ -122,6 +123,7 @@ async function run(start: GeneratorStart) {
       stopping = true;
       lag.disable();
       clearInterval(flush);
+      if (heartbeatsInFlight) reasons['heartbeat unanswered at the end'] = heartbeatsInFlight;
       send({ type: 'stats', heartbeatMs, errors, reasons, lagP99Ms: lag.percentile(99) / 1e6, intervals });
       for (const a of agents) a.options.agent.destroy();
       setTimeout(() => process.exit(0), 200);
@@ -135,6 +137,7 @@ async function run(start: GeneratorStart) {
       await sleep(Math.random() * interval * 1000);
       while (!stopping) {
         const t0 = performance.now();
+        heartbeatsInFlight++;
         try {
           const res = await httpRequest(`${start.url}/v1/internal/heartbeat`, { ...a.options, method: 'POST', body: { ...FACTS, hostname: a.nodeId } });
           if (res.status !== 200) failed('heartbeat', String(res.status));
@@ -145,6 +148,8 @@ async function run(start: GeneratorStart) {
           }
         } catch (err) {
           if (!stopping) failed('heartbeat', reasonOf(err));
+        } finally {
+          heartbeatsInFlight--;
         }
         await sleep(interval * 1000);
       }
