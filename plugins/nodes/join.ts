@@ -6,7 +6,7 @@ import { newId } from '../../core/ids.js';
 import type { RouteDef } from '../../core/plugin.js';
 import type { RateLimit } from '../../core/ratelimit.js';
 import type { NodesContext, NodesPart } from './context.js';
-import { JOIN_TOKENS } from './migrations.js';
+import { JOIN_TOKENS, NODES } from './migrations.js';
 import type { NodeRecord } from './nodes.js';
 import { architectureName } from './presence.js';
 import { IpAddress } from './schemas.js';
@@ -40,7 +40,7 @@ interface JoinToken {
   used_at: string | null;
 }
 
-/** Another join claimed the token first: the losing join's transaction rolls back. */
+/** Another join claimed the token (or the node it is bound to) first: the losing join's transaction rolls back; the message is its join_failed event's reason. */
 class TokenTaken extends Error {}
 
 function isP256PublicKey(pem: string): boolean {
@@ -165,14 +165,20 @@ export function joining(ctx: NodesContext): NodesPart {
             // The claim comes first: of two joins with one token, exactly one gets past it (the other
             // waits for the winner's row lock on PostgreSQL, or for its turn on SQLite, and finds it used).
             const claimed = await trx(JOIN_TOKENS).where({ id: token.id }).whereNull('used_at').update({ used_at: now(), used_by_node: nodeId });
-            if (!claimed) throw new TokenTaken();
-            if (token.node_id) await nodes.change(nodeId, values, trx);
+            if (!claimed) throw new TokenTaken('token already used');
+            if (token.node_id) {
+              // Two tokens bound to one node, used at once: the node's row lock (PostgreSQL; SQLite
+              // runs one writer at a time) orders them, and the later one finds the node taken.
+              await trx(NODES).where({ id: nodeId }).forUpdate().first('id');
+              if (await trx(JOIN_TOKENS).where({ used_by_node: nodeId }).whereNot({ id: token.id }).first('id')) throw new TokenTaken('the node the token was made for is taken');
+              await nodes.change(nodeId, values, trx);
+            }
             else await nodes.insert({ id: nodeId, name: req.body.hostname, ...values, connection: 'pending', availability: 'active', created_at: now(), updated_at: now() }, trx);
             await overlay.transfer(token.overlay_ip, nodeId, trx);
             return ca.issueClientCertificate(nodeId, req.body.public_key, trx);
           });
         } catch (err) {
-          if (err instanceof TokenTaken) throw await fail('token already used');
+          if (err instanceof TokenTaken) throw await fail(err.message);
           throw err;
         }
         await events.record({ nodeId, kind: 'node_joined', message: `${req.body.hostname} joined from ${ipAddress}`, data: { token_id: token.id } });

@@ -147,6 +147,15 @@ describeEachDialect('nodes: the node API, join tokens and events', (dialect) => 
       expect(second.status, `a second token for a joined node: ${second.text}`).to.equal(409);
     });
 
+    it('of two tokens bound to one node, used at the same moment, exactly one joins (the other gets 401; one certificate issued)', async () => {
+      const prepared = await createNode({ name: 'two-tokens' });
+      const tokens = [await newToken({ node_id: prepared.id }), await newToken({ node_id: prepared.id })];
+      const joins = await Promise.all(tokens.map((token, i) => t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: `racer-${i}`, public_key: machineKey() } })));
+      expect(joins.map((j) => j.status).sort(), joins.map((j) => j.json.message ?? j.json.data?.node_id).join(', ')).to.deep.equal([201, 401]);
+      const certificates = await t.hangar.store.knex('certificates').where({ node_id: prepared.id });
+      expect(certificates, 'certificates issued for the node').to.have.length(1);
+    });
+
     it('a join refused for a malformed public key neither uses up the token nor leaves a node behind', async () => {
       const token = await newToken();
       const bad = await t.request('POST', '/v1/nodes/join', { body: { token: token.token, hostname: 'typo-host', public_key: `-----BEGIN PUBLIC KEY-----\n${'A'.repeat(80)}\n-----END PUBLIC KEY-----\n` } });
