@@ -185,6 +185,10 @@ export async function installServer(input: K3sServerInput, timeoutMs = K3S_READY
       ...input.tls_sans.flatMap((san) => ['--tls-san', san]),
       '--write-kubeconfig-mode',
       '0600',
+      // The cluster's load balancer is hangar's own ingress controller (POST …/lb, drivers/kubernetes/loadbalancer.ts):
+      // k3s's bundled Traefik would hold ports 80 and 443 on every node whether or not one was asked for.
+      '--disable',
+      'traefik',
     ]);
   }
   await waitForFiles('server', [K3S_PATHS.kubeconfig, K3S_PATHS.token], timeoutMs);

@@ -15,10 +15,15 @@ import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
 import { idsOnly, TaggableResources } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
+import { HANGAR_NAMESPACE } from '../../drivers/kubernetes/scan.js';
 
 export const GatewayConfigSchema = Type.Object(
   {
-    image: Type.String({ default: 'haproxy:lts', description: 'the image of the load balancers (HAProxy; the lab builds lab/haproxy:latest locally)' }),
+    image: Type.String({ default: 'haproxy:lts', description: 'the image of the swarms’ load balancers (HAProxy; the lab builds lab/haproxy:latest locally)' }),
+    kubernetes_image: Type.String({
+      default: 'rancher/mirrored-library-traefik:3.3.6',
+      description: 'the image of the Kubernetes clusters’ ingress controller (Traefik; use the one your k3s release lists in k3s-images.txt: it is in its airgap images tarball)',
+    }),
     http_port: Type.Integer({ minimum: 1, maximum: 65535, default: 80, description: 'the port the balancer listens on, on the node it runs on' }),
     host_config_dir: Type.String({ default: '/var/lib/hangar/lb', description: 'where the agent writes the balancer’s configuration on its node' }),
     container_config_dir: Type.String({ default: '/usr/local/etc/haproxy', description: 'where the image reads haproxy.cfg' }),
@@ -30,6 +35,7 @@ export const GatewayConfigSchema = Type.Object(
 
 interface GatewayConfig {
   image: string;
+  kubernetes_image: string;
   http_port: number;
   host_config_dir: string;
   container_config_dir: string;
@@ -113,7 +119,7 @@ export const GatewayRef = defineServiceRef<{ balancers: LoadBalancerStore }>('ga
 export default definePlugin({
   name: 'gateway',
   provides: [GatewayRef],
-  description: 'load balancers (HAProxy on swarms) and the routing table: domain → service:port',
+  description: 'load balancers (HAProxy on swarms, an ingress controller on Kubernetes clusters) and the routing table: domain → service:port',
   configSchema: GatewayConfigSchema,
   migrations: gatewayMigrations,
   setup(services) {
@@ -255,6 +261,80 @@ export default definePlugin({
 
     const refused = (lb: LoadBalancerRecord | null) => conflict(lb ? `Load balancer ${lb.name} is ${lb.status}` : 'The load balancer is gone');
 
+    /**
+     * How each backend's clusters take a load balancer: the API path naming the cluster, and what
+     * runs (a swarm: HAProxy on the manager; Kubernetes: an ingress controller in hangar's
+     * namespace, drivers/kubernetes/loadbalancer.ts). Everything else is the same resource.
+     */
+    const BALANCED = [
+      { backend: 'swarm', path: '/v1/swarms/{id}/lb', noun: 'swarm', target: (id: string) => ({ swarm_id: id }), image: settings.image, runtimeName: (cluster: string) => `hangar-lb-${cluster}`, runs: 'HAProxy on the manager' },
+      {
+        backend: 'k8s',
+        path: '/v1/kubernetes/clusters/{id}/lb',
+        noun: 'Kubernetes cluster',
+        target: (id: string) => ({ cluster_id: id }),
+        image: settings.kubernetes_image,
+        runtimeName: (cluster: string) => `${HANGAR_NAMESPACE}/hangar-lb-${cluster}`,
+        runs: `an ingress controller (Traefik) Deployment and LoadBalancer Service in namespace ${HANGAR_NAMESPACE}; the routes as an Ingress of class hangar`,
+      },
+    ] as const;
+
+    function lbRoutes(kind: (typeof BALANCED)[number]) {
+      const requireCluster = async (id: string, state?: 'any') => {
+        const cluster = await core.requireTarget(kind.target(id), state ? { state } : {});
+        if (cluster.backend !== kind.backend) throw notFound(`No ${kind.noun} ${id}`);
+        return cluster;
+      };
+      return [
+        {
+          method: 'POST' as const,
+          path: kind.path,
+          auth: { role: 'admin' as const },
+          summary: `Deploy the ${kind.noun}’s load balancer (${kind.runs}) with the current routes; again re-applies them`,
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req: { params: { id: string } }) => {
+            const cluster = await requireCluster(req.params.id);
+            let lb = await balancers.findOne({ cluster_id: cluster.id });
+            if (lb?.status === 'removing') throw conflict(`The load balancer of ${nounOf(cluster).toLowerCase()} ${cluster.name} is being removed`);
+            lb ??= await balancers.insert({
+              id: newId('lb'),
+              name: `lb-${cluster.name}`,
+              cluster_id: cluster.id,
+              runtime_name: kind.runtimeName(cluster.name),
+              image: kind.image,
+              node_id: cluster.manager_node_id,
+              http_port: settings.http_port,
+              status: 'deploying',
+              error: null,
+              config_sha256: null,
+              config_version: 0,
+              routes: [],
+              applied_at: null,
+              created_at: now(),
+              updated_at: now(),
+            });
+            // Again: applied whatever the hash says.
+            return view(await lifecycle.start(lb.id, 'apply', { config_sha256: null }, refused, `deploy load balancer ${lb.name}`));
+          },
+        },
+        {
+          method: 'DELETE' as const,
+          path: kind.path,
+          auth: { role: 'admin' as const },
+          summary: `Remove the ${kind.noun}’s load balancer (202; the record goes once its workload is removed)`,
+          status: 202,
+          schemas: { params: IdParams },
+          handler: async (req: { params: { id: string } }) => {
+            const cluster = await requireCluster(req.params.id, 'any');
+            const lb = await balancers.findOne({ cluster_id: cluster.id });
+            if (!lb) throw notFound(`${nounOf(cluster)} ${cluster.name} has no load balancer`);
+            return view(await lifecycle.start(lb.id, 'remove', {}, refused));
+          },
+        },
+      ];
+    }
+
     return {
       // Deploys and removals an expired lease left are taken over; route updates, by the routes loop.
       resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
@@ -275,57 +355,12 @@ export default definePlugin({
         pending.clear();
       },
       routes: [
-        {
-          method: 'POST',
-          path: '/v1/swarms/{id}/lb',
-          auth: { role: 'admin' },
-          summary: 'Deploy the swarm’s load balancer (HAProxy on the manager) with the current routes; again re-applies them',
-          status: 202,
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const cluster = await core.requireTarget({ swarm_id: req.params.id });
-            let lb = await balancers.findOne({ cluster_id: cluster.id });
-            if (lb?.status === 'removing') throw conflict(`The load balancer of ${nounOf(cluster).toLowerCase()} ${cluster.name} is being removed`);
-            lb ??= await balancers.insert({
-              id: newId('lb'),
-              name: `lb-${cluster.name}`,
-              cluster_id: cluster.id,
-              runtime_name: `hangar-lb-${cluster.name}`,
-              image: settings.image,
-              node_id: cluster.manager_node_id,
-              http_port: settings.http_port,
-              status: 'deploying',
-              error: null,
-              config_sha256: null,
-              config_version: 0,
-              routes: [],
-              applied_at: null,
-              created_at: now(),
-              updated_at: now(),
-            });
-            // Again: applied whatever the hash says.
-            return view(await lifecycle.start(lb.id, 'apply', { config_sha256: null }, refused, `deploy load balancer ${lb.name}`));
-          },
-        },
-        {
-          method: 'DELETE',
-          path: '/v1/swarms/{id}/lb',
-          auth: { role: 'admin' },
-          summary: 'Remove the swarm’s load balancer (202; the record goes once its workload is removed)',
-          status: 202,
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const cluster = await core.requireTarget({ swarm_id: req.params.id }, { state: 'any' });
-            const lb = await balancers.findOne({ cluster_id: cluster.id });
-            if (!lb) throw notFound(`${nounOf(cluster)} ${cluster.name} has no load balancer`);
-            return view(await lifecycle.start(lb.id, 'remove', {}, refused));
-          },
-        },
+        ...BALANCED.flatMap(lbRoutes),
         {
           method: 'GET',
           path: '/v1/gateway',
           auth: 'authenticated',
-          summary: 'The routing table of every swarm and the load balancers serving it',
+          summary: 'The routing table of every cluster (swarms and Kubernetes) and the load balancers serving it',
           handler: async () => {
             const lbs = await balancers.findAll();
             return { routes: await allRoutes(lbs), load_balancers: await Promise.all(lbs.map(view)) };

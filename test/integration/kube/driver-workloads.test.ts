@@ -245,6 +245,71 @@ describe('Kubernetes driver: workloads, logs, secrets and configs, volumes, the 
     });
   });
 
+  describe('the load balancer', () => {
+    const routeTo = (domain: string, service: string) => ({ domain, service, port: 8080, source: 'instance', source_id: `inst-${service}` });
+    const lbSpec = (routes: ReturnType<typeof routeTo>[]) => ({
+      name: 'hangar-system/hangar-lb-test',
+      resource_id: 'lb-test',
+      image: 'registry.invalid/traefik:3',
+      http_port: 80,
+      node_id: 'node-a',
+      routes,
+    });
+    const networking = () => kube.api(NetworkingV1Api);
+
+    it('deploys the ingress controller in hangar’s namespace (Running on a kwok node, a LoadBalancer Service on the port, its IngressClass and account) and the routes as one Ingress of that class; new routes rewrite only the Ingress; none removes it', async () => {
+      const state = await driver.applyLoadBalancer({ spec: lbSpec([routeTo('a.example', 'web-a')]), cluster_nodes: CLUSTER_NODES });
+      expect(state.name).to.equal('hangar-system/hangar-lb-test');
+      expect(state.ports).to.deep.equal([{ published: 80, target: 8000, protocol: 'tcp' }]);
+      const running = await waitRunning('hangar-system/hangar-lb-test', 1);
+      expect(NODES).to.include(running.tasks[0]!.runtime_node_id);
+      const deployment = await apps.readNamespacedDeployment({ name: 'hangar-lb-test', namespace: 'hangar-system' });
+      expect(deployment.metadata!.labels).to.include({ [HANGAR_LABELS.role]: 'loadbalancer', [HANGAR_LABELS.id]: 'lb-test' });
+      const pod = deployment.spec!.template.spec!;
+      expect(pod.serviceAccountName).to.equal('hangar-ingress');
+      expect(pod.containers[0]!.image).to.equal('registry.invalid/traefik:3');
+      expect(pod.containers[0]!.args).to.include('--providers.kubernetesingress.ingressclass=hangar');
+      const service = await core.readNamespacedService({ name: 'hangar-lb-test', namespace: 'hangar-system' });
+      expect(service.spec!.type).to.equal('LoadBalancer');
+      const ingressClass = await networking().readIngressClass({ name: 'hangar' });
+      expect(ingressClass.spec!.controller).to.equal('traefik.io/ingress-controller');
+      const binding = kube.kubectl(['get', 'clusterrolebinding', 'hangar-ingress', '-o', 'jsonpath={.subjects[0].namespace}/{.subjects[0].name}']);
+      expect(binding.stdout).to.equal('hangar-system/hangar-ingress');
+
+      const routes = await networking().readNamespacedIngress({ name: 'hangar-lb-test-routes', namespace: 'default' });
+      expect(routes.spec!.ingressClassName).to.equal('hangar');
+      expect(routes.spec!.rules!.map((r) => [r.host, r.http!.paths[0]!.backend.service!.name, r.http!.paths[0]!.backend.service!.port!.number])).to.deep.equal([['a.example', 'web-a', 8080]]);
+
+      const generation = deployment.metadata!.generation;
+      await driver.applyLoadBalancer({ spec: lbSpec([routeTo('a.example', 'web-a'), routeTo('b.example', 'web-b')]), cluster_nodes: CLUSTER_NODES });
+      const rewritten = await networking().readNamespacedIngress({ name: 'hangar-lb-test-routes', namespace: 'default' });
+      expect(rewritten.spec!.rules!.map((r) => r.host)).to.deep.equal(['a.example', 'b.example']);
+      expect((await apps.readNamespacedDeployment({ name: 'hangar-lb-test', namespace: 'hangar-system' })).metadata!.generation).to.equal(generation);
+
+      await driver.applyLoadBalancer({ spec: lbSpec([]), cluster_nodes: CLUSTER_NODES });
+      const gone = await failureOf(networking().readNamespacedIngress({ name: 'hangar-lb-test-routes', namespace: 'default' }));
+      expect((gone as { code?: number }).code).to.equal(404);
+
+      // hangar's own parts are not "unmanaged".
+      expect((await driver.scanUnmanaged({})).resources.map((r) => r.name)).not.to.include('hangar-system/hangar-lb-test');
+    });
+
+    it('removes the controller, its Service, account and IngressClass ({removed: false} the second time); a name outside hangar’s namespace is refused', async () => {
+      expect(await driver.removeLoadBalancer({ name: 'hangar-system/hangar-lb-test' })).to.deep.equal({ removed: true });
+      expect(await inspect('hangar-system/hangar-lb-test')).to.equal(undefined);
+      for (const read of [
+        () => core.readNamespacedService({ name: 'hangar-lb-test', namespace: 'hangar-system' }),
+        () => networking().readIngressClass({ name: 'hangar' }),
+        () => core.readNamespacedServiceAccount({ name: 'hangar-ingress', namespace: 'hangar-system' }),
+      ]) {
+        expect(((await failureOf(read())) as { code?: number }).code).to.equal(404);
+      }
+      expect(await driver.removeLoadBalancer({ name: 'hangar-system/hangar-lb-test' })).to.deep.equal({ removed: false });
+      const refused = await failureOf(driver.applyLoadBalancer({ spec: { ...lbSpec([]), name: 'hangar-lb-test' }, cluster_nodes: CLUSTER_NODES }));
+      expect(refused.message).to.match(/belongs in namespace hangar-system/);
+    });
+  });
+
   describe('the unmanaged scan', () => {
     it('lists workloads made outside hangar (kubectl), in any namespace but the system ones, and none of hangar’s', async () => {
       await deploy(spec('managed', { replicas: 0 }));
