@@ -1,0 +1,96 @@
+import { expect } from 'chai';
+import { AppsV1Api, CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
+import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
+import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
+import { requireService } from '../../support/requirements.js';
+
+// The cluster's load balancer through the HTTP API on a Kubernetes cluster that is the real
+// upstream control plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no
+// container runs, so the ingress controller's pod is Running without Traefik serving anything),
+// reached by a real agent running the Kubernetes driver (test/support/kube-cluster.ts).
+
+describe('the load balancer of a Kubernetes cluster through the API (real control plane, kwok nodes)', function () {
+  let kube: KubeControlPlane;
+
+  before(async function () {
+    this.timeout(KUBE_START_TIMEOUT_MS);
+    const available = await kubeAvailability();
+    requireService(this, available.ok, available.why);
+    kube = await KubeControlPlane.start({ nodes: 2 });
+  });
+  after(() => kube?.stop());
+
+  describeEachDialect('POST/DELETE /v1/kubernetes/clusters/{id}/lb, GET /v1/gateway and /v1/loadbalancers', (dialect) => {
+    let t: TestHangar;
+    let admin: Credentials;
+    let cluster: KubeCluster;
+    const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+
+    before(async function () {
+      this.timeout(60_000);
+      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'gateway'], overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1 } } });
+      admin = await bootstrapAdmin(t);
+      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+    });
+    after(async function () {
+      this.timeout(30_000);
+      await cleanupAgents();
+      await t?.stop();
+    });
+
+    it('deploys the ingress controller on the cluster (its pod Running on a kwok node), lists it with cluster_id, and removes it', async function () {
+      this.timeout(120_000);
+      const created = await api('POST', `/v1/kubernetes/clusters/${cluster.clusterName}/lb`);
+      expect(created.status, created.text).to.equal(202);
+      const lb = created.json.data;
+      expect(lb).to.include({ name: `lb-${cluster.clusterName}`, cluster_id: cluster.clusterId, image: 'rancher/mirrored-library-traefik:3.3.6', http_port: 80 });
+      expect(lb).not.to.have.property('swarm_id');
+
+      // Running is what the cluster's observation reports: the controller's pod Running on a node.
+      const running = await waitFor(
+        async () => {
+          const got = (await api('GET', `/v1/loadbalancers/${lb.id}`)).json.data;
+          if (got.status === 'failed') throw new Error(`the load balancer failed: ${got.error}\n${cluster.agent.output()}`);
+          return got.status === 'running' ? got : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 500, what: 'the load balancer running' },
+      );
+      expect(running).to.deep.include({ cluster_id: cluster.clusterId, routes: [] });
+      const deployment = await kube.api(AppsV1Api).readNamespacedDeployment({ name: `hangar-lb-${cluster.clusterName}`, namespace: 'hangar-system' });
+      expect(deployment.status?.readyReplicas).to.equal(1);
+      expect((await kube.api(CoreV1Api).readNamespacedService({ name: `hangar-lb-${cluster.clusterName}`, namespace: 'hangar-system' })).spec!.ports![0]).to.include({ port: 80, targetPort: 8000 });
+      expect((await kube.api(NetworkingV1Api).readIngressClass({ name: 'hangar' })).metadata!.name).to.equal('hangar');
+
+      const gateway = await api('GET', '/v1/gateway');
+      expect(gateway.status).to.equal(200);
+      expect(gateway.json.data.load_balancers.map((x: { id: string; cluster_id?: string; status: string }) => [x.id, x.cluster_id, x.status])).to.deep.equal([[lb.id, cluster.clusterId, 'running']]);
+      expect(gateway.json.data.routes).to.deep.equal([]);
+      const list = await api('GET', '/v1/loadbalancers');
+      expect(list.json.data.map((x: { id: string; cluster_id?: string }) => [x.id, x.cluster_id])).to.deep.equal([[lb.id, cluster.clusterId]]);
+      const view = await api('GET', `/v1/kubernetes/clusters/${cluster.clusterId}`);
+      expect(view.json.data.load_balancer).to.include({ id: lb.id, status: 'running' });
+
+      // A Kubernetes cluster is not a swarm: the swarm path does not find it.
+      expect((await api('POST', `/v1/swarms/${cluster.clusterId}/lb`)).status).to.equal(404);
+      // Again: 202, the same balancer re-applied.
+      const again = await api('POST', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`);
+      expect(again.status, again.text).to.equal(202);
+      expect(again.json.data.id).to.equal(lb.id);
+      await waitFor(async () => (await api('GET', `/v1/loadbalancers/${lb.id}`)).json.data.status === 'running', { timeoutMs: 60_000, intervalMs: 500, what: 'the re-apply done' });
+
+      const removed = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`);
+      expect(removed.status, removed.text).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/loadbalancers/${lb.id}`)).status === 404, { timeoutMs: 90_000, intervalMs: 500, what: 'the load balancer gone' });
+      const left = await kube.api(AppsV1Api).listNamespacedDeployment({ namespace: 'hangar-system' });
+      expect(left.items.filter((d) => !d.metadata?.deletionTimestamp).map((d) => d.metadata?.name)).to.deep.equal([]);
+      expect((await api('GET', '/v1/gateway')).json.data.load_balancers).to.deep.equal([]);
+      const none = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`);
+      expect(none.status).to.equal(404);
+      expect(none.json.message).to.match(/has no load balancer/);
+    });
+  });
+});
