@@ -1,7 +1,13 @@
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { adminKubeconfig, installAgent, installServer, serverToken, uninstall, type K3sBinarySource } from '../../drivers/kubernetes/k3s.js';
+import { adminKubeconfig, installAgent, installServer, K3S_PATHS, serverToken, uninstall, type K3sBinarySource } from '../../drivers/kubernetes/k3s.js';
 import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from '../../drivers/kubernetes/membership-calls.js';
 import type { Executor, ExecutorContext } from './types.js';
+
+/**
+ * The cluster's admin kubeconfig on a server node: k3s's, or the file HANGAR_KUBECONFIG names (a
+ * cluster this agent reaches but did not install, e.g. the test suites' upstream control plane).
+ */
+export const clusterKubeconfig = () => process.env.HANGAR_KUBECONFIG ?? K3S_PATHS.kubeconfig;
 
 /** Where the control plane serves the k3s binary the operator placed in its data dir (like the agent executable). */
 export const K3S_BINARY_PATH = '/v1/kubernetes/k3s/binary';
@@ -37,7 +43,7 @@ export const K3S_EXECUTORS: Array<[TaskKind, Executor]> = [
     },
   ],
   [K3sToken, async () => serverToken()],
-  [K3sKubeconfig, async ({ payload }) => adminKubeconfig(payload.server_url as string)],
+  [K3sKubeconfig, async ({ payload }) => adminKubeconfig(payload.server_url as string, clusterKubeconfig())],
   [
     K3sUninstall,
     async ({ log }) => {

@@ -5,9 +5,8 @@ import type { OrchestratorDriver } from '../../core/orchestrator.js';
 import type { DriverCall, TaskKind } from '../../core/tasks/kinds.js';
 import { importFile } from '../../core/typescript.js';
 import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
-import { K3S_PATHS } from '../../drivers/kubernetes/k3s.js';
 import { K3S_MEMBERSHIP_KINDS } from '../../drivers/kubernetes/membership-calls.js';
-import { K3S_EXECUTORS } from './k3s.js';
+import { clusterKubeconfig, K3S_EXECUTORS } from './k3s.js';
 import type { Executor } from './types.js';
 
 /** A built-in agent driver: an AgentDriver, and its kinds that are not driver calls (they need the agent's context: downloads…) with their executors. */
@@ -27,11 +26,11 @@ export const AGENT_DRIVERS: Record<string, BuiltinAgentDriver> = {
     create: () =>
       import('../../drivers/swarm/index.js').then(({ createSwarmDriver }) => createSwarmDriver({ socketPath: process.env.HANGAR_DOCKER_SOCKET ?? '/var/run/docker.sock' })),
   },
-  // On a cluster's server node, against the kubeconfig k3s writes (read again when k3s is installed anew).
+  // On a cluster's server node, against the kubeconfig k3s writes (read again when k3s is installed anew) or HANGAR_KUBECONFIG's.
   k8s: {
     backend: 'k8s',
     kinds: K3S_MEMBERSHIP_KINDS,
-    create: () => import('../../drivers/kubernetes/index.js').then(({ createKubernetesDriver }) => createKubernetesDriver({ kubeconfig: process.env.HANGAR_KUBECONFIG ?? K3S_PATHS.kubeconfig })),
+    create: () => import('../../drivers/kubernetes/index.js').then(({ createKubernetesDriver }) => createKubernetesDriver({ kubeconfig: clusterKubeconfig() })),
     executors: K3S_EXECUTORS,
   },
 };

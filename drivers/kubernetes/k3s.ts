@@ -225,10 +225,10 @@ export function serverToken(): { token: string } {
   return { token: readFileSync(K3S_PATHS.token, 'utf8').trim() };
 }
 
-/** The admin kubeconfig, its server set to `server_url` (k3s writes https://127.0.0.1:6443). */
-export function adminKubeconfig(serverUrl: string): { kubeconfig: string } {
-  if (!existsSync(K3S_PATHS.kubeconfig)) throw new KubeDriverError('reading the kubeconfig: this machine runs no k3s server (no k3s.yaml)', 404);
-  const yaml = readFileSync(K3S_PATHS.kubeconfig, 'utf8');
+/** The admin kubeconfig (k3s's own by default), its server set to `server_url` (k3s writes https://127.0.0.1:6443). */
+export function adminKubeconfig(serverUrl: string, file: string = K3S_PATHS.kubeconfig): { kubeconfig: string } {
+  if (!existsSync(file)) throw new KubeDriverError(`reading the kubeconfig: this machine runs no k3s server (no ${file})`, 404);
+  const yaml = readFileSync(file, 'utf8');
   return { kubeconfig: yaml.replace(/server: https:\/\/127\.0\.0\.1:\d+/g, `server: ${serverUrl}`) };
 }
 

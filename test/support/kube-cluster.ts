@@ -40,8 +40,12 @@ export interface KubeCluster {
   clusterName: string;
 }
 
-/** Joins a fresh agent that reaches `kube` and records an active k8s cluster `name` served by it. */
-export async function adoptKubeCluster(t: TestHangar, admin: Credentials, kube: KubeControlPlane, name: string): Promise<KubeCluster> {
+/**
+ * Joins a fresh agent that reaches `kube` and records an active k8s cluster `name` served by it.
+ * `reportedAs` is the Kubernetes node the member is reported as (a kwok node's name, so that the
+ * cluster's node list shows it Ready with its roles); by default none matches.
+ */
+export async function adoptKubeCluster(t: TestHangar, admin: Credentials, kube: KubeControlPlane, name: string, options: { reportedAs?: string } = {}): Promise<KubeCluster> {
   const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
   const token = await api('POST', '/v1/nodes/token', {});
   if (token.status !== 201) throw new Error(`join token: ${token.status} ${token.text}`);
@@ -60,7 +64,7 @@ export async function adoptKubeCluster(t: TestHangar, admin: Credentials, kube: 
     node_id: nodeId,
     role: 'manager',
     status: 'active',
-    runtime_node_id: nodeId,
+    runtime_node_id: options.reportedAs ?? nodeId,
     advertise_address: '127.0.0.1',
     error: null,
     created_at: now,

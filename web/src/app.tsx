@@ -5,6 +5,7 @@ import { href, useRoute } from './router';
 import { Field, Notices, useAction } from './ui';
 import { Fleet, NodeDetail } from './views/fleet';
 import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail, Users, Volumes } from './views/resources';
+import { KubernetesClusterDetail, KubernetesClusters } from './views/kubernetes';
 import { Instances, ServiceDetail, Services, SwarmDetail, Swarms } from './views/workloads';
 
 type User = { id: string; username: string; name?: string | null; role: string };
@@ -12,6 +13,7 @@ type User = { id: string; username: string; name?: string | null; role: string }
 const NAV: Array<[string, string, boolean]> = [
   ['fleet', 'Fleet', false],
   ['swarms', 'Swarms', false],
+  ['kubernetes', 'Kubernetes', false],
   ['instances', 'Instances', false],
   ['services', 'Services', false],
   ['volumes', 'Volumes', false],
@@ -33,6 +35,8 @@ function View({ route, user }: { route: string[]; user: User }) {
       return id ? <NodeDetail id={id} /> : <Fleet />;
     case 'swarms':
       return id ? <SwarmDetail id={id} /> : <Swarms />;
+    case 'kubernetes':
+      return id ? <KubernetesClusterDetail id={id} admin={user.role === 'admin'} /> : <KubernetesClusters />;
     case 'instances':
       return <Instances />;
     case 'services':

@@ -1,3 +1,4 @@
+import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { b64encode, call, settle } from '../api';
 import { lineDiff } from '../diff';
@@ -215,13 +216,46 @@ export function Instances() {
 
 // ——— services (compose stacks) ———
 
-type Service = { id: string; name: string; status: string; swarm_id: string; stack: string; compose_file: string; error?: string | null; replicas?: Record<string, { desired: number | null; running: number }>; updated_at: string };
+type AppliedObject = { kind: string; name: string; namespace: string; api_version: string };
+/** A compose stack on a swarm (backend compose), or manifests applied to a Kubernetes cluster (backend manifest). */
+type Service = {
+  id: string;
+  name: string;
+  status: string;
+  backend?: 'compose' | 'manifest';
+  swarm_id?: string | null;
+  stack?: string;
+  compose_file?: string;
+  cluster_id?: string | null;
+  manifest?: string;
+  applied_objects?: AppliedObject[];
+  error?: string | null;
+  replicas?: Record<string, { desired: number | null; running: number }>;
+  updated_at: string;
+};
+const isManifest = (s: Service) => s.backend === 'manifest';
+
+/** The Kubernetes clusters, for the select of the manifest service form. */
+function ClusterSelect() {
+  const [clusters, setClusters] = useState<Array<{ id: string; name: string; status: string }>>([]);
+  useEffect(() => void call('GET /v1/kubernetes/clusters', { query: { limit: 1000 } }).then((r) => setClusters(r.data as never), () => undefined), []);
+  return (
+    <select name="cluster_id" required>
+      {clusters.map((c) => (
+        <option key={c.id} value={c.id}>
+          {c.name} ({c.status})
+        </option>
+      ))}
+    </select>
+  );
+}
 
 export function Services() {
   return (
     <Page
       title="Services"
       actions={
+        <>
         <FormButton
           label="Create service"
           title="Create a service (a compose stack)"
@@ -241,6 +275,25 @@ export function Services() {
             <textarea name="compose" rows={14} required class="code" spellcheck={false} />
           </Field>
         </FormButton>
+        <FormButton
+          label="Create manifest service"
+          title="Create a service from Kubernetes manifests"
+          wide
+          submitLabel="Apply"
+          done="service accepted: applying"
+          onSubmit={(f) => call('POST /v1/services', { body: { name: text(f, 'name'), cluster_id: text(f, 'cluster_id'), manifest: b64encode(String(f.get('manifest') ?? '')) } })}
+        >
+          <Field label="Name">
+            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
+          </Field>
+          <Field label="Kubernetes cluster">
+            <ClusterSelect />
+          </Field>
+          <Field label="Manifests (YAML, documents separated by ---)">
+            <textarea name="manifest" rows={14} required class="code" spellcheck={false} />
+          </Field>
+        </FormButton>
+        </>
       }
     >
       <ResourceList
@@ -253,7 +306,7 @@ export function Services() {
           { label: 'Name', render: (s: Service) => <a href={href('services', s.id)}>{s.name}</a> },
           { label: 'Status', render: (s: Service) => <Badge status={s.status} /> },
           { label: 'Replicas', render: (s: Service) => Object.entries(s.replicas ?? {}).map(([k, r]) => `${k} ${r.running}/${r.desired ?? '?'}`).join(', ') || '–' },
-          { label: 'Stack', render: (s: Service) => <code>{s.stack}</code> },
+          { label: 'Runs on', render: (s: Service) => (isManifest(s) ? <a href={href('kubernetes', s.cluster_id ?? '')}>cluster {s.cluster_id}</a> : <code>{s.stack}</code>) },
           { label: 'Updated', render: (s: Service) => <Ago at={s.updated_at} /> },
         ]}
       />
@@ -282,7 +335,9 @@ export function ServiceDetail({ id }: { id: string }) {
   if (error) return <Page title="Service"><p role="alert" class="error">{error}</p></Page>;
   const s = service as Service | null;
   if (!s) return <Page title="Service">Loading…</Page>;
-  const current = composeText(s.compose_file);
+  const manifest = isManifest(s);
+  const source = manifest ? 'Manifests' : 'Compose file';
+  const current = composeText(manifest ? s.manifest : s.compose_file);
   const diff = draft === null ? [] : lineDiff(current, draft);
   const changes = diff.filter((d) => d.op !== ' ').length;
   return (
@@ -291,20 +346,55 @@ export function ServiceDetail({ id }: { id: string }) {
       actions={
         <div class="row-actions" role="group" aria-label={`Actions for service ${s.name}`}>
           {s.status === 'stopped' ? (
-            <ConfirmButton label="Start" title="Start service" confirm={<p>{s.name} is deployed again.</p>} onConfirm={() => call('POST /v1/services/{id}/start', { params: { id } })} />
+            <ConfirmButton label="Start" title="Start service" confirm={<p>{s.name} is {manifest ? 'applied' : 'deployed'} again.</p>} onConfirm={() => call('POST /v1/services/{id}/start', { params: { id } })} />
           ) : (
-            <ConfirmButton label="Stop" title="Stop service" confirm={<p>{s.name}'s services scale to 0.</p>} onConfirm={() => call('POST /v1/services/{id}/stop', { params: { id } })} />
+            <ConfirmButton label="Stop" title="Stop service" confirm={<p>{manifest ? `${s.name}'s objects are deleted from the cluster (start applies them again).` : `${s.name}'s services scale to 0.`}</p>} onConfirm={() => call('POST /v1/services/{id}/stop', { params: { id } })} />
           )}
           <LogsButton title={`Logs of ${s.name}`} read={async () => settle('GET /v1/services/{id}/logs/{taskId}', { id, taskId: ((await call('POST /v1/services/{id}/logs', { params: { id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
-          <ConfirmButton label="Delete" title="Delete service" danger confirm={<p>The stack {s.stack} is removed from its swarm.</p>} onConfirm={async () => { await call('DELETE /v1/services/{id}', { params: { id } }); location.hash = href('services'); }} />
+          <ConfirmButton label="Delete" title="Delete service" danger confirm={<p>{manifest ? `Its objects are deleted from cluster ${s.cluster_id}.` : `The stack ${s.stack} is removed from its swarm.`}</p>} onConfirm={async () => { await call('DELETE /v1/services/{id}', { params: { id } }); location.hash = href('services'); }} />
         </div>
       }
     >
-      <Facts label="Service" rows={[['Id', <code>{s.id}</code>], ['Status', <Badge status={s.status} />], ['Stack', <code>{s.stack}</code>], ['Swarm', <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a>], ['Error', s.error ?? '']]} />
-      <h2>Compose file</h2>
+      <Facts
+        label="Service"
+        rows={[
+          ['Id', <code>{s.id}</code>],
+          ['Status', <Badge status={s.status} />],
+          ...(manifest
+            ? ([['Cluster', <a href={href('kubernetes', s.cluster_id ?? '')}>{s.cluster_id}</a>]] as Array<[string, ComponentChildren]>)
+            : ([['Stack', <code>{s.stack}</code>], ['Swarm', <a href={href('swarms', s.swarm_id ?? '')}>{s.swarm_id}</a>]] as Array<[string, ComponentChildren]>)),
+          ['Error', s.error ?? ''],
+        ]}
+      />
+      {manifest && (
+        <>
+          <h2>Applied objects</h2>
+          <table aria-label="Applied objects">
+            <thead>
+              <tr>
+                <th scope="col">Kind</th>
+                <th scope="col">Name</th>
+                <th scope="col">Namespace</th>
+                <th scope="col">API version</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(s.applied_objects ?? []).map((o) => (
+                <tr key={`${o.kind}/${o.namespace}/${o.name}`}>
+                  <td>{o.kind}</td>
+                  <td>{o.name}</td>
+                  <td>{o.namespace}</td>
+                  <td>{o.api_version}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+      <h2>{source}</h2>
       {draft === null ? (
         <>
-          <pre class="code" tabIndex={0} aria-label="Compose file">
+          <pre class="code" tabIndex={0} aria-label={source}>
             {current}
           </pre>
           <button type="button" onClick={() => setDraft(current)}>
@@ -313,13 +403,13 @@ export function ServiceDetail({ id }: { id: string }) {
         </>
       ) : (
         <>
-          <Field label="Compose file (YAML)">
+          <Field label={`${source} (YAML)`}>
             <textarea class="code" rows={18} spellcheck={false} value={draft} onInput={(e) => { setDraft((e.currentTarget as HTMLTextAreaElement).value); setReviewing(false); }} />
           </Field>
           {reviewing && (
             <section aria-labelledby="diff-title">
               <h3 id="diff-title">Changes to apply ({changes} line{changes === 1 ? '' : 's'})</h3>
-              <pre class="diff" tabIndex={0} aria-label="Difference between the deployed and the edited compose file">
+              <pre class="diff" tabIndex={0} aria-label={`Difference between the deployed and the edited ${source.toLowerCase()}`}>
                 {diff.map((d, i) => (
                   <div key={i} class={d.op === '+' ? 'add' : d.op === '-' ? 'del' : 'same'}>
                     {d.op} {d.text}
@@ -343,7 +433,7 @@ export function ServiceDetail({ id }: { id: string }) {
                 disabled={busy}
                 onClick={() =>
                   run(async () => {
-                    await call('PUT /v1/services/{id}', { params: { id }, body: { compose_file: b64encode(draft) } });
+                    await call('PUT /v1/services/{id}', { params: { id }, body: manifest ? { manifest: b64encode(draft) } : { compose_file: b64encode(draft) } });
                     notify(`${s.name}: update accepted, redeploying`);
                     setDraft(null);
                     setReviewing(false);
