@@ -1,5 +1,5 @@
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { adminKubeconfig, installAgent, installServer, K3S_PATHS, serverToken, uninstall, type K3sBinarySource } from '../../drivers/kubernetes/k3s.js';
+import { adminKubeconfig, installAgent, installServer, K3S_PATHS, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from '../../drivers/kubernetes/k3s.js';
 import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from '../../drivers/kubernetes/membership-calls.js';
 import type { Executor, ExecutorContext } from './types.js';
 
@@ -11,27 +11,59 @@ export const clusterKubeconfig = () => process.env.HANGAR_KUBECONFIG ?? K3S_PATH
 
 /** Where the control plane serves the k3s binary the operator placed in its data dir (like the agent executable). */
 export const K3S_BINARY_PATH = '/v1/kubernetes/k3s/binary';
+/** Where it serves the airgap images tarball placed beside it. */
+export const K3S_IMAGES_PATH = '/v1/kubernetes/k3s/images';
+/** How long downloading k3s from the download URL may take. */
+const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
 
-function binarySource(ctx: ExecutorContext): K3sBinarySource {
-  const { sha256, architecture } = ctx.payload.binary as { sha256: string; architecture: string };
+async function fromControlPlane(ctx: Pick<ExecutorContext, 'download'>, what: string, pathAndQuery: string): Promise<Buffer> {
+  const res = await ctx.download(pathAndQuery);
+  if (res.status !== 200) throw new Error(`downloading ${what} failed with HTTP ${res.status}: ${res.body.toString('utf8').slice(0, 300)}`);
+  return res.body;
+}
+
+/** Downloads k3s from the operator's download URL (a connected install; redirects followed, as GitHub's release downloads need). */
+export async function downloadK3s(url: string): Promise<Buffer> {
+  let res: Response;
+  try {
+    res = await fetch(url, { redirect: 'follow', signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS) });
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`downloading k3s from ${url} failed: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { cause: err });
+  }
+  if (!res.ok) throw new Error(`downloading k3s from ${url} failed with HTTP ${res.status}`);
+  return Buffer.from(await res.arrayBuffer());
+}
+
+/**
+ * What an install task fetches: the binary (from the control plane, or from the download URL when
+ * the task names one: the SHA-256 is the operator's either way) and the images tarball when the
+ * operator placed one.
+ */
+export function k3sSources(ctx: Pick<ExecutorContext, 'payload' | 'download'>): { binary: K3sBinarySource; images: K3sImagesSource | null } {
+  const { sha256, architecture, url } = ctx.payload.binary as { sha256: string; architecture: string; url?: string };
+  const images = ctx.payload.images as { sha256: string; file_name: string; architecture: string } | undefined;
+  const arch = encodeURIComponent(architecture);
   return {
-    sha256,
-    async fetch() {
-      const res = await ctx.download(`${K3S_BINARY_PATH}?arch=${encodeURIComponent(architecture)}`);
-      if (res.status !== 200) throw new Error(`downloading the k3s binary failed with HTTP ${res.status}: ${res.body.toString('utf8').slice(0, 300)}`);
-      return res.body;
-    },
+    binary: { sha256, fetch: () => (url ? downloadK3s(url) : fromControlPlane(ctx, 'the k3s binary', `${K3S_BINARY_PATH}?arch=${arch}`)) },
+    images: images
+      ? {
+          sha256: images.sha256,
+          file_name: images.file_name,
+          fetch: () => fromControlPlane(ctx, `the k3s images tarball ${images.file_name}`, `${K3S_IMAGES_PATH}?arch=${encodeURIComponent(images.architecture)}`),
+        }
+      : null,
   };
 }
 
-/** The k8s backend's host tasks: installing k3s (the binary from the control plane), its token and kubeconfig, uninstalling. */
+/** The k8s backend's host tasks: installing k3s (the binary and images from the control plane), its token and kubeconfig, uninstalling. */
 export const K3S_EXECUTORS: Array<[TaskKind, Executor]> = [
   [
     K3sInstallServer,
     async (ctx) => {
       const { node_name, node_ip, tls_sans } = ctx.payload as { node_name: string; node_ip: string | null; tls_sans: string[] };
       ctx.log.info({ node_name, node_ip }, 'installing the k3s server');
-      return installServer({ node_name, node_ip, tls_sans, binary: binarySource(ctx) });
+      return installServer({ node_name, node_ip, tls_sans, ...k3sSources(ctx) });
     },
   ],
   [
@@ -39,7 +71,7 @@ export const K3S_EXECUTORS: Array<[TaskKind, Executor]> = [
     async (ctx) => {
       const { node_name, node_ip, server_url, token } = ctx.payload as { node_name: string; node_ip: string | null; server_url: string; token: string };
       ctx.log.info({ node_name, node_ip, server_url }, 'joining the k3s cluster as an agent');
-      return installAgent({ node_name, node_ip, server_url, token, binary: binarySource(ctx) });
+      return installAgent({ node_name, node_ip, server_url, token, ...k3sSources(ctx) });
     },
   ],
   [K3sToken, async () => serverToken()],

@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { sleep } from '../../core/clock.js';
 import { KubeDriverError } from './client.js';
 
@@ -19,6 +19,8 @@ export const K3S_PATHS = {
   configDir: '/etc/rancher/k3s',
   dataDir: '/var/lib/rancher/k3s',
   token: '/var/lib/rancher/k3s/server/node-token',
+  /** Image tarballs k3s imports into containerd when it starts (airgap installs). */
+  imagesDir: '/var/lib/rancher/k3s/agent/images',
   /** Written by a k3s agent once the node has its client certificate (TLS bootstrapping). */
   agentKubeconfig: '/var/lib/rancher/k3s/agent/kubelet.kubeconfig',
   log: '/var/log/k3s.log',
@@ -33,11 +35,20 @@ export const K3S_READY_TIMEOUT_MS = 4 * 60_000;
 
 export type K3sRole = 'server' | 'agent';
 
-/** What the agent needs to fetch the binary: its SHA-256 (checked, and to skip the download when installed) and how to get it. */
-export interface K3sBinarySource {
+/** A file the agent installs: its SHA-256 (checked; the same file already in place is not fetched again) and how to get it. */
+export interface K3sFileSource {
   sha256: string;
   fetch(): Promise<Buffer>;
 }
+/** The k3s binary: from the control plane (the operator placed it), or from `kubernetes.k3s_download_url`. */
+export type K3sBinarySource = K3sFileSource;
+/** k3s's airgap images tarball (k3s-airgap-images-<arch>.tar.zst|.tar.gz|.tar), placed where k3s imports it at start. */
+export interface K3sImagesSource extends K3sFileSource {
+  file_name: string;
+}
+
+/** The names k3s's releases give the images tarball (k3s imports .tar, .tar.gz and .tar.zst from agent/images). */
+export const IMAGES_FILE = /^k3s-airgap-images-[a-z0-9]+\.tar(\.zst|\.gz)?$/;
 
 const hasSystemd = () => existsSync('/run/systemd/system');
 
@@ -49,17 +60,28 @@ function sha256Of(path: string): string | null {
   }
 }
 
-/** Puts the binary at /usr/local/bin/k3s unless the same one is there; answers whether it changed. */
-async function placeBinary(source: K3sBinarySource): Promise<boolean> {
-  if (sha256Of(K3S_PATHS.binary) === source.sha256) return false;
+/** Puts the fetched file at `target` (whole or not at all) unless the same one is there; answers whether it changed. */
+async function placeFile(what: string, source: K3sFileSource, target: string, mode: number): Promise<boolean> {
+  if (sha256Of(target) === source.sha256) return false;
   const body = await source.fetch();
   const sha256 = createHash('sha256').update(body).digest('hex');
-  if (sha256 !== source.sha256) throw new KubeDriverError(`installing k3s: the binary's checksum is ${sha256}, the control plane announced ${source.sha256}; nothing installed`, 502);
-  mkdirSync(dirname(K3S_PATHS.binary), { recursive: true });
-  writeFileSync(`${K3S_PATHS.binary}.new`, body, { mode: 0o755 });
-  chmodSync(`${K3S_PATHS.binary}.new`, 0o755);
-  renameSync(`${K3S_PATHS.binary}.new`, K3S_PATHS.binary);
+  if (sha256 !== source.sha256) throw new KubeDriverError(`installing k3s: ${what}'s checksum is ${sha256}, expected ${source.sha256}; nothing installed`, 502);
+  mkdirSync(dirname(target), { recursive: true });
+  writeFileSync(`${target}.new`, body, { mode });
+  chmodSync(`${target}.new`, mode);
+  renameSync(`${target}.new`, target);
   return true;
+}
+
+/** Puts the binary at `target` (default /usr/local/bin/k3s) unless the same one is there; answers whether it changed. */
+export function placeBinary(source: K3sBinarySource, target: string = K3S_PATHS.binary): Promise<boolean> {
+  return placeFile('the binary', source, target, 0o755);
+}
+
+/** Puts the images tarball in k3s's images folder (`dir`, default /var/lib/rancher/k3s/agent/images) unless the same one is there. */
+export function placeImages(source: K3sImagesSource, dir: string = K3S_PATHS.imagesDir): Promise<boolean> {
+  if (!IMAGES_FILE.test(source.file_name)) throw new KubeDriverError(`installing k3s: ${JSON.stringify(source.file_name)} is not an images tarball's name (k3s-airgap-images-<arch>.tar.zst, .tar.gz or .tar)`, 400);
+  return placeFile(`the images tarball ${source.file_name}`, source, join(dir, source.file_name), 0o644);
 }
 
 function pidRunning(): number | null {
@@ -164,6 +186,8 @@ export interface K3sServerInput {
   /** Extra names and addresses the API server's certificate is valid for (the public address, the kubeconfig endpoint). */
   tls_sans: string[];
   binary: K3sBinarySource;
+  /** The airgap images tarball, when the operator placed one: in k3s's images folder before k3s starts. */
+  images?: K3sImagesSource | null;
 }
 
 /** The flags both roles share. */
@@ -179,6 +203,7 @@ export async function installServer(input: K3sServerInput, timeoutMs = K3S_READY
   const now = k3sRunning();
   if (now.running && now.role === 'agent') throw new KubeDriverError('installing the k3s server: this machine runs a k3s agent (a member of another cluster); uninstall it first', 409);
   await placeBinary(input.binary);
+  if (input.images) await placeImages(input.images);
   if (!now.running) {
     start('server', [
       ...nodeFlags(input),
@@ -202,6 +227,7 @@ export interface K3sAgentInput {
   server_url: string;
   token: string;
   binary: K3sBinarySource;
+  images?: K3sImagesSource | null;
 }
 
 /** Installs and starts `k3s agent` joining the server with its token, and waits until the node has its credentials (TLS bootstrapping done). */
@@ -209,6 +235,7 @@ export async function installAgent(input: K3sAgentInput, timeoutMs = K3S_READY_T
   const now = k3sRunning();
   if (now.running && now.role === 'server') throw new KubeDriverError('joining as a k3s agent: this machine runs a k3s server; uninstall it first', 409);
   await placeBinary(input.binary);
+  if (input.images) await placeImages(input.images);
   if (!now.running) start('agent', [...nodeFlags(input), '--server', input.server_url, '--token', input.token]);
   await waitForFiles('agent', [K3S_PATHS.agentKubeconfig], timeoutMs);
   return { runtime_node_id: input.node_name, version: k3sVersion() };

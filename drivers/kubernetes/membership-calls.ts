@@ -19,6 +19,14 @@ const Binary = Type.Object({
   sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
   /** The architecture to ask for (the agent's). */
   architecture: Type.String({ minLength: 1 }),
+  /** Where to download it instead of the control plane (`kubernetes.k3s_download_url`, a connected install); the SHA-256 is the operator's. */
+  url: Type.Optional(Type.String({ pattern: '^https?://' })),
+});
+/** k3s's airgap images tarball the operator placed beside the binary: the agent fetches it from the control plane into k3s's images folder. */
+const Images = Type.Object({
+  sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  file_name: Type.String({ pattern: '^k3s-airgap-images-[a-z0-9]+\\.tar(\\.zst|\\.gz)?$' }),
+  architecture: Type.String({ minLength: 1 }),
 });
 const Installed = Type.Object({ runtime_node_id: Type.String({ minLength: 1 }), version: Type.String() });
 
@@ -27,7 +35,7 @@ export const K3sInstallServer = defineTaskKind({
   description: 'install k3s from the control plane’s binary and start `k3s server` (idempotent); answers once it wrote its kubeconfig and token',
   lane: 'orchestrator',
   minAgentVersion: K3S_AGENT_VERSION,
-  payload: Type.Object({ node_name: NodeName, node_ip: Nullable(Type.String({ minLength: 1 })), tls_sans: Type.Array(Type.String({ minLength: 1 })), binary: Binary }),
+  payload: Type.Object({ node_name: NodeName, node_ip: Nullable(Type.String({ minLength: 1 })), tls_sans: Type.Array(Type.String({ minLength: 1 })), binary: Binary, images: Type.Optional(Images) }),
   result: Installed,
 });
 
@@ -42,6 +50,7 @@ export const K3sJoin = defineTaskKind({
     server_url: Type.String({ pattern: '^https://' }),
     token: sensitive(Type.String({ minLength: 1 })),
     binary: Binary,
+    images: Type.Optional(Images),
   }),
   result: Installed,
 });

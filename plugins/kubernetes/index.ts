@@ -22,7 +22,22 @@ const K8S_CLUSTERS = 'k8s_clusters';
 
 export const KubernetesConfigSchema = Type.Object(
   {
-    k3s_dir: Type.Optional(Type.String({ minLength: 1, description: 'where the operator places the k3s binary (k3s, or k3s-<arch>) served to agents; default <data_dir>/k3s' })),
+    k3s_dir: Type.Optional(
+      Type.String({ minLength: 1, description: 'where the operator places the k3s binary (k3s, or k3s-<arch>) and optionally k3s-airgap-images-<arch>.tar.zst|.tar.gz|.tar, served to agents; default <data_dir>/k3s' }),
+    ),
+    k3s_download_url: Type.Optional(
+      Type.String({
+        pattern: '^https?://',
+        description: 'connected installs: where agents download k3s when no binary is placed; {version} (k3s_version, URL-encoded), {arch} (amd64|arm64) and {suffix} ("" for amd64, "-arm64") are replaced, e.g. https://github.com/k3s-io/k3s/releases/download/{version}/k3s{suffix}',
+      }),
+    ),
+    k3s_version: Type.Optional(Type.String({ minLength: 1, description: 'the k3s release the download URL names ({version}), e.g. v1.33.1+k3s1' })),
+    k3s_sha256: Type.Optional(
+      Type.Object(
+        { amd64: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })), arm64: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })) },
+        { additionalProperties: false, description: 'the SHA-256 of the downloaded binary per architecture (the release’s sha256sum-<arch>.txt); required: hangar installs no k3s it cannot verify' },
+      ),
+    ),
     install_timeout_seconds: Type.Integer({ minimum: 30, default: 300, description: 'how long installing k3s on a machine may take' }),
   },
   { additionalProperties: false, default: {} },
@@ -30,6 +45,9 @@ export const KubernetesConfigSchema = Type.Object(
 
 interface KubernetesConfig {
   k3s_dir?: string;
+  k3s_download_url?: string;
+  k3s_version?: string;
+  k3s_sha256?: { amd64?: string; arm64?: string };
   install_timeout_seconds: number;
 }
 
@@ -83,10 +101,10 @@ export default definePlugin({
 
     const options = async (clusterId: string) => (await knex<K8sOptions>(K8S_CLUSTERS).where({ cluster_id: clusterId }).first()) ?? null;
 
-    /** The k3s binary for an architecture: k3s-<arch>, or k3s for any; its SHA-256 is computed (streamed) once per file version. */
+    /** A file the operator placed in k3s_dir, the first of `names` there; its SHA-256 is computed (streamed) once per file version. */
     const checksums = new Map<string, { mtimeMs: number; sha256: Promise<string> }>();
-    async function k3sBinary(arch: string): Promise<{ file: string; sha256: string; size: number } | null> {
-      for (const name of [`k3s-${arch}`, 'k3s']) {
+    async function placed(names: string[]): Promise<{ file: string; name: string; sha256: string; size: number } | null> {
+      for (const name of names) {
         const file = path.join(k3sDir, name);
         if (!existsSync(file)) continue;
         const stat = statSync(file);
@@ -98,15 +116,42 @@ export default definePlugin({
           checksums.set(file, known);
           sha256.catch(() => checksums.delete(file));
         }
-        return { file, sha256: await known.sha256, size: stat.size };
+        return { file, name, sha256: await known.sha256, size: stat.size };
       }
       return null;
     }
-    async function binaryFor(node: NodeRecord) {
+    /** The k3s binary for an architecture: k3s-<arch>, or k3s for any. */
+    const binaryNames = (arch: string) => [`k3s-${arch}`, 'k3s'];
+    /** k3s's airgap images tarball for an architecture, as its releases name it. */
+    const imagesNames = (arch: string) => ['.tar.zst', '.tar.gz', '.tar'].map((ext) => `k3s-airgap-images-${arch}${ext}`);
+
+    /** Where the download URL points for an architecture ({version}, {arch}, {suffix} replaced). */
+    function downloadUrl(template: string, arch: string): string {
+      if (template.includes('{version}') && !settings.k3s_version) throw conflict('kubernetes.k3s_download_url names {version}: set kubernetes.k3s_version (e.g. v1.33.1+k3s1)');
+      return template
+        .replaceAll('{version}', encodeURIComponent(settings.k3s_version ?? ''))
+        .replaceAll('{arch}', arch)
+        .replaceAll('{suffix}', arch === 'amd64' ? '' : `-${arch}`);
+    }
+
+    /**
+     * What an install on `node` fetches: the binary the operator placed (served by the control
+     * plane), or else the download URL's with the operator's SHA-256 (none: 409, nothing unverified
+     * is installed); and the images tarball when one is placed.
+     */
+    async function installFiles(node: NodeRecord) {
       const architecture = node.architecture === 'arm64' || node.architecture === 'aarch64' ? 'arm64' : 'amd64';
-      const binary = await k3sBinary(architecture);
-      if (!binary) throw conflict(`No k3s binary for ${architecture} on the control plane: place it at ${path.join(k3sDir, `k3s-${architecture}`)} (or ${path.join(k3sDir, 'k3s')})`);
-      return { sha256: binary.sha256, architecture };
+      const images = await placed(imagesNames(architecture));
+      const withImages = images ? { images: { sha256: images.sha256, file_name: images.name, architecture } } : {};
+      const binary = await placed(binaryNames(architecture));
+      if (binary) return { binary: { sha256: binary.sha256, architecture }, ...withImages };
+      const placeIt = `place it at ${path.join(k3sDir, `k3s-${architecture}`)} (or ${path.join(k3sDir, 'k3s')})`;
+      if (!settings.k3s_download_url) throw conflict(`No k3s binary for ${architecture} on the control plane: ${placeIt}, or set kubernetes.k3s_download_url for a connected install`);
+      const sha256 = settings.k3s_sha256?.[architecture];
+      if (!sha256) {
+        throw conflict(`No k3s binary for ${architecture} on the control plane and no kubernetes.k3s_sha256.${architecture} for the download URL: hangar installs no k3s it cannot verify; set it (the release's sha256sum-${architecture}.txt) or ${placeIt}`);
+      }
+      return { binary: { sha256, architecture, url: downloadUrl(settings.k3s_download_url, architecture) }, ...withImages };
     }
 
     const addressOf = (node: NodeRecord) => core.addressOf(node);
@@ -159,7 +204,7 @@ export default definePlugin({
           const result = await core.runTask(
             node.id,
             K3sInstallServer,
-            { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], binary: await binaryFor(node) },
+            { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], ...(await installFiles(node)) },
             { subject: cluster.id, timeoutMs: installTimeoutMs },
           );
           await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
@@ -177,7 +222,7 @@ export default definePlugin({
         const result = await core.runTask(
           node.id,
           K3sJoin,
-          { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, binary: await binaryFor(node) },
+          { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, ...(await installFiles(node)) },
           { subject: cluster.id, timeoutMs: installTimeoutMs },
         );
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
@@ -286,7 +331,7 @@ export default definePlugin({
             if (await clusters.findOne({ name: req.body.name })) throw conflict(`A cluster named ${req.body.name} exists`);
             const chosen: NodeRecord[] = [];
             for (const id of req.body.node_ids) chosen.push(await requireNode(id));
-            for (const node of chosen) await binaryFor(node);
+            for (const node of chosen) await installFiles(node);
             const id = newId('cluster');
             await clusters.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
             await knex(K8S_CLUSTERS).insert({ cluster_id: id, kubeconfig_endpoint: req.body.options?.kubeconfig_endpoint ?? 'public', version: null });
@@ -375,7 +420,7 @@ export default definePlugin({
           handler: async (req) => {
             const cluster = await core.requireUsable(req.params.id, BACKEND);
             const node = await requireNode(req.body.node_id);
-            await binaryFor(node);
+            await installFiles(node);
             const member = await addMember(cluster, node, cluster.manager_node_id || (await members.of(cluster.id)).some((m) => m.role === 'manager') ? 'worker' : 'manager');
             await lifecycle.start(cluster.id, 'members', {}, refused);
             return Reply.accepted(memberView(member));
@@ -411,20 +456,25 @@ export default definePlugin({
           schemas: { params: IdParams, query: ForceQuery },
           handler: async (req) => requestDelete(await requireCluster(req.params.id), req.query.force === true, view),
         },
-        {
-          method: 'GET',
-          path: '/v1/kubernetes/k3s/binary',
-          auth: 'agent',
-          summary: 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header',
+        ...(
+          [
+            ['binary', 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header', binaryNames],
+            ['images', 'k3s’s airgap images tarball the operator placed beside the binary, for agents installing k3s (it goes to k3s’s images folder); SHA-256 and file name in headers', imagesNames],
+          ] as const
+        ).map(([file, summary, names]) => ({
+          method: 'GET' as const,
+          path: `/v1/kubernetes/k3s/${file}`,
+          auth: 'agent' as const,
+          summary,
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
           produces: 'application/octet-stream',
           errors: [404],
-          handler: async (req) => {
-            const binary = await k3sBinary(req.query.arch);
-            if (!binary) throw notFound(`No k3s binary for ${req.query.arch}: the operator places it at ${path.join(k3sDir, `k3s-${req.query.arch}`)}`);
-            return Reply.raw(createReadStream(binary.file), 'application/octet-stream', { 'Content-Length': String(binary.size), 'X-Checksum-Sha256': binary.sha256 });
+          handler: async (req: { query: { arch: 'amd64' | 'arm64' } }) => {
+            const found = await placed(names(req.query.arch));
+            if (!found) throw notFound(`No k3s ${file} for ${req.query.arch}: the operator places it at ${names(req.query.arch).map((n) => path.join(k3sDir, n)).join(' or ')}`);
+            return Reply.raw(createReadStream(found.file), 'application/octet-stream', { 'Content-Length': String(found.size), 'X-Checksum-Sha256': found.sha256, 'X-File-Name': found.name });
           },
-        },
+        })),
       ],
     };
   },
