@@ -21,6 +21,12 @@ export interface ClusterBackend {
   componentAddress(bundle: string, component: string): string;
   /** The backend's policies, added to the calls that take `settings` (how ports are published…). */
   settings(config: HangarConfig): Record<string, string | number | boolean>;
+  /**
+   * Where a volume is staged (core/orchestrator.ts StageVolume): on every member, each engine
+   * holding its own definition (`node`, the default: swarm's named volumes), or once for the whole
+   * cluster through its manager (`cluster`: Kubernetes' PersistentVolume and claim).
+   */
+  volumeStaging?: 'node' | 'cluster';
 }
 
 export function defineBackend(backend: ClusterBackend): ClusterBackend {

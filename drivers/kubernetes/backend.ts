@@ -2,8 +2,9 @@ import { defineBackend } from '../../core/clusters/backend.js';
 import { K3S_MEMBERSHIP_KINDS } from './membership-calls.js';
 
 /**
- * The k8s backend's control-plane half: its membership task kinds, and how bundle parts are
- * addressed (a manifest's Service is reached by its own name in the cluster).
+ * The k8s backend's control-plane half: its membership task kinds, how bundle parts are addressed
+ * (a manifest's Service is reached by its own name in the cluster), and that a volume is staged
+ * once per cluster (a PersistentVolume and its claim, through the server node).
  */
 export default defineBackend({
   name: 'k8s',
@@ -11,4 +12,5 @@ export default defineBackend({
   taskKinds: K3S_MEMBERSHIP_KINDS,
   componentAddress: (_bundle, component) => component,
   settings: () => ({}),
+  volumeStaging: 'cluster',
 });

@@ -31,8 +31,6 @@ export type KubernetesDriver = Omit<OrchestratorDriver, 'deployBundle'> &
     deployBundle(input: Parameters<OrchestratorDriver['deployBundle']>[0]): Promise<ManifestState>;
     /** The objects a bundle's manifest applied, or null for no such bundle. */
     bundleObjects(input: { name: string }): Promise<{ objects: AppliedObject[] | null }>;
-    /** A staged volume's claim phase (Bound, Pending…), or null when it is not staged. */
-    volumePhase(input: { name: string }): Promise<{ phase: string | null }>;
   };
 
 export interface KubernetesDriverOptions {

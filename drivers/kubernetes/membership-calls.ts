@@ -114,8 +114,18 @@ export const K3sRemoveNode = defineDriverCall({
   result: Type.Object({ removed: Type.Boolean() }),
 });
 
-/** The k3s membership driver calls (run by the k8s driver on the server node). */
-export const K3S_DRIVER_CALLS = [K3sNodes, K3sRemoveNode] as const;
+export const K3sVolumePhase = defineDriverCall({
+  name: 'k3s.volume-phase',
+  description: 'the phase of a staged volume’s claim (Bound, Pending, Lost), or null when it is not staged on the cluster',
+  lane: 'reads',
+  minAgentVersion: K3S_AGENT_VERSION,
+  method: 'volumePhase',
+  input: Type.Object({ name: Type.String({ minLength: 1 }) }),
+  result: Type.Object({ phase: Nullable(Type.String()) }),
+});
+
+/** The k3s driver calls beside the orchestrator contract (run by the k8s driver on the server node): its nodes, and a volume claim's phase. */
+export const K3S_DRIVER_CALLS = [K3sNodes, K3sRemoveNode, K3sVolumePhase] as const;
 export type K3sMembership = DriverMethods<typeof K3S_DRIVER_CALLS>;
 
 /** Every kind of the k8s backend's membership. */

@@ -25,7 +25,8 @@ const Platform = Type.String({ pattern: '^linux/(amd64|arm64)$', description: 'l
 const CreateBody = Type.Object(
   {
     name: DnsName,
-    swarm_id: Type.String({ minLength: 1, maxLength: 100 }),
+    swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the swarm to run on (id or name); or cluster_id' })),
+    cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the Kubernetes cluster to run on (id or name): a Deployment; or swarm_id' })),
     image: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$' }),
     type: Type.Optional(Type.Union(INSTANCE_TYPES.map((t) => Type.Literal(t.name)))),
     replicas: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
@@ -43,7 +44,8 @@ const CreateBody = Type.Object(
 
 type CreateInput = {
   name: string;
-  swarm_id: string;
+  swarm_id?: string;
+  cluster_id?: string;
   image: string;
   type?: string;
   replicas?: number;
@@ -290,7 +292,7 @@ export default definePlugin({
       },
     });
     services.provided.contribute(VolumeUsersPoint, async (volumeId) =>
-      (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name })),
+      (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name, cluster_id: i.cluster_id })),
     );
 
     // What the cluster shows of each instance no operation holds (the lifecycle never lets an observation overwrite one).
@@ -319,11 +321,16 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances',
           auth: { role: 'admin' },
-          summary: 'Create a compute instance: a replicated workload on a swarm (202; poll for its status)',
+          summary: 'Create a compute instance: a replicated workload on a swarm (swarm_id) or a Deployment on a Kubernetes cluster (cluster_id); 202, poll for its status',
           status: 202,
           schemas: { body: CreateBody },
           handler: async (req) => {
             const body = req.body as CreateInput;
+            if ((body.swarm_id === undefined) === (body.cluster_id === undefined)) {
+              throw badRequest('Validation failed: give exactly one of body.swarm_id (a swarm) and body.cluster_id (a Kubernetes cluster)', [
+                { path: 'body', message: 'exactly one of swarm_id and cluster_id' },
+              ]);
+            }
             const cluster = await core.requireTarget(body);
             if (await instances.findOne({ cluster_id: cluster.id, name: body.name })) throw conflict(`${nounOf(cluster)} ${cluster.name} already has an instance named ${body.name}`);
             const domain = body.domain ?? `${body.name}.${cluster.name}.${core.settings.localDomain}`;
@@ -373,9 +380,20 @@ export default definePlugin({
           path: '/v1/compute/instances',
           auth: 'authenticated',
           summary: 'List compute instances with desired and observed state',
-          schemas: { query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }) },
+          schemas: {
+            query: Type.Object(
+              {
+                ...PageQuery.properties,
+                swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
+                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
+              },
+              { additionalProperties: false },
+            ),
+          },
           handler: async (req) => {
-            const clusterId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
+            if (req.query.swarm_id && req.query.cluster_id) throw badRequest('Validation failed: filter by query.swarm_id or query.cluster_id, not both', [{ path: 'query', message: 'one of swarm_id and cluster_id' }]);
+            const clusterId =
+              (req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'))) || (req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id')));
             return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => clusterId && q.where({ cluster_id: clusterId }) }), view);
           },
         },

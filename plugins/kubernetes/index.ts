@@ -13,9 +13,10 @@ import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
 import { K3S_API_PORT } from '../../drivers/kubernetes/k3s.js';
-import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
+import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
+import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
@@ -77,6 +78,7 @@ export default definePlugin({
   description: 'Kubernetes (k3s) clusters: install through the agents, kubeconfig, nodes',
   configSchema: KubernetesConfigSchema,
   deps: [NodesRef],
+  optionalDeps: [VolumesRef],
   migrations: [
     {
       id: '001_k8s_clusters',
@@ -305,6 +307,15 @@ export default definePlugin({
       record(nodeId, 'k8s_availability_failed', `setting the node's availability in its Kubernetes cluster failed: ${err.message}`),
     );
 
+    const volumesApi = (): VolumesApi => {
+      const api = services.provided.find(VolumesRef);
+      if (!api) throw notFound('Volumes need the volumes plugin, which is not loaded');
+      return api;
+    };
+    /** A volume attached to the cluster, with its claim's phase as the cluster reports it (null: not staged there, or not read). */
+    const attachmentView = (a: VolumeAttachment, phase: string | null) => ({ ...a, claim: a.runtime_name, phase });
+    const VolumeParams = Type.Object({ id: IdParams.properties.id, volumeId: Type.String({ minLength: 1, maxLength: 100 }) });
+
     const Cluster = Type.Object({}, { additionalProperties: true });
 
     return {
@@ -445,6 +456,61 @@ export default definePlugin({
             const leaving = await members.change(member.id, { status: 'leaving' });
             await lifecycle.start(cluster.id, 'members', {}, refused);
             return Reply.accepted(memberView(leaving));
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/kubernetes/clusters/{id}/volumes',
+          auth: { role: 'admin' },
+          summary: 'Attach an NFS volume: a PersistentVolume and a claim of the same name on the cluster (201 once the claim is Bound; 200 when it was attached already)',
+          description: '409 when the cluster is not active, the volume is not ready or is a local folder, or the claim does not bind (the reason named).',
+          status: 201,
+          otherStatuses: [200],
+          schemas: { params: IdParams, body: Type.Object({ volume_id: Type.String({ minLength: 1, maxLength: 100, description: 'the volume’s id or name' }) }, { additionalProperties: false }) },
+          handler: async (req) => {
+            const cluster = await core.requireActive(req.params.id, BACKEND);
+            const volumes = volumesApi();
+            const { attachment, created } = await volumes.attach(await volumes.require(req.body.volume_id), cluster);
+            return Reply.data(attachmentView(attachment, 'Bound'), created ? 201 : 200);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/kubernetes/clusters/{id}/volumes',
+          auth: 'authenticated',
+          summary: 'The volumes attached to the cluster, each with its claim’s phase as the cluster reports it (Bound, Pending, Lost; null when the cluster did not answer, with `error`)',
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const cluster = await requireCluster(req.params.id);
+            const attached = await volumesApi().attachedTo(cluster);
+            let error: string | null = null;
+            const data = [];
+            for (const a of attached) {
+              let phase: string | null = null;
+              if (cluster.manager_node_id && !error) {
+                try {
+                  phase = (await core.callOn(cluster, K3sVolumePhase, { name: a.runtime_name }, { timeoutMs: 15_000 })).phase;
+                } catch (err) {
+                  error = `the server did not answer: ${(err as Error).message}`;
+                }
+              }
+              data.push(attachmentView(a, phase));
+            }
+            return new Reply(200, { data, ...(error ? { error } : {}) });
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/kubernetes/clusters/{id}/volumes/{volumeId}',
+          auth: { role: 'admin' },
+          summary: 'Detach a volume: its claim and PersistentVolume are removed (the data stays); 409 naming what mounts the claim',
+          schemas: { params: VolumeParams },
+          handler: async (req) => {
+            const cluster = await core.requireActive(req.params.id, BACKEND);
+            const volumes = volumesApi();
+            const volume = await volumes.require(req.params.volumeId);
+            await volumes.detach(volume, cluster);
+            return { volume_id: volume.id, name: volume.name, detached: true };
           },
         },
         {

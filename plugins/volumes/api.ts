@@ -17,8 +17,28 @@ export interface VolumeRecord {
   [key: string]: unknown;
 }
 
+/** One record that uses a volume; `cluster_id` is the cluster it mounts the volume on (absent: counts on every cluster). */
+export interface VolumeUser {
+  type: string;
+  id: string;
+  name: string;
+  cluster_id?: string;
+}
+
 /** What uses a volume: each workload plugin answers for its own records. */
-export type VolumeUsers = (volumeId: string) => Promise<Array<{ type: string; id: string; name: string }>>;
+export type VolumeUsers = (volumeId: string) => Promise<VolumeUser[]>;
+
+/** A volume staged on a cluster (a PersistentVolume and claim on Kubernetes, named volumes on a swarm's engines). */
+export interface VolumeAttachment {
+  volume_id: string;
+  name: string;
+  type: VolumeRecord['type'];
+  /** Its name on the cluster (the claim's on Kubernetes). */
+  runtime_name: string;
+  server_ip: string | null;
+  folder: string;
+  node_id: string;
+}
 
 export interface VolumesApi {
   /** By id, or by name when exactly one volume has it (409 when ambiguous). */
@@ -29,6 +49,21 @@ export interface VolumesApi {
    * workload there). 409 when the volume is not ready, or is a local folder outside the cluster.
    */
   mountFor(volume: VolumeRecord, target: string, cluster: ClusterRecord): Promise<VolumeMount>;
+  /**
+   * Stages an NFS volume on a cluster so that its workloads can mount it (idempotent): on
+   * Kubernetes a PersistentVolume and a claim, answered once the claim is Bound. 409 when the volume
+   * is not ready, is a local folder (mounted in place by a workload, nothing to stage), or staging
+   * fails (the reason named). True when it was not staged there before.
+   */
+  attach(volume: VolumeRecord, cluster: ClusterRecord): Promise<{ attachment: VolumeAttachment; created: boolean }>;
+  /** The volumes staged on a cluster's members (or on the cluster), by name. */
+  attachedTo(cluster: ClusterRecord): Promise<VolumeAttachment[]>;
+  /**
+   * Removes a volume's staging from a cluster (the data stays): 404 when it is not staged there,
+   * 409 naming what mounts it (hangar's records on that cluster, or — said by the cluster — workloads
+   * hangar did not create).
+   */
+  detach(volume: VolumeRecord, cluster: ClusterRecord): Promise<void>;
   /**
    * Cleanup of a volume stuck in an error state: removes its definitions and export wherever they
    * can still be reached (failures ignored) and the record, whoever uses it. False when unknown.

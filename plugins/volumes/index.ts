@@ -15,7 +15,7 @@ import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { TaggableResources } from '../tags/index.js';
-import { VolumesRef, VolumeUsersPoint, type VolumeRecord, type VolumesApi } from './api.js';
+import { VolumesRef, VolumeUsersPoint, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
 import { volumeMigrations } from './migrations.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 
@@ -89,34 +89,51 @@ export default definePlugin({
     const definitions = new DefinitionStore(db, clock);
     const now = () => clock.now().toISOString();
 
-    /** Stages an NFS volume on these nodes of a cluster (its own folder on its node); idempotent. */
-    async function stage(volume: StoredVolume, cluster: Pick<ClusterRecord, 'backend'>, nodeIds: string[]): Promise<void> {
+    /**
+     * Stages an NFS volume on these members of a cluster (its own folder on its node), or, on a
+     * backend whose volumes are the cluster's (Kubernetes: a PersistentVolume and claim), once
+     * through its manager; idempotent.
+     */
+    async function stage(volume: StoredVolume, cluster: ClusterRecord, nodeIds: string[]): Promise<void> {
       const labels = { [HANGAR_LABELS.id]: volume.id };
+      const input = (nodeId: string | null) => ({ name: runtimeVolumeName(volume), nfs: { server: volume.server_ip!, path: volume.folder }, local_path: nodeId === volume.node_id ? volume.folder : null, labels });
+      if (stagedPerCluster(cluster.backend)) {
+        // Recorded first: a claim that does not bind is still listed on the cluster, and can be detached.
+        if (cluster.manager_node_id) await definitions.record(volume.id, cluster.manager_node_id, cluster.backend);
+        await core.callOn(cluster, StageVolume, input(null));
+        return;
+      }
       await Promise.all(
         nodeIds.map(async (nodeId) => {
-          const input = { name: runtimeVolumeName(volume), nfs: { server: volume.server_ip!, path: volume.folder }, local_path: nodeId === volume.node_id ? volume.folder : null, labels };
-          await core.call(nodeId, StageVolume, input, { backend: cluster.backend, subject: volume.id });
+          await core.call(nodeId, StageVolume, input(nodeId), { backend: cluster.backend, subject: volume.id });
           await definitions.record(volume.id, nodeId, cluster.backend);
         }),
       );
     }
 
+    const stagedPerCluster = (backend: string) => core.backendNames().includes(backend) && core.backend(backend).volumeStaging === 'cluster';
     const activeMembers = async (clusterId: string) => (await members.of(clusterId)).filter((m) => m.status === 'active').map((m) => m.node_id);
 
     async function usersOf(volumeId: string) {
-      const all: Array<{ type: string; id: string; name: string }> = [];
+      const all: VolumeUser[] = [];
       for (const fn of services.provided.contributions(VolumeUsersPoint)) all.push(...(await fn(volumeId)));
       return all;
     }
 
     /**
      * Who an NFS export names: every address hangar knows (node address, overlay address) of the
-     * nodes that mount the volume — the active members of its node's clusters and the nodes it is
-     * defined on, while they are active members of a cluster — then `volumes.nfs_export_clients`.
+     * nodes that mount the volume — the active members of its node's clusters, the nodes it is
+     * defined on and, where it is staged for a whole cluster, that cluster's active members, while
+     * they are active members of a cluster — then `volumes.nfs_export_clients`.
      * The volume's own node binds the folder and is left out.
      */
     async function exportClients(volume: StoredVolume): Promise<string[]> {
-      const nodeIds = new Set((await definitions.of(volume.id)).map((d) => d.node_id));
+      const nodeIds = new Set<string>();
+      for (const d of await definitions.of(volume.id)) {
+        nodeIds.add(d.node_id);
+        // Staged once for a whole cluster (Kubernetes): every member's kubelet mounts it.
+        if (stagedPerCluster(d.backend)) for (const m of await members.findAll({ node_id: d.node_id })) for (const id of await activeMembers(m.cluster_id)) nodeIds.add(id);
+      }
       for (const m of await members.findAll({ node_id: volume.node_id })) for (const id of await activeMembers(m.cluster_id)) nodeIds.add(id);
       nodeIds.delete(volume.node_id);
       const addresses = new Set<string>();
@@ -233,12 +250,40 @@ export default definePlugin({
       return volume;
     }
 
+    const notReady = (v: StoredVolume) => conflict(`Volume ${v.name} is not ready (${v.status}${v.error ? `: ${v.error}` : ''})`);
+    const attachmentOf = (v: StoredVolume): VolumeAttachment => ({
+      volume_id: v.id,
+      name: v.name,
+      type: v.type,
+      runtime_name: runtimeVolumeName(v),
+      server_ip: v.server_ip,
+      folder: v.folder,
+      node_id: v.node_id,
+    });
+
+    /** Stages a ready NFS volume on a cluster's active members (or the cluster), and exports it to them. */
+    async function stageFor(volume: StoredVolume, cluster: ClusterRecord, doing: string): Promise<void> {
+      try {
+        await stage(volume, cluster, await activeMembers(cluster.id));
+      } catch (err) {
+        throw asHttpError(err, doing);
+      }
+      // A cluster other than its node's: the export names its members from now on.
+      await reshare([volume.id]);
+    }
+
+    /** Where a volume is staged on a cluster: its definitions on the cluster's members. */
+    async function definitionsIn(volumeId: string, cluster: ClusterRecord) {
+      const memberIds = new Set((await members.of(cluster.id)).map((m) => m.node_id));
+      return (await definitions.of(volumeId)).filter((d) => memberIds.has(d.node_id));
+    }
+
     const api: VolumesApi = {
       require: requireVolume,
       async mountFor(volume, target, cluster: ClusterRecord): Promise<VolumeMount> {
         const current = await requireVolume(volume.id);
         const noun = nounOf(cluster).toLowerCase();
-        if (current.status !== 'ready') throw conflict(`Volume ${current.name} is not ready (${current.status}${current.error ? `: ${current.error}` : ''})`);
+        if (current.status !== 'ready') throw notReady(current);
         if (current.type === 'local') {
           const membership = await members.findOne({ node_id: current.node_id });
           if (!membership || membership.cluster_id !== cluster.id) {
@@ -246,14 +291,43 @@ export default definePlugin({
           }
           return { source: { host_path: { node_id: current.node_id, path: current.folder } }, target };
         }
-        try {
-          await stage(current, cluster, await activeMembers(cluster.id));
-        } catch (err) {
-          throw asHttpError(err, `Defining volume ${current.name} on the members of ${noun} ${cluster.name}`);
-        }
-        // A cluster other than its node's: the export names its members from now on.
-        await reshare([current.id]);
+        await stageFor(current, cluster, `Defining volume ${current.name} on the members of ${noun} ${cluster.name}`);
         return { source: { nfs: { name: runtimeVolumeName(current), server: current.server_ip!, path: current.folder } }, target };
+      },
+      async attach(volume, cluster) {
+        const current = await requireVolume(volume.id);
+        const noun = nounOf(cluster).toLowerCase();
+        if (current.type === 'local') {
+          throw conflict(
+            `Volume ${current.name} is a local folder on node ${current.node_id}: there is nothing to attach to ${noun} ${cluster.name} (a workload there mounts it in place, on that node); attach an nfs volume`,
+          );
+        }
+        if (current.status !== 'ready') throw notReady(current);
+        const created = !(await definitionsIn(current.id, cluster)).length;
+        await stageFor(current, cluster, `Attaching volume ${current.name} to ${noun} ${cluster.name}`);
+        return { attachment: attachmentOf(current), created };
+      },
+      async attachedTo(cluster) {
+        const ids = await definitions.volumesOn((await members.of(cluster.id)).map((m) => m.node_id));
+        const found = (await Promise.all(ids.map((id) => volumes.get(id)))).filter((v): v is StoredVolume => !!v);
+        return found.sort((a, b) => a.name.localeCompare(b.name)).map(attachmentOf);
+      },
+      async detach(volume, cluster) {
+        const noun = nounOf(cluster).toLowerCase();
+        const defined = await definitionsIn(volume.id, cluster);
+        if (!defined.length) throw notFound(`Volume ${volume.name} is not attached to ${noun} ${cluster.name}`);
+        const using = (await usersOf(volume.id)).filter((u) => !u.cluster_id || u.cluster_id === cluster.id);
+        if (using.length) {
+          throw conflict(`Volume ${volume.name} is mounted on ${noun} ${cluster.name} by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}: detach it from them first`, using);
+        }
+        for (const { node_id: nodeId, backend } of defined) {
+          await core.call(nodeId, UnstageVolume, { name: runtimeVolumeName(volume) }, { backend, subject: volume.id }).catch((err: unknown) => {
+            throw asHttpError(err, `Detaching volume ${volume.name} from ${noun} ${cluster.name}`);
+          });
+          await definitions.forget(volume.id, nodeId);
+        }
+        // Its export no longer names this cluster's members (unless its own node is one).
+        await reshare([volume.id]);
       },
       async forceRemove(id) {
         const volume = await volumes.get(id);
@@ -415,4 +489,4 @@ export default definePlugin({
 });
 
 export { volumesOf, VolumesRef, VolumeUsersPoint } from './api.js';
-export type { VolumeRecord, VolumesApi, VolumeUsers } from './api.js';
+export type { VolumeAttachment, VolumeRecord, VolumesApi, VolumeUser, VolumeUsers } from './api.js';
