@@ -108,7 +108,7 @@ function splitLists(tree: Tree): void {
   }
 }
 
-const ajv = createAjv({ coerceTypes: true, useDefaults: true });
+const ajv = createAjv({ coerceTypes: true, useDefaults: true, oneOff: true });
 
 /** Validates `section` in place against `schema` (filling defaults); throws a ConfigError naming the key. */
 export function validateConfigSection(section: unknown, schema: JsonSchema, where: string): void {

@@ -1,4 +1,3 @@
-import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs it loaded first
 import { createPrivateKey, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
@@ -6,7 +5,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rm
 import os from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
 import type { Knex } from 'knex';
 import type { Store } from '../db/store.js';
 import type { Clock } from '../clock.js';
@@ -18,7 +17,29 @@ import { Keyring } from './keyring.js';
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+let x509Module: Promise<typeof X509> | undefined;
+
+/**
+ * @peculiar/x509 and its ASN.1 modules (a fifth of start-up to load) are needed only to make a
+ * certificate, so they are loaded the first time one is made; a restart with its CA and server
+ * certificate in place reads them with node:crypto alone.
+ */
+function loadX509(): Promise<typeof X509> {
+  return (x509Module ??= (async () => {
+    await import('reflect-metadata'); // @peculiar/x509 (tsyringe) needs it loaded first
+    const imported = (await import('@peculiar/x509')) as unknown as typeof X509 & { default?: typeof X509 };
+    // A CommonJS module: the bundle's dynamic import holds its exports under `default`.
+    const x = imported.cryptoProvider ? imported : imported.default!;
+    x.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x.cryptoProvider.set>[0]);
+    return x;
+  })());
+}
+
+/** A certificate as PEM in one spelling (base64 in lines of 64, no newline after the end line). */
+function canonicalCertificatePem(pem: string): string {
+  const b64 = new NodeX509(pem).raw.toString('base64').replace(/.{64}/g, '$&\n').replace(/\n$/, '');
+  return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----`;
+}
 
 const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const DAY = 86_400_000;
@@ -123,7 +144,7 @@ function isLinkLocal(address: string): boolean {
   return /^fe[89ab][0-9a-f]:/i.test(address) || address.startsWith('169.254.');
 }
 
-function sanEntries(names: string[]): x509.JsonGeneralName[] {
+function sanEntries(names: string[]): X509.JsonGeneralName[] {
   return names.map((value) => ({ type: isIP(value) ? 'ip' : 'dns', value }));
 }
 
@@ -149,7 +170,9 @@ export function certificateSans(pem: string): string[] {
  * Emits `server-certificate` with {@link ServerCredentials} whenever the server certificate changes.
  */
 export class Pki extends EventEmitter {
-  private caCert!: x509.X509Certificate;
+  /** The CA certificate as PEM; parsed by @peculiar/x509 only when it signs (sign). */
+  private caCertPem!: string;
+  private caCert: X509.X509Certificate | undefined;
   private caKey!: CryptoKey;
   private caKeyPem!: string;
   /** The root that keys for sealing derive from (shared keyring only; else the CA key). */
@@ -188,7 +211,7 @@ export class Pki extends EventEmitter {
     const [caKeyPem, caCertPem] = await this.keyring.obtain({ name: 'ca', files: ['pki/ca.key', 'pki/ca.crt'], generate: () => this.createCa() });
     this.caKeyPem = caKeyPem!;
     this.caKey = await importPrivateKey(this.caKeyPem);
-    this.caCert = new x509.X509Certificate(caCertPem!);
+    this.caCertPem = canonicalCertificatePem(caCertPem!);
     // The certificate is public: operators and tools find it in the data dir whichever keeps the key.
     if (this.keyring.shared) writeDurably(this.file('ca.crt'), caCertPem!, 0o644);
     const [root] = (await this.keyring.obtainShared('sealing-root', async () => [randomBytes(32).toString('base64')])) ?? [];
@@ -228,6 +251,7 @@ export class Pki extends EventEmitter {
 
   /** A new CA: its key and certificate as PEM. */
   private async createCa(): Promise<string[]> {
+    const x509 = await loadX509();
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = this.options.clock.now();
     const cert = await x509.X509CertificateGenerator.createSelfSigned({
@@ -253,17 +277,19 @@ export class Pki extends EventEmitter {
   private async sign(params: {
     subject: string;
     names?: string[];
-    usage: x509.ExtendedKeyUsageType[];
+    usage: Array<'serverAuth' | 'clientAuth'>;
     lifetime: number;
     publicKey: CryptoKey;
   }): Promise<{ serial: string; pem: string; notAfter: Date }> {
+    const x509 = await loadX509();
+    this.caCert ??= new x509.X509Certificate(this.caCertPem);
     const now = this.options.clock.now();
     const serial = randomSerial();
     const notAfter = new Date(now.getTime() + params.lifetime);
-    const extensions: x509.Extension[] = [
+    const extensions: X509.Extension[] = [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyAgreement, true),
-      new x509.ExtendedKeyUsageExtension(params.usage),
+      new x509.ExtendedKeyUsageExtension(params.usage.map((usage) => x509.ExtendedKeyUsage[usage])),
       await x509.AuthorityKeyIdentifierExtension.create(this.caCert),
     ];
     if (params.names?.length) extensions.push(new x509.SubjectAlternativeNameExtension(sanEntries(params.names)));
@@ -286,7 +312,7 @@ export class Pki extends EventEmitter {
     const { pem } = await this.sign({
       subject: `CN=${os.hostname()}`,
       names,
-      usage: [x509.ExtendedKeyUsage.serverAuth],
+      usage: ['serverAuth'],
       lifetime: SERVER_LIFETIME,
       publicKey: keys.publicKey,
     });
@@ -333,7 +359,7 @@ export class Pki extends EventEmitter {
 
   /** The CA certificate as PEM. */
   get caPem(): string {
-    return this.caCert.toString('pem');
+    return this.caCertPem;
   }
 
   /** The current server certificate and key (PEM). */
@@ -374,7 +400,7 @@ export class Pki extends EventEmitter {
     }
     const { serial, pem, notAfter } = await this.sign({
       subject: `CN=${nodeId}`,
-      usage: [x509.ExtendedKeyUsage.clientAuth],
+      usage: ['clientAuth'],
       lifetime: CLIENT_LIFETIME,
       publicKey,
     });
