@@ -1,47 +1,11 @@
-import yargs, { type CommandModule } from 'yargs';
-import { hideBin } from 'yargs/helpers';
-import { usageExit } from './resource-commands.js';
-import { versionInfo } from '../core/version.js';
-
-type Commands = () => Promise<CommandModule<any, any>[]>;
-
 /**
- * The commands, each loaded only when it runs: `hangar serve` does not load the agent, the runner or
- * the Docker client. `--help` and anything not listed here (the resource commands) load them all.
+ * The `hangar` command. `hangar serve` with only its own options, as a service manager runs it, starts
+ * without yargs (loading it and rendering the help text yargs keeps for a running command were a
+ * sixth of start-up); anything else, and a serve command line that does not parse, goes through the
+ * yargs program (cli/program.ts), which also explains what is wrong with it.
  */
-const COMMANDS: Record<string, Commands> = {
-  serve: async () => [(await import('./serve.js')).serveCommand],
-  run: async () => [(await import('./run.js')).runCommand],
-  terminal: async () => [(await import('./terminal.js')).terminalCommand],
-  install: async () => [(await import('./install.js')).installCommand],
-  uninstall: async () => [(await import('./install.js')).uninstallCommand],
-  services: async () => [(await import('./install.js')).servicesCommand],
-  endpoint: async () => [(await import('./endpoint.js')).endpointCommand],
-  configure: async () => [(await import('./configure.js')).configureCommand],
-  agent: async () => [(await import('./agent.js')).agentCommand],
-  node: async () => [(await import('./node.js')).nodeCommand],
-  events: async () => [(await import('./events.js')).eventsCommand],
-};
-const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
-
-async function commandsFor(argv: string[]): Promise<CommandModule<any, any>[]> {
-  const named = COMMANDS[argv[0] ?? ''];
-  if (named) return named();
-  return (await Promise.all([...Object.values(COMMANDS), resources].map((load) => load()))).flat();
-}
-
-/** The `hangar` program: control plane, agent, resource commands and the script runner. */
-export async function buildCli(argv: string[]) {
-  const cli = usageExit(yargs(argv)).scriptName('hangar').usage('$0 <command> [options]');
-  for (const command of await commandsFor(argv)) cli.command(command);
-  return cli
-    .demandCommand(1, 'Name a command; see the list above.')
-    .strict()
-    .version(versionInfo.version)
-    .help()
-    .alias('h', 'help')
-    .wrap(Math.min(110, process.stdout.columns || 100));
-}
-
-const argv = hideBin(process.argv);
-await (await buildCli(argv)).parseAsync();
+const argv = process.argv.slice(2);
+const serve = argv[0] === 'serve' ? await import('./serve.js') : undefined;
+const serveArgs = serve?.parseServeArgs(argv.slice(1));
+if (serve && serveArgs) await serve.serve(serveArgs);
+else await (await import('./program.js')).runCli(argv);

@@ -1,3 +1,4 @@
+import { parseArgs } from 'node:util';
 import type { CommandModule } from 'yargs';
 import { loadConfig } from '../core/config.js';
 import { Hangar } from '../core/app.js';
@@ -9,33 +10,52 @@ interface ServeArgs {
   'data-dir'?: string;
 }
 
+/** The options of `hangar serve`, for yargs and for its start without yargs (cli/main.ts). */
+const SERVE_OPTIONS = {
+  config: { type: 'string', describe: 'YAML configuration file (HANGAR_* variables override it)' },
+  'data-dir': { type: 'string', describe: 'Directory for the CA, certificates, secrets and SQLite file' },
+} as const;
+
 export const serveCommand: CommandModule<object, ServeArgs> = {
   command: 'serve',
   describe: 'Start the control plane (control API on :8443, plus the login API when its plugin is enabled)',
-  builder: (y) =>
-    y
-      .option('config', { type: 'string', describe: 'YAML configuration file (HANGAR_* variables override it)' })
-      .option('data-dir', { type: 'string', describe: 'Directory for the CA, certificates, secrets and SQLite file' }),
-  async handler(args) {
-    let hangar: Hangar;
-    try {
-      const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
-      hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        console.error(`hangar: ${err.message}`);
-        process.exit(2);
-      }
-      throw err;
-    }
-    let signals = 0;
-    const stop = async (signal: string) => {
-      if (++signals > 1) process.exit(1);
-      hangar.log.info({ signal }, 'shutdown requested');
-      await hangar.stop();
-      process.exit(0);
-    };
-    process.on('SIGINT', () => void stop('SIGINT'));
-    process.on('SIGTERM', () => void stop('SIGTERM'));
-  },
+  builder: (y) => y.options(SERVE_OPTIONS),
+  handler: serve,
 };
+
+/**
+ * The arguments of `hangar serve` when they are only its own options (`--config x`, `--data-dir=y`);
+ * null otherwise (`--help`, a typo…), and then the yargs program parses them and says what is wrong.
+ */
+export function parseServeArgs(args: string[]): ServeArgs | null {
+  try {
+    const { values } = parseArgs({ args, options: SERVE_OPTIONS, strict: true, allowPositionals: false });
+    return values;
+  } catch {
+    return null;
+  }
+}
+
+/** Starts the control plane and stops it on SIGINT/SIGTERM. */
+export async function serve(args: ServeArgs): Promise<void> {
+  let hangar: Hangar;
+  try {
+    const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
+    hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`hangar: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  let signals = 0;
+  const stop = async (signal: string) => {
+    if (++signals > 1) process.exit(1);
+    hangar.log.info({ signal }, 'shutdown requested');
+    await hangar.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}

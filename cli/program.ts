@@ -1,0 +1,49 @@
+import yargs, { type CommandModule } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { usageExit } from './resource-commands.js';
+import { versionInfo } from '../core/version.js';
+
+type Commands = () => Promise<CommandModule<any, any>[]>;
+
+/**
+ * The commands, each loaded only when it runs: `hangar serve` does not load the agent, the runner or
+ * the Docker client. `--help` and anything not listed here (the resource commands) load them all.
+ */
+const COMMANDS: Record<string, Commands> = {
+  serve: async () => [(await import('./serve.js')).serveCommand],
+  run: async () => [(await import('./run.js')).runCommand],
+  terminal: async () => [(await import('./terminal.js')).terminalCommand],
+  install: async () => [(await import('./install.js')).installCommand],
+  uninstall: async () => [(await import('./install.js')).uninstallCommand],
+  services: async () => [(await import('./install.js')).servicesCommand],
+  endpoint: async () => [(await import('./endpoint.js')).endpointCommand],
+  configure: async () => [(await import('./configure.js')).configureCommand],
+  agent: async () => [(await import('./agent.js')).agentCommand],
+  node: async () => [(await import('./node.js')).nodeCommand],
+  events: async () => [(await import('./events.js')).eventsCommand],
+};
+const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
+
+async function commandsFor(argv: string[]): Promise<CommandModule<any, any>[]> {
+  const named = COMMANDS[argv[0] ?? ''];
+  if (named) return named();
+  return (await Promise.all([...Object.values(COMMANDS), resources].map((load) => load()))).flat();
+}
+
+/** The `hangar` program: control plane, agent, resource commands and the script runner. */
+export async function buildCli(argv: string[]) {
+  const cli = usageExit(yargs(argv)).scriptName('hangar').usage('$0 <command> [options]');
+  for (const command of await commandsFor(argv)) cli.command(command);
+  return cli
+    .demandCommand(1, 'Name a command; see the list above.')
+    .strict()
+    .version(versionInfo.version)
+    .help()
+    .alias('h', 'help')
+    .wrap(Math.min(110, process.stdout.columns || 100));
+}
+
+/** Runs the `hangar` program on `argv` (the arguments after the script name). */
+export async function runCli(argv: string[] = hideBin(process.argv)): Promise<void> {
+  await (await buildCli(argv)).parseAsync();
+}
