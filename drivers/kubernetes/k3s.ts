@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { sleep } from '../../core/clock.js';
-import { KubeDriverError } from './errors.js';
+import { KubeDriverError } from './client.js';
 
 /** Where k3s keeps things (its defaults). */
 export const K3S_PATHS = {
@@ -28,8 +28,7 @@ export const K3S_PATHS = {
   units: { server: '/etc/systemd/system/k3s.service', agent: '/etc/systemd/system/k3s-agent.service' },
 } as const;
 
-/** The port k3s's API server listens on. */
-export const K3S_API_PORT = 6443;
+export { K3S_API_PORT } from './membership-calls.js';
 /** How long installing waits for k3s to be up (its files written, the node registered). */
 export const K3S_READY_TIMEOUT_MS = 4 * 60_000;
 
