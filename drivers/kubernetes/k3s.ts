@@ -28,7 +28,7 @@ export const K3S_PATHS = {
   units: { server: '/etc/systemd/system/k3s.service', agent: '/etc/systemd/system/k3s-agent.service' },
 } as const;
 
-export { K3S_API_PORT } from './membership-calls.js';
+export { K3S_API_PORT } from './names.js';
 /** How long installing waits for k3s to be up (its files written, the node registered). */
 export const K3S_READY_TIMEOUT_MS = 4 * 60_000;
 

@@ -2,7 +2,7 @@ import type { KubernetesObject, V1Deployment, V1Ingress, V1Service } from '@kube
 import { HANGAR_LABELS } from '../../core/orchestrator.js';
 import type { ClusterContext, LoadBalancerSpec, WorkloadSpec, WorkloadState } from './contract.js';
 import { apply, attempt, checkName, failure, isNotFound, KubeDriverError, WORKLOAD_LABEL, type KubeContext } from './client.js';
-import { HANGAR_NAMESPACE } from './scan.js';
+import { HANGAR_NAMESPACE } from './names.js';
 import { locate } from './state.js';
 import { deploymentOf, removeWorkload, stateOf } from './workloads.js';
 

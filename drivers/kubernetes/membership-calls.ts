@@ -12,12 +12,6 @@ import { defineDriverCall, defineTaskKind, sensitive, type DriverMethods } from 
 /** The agent version that has the k3s membership kinds. */
 export const K3S_AGENT_VERSION = TYPED_TASKS_VERSION;
 
-/**
- * The port k3s's API server listens on. Here and not in k3s.ts, which the control plane's kubernetes
- * plugin would then load and with it @kubernetes/client-node (k3s.ts → client.ts), at every start.
- */
-export const K3S_API_PORT = 6443;
-
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 const NodeName = Type.String({ pattern: '^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$', description: 'the Kubernetes node name (an RFC 1123 subdomain)' });
 const Binary = Type.Object({

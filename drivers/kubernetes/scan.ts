@@ -2,11 +2,7 @@ import type { KubernetesObject, V1PodTemplateSpec } from '@kubernetes/client-nod
 import { HANGAR_LABELS, HANGAR_STACK_PREFIX } from '../../core/orchestrator.js';
 import type { UnmanagedResource } from './contract.js';
 import { attempt, BUNDLE_LABEL, type KubeContext } from './client.js';
-
-/** Namespaces the cluster's own parts live in, never scanned. */
-export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease'];
-/** The namespace of hangar's own cluster parts (its ingress controller), never scanned. */
-export const HANGAR_NAMESPACE = 'hangar-system';
+import { HANGAR_NAMESPACE, SYSTEM_NAMESPACES } from './names.js';
 
 type Workload = KubernetesObject & { spec?: { template?: V1PodTemplateSpec } };
 

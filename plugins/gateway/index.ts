@@ -15,7 +15,7 @@ import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
 import { idsOnly, TaggableResources } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
-import { HANGAR_NAMESPACE } from '../../drivers/kubernetes/scan.js';
+import { HANGAR_NAMESPACE } from '../../drivers/kubernetes/names.js';
 
 export const GatewayConfigSchema = Type.Object(
   {

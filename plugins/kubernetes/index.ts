@@ -12,7 +12,8 @@ import { defineMembership, followNodeAvailability } from '../../core/clusters/me
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
-import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
+import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
+import { K3S_API_PORT } from '../../drivers/kubernetes/names.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
