@@ -79,7 +79,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  */
 function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.status = status;
-  ctx.set('Content-Type', JSON_TYPE);
+  ctx.res.setHeader('Content-Type', JSON_TYPE);
   ctx.state.payload = payload;
   ctx.body = JSON.stringify(payload);
 }
@@ -246,19 +246,20 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));
-  const securityHeaders: Record<string, string> = {
+  // Set on the response directly: Koa's ctx.set normalises each value again on every request.
+  const securityHeaders = Object.entries({
     'X-Content-Type-Options': 'nosniff',
     // Answers carry tokens, secrets and private state: no cache keeps a copy.
     'Cache-Control': 'no-store',
     ...(listener === 'control' ? { 'Strict-Transport-Security': 'max-age=31536000' } : {}),
-  };
+  });
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     ctx.state.requestId = requestId(ctx);
     ctx.state.clientIp = clientAddress(ctx, trustedProxies);
     // Before the handler, so that a route may answer otherwise (a cacheable download).
-    ctx.set(securityHeaders);
-    ctx.set('X-Request-Id', ctx.state.requestId);
+    for (const [name, value] of securityHeaders) ctx.res.setHeader(name, value);
+    ctx.res.setHeader('X-Request-Id', ctx.state.requestId);
     try {
       await next();
     } catch (err) {
