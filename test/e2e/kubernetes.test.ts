@@ -154,6 +154,40 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(rows.every((r) => r[1] === 'Ready')).to.equal(true);
   });
 
+  it('an NFS volume attached through the API becomes a Bound claim (a static PersistentVolume of the share), detached again', async function () {
+    this.timeout(240_000);
+    const file = path.join(k3sDir, 'kubeconfig');
+    const phase = () => kubectl(['--kubeconfig', file, 'get', 'pvc', 'hangar-vol-claimed', '-o', 'jsonpath={.status.phase}']);
+    // On the third machine, a member: its NFS volumes are the cluster's (attached when prepared, as on a swarm).
+    const created = await api('POST', '/v1/volumes', { name: 'claimed', node_id: ids()[2], folder: '/srv/hangar/claimed' });
+    expect(created.status, created.text).to.equal(202);
+    const volumeId = created.json.data.id as string;
+    const ready = await until('the volume ready', async () => {
+      const v = (await api('GET', `/v1/volumes/${volumeId}`)).json.data;
+      if (v.status === 'failed') throw new Error(v.error);
+      return v.status === 'ready' ? v : null;
+    });
+    expect(ready.server_ip).to.equal(machines[2]!.ip);
+
+    const attached = await api('POST', `/v1/kubernetes/clusters/${clusterId}/volumes`, { volume_id: 'claimed' });
+    expect([200, 201], attached.text).to.include(attached.status);
+    expect(attached.json.data).to.include({ volume_id: volumeId, claim: 'hangar-vol-claimed', phase: 'Bound' });
+    const listed = await api('GET', `/v1/kubernetes/clusters/${clusterId}/volumes`);
+    expect(listed.status, listed.text).to.equal(200);
+    expect(listed.json.data.map((v: { name: string; phase: string }) => [v.name, v.phase])).to.deep.equal([['claimed', 'Bound']]);
+    const got = phase();
+    expect(got.code, got.stderr).to.equal(0);
+    expect(got.stdout, 'kubectl sees the claim Bound').to.equal('Bound');
+    const pv = kubectl(['--kubeconfig', file, 'get', 'pv', 'hangar-vol-claimed', '-o', 'jsonpath={.spec.nfs.server}:{.spec.nfs.path}']);
+    expect(pv.stdout).to.equal(`${machines[2]!.ip}:/srv/hangar/claimed`);
+
+    const detached = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/volumes/${volumeId}`);
+    expect(detached.status, detached.text).to.equal(200);
+    expect(phase().stderr).to.contain('NotFound');
+    expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
+    await until('the volume deleted', async () => (await api('GET', `/v1/volumes/${volumeId}`)).status === 404);
+  });
+
   it('cordon, drain and uncordon of a member through the nodes API reach the cluster (drain evicts its pods by the Eviction API)', async function () {
     this.timeout(180_000);
     const file = path.join(k3sDir, 'kubeconfig');
