@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -42,7 +42,12 @@ export function loadIdentity(dataDir: string): AgentIdentity {
 
 export function saveIdentity(dataDir: string, identity: AgentIdentity): void {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const write = (name: string, content: string, mode = 0o600) => writeFileSync(path.join(dataDir, name), content, { mode });
+  // Each file is written whole or not at all (a crash or a reader never sees half of agent.json).
+  const write = (name: string, content: string, mode = 0o600) => {
+    const file = path.join(dataDir, name);
+    writeFileSync(`${file}.tmp`, content, { mode });
+    renameSync(`${file}.tmp`, file);
+  };
   write(FILES.key, identity.keyPem);
   write(FILES.cert, identity.certPem, 0o644);
   write(FILES.ca, identity.caPem, 0o644);
