@@ -71,22 +71,39 @@ const objectSource: Partial<Verb> = {
   },
 };
 
+/** Where a secret or config goes: exactly one of --swarm and --cluster (with --namespace). */
+const objectTarget: Record<string, Options> = {
+  swarm: { type: 'string', describe: 'the swarm (id or name); or --cluster' },
+  cluster: { type: 'string', conflicts: 'swarm', describe: 'a Kubernetes cluster (id or name): a Secret or ConfigMap of that name in --namespace' },
+  namespace: { type: 'string', implies: 'cluster', describe: 'the namespace on --cluster (default: default)' },
+};
+function objectPlace(a: Args): { swarm_id?: string; cluster_id?: string; namespace?: string } {
+  if (a.swarm === undefined && a.cluster === undefined) throw usageError('give the swarm (--swarm) or the Kubernetes cluster (--cluster) to create it on');
+  return { swarm_id: a.swarm, cluster_id: a.cluster, namespace: a.namespace };
+}
+
 /** Secrets and configs: the same API under /v1/secrets and /v1/configs. */
 function swarmObject(kind: 'secret' | 'config'): Resource {
   return {
     noun: kind,
-    describe: kind === 'secret' ? 'Secrets on swarms, used by services (a value is never shown again)' : 'Configs on swarms, used by services (get --decode prints a value)',
+    describe:
+      kind === 'secret'
+        ? 'Secrets on swarms and Kubernetes clusters, used by services and workloads (a value is never shown again)'
+        : 'Configs on swarms and Kubernetes clusters, used by services and workloads (get --decode prints a value)',
     base: `/v1/${kind}s`,
-    columns: ['id', 'name', 'swarm=swarm_id', 'version', 'services', 'updated_at'],
+    columns: ['id', 'name', 'swarm=swarm_id', 'cluster=cluster_id', 'namespace', 'version', 'services', 'updated_at'],
     verbs: [
       create({
         command: 'create <name> [source]',
-        describe: `Create a ${kind} on a swarm from a file, a literal or stdin`,
+        describe: `Create a ${kind} on a swarm, or in a namespace of a Kubernetes cluster, from a file, a literal or stdin`,
         ...objectSource,
-        options: { swarm: swarmFlag(), ...objectSource.options },
-        body: { name: 'name', swarm_id: 'swarm', data: objectValue },
+        options: { ...objectTarget, ...objectSource.options },
+        body: (a) => ({ name: a.name, ...objectPlace(a), data: objectValue(a) }),
       }),
-      list(swarmFilter),
+      list({
+        options: { ...swarmFilter.options, cluster: { type: 'string', describe: 'only those on this Kubernetes cluster (id or name)' } },
+        query: { swarm_id: 'swarm', cluster_id: 'cluster' },
+      }),
       kind === 'config'
         ? get({
             options: { decode: { type: 'boolean', conflicts: 'json', describe: 'print only the value, decoded (bytes as they are)' } },
@@ -100,7 +117,7 @@ function swarmObject(kind: 'secret' | 'config'): Resource {
       {
         ...objectSource,
         command: 'update <id> [source]',
-        describe: `Rotate a ${kind}: a new version; the services using it are redeployed with it`,
+        describe: `Rotate a ${kind}: a new version; the services using it are redeployed with it (on a cluster: the workloads using it are rolled out)`,
         method: 'PUT',
         path: '/{id}',
         body: { data: objectValue },

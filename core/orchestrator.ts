@@ -385,6 +385,67 @@ export const UnstageVolume = defineDriverCall({
 
 export const OBJECT_CALLS = [CreateObject, RemoveObject, StageVolume, UnstageVolume] as const;
 
+// ---- objects kept in place (an optional interface) -----------------------------------------------
+//
+// On a backend whose workloads name secrets and configs themselves (Kubernetes: a Deployment's
+// secretKeyRef, envFrom, volumes), a hangar object is ONE runtime object under its own name in a
+// namespace, changed in place; the workloads that use it are found on the cluster and rolled out
+// (`kubectl rollout restart`). Swarm keeps immutable versions instead (CreateObject above). A backend
+// with these calls lists them among its own task kinds; the secrets plugin uses them on its clusters.
+
+const Namespace = Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', description: 'the namespace the object lives in' });
+
+export const PutObject = defineDriverCall({
+  name: 'object.put',
+  description: 'write a secret or config under its own name in a namespace: create it (409 when one of that name is not this hangar object), or replace its value in place',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'putObject',
+  input: Type.Object({
+    kind: ObjectKind,
+    namespace: Namespace,
+    name: Name,
+    data: sensitive(Type.String({ description: 'the value, base64' })),
+    labels: Labels,
+    /** false: create only; true: the object exists and gets the new value. */
+    replace: Type.Boolean(),
+  }),
+  result: Type.Object({ id: Type.String({ minLength: 1 }) }),
+});
+
+export const DeleteObject = defineDriverCall({
+  name: 'object.delete',
+  description: 'delete a secret or config of a namespace (refused, naming them, while workloads use it)',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'deleteObject',
+  input: Type.Object({ kind: ObjectKind, namespace: Namespace, name: Name }),
+  result: Removed,
+});
+
+export const ObjectUsers = defineDriverCall({
+  name: 'object.users',
+  description: 'the workloads of a namespace that use each of these secrets or configs (`deployment/web`), by object name',
+  lane: 'reads',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'objectUsers',
+  input: Type.Object({ kind: ObjectKind, namespace: Namespace, names: Type.Array(Name) }),
+  result: Type.Object({ users: Type.Record(Type.String(), Type.Array(Type.String())) }),
+});
+
+export const RestartWorkload = defineDriverCall({
+  name: 'workload.restart',
+  description: 'roll out a workload of a namespace again with the same spec (`kubectl rollout restart`): new pods read the objects’ current values',
+  lane: 'orchestrator',
+  minAgentVersion: TYPED_TASKS_VERSION,
+  method: 'restartWorkload',
+  input: Type.Object({ namespace: Namespace, workload: Type.String({ pattern: '^(deployment|statefulset|daemonset)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' }) }),
+  result: Type.Object({ restarted_at: Type.String() }),
+});
+
+export const IN_PLACE_OBJECT_CALLS = [PutObject, DeleteObject, ObjectUsers, RestartWorkload] as const;
+export type InPlaceObjectDriver = DriverMethods<typeof IN_PLACE_OBJECT_CALLS>;
+
 // ---- the scan interface -------------------------------------------------------------------------
 
 export const ScanUnmanaged = defineDriverCall({

@@ -5,7 +5,7 @@ import type { OrchestratorDriver } from '../../core/orchestrator.js';
 import type { DriverCall, TaskKind } from '../../core/tasks/kinds.js';
 import { importFile } from '../../core/typescript.js';
 import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
-import { K3S_MEMBERSHIP_KINDS } from '../../drivers/kubernetes/membership-calls.js';
+import { K8S_BACKEND_KINDS } from '../../drivers/kubernetes/membership-calls.js';
 import { clusterKubeconfig, K3S_EXECUTORS } from './k3s.js';
 import type { Executor } from './types.js';
 
@@ -29,7 +29,7 @@ export const AGENT_DRIVERS: Record<string, BuiltinAgentDriver> = {
   // On a cluster's server node, against the kubeconfig k3s writes (read again when k3s is installed anew) or HANGAR_KUBECONFIG's.
   k8s: {
     backend: 'k8s',
-    kinds: K3S_MEMBERSHIP_KINDS,
+    kinds: K8S_BACKEND_KINDS,
     create: () => import('../../drivers/kubernetes/index.js').then(({ createKubernetesDriver }) => createKubernetesDriver({ kubeconfig: clusterKubeconfig() })),
     executors: K3S_EXECUTORS,
   },

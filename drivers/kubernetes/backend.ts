@@ -1,5 +1,5 @@
 import { defineBackend } from '../../core/clusters/backend.js';
-import { K3S_MEMBERSHIP_KINDS } from './membership-calls.js';
+import { K8S_BACKEND_KINDS } from './membership-calls.js';
 
 /**
  * The k8s backend's control-plane half: its membership task kinds, how bundle parts are addressed
@@ -9,7 +9,7 @@ import { K3S_MEMBERSHIP_KINDS } from './membership-calls.js';
 export default defineBackend({
   name: 'k8s',
   noun: 'cluster',
-  taskKinds: K3S_MEMBERSHIP_KINDS,
+  taskKinds: K8S_BACKEND_KINDS,
   componentAddress: (_bundle, component) => component,
   settings: () => ({}),
   volumeStaging: 'cluster',

@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { defineDriver } from '../../core/plugin.js';
-import type { OrchestratorDriver } from '../../core/orchestrator.js';
+import type { InPlaceObjectDriver, OrchestratorDriver } from '../../core/orchestrator.js';
 import type { K3sMembership } from './membership-calls.js';
 import { createContext, KubeDriverError, type KubeContext } from './client.js';
 import { K3S_PATHS } from './k3s.js';
@@ -9,7 +9,7 @@ import { applyLoadBalancer, removeLoadBalancer } from './loadbalancer.js';
 import { logsOf } from './logs.js';
 import { bundleLogs, bundleObjects, deployBundle, removeBundle, type AppliedObject, type ManifestState } from './manifests.js';
 import { listNodes, removeNode, setNodeAvailability, type KubeNode } from './nodes.js';
-import { createObject, removeObject, stageVolume, unstageVolume, volumePhase } from './objects.js';
+import { createObject, deleteObject, objectUsers, putObject, removeObject, restartWorkload, stageVolume, unstageVolume, volumePhase } from './objects.js';
 import { scanUnmanaged } from './scan.js';
 import { deployWorkload, inspectWorkloads, removeWorkload, requireDeployment, scaleWorkload } from './workloads.js';
 
@@ -18,14 +18,16 @@ export type { AppliedObject, KubeNode, ManifestState };
 
 /**
  * The Kubernetes driver: the orchestrator contract (workloads, bundles = manifests, secrets and
- * configs, volumes, node availability, the unmanaged scan, the load balancer), the k3s membership
+ * configs, volumes, node availability, the unmanaged scan, the load balancer), the objects kept in
+ * place (a cluster's own secrets and configs, rolled out to their users), the k3s membership
  * calls that go through the API (the cluster's nodes) and a few reads of its own, on
  * @kubernetes/client-node against one cluster's API server. Every method takes one named input (a
  * task's payload without `backend`), answers plain JSON and throws a KubeDriverError saying what
  * failed and the API server's reason.
  */
 export type KubernetesDriver = Omit<OrchestratorDriver, 'deployBundle'> &
-  K3sMembership & {
+  K3sMembership &
+  InPlaceObjectDriver & {
     readonly backend: 'k8s';
     /** A bundle on Kubernetes is a manifest (multi-document YAML), applied server-side; the answer lists what it applied. */
     deployBundle(input: Parameters<OrchestratorDriver['deployBundle']>[0]): Promise<ManifestState>;
@@ -86,6 +88,10 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     setNodeAvailability: ({ runtime_node_id, availability }) => run((ctx) => setNodeAvailability(ctx, runtime_node_id, availability, options.drainTimeoutMs)),
     createObject: ({ kind, name, data, labels }) => run((ctx) => createObject(ctx, kind, name, data, labels ?? {})),
     removeObject: ({ kind, name }) => run((ctx) => removeObject(ctx, kind, name)),
+    putObject: (input) => run((ctx) => putObject(ctx, input)),
+    deleteObject: ({ kind, name, namespace }) => run((ctx) => deleteObject(ctx, kind, name, namespace)),
+    objectUsers: ({ kind, names, namespace }) => run((ctx) => objectUsers(ctx, kind, names, namespace)),
+    restartWorkload: ({ workload, namespace }) => run((ctx) => restartWorkload(ctx, workload, namespace)),
     stageVolume: (input) => run((ctx) => stageVolume(ctx, input)),
     unstageVolume: ({ name }) => run((ctx) => unstageVolume(ctx, name)),
     scanUnmanaged: () => run((ctx) => scanUnmanaged(ctx)),

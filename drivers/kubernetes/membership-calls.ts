@@ -6,7 +6,7 @@
  * server node, like the workload calls of core/orchestrator.ts.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { TYPED_TASKS_VERSION } from '../../core/orchestrator.js';
+import { IN_PLACE_OBJECT_CALLS, TYPED_TASKS_VERSION } from '../../core/orchestrator.js';
 import { defineDriverCall, defineTaskKind, sensitive, type DriverMethods } from '../../core/tasks/kinds.js';
 
 /** The agent version that has the k3s membership kinds. */
@@ -130,3 +130,6 @@ export type K3sMembership = DriverMethods<typeof K3S_DRIVER_CALLS>;
 
 /** Every kind of the k8s backend's membership. */
 export const K3S_MEMBERSHIP_KINDS = [K3sInstallServer, K3sJoin, K3sToken, K3sKubeconfig, K3sUninstall, ...K3S_DRIVER_CALLS] as const;
+
+/** Every task kind of the k8s backend beside the calls every driver has: its membership, and the objects kept in place (core/orchestrator.ts). */
+export const K8S_BACKEND_KINDS = [...K3S_MEMBERSHIP_KINDS, ...IN_PLACE_OBJECT_CALLS] as const;

@@ -17,9 +17,14 @@ export interface ResolvedObject {
  * redeploys one of its workloads so it references the current version (after a rotation).
  */
 export interface ObjectUsers {
-  /** The services using each of these objects (one lookup for a whole page); an object no service uses may be left out. */
-  usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string }>>>;
-  redeploy(serviceId: string): Promise<void>;
+  /**
+   * The users of each of these objects (one lookup for a whole page); an object nothing uses may be
+   * left out. `type` is what a user is (`service`, the default, or `workload`: a cluster's own
+   * Deployment named `deployment/web`).
+   */
+  usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string; type?: string }>>>;
+  /** Redeploys (rolls out) one of its users so it reads the current version. */
+  redeploy(userId: string): Promise<void>;
 }
 
 export interface SecretsApi {

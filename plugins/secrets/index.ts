@@ -4,7 +4,7 @@ import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js'
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { sleep } from '../../core/clock.js';
-import { CreateObject, HANGAR_LABELS, RemoveObject } from '../../core/orchestrator.js';
+import { CreateObject, DeleteObject, HANGAR_LABELS, ObjectUsers as ObjectUsersCall, PutObject, RemoveObject, RestartWorkload } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
@@ -28,8 +28,12 @@ export const runtimeObjectName = (name: string, version: number) => `${name}-v${
 
 const ObjectName = Type.String({
   pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
-  description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique per swarm',
+  description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique per swarm (per cluster namespace; there lower-case, digits, "-" and ".")',
 });
+/** A Kubernetes object name (a DNS subdomain, within the 63 characters hangar allows). */
+const KUBE_NAME = /^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/;
+/** Where a cluster's object goes when the request names no namespace. */
+const DEFAULT_NAMESPACE = 'default';
 const Data = Type.String({ maxLength: 700_000, description: 'the value, base64-encoded; at most 500 KB decoded' });
 
 const invalid = (path: string, message: string) => badRequest(`Validation failed: ${path} ${message}`, [{ path, message }]);
@@ -46,7 +50,7 @@ function decodeData(data: string): Buffer {
 
 export default definePlugin({
   name: 'secrets',
-  description: 'Secrets and configs on swarms: encrypted at rest, versioned runtime objects, rotation that redeploys their users',
+  description: 'Secrets and configs on swarms (versioned runtime objects) and Kubernetes clusters (kept in place): encrypted at rest, rotation that redeploys or rolls out their users',
   deps: [SwarmsRef],
   provides: [SecretsRef],
   migrations: secretMigrations,
@@ -65,13 +69,13 @@ export default definePlugin({
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
 
-    type User = { id: string; name: string; hook: ObjectUsers };
+    type User = { id: string; name: string; type: string; hook: ObjectUsers };
 
     /** The users of each object of one kind, asking every hook once for all of them. */
     async function usersOfMany(kind: ObjectKind, ids: string[]): Promise<Map<string, User[]>> {
       const all = new Map<string, User[]>(ids.map((id) => [id, []]));
       for (const hook of services.provided.contributions(SecretUsersPoint)) {
-        for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, hook })));
+        for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, type: u.type ?? 'service', hook })));
       }
       return all;
     }
@@ -110,16 +114,63 @@ export default definePlugin({
       );
     }
 
-    /** The swarm an object lives on, when it still has a manager to talk to. */
-    async function managedSwarm(o: ObjectRecord): Promise<ClusterRecord | null> {
-      const swarm = await swarms.get(o.cluster_id);
-      return swarm?.manager_node_id ? swarm : null;
+    /** The cluster an object lives on, when it still has a manager to talk to. */
+    async function managedCluster(o: ObjectRecord): Promise<ClusterRecord | null> {
+      const cluster = await swarms.get(o.cluster_id);
+      return cluster?.manager_node_id ? cluster : null;
+    }
+
+    /**
+     * Whether a cluster keeps objects in place (its backend has core/orchestrator.ts's in-place
+     * object calls: Kubernetes): one runtime object under the object's own name in a namespace, its
+     * value replaced, its users rolled out. Otherwise (swarm) each version is an immutable object.
+     */
+    const keepsInPlace = (cluster: Pick<ClusterRecord, 'backend'>) => core.backend(cluster.backend).taskKinds.includes(PutObject);
+    /** Objects kept in place are the ones with a namespace (swarm's have ''). */
+    const inPlace = (o: Pick<ObjectRecord, 'namespace'>) => Boolean(o.namespace);
+    const placeOf = (cluster: ClusterRecord, namespace: string) => (namespace ? `cluster ${cluster.name} (namespace ${namespace})` : `swarm ${cluster.name}`);
+
+    /** "services web, api", "deployment/web": what uses an object, as a 409 names it. */
+    function describeUsers(users: User[]): string {
+      const services = users.filter((u) => u.type === 'service').map((u) => u.name);
+      const others = users.filter((u) => u.type !== 'service').map((u) => u.name);
+      return [...(services.length ? [`${services.length === 1 ? 'service' : 'services'} ${services.join(', ')}`] : []), ...(others.length ? [others.join(', ')] : [])].join(' and ');
     }
 
     const forget = (o: ObjectRecord) => recordRemover(services.events, o.kind, objects)(o.id);
     // A swarm's objects go with it (their runtime objects went with its engines).
     services.provided.contribute(BeforeClusterRemoved, async (swarmId) => {
       for (const o of await objects.findAll({ cluster_id: swarmId })) await forget(o);
+    });
+
+    // On a cluster that keeps objects in place, the users are its own workloads that name the object
+    // (found on the cluster, not in hangar's records), and a rotation rolls them out there.
+    services.provided.contribute(SecretUsersPoint, {
+      async usersOf(kind, ids) {
+        const found = new Map<string, Array<{ id: string; name: string; type: string }>>();
+        const rows: Array<Pick<ObjectRecord, 'id' | 'name' | 'cluster_id' | 'namespace' | 'runtime_name'>> = ids.length
+          ? await objects.query().whereIn('id', ids).whereNot({ namespace: '' }).select('id', 'name', 'cluster_id', 'namespace', 'runtime_name')
+          : [];
+        const groups = new Map<string, typeof rows>();
+        for (const o of rows) groups.set(`${o.cluster_id}/${o.namespace}`, [...(groups.get(`${o.cluster_id}/${o.namespace}`) ?? []), o]);
+        for (const group of groups.values()) {
+          const { cluster_id: clusterId, namespace } = group[0]!;
+          const cluster = await swarms.get(clusterId);
+          if (!cluster?.manager_node_id) continue;
+          let users: Record<string, string[]>;
+          try {
+            ({ users } = await core.callOn(cluster, ObjectUsersCall, { kind, namespace, names: group.map((o) => o.runtime_name) }));
+          } catch (err) {
+            throw asHttpError(err, `Finding the workloads that use ${kind}s ${group.map((o) => o.name).join(', ')} on ${placeOf(cluster, namespace)}`);
+          }
+          for (const o of group) found.set(o.id, (users[o.runtime_name] ?? []).map((workload) => ({ id: `${clusterId}/${namespace}/${workload}`, name: workload, type: 'workload' })));
+        }
+        return found;
+      },
+      async redeploy(userId) {
+        const [clusterId, namespace, ...workload] = userId.split('/');
+        await core.callOn(await core.requireActive(clusterId!), RestartWorkload, { namespace: namespace!, workload: workload.join('/') });
+      },
     });
 
     const labels = (o: Pick<ObjectRecord, 'id'>, version: number) => ({ [HANGAR_LABELS.object]: o.id, [HANGAR_LABELS.version]: String(version) });
@@ -198,16 +249,19 @@ export default definePlugin({
     async function rotate(id: string, bytes: Buffer) {
       const current = await objects.get(id);
       if (!current) throw notFound(`No object ${id}`);
-      const { kind } = current;
+      const { kind, namespace } = current;
       const swarm = await core.requireActive(current.cluster_id);
       const version = current.version + 1;
-      const runtimeName = runtimeObjectName(current.name, version);
+      // In place: the same object gets the new value; otherwise a new immutable object per version.
+      const runtimeName = inPlace(current) ? current.runtime_name : runtimeObjectName(current.name, version);
+      const data = bytes.toString('base64');
       try {
-        await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data: bytes.toString('base64'), labels: labels(current, version) });
+        if (inPlace(current)) await core.callOn(swarm, PutObject, { kind, namespace, name: runtimeName, data, labels: labels(current, version), replace: true });
+        else await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data, labels: labels(current, version) });
       } catch (err) {
-        throw asHttpError(err, `Creating version ${version} of ${kind} ${current.name}`);
+        throw asHttpError(err, `${inPlace(current) ? 'Writing' : 'Creating'} version ${version} of ${kind} ${current.name}`);
       }
-      const retired = [...current.retired, current.runtime_name];
+      const retired = inPlace(current) ? [] : [...current.retired, current.runtime_name];
       // Another control plane rotated it meanwhile: its request owns the new version (and the object).
       if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
         throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
@@ -220,9 +274,11 @@ export default definePlugin({
         return outcome.status === 'rejected' ? [{ id: u.id, name: u.name, error: (outcome.reason as Error).message }] : [];
       });
       if (failed.length) {
+        const which = failed.map((f) => `${f.name} (${f.error})`).join(', ');
         throw conflict(
-          `Version ${version} of ${kind} ${current.name} is stored, but redeploying ${failed.map((f) => `${f.name} (${f.error})`).join(', ')} failed; ` +
-            `the previous version stays until they are redeployed (a later rotation removes it)`,
+          inPlace(current)
+            ? `Version ${version} of ${kind} ${current.name} is in place, but rolling out ${which} failed; their pods read the new value when they restart`
+            : `Version ${version} of ${kind} ${current.name} is stored, but redeploying ${which} failed; the previous version stays until they are redeployed (a later rotation removes it)`,
           failed,
         );
       }
@@ -240,15 +296,15 @@ export default definePlugin({
           method: 'POST',
           path: base,
           auth: { role: 'admin' },
-          summary: `Create a ${kind} on a swarm (version 1)`,
+          summary: `Create a ${kind} on a swarm (version 1) or in a namespace of a Kubernetes cluster`,
           status: 201,
           schemas: {
             body: Type.Object(
               {
                 name: ObjectName,
                 swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the swarm (id or name); give this or cluster_id' })),
-                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a Kubernetes cluster (not available yet)' })),
-                namespace: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', description: 'Kubernetes namespace (with cluster_id)' })),
+                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a Kubernetes cluster (id or name); give this or swarm_id' })),
+                namespace: Type.Optional(Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$', description: `the Kubernetes namespace (with cluster_id; default ${DEFAULT_NAMESPACE}); it must exist` })),
                 data: Data,
               },
               { additionalProperties: false },
@@ -256,21 +312,21 @@ export default definePlugin({
             response: View,
           },
           async handler(req) {
-            const { name, swarm_id: swarmRef, cluster_id: clusterId } = req.body;
-            if (Boolean(swarmRef) === Boolean(clusterId)) throw invalid('body', 'must have exactly one of swarm_id and cluster_id');
-            if (clusterId) {
-              if (!services.provided.has('kubernetes')) {
-                throw badRequest('Kubernetes clusters are not available yet: create the ' + kind + ' on a swarm (swarm_id)', [{ path: 'body.cluster_id', message: 'Kubernetes clusters are not available yet' }]);
-              }
-              throw new HttpError(501, `${Title[kind]}s on Kubernetes clusters are not implemented yet`);
+            const { name, swarm_id: swarmRef, cluster_id: clusterRef } = req.body;
+            if (Boolean(swarmRef) === Boolean(clusterRef)) throw invalid('body', 'must have exactly one of swarm_id and cluster_id');
+            if (swarmRef && req.body.namespace) throw invalid('body.namespace', 'applies to Kubernetes clusters only (with cluster_id)');
+            if (swarmRef && runtimeObjectName(name, 1).length > MAX_RUNTIME_NAME) {
+              throw invalid('body.name', `is too long: the runtime name ${runtimeObjectName(name, 1)} must be at most ${MAX_RUNTIME_NAME} characters`);
             }
-            if (req.body.namespace) throw invalid('body.namespace', 'applies to Kubernetes clusters only');
-            const runtimeName = runtimeObjectName(name, 1);
-            if (runtimeName.length > MAX_RUNTIME_NAME) throw invalid('body.name', `is too long: the runtime name ${runtimeName} must be at most ${MAX_RUNTIME_NAME} characters`);
             const bytes = decodeData(req.body.data);
-            const swarm = await core.requireActive(swarmRef!, 'swarm');
-            const exists = () => conflict(`A ${kind} named ${name} exists on swarm ${swarm.name}`);
-            if (await objects.findOne({ kind, cluster_id: swarm.id, name })) throw exists();
+            const cluster = await core.requireTarget(swarmRef ? { swarm_id: swarmRef } : { cluster_id: clusterRef });
+            if (clusterRef && !keepsInPlace(cluster)) throw invalid('body.cluster_id', `names a ${cluster.backend} cluster, which keeps no secrets or configs`);
+            if (clusterRef && !KUBE_NAME.test(name)) throw invalid('body.name', 'must be lower-case letters, digits, "-" and "." on a Kubernetes cluster (a DNS subdomain name)');
+            // On a cluster the object is one runtime object under its own name in its namespace; on a swarm, one per version.
+            const namespace = clusterRef ? (req.body.namespace ?? DEFAULT_NAMESPACE) : '';
+            const runtimeName = clusterRef ? name : runtimeObjectName(name, 1);
+            const exists = () => conflict(`A ${kind} named ${name} exists on ${placeOf(cluster, namespace)}`);
+            if (await objects.findOne({ kind, cluster_id: cluster.id, namespace, name })) throw exists();
             const id = newId(PREFIX[kind]);
             let record: ObjectRecord;
             try {
@@ -278,8 +334,8 @@ export default definePlugin({
                 id,
                 kind,
                 name,
-                cluster_id: swarm.id,
-                namespace: '',
+                cluster_id: cluster.id,
+                namespace,
                 version: 1,
                 runtime_name: runtimeName,
                 data_sealed: box.seal(bytes),
@@ -291,11 +347,13 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw exists();
               throw err;
             }
+            const data = bytes.toString('base64');
             try {
-              await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data: bytes.toString('base64'), labels: labels(record, 1) });
+              if (inPlace(record)) await core.callOn(cluster, PutObject, { kind, namespace, name: runtimeName, data, labels: labels(record, 1), replace: false });
+              else await core.callOn(cluster, CreateObject, { kind, name: runtimeName, data, labels: labels(record, 1) });
             } catch (err) {
               await objects.remove(id);
-              throw asHttpError(err, `Creating ${kind} ${name} on swarm ${swarm.name}`);
+              throw asHttpError(err, `Creating ${kind} ${name} on ${placeOf(cluster, namespace)}`);
             }
             return view(record);
           },
@@ -306,17 +364,26 @@ export default definePlugin({
           auth: 'authenticated',
           summary: `List ${kind}s with the services using each${kind === 'secret' ? ' (never their values)' : ''}`,
           schemas: {
-            query: Type.Object({ ...PageQuery.properties, swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })) }, { additionalProperties: false }),
+            query: Type.Object(
+              {
+                ...PageQuery.properties,
+                swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
+                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
+              },
+              { additionalProperties: false },
+            ),
             response: Type.Array(View),
           },
           async handler(req) {
             const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
+            const clusterId = req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id', 'k8s'));
             const page = await objects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,
               where: (q) => {
                 q.where({ kind });
                 if (swarmId) q.where({ cluster_id: swarmId });
+                if (clusterId) q.where({ cluster_id: clusterId });
               },
             });
             const users = await usersOfMany(kind, page.items.map((o) => o.id));
@@ -336,7 +403,7 @@ export default definePlugin({
           method: 'PUT',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
-          summary: `Rotate a ${kind}: a new version, the services using it redeployed with it, then the old version removed`,
+          summary: `Rotate a ${kind}: a new version, the services using it redeployed with it, then the old version removed (on a Kubernetes cluster: the value replaced in place and the workloads using it rolled out)`,
           schemas: { params: Params, body: Type.Object({ data: Data }, { additionalProperties: false }), response: View },
           async handler(req) {
             const bytes = decodeData(req.body.data);
@@ -348,7 +415,7 @@ export default definePlugin({
           method: 'DELETE',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
-          summary: `Delete a ${kind} and its runtime objects; 409 while a service uses it`,
+          summary: `Delete a ${kind} and its runtime objects; 409 while a service (on a cluster, a workload) uses it`,
           schemas: { params: Params },
           async handler(req) {
             const found = await find(kind, req.params.id);
@@ -366,18 +433,19 @@ export default definePlugin({
       const users = await usersOf(o);
       if (users.length) {
         throw conflict(
-          `${Title[kind]} ${o.name} is used by ${users.length === 1 ? 'service' : 'services'} ${users.map((u) => u.name).join(', ')}`,
-          users.map((u) => ({ type: 'service', id: u.id, name: u.name })),
+          `${Title[kind]} ${o.name} is used by ${describeUsers(users)}`,
+          users.map((u) => ({ type: u.type, id: u.id, name: u.name })),
         );
       }
-      const swarm = await managedSwarm(o);
-      if (swarm) {
+      const cluster = await managedCluster(o);
+      if (cluster) {
         // Old versions first: the current one goes last, so a refusal leaves the record consistent.
         for (const name of [...o.retired, o.runtime_name]) {
           try {
-            await core.callOn(swarm, RemoveObject, { kind, name });
+            if (inPlace(o)) await core.callOn(cluster, DeleteObject, { kind, namespace: o.namespace, name });
+            else await core.callOn(cluster, RemoveObject, { kind, name });
           } catch (err) {
-            throw asHttpError(err, `Removing ${kind} ${name} from swarm ${swarm.name}`);
+            throw asHttpError(err, `Removing ${kind} ${name} from ${placeOf(cluster, o.namespace)}`);
           }
         }
       }

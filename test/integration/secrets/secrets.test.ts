@@ -72,12 +72,12 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     await t?.stop();
   });
 
-  it('refuses bad input: neither or both of swarm_id/cluster_id, a cluster, a bad name, data that is not base64, empty or too large (400)', async () => {
+  it('refuses bad input: neither or both of swarm_id/cluster_id, a namespace on a swarm, a bad name, data that is not base64, empty or too large (400)', async () => {
     const base = { name: named('bad'), swarm_id: member.swarmId, data: b64('x') };
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ name: base.name, data: base.data }, 'exactly one of swarm_id and cluster_id'],
       [{ ...base, cluster_id: 'cls-1' }, 'exactly one of swarm_id and cluster_id'],
-      [{ name: base.name, cluster_id: 'cls-1', data: base.data }, 'Kubernetes clusters are not available yet'],
+      [{ ...base, namespace: 'default' }, 'applies to Kubernetes clusters only'],
       [{ ...base, name: '.dot' }, 'Validation failed'],
       [{ ...base, name: `a${'b'.repeat(63)}` }, 'Validation failed'],
       [{ ...base, name: `a${'b'.repeat(61)}` }, 'must be at most 64 characters'],
@@ -95,6 +95,10 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
       }
     }
     expect((await api('POST', '/v1/secrets', { ...base, swarm_id: 'swarm-0000000000000000' })).status).to.equal(404);
+    // cluster_id names a Kubernetes cluster: neither an unknown one nor this swarm (test/integration/kube/api-secrets.test.ts has the clusters).
+    for (const cluster_id of ['cluster-0000000000000000', member.swarmId]) {
+      expect((await api('POST', '/v1/secrets', { name: base.name, cluster_id, data: base.data })).status).to.equal(404);
+    }
     expect((await api('GET', '/v1/secrets/nope')).status).to.equal(404);
     expect((await api('GET', '/v1/configs/sec-0000000000000000')).status).to.equal(404);
     // Only admins write; any authenticated user reads.
