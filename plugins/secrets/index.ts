@@ -9,7 +9,8 @@ import { recordRemover } from '../../core/events.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { PageQuery } from '../../core/http/resources.js';
-import { asHttpError, BeforeClusterRemoved, SwarmsRef } from '../swarms/orchestration.js';
+import { asHttpError, BeforeClusterRemoved } from '../../core/clusters/service.js';
+import { NodesRef } from '../nodes/index.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
 import { secretMigrations } from './migrations.js';
@@ -51,7 +52,8 @@ function decodeData(data: string): Buffer {
 export default definePlugin({
   name: 'secrets',
   description: 'Secrets and configs on swarms (versioned runtime objects) and Kubernetes clusters (kept in place): encrypted at rest, rotation that redeploys or rolls out their users',
-  deps: [SwarmsRef],
+  // Clusters of any backend (core's clusters layer): swarms, Kubernetes clusters.
+  deps: [NodesRef],
   provides: [SecretsRef],
   migrations: secretMigrations,
   setup(services: Services) {
