@@ -286,6 +286,56 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(kc(['get', 'deployment,service', 'shop']).code, 'its objects deleted').to.not.equal(0);
   });
 
+  it('a secret update rolls the Deployment (new pod template hash); deleting it is refused while the Deployment uses it', async function () {
+    this.timeout(300_000);
+    const kc = (args: string[]) => kubectl(['--kubeconfig', path.join(k3sDir, 'kubeconfig'), ...args]);
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
+    const created = await api('POST', '/v1/secrets', { name: 'api-token', cluster_id: clusterId, data: b64('first-token') });
+    expect(created.status, created.text).to.equal(201);
+    expect(created.json.data).to.deep.include({ cluster_id: clusterId, swarm_id: null, namespace: 'default', runtime_name: 'api-token' });
+    const secretValue = () => Buffer.from(kc(['get', 'secret', 'api-token', '-o', 'jsonpath={.data.value}']).stdout, 'base64').toString();
+    expect(secretValue()).to.equal('first-token');
+
+    // A Deployment made with kubectl (not through hangar) that reads the secret through envFrom.
+    const deployment = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'reader' },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: 'reader' } },
+        template: { metadata: { labels: { app: 'reader' } }, spec: { containers: [{ name: 'reader', image: 'registry.invalid/reader:1', envFrom: [{ secretRef: { name: 'api-token' } }] }] } },
+      },
+    };
+    const manifest = path.join(k3sDir, 'reader.json');
+    writeFileSync(manifest, JSON.stringify(deployment));
+    const applied = kc(['apply', '-f', manifest]);
+    expect(applied.code, applied.stderr).to.equal(0);
+    /** The pod-template-hash of the reader's ReplicaSets with a ready pod. */
+    const readyHashes = () =>
+      kc(['get', 'replicasets', '-l', 'app=reader', '-o', 'jsonpath={range .items[*]}{.metadata.labels.pod-template-hash} {.status.readyReplicas}{"\\n"}{end}'])
+        .stdout.trim()
+        .split('\n')
+        .filter((row) => row.split(' ')[1] === '1')
+        .map((row) => row.split(' ')[0]);
+    const [first] = await until('the reader running', async () => (readyHashes().length === 1 ? readyHashes() : null), 120_000);
+
+    const put = await api('PUT', '/v1/secrets/api-token', { data: b64('second-token') });
+    expect(put.status, put.text).to.equal(200);
+    expect(put.json.data).to.deep.include({ version: 2, redeployed: ['deployment/reader'], services: ['deployment/reader'] });
+    expect(secretValue()).to.equal('second-token');
+    const second = await until('a new ReplicaSet of the reader ready', async () => readyHashes().find((hash) => hash !== first), 120_000);
+    expect(second).to.be.a('string').and.not.equal(first);
+
+    const busy = await api('DELETE', '/v1/secrets/api-token');
+    expect(busy.status).to.equal(409);
+    expect(busy.json.message).to.equal('Secret api-token is used by deployment/reader');
+    expect(kc(['delete', 'deployment', 'reader', '--wait=true']).code).to.equal(0);
+    const removed = await api('DELETE', '/v1/secrets/api-token');
+    expect(removed.status, removed.text).to.equal(200);
+    expect(kc(['get', 'secret', 'api-token']).code, 'the Secret deleted').to.not.equal(0);
+  });
+
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
     this.timeout(300_000);
     const server = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/nodes/${ids()[0]}`);
