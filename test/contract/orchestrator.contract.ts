@@ -297,7 +297,7 @@ export function orchestratorContract(target: DriverTarget): void {
     });
 
     it('applyLoadBalancer deploys the balancer with the routes on the node it names, updates it in place when only the routes change, and removeLoadBalancer removes it once', async () => {
-      const lb = name('lb');
+      const lb = s.loadBalancerName?.(name('lb')) ?? name('lb');
       const spec = {
         name: lb,
         resource_id: 'lb-1',

@@ -24,6 +24,8 @@ export interface TargetSession {
   node: { id: string; runtimeId: string };
   /** An image the runtime has. */
   image: string;
+  /** How the control plane names a load balancer on this backend (Kubernetes: in hangar's namespace); default as given. */
+  loadBalancerName?(name: string): string;
   /** Prefix of every name the session creates (the session removes what is left of them at tear-down). */
   prefix: string;
   /** Whether workloads' processes really run (logs, files read from secrets); a simulated runtime says false. */

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { createKubernetesDriver, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
+import { HANGAR_NAMESPACE } from '../../../drivers/kubernetes/names.js';
 import { AVAILABILITY_ANNOTATION } from '../../../drivers/kubernetes/nodes.js';
 import { KubeControlPlane, kubeAvailability } from '../../support/kube.js';
 import type { DriverTarget, TargetSession } from '../target.js';
@@ -49,13 +50,17 @@ export function kubernetesOnControlPlane(): DriverTarget {
         context: { cluster_nodes: { 'node-a': NODES[0]!, 'node-b': NODES[1]!, 'node-c': NODES[2]! }, settings: {} },
         node: { id: 'node-a', runtimeId: NODES[0]! },
         image: 'registry.invalid/contract:1',
+        loadBalancerName: (name) => `${HANGAR_NAMESPACE}/${name}`,
         prefix,
         executes: false,
         command: (script) => ['sh', '-c', script],
         bundle: (parts, script) => `${parts.map((p) => deployment(p.name, p.replicas ?? 1, ['sh', '-c', script.replaceAll('$PART', p.name)])).join('\n---\n')}\n`,
         brokenBundle: () => 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec: {replicas: many}\n',
         probe: {
-          workloadId: async (name) => (await apps.readNamespacedDeployment({ name, namespace: 'default' }).catch(() => null))?.metadata?.uid ?? null,
+          workloadId: async (qualified) => {
+            const [namespace, name] = qualified.includes('/') ? qualified.split('/') : ['default', qualified];
+            return (await apps.readNamespacedDeployment({ name: name!, namespace: namespace! }).catch(() => null))?.metadata?.uid ?? null;
+          },
           objectExists: async (kind, name) =>
             !!(await (kind === 'secret' ? core.readNamespacedSecret({ name, namespace: 'default' }) : core.readNamespacedConfigMap({ name, namespace: 'default' })).catch(() => null)),
           async foreign(name, bundle) {
