@@ -137,6 +137,25 @@ function writeSecretFile(file: string, content: string): void {
 }
 
 const composeFile = (a: Args) => readInput(String(a['compose-file']), '--compose-file').toString('base64');
+const manifestFile = (a: Args) => readInput(String(a.manifest), '--manifest').toString('base64');
+
+/**
+ * What a service deploys, and (`placed`) where: a compose file on a swarm (`--swarm`,
+ * `--compose-file`) or Kubernetes manifests on a cluster (`--cluster`, `--manifest`: multi-document
+ * YAML, sent base64 as the API takes it). Exactly one of the two forms.
+ */
+function serviceSource(a: Args, placed: boolean): Record<string, unknown> {
+  const compose = a['compose-file'] !== undefined;
+  if (compose === (a.manifest !== undefined)) throw usageError('give --compose-file (a compose stack on a swarm) or --manifest (Kubernetes manifests on a cluster), one of them');
+  if (placed && compose && (a.swarm === undefined || a.cluster !== undefined)) throw usageError('--compose-file goes with --swarm (a swarm), not --cluster');
+  if (placed && !compose && (a.cluster === undefined || a.swarm !== undefined)) throw usageError('--manifest goes with --cluster (a Kubernetes cluster), not --swarm');
+  if (compose) return { ...(placed ? { swarm_id: a.swarm } : {}), compose_file: composeFile(a) };
+  return { ...(placed ? { cluster_id: a.cluster } : {}), manifest: manifestFile(a) };
+}
+const serviceFiles: Record<string, Options> = {
+  'compose-file': { type: 'string', describe: 'the compose YAML (- is stdin), for a swarm' },
+  manifest: { type: 'string', describe: 'Kubernetes manifests: multi-document YAML (- is stdin), for a cluster' },
+};
 
 /** An object store's generated (or given) root password: in the create answer only. */
 const s3Password = (data: Record<string, any>): string[] =>
@@ -363,27 +382,31 @@ export const RESOURCES: Resource[] = [
   swarmObject('config'),
   {
     noun: 'service',
-    describe: 'Services: compose stacks on swarms',
+    describe: 'Services: compose stacks on swarms, manifests on Kubernetes clusters',
     base: '/v1/services',
-    columns: ['id', 'name', 'swarm=swarm_id', 'status', ['replicas', (s) => Object.entries(s.replicas ?? {}).map(([k, r]: [string, any]) => `${k} ${r.running}/${r.desired ?? '-'}`)], 'updated_at'],
+    columns: ['id', 'name', 'swarm=swarm_id', 'cluster=cluster_id', 'status', ['replicas', (s) => Object.entries(s.replicas ?? {}).map(([k, r]: [string, any]) => `${k} ${r.running}/${r.desired ?? '-'}`)], 'updated_at'],
     transitional: ['deploying', 'removing'],
-    blocks: ['compose_file'],
+    blocks: ['compose_file', 'manifest'],
     verbs: [
       create({
-        describe: 'Deploy a compose file to a swarm as a service (202 while it deploys)',
-        options: { swarm: swarmFlag(), 'compose-file': { type: 'string', demandOption: true, describe: 'the compose YAML (- is stdin)' } },
-        body: { name: 'name', swarm_id: 'swarm', compose_file: composeFile },
+        describe: 'Deploy a compose file to a swarm (--swarm, --compose-file) or manifests to a Kubernetes cluster (--cluster, --manifest) as a service (202 while it deploys)',
+        options: {
+          swarm: { type: 'string', describe: 'the swarm (id or name), with --compose-file' },
+          cluster: { type: 'string', describe: 'the Kubernetes cluster (id or name), with --manifest' },
+          ...serviceFiles,
+        },
+        body: (a) => ({ name: a.name, ...serviceSource(a, true) }),
         wait: 'settle',
       }),
       list(),
-      get({ describe: 'Show a service: status, replicas per compose service, routes and its compose file' }),
+      get({ describe: 'Show a service: status, replicas per part, routes, and its compose file or manifest (YAML) with the objects it applied' }),
       {
         command: 'update <id>',
-        describe: 'Replace the compose file and redeploy',
+        describe: 'Replace the compose file (a swarm’s service) or the manifest (a cluster’s: objects no longer in it are deleted) and redeploy',
         method: 'PUT',
         path: '/{id}',
-        options: { 'compose-file': { type: 'string', demandOption: true, describe: 'the compose YAML (- is stdin)' } },
-        body: { compose_file: composeFile },
+        options: serviceFiles,
+        body: (a) => serviceSource(a, false),
         output: 'done',
         says: ['updated', 'redeploying'],
         wait: 'settle',

@@ -217,8 +217,14 @@ describeEachDialect('hangar resource commands against a running control plane', 
       await Promise.all([
         fails(['service', 'create', 'shop', '--swarm', 'web', '--compose-file', compose], 'HTTP 409: Swarm web has no manager yet'),
         fails(['service', 'get', 'svc-nope'], /HTTP 404: .*svc-nope/),
-        usage(['service', 'create', 'shop', '--swarm', 'web'], 'Missing required argument: compose-file'),
+        usage(['service', 'create', 'shop', '--swarm', 'web'], 'give --compose-file (a compose stack on a swarm) or --manifest (Kubernetes manifests on a cluster), one of them'),
         usage(['service', 'create', 'shop', '--swarm', 'web', '--compose-file', path.join(dir, 'missing.yml')], '--compose-file'),
+        // The Kubernetes form: --cluster with --manifest, sent as the API takes it (the API's own answer for a swarm named as a cluster).
+        fails(['service', 'create', 'shop', '--cluster', 'web', '--manifest', compose], 'HTTP 404: No cluster web (it is a swarm: name it with swarm_id)'),
+        usage(['service', 'create', 'shop', '--swarm', 'web', '--manifest', compose], '--manifest goes with --cluster (a Kubernetes cluster), not --swarm'),
+        usage(['service', 'create', 'shop', '--cluster', 'web', '--compose-file', compose], '--compose-file goes with --swarm (a swarm), not --cluster'),
+        usage(['service', 'create', 'shop', '--cluster', 'web', '--manifest', compose, '--compose-file', compose], 'one of them'),
+        usage(['service', 'update', 'svc-nope'], 'one of them'),
       ]);
       expect(await ok(['service', 'list'])).to.equal('no services\n');
     });
