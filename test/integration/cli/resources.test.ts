@@ -219,8 +219,8 @@ describeEachDialect('hangar resource commands against a running control plane', 
         fails(['service', 'get', 'svc-nope'], /HTTP 404: .*svc-nope/),
         usage(['service', 'create', 'shop', '--swarm', 'web'], 'give --compose-file (a compose stack on a swarm) or --manifest (Kubernetes manifests on a cluster), one of them'),
         usage(['service', 'create', 'shop', '--swarm', 'web', '--compose-file', path.join(dir, 'missing.yml')], '--compose-file'),
-        // The Kubernetes form: --cluster with --manifest, sent as the API takes it (the API's own answer for a swarm named as a cluster).
-        fails(['service', 'create', 'shop', '--cluster', 'web', '--manifest', compose], 'HTTP 404: No cluster web (it is a swarm: name it with swarm_id)'),
+        // The Kubernetes form: --cluster with --manifest, sent as the API takes it (cluster_id: the API's own 404 names the cluster).
+        fails(['service', 'create', 'shop', '--cluster', 'kube-nope', '--manifest', compose], /HTTP 404: .*cluster kube-nope/i),
         usage(['service', 'create', 'shop', '--swarm', 'web', '--manifest', compose], '--manifest goes with --cluster (a Kubernetes cluster), not --swarm'),
         usage(['service', 'create', 'shop', '--cluster', 'web', '--compose-file', compose], '--compose-file goes with --swarm (a swarm), not --cluster'),
         usage(['service', 'create', 'shop', '--cluster', 'web', '--manifest', compose, '--compose-file', compose], 'one of them'),
