@@ -71,16 +71,30 @@ const objectSource: Partial<Verb> = {
   },
 };
 
-/** Where a secret or config goes: exactly one of --swarm and --cluster (with --namespace). */
-const objectTarget: Record<string, Options> = {
+/** Where something runs: exactly one of --swarm and --cluster (a Kubernetes cluster); `onCluster` says what it becomes there. */
+const placeFlags = (onCluster: string): Record<string, Options> => ({
   swarm: { type: 'string', describe: 'the swarm (id or name); or --cluster' },
-  cluster: { type: 'string', conflicts: 'swarm', describe: 'a Kubernetes cluster (id or name): a Secret or ConfigMap of that name in --namespace' },
+  cluster: { type: 'string', conflicts: 'swarm', describe: `a Kubernetes cluster (id or name): ${onCluster}; or --swarm` },
+});
+/** The body's swarm_id or cluster_id; neither is a usage error (both is yargs' `conflicts`). */
+function place(a: Args): { swarm_id?: string; cluster_id?: string } {
+  if (a.swarm === undefined && a.cluster === undefined) throw usageError('give the swarm (--swarm) or the Kubernetes cluster (--cluster) to create it on');
+  return { swarm_id: a.swarm, cluster_id: a.cluster };
+}
+/** List filters by where it runs: --swarm or --cluster. */
+const placeFilter: Partial<Verb> = {
+  options: { ...swarmFilter.options, cluster: { type: 'string', conflicts: 'swarm', describe: 'only those on this Kubernetes cluster (id or name)' } },
+  query: { swarm_id: 'swarm', cluster_id: 'cluster' },
+};
+/** The columns that say where it runs (a view has swarm_id or cluster_id; the other shows -). */
+const placeColumns = ['swarm=swarm_id', 'cluster=cluster_id'];
+
+/** Where a secret or config goes: a swarm, or a namespace of a Kubernetes cluster. */
+const objectTarget: Record<string, Options> = {
+  ...placeFlags('a Secret or ConfigMap of that name in --namespace'),
   namespace: { type: 'string', implies: 'cluster', describe: 'the namespace on --cluster (default: default)' },
 };
-function objectPlace(a: Args): { swarm_id?: string; cluster_id?: string; namespace?: string } {
-  if (a.swarm === undefined && a.cluster === undefined) throw usageError('give the swarm (--swarm) or the Kubernetes cluster (--cluster) to create it on');
-  return { swarm_id: a.swarm, cluster_id: a.cluster, namespace: a.namespace };
-}
+const objectPlace = (a: Args) => ({ ...place(a), namespace: a.namespace });
 
 /** Secrets and configs: the same API under /v1/secrets and /v1/configs. */
 function swarmObject(kind: 'secret' | 'config'): Resource {
@@ -91,7 +105,7 @@ function swarmObject(kind: 'secret' | 'config'): Resource {
         ? 'Secrets on swarms and Kubernetes clusters, used by services and workloads (a value is never shown again)'
         : 'Configs on swarms and Kubernetes clusters, used by services and workloads (get --decode prints a value)',
     base: `/v1/${kind}s`,
-    columns: ['id', 'name', 'swarm=swarm_id', 'cluster=cluster_id', 'namespace', 'version', 'services', 'updated_at'],
+    columns: ['id', 'name', ...placeColumns, 'namespace', 'version', 'services', 'updated_at'],
     verbs: [
       create({
         command: 'create <name> [source]',
@@ -100,10 +114,7 @@ function swarmObject(kind: 'secret' | 'config'): Resource {
         options: { ...objectTarget, ...objectSource.options },
         body: (a) => ({ name: a.name, ...objectPlace(a), data: objectValue(a) }),
       }),
-      list({
-        options: { ...swarmFilter.options, cluster: { type: 'string', describe: 'only those on this Kubernetes cluster (id or name)' } },
-        query: { swarm_id: 'swarm', cluster_id: 'cluster' },
-      }),
+      list(placeFilter),
       kind === 'config'
         ? get({
             options: { decode: { type: 'boolean', conflicts: 'json', describe: 'print only the value, decoded (bytes as they are)' } },
@@ -135,6 +146,21 @@ function writeSecretFile(file: string, content: string): void {
   writeFileSync(file, content, { mode: 0o600 });
   chmodSync(file, 0o600);
 }
+
+/** An instance's spec from the create flags (where it runs is {@link place}). */
+const instanceSpec = (a: Args) => ({
+  image: a.image,
+  type: a.type,
+  replicas: a.replicas,
+  ports: many('port')(a),
+  http_port: a['http-port'],
+  domain: a.domain,
+  env: keyValues('env')(a),
+  command: a.command === undefined && a.arg === undefined ? undefined : [...(a.command === undefined ? [] : shellWords(String(a.command))), ...(many('arg')(a) ?? [])],
+  platform: a.platform,
+  gpu: a.gpu,
+  volumes: many('volume')(a),
+});
 
 const composeFile = (a: Args) => readInput(String(a['compose-file']), '--compose-file').toString('base64');
 const manifestFile = (a: Args) => readInput(String(a.manifest), '--manifest').toString('base64');
@@ -288,21 +314,21 @@ export const RESOURCES: Resource[] = [
   },
   {
     noun: 'instance',
-    describe: 'Compute instances: replicated containers on a swarm',
+    describe: 'Compute instances: replicated containers on a swarm or a Kubernetes cluster',
     base: '/v1/compute/instances',
-    columns: ['id', 'name', 'swarm=swarm_id', 'image', 'type', 'replicas', 'running', 'status', 'domain'],
+    columns: ['id', 'name', ...placeColumns, 'image', 'type', 'replicas', 'running', 'status', 'domain'],
     transitional: ['deploying', 'terminating'],
     verbs: [
       create({
-        describe: 'Create an instance on a swarm (202: it deploys in the background)',
+        describe: 'Create an instance on a swarm or a Kubernetes cluster (202: it deploys in the background)',
         options: {
-          swarm: swarmFlag(),
-          image: { type: 'string', demandOption: true, describe: 'the image (it must exist on the swarm’s nodes or be pullable)' },
+          ...placeFlags('a Deployment'),
+          image: { type: 'string', demandOption: true, describe: 'the image (it must exist on the nodes or be pullable)' },
           type: { type: 'string', describe: 'instance type: CPU and memory per task (hangar instance types); default micro' },
           replicas: { type: 'number', describe: 'tasks to run (default 1)' },
           port: repeatable('publish HOST:CONTAINER[/udp]'),
           'http-port': { type: 'number', describe: 'container port the load balancer sends the domain to' },
-          domain: { type: 'string', describe: 'routed by the swarm’s load balancer (default <name>.<swarm>.<local domain>)' },
+          domain: { type: 'string', describe: 'routed by the load balancer (default <name>.<swarm or cluster>.<local domain>)' },
           env: repeatable('KEY=VALUE'),
           command: { type: 'string', describe: "the command, split like a shell would: --command 'sh -c \"echo hi\"'" },
           arg: repeatable('one argument of the command, as it is (after --command’s words)'),
@@ -310,24 +336,10 @@ export const RESOURCES: Resource[] = [
           gpu: { type: 'number', describe: 'GPU slots per task' },
           volume: repeatable('mount VOLUME:/path (volume name or id)'),
         },
-        body: {
-          name: 'name',
-          swarm_id: 'swarm',
-          image: 'image',
-          type: 'type',
-          replicas: 'replicas',
-          ports: many('port'),
-          http_port: 'http-port',
-          domain: 'domain',
-          env: keyValues('env'),
-          command: (a) => (a.command === undefined && a.arg === undefined ? undefined : [...(a.command === undefined ? [] : shellWords(String(a.command))), ...(many('arg')(a) ?? [])]),
-          platform: 'platform',
-          gpu: 'gpu',
-          volumes: many('volume'),
-        },
+        body: (a) => ({ name: a.name, ...place(a), ...instanceSpec(a) }),
         wait: 'settle',
       }),
-      list(swarmFilter),
+      list(placeFilter),
       get(),
       remove({ describe: 'Terminate an instance (202; it goes once its service is removed)', wait: 'gone' }),
       action('stop', 'Stop an instance (its replica count is kept for start)', ['stopped', 'stopping'], { wait: 'settle' }),

@@ -165,6 +165,21 @@ describeEachDialect('hangar resource commands against a running control plane', 
       expect(list).to.equal('no instances\n');
       expect(data).to.deep.equal([]);
     });
+
+    it('create --cluster sends cluster_id (the API names a cluster that does not exist); exactly one of --swarm and --cluster', async () => {
+      const [missing, both, neither, filtered] = await Promise.all([
+        fails(['instance', 'create', 'api', '--cluster', 'k8s-nope', '--image', 'nginx:1'], 'k8s-nope'),
+        cli(['instance', 'create', 'api', '--swarm', 'web', '--cluster', 'k8s-nope', '--image', 'nginx:1']),
+        cli(['instance', 'create', 'api', '--image', 'nginx:1']),
+        fails(['instance', 'list', '--cluster', 'k8s-nope'], 'k8s-nope'),
+      ]);
+      expect(missing).to.match(/^hangar instance create: POST \/v1\/compute\/instances: HTTP 4\d\d: /);
+      expect(filtered).to.match(/^hangar instance list: GET \/v1\/compute\/instances\?.*cluster_id=k8s-nope.*: HTTP 400: /);
+      expect(both.code).to.equal(2);
+      expect(both.stderr).to.contain('Arguments cluster and swarm are mutually exclusive');
+      expect(neither.code).to.equal(2);
+      expect(neither.stderr).to.contain('give the swarm (--swarm) or the Kubernetes cluster (--cluster) to create it on');
+    });
   });
 
   describe('secret and config', function () {
@@ -397,6 +412,10 @@ describeEachDialect('hangar resource commands against a running control plane', 
         name: 'api', swarm_id: swarmId, image: 'nginx:1', replicas: 2, type: 'small', http_port: 80, domain: 'api.example.test',
         ports: ['8080:80/tcp', '5353:53/udp'], env: { A: '1', B: 'x=y' }, command: ['sh', '-c', 'echo "hi there"', '--verbose'], platform: 'linux/arm64',
       });
+      // Where it runs: the swarm column has it, the cluster column - (a cluster's instance the other way round).
+      const table = (await ok(['instance', 'list', '--swarm', swarmId])).split('\n');
+      expect(table[0]).to.match(/^id\s+\| name\s+\| swarm\s+\| cluster \| image\s+\| type\s+\| replicas \| running \| status\s+\| domain\s*$/);
+      expect(table.find((l) => l.startsWith(id!))).to.match(new RegExp(`^${id}\\s+\\| api\\s+\\| ${swarmId}\\s+\\| -\\s+\\| nginx:1 `));
       expect(await ok(['instance', 'logs', id!, '--lines', '5'])).to.equal(`${LOG_LINES.join('\n')}\n`);
       expect(called('workloadLogs').at(-1)!.input).to.deep.equal({ name: 'inst-api', lines: 5 });
       const logsJson = await json(['instance', 'logs', 'api', '--since', '2024-05-01T00:00:00Z']);
