@@ -26,6 +26,8 @@ export interface TargetSession {
   image: string;
   /** How the control plane names a load balancer on this backend (Kubernetes: in hangar's namespace); default as given. */
   loadBalancerName?(name: string): string;
+  /** The balancer answers on every node (Kubernetes: ServiceLB publishes its port everywhere), so the backend does not place it on the node named. */
+  loadBalancerOnEveryNode?: boolean;
   /** Prefix of every name the session creates (the session removes what is left of them at tear-down). */
   prefix: string;
   /** Whether workloads' processes really run (logs, files read from secrets); a simulated runtime says false. */

@@ -51,6 +51,7 @@ export function kubernetesOnControlPlane(): DriverTarget {
         node: { id: 'node-a', runtimeId: NODES[0]! },
         image: 'registry.invalid/contract:1',
         loadBalancerName: (name) => `${HANGAR_NAMESPACE}/${name}`,
+        loadBalancerOnEveryNode: true,
         prefix,
         executes: false,
         command: (script) => ['sh', '-c', script],
