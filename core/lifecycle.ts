@@ -48,6 +48,11 @@ export interface OperationContext {
   opId: string;
   /** Aborts when another operation takes the record over, or the control plane shuts down. */
   signal: AbortSignal;
+  /**
+   * When a request joined while this operation ran, it works again on the new revision: this is
+   * what its earlier pass answered (and did to the runtime) but could not record. Null on a first pass.
+   */
+  unrecorded: Partial<LeasedRecord> | null;
 }
 
 export interface Operation<R extends LeasedRecord> {
@@ -222,9 +227,10 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
     }, Math.max(200, Math.floor(this.env.leaseMs / 3)));
     renew.unref();
     let record = claimed;
+    let unrecorded: Partial<R> | null = null;
     try {
       for (;;) {
-        const result = await operation.run(record, { opId, signal });
+        const result = await operation.run(record, { opId, signal, unrecorded });
         if (result === REMOVED) return;
         const settled = await this.repo
           .query()
@@ -239,6 +245,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
         if (!current || current.op_id !== opId) return;
         // Changed while it ran (a request joined): work again on what the record asks for now.
         record = current;
+        unrecorded = { ...(unrecorded ?? {}), ...(result as Partial<R>) } as Partial<R>;
       }
     } catch (err) {
       if (this.env.shutdown.aborted) {

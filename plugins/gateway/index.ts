@@ -158,10 +158,12 @@ export default definePlugin({
             from: ['deploying', 'running', 'failed'],
             joins: true,
             label: (lb) => `deploy load balancer ${lb.name}`,
-            async run(lb) {
+            async run(lb, { unrecorded }) {
               const cluster = await core.requireActive(lb.cluster_id);
               const { spec, sha } = await desired(lb, cluster);
-              if (sha === lb.config_sha256 && lb.status === 'running') return {};
+              // What the balancer runs: an earlier pass of this apply (a route change joined it) may have changed it.
+              const applied = (unrecorded as Partial<LoadBalancerRecord> | null) ?? {};
+              if (sha === (applied.config_sha256 ?? lb.config_sha256) && lb.status === 'running') return applied;
               const state = await core.callOn(cluster, ApplyLoadBalancer, { spec });
               return {
                 node_id: spec.node_id,

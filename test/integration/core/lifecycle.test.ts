@@ -19,7 +19,8 @@ interface Thing extends LeasedRecord {
 /** A resource whose deploy "applies" `wanted` (recorded in `applied`), and whose observation reports `seen`. */
 const aborted = (signal: AbortSignal) => new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(new Error('cut short')), { once: true }));
 
-const lifecycleOf = (applied: number[], gate: { wait?: Promise<void>; fail?: string }, repo?: () => StampedRepository<Thing>) =>
+/** `passes` gets what each pass of a deploy was told its earlier passes did but could not record. */
+const lifecycleOf = (applied: number[], gate: { wait?: Promise<void>; fail?: string }, repo?: () => StampedRepository<Thing>, passes: unknown[] = []) =>
   defineLifecycle<Thing, { running: number | null }>({
     noun: 'thing',
     operations: {
@@ -32,6 +33,7 @@ const lifecycleOf = (applied: number[], gate: { wait?: Promise<void>; fail?: str
           await Promise.race([gate.wait, aborted(ctx.signal)]);
           if (gate.fail) throw new Error(gate.fail);
           applied.push(t.wanted);
+          passes.push(ctx.unrecorded);
           return { status: 'ready', error: null };
         },
         failed: (_t, err) => ({ status: 'failed', error: `deploying failed: ${err.message}` }),
@@ -139,8 +141,9 @@ describeEachDialect('core/lifecycle: operation leases on a record', (dialect) =>
 
   it('a request while the operation runs joins it: the running one works again on the newer revision, and settles once', async () => {
     const applied: number[] = [];
+    const passes: unknown[] = [];
     let release!: () => void;
-    const { lifecycle, jobs } = controlPlane(lifecycleOf(applied, { wait: new Promise((r) => (release = r)) }));
+    const { lifecycle, jobs } = controlPlane(lifecycleOf(applied, { wait: new Promise((r) => (release = r)) }, undefined, passes));
     await insert('b');
     await lifecycle.start('thing-b', 'deploy', { wanted: 2 }, () => new Error('refused'));
     const joined = await lifecycle.begin('thing-b', 'deploy', { wanted: 3 });
@@ -148,6 +151,8 @@ describeEachDialect('core/lifecycle: operation leases on a record', (dialect) =>
     release();
     await jobs.drain();
     expect(applied, 'the first run applied the revision it read, then the newer one').to.deep.equal([2, 3]);
+    // The second pass knows what the first did to the runtime though it was never recorded (the gateway skips a re-apply by it).
+    expect(passes).to.deep.equal([null, { status: 'ready', error: null }]);
     expect(await repo.get('thing-b')).to.include({ status: 'ready', wanted: 3, op_id: null });
   });
 

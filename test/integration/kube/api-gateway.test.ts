@@ -32,7 +32,7 @@ describe('the load balancer of a Kubernetes cluster through the API (real contro
 
     before(async function () {
       this.timeout(60_000);
-      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'gateway'], overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1 } } });
+      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'gateway', 'volumes', 'compute'], overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1 } } });
       admin = await bootstrapAdmin(t);
       cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
     });
@@ -91,6 +91,34 @@ describe('the load balancer of a Kubernetes cluster through the API (real contro
       const none = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`);
       expect(none.status).to.equal(404);
       expect(none.json.message).to.match(/has no load balancer/);
+    });
+
+    it('routes an instance with a domain on the cluster: its host rule in the Ingress of class hangar, listed by /v1/gateway, gone with the instance', async function () {
+      this.timeout(180_000);
+      const networking = kube.api(NetworkingV1Api);
+      /** The cluster's routing table as the cluster has it: host → service:port of the Ingresses of class hangar. */
+      const rules = async () =>
+        (await networking.listNamespacedIngress({ namespace: 'default' })).items
+          .filter((i) => i.spec?.ingressClassName === 'hangar' && !i.metadata?.deletionTimestamp)
+          .flatMap((i) => (i.spec?.rules ?? []).map((r) => `${r.host} → ${r.http?.paths[0]?.backend.service?.name}:${r.http?.paths[0]?.backend.service?.port?.number}`));
+      const domain = `shop-${dialect.name}.example.test`;
+
+      const lb = (await api('POST', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`)).json.data;
+      await waitFor(async () => (await api('GET', `/v1/loadbalancers/${lb.id}`)).json.data.status === 'running', { timeoutMs: 90_000, intervalMs: 500, what: 'the load balancer running' });
+      const created = await api('POST', '/v1/compute/instances', { name: `shop-${dialect.name}`, cluster_id: cluster.clusterId, image: 'registry.invalid/shop:1', domain, http_port: 8080 });
+      expect(created.status, created.text).to.equal(202);
+      const instance = created.json.data;
+
+      const routed = await waitFor(async () => ((await rules()).find((r) => r.startsWith(`${domain} `)) ?? null), { timeoutMs: 90_000, intervalMs: 500, what: `the cluster's Ingress to route ${domain}` });
+      expect(routed).to.equal(`${domain} → ${instance.runtime_name ?? instance.name}:8080`);
+      const gateway = (await api('GET', '/v1/gateway')).json.data;
+      expect(gateway.routes.map((r: { domain: string; source: string; source_id: string }) => [r.domain, r.source, r.source_id])).to.deep.include([domain, 'instance', instance.id]);
+
+      // Deleted at once: the balancer's apply that wrote the route may still be under way (the removal joins it).
+      expect((await api('DELETE', `/v1/compute/instances/${instance.id}`)).status).to.equal(202);
+      await waitFor(async () => !(await rules()).some((r) => r.startsWith(`${domain} `)), { timeoutMs: 90_000, intervalMs: 500, what: `the route of ${domain} gone from the cluster` });
+      expect((await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/lb`)).status).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/loadbalancers/${lb.id}`)).status === 404, { timeoutMs: 90_000, intervalMs: 500, what: 'the load balancer gone' });
     });
   });
 });
