@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { cleanupAgents } from '../../support/agents.js';
+import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bootstrapAdmin, type Credentials } from '../../support/identity.js';
@@ -73,7 +73,12 @@ describe('hangar service with --cluster and --manifest on a Kubernetes cluster (
       const id = created.match(/\((svc-[0-9a-z]+)\)/)![1]!;
       const data = JSON.parse(await ok(['service', 'get', id, '--json']));
       expect(data).to.deep.include({ backend: 'manifest', cluster_id: cluster.clusterId, status: 'running' });
-      expect(data.replicas.shop).to.deep.equal({ desired: 1, running: 1 });
+      // The status comes from the rollout's conditions, the counts from the pods, observed apart: the count may follow a moment later.
+      const counted = await waitFor(async () => {
+        const replicas = JSON.parse(await ok(['service', 'get', id, '--json'])).replicas.shop;
+        return replicas?.running === 1 ? replicas : null;
+      }, { timeoutMs: 30_000, intervalMs: 500, what: 'the service to count its running replica' });
+      expect(counted).to.deep.equal({ desired: 1, running: 1 });
 
       // Readable: the manifest as the YAML that was given, the applied objects as a table.
       const shown = await ok(['service', 'get', id]);
