@@ -2,13 +2,13 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { cleanupAgents, FAST_NODES, waitFor } from '../support/agents.js';
+import { waitFor } from '../support/agents.js';
 import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
-import { startHangar, type TestHangar } from '../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../support/kube.js';
-import { adoptKubeCluster, type KubeCluster } from '../support/kube-cluster.js';
+import type { TestHangar } from '../support/hangar.js';
+import { bearer, type Credentials } from '../support/identity.js';
+import type { KubeControlPlane } from '../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../support/kube-cluster.js';
 import { requireService } from '../support/requirements.js';
 import { loadConfig } from '../../core/config.js';
 
@@ -34,15 +34,10 @@ describe('the dashboard in chromium: Kubernetes clusters and manifest services [
   const api = (method: string, p: string) => t.request(method, p, { headers: bearer(admin.token) });
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
     requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
     requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
-    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...FAST_NODES, login: { port: 0 } } });
-    admin = await bootstrapAdmin(t);
-    cluster = await adoptKubeCluster(t, admin, kube, 'kube-ui', { reportedAs: 'kwok-node-1' });
+    kube = await startKubeForSuite(this);
+    ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: loadConfig({ env: {} }).plugins, overrides: { login: { port: 0 } }, name: 'kube-ui', reportedAs: 'kwok-node-1' }));
     const opened = await openBrowser();
     ({ page, shot } = opened);
     closeBrowser = opened.close;
@@ -51,8 +46,7 @@ describe('the dashboard in chromium: Kubernetes clusters and manifest services [
   after(async function () {
     this.timeout(60_000);
     await closeBrowser?.();
-    await cleanupAgents();
-    await t?.stop();
+    await stopOnAdoptedCluster(t);
     await dialect.cleanup();
     await kube?.stop();
   });

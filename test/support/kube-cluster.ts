@@ -10,21 +10,32 @@
  * hangar does on an existing cluster — secrets, instances, volumes, services, load balancers —
  * through the HTTP API, on both dialects, in seconds instead of a lab run.
  *
- *   before(async function () {
- *     this.timeout(KUBE_START_TIMEOUT_MS);
- *     const available = await kubeAvailability();
- *     requireService(this, available.ok, available.why);
- *     kube = await KubeControlPlane.start({ nodes: 2 });
- *     t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'secrets'], overrides: FAST_NODES });
- *     admin = await bootstrapAdmin(t);
- *     cluster = await adoptKubeCluster(t, admin, kube, 'kube-a');
- *   });
+ *   describe('…', function () {
+ *     let kube: KubeControlPlane;
+ *     before(async function () {
+ *       kube = await startKubeForSuite(this);            // one harness for both dialects
+ *     });
+ *     after(() => kube?.stop());
+ *     describeEachDialect('…', (dialect) => {
+ *       let t: TestHangar;
+ *       let admin: Credentials;
+ *       let cluster: KubeCluster;
+ *       before(async function () {
+ *         this.timeout(60_000);
+ *         ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['secrets'] }));
+ *       });
+ *       after(async function () {
+ *         this.timeout(30_000);
+ *         await stopOnAdoptedCluster(t);
+ *       });
  */
 import { randomUUID } from 'node:crypto';
-import { FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from './agents.js';
-import type { TestHangar } from './hangar.js';
-import { bearer, type Credentials } from './identity.js';
-import type { KubeControlPlane } from './kube.js';
+import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from './agents.js';
+import type { TestDialect } from './dialects.js';
+import { startHangar, type TestHangar } from './hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from './identity.js';
+import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability, type KubeStartOptions } from './kube.js';
+import { requireService } from './requirements.js';
 
 /** The plugins a control plane needs to hold a Kubernetes cluster and reach it through an agent. */
 export const KUBE_CLUSTER_PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'kubernetes'];
@@ -73,4 +84,49 @@ export async function adoptKubeCluster(t: TestHangar, admin: Credentials, kube: 
   const got = await api('GET', `/v1/kubernetes/clusters/${clusterId}`);
   if (got.status !== 200 || got.json.data.status !== 'active') throw new Error(`the adopted cluster does not read back active: ${got.status} ${got.text}`);
   return { agent, nodeId, clusterId, clusterName: name };
+}
+
+/**
+ * For a suite's before hook: the harness started (built first when needed; the hook's timeout is
+ * raised for that), or the suite skipped loudly when it cannot be built here.
+ */
+export async function startKubeForSuite(ctx: Mocha.Context, options: KubeStartOptions = { nodes: 2 }): Promise<KubeControlPlane> {
+  ctx.timeout(KUBE_START_TIMEOUT_MS);
+  const available = await kubeAvailability();
+  requireService(ctx, available.ok, available.why);
+  return KubeControlPlane.start(options);
+}
+
+/** A control plane with an adopted cluster, and its bootstrap admin. */
+export interface OnAdoptedCluster {
+  t: TestHangar;
+  admin: Credentials;
+  cluster: KubeCluster;
+}
+
+/**
+ * A control plane on the dialect with KUBE_CLUSTER_PLUGINS and `plugins`, its bootstrap admin, and
+ * `kube` adopted as its cluster `kube-<dialect>` (or `name`).
+ */
+export async function startOnAdoptedCluster(
+  dialect: TestDialect,
+  kube: KubeControlPlane,
+  options: { plugins?: string[]; overrides?: Record<string, unknown>; name?: string; reportedAs?: string } = {},
+): Promise<OnAdoptedCluster> {
+  const plugins = [...new Set([...KUBE_CLUSTER_PLUGINS, ...(options.plugins ?? [])])];
+  const t = await startHangar(dialect, { plugins, overrides: { ...KUBE_TEST_OVERRIDES, ...options.overrides } });
+  try {
+    const admin = await bootstrapAdmin(t);
+    const cluster = await adoptKubeCluster(t, admin, kube, options.name ?? `kube-${dialect.name}`, { reportedAs: options.reportedAs });
+    return { t, admin, cluster };
+  } catch (err) {
+    await stopOnAdoptedCluster(t);
+    throw err;
+  }
+}
+
+/** Stops what startOnAdoptedCluster started: the agents, then the control plane. */
+export async function stopOnAdoptedCluster(t: TestHangar | undefined): Promise<void> {
+  await cleanupAgents();
+  await t?.stop();
 }

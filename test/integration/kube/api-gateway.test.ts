@@ -1,12 +1,11 @@
 import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
-import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
-import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
-import { requireService } from '../../support/requirements.js';
+import type { TestHangar } from '../../support/hangar.js';
+import { bearer, type Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // The cluster's load balancer through the HTTP API on a Kubernetes cluster that is the real
 // upstream control plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no
@@ -17,10 +16,7 @@ describe('the load balancer of a Kubernetes cluster through the API (real contro
   let kube: KubeControlPlane;
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
+    kube = await startKubeForSuite(this);
   });
   after(() => kube?.stop());
 
@@ -32,14 +28,11 @@ describe('the load balancer of a Kubernetes cluster through the API (real contro
 
     before(async function () {
       this.timeout(60_000);
-      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'gateway', 'volumes', 'compute'], overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1 } } });
-      admin = await bootstrapAdmin(t);
-      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['gateway', 'volumes', 'compute'], overrides: { clusters: { observe_interval_seconds: 1 } } }));
     });
     after(async function () {
       this.timeout(30_000);
-      await cleanupAgents();
-      await t?.stop();
+      await stopOnAdoptedCluster(t);
     });
 
     it('deploys the ingress controller on the cluster (its pod Running on a kwok node), lists it with cluster_id, and removes it', async function () {

@@ -3,13 +3,12 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { AppsV1Api, CoreV1Api, type V1Deployment } from '@kubernetes/client-node';
 import { randomToken } from '../../../core/ids.js';
-import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
-import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
-import { requireService } from '../../support/requirements.js';
+import type { TestHangar } from '../../support/hangar.js';
+import { bearer, createUser, type Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
 
 // Secrets and configs with cluster_id through the HTTP API and the CLI, on a Kubernetes cluster
@@ -24,10 +23,7 @@ describe('secrets and configs through the API on a Kubernetes cluster (real cont
   let kube: KubeControlPlane;
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
+    kube = await startKubeForSuite(this);
   });
   after(() => kube?.stop());
 
@@ -47,10 +43,8 @@ describe('secrets and configs through the API on a Kubernetes cluster (real cont
 
     before(async function () {
       this.timeout(60_000);
-      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'secrets'], overrides: KUBE_TEST_OVERRIDES });
-      admin = await bootstrapAdmin(t);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['secrets'] }));
       reader = await createUser(t, admin, { username: 'reader', role: 'user' });
-      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
       await core().createNamespace({ body: { metadata: { name: namespace } } });
       const dir = temp.make('hangar-kube-secrets-');
       const ca = path.join(dir, 'ca.pem');
@@ -59,8 +53,7 @@ describe('secrets and configs through the API on a Kubernetes cluster (real cont
     });
     after(async function () {
       this.timeout(30_000);
-      await cleanupAgents();
-      await t?.stop();
+      await stopOnAdoptedCluster(t);
       temp.cleanup();
     });
 

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
-import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
-import { requireService } from '../../support/requirements.js';
+import type { TestHangar } from '../../support/hangar.js';
+import { bearer, type Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // Manifest services through the HTTP API on a Kubernetes cluster that is the real upstream control
 // plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no container runs),
@@ -20,10 +19,7 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
   let kube: KubeControlPlane;
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
+    kube = await startKubeForSuite(this);
   });
   after(() => kube?.stop());
 
@@ -37,15 +33,12 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
 
     before(async function () {
       this.timeout(60_000);
-      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'services'], overrides: KUBE_TEST_OVERRIDES });
-      admin = await bootstrapAdmin(t);
-      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['services'] }));
       await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
     });
     after(async function () {
       this.timeout(30_000);
-      await cleanupAgents();
-      await t?.stop();
+      await stopOnAdoptedCluster(t);
     });
 
     it('applies a Deployment + ConfigMap manifest (pods Running on kwok nodes), prunes the ConfigMap on PUT, deletes the objects with the service', async function () {

@@ -4,13 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
-import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
+import { joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
-import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
-import { requireService } from '../../support/requirements.js';
+import type { TestHangar } from '../../support/hangar.js';
+import { bearer, type Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // Compute instances and NFS volumes through the HTTP API on a Kubernetes cluster that is the real
 // upstream control plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no
@@ -27,10 +26,7 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
   const previousExportsDir = process.env.HANGAR_EXPORTS_DIR;
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
+    kube = await startKubeForSuite(this);
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-kube-workloads-'));
     // The agents write NFS export entries here instead of /etc/exports.d (they read it at start).
     process.env.HANGAR_EXPORTS_DIR = path.join(work, 'exports.d');
@@ -73,12 +69,7 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
 
     before(async function () {
       this.timeout(90_000);
-      t = await startHangar(dialect, {
-        plugins: [...KUBE_CLUSTER_PLUGINS, 'volumes', 'compute'],
-        overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1, advertise: 'address' } },
-      });
-      admin = await bootstrapAdmin(t);
-      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['volumes', 'compute'], overrides: { clusters: { observe_interval_seconds: 1, advertise: 'address' } } }));
       const token = await api('POST', '/v1/nodes/token', {});
       const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url } });
       holder = await joinedNodeId(agent);
@@ -86,8 +77,7 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
     });
     after(async function () {
       this.timeout(60_000);
-      await cleanupAgents();
-      await t?.stop();
+      await stopOnAdoptedCluster(t);
     });
 
     it('attaches an NFS volume from a node outside the cluster: a PersistentVolume bound to its claim, listed with the claim’s phase; a second attach is a 200; the export names the cluster’s member', async function () {

@@ -2,13 +2,12 @@ import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { cleanupAgents, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability } from '../../support/kube.js';
-import { adoptKubeCluster, KUBE_CLUSTER_PLUGINS, KUBE_TEST_OVERRIDES, type KubeCluster } from '../../support/kube-cluster.js';
-import { requireService } from '../../support/requirements.js';
+import type { TestHangar } from '../../support/hangar.js';
+import type { Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs, type CliResult } from '../runner/support.js';
 
 // `hangar service create --cluster C --manifest FILE` as an operator runs it: the real
@@ -20,10 +19,7 @@ describe('hangar service with --cluster and --manifest on a Kubernetes cluster (
   let kube: KubeControlPlane;
 
   before(async function () {
-    this.timeout(KUBE_START_TIMEOUT_MS);
-    const available = await kubeAvailability();
-    requireService(this, available.ok, available.why);
-    kube = await KubeControlPlane.start({ nodes: 2 });
+    kube = await startKubeForSuite(this);
   });
   after(() => kube?.stop());
 
@@ -45,9 +41,7 @@ describe('hangar service with --cluster and --manifest on a Kubernetes cluster (
 
     before(async function () {
       this.timeout(60_000);
-      t = await startHangar(dialect, { plugins: [...KUBE_CLUSTER_PLUGINS, 'services'], overrides: { ...KUBE_TEST_OVERRIDES, clusters: { observe_interval_seconds: 1 } } });
-      admin = await bootstrapAdmin(t);
-      cluster = await adoptKubeCluster(t, admin, kube, `kube-${dialect.name}`);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['services'], overrides: { clusters: { observe_interval_seconds: 1 } } }));
       await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
       dir = temp.make('hangar-cli-manifest-');
       const ca = path.join(dir, 'ca.pem');
@@ -56,8 +50,7 @@ describe('hangar service with --cluster and --manifest on a Kubernetes cluster (
     });
     after(async function () {
       this.timeout(30_000);
-      await cleanupAgents();
-      await t?.stop();
+      await stopOnAdoptedCluster(t);
       temp.cleanup();
     });
 
