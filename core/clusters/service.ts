@@ -1,4 +1,4 @@
-import type { Static } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { HttpError, badRequest, conflict, notFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { BackgroundJobs } from '../jobs.js';
@@ -33,6 +33,12 @@ export interface ObservedCluster {
 }
 
 /** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
+/** The query fields a list takes to show only what runs on one swarm or one Kubernetes cluster (resolve them with filterId). */
+export const PlacementFilterQuery = {
+  swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
+  cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
+};
+
 export const ClusterWorkloads = defineExtensionPoint<WorkloadKind>('clusters.workloads', 'workload kinds on clusters');
 /** Called with each cluster observation (the state of every workload on it). */
 export const ClusterObservers = defineExtensionPoint<(observed: ObservedCluster) => Promise<void>>('clusters.observers', 'cluster observers');

@@ -6,7 +6,7 @@ import { DeployWorkload, latestTask, RemoveWorkload, WorkloadLogs, type PortSpec
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
-import { asHttpError, ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
+import { asHttpError, ClusterObservers, ClusterWorkloads, PlacementFilterQuery } from '../../core/clusters/service.js';
 import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
@@ -384,8 +384,7 @@ export default definePlugin({
             query: Type.Object(
               {
                 ...PageQuery.properties,
-                swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
-                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
+                ...PlacementFilterQuery,
               },
               { additionalProperties: false },
             ),

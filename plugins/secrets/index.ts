@@ -9,7 +9,7 @@ import { recordRemover } from '../../core/events.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { PageQuery } from '../../core/http/resources.js';
-import { asHttpError, BeforeClusterRemoved } from '../../core/clusters/service.js';
+import { asHttpError, BeforeClusterRemoved, PlacementFilterQuery } from '../../core/clusters/service.js';
 import { NodesRef } from '../nodes/index.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
@@ -369,8 +369,7 @@ export default definePlugin({
             query: Type.Object(
               {
                 ...PageQuery.properties,
-                swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
-                cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
+                ...PlacementFilterQuery,
               },
               { additionalProperties: false },
             ),
