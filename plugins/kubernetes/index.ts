@@ -2,23 +2,26 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
+import type { DriverCall } from '../../core/tasks/kinds.js';
 import { defineMembership, followNodeAvailability } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
-import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase, type KubeNodeState } from '../../drivers/kubernetes/membership-calls.js';
+import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/membership-calls.js';
 import { K3S_API_PORT } from '../../drivers/kubernetes/names.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 
 const BACKEND = 'k8s';
+/** How long a read waits for the cluster's server before listing hangar's records without its answer. */
+const SERVER_READ_TIMEOUT_MS = 15_000;
 const K8S_CLUSTERS = 'k8s_clusters';
 
 export const KubernetesConfigSchema = Type.Object(
@@ -183,6 +186,19 @@ export default definePlugin({
     }
 
     const requireCluster = (idOrName: string) => core.require(idOrName, BACKEND);
+
+    /**
+     * What the cluster's server reports, for a read that lists hangar's own records beside it: the
+     * answer, or null and why not (the records are listed anyway); null and no reason without a server.
+     */
+    async function askServer<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>): Promise<{ answer: Static<C['result']> | null; error: string | null }> {
+      if (!cluster.manager_node_id) return { answer: null, error: null };
+      try {
+        return { answer: await core.callOn(cluster, call, input, { timeoutMs: SERVER_READ_TIMEOUT_MS }), error: null };
+      } catch (err) {
+        return { answer: null, error: `the server did not answer: ${(err as Error).message}` };
+      }
+    }
     const record = (nodeId: string, kind: string, message: string, data?: Record<string, unknown>) => events.record({ nodeId, kind, message, data });
 
     async function requireNode(id: string): Promise<NodeRecord> {
@@ -402,16 +418,8 @@ export default definePlugin({
           handler: async (req) => {
             const cluster = await requireCluster(req.params.id);
             const list = await membersOf(cluster.id);
-            let reported: KubeNodeState[] = [];
-            let error: string | null = null;
-            if (cluster.manager_node_id) {
-              try {
-                reported = (await core.callOn(cluster, K3sNodes, {}, { timeoutMs: 15_000 })).nodes;
-              } catch (err) {
-                error = `the server did not answer: ${(err as Error).message}`;
-              }
-            }
-            const byRuntime = new Map(reported.map((r) => [r.runtime_node_id, r]));
+            const { answer, error } = await askServer(cluster, K3sNodes, {});
+            const byRuntime = new Map((answer?.nodes ?? []).map((r) => [r.runtime_node_id, r]));
             return new Reply(200, {
               data: list.map((m) => {
                 const r = m.runtime_node_id ? byRuntime.get(m.runtime_node_id) : undefined;
@@ -486,15 +494,10 @@ export default definePlugin({
             let error: string | null = null;
             const data = [];
             for (const a of attached) {
-              let phase: string | null = null;
-              if (cluster.manager_node_id && !error) {
-                try {
-                  phase = (await core.callOn(cluster, K3sVolumePhase, { name: a.runtime_name }, { timeoutMs: 15_000 })).phase;
-                } catch (err) {
-                  error = `the server did not answer: ${(err as Error).message}`;
-                }
-              }
-              data.push(attachmentView(a, phase));
+              // Once the server did not answer, the others are not asked.
+              const asked: { answer: { phase: string | null } | null; error: string | null } = error ? { answer: null, error } : await askServer(cluster, K3sVolumePhase, { name: a.runtime_name });
+              error = asked.error;
+              data.push(attachmentView(a, asked.answer?.phase ?? null));
             }
             return new Reply(200, { data, ...(error ? { error } : {}) });
           },
