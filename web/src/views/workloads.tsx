@@ -250,49 +250,46 @@ function ClusterSelect() {
   );
 }
 
+/** The two kinds of service a user creates: a compose stack on a swarm, manifests applied to a Kubernetes cluster. */
+const SERVICE_FORMS = {
+  compose: { label: 'Create service', title: 'Create a service (a compose stack)', primary: true, submitLabel: 'Deploy', done: 'service accepted: deploying', place: ['Swarm', 'swarm_id', SwarmSelect], source: ['Compose file (YAML)', 'compose_file'] },
+  manifest: { label: 'Create manifest service', title: 'Create a service from Kubernetes manifests', primary: false, submitLabel: 'Apply', done: 'service accepted: applying', place: ['Kubernetes cluster', 'cluster_id', ClusterSelect], source: ['Manifests (YAML, documents separated by ---)', 'manifest'] },
+} as const;
+
+function CreateServiceButton({ form }: { form: (typeof SERVICE_FORMS)[keyof typeof SERVICE_FORMS] }) {
+  const [placeLabel, placeField, PlaceSelect] = form.place;
+  const [sourceLabel, sourceField] = form.source;
+  return (
+    <FormButton
+      label={form.label}
+      title={form.title}
+      primary={form.primary}
+      wide
+      submitLabel={form.submitLabel}
+      done={form.done}
+      onSubmit={(f) => call('POST /v1/services', { body: { name: text(f, 'name'), [placeField]: text(f, placeField), [sourceField]: b64encode(String(f.get(sourceField) ?? '')) } })}
+    >
+      <Field label="Name">
+        <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
+      </Field>
+      <Field label={placeLabel}>
+        <PlaceSelect />
+      </Field>
+      <Field label={sourceLabel}>
+        <textarea name={sourceField} rows={14} required class="code" spellcheck={false} />
+      </Field>
+    </FormButton>
+  );
+}
+
 export function Services() {
   return (
     <Page
       title="Services"
       actions={
         <>
-        <FormButton
-          label="Create service"
-          title="Create a service (a compose stack)"
-          primary
-          wide
-          submitLabel="Deploy"
-          done="service accepted: deploying"
-          onSubmit={(f) => call('POST /v1/services', { body: { name: text(f, 'name'), swarm_id: text(f, 'swarm_id'), compose_file: b64encode(String(f.get('compose') ?? '')) } })}
-        >
-          <Field label="Name">
-            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
-          </Field>
-          <Field label="Swarm">
-            <SwarmSelect />
-          </Field>
-          <Field label="Compose file (YAML)">
-            <textarea name="compose" rows={14} required class="code" spellcheck={false} />
-          </Field>
-        </FormButton>
-        <FormButton
-          label="Create manifest service"
-          title="Create a service from Kubernetes manifests"
-          wide
-          submitLabel="Apply"
-          done="service accepted: applying"
-          onSubmit={(f) => call('POST /v1/services', { body: { name: text(f, 'name'), cluster_id: text(f, 'cluster_id'), manifest: b64encode(String(f.get('manifest') ?? '')) } })}
-        >
-          <Field label="Name">
-            <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
-          </Field>
-          <Field label="Kubernetes cluster">
-            <ClusterSelect />
-          </Field>
-          <Field label="Manifests (YAML, documents separated by ---)">
-            <textarea name="manifest" rows={14} required class="code" spellcheck={false} />
-          </Field>
-        </FormButton>
+          <CreateServiceButton form={SERVICE_FORMS.compose} />
+          <CreateServiceButton form={SERVICE_FORMS.manifest} />
         </>
       }
     >
