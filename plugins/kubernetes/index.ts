@@ -265,6 +265,7 @@ export default definePlugin({
       await members.remove(member.id);
       if (isServer) await clusters.change(cluster.id, { manager_node_id: null, status: cluster.status === 'deleting' ? 'deleting' : 'empty' });
       await record(member.node_id, 'k8s_left', `left Kubernetes cluster ${cluster.name}`, { cluster_id: cluster.id });
+      services.events.publish('cluster.member.left', { clusterId: cluster.id, nodeId: member.node_id });
     }
 
     /** Member changes one at a time, in the order asked: agents wait for the server. */
@@ -299,6 +300,7 @@ export default definePlugin({
           });
           await members.remove(m.id);
           await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
+          services.events.publish('cluster.member.left', { clusterId: current.id, nodeId: m.node_id });
         }
       },
     });

@@ -363,14 +363,20 @@ export default definePlugin({
     });
 
     // A node that leaves a cluster (or is deleted) is no longer a client of the exports it was named in:
-    // those of the volumes on the cluster's members and those defined on it.
+    // those of the volumes on the cluster's members and those defined on it. What was staged through it
+    // for the whole cluster (Kubernetes: a PersistentVolume and claim, recorded on its manager) went with
+    // the cluster's control plane: forgotten, so that deleting the volume does not ask for it.
     const afterLeaving = (clusterId: string, nodeId: string) =>
       core.jobs.run(
         `exports after ${nodeId} left ${clusterId}`,
         async () => {
+          const definedOn = await definitions.volumesOn([nodeId]);
+          for (const volumeId of definedOn) {
+            for (const d of await definitions.of(volumeId)) if (d.node_id === nodeId && stagedPerCluster(d.backend)) await definitions.forget(volumeId, nodeId);
+          }
           const memberIds = [nodeId, ...(await members.of(clusterId)).map((m) => m.node_id)];
           const hosted: Array<{ id: string }> = await volumes.query().where({ type: 'nfs' }).whereIn('node_id', memberIds).select('id');
-          await reshare([...hosted.map((row) => row.id), ...(await definitions.volumesOn([nodeId]))]);
+          await reshare([...hosted.map((row) => row.id), ...definedOn]);
         },
         (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'narrowing NFS exports after a member left failed'),
         { resumable: false },
