@@ -79,6 +79,12 @@ export const K3S_EXECUTORS: Array<[TaskKind, Executor]> = [
   [
     K3sUninstall,
     async ({ log }) => {
+      // A cluster this agent reaches through HANGAR_KUBECONFIG is one it did not install: leaving it
+      // (or deleting it in hangar) must not remove whatever runs Kubernetes on this machine.
+      if (process.env.HANGAR_KUBECONFIG) {
+        log.info({ kubeconfig: process.env.HANGAR_KUBECONFIG }, 'not uninstalling k3s: this agent reaches a cluster it did not install (HANGAR_KUBECONFIG)');
+        return { uninstalled: false };
+      }
       log.info('uninstalling k3s');
       return uninstall();
     },

@@ -274,7 +274,41 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
       await waitFor(async () => (await api('GET', `/v1/compute/instances/${instanceId}`)).status === 404, { timeoutMs: 90_000, intervalMs: 500, what: 'the instance gone' });
       const left = await kube.api(AppsV1Api).listNamespacedDeployment({ namespace: NAMESPACE });
       expect(left.items.filter((d) => d.metadata?.name === deployment && !d.metadata?.deletionTimestamp)).to.deep.equal([]);
-      expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status, 'the volume is free').to.equal(202);
+    });
+
+    it('deletes the cluster with the volume attached (the agent leaves alone the Kubernetes it did not install): the claim went with the cluster, so the export stops naming the member and the volume deletes without force', async function () {
+      this.timeout(120_000);
+      const attached = await api('POST', `/v1/kubernetes/clusters/${cluster.clusterId}/volumes`, { volume_id: volumeId });
+      expect(attached.status, attached.text).to.equal(201);
+      const member = (await api('GET', `/v1/nodes/${cluster.nodeId}`)).json.data;
+      expect((await api('GET', `/v1/volumes/${volumeId}`)).json.data.nfs_export.clients).to.include(member.ip_address);
+
+      const deleted = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}`);
+      expect(deleted.status, deleted.text).to.be.oneOf([200, 202]);
+      await waitFor(async () => (await api('GET', `/v1/kubernetes/clusters/${cluster.clusterId}`)).status === 404, { timeoutMs: 60_000, intervalMs: 500, what: 'the cluster gone' });
+      expect((await api('GET', `/v1/nodes/${cluster.nodeId}`)).json.data?.status, 'its node stays, ready').to.equal('ready');
+      expect(await readVolume(), 'the harness still runs: the agent did not touch it').to.not.equal(null);
+
+      const narrowed = await waitFor(
+        async () => {
+          const exported = (await api('GET', `/v1/volumes/${volumeId}`)).json.data.nfs_export;
+          return exported.clients.includes(member.ip_address) ? null : exported;
+        },
+        { timeoutMs: 30_000, intervalMs: 500, what: 'the export no longer naming the former member' },
+      );
+      expect(readFileSync(narrowed.file, 'utf8')).to.not.contain(member.ip_address);
+
+      const removed = await api('DELETE', `/v1/volumes/${volumeId}`);
+      expect(removed.status, removed.text).to.equal(202);
+      const gone = await waitFor(
+        async () => {
+          const got = await api('GET', `/v1/volumes/${volumeId}`);
+          if (got.status === 200 && got.json.data.status === 'failed') throw new Error(`deleting the volume failed: ${got.json.data.error}`);
+          return got.status === 404 ? got : null;
+        },
+        { timeoutMs: 30_000, intervalMs: 500, what: 'the volume gone' },
+      );
+      expect(gone.status).to.equal(404);
     });
   });
 });
