@@ -107,7 +107,9 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
     ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10', HANGAR_SECRETS__MASTER_KEY: Buffer.alloc(32, 'bench').toString('base64') } : {}),
   };
   const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
-  const child = spawn(process.execPath, [BIN, 'serve'], { env, stdio: ['ignore', logFile, 'inherit'] });
+  // BENCH_CPU_PROF=DIR: the control plane writes a CPU profile there when it stops (node --cpu-prof).
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, BIN, 'serve'], { env, stdio: ['ignore', logFile, 'inherit'] });
   const url = `https://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const up = await httpRequest(`${url}/healthz`, { ca: false }).catch(() => null);
