@@ -3,6 +3,7 @@
 // heartbeats on the interval the server announces, one long-poll at a time, results reported.
 // Driven by the coordinator over IPC; reports latencies, task arrivals and its event-loop lag.
 import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -18,11 +19,13 @@ export interface GeneratorStart {
   intervalSeconds: number;
 }
 
-export type ToGenerator = GeneratorStart | { type: 'measure' } | { type: 'stop' };
+export type ToGenerator = GeneratorStart | { type: 'status' } | { type: 'measure' } | { type: 'stop' };
 
 export type FromGenerator =
   | { type: 'enrolled'; nodeIds: string[]; seconds: number }
   | { type: 'tasks'; arrivals: Array<[taskId: string, epochMs: number]> }
+  /** How many of its agents have had a heartbeat answered, and the interval the server last announced. */
+  | { type: 'status'; heard: number; intervalSeconds: number }
   | { type: 'stats'; heartbeatMs: number[]; errors: number; reasons: Record<string, number>; lagP99Ms: number; intervals: number[] };
 
 /** Milliseconds since the epoch with sub-millisecond precision, comparable across processes. */
@@ -30,7 +33,8 @@ export const epochMs = () => performance.timeOrigin + performance.now();
 
 const FACTS = {
   architecture: 'amd64',
-  agent_version: 'bench',
+  // As an agent of this build: task kinds refuse agents older than they need.
+  agent_version: (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version,
   kernel: os.release(),
   os: { id: 'debian', version: '12' },
   resources: { cpus: 2, load_1m: 0.1, memory_total_bytes: 1e9, memory_free_bytes: 5e8 },
@@ -38,6 +42,8 @@ const FACTS = {
   k3s: { present: false },
   pending_updates: 0,
   reboot_required: false,
+  // What the simulated agent can run (the real one lists its executors): the log fetches the bench dispatches.
+  capabilities: { kinds: ['agent.logs'], backends: [] },
 };
 
 interface SimAgent {
@@ -103,6 +109,8 @@ async function run(start: GeneratorStart) {
     reasons[`${what} ${why}`] = (reasons[`${what} ${why}`] ?? 0) + 1;
   };
   let heartbeatsInFlight = 0;
+  const heard = new Set<string>();
+  let announced = start.intervalSeconds;
   let stopping = false;
   let arrivals: Array<[string, number]> = [];
   const lag = monitorEventLoopDelay({ resolution: 5 });
@@ -112,7 +120,9 @@ async function run(start: GeneratorStart) {
   }, 20);
 
   process.on('message', (message: ToGenerator) => {
-    if (message.type === 'measure') {
+    if (message.type === 'status') {
+      send({ type: 'status', heard: heard.size, intervalSeconds: announced });
+    } else if (message.type === 'measure') {
       heartbeatMs = [];
       intervals = [];
       errors = 0;
@@ -145,6 +155,8 @@ async function run(start: GeneratorStart) {
             heartbeatMs.push(performance.now() - t0);
             interval = Number(res.json.data.heartbeat_interval_seconds) || interval;
             intervals.push(interval);
+            heard.add(a.nodeId);
+            announced = interval;
           }
         } catch (err) {
           if (!stopping) failed('heartbeat', reasonOf(err));

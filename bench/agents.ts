@@ -43,6 +43,8 @@ const INTERVAL_S = Number(args.values.interval);
 const DISPATCHES = Number(args.values.dispatches);
 const GENERATORS = Math.max(1, Number(args.values.generators));
 const PG_URL = args.values['pg-url']!;
+/** How long the fleet may take to be heard from after it starts, before the measurement starts anyway. */
+const ONLINE_LIMIT_S = 300;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const BIN = path.join(ROOT, 'bin', 'hangar.mjs');
 
@@ -143,17 +145,19 @@ interface Generator {
 
 function startGenerator(onTasks: (arrivals: Array<[string, number]>) => void): Generator {
   const child = fork(path.join(ROOT, 'bench', 'agents-generator.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const waiting = new Map<string, (m: FromGenerator) => void>();
+  const waiting = new Map<string, { resolve: (m: FromGenerator) => void; reject: (err: Error) => void }>();
   child.on('message', (message: FromGenerator) => {
     if (message.type === 'tasks') onTasks(message.arrivals);
-    else waiting.get(message.type)?.(message);
+    else waiting.get(message.type)?.resolve(message);
+  });
+  child.once('exit', (code) => {
+    for (const { reject } of waiting.values()) reject(new Error(`a generator exited with ${code}`));
   });
   return {
     child,
     next: (type) =>
       new Promise((resolve, reject) => {
-        waiting.set(type, resolve as (m: FromGenerator) => void);
-        child.once('exit', (code) => reject(new Error(`a generator exited with ${code}`)));
+        waiting.set(type, { resolve: resolve as (m: FromGenerator) => void, reject });
       }),
     send: (message) => child.send(message),
   };
@@ -184,21 +188,42 @@ async function run(dialect: string, n: number) {
     const enrolS = (Date.now() - enrolStart) / 1000;
     const nodeIds = enrolled.flatMap((e) => e.nodeIds);
 
-    // Let the fleet settle for one interval, then measure.
-    await new Promise((r) => setTimeout(r, INTERVAL_S * 1000));
+    // The fleet starts at once (as after a control-plane restart): the time until every agent has had
+    // a heartbeat answered is reported; then one announced interval more, and the steady state is measured.
+    const onlineStart = Date.now();
+    let announced = INTERVAL_S;
+    for (;;) {
+      const statuses = await Promise.all(
+        generators.map((g) => {
+          const status = g.next('status');
+          g.send({ type: 'status' });
+          return status;
+        }),
+      );
+      announced = Math.max(...statuses.map((s) => s.intervalSeconds));
+      if (statuses.reduce((sum, s) => sum + s.heard, 0) >= n || Date.now() - onlineStart > ONLINE_LIMIT_S * 1000) break;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const onlineS = (Date.now() - onlineStart) / 1000;
+    await new Promise((r) => setTimeout(r, announced * 1000));
     for (const g of generators) g.send({ type: 'measure' });
     const cpu0 = cpuSeconds(cp.child.pid!);
     const genCpu0 = generators.map((g) => cpuSeconds(g.child.pid!));
     const t0 = Date.now();
     let errors = 0;
+    const dispatchFailures: Record<string, number> = {};
     const gap = (DURATION_S * 1000) / DISPATCHES;
     for (let i = 0; i < DISPATCHES && Date.now() - t0 < DURATION_S * 1000; i++) {
       const target = nodeIds[Math.floor(Math.random() * nodeIds.length)]!;
       const started = epochMs();
-      const res = await httpRequest(`${cp.url}/v1/nodes/${target}/logs?lines=1`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${jwt}` } }).catch(() => null);
-      const id = res?.json?.data?.task_id as string | undefined;
+      const res = await httpRequest(`${cp.url}/v1/nodes/${target}/logs?lines=1`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${jwt}` } }).catch((err: Error) => err);
+      const id = res instanceof Error ? undefined : (res.json?.data?.task_id as string | undefined);
       if (id) sent.set(id, started);
-      else errors++;
+      else {
+        errors++;
+        const why = res instanceof Error ? ((res as NodeJS.ErrnoException).code ?? res.message.slice(0, 60)) : `${res.status} ${String(res.json?.message ?? '').slice(0, 80)}`;
+        dispatchFailures[`dispatch ${why}`] = (dispatchFailures[`dispatch ${why}`] ?? 0) + 1;
+      }
       await new Promise((r) => setTimeout(r, Math.max(0, gap - (epochMs() - started))));
     }
     const remaining = DURATION_S * 1000 - (Date.now() - t0);
@@ -219,6 +244,7 @@ async function run(dialect: string, n: number) {
       dialect,
       n,
       enrolS,
+      onlineS,
       heartbeats: heartbeatMs.length,
       hbP50: percentile(heartbeatMs, 50),
       hbP99: percentile(heartbeatMs, 99),
@@ -229,7 +255,7 @@ async function run(dialect: string, n: number) {
       genCpu,
       rss,
       errors: errors + stats.reduce((a, s) => a + s.errors, 0),
-      reasons: mergeCounts([{ 'dispatch request': errors }, ...stats.map((s) => s.reasons)]),
+      reasons: mergeCounts([dispatchFailures, ...stats.map((s) => s.reasons)]),
       lost: sent.size - dispatchMs.length,
       genLagP99: Math.max(...stats.map((s) => s.lagP99Ms)),
       interval: percentile(intervals, 50),
@@ -286,7 +312,7 @@ console.log(
   `hangar agents benchmark — ${new Date().toISOString()}, node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}; ` +
     `heartbeat every ${INTERVAL_S} s (or as the server says), ${DURATION_S} s measured per run, ${GENERATORS} generator process(es)`,
 );
-console.log('dialect   agents  join_s  heartbeats  hb_p50_ms  hb_p99_ms  dispatches  disp_p50_ms  disp_p99_ms  cp_cpu  gen_cpu  cp_rss_mb  errors  gen_lag_p99_ms  hb_interval_s  hb_p99/50ms  disp_p99/100ms  join/30s');
+console.log('dialect   agents  join_s  online_s  heartbeats  hb_p50_ms  hb_p99_ms  dispatches  disp_p50_ms  disp_p99_ms  cp_cpu  gen_cpu  cp_rss_mb  errors  gen_lag_p99_ms  hb_interval_s  hb_p99/50ms  disp_p99/100ms  join/30s');
 for (const dialect of DIALECTS) {
   for (const n of COUNTS) {
     const r = await run(dialect, n);
@@ -295,6 +321,7 @@ for (const dialect of DIALECTS) {
         r.dialect.padEnd(8),
         String(r.n).padStart(7),
         r.enrolS.toFixed(1).padStart(7),
+        (r.onlineS >= ONLINE_LIMIT_S ? `>${ONLINE_LIMIT_S}` : r.onlineS.toFixed(1)).padStart(9),
         String(r.heartbeats).padStart(11),
         ms(r.hbP50).padStart(10),
         ms(r.hbP99).padStart(10),

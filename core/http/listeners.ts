@@ -19,6 +19,13 @@ export const TLS12_CIPHERS = [
   'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
 
+/**
+ * Connections the kernel may hold for the server before it accepts them (capped by
+ * net.core.somaxconn). Node's default, 511, overflows when a fleet reconnects at once (a restart, a
+ * network blip): the kernel then drops their SYNs and the clients retry after 1, 3, 7, 15… s.
+ */
+const LISTEN_BACKLOG = 4096;
+
 /** A running HTTP(S) server that can swap its certificate and shut down gracefully. */
 export class Listener {
   private readonly sockets = new Set<Socket>();
@@ -77,7 +84,7 @@ export class Listener {
         const why = err.code === 'EADDRINUSE' ? 'is already in use' : err.code === 'EACCES' ? 'needs privileges this process lacks' : err.message;
         reject(new ConfigError(`${configKey}: cannot listen on ${host}:${port}: the port ${why}`));
       });
-      this.server.listen(port, host, () => {
+      this.server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
         this.server.removeAllListeners('error');
         resolve();
       });

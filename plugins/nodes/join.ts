@@ -182,6 +182,8 @@ export function joining(ctx: NodesContext): NodesPart {
           throw err;
         }
         await events.record({ nodeId, kind: 'node_joined', message: `${req.body.hostname} joined from ${ipAddress}`, data: { token_id: token.id } });
+        // Counted now, not at the next count: a fleet joining at once hears the interval its size calls for.
+        if (!token.node_id) cadence.setFleet(cadence.fleetSize + 1);
         if (values.wg_public_key) await publishPeers();
         return {
           node_id: nodeId,

@@ -30,11 +30,15 @@ export function parseSubnet(cidr: string): { first: number; last: number; prefix
 export class OverlayAddresses {
   private readonly range: ReturnType<typeof parseSubnet>;
   /**
-   * The addresses leased, as this process last read them: read once, then kept up to date with
-   * its own reservations, and read again after a release or when another process took the address
-   * it chose (a reservation used to read every lease: a fleet of 5 000 made joining quadratic).
+   * The addresses leased, as this process last read them: read once, then kept up to date with its
+   * own reservations, and read again after a release or when another process took the address it
+   * chose (a reservation used to read every lease: a fleet of 5 000 made joining quadratic). An
+   * address is marked taken before its lease is written, so that reservations running at once in
+   * this process choose different ones instead of colliding and reading every lease again.
    */
-  private taken: Set<number> | null = null;
+  private taken: Promise<Set<number>> | null = null;
+  /** No address below this one is free, as far as `taken` knows. */
+  private lowestFree = 0;
 
   constructor(
     private readonly store: Store,
@@ -52,24 +56,45 @@ export class OverlayAddresses {
     return this.range.prefix;
   }
 
+  private leases(db: Knex | Knex.Transaction): Promise<Set<number>> {
+    if (!this.taken) {
+      this.lowestFree = this.range.first + 1;
+      const reading = db(OVERLAY_LEASES)
+        .select('ip')
+        .then((rows: Array<{ ip: string }>) => new Set(rows.map((r) => toInt(r.ip))));
+      this.taken = reading;
+      // A failed read is not kept: the next reservation reads again.
+      reading.catch(() => {
+        if (this.taken === reading) this.taken = null;
+      });
+    }
+    return this.taken;
+  }
+
   /** Leases a free address to `holder`, the lowest one unless concurrent reservations collide. */
   async reserve(holder: string, trx?: Knex.Transaction): Promise<string> {
     const db = trx ?? this.store.knex;
     for (let attempt = 0; attempt < 20; attempt++) {
-      const taken = (this.taken ??= new Set<number>((await db(OVERLAY_LEASES).select('ip')).map((r: { ip: string }) => toInt(r.ip))));
-      // Each retry skips further ahead, so callers racing for the same address spread out.
-      let candidate = this.range.first + 1;
+      const taken = await this.leases(db);
+      while (taken.has(this.lowestFree)) this.lowestFree++;
+      // Each retry skips further ahead, so processes racing for the same address spread out.
+      let candidate = this.lowestFree;
       let skip = attempt === 0 ? 0 : Math.floor(Math.random() * (attempt * 4));
       while (candidate <= this.range.last && (taken.has(candidate) || skip-- > 0)) candidate++;
       if (candidate > this.range.last) throw conflict(`The overlay subnet ${this.subnet} has no free address left`);
+      taken.add(candidate);
       const ip = toIp(candidate);
-      const inserted = await db(OVERLAY_LEASES).insert({ ip, holder, created_at: this.clock.now().toISOString() }).onConflict('ip').ignore();
-      const mine = await db(OVERLAY_LEASES).where({ ip, holder }).first();
-      if (mine && inserted !== undefined) {
-        taken.add(candidate);
-        return ip;
+      try {
+        const inserted = await db(OVERLAY_LEASES).insert({ ip, holder, created_at: this.clock.now().toISOString() }).onConflict('ip').ignore();
+        const mine = await db(OVERLAY_LEASES).where({ ip, holder }).first();
+        if (mine && inserted !== undefined) return ip;
+      } catch (err) {
+        taken.delete(candidate);
+        this.lowestFree = Math.min(this.lowestFree, candidate);
+        throw err;
       }
-      this.taken = null; // another process holds it: read the leases again
+      // Another process holds it: read the leases again.
+      if ((await this.taken) === taken) this.taken = null;
     }
     throw conflict('Could not reserve an overlay address; try again');
   }

@@ -32,8 +32,10 @@ export function presence(ctx: NodesContext) {
     for (const row of rows) set({ connection: row.connection }, Number(row.n));
   });
 
+  // Every node counts, pending ones too: a machine that just joined heartbeats within seconds, and a
+  // fleet joining at once must hear the interval its size calls for from its first heartbeat.
   const countFleet = async () => {
-    const [row] = await nodes.query().where({ removing: false }).whereNot({ connection: 'pending' }).count({ n: '*' });
+    const [row] = await nodes.query().where({ removing: false }).count({ n: '*' });
     cadence.setFleet(Number(row?.n ?? 0));
   };
 
