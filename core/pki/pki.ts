@@ -1,4 +1,4 @@
-import { createPrivateKey, webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, webcrypto, X509Certificate as NodeX509, type KeyObject } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { deriveKey, SecretBox } from '../crypto.js';
 import { ConfigError } from '../errors.js';
 import { NoticedCache } from '../cache.js';
 import { Keyring } from './keyring.js';
+import { issueLeafCertificate, issuerInfo, type IssuerInfo } from './leaf-certificate.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -98,10 +99,6 @@ async function exportKey(key: CryptoKey): Promise<string> {
   return toPem(await webcrypto.subtle.exportKey('pkcs8', key), 'PRIVATE KEY');
 }
 
-async function importPrivateKey(pem: string): Promise<CryptoKey> {
-  return await webcrypto.subtle.importKey('pkcs8', fromPem(pem), ALG, true, ['sign']);
-}
-
 function readPem(file: string, key: string): string {
   try {
     return readFileSync(file, 'utf8');
@@ -144,10 +141,6 @@ function isLinkLocal(address: string): boolean {
   return /^fe[89ab][0-9a-f]:/i.test(address) || address.startsWith('169.254.');
 }
 
-function sanEntries(names: string[]): X509.JsonGeneralName[] {
-  return names.map((value) => ({ type: isIP(value) ? 'ip' : 'dns', value }));
-}
-
 /** One spelling per address: `0:0:0:0:0:0:0:1` and `::1` are the same SAN. */
 export function normaliseName(name: string): string {
   if (isIP(name) === 6) return new URL(`http://[${name}]`).hostname.slice(1, -1);
@@ -172,8 +165,8 @@ export function certificateSans(pem: string): string[] {
 export class Pki extends EventEmitter {
   /** The CA certificate as PEM; parsed by @peculiar/x509 only when it signs (sign). */
   private caCertPem!: string;
-  private caCert: X509.X509Certificate | undefined;
-  private caKey!: CryptoKey;
+  /** The CA as a signer of leaf certificates, made from its PEM files the first time one is signed. */
+  private issuer: { info: IssuerInfo; key: KeyObject } | undefined;
   private caKeyPem!: string;
   /** The root that keys for sealing derive from (shared keyring only; else the CA key). */
   private sealingRoot: Buffer | null = null;
@@ -210,7 +203,6 @@ export class Pki extends EventEmitter {
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const [caKeyPem, caCertPem] = await this.keyring.obtain({ name: 'ca', files: ['pki/ca.key', 'pki/ca.crt'], generate: () => this.createCa() });
     this.caKeyPem = caKeyPem!;
-    this.caKey = await importPrivateKey(this.caKeyPem);
     this.caCertPem = canonicalCertificatePem(caCertPem!);
     // The certificate is public: operators and tools find it in the data dir whichever keeps the key.
     if (this.keyring.shared) writeDurably(this.file('ca.crt'), caCertPem!, 0o644);
@@ -274,47 +266,28 @@ export class Pki extends EventEmitter {
     return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...extra].map(normaliseName))];
   }
 
-  private async sign(params: {
-    subject: string;
-    names?: string[];
-    usage: Array<'serverAuth' | 'clientAuth'>;
-    lifetime: number;
-    publicKey: CryptoKey;
-  }): Promise<{ serial: string; pem: string; notAfter: Date }> {
-    const x509 = await loadX509();
-    this.caCert ??= new x509.X509Certificate(this.caCertPem);
+  /** Signs a leaf certificate with the CA (core/pki/leaf-certificate.ts). */
+  private sign(params: { commonName: string; names?: string[]; usage: Array<'serverAuth' | 'clientAuth'>; lifetime: number; publicKeySpki: Buffer }): { serial: string; pem: string; notAfter: Date } {
+    this.issuer ??= { info: issuerInfo(new NodeX509(this.caCertPem).raw), key: createPrivateKey(this.caKeyPem) };
     const now = this.options.clock.now();
     const serial = randomSerial();
-    const notAfter = new Date(now.getTime() + params.lifetime);
-    const extensions: X509.Extension[] = [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyAgreement, true),
-      new x509.ExtendedKeyUsageExtension(params.usage.map((usage) => x509.ExtendedKeyUsage[usage])),
-      await x509.AuthorityKeyIdentifierExtension.create(this.caCert),
-    ];
-    if (params.names?.length) extensions.push(new x509.SubjectAlternativeNameExtension(sanEntries(params.names)));
-    const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: serial,
-      subject: params.subject,
-      issuer: this.caCert.subject,
-      notBefore: new Date(now.getTime() - 60_000),
-      notAfter,
-      signingAlgorithm: ALG,
-      publicKey: params.publicKey,
-      signingKey: this.caKey,
-      extensions,
-    });
-    return { serial: normaliseSerial(serial), pem: cert.toString('pem'), notAfter };
+    const notAfter = new Date(Math.floor((now.getTime() + params.lifetime) / 1000) * 1000);
+    const pem = issueLeafCertificate(
+      { serial, commonName: params.commonName, names: params.names, usage: params.usage, notBefore: new Date(now.getTime() - 60_000), notAfter, publicKeySpki: params.publicKeySpki },
+      this.issuer.info,
+      this.issuer.key,
+    );
+    return { serial: normaliseSerial(serial), pem, notAfter };
   }
 
   private async writeServerCertificate(names: string[]): Promise<void> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
-    const { pem } = await this.sign({
-      subject: `CN=${os.hostname()}`,
+    const { pem } = this.sign({
+      commonName: os.hostname(),
       names,
       usage: ['serverAuth'],
       lifetime: SERVER_LIFETIME,
-      publicKey: keys.publicKey,
+      publicKeySpki: Buffer.from(await webcrypto.subtle.exportKey('spki', keys.publicKey)),
     });
     const key = await exportKey(keys.privateKey);
     this.replaceServerFiles({ cert: pem, key });
@@ -389,20 +362,21 @@ export class Pki extends EventEmitter {
    * is recorded in that transaction (it is usable only once that commits: a node's join).
    */
   async issueClientCertificate(nodeId: string, publicKeyPem?: string, trx?: Knex.Transaction): Promise<IssuedCertificate> {
-    let publicKey: CryptoKey;
+    let publicKey: KeyObject;
     let keyPem: string | undefined;
     if (publicKeyPem) {
-      publicKey = await webcrypto.subtle.importKey('spki', fromPem(publicKeyPem), ALG, true, ['verify']);
+      publicKey = createPublicKey(publicKeyPem);
+      if (publicKey.asymmetricKeyType !== 'ec' || publicKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') throw new Error('the public key is not an EC P-256 key');
     } else {
-      const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+      const keys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
       publicKey = keys.publicKey;
-      keyPem = await exportKey(keys.privateKey);
+      keyPem = keys.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
     }
-    const { serial, pem, notAfter } = await this.sign({
-      subject: `CN=${nodeId}`,
+    const { serial, pem, notAfter } = this.sign({
+      commonName: nodeId,
       usage: ['clientAuth'],
       lifetime: CLIENT_LIFETIME,
-      publicKey,
+      publicKeySpki: publicKey.export({ type: 'spki', format: 'der' }),
     });
     const now = this.options.clock.now().toISOString();
     await (trx ?? this.options.store.knex)(CERTIFICATES_TABLE).insert({

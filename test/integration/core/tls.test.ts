@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
@@ -12,6 +13,7 @@ import { runMigrations } from '../../../core/db/migrations.js';
 import { coreMigrations } from '../../../core/db/core-migrations.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hangar.js';
+import { requireService } from '../../support/requirements.js';
 
 /** The certificate a fresh TLS connection is shown. */
 function presentedCertificate(port: number): Promise<tls.PeerCertificate> {
@@ -69,6 +71,40 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     const server = new X509Certificate(t.hangar.services.ca.serverCredentials.cert);
     expect(server.verify(new X509Certificate(ca.text).publicKey)).to.equal(true);
     expect(server.subjectAltName).to.contain('IP Address:127.0.0.1');
+  });
+
+  it('issues certificates OpenSSL verifies for their purpose: the server’s with its names (IPv4, IPv6, DNS), a client’s for its node; each names the CA’s key', async function () {
+    requireService(this, spawnSync('openssl', ['version']).status === 0, 'openssl (apt-get install openssl)');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-leaf-'));
+    try {
+      const files = { ca: path.join(dir, 'ca.pem'), server: path.join(dir, 'server.pem'), client: path.join(dir, 'client.pem') };
+      writeFileSync(files.ca, t.caPem);
+      writeFileSync(files.server, t.hangar.services.ca.serverCredentials.cert);
+      writeFileSync(files.client, (await t.hangar.services.ca.issueClientCertificate('node-openssl')).cert_pem);
+      const openssl = (...args: string[]) => spawnSync('openssl', args, { encoding: 'utf8' });
+      const asServer = openssl('verify', '-CAfile', files.ca, '-purpose', 'sslserver', files.server);
+      expect(asServer.stdout + asServer.stderr).to.contain(': OK');
+      const asClient = openssl('verify', '-CAfile', files.ca, '-purpose', 'sslclient', files.client);
+      expect(asClient.stdout + asClient.stderr).to.contain(': OK');
+      expect(openssl('verify', '-CAfile', files.ca, '-purpose', 'sslserver', files.client).status, 'a client certificate is no server’s').to.not.equal(0);
+
+      const server = new X509Certificate(t.hangar.services.ca.serverCredentials.cert);
+      expect(server.subjectAltName).to.contain('IP Address:127.0.0.1').and.contain('DNS:localhost');
+      const loopback6 = Object.values(os.networkInterfaces()).flat().some((a) => a?.address === '::1');
+      if (loopback6) expect(server.subjectAltName, 'IPv6 written as 16 bytes').to.contain('IP Address:0:0:0:0:0:0:0:1');
+      expect(server.checkIP('127.0.0.1')).to.equal('127.0.0.1');
+      const client = new X509Certificate(readFileSync(files.client));
+      expect(client.subject).to.equal('CN=node-openssl');
+      expect(client.ca).to.equal(false);
+      expect(client.keyUsage).to.deep.equal(['1.3.6.1.5.5.7.3.2']);
+      const text = openssl('x509', '-in', files.client, '-noout', '-text').stdout;
+      const caKeyId = /Subject Key Identifier:\s*\n\s*([0-9A-F:]+)/.exec(openssl('x509', '-in', files.ca, '-noout', '-text').stdout)![1];
+      expect(text).to.match(/Authority Key Identifier:\s*\n\s*(keyid:)?([0-9A-F:]+)/);
+      expect(/Authority Key Identifier:\s*\n\s*(?:keyid:)?([0-9A-F:]+)/.exec(text)![1]).to.equal(caKeyId);
+      expect(text).to.contain('Digital Signature, Key Agreement').and.contain('CA:FALSE').and.contain('ecdsa-with-SHA256');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('accepts an agent with a client certificate issued for its node id', async () => {
