@@ -101,6 +101,8 @@ export class Agent {
   private released: () => void = () => undefined;
   private readonly state: MachineState = { pendingUpdates: null };
   private heartbeatSeconds = 10;
+  /** When the next heartbeat is due, after the last reply. */
+  private nextHeartbeatMs = 10_000;
   private heartbeatsPaused = false;
   private heartbeatInFlight: Promise<void> | null = null;
   private pollWaitSeconds = 30;
@@ -149,7 +151,11 @@ export class Agent {
     const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: agentBackends() };
     const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), capabilities, ...(held.length ? { held_tasks: held } : {}) });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
-    this.heartbeatSeconds = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
+    const announced = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
+    // A longer interval (the fleet grew): the next beat comes anywhere between the old and the new one,
+    // so that a fleet that started together (a restart) spreads over the interval instead of arriving in waves.
+    this.nextHeartbeatMs = announced > this.heartbeatSeconds ? (this.heartbeatSeconds + Math.random() * (announced - this.heartbeatSeconds)) * 1000 : announced * 1000;
+    this.heartbeatSeconds = announced;
     this.pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || this.pollWaitSeconds;
   }
 
@@ -168,7 +174,7 @@ export class Agent {
       } finally {
         this.heartbeatInFlight = null;
       }
-      await sleep(failures ? Math.min(this.backoff(failures), this.heartbeatSeconds * 1000) : this.heartbeatSeconds * 1000, this.controller.signal);
+      await sleep(failures ? Math.min(this.backoff(failures), this.heartbeatSeconds * 1000) : this.nextHeartbeatMs, this.controller.signal);
     }
   }
 

@@ -144,6 +144,7 @@ async function run(start: GeneratorStart) {
     // Heartbeats, spread over the interval; the reply sets the next one.
     void (async () => {
       let interval = start.intervalSeconds;
+      let wait = interval;
       await sleep(Math.random() * interval * 1000);
       while (!stopping) {
         const t0 = performance.now();
@@ -153,7 +154,10 @@ async function run(start: GeneratorStart) {
           if (res.status !== 200) failed('heartbeat', String(res.status));
           else {
             heartbeatMs.push(performance.now() - t0);
-            interval = Number(res.json.data.heartbeat_interval_seconds) || interval;
+            const next = Number(res.json.data.heartbeat_interval_seconds) || interval;
+            // As the agent does: a longer interval starts anywhere between the old and the new one.
+            wait = next > interval ? interval + Math.random() * (next - interval) : next;
+            interval = next;
             intervals.push(interval);
             heard.add(a.nodeId);
             announced = interval;
@@ -163,7 +167,8 @@ async function run(start: GeneratorStart) {
         } finally {
           heartbeatsInFlight--;
         }
-        await sleep(interval * 1000);
+        await sleep(wait * 1000);
+        wait = interval;
       }
     })();
     // One long-poll at a time; each task reported at once.
