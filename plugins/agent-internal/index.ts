@@ -56,7 +56,10 @@ export default definePlugin({
           },
           async handler(req) {
             if (req.params.nodeId !== req.agent!.nodeId) throw forbidden('Insufficient permissions');
-            const waitMs = req.query.wait === undefined ? pollWaitMs : Math.min(req.query.wait * 1000, pollWaitMs);
+            const asked = req.query.wait === undefined ? pollWaitMs : Math.min(req.query.wait * 1000, pollWaitMs);
+            // An empty answer comes anywhere in the wait's last eighth: a fleet that connected
+            // together (a restart) would otherwise re-poll together every wait, thousands at once.
+            const waitMs = asked - Math.floor((Math.random() * asked) / 8);
             const leased = await tasks.poll(req.params.nodeId, waitMs, req.signal);
             return leased.map((t) => ({ task_id: t.id, kind: t.kind, payload: t.payload ?? {}, attempt: t.attempts, lease_expires_at: t.lease_expires_at }));
           },
