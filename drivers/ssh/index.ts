@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, type ConnectConfig, type ClientChannel } from 'ssh2';
+import type { Client, ConnectConfig, ClientChannel } from 'ssh2';
 import { defineDriver } from '../../core/plugin.js';
 
 /** Which step of an SSH operation failed; error messages start with it. */
@@ -107,7 +107,9 @@ export class SshSession {
     const stored = await options.hostKeys.get(host, port);
     const recorded = options.pinnedHostKey ?? stored;
     let presented = '';
-    const client = new Client();
+    // ssh2 (its crypto and protocol modules) loads with the first connection, not with the control plane.
+    const { Client: SshClient } = await import('ssh2');
+    const client = new SshClient();
     const credentials: Partial<ConnectConfig> = target.privateKey || target.password ? { privateKey: target.privateKey, password: target.password } : defaultCredentials();
     // The key first: a password goes only to a host that refused the key (ssh2's own order offers
     // the password first).
