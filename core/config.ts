@@ -1,9 +1,12 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { CoreConfigSchema, type HangarConfig } from '../config/schema.js';
 import { ConfigError } from './errors.js';
 import { fromRoot } from './paths.js';
+import type { Ajv2020, CodeOptions } from 'ajv/dist/2020.js';
+import { precompiledConfigValidators } from './precompiled-validators.js';
 import { createAjv, describeErrors, type JsonSchema } from './validation.js';
 
 export const CONFIG_DIR = fromRoot('config');
@@ -108,11 +111,25 @@ function splitLists(tree: Tree): void {
   }
 }
 
-const ajv = createAjv({ coerceTypes: true, useDefaults: true, oneOff: true });
+/** The Ajv that checks configuration sections (the build's precompiler makes one with `code` options too). */
+export function createConfigAjv(code?: CodeOptions): Ajv2020 {
+  return createAjv({ coerceTypes: true, useDefaults: true, oneOff: true, code });
+}
 
-/** Validates `section` in place against `schema` (filling defaults); throws a ConfigError naming the key. */
+/** Which precompiled validator is a schema's: the SHA-1 of its JSON. */
+export function configSchemaKey(schema: unknown): string {
+  return createHash('sha1').update(JSON.stringify(schema)).digest('hex');
+}
+
+let ajv: Ajv2020 | undefined;
+
+/**
+ * Validates `section` in place against `schema` (filling defaults); throws a ConfigError naming the
+ * key. The production build brings the validators of the core's and the built-in plugins' sections
+ * compiled (core/precompiled-validators.ts); any other schema is compiled here.
+ */
 export function validateConfigSection(section: unknown, schema: JsonSchema, where: string): void {
-  const validate = ajv.compile(schema);
+  const validate = precompiledConfigValidators[configSchemaKey(schema)] ?? (ajv ??= createConfigAjv()).compile(schema);
   if (!validate(section)) {
     const details = describeErrors(validate.errors, where);
     throw new ConfigError(`invalid configuration: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}`);

@@ -1,4 +1,4 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { Ajv2020, type CodeOptions, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { badRequest, type ErrorDetail } from './errors.js';
 
@@ -13,14 +13,14 @@ export type JsonSchema = Record<string, unknown>;
  * the 2020-12 meta-schema was a tenth of start-up. `oneOff` is for a schema validated once (a
  * configuration section): its code is not optimised, which halves the time to compile it.
  */
-export function createAjv(options: { coerceTypes?: boolean | 'array'; useDefaults?: boolean; oneOff?: boolean } = {}): Ajv2020 {
+export function createAjv(options: { coerceTypes?: boolean | 'array'; useDefaults?: boolean; oneOff?: boolean; code?: CodeOptions } = {}): Ajv2020 {
   const ajv = new Ajv2020({
     allErrors: true,
     strict: false,
     validateSchema: false,
     coerceTypes: options.coerceTypes ?? false,
     useDefaults: options.useDefaults ?? false,
-    ...(options.oneOff ? { code: { optimize: false } } : {}),
+    code: { ...(options.oneOff ? { optimize: false } : {}), ...options.code },
   });
   addFormats(ajv);
   return ajv;

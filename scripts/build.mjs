@@ -24,7 +24,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSyn
 import path from 'node:path';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { COMPILED_DIR, ENTRY, fingerprint, MANIFEST, staleness } from '../bin/compiled.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -76,6 +76,9 @@ const SERVER_EXTERNAL = [
   'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious', 'sqlite3', 'pg-native', 'pg-query-stream',
 ];
 
+// Bundled CommonJS dependencies call require() for Node's built-in modules.
+const SERVER_BANNER = { js: "import { createRequire as __hangarCreateRequire } from 'node:module'; const require = __hangarCreateRequire(import.meta.url);" };
+
 async function buildServer({ ifStale }) {
   const why = staleness();
   if (ifStale && why === null) {
@@ -92,6 +95,7 @@ async function buildServer({ ifStale }) {
   buildInfo();
   const staging = `${COMPILED_DIR}.${process.pid}.tmp`;
   rmSync(staging, { recursive: true, force: true });
+  const validators = await precompileConfigValidators(tools, `${staging}.validators`);
   const result = await tools.build({
     entryPoints: { cli: path.join(root, 'cli', 'main.ts') },
     outdir: staging,
@@ -104,8 +108,7 @@ async function buildServer({ ifStale }) {
     // Dependencies are compiled in too (one module graph to load instead of hundreds of files),
     // except native addons and what knex loads by dialect name.
     external: SERVER_EXTERNAL,
-    // Bundled CommonJS dependencies call require() for Node's built-in modules.
-    banner: { js: "import { createRequire as __hangarCreateRequire } from 'node:module'; const require = __hangarCreateRequire(import.meta.url);" },
+    banner: SERVER_BANNER,
     chunkNames: 'chunks/[name]-[hash]',
     // Whitespace and syntax only (names stay, for stack traces): less text for V8 to parse at start.
     minifyWhitespace: true,
@@ -114,6 +117,7 @@ async function buildServer({ ifStale }) {
     legalComments: 'none',
     metafile: true,
     logLevel: 'warning',
+    plugins: [replaceModule(/core[\\/]precompiled-validators\.ts$/, validators)],
   });
   // The sources, and the lock file for the compiled-in dependencies.
   const inputs = [...Object.keys(result.metafile.inputs).filter((f) => !f.startsWith('node_modules/')), 'package-lock.json'];
@@ -128,6 +132,42 @@ async function buildServer({ ifStale }) {
   rmSync(old, { recursive: true, force: true });
   if (!existsSync(ENTRY) || !existsSync(MANIFEST)) throw new Error('the server build left no dist/hangar/cli.js');
   step(`dist/hangar: ${Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js')).length} modules from ${inputs.length} sources`);
+}
+
+/**
+ * Ajv's standalone code for the configuration sections (scripts/config-validators.ts, bundled and
+ * run here), which the server build puts in place of core/precompiled-validators.ts: a start then
+ * compiles no configuration schema.
+ */
+async function precompileConfigValidators(tools, work) {
+  rmSync(work, { recursive: true, force: true });
+  const generator = path.join(work, 'config-validators.mjs');
+  await tools.build({
+    entryPoints: [path.join(root, 'scripts', 'config-validators.ts')],
+    outfile: generator,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: `node${nodeMajor}`,
+    external: SERVER_EXTERNAL,
+    banner: SERVER_BANNER,
+    logLevel: 'warning',
+  });
+  const { configValidatorsModule } = await import(pathToFileURL(generator).href);
+  const { source, sections } = await configValidatorsModule();
+  rmSync(work, { recursive: true, force: true });
+  step(`configuration validators: ${sections} sections precompiled`);
+  return source;
+}
+
+/** An esbuild plugin that gives the module whose path matches `filter` the JavaScript `contents` instead. */
+function replaceModule(filter, contents) {
+  return {
+    name: 'replace-module',
+    setup(build) {
+      build.onLoad({ filter }, () => ({ contents, loader: 'js', resolveDir: root }));
+    },
+  };
 }
 
 // ---- the agent: dist/agent ---------------------------------------------------------------------

@@ -92,6 +92,27 @@ describe('hangar CLI: the production build (dist/hangar)', function () {
     }
   });
 
+  it('checks configuration as the sources do (its validators are compiled at build time): a bad value in a core or a plugin section is refused, naming the key', () => {
+    const refusal = (env: Record<string, string>) => {
+      const run = (fromSources: boolean) => {
+        const result = spawnSync(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
+          cwd: ROOT,
+          encoding: 'utf8',
+          timeout: 60_000,
+          env: { ...process.env, NODE_ENV: 'development', HANGAR_API__HOST: '127.0.0.1', HANGAR_API__PORT: '0', HANGAR_PLUGINS: 'system,iam,nodes', ...(fromSources ? { HANGAR_FROM_SOURCES: '1' } : {}), ...env },
+        });
+        return { status: result.status, message: `${result.stdout}${result.stderr}`.trim().split('\n').pop() };
+      };
+      const [build, sources] = [run(false), run(true)];
+      expect(build.status, build.message).to.not.equal(0);
+      expect(build).to.deep.equal(sources);
+      return build.message;
+    };
+    expect(refusal({ HANGAR_API__PORT: 'eighty' })).to.equal('hangar: invalid configuration: api.port must be integer');
+    expect(refusal({ HANGAR_NODES__MAX_HEARTBEATS_PER_SECOND: 'abc' })).to.equal('hangar: invalid configuration: nodes.max_heartbeats_per_second must be number');
+    expect(refusal({ HANGAR_NODES__JOIN_TOKEN_TTL_SECONDS: '5' })).to.equal('hangar: invalid configuration: nodes.join_token_ttl_seconds must be >= 10');
+  });
+
   it('runs from the TypeScript sources when told to (HANGAR_FROM_SOURCES=1)', async () => {
     const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
       cwd: ROOT,
