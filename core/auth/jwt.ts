@@ -20,6 +20,9 @@ export interface VerifiedToken extends TokenClaims {
 
 export const MIN_SECRET_BYTES = 64;
 
+/** How many verified tokens JwtService remembers (a few hundred bytes each). */
+const VERIFIED_TOKENS_KEPT = 4096;
+
 /** Decodes a JWT_SECRET value; null when it is not base64 of at least 64 bytes. */
 export function decodeJwtSecret(value: string): Buffer | null {
   const trimmed = value.trim();
@@ -60,15 +63,30 @@ export class JwtService {
     return { token, expires_at: new Date(exp * 1000).toISOString() };
   }
 
+  /**
+   * Tokens whose signature and issuer were verified, by their exact text: a client sends the same
+   * token with every request, and checking its HMAC again was a tenth of an authenticated list's
+   * CPU. Expiry is checked on every use. Bounded; the oldest go first.
+   */
+  private readonly verified = new Map<string, VerifiedToken>();
+
   /** Verifies signature (HS512 only), issuer and expiry; throws a 401 otherwise. */
   verify(token: string): VerifiedToken {
+    const known = this.verified.get(token);
+    if (known) {
+      if (known.exp > this.nowSeconds()) return known;
+      this.verified.delete(token);
+      throw unauthorized('The token has expired');
+    }
     try {
       const claims = jwt.verify(token, this.key, {
         algorithms: ['HS512'],
         issuer: this.issuer,
         clockTimestamp: this.nowSeconds(),
       }) as VerifiedToken;
-      if (typeof claims.userid !== 'string' || typeof claims.role !== 'string') throw new Error('claims missing');
+      if (typeof claims.userid !== 'string' || typeof claims.role !== 'string' || typeof claims.exp !== 'number') throw new Error('claims missing');
+      if (this.verified.size >= VERIFIED_TOKENS_KEPT) this.verified.delete(this.verified.keys().next().value!);
+      this.verified.set(token, Object.freeze(claims));
       return claims;
     } catch (err) {
       const expired = (err as Error).name === 'TokenExpiredError';
