@@ -11,6 +11,7 @@ import {
   type V1APIResource,
 } from '@kubernetes/client-node';
 import { sleep } from '../../core/clock.js';
+import { KubeDriverError } from './errors.js';
 
 /** The field manager of everything hangar applies (server-side apply records it on each field it sets). */
 export const FIELD_MANAGER = 'hangar';
@@ -49,16 +50,7 @@ export function createContext(kubeConfig: KubeConfig, namespace: string): KubeCo
   };
 }
 
-/** A driver failure: what failed, then the API server's own reason; `statusCode` is the API server's HTTP status when there was one. */
-export class KubeDriverError extends Error {
-  constructor(
-    message: string,
-    readonly statusCode?: number,
-  ) {
-    super(message);
-    this.name = 'KubeDriverError';
-  }
-}
+export { KubeDriverError } from './errors.js';
 
 /** The API server's Status answer (what a refusal says). */
 interface ApiStatus {

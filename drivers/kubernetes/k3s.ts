@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { sleep } from '../../core/clock.js';
-import { KubeDriverError } from './client.js';
+import { KubeDriverError } from './errors.js';
 
 /** Where k3s keeps things (its defaults). */
 export const K3S_PATHS = {
