@@ -52,7 +52,10 @@ describeEachDialect('nodes: heartbeats at fleet scale', (dialect) => {
     expect(reply.heartbeat_interval_seconds).to.equal(4);
 
     // The other agent's heartbeats, as the API shows them: 4 s apart now, not the 1 s floor.
-    await sleep(4500); // its next heartbeat carries the new interval
+    // It may still be on the 2 s of a fleet of one: its next beat (within 2 s) brings it the 4 s, and
+    // the beat after that comes anywhere between 2 and 4 s later (an agent spreads a longer interval,
+    // agent/agent.ts). From then on its beats are 4 s apart.
+    await sleep(7000);
     const seen: number[] = [];
     const until = Date.now() + 9500;
     while (Date.now() < until) {
