@@ -161,11 +161,14 @@ function hangarTarget(): Target {
     async start() {
       port ||= await freePort();
       const started = performance.now();
-      const profile = args.values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(args.values['cpu-prof'])] : [];
-      const child = spawn(process.execPath, [...profile, path.join(ROOT, 'bin', 'hangar.mjs'), 'serve'], {
+      const profile = args.values['cpu-prof'] ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args.values['cpu-prof'])}` } : {};
+      // The hangar command as an operator runs it: the launcher (bin/hangar) sets glibc's malloc up.
+      const child = spawn(path.join(ROOT, 'bin', 'hangar'), ['serve'], {
         cwd: dir,
         env: {
           ...process.env,
+          ...profile,
+          NODE: process.execPath,
           NODE_ENV: 'production',
           HANGAR_DATA_DIR: path.join(dir, 'data'),
           HANGAR_API__HOST: '127.0.0.1',

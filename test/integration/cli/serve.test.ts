@@ -1,11 +1,13 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
 
 const BIN = path.resolve('bin/hangar.mjs');
+/** The `hangar` command as installed (package.json "bin"): a launcher that sets glibc's malloc up, then runs BIN. */
+const LAUNCHER = path.resolve('bin/hangar');
 
 function waitForLine(child: ChildProcess, pattern: RegExp, timeoutMs = 20_000): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -52,16 +54,42 @@ describe('hangar CLI: serve', () => {
     }
   });
 
-  it('starts the control plane on the embedded default: TLS health check, CA that verifies it, clean stop', async () => {
+  it('the launcher runs bin/hangar.mjs with every argument, found through a symlink, under $NODE, with MALLOC_MMAP_THRESHOLD_ set unless the operator set it', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-launcher-'));
+    try {
+      // A stand-in for node that says what it was started with.
+      const fakeNode = path.join(dir, 'fake-node');
+      writeFileSync(fakeNode, '#!/bin/sh\necho "threshold=$MALLOC_MMAP_THRESHOLD_ args=$*"\n');
+      chmodSync(fakeNode, 0o755);
+      const linked = path.join(dir, 'hangar');
+      symlinkSync(LAUNCHER, linked);
+      const base: NodeJS.ProcessEnv = { ...process.env, NODE: fakeNode };
+      delete base.MALLOC_MMAP_THRESHOLD_;
+      const run = (env: Record<string, string>) => {
+        const res = spawnSync(linked, ['serve', '--data-dir', 'a b'], { encoding: 'utf8', env: { ...base, ...env } });
+        expect(res.status, res.stderr).to.equal(0);
+        return res.stdout.trim();
+      };
+      expect(run({})).to.equal(`threshold=131072 args=${BIN} serve --data-dir a b`);
+      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.equal(`threshold=262144 args=${BIN} serve --data-dir a b`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('starts the control plane on the embedded default (through the launcher): TLS health check, CA that verifies it, clean stop', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-serve-'));
-    const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
-      env: { ...process.env, NODE_ENV: 'development', HANGAR_API__PORT: '0', HANGAR_LOGIN__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
+    const child = spawn(LAUNCHER, ['serve', '--data-dir', dataDir], {
+      env: { ...process.env, NODE: process.execPath, NODE_ENV: 'development', HANGAR_API__PORT: '0', HANGAR_LOGIN__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     try {
       const line = await waitForLine(child, /hangar started/);
       const url = JSON.parse(line).urls[0] as string;
       expect(url).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
+      // The launcher replaced itself with node (exec): the process answering is the one it started.
+      const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
+      expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '131072'}`);
       const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
       const health = await httpRequest(`${url}/healthz`, { ca });
       expect(health.status).to.equal(200);
