@@ -59,7 +59,8 @@ describe('hangar CLI: serve', () => {
     try {
       // A stand-in for node that says what it was started with.
       const fakeNode = path.join(dir, 'fake-node');
-      writeFileSync(fakeNode, '#!/bin/sh\necho "threshold=$MALLOC_MMAP_THRESHOLD_ args=$*"\n');
+      // One line each, so an argument split on its space would show.
+      writeFileSync(fakeNode, '#!/bin/sh\nprintf \'%s\\n\' "threshold=$MALLOC_MMAP_THRESHOLD_" "$@"\n');
       chmodSync(fakeNode, 0o755);
       const linked = path.join(dir, 'hangar');
       symlinkSync(LAUNCHER, linked);
@@ -68,10 +69,10 @@ describe('hangar CLI: serve', () => {
       const run = (env: Record<string, string>) => {
         const res = spawnSync(linked, ['serve', '--data-dir', 'a b'], { encoding: 'utf8', env: { ...base, ...env } });
         expect(res.status, res.stderr).to.equal(0);
-        return res.stdout.trim();
+        return res.stdout.split('\n').slice(0, -1);
       };
-      expect(run({})).to.equal(`threshold=131072 args=${BIN} serve --data-dir a b`);
-      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.equal(`threshold=262144 args=${BIN} serve --data-dir a b`);
+      expect(run({})).to.deep.equal(['threshold=131072', BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', BIN, 'serve', '--data-dir', 'a b']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
