@@ -32,8 +32,9 @@ export default definePlugin({
               throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
             }
             const body = req.body as { agent_version: string; held_tasks?: string[]; capabilities?: { kinds: string[]; backends: string[] } };
-            const updated = await api.heartbeat(node, req.body);
+            // Capabilities first: once a heartbeat has made the node ready, what it can run is known.
             await tasks.recordCapabilities(node.id, { version: body.agent_version, kinds: body.capabilities?.kinds ?? null, backends: body.capabilities?.backends ?? [] });
+            const updated = await api.heartbeat(node, req.body);
             await tasks.renewLeases(node.id, body.held_tasks ?? []);
             services.metrics.heartbeats.inc({ outcome: 'ok' });
             done();
