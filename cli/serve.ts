@@ -1,8 +1,11 @@
+import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import type { CommandModule } from 'yargs';
 import { loadConfig } from '../core/config.js';
 import { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
+import { createLogger } from '../core/log.js';
+import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
 import { builtinCatalogue } from './catalogue.js';
 
 interface ServeArgs {
@@ -36,11 +39,17 @@ export function parseServeArgs(args: string[]): ServeArgs | null {
   }
 }
 
-/** Starts the control plane and stops it on SIGINT/SIGTERM. */
+/**
+ * Starts the control plane and stops it on SIGINT/SIGTERM. With `api.workers` > 1 this process is
+ * the primary: it starts and watches the workers (core/workers.ts), each of which runs this again.
+ */
 export async function serve(args: ServeArgs): Promise<void> {
   let hangar: Hangar;
   try {
     const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
+    if (config.api.workers > 1 && cluster.isPrimary) {
+      process.exit(await superviseWorkers(config.api.workers, createLogger(config.log.level)));
+    }
     hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
   } catch (err) {
     if (err instanceof ConfigError) {
@@ -50,12 +59,13 @@ export async function serve(args: ServeArgs): Promise<void> {
     throw err;
   }
   let signals = 0;
-  const stop = async (signal: string) => {
-    if (++signals > 1) process.exit(1);
-    hangar.log.info({ signal }, 'shutdown requested');
+  const stop = async (why: string, signal: boolean) => {
+    if (signal && ++signals > 1) process.exit(1);
+    hangar.log.info({ signal: signal ? why : undefined, reason: signal ? undefined : why }, 'shutdown requested');
     await hangar.stop();
     process.exit(0);
   };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT', true));
+  process.on('SIGTERM', () => void stop('SIGTERM', true));
+  if (workerIndex() !== null) reportReady((why) => void stop(why, false));
 }

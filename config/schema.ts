@@ -22,6 +22,12 @@ export const CoreConfigSchema = Type.Object(
         unauthenticated_body_timeout_ms: Type.Integer({ minimum: 100, default: 10000, description: 'how long a request without credentials may take to send its body (then 408)' }),
         unauthenticated_bodies_in_flight: Type.Integer({ minimum: 1, default: 64, description: 'bodies of requests without credentials received at once, per listener (more get 503)' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
+        workers: Type.Integer({
+          minimum: 1,
+          maximum: 64,
+          default: 1,
+          description: 'processes serving the API on this machine (node:cluster; e.g. the number of cores); see docs/high-availability.md',
+        }),
         trusted_proxies: Type.Array(Type.String({ minLength: 1 }), {
           default: [],
           description: 'addresses of reverse proxies whose X-Forwarded-For names the client (rate limits, logs and the loopback bootstrap use that address)',

@@ -30,6 +30,7 @@ import { backendFaults, type ClusterBackend } from './clusters/backend.js';
 import type { BackgroundLoop, Catalogue, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { ServiceRegistry } from './provided.js';
 import { Clusters } from './clusters/service.js';
+import { peers as workerPeers } from './workers.js';
 import type { JsonSchema } from './validation.js';
 
 export interface StartOptions {
@@ -205,7 +206,8 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   const drivers = new Drivers();
   const events = new EventBus();
   const kinds = new TaskKindRegistry([...HOST_KINDS, ...ORCHESTRATOR_CALLS]);
-  const metrics = new Metrics();
+  const peers = workerPeers();
+  const metrics = new Metrics(peers);
   const tasks = new TaskQueue(db, clock, events, ca.secretBox('tasks'), {
     leaseMs: config.tasks.lease_seconds * 1000,
     batch: config.tasks.batch,
@@ -256,6 +258,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     tasks,
     limits: new RateLimiter(db, clock),
     metrics,
+    peers,
     requests,
   };
   const close = async () => {
@@ -319,6 +322,9 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   }
 }
 
+/** The workers' channel for a reissued server certificate (core/workers.ts). */
+const SERVER_CERTIFICATE_CHANNEL = 'server-certificate';
+
 /** The running control plane: store, CA, plugins, listeners and loops. */
 export class Hangar {
   readonly listeners = new Map<ListenerName, Listener>();
@@ -359,8 +365,8 @@ export class Hangar {
     try {
       assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true, catalogue: options.catalogue });
       const hangar = new Hangar(assembly);
+      await db.notices.start(config.database.url, log, assembly.services.peers);
       assembly.services.tasks.start();
-      await db.notices.start(config.database.url, log);
       // Before the listeners: no request can start a step for a record whose interrupted step is resumed.
       await hangar.resume();
       await hangar.listen();
@@ -404,7 +410,20 @@ export class Hangar {
       const app = buildKoaApp(name, routes, this.services);
       if (name === 'control') {
         const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem }, config.api.request_timeout_ms);
-        ca.on('server-certificate', (credentials) => listener.swapCertificate(credentials));
+        // A reissued certificate is written to the data dir; the other workers (api.workers) take it from there.
+        let reloading = false;
+        ca.on('server-certificate', (credentials) => {
+          listener.swapCertificate(credentials);
+          if (!reloading) this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
+        });
+        this.services.peers.subscribe(SERVER_CERTIFICATE_CHANNEL, () => {
+          reloading = true;
+          try {
+            ca.reloadServerCertificate();
+          } finally {
+            reloading = false;
+          }
+        });
         this.listeners.set(name, listener);
         await listener.listen(config.api.port, config.api.host, 'api.port');
         this.services.ports.set(name, listener.port);

@@ -1,4 +1,5 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
+import { workerIndex } from './workers.js';
 
 export type { Logger };
 
@@ -49,7 +50,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   const logger = pino(
     {
       level,
-      base: { service: 'hangar' },
+      base: workerIndex() === null ? { service: 'hangar' } : { service: 'hangar', worker: workerIndex() },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: {
         level: (label) => ({ level: label }),

@@ -1,6 +1,7 @@
 import client, { type Counter, type Gauge, type Histogram } from 'prom-client';
 import type { Store } from './db/store.js';
 import type { FinishedRequest } from './http/observers.js';
+import { alone, type Peers } from './workers.js';
 
 /** Seconds: the buckets of every latency histogram (1 ms … 30 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -42,7 +43,7 @@ export class Metrics {
   readonly heartbeatDuration: Histogram;
   readonly pollLooks: Counter<'store'>;
 
-  constructor() {
+  constructor(private readonly peers: Peers = alone) {
     const registers = [this.registry];
     this.httpRequests = new client.Counter({ name: 'hangar_http_requests_total', help: 'HTTP requests answered, by listener, method, route template and status', labelNames: ['listener', 'method', 'route', 'status'], registers });
     this.httpDuration = new client.Histogram({ name: 'hangar_http_request_duration_seconds', help: 'Time to answer an HTTP request (until the answer starts), by route template', labelNames: ['listener', 'method', 'route'], buckets: LATENCY_BUCKETS, registers });
@@ -67,12 +68,17 @@ export class Metrics {
     this.httpDuration.observe({ listener: request.listener, method: request.method, route }, request.durationMs / 1000);
   };
 
-  /** A gauge whose values are computed when scraped: `collect` calls `set(labels, value)` for each series. */
-  gauge(name: string, help: string, labelNames: string[], collect: Collect): void {
+  /**
+   * A gauge whose values are computed when scraped: `collect` calls `set(labels, value)` for each
+   * series. `of: 'store'` for a value read from the store, the same in every worker (api.workers);
+   * otherwise it is this process's and the workers' values are summed.
+   */
+  gauge(name: string, help: string, labelNames: string[], collect: Collect, of: 'process' | 'store' = 'process'): void {
     new client.Gauge({
       name,
       help,
       labelNames,
+      aggregator: of === 'store' ? 'first' : 'sum',
       registers: [this.registry],
       async collect(this: Gauge) {
         this.reset();
@@ -91,7 +97,7 @@ export class Metrics {
         .count({ n: '*' })
         .groupBy('kind', 'status');
       for (const row of rows) set({ kind: row.kind, status: row.status }, Number(row.n));
-    });
+    }, 'store');
     this.gauge('hangar_agent_polls_open', 'Agent long-polls held open by this control plane (agents connected and waiting for work)', [], (set) => set({}, openPolls()));
     this.gauge('hangar_db_pool_connections', 'Connections of the store’s pool, by state (used, free, pending: callers waiting for one)', ['state'], (set) => {
       const pool = (store.knex.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; max: number } }).pool;
@@ -103,8 +109,14 @@ export class Metrics {
     });
   }
 
-  /** The exposition text: this control plane's metrics, then the process's. */
+  /**
+   * The exposition text: this control plane's metrics, then the process's. With several workers
+   * (api.workers) every worker's, summed (a gauge read from the store is taken once).
+   */
   async text(): Promise<string> {
+    const own = async () => [...(await this.registry.getMetricsAsJSON()), ...(await processMetrics().getMetricsAsJSON())];
+    const all = await this.peers.collectMetrics(own);
+    if (all) return client.AggregatorRegistry.aggregate(all as Parameters<typeof client.AggregatorRegistry.aggregate>[0]).metrics();
     return `${await this.registry.metrics()}\n${await processMetrics().metrics()}`;
   }
 

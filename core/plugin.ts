@@ -17,6 +17,7 @@ import type { RequestObservers } from './http/observers.js';
 import type { ServiceRef, ServiceRegistry } from './provided.js';
 import type { Clusters } from './clusters/service.js';
 import type { ClusterBackend } from './clusters/backend.js';
+import type { Peers } from './workers.js';
 
 export { defineExtensionPoint, defineServiceRef, type ExtensionPoint, type ServiceRef } from './provided.js';
 
@@ -199,6 +200,11 @@ export interface Services {
   metrics: Metrics;
   /** Observers of every answered request (core/http/observers.ts): metrics, the audit log. */
   requests: RequestObservers;
+  /**
+   * The other worker processes of this control plane (api.workers, core/workers.ts), for what a
+   * plugin keeps in memory and the others must hear of; inactive in a control plane of one process.
+   */
+  peers: Peers;
   /** Clusters (swarms, Kubernetes), their members, orchestrator calls, background work and observation. */
   clusters: Clusters;
   /** The ports the listeners are bound to (filled once they listen; `api.port: 0` picks one). */

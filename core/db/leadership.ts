@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import os from 'node:os';
+import { workerIndex } from '../workers.js';
 import type { Migration } from './migrations.js';
 import type { Store } from './store.js';
 
@@ -36,9 +37,10 @@ export class Leadership {
     readonly holder: string,
   ) {}
 
-  /** The holder name of the control plane whose data dir is `dataDir` on this machine. */
+  /** The holder name of the control plane whose data dir is `dataDir` on this machine (and of its worker, api.workers). */
   static holderFor(dataDir: string): string {
-    return `${os.hostname()}/${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`;
+    const worker = workerIndex();
+    return `${os.hostname()}/${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}${worker === null ? '' : `/worker-${worker}`}`;
   }
 
   /**

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type pg from 'pg';
 import type { Migration } from './migrations.js';
 import type { Dialect } from './store.js';
+import { alone, type Peers } from '../workers.js';
 
 /** What a subscriber hears: the key that changed, or `null` for "anything may have changed". */
 export type NoticeHandler = (key: string | null) => void;
@@ -15,6 +16,8 @@ interface Warner {
 export const NOTICES_TABLE = 'store_notices';
 /** How often a SQLite process looks for other processes' notices. */
 const SQLITE_POLL_MS = 250;
+/** The workers' channel for notices (core/workers.ts). */
+const PEER_CHANNEL = 'notice';
 /** How long a SQLite notice row is kept for processes to read. */
 const SQLITE_KEEP_MS = 60_000;
 
@@ -38,6 +41,9 @@ export const noticesMigration: Migration = {
  * processes: on PostgreSQL through LISTEN/NOTIFY on one channel per schema, on SQLite through a
  * table each serving process reads four times a second.
  *
+ * The workers of one control plane (api.workers) hear each other's notices on SQLite through the
+ * primary process at once (core/workers.ts), and write no rows.
+ *
  * A notice is only a hint to read the store again, never data. When a process may have missed
  * notices (its PostgreSQL listening connection was lost), every subscriber hears `null` (forget
  * everything) once it listens again.
@@ -53,6 +59,7 @@ export class Notices {
   private log: Warner | null = null;
   private lastSeen = 0;
   private lastPurge = 0;
+  private peers: Peers = alone;
 
   private readonly channel: string;
 
@@ -72,6 +79,14 @@ export class Notices {
     return this.dialect === 'sqlite' || this.connected;
   }
 
+  /**
+   * Whether other processes serving this store hear this one's notices at once (PostgreSQL, or the
+   * workers of one control plane): then a wake-up for a long-poll held elsewhere goes as a notice.
+   */
+  get reachesServers(): boolean {
+    return this.dialect === 'postgres' || this.peers.active;
+  }
+
   subscribe(topic: string, handler: NoticeHandler): () => void {
     let set = this.handlers.get(topic);
     if (!set) this.handlers.set(topic, (set = new Set()));
@@ -84,6 +99,8 @@ export class Notices {
     this.deliver(topic, key);
     if (this.dialect === 'postgres') {
       await this.knex.raw('select pg_notify(?, ?)', [this.channel, `${topic}\n${key ?? ''}`]);
+    } else if (this.peers.active) {
+      this.peers.broadcast(PEER_CHANNEL, { topic, key });
     } else {
       await this.knex(NOTICES_TABLE).insert({ origin: this.origin, topic, key, created_ms: Date.now() });
     }
@@ -98,8 +115,15 @@ export class Notices {
   }
 
   /** Starts hearing the other processes' notices (hangar serve; tools only publish). */
-  async start(databaseUrl: string | null, log: Warner): Promise<void> {
+  async start(databaseUrl: string | null, log: Warner, peers: Peers = alone): Promise<void> {
     this.log = log;
+    if (this.dialect === 'sqlite' && peers.active) {
+      this.peers = peers;
+      peers.subscribe(PEER_CHANNEL, (payload) => {
+        const { topic, key } = payload as { topic: string; key: string | null };
+        this.deliver(topic, key);
+      });
+    }
     if (this.dialect === 'postgres') {
       if (databaseUrl) await this.listen(databaseUrl);
       return;

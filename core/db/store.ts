@@ -7,6 +7,7 @@ import { ChangeFeed } from './changes.js';
 import { Leadership } from './leadership.js';
 import { Notices } from './notices.js';
 import { PreparedReads } from './reads.js';
+import { ImmediateSqliteClient } from './sqlite-client.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -94,7 +95,7 @@ export async function openStore(config: HangarConfig): Promise<Store> {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   privateSqliteFiles(file);
   const knex = knexFactory({
-    client: 'better-sqlite3',
+    client: ImmediateSqliteClient,
     connection: { filename: file },
     useNullAsDefault: true,
     pool: {

@@ -330,6 +330,19 @@ export class Pki extends EventEmitter {
     }
   }
 
+  /**
+   * Takes up the server certificate another worker of this control plane wrote to the data dir
+   * (api.workers; it reissued it) and announces it as `server-certificate`. Answers whether it changed.
+   */
+  reloadServerCertificate(): boolean {
+    if (this.operatorCertificates) return false;
+    const written = this.readServerCredentials();
+    if (!written || written.cert === this.server.cert) return false;
+    this.server = written;
+    this.emit('server-certificate', this.server);
+    return true;
+  }
+
   /** The CA certificate as PEM. */
   get caPem(): string {
     return this.caCertPem;

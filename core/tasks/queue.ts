@@ -91,8 +91,9 @@ export class TaskPayloadError extends Error {}
  * The durable task queue: pending → leased (one agent, lease deadline) → completed | failed.
  * Expired leases go back to pending until attempts run out. Agents wait for work by long-poll;
  * wake-ups cross processes as store notices on PostgreSQL (LISTEN/NOTIFY, core/db/notices.ts,
- * whose listening connection reconnects after an error and then wakes every poll to look again)
- * and stay in-process on SQLite.
+ * whose listening connection reconnects after an error and then wakes every poll to look again),
+ * between the workers of one control plane through its primary process (api.workers), and stay
+ * in-process on SQLite otherwise.
  *
  * Every task is of a registered kind: its payload is checked when it is queued, the agent's
  * answer when it is reported, and a node whose agent (as its last heartbeat said) cannot run the
@@ -145,12 +146,13 @@ export class TaskQueue {
   }
 
   /**
-   * Hears wake-ups from other control planes (PostgreSQL; the store's notices must be started too).
+   * Hears wake-ups from other control planes (PostgreSQL) or workers (api.workers); the store's
+   * notices must be started first.
    * A `null` notice (the listening connection was lost, so some may have been missed) wakes every
    * poll held here: each looks at the store again.
    */
   start(): void {
-    if (this.store.dialect !== 'postgres' || this.unsubscribe) return;
+    if (!this.store.notices.reachesServers || this.unsubscribe) return;
     this.unsubscribe = this.store.notices.subscribe(WAKE_TOPIC, (nodeId) => (nodeId === null ? this.wakeAll() : this.wakeLocal(nodeId)));
   }
 
@@ -176,8 +178,9 @@ export class TaskQueue {
   }
 
   private async wake(nodeId: string): Promise<void> {
-    // On PostgreSQL the notice reaches this process at once and every other control plane by NOTIFY.
-    if (this.store.dialect === 'postgres') await this.store.notices.publish(WAKE_TOPIC, nodeId);
+    // The notice reaches this process at once, and every other control plane by NOTIFY (PostgreSQL)
+    // or the other workers through the primary process (api.workers).
+    if (this.store.notices.reachesServers) await this.store.notices.publish(WAKE_TOPIC, nodeId);
     else this.wakeLocal(nodeId);
   }
 

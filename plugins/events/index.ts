@@ -65,6 +65,9 @@ const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data
 /** The journal of live events (for the runner's `plugin('events')` and any plugin that adds to it). */
 export const EventsJournalRef = defineServiceRef<Journal>('events', 'the live events journal');
 
+/** The workers' channel for live events (core/workers.ts). */
+const PEER_CHANNEL = 'live-event';
+
 export default definePlugin({
   name: 'events',
   description: 'live events: Server-Sent Events stream of resource, node and task changes',
@@ -74,9 +77,17 @@ export default definePlugin({
     const settings = services.config.events as EventsConfig;
     const journal = new Journal(settings.buffer, () => services.clock.now());
     services.provided.provide(EventsJournalRef, journal);
-    const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => journal.append(type, data, adminOnly);
+    // The other workers (api.workers) journal what happened in this one, so any stream sees it all.
+    const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => {
+      journal.append(type, data, adminOnly);
+      services.peers.broadcast(PEER_CHANNEL, { type, data, adminOnly });
+    };
 
     const unsubscribers = [
+      services.peers.subscribe(PEER_CHANNEL, (payload) => {
+        const { type, data, adminOnly } = payload as { type: LiveEventType; data: Record<string, unknown>; adminOnly: boolean };
+        journal.append(type, data, adminOnly);
+      }),
       services.db.changes.subscribe(({ table, id, op }) => {
         const type = resourceType(table, id);
         emit('resource.changed', { type, id, op }, ADMIN_ONLY.has(type));

@@ -30,7 +30,7 @@ export function presence(ctx: NodesContext) {
     for (const connection of ['online', 'offline', 'pending', 'stopped']) set({ connection }, 0);
     const rows: Array<{ connection: string; n: number | string }> = await nodes.query().where({ removing: false }).select('connection').count({ n: '*' }).groupBy('connection');
     for (const row of rows) set({ connection: row.connection }, Number(row.n));
-  });
+  }, 'store');
 
   // Every node counts, pending ones too: a machine that just joined heartbeats within seconds, and a
   // fleet joining at once must hear the interval its size calls for from its first heartbeat.

@@ -10,10 +10,11 @@ import { PG_URL } from './requirements.js';
 
 const BIN = path.resolve('bin/hangar.mjs');
 
-/** A `hangar serve` process of its own, on PostgreSQL, with the shared master key and its own data dir. */
+/** A `hangar serve` process of its own, with its own data dir: on PostgreSQL with the shared master key, or on SQLite. */
 export interface ControlPlane {
   child: ChildProcess;
   url: string;
+  dataDir: string;
   output: () => string;
   /** The TestHangar surface the identity helpers need: requests to this process. */
   client: TestHangar;
@@ -22,18 +23,20 @@ export interface ControlPlane {
 export interface ServeOptions {
   /** Names the process in messages and its data dir. */
   name: string;
-  /** The PostgreSQL schema every control plane of the test shares. */
-  schema: string;
+  /** The PostgreSQL schema every control plane of the test shares; null: SQLite in the data dir. */
+  schema: string | null;
   /** The API port (0: any free one, read from the start-up line). */
   port?: number;
   /** The CA certificate requests verify against (a getter: a test may learn it after start). */
   caPem: () => string;
   /** More HANGAR_* settings (plugins, intervals, leases). */
   env?: Record<string, string>;
+  /** The log message that says it serves (default `hangar started`; `hangar workers serving` with api.workers). */
+  readyMessage?: string;
 }
 
 /**
- * Starts `hangar serve` as a separate process on `schema`, with a data dir of its own (so that it is
+ * Starts `hangar serve` as a separate process on `schema` (or SQLite), with a data dir of its own (so that it is
  * a holder of leadership leases of its own, core/db/leadership.ts) and the test master key (the CA,
  * the JWT secret and sealed values are shared through the store's keyring). The data dir goes when
  * the process exits.
@@ -49,9 +52,9 @@ export async function serveControlPlane(options: ServeOptions): Promise<ControlP
       HANGAR_API__HOST: '127.0.0.1',
       HANGAR_API__PORT: String(options.port ?? 0),
       HANGAR_LOGIN__PORT: '0',
-      HANGAR_DATABASE__URL: PG_URL,
-      HANGAR_DATABASE__SCHEMA: options.schema,
-      HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY,
+      ...(options.schema === null
+        ? {}
+        : { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: options.schema, HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY }),
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -62,13 +65,15 @@ export async function serveControlPlane(options: ServeOptions): Promise<ControlP
   child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const started = await waitFor(
     () => {
-      if (child.exitCode !== null) throw new Error(`control plane ${options.name} exited:\n${output}`);
-      const line = output.split('\n').find((l) => l.includes('"hangar started"'));
-      return line ? (JSON.parse(line) as { urls: string[] }) : null;
+      if (child.exitCode !== null) throw new Error(`control plane ${options.name} exited (code ${child.exitCode}):\n${output}`);
+      const lines = output.split('\n');
+      const line = lines.find((l) => l.includes('"hangar started"'));
+      const ready = !options.readyMessage || lines.some((l) => l.includes(`"msg":"${options.readyMessage}"`));
+      return line && ready ? (JSON.parse(line) as { urls: string[] }) : null;
     },
     { timeoutMs: 60_000, what: `control plane ${options.name} to start` },
   );
   const url = started.urls[0]!;
   const request = (method: string, p: string, requestOptions: HttpRequestOptions = {}) => httpRequest(`${url}${p}`, { ca: options.caPem(), ...requestOptions, method });
-  return { child, url, output: () => output, client: { request } as unknown as TestHangar };
+  return { child, url, dataDir, output: () => output, client: { request } as unknown as TestHangar };
 }

@@ -1,0 +1,28 @@
+import type { Knex } from 'knex';
+// knex's better-sqlite3 client, except that a transaction takes SQLite's write lock when it begins
+// (BEGIN IMMEDIATE) instead of at its first write. Several processes write one SQLite file: the
+// workers of a control plane (api.workers) and the runner's tools. A deferred transaction that read
+// before another process committed cannot take the lock afterwards (SQLITE_BUSY at once, no wait);
+// an immediate one waits its turn (busy_timeout), so transactions run one after the other across
+// processes, as they do within one.
+// @ts-expect-error knex ships no types for its dialect modules
+import BetterSqlite3ClientModule from 'knex/lib/dialects/better-sqlite3/index.js';
+// @ts-expect-error knex ships no types for its dialect modules
+import SqliteTransactionModule from 'knex/lib/dialects/sqlite3/execution/sqlite-transaction.js';
+
+const SqliteTransaction = SqliteTransactionModule as new (...args: any[]) => { query(connection: unknown, sql: string): Promise<unknown> };
+const BetterSqlite3Client = BetterSqlite3ClientModule as new (...args: any[]) => object;
+
+class ImmediateTransaction extends SqliteTransaction {
+  begin(connection: unknown): Promise<unknown> {
+    return this.query(connection, 'BEGIN IMMEDIATE;');
+  }
+}
+
+class ImmediateClient extends BetterSqlite3Client {
+  transaction(...args: any[]): ImmediateTransaction {
+    return new ImmediateTransaction(this, ...args);
+  }
+}
+
+export const ImmediateSqliteClient = ImmediateClient as unknown as typeof Knex.Client;

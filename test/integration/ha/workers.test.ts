@@ -1,0 +1,259 @@
+import { expect } from 'chai';
+import https from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import path from 'node:path';
+import knexFactory from 'knex';
+import { httpRequest, type HttpRequestOptions } from '../../../core/http/client.js';
+import { SseParser } from '../../../core/http/sse.js';
+import { randomToken } from '../../../core/ids.js';
+import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
+import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
+import { PG_URL } from '../../support/requirements.js';
+
+const SCRAPE_TOKEN = randomToken(40);
+
+/** The worker processes of a primary (their parent), from /proc. */
+function childrenOf(pid: number): number[] {
+  const tasks = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return tasks ? tasks.split(/\s+/).map(Number) : [];
+}
+
+/** The process holding the server side of a local TCP connection from `clientPort` to `serverPort` (from /proc/net/tcp and /proc/PID/fd). */
+function serverProcessOf(serverPort: number, clientPort: number, candidates: number[]): number | null {
+  const hex = (port: number) => port.toString(16).toUpperCase().padStart(4, '0');
+  const entry = readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .find((f) => f[1]?.endsWith(`:${hex(serverPort)}`) && f[2]?.endsWith(`:${hex(clientPort)}`));
+  if (!entry) return null;
+  const socket = `socket:[${entry[9]}]`;
+  for (const pid of candidates) {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === socket) return pid;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * `hangar serve` with `api.workers: 2` (core/workers.ts): a primary process and two workers sharing
+ * the port, the data dir and the store. Requests go on fresh connections, which the primary hands
+ * to the workers in turn, so each check below sees both workers at work.
+ */
+describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => {
+  let cp: ControlPlane;
+  let schema: string | null;
+  let admin: Credentials;
+  let caPem = '';
+  const fresh = (): HttpRequestOptions => ({ ca: caPem, agent: new https.Agent({ keepAlive: false, ca: caPem }) });
+  const request = (method: string, p: string, options: HttpRequestOptions = {}) => httpRequest(`${cp.url}${p}`, { ...fresh(), ...options, method });
+
+  /**
+   * A keep-alive connection to each worker (keyed by pid): fresh connections are opened until one
+   * lands on every worker, so a check can do something through one worker and look through the other.
+   */
+  async function connectionPerWorker(): Promise<Map<number, HttpRequestOptions>> {
+    const workers = childrenOf(cp.child.pid!);
+    const port = Number(new URL(cp.url).port);
+    const pinned = new Map<number, HttpRequestOptions>();
+    for (let attempt = 0; attempt < 200 && pinned.size < workers.length; attempt++) {
+      const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caPem });
+      const res = await httpRequest(`${cp.url}/healthz`, { ca: caPem, agent });
+      expect(res.status).to.equal(200);
+      const socket = Object.values(agent.freeSockets).flat()[0]!;
+      const pid = serverProcessOf(port, socket.localPort!, workers);
+      if (pid !== null && !pinned.has(pid)) pinned.set(pid, { ca: caPem, agent });
+      else agent.destroy();
+    }
+    expect([...pinned.keys()], 'a connection to each worker').to.have.members(workers);
+    return pinned;
+  }
+
+  before(async function () {
+    this.timeout(90_000);
+    cp = await serveControlPlane({
+      name: `workers-${dialect.name}`,
+      schema: (schema = dialect.freshStorage().schema),
+      caPem: () => caPem,
+      readyMessage: 'hangar workers serving',
+      env: {
+        HANGAR_API__WORKERS: '2',
+        HANGAR_PLUGINS: 'system,iam,events,metrics,tags,nodes,agent-internal',
+        HANGAR_METRICS__SCRAPE_TOKEN: SCRAPE_TOKEN,
+        HANGAR_TASKS__POLL_WAIT_SECONDS: '30',
+      },
+    });
+    caPem = readFileSync(path.join(cp.dataDir, 'pki', 'ca.crt'), 'utf8');
+    admin = await bootstrapAdmin(cp.client);
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await cleanupAgents();
+    if (cp && cp.child.exitCode === null) {
+      cp.child.kill('SIGKILL');
+      for (const pid of childrenOf(cp.child.pid!)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('runs two workers under the primary, each a control plane on the same store, each leading its own loops', async function () {
+    this.timeout(30_000);
+    const workers = childrenOf(cp.child.pid!);
+    expect(workers).to.have.length(2);
+    const serving = cp.output().split('\n').find((l) => l.includes('"hangar workers serving"'));
+    expect(JSON.parse(serving!).pids).to.have.members(workers);
+    expect(cp.output().match(/"msg":"hangar started"/g), 'each worker says it serves').to.have.length(2);
+    await connectionPerWorker();
+
+    // Loops that run once across control planes are taken by one worker at a time, named apart.
+    const knex =
+      dialect.name === 'postgres'
+        ? knexFactory({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } })
+        : knexFactory({ client: 'better-sqlite3', connection: { filename: path.join(cp.dataDir, 'hangar.db') }, useNullAsDefault: true });
+    try {
+      const table = schema ? `${schema}.leader_leases` : 'leader_leases';
+      const rows: Array<{ name: string; holder: string }> = await waitFor(
+        async () => {
+          const found = await knex(table).select('name', 'holder');
+          return found.length ? found : null;
+        },
+        { timeoutMs: 20_000, what: 'a loop leader' },
+      );
+      for (const row of rows) expect(row.holder, row.name).to.match(/\/worker-[12]$/);
+    } finally {
+      await knex.destroy();
+    }
+  });
+
+  it('sums the workers’ metrics on a scrape, whichever worker answers it', async () => {
+    const [a, b] = [...(await connectionPerWorker()).values()];
+    const before = await scrapeCount(a!);
+    expect(await scrapeCount(b!), 'the same figure from either worker').to.equal(before);
+    for (const via of [a!, b!]) for (let i = 0; i < 5; i++) expect((await request('GET', '/v1/version', via)).status).to.equal(200);
+    expect(await scrapeCount(a!)).to.equal(before + 10);
+    expect(await scrapeCount(b!)).to.equal(before + 10);
+
+    async function scrapeCount(via: HttpRequestOptions): Promise<number> {
+      const res = await request('GET', '/metrics', { ...via, headers: bearer(SCRAPE_TOKEN) });
+      expect(res.status, res.text).to.equal(200);
+      const line = res.text.split('\n').find((l) => l.startsWith('hangar_http_requests_total{') && l.includes('route="/v1/version"') && l.includes('status="200"'));
+      return line ? Number(line.split(' ').pop()) : 0;
+    }
+  });
+
+  it('a change made through one worker is seen at once by the other: a deleted user’s token stops working on both', async () => {
+    const [a, b] = [...(await connectionPerWorker()).values()];
+    const user = await createUser(cp.client, admin, { username: `u${randomToken(6).toLowerCase()}` });
+    // Both workers hold the user's principal in their caches now.
+    for (const via of [a!, b!]) expect((await request('GET', '/v1/nodes', { ...via, headers: bearer(user.token) })).status).to.equal(200);
+    expect((await request('DELETE', `/v1/iam/users/${user.userId}`, { ...a!, headers: bearer(admin.token) })).status).to.equal(200);
+    expect((await request('GET', '/v1/nodes', { ...b!, headers: bearer(user.token) })).status, 'through the other worker').to.equal(401);
+    expect((await request('GET', '/v1/nodes', { ...a!, headers: bearer(user.token) })).status, 'through the same worker').to.equal(401);
+  });
+
+  it('a live events stream on one worker carries the changes made through the other', async function () {
+    this.timeout(20_000);
+    const pinned = await connectionPerWorker();
+    const events: Array<{ event: string; data: any }> = [];
+    const parser = new SseParser();
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = https.request(`${cp.url}/v1/events/stream?types=resource.changed`, { ca: caPem, agent: false, headers: { accept: 'text/event-stream', ...bearer(admin.token) } }, resolve);
+      req.on('error', reject);
+      req.end();
+    });
+    try {
+      const streaming = serverProcessOf(Number(new URL(cp.url).port), res.socket.localPort!, [...pinned.keys()]);
+      const other = [...pinned].find(([pid]) => pid !== streaming)![1];
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        for (const e of parser.push(chunk)) events.push({ event: e.event, data: JSON.parse(e.data) });
+      });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const created = await request('POST', '/v1/nodes', { ...other, headers: bearer(admin.token), body: { name: `events-${i}` } });
+        expect(created.status, created.text).to.equal(201);
+        ids.push(created.json.data.id);
+      }
+      await waitFor(() => ids.every((id) => events.some((e) => e.data.id === id)), { timeoutMs: 10_000, what: `events for ${ids.join(', ')} (got ${JSON.stringify(events)})` });
+    } finally {
+      res.destroy();
+    }
+  });
+
+  it('an agent long-polling one worker gets a task queued through the other at once, not at the end of its wait', async function () {
+    this.timeout(90_000);
+    const token = await request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
+    expect(token.status, token.text).to.equal(201);
+    const agent = spawnAgent({ join: { token: token.json.data.token, api: cp.url } });
+    const nodeId = await joinedNodeId(agent, 30_000);
+    await waitFor(async () => (await request('GET', `/v1/nodes/${nodeId}`, { headers: bearer(admin.token) })).json.data?.status === 'ready', { timeoutMs: 30_000, what: 'the node to be ready' });
+    // Queued through each worker in turn: whichever holds the agent's long-poll, the other wakes it.
+    const through = [...(await connectionPerWorker()).values()];
+    for (let i = 0; i < 4; i++) {
+      const started = Date.now();
+      const queued = await request('POST', `/v1/nodes/${nodeId}/logs?lines=1`, { ...through[i % 2]!, headers: bearer(admin.token) });
+      expect(queued.status, queued.text).to.equal(202);
+      await waitFor(
+        async () => {
+          const read = await request('GET', `/v1/nodes/${nodeId}/logs/${queued.json.data.task_id}`, { headers: bearer(admin.token) });
+          return read.json.data?.status === 'completed';
+        },
+        { timeoutMs: 20_000, intervalMs: 100, what: `task ${i} to complete` },
+      );
+      expect(Date.now() - started, `task ${i}: woken by the enqueue, not by the 30 s wait`).to.be.lessThan(5_000);
+    }
+  });
+
+  it('replaces a worker that dies, serving all the while; SIGTERM stops the workers and the primary cleanly', async function () {
+    this.timeout(60_000);
+    const [victim, survivor] = childrenOf(cp.child.pid!);
+    process.kill(victim!, 'SIGKILL');
+    for (let i = 0; i < 4; i++) expect((await request('GET', '/healthz')).status, 'the other worker answers').to.equal(200);
+    const workers = await waitFor(
+      () => {
+        const now = childrenOf(cp.child.pid!);
+        return now.length === 2 && !now.includes(victim!) ? now : null;
+      },
+      { timeoutMs: 30_000, what: 'a new worker' },
+    );
+    expect(workers).to.include(survivor);
+    expect(cp.output()).to.include('"msg":"worker exited; starting a new one"');
+    await waitFor(() => (cp.output().match(/"msg":"hangar started"/g) ?? []).length === 3, { timeoutMs: 30_000, what: 'the new worker to serve' });
+    for (let i = 0; i < 4; i++) expect((await request('GET', '/healthz')).status).to.equal(200);
+
+    const exited = new Promise<number | null>((resolve) => cp.child.once('exit', (code) => resolve(code)));
+    cp.child.kill('SIGTERM');
+    expect(await exited, cp.output()).to.equal(0);
+    expect(cp.output().match(/"msg":"hangar stopped"/g), 'both workers stopped gracefully').to.have.length(2);
+    for (const pid of workers) expect(() => process.kill(pid, 0), `worker ${pid} is gone`).to.throw();
+  });
+});
+
+describe('hangar serve with workers that cannot start', function () {
+  this.timeout(60_000);
+
+  it('stops with the first worker’s exit code and its message, once, without starting the others', async () => {
+    const failed = serveControlPlane({
+      name: 'workers-broken',
+      schema: null,
+      caPem: () => '',
+      readyMessage: 'hangar workers serving',
+      env: { HANGAR_API__WORKERS: '3', HANGAR_API__TLS_CERT: '/nonexistent/server.crt' },
+    }).catch((err: Error) => err);
+    const err = await failed;
+    expect(err).to.be.instanceOf(Error);
+    const output = (err as Error).message;
+    expect(output.match(/api\.tls_cert is set but api\.tls_key is not/g), output).to.have.length(1);
+    expect(output).to.include('"msg":"worker exited before serving; stopping"');
+    expect(output).to.include('"exit_code":2');
+    expect(output, 'the primary exits with the worker’s code').to.include('exited (code 2)');
+    expect(output).not.to.include('"worker":2');
+  });
+});
