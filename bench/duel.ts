@@ -5,6 +5,7 @@
 //
 //   npm run bench:duel -- [--anchor /path/to/nimbus-api] [--nodes 100,1000] [--duration 10]
 //                         [--connections 32] [--threads 1] [--repeat 3] [--scenarios healthz,list,login,write]
+//                         [--workers N]      (hangar serve processes, api.workers; CPU and RSS are the sum of all)
 //                         [--cpu-prof DIR]   (hangar's CPU profiles, one file per process, for node --cpu-prof readers)
 //
 // The anchor binary is the operator's (never downloaded, never committed): without --anchor only
@@ -46,6 +47,7 @@ const args = parseArgs({
     threads: { type: 'string', default: '1' },
     repeat: { type: 'string', default: '3' },
     scenarios: { type: 'string', default: 'healthz,list,login,write' },
+    workers: { type: 'string', default: '1', description: 'hangar serve processes (api.workers)' },
     'no-build': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
     'cpu-prof': { type: 'string', description: 'directory for hangar CPU profiles (node --cpu-prof), one per process' },
@@ -75,13 +77,27 @@ function freePort(): Promise<number> {
 
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
-function processCpu(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+/** A process and its descendants (hangar's workers with --workers). */
+function processTree(pid: number): number[] {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return [pid, ...(children ? children.split(/\s+/).map(Number).flatMap(processTree) : [])];
 }
 
+/** CPU seconds a server used so far, its workers' included. */
+function processCpu(pid: number): number {
+  let ticks = 0;
+  for (const p of processTree(pid)) {
+    const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / CLOCK_TICKS;
+}
+
+/** A server's resident memory, its workers' added (pages they share counted in each). */
 function rssMb(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+  let kb = 0;
+  for (const p of processTree(pid)) kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))![1]);
+  return kb / 1024;
 }
 
 /** How long both servers idle after the last run before their RSS is read a second time. */
@@ -178,6 +194,7 @@ function hangarTarget(): Target {
           HANGAR_API__PORT: String(port),
           HANGAR_LOGIN__PORT: '0',
           HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
+          HANGAR_API__WORKERS: args.values.workers!,
         },
         // The access log goes to a file, as it would to a journal.
         stdio: ['ignore', openSync(path.join(dir, 'hangar.log'), 'a'), 'inherit'],

@@ -2,11 +2,10 @@ import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import type { CommandModule } from 'yargs';
 import { loadConfig } from '../core/config.js';
-import { Hangar } from '../core/app.js';
+import type { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
-import { builtinCatalogue } from './catalogue.js';
 
 interface ServeArgs {
   config?: string;
@@ -50,6 +49,8 @@ export async function serve(args: ServeArgs): Promise<void> {
     if (config.api.workers > 1 && cluster.isPrimary) {
       process.exit(await superviseWorkers(config.api.workers, createLogger(config.log.level)));
     }
+    // Loaded here: the primary of several workers serves nothing and stays small without them.
+    const [{ Hangar }, { builtinCatalogue }] = await Promise.all([import('../core/app.js'), import('./catalogue.js')]);
     hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
   } catch (err) {
     if (err instanceof ConfigError) {
