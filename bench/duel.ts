@@ -100,6 +100,18 @@ function rssMb(pid: number): number {
   return kb / 1024;
 }
 
+/**
+ * For a server of several processes: how many, and their PSS (shared pages divided among the
+ * processes sharing them), since a sum of RSS counts the pages they share once per process.
+ */
+function processesNote(pid: number): string {
+  const tree = processTree(pid);
+  if (tree.length === 1) return '';
+  let kb = 0;
+  for (const p of tree) kb += Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'))![1]);
+  return ` (${tree.length} processes, RSS summed; PSS ${(kb / 1024).toFixed(1)} MB)`;
+}
+
 /** How long both servers idle after the last run before their RSS is read a second time. */
 const SETTLE_MS = 15_000;
 
@@ -510,7 +522,7 @@ async function main() {
       cold.set(t.name, times);
       await new Promise((r) => setTimeout(r, 2000));
       idleRss.set(t.name, rssMb(t.running!.child.pid!));
-      console.log(`${t.name}: first start ${fmt(first)} ms; restarts ${times.map((x) => fmt(x)).join(', ')} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB`);
+      console.log(`${t.name}: first start ${fmt(first)} ms; restarts ${times.map((x) => fmt(x)).join(', ')} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB${processesNote(t.running!.child.pid!)}`);
     }
 
     const rows: Row[] = [];
@@ -548,7 +560,7 @@ async function main() {
     for (const t of targets) {
       console.log(
         `${t.name}: cold start (restart, median of 3) ${fmt(median(cold.get(t.name)!))} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB; ` +
-          `RSS after the duel ${fmt(afterDuel.get(t.name)!, 1)} MB, ${SETTLE_MS / 1000} s later ${fmt(settled.get(t.name)!, 1)} MB`,
+          `RSS after the duel ${fmt(afterDuel.get(t.name)!, 1)} MB, ${SETTLE_MS / 1000} s later ${fmt(settled.get(t.name)!, 1)} MB${processesNote(t.running!.child.pid!)}`,
       );
     }
     console.log(
