@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import type { SecretBox } from '../crypto.js';
@@ -59,6 +60,8 @@ const IDLE_TRUST_MS = 5 * 60_000;
 
 /** Store notices on this topic wake a node's long-polls (key: the node id) in every control plane. */
 const WAKE_TOPIC = 'tasks.wake';
+/** Notice: a node's agent capabilities were written (the key: the node id, a space, the writing queue's id). */
+const CAPABILITIES_TOPIC = 'tasks.capabilities';
 
 const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
 
@@ -111,6 +114,8 @@ export class TaskQueue {
   private unsubscribe: (() => void) | null = null;
   /** What was last written per node, so that a heartbeat saying the same again writes nothing. */
   private readonly knownCapabilities = new Map<string, string>();
+  /** Names this queue's capability writes in their notices, so that it skips its own (PostgreSQL echoes them back). */
+  private readonly writer = randomUUID();
 
   constructor(
     private readonly store: Store,
@@ -153,7 +158,16 @@ export class TaskQueue {
    */
   start(): void {
     if (!this.store.notices.reachesServers || this.unsubscribe) return;
-    this.unsubscribe = this.store.notices.subscribe(WAKE_TOPIC, (nodeId) => (nodeId === null ? this.wakeAll() : this.wakeLocal(nodeId)));
+    const wakes = this.store.notices.subscribe(WAKE_TOPIC, (nodeId) => (nodeId === null ? this.wakeAll() : this.wakeLocal(nodeId)));
+    const writes = this.store.notices.subscribe(CAPABILITIES_TOPIC, (written) => {
+      if (written === null) return this.knownCapabilities.clear();
+      const [nodeId, writer] = written.split(' ');
+      if (writer !== this.writer) this.knownCapabilities.delete(nodeId!);
+    });
+    this.unsubscribe = () => {
+      wakes();
+      writes();
+    };
   }
 
   async close(): Promise<void> {
@@ -184,7 +198,11 @@ export class TaskQueue {
     else this.wakeLocal(nodeId);
   }
 
-  /** Records what a node's agent said it can run (a heartbeat); writes only when it changed. */
+  /**
+   * Records what a node's agent said it can run (a heartbeat); writes only when it changed. A write
+   * is announced, so that another control plane (or worker) that remembers what it wrote before
+   * writes again when the agent goes back to that.
+   */
   async recordCapabilities(nodeId: string, capabilities: AgentCapabilities): Promise<void> {
     const row = { version: capabilities.version, kinds: capabilities.kinds ? JSON.stringify(capabilities.kinds) : null, backends: JSON.stringify(capabilities.backends) };
     const key = JSON.stringify(row);
@@ -193,6 +211,7 @@ export class TaskQueue {
       .insert({ node_id: nodeId, ...row, updated_at: this.clock.now().toISOString() })
       .onConflict('node_id')
       .merge();
+    if (this.store.notices.reachesServers) await this.store.notices.publish(CAPABILITIES_TOPIC, `${nodeId} ${this.writer}`);
     this.knownCapabilities.set(nodeId, key);
   }
 

@@ -68,4 +68,25 @@ describeEachDialect('task wake-ups between two control planes on one store', (di
     expect(after.ids).to.deep.equal([after.queued]);
     expect(after.took, 'woken through NOTIFY on the new connection').to.be.lessThan(5000);
   });
+
+  it('an agent that goes back to the capabilities it had is recorded again, though another control plane wrote in between', async function () {
+    this.timeout(20_000);
+    const created = await a.request('POST', '/v1/nodes', { body: { name: 'capabilities' }, headers: bearer(admin.token) });
+    expect(created.status, created.text).to.equal(201);
+    const nodeId = created.json.data.id as string;
+    const [throughA, throughB] = [await FakeAgent.forNode(a, nodeId), await FakeAgent.forNode(b, nodeId)];
+    const recorded = async () => (await a.hangar.services.tasks.capabilities(nodeId))?.version;
+    expect((await throughA.heartbeat()).status).to.equal(200);
+    const current = await recorded();
+    // The agent is replaced by an older one whose heartbeat reaches B, then updated again, heard by A.
+    expect((await throughB.heartbeat({ agent_version: '0.9.0' })).status).to.equal(200);
+    expect(await recorded()).to.equal('0.9.0');
+    await waitFor(
+      async () => {
+        expect((await throughA.heartbeat()).status).to.equal(200);
+        return (await recorded()) === current;
+      },
+      { timeoutMs: 5_000, intervalMs: 200, what: `A to record version ${current} again (it wrote it before B wrote 0.9.0)` },
+    );
+  });
 });
