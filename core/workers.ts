@@ -2,8 +2,8 @@ import cluster, { type Worker } from 'node:cluster';
 
 /**
  * Several worker processes of one control plane on one machine (`api.workers`), with node:cluster:
- * the primary process forks the workers and shares the listening ports between them; each worker
- * is a whole control plane on the same data dir and store. What one worker holds in memory and
+ * the primary process forks the workers, listens on their ports and hands each new connection to
+ * the next worker; each worker is a whole control plane on the same data dir and store. What one worker holds in memory and
  * another must hear of goes through the primary as a message to the other workers ({@link Peers}):
  * store notices on SQLite (cache invalidation, task wake-ups), live events, a reissued server
  * certificate. Metrics are summed over the workers by the primary when one of them is scraped.
@@ -232,10 +232,11 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
-  // Each worker accepts its own connections from the shared socket. (With round robin through the
-  // primary, a connection that came in the moment after a worker was killed took the listening
-  // sockets down with it, on Node 20, and the surviving workers served nothing from then on.)
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // Connections are handed to the workers in turn by the primary (node:cluster's round robin, its
+  // default here): the kernel left to itself gives a burst of new connections (a fleet reconnecting,
+  // a load generator) mostly to one worker. One that comes in the instant a worker dies, before the
+  // primary has heard of it, is lost with that worker: its client sees no answer and retries.
+  cluster.schedulingPolicy = cluster.SCHED_RR;
   void (async () => {
     await fork(1);
     if (stopping) return;
