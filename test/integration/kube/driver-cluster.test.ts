@@ -80,29 +80,32 @@ describe('Kubernetes driver: nodes, cordon and drain with PodDisruptionBudgets, 
       await driver.deployWorkload({ spec: { name: 'spread', role: 'instance', resource_id: 'inst-spread', image: 'registry.invalid/x:1', replicas: 6 }, cluster_nodes: CLUSTER_NODES });
       const onNode = async (node: string) => (await core.listNamespacedPod({ namespace: 'default', fieldSelector: `spec.nodeName=${node}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
       await waitFor(async () => (await driver.inspectWorkloads({ names: ['spread'] })).workloads[0]?.running === 6, { what: 'spread running 6', timeoutMs: 60_000 });
-      // The scheduler spreads replicas of one workload over the nodes: kwok-node-3 has some.
-      const before = await onNode('kwok-node-3');
+      // The scheduler spreads replicas of one workload over the nodes (a preference, not a rule):
+      // the node cordoned and drained is one that got some.
+      const target = (await Promise.all(NODES.map(async (node) => ((await onNode(node)).length ? node : null)))).filter((n) => n !== null).pop()!;
+      const index = NODES.indexOf(target);
+      const before = await onNode(target);
       expect(before.length).to.be.greaterThan(0);
 
-      expect(await driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'cordoned' })).to.deep.equal({ availability: 'cordoned' });
-      expect((await core.readNode({ name: 'kwok-node-3' })).spec?.unschedulable).to.equal(true);
-      expect((await driver.nodes({})).nodes[2]!.availability).to.equal('cordoned');
-      expect((await onNode('kwok-node-3')).map((p) => p.metadata?.name), 'cordon leaves running pods').to.deep.equal(before.map((p) => p.metadata?.name));
+      expect(await driver.setNodeAvailability({ runtime_node_id: target, availability: 'cordoned' })).to.deep.equal({ availability: 'cordoned' });
+      expect((await core.readNode({ name: target })).spec?.unschedulable).to.equal(true);
+      expect((await driver.nodes({})).nodes[index]!.availability).to.equal('cordoned');
+      expect((await onNode(target)).map((p) => p.metadata?.name), 'cordon leaves running pods').to.deep.equal(before.map((p) => p.metadata?.name));
 
-      expect(await driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'drained' })).to.deep.equal({ availability: 'drained' });
-      expect(await onNode('kwok-node-3')).to.deep.equal([]);
-      expect((await driver.nodes({})).nodes[2]!.availability).to.equal('drained');
+      expect(await driver.setNodeAvailability({ runtime_node_id: target, availability: 'drained' })).to.deep.equal({ availability: 'drained' });
+      expect(await onNode(target)).to.deep.equal([]);
+      expect((await driver.nodes({})).nodes[index]!.availability).to.equal('drained');
       const state = await waitFor(async () => {
         const s = (await driver.inspectWorkloads({ names: ['spread'] })).workloads[0];
         return s?.running === 6 ? s : undefined;
       }, { what: 'spread running 6 again on the other nodes', timeoutMs: 60_000 });
-      expect(state.tasks.map((t) => t.runtime_node_id)).to.not.include('kwok-node-3');
+      expect(state.tasks.map((t) => t.runtime_node_id)).to.not.include(target);
 
-      expect(await driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'schedulable' })).to.deep.equal({ availability: 'schedulable' });
-      const node = await core.readNode({ name: 'kwok-node-3' });
+      expect(await driver.setNodeAvailability({ runtime_node_id: target, availability: 'schedulable' })).to.deep.equal({ availability: 'schedulable' });
+      const node = await core.readNode({ name: target });
       expect(node.spec?.unschedulable ?? false).to.equal(false);
       expect(node.metadata?.annotations?.['io.hangar.availability']).to.equal(undefined);
-      expect((await failureOf(driver.setNodeAvailability({ runtime_node_id: 'kwok-node-3', availability: 'sleepy' as never }))).message).to.match(/unknown availability/);
+      expect((await failureOf(driver.setNodeAvailability({ runtime_node_id: target, availability: 'sleepy' as never }))).message).to.match(/unknown availability/);
       expect((await failureOf(driver.setNodeAvailability({ runtime_node_id: 'no-such-node', availability: 'cordoned' }))).statusCode).to.equal(404);
       expect(await driver.removeWorkload({ name: 'spread' })).to.deep.equal({ removed: true });
     });
