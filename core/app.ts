@@ -411,18 +411,13 @@ export class Hangar {
       if (name === 'control') {
         const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem }, config.api.request_timeout_ms);
         // A reissued certificate is written to the data dir; the other workers (api.workers) take it from there.
-        let reloading = false;
         ca.on('server-certificate', (credentials) => {
           listener.swapCertificate(credentials);
-          if (!reloading) this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
+          this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
         });
         this.services.peers.subscribe(SERVER_CERTIFICATE_CHANNEL, () => {
-          reloading = true;
-          try {
-            ca.reloadServerCertificate();
-          } finally {
-            reloading = false;
-          }
+          const reloaded = ca.reloadServerCertificate();
+          if (reloaded) listener.swapCertificate(reloaded);
         });
         this.listeners.set(name, listener);
         await listener.listen(config.api.port, config.api.host, 'api.port');

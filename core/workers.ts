@@ -1,4 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
+import { EventBus } from './events.js';
 
 /**
  * Several worker processes of one control plane on one machine (`api.workers`), with node:cluster:
@@ -61,7 +62,7 @@ let workerPeers: Peers | undefined;
 export function peers(): Peers {
   if (workerIndex() === null) return alone;
   if (workerPeers) return workerPeers;
-  const handlers = new Map<string, Set<(payload: unknown) => void>>();
+  const relayed = new EventBus();
   const waiting = new Map<number, (jsons: unknown[][]) => void>();
   let ownMetrics: (() => Promise<unknown[]>) | null = null;
   let nextId = 0;
@@ -70,7 +71,7 @@ export function peers(): Peers {
   };
   process.on('message', (message: unknown) => {
     if (!isMessage(message)) return;
-    if (message.hangar === 'relay') for (const handler of handlers.get(message.channel) ?? []) handler(message.payload);
+    if (message.hangar === 'relay') relayed.publish(message.channel, message.payload);
     else if (message.hangar === 'metrics-of') {
       const reply = (json: unknown[]) => send({ hangar: 'metrics-json', id: message.id, json });
       if (!ownMetrics) reply([]);
@@ -83,12 +84,7 @@ export function peers(): Peers {
   workerPeers = {
     active: true,
     broadcast: (channel, payload) => send({ hangar: 'relay', channel, payload }),
-    subscribe(channel, handler) {
-      let set = handlers.get(channel);
-      if (!set) handlers.set(channel, (set = new Set()));
-      set.add(handler);
-      return () => set.delete(handler);
-    },
+    subscribe: (channel, handler) => relayed.subscribe(channel, handler),
     collectMetrics(own) {
       ownMetrics ??= own;
       const id = ++nextId;

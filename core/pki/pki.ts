@@ -332,15 +332,14 @@ export class Pki extends EventEmitter {
 
   /**
    * Takes up the server certificate another worker of this control plane wrote to the data dir
-   * (api.workers; it reissued it) and announces it as `server-certificate`. Answers whether it changed.
+   * (api.workers; it reissued it). Answers the new credentials, or null when nothing changed.
    */
-  reloadServerCertificate(): boolean {
-    if (this.operatorCertificates) return false;
+  reloadServerCertificate(): ServerCredentials | null {
+    if (this.operatorCertificates) return null;
     const written = this.readServerCredentials();
-    if (!written || written.cert === this.server.cert) return false;
+    if (!written || written.cert === this.server.cert) return null;
     this.server = written;
-    this.emit('server-certificate', this.server);
-    return true;
+    return written;
   }
 
   /** The CA certificate as PEM. */
