@@ -183,6 +183,13 @@ async function inParallel<T>(items: T[], concurrency: number, fn: (item: T) => P
   );
 }
 
+/** A `node` for the launcher that writes a CPU profile per process (Node refuses --cpu-prof in NODE_OPTIONS). */
+function profilingNode(dir: string, profileDir: string): string {
+  const script = path.join(dir, 'node-cpu-prof');
+  writeFileSync(script, `#!/bin/sh\nexec '${process.execPath}' --cpu-prof --cpu-prof-dir='${profileDir}' "$@"\n`, { mode: 0o755 });
+  return script;
+}
+
 function hangarTarget(): Target {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'duel-hangar-'));
   let port = 0;
@@ -192,14 +199,13 @@ function hangarTarget(): Target {
     async start() {
       port ||= await freePort();
       const started = performance.now();
-      const profile = args.values['cpu-prof'] ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args.values['cpu-prof'])}` } : {};
+      const node = args.values['cpu-prof'] ? profilingNode(dir, path.resolve(args.values['cpu-prof'])) : process.execPath;
       // The hangar command as an operator runs it: the launcher (bin/hangar) sets glibc's malloc up.
       const child = spawn(path.join(ROOT, 'bin', 'hangar'), ['serve'], {
         cwd: dir,
         env: {
           ...process.env,
-          ...profile,
-          NODE: process.execPath,
+          NODE: node,
           NODE_ENV: 'production',
           HANGAR_DATA_DIR: path.join(dir, 'data'),
           HANGAR_API__HOST: '127.0.0.1',

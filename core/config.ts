@@ -23,8 +23,9 @@ const NOT_CONFIG = new Set([
   'HANGAR_BIN',
   // bin/hangar.mjs: run the TypeScript sources even when the production build is current.
   'HANGAR_FROM_SOURCES',
-  // core/workers.ts: which of `hangar serve`'s workers (api.workers) this process is.
+  // core/workers.ts: which of `hangar serve`'s workers (api.workers) this process is, and its primary's run.
   'HANGAR_WORKER',
+  'HANGAR_WORKERS_RUN',
 ]);
 const NOT_CONFIG_PREFIXES = ['HANGAR_TEST_'];
 

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { EventBus } from './events.js';
+import { randomToken } from './ids.js';
 
 /**
  * Several worker processes of one control plane on one machine (`api.workers`), with node:cluster:
@@ -9,6 +10,9 @@ import { EventBus } from './events.js';
  * store notices on SQLite (cache invalidation, task wake-ups), live events, a reissued server
  * certificate. Metrics are summed over the workers by the primary when one of them is scraped.
  */
+
+/** The environment variable that tells a worker the primary's run token ({@link Peers.run}). */
+const RUN_VARIABLE = 'HANGAR_WORKERS_RUN';
 
 /** This process's worker number (1…N) when it is one of `hangar serve`'s workers, else null. */
 export function workerIndex(): number | null {
@@ -22,7 +26,15 @@ export interface Peers {
   readonly active: boolean;
   /** Sends `payload` to every other worker's subscribers of `channel` (not to this process's). */
   broadcast(channel: string, payload: unknown): void;
-  subscribe(channel: string, handler: (payload: unknown) => void): () => void;
+  /**
+   * Sends `payload` to the subscribers of `channel` in every worker, this one's included, numbered
+   * by the primary (1, 2, … in its {@link run}): every worker gets the same payloads in the same
+   * order with the same numbers. The subscriber's second argument is the number.
+   */
+  sequence(channel: string, payload: unknown): void;
+  subscribe(channel: string, handler: (payload: unknown, seq?: number) => void): () => void;
+  /** A token naming this run of the primary (the numbers of {@link sequence} are counted in it); null alone. */
+  readonly run: string | null;
   /**
    * The metrics of every worker as JSON (prom-client's getMetricsAsJSON), collected by the primary,
    * or null in a control plane of one process.
@@ -34,7 +46,8 @@ export interface Peers {
 type Message =
   | { hangar: 'ready' }
   | { hangar: 'stop' }
-  | { hangar: 'relay'; channel: string; payload: unknown }
+  | { hangar: 'relay'; channel: string; payload: unknown; seq?: number }
+  | { hangar: 'sequence'; channel: string; payload: unknown }
   | { hangar: 'metrics'; id: number }
   | { hangar: 'metrics-of'; id: number }
   | { hangar: 'metrics-json'; id: number; json: unknown[] }
@@ -47,7 +60,9 @@ function isMessage(value: unknown): value is Message {
 /** A control plane of one process: nobody to tell. */
 export const alone: Peers = {
   active: false,
+  run: null,
   broadcast() {},
+  sequence() {},
   subscribe: () => () => undefined,
   collectMetrics: async () => null,
 };
@@ -71,7 +86,7 @@ export function peers(): Peers {
   };
   process.on('message', (message: unknown) => {
     if (!isMessage(message)) return;
-    if (message.hangar === 'relay') relayed.publish(message.channel, message.payload);
+    if (message.hangar === 'relay') relayed.publish(message.channel, message);
     else if (message.hangar === 'metrics-of') {
       const reply = (json: unknown[]) => send({ hangar: 'metrics-json', id: message.id, json });
       if (!ownMetrics) reply([]);
@@ -83,8 +98,14 @@ export function peers(): Peers {
   });
   workerPeers = {
     active: true,
+    run: process.env[RUN_VARIABLE] ?? null,
     broadcast: (channel, payload) => send({ hangar: 'relay', channel, payload }),
-    subscribe: (channel, handler) => relayed.subscribe(channel, handler),
+    sequence: (channel, payload) => send({ hangar: 'sequence', channel, payload }),
+    subscribe: (channel, handler) =>
+      relayed.subscribe(channel, (message) => {
+        const { payload, seq } = message as Extract<Message, { hangar: 'relay' }>;
+        handler(payload, seq);
+      }),
     collectMetrics(own) {
       ownMetrics ??= own;
       const id = ++nextId;
@@ -130,6 +151,8 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
   const ready = new Set<number>();
   let stopping = false;
   let metricsId = 0;
+  const run = randomToken(8).toLowerCase();
+  const sequences = new Map<string, number>();
   const pendingMetrics = new Map<number, { from: Worker; jsons: unknown[][]; waiting: Set<number>; timer: NodeJS.Timeout; replyId: number }>();
   let finish: (code: number) => void;
   const done = new Promise<number>((resolve) => (finish = resolve));
@@ -152,6 +175,14 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
       case 'relay':
         for (const [other, peer] of workers) if (other !== index && ready.has(other)) sendTo(peer, message);
         break;
+      case 'sequence': {
+        // One counter per channel, and every worker's messages leave the primary in one order.
+        const seq = (sequences.get(message.channel) ?? 0) + 1;
+        sequences.set(message.channel, seq);
+        const relay: Message = { hangar: 'relay', channel: message.channel, payload: message.payload, seq };
+        for (const [other, peer] of workers) if (other === index || ready.has(other)) sendTo(peer, relay);
+        break;
+      }
       case 'metrics': {
         const id = ++metricsId;
         const asked = [...workers].filter(([i]) => ready.has(i) || i === index);
@@ -176,7 +207,7 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
   const fork = (index: number, attempt = 0): Promise<void> =>
     new Promise((resolve) => {
       const started = Date.now();
-      const worker = cluster.fork({ HANGAR_WORKER: String(index) });
+      const worker = cluster.fork({ HANGAR_WORKER: String(index), [RUN_VARIABLE]: run });
       workers.set(index, worker);
       worker.on('message', (message: unknown) => {
         if (isMessage(message) && message.hangar === 'ready') {

@@ -75,18 +75,20 @@ export default definePlugin({
   configSchema: EventsConfigSchema,
   setup(services) {
     const settings = services.config.events as EventsConfig;
-    const journal = new Journal(settings.buffer, () => services.clock.now());
+    const { peers } = services;
+    const journal = new Journal(settings.buffer, () => services.clock.now(), peers.run);
     services.provided.provide(EventsJournalRef, journal);
-    // The other workers (api.workers) journal what happened in this one, so any stream sees it all.
+    // With workers (api.workers) every worker journals every worker's events, numbered by the
+    // primary, so any stream sees them all and a Last-Event-ID from one worker resumes on another.
     const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => {
-      journal.append(type, data, adminOnly);
-      services.peers.broadcast(PEER_CHANNEL, { type, data, adminOnly });
+      if (peers.active) peers.sequence(PEER_CHANNEL, { type, data, adminOnly, at: services.clock.now().toISOString() });
+      else journal.append(type, data, adminOnly);
     };
 
     const unsubscribers = [
-      services.peers.subscribe(PEER_CHANNEL, (payload) => {
-        const { type, data, adminOnly } = payload as { type: LiveEventType; data: Record<string, unknown>; adminOnly: boolean };
-        journal.append(type, data, adminOnly);
+      peers.subscribe(PEER_CHANNEL, (payload, seq) => {
+        const { type, data, adminOnly, at } = payload as { type: LiveEventType; data: Record<string, unknown>; adminOnly: boolean; at: string };
+        journal.append(type, data, adminOnly, { seq: seq!, at });
       }),
       services.db.changes.subscribe(({ table, id, op }) => {
         const type = resourceType(table, id);

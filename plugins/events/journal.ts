@@ -3,7 +3,7 @@ import { randomToken } from '../../core/ids.js';
 export type LiveEventType = 'resource.changed' | 'node.status' | 'node.event' | 'task.state';
 export const LIVE_EVENT_TYPES: readonly LiveEventType[] = ['resource.changed', 'node.status', 'node.event', 'task.state'];
 
-/** One event of the live stream; `id` is `<boot>-<seq>` (boot: this process's run). */
+/** One event of the live stream; `id` is `<boot>-<seq>` (boot: this run of the control plane). */
 export interface LiveEvent {
   id: string;
   type: LiveEventType;
@@ -19,11 +19,15 @@ export type Replay = { events: LiveEvent[] } | { reset: string };
 /**
  * The recent events of this control plane, in order, in a bounded ring: live subscribers get each
  * one as it is appended, and a client that reconnects with `Last-Event-ID` gets what it missed while
- * the ring still holds it. Ids carry the process's boot token, so an id from before a restart (or
+ * the ring still holds it. Ids carry the run's boot token, so an id from before a restart (or
  * from another control plane) is recognised as such and answered with a reset.
+ *
+ * The workers of one control plane (api.workers) share the boot token and the numbers: the primary
+ * numbers every worker's events and each worker's journal appends them all with those numbers, so
+ * an id from one worker resumes on another.
  */
 export class Journal {
-  readonly boot = randomToken(8).toLowerCase();
+  readonly boot: string;
   private seq = 0;
   private readonly ring: Array<{ seq: number; event: LiveEvent }> = [];
   private readonly subscribers = new Set<(event: LiveEvent) => void>();
@@ -31,11 +35,19 @@ export class Journal {
   constructor(
     private readonly capacity: number,
     private readonly now: () => Date,
-  ) {}
+    /** The workers' shared run token (core/workers.ts), or null for a token of this journal's own. */
+    boot: string | null = null,
+  ) {
+    this.boot = boot ?? randomToken(8).toLowerCase();
+  }
 
-  append(type: LiveEventType, data: Record<string, unknown>, adminOnly = false): LiveEvent {
-    const seq = ++this.seq;
-    const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: this.now().toISOString(), data, adminOnly };
+  /**
+   * Appends an event, numbered next; a worker's journal is given the primary's number (they only
+   * grow) and the time it happened in the worker where it did.
+   */
+  append(type: LiveEventType, data: Record<string, unknown>, adminOnly = false, numbered?: { seq: number; at: string }): LiveEvent {
+    const seq = (this.seq = numbered?.seq ?? this.seq + 1);
+    const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: numbered?.at ?? this.now().toISOString(), data, adminOnly };
     this.ring.push({ seq, event });
     if (this.ring.length > this.capacity) this.ring.shift();
     for (const subscriber of this.subscribers) subscriber(event);

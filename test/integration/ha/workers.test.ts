@@ -158,10 +158,10 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     expect((await request('GET', '/v1/nodes', { ...a!, headers: bearer(user.token) })).status, 'through the same worker').to.equal(401);
   });
 
-  it('a live events stream on one worker carries the changes made through the other', async function () {
+  it('a live events stream on one worker carries the changes made through the other, and its event ids resume on the other', async function () {
     this.timeout(20_000);
     const pinned = await connectionPerWorker();
-    const events: Array<{ event: string; data: any }> = [];
+    const events: Array<{ id?: string; event: string; data: any }> = [];
     const parser = new SseParser();
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
       const req = https.request(`${cp.url}/v1/events/stream?types=resource.changed`, { ca: caPem, agent: false, headers: { accept: 'text/event-stream', ...bearer(admin.token) } }, resolve);
@@ -173,15 +173,28 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
       const other = [...pinned].find(([pid]) => pid !== streaming)![1];
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
-        for (const e of parser.push(chunk)) events.push({ event: e.event, data: JSON.parse(e.data) });
+        for (const e of parser.push(chunk)) events.push({ id: e.id, event: e.event, data: JSON.parse(e.data) });
       });
       const ids: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        const created = await request('POST', '/v1/nodes', { ...other, headers: bearer(admin.token), body: { name: `events-${i}` } });
+      const create = async (name: string, via: HttpRequestOptions) => {
+        const created = await request('POST', '/v1/nodes', { ...via, headers: bearer(admin.token), body: { name } });
         expect(created.status, created.text).to.equal(201);
         ids.push(created.json.data.id);
-      }
+      };
+      for (let i = 0; i < 3; i++) await create(`events-${i}`, other);
       await waitFor(() => ids.every((id) => events.some((e) => e.data.id === id)), { timeoutMs: 10_000, what: `events for ${ids.join(', ')} (got ${JSON.stringify(events)})` });
+
+      // A client of the streaming worker that missed what came next asks the other worker for it (as
+      // an EventSource reconnecting through another connection would): the same events, same ids.
+      const seen = events.at(-1)!.id!;
+      const own = [...pinned].find(([pid]) => pid === streaming)![1];
+      for (let i = 3; i < 5; i++) await create(`events-${i}`, i === 3 ? own : other);
+      await waitFor(() => ids.every((id) => events.some((e) => e.data.id === id)), { timeoutMs: 10_000, what: 'the later events on the stream' });
+      const missed = await request('GET', `/v1/events?types=resource.changed&after=${encodeURIComponent(seen)}`, { ...other, headers: bearer(admin.token) });
+      expect(missed.status, missed.text).to.equal(200);
+      const onStream = events.slice(events.findIndex((e) => e.id === seen) + 1).map((e) => ({ id: e.id, id_of: e.data.id }));
+      expect(missed.json.data.map((e: { id: string; data: { id: string } }) => ({ id: e.id, id_of: e.data.id }))).to.deep.equal(onStream);
+      expect(onStream.map((e) => e.id_of)).to.include.members(ids.slice(3));
     } finally {
       res.destroy();
     }
