@@ -93,6 +93,11 @@ export interface RouteDef<B = any, Q = any, P = any> {
    * body or a write, 409 for writes, 413, 415 with a body, 408 and 503 for public routes).
    */
   errors?: number[];
+  /**
+   * A probe that monitors call every few seconds (a load balancer's health check, a metrics scrape):
+   * its successful answers are logged at `debug`, not `info` (its failures stay at `info`).
+   */
+  probe?: boolean;
   handler(req: HangarRequest<B, Q, P>): unknown;
 }
 

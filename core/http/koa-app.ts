@@ -73,15 +73,22 @@ function requestId(ctx: Context): string {
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
+/** Characters of JSON from which an answer is encoded once, as bytes (see sendJson). */
+const ENCODE_ONCE_FROM = 16_384;
+
 /**
  * A JSON answer, serialised here (Koa's own path for objects looks the type up on every response).
+ * A large one is encoded into bytes once (a string is measured for Content-Length, then encoded
+ * again to be sent); a small one stays a string, which Node sends with the head in one write (a
+ * Buffer goes as a second chunk: a second TLS record).
  * The value stays in `ctx.state.payload` for the request observers.
  */
 function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.status = status;
   ctx.res.setHeader('Content-Type', JSON_TYPE);
   ctx.state.payload = payload;
-  ctx.body = JSON.stringify(payload);
+  const json = JSON.stringify(payload);
+  ctx.body = json.length >= ENCODE_ONCE_FROM ? Buffer.from(json) : json;
 }
 
 function errorBody(ctx: Context, err: unknown, services: Services): void {
@@ -269,18 +276,22 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
       await services.requests.finished(finishedRequest(ctx, listener, durationMs), (observer, err) =>
         accessLog.error({ request_id: ctx.state.requestId, observer, err: { message: err.message } }, 'request observer failed'),
       );
-      accessLog.info(
-        {
-          request_id: ctx.state.requestId,
-          method: ctx.method,
-          path: ctx.path,
-          status: ctx.status,
-          duration_ms: durationMs,
-          ip: ctx.state.clientIp,
-          principal: ctx.state.principal,
-        },
-        'request',
-      );
+      // A probe's successes are logged at debug (a load balancer checks every few seconds).
+      const level = (ctx.state.route as RouteDef | undefined)?.probe && ctx.status < 400 ? 'debug' : 'info';
+      if (accessLog.isLevelEnabled(level)) {
+        accessLog[level](
+          {
+            request_id: ctx.state.requestId,
+            method: ctx.method,
+            path: ctx.path,
+            status: ctx.status,
+            duration_ms: durationMs,
+            ip: ctx.state.clientIp,
+            principal: ctx.state.principal,
+          },
+          'request',
+        );
+      }
     }
   });
   app.use(async (ctx) => {

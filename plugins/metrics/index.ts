@@ -50,6 +50,7 @@ export default definePlugin({
           auth: { role: SCRAPER_ROLE },
           summary: 'Prometheus metrics (text format), for the scrape token in metrics.scrape_token',
           produces: 'text/plain',
+          probe: true,
           description: 'See docs/metrics.md for the series. Authenticate with `Authorization: Bearer <metrics.scrape_token>`.',
           async handler() {
             return Reply.raw(await services.metrics.text(), services.metrics.contentType, { 'Cache-Control': 'no-store' });

@@ -100,6 +100,7 @@ export default definePlugin({
           auth: 'public',
           summary: 'Health check: 200 when the store answers, 503 otherwise',
           errors: [503],
+          probe: true,
           schemas: { response: Type.Object({ status: Type.Literal('ok'), store: Type.String() }) },
           async handler() {
             if (!(await storeAnswers())) throw unavailable('The store is not reachable');

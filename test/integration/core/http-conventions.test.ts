@@ -81,6 +81,17 @@ describeEachDialect('HTTP conventions', (dialect) => {
     expect(all).not.to.contain('abc.def.ghi');
   });
 
+  it('leaves a health check that succeeds out of the access log at info, but not one that fails', async () => {
+    const ok = await t.request('GET', '/healthz');
+    expect(ok.status).to.equal(200);
+    const refused = await t.request('POST', '/healthz');
+    expect(refused.status).to.equal(405);
+    const logged = (res: { json: { request_id?: string }; headers: Record<string, unknown> }) =>
+      t.logs.map((l) => JSON.parse(l)).some((l) => l.msg === 'request' && l.request_id === (res.json.request_id ?? res.headers['x-request-id']));
+    expect(logged(ok), 'a 200 from /healthz').to.equal(false);
+    expect(logged(refused), 'a 405 from /healthz').to.equal(true);
+  });
+
   it('paginates with a cursor: limit, next_cursor, no item twice', async () => {
     const base = Date.parse('2026-01-01T00:00:00Z');
     for (let i = 0; i < 7; i++) {
