@@ -228,7 +228,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   const closers: Array<() => Promise<void>> = [];
   const provided = new ServiceRegistry();
   const clusters = new Clusters(
-    { config, db, clock, tasks, events, log, shutdown: shutdown.signal, provided },
+    { config, db, clock, tasks, events, log, shutdown: shutdown.signal, provided, peers },
     {
       callTimeoutMs: config.clusters.call_timeout_seconds * 1000,
       observeIntervalMs: config.clusters.observe_interval_seconds * 1000,

@@ -287,7 +287,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
 
   /**
    * Takes over every operation whose lease has expired (its process stopped or died) and runs it
-   * again; with `everything`, every operation at all (a start on SQLite, which one process owns).
+   * again; with `everything`, every operation at all (a start on SQLite served by one process, which owns it).
    * Answers one line per record: `instance web: deploying`.
    */
   async takeOver(options: { everything?: boolean } = {}): Promise<string[]> {

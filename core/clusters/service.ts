@@ -15,6 +15,7 @@ import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.j
 import { TASKS } from '../tasks/migrations.js';
 import { taskView, type TaskQueue } from '../tasks/queue.js';
 import { ClusterStore, MemberStore, nounOf, requireUsable, type ClusterRecord } from './store.js';
+import type { Peers } from '../workers.js';
 
 /** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
 export interface WorkloadKind {
@@ -96,6 +97,8 @@ interface ClustersDeps {
   log: Logger;
   shutdown: AbortSignal;
   provided: ServiceRegistry;
+  /** The other workers of this control plane (api.workers), which share its store. */
+  peers: Peers;
 }
 
 /**
@@ -181,11 +184,12 @@ export class Clusters {
   }
 
   /**
-   * At start: what a previous process left half done. On SQLite (one process owns the store)
-   * every operation left; on PostgreSQL those whose lease expired (a stop hands its leases over).
+   * At start: what a previous process left half done. On SQLite served by one process (it owns
+   * the store) every operation left; otherwise those whose lease expired (a stop hands its leases
+   * over): a worker (api.workers) that starts while the others serve leaves their operations alone.
    */
   resumeEverything(): boolean {
-    return this.deps.db.dialect === 'sqlite';
+    return this.deps.db.dialect === 'sqlite' && !this.deps.peers.active;
   }
 
   // ---- records --------------------------------------------------------------------------------

@@ -55,6 +55,12 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
   const fresh = (): HttpRequestOptions => ({ ca: caPem, agent: new https.Agent({ keepAlive: false, ca: caPem }) });
   const request = (method: string, p: string, options: HttpRequestOptions = {}) => httpRequest(`${cp.url}${p}`, { ...fresh(), ...options, method });
 
+  /** A connection of the test's own to the control plane's store (tables of its schema on PostgreSQL). */
+  const storeKnex = () =>
+    dialect.name === 'postgres'
+      ? knexFactory({ client: 'pg', connection: PG_URL, searchPath: [schema!], pool: { min: 0, max: 1 } })
+      : knexFactory({ client: 'better-sqlite3', connection: { filename: path.join(cp.dataDir, 'hangar.db') }, useNullAsDefault: true });
+
   /**
    * A keep-alive connection to each worker (keyed by pid): fresh connections are opened until one
    * lands on every worker, so a check can do something through one worker and look through the other.
@@ -85,7 +91,7 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
       readyMessage: 'hangar workers serving',
       env: {
         HANGAR_API__WORKERS: '2',
-        HANGAR_PLUGINS: 'system,iam,events,metrics,tags,nodes,agent-internal',
+        HANGAR_PLUGINS: 'system,iam,events,metrics,tags,nodes,agent-internal,volumes',
         HANGAR_METRICS__SCRAPE_TOKEN: SCRAPE_TOKEN,
         HANGAR_TASKS__POLL_WAIT_SECONDS: '30',
       },
@@ -113,15 +119,11 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     await connectionPerWorker();
 
     // Loops that run once across control planes are taken by one worker at a time, named apart.
-    const knex =
-      dialect.name === 'postgres'
-        ? knexFactory({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } })
-        : knexFactory({ client: 'better-sqlite3', connection: { filename: path.join(cp.dataDir, 'hangar.db') }, useNullAsDefault: true });
+    const knex = storeKnex();
     try {
-      const table = schema ? `${schema}.leader_leases` : 'leader_leases';
       const rows: Array<{ name: string; holder: string }> = await waitFor(
         async () => {
-          const found = await knex(table).select('name', 'holder');
+          const found = await knex('leader_leases').select('name', 'holder');
           return found.length ? found : null;
         },
         { timeoutMs: 20_000, what: 'a loop leader' },
@@ -224,8 +226,13 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     }
   });
 
-  it('replaces a worker that dies, serving all the while; SIGTERM stops the workers and the primary cleanly', async function () {
+  it('replaces a worker that dies, serving all the while, leaving the others’ operations alone; SIGTERM stops the workers and the primary cleanly', async function () {
     this.timeout(60_000);
+    // An operation the surviving worker holds a live lease on (as if it were preparing a volume now).
+    const knex = storeKnex();
+    const now = new Date().toISOString();
+    const held = { id: 'vol-held', name: 'held', node_id: 'node-elsewhere', folder: '/srv/held', type: 'local', status: 'preparing', op: 'prepare', op_id: 'op-held-by-a-worker', op_lease_until: new Date(Date.now() + 3_600_000).toISOString(), created_at: now, updated_at: now };
+    await knex('volumes').insert(held);
     const [victim, survivor] = childrenOf(cp.child.pid!);
     process.kill(victim!, 'SIGKILL');
     // (A connection handed over in the instant the worker died would go with it.)
@@ -241,6 +248,14 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     expect(workers).to.include(survivor);
     await waitFor(() => (cp.output().match(/"msg":"hangar started"/g) ?? []).length === 3, { timeoutMs: 30_000, what: 'the new worker to serve' });
     for (let i = 0; i < 4; i++) expect((await request('GET', '/healthz')).status).to.equal(200);
+    try {
+      const after = await knex('volumes').where({ id: held.id }).first();
+      expect(after.op_id, 'the new worker did not take over a live operation').to.equal(held.op_id);
+      expect(cp.output()).not.to.contain('took over an operation');
+    } finally {
+      await knex('volumes').where({ id: held.id }).delete();
+      await knex.destroy();
+    }
 
     const exited = new Promise<number | null>((resolve) => cp.child.once('exit', (code) => resolve(code)));
     cp.child.kill('SIGTERM');
