@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import https from 'node:https';
+import tls from 'node:tls';
 import type { IncomingMessage } from 'node:http';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -80,6 +81,24 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     }
     expect([...pinned.keys()], 'a connection to each worker').to.have.members(workers);
     return pinned;
+  }
+
+  /** The server certificate each worker presents to a new TLS connection (keyed by pid). */
+  async function certificatePerWorker(): Promise<Map<number, tls.PeerCertificate>> {
+    const workers = childrenOf(cp.child.pid!);
+    const port = Number(new URL(cp.url).port);
+    const seen = new Map<number, tls.PeerCertificate>();
+    for (let attempt = 0; attempt < 100 && seen.size < workers.length; attempt++) {
+      const socket = await new Promise<tls.TLSSocket>((resolve, reject) => {
+        const s = tls.connect({ host: '127.0.0.1', port, ca: caPem, servername: 'localhost' }, () => resolve(s));
+        s.on('error', reject);
+      });
+      const pid = serverProcessOf(port, socket.localPort!, workers);
+      if (pid !== null) seen.set(pid, socket.getPeerCertificate());
+      socket.destroy();
+    }
+    expect([...seen.keys()], 'a connection to each worker').to.have.members(workers);
+    return seen;
   }
 
   before(async function () {
@@ -224,6 +243,26 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
       );
       expect(Date.now() - started, `task ${i}: woken by the enqueue, not by the 30 s wait`).to.be.lessThan(5_000);
     }
+  });
+
+  it('a server certificate reissued through one worker is presented by every worker', async function () {
+    this.timeout(30_000);
+    const [through] = [...(await connectionPerWorker()).values()];
+    const before = await certificatePerWorker();
+    expect(new Set([...before.values()].map((c) => c.serialNumber)).size, 'one certificate to start with').to.equal(1);
+    const node = await request('POST', '/v1/nodes', { ...through, headers: bearer(admin.token), body: { name: 'control-plane', is_control_plane: true, ip_address: '198.51.100.2' } });
+    expect(node.status, node.text).to.equal(201);
+    const moved = await request('POST', `/v1/nodes/${node.json.data.id}/ip`, { ...through, headers: bearer(admin.token), body: { ip_address: '192.0.2.10', regenerate_cert: true } });
+    expect(moved.json.data.certificate, moved.text).to.deep.equal({ reissued: true, added_sans: ['192.0.2.10'] });
+    const after = await waitFor(
+      async () => {
+        const now = await certificatePerWorker();
+        return [...now.values()].every((c) => c.subjectaltname?.includes('IP Address:192.0.2.10')) ? now : null;
+      },
+      { timeoutMs: 10_000, what: 'every worker to present the reissued certificate' },
+    );
+    expect(new Set([...after.values()].map((c) => c.serialNumber)).size, 'the same certificate in each').to.equal(1);
+    expect((await request('GET', '/v1/version')).status, 'verified against the CA').to.equal(200);
   });
 
   it('replaces a worker that dies, serving all the while, leaving the others’ operations alone; SIGTERM stops the workers and the primary cleanly', async function () {
