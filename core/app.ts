@@ -419,6 +419,8 @@ export class Hangar {
           const reloaded = ca.reloadServerCertificate();
           if (reloaded) listener.swapCertificate(reloaded);
         });
+        // This worker may have written a new one as it started (a new local address): the others look.
+        this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
         this.listeners.set(name, listener);
         await listener.listen(config.api.port, config.api.host, 'api.port');
         this.services.ports.set(name, listener.port);
@@ -458,7 +460,7 @@ export class Hangar {
   private startLoops(loops: BackgroundLoop[]): void {
     for (const loop of loops) {
       let running = false;
-      const timer = setInterval(() => {
+      const tick = () => {
         if (running || this.services.shutdown.aborted) return;
         running = true;
         const { metrics } = this.services;
@@ -480,9 +482,11 @@ export class Hangar {
           this.loopRuns.delete(run);
         });
         this.loopRuns.add(run);
-      }, loop.intervalMs);
+      };
+      const timer = setInterval(tick, loop.intervalMs);
       timer.unref();
       this.loopTimers.push(timer);
+      if (loop.immediately) tick();
     }
   }
 

@@ -116,6 +116,8 @@ export interface BackgroundLoop {
    * or work; leave it off for loops that tend this process's own state.
    */
   once?: boolean;
+  /** Runs as the loops start too, not only one interval later (what the process must know at once). */
+  immediately?: boolean;
   run(signal: AbortSignal): Promise<void>;
 }
 

@@ -172,15 +172,17 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
   const onMessage = (index: number, worker: Worker, message: unknown) => {
     if (!isMessage(message)) return;
     switch (message.hangar) {
+      // To every worker, those still starting too: one subscribes to a channel as it starts and must
+      // hear what happens from then on (its cache, its events), not only once it serves.
       case 'relay':
-        for (const [other, peer] of workers) if (other !== index && ready.has(other)) sendTo(peer, message);
+        for (const [other, peer] of workers) if (other !== index) sendTo(peer, message);
         break;
       case 'sequence': {
         // One counter per channel, and every worker's messages leave the primary in one order.
         const seq = (sequences.get(message.channel) ?? 0) + 1;
         sequences.set(message.channel, seq);
         const relay: Message = { hangar: 'relay', channel: message.channel, payload: message.payload, seq };
-        for (const [other, peer] of workers) if (other === index || ready.has(other)) sendTo(peer, relay);
+        for (const peer of workers.values()) sendTo(peer, relay);
         break;
       }
       case 'metrics': {

@@ -23,7 +23,8 @@ export const leadershipMigration: Migration = {
  * offline detection, removals, purges…): a lease row per name, taken when free or expired and
  * renewed by its holder. One process holds a name at a time; when it stops, {@link releaseAll}
  * frees its names at once, and when it dies its leases run out and another process takes over.
- * The same code runs on SQLite, where the one serving process always leads.
+ * The same code runs on SQLite, where the one serving process always leads (or, with workers,
+ * one of them: each holds leases under its own name, `…/worker-<n>`).
  *
  * The holder is named after the machine and the data dir, so a control plane that restarts (even
  * after `kill -9`) leads again at once instead of waiting for its old lease. Lease times are wall

@@ -9,8 +9,9 @@ export function advisoryLockKey(name: string): string {
 
 /**
  * Makes the transactions that take the lock `name` run one after the other, also across control
- * planes sharing one PostgreSQL (held until the transaction ends). On SQLite a process has a single
- * connection and its transactions are serial already.
+ * planes sharing one PostgreSQL (held until the transaction ends). On SQLite transactions are serial
+ * already: a process has a single connection, and the workers of one control plane (api.workers)
+ * begin theirs IMMEDIATE, taking the file's write lock (core/db/sqlite-client.ts).
  */
 export async function lockForTransaction(trx: Knex.Transaction, dialect: Dialect, name: string): Promise<void> {
   if (dialect === 'postgres') await trx.raw('select pg_advisory_xact_lock(?::bigint)', [advisoryLockKey(name)]);

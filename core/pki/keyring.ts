@@ -43,8 +43,8 @@ interface Logger {
 /**
  * Where the control plane's own secrets live (the JWT secret, the CA, the sealing root).
  *
- * - **Without a master key** (one process on SQLite): files in the data dir, readable by their owner
- *   only, generated at first start.
+ * - **Without a master key** (a control plane on SQLite, its workers included): files in the data
+ *   dir, readable by their owner only, generated at first start (by the first worker alone).
  * - **With `secrets.master_key`**: rows of the store's `keyring` table, sealed with AES-256-GCM under
  *   a key derived from the master key, so every control plane on the same database (and with the
  *   same master key) uses the same ones. A value missing from the table is taken from the data

@@ -215,15 +215,17 @@ export class Pki extends EventEmitter {
     }
     const wanted = this.wantedServerNames([]);
     const existing = this.readServerCredentials();
+    const have = existing ? certificateSans(existing.cert) : [];
     if (existing) {
-      const have = new Set(certificateSans(existing.cert));
       const valid = new Date(new NodeX509(existing.cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
-      if (valid && wanted.every((n) => have.has(n))) {
+      if (valid && wanted.every((n) => have.includes(n))) {
         this.server = existing;
         return;
       }
     }
-    await this.writeServerCertificate(wanted);
+    // A new local address (or a renewal) keeps the names the certificate had: an address an
+    // operator added (POST /v1/nodes/{id}/ip with regenerate_cert) is not local and would be lost.
+    await this.writeServerCertificate([...new Set([...have, ...wanted])]);
   }
 
   /**

@@ -46,7 +46,10 @@ export class Journal {
    * grow) and the time it happened in the worker where it did.
    */
   append(type: LiveEventType, data: Record<string, unknown>, adminOnly = false, numbered?: { seq: number; at: string }): LiveEvent {
-    const seq = (this.seq = numbered?.seq ?? this.seq + 1);
+    const seq = numbered?.seq ?? this.seq + 1;
+    // Numbers missing in between (none should be): what came before is not to be replayed as whole.
+    if (seq !== this.seq + 1) this.ring.length = 0;
+    this.seq = seq;
     const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: numbered?.at ?? this.now().toISOString(), data, adminOnly };
     this.ring.push({ seq, event });
     if (this.ring.length > this.capacity) this.ring.shift();

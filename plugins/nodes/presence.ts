@@ -7,6 +7,8 @@ import type { NodeRecord } from './nodes.js';
 
 /** How often the heartbeats of online nodes are written (together); what readers see lags by this much at most. */
 const HEARTBEAT_FLUSH_MS = 250;
+/** How often each control plane counts the fleet (the heartbeat interval it announces follows it). */
+const FLEET_COUNT_MS = 10_000;
 
 const ARCHITECTURES: Record<string, string> = { x64: 'amd64', x86_64: 'amd64', amd64: 'amd64', arm64: 'arm64', aarch64: 'arm64' };
 
@@ -80,6 +82,14 @@ export function presence(ctx: NodesContext) {
       name: 'nodes:heartbeat-writes',
       intervalMs: HEARTBEAT_FLUSH_MS,
       run: () => heartbeatWrites.flush().then(() => undefined),
+    },
+    {
+      // In every control plane (and worker): each tells the agents it answers the interval the whole
+      // fleet calls for, from its start (a restarted control plane's agents all come back at once).
+      name: 'nodes:fleet-size',
+      immediately: true,
+      intervalMs: FLEET_COUNT_MS,
+      run: countFleet,
     },
     {
       name: 'nodes:offline-detection',

@@ -272,6 +272,26 @@ describeEachDialect('the generated server certificate and key on disk', (dialect
       await t.stop();
     }
   });
+
+  it('a start that finds a new local address reissues the certificate with it, keeping the names added before', async () => {
+    let t = await start();
+    await t.hangar.services.ca.reissueServerCertificate(['203.0.113.50']);
+    await t.stop();
+    const original = os.networkInterfaces;
+    os.networkInterfaces = () => ({
+      ...original(),
+      test1: [{ address: '192.0.2.123', netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:01', internal: false, cidr: '192.0.2.123/24' }],
+    });
+    try {
+      t = await start();
+      const presented = await presentedCertificate(t.hangar.listeners.get('control')!.port);
+      expect(presented.subjectaltname, 'the new local address').to.contain('IP Address:192.0.2.123');
+      expect(presented.subjectaltname, 'the address added through the API').to.contain('IP Address:203.0.113.50');
+    } finally {
+      os.networkInterfaces = original;
+      await t.stop();
+    }
+  });
 });
 
 describeEachDialect('operator-provided server certificate', (dialect) => {

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { generateKeyPairSync } from 'node:crypto';
 import https from 'node:https';
 import tls from 'node:tls';
 import type { IncomingMessage } from 'node:http';
@@ -113,6 +114,8 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
         HANGAR_PLUGINS: 'system,iam,events,metrics,tags,nodes,agent-internal,volumes',
         HANGAR_METRICS__SCRAPE_TOKEN: SCRAPE_TOKEN,
         HANGAR_TASKS__POLL_WAIT_SECONDS: '30',
+        // A heartbeat budget so small that a few nodes already lengthen the interval (see the cadence test).
+        HANGAR_NODES__MAX_HEARTBEATS_PER_SECOND: '0.1',
       },
     });
     caPem = readFileSync(path.join(cp.dataDir, 'pki', 'ca.crt'), 'utf8');
@@ -242,6 +245,25 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
         { timeoutMs: 20_000, intervalMs: 100, what: `task ${i} to complete` },
       );
       expect(Date.now() - started, `task ${i}: woken by the enqueue, not by the 30 s wait`).to.be.lessThan(5_000);
+    }
+  });
+
+  it('every worker tells the machines it answers the heartbeat interval of the whole fleet, not of those it saw', async function () {
+    this.timeout(40_000);
+    const pinned = [...(await connectionPerWorker()).values()];
+    for (let i = 0; i < 6; i++) {
+      expect((await request('POST', '/v1/nodes', { headers: bearer(admin.token), body: { name: `fleet-${i}` } })).status).to.equal(201);
+    }
+    // Each worker counts the fleet every 10 s. Six nodes or more at 0.1 heartbeats a second: 60 s,
+    // the longest (half the task lease); a worker that knew only its own joins would say 10 s.
+    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    for (const via of pinned) {
+      const token = await request('POST', '/v1/nodes/token', { ...via, headers: bearer(admin.token), body: {} });
+      expect(token.status, token.text).to.equal(201);
+      const publicKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      const joined = await request('POST', '/v1/nodes/join', { ...via, body: { token: token.json.data.token, hostname: `fleet-machine-${randomToken(6)}`, public_key: publicKey, architecture: 'x86_64' } });
+      expect(joined.status, joined.text).to.equal(201);
+      expect(joined.json.data.heartbeat_interval_seconds).to.equal(60);
     }
   });
 
