@@ -13,7 +13,8 @@ export const loadPlugins = (config: HangarConfig): Promise<Plugin[]> => loadFrom
 /**
  * The control plane's services without its listeners and loops: what `hangar terminal` and the
  * `Hangar` runner class work with. The same assembly as `hangar serve` (core/app.ts), not serving:
- * nothing listens, no background loop runs, and the task queue enqueues but does not wait for wake-ups.
+ * nothing listens, no background loop runs, and the task queue enqueues (telling the serving control
+ * plane, which wakes the agent's poll) but does not wait for wake-ups.
  */
 export type AssembledServices = Assembly;
 

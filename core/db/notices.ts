@@ -60,6 +60,7 @@ export class Notices {
   private lastSeen = 0;
   private lastPurge = 0;
   private peers: Peers = alone;
+  private started = false;
 
   private readonly channel: string;
 
@@ -85,6 +86,11 @@ export class Notices {
    */
   get reachesServers(): boolean {
     return this.dialect === 'postgres' || this.peers.active;
+  }
+
+  /** Whether this process serves the store (it hears the others' notices); the runner's tools only publish. */
+  get serving(): boolean {
+    return this.started;
   }
 
   subscribe(topic: string, handler: NoticeHandler): () => void {
@@ -117,6 +123,7 @@ export class Notices {
   /** Starts hearing the other processes' notices (hangar serve; tools only publish). */
   async start(databaseUrl: string | null, log: Warner, peers: Peers = alone): Promise<void> {
     this.log = log;
+    this.started = true;
     if (this.dialect === 'sqlite' && peers.active) {
       this.peers = peers;
       peers.subscribe(PEER_CHANNEL, (payload) => {

@@ -151,13 +151,14 @@ export class TaskQueue {
   }
 
   /**
-   * Hears wake-ups from other control planes (PostgreSQL) or workers (api.workers); the store's
+   * Hears wake-ups from other control planes (PostgreSQL), workers (api.workers) and the runner's
+   * tools (a script, the terminal; on SQLite by a row read within a quarter second); the store's
    * notices must be started first.
    * A `null` notice (the listening connection was lost, so some may have been missed) wakes every
    * poll held here: each looks at the store again.
    */
   start(): void {
-    if (!this.store.notices.reachesServers || this.unsubscribe) return;
+    if (this.unsubscribe) return;
     const wakes = this.store.notices.subscribe(WAKE_TOPIC, (nodeId) => (nodeId === null ? this.wakeAll() : this.wakeLocal(nodeId)));
     const writes = this.store.notices.subscribe(CAPABILITIES_TOPIC, (written) => {
       if (written === null) return this.knownCapabilities.clear();
@@ -192,10 +193,16 @@ export class TaskQueue {
   }
 
   private async wake(nodeId: string): Promise<void> {
-    // The notice reaches this process at once, and every other control plane by NOTIFY (PostgreSQL)
-    // or the other workers through the primary process (api.workers).
-    if (this.store.notices.reachesServers) await this.store.notices.publish(WAKE_TOPIC, nodeId);
+    // The notice reaches this process at once, and every other control plane by NOTIFY (PostgreSQL),
+    // the other workers through the primary process (api.workers), the control plane a tool of the
+    // runner shares SQLite with by a row. One control plane alone on SQLite wakes its own polls.
+    if (this.othersMustHear) await this.store.notices.publish(WAKE_TOPIC, nodeId);
     else this.wakeLocal(nodeId);
+  }
+
+  /** Whether what this queue writes must be told to other processes serving the store. */
+  private get othersMustHear(): boolean {
+    return this.store.notices.reachesServers || !this.store.notices.serving;
   }
 
   /**
@@ -211,7 +218,7 @@ export class TaskQueue {
       .insert({ node_id: nodeId, ...row, updated_at: this.clock.now().toISOString() })
       .onConflict('node_id')
       .merge();
-    if (this.store.notices.reachesServers) await this.store.notices.publish(CAPABILITIES_TOPIC, `${nodeId} ${this.writer}`);
+    if (this.othersMustHear) await this.store.notices.publish(CAPABILITIES_TOPIC, `${nodeId} ${this.writer}`);
     this.knownCapabilities.set(nodeId, key);
   }
 

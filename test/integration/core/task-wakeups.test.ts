@@ -3,12 +3,14 @@ import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agen
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { hangarCli, storageEnv } from '../runner/support.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The agent side is played by the test (FakeAgent, a test double holding a certificate of the shared CA).
 describeEachDialect('task wake-ups between two control planes on one store', (dialect) => {
-  if (dialect.name !== 'postgres') return; // SQLite is one process: its wake-ups never leave it.
+  // Control planes share PostgreSQL only (on SQLite, a control plane's workers: test/integration/ha/workers.test.ts).
+  if (dialect.name !== 'postgres') return;
   let a: TestHangar;
   let b: TestHangar;
   let admin: Credentials;
@@ -88,5 +90,41 @@ describeEachDialect('task wake-ups between two control planes on one store', (di
       },
       { timeoutMs: 5_000, intervalMs: 200, what: `A to record version ${current} again (it wrote it before B wrote 0.9.0)` },
     );
+  });
+});
+
+describeEachDialect('task wake-ups from the runner’s tools to the control plane', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let env: Record<string, string | undefined>;
+  const overrides = { ...FAST_NODES, tasks: { ...FAST_NODES.tasks, poll_wait_seconds: 20, lease_seconds: 30 } };
+
+  before(async function () {
+    this.timeout(30_000);
+    const storage = dialect.freshStorage();
+    t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides, storage });
+    env = storageEnv(dialect, storage);
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  it('a task a script queues (hangar terminal) reaches the agent polling the control plane at once, though its queue was known empty', async function () {
+    this.timeout(60_000);
+    const created = await t.request('POST', '/v1/nodes', { body: { name: 'polled-by-a-tool' }, headers: bearer(admin.token) });
+    expect(created.status, created.text).to.equal(201);
+    const nodeId = created.json.data.id as string;
+    const agent = await FakeAgent.forNode(t, nodeId);
+    // A poll that finds the queue empty: the control plane remembers it so and asks the store no more.
+    expect((await agent.poll(1)).json.data).to.deep.equal([]);
+    const polling = agent.poll(20);
+    await sleep(300);
+    const queued = await hangarCli(['terminal'], { env, input: `(await services.tasks.enqueue({ nodeId: '${nodeId}', kind: 'agent.logs', payload: { lines: 1 } })).id\n` });
+    expect(queued.code, queued.stderr).to.equal(0);
+    const taskId = queued.stdout.trim().replace(/'/g, '');
+    const doneAt = Date.now();
+    const res = await polling;
+    expect(res.status, res.text).to.equal(200);
+    expect((res.json.data as Array<{ task_id: string }>).map((task) => task.task_id)).to.deep.equal([taskId]);
+    expect(Date.now() - doneAt, 'woken by the tool’s notice, not by the 20 s deadline').to.be.lessThan(3000);
   });
 });

@@ -72,8 +72,7 @@ export class TempDirs {
 }
 
 /** Environment that points a CLI subprocess at one dialect's fresh storage (test configuration). */
-export function storageEnv(dialect: TestDialect): Record<string, string | undefined> {
-  const storage = dialect.freshStorage();
+export function storageEnv(dialect: TestDialect, storage = dialect.freshStorage()): Record<string, string | undefined> {
   const config = dialect.config(storage);
   return {
     NODE_ENV: 'test',
