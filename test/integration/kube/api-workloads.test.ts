@@ -219,7 +219,14 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
       );
       const mounted = await waitInstance('running 3 with the volume', (i) => i.status === 'running' && i.running === 3 && i.volumes.length === 1);
       expect(mounted.volumes).to.deep.equal([{ volume_id: volumeId, name: volumeName, path: '/data' }]);
-      const pod = (await runningPods())[0];
+      // The rollout replaces the pods: one of the old template may still run a moment after the count is reached.
+      const [pod] = await waitFor(
+        async () => {
+          const pods = await runningPods();
+          return pods.length && pods.every((p) => p.spec?.volumes?.some((v) => v.persistentVolumeClaim)) ? pods : null;
+        },
+        { timeoutMs: 60_000, what: 'every running pod of the new template' },
+      );
       expect(pod?.spec?.volumes?.find((v) => v.persistentVolumeClaim)?.persistentVolumeClaim?.claimName).to.equal(claim);
       expect(pod?.spec?.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/data')).to.not.equal(undefined);
 
