@@ -148,6 +148,11 @@ export function normaliseName(name: string): string {
 }
 
 /** The SANs a PEM certificate carries, as plain normalised strings. */
+/** The names of both lists, each once, in order. */
+function union(a: string[], b: string[]): string[] {
+  return [...new Set([...a, ...b])];
+}
+
 export function certificateSans(pem: string): string[] {
   const alt = new NodeX509(pem).subjectAltName ?? '';
   return alt
@@ -225,7 +230,7 @@ export class Pki extends EventEmitter {
     }
     // A new local address (or a renewal) keeps the names the certificate had: an address an
     // operator added (POST /v1/nodes/{id}/ip with regenerate_cert) is not local and would be lost.
-    await this.writeServerCertificate([...new Set([...have, ...wanted])]);
+    await this.writeServerCertificate(union(have, wanted));
   }
 
   /**
@@ -363,7 +368,7 @@ export class Pki extends EventEmitter {
       throw new Error('the server certificate was provided by the operator (api.tls_cert) and cannot be reissued by hangar');
     }
     const current = new Set(certificateSans(this.server.cert));
-    const names = [...new Set([...current, ...this.wantedServerNames(addresses)])];
+    const names = union([...current], this.wantedServerNames(addresses));
     await this.writeServerCertificate(names);
     // Every name the new certificate has that the old one lacked: the addresses asked for, and any
     // local address or configured name that appeared since.

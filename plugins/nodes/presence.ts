@@ -97,8 +97,8 @@ export function presence(ctx: NodesContext) {
       intervalMs: Math.max(1000, Math.floor((settings.offline_after_seconds * 1000) / 4)),
       async run() {
         // Heartbeats still queued here count: a node whose heartbeat just came is not silent.
+        // (The grace follows the fleet, counted by nodes:fleet-size.)
         await heartbeatWrites.flush();
-        await countFleet();
         const grace = cadence.offlineAfterSeconds;
         const cutoff = new Date(clock.now().getTime() - grace * 1000).toISOString();
         const silent = await nodes.query().where({ connection: 'online' }).where('last_heartbeat_at', '<', cutoff);
