@@ -1,6 +1,6 @@
 import { createHash, X509Certificate } from 'node:crypto';
-import https from 'node:https';
 import os from 'node:os';
+import { AgentConnection } from '../core/http/agent-connection.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import type { Logger } from '../core/log.js';
 import { LANES, type Lane, type TaskKindRegistry } from '../core/tasks/kinds.js';
@@ -92,7 +92,8 @@ const MAX_HELD_TASKS = 64;
  */
 export class Agent {
   private readonly controller = new AbortController();
-  private readonly httpAgent: https.Agent;
+  /** One HTTP/2 session to the control plane for everything (HTTP/1.1 when it has none). */
+  private readonly connection: AgentConnection;
   private readonly executors: Map<string, Executor>;
   private readonly kinds: TaskKindRegistry;
   /** The last task queued in each lane: the next one in that lane starts when it ends. */
@@ -114,7 +115,9 @@ export class Agent {
     readonly identity: AgentIdentity,
     private readonly options: AgentOptions,
   ) {
-    this.httpAgent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: identity.caPem, cert: identity.certPem, key: identity.keyPem });
+    this.connection = new AgentConnection(identity.apiUrl, { ca: identity.caPem, cert: identity.certPem, key: identity.keyPem }, (why) =>
+      this.log.warn({ why }, 'the control plane speaks no HTTP/2 to agents: using HTTP/1.1 connections'),
+    );
     this.executors = options.executors ?? builtinExecutors();
     this.kinds = options.kinds ?? agentTaskKinds();
     this.maxBackoffMs = (options.maxBackoffSeconds ?? 30) * 1000;
@@ -125,8 +128,7 @@ export class Agent {
   }
 
   private request(method: string, path: string, body?: unknown, timeoutMs = 30_000, headers?: Record<string, string>): Promise<HttpResponse> {
-    const { caPem, certPem, keyPem, apiUrl } = this.identity;
-    return httpRequest(`${apiUrl}${path}`, { method, body, headers, ca: caPem, cert: certPem, key: keyPem, agent: this.httpAgent, timeoutMs, signal: this.controller.signal });
+    return this.connection.request(path, { method, body, headers, timeoutMs, signal: this.controller.signal });
   }
 
   /** Runs until stop(): the heartbeat loop and the task loop side by side. */
@@ -138,7 +140,7 @@ export class Agent {
   stop(): void {
     this.controller.abort();
     this.released();
-    this.httpAgent.destroy();
+    this.connection.close();
   }
 
   private backoff(failures: number): number {

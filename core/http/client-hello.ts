@@ -2,7 +2,8 @@ import type { Socket } from 'node:net';
 
 /**
  * The ALPN protocol id a client offers to say "I am an agent: ask me for my certificate". Agents
- * that offer no ALPN at all (hangar's own, which use Node's https client) are asked too.
+ * that offer no ALPN at all (hangar's agents before HTTP/2, which used Node's https client) are
+ * asked too. hangar's agents offer `h2` and this id: see {@link agentSpeaksHttp2}.
  */
 export const AGENT_ALPN = 'hangar-agent';
 
@@ -51,6 +52,15 @@ export function offeredAlpn(record: Buffer): string[] | null {
 export function wantsClientCertificate(firstRecord: Buffer): boolean {
   const alpn = offeredAlpn(firstRecord);
   return alpn === null || alpn.includes(AGENT_ALPN);
+}
+
+/**
+ * Whether this connection is an agent that speaks HTTP/2: it offers `h2` and {@link AGENT_ALPN}.
+ * Browsers and curl offer `h2` too, without the agent's id: they stay on HTTP/1.1.
+ */
+export function agentSpeaksHttp2(firstRecord: Buffer): boolean {
+  const alpn = offeredAlpn(firstRecord);
+  return alpn !== null && alpn.includes('h2') && alpn.includes(AGENT_ALPN);
 }
 
 const MAX_RECORD = 5 + 16_384;

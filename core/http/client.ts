@@ -28,6 +28,31 @@ export interface HttpResponse<T = any> {
   json: T;
 }
 
+/** Reads an answer's body (decoding what the caller accepted compressed) and parses JSON. */
+export function readResponse<T>(res: NodeJS.ReadableStream, status: number, headers: http.IncomingHttpHeaders): Promise<HttpResponse<T>> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const decoder = DECODERS[String(headers['content-encoding'] ?? '').toLowerCase()];
+    const body = decoder ? res.pipe(decoder()) : res;
+    res.on('error', reject);
+    body.on('data', (c: Buffer) => chunks.push(c));
+    body.on('error', reject);
+    body.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const text = raw.toString('utf8');
+      let json: any;
+      if (/json/.test(headers['content-type'] ?? '')) {
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+      }
+      resolve({ status, headers, text, raw, json });
+    });
+  });
+}
+
 /** Encodes a request body: returns the bytes and the content type to send with them. */
 export function encodeBody(body: unknown): { bytes?: Buffer; type?: string } {
   if (body === undefined) return {};
@@ -63,28 +88,7 @@ export function httpRequest<T = any>(url: string, options: HttpRequestOptions = 
             }
           : {}),
       },
-      (res) => {
-        const chunks: Buffer[] = [];
-        // An answer compressed because the caller accepted it (Accept-Encoding) is decoded here.
-        const decoder = DECODERS[String(res.headers['content-encoding'] ?? '').toLowerCase()];
-        const body = decoder ? res.pipe(decoder()) : res;
-        res.on('error', reject);
-        body.on('data', (c: Buffer) => chunks.push(c));
-        body.on('error', reject);
-        body.on('end', () => {
-          const raw = Buffer.concat(chunks);
-          const text = raw.toString('utf8');
-          let json: any;
-          if (/json/.test(res.headers['content-type'] ?? '')) {
-            try {
-              json = JSON.parse(text);
-            } catch {
-              json = undefined;
-            }
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, raw, json });
-        });
-      },
+      (res) => readResponse<T>(res, res.statusCode ?? 0, res.headers).then(resolve, reject),
     );
     req.on('timeout', () => req.destroy(new Error(`request to ${target.host} timed out`)));
     req.on('error', reject);

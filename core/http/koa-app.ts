@@ -91,6 +91,9 @@ function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.body = json.length >= ENCODE_ONCE_FROM ? Buffer.from(json) : json;
 }
 
+/** Headers about the connection, which HTTP/2 forbids (an agent's session: the stream ends alone). */
+const HTTP1_ONLY = new Set(['connection', 'keep-alive']);
+
 function errorBody(ctx: Context, err: unknown, services: Services): void {
   let status = 500;
   let message = 'Internal error; the request id identifies it in the server log';
@@ -98,7 +101,7 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
   err = uniqueViolationConflict(err) ?? err;
   if (err instanceof HttpError) {
     ({ status, message, details } = err);
-    for (const [k, v] of Object.entries(err.headers ?? {})) ctx.set(k, v);
+    for (const [k, v] of Object.entries(err.headers ?? {})) if (!(ctx.req.httpVersionMajor >= 2 && HTTP1_ONLY.has(k.toLowerCase()))) ctx.set(k, v);
   } else {
     const e = err as { status?: number; expose?: boolean; message?: string; stack?: string; name?: string };
     if (e && e.expose && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
@@ -133,10 +136,16 @@ function send(ctx: Context, result: unknown, route: RouteDef): void {
   sendJson(ctx, route.status ?? 200, { data: result ?? null });
 }
 
+/** Whether the client has gone (an HTTP/2 response tells through its stream). */
+function responseClosed(res: Context['res']): boolean {
+  const stream = (res as unknown as { stream?: { closed: boolean; destroyed: boolean } }).stream;
+  return stream ? stream.closed || stream.destroyed : res.closed;
+}
+
 function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
   const controller = new AbortController();
   const abort = () => controller.abort();
-  if (ctx.res.closed || shutdown.aborted) {
+  if (responseClosed(ctx.res) || shutdown.aborted) {
     abort();
     return controller.signal;
   }

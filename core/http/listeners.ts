@@ -1,10 +1,11 @@
 import http from 'node:http';
+import http2 from 'node:http2';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 import type { ServerCredentials } from '../pki/pki.js';
 import { ConfigError } from '../errors.js';
-import { peekFirstRecord, wantsClientCertificate } from './client-hello.js';
+import { agentSpeaksHttp2, peekFirstRecord, wantsClientCertificate } from './client-hello.js';
 
 /**
  * TLS 1.2 suites the control API offers: forward secrecy and AEAD only (no CBC, no SHA-1 MAC), for
@@ -26,10 +27,25 @@ export const TLS12_CIPHERS = [
  */
 const LISTEN_BACKLOG = 4096;
 
+/** How long an idle connection stays open (HTTP/1.1 keep-alive, an agent's HTTP/2 session). */
+const KEEP_ALIVE_MS = 65_000;
+
+/** Streams one agent's HTTP/2 session may have open at once (an agent uses a handful). */
+const AGENT_MAX_STREAMS = 100;
+
+type TlsConnectionHandler = (this: https.Server | http2.Http2SecureServer, socket: Socket) => void;
+
 /** A running HTTP(S) server that can swap its certificate and shut down gracefully. */
 export class Listener {
   private readonly sockets = new Set<Socket>();
   private readonly server: http.Server | https.Server;
+  /**
+   * Agents that offer HTTP/2 (and say they are agents) get one multiplexed session for their
+   * heartbeats, long-polls and results instead of a connection each: this server takes those
+   * connections over from the HTTPS one, which keeps everyone else on HTTP/1.1. It never listens.
+   */
+  private readonly agentSessions?: http2.Http2SecureServer;
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
 
   constructor(
     readonly name: string,
@@ -41,11 +57,23 @@ export class Listener {
     this.server = tls
       ? https.createServer({ ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false }, callback)
       : http.createServer(callback);
-    if (tls) this.askForCertificatesOnlyFromAgents(this.server as https.Server);
+    if (tls) {
+      this.agentSessions = http2.createSecureServer(
+        { ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false, settings: { maxConcurrentStreams: AGENT_MAX_STREAMS } },
+        callback as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+      );
+      this.agentSessions.setTimeout(KEEP_ALIVE_MS);
+      this.agentSessions.on('session', (session: http2.ServerHttp2Session) => {
+        this.sessions.add(session);
+        session.once('close', () => this.sessions.delete(session));
+      });
+      this.agentSessions.on('sessionError', () => undefined);
+      this.routeConnectionsByClientHello(this.server as https.Server, this.agentSessions);
+    }
     // Long-polls hold requests open for up to ~30 s; requests as a whole get api.request_timeout_ms.
     this.server.headersTimeout = 30_000;
     this.server.requestTimeout = requestTimeoutMs;
-    this.server.keepAliveTimeout = 65_000;
+    this.server.keepAliveTimeout = KEEP_ALIVE_MS;
     this.server.on('connection', (socket: Socket) => {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
@@ -59,17 +87,24 @@ export class Listener {
    * never be asked for one. TLS asks in the handshake, before any request, so the decision is made
    * per connection from its ClientHello (core/http/client-hello.ts): the connection's first record
    * is read and put back, `requestCert` is set for that one connection, and Node's own TLS
-   * connection handler takes over, synchronously (it reads `server.requestCert` as it wraps the socket).
+   * connection handler takes over, synchronously (it reads `server.requestCert` as it wraps the
+   * socket): the HTTP/2 server's for an agent that offers HTTP/2, the HTTPS server's otherwise.
    */
-  private askForCertificatesOnlyFromAgents(server: https.Server): void {
-    const [tlsConnection] = server.listeners('connection') as Array<(this: https.Server, socket: Socket) => void>;
-    if (!tlsConnection) throw new Error('the HTTPS server has no TLS connection handler to wrap');
-    server.removeListener('connection', tlsConnection);
+  private routeConnectionsByClientHello(server: https.Server, agentSessions: http2.Http2SecureServer): void {
+    const tlsHandler = (of: https.Server | http2.Http2SecureServer): TlsConnectionHandler => {
+      const [handler] = of.listeners('connection') as TlsConnectionHandler[];
+      if (!handler) throw new Error('the TLS server has no connection handler to wrap');
+      of.removeListener('connection', handler);
+      return handler;
+    };
+    const http1 = tlsHandler(server);
+    const agentHttp2 = tlsHandler(agentSessions);
     server.on('connection', (socket: Socket) => {
       void peekFirstRecord(socket, 10_000).then((record) => {
         if (socket.destroyed) return;
+        if (agentSpeaksHttp2(record)) return agentHttp2.call(agentSessions, socket);
         (server as https.Server & { requestCert: boolean }).requestCert = wantsClientCertificate(record);
-        tlsConnection.call(server, socket);
+        http1.call(server, socket);
       });
     });
   }
@@ -103,6 +138,7 @@ export class Listener {
   swapCertificate(credentials: ServerCredentials): void {
     if (!this.tls) return;
     (this.server as https.Server).setSecureContext(this.secureOptions(credentials));
+    this.agentSessions?.setSecureContext(this.secureOptions(credentials));
   }
 
   /** Stops accepting, lets in-flight requests finish for up to `graceMs`, then cuts what is left. */
@@ -111,6 +147,8 @@ export class Listener {
     // Keep-alive connections become idle as their last response goes out: close them as they do.
     const sweep = setInterval(() => this.server.closeIdleConnections(), 50);
     this.server.closeIdleConnections();
+    // Agents' sessions: no new streams (GOAWAY), those open finish, then the session closes.
+    for (const session of this.sessions) session.close();
     const timer = setTimeout(() => {
       for (const socket of this.sockets) socket.destroy();
     }, graceMs);

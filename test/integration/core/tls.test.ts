@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
+import { AgentConnection } from '../../../core/http/agent-connection.js';
 import { httpRequest } from '../../../core/http/client.js';
 import { Pki } from '../../../core/pki/pki.js';
 import { systemClock } from '../../../core/clock.js';
@@ -16,9 +17,13 @@ import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hang
 import { requireService } from '../../support/requirements.js';
 
 /** The certificate a fresh TLS connection is shown. */
-function presentedCertificate(port: number): Promise<tls.PeerCertificate> {
+/** What hangar's agents offer: HTTP/2 and their id (core/http/client-hello.ts). */
+const AGENT_HTTP2 = ['h2', 'hangar-agent'];
+
+/** The certificate the server presents (to a client offering these ALPN protocols: an agent's HTTP/2 ones go elsewhere). */
+function presentedCertificate(port: number, ALPNProtocols?: string[]): Promise<tls.PeerCertificate> {
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ALPNProtocols }, () => {
       resolve(socket.getPeerCertificate());
       socket.end();
     });
@@ -146,6 +151,25 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect((await connect(['hangar-agent', 'http/1.1'])).status, 'the agent ALPN id: asked').to.equal(200);
     expect((await connect(['h2', 'http/1.1'])).status, 'ALPN like a browser: never asked, so the certificate is not sent').to.equal(401);
     expect((await connect(['http/1.1'])).status).to.equal(401);
+    // HTTP/2 is for agents (one session for all they send): a browser offering it gets HTTP/1.1.
+    const negotiated = (ALPNProtocols: string[]) =>
+      new Promise<string | false | null>((resolve, reject) => {
+        const socket = tls.connect({ host: '127.0.0.1', port, ca: t.caPem, servername: 'localhost', ALPNProtocols, cert: issued.cert_pem, key: issued.key_pem }, () => {
+          resolve(socket.alpnProtocol);
+          socket.end();
+        });
+        socket.on('error', reject);
+      });
+    expect(await negotiated(AGENT_HTTP2)).to.equal('h2');
+    expect(await negotiated(['h2', 'http/1.1'])).to.equal('http/1.1');
+    const overHttp2 = new AgentConnection(t.url, { ca: t.caPem, cert: issued.cert_pem, key: issued.key_pem! });
+    try {
+      const res = await overHttp2.request('/v1/probe/agent');
+      expect(res.status, res.text).to.equal(200);
+      expect(overHttp2.protocol).to.equal('h2');
+    } finally {
+      overHttp2.close();
+    }
     // openssl shows the CertificateRequest itself (its CA names) or its absence. (Asynchronously: the server runs in this process.)
     const { execFile } = await import('node:child_process');
     const handshake = (alpn?: string) =>
@@ -202,6 +226,7 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect(others.filter((name) => !local.includes(name)), 'added names that are neither asked for nor local').to.deep.equal([]);
     const afterCert = await presentedCertificate(port);
     expect(afterCert.serialNumber).not.to.equal(beforeCert.serialNumber);
+    expect((await presentedCertificate(port, AGENT_HTTP2)).serialNumber, 'to an agent speaking HTTP/2').to.equal(afterCert.serialNumber);
     expect(afterCert.subjectaltname).to.contain('IP Address:192.0.2.77');
     expect(afterCert.subjectaltname).to.contain('DNS:cp.example.test');
     const stillServing = await t.request('GET', '/healthz');

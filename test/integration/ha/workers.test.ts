@@ -3,7 +3,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import https from 'node:https';
 import tls from 'node:tls';
 import type { IncomingMessage } from 'node:http';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory from 'knex';
 import { httpRequest, type HttpRequestOptions } from '../../../core/http/client.js';
@@ -13,6 +13,7 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
+import { serverProcessOf } from '../../support/proc.js';
 import { PG_URL } from '../../support/requirements.js';
 
 const SCRAPE_TOKEN = randomToken(40);
@@ -21,27 +22,6 @@ const SCRAPE_TOKEN = randomToken(40);
 function childrenOf(pid: number): number[] {
   const tasks = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
   return tasks ? tasks.split(/\s+/).map(Number) : [];
-}
-
-/** The process holding the server side of a local TCP connection from `clientPort` to `serverPort` (from /proc/net/tcp and /proc/PID/fd). */
-function serverProcessOf(serverPort: number, clientPort: number, candidates: number[]): number | null {
-  const hex = (port: number) => port.toString(16).toUpperCase().padStart(4, '0');
-  const entry = readFileSync('/proc/net/tcp', 'utf8')
-    .split('\n')
-    .map((line) => line.trim().split(/\s+/))
-    .find((f) => f[1]?.endsWith(`:${hex(serverPort)}`) && f[2]?.endsWith(`:${hex(clientPort)}`));
-  if (!entry) return null;
-  const socket = `socket:[${entry[9]}]`;
-  for (const pid of candidates) {
-    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-      try {
-        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === socket) return pid;
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return null;
 }
 
 /**

@@ -8,6 +8,7 @@ import { cleanupAgents, FAST_NODES, NODE_PLUGINS, joinedNodeId, readAgentFiles, 
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { connectionsTo } from '../../support/proc.js';
 
 const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64' };
 
@@ -205,6 +206,28 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     );
     expect(sinceDone.result.lines.length, 'the agent logged the earlier task').to.be.greaterThan(0);
     for (const line of sinceDone.result.lines) expect(Date.parse(JSON.parse(line).time)).to.be.greaterThan(Date.parse(since));
+  });
+
+  it('holds one connection to the control plane (HTTP/2): heartbeats, the long-poll and results share it', async function () {
+    this.timeout(30_000);
+    const port = Number(new URL(t.url).port);
+    // The join's own connection (before the agent's session) may linger a few seconds.
+    await waitFor(() => connectionsTo(agentA.child.pid!, port) === 1, { timeoutMs: 10_000, what: 'one connection from the agent' });
+    // A heartbeat a second, a long-poll held open and a result posted, side by side: still one.
+    const queued = await api('POST', `/v1/nodes/${nodeA}/logs?lines=1`);
+    expect(queued.status, queued.text).to.equal(202);
+    const seen: number[] = [];
+    await waitFor(
+      async () => {
+        seen.push(connectionsTo(agentA.child.pid!, port));
+        return (await api('GET', `/v1/nodes/${nodeA}/logs/${queued.json.data.task_id}`)).json.data.status === 'completed';
+      },
+      { timeoutMs: 10_000, intervalMs: 50, what: 'the log fetch to complete' },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    seen.push(connectionsTo(agentA.child.pid!, port));
+    expect(new Set(seen), 'connections from the agent while it worked').to.deep.equal(new Set([1]));
+    expect((await getNode(nodeA)).status).to.equal('ready');
   });
 
   it('runs an unmanaged scan through the task plumbing: a backend this machine does not run (k8s without k3s) fails with the error, read once', async function () {

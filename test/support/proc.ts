@@ -1,0 +1,58 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+
+/** A process and its descendants (Linux /proc), the process first. */
+export function processTree(pid: number): number[] {
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) {
+    try {
+      for (const task of readdirSync(`/proc/${all[i]}/task`)) {
+        const children = readFileSync(`/proc/${all[i]}/task/${task}/children`, 'utf8').trim();
+        if (children) all.push(...children.split(/\s+/).map(Number));
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return all;
+}
+
+/** The socket inodes a process holds open. */
+function socketInodes(pid: number): Set<string> {
+  const inodes = new Set<string>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (target.startsWith('socket:[')) inodes.add(target.slice(8, -1));
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    // gone meanwhile
+  }
+  return inodes;
+}
+
+/** Established IPv4 TCP connections: local port, remote port, socket inode. */
+function tcpConnections(): Array<{ local: number; remote: number; inode: string }> {
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((f) => f[3] === '01')
+    .map((f) => ({ local: parseInt(f[1]!.split(':')[1]!, 16), remote: parseInt(f[2]!.split(':')[1]!, 16), inode: f[9]! }));
+}
+
+/** How many established TCP connections the process (or one of its descendants) has to `remotePort`. */
+export function connectionsTo(pid: number, remotePort: number): number {
+  const held = new Set(processTree(pid).flatMap((p) => [...socketInodes(p)]));
+  return tcpConnections().filter((c) => c.remote === remotePort && held.has(c.inode)).length;
+}
+
+/** Which of `candidates` holds the server end of the connection from `clientPort` to `serverPort`. */
+export function serverProcessOf(serverPort: number, clientPort: number, candidates: number[]): number | null {
+  const entry = tcpConnections().find((c) => c.local === serverPort && c.remote === clientPort);
+  if (!entry) return null;
+  return candidates.find((pid) => socketInodes(pid).has(entry.inode)) ?? null;
+}
