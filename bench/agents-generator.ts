@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { httpRequest } from '../core/http/client.js';
+import { AgentConnection, type AgentRequest } from '../core/http/agent-connection.js';
+import { httpRequest, type HttpResponse } from '../core/http/client.js';
 
 export interface GeneratorStart {
   type: 'start';
@@ -17,6 +18,8 @@ export interface GeneratorStart {
   count: number;
   offset: number;
   intervalSeconds: number;
+  /** h2: one HTTP/2 session per agent, as hangar's agent; http/1.1: a keep-alive pool, as agents before it. */
+  protocol: 'h2' | 'http/1.1';
 }
 
 export type ToGenerator = GeneratorStart | { type: 'status' } | { type: 'measure' } | { type: 'stop' };
@@ -48,7 +51,8 @@ const FACTS = {
 
 interface SimAgent {
   nodeId: string;
-  options: { ca: string; cert: string; key: string; agent: https.Agent };
+  request(path: string, options?: AgentRequest): Promise<HttpResponse>;
+  close(): void;
 }
 
 const send = (message: FromGenerator) => process.send!(message);
@@ -87,8 +91,15 @@ async function joinOne(start: GeneratorStart, i: number, pair: ReturnType<typeof
   if (join.status !== 201) throw new Error(`join ${i}: ${join.status} ${join.text}`);
   const cert = join.json.data.certificate as string;
   const key = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  // As the agent: one keep-alive pool per machine.
-  return { nodeId: join.json.data.node_id, options: { ca: start.ca, cert, key, agent: new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key }) } };
+  const nodeId = join.json.data.node_id as string;
+  if (start.protocol === 'h2') {
+    // As the agent: one HTTP/2 session.
+    const connection = new AgentConnection(start.url, { ca: start.ca, cert, key });
+    return { nodeId, request: (path, options) => connection.request(path, options), close: () => connection.close() };
+  }
+  // As agents before HTTP/2: one keep-alive pool per machine.
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: start.ca, cert, key });
+  return { nodeId, request: (path, options) => httpRequest(`${start.url}${path}`, { ...options, ca: start.ca, cert, key, agent }), close: () => agent.destroy() };
 }
 
 /** A failed request's reason, short: its error code, else its message's start. */
@@ -135,7 +146,7 @@ async function run(start: GeneratorStart) {
       clearInterval(flush);
       if (heartbeatsInFlight) reasons['heartbeat unanswered at the end'] = heartbeatsInFlight;
       send({ type: 'stats', heartbeatMs, errors, reasons, lagP99Ms: lag.percentile(99) / 1e6, intervals });
-      for (const a of agents) a.options.agent.destroy();
+      for (const a of agents) a.close();
       setTimeout(() => process.exit(0), 200);
     }
   });
@@ -150,7 +161,7 @@ async function run(start: GeneratorStart) {
         const t0 = performance.now();
         heartbeatsInFlight++;
         try {
-          const res = await httpRequest(`${start.url}/v1/internal/heartbeat`, { ...a.options, method: 'POST', body: { ...FACTS, hostname: a.nodeId } });
+          const res = await a.request('/v1/internal/heartbeat', { method: 'POST', body: { ...FACTS, hostname: a.nodeId } });
           if (res.status !== 200) failed('heartbeat', String(res.status));
           else {
             heartbeatMs.push(performance.now() - t0);
@@ -175,7 +186,7 @@ async function run(start: GeneratorStart) {
     void (async () => {
       while (!stopping) {
         try {
-          const res = await httpRequest(`${start.url}/v1/internal/tasks/${a.nodeId}?wait=30`, { ...a.options, timeoutMs: 45_000 });
+          const res = await a.request(`/v1/internal/tasks/${a.nodeId}?wait=30`, { timeoutMs: 45_000 });
           const now = epochMs();
           if (res.status !== 200) {
             failed('long-poll', String(res.status));
@@ -184,7 +195,7 @@ async function run(start: GeneratorStart) {
           }
           for (const task of res.json?.data ?? []) {
             arrivals.push([task.task_id, now]);
-            await httpRequest(`${start.url}/v1/internal/tasks/${task.task_id}/result`, { ...a.options, method: 'POST', body: { status: 'completed', output: { lines: [] } } });
+            await a.request(`/v1/internal/tasks/${task.task_id}/result`, { method: 'POST', body: { status: 'completed', output: { lines: [] } } });
           }
         } catch (err) {
           if (!stopping) {

@@ -4,7 +4,7 @@
 // with the ratios to the targets.
 //
 //   npm run bench:agents -- [--n 100,1000,5000] [--dialects sqlite,postgres] [--duration 60]
-//                           [--interval 10] [--dispatches 200] [--generators 2]
+//                           [--interval 10] [--dispatches 200] [--generators 2] [--protocol h2|http/1.1]
 //   npm run bench:agents -- --footprint   the agent executable (dist/agent, npm run build): its size,
 //                                         compressed and not, and its RSS once joined and idle
 //
@@ -31,6 +31,7 @@ const args = parseArgs({
     interval: { type: 'string', default: '10' },
     dispatches: { type: 'string', default: '200' },
     generators: { type: 'string', default: '2' },
+    protocol: { type: 'string', default: 'h2' },
     footprint: { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
     'pg-url': { type: 'string', default: process.env.HANGAR_TEST_PG_URL ?? 'postgres://hangar:hangar@127.0.0.1:5432/hangar_test' },
@@ -42,6 +43,8 @@ const DURATION_S = Number(args.values.duration);
 const INTERVAL_S = Number(args.values.interval);
 const DISPATCHES = Number(args.values.dispatches);
 const GENERATORS = Math.max(1, Number(args.values.generators));
+if (!['h2', 'http/1.1'].includes(args.values.protocol!)) throw new Error('--protocol is h2 (the agent: one HTTP/2 session) or http/1.1 (a keep-alive pool, as agents before HTTP/2)');
+const PROTOCOL = args.values.protocol as 'h2' | 'http/1.1';
 const PG_URL = args.values['pg-url']!;
 /** How long the fleet may take to be heard from after it starts, before the measurement starts anyway. */
 const ONLINE_LIMIT_S = 300;
@@ -181,7 +184,7 @@ async function run(dialect: string, n: number) {
     for (let g = 0; g < GENERATORS && g * share < n; g++) {
       const gen = startGenerator(onTasks);
       generators.push(gen);
-      const start: GeneratorStart = { type: 'start', url: cp.url, ca: cp.ca, jwt, count: Math.min(share, n - g * share), offset: g * share, intervalSeconds: INTERVAL_S };
+      const start: GeneratorStart = { type: 'start', url: cp.url, ca: cp.ca, jwt, count: Math.min(share, n - g * share), offset: g * share, intervalSeconds: INTERVAL_S, protocol: PROTOCOL };
       gen.send(start);
     }
     const enrolled = await Promise.all(generators.map((g) => g.next('enrolled')));
@@ -310,7 +313,7 @@ if (args.values.footprint) {
 }
 console.log(
   `hangar agents benchmark — ${new Date().toISOString()}, node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}; ` +
-    `heartbeat every ${INTERVAL_S} s (or as the server says), ${DURATION_S} s measured per run, ${GENERATORS} generator process(es)`,
+    `heartbeat every ${INTERVAL_S} s (or as the server says), ${DURATION_S} s measured per run, ${GENERATORS} generator process(es), agents on ${PROTOCOL === 'h2' ? 'one HTTP/2 session each' : 'HTTP/1.1 keep-alive pools'}`,
 );
 console.log('dialect   agents  join_s  online_s  heartbeats  hb_p50_ms  hb_p99_ms  dispatches  disp_p50_ms  disp_p99_ms  cp_cpu  gen_cpu  cp_rss_mb  errors  gen_lag_p99_ms  hb_interval_s  hb_p99/50ms  disp_p99/100ms  join/30s');
 for (const dialect of DIALECTS) {

@@ -89,8 +89,12 @@ export class AgentConnection {
     // Node's own TLS connection for HTTP/2 offers `h2` alone; the server routes on the agent's id too.
     const url = new URL(this.origin);
     const session = http2.connect(this.origin, {
-      createConnection: () =>
-        tls.connect({ host: url.hostname, port: Number(url.port || 443), servername: net.isIP(url.hostname) ? undefined : url.hostname, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN] }),
+      createConnection: () => {
+        const socket = tls.connect({ host: url.hostname, port: Number(url.port || 443), servername: net.isIP(url.hostname) ? undefined : url.hostname, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN] });
+        // A request is several small frames: Nagle would hold the later ones for the server's delayed ACK.
+        socket.setNoDelay(true);
+        return socket;
+      },
     });
     session.once('connect', () => {
       if (session.alpnProtocol !== 'h2') session.destroy(new NoHttp2(`the server chose ${session.alpnProtocol || 'no protocol'} over TLS`));

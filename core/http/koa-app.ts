@@ -142,17 +142,39 @@ function responseClosed(res: Context['res']): boolean {
   return stream ? stream.closed || stream.destroyed : res.closed;
 }
 
-function linkedSignal(ctx: Context, shutdown: AbortSignal): AbortSignal {
-  const controller = new AbortController();
-  const abort = () => controller.abort();
-  if (responseClosed(ctx.res) || shutdown.aborted) {
-    abort();
+/**
+ * Each request's abort signal, aborted when its client goes or the control plane shuts down. One
+ * listener on the shutdown signal serves them all: an AbortSignal's addEventListener walks the
+ * listeners it has (to refuse a duplicate), so a listener per request cost O(n) each with thousands
+ * of agents' long-polls held (13 % of the control plane's CPU at 5 000 agents).
+ */
+class RequestSignals {
+  private readonly open = new Set<AbortController>();
+
+  constructor(private readonly shutdown: AbortSignal) {
+    shutdown.addEventListener(
+      'abort',
+      () => {
+        for (const controller of this.open) controller.abort();
+        this.open.clear();
+      },
+      { once: true },
+    );
+  }
+
+  of(ctx: Context): AbortSignal {
+    const controller = new AbortController();
+    if (responseClosed(ctx.res) || this.shutdown.aborted) {
+      controller.abort();
+      return controller.signal;
+    }
+    this.open.add(controller);
+    ctx.res.once('close', () => {
+      this.open.delete(controller);
+      controller.abort();
+    });
     return controller.signal;
   }
-  ctx.res.once('close', abort);
-  shutdown.addEventListener('abort', abort, { once: true });
-  ctx.res.once('close', () => shutdown.removeEventListener('abort', abort));
-  return controller.signal;
 }
 
 /** What a handler gets. Its `signal` is made the first time a handler asks for it (most never do). */
@@ -167,7 +189,7 @@ class Request implements HangarRequest {
     readonly agent: AgentIdentity | null,
     readonly rawBody: Buffer,
     readonly ctx: Context,
-    private readonly shutdown: AbortSignal,
+    private readonly signals: RequestSignals,
   ) {}
 
   get ip(): string {
@@ -183,11 +205,11 @@ class Request implements HangarRequest {
   }
 
   get signal(): AbortSignal {
-    return (this.#signal ??= linkedSignal(this.ctx, this.shutdown));
+    return (this.#signal ??= this.signals.of(this.ctx));
   }
 }
 
-function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate) {
+function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate, signals: RequestSignals) {
   const compiled = validators(route);
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
@@ -217,7 +239,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     assertNoNulCharacter(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
     // 4: the handler.
-    const req = new Request(body, query, params, principal, agent, rawBody, ctx, services.shutdown);
+    const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
     send(ctx, await route.handler(req), route);
   };
 }
@@ -258,7 +280,8 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
     unauthenticatedTimeoutMs: api.unauthenticated_body_timeout_ms,
   };
   const gate = new BodyGate(api.unauthenticated_bodies_in_flight);
-  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gate));
+  const signals = new RequestSignals(services.shutdown);
+  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gate, signals));
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));
