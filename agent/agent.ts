@@ -116,7 +116,7 @@ export class Agent {
     private readonly options: AgentOptions,
   ) {
     this.connection = new AgentConnection(identity.apiUrl, { ca: identity.caPem, cert: identity.certPem, key: identity.keyPem }, (why) =>
-      this.log.warn({ why }, 'the control plane speaks no HTTP/2 to agents: using HTTP/1.1 connections'),
+      this.log.info({ why }, 'the control plane answers agents over HTTP/1.1: using HTTP/1.1 connections'),
     );
     this.executors = options.executors ?? builtinExecutors();
     this.kinds = options.kinds ?? agentTaskKinds();

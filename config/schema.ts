@@ -22,6 +22,10 @@ export const CoreConfigSchema = Type.Object(
         unauthenticated_body_timeout_ms: Type.Integer({ minimum: 100, default: 10000, description: 'how long a request without credentials may take to send its body (then 408)' }),
         unauthenticated_bodies_in_flight: Type.Integer({ minimum: 1, default: 64, description: 'bodies of requests without credentials received at once, per listener (more get 503)' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
+        agent_http2: Type.Boolean({
+          default: true,
+          description: 'answer agents that offer HTTP/2 over one HTTP/2 session each (false: HTTP/1.1 connections, as before); see docs/nodes.md',
+        }),
         workers: Type.Integer({
           minimum: 1,
           maximum: 64,

@@ -30,8 +30,9 @@ class NoHttp2 extends Error {}
 /**
  * An agent's connection to its control plane: one HTTP/2 session over mutual TLS that carries the
  * heartbeats, the long-poll, results and downloads side by side, opened again on the next request
- * after it closes. A server that does not speak HTTP/2 to agents (a control plane from before it
- * did, a proxy that ends TLS) gets HTTP/1.1 keep-alive connections instead, for good.
+ * after it closes. A server that does not speak HTTP/2 to agents (`api.agent_http2: false`, a
+ * control plane from before it did, a proxy that ends TLS) gets HTTP/1.1 keep-alive connections
+ * instead, for good.
  */
 export class AgentConnection {
   private session: http2.ClientHttp2Session | null = null;
@@ -86,11 +87,12 @@ export class AgentConnection {
 
   private open(): http2.ClientHttp2Session {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
-    // Node's own TLS connection for HTTP/2 offers `h2` alone; the server routes on the agent's id too.
+    // Node's own TLS connection for HTTP/2 offers `h2` alone; the server routes on the agent's id too,
+    // and a control plane that answers agents over HTTP/1.1 (api.agent_http2: false) chooses that.
     const url = new URL(this.origin);
     const session = http2.connect(this.origin, {
       createConnection: () => {
-        const socket = tls.connect({ host: url.hostname, port: Number(url.port || 443), servername: net.isIP(url.hostname) ? undefined : url.hostname, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN] });
+        const socket = tls.connect({ host: url.hostname, port: Number(url.port || 443), servername: net.isIP(url.hostname) ? undefined : url.hostname, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN, 'http/1.1'] });
         // A request is several small frames: Nagle would hold the later ones for the server's delayed ACK.
         socket.setNoDelay(true);
         return socket;

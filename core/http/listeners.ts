@@ -50,14 +50,14 @@ export class Listener {
   constructor(
     readonly name: string,
     app: Koa,
-    private readonly tls?: { credentials: ServerCredentials; caPem: string },
+    private readonly tls?: { credentials: ServerCredentials; caPem: string; /** api.agent_http2 */ agentHttp2?: boolean },
     requestTimeoutMs = 120_000,
   ) {
     const callback = app.callback();
     this.server = tls
       ? https.createServer({ ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false }, callback)
       : http.createServer(callback);
-    if (tls) {
+    if (tls?.agentHttp2) {
       this.agentSessions = http2.createSecureServer(
         { ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false, settings: { maxConcurrentStreams: AGENT_MAX_STREAMS } },
         callback as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
@@ -68,8 +68,8 @@ export class Listener {
         session.once('close', () => this.sessions.delete(session));
       });
       this.agentSessions.on('sessionError', () => undefined);
-      this.routeConnectionsByClientHello(this.server as https.Server, this.agentSessions);
     }
+    if (tls) this.routeConnectionsByClientHello(this.server as https.Server, this.agentSessions);
     // Long-polls hold requests open for up to ~30 s; requests as a whole get api.request_timeout_ms.
     this.server.headersTimeout = 30_000;
     this.server.requestTimeout = requestTimeoutMs;
@@ -88,9 +88,10 @@ export class Listener {
    * per connection from its ClientHello (core/http/client-hello.ts): the connection's first record
    * is read and put back, `requestCert` is set for that one connection, and Node's own TLS
    * connection handler takes over, synchronously (it reads `server.requestCert` as it wraps the
-   * socket): the HTTP/2 server's for an agent that offers HTTP/2, the HTTPS server's otherwise.
+   * socket): the HTTP/2 server's for an agent that offers HTTP/2 (unless api.agent_http2 is off),
+   * the HTTPS server's otherwise.
    */
-  private routeConnectionsByClientHello(server: https.Server, agentSessions: http2.Http2SecureServer): void {
+  private routeConnectionsByClientHello(server: https.Server, agentSessions: http2.Http2SecureServer | undefined): void {
     const tlsHandler = (of: https.Server | http2.Http2SecureServer): TlsConnectionHandler => {
       const [handler] = of.listeners('connection') as TlsConnectionHandler[];
       if (!handler) throw new Error('the TLS server has no connection handler to wrap');
@@ -98,11 +99,15 @@ export class Listener {
       return handler;
     };
     const http1 = tlsHandler(server);
-    const agentHttp2 = tlsHandler(agentSessions);
+    const agentHttp2 = agentSessions && tlsHandler(agentSessions);
     server.on('connection', (socket: Socket) => {
       void peekFirstRecord(socket, 10_000).then((record) => {
         if (socket.destroyed) return;
-        if (agentSpeaksHttp2(record)) return agentHttp2.call(agentSessions, socket);
+        if (agentSessions && agentHttp2 && agentSpeaksHttp2(record)) {
+          // An answer is several small frames: without this, Nagle holds the later ones for the agent's ACK.
+          socket.setNoDelay(true);
+          return agentHttp2.call(agentSessions, socket);
+        }
         (server as https.Server & { requestCert: boolean }).requestCert = wantsClientCertificate(record);
         http1.call(server, socket);
       });

@@ -181,6 +181,24 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect(await handshake('h2,http/1.1')).to.contain('No client certificate CA names sent');
   });
 
+  it('answers agents over HTTP/1.1 when api.agent_http2 is off: the agent falls back, says so once, and is served', async () => {
+    const off = await startHangar(dialect, { plugins: ['system', FIXTURE_PLUGIN], overrides: { api: { agent_http2: false } } });
+    const issued = await off.hangar.services.ca.issueClientCertificate('node-http1');
+    const told: string[] = [];
+    const agent = new AgentConnection(off.url, { ca: off.caPem, cert: issued.cert_pem, key: issued.key_pem! }, (why) => told.push(why));
+    try {
+      for (let i = 0; i < 2; i++) {
+        const res = await agent.request('/v1/probe/agent');
+        expect(res.status, res.text).to.equal(200);
+      }
+      expect(agent.protocol).to.equal('http/1.1');
+      expect(told).to.deep.equal(['the server chose http/1.1 over TLS']);
+    } finally {
+      agent.close();
+      await off.stop();
+    }
+  });
+
   it('refuses agent routes without a client certificate', async () => {
     const res = await t.request('GET', '/v1/probe/agent');
     expect(res.status).to.equal(401);

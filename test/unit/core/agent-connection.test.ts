@@ -73,7 +73,7 @@ describe('the agent’s connection to its control plane', () => {
     expect((await connection.request('/v1/two')).json).to.deep.equal({ url: '/v1/two', version: '1.1' });
     expect(connection.protocol).to.equal('http/1.1');
     expect(told).to.have.length(1);
-    expect(told[0]).to.match(/no HTTP\/2/);
+    expect(told[0]).to.match(/chose http\/1\.1/);
   });
 
   it('fails the requests in flight when the server ends the session, and opens a new one for the next', async () => {
