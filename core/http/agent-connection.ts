@@ -21,6 +21,10 @@ export interface AgentRequest {
   signal?: AbortSignal;
 }
 
+/** How much of one answer, and of all answers together, the server may send ahead of the agent's reading. */
+const STREAM_WINDOW_BYTES = 4 << 20;
+const SESSION_WINDOW_BYTES = 32 << 20;
+
 /** How long a ping may go unanswered before the session is given up. */
 const PING_TIMEOUT_MS = 5_000;
 
@@ -90,9 +94,13 @@ export class AgentConnection {
     // Node's own TLS connection for HTTP/2 offers `h2` alone; the server routes on the agent's id too,
     // and a control plane that answers agents over HTTP/1.1 (api.agent_http2: false) chooses that.
     const url = new URL(this.origin);
+    // An IPv6 literal comes bracketed in a URL ([::1]), and tls.connect wants it bare.
+    const host = url.hostname.replace(/^\[|\]$/g, '');
     const session = http2.connect(this.origin, {
+      // Node's default windows (64 KiB) would let a download (an agent update, k3s, images) move 64 KiB a round trip.
+      settings: { initialWindowSize: STREAM_WINDOW_BYTES },
       createConnection: () => {
-        const socket = tls.connect({ host: url.hostname, port: Number(url.port || 443), servername: net.isIP(url.hostname) ? undefined : url.hostname, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN, 'http/1.1'] });
+        const socket = tls.connect({ host, port: Number(url.port || 443), servername: net.isIP(host) ? undefined : host, ...this.tls, ALPNProtocols: ['h2', AGENT_ALPN, 'http/1.1'] });
         // A request is several small frames: Nagle would hold the later ones for the server's delayed ACK.
         socket.setNoDelay(true);
         return socket;
@@ -100,6 +108,7 @@ export class AgentConnection {
     });
     session.once('connect', () => {
       if (session.alpnProtocol !== 'h2') session.destroy(new NoHttp2(`the server chose ${session.alpnProtocol || 'no protocol'} over TLS`));
+      else session.setLocalWindowSize(SESSION_WINDOW_BYTES);
     });
     // Each request hears of a failure through its stream; the session only has to be forgotten.
     session.on('error', () => undefined);
@@ -118,7 +127,8 @@ export class AgentConnection {
    * request opens a new one instead of waiting on the dead one too.
    */
   private dropUnlessAlive(session: http2.ClientHttp2Session): void {
-    if (session.destroyed) return;
+    // A closing session (the server's GOAWAY) finishes its open requests and is not used again.
+    if (session.destroyed || session.closed) return;
     const timer = setTimeout(() => session.destroy(), PING_TIMEOUT_MS);
     const sent = session.ping((err) => {
       clearTimeout(timer);

@@ -91,8 +91,13 @@ function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.body = json.length >= ENCODE_ONCE_FROM ? Buffer.from(json) : json;
 }
 
-/** Headers about the connection, which HTTP/2 forbids (an agent's session: the stream ends alone). */
+/** Headers about the connection, which HTTP/2 forbids (an agent's session). */
 const HTTP1_ONLY = new Set(['connection', 'keep-alive']);
+
+function endStreamAfterAnswer(ctx: Context): void {
+  const stream = (ctx.req as unknown as { stream?: { close(): void; once(event: 'finish', listener: () => void): void } }).stream;
+  stream?.once('finish', () => stream.close());
+}
 
 function errorBody(ctx: Context, err: unknown, services: Services): void {
   let status = 500;
@@ -101,7 +106,12 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
   err = uniqueViolationConflict(err) ?? err;
   if (err instanceof HttpError) {
     ({ status, message, details } = err);
-    for (const [k, v] of Object.entries(err.headers ?? {})) if (!(ctx.req.httpVersionMajor >= 2 && HTTP1_ONLY.has(k.toLowerCase()))) ctx.set(k, v);
+    for (const [k, v] of Object.entries(err.headers ?? {})) {
+      if (ctx.req.httpVersionMajor < 2 || !HTTP1_ONLY.has(k.toLowerCase())) ctx.set(k, v);
+      // HTTP/2 ends the one request instead of the connection: reset its stream once answered, so
+      // the body it still sends is not waited for.
+      else if (k.toLowerCase() === 'connection' && v === 'close') endStreamAfterAnswer(ctx);
+    }
   } else {
     const e = err as { status?: number; expose?: boolean; message?: string; stack?: string; name?: string };
     if (e && e.expose && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {

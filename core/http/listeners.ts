@@ -46,6 +46,7 @@ export class Listener {
    */
   private readonly agentSessions?: http2.Http2SecureServer;
   private readonly sessions = new Set<http2.ServerHttp2Session>();
+  private closing = false;
 
   constructor(
     readonly name: string,
@@ -63,7 +64,12 @@ export class Listener {
         callback as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
       );
       this.agentSessions.setTimeout(KEEP_ALIVE_MS);
+      // A session quiet that long ends softly (GOAWAY): a long-poll still open is answered first
+      // (without this listener Node destroys the session, open requests and all).
+      this.agentSessions.on('timeout', (session: http2.ServerHttp2Session) => session.close());
       this.agentSessions.on('session', (session: http2.ServerHttp2Session) => {
+        // One whose handshake ended after close() began gets its GOAWAY at once.
+        if (this.closing) session.close();
         this.sessions.add(session);
         session.once('close', () => this.sessions.delete(session));
       });
@@ -153,6 +159,7 @@ export class Listener {
     const sweep = setInterval(() => this.server.closeIdleConnections(), 50);
     this.server.closeIdleConnections();
     // Agents' sessions: no new streams (GOAWAY), those open finish, then the session closes.
+    this.closing = true;
     for (const session of this.sessions) session.close();
     const timer = setTimeout(() => {
       for (const socket of this.sockets) socket.destroy();

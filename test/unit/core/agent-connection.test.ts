@@ -7,6 +7,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { AgentConnection, type MutualTls } from '../../../core/http/agent-connection.js';
+import { requireService } from '../../support/requirements.js';
 
 /**
  * The agent's connection (core/http/agent-connection.ts) against real servers on loopback: Node's
@@ -32,7 +33,7 @@ describe('the agent’s connection to its control plane', () => {
   before(function () {
     this.timeout(20_000);
     dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-agent-connection-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1'], { stdio: 'ignore' });
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,IP:::1', '-days', '1'], { stdio: 'ignore' });
     const cert = readFileSync(`${dir}/cert.pem`, 'utf8');
     // The server's certificate is its own CA here, and the agent presents it too.
     tls = { ca: cert, cert, key: readFileSync(`${dir}/key.pem`, 'utf8') };
@@ -63,6 +64,24 @@ describe('the agent’s connection to its control plane', () => {
     expect(get.status).to.equal(200);
     expect(sessions, 'sessions the server saw').to.equal(1);
     expect(connection.protocol).to.equal('h2');
+  });
+
+  it('reaches a control plane at an IPv6 literal ([::1]) over HTTP/2, and lets it send 4 MiB of an answer ahead', async function () {
+    requireService(this, Object.values(os.networkInterfaces()).flat().some((a) => a?.address === '::1'), 'the IPv6 loopback address ::1');
+    const server = http2.createSecureServer({ cert: tls.cert, key: tls.key });
+    await new Promise<void>((resolve) => server.listen(0, '::1', resolve));
+    servers.push(server);
+    const windows: number[] = [];
+    server.on('stream', (stream) => {
+      windows.push(stream.session!.remoteSettings.initialWindowSize!);
+      stream.respond({ ':status': 200 });
+      stream.end(Buffer.alloc(6 << 20, 7));
+    });
+    const connection = connect(`https://[::1]:${(server.address() as AddressInfo).port}`);
+    const res = await connection.request('/big');
+    expect(res.raw.length).to.equal(6 << 20);
+    expect(connection.protocol).to.equal('h2');
+    expect(windows[0], 'what the agent lets the server send ahead on one answer').to.equal(4 << 20);
   });
 
   it('uses HTTP/1.1 connections for good when the server speaks no HTTP/2, and says so once', async () => {
