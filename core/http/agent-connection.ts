@@ -41,19 +41,23 @@ class NoHttp2 extends Error {}
 export class AgentConnection {
   private session: http2.ClientHttp2Session | null = null;
   private http1: https.Agent | null = null;
-  private readonly origin: string;
-  /** A path the API sits under (an API URL of https://host/hangar), or ''. */
+  private readonly url: URL;
+  /** The API URL without a trailing slash, and the path it has (https://host/hangar → /hangar), or ''. */
+  private readonly base: string;
   private readonly prefix: string;
+  /** The host to dial: an IPv6 literal comes bracketed in a URL ([::1]), and tls.connect wants it bare. */
+  private readonly host: string;
 
   constructor(
-    private readonly apiUrl: string,
+    apiUrl: string,
     private readonly tls: MutualTls,
     /** Told once, when the server turns out not to speak HTTP/2. */
     private readonly onHttp1?: (why: string) => void,
   ) {
-    const url = new URL(apiUrl);
-    this.origin = url.origin;
-    this.prefix = url.pathname.replace(/\/+$/, '');
+    this.url = new URL(apiUrl);
+    this.base = apiUrl.replace(/\/+$/, '');
+    this.prefix = this.url.pathname.replace(/\/+$/, '');
+    this.host = this.url.hostname.replace(/^\[|\]$/g, '');
   }
 
   /** What the requests go over: `h2` until the server says otherwise. */
@@ -71,7 +75,7 @@ export class AgentConnection {
         this.useHttp1(why);
       }
     }
-    return httpRequest<T>(`${this.apiUrl.replace(/\/+$/, '')}${path}`, { ...options, ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, agent: this.http1! });
+    return httpRequest<T>(`${this.base}${path}`, { ...options, ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, agent: this.http1! });
   }
 
   /** Closes the session (requests in flight are cut) and any HTTP/1.1 connections. */
@@ -93,10 +97,8 @@ export class AgentConnection {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     // Node's own TLS connection for HTTP/2 offers `h2` alone; the server routes on the agent's id too,
     // and a control plane that answers agents over HTTP/1.1 (api.agent_http2: false) chooses that.
-    const url = new URL(this.origin);
-    // An IPv6 literal comes bracketed in a URL ([::1]), and tls.connect wants it bare.
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    const session = http2.connect(this.origin, {
+    const { host, url } = this;
+    const session = http2.connect(url.origin, {
       // Node's default windows (64 KiB) would let a download (an agent update, k3s, images) move 64 KiB a round trip.
       settings: { initialWindowSize: STREAM_WINDOW_BYTES },
       createConnection: () => {
@@ -155,16 +157,15 @@ export class AgentConnection {
         reject(err as Error);
         return;
       }
-      const url = new URL(this.origin);
       const timeoutMs = options.timeoutMs ?? 30_000;
       stream.setTimeout(timeoutMs, () => {
-        stream.destroy(new Error(`request to ${url.host} timed out after ${timeoutMs} ms`));
+        stream.destroy(new Error(`request to ${this.url.host} timed out after ${timeoutMs} ms`));
         this.dropUnlessAlive(session);
       });
       stream.on('error', reject);
       // A session that ends (the server went away) closes its streams without an error.
       stream.once('close', () => {
-        if (!stream.readableEnded) reject(new Error(`the connection to ${url.host} closed before the answer was complete`));
+        if (!stream.readableEnded) reject(new Error(`the connection to ${this.url.host} closed before the answer was complete`));
       });
       stream.once('response', (responseHeaders) => {
         readResponse<T>(stream, Number(responseHeaders[':status']), responseHeaders as Record<string, string>).then(resolve, reject);

@@ -1,3 +1,4 @@
+import http2 from 'node:http2';
 import { isIP } from 'node:net';
 import Koa, { type Context } from 'koa';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -91,13 +92,6 @@ function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.body = json.length >= ENCODE_ONCE_FROM ? Buffer.from(json) : json;
 }
 
-/** Headers about the connection, which HTTP/2 forbids (an agent's session). */
-const HTTP1_ONLY = new Set(['connection', 'keep-alive']);
-
-function endStreamAfterAnswer(ctx: Context): void {
-  const stream = (ctx.req as unknown as { stream?: { close(): void; once(event: 'finish', listener: () => void): void } }).stream;
-  stream?.once('finish', () => stream.close());
-}
 
 function errorBody(ctx: Context, err: unknown, services: Services): void {
   let status = 500;
@@ -107,10 +101,12 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
   if (err instanceof HttpError) {
     ({ status, message, details } = err);
     for (const [k, v] of Object.entries(err.headers ?? {})) {
-      if (ctx.req.httpVersionMajor < 2 || !HTTP1_ONLY.has(k.toLowerCase())) ctx.set(k, v);
-      // HTTP/2 ends the one request instead of the connection: reset its stream once answered, so
-      // the body it still sends is not waited for.
-      else if (k.toLowerCase() === 'connection' && v === 'close') endStreamAfterAnswer(ctx);
+      // HTTP/2 forbids the header (an agent's session): the one request ends instead of the
+      // connection, its stream reset once answered, so the body it still sends is not waited for.
+      if (k.toLowerCase() === 'connection' && ctx.req instanceof http2.Http2ServerRequest) {
+        const { stream } = ctx.req;
+        stream.once('finish', () => stream.close());
+      } else ctx.set(k, v);
     }
   } else {
     const e = err as { status?: number; expose?: boolean; message?: string; stack?: string; name?: string };
@@ -148,8 +144,7 @@ function send(ctx: Context, result: unknown, route: RouteDef): void {
 
 /** Whether the client has gone (an HTTP/2 response tells through its stream). */
 function responseClosed(res: Context['res']): boolean {
-  const stream = (res as unknown as { stream?: { closed: boolean; destroyed: boolean } }).stream;
-  return stream ? stream.closed || stream.destroyed : res.closed;
+  return res instanceof http2.Http2ServerResponse ? res.stream.closed || res.stream.destroyed : res.closed;
 }
 
 /**

@@ -105,14 +105,14 @@ export class Listener {
       return handler;
     };
     const http1 = tlsHandler(server);
-    const agentHttp2 = agentSessions && tlsHandler(agentSessions);
+    const agentHttp2 = agentSessions && tlsHandler(agentSessions).bind(agentSessions);
     server.on('connection', (socket: Socket) => {
       void peekFirstRecord(socket, 10_000).then((record) => {
         if (socket.destroyed) return;
-        if (agentSessions && agentHttp2 && agentSpeaksHttp2(record)) {
+        if (agentHttp2 && agentSpeaksHttp2(record)) {
           // An answer is several small frames: without this, Nagle holds the later ones for the agent's ACK.
           socket.setNoDelay(true);
-          return agentHttp2.call(agentSessions, socket);
+          return agentHttp2(socket);
         }
         (server as https.Server & { requestCert: boolean }).requestCert = wantsClientCertificate(record);
         http1.call(server, socket);

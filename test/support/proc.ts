@@ -1,18 +1,21 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
-/** A process and its descendants (Linux /proc), the process first. */
+/** A process's children (Linux /proc): those of each of its threads. */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
+      const children = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+      return children ? children.split(/\s+/).map(Number) : [];
+    });
+  } catch {
+    return []; // gone meanwhile
+  }
+}
+
+/** A process and its descendants, the process first. */
 export function processTree(pid: number): number[] {
   const all = [pid];
-  for (let i = 0; i < all.length; i++) {
-    try {
-      for (const task of readdirSync(`/proc/${all[i]}/task`)) {
-        const children = readFileSync(`/proc/${all[i]}/task/${task}/children`, 'utf8').trim();
-        if (children) all.push(...children.split(/\s+/).map(Number));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
+  for (let i = 0; i < all.length; i++) all.push(...childrenOf(all[i]!));
   return all;
 }
 

@@ -13,16 +13,10 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
-import { serverProcessOf } from '../../support/proc.js';
+import { childrenOf, serverProcessOf } from '../../support/proc.js';
 import { PG_URL } from '../../support/requirements.js';
 
 const SCRAPE_TOKEN = randomToken(40);
-
-/** The worker processes of a primary (their parent), from /proc. */
-function childrenOf(pid: number): number[] {
-  const tasks = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-  return tasks ? tasks.split(/\s+/).map(Number) : [];
-}
 
 /**
  * `hangar serve` with `api.workers: 2` (core/workers.ts): a primary process and two workers sharing
