@@ -49,7 +49,8 @@ start_docker() {
     return 0
   fi
   mkdir -p /var/log
-  nohup dockerd >/var/log/hangar-dockerd.log 2>&1 &
+  # Restarted when it exits unasked, in its own session (scripts/dockerd-supervised.sh).
+  setsid bash "$(dirname "$0")/dockerd-supervised.sh" >/dev/null 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && { echo "services: dockerd is up"; return 0; }
     sleep 0.5
