@@ -31,6 +31,58 @@ function presentedCertificate(port: number, ALPNProtocols?: string[]): Promise<t
   });
 }
 
+interface Frame {
+  type: number;
+  flags: number;
+  stream: number;
+  length: number;
+}
+const DATA = 0x0;
+const HEADERS = 0x1;
+const SETTINGS = 0x4;
+const END_STREAM = 0x1;
+
+/**
+ * The HTTP/2 frames of one GET over a connection of its own, read off the wire (a client that
+ * speaks the protocol by hand: Node's hides its frames). Ends with the frame that ends stream 1.
+ */
+function framesOfOneRequest(port: number, path: string, credentials: tls.ConnectionOptions): Promise<Frame[]> {
+  const frame = (type: number, flags: number, stream: number, payload = Buffer.alloc(0)) => {
+    const head = Buffer.alloc(9);
+    head.writeUIntBE(payload.length, 0, 3);
+    head.writeUInt8(type, 3);
+    head.writeUInt8(flags, 4);
+    head.writeUInt32BE(stream, 5);
+    return Buffer.concat([head, payload]);
+  };
+  // HPACK: :method GET and :scheme https from the static table, :authority and :path as literals.
+  const literal = (nameIndex: number, value: string) => Buffer.concat([Buffer.from([nameIndex, value.length]), Buffer.from(value)]);
+  const block = Buffer.concat([Buffer.from([0x82, 0x87]), literal(0x01, 'localhost'), literal(0x04, path)]);
+  return new Promise((resolve, reject) => {
+    const frames: Frame[] = [];
+    let pending = Buffer.alloc(0);
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ALPNProtocols: AGENT_HTTP2, ...credentials }, () => {
+      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(SETTINGS, 0, 0), frame(HEADERS, END_STREAM | 0x4, 1, block)]));
+    });
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
+        const f = { length: pending.readUIntBE(0, 3), type: pending[3]!, flags: pending[4]!, stream: pending.readUInt32BE(5) & 0x7fffffff };
+        pending = pending.subarray(9 + f.length);
+        if (f.type === SETTINGS && !(f.flags & 0x1)) socket.write(frame(SETTINGS, 0x1, 0));
+        if (f.stream !== 1) continue;
+        frames.push(f);
+        if ((f.type === DATA || f.type === HEADERS) && f.flags & END_STREAM) {
+          socket.destroy();
+          resolve(frames);
+        }
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`the connection closed before the answer ended: ${JSON.stringify(frames)}`)));
+  });
+}
+
 describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
   let t: TestHangar;
   before(async () => {
@@ -179,6 +231,16 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
       });
     expect(await handshake()).to.contain('Acceptable client certificate CA names');
     expect(await handshake('h2,http/1.1')).to.contain('No client certificate CA names sent');
+  });
+
+  it('ends an answer to an agent over HTTP/2 with the frame that carries its body (no empty frame after it)', async () => {
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-frames');
+    const frames = await framesOfOneRequest(t.hangar.listeners.get('control')!.port, '/v1/probe/agent', { ca: t.caPem, cert: issued.cert_pem, key: issued.key_pem! });
+    expect(frames.map((f) => f.type)).to.deep.equal([HEADERS, DATA]);
+    const [headers, body] = frames as [Frame, Frame];
+    expect(headers.flags & END_STREAM, 'the headers do not end the stream: a body follows').to.equal(0);
+    expect(body.flags & END_STREAM, 'the body ends the stream').to.equal(END_STREAM);
+    expect(body.length, 'the body is in it').to.be.greaterThan(0);
   });
 
   it('answers agents over HTTP/1.1 when api.agent_http2 is off: the agent falls back, says so once, and is served', async () => {
