@@ -15,6 +15,8 @@ export default definePlugin({
     const { tasks, config } = services;
     const api = nodesOf(services);
     const pollWaitMs = config.tasks.poll_wait_seconds * 1000;
+    /** Nodes that have long-polled this process since it started. */
+    const polledSinceStart = new Set<string>();
 
     return {
       routes: [
@@ -58,9 +60,8 @@ export default definePlugin({
           async handler(req) {
             if (req.params.nodeId !== req.agent!.nodeId) throw forbidden('Insufficient permissions');
             const asked = req.query.wait === undefined ? pollWaitMs : Math.min(req.query.wait * 1000, pollWaitMs);
-            // An empty answer comes anywhere in the wait's last eighth: a fleet that connected
-            // together (a restart) would otherwise re-poll together every wait, thousands at once.
-            const waitMs = asked - Math.floor((Math.random() * asked) / 8);
+            const waitMs = emptyAnswerAfterMs(asked, !polledSinceStart.has(req.params.nodeId));
+            polledSinceStart.add(req.params.nodeId);
             const leased = await tasks.poll(req.params.nodeId, waitMs, req.signal);
             return leased.map((t) => ({ task_id: t.id, kind: t.kind, payload: t.payload ?? {}, attempt: t.attempts, lease_expires_at: t.lease_expires_at }));
           },
@@ -92,3 +93,15 @@ export default definePlugin({
     };
   },
 });
+
+/**
+ * When a long-poll with nothing to hand out is answered, of a wait of `askedMs`. A fleet that
+ * connects together (all of it, after a control-plane restart) would re-poll together every wait,
+ * thousands of requests in a few seconds while the rest of the wait is quiet, and answer its
+ * heartbeats slowly in those seconds: a node's first poll since this process started is answered
+ * anywhere in the wait, which spreads the fleet's polls over all of it at once; later ones anywhere
+ * in the wait's last eighth, which keeps them spread.
+ */
+export function emptyAnswerAfterMs(askedMs: number, firstSinceStart: boolean, random: () => number = Math.random): number {
+  return firstSinceStart ? Math.floor(random() * askedMs) : askedMs - Math.floor((random() * askedMs) / 8);
+}

@@ -50,6 +50,7 @@ describeEachDialect('task wake-ups between two control planes on one store', (di
     const created = await a.request('POST', '/v1/nodes', { body: { name: 'polled-on-a' }, headers: bearer(admin.token) });
     expect(created.status, created.text).to.equal(201);
     const agent = await FakeAgent.forNode(a, created.json.data.id);
+    expect((await agent.poll(0)).json.data, 'the first poll since the start (answered anywhere in its wait)').to.deep.equal([]);
 
     const first = await queueOnBWhilePollingA(agent);
     expect(first.ids).to.deep.equal([first.queued]);

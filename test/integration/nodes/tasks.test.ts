@@ -33,6 +33,7 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     this.timeout(20_000);
     const nodeId = await createNode('poller');
     const agent = await FakeAgent.forNode(t, nodeId);
+    expect((await agent.poll(0)).json.data, 'the first poll since the start (answered anywhere in its wait)').to.deep.equal([]);
     const started = Date.now();
     const polling = agent.poll(5);
     await sleep(300);
@@ -58,9 +59,27 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     expect((await api('GET', `/v1/nodes/${nodeId}/logs/${task.task_id}`)).status, 'read once').to.equal(404);
   });
 
-  it('long-poll: with nothing queued it answers [] in the last eighth of the wait; a wait above tasks.poll_wait_seconds is capped; out-of-range waits are 400', async function () {
+  it('long-poll: a node’s first poll since the start is answered [] anywhere in the wait (a fleet reconnecting together spreads its polls at once)', async function () {
+    this.timeout(20_000);
+    const agents = await Promise.all(Array.from({ length: 16 }, async (_, i) => FakeAgent.forNode(t, await createNode(`first-${i}`))));
+    const started = Date.now();
+    const took = await Promise.all(
+      agents.map(async (agent) => {
+        const res = await agent.poll(4);
+        expect(res.status, res.text).to.equal(200);
+        expect(res.json.data).to.deep.equal([]);
+        return Date.now() - started;
+      }),
+    );
+    expect(Math.max(...took), 'none held past the 4 s wait').to.be.lessThan(6000);
+    // Uniform over the wait: that all 16 land in its second half has a chance of 1 in 65 536.
+    expect(Math.min(...took), 'some answered in the first half of the wait, not all near its end').to.be.lessThan(2000);
+  });
+
+  it('long-poll: with nothing queued it answers [] in the last eighth of the wait (after a node’s first poll); a wait above tasks.poll_wait_seconds is capped; out-of-range waits are 400', async function () {
     this.timeout(20_000);
     const agent = await FakeAgent.forNode(t, await createNode('idle'));
+    expect((await agent.poll(0)).json.data, 'the first poll since the start').to.deep.equal([]);
     const started = Date.now();
     const [short, capped] = await Promise.all([
       agent.poll(2).then((res) => ({ res, took: Date.now() - started })),
