@@ -49,7 +49,7 @@ const PG_URL = args.values['pg-url']!;
 /** How long the fleet may take to be heard from after it starts, before the measurement starts anyway. */
 const ONLINE_LIMIT_S = 300;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const BIN = path.join(ROOT, 'bin', 'hangar.mjs');
+const LAUNCHER = path.join(ROOT, 'bin', 'hangar');
 
 function percentile(values: number[], p: number): number {
   if (!values.length) return NaN;
@@ -113,8 +113,9 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
   };
   const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
   // BENCH_CPU_PROF=DIR: the control plane writes a CPU profile there when it stops (node --cpu-prof).
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, BIN, 'serve'], { env, stdio: ['ignore', logFile, 'inherit'] });
+  if (process.env.BENCH_CPU_PROF) env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}`;
+  // The hangar command as an operator runs it: the launcher (bin/hangar) sets Node up for `serve`.
+  const child = spawn(LAUNCHER, ['serve'], { env: { ...env, NODE: process.execPath }, stdio: ['ignore', logFile, 'inherit'] });
   const url = `https://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const up = await httpRequest(`${url}/healthz`, { ca: false }).catch(() => null);

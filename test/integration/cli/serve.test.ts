@@ -54,7 +54,7 @@ describe('hangar CLI: serve', () => {
     }
   });
 
-  it('the launcher runs bin/hangar.mjs with every argument, found through a symlink, under $NODE, with MALLOC_MMAP_THRESHOLD_ set unless the operator set it', () => {
+  it('the launcher runs bin/hangar.mjs with every argument, found through a symlink, under $NODE, with MALLOC_MMAP_THRESHOLD_ set unless the operator set it, and `serve` with a larger young generation unless NODE_OPTIONS sets one', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-launcher-'));
     try {
       // A stand-in for node that says what it was started with.
@@ -66,13 +66,16 @@ describe('hangar CLI: serve', () => {
       symlinkSync(LAUNCHER, linked);
       const base: NodeJS.ProcessEnv = { ...process.env, NODE: fakeNode };
       delete base.MALLOC_MMAP_THRESHOLD_;
-      const run = (env: Record<string, string>) => {
-        const res = spawnSync(linked, ['serve', '--data-dir', 'a b'], { encoding: 'utf8', env: { ...base, ...env } });
+      const run = (env: Record<string, string>, args = ['serve', '--data-dir', 'a b']) => {
+        const res = spawnSync(linked, args, { encoding: 'utf8', env: { ...base, ...env } });
         expect(res.status, res.stderr).to.equal(0);
         return res.stdout.split('\n').slice(0, -1);
       };
-      expect(run({})).to.deep.equal(['threshold=131072', BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', BIN, 'serve', '--data-dir', 'a b']);
+      const YOUNG = '--max-semi-space-size=64';
+      expect(run({})).to.deep.equal(['threshold=131072', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=131072', BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({}, ['node', 'list']), 'other commands: Node’s defaults').to.deep.equal(['threshold=131072', BIN, 'node', 'list']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -91,6 +94,8 @@ describe('hangar CLI: serve', () => {
       // The launcher replaced itself with node (exec): the process answering is the one it started.
       const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
       expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '131072'}`);
+      const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
+      expect(argv, 'node runs with the larger young generation').to.include('--max-semi-space-size=64');
       const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
       const health = await httpRequest(`${url}/healthz`, { ca });
       expect(health.status).to.equal(200);
