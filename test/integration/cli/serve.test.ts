@@ -72,10 +72,10 @@ describe('hangar CLI: serve', () => {
         return res.stdout.split('\n').slice(0, -1);
       };
       const YOUNG = '--max-semi-space-size=64';
-      expect(run({})).to.deep.equal(['threshold=131072', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({})).to.deep.equal(['threshold=4194304', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
       expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=131072', BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({}, ['node', 'list']), 'other commands: Node’s defaults').to.deep.equal(['threshold=131072', BIN, 'node', 'list']);
+      expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=4194304', BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({}, ['node', 'list']), 'other commands: Node’s defaults').to.deep.equal(['threshold=4194304', BIN, 'node', 'list']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -93,7 +93,7 @@ describe('hangar CLI: serve', () => {
       expect(url).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
       // The launcher replaced itself with node (exec): the process answering is the one it started.
       const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
-      expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '131072'}`);
+      expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '4194304'}`);
       const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
       expect(argv, 'node runs with the larger young generation').to.include('--max-semi-space-size=64');
       const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
