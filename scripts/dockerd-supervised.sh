@@ -7,8 +7,8 @@
 #
 # Logs: /var/log/hangar-dockerd.log (the running dockerd), and for each exit that was not asked
 # for, /var/log/hangar-dockerd-exits.log: when, how, and the lines that say why (a Go "fatal
-# error"/"panic" with its first goroutine, or its last warnings and errors). .ci/run prints that file after the
-# tests. SIGTERM or SIGINT to this script stops dockerd and the script.
+# error"/"panic" with its first goroutine, or its last warnings and errors). .ci/run prints what
+# it gained after the tests. SIGTERM or SIGINT to this script stops dockerd and the script.
 set -u
 
 LOG=/var/log/hangar-dockerd.log
@@ -43,9 +43,10 @@ while :; do
   while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
   [ "$stopping" = 1 ] && exit 0
   restarts=$((restarts + 1))
-  if [ $(($(date +%s) - started)) -lt 10 ]; then quick=$((quick + 1)); else quick=0; fi
+  ran=$(($(date +%s) - started))
+  if [ "$ran" -lt 10 ]; then quick=$((quick + 1)); else quick=0; fi
   {
-    echo "=== $(date -u +%FT%TZ): dockerd (pid $child) exited with status $code after $(($(date +%s) - started)) s ==="
+    echo "=== $(date -u +%FT%TZ): dockerd (pid $child) exited with status $code after $ran s ==="
     why "$LOG"
     [ "$quick" -ge 5 ] && echo "=== it exited within 10 s of starting 5 times in a row: not started again ==="
   } >>"$EXITS"

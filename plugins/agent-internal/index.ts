@@ -102,6 +102,6 @@ export default definePlugin({
  * anywhere in the wait, which spreads the fleet's polls over all of it at once; later ones anywhere
  * in the wait's last eighth, which keeps them spread.
  */
-export function emptyAnswerAfterMs(askedMs: number, firstSinceStart: boolean, random: () => number = Math.random): number {
-  return firstSinceStart ? Math.floor(random() * askedMs) : askedMs - Math.floor((random() * askedMs) / 8);
+function emptyAnswerAfterMs(askedMs: number, firstSinceStart: boolean): number {
+  return firstSinceStart ? Math.floor(Math.random() * askedMs) : askedMs - Math.floor((Math.random() * askedMs) / 8);
 }
