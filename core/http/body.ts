@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
 import type { Context } from 'koa';
 import { HttpError, badRequest } from '../errors.js';
 import { isXmlContentType, XmlDocument } from './xml.js';
@@ -44,8 +46,13 @@ function closing(status: number, message: string, headers: Record<string, string
   return new HttpError(status, message, undefined, { Connection: 'close', ...headers });
 }
 
-/** Whether the request announces a body at all (a length above 0, or chunks). */
+/**
+ * Whether the request announces a body at all: over HTTP/1.1 a length above 0, or chunks; over
+ * HTTP/2 a stream its headers did not end (a length is optional there).
+ */
 function announcesBody(ctx: Context): boolean {
+  const { stream } = ctx.req as IncomingMessage & Partial<Pick<Http2ServerRequest, 'stream'>>;
+  if (stream) return !stream.endAfterHeaders && Number(ctx.get('content-length') || 1) > 0;
   return Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0;
 }
 
@@ -83,7 +90,7 @@ export class RequestBody {
   }
 
   private receive(limit: number, timeoutMs = 0, who = ''): Promise<Buffer> {
-    // No length and no chunks: HTTP/1.1 has no body to wait for (a GET, most of the traffic).
+    // No body announced: nothing to wait for (a GET, most of the traffic).
     if (!announcesBody(this.ctx)) return Promise.resolve(NO_BODY);
     const req = this.ctx.req;
     const tooLarge = () => closing(413, `Request body is larger than the ${limit}-byte limit${who}`);

@@ -243,6 +243,33 @@ describeEachDialect('TLS, mutual TLS and the CA', (dialect) => {
     expect(body.length, 'the body is in it').to.be.greaterThan(0);
   });
 
+  it('reads an HTTP/2 body that comes without a content-length (HTTP/2 makes the length optional)', async () => {
+    const issued = await t.hangar.services.ca.issueClientCertificate('node-no-length');
+    const { default: http2 } = await import('node:http2');
+    const port = t.hangar.listeners.get('control')!.port;
+    const session = http2.connect(`https://localhost:${port}`, {
+      createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca: t.caPem, cert: issued.cert_pem, key: issued.key_pem!, ALPNProtocols: AGENT_HTTP2 }),
+    });
+    try {
+      const answer = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const stream = session.request({ ':method': 'POST', ':path': '/v1/probe/echo', 'content-type': 'application/json' });
+        let text = '';
+        let status = 0;
+        stream.on('response', (headers) => (status = Number(headers[':status'])));
+        stream.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        stream.on('end', () => resolve({ status, body: JSON.parse(text) }));
+        stream.on('error', reject);
+        // Two DATA frames, the second a moment later: the body is read to its end, not to the first frame.
+        stream.write('{"name":"no-');
+        setTimeout(() => stream.end('length"}'), 50);
+      });
+      expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+      expect(answer.body.data.body).to.deep.equal({ name: 'no-length' });
+    } finally {
+      session.destroy();
+    }
+  });
+
   it('answers agents over HTTP/1.1 when api.agent_http2 is off: the agent falls back, says so once, and is served', async () => {
     const off = await startHangar(dialect, { plugins: ['system', FIXTURE_PLUGIN], overrides: { api: { agent_http2: false } } });
     const issued = await off.hangar.services.ca.issueClientCertificate('node-http1');
