@@ -20,6 +20,15 @@ export function workerIndex(): number | null {
   return cluster.isWorker && index ? Number(index) : null;
 }
 
+/**
+ * Whether this process says what every worker would say alike (a start-up warning): a control plane
+ * of one process, or worker 1 of several.
+ */
+export function speaksForWorkers(): boolean {
+  const index = workerIndex();
+  return index === null || index === 1;
+}
+
 /** The other worker processes of this control plane, as one worker sees them. */
 export interface Peers {
   /** Whether there are other workers (false in a control plane of one process). */

@@ -30,11 +30,18 @@ export class BootstrapSecret {
     this.file = path.join(dataDir, 'bootstrap-secret');
   }
 
-  /** Creates the secret if there is none; returns it when it was just created (to print once). */
+  /**
+   * Creates the secret if there is none; returns it when it was just created (to print once). The
+   * file is created exclusively: of workers (api.workers) starting together, one writes and prints it.
+   */
   ensure(): string | null {
-    if (existsSync(this.file)) return null;
     const secret = randomBytes(24).toString('base64url');
-    writeFileSync(this.file, `${secret}\n`, { mode: 0o600 });
+    try {
+      writeFileSync(this.file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return null;
+      throw err;
+    }
     return secret;
   }
 

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { renderTemplate } from '../../core/mail.js';
+import { speaksForWorkers } from '../../core/workers.js';
 import { definePlugin } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
 import { IdentityRef, identityOf } from '../iam/index.js';
@@ -99,15 +100,17 @@ export default definePlugin({
     const resets = new PasswordResets(db, clock, settings.reset_ttl_seconds, settings.reset_max_attempts);
     const userByEmail = (email: string) => identity.users.findForLogin('email', email);
     // Reset mails are sent after the answer, so a mail server that does not answer would go
-    // unnoticed: say so at start-up (in the background, start-up does not wait for it).
-    void mail.check().then((problem) => {
-      if (problem) {
-        log.warn(
-          { mail_host: config.mail.host, mail_port: config.mail.port, error: problem },
-          `mail: ${config.mail.host}:${config.mail.port} does not answer, so password reset mails cannot be sent until it does; set mail.* (docs/configuration.md)`,
-        );
-      }
-    });
+    // unnoticed: say so at start-up (in the background, start-up does not wait for it), once for all workers.
+    if (speaksForWorkers()) {
+      void mail.check().then((problem) => {
+        if (problem) {
+          log.warn(
+            { mail_host: config.mail.host, mail_port: config.mail.port, error: problem },
+            `mail: ${config.mail.host}:${config.mail.port} does not answer, so password reset mails cannot be sent until it does; set mail.* (docs/configuration.md)`,
+          );
+        }
+      });
+    }
     /** The login API's answer: `{token, data: {userid, name, role}}`. */
     const answer = (user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role' | 'token_epoch'>) => {
       const { token } = identity.issueToken(user);

@@ -400,10 +400,12 @@ export default definePlugin({
     return {
       async resume() {
         const resumed = await lifecycle.takeOver({ everything: core.resumeEverything() });
-        // Exports an older hangar wrote name every address (`*`, no clients recorded): narrowed at the first start.
+        // Exports an older hangar wrote name every address (`*`, no clients recorded): narrowed at the first start,
+        // by one of the processes that start together (workers, replicas) — it is idempotent, so a later start may repeat it.
         core.jobs.run(
           'NFS exports from before restricted exports',
           async () => {
+            if (!(await db.leadership.lead('volumes:narrow-old-exports', 60_000))) return;
             const ready: StoredVolume[] = (await volumes.query().where({ type: 'nfs', status: 'ready' })).map((row: Record<string, unknown>) => volumes.decode(row));
             await reshare(ready.filter((v) => !v.nfs_export?.clients).map((v) => v.id));
           },

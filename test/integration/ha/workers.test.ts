@@ -85,7 +85,11 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
       readyMessage: 'hangar workers serving',
       env: {
         HANGAR_API__WORKERS: '2',
-        HANGAR_PLUGINS: 'system,iam,events,metrics,tags,nodes,agent-internal,volumes',
+        HANGAR_PLUGINS: 'system,iam,login,events,metrics,tags,nodes,agent-internal,volumes',
+        // A mail server that refuses: the login plugin warns at start-up (once, not once per worker).
+        HANGAR_MAIL__HOST: '127.0.0.1',
+        HANGAR_MAIL__PORT: '1',
+        HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'true',
         HANGAR_METRICS__SCRAPE_TOKEN: SCRAPE_TOKEN,
         HANGAR_TASKS__POLL_WAIT_SECONDS: '30',
         // A heartbeat budget so small that a few nodes already lengthen the interval (see the cadence test).
@@ -112,6 +116,11 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     const serving = cp.output().split('\n').find((l) => l.includes('"hangar workers serving"'));
     expect(JSON.parse(serving!).pids).to.have.members(workers);
     expect(cp.output().match(/"msg":"hangar started"/g), 'each worker says it serves').to.have.length(2);
+    // What every worker would say alike is said once: the bootstrap secret (one secret, one banner) and the mail warning.
+    expect(cp.output().match(/X-Bootstrap-Secret: /g), 'one bootstrap banner').to.have.length(1);
+    await waitFor(() => /does not answer, so password reset mails cannot be sent/.test(cp.output()), { timeoutMs: 10_000, what: 'the mail warning' });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(cp.output().match(/does not answer, so password reset mails cannot be sent/g), 'one mail warning').to.have.length(1);
     await connectionPerWorker();
 
     // Loops that run once across control planes are taken by one worker at a time, named apart.
