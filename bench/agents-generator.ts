@@ -152,6 +152,8 @@ async function run(start: GeneratorStart) {
   });
 
   for (const a of agents) {
+    /** The long-poll's wait, as the last heartbeat reply said (the agent's default until then). */
+    let pollWaitSeconds = 30;
     // Heartbeats, spread over the interval; the reply sets the next one.
     void (async () => {
       let interval = start.intervalSeconds;
@@ -166,6 +168,7 @@ async function run(start: GeneratorStart) {
           else {
             heartbeatMs.push(performance.now() - t0);
             const next = Number(res.json.data.heartbeat_interval_seconds) || interval;
+            pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || pollWaitSeconds;
             // As the agent does: a longer interval starts anywhere between the old and the new one.
             wait = next > interval ? interval + Math.random() * (next - interval) : next;
             interval = next;
@@ -186,7 +189,7 @@ async function run(start: GeneratorStart) {
     void (async () => {
       while (!stopping) {
         try {
-          const res = await a.request(`/v1/internal/tasks/${a.nodeId}?wait=30`, { timeoutMs: 45_000 });
+          const res = await a.request(`/v1/internal/tasks/${a.nodeId}?wait=${pollWaitSeconds}`, { timeoutMs: (pollWaitSeconds + 15) * 1000 });
           const now = epochMs();
           if (res.status !== 200) {
             failed('long-poll', String(res.status));

@@ -115,7 +115,7 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
   // BENCH_CPU_PROF=DIR: the control plane writes a CPU profile there when it stops (node --cpu-prof).
   if (process.env.BENCH_CPU_PROF) env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}`;
   // The hangar command as an operator runs it: the launcher (bin/hangar) sets Node up for `serve`.
-  const child = spawn(LAUNCHER, ['serve'], { env: { ...env, NODE: process.execPath }, stdio: ['ignore', logFile, 'inherit'] });
+  const child = spawn(LAUNCHER, ['serve'], { env: { ...env, NODE: process.env.BENCH_NODE ?? process.execPath }, stdio: ['ignore', logFile, 'inherit'] });
   const url = `https://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     const up = await httpRequest(`${url}/healthz`, { ca: false }).catch(() => null);

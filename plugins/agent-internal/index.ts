@@ -14,9 +14,18 @@ export default definePlugin({
   setup(services) {
     const { tasks, config } = services;
     const api = nodesOf(services);
-    const pollWaitMs = config.tasks.poll_wait_seconds * 1000;
-    /** Nodes that have long-polled this process since it started. */
-    const polledSinceStart = new Set<string>();
+    /**
+     * How long a long-poll is held (seconds), as every heartbeat reply tells the agent: the fleet's
+     * empty re-polls stay within tasks.max_polls_per_second (each one is a request, and its objects
+     * live long enough to be garbage the young generation cannot collect), so a large fleet waits
+     * longer, from tasks.poll_wait_seconds up to tasks.max_poll_wait_seconds. A task still wakes
+     * the poll the moment it is queued.
+     */
+    const pollWaitSeconds = () => {
+      const { poll_wait_seconds: floor, max_poll_wait_seconds: ceiling, max_polls_per_second: perSecond } = config.tasks;
+      return Math.max(floor, Math.min(ceiling, Math.floor(api.cadence.fleetSize / perSecond)));
+    };
+    const spread = new PollSpread(config.tasks.poll_wait_seconds);
 
     return {
       routes: [
@@ -40,11 +49,9 @@ export default definePlugin({
             await tasks.renewLeases(node.id, body.held_tasks ?? []);
             services.metrics.heartbeats.inc({ outcome: 'ok' });
             done();
-            return {
-              node_id: updated.id,
-              heartbeat_interval_seconds: api.cadence.intervalSeconds,
-              poll_wait_seconds: config.tasks.poll_wait_seconds,
-            };
+            const pollWait = pollWaitSeconds();
+            spread.tell(updated.id, pollWait);
+            return { node_id: updated.id, heartbeat_interval_seconds: api.cadence.intervalSeconds, poll_wait_seconds: pollWait };
           },
         },
         {
@@ -55,13 +62,13 @@ export default definePlugin({
           errors: [403],
           schemas: {
             params: NodeIdParams,
-            query: Type.Object({ wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 120, description: 'seconds to hold the request (default: tasks.poll_wait_seconds)' })) }, { additionalProperties: false }),
+            query: Type.Object({ wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 120, description: 'seconds to hold the request (default and most: the poll_wait_seconds of the heartbeat reply)' })) }, { additionalProperties: false }),
           },
           async handler(req) {
             if (req.params.nodeId !== req.agent!.nodeId) throw forbidden('Insufficient permissions');
-            const asked = req.query.wait === undefined ? pollWaitMs : Math.min(req.query.wait * 1000, pollWaitMs);
-            const waitMs = emptyAnswerAfterMs(asked, !polledSinceStart.has(req.params.nodeId));
-            polledSinceStart.add(req.params.nodeId);
+            const longest = pollWaitSeconds() * 1000;
+            const asked = req.query.wait === undefined ? longest : Math.min(req.query.wait * 1000, longest);
+            const waitMs = emptyAnswerAfterMs(asked, spread.firstOfItsWait(req.params.nodeId, asked));
             const leased = await tasks.poll(req.params.nodeId, waitMs, req.signal);
             return leased.map((t) => ({ task_id: t.id, kind: t.kind, payload: t.payload ?? {}, attempt: t.attempts, lease_expires_at: t.lease_expires_at }));
           },
@@ -94,14 +101,43 @@ export default definePlugin({
   },
 });
 
+/** Which of a node's long-polls is the first of its wait (see emptyAnswerAfterMs). */
+class PollSpread {
+  private readonly polled = new Set<string>();
+  /** The wait last told to each node in a heartbeat reply (seconds). */
+  private readonly told = new Map<string, number>();
+  /** Nodes told a wait other than the one before (or than the default, at first): their next poll of it is the first. */
+  private readonly toldNew = new Set<string>();
+
+  constructor(private readonly defaultWaitSeconds: number) {}
+
+  /** A heartbeat reply tells `nodeId` to wait `seconds`. */
+  tell(nodeId: string, seconds: number): void {
+    if (seconds !== (this.told.get(nodeId) ?? this.defaultWaitSeconds)) this.toldNew.add(nodeId);
+    this.told.set(nodeId, seconds);
+  }
+
+  /** Whether this poll (of `askedMs`) is the node's first since this process started, or its first of a newly told wait. */
+  firstOfItsWait(nodeId: string, askedMs: number): boolean {
+    const ofToldWait = askedMs === (this.told.get(nodeId) ?? -1) * 1000;
+    const first = !this.polled.has(nodeId) || (ofToldWait && this.toldNew.has(nodeId));
+    this.polled.add(nodeId);
+    if (ofToldWait) this.toldNew.delete(nodeId);
+    return first;
+  }
+}
+
 /**
  * When a long-poll with nothing to hand out is answered, of a wait of `askedMs`. A fleet that
  * connects together (all of it, after a control-plane restart) would re-poll together every wait,
  * thousands of requests in a few seconds while the rest of the wait is quiet, and answer its
- * heartbeats slowly in those seconds: a node's first poll since this process started is answered
- * anywhere in the wait, which spreads the fleet's polls over all of it at once; later ones anywhere
- * in the wait's last eighth, which keeps them spread.
+ * heartbeats slowly in those seconds. So is a fleet told a new wait together (it grew past
+ * tasks.max_polls_per_second): the polls of the old wait end spread over it, those of the new one
+ * over the same stretch, and the rest of the new wait is quiet. A node's first poll of a wait (its
+ * first since this process started, or the first with a new wait) is answered anywhere in the wait,
+ * which spreads the fleet's polls over all of it at once; later ones anywhere in the wait's last
+ * eighth, which keeps them spread.
  */
-function emptyAnswerAfterMs(askedMs: number, firstSinceStart: boolean): number {
-  return firstSinceStart ? Math.floor(Math.random() * askedMs) : askedMs - Math.floor((Math.random() * askedMs) / 8);
+function emptyAnswerAfterMs(askedMs: number, firstOfItsWait: boolean): number {
+  return firstOfItsWait ? Math.floor(Math.random() * askedMs) : askedMs - Math.floor((Math.random() * askedMs) / 8);
 }
