@@ -76,7 +76,8 @@ export class Listener {
       this.agentSessions.on('sessionError', () => undefined);
     }
     if (tls) this.routeConnectionsByClientHello(this.server as https.Server, this.agentSessions);
-    // Long-polls hold requests open for up to ~30 s; requests as a whole get api.request_timeout_ms.
+    // Long-polls hold requests open for up to tasks.max_poll_wait_seconds (a handler's time, which
+    // requestTimeout does not count); receiving a request as a whole gets api.request_timeout_ms.
     this.server.headersTimeout = 30_000;
     this.server.requestTimeout = requestTimeoutMs;
     this.server.keepAliveTimeout = KEEP_ALIVE_MS;
