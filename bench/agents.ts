@@ -5,6 +5,7 @@
 //
 //   npm run bench:agents -- [--n 100,1000,5000] [--dialects sqlite,postgres] [--duration 60]
 //                           [--interval 10] [--dispatches 200] [--generators 2] [--protocol h2|http/1.1]
+//                           [--workers N]  (hangar serve processes, api.workers; cp_cpu and cp_rss_mb sum them)
 //   npm run bench:agents -- --footprint   the agent executable (dist/agent, npm run build): its size,
 //                                         compressed and not, and its RSS once joined and idle
 //
@@ -22,6 +23,7 @@ import knexFactory from 'knex';
 import { httpRequest } from '../core/http/client.js';
 import { randomToken } from '../core/ids.js';
 import { epochMs, type FromGenerator, type GeneratorStart, type ToGenerator } from './agents-generator.js';
+import { processCpu, rssMb } from './processes.js';
 
 const args = parseArgs({
   options: {
@@ -31,6 +33,7 @@ const args = parseArgs({
     interval: { type: 'string', default: '10' },
     dispatches: { type: 'string', default: '200' },
     generators: { type: 'string', default: '2' },
+    workers: { type: 'string', default: '1' },
     protocol: { type: 'string', default: 'h2' },
     footprint: { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
@@ -66,17 +69,6 @@ function mergeCounts(all: Array<Record<string, number>>): Record<string, number>
 
 const ms = (v: number) => (Number.isNaN(v) ? '   n/a' : `${v.toFixed(1).padStart(6)}`);
 
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-}
-
-function rssMb(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-}
-
 interface ControlPlane {
   child: ChildProcess;
   url: string;
@@ -106,6 +98,7 @@ async function startControlPlane(dialect: string): Promise<ControlPlane> {
     // The access log at info would measure the log (BENCH_ACCESS_LOG=1 keeps it, for diagnosis).
     HANGAR_LOG__LEVEL: process.env.BENCH_ACCESS_LOG ? 'info' : 'warn',
     HANGAR_PLUGINS: 'system,iam,nodes,agent-internal',
+    HANGAR_API__WORKERS: args.values.workers,
     HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: String(INTERVAL_S),
     HANGAR_NODES__OFFLINE_AFTER_SECONDS: String(INTERVAL_S * 4),
     HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
@@ -211,8 +204,8 @@ async function run(dialect: string, n: number) {
     const onlineS = (Date.now() - onlineStart) / 1000;
     await new Promise((r) => setTimeout(r, announced * 1000));
     for (const g of generators) g.send({ type: 'measure' });
-    const cpu0 = cpuSeconds(cp.child.pid!);
-    const genCpu0 = generators.map((g) => cpuSeconds(g.child.pid!));
+    const cpu0 = processCpu(cp.child.pid!);
+    const genCpu0 = generators.map((g) => processCpu(g.child.pid!));
     const t0 = Date.now();
     let errors = 0;
     const dispatchFailures: Record<string, number> = {};
@@ -233,8 +226,8 @@ async function run(dialect: string, n: number) {
     const remaining = DURATION_S * 1000 - (Date.now() - t0);
     if (remaining > 0) await new Promise((r) => setTimeout(r, remaining));
     const seconds = (Date.now() - t0) / 1000;
-    const cpu = (cpuSeconds(cp.child.pid!) - cpu0) / seconds;
-    const genCpu = generators.reduce((sum, g, i) => sum + (cpuSeconds(g.child.pid!) - genCpu0[i]!) / seconds, 0);
+    const cpu = (processCpu(cp.child.pid!) - cpu0) / seconds;
+    const genCpu = generators.reduce((sum, g, i) => sum + (processCpu(g.child.pid!) - genCpu0[i]!) / seconds, 0);
     const rss = rssMb(cp.child.pid!);
     // Dispatches still on their way get a moment to land.
     await new Promise((r) => setTimeout(r, 2000));

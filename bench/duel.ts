@@ -33,6 +33,7 @@ import { parseArgs } from 'node:util';
 import https from 'node:https';
 import Database from 'better-sqlite3';
 import { httpRequest as request, type HttpRequestOptions, type HttpResponse } from '../core/http/client.js';
+import { processCpu, processTree, rssMb } from './processes.js';
 
 /** The benchmark's own requests (seeding, checks): a connection each (no pooled sockets between phases). */
 const oneShot = new https.Agent({ keepAlive: false });
@@ -73,31 +74,6 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
-}
-
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-
-/** A process and its descendants (hangar's workers with --workers). */
-function processTree(pid: number): number[] {
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-  return [pid, ...(children ? children.split(/\s+/).map(Number).flatMap(processTree) : [])];
-}
-
-/** CPU seconds a server used so far, its workers' included. */
-function processCpu(pid: number): number {
-  let ticks = 0;
-  for (const p of processTree(pid)) {
-    const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks / CLOCK_TICKS;
-}
-
-/** A server's resident memory, its workers' added (pages they share counted in each). */
-function rssMb(pid: number): number {
-  let kb = 0;
-  for (const p of processTree(pid)) kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))![1]);
-  return kb / 1024;
 }
 
 /**
