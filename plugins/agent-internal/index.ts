@@ -3,6 +3,7 @@ import { forbidden, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import { Heartbeat } from '../nodes/schemas.js';
+import { PollSpread } from './poll-spread.js';
 
 const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z]+$' }) });
 
@@ -23,9 +24,10 @@ export default definePlugin({
      */
     const pollWaitSeconds = () => {
       const { poll_wait_seconds: floor, max_poll_wait_seconds: ceiling, max_polls_per_second: perSecond } = config.tasks;
-      return Math.max(floor, Math.min(ceiling, Math.floor(api.cadence.fleetSize / perSecond)));
+      // The ceiling wins over a floor set above it: balancers are sized by it.
+      return Math.min(ceiling, Math.max(floor, Math.floor(api.cadence.fleetSize / perSecond)));
     };
-    const spread = new PollSpread(config.tasks.poll_wait_seconds);
+    const spread = new PollSpread();
 
     return {
       routes: [
@@ -50,7 +52,7 @@ export default definePlugin({
             services.metrics.heartbeats.inc({ outcome: 'ok' });
             done();
             const pollWait = pollWaitSeconds();
-            spread.tell(updated.id, pollWait);
+            spread.tell(updated.id, pollWait * 1000);
             return { node_id: updated.id, heartbeat_interval_seconds: api.cadence.intervalSeconds, poll_wait_seconds: pollWait };
           },
         },
@@ -100,32 +102,6 @@ export default definePlugin({
     };
   },
 });
-
-/** Which of a node's long-polls is the first of its wait (see emptyAnswerAfterMs). */
-class PollSpread {
-  private readonly polled = new Set<string>();
-  /** The wait last told to each node in a heartbeat reply (seconds). */
-  private readonly told = new Map<string, number>();
-  /** Nodes told a wait other than the one before (or than the default, at first): their next poll of it is the first. */
-  private readonly toldNew = new Set<string>();
-
-  constructor(private readonly defaultWaitSeconds: number) {}
-
-  /** A heartbeat reply tells `nodeId` to wait `seconds`. */
-  tell(nodeId: string, seconds: number): void {
-    if (seconds !== (this.told.get(nodeId) ?? this.defaultWaitSeconds)) this.toldNew.add(nodeId);
-    this.told.set(nodeId, seconds);
-  }
-
-  /** Whether this poll (of `askedMs`) is the node's first since this process started, or its first of a newly told wait. */
-  firstOfItsWait(nodeId: string, askedMs: number): boolean {
-    const ofToldWait = askedMs === (this.told.get(nodeId) ?? -1) * 1000;
-    const first = !this.polled.has(nodeId) || (ofToldWait && this.toldNew.has(nodeId));
-    this.polled.add(nodeId);
-    if (ofToldWait) this.toldNew.delete(nodeId);
-    return first;
-  }
-}
 
 /**
  * When a long-poll with nothing to hand out is answered, of a wait of `askedMs`. A fleet that

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { decodeJwtSecret, MIN_SECRET_BYTES } from '../../core/auth/jwt.js';
 import { ConfigError } from '../../core/errors.js';
@@ -36,11 +36,17 @@ export class BootstrapSecret {
    */
   ensure(): string | null {
     const secret = randomBytes(24).toString('base64url');
+    // Written whole under another name, then linked into place: the link fails if the file exists,
+    // and a crash can leave no half-written secret behind.
+    const partial = `${this.file}.${process.pid}.partial`;
+    writeFileSync(partial, `${secret}\n`, { mode: 0o600 });
     try {
-      writeFileSync(this.file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+      linkSync(partial, this.file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return null;
       throw err;
+    } finally {
+      rmSync(partial, { force: true });
     }
     return secret;
   }
