@@ -6,6 +6,7 @@ import type { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
+import { returnYoungGenerationWhenQuiet, type Collect } from '../core/young-generation.js';
 
 interface ServeArgs {
   config?: string;
@@ -58,6 +59,14 @@ export async function serve(args: ServeArgs): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  // The launcher (bin/hangar) runs `serve` with `--expose-gc` for this.
+  const collect = (globalThis as { gc?: Collect }).gc;
+  if (collect) {
+    const log = hangar.log;
+    returnYoungGenerationWhenQuiet(collect, (before, after) =>
+      log.debug({ before_mb: Math.round(before / 2 ** 20), after_mb: Math.round(after / 2 ** 20) }, 'young generation given back after load'),
+    );
   }
   let signals = 0;
   const stop = async (why: string, signal: boolean) => {

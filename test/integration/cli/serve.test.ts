@@ -72,9 +72,10 @@ describe('hangar CLI: serve', () => {
         return res.stdout.split('\n').slice(0, -1);
       };
       const YOUNG = '--max-semi-space-size=64';
-      expect(run({})).to.deep.equal(['threshold=4194304', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', YOUNG, BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=4194304', BIN, 'serve', '--data-dir', 'a b']);
+      const GIVEN_BACK = '--expose-gc';
+      expect(run({})).to.deep.equal(['threshold=4194304', YOUNG, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', YOUNG, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=4194304', GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
       expect(run({}, ['node', 'list']), 'other commands: Node’s defaults').to.deep.equal(['threshold=4194304', BIN, 'node', 'list']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -105,6 +106,55 @@ describe('hangar CLI: serve', () => {
       const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       expect(await exited).to.equal(0);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('gives the launcher’s larger young generation back once a burst of requests is over (as /metrics reports it)', async function () {
+    this.timeout(150_000);
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-serve-'));
+    const scrapeToken = 'young-generation-test-scrape-token-0123456789';
+    const child = spawn(LAUNCHER, ['serve', '--data-dir', dataDir], {
+      env: {
+        ...process.env,
+        NODE: process.execPath,
+        NODE_ENV: 'development',
+        HANGAR_API__PORT: '0',
+        HANGAR_LOGIN__PORT: '0',
+        HANGAR_API__HOST: '127.0.0.1',
+        HANGAR_METRICS__SCRAPE_TOKEN: scrapeToken,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const url = JSON.parse(await waitForLine(child, /hangar started/)).urls[0] as string;
+      const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
+      /** The young generation's size (both semi-spaces), MB, as the control plane's metrics say. */
+      const youngMb = async () => {
+        const res = await httpRequest(`${url}/metrics`, { ca, headers: { authorization: `Bearer ${scrapeToken}` } });
+        expect(res.status, res.text).to.equal(200);
+        const line = res.text.split('\n').find((l) => l.startsWith('nodejs_heap_space_size_total_bytes{space="new"}'));
+        expect(line, 'the young generation’s size is a metric').to.be.a('string');
+        return Number(line!.split(' ').pop()) / 2 ** 20;
+      };
+      // A burst of health checks, 32 at a time, until V8 has grown the young generation past its default.
+      const burstUntil = Date.now() + 60_000;
+      let grown = await youngMb();
+      while (grown <= 16 && Date.now() < burstUntil) {
+        await Promise.all(Array.from({ length: 32 }, () => Promise.all(Array.from({ length: 20 }, (_, i) => i).map(() => httpRequest(`${url}/healthz`, { ca })))));
+        grown = await youngMb();
+      }
+      expect(grown, 'the burst grew the young generation').to.be.above(16);
+      // Then quiet: within a few of the launcher's sampling periods it is back to what is live.
+      const quietUntil = Date.now() + 30_000;
+      let now = grown;
+      while (now > 4 && Date.now() < quietUntil) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        now = await youngMb();
+      }
+      expect(now, `given back after the burst (${grown} MB at its end)`).to.be.at.most(4);
     } finally {
       child.kill('SIGKILL');
       rmSync(dataDir, { recursive: true, force: true });

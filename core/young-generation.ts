@@ -1,0 +1,88 @@
+import v8 from 'node:v8';
+
+/**
+ * Gives V8's young generation back once a burst of load is over.
+ *
+ * Under load V8 grows the young generation up to its maximum (`hangar serve` is launched with a
+ * 64 MB semi-space, so up to 128 MB; docs/performance.md, "The HTTP/2 tail, found"), and it
+ * shrinks it only at a collection that finds the allocation rate of the last seconds low. A
+ * process that goes quiet after a burst collects nothing more, so it kept the whole young
+ * generation for good. This watches the young generation's use, and when the process has
+ * allocated almost nothing for a while, runs one young-generation collection: V8 then shrinks the
+ * space to what is live (docs/performance.md, "Memory given back after load").
+ */
+export interface YoungGenerationSample {
+  /** Bytes the young generation holds (both semi-spaces), `new_space.space_size`. */
+  capacity: number;
+  /** Bytes allocated in it since its last collection, `new_space.space_used_size`. */
+  used: number;
+}
+
+export interface QuietRule {
+  /** How long the allocation rate must stay under {@link bytesPerSecond} (V8 measures the last 5 s). */
+  quietMs: number;
+  /** The allocation rate under which V8 shrinks the space at a collection (its own rule: 1 000 bytes/ms). */
+  bytesPerSecond: number;
+  /** A young generation this size or smaller is not worth a collection. */
+  minCapacity: number;
+}
+
+export const DEFAULT_QUIET_RULE: QuietRule = { quietMs: 6_000, bytesPerSecond: 1_000_000, minCapacity: 8 * 1024 * 1024 };
+
+/** Decides, from samples of the young generation, when a collection would give it back. */
+export class QuietYoungGeneration {
+  private quietSince = 0;
+  private last?: { used: number; at: number };
+
+  constructor(private readonly rule: QuietRule = DEFAULT_QUIET_RULE) {}
+
+  /** Whether to collect now. After a yes it waits for a whole quiet period again before the next. */
+  observe(sample: YoungGenerationSample, now: number): boolean {
+    const last = this.last;
+    this.last = { used: sample.used, at: now };
+    if (!last) {
+      this.quietSince = now;
+      return false;
+    }
+    const allocated = sample.used - last.used;
+    // Used bytes that fell: a collection ran in between, and what it took is unknown.
+    const busy = allocated < 0 || allocated > (this.rule.bytesPerSecond * (now - last.at)) / 1000;
+    if (busy) this.quietSince = now;
+    if (sample.capacity <= this.rule.minCapacity || now - this.quietSince < this.rule.quietMs) return false;
+    this.quietSince = now;
+    return true;
+  }
+}
+
+/** The young generation as V8 reports it now. */
+export function sampleYoungGeneration(): YoungGenerationSample {
+  const space = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  return { capacity: space?.space_size ?? 0, used: space?.space_used_size ?? 0 };
+}
+
+/** What `--expose-gc` gives; a young-generation collection with `{ type: 'minor' }`. */
+export type Collect = (options: { type: 'minor' }) => void;
+
+/**
+ * Samples the young generation every `everyMs` and collects it when the process has gone quiet;
+ * returns what stops it. `onReturn` hears of each collection (capacity before and after, bytes).
+ */
+export function returnYoungGenerationWhenQuiet(
+  collect: Collect,
+  onReturn: (before: number, after: number) => void = () => undefined,
+  everyMs = 2_000,
+  rule: QuietRule = DEFAULT_QUIET_RULE,
+): () => void {
+  const quiet = new QuietYoungGeneration(rule);
+  const timer = setInterval(() => {
+    const sample = sampleYoungGeneration();
+    if (!quiet.observe(sample, Date.now())) return;
+    collect({ type: 'minor' });
+    // V8 judges the rate by the collections before this one: the first after a burst may still
+    // see the burst, the second sees the quiet the first closed.
+    if (sampleYoungGeneration().capacity >= sample.capacity) collect({ type: 'minor' });
+    onReturn(sample.capacity, sampleYoungGeneration().capacity);
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
