@@ -87,7 +87,7 @@ export const CoreConfigSchema = Type.Object(
         lease_seconds: Type.Integer({ minimum: 1, default: 120, description: 'how long an agent holds a task before it returns to pending (its heartbeats renew the lease)' }),
         max_hold_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'heartbeats renew a held task’s lease until this long after it was queued; then it expires like any other' }),
         batch: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'most tasks handed out per poll' }),
-        poll_wait_seconds: Type.Integer({ minimum: 0, maximum: 120, default: 30, description: 'how long a long-poll is held open (in a fleet small enough; see max_polls_per_second)' }),
+        poll_wait_seconds: Type.Integer({ minimum: 1, maximum: 120, default: 30, description: 'how long a long-poll is held open (in a fleet small enough; see max_polls_per_second); at least 1, or idle agents would poll without a pause' }),
         max_polls_per_second: Type.Number({
           exclusiveMinimum: 0,
           default: 50,

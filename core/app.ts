@@ -409,7 +409,12 @@ export class Hangar {
     for (const [name, routes] of byListener) {
       const app = buildKoaApp(name, routes, this.services);
       if (name === 'control') {
-        const listener = new Listener(name, app, { credentials: ca.serverCredentials, caPem: ca.caPem, agentHttp2: config.api.agent_http2 }, config.api.request_timeout_ms);
+        const listener = new Listener(
+          name,
+          app,
+          { credentials: ca.serverCredentials, caPem: ca.caPem, agentHttp2: config.api.agent_http2, agentQuietMs: this.services.tasks.heartbeatCeilingMs },
+          config.api.request_timeout_ms,
+        );
         // A reissued certificate is written to the data dir; the other workers (api.workers) take it from there.
         ca.on('server-certificate', (credentials) => {
           listener.swapCertificate(credentials);

@@ -30,6 +30,9 @@ const LISTEN_BACKLOG = 4096;
 /** How long an idle connection stays open (HTTP/1.1 keep-alive, an agent's HTTP/2 session). */
 const KEEP_ALIVE_MS = 65_000;
 
+/** How much longer than an agent's quietest stretch its session stays open (a heartbeat's own round trip, a late timer). */
+const AGENT_QUIET_MARGIN_MS = 10_000;
+
 /** Streams one agent's HTTP/2 session may have open at once (an agent uses a handful). */
 const AGENT_MAX_STREAMS = 100;
 
@@ -51,7 +54,14 @@ export class Listener {
   constructor(
     readonly name: string,
     app: Koa,
-    private readonly tls?: { credentials: ServerCredentials; caPem: string; /** api.agent_http2 */ agentHttp2?: boolean },
+    private readonly tls?: {
+      credentials: ServerCredentials;
+      caPem: string;
+      /** api.agent_http2 */
+      agentHttp2?: boolean;
+      /** The longest a healthy agent goes without a request (its heartbeat interval's ceiling); its session outlives it. */
+      agentQuietMs?: number;
+    },
     requestTimeoutMs = 120_000,
   ) {
     const callback = app.callback();
@@ -63,7 +73,7 @@ export class Listener {
         { ...this.secureOptions(tls.credentials), requestCert: true, rejectUnauthorized: false, settings: { maxConcurrentStreams: AGENT_MAX_STREAMS } },
         withoutTrailers(callback as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void),
       );
-      this.agentSessions.setTimeout(KEEP_ALIVE_MS);
+      this.agentSessions.setTimeout(Math.max(KEEP_ALIVE_MS, (tls.agentQuietMs ?? 0) + AGENT_QUIET_MARGIN_MS));
       // A session quiet that long ends softly (GOAWAY): a long-poll still open is answered first
       // (without this listener Node destroys the session, open requests and all).
       this.agentSessions.on('timeout', (session: http2.ServerHttp2Session) => session.close());

@@ -117,6 +117,11 @@ export class TaskQueue {
   /** Names this queue's capability writes in their notices, so that it skips its own (PostgreSQL echoes them back). */
   private readonly writer = randomUUID();
 
+  /** The longest an agent may go between two heartbeats: they renew its tasks' leases, at least twice per lease. */
+  get heartbeatCeilingMs(): number {
+    return this.options.leaseMs / 2;
+  }
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,

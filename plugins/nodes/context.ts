@@ -40,8 +40,7 @@ export function createNodesContext(services: Services, settings: NodesConfig): N
     floorSeconds: settings.heartbeat_interval_seconds,
     offlineAfterSeconds: settings.offline_after_seconds,
     maxPerSecond: settings.max_heartbeats_per_second,
-    // Heartbeats renew the leases of the tasks an agent holds: at least two per lease.
-    ceilingSeconds: Math.floor((services.config.tasks.lease_seconds as number) / 2),
+    ceilingSeconds: Math.floor(tasks.heartbeatCeilingMs / 1000),
   });
 
   async function changeNode(node: NodeRecord, patch: Partial<NodeRecord>, why: string): Promise<NodeRecord> {

@@ -50,6 +50,7 @@ describe('configuration', () => {
     expect(bad({ HANGAR_API__PORT: 'eighty' })).to.throw(ConfigError, 'api.port must be integer');
     expect(bad({ HANGAR_API__PORT: '70000' })).to.throw(ConfigError, 'api.port must be <= 65535');
     expect(bad({ HANGAR_LOG__LEVEL: 'chatty' })).to.throw(ConfigError, 'log.level');
+    expect(bad({ HANGAR_TASKS__POLL_WAIT_SECONDS: '0' }), 'idle agents would poll without a pause').to.throw(ConfigError, 'tasks.poll_wait_seconds must be >= 1');
     expect(bad({ HANGAR_API__COLOUR: 'blue' })).to.throw(ConfigError, 'api.colour is not an allowed property');
     const file = path.join(dir, 'broken.yaml');
     writeFileSync(file, 'api: [oops');
