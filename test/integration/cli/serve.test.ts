@@ -54,7 +54,7 @@ describe('hangar CLI: serve', () => {
     }
   });
 
-  it('the launcher runs bin/hangar.mjs with every argument, found through a symlink, under $NODE, with MALLOC_MMAP_THRESHOLD_ set unless the operator set it, and `serve` with a larger young generation unless NODE_OPTIONS sets one', () => {
+  it('the launcher runs bin/hangar.mjs with every argument, found through a symlink, under $NODE, with MALLOC_MMAP_THRESHOLD_ set unless the operator set it, and `serve` with V8 tuned for a fleet (larger young generation, no memory reducer) unless NODE_OPTIONS sets a young generation', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-launcher-'));
     try {
       // A stand-in for node that says what it was started with.
@@ -71,10 +71,10 @@ describe('hangar CLI: serve', () => {
         expect(res.status, res.stderr).to.equal(0);
         return res.stdout.split('\n').slice(0, -1);
       };
-      const YOUNG = '--max-semi-space-size=64';
+      const FLEET_TUNING = ['--max-semi-space-size=64', '--no-memory-reducer'];
       const GIVEN_BACK = '--expose-gc';
-      expect(run({})).to.deep.equal(['threshold=4194304', YOUNG, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
-      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', YOUNG, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({})).to.deep.equal(['threshold=4194304', ...FLEET_TUNING, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
+      expect(run({ MALLOC_MMAP_THRESHOLD_: '262144' })).to.deep.equal(['threshold=262144', ...FLEET_TUNING, GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
       expect(run({ NODE_OPTIONS: '--max-semi-space-size=16' }), 'the operator’s size: node reads it from NODE_OPTIONS').to.deep.equal(['threshold=4194304', GIVEN_BACK, BIN, 'serve', '--data-dir', 'a b']);
       expect(run({}, ['node', 'list']), 'other commands: Node’s defaults').to.deep.equal(['threshold=4194304', BIN, 'node', 'list']);
     } finally {
@@ -97,6 +97,7 @@ describe('hangar CLI: serve', () => {
       expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '4194304'}`);
       const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
       expect(argv, 'node runs with the larger young generation').to.include('--max-semi-space-size=64');
+      expect(argv, 'and without the memory reducer').to.include('--no-memory-reducer');
       const ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
       const health = await httpRequest(`${url}/healthz`, { ca });
       expect(health.status).to.equal(200);
