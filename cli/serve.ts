@@ -65,7 +65,7 @@ export async function serve(args: ServeArgs): Promise<void> {
   if (collect) {
     const log = hangar.log;
     returnYoungGenerationWhenQuiet(collect, (before, after) =>
-      log.debug({ before_mb: Math.round(before / 2 ** 20), after_mb: Math.round(after / 2 ** 20) }, 'young generation given back after load'),
+      log.debug({ before_mb: Math.round(before / 2 ** 20), after_mb: Math.round(after / 2 ** 20) }, 'heap given back after load'),
     );
   }
   let signals = 0;

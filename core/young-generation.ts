@@ -1,15 +1,18 @@
 import v8 from 'node:v8';
 
 /**
- * Gives V8's young generation back once a burst of load is over.
+ * Gives V8's heap back once a burst of load is over.
  *
  * Under load V8 grows the young generation up to its maximum (`hangar serve` is launched with a
  * 64 MB semi-space, so up to 128 MB; docs/performance.md, "The HTTP/2 tail, found"), and it
  * shrinks it only at a collection that finds the allocation rate of the last seconds low. A
  * process that goes quiet after a burst collects nothing more, so it kept the whole young
- * generation for good. This watches the young generation's use, and when the process has
- * allocated almost nothing for a while, runs one young-generation collection: V8 then shrinks the
- * space to what is live (docs/performance.md, "Memory given back after load").
+ * generation for good. The old generation, grown by the burst, was V8's memory reducer's to
+ * shrink, which the launcher turns off (its compacting collections paused a large fleet's control
+ * plane; "The memory reducer's pause"). This watches the young generation's use, and when the
+ * process has allocated almost nothing for a while, runs a young-generation collection, which
+ * shrinks that space to what is live, then a full one for the old generation (docs/performance.md,
+ * "Memory given back after load"). A quiet process has no requests for the full collection to pause.
  */
 export interface YoungGenerationSample {
   /** Bytes the young generation holds (both semi-spaces), `new_space.space_size`. */
@@ -60,12 +63,13 @@ export function sampleYoungGeneration(): YoungGenerationSample {
   return { capacity: space?.space_size ?? 0, used: space?.space_used_size ?? 0 };
 }
 
-/** What `--expose-gc` gives; a young-generation collection with `{ type: 'minor' }`. */
-export type Collect = (options: { type: 'minor' }) => void;
+/** What `--expose-gc` gives: a full collection without options, the young generation's with `{ type: 'minor' }`. */
+export type Collect = (options?: { type: 'minor' }) => void;
 
 /**
- * Samples the young generation every `everyMs` and collects it when the process has gone quiet;
- * returns what stops it. `onReturn` hears of each collection (capacity before and after, bytes).
+ * Samples the young generation every `everyMs` and collects the heap when the process has gone
+ * quiet; returns what stops it. `onReturn` hears of each time (the young generation's capacity
+ * before and after, bytes).
  */
 export function returnYoungGenerationWhenQuiet(
   collect: Collect,
@@ -81,7 +85,9 @@ export function returnYoungGenerationWhenQuiet(
     // V8 judges the rate by the collections before this one: the first after a burst may still
     // see the burst, the second sees the quiet the first closed.
     if (sampleYoungGeneration().capacity >= sample.capacity) collect({ type: 'minor' });
-    onReturn(sample.capacity, sampleYoungGeneration().capacity);
+    const young = sampleYoungGeneration().capacity;
+    collect();
+    onReturn(sample.capacity, young);
   }, everyMs);
   timer.unref();
   return () => clearInterval(timer);
