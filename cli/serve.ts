@@ -6,7 +6,7 @@ import type { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
-import { returnYoungGenerationWhenQuiet, type Collect } from '../core/young-generation.js';
+import { giveHeapBackWhenQuiet, type Collect } from '../core/young-generation.js';
 
 interface ServeArgs {
   config?: string;
@@ -64,8 +64,8 @@ export async function serve(args: ServeArgs): Promise<void> {
   const collect = (globalThis as { gc?: Collect }).gc;
   if (collect) {
     const log = hangar.log;
-    returnYoungGenerationWhenQuiet(collect, (before, after) =>
-      log.debug({ before_mb: Math.round(before / 2 ** 20), after_mb: Math.round(after / 2 ** 20) }, 'heap given back after load'),
+    giveHeapBackWhenQuiet(collect, (before, after) =>
+      log.debug({ young_before_mb: Math.round(before / 2 ** 20), young_after_mb: Math.round(after / 2 ** 20) }, 'heap given back after load'),
     );
   }
   let signals = 0;

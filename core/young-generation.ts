@@ -66,18 +66,15 @@ export function sampleYoungGeneration(): YoungGenerationSample {
 /** What `--expose-gc` gives: a full collection without options, the young generation's with `{ type: 'minor' }`. */
 export type Collect = (options?: { type: 'minor' }) => void;
 
+/** How often the young generation is sampled. */
+const SAMPLE_EVERY_MS = 2_000;
+
 /**
- * Samples the young generation every `everyMs` and collects the heap when the process has gone
- * quiet; returns what stops it. `onReturn` hears of each time (the young generation's capacity
- * before and after, bytes).
+ * Samples the young generation and collects the heap when the process has gone quiet; returns
+ * what stops it. `onReturn` hears of each time (the young generation's capacity before and after, bytes).
  */
-export function returnYoungGenerationWhenQuiet(
-  collect: Collect,
-  onReturn: (before: number, after: number) => void = () => undefined,
-  everyMs = 2_000,
-  rule: QuietRule = DEFAULT_QUIET_RULE,
-): () => void {
-  const quiet = new QuietYoungGeneration(rule);
+export function giveHeapBackWhenQuiet(collect: Collect, onReturn: (before: number, after: number) => void): () => void {
+  const quiet = new QuietYoungGeneration();
   const timer = setInterval(() => {
     const sample = sampleYoungGeneration();
     if (!quiet.observe(sample, Date.now())) return;
@@ -88,7 +85,7 @@ export function returnYoungGenerationWhenQuiet(
     const young = sampleYoungGeneration().capacity;
     collect();
     onReturn(sample.capacity, young);
-  }, everyMs);
+  }, SAMPLE_EVERY_MS);
   timer.unref();
   return () => clearInterval(timer);
 }
