@@ -418,14 +418,14 @@ export class Hangar {
         // A reissued certificate is written to the data dir; the other workers (api.workers) take it from there.
         ca.on('server-certificate', (credentials) => {
           listener.swapCertificate(credentials);
-          this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
+          void this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
         });
         this.services.peers.subscribe(SERVER_CERTIFICATE_CHANNEL, () => {
           const reloaded = ca.reloadServerCertificate();
           if (reloaded) listener.swapCertificate(reloaded);
         });
         // This worker may have written a new one as it started (a new local address): the others look.
-        this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
+        void this.services.peers.broadcast(SERVER_CERTIFICATE_CHANNEL, null);
         this.listeners.set(name, listener);
         await listener.listen(config.api.port, config.api.host, 'api.port');
         this.services.ports.set(name, listener.port);

@@ -33,8 +33,13 @@ export function speaksForWorkers(): boolean {
 export interface Peers {
   /** Whether there are other workers (false in a control plane of one process). */
   readonly active: boolean;
-  /** Sends `payload` to every other worker's subscribers of `channel` (not to this process's). */
-  broadcast(channel: string, payload: unknown): void;
+  /**
+   * Sends `payload` to every other worker's subscribers of `channel` (not to this process's).
+   * Resolves once every other serving worker has handed it to its subscribers (or has exited, or has
+   * not confirmed within {@link RELAY_WAIT_MS}): a change announced this way counts in every worker
+   * from the next request on, whichever worker that request reaches.
+   */
+  broadcast(channel: string, payload: unknown): Promise<void>;
   /**
    * Sends `payload` to the subscribers of `channel` in every worker, this one's included, numbered
    * by the primary (1, 2, … in its {@link run}): every worker gets the same payloads in the same
@@ -55,7 +60,10 @@ export interface Peers {
 type Message =
   | { hangar: 'ready' }
   | { hangar: 'stop' }
-  | { hangar: 'relay'; channel: string; payload: unknown; seq?: number }
+  /** To the primary, `ack` is the sender's id for its `relay-done`; from it, the id to confirm with `relayed`. */
+  | { hangar: 'relay'; channel: string; payload: unknown; seq?: number; ack?: number }
+  | { hangar: 'relayed'; id: number }
+  | { hangar: 'relay-done'; id: number }
   | { hangar: 'sequence'; channel: string; payload: unknown }
   | { hangar: 'metrics'; id: number }
   | { hangar: 'metrics-of'; id: number }
@@ -70,7 +78,7 @@ function isMessage(value: unknown): value is Message {
 export const alone: Peers = {
   active: false,
   run: null,
-  broadcast() {},
+  broadcast: async () => undefined,
   sequence() {},
   subscribe: () => () => undefined,
   collectMetrics: async () => null,
@@ -87,28 +95,45 @@ export function peers(): Peers {
   if (workerIndex() === null) return alone;
   if (workerPeers) return workerPeers;
   const relayed = new EventBus();
-  const waiting = new Map<number, (jsons: unknown[][]) => void>();
+  /** What this worker asked the primary and waits for, by id: a relay's confirmation, the metrics. */
+  const waiting = new Map<number, (answer: unknown) => void>();
   let ownMetrics: (() => Promise<unknown[]>) | null = null;
   let nextId = 0;
   const send = (message: Message) => {
     if (process.connected) process.send!(message);
   };
+  const answered = (id: number, answer: unknown) => {
+    waiting.get(id)?.(answer);
+    waiting.delete(id);
+  };
+  const ask = <T>(message: (id: number) => Message, alone: T): Promise<T> => {
+    if (!process.connected) return Promise.resolve(alone);
+    const id = ++nextId;
+    return new Promise((resolve) => {
+      waiting.set(id, resolve as (answer: unknown) => void);
+      send(message(id));
+    });
+  };
   process.on('message', (message: unknown) => {
     if (!isMessage(message)) return;
-    if (message.hangar === 'relay') relayed.publish(message.channel, message);
-    else if (message.hangar === 'metrics-of') {
+    if (message.hangar === 'relay') {
+      relayed.publish(message.channel, message);
+      if (message.ack !== undefined) send({ hangar: 'relayed', id: message.ack });
+    } else if (message.hangar === 'metrics-of') {
       const reply = (json: unknown[]) => send({ hangar: 'metrics-json', id: message.id, json });
       if (!ownMetrics) reply([]);
       else ownMetrics().then(reply, () => reply([]));
-    } else if (message.hangar === 'metrics-all') {
-      waiting.get(message.id)?.(message.jsons);
-      waiting.delete(message.id);
-    }
+    } else if (message.hangar === 'metrics-all') answered(message.id, message.jsons);
+    else if (message.hangar === 'relay-done') answered(message.id, undefined);
+  });
+  // Nobody will answer once the primary is gone.
+  process.on('disconnect', () => {
+    for (const id of [...waiting.keys()]) answered(id, null);
   });
   workerPeers = {
     active: true,
     run: process.env[RUN_VARIABLE] ?? null,
-    broadcast: (channel, payload) => send({ hangar: 'relay', channel, payload }),
+    broadcast: (channel, payload) => ask((ack) => ({ hangar: 'relay', channel, payload, ack }), undefined),
     sequence: (channel, payload) => send({ hangar: 'sequence', channel, payload }),
     subscribe: (channel, handler) =>
       relayed.subscribe(channel, (message) => {
@@ -117,11 +142,7 @@ export function peers(): Peers {
       }),
     collectMetrics(own) {
       ownMetrics ??= own;
-      const id = ++nextId;
-      return new Promise((resolve) => {
-        waiting.set(id, resolve);
-        send({ hangar: 'metrics', id });
-      });
+      return ask((id) => ({ hangar: 'metrics', id }), null);
     },
   };
   return workerPeers;
@@ -144,8 +165,18 @@ interface Log {
 
 /** How long a worker has to answer the primary's request for its metrics before it is left out. */
 const METRICS_WAIT_MS = 5_000;
+/** How long a broadcast waits for the other workers to confirm it before its sender goes on without them. */
+const RELAY_WAIT_MS = 2_000;
 /** A worker that dies within this long of its start counts as failing to start: the next try waits longer. */
 const QUICK_DEATH_MS = 10_000;
+
+/** A question the primary put to some workers: over when each has answered or exited, or the wait is up. */
+interface Gathering {
+  waiting: Set<number>;
+  answers: unknown[];
+  timer: NodeJS.Timeout;
+  finish(): void;
+}
 
 /**
  * The primary process of `hangar serve` with `api.workers` > 1: forks worker 1 and waits until it
@@ -159,10 +190,10 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
   const workers = new Map<number, Worker>();
   const ready = new Set<number>();
   let stopping = false;
-  let metricsId = 0;
+  let gatheringId = 0;
   const run = randomToken(8).toLowerCase();
   const sequences = new Map<string, number>();
-  const pendingMetrics = new Map<number, { from: Worker; jsons: unknown[][]; waiting: Set<number>; timer: NodeJS.Timeout; replyId: number }>();
+  const gatherings = new Map<number, Gathering>();
   let finish: (code: number) => void;
   const done = new Promise<number>((resolve) => (finish = resolve));
 
@@ -170,12 +201,31 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
     if (worker.isConnected()) worker.send(message);
   };
 
-  const answerMetrics = (id: number) => {
-    const pending = pendingMetrics.get(id);
-    if (!pending) return;
-    pendingMetrics.delete(id);
-    clearTimeout(pending.timer);
-    sendTo(pending.from, { hangar: 'metrics-all', id: pending.replyId, jsons: pending.jsons });
+  /**
+   * Sends `question(id)` to `recipients` and calls `done` with the answers of those `awaited` (by
+   * number) and the numbers of those that did not answer in time.
+   */
+  const gather = (recipients: Array<[number, Worker]>, awaited: (index: number) => boolean, waitMs: number, question: (id: number) => Message, done: (answers: unknown[], silent: number[]) => void) => {
+    const id = ++gatheringId;
+    const gathering: Gathering = {
+      waiting: new Set(recipients.map(([index]) => index).filter(awaited)),
+      answers: [],
+      timer: setTimeout(() => gathering.finish(), waitMs),
+      finish() {
+        if (!gatherings.delete(id)) return;
+        clearTimeout(gathering.timer);
+        done(gathering.answers, [...gathering.waiting]);
+      },
+    };
+    gatherings.set(id, gathering);
+    for (const [, peer] of recipients) sendTo(peer, question(id));
+    if (!gathering.waiting.size) gathering.finish();
+  };
+  const answer = (index: number, id: number, value?: unknown) => {
+    const gathering = gatherings.get(id);
+    if (!gathering?.waiting.delete(index)) return;
+    if (value !== undefined) gathering.answers.push(value);
+    if (!gathering.waiting.size) gathering.finish();
   };
 
   const onMessage = (index: number, worker: Worker, message: unknown) => {
@@ -183,8 +233,24 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
     switch (message.hangar) {
       // To every worker, those still starting too: one subscribes to a channel as it starts and must
       // hear what happens from then on (its cache, its events), not only once it serves.
-      case 'relay':
-        for (const [other, peer] of workers) if (other !== index) sendTo(peer, message);
+      case 'relay': {
+        const { channel, payload, ack } = message;
+        const others = [...workers].filter(([other]) => other !== index);
+        // A worker still starting is told but not waited for: it takes no requests yet.
+        gather(
+          others,
+          (other) => ready.has(other),
+          RELAY_WAIT_MS,
+          (id) => ({ hangar: 'relay', channel, payload, ack: id }),
+          (_answers, silent) => {
+            if (silent.length) log.warn({ workers: silent, channel, wait_ms: RELAY_WAIT_MS }, 'workers did not confirm a broadcast in time; going on without them');
+            if (ack !== undefined) sendTo(worker, { hangar: 'relay-done', id: ack });
+          },
+        );
+        break;
+      }
+      case 'relayed':
+        answer(index, message.id);
         break;
       case 'sequence': {
         // One counter per channel, and every worker's messages leave the primary in one order.
@@ -195,21 +261,20 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
         break;
       }
       case 'metrics': {
-        const id = ++metricsId;
         const asked = [...workers].filter(([i]) => ready.has(i) || i === index);
-        const timer = setTimeout(() => answerMetrics(id), METRICS_WAIT_MS);
-        pendingMetrics.set(id, { from: worker, jsons: [], waiting: new Set(asked.map(([i]) => i)), timer, replyId: message.id });
-        for (const [, peer] of asked) sendTo(peer, { hangar: 'metrics-of', id });
+        const replyId = message.id;
+        gather(
+          asked,
+          () => true,
+          METRICS_WAIT_MS,
+          (id) => ({ hangar: 'metrics-of', id }),
+          (jsons) => sendTo(worker, { hangar: 'metrics-all', id: replyId, jsons: jsons as unknown[][] }),
+        );
         break;
       }
-      case 'metrics-json': {
-        const pending = pendingMetrics.get(message.id);
-        if (!pending) break;
-        pending.jsons.push(message.json);
-        pending.waiting.delete(index);
-        if (!pending.waiting.size) answerMetrics(message.id);
+      case 'metrics-json':
+        answer(index, message.id, message.json);
         break;
-      }
       default:
         break;
     }
@@ -229,7 +294,7 @@ export function superviseWorkers(count: number, log: Log): Promise<number> {
       worker.on('exit', (code, signal) => {
         const wasReady = ready.delete(index);
         workers.delete(index);
-        for (const [id, pending] of pendingMetrics) if (pending.waiting.delete(index) && !pending.waiting.size) answerMetrics(id);
+        for (const gathering of gatherings.values()) if (gathering.waiting.delete(index) && !gathering.waiting.size) gathering.finish();
         if (stopping) {
           if (!workers.size) finish(0);
           return;

@@ -41,8 +41,10 @@ export const noticesMigration: Migration = {
  * processes: on PostgreSQL through LISTEN/NOTIFY on one channel per schema, on SQLite through a
  * table each serving process reads four times a second.
  *
- * The workers of one control plane (api.workers) hear each other's notices on SQLite through the
- * primary process at once (core/workers.ts), and write no rows.
+ * The workers of one control plane (api.workers) also hear each other's notices through the primary
+ * process (core/workers.ts), and `publish` returns once they all have: what one worker changes counts
+ * in the others from the next request on. On SQLite they write no rows; on PostgreSQL they also
+ * NOTIFY (other control planes on the store), so a worker hears its peers' notices twice.
  *
  * A notice is only a hint to read the store again, never data. When a process may have missed
  * notices (its PostgreSQL listening connection was lost), every subscriber hears `null` (forget
@@ -100,16 +102,17 @@ export class Notices {
     return () => set.delete(handler);
   }
 
-  /** Tells this process's subscribers now, then the other processes. Call it once the change is committed. */
+  /**
+   * Tells this process's subscribers now, then the other processes; resolves once this control
+   * plane's other workers have heard it (other control planes hear it through the store, as soon as
+   * they read it). Call it once the change is committed.
+   */
   async publish(topic: string, key: string | null): Promise<void> {
     this.deliver(topic, key);
-    if (this.dialect === 'postgres') {
-      await this.knex.raw('select pg_notify(?, ?)', [this.channel, `${topic}\n${key ?? ''}`]);
-    } else if (this.peers.active) {
-      this.peers.broadcast(PEER_CHANNEL, { topic, key });
-    } else {
-      await this.knex(NOTICES_TABLE).insert({ origin: this.origin, topic, key, created_ms: Date.now() });
-    }
+    const workersHeard = this.peers.broadcast(PEER_CHANNEL, { topic, key });
+    if (this.dialect === 'postgres') await this.knex.raw('select pg_notify(?, ?)', [this.channel, `${topic}\n${key ?? ''}`]);
+    else if (!this.peers.active) await this.knex(NOTICES_TABLE).insert({ origin: this.origin, topic, key, created_ms: Date.now() });
+    await workersHeard;
   }
 
   private deliver(topic: string, key: string | null): void {
@@ -124,7 +127,7 @@ export class Notices {
   async start(databaseUrl: string | null, log: Warner, peers: Peers = alone): Promise<void> {
     this.log = log;
     this.started = true;
-    if (this.dialect === 'sqlite' && peers.active) {
+    if (peers.active) {
       this.peers = peers;
       peers.subscribe(PEER_CHANNEL, (payload) => {
         const { topic, key } = payload as { topic: string; key: string | null };
