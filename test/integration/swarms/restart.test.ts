@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +30,10 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** The network every NFS export names besides the swarm's members (TEST-NET-1, nobody's). */
+const OUTSIDE = '192.0.2.0/24';
+const NFS_OPTIONS = '(rw,sync,no_subtree_check,no_root_squash)';
+
 const logged = (t: TestHangar, msg: string) => t.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === msg);
 
 /**
@@ -46,8 +50,12 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
   let admin: Credentials;
   let member: SwarmMember;
   const folders: string[] = [];
+  // The agent writes NFS export entries here instead of /etc/exports.d (it reads it at its start).
+  const exportsDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-resume-exports-'));
+  const previousExportsDir = process.env.HANGAR_EXPORTS_DIR;
 
-  const start = async () => (t = await startHangar(dialect, { plugins: PLUGINS, overrides: { ...SWARM_TEST_OVERRIDES, api: { port } }, storage }));
+  const start = async () =>
+    (t = await startHangar(dialect, { plugins: PLUGINS, overrides: { ...SWARM_TEST_OVERRIDES, api: { port }, volumes: { nfs_export_clients: [OUTSIDE] } }, storage }));
   const api = (method: string, p: string, body?: unknown) => t!.request(method, p, { body, headers: bearer(admin.token) });
 
   before(async function () {
@@ -55,6 +63,7 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
     const missing = await hostSwarm();
     requireService(this, missing === null, missing ?? '');
     port = await freePort();
+    process.env.HANGAR_EXPORTS_DIR = exportsDir;
     await start();
     admin = await bootstrapAdmin(t!);
     member = await hostSwarmMember(t!, admin, named('rs'));
@@ -64,9 +73,11 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
     if (member?.agent.exit() === null) member.agent.child.kill('SIGCONT');
     for (const name of ['kept', 'late']) await docker(['service', 'rm', `inst-${named(name)}`]);
     await docker(['stack', 'rm', `hangar-${named('stack')}`]);
-    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+    for (const folder of [...folders, exportsDir]) rmSync(folder, { recursive: true, force: true });
     await cleanupAgents();
     await t?.stop();
+    if (previousExportsDir === undefined) delete process.env.HANGAR_EXPORTS_DIR;
+    else process.env.HANGAR_EXPORTS_DIR = previousExportsDir;
   });
 
   it('an instance deploying, one terminating, a compose stack deploying and a volume being prepared at shutdown: all finish after the next start, which logs what it resumed', async function () {
@@ -136,5 +147,47 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
       what: 'the resumed volume preparation',
     });
     expect(statSync(folder).isDirectory(), 'the agent created the volume folder').to.equal(true);
+  });
+
+  it('an NFS export an older hangar wrote for every address (no clients recorded) is narrowed at the next start to the swarm’s members and the configured network', async function () {
+    this.timeout(90_000);
+    const folder = mkdtempSync(path.join(os.tmpdir(), 'hangar-resume-nfs-'));
+    folders.push(folder);
+    const created = await api('POST', '/v1/volumes', { name: named('old-nfs'), node_id: member.nodeId, folder });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    const ready = await waitFor(
+      async () => {
+        const v = (await api('GET', `/v1/volumes/${id}`)).json.data;
+        return v.status === 'ready' ? v : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 300, what: 'the NFS volume to be ready' },
+    );
+    const exportLines = () =>
+      readFileSync(ready.nfs_export.file, 'utf8')
+        .split('\n')
+        .filter((l) => l && !l.startsWith('#'));
+    expect(exportLines()).to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
+
+    // What a hangar from before restricted exports left: an entry for every address, and a record without clients.
+    writeFileSync(ready.nfs_export.file, `${folder} *${NFS_OPTIONS}\n`);
+    const { clients: _clients, ...unrestricted } = ready.nfs_export;
+    await t!.hangar.store.knex('volumes').where({ id }).update({ nfs_export: JSON.stringify(unrestricted) });
+    expect((await api('GET', `/v1/volumes/${id}`)).json.data.nfs_export.clients, 'the record as an older hangar wrote it').to.equal(undefined);
+
+    await t!.stop();
+    await start();
+    const narrowed = await waitFor(
+      async () => {
+        const v = (await api('GET', `/v1/volumes/${id}`)).json.data;
+        return v.nfs_export.clients ? v : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 300, what: 'the export to be narrowed after the start' },
+    );
+    expect(narrowed.nfs_export.clients).to.deep.equal([OUTSIDE]);
+    expect(exportLines(), 'the entry names the configured network, no longer every address').to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
+
+    expect((await api('DELETE', `/v1/volumes/${id}`)).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/volumes/${id}`)).status === 404, { timeoutMs: 30_000, intervalMs: 300, what: 'the volume to be deleted' });
   });
 });
