@@ -12,6 +12,20 @@ export function childrenOf(pid: number): number[] {
   }
 }
 
+/**
+ * The worker processes `hangar serve` forked (api.workers): its children that carry HANGAR_WORKER
+ * in their environment, not a helper such as tsx's esbuild service when it runs from sources.
+ */
+export function workersOf(pid: number): number[] {
+  return childrenOf(pid).filter((child) => {
+    try {
+      return readFileSync(`/proc/${child}/environ`, 'utf8').split('\0').some((entry) => entry.startsWith('HANGAR_WORKER='));
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
+}
+
 /** A process and its descendants, the process first. */
 export function processTree(pid: number): number[] {
   const all = [pid];

@@ -13,7 +13,7 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
-import { childrenOf, serverProcessOf } from '../../support/proc.js';
+import { childrenOf, serverProcessOf, workersOf } from '../../support/proc.js';
 import { PG_URL } from '../../support/requirements.js';
 
 const SCRAPE_TOKEN = randomToken(40);
@@ -42,7 +42,7 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
    * lands on every worker, so a check can do something through one worker and look through the other.
    */
   async function connectionPerWorker(): Promise<Map<number, HttpRequestOptions>> {
-    const workers = childrenOf(cp.child.pid!);
+    const workers = workersOf(cp.child.pid!);
     const port = Number(new URL(cp.url).port);
     const pinned = new Map<number, HttpRequestOptions>();
     for (let attempt = 0; attempt < 200 && pinned.size < workers.length; attempt++) {
@@ -60,7 +60,7 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
 
   /** The server certificate each worker presents to a new TLS connection (keyed by pid). */
   async function certificatePerWorker(): Promise<Map<number, tls.PeerCertificate>> {
-    const workers = childrenOf(cp.child.pid!);
+    const workers = workersOf(cp.child.pid!);
     const port = Number(new URL(cp.url).port);
     const seen = new Map<number, tls.PeerCertificate>();
     for (let attempt = 0; attempt < 100 && seen.size < workers.length; attempt++) {
@@ -111,7 +111,7 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
 
   it('runs two workers under the primary, each a control plane on the same store, each leading its own loops', async function () {
     this.timeout(30_000);
-    const workers = childrenOf(cp.child.pid!);
+    const workers = workersOf(cp.child.pid!);
     expect(workers).to.have.length(2);
     const serving = cp.output().split('\n').find((l) => l.includes('"hangar workers serving"'));
     expect(JSON.parse(serving!).pids).to.have.members(workers);
@@ -289,14 +289,14 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
     const now = new Date().toISOString();
     const held = { id: 'vol-held', name: 'held', node_id: 'node-elsewhere', folder: '/srv/held', type: 'local', status: 'preparing', op: 'prepare', op_id: 'op-held-by-a-worker', op_lease_until: new Date(Date.now() + 3_600_000).toISOString(), created_at: now, updated_at: now };
     await knex('volumes').insert(held);
-    const [victim, survivor] = childrenOf(cp.child.pid!);
+    const [victim, survivor] = workersOf(cp.child.pid!);
     process.kill(victim!, 'SIGKILL');
     // (A connection handed over in the instant the worker died would go with it.)
     await waitFor(() => cp.output().includes('"msg":"worker exited; starting a new one"'), { timeoutMs: 10_000, what: 'the primary to see the worker go' });
     for (let i = 0; i < 4; i++) expect((await request('GET', '/healthz')).status, 'the other worker answers').to.equal(200);
     const workers = await waitFor(
       () => {
-        const now = childrenOf(cp.child.pid!);
+        const now = workersOf(cp.child.pid!);
         return now.length === 2 && !now.includes(victim!) ? now : null;
       },
       { timeoutMs: 30_000, what: 'a new worker' },
