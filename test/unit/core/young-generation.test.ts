@@ -2,12 +2,19 @@ import { expect } from 'chai';
 import { QuietYoungGeneration } from '../../../core/young-generation.js';
 
 const MB = 2 ** 20;
-const rule = { quietMs: 6_000, bytesPerSecond: 1_000_000, minCapacity: 8 * MB };
+const rule = { quietMs: 6_000, bytesPerSecond: 1_000_000, minCapacity: 8 * MB, cpuShare: 0.03 };
 
-/** Feeds samples every 2 s from t=0: [capacity MB, used MB] each; returns the times (s) it said collect. */
-function collectsAt(samples: Array<[number, number]>): number[] {
+/**
+ * Feeds samples every 2 s from t=0: [capacity MB, used MB, CPU ms used in the 2 s before (default 10)]
+ * each; returns the times (s) it said collect.
+ */
+function collectsAt(samples: Array<[number, number, number?]>): number[] {
   const quiet = new QuietYoungGeneration(rule);
-  return samples.flatMap(([capacity, used], i) => (quiet.observe({ capacity: capacity * MB, used: used * MB }, i * 2_000) ? [i * 2] : []));
+  let cpuMicros = 0;
+  return samples.flatMap(([capacity, used, cpuMs = 10], i) => {
+    cpuMicros += cpuMs * 1000;
+    return quiet.observe({ capacity: capacity * MB, used: used * MB, cpuMicros }, i * 2_000) ? [i * 2] : [];
+  });
 }
 
 describe('young generation given back when quiet (core/young-generation.ts)', () => {
@@ -20,6 +27,14 @@ describe('young generation given back when quiet (core/young-generation.ts)', ()
   it('waits while the process allocates faster than V8 would shrink at (a burst goes on)', () => {
     const samples = Array.from({ length: 10 }, (_, i): [number, number] => [128, i * 3]);
     expect(collectsAt(samples)).to.deep.equal([]);
+  });
+
+  it('waits while the process uses more CPU than an idle one, however little it allocates (a fleet’s heartbeats)', () => {
+    // 100 ms of CPU every 2 s (5 % of a core), 0.1 MB allocated.
+    const busy = Array.from({ length: 10 }, (_, i): [number, number, number] => [128, 40 + i * 0.1, 100]);
+    expect(collectsAt(busy)).to.deep.equal([]);
+    // Then idle (20 ms every 2 s) from t=8 s on: collected 6 s later.
+    expect(collectsAt([...busy.slice(0, 5), ...Array.from({ length: 5 }, (_, i): [number, number, number] => [128, 41 + i * 0.1, 20])])).to.deep.equal([14]);
   });
 
   it('starts the quiet period again after a collection it did not ask for (used bytes fell)', () => {
