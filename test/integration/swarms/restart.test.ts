@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +9,7 @@ import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
+import { exportLines, NFS_OPTIONS, OUTSIDE } from '../../support/nfs-exports.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
@@ -29,10 +30,6 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
-/** The network every NFS export names besides the swarm's members (TEST-NET-1, nobody's). */
-const OUTSIDE = '192.0.2.0/24';
-const NFS_OPTIONS = '(rw,sync,no_subtree_check,no_root_squash)';
 
 const logged = (t: TestHangar, msg: string) => t.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === msg);
 
@@ -163,11 +160,7 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
       },
       { timeoutMs: 30_000, intervalMs: 300, what: 'the NFS volume to be ready' },
     );
-    const exportLines = () =>
-      readFileSync(ready.nfs_export.file, 'utf8')
-        .split('\n')
-        .filter((l) => l && !l.startsWith('#'));
-    expect(exportLines()).to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
+    expect(exportLines(ready.nfs_export.file)).to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
 
     // What a hangar from before restricted exports left: an entry for every address, and a record without clients.
     writeFileSync(ready.nfs_export.file, `${folder} *${NFS_OPTIONS}\n`);
@@ -185,7 +178,7 @@ describeEachDialect('a control-plane restart resumes the work it left half done'
       { timeoutMs: 30_000, intervalMs: 300, what: 'the export to be narrowed after the start' },
     );
     expect(narrowed.nfs_export.clients).to.deep.equal([OUTSIDE]);
-    expect(exportLines(), 'the entry names the configured network, no longer every address').to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
+    expect(exportLines(ready.nfs_export.file), 'the entry names the configured network, no longer every address').to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
 
     expect((await api('DELETE', `/v1/volumes/${id}`)).status).to.equal(202);
     await waitFor(async () => (await api('GET', `/v1/volumes/${id}`)).status === 404, { timeoutMs: 30_000, intervalMs: 300, what: 'the volume to be deleted' });

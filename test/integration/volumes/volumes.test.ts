@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
@@ -9,20 +9,12 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { dockerOnlyPath, hostSwarm } from '../../support/host-swarm.js';
+import { exportLines, NFS_OPTIONS, OUTSIDE } from '../../support/nfs-exports.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes'];
-/** The widening option: a network every export names besides the members (TEST-NET-1, nobody's). */
-const OUTSIDE = '192.0.2.0/24';
-const OPTIONS = '(rw,sync,no_subtree_check,no_root_squash)';
-/** The export lines of a volume's entry (its comments left out). */
-const exportLines = (file: string) =>
-  readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l && !l.startsWith('#'));
-
 /**
  * Volumes through the API with real agents on this host: node A is the manager of a swarm group
  * (the host engine's swarm), node B a second agent on the same machine that is in no swarm. The
@@ -126,7 +118,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(v.nfs_export.reason).to.contain('exportfs');
     // The swarm's only member is the node itself (it binds the folder): the export names the configured network alone.
     expect(v.nfs_export.clients).to.deep.equal([OUTSIDE]);
-    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${folder} ${OUTSIDE}${OPTIONS}`]);
+    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
     const defined = await inspectVolume(`hangar-vol-${named('nfs-a')}`);
     expect(defined?.Options).to.deep.equal({ type: 'none', o: 'bind', device: folder });
     expect(defined?.Labels).to.include({ 'io.hangar.id': v.id });
@@ -156,7 +148,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
       );
       expect(joined.nfs_export.clients).to.deep.equal([...[b.ip_address, b.overlay_ip].filter(Boolean).sort(), OUTSIDE]);
       const lines = exportLines(v.nfs_export.file);
-      expect(lines).to.deep.equal([`${v.folder} ${joined.nfs_export.clients.map((c: string) => `${c}${OPTIONS}`).join(' ')}`]);
+      expect(lines).to.deep.equal([`${v.folder} ${joined.nfs_export.clients.map((c: string) => `${c}${NFS_OPTIONS}`).join(' ')}`]);
       expect(lines.join('\n')).not.to.contain('*');
     } finally {
       await knex('cluster_members').where({ id: `member-${run}` }).delete();
@@ -171,7 +163,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
       { timeoutMs: 20_000, intervalMs: 200, what: 'the export to forget node B' },
     );
     expect(left.nfs_export.clients).to.deep.equal([OUTSIDE]);
-    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${v.folder} ${OUTSIDE}${OPTIONS}`]);
+    expect(exportLines(v.nfs_export.file)).to.deep.equal([`${v.folder} ${OUTSIDE}${NFS_OPTIONS}`]);
   });
 
   it('creates a local volume: no server_ip (absent, not null), no export, no definition; mounts as a bind pinned to its node', async function () {
@@ -213,7 +205,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     expect(v.status, v.error).to.equal('ready');
     // Node B is in no swarm: nothing is defined until a workload on a swarm mounts the volume.
     expect(await inspectVolume(`hangar-vol-${named('nfs-b')}`)).to.equal(null);
-    expect(exportLines(path.join(exportsDir, `hangar-${v.id}.exports`))).to.deep.equal([`${folder} ${OUTSIDE}${OPTIONS}`]);
+    expect(exportLines(path.join(exportsDir, `hangar-${v.id}.exports`))).to.deep.equal([`${folder} ${OUTSIDE}${NFS_OPTIONS}`]);
 
     const volumes = volumesOf(t.hangar.services);
     const swarm = (await t.hangar.services.db.knex('clusters').where({ id: member.swarmId }).first())!;
@@ -227,7 +219,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const a = (await api('GET', `/v1/nodes/${member.nodeId}`)).json.data;
     const exported = (await api('GET', `/v1/volumes/${v.id}`)).json.data.nfs_export;
     expect(exported.clients).to.deep.equal([...[a.ip_address, a.overlay_ip].filter(Boolean).sort(), OUTSIDE]);
-    expect(exportLines(exported.file)).to.deep.equal([`${folder} ${exported.clients.map((c: string) => `${c}${OPTIONS}`).join(' ')}`]);
+    expect(exportLines(exported.file)).to.deep.equal([`${folder} ${exported.clients.map((c: string) => `${c}${NFS_OPTIONS}`).join(' ')}`]);
     // Idempotent: a second mount finds the definition in place.
     expect(await volumes.mountFor(await volumes.require(v.id), '/srv/data', swarm)).to.deep.equal(mount);
 
