@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { docker, dockerOk } from '../../lab/docker.js';
 import { LAB_DIR, imageTag, recipeHash } from '../../lab/image.js';
 import { requireService } from '../support/requirements.js';
+import { refusedBy, sealedBridges } from '../../lab/seal.js';
 import { LABEL, Lab, listLab, type Machine } from './lab/lab.js';
 import { sshClientName, sshExec } from './lab/ssh.js';
 
@@ -241,6 +242,24 @@ describe('machine lab (real containers: sshd, dockerd, sudo, wireguard on a priv
       expect(await pings(m2, lab.gateway)).to.equal(true);
     });
 
+    it('is sealed: a connection to an address beyond the lab (an overlay address with no peer yet) is refused at once by the host', async () => {
+      const bridge = lab.bridge!;
+      expect(bridge).to.match(/^br-[0-9a-f]{12}$/);
+      expect(sealedBridges()).to.include(bridge);
+      for (const [address, port] of [['10.210.0.2', 2377], ['192.168.200.7', 22], ['172.16.5.5', 443]] as const) {
+        const before = refusedBy(bridge);
+        const nc = await m2.exec(['nc', '-z', '-v', '-w', '10', address, String(port)]);
+        expect(nc.code, nc.stderr).to.not.equal(0);
+        expect(nc.stderr).to.match(/Connection refused/);
+        expect(refusedBy(bridge), `${address}:${port} refused by the seal`).to.be.greaterThan(before);
+      }
+      // The host and the other machines stay reachable.
+      const before = refusedBy(bridge);
+      expect(await pings(m2, lab.gateway)).to.equal(true);
+      expect((await m2.exec(['nc', '-z', '-w', '5', m1.ip, '22'])).code).to.equal(0);
+      expect(refusedBy(bridge)).to.equal(before);
+    });
+
     it('disconnect cuts a machine off the network and reconnect restores it at the same address', async () => {
       await m3.disconnect();
       expect(await pings(m1, m3.ip)).to.equal(false);
@@ -347,6 +366,11 @@ describe('machine lab (real containers: sshd, dockerd, sudo, wireguard on a priv
       expect((await docker(['network', 'inspect', lab.network])).code).to.not.equal(0);
       for (const container of containers) expect((await docker(['inspect', container])).code).to.not.equal(0);
       expect((await listLab()).filter((r) => r.labels[`${LABEL}.name`]?.startsWith('e2e-'))).to.deep.equal([]);
+      // Its seal went with it, and no seal outlives its network (the crashed runs' included).
+      expect(sealedBridges()).to.not.include(lab.bridge);
+      const networks = (await dockerOk(['network', 'ls', '-q', '--no-trunc'])).split('\n').filter(Boolean);
+      const bridges = new Set(networks.map((id) => `br-${id.slice(0, 12)}`));
+      expect(sealedBridges().filter((b) => b.startsWith('br-') && !bridges.has(b))).to.deep.equal([]);
     });
   });
 });

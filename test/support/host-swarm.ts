@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { docker, dockerAvailable, dockerOk } from '../../lab/docker.js';
+import { sealAvailable, sealBridge, sealedBridges, unsealBridge } from '../../lab/seal.js';
 
 export const TEST_IMAGE = 'hangar-test/busybox:latest';
 const BUSYBOX_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-busybox-image');
@@ -22,8 +23,33 @@ export function dockerOnlyPath(): string {
 }
 
 /**
- * Ensures the host engine is a swarm manager and the test image exists. Resolves to null when it
- * is ready, or to what is missing (for requireService).
+ * The host engine's bridges that swarm workloads send through: docker0 (plain containers) and
+ * docker_gwbridge (the way out of every overlay network on this engine).
+ */
+const HOST_BRIDGES = ['docker0', 'docker_gwbridge'];
+const sealedHere = new Set<string>();
+
+/**
+ * Seals the host engine's bridges for this run (lab/seal.ts: nothing a test's container sends is
+ * forwarded off the machine) and lifts the seals this run added when the process exits, so a
+ * developer's own containers get their network back.
+ */
+function sealHostBridges(): string | null {
+  const seal = sealAvailable();
+  if (!seal.ok) return seal.why!;
+  const already = new Set(sealedBridges());
+  for (const bridge of HOST_BRIDGES) {
+    if (already.has(bridge)) continue;
+    sealBridge(bridge);
+    if (sealedHere.size === 0) process.once('exit', () => sealedHere.forEach((b) => unsealBridge(b)));
+    sealedHere.add(bridge);
+  }
+  return null;
+}
+
+/**
+ * Ensures the host engine is a swarm manager with its bridges sealed and the test image exists.
+ * Resolves to null when it is ready, or to what is missing (for requireService).
  */
 export function hostSwarm(): Promise<string | null> {
   ready ??= (async () => {
@@ -34,7 +60,7 @@ export function hostSwarm(): Promise<string | null> {
       await dockerOk(['swarm', 'init', '--advertise-addr', '127.0.0.1']);
       initialisedHere = true;
     }
-    return testImage();
+    return sealHostBridges() ?? testImage();
   })();
   return ready;
 }

@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { docker, dockerAvailable, dockerOk, dockerSync, type RunResult } from '../../../lab/docker.js';
 import { ensureLabImage, imageObtainable, type EnsureImageResult } from '../../../lab/image.js';
 import { generateSshKeyPair, type SshKeyPair } from '../../../lab/keys.js';
+import { sealAvailable, sealNetwork, unsealBridge } from '../../../lab/seal.js';
 
 export { dockerAvailable };
 
@@ -197,6 +198,8 @@ export class Lab {
   readonly readyTimeoutMs: number;
   private readonly ownsStateDir: boolean;
   private networkCreated = false;
+  /** The host's bridge of the lab network (sealed: lab/seal.ts), once it is created. */
+  bridge: string | undefined;
   private tornDown = false;
   private readonly base: number;
 
@@ -228,9 +231,14 @@ export class Lab {
     };
   }
 
-  /** Whether this machine can run the lab: dockerd answers, and the image is there or can be built. */
+  /**
+   * Whether this machine can run the lab: dockerd answers, the lab network can be sealed
+   * (lab/seal.ts: root and iptables), and the image is there or can be built.
+   */
   static async availability(): Promise<{ docker: boolean; image: boolean; why?: string }> {
     if (!(await dockerAvailable())) return { docker: false, image: false, why: 'Docker (dockerd)' };
+    const seal = sealAvailable();
+    if (!seal.ok) return { docker: true, image: false, why: seal.why };
     const image = await imageObtainable();
     return { docker: true, image: image.ok, why: image.why };
   }
@@ -320,6 +328,13 @@ export class Lab {
       }
     }
     await dockerOk(['network', 'create', '--driver', 'bridge', '--subnet', this.subnet, '--gateway', this.gateway, ...this.labels(), this.network]);
+    // Sealed before any machine is on it: nothing it sends is forwarded off this host (lab/seal.ts).
+    try {
+      this.bridge = sealNetwork(this.network);
+    } catch (error) {
+      await docker(['network', 'rm', this.network]);
+      throw error;
+    }
     this.networkCreated = true;
   }
 
@@ -379,9 +394,10 @@ export class Lab {
     const containers = await docker(['ps', '-aq', '--filter', `label=${LABEL}=${this.runId}`]);
     const ids = containers.stdout.split('\n').filter(Boolean);
     if (ids.length > 0) await docker(['rm', '--force', '--volumes', ...ids]);
-    const networks = await docker(['network', 'ls', '-q', '--filter', `label=${LABEL}=${this.runId}`]);
+    const networks = await docker(['network', 'ls', '-q', '--no-trunc', '--filter', `label=${LABEL}=${this.runId}`]);
     const netIds = networks.stdout.split('\n').filter(Boolean);
     if (netIds.length > 0) await docker(['network', 'rm', ...netIds]);
+    unsealNetworks(netIds);
     this.removeLocalState();
     if (ids.length + netIds.length > 0) {
       this.log(`torn down: ${ids.length} container(s), ${netIds.length} network(s) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -395,8 +411,9 @@ export class Lab {
     active.delete(this);
     const ids = dockerSync(['ps', '-aq', '--filter', `label=${LABEL}=${this.runId}`]).stdout.split('\n').filter(Boolean);
     if (ids.length > 0) dockerSync(['rm', '--force', '--volumes', ...ids]);
-    const netIds = dockerSync(['network', 'ls', '-q', '--filter', `label=${LABEL}=${this.runId}`]).stdout.split('\n').filter(Boolean);
+    const netIds = dockerSync(['network', 'ls', '-q', '--no-trunc', '--filter', `label=${LABEL}=${this.runId}`]).stdout.split('\n').filter(Boolean);
     if (netIds.length > 0) dockerSync(['network', 'rm', ...netIds]);
+    unsealNetworks(netIds);
     this.removeLocalState();
     if (ids.length + netIds.length > 0) console.error(`[lab] ${this.name}: removed ${ids.length} container(s) and ${netIds.length} network(s) on exit`);
   }
@@ -574,6 +591,12 @@ async function removeResources(resources: LeftoverResource[]): Promise<void> {
   for (const c of containers) removeMachineCgroups(c.name);
   const networks = resources.filter((r) => r.kind === 'network');
   if (networks.length > 0) await docker(['network', 'rm', ...networks.map((n) => n.id)]);
+  unsealNetworks(networks.map((n) => n.id));
+}
+
+/** Removes the seals of lab networks (by full id: a lab network's bridge is br-<first 12 of its id>). */
+function unsealNetworks(ids: string[]): void {
+  for (const id of ids) unsealBridge(`br-${id.slice(0, 12)}`);
 }
 
 /** Everything the lab ever made on this docker (any run, any name). */
