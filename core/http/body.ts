@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Context } from 'koa';
-import { HttpError, badRequest } from '../errors.js';
+import { HttpError, badRequest, type ErrorDetail } from '../errors.js';
 import { isXmlContentType, XmlDocument } from './xml.js';
 
 export function parseSize(size: string): number {
@@ -148,20 +148,30 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
 }
 
 /**
- * The path (`body.a.b[2]`) of the first string or key holding U+0000, or null. PostgreSQL cannot
- * store that character in text, and no name or value hangar takes needs it: it is refused up front.
+ * A key JSON.parse keeps as an own property but which an assignment (`out[key] = …`, as in
+ * dropNulls, Object.assign, a handler's copy) takes for the object's prototype: the key then
+ * vanishes and the value's properties turn up as inherited ones, so validation named properties the
+ * client never sent. No schema of hangar has such a property: it is refused up front, by its name.
  */
-export function nulCharacterAt(value: unknown, root: string): string | null {
+const PROTOTYPE_KEY = '__proto__';
+
+/**
+ * What hangar refuses in any part of a request before validation: the path (`body.a.b[2]`) and
+ * problem of the first string or key holding U+0000 (PostgreSQL cannot store that character in
+ * text, and no name or value hangar takes needs it), or of a `__proto__` key; null when clean.
+ */
+export function refusedPartAt(value: unknown, root: string): ErrorDetail | null {
   const stack: Array<[unknown, string]> = [[value, root]];
   while (stack.length) {
     const [v, where] = stack.pop()!;
     if (typeof v === 'string') {
-      if (v.includes('\u0000')) return where;
+      if (v.includes('\u0000')) return { path: where, message: 'must not contain the NUL character (U+0000)', keyword: 'nul' };
     } else if (Array.isArray(v)) {
       v.forEach((item, i) => stack.push([item, `${where}[${i}]`]));
     } else if (v && typeof v === 'object') {
       for (const [k, item] of Object.entries(v)) {
-        if (k.includes('\u0000')) return where;
+        if (k.includes('\u0000')) return { path: where, message: 'must not contain the NUL character (U+0000)', keyword: 'nul' };
+        if (k === PROTOTYPE_KEY) return { path: `${where}.${k}`, message: 'is not an allowed property', keyword: 'prototype' };
         stack.push([item, `${where}.${k}`]);
       }
     }
@@ -169,10 +179,10 @@ export function nulCharacterAt(value: unknown, root: string): string | null {
   return null;
 }
 
-/** Throws the 400 when a part of the request holds U+0000. */
-export function assertNoNulCharacter(value: unknown, root: string): void {
-  const where = nulCharacterAt(value, root);
-  if (where) throw badRequest(`Validation failed: ${where} must not contain the NUL character (U+0000)`, [{ path: where, message: 'must not contain the NUL character (U+0000)', keyword: 'nul' }]);
+/** Throws the 400 when a part of the request holds U+0000 or a `__proto__` key ({@link refusedPartAt}). */
+export function assertAcceptableInput(value: unknown, root: string): void {
+  const refused = refusedPartAt(value, root);
+  if (refused) throw badRequest(`Validation failed: ${refused.path} ${refused.message}`, [refused]);
 }
 
 /** Turns the raw body into what the handler gets: a plain value, an XmlDocument, or undefined when empty. */

@@ -11,7 +11,7 @@ import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } f
 import type { Principal } from '../auth/index.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
-import { assertNoNulCharacter, BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
+import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
 import { RouteTree } from './router.js';
@@ -227,7 +227,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     // 3: validation.
     const v = compiled();
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
-    assertNoNulCharacter(body instanceof XmlDocument ? body.content : body, 'body');
+    assertAcceptableInput(body instanceof XmlDocument ? body.content : body, 'body');
     if (body instanceof XmlDocument) {
       if (v.xmlBody) assertValid(v.xmlBody, body.content, 'body');
     } else {
@@ -238,10 +238,10 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
       }
     }
     const query: Record<string, unknown> = ctx.querystring ? { ...ctx.query } : {};
-    if (ctx.querystring) assertNoNulCharacter(query, 'query');
+    if (ctx.querystring) assertAcceptableInput(query, 'query');
     if (v.query) assertValid(v.query, query, 'query');
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
-    assertNoNulCharacter(params, 'path');
+    assertAcceptableInput(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
     // 4: the handler.
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);

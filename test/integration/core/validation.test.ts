@@ -84,6 +84,28 @@ describeEachDialect('request validation from the route table', (dialect) => {
     for (const p of paths) expect(res.json.message).to.contain(p);
   });
 
+  it('names a __proto__ key as the property it is, at any depth, and never takes it for the prototype', async () => {
+    const json = (body: string) => t.request('POST', '/v1/probe/echo', { body, headers: { 'content-type': 'application/json' } });
+    const top = await json('{"name":"x","__proto__":{"surprise":1,"count":"3"}}');
+    expect(top.status, top.text).to.equal(400);
+    expect(top.json.message).to.equal('Validation failed: body.__proto__ is not an allowed property');
+    expect(top.json.details).to.deep.equal([{ path: 'body.__proto__', message: 'is not an allowed property', keyword: 'prototype' }]);
+    // Deeper down, and where it would have filled a required property through the prototype.
+    const nested = await json('{"name":"x","address":{"street":"Main","zip":"12345","__proto__":{}}}');
+    expect(nested.status, nested.text).to.equal(400);
+    expect(nested.json.message).to.contain('body.address.__proto__ is not an allowed property');
+    const inherited = await json('{"__proto__":{"name":"x"}}');
+    expect(inherited.status, inherited.text).to.equal(400);
+    expect(inherited.json.message).to.equal('Validation failed: body.__proto__ is not an allowed property');
+    // Kept nulls take another path through the server, a query string another part of the request: the same answer.
+    const kept = await t.request('POST', '/v1/probe/echo-nulls', { body: '{"name":"x","__proto__":{"surprise":1}}', headers: { 'content-type': 'application/json' } });
+    expect(kept.status, kept.text).to.equal(400);
+    expect(kept.json.message).to.equal('Validation failed: body.__proto__ is not an allowed property');
+    const query = await t.request('GET', '/v1/probe/items/1?__proto__=x');
+    expect(query.status, query.text).to.equal(400);
+    expect(query.json.message).to.equal('Validation failed: query.__proto__ is not an allowed property');
+  });
+
   it('coerces and checks path and query parameters, filling defaults', async () => {
     const ok = await t.request('GET', '/v1/probe/items/7?verbose=true');
     expect(ok.status).to.equal(200);
