@@ -466,8 +466,15 @@ export const RESOURCES: Resource[] = [
     plural: 'load balancers',
     describe: 'Load balancers (one per swarm: hangar swarm lb-deploy)',
     base: '/v1/loadbalancers',
-    columns: ['id', 'name', 'swarm=swarm_id', 'node_id', 'status', 'http_port'],
-    verbs: [list(), get({ describe: 'Show a load balancer with the routes it serves' })],
+    columns: ['id', 'name', 'swarm=swarm_id', 'node_id', 'status', 'http_port', 'routes=routes.length', 'error'],
+    verbs: [
+      list(),
+      get({ describe: 'Show a load balancer with the routes it serves' }),
+      action('redeploy', 'Deploy a load balancer anew: with the image the control plane is configured with now (gateway.image) and the current routes', ['redeployed', 'redeploying'], {
+        label: (_a, d) => `load balancer ${d.name} (${d.id})`,
+        follow: (_a, d) => `lb get ${d.id}`,
+      }),
+    ],
   },
   {
     noun: 'gateway',

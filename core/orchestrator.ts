@@ -119,6 +119,17 @@ export function latestTask(tasks: WorkloadTask[]): WorkloadTask | null {
   return tasks.reduce<WorkloadTask | null>((latest, t) => (!latest || time(t) > time(latest) ? t : latest), null);
 }
 
+/**
+ * Why the runtime cannot run a workload, when its newest task says so: it failed or was rejected
+ * with an error (an image nobody has: a swarm rejects every new task with `No such image`, and
+ * tries again every few seconds for ever). Null while the newest task starts or runs, or ended
+ * without an error. What an observer of any resource tells its user (compute, gateway).
+ */
+export function taskFailure(tasks: WorkloadTask[]): string | null {
+  const newest = latestTask(tasks);
+  return newest?.error && ['failed', 'rejected'].includes(newest.state) ? `latest task ${newest.state}: ${newest.error}` : null;
+}
+
 /** What the runtime says about one workload. */
 export const WorkloadState = Type.Object({
   name: Type.String(),

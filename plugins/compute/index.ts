@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { DeployWorkload, latestTask, RemoveWorkload, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { DeployWorkload, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
@@ -87,8 +87,8 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined, wh
   if (drift.length) return { status: 'drifted', reason: `the ${where} runs ${drift.join(', ')}` };
   if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
   if (w.running >= want) return { status: 'running', reason: null };
-  const newest = latestTask(w.tasks);
-  if (newest?.error && ['failed', 'rejected'].includes(newest.state)) return { status: 'failed', reason: `${w.running}/${want} running; latest task ${newest.state}: ${newest.error}` };
+  const failure = taskFailure(w.tasks);
+  if (failure) return { status: 'failed', reason: `${w.running}/${want} running; ${failure}` };
   return { status: 'deploying', reason: `${w.running}/${want} running` };
 }
 

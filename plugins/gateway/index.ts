@@ -5,7 +5,7 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
-import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, type LoadBalancerSpec, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, Route, taskFailure, type LoadBalancerSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
@@ -69,6 +69,32 @@ class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
   }
 }
 
+/** Where a record runs, as the API names it: `swarm_id` on a swarm, `cluster_id` on a Kubernetes cluster (exactly one). */
+const Placement = {
+  swarm_id: Type.Optional(Type.String({ description: 'the swarm it serves (absent on a Kubernetes cluster)' })),
+  cluster_id: Type.Optional(Type.String({ description: 'the Kubernetes cluster it serves (absent on a swarm)' })),
+};
+
+/** A load balancer, the same in the list, the single read, the deploy answers and GET /v1/gateway. */
+export const LoadBalancerView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  ...Placement,
+  node_id: Type.Union([Type.String(), Type.Null()], { description: 'the node it runs on' }),
+  image: Type.String({ description: 'the image it was last deployed with (gateway.image when it was created or redeployed)' }),
+  http_port: Type.Integer(),
+  status: Type.Union([Type.Literal('deploying'), Type.Literal('running'), Type.Literal('failed'), Type.Literal('removing')]),
+  error: Type.Optional(Type.String({ description: 'why it failed, or why its last routes update failed' })),
+  routes: Type.Array(Route, { description: 'the routes it was last applied with' }),
+  config_version: Type.Integer({ description: 'counts the applies' }),
+  applied_at: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+/** A route of GET /v1/gateway: the cluster it is on and the balancer serving it. */
+const GatewayRoute = Type.Object({ ...Route.properties, ...Placement, load_balancer_id: Type.Union([Type.String(), Type.Null()]) });
+
 async function lbView(core: Clusters, lb: LoadBalancerRecord) {
   return {
     id: lb.id,
@@ -79,7 +105,7 @@ async function lbView(core: Clusters, lb: LoadBalancerRecord) {
     http_port: lb.http_port,
     status: lb.status,
     ...(lb.error ? { error: lb.error } : {}),
-    routes: (lb.routes ?? []).length,
+    routes: lb.routes ?? [],
     config_version: lb.config_version,
     applied_at: lb.applied_at,
     created_at: lb.created_at,
@@ -102,15 +128,22 @@ async function collectRoutes(services: Services, clusterId: string): Promise<Rou
   return routes.sort((a, b) => a.domain.localeCompare(b.domain));
 }
 
-/** What an observation changes in a balancer no operation holds (pure). */
+/**
+ * What an observation changes in a balancer no operation holds (pure). A balancer being deployed
+ * fails when the runtime rejects its tasks (as an instance does: taskFailure), and stays failed
+ * until a task runs; a missing workload is forgotten as applied, so that the routes loop deploys it again.
+ */
 export function reconcileBalancer(lb: LoadBalancerRecord, w: WorkloadState | undefined): Partial<LoadBalancerRecord> | null {
   if (lb.status === 'removing') return null;
   if (w && w.running > 0 && lb.status !== 'running') return { status: 'running', error: null };
-  if ((!w || w.running === 0) && lb.status === 'running') {
-    const newest = latestTask(w?.tasks ?? []);
-    return { status: 'failed', error: w ? `no task running${newest?.error ? `: ${newest.error}` : ''}` : 'its workload is missing from the cluster' };
+  if (!w) return lb.status === 'running' ? { status: 'failed', error: 'its workload is missing from the cluster', config_sha256: null } : null;
+  if (w.running > 0) return null;
+  if (lb.status === 'running') {
+    const newest = latestTask(w.tasks);
+    return { status: 'failed', error: `no task running${newest?.error ? `: ${newest.error}` : ''}` };
   }
-  return null;
+  const failure = lb.status === 'deploying' ? taskFailure(w.tasks) : null;
+  return failure ? { status: 'failed', error: `deploying failed: ${failure}` } : null;
 }
 
 /** What the gateway plugin provides: its load balancers (tags checks ids against them). */
@@ -199,7 +232,9 @@ export default definePlugin({
       const lb = await balancers.findOne({ cluster_id: clusterId });
       const cluster = await core.clusters.get(clusterId);
       if (!lb || !cluster?.manager_node_id || lb.status === 'removing') return;
-      if (!lb.op_id && lb.status === 'running' && (await desired(lb, cluster)).sha === lb.config_sha256) return;
+      // Nothing changed since the last apply: a balancer being deployed waits for the observation, and a failed one
+      // for a redeploy (applying the same again fails the same way, and would hide the reason).
+      if (!lb.op_id && (await desired(lb, cluster)).sha === lb.config_sha256) return;
       await lifecycle.trigger(lb.id, 'apply', {}, `routes of ${clusterId}`);
     }
 
@@ -264,6 +299,16 @@ export default definePlugin({
     const refused = (lb: LoadBalancerRecord | null) => conflict(lb ? `Load balancer ${lb.name} is ${lb.status}` : 'The load balancer is gone');
 
     /**
+     * Deploys the balancer again whatever it last applied, with the image configured now for its
+     * backend (gateway.image, gateway.kubernetes_image: a change of them reaches an existing
+     * balancer only this way); the 202's body.
+     */
+    async function redeploy(lb: LoadBalancerRecord, image: string) {
+      const patch: Partial<LoadBalancerRecord> = { config_sha256: null, image, ...(image !== lb.image ? { status: 'deploying', error: null } : {}) };
+      return view(await lifecycle.start(lb.id, 'apply', patch, refused, `deploy load balancer ${lb.name}`));
+    }
+
+    /**
      * How each backend's clusters take a load balancer: the API path naming the cluster, and what
      * runs (a swarm: HAProxy on the manager; Kubernetes: an ingress controller in hangar's
      * namespace, drivers/kubernetes/loadbalancer.ts). Everything else is the same resource.
@@ -292,9 +337,9 @@ export default definePlugin({
           method: 'POST' as const,
           path: kind.path,
           auth: { role: 'admin' as const },
-          summary: `Deploy the ${kind.noun}’s load balancer (${kind.runs}) with the current routes; again re-applies them`,
+          summary: `Deploy the ${kind.noun}’s load balancer (${kind.runs}) with the current routes; again deploys it anew (the configured image, the routes)`,
           status: 202,
-          schemas: { params: IdParams },
+          schemas: { params: IdParams, response: LoadBalancerView },
           handler: async (req: { params: { id: string } }) => {
             const cluster = await requireCluster(req.params.id);
             let lb = await balancers.findOne({ cluster_id: cluster.id });
@@ -316,8 +361,8 @@ export default definePlugin({
               created_at: now(),
               updated_at: now(),
             });
-            // Again: applied whatever the hash says.
-            return view(await lifecycle.start(lb.id, 'apply', { config_sha256: null }, refused, `deploy load balancer ${lb.name}`));
+            // Again: applied whatever the hash says, with the image configured now.
+            return redeploy(lb, kind.image);
           },
         },
         {
@@ -326,7 +371,7 @@ export default definePlugin({
           auth: { role: 'admin' as const },
           summary: `Remove the ${kind.noun}’s load balancer (202; the record goes once its workload is removed)`,
           status: 202,
-          schemas: { params: IdParams },
+          schemas: { params: IdParams, response: LoadBalancerView },
           handler: async (req: { params: { id: string } }) => {
             const cluster = await requireCluster(req.params.id, 'any');
             const lb = await balancers.findOne({ cluster_id: cluster.id });
@@ -363,6 +408,7 @@ export default definePlugin({
           path: '/v1/gateway',
           auth: 'authenticated',
           summary: 'The routing table of every cluster (swarms and Kubernetes) and the load balancers serving it',
+          schemas: { response: Type.Object({ routes: Type.Array(GatewayRoute), load_balancers: Type.Array(LoadBalancerView) }) },
           handler: async () => {
             const lbs = await balancers.findAll();
             return { routes: await allRoutes(lbs), load_balancers: await Promise.all(lbs.map(view)) };
@@ -370,12 +416,27 @@ export default definePlugin({
         },
         ...readRoutes({
           path: '/v1/loadbalancers',
-          summaries: { list: 'List load balancers', get: 'Get a load balancer, with the routes it serves' },
+          summaries: { list: 'List load balancers, each with the routes it serves', get: 'Get a load balancer, with the routes it serves' },
           page: (options) => balancers.page(options),
           find: requireBalancer,
           view,
-          detail: async (lb) => ({ ...(await view(lb)), routes: lb.routes ?? [] }),
+          response: LoadBalancerView,
         }),
+        {
+          method: 'POST',
+          path: '/v1/loadbalancers/{id}/redeploy',
+          auth: { role: 'admin' },
+          summary: 'Deploy a load balancer anew: with the image configured now (gateway.image for a swarm, gateway.kubernetes_image for a Kubernetes cluster) and the current routes, whatever it last applied; 202, poll for its status',
+          status: 202,
+          schemas: { params: IdParams, response: LoadBalancerView },
+          handler: async (req) => {
+            const lb = await requireBalancer(req.params.id);
+            const cluster = await core.requireActive(lb.cluster_id);
+            const kind = BALANCED.find((k) => k.backend === cluster.backend);
+            if (!kind) throw conflict(`${nounOf(cluster)} ${cluster.name} takes no load balancer`);
+            return redeploy(lb, kind.image);
+          },
+        },
       ],
     };
   },
