@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, type Answer } from './api';
 import type { Api, Route } from './api.gen';
 import { useLive, type LiveEvent } from './live';
+import { href } from './router';
 
 // ——— notices ———
 
@@ -66,6 +67,56 @@ export function Ago({ at }: { at: string | null | undefined }) {
   const s = Math.max(0, Math.round((Date.now() - Date.parse(at)) / 1000));
   const text = s < 60 ? `${s} s ago` : s < 3600 ? `${Math.round(s / 60)} min ago` : s < 86400 ? `${Math.round(s / 3600)} h ago` : `${Math.round(s / 86400)} d ago`;
   return <time dateTime={at} title={at}>{text}</time>;
+}
+
+// ——— clusters by name ———
+
+type ClusterKind = 'swarm' | 'kubernetes';
+/** Cluster names by `<kind>/<id>`, asked once per page load (a failed read is asked again next time). */
+const clusterNames = new Map<string, Promise<string | null>>();
+
+/** Remembers the names a list of clusters already gave (no read of each one then). */
+export function knownClusters(kind: ClusterKind, clusters: Array<{ id: string; name: string }>): void {
+  for (const c of clusters) clusterNames.set(`${kind}/${c.id}`, Promise.resolve(c.name));
+}
+
+function clusterName(kind: ClusterKind, id: string): Promise<string | null> {
+  const key = `${kind}/${id}`;
+  let name = clusterNames.get(key);
+  if (!name) {
+    const read = kind === 'swarm' ? call('GET /v1/swarms/{id}', { params: { id } }) : call('GET /v1/kubernetes/clusters/{id}', { params: { id } });
+    name = read.then(
+      (r) => (r.data as { name?: string }).name ?? null,
+      () => {
+        clusterNames.delete(key);
+        return null;
+      },
+    );
+    clusterNames.set(key, name);
+  }
+  return name;
+}
+
+/**
+ * The swarm (`swarm_id`) or Kubernetes cluster (`cluster_id`) a record is on: its name, linked to
+ * its page, with its id as the link's title (the id itself until the name is known, or when the
+ * cluster is gone).
+ */
+export function ClusterLink({ of }: { of: { swarm_id?: string | null; cluster_id?: string | null } }) {
+  const [kind, id]: [ClusterKind | null, string] = of.swarm_id ? ['swarm', of.swarm_id] : of.cluster_id ? ['kubernetes', of.cluster_id] : [null, ''];
+  const [known, setKnown] = useState<{ id: string; name: string | null } | null>(null);
+  useEffect(() => {
+    if (!kind) return;
+    let current = true;
+    void clusterName(kind, id).then((name) => current && setKnown({ id, name }));
+    return () => void (current = false);
+  }, [kind, id]);
+  if (!kind) return <>–</>;
+  return (
+    <a href={href(kind === 'swarm' ? 'swarms' : 'kubernetes', id)} title={id} data-cluster-id={id}>
+      {(known?.id === id && known.name) || id}
+    </a>
+  );
 }
 
 export const bytes = (n: unknown) => (typeof n === 'number' ? (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${Math.round(n / 2 ** 20)} MiB`) : '–');
@@ -281,6 +332,8 @@ export function ResourceList<R extends ListRoute>(props: {
   fixedQuery?: Partial<Api[R]['query']>;
   paged?: boolean;
   empty: string;
+  /** The rows of an answer whose data is not the list itself (GET /v1/gateway: `{routes, load_balancers}`). */
+  rows?: (data: any) => any[];
   rowKey?: (row: any) => string;
   toolbar?: (reload: () => void) => ComponentChildren;
   actions?: (row: any, reload: () => void) => ComponentChildren;
@@ -306,7 +359,7 @@ export function ResourceList<R extends ListRoute>(props: {
   };
   useEffect(() => void load(), [JSON.stringify(query), limit, cursor, JSON.stringify(props.params)]);
   useLive(props.live, load, [JSON.stringify(query), limit, cursor, JSON.stringify(props.params)]);
-  const rows = (answer?.data ?? []) as any[];
+  const rows = (answer ? (props.rows ? props.rows(answer.data) : answer.data) : []) as any[];
   return (
     <div class="list">
       <div class="list-bar">

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { b64encode, call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
-import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, NAME_FILTER, Page, ResourceList } from '../ui';
+import { Ago, Badge, ClusterLink, ConfirmButton, Field, FormButton, Modal, NAME_FILTER, Page, ResourceList } from '../ui';
 
 type Row = Record<string, any>;
 
@@ -21,7 +21,7 @@ export function Volumes() {
           { label: 'Name', render: (v: Row) => v.name },
           { label: 'Status', render: (v: Row) => <Badge status={v.status} /> },
           { label: 'Kind', render: (v: Row) => v.kind ?? v.type ?? '–' },
-          { label: 'Swarm', render: (v: Row) => (v.swarm_id ? <a href={href('swarms', v.swarm_id)}>{v.swarm_id}</a> : '–') },
+          { label: 'Cluster', render: (v: Row) => <ClusterLink of={v} /> },
           { label: 'Created', render: (v: Row) => <Ago at={v.created_at} /> },
         ]}
         actions={(v: Row) => <ConfirmButton label="Delete" title="Delete volume" danger confirm={<p>Volume {v.name} is removed (its data too, where hangar made the folder).</p>} onConfirm={() => call('DELETE /v1/volumes/{id}', { params: { id: v.id }, query: {} })} />}
@@ -69,7 +69,7 @@ function ObjectList({ kind }: { kind: 'secret' | 'config' }) {
         empty={`No ${plural.toLowerCase()}.`}
         columns={[
           { label: 'Name', render: (s: Row) => s.name },
-          { label: 'Swarm', render: (s: Row) => <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a> },
+          { label: 'Cluster', render: (s: Row) => <ClusterLink of={s} /> },
           { label: 'Version', render: (s: Row) => String(s.version) },
           { label: 'Used by', render: (s: Row) => (s.services ?? []).join(', ') || '–' },
           { label: 'Updated', render: (s: Row) => <Ago at={s.updated_at} /> },
@@ -105,7 +105,7 @@ export function ObjectStores() {
           { label: 'Name', render: (s: Row) => s.name },
           { label: 'Status', render: (s: Row) => <Badge status={s.status} /> },
           { label: 'Endpoint', render: (s: Row) => s.endpoint ?? s.domain ?? '–' },
-          { label: 'Swarm', render: (s: Row) => <a href={href('swarms', s.swarm_id)}>{s.swarm_id}</a> },
+          { label: 'Cluster', render: (s: Row) => <ClusterLink of={s} /> },
           { label: 'Created', render: (s: Row) => <Ago at={s.created_at} /> },
         ]}
         actions={(s: Row) => <ConfirmButton label="Delete" title="Delete object store" danger confirm={<p>{s.name} is removed.</p>} onConfirm={() => call('DELETE /v1/s3/instances/{id}', { params: { id: s.id } })} />}
@@ -116,6 +116,17 @@ export function ObjectStores() {
 
 // ——— gateway: routes and load balancers ———
 
+/** Where a route leads back to: the record that asked for it. */
+function RouteSource({ route }: { route: Row }) {
+  const id = <code>{route.source_id}</code>;
+  if (route.source === 'service') return <a href={href('services', route.source_id)}>service {id}</a>;
+  return (
+    <>
+      {route.source} {id}
+    </>
+  );
+}
+
 export function Gateway() {
   return (
     <Page title="Gateway">
@@ -124,14 +135,16 @@ export function Gateway() {
         route="GET /v1/gateway"
         label="Gateway routes"
         paged={false}
+        rows={(data: Row) => data.routes}
         live={changed('instance', 'service', 's3', 'loadbalancer')}
         empty="No routes."
-        rowKey={(r: Row) => `${r.domain}-${r.swarm_id}`}
+        rowKey={(r: Row) => `${r.domain}-${r.swarm_id ?? r.cluster_id}`}
         columns={[
           { label: 'Domain', render: (r: Row) => <code>{r.domain}</code> },
-          { label: 'Target', render: (r: Row) => `${r.kind ?? r.type ?? ''} ${r.name ?? r.target ?? ''}`.trim() || '–' },
-          { label: 'Port', render: (r: Row) => String(r.port ?? r.http_port ?? '–') },
-          { label: 'Swarm', render: (r: Row) => r.swarm_id ?? '–' },
+          { label: 'Goes to', render: (r: Row) => <code>{`${r.service}:${r.port}`}</code> },
+          { label: 'From', render: (r: Row) => <RouteSource route={r} /> },
+          { label: 'Cluster', render: (r: Row) => <ClusterLink of={r} /> },
+          { label: 'Load balancer', render: (r: Row) => (r.load_balancer_id ? <code>{r.load_balancer_id}</code> : 'none') },
         ]}
       />
       <h2>Load balancers</h2>
@@ -142,12 +155,24 @@ export function Gateway() {
         live={changed('loadbalancer')}
         empty="No load balancers."
         columns={[
-          { label: 'Id', render: (l: Row) => <code>{l.id}</code> },
+          { label: 'Name', render: (l: Row) => <span title={l.id}>{l.name}</span> },
           { label: 'Status', render: (l: Row) => <Badge status={l.status} /> },
-          { label: 'Swarm', render: (l: Row) => <a href={href('swarms', l.swarm_id)}>{l.swarm_id}</a> },
-          { label: 'Routes', render: (l: Row) => String(l.routes?.length ?? 0) },
+          { label: 'Cluster', render: (l: Row) => <ClusterLink of={l} /> },
+          { label: 'Image', render: (l: Row) => <code>{l.image}</code> },
+          { label: 'Port', render: (l: Row) => String(l.http_port) },
+          { label: 'Routes', render: (l: Row) => String(l.routes.length) },
           { label: 'Applied', render: (l: Row) => <Ago at={l.applied_at} /> },
+          { label: 'Error', render: (l: Row) => l.error ?? '' },
         ]}
+        actions={(l: Row) => (
+          <ConfirmButton
+            label="Redeploy"
+            title="Redeploy the load balancer"
+            confirm={<p>{l.name} is deployed anew with the image the control plane is configured with now and the current routes.</p>}
+            onConfirm={() => call('POST /v1/loadbalancers/{id}/redeploy', { params: { id: l.id } })}
+            done="redeploy accepted"
+          />
+        )}
       />
     </Page>
   );

@@ -4,14 +4,24 @@ import { b64encode, call, settle } from '../api';
 import { lineDiff } from '../diff';
 import { changed } from '../live';
 import { href } from '../router';
-import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
+import { Ago, Badge, ClusterLink, ConfirmButton, Facts, Field, FormButton, knownClusters, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
 
 type Swarm = { id: string; name: string; status: string; manager?: { node_id: string } | null; members?: unknown[]; created_at: string };
 
 /** The swarms, for the selects of create forms. */
 function useSwarms(): Swarm[] {
   const [swarms, setSwarms] = useState<Swarm[]>([]);
-  useEffect(() => void call('GET /v1/swarms', { query: { limit: 1000 } }).then((r) => setSwarms(r.data as Swarm[]), () => undefined), []);
+  useEffect(
+    () =>
+      void call('GET /v1/swarms', { query: { limit: 1000 } }).then(
+        (r) => {
+          knownClusters('swarm', r.data as Swarm[]);
+          setSwarms(r.data as Swarm[]);
+        },
+        () => undefined,
+      ),
+    [],
+  );
   return swarms;
 }
 
@@ -115,7 +125,7 @@ export function SwarmDetail({ id }: { id: string }) {
 
 // ——— instances ———
 
-type Instance = { id: string; name: string; swarm_id: string; image: string; status: string; replicas: number; running?: number | null; type: string; error?: string | null; updated_at: string };
+type Instance = { id: string; name: string; swarm_id?: string; cluster_id?: string; image: string; status: string; replicas: number; running?: number | null; type: string; error?: string | null; updated_at: string };
 
 function ScaleButton({ instance }: { instance: Instance }) {
   return (
@@ -194,7 +204,7 @@ export function Instances() {
           { label: 'Replicas', render: (i: Instance) => `${i.running ?? '?'} / ${i.replicas}` },
           { label: 'Image', render: (i: Instance) => <code>{i.image}</code> },
           { label: 'Type', render: (i: Instance) => i.type },
-          { label: 'Swarm', render: (i: Instance) => <a href={href('swarms', i.swarm_id)}>{swarms.find((s) => s.id === i.swarm_id)?.name ?? i.swarm_id}</a> },
+          { label: 'Cluster', render: (i: Instance) => <ClusterLink of={i} /> },
           { label: 'Error', render: (i: Instance) => i.error ?? '' },
         ]}
         actions={(i: Instance) => (
@@ -303,7 +313,20 @@ export function Services() {
           { label: 'Name', render: (s: Service) => <a href={href('services', s.id)}>{s.name}</a> },
           { label: 'Status', render: (s: Service) => <Badge status={s.status} /> },
           { label: 'Replicas', render: (s: Service) => Object.entries(s.replicas ?? {}).map(([k, r]) => `${k} ${r.running}/${r.desired ?? '?'}`).join(', ') || '–' },
-          { label: 'Runs on', render: (s: Service) => (isManifest(s) ? <a href={href('kubernetes', s.cluster_id ?? '')}>cluster {s.cluster_id}</a> : <code>{s.stack}</code>) },
+          {
+            label: 'Runs on',
+            render: (s: Service) => (
+              <>
+                <ClusterLink of={s} />
+                {!isManifest(s) && (
+                  <>
+                    {' · stack '}
+                    <code>{s.stack}</code>
+                  </>
+                )}
+              </>
+            ),
+          },
           { label: 'Updated', render: (s: Service) => <Ago at={s.updated_at} /> },
         ]}
       />
@@ -358,8 +381,8 @@ export function ServiceDetail({ id }: { id: string }) {
           ['Id', <code>{s.id}</code>],
           ['Status', <Badge status={s.status} />],
           ...(manifest
-            ? ([['Cluster', <a href={href('kubernetes', s.cluster_id ?? '')}>{s.cluster_id}</a>]] as Array<[string, ComponentChildren]>)
-            : ([['Stack', <code>{s.stack}</code>], ['Swarm', <a href={href('swarms', s.swarm_id ?? '')}>{s.swarm_id}</a>]] as Array<[string, ComponentChildren]>)),
+            ? ([['Cluster', <ClusterLink of={s} />]] as Array<[string, ComponentChildren]>)
+            : ([['Stack', <code>{s.stack}</code>], ['Swarm', <ClusterLink of={s} />]] as Array<[string, ComponentChildren]>)),
           ['Error', s.error ?? ''],
         ]}
       />
