@@ -1,12 +1,10 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import { notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
+import { fromRoot } from '../../core/paths.js';
 import { definePlugin } from '../../core/plugin.js';
-
-const DEFAULT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/ui');
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -36,7 +34,8 @@ export default definePlugin({
     { additionalProperties: false, default: {} },
   ),
   setup(services) {
-    const dir = path.resolve((services.config.dashboard as { dir: string | null }).dir ?? DEFAULT_DIR);
+    // From the installation's root, not from this module: the build moves the module (dist/hangar).
+    const dir = path.resolve((services.config.dashboard as { dir: string | null }).dir ?? fromRoot('dist', 'ui'));
     const file = (name: string) => {
       const full = path.join(dir, name);
       if (!existsSync(path.join(dir, 'index.html'))) throw notFound('The dashboard is not built on this control plane: run npm run build');
