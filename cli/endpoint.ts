@@ -3,7 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import type { CommandModule } from 'yargs';
 import { signRequest } from '../core/auth/hmac.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
-import { asList } from './runner/args.js';
+import { asList, jsonSyntaxError } from './runner/args.js';
 import { CONNECTION_ENV, resolveConnection } from './runner/connection.js';
 import { EXIT, RunnerError, runAndExit, usageError } from './runner/errors.js';
 import { jsonReplacer } from './runner/output.js';
@@ -46,12 +46,19 @@ function readBody(spec: string | undefined): Buffer | undefined {
   }
 }
 
-function looksLikeJson(body: Buffer): boolean {
+const isJsonType = (type: string) => /^application\/([\w.+-]+\+)?json\b/i.test(type.trim());
+
+/**
+ * A body sent as JSON (no Content-Type header, or a JSON one) must parse: otherwise the invocation
+ * is wrong, and it says where before anything is sent.
+ */
+function checkJson(body: Buffer, spec: string): void {
+  const text = body.toString('utf8');
   try {
-    JSON.parse(body.toString('utf8'));
-    return true;
-  } catch {
-    return false;
+    JSON.parse(text);
+  } catch (err) {
+    const what = spec.startsWith('@') ? `--body ${spec}` : '--body';
+    throw usageError(`${what} is not valid JSON (${jsonSyntaxError(text, err)}); fix it, or send another type with --header "Content-Type: …"`);
   }
 }
 
@@ -80,7 +87,7 @@ export const endpointCommand: CommandModule<object, EndpointArgs> = {
       .positional('method', { type: 'string', demandOption: true, describe: 'GET, POST, PUT, PATCH, DELETE…' })
       .positional('url', { type: 'string', demandOption: true, describe: 'a path on the control plane (/v1/iam/users) or a full URL' })
       .option('header', { type: 'string', describe: '"Name: value" (repeatable); an explicit Authorization header turns signing off' })
-      .option('body', { type: 'string', describe: 'request body: the text itself, @file, or @- for stdin (JSON gets Content-Type application/json)' })
+      .option('body', { type: 'string', describe: 'request body: the text itself, @file, or @- for stdin; JSON (checked before sending) unless a Content-Type header says otherwise' })
       .option('raw', { type: 'boolean', describe: 'print the response body exactly as received, nothing else' })
       .option('include', { alias: 'i', type: 'boolean', describe: 'print the response headers too' })
       .option('timeout', { type: 'number', default: 30, describe: 'seconds to wait for the answer' })
@@ -111,7 +118,11 @@ export const endpointCommand: CommandModule<object, EndpointArgs> = {
       const headers = parseHeaders(asList(args.header));
       if (!has(headers, 'user-agent')) headers['User-Agent'] = CLI_USER_AGENT;
       const body = readBody(args.body);
-      if (body && !has(headers, 'content-type')) headers['Content-Type'] = looksLikeJson(body) ? 'application/json' : 'text/plain; charset=utf-8';
+      if (body) {
+        const type = Object.entries(headers).find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+        if (type === undefined) headers['Content-Type'] = 'application/json';
+        if (type === undefined || isJsonType(type)) checkJson(body, args.body!);
+      }
       if (controlPlane && !has(headers, 'authorization') && !has(headers, 'x-signature')) {
         if (!conn.access_key_id || !conn.secret_access_key) {
           throw usageError(

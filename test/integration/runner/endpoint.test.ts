@@ -85,6 +85,34 @@ describeEachDialect('hangar configure + endpoint against a running control plane
     expect(JSON.parse(fromStdin.stdout).data).to.include({ name: 'stdin', value: 'piped' });
   });
 
+  it('refuses a --body that is not valid JSON before sending it, saying where (exit 2); another Content-Type is sent as it is', async () => {
+    const url = `/v1/iam/users/${bootstrap.user_id}/properties`;
+    const properties = async () => JSON.parse((await cli(['endpoint', 'GET', `/v1/iam/users/${bootstrap.user_id}`, '--raw'])).stdout).data.properties.length as number;
+    const before = await properties();
+    const [inline, multiline, unclosed, truncated, typed, text] = await Promise.all([
+      cli(['endpoint', 'POST', url, '--body', "{name: 'team'}"]),
+      cli(['endpoint', 'POST', url, '--body', '@-'], {}, '{\n  "name": "team",\n  "value": "ops",\n}\n'),
+      cli(['endpoint', 'POST', url, '--body', '{"name": "team"']),
+      cli(['endpoint', 'POST', url, '--body', '{"name": ']),
+      cli(['endpoint', 'POST', url, '--body', '{oops', '--header', 'Content-Type: application/merge-patch+json']),
+      cli(['endpoint', 'POST', url, '--body', 'name=team', '--header', 'Content-Type: text/plain']),
+    ]);
+    for (const res of [inline, multiline, unclosed, truncated, typed]) {
+      expect(res.code, res.stderr).to.equal(2);
+      expect(res.stdout).to.equal('');
+    }
+    expect(inline.stderr).to.equal(`hangar endpoint: --body is not valid JSON (line 1, column 2: Expected property name or '}'); fix it, or send another type with --header "Content-Type: …"\n`);
+    expect(multiline.stderr).to.contain('--body @- is not valid JSON (line 4, column 1: ');
+    expect(unclosed.stderr).to.contain(`--body is not valid JSON (line 1, column 16: Expected ',' or '}' after property value)`);
+    expect(truncated.stderr).to.contain('--body is not valid JSON (line 1, column 10: the JSON ends too early)');
+    expect(typed.stderr).to.contain('--body is not valid JSON (line 1, column 2: ');
+    // Nothing was sent: no property was added.
+    expect(await properties()).to.equal(before);
+    // A body the operator types as something else goes as it is: the server answers it.
+    expect(text.code).to.equal(1);
+    expect(text.stdout).to.match(/^HTTP 415 Unsupported Media Type\n/);
+  });
+
   it('an explicit Authorization header wins over signing', async () => {
     const login = await t.request('POST', '/v1/iam/login', { body: { username: 'admin', password: GOOD_PASSWORD } });
     const token = login.json.data.token as string;
