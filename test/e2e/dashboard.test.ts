@@ -181,12 +181,22 @@ describe('the dashboard in chromium [sqlite]', function () {
     await page.keyboard.press('Escape');
     await page.getByRole('dialog').waitFor({ state: 'detached' });
     expect(await page.evaluate(() => document.activeElement?.textContent)).to.equal('Create instance');
-    // Labels, on every view.
+    // Labels, on every view; and no view throws (the gateway's did on every open: h.map is not a function).
     const unlabelled: string[] = [];
+    const thrown: string[] = [];
+    let current = '';
+    const onError = (err: Error) => thrown.push(`${current}: ${err.message}`);
+    page.on('pageerror', onError);
     for (const view of ['fleet', `nodes/${nodeId}`, 'swarms', 'instances', 'services', 'volumes', 'secrets', 'configs', 's3', 'gateway', 'users', 'ssh-profiles', 'audit']) {
+      current = view;
       await page.goto(`${t.url}/ui#/${view}`);
       await page.locator('#page-title').waitFor();
       await page.waitForTimeout(300);
+      if (view === 'gateway') {
+        // Both lists answered and rendered (the routes are picked out of GET /v1/gateway's {routes, load_balancers}).
+        const shown = Promise.all([page.getByRole('table', { name: 'Gateway routes' }).getByText('No routes.').waitFor({ timeout: 10_000 }), page.getByRole('table', { name: 'Load balancers' }).getByText('No load balancers.').waitFor({ timeout: 10_000 })]);
+        await shown.catch((err: Error) => expect.fail(`the gateway's lists did not show (${thrown.join('; ') || err.message})`));
+      }
       const missing = await page.evaluate(() =>
         [...document.querySelectorAll('button, a[href], input, select, textarea, table')]
           .filter((el) => {
@@ -198,6 +208,8 @@ describe('the dashboard in chromium [sqlite]', function () {
       );
       unlabelled.push(...missing.map((m) => `${view}: ${m}`));
     }
+    page.off('pageerror', onError);
+    expect(thrown).to.deep.equal([]);
     expect(unlabelled).to.deep.equal([]);
   });
 });
