@@ -90,10 +90,10 @@ export const LoadBalancerView = Type.Object({
   applied_at: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String(),
   updated_at: Type.String(),
-});
+}, { additionalProperties: false });
 
 /** A route of GET /v1/gateway: the cluster it is on and the balancer serving it. */
-const GatewayRoute = Type.Object({ ...Route.properties, ...Placement, load_balancer_id: Type.Union([Type.String(), Type.Null()]) });
+const GatewayRoute = Type.Object({ ...Route.properties, ...Placement, load_balancer_id: Type.Union([Type.String(), Type.Null()]) }, { additionalProperties: false });
 
 async function lbView(core: Clusters, lb: LoadBalancerRecord) {
   return {
