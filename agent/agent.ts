@@ -5,7 +5,7 @@ import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import type { Logger } from '../core/log.js';
 import { LANES, type Lane, type TaskKindRegistry } from '../core/tasks/kinds.js';
 import { agentBackends, agentTaskKinds, builtinExecutors, type Executor } from './executors/index.js';
-import { wireguardKeys } from './executors/overlay.js';
+import { overlayReport, wireguardKeys } from './executors/overlay.js';
 import { collectFacts, type MachineState } from './facts.js';
 import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
 import { sleep } from '../core/clock.js';
@@ -151,7 +151,18 @@ export class Agent {
   async heartbeat(): Promise<void> {
     const held = [...this.heldTasks];
     const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: agentBackends() };
-    const res = await this.request('POST', '/v1/internal/heartbeat', { ...collectFacts(this.state), capabilities, ...(held.length ? { held_tasks: held } : {}) });
+    // The overlay as it is (interface, address, each peer's latest handshake): the control plane
+    // advertises this node by its overlay address only while a peer answers there.
+    const overlay = await overlayReport(this.options.dataDir).catch((err: Error) => {
+      this.log.debug({ error: err.message }, 'reading the overlay state failed');
+      return null;
+    });
+    const res = await this.request('POST', '/v1/internal/heartbeat', {
+      ...collectFacts(this.state),
+      capabilities,
+      ...(overlay ? { overlay } : {}),
+      ...(held.length ? { held_tasks: held } : {}),
+    });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
     const announced = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
     // A longer interval (the fleet grew): the next beat comes anywhere between the old and the new one,

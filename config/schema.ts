@@ -109,7 +109,14 @@ export const CoreConfigSchema = Type.Object(
         }),
         advertise: Type.Union([Type.Literal('overlay'), Type.Literal('address')], {
           default: 'overlay',
-          description: 'what cluster members (and NFS volumes) are reached at: a node’s WireGuard overlay address when it has one, or its own address',
+          description:
+            'what cluster members (and NFS volumes) are reached at: a node’s WireGuard overlay address while its overlay is up with a peer answering, otherwise (or with address) its own address',
+        }),
+        join_path_wait_seconds: Type.Integer({
+          minimum: 1,
+          maximum: 3600,
+          default: 90,
+          description: 'how long a joining node tries to reach a manager (a WireGuard handshake over the overlay, then a TCP connection) before its join fails',
         }),
         op_lease_seconds: Type.Integer({
           minimum: 2,

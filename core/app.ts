@@ -236,6 +236,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       opLeaseMs: config.clusters.op_lease_seconds * 1000,
       localDomain: config.clusters.local_domain,
       advertise: config.clusters.advertise,
+      joinPathWaitMs: config.clusters.join_path_wait_seconds * 1000,
     },
   );
   const services: Services = {

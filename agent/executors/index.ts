@@ -1,10 +1,11 @@
 import { ORCHESTRATOR_CALLS } from '../../core/orchestrator.js';
 import { isDriverCall, type DriverCall } from '../../core/tasks/kinds.js';
-import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, OsCheckUpdates, OsReboot, OsUpdate, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, NetworkConfirmPath, OsCheckUpdates, OsReboot, OsUpdate, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
 import { checkUpdates, osUpdate, reboot } from './os.js';
 import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers } from './orchestrator.js';
+import { confirmPathExecutor } from './network.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
 import type { Executor } from './types.js';
@@ -24,6 +25,7 @@ export function builtinExecutors(): Map<string, Executor> {
     [OsUpdate.name, osUpdate],
     [OsReboot.name, reboot],
     [OverlayPeers.name, applyPeers],
+    [NetworkConfirmPath.name, confirmPathExecutor],
     [VolumePrepare.name, prepareVolume],
     [VolumeRelease.name, releaseVolume],
     ...agentTaskKinds()

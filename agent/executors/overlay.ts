@@ -1,6 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
+import type { OverlayReport } from '../../core/overlay.js';
 import { runCommand, startDetached } from '../../core/process.js';
 import type { Executor } from './types.js';
 
@@ -54,4 +55,62 @@ export async function wireguardKeys(): Promise<{ privateKey: string; publicKey: 
   const privateKey = (await must('wg', ['genkey'], 'wg genkey')).trim();
   const publicKey = (await runCommand('wg', ['pubkey'], { input: privateKey })).stdout.trim();
   return { privateKey, publicKey };
+}
+
+/** One peer of the overlay interface as `wg show` has it. */
+export interface PeerHandshake {
+  public_key: string;
+  /** Unix seconds of the latest handshake, 0 for none. */
+  latest_handshake: number;
+  /** `ip:port` it was last heard from or is configured with, null when none. */
+  endpoint: string | null;
+}
+
+/**
+ * The overlay interface's peers with their latest handshakes and endpoints, or null when the
+ * interface is not there (or wg is missing).
+ */
+export async function readPeers(): Promise<PeerHandshake[] | null> {
+  if (!onPath('wg')) return null;
+  const handshakes = await runCommand('wg', ['show', OVERLAY_INTERFACE, 'latest-handshakes'], { timeoutMs: 5000 });
+  if (handshakes.code !== 0) return null;
+  const endpoints = await runCommand('wg', ['show', OVERLAY_INTERFACE, 'endpoints'], { timeoutMs: 5000 });
+  const endpointOf = new Map(parseColumns(endpoints.code === 0 ? endpoints.stdout : '').map(([key, value]) => [key, value && value !== '(none)' ? value : null]));
+  return parseColumns(handshakes.stdout).map(([key, value]) => ({ public_key: key, latest_handshake: Number(value) || 0, endpoint: endpointOf.get(key) ?? null }));
+}
+
+/** `wg show <if> <field>` lines: `<public key>\t<value>`. */
+function parseColumns(text: string): Array<[string, string]> {
+  return text
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter((cols) => cols.length >= 2 && cols[0])
+    .map((cols) => [cols[0]!, cols[1]!]);
+}
+
+/** The node of each peer key, from the last peer list applied (peers.json). */
+function peerNodes(dataDir: string): Map<string, string> {
+  try {
+    const peers = JSON.parse(readFileSync(path.join(dataDir, 'peers.json'), 'utf8')) as Array<{ public_key: string; node_id?: string }>;
+    return new Map(peers.filter((p) => p.node_id).map((p) => [p.public_key, p.node_id!]));
+  } catch {
+    return new Map();
+  }
+}
+
+/**
+ * What the heartbeat says of the overlay: the interface up or not, its address, and each peer's
+ * latest handshake (`wg show hangar0 latest-handshakes`); null when wg is not installed.
+ */
+export async function overlayReport(dataDir: string): Promise<OverlayReport | null> {
+  if (!onPath('wg') || !onPath('ip')) return null;
+  const checkedAt = Math.floor(Date.now() / 1000);
+  const link = await runCommand('ip', ['-o', 'link', 'show', 'dev', OVERLAY_INTERFACE], { timeoutMs: 5000 });
+  if (link.code !== 0) return { interface: OVERLAY_INTERFACE, up: false, address: null, checked_at: checkedAt, peers: [] };
+  const flags = /<([^>]*)>/.exec(link.stdout)?.[1]?.split(',') ?? [];
+  const inet = await runCommand('ip', ['-o', '-4', 'address', 'show', 'dev', OVERLAY_INTERFACE], { timeoutMs: 5000 });
+  const address = /\binet\s+([0-9.]+)/.exec(inet.stdout)?.[1] ?? null;
+  const nodes = peerNodes(dataDir);
+  const peers = ((await readPeers()) ?? []).slice(0, 4096).map((p) => ({ public_key: p.public_key, node_id: nodes.get(p.public_key) ?? null, latest_handshake: p.latest_handshake }));
+  return { interface: OVERLAY_INTERFACE, up: flags.includes('UP'), address, checked_at: checkedAt, peers };
 }

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { defineTaskKind } from './kinds.js';
 
 /** The version that introduced every kind an agent had before tasks were typed. */
@@ -127,5 +127,42 @@ export const VolumeRelease = defineTaskKind({
   result: Type.Object({ released: Type.Optional(Type.Boolean()) }),
 });
 
-/** The tasks about the machine itself: its agent, its OS, its overlay interface, its folders. */
-export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, VolumePrepare, VolumeRelease] as const;
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/** A machine another must reach: a cluster manager at the address it advertises. */
+export const PathTarget = Type.Object({
+  node_id: Nullable(Type.String({ maxLength: 64, description: 'the node at the address, when hangar knows it (messages name it)' })),
+  address: Type.String({ minLength: 1, maxLength: 64 }),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  wireguard_public_key: Nullable(Type.String({ maxLength: 64, description: 'the node’s WireGuard key when the address is its overlay address: a handshake with that peer comes first' })),
+});
+export type PathTarget = Static<typeof PathTarget>;
+
+/**
+ * Before a machine joins a cluster: waits until it reaches one of the targets — over the overlay a
+ * live WireGuard handshake with the target's peer, then (over either network) a TCP connection to
+ * the port —, trying again with a growing pause until `wait_seconds` have passed, then fails saying
+ * which part of the path is missing. In the orchestrator lane, before the join it guards: in the
+ * host lane it would hold up the overlay.peers task that may be the very thing it waits for.
+ */
+export const NetworkConfirmPath = defineTaskKind({
+  name: 'network.confirm-path',
+  description: 'wait until this machine reaches a target (WireGuard handshake, then TCP), retrying with backoff for a bounded time',
+  lane: 'orchestrator',
+  minAgentVersion: '0.2.0',
+  payload: Type.Object({
+    targets: Type.Array(PathTarget, { minItems: 1, maxItems: 16 }),
+    wait_seconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  }),
+  result: Type.Object({
+    node_id: Nullable(Type.String()),
+    address: Type.String({ minLength: 1 }),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    via: Type.Union([Type.Literal('overlay'), Type.Literal('address')]),
+    attempts: Type.Integer({ minimum: 1 }),
+    waited_seconds: Type.Number({ minimum: 0 }),
+  }),
+});
+
+/** The tasks about the machine itself: its agent, its OS, its overlay interface and network paths, its folders. */
+export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, NetworkConfirmPath, VolumePrepare, VolumeRelease] as const;

@@ -88,4 +88,17 @@ export const nodeMigrations: Migration[] = [
       });
     },
   },
+  {
+    /**
+     * The overlay as the node's agent last reported it (core/overlay.ts OverlayState: interface up,
+     * its address, peers and how many answer). A node is reached at its overlay address only while
+     * this says the overlay works; null until an agent that reports it heartbeats.
+     */
+    id: '003_node_overlay',
+    async up(knex) {
+      await knex.schema.alterTable(NODES, (t) => {
+        t.json('overlay').nullable();
+      });
+    },
+  },
 ];

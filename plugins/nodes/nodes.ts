@@ -3,6 +3,7 @@ import type { Clock } from '../../core/clock.js';
 import { Repository, type Page } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
+import type { OverlayState } from '../../core/overlay.js';
 import { NODES } from './migrations.js';
 
 export type Connection = 'pending' | 'online' | 'offline' | 'stopped';
@@ -27,6 +28,8 @@ export interface NodeRecord {
   overlay_ip: string | null;
   wg_public_key: string | null;
   wg_port: number | null;
+  /** The overlay as the agent last reported it; null before an agent that reports it heartbeats. */
+  overlay: OverlayState | null;
   agent_version: string | null;
   last_heartbeat_at: string | null;
   resources: Record<string, unknown> | null;
@@ -68,6 +71,7 @@ export function nodeView(n: NodeRecord) {
     availability: n.availability,
     agent_running: n.connection === 'online',
     overlay_ip: n.overlay_ip,
+    overlay: n.overlay ?? null,
     agent_version: n.agent_version,
     last_heartbeat_at: n.last_heartbeat_at,
     resources: n.resources,
@@ -90,7 +94,7 @@ export class NodeStore extends Repository<NodeRecord> {
     private readonly clock: Clock,
   ) {
     super(store, NODES, {
-      json: ['resources', 'facts'],
+      json: ['resources', 'facts', 'overlay'],
       bool: ['reboot_required', 'removing', 'is_control_plane'],
       dates: ['last_heartbeat_at', 'created_at', 'updated_at'],
     });

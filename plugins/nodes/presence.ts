@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { summarizeOverlay } from '../../core/overlay.js';
 import type { BackgroundLoop } from '../../core/plugin.js';
 import type { NodesContext } from './context.js';
 import { HeartbeatWrites } from './heartbeats.js';
@@ -59,6 +60,8 @@ export function presence(ctx: NodesContext) {
         gpus: facts.gpus ?? [],
       },
       reboot_required: Boolean(facts.reboot_required),
+      // Counts of peers that answer, not handshake times: it changes only when the overlay does.
+      overlay: facts.overlay ? summarizeOverlay(facts.overlay) : null,
     };
     if (!node.ip_address && Array.isArray(facts.addresses)) {
       const primary = facts.addresses.find((a: { family: string; address: string }) => a.family === 'IPv4' && !a.address.startsWith('127.'));

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { OverlayReport, OverlayState } from '../../core/overlay.js';
 
 export const NodeId = Type.String({ pattern: '^node-[0-9a-z]+$', maxLength: 64 });
 export const NodeParams = Type.Object({ id: NodeId });
@@ -18,6 +19,9 @@ export const NodeView = Type.Object({
   status: Type.Union(['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'].map((s) => Type.Literal(s))),
   availability: Type.String(),
   overlay_ip: Type.Union([Type.String(), Type.Null()]),
+  overlay: Type.Union([OverlayState, Type.Null()], {
+    description: 'the WireGuard overlay as the agent last reported it; the node is reached at overlay_ip only while it is up with that address and a peer answers',
+  }),
   agent_version: Type.Union([Type.String(), Type.Null()]),
   last_heartbeat_at: Type.Union([Type.String(), Type.Null()]),
   resources: Type.Any(),
@@ -48,6 +52,7 @@ export const Heartbeat = Type.Object(
     docker: Type.Optional(Type.Object({ present: Type.Boolean(), swarm: Type.Optional(Type.String()), version: Type.Optional(Type.String()) })),
     k3s: Type.Optional(Type.Object({ present: Type.Boolean() })),
     wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
+    overlay: Type.Optional(Type.Union([OverlayReport, Type.Null()])),
     pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
     reboot_required: Type.Optional(Type.Boolean()),
     gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),

@@ -8,6 +8,7 @@ import { defineMembership, DRIVER_AVAILABILITY, followNodeAvailability } from '.
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
+import { NetworkConfirmPath, type PathTarget } from '../../core/tasks/host-kinds.js';
 import type { Static } from '@sinclair/typebox';
 import { NodesRef, nodesOf } from '../nodes/index.js';
 import type { NodeRecord } from '../nodes/nodes.js';
@@ -17,6 +18,19 @@ import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/index.js';
 
 const BACKEND = 'swarm';
+/** The port a swarm manager takes joins on (its listen address is 0.0.0.0:2377). */
+const SWARM_PORT = 2377;
+
+/** `10.0.0.1:2377` or `[fd00::1]:2377` → host and port (the swarm's port when none is given). */
+function splitHostPort(remote: string): { host: string; port: number } {
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(remote) ?? /^([^:]+)(?::(\d+))?$/.exec(remote);
+  if (!m) return { host: remote, port: SWARM_PORT };
+  return { host: m[1]!, port: m[2] ? Number(m[2]) : SWARM_PORT };
+}
+
+function joinHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
 
 function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };
@@ -44,7 +58,7 @@ export default definePlugin({
     const call = <C extends DriverCall>(nodeId: string, kind: C, input: Static<C['input']>, options: { subject: string; timeoutMs?: number }) =>
       core.call(nodeId, kind, input, { ...options, backend: BACKEND });
 
-    const advertiseAddress = (node: Pick<NodeRecord, 'overlay_ip' | 'wg_public_key' | 'ip_address'>) => core.addressOf(node);
+    const advertiseAddress = (node: Pick<NodeRecord, 'id' | 'overlay_ip' | 'wg_public_key' | 'ip_address' | 'overlay'>) => core.addressOf(node);
 
     const workloadsIn = (swarmId: string) => core.workloadsIn(swarmId);
 
@@ -95,11 +109,33 @@ export default definePlugin({
       await events.record({ nodeId, kind, message, data });
     }
 
+    /**
+     * Where a joining node reaches the swarm's managers: the addresses the swarm gives (its remote
+     * managers), the current manager first, each with the hangar node it belongs to (so that an
+     * overlay address is confirmed by a WireGuard handshake with that node's peer).
+     */
+    async function managerTargets(swarm: ClusterRecord, remotes: string[]): Promise<PathTarget[]> {
+      const managers = (await members.of(swarm.id)).filter((m) => m.role === 'manager' && m.status === 'active');
+      const known = (await Promise.all(managers.map(async (m) => ({ member: m, node: await nodes.get(m.node_id) })))).sort(
+        (a, b) => Number(b.member.node_id === swarm.manager_node_id) - Number(a.member.node_id === swarm.manager_node_id),
+      );
+      const listed = remotes.length ? remotes : known.filter((k) => k.member.advertise_address).map((k) => `${k.member.advertise_address}:${SWARM_PORT}`);
+      const targets = listed.map((remote) => {
+        const { host, port } = splitHostPort(remote);
+        const owner = known.find((k) => k.member.advertise_address === host || k.node?.overlay_ip === host || k.node?.ip_address === host);
+        return { rank: owner ? known.indexOf(owner) : known.length, target: core.pathTarget(owner?.node ?? null, host, port) };
+      });
+      return targets.sort((a, b) => a.rank - b.rank).map((t) => t.target);
+    }
+
     /** A join: the first node initialises the swarm and manages it; the others join with the manager's token. */
     async function join(swarm: ClusterRecord, member: MemberRecord): Promise<void> {
       const node = await nodes.get(member.node_id);
       if (!node) throw new Error(`node ${member.node_id} is gone`);
-      const advertise = advertiseAddress(node);
+      // The overlay address only while the node's overlay works; otherwise its own address, or a refusal saying what is missing.
+      const reach = core.reachOf(node);
+      const advertise = core.requireAddressOf(node);
+      const advertised = reach.overlayUnusable ? `, advertising its node address ${advertise} (its overlay is not used: ${reach.overlayUnusable})` : `, advertising ${advertise}`;
       if (!swarm.manager_node_id) {
         if (member.role !== 'manager' || (await members.of(swarm.id)).some((m) => m.status === 'active')) {
           throw new Error(`swarm ${swarm.name} has no manager to join (its first node did not initialise it); join this node again once the swarm is active`);
@@ -113,9 +149,20 @@ export default definePlugin({
           throw err;
         }
       } else {
-        const manager = (await members.findOne({ node_id: swarm.manager_node_id }))!;
         const tokens = await core.callOn(swarm, SwarmJoinTokens, {});
-        const remotes = tokens.managers.length ? tokens.managers : [`${manager.advertise_address}:2377`];
+        const targets = await managerTargets(swarm, tokens.managers);
+        if (!targets.length) throw new Error(`swarm ${swarm.name}'s managers advertise no address to join at`);
+        // The path to a manager first (the overlay's handshake, then the swarm port), retried for a while:
+        // a join attempted before the path exists fails at once and leaves the engine half joined.
+        const reached = await core.confirmPath(node.id, targets, { subject: swarm.id });
+        const first = targets.find((t) => t.address === reached.address && t.port === reached.port) ?? targets[0]!;
+        await recordNodeEvent(
+          node.id,
+          'swarm_join_path',
+          `reached ${first.node_id ? `manager ${first.node_id}` : 'the manager'} at ${joinHostPort(first.address, first.port)} over ${first.wireguard_public_key ? 'the overlay' : 'the node network'} after ${reached.attempts} attempt${reached.attempts === 1 ? '' : 's'} (${reached.waited_seconds} s)`,
+          { swarm_id: swarm.id, attempts: reached.attempts, waited_seconds: reached.waited_seconds },
+        );
+        const remotes = [first, ...targets.filter((t) => t !== first)].map((t) => joinHostPort(t.address, t.port));
         const token = member.role === 'manager' ? tokens.manager : tokens.worker;
         const result = await call(node.id, SwarmJoin, { remote_addresses: remotes, token, advertise_address: advertise }, { subject: swarm.id });
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
@@ -123,7 +170,7 @@ export default definePlugin({
           await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: result.runtime_node_id, availability: DRIVER_AVAILABILITY[node.availability] });
         }
       }
-      await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}`, { swarm_id: swarm.id });
+      await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}${advertised}`, { swarm_id: swarm.id, advertise_address: advertise });
       services.events.publish('cluster.member.joined', { clusterId: swarm.id, nodeId: node.id });
     }
 
@@ -266,7 +313,8 @@ export default definePlugin({
             const swarm = await core.requireUsable(req.params.id, BACKEND);
             const node = await nodes.requireLive(req.body.node_id);
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
-            await services.tasks.requireCapable(node.id, [SwarmInit, SwarmJoin, SwarmLeave]);
+            await services.tasks.requireCapable(node.id, [SwarmInit, SwarmJoin, SwarmLeave, NetworkConfirmPath]);
+            core.requireAddressOf(node);
             const existing = await members.findOne({ node_id: node.id });
             if (existing) {
               if (existing.cluster_id === swarm.id && existing.status === 'failed') await members.remove(existing.id);

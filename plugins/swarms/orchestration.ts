@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
+import type { AddressableNode } from '../../core/clusters/service.js';
 
 export {
   asHttpError,
@@ -42,8 +43,8 @@ export interface SwarmsApi {
   settings: SwarmsConfig;
   /** Everything of every kind running on a swarm. */
   workloadsIn(swarmId: string): Promise<Array<{ type: string; id: string; name: string }>>;
-  /** The address a node is reached at by other members: its overlay address when it has one and `advertise` is `overlay`. */
-  addressOf(node: { overlay_ip: string | null; wg_public_key: string | null; ip_address: string | null }): string | null;
+  /** The address a node is reached at by other members: its overlay address while its overlay works and `advertise` is `overlay` (core's reachOf). */
+  addressOf(node: AddressableNode): string | null;
   /** Removes a swarm whatever its state: forced removal of its workloads, members leave where they can, the record goes. */
   forceRemove(id: string): Promise<boolean>;
 }

@@ -19,9 +19,10 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const swarmOf = async (id: string) => (await api('GET', `/v1/swarms/${id}`)).json.data;
-  /** A node whose agent heartbeats once (so it counts as having one) and then, unless scripted, stays quiet. */
+  let addresses = 10;
+  /** A node (with an address members reach it at) whose agent heartbeats once (so it counts as having one) and then, unless scripted, stays quiet. */
   async function nodeWithAgent(name: string): Promise<{ id: string; agent: FakeAgent }> {
-    const node = await api('POST', '/v1/nodes', { name });
+    const node = await api('POST', '/v1/nodes', { name, ip_address: `192.0.2.${addresses++}` });
     expect(node.status, node.text).to.equal(201);
     const agent = await FakeAgent.forNode(t, node.json.data.id);
     expect((await agent.heartbeat()).status).to.equal(200);
