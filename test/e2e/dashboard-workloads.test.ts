@@ -17,6 +17,8 @@ declare const window: any;
 const AGENT_BUILT = () => existsSync(path.resolve('dist/agent/manifest.json'));
 /** The workload image, built inside each machine (nothing can be pulled). */
 const IMAGE = 'lab/busybox:latest';
+/** The swarm's load balancer (HAProxy), built on the manager, where it runs. */
+const LB_IMAGE = 'lab/haproxy:latest';
 /** Where a machine's agent started by the join command writes its output. */
 const JOIN_LOG = '/var/log/hangar-join.log';
 
@@ -27,7 +29,8 @@ const JOIN_LOG = '/var/log/hangar-join.log';
  * plane); a swarm is created and both nodes join it from the swarm's page; then an instance is
  * created, scaled (the replicas showing live), stopped, started and its logs read; and a service
  * is deployed, found with the list's name filter, and its YAML edited with a diff of the change
- * before it is applied. SQLite.
+ * before it is applied; the Gateway page shows the swarm's routes and its load balancer (by the
+ * swarm's name) and redeploys it. SQLite.
  */
 describe('the dashboard in chromium: swarms, instances and services [sqlite, lab swarm]', function () {
   this.timeout(60_000);
@@ -45,7 +48,7 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
   let swarmId: string;
   const row = (table: string, text: string) => tableRow(page, table, text);
   const nav = (name: string) => navigate(page, name);
-  const adminApi = (method: string, p: string) => t.request(method, p, { headers: bearer(admin.token) });
+  const adminApi = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
 
   before(async function () {
     this.timeout(15 * 60_000); // the first run after a recipe change builds the lab image
@@ -58,7 +61,7 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     lab = new Lab({ name: 'dashboard', subnet: '172.31.72.0/24', log: () => undefined });
     machines = await lab.start({ machines: 2 });
     // Images cannot be pulled: each machine builds the workload image while the rest starts.
-    const images = Promise.all(machines.map((m) => m.sh(`lab-busybox-image ${IMAGE}`)));
+    const images = Promise.all([...machines.map((m) => m.sh(`lab-busybox-image ${IMAGE}`)), machines[0]!.sh(`lab-haproxy-image ${LB_IMAGE}`)]);
     t = await startHangar(dialect, {
       plugins: loadConfig({ env: {} }).plugins,
       overrides: {
@@ -67,6 +70,7 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
         login: { port: 0 },
         // The lab kernel has no IPVS: no routing mesh and no service VIPs (as test/e2e/swarm.test.ts).
         swarms: { observe_interval_seconds: 1, advertise: 'address', publish_mode: 'host', endpoint_mode: 'dnsrr', drain_wait_seconds: 1 },
+        gateway: { image: LB_IMAGE },
       },
     });
     url = `https://${lab.gateway}:${new URL(t.url).port}`;
@@ -206,7 +210,7 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     await page.getByRole('table', { name: 'Services' }).getByText('No services.').waitFor();
     await filter.getByLabel('Name starts with').fill('sta');
     await filter.getByRole('button', { name: 'Filter' }).click();
-    await row('Services', 'stack').getByRole('link').click();
+    await row('Services', 'stack').getByRole('link', { name: 'stack', exact: true }).click();
     await page.getByLabel('Compose file', { exact: true }).getByText('sleep').waitFor();
     await page.getByRole('button', { name: 'Edit' }).click();
     const edited = compose.replace('["sleep", "3600"]', '["sleep", "7200"]');
@@ -223,5 +227,56 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     // The swarm on the machines runs the edited command.
     const stack = (await adminApi('GET', `/v1/services/${id}`)).json.data.stack as string;
     await waitFor(async () => (await machines[0]!.sh(`docker service inspect ${stack}_app --format '{{json .Spec.TaskTemplate.ContainerSpec.Args}}'`)).includes('7200'), { timeoutMs: 60_000, what: 'the stack running the edited command' });
+  });
+
+  it('shows the gateway: the swarm’s routes and its load balancer by the swarm’s name, and redeploys it', async function () {
+    this.timeout(180_000);
+    const thrown: string[] = [];
+    const onError = (err: Error) => thrown.push(err.message);
+    page.on('pageerror', onError);
+    // A routed instance (a domain and a port to send it to) and the swarm's balancer, through the API.
+    const site = await adminApi('POST', '/v1/compute/instances', { name: 'site', swarm_id: swarmId, image: IMAGE, command: ['sleep', '3600'], http_port: 8080 });
+    expect(site.status, site.text).to.equal(202);
+    const lb = await adminApi('POST', `/v1/swarms/${swarmId}/lb`);
+    expect(lb.status, lb.text).to.equal(202);
+    const domain = site.json.data.domain as string;
+    expect(domain).to.equal('site.lab.hangar.local');
+
+    // The instances list names the swarm, linked to its page, its id the link's title.
+    await nav('Instances');
+    const swarmLink = row('Instances', 'site').getByRole('link', { name: 'lab', exact: true });
+    await swarmLink.waitFor();
+    expect(await swarmLink.getAttribute('href')).to.equal(`#/swarms/${swarmId}`);
+    expect(await swarmLink.getAttribute('title')).to.equal(swarmId);
+
+    await nav('Gateway');
+    await page.getByRole('heading', { name: 'Gateway' }).waitFor();
+    const route = row('Gateway routes', domain);
+    await route.waitFor();
+    expect(await route.textContent()).to.contain('inst-site:8080');
+    expect(await route.getByRole('link', { name: 'lab', exact: true }).getAttribute('href')).to.equal(`#/swarms/${swarmId}`);
+    const balancer = row('Load balancers', 'lb-lab');
+    // Live: the balancer turns running, its route applied, without a reload.
+    await balancer.getByText('running').waitFor({ timeout: 120_000 });
+    await route.getByText(lb.json.data.id).waitFor();
+    expect(await balancer.getByRole('link', { name: 'lab', exact: true }).getAttribute('href')).to.equal(`#/swarms/${swarmId}`);
+    expect(await balancer.textContent()).to.contain(LB_IMAGE);
+    await waitFor(async () => (await balancer.locator('td[data-label="Routes"]').textContent()) === '1', { timeoutMs: 30_000, what: 'the balancer’s one route' });
+    await shot('11-gateway');
+
+    const before = (await adminApi('GET', `/v1/loadbalancers/${lb.json.data.id}`)).json.data.config_version as number;
+    await balancer.getByRole('button', { name: 'Redeploy' }).click();
+    await page.getByRole('dialog', { name: 'Redeploy the load balancer' }).getByRole('button', { name: 'Redeploy' }).click();
+    await page.getByText('redeploy accepted').waitFor();
+    await waitFor(
+      async () => {
+        const got = (await adminApi('GET', `/v1/loadbalancers/${lb.json.data.id}`)).json.data;
+        return got.config_version > before && got.status === 'running';
+      },
+      { timeoutMs: 60_000, what: 'the balancer deployed anew and running' },
+    );
+    await balancer.getByText('running').waitFor();
+    page.off('pageerror', onError);
+    expect(thrown).to.deep.equal([]);
   });
 });
