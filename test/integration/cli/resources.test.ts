@@ -256,8 +256,15 @@ describeEachDialect('hangar resource commands against a running control plane', 
       expect(await ok(['s3', 'list'])).to.equal('no object stores\n');
     });
 
-    itWith('gateway')('gateway prints the routes and load balancers; lb list and get', async () => {
-      const [text, data, lbs, lbData] = await Promise.all([ok(['gateway']), json(['gateway']), ok(['lb', 'list']), json(['lb', 'list']), fails(['lb', 'get', 'lb-nope'], 'HTTP 404: No load balancer lb-nope')]);
+    itWith('gateway')('gateway prints the routes and load balancers; lb list, get and redeploy', async () => {
+      const [text, data, lbs, lbData] = await Promise.all([
+        ok(['gateway']),
+        json(['gateway']),
+        ok(['lb', 'list']),
+        json(['lb', 'list']),
+        fails(['lb', 'get', 'lb-nope'], 'HTTP 404: No load balancer lb-nope'),
+        fails(['lb', 'redeploy', 'lb-nope'], 'HTTP 404: No load balancer lb-nope'),
+      ]);
       expect(text).to.equal('routes:         -\nload_balancers: -\n');
       expect(data).to.deep.equal({ routes: [], load_balancers: [] });
       expect(lbs).to.equal('no load balancers\n');
