@@ -35,6 +35,20 @@ export function parseJoinToken(token: string): { secret: string; caSha256: strin
 }
 
 /**
+ * What to do when the control plane's server certificate does not name the address the machine
+ * joins with (its CA is the right one: the token pinned it).
+ */
+export function certificateMismatch(apiUrl: string, subjectAltName: string | undefined): string {
+  const host = new URL(apiUrl).hostname.replace(/^\[(.*)\]$/, '$1');
+  const names = (subjectAltName ?? '').split(', ').filter(Boolean).map((n) => n.replace(/^(DNS|IP Address):/, ''));
+  return (
+    `the control plane's server certificate does not name ${host}${names.length ? ` (it names ${names.join(', ')})` : ''}: ` +
+    `on the control plane, add ${host} to api.public_addresses (the certificate is reissued at start; an address the host itself gains is added within api.watch_addresses_seconds, without a restart), ` +
+    `or join with --api https://<one of its names>:${new URL(apiUrl).port || 443}`
+  );
+}
+
+/**
  * Joins a control plane with a token: fetches its CA and checks it against the fingerprint in the
  * token, creates this machine's key pair (the private key stays here), and stores the identity.
  */
@@ -63,6 +77,9 @@ export async function joinControlPlane(options: { apiUrl: string; token: string;
       architecture: facts.architecture,
       ...(wg ? { wg_public_key: wg.publicKey } : {}),
     },
+  }).catch((error: NodeJS.ErrnoException & { cert?: { subjectaltname?: string } }) => {
+    if (error.code !== 'ERR_TLS_CERT_ALTNAME_INVALID') throw error;
+    throw new Error(certificateMismatch(apiUrl, error.cert?.subjectaltname));
   });
   if (res.status !== 201) throw new Error(`joining failed: HTTP ${res.status}: ${res.json?.message ?? res.text}`);
   const data = res.json.data;

@@ -12,6 +12,16 @@ export const CoreConfigSchema = Type.Object(
         tls_cert: Type.Union([Type.String(), Type.Null()], { default: null, description: 'PEM file of an operator-provided server certificate (chain)' }),
         tls_key: Type.Union([Type.String(), Type.Null()], { default: null, description: 'PEM file of its private key' }),
         server_names: Type.Array(Type.String(), { default: [], description: 'extra DNS names / addresses for the generated server certificate' }),
+        public_addresses: Type.Array(Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9.:_-]+$' }), {
+          default: [],
+          description:
+            'addresses and DNS names machines and operators reach this control plane by (a public address, a NAT address, a DNS name): named in the server certificate, and the first is the address join commands use unless api.public_url is set',
+        }),
+        watch_addresses_seconds: Type.Integer({
+          minimum: 0,
+          default: 10,
+          description: 'how often the generated server certificate is checked against the addresses this host has now; one it gained is added at once, without a restart (0: only at start)',
+        }),
         public_url: Type.Union([Type.String(), Type.Null()], { default: null, description: 'URL operators and agents use to reach the API' }),
         body_limit: Type.String({ default: '1mb', pattern: '^\\d+(\\.\\d+)?\\s*(b|kb|mb|gb)?$', description: 'largest request body, e.g. 512kb, 1mb' }),
         unauthenticated_body_limit: Type.String({

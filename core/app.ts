@@ -30,7 +30,7 @@ import { backendFaults, type ClusterBackend } from './clusters/backend.js';
 import type { BackgroundLoop, Catalogue, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { ServiceRegistry } from './provided.js';
 import { Clusters } from './clusters/service.js';
-import { peers as workerPeers } from './workers.js';
+import { speaksForWorkers, peers as workerPeers } from './workers.js';
 import type { JsonSchema } from './validation.js';
 
 export interface StartOptions {
@@ -195,7 +195,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     clock,
     tlsCertFile: config.api.tls_cert,
     tlsKeyFile: config.api.tls_key,
-    serverNames: config.api.server_names,
+    serverNames: [...config.api.server_names, ...config.api.public_addresses],
     masterKey: config.secrets.master_key,
     log,
   });
@@ -283,6 +283,9 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       if (driver.kind === 'orchestrator') registerConfiguredBackend(clusters, spec, instance);
     }
     const loops: BackgroundLoop[] = [
+      ...(config.api.watch_addresses_seconds > 0 && !ca.operatorCertificates && speaksForWorkers()
+        ? [{ name: 'pki:local-addresses', intervalMs: config.api.watch_addresses_seconds * 1000, run: () => coverLocalAddresses(ca, log) }]
+        : []),
       { name: 'rate-limits:prune', intervalMs: 600_000, once: true, run: async () => void (await services.limits.prune()) },
       // Every control plane expires leases (each update is conditional, so two never clash): a task
       // whose agent went away returns to pending without waiting for a leader to take over.
@@ -321,6 +324,16 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     await close();
     throw err;
   }
+}
+
+/**
+ * Reissues the server certificate when this host gained an address it does not name (a network
+ * made after the start: a machine there would be refused). One worker of several does it; the others
+ * take the new files up when told (SERVER_CERTIFICATE_CHANNEL).
+ */
+async function coverLocalAddresses(ca: Pki, log: Logger): Promise<void> {
+  const added = await ca.coverLocalAddresses();
+  if (added.length) log.info({ added_sans: added }, 'server certificate reissued: this host has new addresses');
 }
 
 /** The workers' channel for a reissued server certificate (core/workers.ts). */

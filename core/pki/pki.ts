@@ -376,6 +376,18 @@ export class Pki extends EventEmitter {
   }
 
   /**
+   * Reissues the generated server certificate when a name it should carry is missing (an address
+   * this host gained since it was made); answers the names added, none when nothing was missing or
+   * the operator provides the certificate.
+   */
+  async coverLocalAddresses(): Promise<string[]> {
+    if (this.operatorCertificates) return [];
+    const have = new Set(certificateSans(this.server.cert));
+    if (this.wantedServerNames([]).every((name) => have.has(name))) return [];
+    return (await this.reissueServerCertificate([])).added_sans;
+  }
+
+  /**
    * Issues a client certificate for an agent. With `publicKeyPem` (SPKI) the machine keeps its
    * private key; without it a key pair is generated and returned once. With `trx` the certificate
    * is recorded in that transaction (it is usable only once that commits: a node's join).

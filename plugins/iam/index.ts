@@ -22,7 +22,7 @@ import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
 export const IamConfigSchema = Type.Object(
   {
     jwt_secret: Type.Union([Type.String(), Type.Null()], { default: null, description: 'base64, ≥ 64 bytes decoded (also JWT_SECRET); generated into the data dir when unset' }),
-    api_server: Type.Union([Type.String(), Type.Null()], { default: null, description: 'JWT issuer, checked on every token (also API_SERVER); defaults to api.public_url or https://<hostname>:8443' }),
+    api_server: Type.Union([Type.String(), Type.Null()], { default: null, description: 'JWT issuer, checked on every token (also API_SERVER); defaults to api.public_url or https://<hostname>:<api.port>' }),
     token_lifetime_seconds: Type.Integer({ minimum: 60, default: 3600 }),
     password_hasher: Type.Union([Type.Literal('scrypt'), Type.Literal('sha1')], { default: 'scrypt' }),
     password_policy: PasswordPolicySchema,
@@ -71,7 +71,7 @@ export default definePlugin({
   async setup(services) {
     const { config, db, clock, ca, log } = services;
     const settings = config.iam as IamConfig;
-    const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:8443`;
+    const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:${config.api.port}`;
     const jwt = new JwtService(await loadJwtSecret(settings.jwt_secret, ca.keyring), issuer, settings.token_lifetime_seconds, clock);
     const users = new UserStore(db, clock, ca.secretBox('iam-api-key-secrets'));
     const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, services.limits, {

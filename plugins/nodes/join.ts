@@ -8,6 +8,7 @@ import type { RateLimit } from '../../core/ratelimit.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { JOIN_TOKENS, NODES } from './migrations.js';
 import type { NodeRecord } from './nodes.js';
+import { AGENT_ARCHITECTURES, joinCommand, joinUrls } from './join-command.js';
 import { architectureName } from './presence.js';
 import { IpAddress } from './schemas.js';
 
@@ -77,7 +78,18 @@ export function joining(ctx: NodesContext): NodesPart {
       status: 201,
       schemas: {
         body: TokenCreate,
-        response: Type.Object({ id: Type.String(), token: Type.String(), expires_at: Type.String(), overlay_ip: Type.String(), ca_sha256: Type.String() }),
+        response: Type.Object({
+          id: Type.String(),
+          token: Type.String(),
+          expires_at: Type.String(),
+          overlay_ip: Type.String(),
+          ca_sha256: Type.String(),
+          api_url: Type.String({ description: 'the URL the machine should join with: api.public_url, else the first of api.public_addresses, else an address of this host a machine can reach' }),
+          api_urls: Type.Array(Type.String(), { description: 'every such URL, best first (api_url is the first)' }),
+          join_commands: Type.Object(Object.fromEntries(AGENT_ARCHITECTURES.map((a) => [a, Type.String()])), {
+            description: 'per architecture, the one command that downloads the agent (compressed) and joins with this token through api_url',
+          }),
+        }),
       },
       async handler(req) {
         if (req.body.node_id) {
@@ -100,7 +112,9 @@ export function joining(ctx: NodesContext): NodesPart {
           created_by: req.principal?.id ?? null,
           created_at: now(),
         });
-        return { id, token, expires_at: expires, overlay_ip: ip, ca_sha256: caSha256 };
+        const apiUrls = joinUrls(services.config.api, services.ports.get('control') ?? services.config.api.port, req.ctx.host);
+        const joinCommands = Object.fromEntries(AGENT_ARCHITECTURES.map((a) => [a, joinCommand(apiUrls[0]!, a, token)]));
+        return { id, token, expires_at: expires, overlay_ip: ip, ca_sha256: caSha256, api_url: apiUrls[0]!, api_urls: apiUrls, join_commands: joinCommands };
       },
     },
     {

@@ -10,6 +10,7 @@ import { GOOD_PASSWORD, signed } from '../support/identity.js';
 import { requireService } from '../support/requirements.js';
 import { FAST_NODES } from '../support/agents.js';
 import { loadConfig } from '../../core/config.js';
+import { reachableLocalAddresses } from '../../plugins/nodes/join-command.js';
 
 // What page.evaluate() callbacks see runs in the browser; this program is type-checked without the DOM library.
 declare const document: any;
@@ -94,7 +95,13 @@ describe('the dashboard in chromium [sqlite]', function () {
     await page.getByRole('button', { name: 'Add a machine' }).click();
     await page.getByRole('button', { name: 'Create a join token' }).click();
     const command = await page.getByLabel('Run this on the machine').inputValue();
-    expect(command).to.match(/^curl -fsSLk -o hangar-agent 'https:\/\/127\.0\.0\.1:\d+\/v1\/agent\/binary\?arch=amd64' && chmod \+x hangar-agent && echo '[^']+' \| sudo \.\/hangar-agent --join --token-stdin --api https:\/\/127\.0\.0\.1:\d+ --data-dir \/var\/lib\/hangar-agent$/);
+    // The address the control plane says machines reach it by, not the browser's loopback one; the download compressed.
+    const port = new URL(t.url).port;
+    const host = reachableLocalAddresses()[0] ?? '127.0.0.1';
+    expect(command).to.equal(
+      `curl -fsSLk --compressed -o hangar-agent 'https://${host}:${port}/v1/agent/binary?arch=amd64' && chmod +x hangar-agent && ` +
+        `echo '${/ echo '([^']+)' \| sudo/.exec(command)?.[1]}' | sudo ./hangar-agent --join --token-stdin --api https://${host}:${port} --data-dir /var/lib/hangar-agent`,
+    );
     const token = /^.* echo '([^']+)' \| sudo/.exec(command)![1]!;
     expect(await page.getByTestId('join-token').textContent()).to.equal(token);
     await shot('02-join-dialog');

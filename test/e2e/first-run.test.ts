@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,6 +108,17 @@ describe('first run from the compiled build (README: npm run build, then hangar 
     expect(head.headers['x-hangar-agent-version']).to.equal(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
     expect(head.headers['x-checksum-sha256']).to.match(/^[0-9a-f]{64}$/);
     expect(Number(head.headers['content-length'])).to.be.greaterThan(10 * 2 ** 20);
+  });
+
+  it('gives curl --compressed (as the join command downloads it) the executable compressed, and the same bytes once decoded', async function () {
+    requireService(this, spawnSync('curl', ['--version']).status === 0, 'curl (apt-get install curl)');
+    const out = path.join(dataDir, 'downloaded-agent');
+    const curl = spawnSync('curl', ['-fsSL', '--compressed', '--cacert', path.join(dataDir, 'pki', 'ca.crt'), '-o', out, '-w', '%{size_download}', `${url}/v1/agent/binary?arch=${ARCH}`], { encoding: 'utf8', timeout: 120_000 });
+    expect(curl.status, curl.stderr).to.equal(0);
+    const head = await get(`/v1/agent/binary?arch=${ARCH}`, 'HEAD');
+    const bytes = readFileSync(out);
+    expect(createHash('sha256').update(bytes).digest('hex')).to.equal(head.headers['x-checksum-sha256']);
+    expect(Number(curl.stdout), 'bytes on the wire').to.be.below(bytes.length / 2);
   });
 
   it('shows the claim screen of a fresh install in chromium', async function () {

@@ -424,6 +424,50 @@ describeEachDialect('the generated server certificate and key on disk', (dialect
       await t.stop();
     }
   });
+  it('a running control plane adds an address the host gains to its certificate within api.watch_addresses_seconds, without a restart', async function () {
+    this.timeout(60_000);
+    requireService(this, process.getuid?.() === 0 && spawnSync('ip', ['-V']).status === 0, 'root and iproute2 (an address is added to this host)');
+    const address = '198.51.100.77'; // TEST-NET-2: an address of this host only, on an interface of the test's own
+    const ip = (...args: string[]) => spawnSync('ip', args, { encoding: 'utf8' });
+    ip('link', 'del', 'hgaddr0');
+    const t = await startHangar(dialect, { plugins: ['system'], storage: dialect.freshStorage(), overrides: { api: { watch_addresses_seconds: 1 } } });
+    const port = t.hangar.listeners.get('control')!.port;
+    /** A client that reached the control plane as `address` (through loopback) and checks the certificate names it. */
+    const verifiesAs = (name: string) =>
+      new Promise<boolean>((resolve) => {
+        const socket = tls.connect({ host: '127.0.0.1', port, ca: t.caPem, checkServerIdentity: (_host, cert) => tls.checkServerIdentity(name, cert) }, () => {
+          socket.end();
+          resolve(true);
+        });
+        socket.on('error', () => resolve(false));
+      });
+    try {
+      expect(await verifiesAs(address)).to.equal(false);
+      for (const args of [['link', 'add', 'hgaddr0', 'type', 'veth', 'peer', 'name', 'hgaddr1'], ['address', 'add', `${address}/32`, 'dev', 'hgaddr0'], ['link', 'set', 'hgaddr0', 'up'], ['link', 'set', 'hgaddr1', 'up']]) {
+        const done = ip(...args);
+        expect(done.status, done.stderr).to.equal(0);
+      }
+      const deadline = Date.now() + 20_000;
+      while (!(await verifiesAs(address)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+      expect(await verifiesAs(address), `the certificate names ${address}`).to.equal(true);
+      expect(t.logs.some((l) => l.includes('server certificate reissued: this host has new addresses') && l.includes(address))).to.equal(true);
+      expect((await t.request('GET', '/healthz')).status).to.equal(200);
+    } finally {
+      ip('link', 'del', 'hgaddr0');
+      await t.stop();
+    }
+  });
+
+  it('names api.public_addresses in the certificate from the start', async () => {
+    const t = await startHangar(dialect, { plugins: ['system'], storage: dialect.freshStorage(), overrides: { api: { public_addresses: ['203.0.113.9', 'cp.example.test'] } } });
+    try {
+      const presented = await presentedCertificate(t.hangar.listeners.get('control')!.port);
+      expect(presented.subjectaltname).to.contain('IP Address:203.0.113.9');
+      expect(presented.subjectaltname).to.contain('DNS:cp.example.test');
+    } finally {
+      await t.stop();
+    }
+  });
 });
 
 describeEachDialect('operator-provided server certificate', (dialect) => {

@@ -36,13 +36,11 @@ export function NodeActions({ node }: { node: Node }) {
 
 /** A join token and the one command that joins a machine with it. */
 function JoinDialog({ onClose }: { onClose: () => void }) {
-  const [token, setToken] = useState<{ token: string; expires_at: string } | null>(null);
-  const [arch, setArch] = useState('amd64');
+  const [token, setToken] = useState<{ token: string; expires_at: string; api_url: string; api_urls: string[]; join_commands: { amd64: string; arm64: string } } | null>(null);
+  const [arch, setArch] = useState<'amd64' | 'arm64'>('amd64');
   const [busy, run] = useAction();
-  const api = location.origin;
-  const command = token
-    ? `curl -fsSLk -o hangar-agent '${api}/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token.token}' | sudo ./hangar-agent --join --token-stdin --api ${api} --data-dir /var/lib/hangar-agent`
-    : '';
+  // The control plane says how a machine reaches it (api.public_addresses, else its own addresses): not this browser's address.
+  const command = token ? token.join_commands[arch] : '';
   return (
     <Modal title="Add a machine" onClose={onClose} wide>
       {!token ? (
@@ -60,12 +58,15 @@ function JoinDialog({ onClose }: { onClose: () => void }) {
       ) : (
         <>
           <Field label="Machine architecture">
-            <select value={arch} onChange={(e) => setArch((e.currentTarget as HTMLSelectElement).value)}>
+            <select value={arch} onChange={(e) => setArch((e.currentTarget as HTMLSelectElement).value as 'amd64' | 'arm64')}>
               <option value="amd64">amd64 (x86-64)</option>
               <option value="arm64">arm64 (aarch64, Raspberry Pi 4/5)</option>
             </select>
           </Field>
-          <Field label="Run this on the machine" hint={`The token expires at ${new Date(token.expires_at).toLocaleString()}. The agent checks the control plane's CA against the token before it sends anything.`}>
+          <Field
+            label="Run this on the machine"
+            hint={`The machine reaches the control plane at ${token.api_url}${token.api_urls.length > 1 ? ` (also: ${token.api_urls.slice(1).join(', ')})` : ''}; set api.public_addresses if it should use another address. The token expires at ${new Date(token.expires_at).toLocaleString()}. The agent checks the control plane's CA against the token before it sends anything.`}
+          >
             <textarea class="command" readOnly rows={4} value={command} onFocus={(e) => (e.currentTarget as HTMLTextAreaElement).select()} />
           </Field>
           <p id="join-token" class="muted">
