@@ -37,6 +37,20 @@ export interface AuthInput {
 export interface Authenticator {
   name: string;
   authenticate(input: AuthInput): Promise<Principal | null>;
+  /**
+   * For requests that outlive their start (an event stream): whether a principal this authenticator
+   * returned would still be accepted now. Answers it as it would be now (its role may have changed),
+   * or throws a 401 HttpError saying why it would be refused (user deleted, key removed, session
+   * ended, password changed). Any other error is a failure to tell (the store is unreachable).
+   * Without it, a principal holds until its `exp`.
+   */
+  revalidate?(principal: Principal): Promise<Principal>;
+  /**
+   * Store notice topics (core/db/notices.ts) whose key is a principal's `id` (null: any) and which
+   * announce a change that may revoke this authenticator's principals: holders of long-lived
+   * requests revalidate theirs when one arrives.
+   */
+  revokedBy?: readonly string[];
 }
 
 /** The pluggable authentication step: plugins register authenticators (the identity plugin adds JWT and HMAC). */
@@ -61,9 +75,33 @@ export class AuthRegistry {
   async identify(input: AuthInput): Promise<Principal | null> {
     for (const authenticator of this.authenticators) {
       const principal = await authenticator.authenticate(input);
-      if (principal) return principal;
+      if (principal) {
+        this.issuers.set(principal, authenticator);
+        return principal;
+      }
     }
     return null;
+  }
+
+  /** Which authenticator returned each principal still in use (for {@link revalidate}). */
+  private readonly issuers = new WeakMap<Principal, Authenticator>();
+
+  /**
+   * The principal as its authenticator would accept it now (see {@link Authenticator.revalidate}):
+   * throws the 401 when it would be refused. A principal whose authenticator cannot tell is
+   * answered as it is.
+   */
+  async revalidate(principal: Principal): Promise<Principal> {
+    const authenticator = this.issuers.get(principal);
+    if (!authenticator?.revalidate) return principal;
+    const now = await authenticator.revalidate(principal);
+    this.issuers.set(now, authenticator);
+    return now;
+  }
+
+  /** Every notice topic that may revoke a principal of a registered authenticator. */
+  get revocationTopics(): string[] {
+    return [...new Set(this.authenticators.flatMap((a) => a.revokedBy ?? []))];
   }
 }
 

@@ -7,6 +7,7 @@ import type { Store } from '../../core/db/store.js';
 import { unauthorized } from '../../core/errors.js';
 import type { Identity } from './identity.js';
 import { HMAC_NONCES } from './migrations.js';
+import { KEY_CHANGES, USER_CHANGES } from './users.js';
 
 /**
  * `Authorization: Bearer <JWT>`: valid signature, issuer and expiry, a user that still exists, and
@@ -22,7 +23,16 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
       const user = await identity.users.current(claims.userid);
       if (!user) throw unauthorized('The token belongs to a user that no longer exists');
       if ((claims.ep ?? 0) !== user.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
-      return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp };
+      return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp, token_epoch: user.token_epoch };
+    },
+    // A token's principal holds while its user lives, in the same token epoch, with the role it names.
+    revokedBy: [USER_CHANGES],
+    async revalidate(principal) {
+      const user = await identity.users.get(principal.id);
+      if (!user) throw unauthorized('The token belongs to a user that no longer exists');
+      if (user.token_epoch !== principal.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
+      if (user.role !== principal.role) throw unauthorized(`The user's role is now ${user.role}; log in again`);
+      return principal;
     },
   };
 }
@@ -65,6 +75,13 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
       }
       await identity.users.touchKey(found.key);
       return { id: found.user.userid, name: found.user.name ?? found.user.username, role: found.user.role, method: 'hmac', key_id: found.key.id };
+    },
+    // A key's principal holds while the key and its user live, with the user's role of the moment.
+    revokedBy: [USER_CHANGES, KEY_CHANGES],
+    async revalidate(principal) {
+      const found = await identity.users.liveKey(principal.id, String(principal.key_id));
+      if (!found) throw unauthorized('Unknown or deleted access key');
+      return { ...principal, name: found.user.name ?? found.user.username, role: found.user.role };
     },
   };
 }

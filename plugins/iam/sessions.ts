@@ -10,11 +10,13 @@ import { Reply } from '../../core/http/reply.js';
 import type { HangarRequest, RouteDef } from '../../core/plugin.js';
 import type { Identity } from './identity.js';
 import { Password, UserView } from './schemas.js';
-import type { UserRecord } from './users.js';
+import { USER_CHANGES, type UserRecord } from './users.js';
 
 export const SESSIONS = 'iam_sessions';
 export const SESSION_COOKIE = 'hangar_session';
 export const CSRF_HEADER = 'x-csrf-token';
+/** Notices on this topic name a user one of whose sessions ended (logout): long-lived requests of that session end. */
+export const SESSION_CHANGES = 'iam.sessions';
 
 export const sessionMigrations: Migration[] = [
   {
@@ -76,8 +78,22 @@ export class Sessions {
     return { cookie: setCookie(value, this.lifetimeSeconds), id, expiresAt };
   }
 
-  async end(id: string): Promise<void> {
-    await this.store.knex(SESSIONS).where({ id }).delete();
+  async end(id: string, userid: string): Promise<void> {
+    const ended = await this.store.knex(SESSIONS).where({ id }).delete();
+    if (ended) await this.store.notices.publish(SESSION_CHANGES, userid);
+  }
+
+  /** The session's row and its user when both are live, else the 401 saying why. */
+  private async live(id: string): Promise<{ expiresAt: number; user: UserRecord }> {
+    const row = await this.store.knex(SESSIONS).where({ id }).first();
+    const expiresAt = row ? new Date(row.expires_at).getTime() : 0;
+    if (!row || expiresAt <= this.clock.now().getTime()) throw unauthorized('The session has ended or expired: log in again');
+    const user = await this.identity.users.get(row.userid);
+    if (!user || user.token_epoch !== Number(row.token_epoch)) {
+      await this.end(id, row.userid);
+      throw unauthorized('The session has ended (the user was deleted or changed its password): log in again');
+    }
+    return { expiresAt, user };
   }
 
   async purgeExpired(): Promise<number> {
@@ -91,14 +107,7 @@ export class Sessions {
         const value = listener === 'control' ? cookie(ctx.get('cookie'), SESSION_COOKIE) : null;
         if (!value) return null;
         const id = sha256Hex(value);
-        const row = await this.store.knex(SESSIONS).where({ id }).first();
-        const expiresAt = row ? new Date(row.expires_at).getTime() : 0;
-        if (!row || expiresAt <= this.clock.now().getTime()) throw unauthorized('The session has ended or expired: log in again');
-        const user = await this.identity.users.get(row.userid);
-        if (!user || user.token_epoch !== Number(row.token_epoch)) {
-          await this.end(id);
-          throw unauthorized('The session has ended (the user was deleted or changed its password): log in again');
-        }
+        const { expiresAt, user } = await this.live(id);
         if (!SAFE_METHODS.has(ctx.method)) {
           const origin = ctx.get('origin');
           if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw unauthorized(`A session cookie is accepted on writes from this origin only, not ${origin}`);
@@ -108,6 +117,12 @@ export class Sessions {
           }
         }
         return { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'session', exp: Math.floor(expiresAt / 1000), session_id: id };
+      },
+      // A session's principal holds while the session and its user live, with the user's role of the moment.
+      revokedBy: [USER_CHANGES, SESSION_CHANGES],
+      revalidate: async (principal) => {
+        const { user } = await this.live(String(principal.session_id));
+        return { ...principal, name: user.name ?? user.username, role: user.role };
       },
     };
   }
@@ -162,7 +177,7 @@ export class Sessions {
         auth: 'authenticated',
         summary: 'Log out: the session ends and its cookie is cleared',
         handler: async (req) => {
-          if (req.principal!.method === 'session') await this.end(String(req.principal!.session_id));
+          if (req.principal!.method === 'session') await this.end(String(req.principal!.session_id), req.principal!.id);
           return Reply.data({ ended: req.principal!.method === 'session' }, 200, { 'Set-Cookie': setCookie('', 0) });
         },
       },

@@ -77,7 +77,9 @@ const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at'] });
 const TOUCH_INTERVAL_MS = 60_000;
 
 /** Notices on this topic name a user whose record changed (any process): cached copies go. */
-const USER_CHANGES = 'iam.users';
+export const USER_CHANGES = 'iam.users';
+/** Notices on this topic name a user one of whose API keys was deleted (long-lived requests signed with it end). */
+export const KEY_CHANGES = 'iam.keys';
 
 /** The one user store behind the control API's IAM and the login API. */
 export class UserStore {
@@ -284,7 +286,16 @@ export class UserStore {
   }
 
   async deleteKey(userid: string, keyId: string): Promise<boolean> {
-    return (await this.knex(API_KEYS).where({ userid, id: keyId }).delete()) > 0;
+    const deleted = (await this.knex(API_KEYS).where({ userid, id: keyId }).delete()) > 0;
+    if (deleted) await this.store.notices.publish(KEY_CHANGES, userid);
+    return deleted;
+  }
+
+  /** The key `keyId` of a live user `userid` (read from the store, not a cache), or null when either is gone. */
+  async liveKey(userid: string, keyId: string): Promise<{ key: ApiKeyRecord; user: UserRecord } | null> {
+    const row = await this.knex(API_KEYS).where({ userid, id: keyId }).first();
+    const user = row ? await this.get(userid) : null;
+    return row && user ? { key: keyCodec.decode<ApiKeyRecord>(row), user } : null;
   }
 
   /** The key, its owner (live) and its secret, for verifying a signature. */
