@@ -86,7 +86,7 @@ describe('two control planes on one PostgreSQL: loops that run once, operations 
       },
     });
 
-    const node = await viaB('POST', '/v1/nodes', { name: 'manager' });
+    const node = await viaB('POST', '/v1/nodes', { name: 'manager', ip_address: '192.0.2.10' });
     expect(node.status, node.text).to.equal(201);
     agent = await FakeAgent.forNode(b, node.json.data.id);
     expect((await agent.heartbeat()).status).to.equal(200);
