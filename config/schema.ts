@@ -31,6 +31,18 @@ export const CoreConfigSchema = Type.Object(
         }),
         unauthenticated_body_timeout_ms: Type.Integer({ minimum: 100, default: 10000, description: 'how long a request without credentials may take to send its body (then 408)' }),
         unauthenticated_bodies_in_flight: Type.Integer({ minimum: 1, default: 64, description: 'bodies of requests without credentials received at once, per listener (more get 503)' }),
+        unauthenticated_bodies_per_address: Type.Integer({
+          minimum: 1,
+          default: 4,
+          description: 'of those, how many one client address (an IPv6 /64) may send at once, per listener (more get 429): a client cannot take every slot',
+        }),
+        body_timeout_ms: Type.Integer({ minimum: 100, default: 30000, description: 'how long a request with credentials may take to send its body (then 408)' }),
+        bodies_per_principal: Type.Integer({
+          minimum: 1,
+          default: 8,
+          description: 'bodies one user, API key or machine may be sending at once, per listener (more get 429)',
+        }),
+        bodies_in_flight: Type.Integer({ minimum: 1, default: 128, description: 'bodies of requests with credentials received at once, per listener (more get 503)' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),
         agent_http2: Type.Boolean({
           default: true,

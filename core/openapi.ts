@@ -79,9 +79,10 @@ export function errorStatuses(route: RouteDef): number[] {
   const statuses = new Set<number>([400, 413, 500, ...(route.errors ?? [])]);
   if (route.auth !== 'public') statuses.add(401);
   if (typeof route.auth === 'object') statuses.add(403);
-  // A caller without credentials sends its body under the small limit, in time, and not too many at once.
-  if (route.auth === 'public') [408, 503].forEach((s) => statuses.add(s));
-  if (route.schemas?.body) statuses.add(415);
+  // A body arrives in time (408) and takes one of a few slots of its sender (429) and of everyone (503),
+  // with credentials or without (core/http/body.ts); a write takes JSON only (415, core/http/body.ts).
+  if (route.auth === 'public' || route.schemas?.body || WRITES.has(route.method)) [408, 429, 503].forEach((s) => statuses.add(s));
+  if (route.schemas?.body || WRITES.has(route.method)) statuses.add(415);
   // Writes and lookups name things that may not exist or may clash (a unique name taken).
   if (route.path.includes('{') || route.schemas?.body || WRITES.has(route.method)) statuses.add(404);
   if (WRITES.has(route.method)) statuses.add(409);

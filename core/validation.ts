@@ -37,7 +37,7 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, where: 
       pointer += `/${(error.params as { missingProperty: string }).missingProperty}`;
       message = 'is required';
     } else if (error.keyword === 'additionalProperties') {
-      pointer += `/${(error.params as { additionalProperty: string }).additionalProperty}`;
+      pointer += `/${(error.params as { additionalProperty: string }).additionalProperty.replace(/~/g, '~0').replace(/\//g, '~1')}`;
       message = 'is not an allowed property';
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map(String).join(', ')}`;
@@ -62,13 +62,25 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, where: 
   );
 }
 
+/** A property name the client chose, as error messages may show it: a name (`ssh_key`, `x-y`), or `(a name not shown)`. */
+const NAME = /^[A-Za-z_$@][\w$@-]{0,63}$/;
+
+/**
+ * A property name as an error path shows it. Names come from the client: a JSON body sent as a
+ * form had its whole text (a password in it) taken for one name, which the 400 then repeated. An
+ * error names the field and the rule, never a value: a name that does not look like one is not shown.
+ */
+export function namePart(name: string): string {
+  return NAME.test(name) ? name : '(a name not shown)';
+}
+
 function dotted(where: string, pointer: string): string {
   const parts = pointer
     .split('/')
     .slice(1)
     .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
   let out = where;
-  for (const part of parts) out += /^\d+$/.test(part) ? `[${part}]` : `${out ? '.' : ''}${part}`;
+  for (const part of parts) out += /^\d+$/.test(part) ? `[${part}]` : `${out ? '.' : ''}${namePart(part)}`;
   return out;
 }
 

@@ -11,7 +11,7 @@ import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } f
 import type { Principal } from '../auth/index.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
-import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, type BodyLimits } from './body.js';
+import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, unsupportedContentType, type BodyGates, type BodyHolder, type BodyLimits } from './body.js';
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
 import { RouteTree } from './router.js';
@@ -214,16 +214,31 @@ class Request implements HangarRequest {
   }
 }
 
-function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gate: BodyGate, signals: RequestSignals) {
+/**
+ * Whose body slot a request takes (core/http/body.ts BodyGate): a user's, a machine's, or — for a
+ * signed request whose signature covers the body, read before the user is known — its access key's;
+ * a caller without credentials takes one of its address.
+ */
+function holderOf(ctx: Context, principal: Principal | null, agent: AgentIdentity | null): BodyHolder {
+  if (principal) return { anonymous: false, holder: `principal:${principal.id}` };
+  if (agent) return { anonymous: false, holder: `agent:${agent.nodeId}` };
+  return { anonymous: true, address: ctx.state.clientIp };
+}
+
+function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gates: BodyGates, signals: RequestSignals) {
   const compiled = validators(route);
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
     ctx.state.route = route;
-    const received = new RequestBody(ctx, limits, gate);
+    const received = new RequestBody(ctx, limits, gates);
     // 1–2: authentication (headers first; a signature reads the body), then role.
-    const { principal, agent } = await authorize(route.auth, { ctx, body: () => received.read(true), listener }, services.auth, services.ca);
+    const signed: BodyHolder = { anonymous: false, holder: `signed:${ctx.get('x-access-key').slice(0, 128)}` };
+    const { principal, agent } = await authorize(route.auth, { ctx, body: () => received.read(signed), listener }, services.auth, services.ca);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
-    const rawBody = await received.read(Boolean(principal || agent));
+    // 3: the content type, before a byte of the body is read: JSON (XML where declared), nothing a web page can send cross-site.
+    const unsupported = unsupportedContentType(ctx, Boolean(route.xml));
+    if (unsupported) throw unsupported;
+    const rawBody = await received.read(holderOf(ctx, principal, agent));
     // 3: validation.
     const v = compiled();
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
@@ -281,12 +296,16 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
   const { api } = services.config;
   const limits: BodyLimits = {
     bytes: parseSize(api.body_limit),
+    timeoutMs: api.body_timeout_ms,
     unauthenticatedBytes: Math.min(parseSize(api.unauthenticated_body_limit), parseSize(api.body_limit)),
     unauthenticatedTimeoutMs: api.unauthenticated_body_timeout_ms,
   };
-  const gate = new BodyGate(api.unauthenticated_bodies_in_flight);
+  const gates: BodyGates = {
+    anonymous: new BodyGate(Math.min(api.unauthenticated_bodies_per_address, api.unauthenticated_bodies_in_flight), api.unauthenticated_bodies_in_flight),
+    authenticated: new BodyGate(Math.min(api.bodies_per_principal, api.bodies_in_flight), api.bodies_in_flight),
+  };
   const signals = new RequestSignals(services.shutdown);
-  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gate, signals));
+  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gates, signals));
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));

@@ -29,14 +29,15 @@ export class XmlDocument {
     const check = XMLValidator.validate(raw);
     if (check !== true) {
       const { msg, line, col } = check.err;
-      throw badRequest(`Malformed XML body: ${msg} (line ${line}, column ${col})`);
+      // The validator quotes what it could not take (a tag, a character, text): the error does not.
+      throw badRequest(`Malformed XML body: ${msg.replace(/'[^']*'|"[^"]*"/g, '…')} (line ${line}, column ${col})`);
     }
     let tree: Record<string, unknown>;
     try {
       tree = parser.parse(raw) as Record<string, unknown>;
     } catch (err) {
       // The parser's own limits (e.g. how deeply tags nest) are the client's to fix.
-      throw badRequest(`Malformed XML body: ${(err as Error).message}`);
+      throw badRequest(`Malformed XML body: ${(err as Error).message.replace(/'[^']*'|"[^"]*"/g, '…')}`);
     }
     const roots = Object.keys(tree).filter((k) => !k.startsWith('?'));
     if (roots.length !== 1) throw badRequest('Malformed XML body: expected exactly one document element');
