@@ -78,7 +78,7 @@ export interface PkiOptions {
    * kept in the store sealed with it, shared by every control plane (core/pki/keyring.ts).
    */
   masterKey?: string | null;
-  log?: { info(obj: object, msg: string): void };
+  log?: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
 
 /** Serial numbers as Node reports them: uppercase hex without leading zeros. */
@@ -222,15 +222,24 @@ export class Pki extends EventEmitter {
     const existing = this.readServerCredentials();
     const have = existing ? certificateSans(existing.cert) : [];
     if (existing) {
+      // The pair in use until a new one is written: a write that fails half-way puts it back.
+      this.server = existing;
       const valid = new Date(new NodeX509(existing.cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
-      if (valid && wanted.every((n) => have.includes(n))) {
-        this.server = existing;
-        return;
-      }
+      if (valid && wanted.every((n) => have.includes(n))) return;
     }
     // A new local address (or a renewal) keeps the names the certificate had: an address an
     // operator added (POST /v1/nodes/{id}/ip with regenerate_cert) is not local and would be lost.
-    await this.writeServerCertificate(union(have, wanted));
+    try {
+      await this.writeServerCertificate(union(have, wanted));
+    } catch (err) {
+      const reason = (err as Error).message;
+      if (!existing) throw new ConfigError(`cannot write the server certificate and key in ${this.dir}: ${reason}; make the data dir writable and start again`);
+      // Both files were put back as they were: the old pair still belongs together and is served.
+      this.options.log?.warn(
+        { dir: this.dir, reason, missing_names: wanted.filter((n) => !have.includes(n)), expires_at: new Date(new NodeX509(existing.cert).validTo).toISOString() },
+        'server certificate not renewed: writing the new pair failed, the old pair is served (the start tries again; so does pki:local-addresses)',
+      );
+    }
   }
 
   /**
@@ -331,7 +340,11 @@ export class Pki extends EventEmitter {
       for (const f of staged) rmSync(f.temp, { force: true });
       for (const i of renamed) {
         const old = previous[i];
-        if (old !== null && old !== undefined) writeDurably(this.file(files[i]!.name), old, files[i]!.mode);
+        if (old === null || old === undefined) continue;
+        // Put back the same way: a whole file renamed into place, never one half-written.
+        const back = this.file(`${files[i]!.name}.${process.pid}.old`);
+        writeDurably(back, old, files[i]!.mode);
+        renameSync(back, this.file(files[i]!.name));
       }
       throw err;
     }
