@@ -19,7 +19,6 @@ const COMMANDS: Record<string, Commands> = {
   endpoint: async () => [(await import('./endpoint.js')).endpointCommand],
   configure: async () => [(await import('./configure.js')).configureCommand],
   agent: async () => [(await import('./agent.js')).agentCommand],
-  node: async () => [(await import('./node.js')).nodeCommand],
   events: async () => [(await import('./events.js')).eventsCommand],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;

@@ -13,7 +13,7 @@ import { sleep } from '../core/clock.js';
  */
 
 export type Args = Record<string, any>;
-type Query = Record<string, string | number | boolean | undefined>;
+type Query = Record<string, string | number | boolean | string[] | undefined>;
 
 /**
  * How a request body (or query) is made from the arguments: a function, or an object whose keys
@@ -27,12 +27,20 @@ export interface Verb {
   command: string;
   /** The help line; `{noun}`, `{a noun}` and `{plural}` are the resource's. */
   describe: string;
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** Absolute (`/v1/…`) or after the resource's base (`/{id}/scale`); `{x}` is the positional or flag x, URL-encoded. */
   path?: string;
   /** Positionals other than the usual ones ({@link POSITIONALS}), or their type. */
   positionals?: Record<string, PositionalOptions>;
   options?: Record<string, Options>;
+  /**
+   * Arguments (positionals or flags) that name another resource the API knows by id only: a name
+   * given there is looked up ({@link Lookup}) and the id sent. `<id>` is the resource's own
+   * ({@link Resource.lookup}).
+   */
+  refs?: Record<string, Lookup>;
+  /** Arguments of {@link refs} that, when not given, are the caller's own record (`--user`: the one whose key signs). */
+  orSelf?: string[];
   query?: Mapping;
   body?: Mapping;
   /**
@@ -42,7 +50,7 @@ export interface Verb {
    * - `logs`: the answer is a log read to poll; its lines print once it completes;
    * - a function: prints what it returns (and may return an exit code instead); not called with `--json`.
    */
-  output: 'list' | 'record' | 'done' | 'logs' | ((data: any, a: Args) => string | number | Promise<string | number>);
+  output: 'list' | 'record' | 'done' | 'logs' | ((data: any, a: Args, api: ApiClient) => string | number | Promise<string | number>);
   /** Columns of a `list`; default: the resource's. */
   columns?: Column[];
   /** `done`: past and progressive forms of the verb (`['created', 'creating']`). */
@@ -64,6 +72,26 @@ export interface Verb {
 /** A table column: a field, a dotted path (`manager.node_id`, `members.length`), `header=path`, or [header, compute]. */
 export type Column = string | [string, (row: any) => unknown];
 
+/**
+ * How a resource the API knows by id only is found by name: an argument that looks like an id
+ * (`node-…`) is sent as it is; anything else is looked for in the list, by its name field. None,
+ * or more than one, is an error that names it.
+ */
+export interface Lookup {
+  /** What it is, in messages: `node`. */
+  noun: string;
+  /** The list to look in; `{x}` is the argument x, already looked up (a user's keys: `/v1/iam/users/{user}/keys`). */
+  list: string;
+  /** What an id looks like. */
+  id: RegExp;
+  /** The field that holds the name (default `name`). */
+  name?: string;
+  /** false for a list answered at once (no `limit`, no cursor). */
+  paged?: boolean;
+  /** Where the caller's own record is ({@link Verb.orSelf}): a route and the path of the id in its answer. */
+  self?: { path: string; id: string };
+}
+
 export interface Resource {
   /** The command: `hangar <noun> <verb>`. */
   noun: string;
@@ -76,14 +104,16 @@ export interface Resource {
   failed?: string[];
   /** Fields of `record` output printed as text blocks (a YAML file) after the rest. */
   blocks?: string[];
+  /** When the API takes only ids for it: how a name given for `<id>` is looked up. */
+  lookup?: Lookup;
   verbs: Verb[];
 }
 
 /** Descriptions of the positionals every resource uses alike. */
 const POSITIONALS: Record<string, (r: Resource) => PositionalOptions> = {
-  id: (r) => ({ describe: `the ${r.noun}: its id${r.noun === 'tag' ? '' : ' (or its name)'}` }),
+  id: (r) => ({ describe: `the ${r.noun}: its id${r.noun === 'tag' ? '' : ` (or its ${(r.lookup?.name ?? 'name').replaceAll('_', ' ')})`}` }),
   name: (r) => ({ describe: `name of the new ${r.noun}` }),
-  node: () => ({ describe: 'node id (node-…)' }),
+  node: () => ({ describe: 'the node: its id (node-…) or its name' }),
 };
 
 // ——— small helpers the table uses ———
@@ -144,6 +174,18 @@ export function readInput(file: string, flag: string): Buffer {
     throw usageError(`${flag} ${file}: ${(err as Error).message}`);
   }
 }
+
+/**
+ * The text of the file a flag names (`-` is stdin), or undefined when the flag is not given; with
+ * `oneLine` (a password) without its final line break. Secrets come this way, never on the command line.
+ */
+export const fileText =
+  (flag: string, oneLine = false) =>
+  (a: Args): string | undefined => {
+    if (a[flag] === undefined) return undefined;
+    const text = readInput(String(a[flag]), `--${flag}`).toString('utf8');
+    return oneLine ? text.replace(/\r?\n$/, '') : text;
+  };
 
 // ——— output ———
 
@@ -225,7 +267,9 @@ function pathOf(r: Resource, verb: Verb, a: Args): string {
     return encodeURIComponent(String(a[name]));
   });
   const query = evaluate(verb.query, a) as Query | undefined;
-  const qs = query && Object.keys(query).length ? new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString() : '';
+  // A list is the parameter repeated (`status=ready&status=offline`).
+  const pairs = Object.entries(query ?? {}).flatMap(([k, v]) => ([] as unknown[]).concat(v).map((item): [string, string] => [k, String(item)]));
+  const qs = new URLSearchParams(pairs).toString();
   return qs ? `${path}?${qs}` : path;
 }
 
@@ -247,7 +291,7 @@ const POLL_MS = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
 
 function labelOf(r: Resource, data: any, a: Args): string {
   const id = data?.id ?? a.id;
-  const name = data?.name;
+  const name = data?.[r.lookup?.name ?? 'name'];
   return `${r.noun} ${name && name !== id ? `${name} (${id})` : id}`;
 }
 
@@ -295,28 +339,70 @@ async function readLogs(api: ApiClient, path: string, taskId: string, a: Args): 
   const deadline = Date.now() + (a.timeout as number) * 1000;
   const taskPath = `${path.split('?')[0]}/${encodeURIComponent(taskId)}`;
   while (Date.now() < deadline) {
-    const read = await api.ok<{ status: string; lines?: string[]; error?: string }>('GET', taskPath);
+    // A workload's read answers its lines; a node's is its task, the lines in its result.
+    const read = await api.ok<{ status: string; lines?: string[]; result?: { lines?: string[] }; error?: string }>('GET', taskPath);
     if (read.status === 'completed') {
       if (a.json) console.log(JSON.stringify(read, null, 2));
-      else for (const line of read.lines ?? []) console.log(line);
+      else for (const line of read.lines ?? read.result?.lines ?? []) console.log(line);
       return EXIT.ok;
     }
     if (read.status === 'failed') throw failure(`reading the logs failed: ${read.error ?? 'no reason given'}`);
     await sleep(Math.min(POLL_MS, 500));
   }
-  throw failure(`the logs were not read within ${a.timeout} s (task ${taskId}); is the swarm's manager online?`);
+  throw failure(`the logs were not read within ${a.timeout} s (task ${taskId}); is the agent that reads them (the swarm's manager, or the node) online?`);
 }
 
-async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
+/** Every item of a list (all pages, or the one answer of an unpaged one). */
+async function listItems(api: ApiClient, path: string, paged = true): Promise<unknown[]> {
+  return paged ? (await listAll(api, path)).items : ((await api.ok<unknown[]>('GET', path)) ?? []);
+}
+
+/**
+ * The arguments with every name that stands for an id replaced by the id ({@link Lookup}): the
+ * verb's {@link Verb.refs} first (in their order), then `<id>` through the resource's own lookup.
+ * An argument of {@link Verb.orSelf} that was not given becomes the caller's own record. Asks the
+ * API only for what is not an id already; each list once.
+ */
+async function resolveNames(client: () => ApiClient, r: Resource, verb: Verb, a: Args): Promise<Args> {
+  const refs: Array<[string, Lookup]> = Object.entries(verb.refs ?? {});
+  if (r.lookup && positionalNames(verb.command).includes('id')) refs.push(['id', r.lookup]);
+  if (!refs.length) return a;
+  const out: Args = { ...a };
+  const lists = new Map<string, Promise<unknown[]>>();
+  const find = async (lookup: Lookup, value: string): Promise<string> => {
+    if (lookup.id.test(value)) return value;
+    const path = lookup.list.replace(/\{([\w-]+)\}/g, (_, name: string) => encodeURIComponent(String(out[name])));
+    if (!lists.has(path)) lists.set(path, listItems(client(), path, lookup.paged));
+    const field = lookup.name ?? 'name';
+    const found = ((await lists.get(path)!) as Array<Record<string, unknown>>).filter((item) => item[field] === value);
+    const noun = lookup.noun;
+    if (found.length === 1) return String(found[0]!.id);
+    if (!found.length) throw failure(`no ${noun} ${JSON.stringify(value)}: it is not a ${noun} id, and no ${noun} has that ${field.replaceAll('_', ' ')} (hangar ${noun} list shows them)`);
+    throw failure(`${found.length} ${noun}s are named ${JSON.stringify(value)} (${found.map((item) => item.id).join(', ')}): give the id of the one you mean`);
+  };
+  for (const [name, lookup] of refs) {
+    const value = out[name];
+    if (value === undefined || value === '') {
+      if (verb.orSelf?.includes(name) && lookup.self) out[name] = String(pick(await client().ok('GET', lookup.self.path), lookup.self.id));
+      continue;
+    }
+    out[name] = Array.isArray(value) ? await Promise.all(value.map((v) => find(lookup, String(v)))) : await find(lookup, String(value));
+  }
+  return out;
+}
+
+async function run(r: Resource, verb: Verb, given: Args): Promise<number> {
   for (const [name, spec] of Object.entries({ ...verb.positionals, ...verb.options })) {
-    const value = a[name];
+    const value = given[name];
     if ((spec as Options).type === 'number' && value !== undefined && ([] as unknown[]).concat(value).some((v) => !Number.isFinite(v))) {
       throw usageError(`${name} must be a number`);
     }
   }
+  let client: ApiClient | undefined;
+  const a = await resolveNames(() => (client ??= apiClient()), r, verb, given);
   const path = pathOf(r, verb, a);
   const body = evaluate(verb.body, a);
-  const api = apiClient();
+  const api = client ?? apiClient();
 
   if (verb.output === 'list') {
     const { items, envelope } = verb.paged === false ? await api.send<unknown[]>('GET', path).then((res) => ({ items: res.data ?? [], envelope: res.envelope })) : await listAll(api, path);
@@ -326,7 +412,7 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
     return EXIT.ok;
   }
 
-  const res = await api.send(verb.method, path, body ?? (verb.method === 'POST' || verb.method === 'PUT' ? {} : undefined));
+  const res = await api.send(verb.method, path, body ?? (verb.method === 'POST' || verb.method === 'PUT' || verb.method === 'PATCH' ? {} : undefined));
   const data = res.data as any;
   if (verb.output === 'logs') {
     if (!data?.task_id) throw failure(`the API answered no task id: ${JSON.stringify(data)}`);
@@ -341,7 +427,7 @@ async function run(r: Resource, verb: Verb, a: Args): Promise<number> {
     console.log(JSON.stringify(end?.data ? { ...data, ...end.data } : data, null, 2));
     return end?.code ?? EXIT.ok;
   } else if (typeof verb.output === 'function') {
-    const out = await verb.output(data, a);
+    const out = await verb.output(data, a, api);
     if (typeof out === 'number') return out;
     if (out) console.log(out);
   } else if (verb.output === 'record') {

@@ -1,10 +1,11 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import type { Options } from 'yargs';
-import { keyValues, many, readInput, renderRecord, resourceCommand, shellWords, type Args, type Resource, type Verb } from './resource-commands.js';
+import { deployVerb } from './node.js';
+import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, type Args, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
 
 /**
- * The swarm-workload resources of the CLI, as data: `hangar <noun> <verb>` for each, built by
+ * The resources of the CLI, as data: `hangar <noun> <verb>` for each, built by
  * resourceCommand() (cli/resource-commands.ts). A verb names its route, the flags it takes, how
  * they become the request, and how the answer prints. docs/cli.md describes the commands.
  */
@@ -48,6 +49,20 @@ const logs = (): Verb => ({
   query: { lines: 'lines', since: 'since' },
   output: 'logs',
 });
+
+// ——— what the API knows by id only: a name given in its place is looked up (Lookup) ———
+
+const NODES: Lookup = { noun: 'node', list: '/v1/nodes', id: /^node-[0-9a-z]+$/ };
+const USERS: Lookup = {
+  noun: 'user',
+  list: '/v1/iam/users',
+  id: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  name: 'username',
+  self: { path: '/v1/iam/session', id: 'user.id' },
+};
+const KEYS: Lookup = { noun: 'key', list: '/v1/iam/users/{user}/keys', id: /^key-[0-9a-z]+$/, name: 'access_key_id', paged: false };
+/** `<node>` or `--node`: a node's id or name. */
+const nodeRef = { node: NODES };
 
 const swarmFlag = (describe = 'the swarm (id or name)'): Options => ({ type: 'string', demandOption: true, describe });
 const swarmFilter: Partial<Verb> = { options: { swarm: { type: 'string', describe: 'only those on this swarm (id)' } }, query: { swarm_id: 'swarm' } };
@@ -187,7 +202,93 @@ const serviceFiles: Record<string, Options> = {
 const s3Password = (data: Record<string, any>): string[] =>
   data?.password ? [`root user: ${data.root_user}`, `password:  ${data.password}`, 'note: the password is shown this once; hangar cannot show it again. Store it now.'] : [];
 
+/** A user's password from a file (or - stdin), never on the command line; the control plane's policy applies. */
+const passwordFile = (describe: string): Options => ({ type: 'string', demandOption: true, describe: `${describe} from a file (- is stdin; its last line break is dropped)` });
+
+/** A secret the API answers once: printed with the warning that nothing shows it again. */
+const shownOnce = (what: string) => `note: the ${what} is shown this once; hangar cannot show it again. Store it now.`;
+
+/** The verbs on a user's API keys: `--user` (id or username), by default the user whose key signs. */
+const keyVerb = (verb: Partial<Verb>): Partial<Verb> => ({
+  ...verb,
+  options: { user: { type: 'string', describe: 'the user (id or username); default: you (the user of the key that signs)' }, ...verb.options },
+  refs: { user: USERS },
+  orSelf: ['user'],
+});
+
 export const RESOURCES: Resource[] = [
+  {
+    noun: 'node',
+    describe: 'Nodes (machines with an agent): deploy over SSH, join tokens, cordon, drain, rename, logs, remove',
+    base: '/v1/nodes',
+    lookup: NODES,
+    columns: ['id', 'name', 'status', 'hostname', 'ip_address', 'overlay_ip', 'architecture', 'agent=agent_version'],
+    transitional: ['removing'],
+    verbs: [
+      deployVerb,
+      create({
+        describe: 'Create a node record ahead of its machine (then: hangar node token --node <name>, or node deploy)',
+        options: { ip: { type: 'string', describe: 'its IP address' }, interface: { type: 'string', describe: 'the network interface its address is on (e.g. eth0)' } },
+        body: { name: 'name', ip_address: 'ip', interface: 'interface' },
+      }),
+      list({
+        options: { status: { ...repeatable('only nodes in this status'), choices: ['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'] } },
+        query: { status: many('status') },
+      }),
+      get(),
+      {
+        command: 'token',
+        describe: 'Create a single-use join token for a machine to join with (the token is shown once)',
+        method: 'POST',
+        path: '/token',
+        options: {
+          node: { type: 'string', describe: 'bind it to a node created beforehand (id or name: hangar node create)' },
+          ttl: { type: 'number', describe: 'seconds it stays valid (10 to 604800; default: the control plane’s nodes.join_token_ttl_seconds)' },
+        },
+        refs: nodeRef,
+        body: { node_id: 'node', ttl_seconds: 'ttl' },
+        output: (d: { id: string; token: string; expires_at: string; overlay_ip: string; api_url?: string; join_commands?: Record<string, string> }, _a, api) =>
+          [
+            `created join token ${d.id}: valid until ${d.expires_at}, overlay address ${d.overlay_ip}`,
+            `token: ${d.token}`,
+            // The commands the control plane makes (download the agent and join), else how to join with an agent at hand.
+            ...(d.join_commands && Object.keys(d.join_commands).length
+              ? Object.entries(d.join_commands).map(([arch, command]) => `join a machine (${arch}): ${command}`)
+              : [`join a machine with: hangar-agent --join --token-stdin --api ${d.api_url ?? api.url}   (the token on stdin, not on the command line)`]),
+            shownOnce('token'),
+          ].join('\n'),
+      },
+      {
+        command: 'token-revoke <token>',
+        describe: 'Revoke an unused join token (its overlay address is released)',
+        method: 'DELETE',
+        path: '/token/{token}',
+        positionals: { token: { describe: 'the token’s id (tok-…)' } },
+        output: (d: { id: string }) => `revoked join token ${d.id}`,
+      },
+      action('cordon', 'Cordon a node: no new workloads on it; those running stay', ['cordoned', 'cordoning']),
+      action('drain', 'Drain a node: cordoned, and its workloads moved off', ['drained', 'draining']),
+      action('uncordon', 'Return a cordoned or drained node to service', ['uncordoned', 'uncordoning']),
+      {
+        command: 'rename <id> <name>',
+        describe: 'Rename a node: its display name in hangar (never the machine, swarm or Kubernetes)',
+        method: 'PATCH',
+        path: '/{id}',
+        positionals: { name: { describe: 'the new display name' } },
+        body: { name: 'name' },
+        output: 'done',
+        says: ['renamed', 'renaming'],
+        label: (_a, d) => `node ${d.id} to ${d.name}`,
+      },
+      { ...logs(), describe: 'Print the last lines of the agent’s own log on a node (read by its agent)' },
+      removeForced('remove it even while it is a member of a swarm or cluster (one it manages is left without this manager)', {
+        command: 'remove <id>',
+        describe: 'Remove a node: its certificates are revoked and its overlay address released at once, the record goes once its tasks are done (202)',
+        says: ['removed', 'removing'],
+        wait: 'gone',
+      }),
+    ],
+  },
   {
     noun: 'swarm',
     describe: 'Swarm groups: create, join and leave nodes, members, load balancer',
@@ -205,6 +306,7 @@ export const RESOURCES: Resource[] = [
         method: 'POST',
         path: '/{id}/join',
         options: { manager: { type: 'boolean', default: false, describe: 'join as a manager' } },
+        refs: nodeRef,
         body: { node_id: 'node', role: (a) => (a.manager ? 'manager' : 'worker') },
         output: 'done',
         says: ['joined', 'joining'],
@@ -216,6 +318,7 @@ export const RESOURCES: Resource[] = [
         describe: 'Remove a node (a worker is drained first; the last manager leaves only an empty swarm)',
         method: 'POST',
         path: '/{id}/leave',
+        refs: nodeRef,
         body: { node_id: 'node' },
         output: 'done',
         says: ['left', 'leaving'],
@@ -255,9 +358,10 @@ export const RESOURCES: Resource[] = [
       create({
         describe: 'Create a Kubernetes cluster on nodes: k3s server on the first --node, k3s agents on the others (202: it installs in the background)',
         options: {
-          node: { ...repeatable('a node to install k3s on; the first is the server'), demandOption: true },
+          node: { ...repeatable('a node (id or name) to install k3s on; the first is the server'), demandOption: true },
           'kubeconfig-endpoint': { type: 'string', describe: 'where the kubeconfig points: public (default), overlay, or an IPv4 address' },
         },
+        refs: nodeRef,
         body: { name: 'name', node_ids: many('node'), options: (a) => (a['kubeconfig-endpoint'] ? { kubeconfig_endpoint: a['kubeconfig-endpoint'] } : undefined) },
         wait: 'settle',
       }),
@@ -279,6 +383,7 @@ export const RESOURCES: Resource[] = [
         describe: 'Add a node as a k3s agent',
         method: 'POST',
         path: '/{id}/nodes',
+        refs: nodeRef,
         body: { node_id: 'node' },
         output: 'done',
         says: ['added', 'adding'],
@@ -290,6 +395,7 @@ export const RESOURCES: Resource[] = [
         describe: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it (not the server node)',
         method: 'DELETE',
         path: '/{id}/nodes/{node}',
+        refs: nodeRef,
         output: 'done',
         says: ['removed', 'removing'],
         label: (a) => `node ${a.node} from cluster ${a.id}`,
@@ -378,10 +484,11 @@ export const RESOURCES: Resource[] = [
       create({
         describe: 'Create a volume: a folder on a node (202 while it is prepared)',
         options: {
-          node: { type: 'string', demandOption: true, describe: 'the node that holds the folder (node-…)' },
+          node: { type: 'string', demandOption: true, describe: 'the node that holds the folder (id or name)' },
           folder: { type: 'string', demandOption: true, describe: 'absolute path on the node, created when missing' },
           type: { type: 'string', choices: ['nfs', 'local'], describe: 'nfs (default: shared with every node of a swarm) or local (bound on its node only)' },
         },
+        refs: nodeRef,
         body: { name: 'name', node_id: 'node', folder: 'folder', type: 'type' },
         wait: 'settle',
       }),
@@ -449,7 +556,7 @@ export const RESOURCES: Resource[] = [
           name: 'name',
           swarm_id: 'swarm',
           volume_id: 'volume',
-          password: (a) => (a['password-file'] === undefined ? undefined : readInput(String(a['password-file']), '--password-file').toString('utf8').replace(/\r?\n$/, '')),
+          password: fileText('password-file', true),
           cert_id: 'cert',
         },
         label: (_a, d) => `object store ${d.name} (${d.id})`,
@@ -527,6 +634,109 @@ export const RESOURCES: Resource[] = [
         positionals: { type: { describe: 'instance, swarm, volume, s3, loadbalancer or service' }, id: { describe: 'the resource’s id' } },
         output: (d) => `removed ${d.resource_type} ${d.resource_id} (what existed of it in the runtime, and its record)`,
       },
+    ],
+  },
+  {
+    noun: 'user',
+    describe: 'Users of the control plane: create, list, delete, password, properties (admins)',
+    base: '/v1/iam/users',
+    lookup: USERS,
+    columns: ['id', 'username', 'name', 'email', 'role', 'created_at'],
+    verbs: [
+      create({
+        command: 'create <username>',
+        describe: 'Create a user (the password from a file or stdin, never on the command line)',
+        positionals: { username: { describe: 'letters, digits, . _ @ - (at most 20)' } },
+        options: {
+          'password-file': passwordFile('the password'),
+          email: { type: 'string', describe: 'e-mail address' },
+          'display-name': { type: 'string', describe: 'full name, as shown' },
+          role: { type: 'string', describe: 'admin or user (default user)' },
+          property: repeatable('NAME=VALUE: metadata on the user'),
+        },
+        body: {
+          username: 'username',
+          password: fileText('password-file', true),
+          email: 'email',
+          name: 'display-name',
+          role: 'role',
+          properties: (a) => {
+            const pairs = keyValues('property')(a);
+            return pairs && Object.entries(pairs).map(([name, value]) => ({ name, value }));
+          },
+        },
+      }),
+      list(),
+      get({ describe: 'Show a user, with its properties' }),
+      remove({ describe: 'Delete a user: it cannot log in, its tokens and API keys stop working' }),
+      action('password', 'Set a user’s password; its API keys are deleted too unless --keep-api-keys (yours included, when it is you)', ['set the password of', 'setting the password of'], {
+        options: {
+          'password-file': passwordFile('the new password'),
+          'keep-api-keys': { type: 'boolean', default: false, describe: 'keep the user’s API keys working' },
+        },
+        body: { password: fileText('password-file', true), keep_api_keys: (a) => a['keep-api-keys'] || undefined },
+        label: (a, d) => `user ${a.id}${d.keys_deleted ? `; ${d.keys_deleted} API key(s) deleted` : ''}`,
+      }),
+      action('add-property', 'Add a property (NAME VALUE metadata) to a user', ['added', 'adding'], {
+        command: 'add-property <id> <name> <value>',
+        path: '/{id}/properties',
+        positionals: { name: { describe: 'the property’s name' }, value: { describe: 'its value' } },
+        body: { name: 'name', value: 'value' },
+        label: (a, d) => `property ${d.name}=${d.value} (${d.id}) to user ${a.id}`,
+      }),
+      remove({
+        command: 'remove-property <id> <property>',
+        describe: 'Remove a property from a user (its number: hangar user get)',
+        path: '/{id}/properties/{property}',
+        positionals: { property: { type: 'number', describe: 'the property’s id (a number, in hangar user get)' } },
+        says: ['removed', 'removing'],
+        label: (a) => `property ${a.property} from user ${a.id}`,
+      }),
+    ],
+  },
+  {
+    noun: 'key',
+    describe: 'API keys (HMAC) of a user, yours by default: create (the secret is shown once), list, delete',
+    base: '/v1/iam/users/{user}/keys',
+    lookup: KEYS,
+    columns: ['id', 'access_key_id', 'description', 'created_at', 'last_used_at'],
+    verbs: [
+      create(
+        keyVerb({
+          command: 'create',
+          describe: 'Create an API key; its secret is printed this once',
+          options: { description: { type: 'string', describe: 'what it is for (at most 200 characters)' } },
+          body: { description: 'description' },
+          label: (a, d) => `key ${d.access_key_id} (${d.id}) for user ${a.user}`,
+          notes: (d) => [`access key id:     ${d.access_key_id}`, `secret access key: ${d.secret_access_key}`, shownOnce('secret access key')],
+        }),
+      ),
+      list(keyVerb({ paged: false, empty: 'no API keys' })),
+      remove(keyVerb({ describe: 'Delete an API key: requests signed with it fail from now on', label: (a) => `key ${a.id} of user ${a.user}` })),
+    ],
+  },
+  {
+    noun: 'ssh-profile',
+    describe: 'SSH profiles: stored credentials for node deploy (a key or password is kept encrypted, never shown)',
+    base: '/v1/ssh-profiles',
+    columns: ['id', 'name', 'user', 'port', 'has_key', 'has_password', 'created_at'],
+    verbs: [
+      create({
+        describe: 'Store SSH credentials under a name: a user, a port, and a key and/or a password from files (- is stdin)',
+        options: {
+          user: { type: 'string', describe: 'the SSH user (default root; another needs sudo)' },
+          port: { type: 'number', describe: 'the SSH port (default 22)' },
+          'key-file': { type: 'string', describe: 'a private key file (- is stdin)' },
+          'password-file': { type: 'string', describe: 'a file holding the password (- is stdin)' },
+        },
+        body: (a) => {
+          if (a['key-file'] === '-' && a['password-file'] === '-') throw usageError('only one of --key-file and --password-file can be - (stdin)');
+          return { name: a.name, user: a.user, port: a.port, key: fileText('key-file')(a), password: fileText('password-file', true)(a) };
+        },
+      }),
+      list(),
+      get(),
+      remove(),
     ],
   },
 ];

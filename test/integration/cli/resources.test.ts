@@ -119,7 +119,8 @@ describeEachDialect('hangar resource commands against a running control plane', 
     it('join, leave and the load balancer answer with the API’s messages on an empty swarm', async () => {
       await Promise.all([
         fails(['swarm', 'join', web.id, 'node-0missing'], /HTTP 404: .*node-0missing/),
-        fails(['swarm', 'join', web.id, 'not-a-node'], 'HTTP 400: Validation failed'),
+        // Not a node id: looked up as a name (the API takes ids only), and no node has it.
+        fails(['swarm', 'join', web.id, 'not-a-node'], 'hangar swarm join: no node "not-a-node": it is not a node id, and no node has that name'),
         fails(['swarm', 'leave', web.id, 'node-0missing'], 'HTTP 404: Node node-0missing is not a member of swarm web'),
         fails(['swarm', 'lb-deploy', web.id], 'HTTP 409: Swarm web has no manager yet'),
         fails(['swarm', 'lb-remove', web.id], 'HTTP 404: Swarm web has no load balancer'),
