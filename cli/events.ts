@@ -70,6 +70,8 @@ async function follow(args: EventsArgs): Promise<never> {
         res.on('data', (chunk: string) => {
           for (const e of parser.push(chunk) as ServerSentEvent[]) {
             if (e.event === 'reset') process.stderr.write(`hangar events: ${JSON.parse(e.data).message}\n`);
+            // The server ended the stream (credentials revoked or expired, shutdown): say why, then reconnect (a refusal stops below).
+            else if (e.event === 'end') process.stderr.write(`hangar events: the stream ended (${JSON.parse(e.data).reason}): ${JSON.parse(e.data).message}\n`);
             else print({ type: e.event, id: e.id, data: JSON.parse(e.data) }, Boolean(args.json));
           }
         });
@@ -79,7 +81,8 @@ async function follow(args: EventsArgs): Promise<never> {
       req.on('error', (err) => resolve({ status: 0, message: err.message }));
       req.end();
     });
-    if (outcome.status >= 400 && outcome.status < 500) throw failure(`GET /v1/events/stream: HTTP ${outcome.status}: ${outcome.message}`);
+    // 429: too many streams open for now (events.streams_per_principal / _per_address); one may close, so try again later.
+    if (outcome.status >= 400 && outcome.status < 500 && outcome.status !== 429) throw failure(`GET /v1/events/stream: HTTP ${outcome.status}: ${outcome.message}`);
     failures++;
     if (outcome.status !== 200) process.stderr.write(`hangar events: ${outcome.message ?? `HTTP ${outcome.status}`}; reconnecting\n`);
     await sleep(Math.min(30_000, 500 * 2 ** Math.min(failures, 6)));

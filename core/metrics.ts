@@ -87,6 +87,11 @@ export class Metrics {
     });
   }
 
+  /** A counter a plugin increments; with several workers (api.workers) a scrape answers their sum. */
+  counter<L extends string = string>(name: string, help: string, labelNames: L[] = []): Counter<L> {
+    return new client.Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
   /** Gauges over core's own state: the task queue by kind and status, held long-polls, the store's connection pool. */
   watchCore(store: Store, openPolls: () => number): void {
     this.gauge('hangar_tasks', 'Unfinished tasks in the queue, by kind and status (pending, leased)', ['kind', 'status'], async (set) => {

@@ -1,22 +1,39 @@
-import { PassThrough } from 'node:stream';
+import { IncomingMessage } from 'node:http';
+import http2 from 'node:http2';
 import { Type } from '@sinclair/typebox';
 import { HttpError } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineServiceRef, type HangarRequest } from '../../core/plugin.js';
 import type { Principal } from '../../core/auth/index.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
+import { EventStreams, type StreamConnection, type StreamLimits } from './streams.js';
 
 export const EventsConfigSchema = Type.Object(
   {
     buffer: Type.Integer({ minimum: 10, maximum: 100_000, default: 2000, description: 'recent events kept for clients that reconnect with Last-Event-ID' }),
     keepalive_seconds: Type.Integer({ minimum: 1, maximum: 300, default: 15, description: 'a comment line this often keeps idle streams (and proxies) open' }),
+    streams_per_principal: Type.Integer({ minimum: 1, maximum: 10_000, default: 16, description: 'event streams one user may hold open on this process (each worker counts its own); one more is a 429' }),
+    streams_per_address: Type.Integer({ minimum: 1, maximum: 100_000, default: 64, description: 'event streams one client address may hold open on this process (each worker counts its own); one more is a 429' }),
+    stream_buffer_bytes: Type.Integer({
+      minimum: 16_384,
+      maximum: 256 * 1024 * 1024,
+      default: 262_144,
+      description: 'bytes of events a stream’s client may leave untaken before the stream is dropped (it resumes with Last-Event-ID)',
+    }),
+    revalidate_seconds: Type.Integer({
+      minimum: 1,
+      maximum: 86_400,
+      default: 60,
+      description: 'every open stream’s credentials are checked again this often, besides at once when a notice says they changed',
+    }),
   },
   { additionalProperties: false, default: {} },
 );
 
-interface EventsConfig {
+interface EventsConfig extends StreamLimits {
   buffer: number;
   keepalive_seconds: number;
+  revalidate_seconds: number;
 }
 
 /** Store tables whose changes are announced, by the resource type clients know them as. */
@@ -47,9 +64,20 @@ const TypesQuery = Type.Optional(
 
 const LiveEventView = Type.Object({ id: Type.String(), type: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) });
 
-function visibleTo(principal: Principal | null, types: Set<string> | null) {
+function visibleTo(principal: Principal | null, types: ReadonlySet<string> | null) {
   const admin = principal?.role === 'admin';
   return (event: LiveEvent) => (admin || !event.adminOnly) && (!types || types.has(event.type));
+}
+
+/** The connection of a request's answer: its socket (HTTP/1.1), or its stream of an HTTP/2 session. */
+function connectionOf(req: HangarRequest): StreamConnection {
+  const { req: incoming, res } = req.ctx;
+  if (incoming instanceof IncomingMessage) {
+    const { socket } = incoming;
+    return { buffered: () => socket.writableLength, cut: () => socket.destroy() };
+  }
+  const { stream } = res as unknown as http2.Http2ServerResponse;
+  return { buffered: () => stream.writableLength, cut: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
 }
 
 const typesOf = (req: HangarRequest) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
@@ -107,12 +135,18 @@ export default definePlugin({
       ),
     ];
 
-    services.metrics.gauge('hangar_event_streams_open', 'Server-Sent Events streams (GET /v1/events/stream) open on this control plane', [], (set) => set({}, journal.listeners));
+    const streams = new EventStreams(journal, settings, services.auth, services.db.notices, services.metrics, services.log);
 
     return {
       async close() {
         for (const unsubscribe of unsubscribers) unsubscribe();
+        streams.close();
       },
+      loops: [
+        // The backstop of the notices: a change they did not carry (a notice lost with a listening
+        // connection is followed by a forget-everything, but a row changed by hand is not) ends a stream within a turn.
+        { name: 'events:revalidate-streams', intervalMs: settings.revalidate_seconds * 1000, run: () => streams.revalidateAll() },
+      ],
       routes: [
         {
           method: 'GET',
@@ -120,12 +154,16 @@ export default definePlugin({
           auth: 'authenticated',
           summary: 'Live events as Server-Sent Events (text/event-stream), resumable with Last-Event-ID',
           produces: 'text/event-stream',
-          errors: [406],
+          errors: [406, 429],
           description:
             'Each event is `id: <id>`, `event: <type>`, `data: <JSON>`. Types: resource.changed {type, id, op}, node.status {node_id, from, to}, ' +
             'node.event {id, node_id, kind, message, created_at}, task.state {task_id, node_id, kind, status, subject} (admins only). ' +
             'A reconnecting client sends Last-Event-ID (EventSource does) and gets what it missed; when that is no longer kept it gets a `reset` event ' +
-            'and should reload what it shows. The stream ends when the caller’s token expires. Send `Accept: text/event-stream`.',
+            'and should reload what it shows. The server ends a stream with a last `end` event {reason, message}: `revoked` when its credentials are ' +
+            'no longer accepted (user deleted, API key deleted, logout, password changed), `role_changed` (reconnect: what a stream carries depends on the role), ' +
+            '`expired` when the token expires, `shutdown`. ' +
+            'A client that does not read is dropped once events.stream_buffer_bytes are waiting for it. Past events.streams_per_principal or ' +
+            'events.streams_per_address open streams the answer is 429. Send `Accept: text/event-stream`.',
           schemas: {
             query: Type.Object({ types: TypesQuery, last_event_id: Type.Optional(Type.String({ maxLength: 100, description: 'as the Last-Event-ID header, for clients that cannot set it' })) }, { additionalProperties: false }),
           },
@@ -133,32 +171,33 @@ export default definePlugin({
             if (!req.ctx.accepts('text/event-stream')) {
               throw new HttpError(406, 'This route answers a Server-Sent Events stream: send Accept: text/event-stream (EventSource does); GET /v1/events lists recent events as JSON');
             }
-            const visible = visibleTo(req.principal, typesOf(req));
-            const stream = new PassThrough();
-            const send = (event: LiveEvent) => {
-              if (visible(event)) stream.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify({ ...event.data, at: event.at })}\n\n`);
-            };
-            stream.write(`retry: 2000\n: hangar events, run ${journal.boot}\n\n`);
             const lastId = (req.headers['last-event-id'] as string | undefined) ?? req.query.last_event_id;
-            if (lastId !== undefined) {
-              const replay = journal.after(String(lastId));
-              if ('reset' in replay) stream.write(`event: reset\ndata: ${JSON.stringify({ message: replay.reset })}\n\n`);
-              else for (const event of replay.events) send(event);
-            }
-            const unsubscribe = journal.subscribe(send);
+            const resume = journal.resumeAfter(lastId === undefined ? undefined : String(lastId));
+            // Over a limit: the 429, before anything is written.
+            const stream = streams.open(req.principal!, req.ip, connectionOf(req), typesOf(req), 'seq' in resume ? resume.seq : journal.last);
+            stream.write(`retry: 2000\n: hangar events, run ${journal.boot}\n\n`);
+            if ('reset' in resume) stream.write(`event: reset\ndata: ${JSON.stringify({ message: resume.reset })}\n\n`);
             const keepalive = setInterval(() => stream.write(': keep-alive\n\n'), settings.keepalive_seconds * 1000);
             // A token's stream lives no longer than the token: the client reconnects with a fresh one.
             const exp = typeof req.principal?.exp === 'number' ? req.principal.exp * 1000 - Date.now() : null;
-            const expiry = exp !== null ? setTimeout(() => end(), Math.max(0, Math.min(exp, 2 ** 31 - 1))) : null;
-            const end = () => {
+            const expiry =
+              exp !== null
+                ? setTimeout(() => streams.end(stream, 'expired', 'the credentials expired: reconnect with fresh ones'), Math.max(0, Math.min(exp, 2 ** 31 - 1)))
+                : null;
+            const stop = () => {
+              if (services.shutdown.aborted) streams.end(stream, 'shutdown', 'the control plane is stopping: reconnect with Last-Event-ID');
+              stream.close();
+            };
+            stream.onClose(() => {
               clearInterval(keepalive);
               if (expiry) clearTimeout(expiry);
-              unsubscribe();
-              stream.end();
-            };
-            if (req.signal.aborted) end();
-            else req.signal.addEventListener('abort', end, { once: true });
-            return Reply.raw(stream, 'text/event-stream; charset=utf-8', { 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+              req.signal.removeEventListener('abort', stop);
+            });
+            if (req.signal.aborted) stop();
+            else req.signal.addEventListener('abort', stop, { once: true });
+            // The replay (after Last-Event-ID) goes out as the client takes it, as live events do.
+            stream.pump();
+            return Reply.raw(stream.body, 'text/event-stream; charset=utf-8', { 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
           },
         },
         {

@@ -16,6 +16,24 @@ export interface LiveEvent {
 /** What a reconnecting client gets: the events after its last one, or `reset` when they are no longer kept. */
 export type Replay = { events: LiveEvent[] } | { reset: string };
 
+/** A kept event with its Server-Sent Events frame (made once, for every stream). */
+export interface JournalEntry {
+  seq: number;
+  event: LiveEvent;
+  /** `id: …\nevent: …\ndata: …\n\n`. */
+  frame: string;
+  /** Bytes of every frame appended before this one in this run (so the bytes between two entries are a subtraction). */
+  start: number;
+}
+
+/** Splits an event id into its run and number; null when it is not one. */
+export function parseEventId(id: string): { boot: string; seq: number } | null {
+  const dash = id.lastIndexOf('-');
+  const seq = Number(id.slice(dash + 1));
+  if (dash < 1 || !Number.isInteger(seq) || seq < 0) return null;
+  return { boot: id.slice(0, dash), seq };
+}
+
 /**
  * The recent events of this control plane, in order, in a bounded ring: live subscribers get each
  * one as it is appended, and a client that reconnects with `Last-Event-ID` gets what it missed while
@@ -29,7 +47,9 @@ export type Replay = { events: LiveEvent[] } | { reset: string };
 export class Journal {
   readonly boot: string;
   private seq = 0;
-  private readonly ring: Array<{ seq: number; event: LiveEvent }> = [];
+  /** Bytes of every frame appended so far. */
+  private bytes = 0;
+  private readonly ring: JournalEntry[] = [];
   private readonly subscribers = new Set<(event: LiveEvent) => void>();
 
   constructor(
@@ -51,7 +71,9 @@ export class Journal {
     if (seq !== this.seq + 1) this.ring.length = 0;
     this.seq = seq;
     const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: numbered?.at ?? this.now().toISOString(), data, adminOnly };
-    this.ring.push({ seq, event });
+    const frame = `id: ${event.id}\nevent: ${type}\ndata: ${JSON.stringify({ ...data, at: event.at })}\n\n`;
+    this.ring.push({ seq, event, frame, start: this.bytes });
+    this.bytes += Buffer.byteLength(frame);
     if (this.ring.length > this.capacity) this.ring.shift();
     for (const subscriber of this.subscribers) subscriber(event);
     return event;
@@ -66,17 +88,48 @@ export class Journal {
     return this.subscribers.size;
   }
 
-  /** Events after `lastId` (all kept events when it is undefined). */
-  after(lastId: string | undefined): Replay {
-    if (lastId === undefined) return { events: this.ring.map((r) => r.event) };
-    const dash = lastId.lastIndexOf('-');
-    const boot = lastId.slice(0, dash);
-    const seq = Number(lastId.slice(dash + 1));
-    if (dash < 1 || boot !== this.boot || !Number.isInteger(seq) || seq < 0 || seq > this.seq) {
+  /** The number of the newest event (0 before the first). */
+  get last(): number {
+    return this.seq;
+  }
+
+  /** The kept entry numbered `seq`, or undefined when it is not kept (older than the ring, or lost in a gap). */
+  entry(seq: number): JournalEntry | undefined {
+    const first = this.ring[0];
+    const entry = first ? this.ring[seq - first.seq] : undefined;
+    return entry?.seq === seq ? entry : undefined;
+  }
+
+  /**
+   * Bytes of the frames after event `seq` (what a stream that has been sent up to `seq` has still to
+   * send); Infinity when some of them are no longer kept.
+   */
+  bytesAfter(seq: number): number {
+    if (seq >= this.seq) return 0;
+    const next = this.entry(seq + 1);
+    return next ? this.bytes - next.start : Infinity;
+  }
+
+  /**
+   * The number after which a client that last saw `lastId` resumes (the newest when it is undefined),
+   * or `reset` when what it missed is no longer kept.
+   */
+  resumeAfter(lastId: string | undefined): { seq: number } | { reset: string } {
+    if (lastId === undefined) return { seq: this.seq };
+    const parsed = parseEventId(lastId);
+    if (!parsed || parsed.boot !== this.boot || parsed.seq > this.seq) {
       return { reset: 'the event id is not from this run of this control plane (it restarted, or the id is another’s): reload what you show' };
     }
     const oldest = this.ring[0]?.seq ?? this.seq + 1;
-    if (seq + 1 < oldest) return { reset: `events after ${lastId} are no longer kept: reload what you show` };
-    return { events: this.ring.filter((r) => r.seq > seq).map((r) => r.event) };
+    if (parsed.seq + 1 < oldest) return { reset: `events after ${lastId} are no longer kept: reload what you show` };
+    return { seq: parsed.seq };
+  }
+
+  /** Events after `lastId` (all kept events when it is undefined). */
+  after(lastId: string | undefined): Replay {
+    if (lastId === undefined) return { events: this.ring.map((r) => r.event) };
+    const resume = this.resumeAfter(lastId);
+    if ('reset' in resume) return resume;
+    return { events: this.ring.filter((r) => r.seq > resume.seq).map((r) => r.event) };
   }
 }

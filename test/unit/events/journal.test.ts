@@ -34,4 +34,20 @@ describe('plugins/events journal: numbered by the workers’ primary', () => {
     expect('events' in kept && kept.events.map((e) => e.id.split('-').pop())).to.deep.equal(['2', '3']);
     expect(journal.after(`${journal.boot}-0`), 'the oldest is no longer kept').to.have.property('reset');
   });
+
+  it('keeps each event’s frame and tells a stream how many bytes it has still to send after a number', () => {
+    const journal = new Journal(3, now, 'run1');
+    for (let i = 1; i <= 4; i++) journal.append('node.status', { i });
+    const entry = journal.entry(4)!;
+    expect(entry.frame).to.equal(`id: run1-4\nevent: node.status\ndata: {"i":4,"at":"${at}"}\n\n`);
+    expect(journal.entry(1), 'no longer kept').to.equal(undefined);
+    expect(journal.bytesAfter(4)).to.equal(0);
+    expect(journal.bytesAfter(3)).to.equal(Buffer.byteLength(entry.frame));
+    expect(journal.bytesAfter(1)).to.equal(Buffer.byteLength(journal.entry(2)!.frame) + Buffer.byteLength(journal.entry(3)!.frame) + Buffer.byteLength(entry.frame));
+    expect(journal.bytesAfter(0), 'some no longer kept').to.equal(Infinity);
+    expect(journal.resumeAfter('run1-2')).to.deep.equal({ seq: 2 });
+    expect(journal.resumeAfter(undefined)).to.deep.equal({ seq: 4 });
+    expect(journal.resumeAfter('run1-0')).to.have.property('reset');
+    expect(journal.resumeAfter('other-3')).to.have.property('reset');
+  });
 });
