@@ -11,6 +11,7 @@ import { requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
+const JOIN_PATH_WAIT_SECONDS = 25;
 
 async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -40,12 +41,14 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     lab = new Lab({ name: `prov-${dialect.name === 'sqlite' ? 'sq' : 'pg'}`, subnet: dialect.name === 'sqlite' ? '172.31.78.0/24' : '172.31.79.0/24', log: () => undefined });
     [m1, m2, m3] = await lab.start({ machines: 3 });
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms'],
       overrides: {
         drivers: ['ssh'],
         api: { host: '0.0.0.0' },
         nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 6 },
         tasks: { poll_wait_seconds: 10 },
+        // Swarm members reach each other over the WireGuard overlay (the default); a join gives up on a missing path after this.
+        clusters: { join_path_wait_seconds: JOIN_PATH_WAIT_SECONDS },
       },
     });
     admin = await bootstrapAdmin(t);
@@ -213,6 +216,104 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  /**
+   * A swarm over the overlay on the three deployed machines: the manager is advertised by its
+   * overlay address because its agents report the overlay up with peers answering; a worker whose
+   * WireGuard peer for the manager is still being added when its join starts waits for it and
+   * joins; one whose path to the manager never comes up (UDP to it blocked) ends failed saying so.
+   */
+  describe('a swarm over the overlay: joins wait for the path to the manager', () => {
+    let swarmId: string;
+    const overlayOf = async (m: Machine) => (await node(nodeOf.get(m.name)!)).overlay_ip as string;
+    const member = async (m: Machine) => ((await api('GET', `/v1/swarms/${swarmId}`)).json.data.members as any[]).find((x) => x.node_id === nodeOf.get(m.name));
+    /** The WireGuard peer `on` has for the machine whose overlay address is `ip` (its key and endpoint). */
+    async function peerFor(on: Machine, ip: string): Promise<{ key: string; endpoint: string }> {
+      const dump = await on.sh('wg show hangar0 dump');
+      const row = dump.split('\n').slice(1).map((l) => l.split('\t')).find((cols) => cols[3] === `${ip}/32`);
+      if (!row) throw new Error(`${on.name} has no WireGuard peer for ${ip}:\n${dump}`);
+      return { key: row[0]!, endpoint: row[2]! };
+    }
+    const removePeer = (on: Machine, peer: { key: string }) => on.sh(`wg set hangar0 peer ${peer.key} remove`);
+    const addPeer = (on: Machine, peer: { key: string; endpoint: string }, ip: string) =>
+      on.sh(`wg set hangar0 peer ${peer.key} allowed-ips ${ip}/32 endpoint ${peer.endpoint} persistent-keepalive 25`);
+    const retriesLogged = async (m: Machine) => Number(await m.sh("grep -c 'path not confirmed yet; retrying' /var/log/hangar-agent.log || true"));
+
+    it('advertises the manager by its overlay address once its agent reports the overlay up with its peers answering', async function () {
+      this.timeout(180_000);
+      for (const m of [m1, m2, m3]) {
+        const id = nodeOf.get(m.name)!;
+        const overlay = await until(`${m.name}'s agent to report its overlay up with both peers answering`, async () => {
+          const n = await node(id);
+          return n.overlay?.up && n.overlay.address === n.overlay_ip && n.overlay.handshakes === 2 ? n.overlay : null;
+        }, 120_000);
+        expect(overlay).to.deep.include({ interface: 'hangar0', peers: 2, without_handshake: [] });
+      }
+      const created = await api('POST', '/v1/swarms', { name: 'overlay' });
+      expect(created.status, created.text).to.equal(201);
+      swarmId = created.json.data.id;
+      expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: nodeOf.get('m1') })).status).to.equal(202);
+      const swarm = await until('the manager', async () => {
+        const s = (await api('GET', `/v1/swarms/${swarmId}`)).json.data;
+        if (s.status === 'failed') throw new Error(`the swarm failed: ${s.error}`);
+        return s.manager?.status === 'active' ? s : null;
+      }, 120_000);
+      expect(swarm.manager.advertise_address).to.equal(await overlayOf(m1));
+      expect(await m1.sh("docker info --format '{{.Swarm.NodeAddr}}'")).to.equal(await overlayOf(m1));
+    });
+
+    it('a worker whose WireGuard peer for the manager is still being added when its join starts retries until the peer answers, then joins', async function () {
+      this.timeout(240_000);
+      const managerIp = await overlayOf(m1);
+      const peer = await peerFor(m2, managerIp);
+      const before = await retriesLogged(m2);
+      await removePeer(m2, peer);
+      try {
+        const joined = await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: nodeOf.get('m2') });
+        expect(joined.status, joined.text).to.equal(202);
+        await until('m2’s agent to retry the path to the manager', async () => (await retriesLogged(m2)) > before, 60_000);
+        expect((await member(m2)).status, 'still joining while the peer is missing').to.equal('joining');
+      } finally {
+        await addPeer(m2, peer, managerIp);
+      }
+      const joined = await until('m2 to settle', async () => {
+        const x = await member(m2);
+        return x && x.status !== 'joining' ? x : null;
+      }, 120_000);
+      expect(joined, joined.error).to.include({ status: 'active', advertise_address: await overlayOf(m2) });
+      const path = (await events(nodeOf.get('m2')!)).find((e) => e.kind === 'swarm_join_path');
+      expect(path?.message).to.match(new RegExp(`^reached manager ${nodeOf.get('m1')} at ${managerIp.replace(/\./g, '\\.')}:2377 over the overlay after ([0-9]+) attempts`));
+      expect(Number(/after ([0-9]+) attempts/.exec(path!.message)![1]), 'it retried').to.be.greaterThan(1);
+      expect(await m1.sh("docker node ls --format '{{.Hostname}} {{.Status}}' | sort")).to.equal('m1 Ready\nm2 Ready');
+    });
+
+    it('a worker whose path to the manager never comes up (UDP to it blocked) ends failed naming the missing handshake, its engine untouched', async function () {
+      this.timeout(240_000);
+      const managerIp = await overlayOf(m1);
+      const block = `-p udp -m comment --comment hangar-e2e-overlay-block`;
+      await m3.sh(`iptables -I INPUT -s ${m1.ip} ${block} -j DROP && iptables -I OUTPUT -d ${m1.ip} ${block} -j DROP`);
+      try {
+        // The handshake m3 had with the manager goes: its peer is configured anew, and cannot answer.
+        const peer = await peerFor(m3, managerIp);
+        await removePeer(m3, peer);
+        await addPeer(m3, peer, managerIp);
+        const joined = await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: nodeOf.get('m3') });
+        expect(joined.status, joined.text).to.equal(202);
+        const failed = await until('m3 to settle', async () => {
+          const x = await member(m3);
+          return x && x.status !== 'joining' ? x : null;
+        }, (JOIN_PATH_WAIT_SECONDS + 90) * 1000);
+        expect(failed.status).to.equal('failed');
+        expect(failed.error).to.equal(
+          `joining failed: no WireGuard handshake with node ${nodeOf.get('m1')} (${managerIp}) after ${JOIN_PATH_WAIT_SECONDS} s; its overlay is down or unreachable on UDP 51820 (endpoint ${m1.ip}:51820)`,
+        );
+        expect(await m3.sh("docker info --format '{{.Swarm.LocalNodeState}}'")).to.equal('inactive');
+        expect((await events(nodeOf.get('m3')!)).find((e) => e.kind === 'swarm_join_failed')?.message).to.contain('no WireGuard handshake with node');
+      } finally {
+        await m3.sh(`iptables -D INPUT -s ${m1.ip} ${block} -j DROP; iptables -D OUTPUT -d ${m1.ip} ${block} -j DROP; true`);
+      }
+    });
   });
 
   it('keeps every SSH secret out of responses, events and logs', async () => {
