@@ -375,6 +375,7 @@ export class Hangar {
     const { config } = options;
     const log = createLogger(config.log.level, options.logDestination);
     const db = await openStore(config);
+    db.health.logTo(log);
     let assembly: Assembly | undefined;
     try {
       assembly = await assembleServices(config, db, { log, clock: options.clock, serving: true, catalogue: options.catalogue });

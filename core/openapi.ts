@@ -86,6 +86,8 @@ export function errorStatuses(route: RouteDef): number[] {
   // Writes and lookups name things that may not exist or may clash (a unique name taken).
   if (route.path.includes('{') || route.schemas?.body || WRITES.has(route.method)) statuses.add(404);
   if (WRITES.has(route.method)) statuses.add(409);
+  // A write the store refuses for want of space (core/http/koa-app.ts).
+  if (WRITES.has(route.method)) statuses.add(507);
   return [...statuses].sort();
 }
 

@@ -6,6 +6,7 @@ import { noticesMigration } from './notices.js';
 import { keyringMigration } from '../pki/keyring.js';
 import { leadershipMigration } from './leadership.js';
 import { clusterMigrations } from '../clusters/migrations.js';
+import { storeProbeMigration } from './health.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -30,5 +31,6 @@ export const coreMigrations: MigrationSet = {
     leadershipMigration,
     agentCapabilitiesMigration,
     ...clusterMigrations,
+    storeProbeMigration,
   ],
 };

@@ -4,6 +4,7 @@ import knexFactory, { type Knex } from 'knex';
 import type { HangarConfig } from '../../config/schema.js';
 import { PageCursors } from './cursors.js';
 import { ChangeFeed } from './changes.js';
+import { StoreHealth } from './health.js';
 import { Leadership } from './leadership.js';
 import { Notices } from './notices.js';
 import { PreparedReads } from './reads.js';
@@ -24,6 +25,8 @@ export class Store {
   readonly reads: PreparedReads;
   /** Work that runs in one control plane at a time across those sharing this store (core/db/leadership.ts). */
   readonly leadership: Leadership;
+  /** Whether the store takes writes, as failed statements tell (a full disk; core/db/health.ts). */
+  readonly health = new StoreHealth();
 
   constructor(
     readonly knex: Knex,
@@ -38,6 +41,7 @@ export class Store {
     this.notices = new Notices(knex, dialect, schema);
     this.reads = new PreparedReads(knex, dialect, sqliteFile);
     this.leadership = new Leadership(this, holder);
+    knex.on('query-error', (err: unknown) => this.health.noteError(err));
   }
 
   /** Cheap round-trip used by /healthz. */
@@ -76,7 +80,7 @@ export async function openStore(config: HangarConfig): Promise<Store> {
     const schema = db.schema ?? null;
     if (schema) {
       // The schema must exist before a pool with that search_path is useful.
-      const bootstrap = knexFactory({ client: 'pg', connection: db.url, pool: { min: 0, max: 1 } });
+      const bootstrap = knexFactory({ client: 'pg', connection: db.url, pool: { min: 0, max: 1 }, compileSqlOnError: false });
       try {
         await bootstrap.raw(`create schema if not exists "${schema}"`);
       } finally {
@@ -88,6 +92,8 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       connection: db.url,
       searchPath: schema ? [schema] : undefined,
       pool: { min: 0, max: db.pool_max },
+      // A failed statement's message carries its SQL with placeholders, never the values (a password hash, an email).
+      compileSqlOnError: false,
     });
     return new Store(knex, 'postgres', schema, null, Leadership.holderFor(config.data_dir));
   }
@@ -98,6 +104,8 @@ export async function openStore(config: HangarConfig): Promise<Store> {
     client: ImmediateSqliteClient,
     connection: { filename: file },
     useNullAsDefault: true,
+    // A failed statement's message carries its SQL with placeholders, never the values (a password hash, an email).
+    compileSqlOnError: false,
     pool: {
       min: 1,
       max: 1,

@@ -9,6 +9,7 @@ import { authorize, type AuthOutcome } from '../auth/index.js';
 import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
+import { isStoreFull } from '../db/health.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, unsupportedContentType, type BodyGates, type BodyHolder, type BodyLimits } from './body.js';
@@ -93,11 +94,21 @@ function sendJson(ctx: Context, status: number, payload: unknown): void {
 }
 
 
+/**
+ * The 507 for a write the store refused for want of space (a full disk), or null: the client learns
+ * why and that nothing was written; the store's health logs the condition once per interval
+ * (core/db/health.ts), not once per request.
+ */
+function storeFull(err: unknown): HttpError | null {
+  if (!isStoreFull(err)) return null;
+  return new HttpError(507, 'The store cannot take this change: the disk that holds it is full, and nothing was written. An operator must free space; then send it again');
+}
+
 function errorBody(ctx: Context, err: unknown, services: Services): void {
   let status = 500;
   let message = 'Internal error; the request id identifies it in the server log';
   let details: unknown[] | undefined;
-  err = uniqueViolationConflict(err) ?? err;
+  err = uniqueViolationConflict(err) ?? storeFull(err) ?? err;
   if (err instanceof HttpError) {
     ({ status, message, details } = err);
     for (const [k, v] of Object.entries(err.headers ?? {})) {
@@ -329,9 +340,10 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
       errorBody(ctx, err, services);
     } finally {
       const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
-      await services.requests.finished(finishedRequest(ctx, listener, durationMs), (observer, err) =>
-        accessLog.error({ request_id: ctx.state.requestId, observer, err: { message: err.message } }, 'request observer failed'),
-      );
+      await services.requests.finished(finishedRequest(ctx, listener, durationMs), (observer, err) => {
+        // A full disk is logged by the store's health once per interval, not once per request.
+        if (!isStoreFull(err)) accessLog.error({ request_id: ctx.state.requestId, observer, err: { message: err.message } }, 'request observer failed');
+      });
       // A probe's successes are logged at debug (a load balancer checks every few seconds).
       const level = (ctx.state.route as RouteDef | undefined)?.probe && ctx.status < 400 ? 'debug' : 'info';
       if (accessLog.isLevelEnabled(level)) {

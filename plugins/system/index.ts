@@ -92,18 +92,38 @@ export default definePlugin({
         .finally(() => (asking = null));
       return asking;
     };
+    // While writes are refused (a full disk, core/db/health.ts), a check tries one small write, at
+    // most once a second, to see whether the store takes writes again.
+    let probedAt = -Infinity;
+    let probing: Promise<boolean> | null = null;
+    const storeWrites = (): Promise<boolean> => {
+      if (!services.db.health.unwritable) return Promise.resolve(true);
+      if (performance.now() - probedAt < HEALTH_FRESH_MS) return Promise.resolve(false);
+      probing ??= services.db.health
+        .probe(services.db.knex, services.db.leadership.holder, services.clock.now())
+        .finally(() => {
+          probedAt = performance.now();
+          probing = null;
+        });
+      return probing;
+    };
     return {
       routes: [
         {
           method: 'GET',
           path: '/healthz',
           auth: 'public',
-          summary: 'Health check: 200 when the store answers, 503 otherwise',
+          summary: 'Health check: 200 when the store answers and takes writes, 503 otherwise',
+          description: 'A store whose disk is full answers reads but refuses writes: then 503 `The store cannot be written: …`.',
           errors: [503],
           probe: true,
           schemas: { response: Type.Object({ status: Type.Literal('ok'), store: Type.String() }) },
           async handler() {
             if (!(await storeAnswers())) throw unavailable('The store is not reachable');
+            if (!(await storeWrites())) {
+              const { reason, since } = services.db.health.unwritable ?? { reason: 'a write failed', since: '' };
+              throw unavailable(`The store cannot be written: ${reason}${since ? ` (since ${since})` : ''}; free space on the disk that holds it`);
+            }
             return { status: 'ok', store: services.db.dialect };
           },
         },
