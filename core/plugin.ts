@@ -98,6 +98,16 @@ export interface RouteDef<B = any, Q = any, P = any> {
    * its successful answers are logged at `debug`, not `info` (its failures stay at `info`).
    */
   probe?: boolean;
+  /**
+   * Origins whose web pages may call this route (core/http/cors.ts): its CORS preflight is answered
+   * and its answers name an allowed origin. `*` allows any. Unset or empty: no cross-origin access.
+   */
+  cors?: readonly string[];
+  /**
+   * Record this route in the audit log even though it is a read: it hands out a credential (a
+   * kubeconfig). Writes are always recorded.
+   */
+  audited?: boolean;
   handler(req: HangarRequest<B, Q, P>): unknown;
 }
 

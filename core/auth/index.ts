@@ -125,6 +125,17 @@ export interface AuthOutcome {
   agent: AgentIdentity | null;
 }
 
+/**
+ * A public route that has just established who the caller is (a login checked a password) tells the
+ * pipeline: the request's observers (the audit log) and its access log line then name that
+ * principal, as they name the caller of an authenticated route.
+ */
+export function establishPrincipal(ctx: Context, principal: Principal): void {
+  const state = ctx.state as { caller?: AuthOutcome; principal?: string };
+  state.caller = { principal, agent: null };
+  state.principal = principal.id;
+}
+
 /** Authentication, then role: the first two steps of every route. */
 export async function authorize(
   requirement: AuthRequirement,

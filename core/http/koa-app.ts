@@ -16,6 +16,7 @@ import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, uns
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
 import { RouteTree } from './router.js';
+import { CorsPolicy } from './cors.js';
 import { XmlDocument } from './xml.js';
 
 const bodyAjv = createAjv();
@@ -362,12 +363,15 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
       }
     }
   });
+  const cors = new CorsPolicy(routes);
   app.use(async (ctx) => {
     const match = tree.match(ctx.method, ctx.path);
     if (match.kind === 'found') {
       (ctx as unknown as { params: Record<string, string> }).params = match.params;
+      cors.decorate(ctx);
       return match.value(ctx);
     }
+    if (cors.preflight(ctx)) return;
     if (match.kind === 'method-not-allowed') throw methodNotAllowed(ctx, match.allowed);
     throw new HttpError(404, `No route for ${ctx.method} ${ctx.path}`);
   });

@@ -19,9 +19,13 @@ interface AuditConfig {
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** Whether a request is a write the audit log keeps: a user's (or anonymous caller's) write that reached a route. Agents' traffic is metered, not audited. */
+/**
+ * Whether the audit log keeps a request: a user's (or anonymous caller's) write that reached a
+ * route, or a read of a route declared `audited` (it hands out a credential). Agents' traffic is
+ * metered, not audited.
+ */
 export function isAudited(request: FinishedRequest): boolean {
-  return Boolean(request.route) && WRITES.has(request.method) && request.route!.auth !== 'agent';
+  return Boolean(request.route) && (WRITES.has(request.method) || request.route!.audited === true) && request.route!.auth !== 'agent';
 }
 
 /**
