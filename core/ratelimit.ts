@@ -67,9 +67,83 @@ export class RateLimiter {
     return this.remaining(Number(row.window_start), Number(row.hits), limit);
   }
 
+  /**
+   * Takes one of the `max` places of `key`'s window before the work it limits is done (a password
+   * hashed, a signature checked), in one statement: of requests arriving together exactly `max`
+   * get a place, whatever the store. A refused request leaves the count at `max + 1` (the mark of a
+   * full window), so `blockedFor` refuses too. `hits` is the count including this request.
+   */
+  async reserve(key: string, limit: RateLimit): Promise<Reservation> {
+    const now = this.clock.now().getTime();
+    const expired = now - limit.window_seconds * 1000;
+    const result = await this.store.knex.raw(
+      `insert into ${RATE_LIMITS} (key, window_start, hits) values (?, ?, 1)
+       on conflict (key) do update set
+         hits = case when ${RATE_LIMITS}.window_start <= ? then 1
+                     when ${RATE_LIMITS}.hits <= ? then ${RATE_LIMITS}.hits + 1
+                     else ${RATE_LIMITS}.hits end,
+         window_start = case when ${RATE_LIMITS}.window_start <= ? then excluded.window_start else ${RATE_LIMITS}.window_start end
+       returning window_start, hits`,
+      [key, now, expired, limit.max, expired],
+    );
+    const row = (Array.isArray(result) ? result[0] : result.rows[0]) as { window_start: string | number; hits: number };
+    const hits = Number(row.hits);
+    const windowStart = Number(row.window_start);
+    const reserved = hits <= limit.max;
+    return { key, windowStart, hits, reserved, wait: reserved ? 0 : this.remaining(windowStart, hits, limit) };
+  }
+
+  /** Gives a reserved place back (the attempt succeeded, or was not made): the count goes down by one in the same window. */
+  async release(reservation: Pick<Reservation, 'key' | 'windowStart' | 'reserved'>): Promise<void> {
+    if (!reservation.reserved) return;
+    await this.store
+      .knex(RATE_LIMITS)
+      .where({ key: reservation.key, window_start: reservation.windowStart })
+      .andWhere('hits', '>', 0)
+      .update({ hits: this.store.knex.raw('hits - 1') });
+  }
+
   /** Forgets a key's count (a successful login clears the account's failures). */
-  async reset(key: string): Promise<void> {
-    await this.store.knex(RATE_LIMITS).where({ key }).delete();
+  async reset(key: string): Promise<number> {
+    return this.store.knex(RATE_LIMITS).where({ key }).delete();
+  }
+
+  /** Forgets every key that starts with `prefix` (an admin clearing an account's lockouts); answers how many. */
+  async resetPrefix(prefix: string): Promise<number> {
+    // substr, not LIKE: the prefix may hold % or _.
+    return this.store.knex(RATE_LIMITS).whereRaw('substr(key, 1, ?) = ?', [prefix.length, prefix]).delete();
+  }
+
+  /**
+   * Takes the places of one attempt on `subject` (an account, an email address) from `address`,
+   * before the work it limits is done, or throws the 429 (with Retry-After). Three counts, so that
+   * nobody can lock someone else out (see {@link SubjectLimits}): the pair (subject, address), the
+   * address, and the subject from every address together. Past the subject's count an address
+   * with no attempt on the subject in its pair window may still try (the owner, at their own
+   * machine), others are refused. `kind` names the counters (`login`, `reset-request`…).
+   */
+  async attempt(kind: string, subject: string, address: string, limits: SubjectLimits, what: string): Promise<Attempt> {
+    const pairKey = `${kind}:pair:${subject}:${address}`;
+    const pair = await this.reserve(pairKey, limits.perSubjectAndAddress);
+    if (!pair.reserved) throw tooMany(what, pair.wait);
+    const held = [pair];
+    const refuse = async (wait: number) => {
+      for (const r of held) await this.release(r).catch(() => undefined);
+      return tooMany(what, wait);
+    };
+    const fromAddress = await this.reserve(`${kind}:address:${address}`, limits.perAddress);
+    if (!fromAddress.reserved) throw await refuse(fromAddress.wait);
+    held.push(fromAddress);
+    const everyone = await this.reserve(`${kind}:subject:${subject}`, limits.perSubject);
+    if (everyone.reserved) held.push(everyone);
+    // Past the subject's back-off only an address whose own count is this attempt alone may try.
+    else if (pair.hits > 1) throw await refuse(everyone.wait);
+    return new Attempt(this, held, pairKey);
+  }
+
+  /** Forgets every count on `subject` of {@link attempt}: from each address, and the back-off of all together; answers how many. */
+  async forgetSubject(kind: string, subject: string): Promise<number> {
+    return (await this.resetPrefix(`${kind}:pair:${subject}:`)) + (await this.reset(`${kind}:subject:${subject}`));
   }
 
   /** Drops counters whose window ended more than `olderThanMs` ago. */
@@ -101,6 +175,59 @@ export class RateLimiter {
     if (ends <= now || count <= limit.max) return 0;
     return Math.max(1, Math.ceil((ends - now) / 1000));
   }
+}
+
+/**
+ * The limits of {@link RateLimiter.attempt}: attempts on one subject (an account, an email address)
+ * per client address, per address whatever the subject, and per subject from every address
+ * together (the slower, global back-off, which refuses only addresses that have tried already).
+ */
+export interface SubjectLimits {
+  perSubjectAndAddress: RateLimit;
+  perAddress: RateLimit;
+  perSubject: RateLimit;
+}
+
+/** The places one attempt holds (RateLimiter.attempt), until it is settled. */
+export class Attempt {
+  private settled = false;
+
+  constructor(
+    private readonly limiter: RateLimiter,
+    private readonly held: Reservation[],
+    private readonly pairKey: string,
+  ) {}
+
+  /** The attempt succeeded (a right password): the pair's count is forgotten, the other places given back. */
+  async succeeded(): Promise<void> {
+    if (this.settled) return;
+    this.settled = true;
+    await this.limiter.reset(this.pairKey);
+    for (const r of this.held) if (r.key !== this.pairKey) await this.limiter.release(r);
+  }
+
+  /** The attempt counts (a wrong password, a request made): its places stay taken. */
+  counted(): void {
+    this.settled = true;
+  }
+
+  /** Nothing was decided (an error): every place is given back. */
+  async abandon(): Promise<void> {
+    if (this.settled) return;
+    this.settled = true;
+    for (const r of this.held) await this.limiter.release(r).catch(() => undefined);
+  }
+}
+
+/** A place taken in a key's window by {@link RateLimiter.reserve}. */
+export interface Reservation {
+  key: string;
+  windowStart: number;
+  /** The count of the window with this request (max + 1 when it was refused). */
+  hits: number;
+  reserved: boolean;
+  /** Seconds until the window ends, when refused. */
+  wait: number;
 }
 
 /** The 429 with the seconds to wait in `Retry-After`. */

@@ -4,6 +4,7 @@ import { HEADER_ACCESS_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP, si
 import type { Clock } from '../../core/clock.js';
 import { safeEqual } from '../../core/crypto.js';
 import type { Store } from '../../core/db/store.js';
+import type { RateLimit, RateLimiter } from '../../core/ratelimit.js';
 import { unauthorized } from '../../core/errors.js';
 import type { Identity } from './identity.js';
 import { HMAC_NONCES } from './migrations.js';
@@ -22,7 +23,7 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
       const claims = identity.jwt.verify(token);
       const user = await identity.users.current(claims.userid);
       if (!user) throw unauthorized('The token belongs to a user that no longer exists');
-      if ((claims.ep ?? 0) !== user.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
+      if ((claims.ep ?? 0) !== user.token_epoch) throw unauthorized('The token was issued before the user’s password or role changed; log in again');
       return { id: claims.userid, name: claims.name, role: claims.role, method: 'jwt', exp: claims.exp, token_epoch: user.token_epoch };
     },
     // A token's principal holds while its user lives, in the same token epoch, with the role it names.
@@ -30,7 +31,7 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
     async revalidate(principal) {
       const user = await identity.users.get(principal.id);
       if (!user) throw unauthorized('The token belongs to a user that no longer exists');
-      if (user.token_epoch !== principal.token_epoch) throw unauthorized('The token was issued before the password was changed; log in again');
+      if (user.token_epoch !== principal.token_epoch) throw unauthorized('The token was issued before the user’s password or role changed; log in again');
       if (user.role !== principal.role) throw unauthorized(`The user's role is now ${user.role}; log in again`);
       return principal;
     },
@@ -38,10 +39,18 @@ export function jwtAuthenticator(identity: Identity): Authenticator {
 }
 
 /**
+ * The one answer to a signed request whose access key is unknown (or deleted, or its user's) and to
+ * one whose signature is wrong: which of the two is not told, so access key ids cannot be found by trying.
+ */
+export const SIGNATURE_REFUSED = 'The access key or the signature is not valid: sign the request with a live access key and its secret (docs/api-auth.md)';
+
+/**
  * HMAC-signed requests (docs/api-auth.md): timestamp within the allowed skew, signature over the
  * canonical string, each signature accepted once (replays are refused, across control planes too).
+ * An unknown key and a wrong signature get the same 401, and count as failures of the client
+ * address: past `failuresPerAddress` its signed requests are refused (429) until the window ends.
  */
-export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number): Authenticator {
+export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number, limits: RateLimiter, failuresPerAddress: RateLimit): Authenticator {
   return {
     name: 'hmac',
     async authenticate({ ctx, body, listener }) {
@@ -56,8 +65,16 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
       if (!/^\d+$/.test(timestamp) || Math.abs(now - ts) > skewSeconds) {
         throw unauthorized(`X-Timestamp must be the current unix time in seconds, within ±${skewSeconds} s of the server's clock`);
       }
+      const failures: Array<[string, RateLimit]> = [[`signature:address:${String(ctx.state.clientIp ?? ctx.ip)}`, failuresPerAddress]];
+      await limits.assertAllowed(failures, 'failed signatures');
+      const refused = async () => {
+        // The refusal that goes over the limit is still this 401; the next request gets the 429.
+        await limits.count(failures, 'failed signatures').catch(() => undefined);
+        return unauthorized(SIGNATURE_REFUSED);
+      };
       const found = await identity.users.keyForSigning(accessKey);
-      if (!found) throw unauthorized('Unknown or deleted access key');
+      // No body is read for a key that does not exist: its caller has shown no credential at all.
+      if (!found) throw await refused();
       const expected = signature(found.secret, {
         method: ctx.method,
         pathAndQuery: ctx.originalUrl,
@@ -65,7 +82,7 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
         timestamp: ts,
         nonce: ctx.get(HEADER_NONCE),
       });
-      if (!safeEqual(expected, sent)) throw unauthorized('The signature does not match the request');
+      if (!safeEqual(expected, sent)) throw await refused();
       try {
         await store.knex(HMAC_NONCES).insert({ signature: expected, expires_at: new Date((ts + skewSeconds + 1) * 1000).toISOString() });
       } catch (err) {

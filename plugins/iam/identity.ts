@@ -3,7 +3,7 @@ import type { JwtService } from '../../core/auth/jwt.js';
 import { passwordProblems, type PasswordPolicy } from '../../core/auth/password-policy.js';
 import { verifyPassword, type PasswordHasher } from '../../core/auth/passwords.js';
 import { badRequest } from '../../core/errors.js';
-import type { RateLimit, RateLimiter } from '../../core/ratelimit.js';
+import { LoginLockouts } from './lockouts.js';
 import type { LoginIdentifier, UserRecord, UserStore } from './users.js';
 
 /** A hash of nothing anyone can type, verified for unknown users so both failures take as long. */
@@ -13,20 +13,13 @@ const DECOY_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAA
  * Identity shared by the control API's IAM and the login API: users, password hashing and
  * policy, and tokens. Provided to other plugins as `services.provided.get('iam')`.
  */
-/** How many failed logins an account and an address may have per window before they are refused. */
-export interface LoginLimits {
-  per_account: RateLimit;
-  per_address: RateLimit;
-}
-
 export class Identity {
   constructor(
     readonly users: UserStore,
     readonly jwt: JwtService,
     readonly hasher: PasswordHasher,
     readonly policy: PasswordPolicy,
-    private readonly limits: RateLimiter,
-    private readonly loginLimits: LoginLimits,
+    private readonly lockouts: LoginLockouts,
   ) {}
 
   /** Throws the 400 that lists every rule the password breaks. */
@@ -63,26 +56,46 @@ export class Identity {
 
   /**
    * Checks credentials of a live user; upgrades a hash made by another mapper to the configured
-   * one. Unknown user, deleted user, wrong or empty password all give null. Failures are counted
-   * per account (the identifier as typed, known or not) and per client address; over either limit
-   * every attempt, the right password too, is a 429 until the window ends. A success clears the
-   * account's count.
+   * one. Unknown user, deleted user, wrong or empty password all give null. The attempt counts
+   * against the account (the user, however it was named: email or username; an identifier no user
+   * has counts for itself) and the client address, and takes its place in the counters before the
+   * password is hashed ({@link LoginLockouts}); over a limit it is a 429 whatever the password.
    */
   async login(field: LoginIdentifier, identifier: string, password: string, address: string): Promise<UserRecord | null> {
-    const checks: Array<[string, RateLimit]> = [
-      [`login:account:${identifier.toLowerCase()}`, this.loginLimits.per_account],
-      [`login:address:${address}`, this.loginLimits.per_address],
-    ];
-    await this.limits.assertAllowed(checks, 'failed logins');
     const user = identifier ? await this.users.findForLogin(field, identifier) : null;
-    const { ok, rehash } = await verifyPassword(password, user?.password ?? DECOY_HASH, this.hasher);
-    if (!user || !ok) {
-      await this.limits.count(checks, 'failed logins').catch(() => undefined);
-      return null;
+    const ok = await this.checkPassword(user, identifier, password, address);
+    return ok ? user : null;
+  }
+
+  /**
+   * The user's own password confirming a change it asks for (PATCH of its name or email): counted
+   * and limited as a login is, so a stolen token cannot guess the password through it.
+   */
+  async confirmPassword(user: UserRecord, password: string, address: string): Promise<boolean> {
+    return this.checkPassword(user, user.username, password, address);
+  }
+
+  private async checkPassword(user: UserRecord | null, identifier: string, password: string, address: string): Promise<boolean> {
+    const attempt = await this.lockouts.begin(LoginLockouts.account(user?.userid ?? null, identifier), address);
+    let verdict: { ok: boolean; rehash: boolean };
+    try {
+      verdict = await verifyPassword(password, user?.password ?? DECOY_HASH, this.hasher);
+    } catch (err) {
+      await attempt.abandon();
+      throw err;
     }
-    await this.limits.reset(checks[0]![0]);
-    if (rehash) await this.users.upgradeHash(user.userid, await this.hasher.hash(password));
-    return user;
+    if (!user || !verdict.ok) {
+      attempt.counted();
+      return false;
+    }
+    await attempt.succeeded();
+    if (verdict.rehash) await this.users.upgradeHash(user.userid, await this.hasher.hash(password));
+    return true;
+  }
+
+  /** Forgets the failed logins counted against a user from every address (an admin's DELETE /v1/iam/users/{id}/lockout). */
+  async clearLockout(userid: string): Promise<number> {
+    return this.lockouts.clear(LoginLockouts.account(userid, ''));
   }
 
   issueToken(user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role' | 'token_epoch'>) {

@@ -4,13 +4,15 @@ import { JwtService } from '../../core/auth/jwt.js';
 import { PasswordPolicySchema } from '../../core/auth/password-policy.js';
 import { PASSWORD_HASHERS } from '../../core/auth/passwords.js';
 import { safeEqual } from '../../core/crypto.js';
-import { conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
+import { badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineServiceRef, type HangarRequest, type Services } from '../../core/plugin.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
+import { establishPrincipal, type Principal } from '../../core/auth/index.js';
 import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
+import { LoginLockouts } from './lockouts.js';
 import { HMAC_NONCES, iamMigrations } from './migrations.js';
 import {
   Deleted, DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserProperty, UserView, Username,
@@ -29,8 +31,18 @@ export const IamConfigSchema = Type.Object(
     session_lifetime_seconds: Type.Integer({ minimum: 300, maximum: 30 * 86400, default: 28800, description: 'how long a dashboard session (cookie) lasts' }),
     hmac_skew_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 300 }),
     announce_bootstrap_secret: Type.Boolean({ default: true, description: 'print the bootstrap secret on standard output at first start' }),
-    login_failures_per_account: rateLimitSetting(10, 900, 'failed logins (POST /v1/iam/login and /login) per account identifier before every attempt is refused (429) for the rest of the window'),
-    login_failures_per_address: rateLimitSetting(50, 900, 'failed logins per client address before its attempts are refused (429)'),
+    login_failures_per_account_and_address: rateLimitSetting(
+      10,
+      900,
+      'failed logins (POST /v1/iam/login, POST /v1/iam/session, the login API’s /login) of one account from one client address; past it that address is refused (429) for that account until the window ends',
+    ),
+    login_failures_per_address: rateLimitSetting(50, 900, 'failed logins per client address, whatever the accounts, before its attempts are refused (429)'),
+    login_failures_per_account: rateLimitSetting(
+      100,
+      3600,
+      'failed logins of one account from every address together (the global back-off); past it an address that failed on the account is refused (429) until the window ends, one that has not may still log in',
+    ),
+    signature_failures_per_address: rateLimitSetting(50, 900, 'signed requests with an unknown access key or a wrong signature per client address before its signed requests are refused (429)'),
     bootstrap_from_loopback: Type.Boolean({
       default: true,
       description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',
@@ -49,8 +61,10 @@ export interface IamConfig {
   session_lifetime_seconds: number;
   bootstrap_from_loopback: boolean;
   announce_bootstrap_secret: boolean;
-  login_failures_per_account: RateLimit;
+  login_failures_per_account_and_address: RateLimit;
   login_failures_per_address: RateLimit;
+  login_failures_per_account: RateLimit;
+  signature_failures_per_address: RateLimit;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -60,6 +74,11 @@ export const IdentityRef = defineServiceRef<Identity>('iam', 'users and tokens (
 
 export function identityOf(services: Services): Identity {
   return services.provided.get(IdentityRef);
+}
+
+/** Who a login with a password established (the audit log's principal of the login request). */
+export function passwordPrincipal(user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role'>): Principal {
+  return { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'password' };
 }
 
 export default definePlugin({
@@ -74,15 +93,37 @@ export default definePlugin({
     const issuer = settings.api_server ?? config.api.public_url ?? `https://${os.hostname()}:${config.api.port}`;
     const jwt = new JwtService(await loadJwtSecret(settings.jwt_secret, ca.keyring), issuer, settings.token_lifetime_seconds, clock);
     const users = new UserStore(db, clock, ca.secretBox('iam-api-key-secrets'));
-    const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, services.limits, {
-      per_account: settings.login_failures_per_account,
+    const lockouts = new LoginLockouts(services.limits, {
+      per_account_and_address: settings.login_failures_per_account_and_address,
       per_address: settings.login_failures_per_address,
+      per_account: settings.login_failures_per_account,
     });
+    const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, lockouts);
     services.provided.provide(IdentityRef, identity);
     services.auth.register(jwtAuthenticator(identity));
-    services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds));
+    services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds, services.limits, settings.signature_failures_per_address));
     const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);
     services.auth.register(sessions.authenticator());
+
+    // Emails unique without case (migration 005), unless live users already share one: named here
+    // at every start, and the index made as soon as they are told apart (a PATCH or DELETE below).
+    let emailIndexPending = false;
+    const ensureEmailIndex = async () => {
+      const clashes = await users.ensureEmailIndex();
+      emailIndexPending = clashes.length > 0;
+      if (emailIndexPending) {
+        log.warn(
+          { clashes: clashes.map((c) => c.users) },
+          `iam: ${clashes.length} email address(es) belong to several live users, differing only in case (${clashes.map((c) => c.users.map((u) => u.username).join(' and ')).join('; ')}). ` +
+            'They are kept as they are: a login or reset by such an email finds no one (log in by username), and emails are not yet unique without case. ' +
+            'Give each its own address (PATCH /v1/iam/users/{id} with another email) or delete one; the uniqueness is then enforced at once.',
+        );
+      }
+    };
+    if (services.serving) await ensureEmailIndex();
+    const afterUserChange = async () => {
+      if (emailIndexPending) await ensureEmailIndex().catch((err: Error) => log.error({ err: { message: err.message } }, 'iam: making emails unique without case failed'));
+    };
 
     const bootstrapSecret = new BootstrapSecret(config.data_dir);
     // Only a serving control plane makes and announces the secret (not the runner's terminal).
@@ -196,6 +237,7 @@ export default definePlugin({
           async handler(req) {
             const user = await identity.login('username', req.body.username, req.body.password, req.ip);
             if (!user) throw unauthorized('Invalid username or password');
+            establishPrincipal(req.ctx, passwordPrincipal(user));
             return { ...identity.issueToken(user), token_type: 'Bearer', user: await view(user) };
           },
         },
@@ -265,7 +307,70 @@ export default definePlugin({
           async handler(req) {
             const user = await users.require(req.params.id);
             await users.softDelete(user.userid);
+            await afterUserChange();
             return publicUser((await users.get(user.userid, { includeDeleted: true }))!);
+          },
+        },
+        {
+          method: 'PATCH',
+          path: '/v1/iam/users/{id}',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Change a user’s name, email or role: the role by admins only; your own name or email with your current password',
+          description:
+            'A new role revokes the user’s tokens and sessions issued before it (as a password change does), so a demoted admin’s token no longer works; its API keys follow the new role. ' +
+            'The last admin cannot be given another role (409). Emails are unique among live users without regard to case (409). ' +
+            'Changing your own name or email needs `current_password` (checked and limited as a login is).',
+          errors: [403, 409, 429],
+          schemas: {
+            params: UserIdParams,
+            body: Type.Object(
+              {
+                name: Type.Optional(Type.Union([DisplayName, Type.Null()])),
+                email: Type.Optional(Type.Union([Email, Type.Null()], { description: 'null removes it (no password reset by email then)' })),
+                role: Type.Optional(Role),
+                current_password: Type.Optional(Type.String({ maxLength: 1024, description: 'your own password, to change your own name or email' })),
+              },
+              { additionalProperties: false },
+            ),
+            response: UserView,
+          },
+          async handler(req) {
+            const caller = req.principal!;
+            const user = await users.require(req.params.id);
+            const { name, email, role } = req.body as { name?: string | null; email?: string | null; role?: string; current_password?: string };
+            if (name === undefined && email === undefined && role === undefined) {
+              throw badRequest('Validation failed: give name, email or role to change', [{ path: 'body', message: 'needs at least one of name, email, role' }]);
+            }
+            if (role !== undefined && caller.role !== 'admin') throw forbidden('Only an admin changes roles');
+            if (caller.id === user.userid && (name !== undefined || email !== undefined)) {
+              const password = req.body.current_password as string | undefined;
+              if (!password) {
+                throw badRequest('Validation failed: body.current_password is required to change your own name or email', [
+                  { path: 'body.current_password', message: 'is required to change your own name or email' },
+                ]);
+              }
+              if (!(await identity.confirmPassword(user, password, req.ip))) throw forbidden('The current password is wrong');
+            }
+            const { user: updated, revoked } = await users.update(user.userid, { name, email, role });
+            if (revoked) log.info({ user_id: user.userid, role: updated.role }, 'role changed; earlier tokens revoked');
+            if (email !== undefined) await afterUserChange();
+            return view(updated);
+          },
+        },
+        {
+          method: 'DELETE',
+          path: '/v1/iam/users/{id}/lockout',
+          auth: { role: 'admin' },
+          summary: 'Clear the user’s login lockouts: its failed logins from every address and its global back-off are forgotten',
+          schemas: {
+            params: UserIdParams,
+            response: Type.Object({ cleared: Type.Integer({ minimum: 0, description: 'failure counters forgotten (one per address that failed, and the global one)' }) }, { additionalProperties: false }),
+          },
+          async handler(req) {
+            const user = await users.require(req.params.id);
+            const cleared = await identity.clearLockout(user.userid);
+            log.info({ user_id: user.userid, cleared }, 'login lockouts cleared');
+            return { cleared };
           },
         },
         {
@@ -289,6 +394,25 @@ export default definePlugin({
           async handler(req) {
             if (!(await users.removeProperty(req.params.id, req.params.propertyId))) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
             return { deleted: true };
+          },
+        },
+        {
+          method: 'PATCH',
+          path: '/v1/iam/users/{id}/properties/{propertyId}',
+          auth: { role: 'admin', orSelf: 'id' },
+          summary: 'Change a property’s name or value',
+          schemas: {
+            params: Type.Object({ id: Type.String({ format: 'uuid' }), propertyId: Type.Integer({ minimum: 1 }) }),
+            body: Type.Object(
+              { name: Type.Optional(PropertyInput.properties.name), value: Type.Optional(PropertyInput.properties.value) },
+              { additionalProperties: false, minProperties: 1 },
+            ),
+            response: UserProperty,
+          },
+          async handler(req) {
+            const changed = await users.updateProperty(req.params.id, req.params.propertyId, req.body);
+            if (!changed) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
+            return changed;
           },
         },
         {

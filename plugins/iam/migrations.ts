@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Migration } from '../../core/db/migrations.js';
 
 export const USERS = 'users';
@@ -7,6 +8,34 @@ export const HMAC_NONCES = 'hmac_nonces';
 /** One row once the first admin has been created: bootstrap never opens again, whatever happens to admins later. */
 export const BOOTSTRAP_CLAIM = 'iam_bootstrap';
 export const BOOTSTRAP_CLAIM_ID = 'claimed';
+/** Emails are unique among live users without regard to case: one index on lower(email). */
+export const EMAIL_INDEX = `${USERS}_email_lower_unique`;
+
+/** Live users sharing an email without regard to case, folded by the database's lower() as the index folds them. */
+export async function emailClashes(db: Knex | Knex.Transaction): Promise<Array<{ email: string; users: Array<{ userid: string; username: string }> }>> {
+  const rows: Array<{ userid: string; username: string; folded: string }> = await db(USERS)
+    .whereNull('deleted_at')
+    .whereNotNull('email')
+    .orderBy('created_at')
+    .select('userid', 'username', db.raw('lower(email) as folded'));
+  const byEmail = new Map<string, Array<{ userid: string; username: string }>>();
+  for (const r of rows) byEmail.set(r.folded, [...(byEmail.get(r.folded) ?? []), { userid: r.userid, username: r.username }]);
+  return [...byEmail].filter(([, users]) => users.length > 1).map(([email, users]) => ({ email, users }));
+}
+
+/**
+ * Makes emails unique without case among live users (the index on lower(email), replacing the
+ * case-sensitive one) unless live users already share one: those are kept as they are, never
+ * guessed between, and answered (the iam plugin names them in a warning at every start and makes
+ * the index once they are told apart). Safe to call again.
+ */
+export async function ensureEmailIndex(db: Knex | Knex.Transaction): Promise<Awaited<ReturnType<typeof emailClashes>>> {
+  const clashes = await emailClashes(db);
+  if (clashes.length) return clashes;
+  await db.raw(`create unique index if not exists ${EMAIL_INDEX} on ${USERS} (lower(email)) where deleted_at is null`);
+  await db.raw(`drop index if exists ${USERS}_email_unique`);
+  return [];
+}
 
 export const iamMigrations: Migration[] = [
   {
@@ -82,6 +111,14 @@ export const iamMigrations: Migration[] = [
       for (const column of ['email', 'username']) {
         await knex.raw(`create unique index ${USERS}_${column}_unique on ${USERS} (${column}) where deleted_at is null`);
       }
+    },
+  },
+  {
+    id: '005_emails_unique_without_case',
+    async up(knex) {
+      // Login and reset find a user by email without case, so Alice@x and alice@x are one address.
+      // Users that already share one are kept (see ensureEmailIndex): the start names them.
+      await ensureEmailIndex(knex);
     },
   },
 ];

@@ -1,11 +1,11 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { Authenticator } from '../../core/auth/index.js';
+import { establishPrincipal, type Authenticator } from '../../core/auth/index.js';
 import type { Clock } from '../../core/clock.js';
 import { safeEqual, sha256Hex } from '../../core/crypto.js';
 import type { Migration } from '../../core/db/migrations.js';
 import type { Store } from '../../core/db/store.js';
-import { unauthorized } from '../../core/errors.js';
+import { forbidden, HttpError, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import type { HangarRequest, RouteDef } from '../../core/plugin.js';
 import type { Identity } from './identity.js';
@@ -44,6 +44,24 @@ function cookie(header: string | undefined, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return null;
+}
+
+/**
+ * What a browser login must show to be this control plane's own dashboard logging in (login CSRF:
+ * a page elsewhere would otherwise log the victim's browser into the attacker's account). The body
+ * must be declared `application/json` — a form or a `text/plain` body, which any page can make a
+ * browser send without asking first, is a 415 — and the request must come from this origin: a
+ * browser names the page's origin in `Origin` and, in `Sec-Fetch-Site`, whether it is this site.
+ */
+function assertOwnDashboard(ctx: HangarRequest['ctx']): void {
+  if (!/^application\/json\s*(;|$)/i.test(ctx.get('content-type'))) {
+    throw new HttpError(415, 'POST /v1/iam/session takes the username and password as Content-Type: application/json only');
+  }
+  const origin = ctx.get('origin');
+  const site = ctx.get('sec-fetch-site').toLowerCase();
+  if ((origin && origin !== `${ctx.protocol}://${ctx.host}`) || (site && site !== 'same-origin' && site !== 'none')) {
+    throw forbidden('A dashboard login is accepted from this control plane’s own pages only, not from another site');
+  }
 }
 
 const setCookie = (value: string, maxAge: number) => `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=${maxAge}`;
@@ -91,7 +109,7 @@ export class Sessions {
     const user = await this.identity.users.get(row.userid);
     if (!user || user.token_epoch !== Number(row.token_epoch)) {
       await this.end(id, row.userid);
-      throw unauthorized('The session has ended (the user was deleted or changed its password): log in again');
+      throw unauthorized('The session has ended (the user was deleted, or its password or role changed): log in again');
     }
     return { expiresAt, user };
   }
@@ -149,16 +167,20 @@ export class Sessions {
         path: '/v1/iam/session',
         auth: 'public',
         summary: 'Log in a browser: sets the HttpOnly session cookie and answers the CSRF token for writes',
-        description: 'The same credentials and lockouts as POST /v1/iam/login. The cookie is HttpOnly, Secure, SameSite=Strict; writes with it need X-CSRF-Token.',
+        description:
+          'The same credentials and lockouts as POST /v1/iam/login. The cookie is HttpOnly, Secure, SameSite=Strict; writes with it need X-CSRF-Token. ' +
+          'Only this control plane’s own pages may log in: the body must be Content-Type: application/json (415 otherwise), and a request whose Origin or Sec-Fetch-Site names another site is a 403.',
         status: 201,
-        errors: [401, 429],
+        errors: [401, 403, 429],
         schemas: {
           body: Type.Object({ username: Type.String({ minLength: 1, maxLength: 120 }), password: Password }, { additionalProperties: false }),
           response: SessionView,
         },
         handler: async (req) => {
+          assertOwnDashboard(req.ctx);
           const user = await this.identity.login('username', req.body.username, req.body.password, req.ip);
           if (!user) throw unauthorized('Invalid username or password');
+          establishPrincipal(req.ctx, { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'password' });
           const session = await this.start(user);
           return Reply.data({ user: await view(user), csrf_token: this.csrfToken(session.id), expires_at: session.expiresAt }, 201, { 'Set-Cookie': session.cookie });
         },

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import type { SecretBox } from '../../core/crypto.js';
-import { RowCodec, paginate, uniqueViolationConflict, type Page, type Row } from '../../core/db/repository.js';
+import { RowCodec, isUniqueViolation, paginate, uniqueViolationConflict, type Page, type Row } from '../../core/db/repository.js';
 import { NoticedCache } from '../../core/cache.js';
 import type { Store } from '../../core/db/store.js';
-import { conflict, notFound } from '../../core/errors.js';
+import { conflict, notFound, type HttpError } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
 import { lockForTransaction } from '../../core/db/locks.js';
-import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, USERS, USER_PROPERTIES } from './migrations.js';
+import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, emailClashes, ensureEmailIndex, USERS, USER_PROPERTIES } from './migrations.js';
 
 /** What a login's username field holds. */
 export type LoginIdentifier = 'email' | 'username' | 'email_or_username';
@@ -124,15 +124,8 @@ export class UserStore {
   ): Promise<UserRecord> {
     const db = trx ?? this.knex;
     // Among live users only: a deleted user's username and email are free again.
-    const taken = await db(USERS)
-      .whereNull('deleted_at')
-      .andWhere((w) => w.where({ username: input.username }).orWhere((q) => (input.email ? q.where({ email: input.email }) : q.whereRaw('1 = 0'))))
-      .first('username', 'email');
-    if (taken) {
-      throw taken.username === input.username
-        ? conflict(`The username ${input.username} is already taken`)
-        : conflict(`The email ${input.email} is already registered`);
-    }
+    const taken = await this.taken(db, { username: input.username, email: input.email ?? null });
+    if (taken) throw taken;
     const userid = randomUUID();
     const row = {
       userid,
@@ -146,13 +139,39 @@ export class UserStore {
     // The check above and this insert are two steps: a concurrent create of the same name loses here.
     await db(USERS)
       .insert(row)
-      .catch((err: unknown) => {
-        throw uniqueViolationConflict(err, USERS, row) ?? err;
+      .catch(async (err: unknown) => {
+        throw (await this.takenAfter(err, { username: input.username, email: input.email ?? null })) ?? err;
       });
     for (const property of input.properties ?? []) {
       await db(USER_PROPERTIES).insert({ userid, name: property.name, value: property.value ?? null });
     }
     return (await this.get(userid, { trx }))!;
+  }
+
+  /**
+   * The 409 when a live user other than `except` has the username, or the email compared without
+   * case (alice@example.com and Alice@Example.com are one address: login and reset match it so).
+   * The answer names the field, not the value sent.
+   */
+  private async taken(db: Knex | Knex.Transaction, wanted: { username?: string; email?: string | null }, except?: string): Promise<HttpError | null> {
+    const { username, email } = wanted;
+    if (username === undefined && !email) return null;
+    const q = db(USERS)
+      .whereNull('deleted_at')
+      .andWhere((w) => {
+        if (username !== undefined) w.orWhere({ username });
+        if (email) w.orWhereRaw('lower(email) = ?', [email.toLowerCase()]);
+      });
+    if (except) q.whereNot({ userid: except });
+    const row = await q.first('username');
+    if (!row) return null;
+    return row.username === username ? conflict('The username is already taken; choose another') : conflict('The email address is already registered to another user (emails are compared without case)');
+  }
+
+  /** After a write refused by a unique index (a concurrent create or change won the race): the 409 naming the field. */
+  private async takenAfter(err: unknown, wanted: { username?: string; email?: string | null }, except?: string): Promise<HttpError | null> {
+    if (!isUniqueViolation(err)) return null;
+    return (await this.taken(this.knex, wanted, except)) ?? uniqueViolationConflict(err, USERS);
   }
 
   /** A user by id; soft-deleted users only when asked for. */
@@ -172,15 +191,39 @@ export class UserStore {
 
   /**
    * A live (not deleted) user by login identifier. `email_or_username`: the user whose email is the
-   * value, else the one whose username is (a username may hold an `@`; the email wins).
+   * value, else the one whose username is (a username may hold an `@`; the email wins). Emails
+   * compare without case, usernames exactly. An email that two live users share (left from before
+   * emails were unique without case, see migration 005) names neither: they log in by username.
    */
   async findForLogin(field: LoginIdentifier, value: string): Promise<UserRecord | null> {
     const live = () => this.knex(USERS).whereNull('deleted_at');
-    // Emails compare case-insensitively; usernames exactly.
-    const byEmail = () => live().whereRaw('lower(email) = ?', [value.toLowerCase()]).first();
+    const byEmail = async () => {
+      const rows = await live().whereRaw('lower(email) = ?', [value.toLowerCase()]).limit(2);
+      return rows.length === 1 ? rows[0] : undefined;
+    };
     const byUsername = () => live().where({ username: value }).first();
     const row = field === 'email' ? await byEmail() : field === 'username' ? await byUsername() : ((await byEmail()) ?? (await byUsername()));
     return row ? this.decodeUser(row) : null;
+  }
+
+  /** Live users that share an email without regard to case (none once migration 005's index exists). */
+  async emailClashes(): Promise<Awaited<ReturnType<typeof emailClashes>>> {
+    return emailClashes(this.knex);
+  }
+
+  /**
+   * Makes emails unique without case once no live users share one (migrations.ts ensureEmailIndex);
+   * answers the users that still do. Two control planes starting together may both try: the loser's
+   * error is ignored when the index is there.
+   */
+  async ensureEmailIndex(): Promise<Awaited<ReturnType<typeof emailClashes>>> {
+    try {
+      return await ensureEmailIndex(this.knex);
+    } catch (err) {
+      const clashes = await emailClashes(this.knex);
+      if (clashes.length) return clashes;
+      throw err;
+    }
   }
 
   async list(options: { limit?: number; cursor?: string | null; includeDeleted?: boolean }): Promise<Page<UserRecord>> {
@@ -207,6 +250,45 @@ export class UserStore {
   async upgradeHash(userid: string, passwordHash: string): Promise<void> {
     await this.knex(USERS).where({ userid }).update({ password: passwordHash });
     await this.changed(userid);
+  }
+
+  /**
+   * Changes a user's name, email or role. A new role moves the token epoch on (as a password change
+   * does): tokens and sessions from before it stop working, so a demoted admin's token no longer
+   * says admin. The last live admin is never demoted: the count and the change are one step,
+   * serialised with deletions across control planes. Answers the user and whether tokens were revoked.
+   */
+  async update(userid: string, patch: { name?: string | null; email?: string | null; role?: string }): Promise<{ user: UserRecord; revoked: boolean }> {
+    const outcome = await this.knex.transaction(async (trx) => {
+      if (patch.role !== undefined) await lockForTransaction(trx, this.store.dialect, 'iam:admins');
+      const current = await this.get(userid, { trx });
+      if (!current) throw notFound(`No user ${userid}`);
+      const newRole = patch.role !== undefined && patch.role !== current.role ? patch.role : undefined;
+      if (newRole !== undefined && current.role === 'admin') {
+        const [row] = await trx(USERS).where({ role: 'admin' }).whereNull('deleted_at').whereNot({ userid }).count<{ n: string | number }[]>({ n: '*' });
+        if (Number(row?.n ?? 0) === 0) throw conflict('Cannot change the role of the last admin: make another user admin first');
+      }
+      if (patch.email) {
+        const taken = await this.taken(trx, { email: patch.email }, userid);
+        if (taken) throw taken;
+      }
+      const values: Record<string, unknown> = { updated_at: this.now() };
+      if (patch.name !== undefined) values.name = patch.name;
+      if (patch.email !== undefined) values.email = patch.email;
+      if (newRole !== undefined) {
+        values.role = newRole;
+        values.token_epoch = trx.raw('token_epoch + 1');
+      }
+      await trx(USERS)
+        .where({ userid })
+        .update(values)
+        .catch(async (err: unknown) => {
+          throw (await this.takenAfter(err, { email: patch.email ?? null }, userid)) ?? err;
+        });
+      return { revoked: newRole !== undefined };
+    });
+    await this.changed(userid);
+    return { user: (await this.get(userid))!, revoked: outcome.revoked };
   }
 
   /**
@@ -256,6 +338,18 @@ export class UserStore {
 
   async addProperty(userid: string, name: string, value: string | null): Promise<UserProperty> {
     const [row] = await this.knex(USER_PROPERTIES).insert({ userid, name, value }).returning(['id', 'name', 'value']);
+    await this.knex(USERS).where({ userid }).update({ updated_at: this.now() });
+    return row as UserProperty;
+  }
+
+  /** Changes a property's name or value; null when the user has no such property. */
+  async updateProperty(userid: string, id: number, patch: { name?: string; value?: string | null }): Promise<UserProperty | null> {
+    const values: Record<string, unknown> = {};
+    if (patch.name !== undefined) values.name = patch.name;
+    if (patch.value !== undefined) values.value = patch.value;
+    if (Object.keys(values).length && !(await this.knex(USER_PROPERTIES).where({ userid, id }).update(values))) return null;
+    const row = await this.knex(USER_PROPERTIES).where({ userid, id }).first('id', 'name', 'value');
+    if (!row) return null;
     await this.knex(USERS).where({ userid }).update({ updated_at: this.now() });
     return row as UserProperty;
   }

@@ -3,13 +3,14 @@ import { badRequest, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { renderTemplate } from '../../core/mail.js';
 import { speaksForWorkers } from '../../core/workers.js';
-import { definePlugin } from '../../core/plugin.js';
+import { establishPrincipal } from '../../core/auth/index.js';
+import { definePlugin, type RouteDef } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
-import { IdentityRef, identityOf } from '../iam/index.js';
+import { IdentityRef, identityOf, passwordPrincipal } from '../iam/index.js';
 import { Email, KeepApiKeys, Password } from '../iam/schemas.js';
 import { USERS } from '../iam/migrations.js';
 import type { LoginIdentifier, UserRecord } from '../iam/users.js';
-import { PASSWORD_RESETS, PasswordResets } from './resets.js';
+import { PASSWORD_RESET_PAIRS, PASSWORD_RESETS, PasswordResets } from './resets.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 
 const DEFAULT_TEMPLATE = `Hello {{name}},
@@ -33,9 +34,23 @@ export const LoginConfigSchema = Type.Object(
     refresh_window_seconds: Type.Integer({ minimum: 1, default: 300 }),
     reset_ttl_seconds: Type.Integer({ minimum: 60, default: 600 }),
     reset_max_attempts: Type.Integer({ minimum: 1, default: 5, description: 'wrong codes a pending reset survives; then it is burnt' }),
-    reset_requests_per_account: rateLimitSetting(5, 3600, 'reset requests per email address (known or not); more are refused (429): each one mails the owner and replaces the pending code'),
+    reset_requests_per_account_and_address: rateLimitSetting(
+      5,
+      3600,
+      'reset requests for one email address (known or not) from one client address; more from that address are refused (429), another address keeps its own count',
+    ),
+    reset_requests_per_account: rateLimitSetting(
+      20,
+      3600,
+      'reset requests for one email address from every address together (each mails the owner): past it an address that asked for it already is refused (429), one that has not may still ask',
+    ),
     reset_requests_per_address: rateLimitSetting(30, 3600, 'reset requests per client address'),
     reset_failures_per_address: rateLimitSetting(30, 900, 'refused confirmcode and resetpassword calls per client address before its attempts are refused (429)'),
+    cors_origins: Type.Array(Type.String({ minLength: 1, maxLength: 300, pattern: '^(\\*|https?://[^/\\s]+)$', description: 'an origin (scheme://host[:port]) or *' }), {
+      default: [],
+      maxItems: 100,
+      description: 'origins whose web pages may call the login API from a browser (CORS: its preflight is answered, its answers name the origin); empty (the default): none',
+    }),
     MAIL_ENVELOPE: Type.Object(
       {
         from: Type.String({ default: 'hangar <noreply@localhost>' }),
@@ -55,9 +70,11 @@ interface LoginConfig {
   refresh_window_seconds: number;
   reset_ttl_seconds: number;
   reset_max_attempts: number;
+  reset_requests_per_account_and_address: RateLimit;
   reset_requests_per_account: RateLimit;
   reset_requests_per_address: RateLimit;
   reset_failures_per_address: RateLimit;
+  cors_origins: string[];
   MAIL_ENVELOPE: { from: string; subject: string; template: string };
 }
 
@@ -89,6 +106,26 @@ export default definePlugin({
           t.timestamp('confirmed_at', { useTz: true }).nullable();
           t.timestamp('created_at', { useTz: true }).notNullable();
         });
+      },
+    },
+    {
+      id: '002_password_reset_pairs',
+      async up(knex) {
+        // Several pending pairs per user: a new request no longer replaces the owner's code.
+        await knex.schema.createTable(PASSWORD_RESET_PAIRS, (t) => {
+          t.increments('id').primary();
+          t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
+          t.string('token_hash', 64).notNullable().unique();
+          t.string('code_hash', 64).notNullable();
+          t.timestamp('expires_at', { useTz: true }).notNullable();
+          t.integer('attempts').notNullable().defaultTo(0);
+          t.timestamp('confirmed_at', { useTz: true }).nullable();
+          t.timestamp('created_at', { useTz: true }).notNullable();
+          t.index(['userid']);
+        });
+        const columns = 'userid, token_hash, code_hash, expires_at, attempts, confirmed_at, created_at';
+        await knex.raw(`insert into ${PASSWORD_RESET_PAIRS} (${columns}) select ${columns} from ${PASSWORD_RESETS}`);
+        await knex.schema.dropTable(PASSWORD_RESETS);
       },
     },
   ],
@@ -131,11 +168,13 @@ export default definePlugin({
         log.info({ user_id: user.userid }, 'password reset mail sent');
       } catch (err) {
         log.error({ user_id: user.userid, err: { message: (err as Error).message } }, 'password reset mail could not be sent');
+        // Nobody has this pair: the next request issues another instead of waiting for it to expire.
+        await resets.discard(user.userid, token).catch(() => undefined);
       }
     }
 
     /** The emailed token and code; refusals are counted per client address (guessing across accounts). */
-    async function checkPair(address: string, user: UserRecord | null, pair: { token: string; code: string }): Promise<{ confirmed: boolean }> {
+    async function checkPair(address: string, user: UserRecord | null, pair: { token: string; code: string }): Promise<{ id: number; confirmed: boolean }> {
       const failures: Array<[string, RateLimit]> = [[`reset-failure:address:${address}`, settings.reset_failures_per_address]];
       await services.limits.assertAllowed(failures, 'refused reset codes');
       try {
@@ -146,8 +185,7 @@ export default definePlugin({
       }
     }
 
-    return {
-      routes: [
+    const routes: RouteDef[] = [
         {
           method: 'POST',
           path: '/login',
@@ -160,6 +198,7 @@ export default definePlugin({
           async handler(req) {
             const user = await identity.login(settings.identifier, req.body.username, req.body.password, req.ip);
             if (!user) throw unauthorized('Invalid credentials');
+            establishPrincipal(req.ctx, passwordPrincipal(user));
             return answer(user);
           },
         },
@@ -192,13 +231,16 @@ export default definePlugin({
           errors: [429],
           schemas: { body: Type.Object({ email: Email }, { additionalProperties: false }), response: Message('the same whether or not the address is known') },
           async handler(req) {
-            await services.limits.count(
-              [
-                [`reset-request:account:${req.body.email.toLowerCase()}`, settings.reset_requests_per_account],
-                [`reset-request:address:${req.ip}`, settings.reset_requests_per_address],
-              ],
+            // Per email and client address, per address, and per email from everyone (core/ratelimit.ts
+            // attempt): someone else's requests never use up the owner's own.
+            const attempt = await services.limits.attempt(
+              'reset-request',
+              req.body.email.toLowerCase(),
+              req.ip,
+              { perSubjectAndAddress: settings.reset_requests_per_account_and_address, perAddress: settings.reset_requests_per_address, perSubject: settings.reset_requests_per_account },
               'password reset requests',
             );
+            attempt.counted();
             const user = await userByEmail(req.body.email);
             if (user?.email) {
               // Issued and sent after the answer, so the response time does not tell known from unknown addresses.
@@ -222,8 +264,8 @@ export default definePlugin({
           schemas: { body: Type.Object(ResetPair, { additionalProperties: false }), response: Type.Object({ confirmed: Type.Literal(true) }, { additionalProperties: false }) },
           async handler(req) {
             const user = await userByEmail(req.body.email);
-            await checkPair(req.ip, user, req.body);
-            await resets.confirm(user!.userid);
+            const pair = await checkPair(req.ip, user, req.body);
+            await resets.confirm(pair.id);
             return { confirmed: true };
           },
         },
@@ -270,7 +312,8 @@ export default definePlugin({
           handler: (req) => ({ pong: true, userid: req.principal!.id, role: req.principal!.role }),
         },
         openApiRoute(services, 'login', '/openapi.json'),
-      ],
-    };
+    ];
+    // Browsers on the configured origins may call every route of the login API (login.cors_origins).
+    return { routes: settings.cors_origins.length ? routes.map((route) => ({ ...route, cors: settings.cors_origins })) : routes };
   },
 });

@@ -4,9 +4,13 @@ import { safeEqual, sha256Hex } from '../../core/crypto.js';
 import type { Store } from '../../core/db/store.js';
 import { badRequest } from '../../core/errors.js';
 
+/** The table of the first version: one pair per user (login migration 001), replaced by PASSWORD_RESET_PAIRS. */
 export const PASSWORD_RESETS = 'password_resets';
+/** Pending pairs, several per user (login migration 002). */
+export const PASSWORD_RESET_PAIRS = 'password_reset_pairs';
 
-interface ResetRow {
+interface PairRow {
+  id: number;
   userid: string;
   token_hash: string;
   code_hash: string;
@@ -21,8 +25,10 @@ const codeHash = (token: string, code: string) => sha256Hex(`${token}:${code}`);
 export const RESET_REFUSED = 'The reset token or code is wrong, used up or expired; request a new one';
 
 /**
- * Password reset state: one pending token/code pair per user, stored hashed, expiring, with a
- * cap on wrong attempts after which the pair is burnt.
+ * Password reset state: token/code pairs, stored hashed, expiring, each with a cap on wrong codes
+ * after which it is burnt. A new request adds a pair and never takes an earlier one away: every
+ * pair was mailed to the owner and stays usable until it is used, expires or is burnt, so nobody
+ * else's requests can make the owner's code stop working. A password reset ends them all.
  */
 export class PasswordResets {
   constructor(
@@ -32,13 +38,19 @@ export class PasswordResets {
     private readonly maxAttempts: number,
   ) {}
 
-  /** A fresh pair for the user, replacing any earlier one. Returned in clear once, for the email. */
+  private get pairs() {
+    return this.store.knex<PairRow>(PASSWORD_RESET_PAIRS);
+  }
+
+  /** A fresh pair for the user, beside any pending one. Returned in clear once, for the email. */
   async issue(userid: string): Promise<{ token: string; code: string; expiresAt: Date }> {
     const token = randomBytes(24).toString('base64url');
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const now = this.clock.now();
     const expiresAt = new Date(now.getTime() + this.ttlSeconds * 1000);
-    const row = {
+    // Expired pairs of the user go as a new one comes (the rest stay until they are used or expire).
+    await this.pairs.where({ userid }).andWhere('expires_at', '<=', now.toISOString()).delete();
+    await this.pairs.insert({
       userid,
       token_hash: sha256Hex(token),
       code_hash: codeHash(token, code),
@@ -46,38 +58,41 @@ export class PasswordResets {
       attempts: 0,
       confirmed_at: null,
       created_at: now.toISOString(),
-    };
-    await this.store.knex(PASSWORD_RESETS).insert(row).onConflict('userid').merge();
+    } as never);
     return { token, code, expiresAt };
   }
 
   /**
-   * Checks the token and code; counts a wrong one and burns the pair at the cap. Returns whether
-   * the pair had been confirmed before.
+   * Checks the token and code; counts a wrong code and burns the pair at the cap. Returns the pair's
+   * id and whether it had been confirmed before.
    */
-  async check(userid: string | null, token: string, code: string): Promise<{ confirmed: boolean }> {
+  async check(userid: string | null, token: string, code: string): Promise<{ id: number; confirmed: boolean }> {
     // One answer for every refusal: unknown address, no pending reset, expired, wrong, burnt. A
     // different one would tell an address with a pending reset (anyone can start one) from others.
     const refused = badRequest(RESET_REFUSED);
-    const row: ResetRow | undefined = userid ? await this.store.knex(PASSWORD_RESETS).where({ userid }).first() : undefined;
-    const tokenHash = sha256Hex(token);
-    const pairHash = codeHash(token, code);
+    // Found by its token: a wrong token matches no pair, so someone who knows only the address
+    // cannot burn the owner's code (the caller counts the refusal against its client address).
+    const row: PairRow | undefined = userid ? await this.pairs.where({ userid, token_hash: sha256Hex(token) }).first() : undefined;
     if (!row || new Date(row.expires_at).getTime() <= this.clock.now().getTime()) throw refused;
-    if (safeEqual(tokenHash, row.token_hash) && safeEqual(pairHash, row.code_hash)) {
-      return { confirmed: Boolean(row.confirmed_at) };
-    }
-    // Counted atomically, so guesses sent at the same time cannot slip past the cap.
-    const [counted] = await this.store.knex(PASSWORD_RESETS).where({ userid }).increment('attempts', 1).returning('attempts');
+    if (safeEqual(codeHash(token, code), row.code_hash)) return { id: row.id, confirmed: Boolean(row.confirmed_at) };
+    // A wrong code with the right token, counted atomically, so guesses sent at the same time cannot slip past the cap.
+    const [counted] = await this.pairs.where({ id: row.id }).increment('attempts', 1).returning('attempts');
     const attempts = Number((counted as { attempts: number } | undefined)?.attempts ?? this.maxAttempts);
-    if (attempts >= this.maxAttempts) await this.store.knex(PASSWORD_RESETS).where({ userid }).delete();
+    if (attempts >= this.maxAttempts) await this.pairs.where({ id: row.id }).delete();
     throw refused;
   }
 
-  async confirm(userid: string): Promise<void> {
-    await this.store.knex(PASSWORD_RESETS).where({ userid }).update({ confirmed_at: this.clock.now().toISOString() });
+  async confirm(id: number): Promise<void> {
+    await this.pairs.where({ id }).update({ confirmed_at: this.clock.now().toISOString() } as never);
   }
 
+  /** Ends every pending pair of the user (its password was reset). */
   async clear(userid: string): Promise<void> {
-    await this.store.knex(PASSWORD_RESETS).where({ userid }).delete();
+    await this.pairs.where({ userid }).delete();
+  }
+
+  /** Forgets the pair issued with `token` (its mail could not be sent). */
+  async discard(userid: string, token: string): Promise<void> {
+    await this.pairs.where({ userid, token_hash: sha256Hex(token) }).delete();
   }
 }

@@ -412,16 +412,26 @@ describeEachDialect('login API', (dialect) => {
       expect(ok.status, ok.text).to.equal(200);
     });
 
-    it('a new resetrequest replaces the earlier token and code', async () => {
+    it('a new resetrequest mails a new pair and leaves the earlier one usable (nobody’s request takes the owner’s code away)', async () => {
       const first = await requestReset('erin@example.test');
       const second = await requestReset('erin@example.test');
       expect(second.token).to.not.equal(first.token);
+      const mixed = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: first.token, code: second.code });
+      expect(mixed.status, 'one pair’s token with the other’s code').to.equal(400);
       const old = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: first.token, code: first.code });
-      expect(old.status).to.equal(400);
-      const oldTokenNewCode = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: first.token, code: second.code });
-      expect(oldTokenNewCode.status).to.equal(400);
+      expect(old.status, old.text).to.equal(200);
       const current = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: second.token, code: second.code });
       expect(current.status, current.text).to.equal(200);
+    });
+
+    it('a wrong token burns nothing: only the mail’s reader, who has the token, can use up the code', async () => {
+      const { token, code } = await requestReset('erin@example.test');
+      for (let i = 0; i < 8; i++) {
+        const res = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token: `not-the-token-${i}`, code });
+        expect(res.json.message).to.equal(RESET_REFUSED);
+      }
+      const ok = await call('POST', '/login/confirmcode', { email: 'erin@example.test', token, code });
+      expect(ok.status, `the owner’s pair after 8 guesses without its token: ${ok.text}`).to.equal(200);
     });
 
     it('a pair expires after 10 minutes', async () => {
@@ -478,12 +488,12 @@ describeEachDialect('login API', (dialect) => {
         const trx = await knex.transaction();
         let pending: Promise<HttpResponse[]> | undefined;
         try {
-          await trx('password_resets').where({ userid: frank.userId }).forUpdate().first();
+          await trx('password_reset_pairs').where({ userid: frank.userId }).forUpdate().first();
           pending = Promise.all(Array.from({ length: 8 }, guess));
           const deadline = Date.now() + 5000;
           while (Date.now() < deadline) {
             const waiting = await knex.raw(
-              "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%password_resets%'",
+              "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%password_reset_pairs%'",
             );
             if (waiting.rows[0].n >= 8) break;
             await new Promise((resolve) => setTimeout(resolve, 50));

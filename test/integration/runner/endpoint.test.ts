@@ -136,7 +136,7 @@ describeEachDialect('hangar configure + endpoint against a running control plane
     expect(invalid.stdout).to.match(/^HTTP 400 Bad Request\n/);
     const wrongSecret = await cli(['endpoint', 'GET', '/v1/iam/users'], { HANGAR_SECRET_KEY: 'wrong-secret' });
     expect(wrongSecret.code).to.equal(1);
-    expect(wrongSecret.stdout).to.match(/^HTTP 401 Unauthorized\n/).and.contain('The signature does not match the request');
+    expect(wrongSecret.stdout).to.match(/^HTTP 401 Unauthorized\n/).and.contain('The access key or the signature is not valid');
   });
 
   it('takes the connection from HANGAR_API_URL, HANGAR_ACCESS_KEY, HANGAR_SECRET_KEY and HANGAR_CA_FILE alone', async () => {
