@@ -247,14 +247,12 @@ export const RESOURCES: Resource[] = [
         },
         refs: nodeRef,
         body: { node_id: 'node', ttl_seconds: 'ttl' },
-        output: (d: { id: string; token: string; expires_at: string; overlay_ip: string; api_url?: string; join_commands?: Record<string, string> }, _a, api) =>
+        output: (d: { id: string; token: string; expires_at: string; overlay_ip: string; join_commands: Record<string, string> }) =>
           [
             `created join token ${d.id}: valid until ${d.expires_at}, overlay address ${d.overlay_ip}`,
             `token: ${d.token}`,
-            // The commands the control plane makes (download the agent and join), else how to join with an agent at hand.
-            ...(d.join_commands && Object.keys(d.join_commands).length
-              ? Object.entries(d.join_commands).map(([arch, command]) => `join a machine (${arch}): ${command}`)
-              : [`join a machine with: hangar-agent --join --token-stdin --api ${d.api_url ?? api.url}   (the token on stdin, not on the command line)`]),
+            // The commands the control plane makes: download the agent through the address machines reach it by, and join.
+            ...Object.entries(d.join_commands).map(([arch, command]) => `join a machine (${arch}): ${command}`),
             shownOnce('token'),
           ].join('\n'),
       },

@@ -109,9 +109,13 @@ describeEachDialect('hangar node, user, key and ssh-profile against a running co
       const lines = out.trimEnd().split('\n');
       expect(lines[0]).to.match(/^created join token tok-[0-9a-z]+: valid until \d{4}-\d\d-\d\dT[\d:.]+Z, overlay address [\d.]+$/);
       expect(lines[1]).to.match(/^token: hjt1\S+$/);
-      // How to join: the control plane's join commands when it makes them, else the agent's own.
-      expect(lines.slice(2, -1)).to.have.length.of.at.least(1);
-      for (const line of lines.slice(2, -1)) expect(line).to.match(/^join a machine( \(\w+\):| with: hangar-agent --join --token-stdin --api https:\/\/)/);
+      // How to join: the control plane's command per architecture (download the agent compressed, join with the token on stdin).
+      const token = lines[1]!.slice('token: '.length);
+      expect(lines.slice(2, -1).map((l) => l.replace(/https:\/\/[^/' ]+/g, 'URL'))).to.deep.equal(
+        ['amd64', 'arm64'].map(
+          (arch) => `join a machine (${arch}): curl -fsSLk --compressed -o hangar-agent 'URL/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token}' | sudo ./hangar-agent --join --token-stdin --api URL --data-dir /var/lib/hangar-agent`,
+        ),
+      );
       expect(lines.at(-1)).to.equal('note: the token is shown this once; hangar cannot show it again. Store it now.');
       const tokenId = lines[0]!.match(/(tok-[0-9a-z]+)/)![1]!;
       const unbound = await json(['node', 'token']);
