@@ -98,6 +98,8 @@ export default definePlugin({
     const { clock, clusters: core } = services;
     const settings = services.config.kubernetes as KubernetesConfig;
     const k3sDir = settings.k3s_dir ?? path.join(services.config.data_dir, 'k3s');
+    /** A file in k3s_dir as messages name it: by the setting, never by the absolute path of this host's data dir. */
+    const shownInK3sDir = (name: string) => `${settings.k3s_dir ? '<kubernetes.k3s_dir>' : '<data_dir>/k3s'}/${name}`;
     const { nodes, events } = nodesOf(services);
     const { clusters, members } = core;
     const knex = services.db.knex;
@@ -150,7 +152,7 @@ export default definePlugin({
       const withImages = images ? { images: { sha256: images.sha256, file_name: images.name, architecture } } : {};
       const binary = await placed(binaryNames(architecture));
       if (binary) return { binary: { sha256: binary.sha256, architecture }, ...withImages };
-      const placeIt = `place it at ${path.join(k3sDir, `k3s-${architecture}`)} (or ${path.join(k3sDir, 'k3s')})`;
+      const placeIt = `place it at ${shownInK3sDir(`k3s-${architecture}`)} (or ${shownInK3sDir('k3s')})`;
       if (!settings.k3s_download_url) throw conflict(`No k3s binary for ${architecture} on the control plane: ${placeIt}, or set kubernetes.k3s_download_url for a connected install`);
       const sha256 = settings.k3s_sha256?.[architecture];
       if (!sha256) {
@@ -392,10 +394,12 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/kubeconfig',
           auth: { role: 'admin' },
-          summary: 'The cluster’s admin kubeconfig (YAML in `kubeconfig`), pointing at its kubeconfig endpoint; never logged',
-          description: '409 while the cluster is not active, when its server node has no address of the kubeconfig endpoint’s kind, or when the server node’s agent cannot read it.',
+          summary: 'The cluster’s admin kubeconfig (YAML in `kubeconfig`), pointing at its kubeconfig endpoint; never logged, each download audited',
+          description:
+            '409 while the cluster is not active, when its server node has no address of the kubeconfig endpoint’s kind, or when the server node’s agent cannot read it. Every download (and refusal) is recorded in the audit log: it hands out the cluster’s admin credentials.',
           schemas: { params: IdParams },
           errors: [409],
+          audited: true,
           handler: async (req) => {
             const cluster = await core.requireActive(req.params.id, BACKEND);
             const server = await nodes.get(cluster.manager_node_id);
@@ -542,7 +546,7 @@ export default definePlugin({
           errors: [404],
           handler: async (req: { query: { arch: 'amd64' | 'arm64' } }) => {
             const found = await placed(names(req.query.arch));
-            if (!found) throw notFound(`No k3s ${file} for ${req.query.arch}: the operator places it at ${names(req.query.arch).map((n) => path.join(k3sDir, n)).join(' or ')}`);
+            if (!found) throw notFound(`No k3s ${file} for ${req.query.arch}: the operator places it at ${names(req.query.arch).map(shownInK3sDir).join(' or ')}`);
             return Reply.raw(createReadStream(found.file), 'application/octet-stream', { 'Content-Length': String(found.size), 'X-Checksum-Sha256': found.sha256, 'X-File-Name': found.name });
           },
         })),

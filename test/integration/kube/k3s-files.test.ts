@@ -83,7 +83,9 @@ describeEachDialect('k3s files for installs: the binary and images tarball place
       const { agent } = await nodeWithAgent('serving');
       const none = await agent.request('GET', '/v1/kubernetes/k3s/images?arch=amd64');
       expect(none.status).to.equal(404);
-      expect(none.json.message).to.contain(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.zst'));
+      // Named by the setting: no absolute path of the control plane's host in an answer.
+      expect(none.json.message).to.contain('<kubernetes.k3s_dir>/k3s-airgap-images-amd64.tar.zst');
+      expect(none.text).not.to.contain(k3sDir);
 
       writeFileSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.gz'), images);
       const served = await agent.request('GET', '/v1/kubernetes/k3s/images?arch=amd64');
@@ -186,6 +188,8 @@ describeEachDialect('k3s files for installs: the binary and images tarball place
       const refused = await api('POST', '/v1/kubernetes/clusters', { name: 'unverified', node_ids: [id] });
       expect(refused.status, refused.text).to.equal(409);
       expect(refused.json.message).to.contain('no kubernetes.k3s_sha256.arm64 for the download URL: hangar installs no k3s it cannot verify');
+      expect(refused.json.message).to.contain('place it at <kubernetes.k3s_dir>/k3s-arm64');
+      expect(refused.text, 'no absolute path of the host').not.to.contain(os.tmpdir());
       expect(requested.filter((u) => u.includes('arm64')), 'nothing downloaded').to.deep.equal([]);
     });
   });
