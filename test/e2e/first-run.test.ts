@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../core/http/client.js';
 import { chromiumInstalled, CHROMIUM, openBrowser } from '../support/browser.js';
+import { startedLine } from '../support/child-output.js';
 import { requireService } from '../support/requirements.js';
 
 const ROOT = path.resolve('.');
@@ -15,27 +16,6 @@ const ARCH = ({ x64: 'amd64', arm64: 'arm64' } as Record<string, string>)[proces
 function build(script: string, ...args: string[]): void {
   const result = spawnSync(process.execPath, [path.join(ROOT, 'scripts', script), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 15 * 60_000 });
   expect(result.status, `${script} ${args.join(' ')}: ${result.stdout}${result.stderr}`).to.equal(0);
-}
-
-function startedLine(child: ChildProcess): Promise<Record<string, any>> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "hangar started" line within 60 s: ${seen}`)), 60_000);
-    const onData = (chunk: Buffer) => {
-      seen += chunk.toString();
-      const line = seen.split('\n').find((l) => l.includes('"hangar started"'));
-      if (line) {
-        clearTimeout(timer);
-        resolve(JSON.parse(line));
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`hangar serve exited with ${code}: ${seen}`));
-    });
-  });
 }
 
 /**
@@ -64,7 +44,7 @@ describe('first run from the compiled build (README: npm run build, then hangar 
       env: { ...process.env, NODE: process.execPath, HANGAR_FROM_SOURCES: '', NODE_ENV: 'production', HANGAR_API__PORT: '0', HANGAR_LOGIN__PORT: '0', HANGAR_API__HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const started = await startedLine(child);
+    const started = await startedLine(child, 60_000);
     expect(started.running_from, 'hangar serve runs the compiled build, not the sources').to.equal('build');
     url = (started.urls as string[])[0]!;
     ca = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');

@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
+import { startedLine } from '../../support/child-output.js';
 import { randomToken } from '../../../core/ids.js';
 
 const ROOT = path.resolve('.');
@@ -27,24 +28,6 @@ export default definePlugin({
   },
 });
 `;
-
-function startedLine(child: ChildProcess): Promise<Record<string, any>> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`no "hangar started" line: ${seen}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      seen += chunk.toString();
-      const line = seen.split('\n').find((l) => l.includes('"hangar started"'));
-      if (line) {
-        clearTimeout(timer);
-        resolve(JSON.parse(line));
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`exited with ${code}: ${seen}`)));
-  });
-}
 
 describe('hangar CLI: the production build (dist/hangar)', function () {
   this.timeout(120_000);
