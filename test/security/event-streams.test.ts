@@ -280,6 +280,48 @@ describeEachDialect('event streams end when their credentials are revoked (issue
   });
 });
 
+describeEachDialect('event streams follow a change of role (issue 26, finding 2)', (dialect) => {
+  let t: TestHangar;
+  let plane: Plane;
+  let admin: Credentials;
+
+  before(async () => {
+    t = await startHangar(dialect, { plugins: [...PLUGINS, 'ssh-profiles'], overrides: SETTINGS(3600) });
+    plane = inProcess(t);
+    admin = await bootstrapAdmin(t);
+  });
+  afterEach(() => plane.settle());
+  after(() => t?.stop());
+
+  it('a demoted admin’s token stream is revoked, its key stream ends with role_changed, and the reconnect sees what a user may', async () => {
+    const demoted = await newUser(plane, admin, 'admin');
+    const byToken = await plane.stream(bearer(demoted.token));
+    const byKey = await plane.stream(signedStream(demoted));
+    const profile = async (name: string) => {
+      const res = await plane.request('POST', '/v1/ssh-profiles', { body: { name, password: 'not-a-real-one' }, headers: bearer(admin.token) });
+      expect(res.status, res.text).to.equal(201);
+      return res.json.data.id as string;
+    };
+    const seenAsAdmin = await profile(`p-${randomToken(6).toLowerCase()}`);
+    await byKey.until('an SSH profile change, seen as an admin', 'resource.changed', (d) => d.id === seenAsAdmin);
+
+    const patched = await plane.request('PATCH', `/v1/iam/users/${demoted.userId}`, { body: { role: 'user' }, headers: bearer(admin.token) });
+    expect(patched.status, patched.text).to.equal(200);
+    expect((await byToken.endedWith('the demoted admin’s token stream')).reason).to.equal('revoked');
+    const ended = await byKey.endedWith('the demoted admin’s key stream');
+    expect(ended.reason).to.equal('role_changed');
+    expect(ended.message).to.contain('user');
+
+    // The key still works: the reconnect resumes after its last event, as a user.
+    const again = await plane.stream({ ...signedStream(demoted), 'last-event-id': byKey.lastId! });
+    expect(again.status).to.equal(200);
+    const hidden = await profile(`p-${randomToken(6).toLowerCase()}`);
+    const visible = await aChange(plane, admin);
+    await again.until('a node change, which a user sees', 'resource.changed', (d) => d.id === visible);
+    expect(again.of('resource.changed', (d) => d.id === hidden), 'no SSH profile change for a user').to.deep.equal([]);
+  });
+});
+
 describeEachDialect('event streams: the periodic check ends a stream no notice told of (events.revalidate_seconds)', (dialect) => {
   let t: TestHangar;
   let plane: Plane;
