@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { scopedClient, scopedTransaction } from './write-scope.js';
 // knex's better-sqlite3 client, except that a transaction takes SQLite's write lock when it begins
 // (BEGIN IMMEDIATE) instead of at its first write. Several processes write one SQLite file: the
 // workers of a control plane (api.workers) and the runner's tools. A deferred transaction that read
@@ -19,10 +20,13 @@ class ImmediateTransaction extends SqliteTransaction {
   }
 }
 
+// The audit entry of a request goes in with its first committed write (core/db/write-scope.ts).
+const ScopedImmediateTransaction = scopedTransaction(ImmediateTransaction as any);
+
 class ImmediateClient extends BetterSqlite3Client {
   transaction(...args: any[]): ImmediateTransaction {
-    return new ImmediateTransaction(this, ...args);
+    return new ScopedImmediateTransaction(this, ...args) as unknown as ImmediateTransaction;
   }
 }
 
-export const ImmediateSqliteClient = ImmediateClient as unknown as typeof Knex.Client;
+export const ImmediateSqliteClient = scopedClient(ImmediateClient as any) as unknown as typeof Knex.Client;

@@ -8,6 +8,7 @@ import { StoreHealth } from './health.js';
 import { Leadership } from './leadership.js';
 import { Notices } from './notices.js';
 import { PreparedReads } from './reads.js';
+import { ScopedPgClient } from './pg-client.js';
 import { ImmediateSqliteClient } from './sqlite-client.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -88,7 +89,7 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       }
     }
     const knex = knexFactory({
-      client: 'pg',
+      client: ScopedPgClient,
       connection: db.url,
       searchPath: schema ? [schema] : undefined,
       pool: { min: 0, max: db.pool_max },

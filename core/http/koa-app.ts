@@ -10,6 +10,7 @@ import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
 import { isStoreFull } from '../db/health.js';
+import { inWriteScope, isConnectionLost, WriteScope } from '../db/write-scope.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, unsupportedContentType, type BodyGates, type BodyHolder, type BodyLimits } from './body.js';
@@ -125,6 +126,20 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
     if (e && e.expose && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
       status = e.status;
       message = e.message ?? reasonPhrase(status);
+    } else if ((ctx.state.writes as WritesState | undefined)?.scope.committed) {
+      // The change is in the store: never a 500 that invites sending it again.
+      status = 503;
+      message = 'The change was saved, but the answer could not be completed (the store failed after the commit); read the resource to see it rather than sending the request again';
+      services.log.error(
+        { request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message, stack: e?.stack } },
+        'request failed after its change was committed',
+      );
+    } else if (isConnectionLost(err)) {
+      // Nothing of this request was committed: it may be sent again.
+      status = 503;
+      message = 'The connection to the store was lost and nothing was saved; send the request again';
+      ctx.set('Retry-After', '1');
+      services.log.warn({ request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message } }, 'request failed: the store connection was lost');
     } else {
       services.log.error(
         { request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message, stack: e?.stack } },
@@ -270,26 +285,47 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
     assertAcceptableInput(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
-    // 4: the handler.
+    // 4: the handler. A write's handler runs in a write scope: the records that go with its first
+    // committed write (the audit entry) are written in that write's transaction (core/db/write-scope.ts).
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
-    send(ctx, await route.handler(req), route);
+    if (!WRITES.has(ctx.method)) return send(ctx, await route.handler(req), route);
+    const started = finishedRequest(ctx, listener, 0, route.status ?? 200);
+    const companions = services.requests.companionsFor(started);
+    const scope = new WriteScope(
+      companions.length
+        ? async (trx) => {
+            for (const { companion } of companions) await companion.write(started, trx);
+          }
+        : null,
+    );
+    ctx.state.writes = { scope, companions: companions.map((c) => c.name) };
+    send(ctx, await inWriteScope(scope, () => route.handler(req)), route);
   };
+}
+
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** What the pipeline knows of a write's scope (ctx.state.writes). */
+interface WritesState {
+  scope: WriteScope;
+  companions: string[];
 }
 
 function methodNotAllowed(ctx: Context, allowed: string[]): HttpError {
   return new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`, undefined, { Allow: allowed.join(', ') });
 }
 
-/** What the request observers (core/http/observers.ts) learn of an answered request. */
-function finishedRequest(ctx: Context, listener: ListenerName, durationMs: number): FinishedRequest {
+/** What the request observers (core/http/observers.ts) learn of an answered request (`status` before the answer is known). */
+function finishedRequest(ctx: Context, listener: ListenerName, durationMs: number, status = ctx.status): FinishedRequest {
   const caller = ctx.state.caller as AuthOutcome | undefined;
   const body = ctx.state.payload as { data?: unknown } | null | undefined;
+  const writes = ctx.state.writes as WritesState | undefined;
   return {
     listener,
     method: ctx.method,
     route: (ctx.state.route as RouteDef | undefined) ?? null,
     params: { ...(ctx as unknown as { params?: Record<string, string> }).params },
-    status: ctx.status,
+    status,
     durationMs,
     principal: caller?.principal ?? null,
     agentNodeId: caller?.agent?.nodeId ?? null,
@@ -297,6 +333,8 @@ function finishedRequest(ctx: Context, listener: ListenerName, durationMs: numbe
     requestId: ctx.state.requestId,
     userAgent: ctx.get('user-agent'),
     data: body && typeof body === 'object' && !Buffer.isBuffer(body) && 'data' in body ? body.data : undefined,
+    committed: writes?.scope.committed ?? false,
+    recordedWith: writes?.scope.carried ? writes.companions : [],
   };
 }
 

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Principal } from '../auth/index.js';
 import type { ListenerName, RouteDef } from '../plugin.js';
 
@@ -23,6 +24,21 @@ export interface FinishedRequest {
    * it may hold a once-shown secret, so it is never to be stored or logged whole.
    */
   data: unknown;
+  /** A write the handler made committed (core/db/write-scope.ts). */
+  committed: boolean;
+  /** Companions ({@link WriteCompanion}) whose record committed with one of the request's writes. */
+  recordedWith: readonly string[];
+}
+
+/**
+ * A record of a request that goes in with the first write its handler commits, in the same
+ * transaction (both or neither): the audit entry (plugins/audit). Before the handler runs,
+ * `wants` says whether the request has one; `write` writes it inside the write's transaction, with
+ * `status` the route's success status (the answer is not known yet: the observers learn it).
+ */
+export interface WriteCompanion {
+  wants(request: FinishedRequest): boolean;
+  write(request: FinishedRequest, trx: Knex.Transaction): Promise<void>;
 }
 
 export type RequestObserver = (request: FinishedRequest) => void | Promise<void>;
@@ -36,8 +52,20 @@ export type RequestObserver = (request: FinishedRequest) => void | Promise<void>
 export class RequestObservers {
   private readonly observers: Array<{ name: string; observe: RequestObserver }> = [];
 
+  private readonly companions: Array<{ name: string; companion: WriteCompanion }> = [];
+
   add(name: string, observe: RequestObserver): void {
     this.observers.push({ name, observe });
+  }
+
+  /** Registers a record written with a request's first committed write ({@link WriteCompanion}). */
+  accompany(name: string, companion: WriteCompanion): void {
+    this.companions.push({ name, companion });
+  }
+
+  /** The companions that have a record of `request`. */
+  companionsFor(request: FinishedRequest): Array<{ name: string; companion: WriteCompanion }> {
+    return this.companions.length ? this.companions.filter(({ companion }) => companion.wants(request)) : [];
   }
 
   async finished(request: FinishedRequest, onError: (name: string, err: Error) => void): Promise<void> {

@@ -2,12 +2,24 @@ import { Type } from '@sinclair/typebox';
 import type { FinishedRequest } from '../../core/http/observers.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin } from '../../core/plugin.js';
-import { AuditLog, auditMigrations, type AuditEntry } from './store.js';
+import { AnonymousFlood } from './flood.js';
+import { AuditLog, auditMigrations, type NewAuditEntry } from './store.js';
 
 export const AuditConfigSchema = Type.Object(
   {
     retention_days: Type.Integer({ minimum: 0, default: 90, description: 'entries older than this are deleted; 0 keeps them for ever' }),
     prune_interval_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'how often old entries are looked for' }),
+    anonymous_entries_per_minute: Type.Integer({
+      minimum: 1,
+      default: 10,
+      description:
+        'anonymous writes (no credentials) with an entry of their own, per source address (an IPv6 /64) and minute; of refused ones only the first has one; the others are counted into one entry per route and status',
+    }),
+    anonymous_addresses_per_minute: Type.Integer({
+      minimum: 1,
+      default: 10000,
+      description: 'source addresses of anonymous writes followed one by one in a minute; the others are counted together under the address *',
+    }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -15,7 +27,12 @@ export const AuditConfigSchema = Type.Object(
 interface AuditConfig {
   retention_days: number;
   prune_interval_seconds: number;
+  anonymous_entries_per_minute: number;
+  anonymous_addresses_per_minute: number;
 }
+
+/** How often counted anonymous entries of minutes that are over are written. */
+const FLUSH_INTERVAL_MS = 5000;
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -42,7 +59,7 @@ export function resourceOf(request: FinishedRequest): string | null {
 
 const clip = (value: string | null | undefined, max: number) => (value ? value.slice(0, max) : null);
 
-export function entryOf(request: FinishedRequest, at: Date): Omit<AuditEntry, 'id'> {
+export function entryOf(request: FinishedRequest, at: Date): NewAuditEntry {
   return {
     created_at: at.toISOString(),
     listener: request.listener,
@@ -56,6 +73,7 @@ export function entryOf(request: FinishedRequest, at: Date): Omit<AuditEntry, 'i
     status: request.status,
     request_id: request.requestId,
     user_agent: clip(request.userAgent, 200),
+    count: 1,
   };
 }
 
@@ -73,6 +91,10 @@ const AuditEntryView = Type.Object({
   status: Type.Integer(),
   request_id: Type.String(),
   user_agent: Type.Union([Type.String(), Type.Null()]),
+  count: Type.Integer({
+    minimum: 1,
+    description: 'requests the entry stands for: 1, or more for anonymous writes of one address, route and status counted together in a minute (then the first one’s time, request id and client)',
+  }),
 });
 
 const AuditQuery = Type.Object(
@@ -105,27 +127,70 @@ export default definePlugin({
     const settings = services.config.audit as AuditConfig;
     const log = new AuditLog(services.db);
     const auditLog = services.log.child({ audit: true });
+    const flood = new AnonymousFlood({ entriesPerMinute: settings.anonymous_entries_per_minute, addressesPerMinute: settings.anonymous_addresses_per_minute });
+    /** Anonymous requests that took a place for an entry of their own before their handler ran. */
+    const reserved = new Set<string>();
+    // The entry goes in with the request's first committed write, in its transaction (core/db/write-scope.ts):
+    // a write that committed has its entry, one that did not has none from it.
+    services.requests.accompany('audit', {
+      wants(request) {
+        if (!isAudited(request)) return false;
+        if (request.principal) return true;
+        if (!flood.reserve(request.ip, services.clock.now())) return false;
+        reserved.add(request.requestId);
+        return true;
+      },
+      write: (request, trx) => log.append({ ...entryOf(request, services.clock.now()), pending: true }, trx),
+    });
+    // Once the answer is known: the entry of a request that wrote nothing, or the answer's status for one written with its write.
     services.requests.add('audit', async (request) => {
       if (!isAudited(request)) return;
-      const entry = entryOf(request, services.clock.now());
+      const now = services.clock.now();
+      const ownPlace = reserved.delete(request.requestId);
+      const entry = entryOf(request, now);
+      if (!request.principal && entry.status >= 400 && ownPlace) flood.refusedWithEntry(entry.source_ip, now);
+      if (request.recordedWith.includes('audit')) {
+        auditLog.info({ entry }, 'audit');
+        const expected = entryOf({ ...request, status: request.route!.status ?? 200, data: undefined }, now);
+        // A change that committed keeps its success status when only the answer failed after it.
+        const settled = request.committed && entry.status >= 500 ? { ...entry, status: expected.status } : entry;
+        if (settled.status !== expected.status || settled.resource_id !== expected.resource_id) {
+          await log.settle(request.requestId, { status: settled.status, resource_id: settled.resource_id });
+        }
+        return;
+      }
+      if (!request.principal && !ownPlace && !flood.admit(entry, now)) return;
       auditLog.info({ entry }, 'audit');
       await log.append(entry);
     });
+    /** Writes the counted anonymous entries of minutes that are over. */
+    const flush = async (all = false) => {
+      const due = flood.due(services.clock.now(), all);
+      if (!due.length) return;
+      for (const entry of due) auditLog.info({ entry }, 'audit');
+      await log.append(due);
+    };
     return {
-      loops: settings.retention_days
-        ? [
-            {
-              name: 'audit:retention',
-              once: true,
-              intervalMs: settings.prune_interval_seconds * 1000,
-              async run() {
-                const before = new Date(services.clock.now().getTime() - settings.retention_days * 86_400_000);
-                const pruned = await log.prune(before);
-                if (pruned) services.log.info({ pruned, before: before.toISOString() }, 'audit: entries past their retention deleted');
+      async close() {
+        await flush(true).catch((err: Error) => services.log.error({ err: { message: err.message } }, 'audit: counted anonymous entries not written at shutdown'));
+      },
+      loops: [
+        { name: 'audit:anonymous-counts', intervalMs: FLUSH_INTERVAL_MS, run: () => flush() },
+        ...(settings.retention_days
+          ? [
+              {
+                name: 'audit:retention',
+                once: true,
+                intervalMs: settings.prune_interval_seconds * 1000,
+                async run() {
+                  const before = new Date(services.clock.now().getTime() - settings.retention_days * 86_400_000);
+                  const pruned = await log.prune(before);
+                  if (pruned) services.log.info({ pruned, before: before.toISOString() }, 'audit: entries past their retention deleted');
+                },
               },
-            },
-          ]
-        : [],
+            ]
+          : []),
+      ],
       routes: [
         {
           method: 'GET',

@@ -22,7 +22,12 @@ export interface AuditEntry {
   status: number;
   request_id: string;
   user_agent: string | null;
+  /** How many requests the entry stands for: 1, or more for anonymous requests counted together (a flood; see plugins/audit/flood.ts). */
+  count: number;
 }
+
+/** An entry as written: `pending` while it went in with a write and its answer was not known yet. */
+export type NewAuditEntry = Omit<AuditEntry, 'id'> & { pending?: boolean };
 
 export const auditMigrations: Migration[] = [
   {
@@ -56,6 +61,31 @@ export const auditMigrations: Migration[] = [
       }
     },
   },
+  {
+    // Entries that stand for many requests (a flood of anonymous ones: `count`), and entries written
+    // with their write's transaction before the answer was known (`pending`): such an entry may be
+    // settled once — its status and resource set, `pending` cleared —, and then never changed again.
+    id: '002_audit_count_pending',
+    async up(knex, store) {
+      await knex.schema.alterTable(AUDIT_LOG, (t) => {
+        t.integer('count').notNullable().defaultTo(1);
+        t.boolean('pending').notNullable().defaultTo(false);
+        t.index(['request_id']);
+      });
+      if (store.dialect === 'postgres') {
+        await knex.raw(`create or replace function ${AUDIT_LOG}_append_only() returns trigger language plpgsql as $$
+          begin
+            if OLD.pending and not NEW.pending then return NEW; end if;
+            raise exception 'the audit log is append-only';
+          end $$`);
+      } else {
+        await knex.raw(`drop trigger ${AUDIT_LOG}_no_update`);
+        await knex.raw(
+          `create trigger ${AUDIT_LOG}_no_update before update on ${AUDIT_LOG} when not (OLD.pending = 1 and NEW.pending = 0) begin select raise(abort, 'the audit log is append-only'); end`,
+        );
+      }
+    },
+  },
 ];
 
 export interface AuditFilter {
@@ -71,14 +101,21 @@ export interface AuditFilter {
   cursor?: string;
 }
 
-const codec = new RowCodec({ dates: ['created_at'] });
+const codec = new RowCodec({ dates: ['created_at'], bool: ['pending'] });
 
 /** The audit table: append, page newest first, prune by age. */
 export class AuditLog {
   constructor(private readonly store: Store) {}
 
-  async append(entry: Omit<AuditEntry, 'id'>): Promise<void> {
-    await this.store.knex(AUDIT_LOG).insert(codec.encode(entry));
+  /** Appends entries (in `trx`: with the write they record). */
+  async append(entries: NewAuditEntry | NewAuditEntry[], trx?: Knex.Transaction): Promise<void> {
+    const rows = (Array.isArray(entries) ? entries : [entries]).map((e) => codec.encode(e));
+    if (rows.length) await (trx ?? this.store.knex)(AUDIT_LOG).insert(rows);
+  }
+
+  /** Settles the pending entry of a request with its answer's status and resource (once). */
+  async settle(requestId: string, outcome: { status: number; resource_id: string | null }): Promise<void> {
+    await this.store.knex(AUDIT_LOG).where({ request_id: requestId, pending: true }).update({ ...outcome, pending: false });
   }
 
   /** Newest first; `next_cursor` continues with older entries. */
@@ -96,8 +133,8 @@ export class AuditLog {
     if (filter.cursor) q.where('id', '<', Number(this.store.cursors.decode(AUDIT_LOG, filter.cursor, 1)[0]));
     const rows: Row[] = await q.orderBy('id', 'desc').limit(limit + 1);
     const items = rows.slice(0, limit).map((r) => {
-      const e = codec.decode<AuditEntry>(r);
-      return { ...e, id: Number(e.id), status: Number(e.status) };
+      const { pending: _pending, ...e } = codec.decode<AuditEntry & { pending: boolean }>(r);
+      return { ...e, id: Number(e.id), status: Number(e.status), count: Number(e.count) };
     });
     return { items, next_cursor: rows.length > limit ? this.store.cursors.encode(AUDIT_LOG, [items[items.length - 1]!.id]) : null };
   }
