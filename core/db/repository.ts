@@ -271,12 +271,12 @@ function violatedColumns(err: unknown): string[] {
 
 /**
  * The 409 for a write that hit a unique constraint (two callers creating the same name at the same
- * moment: the check before the insert passed for both), naming what is taken; null for any other
- * error. Repositories apply it to their writes, and the HTTP layer to whatever else reaches it.
+ * moment: the check before the insert passed for both), naming the field that is taken — never the
+ * value, which the client sent (an email, a name) —; null for any other error. Repositories apply it
+ * to their writes, and the HTTP layer to whatever else reaches it.
  */
-export function uniqueViolationConflict(err: unknown, table?: string, values?: Row): HttpError | null {
+export function uniqueViolationConflict(err: unknown, table?: string, _values?: Row): HttpError | null {
   if (!isUniqueViolation(err)) return null;
-  const columns = violatedColumns(err);
-  const taken = columns.map((c) => (values && values[c] !== undefined && values[c] !== null ? `${c} ${String(values[c])}` : c)).join(', ');
-  return conflict(`${taken || 'A unique value'} is already taken${table ? ` (${table})` : ''}; choose another`);
+  const taken = violatedColumns(err).join(', ');
+  return conflict(`${taken ? `The ${taken} given` : 'A unique value'} is already taken${table ? ` (${table})` : ''}; choose another`);
 }
