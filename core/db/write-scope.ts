@@ -166,8 +166,13 @@ export function scopedClient<T extends new (...args: any[]) => RunnerClient>(Bas
         return { run: () => Promise.resolve(this.transaction((trx) => statement.transacting(trx))) };
       }
       const runner = super.runner(builder);
-      if (!isReadStatement(builder)) return runner;
       const first = runner.run.bind(runner);
+      if (isWriteStatement(builder)) {
+        // A statement on its own commits when it succeeds.
+        if (scope) runner.run = () => first().then((result) => (scope.noteCommitted(), result));
+        return runner;
+      }
+      if (!isReadStatement(builder)) return runner;
       runner.run = async () => {
         try {
           return await first();
