@@ -194,7 +194,7 @@ export default definePlugin({
             if (await users.bootstrapClaimed()) throw conflict('hangar is already bootstrapped: the first admin was created');
             // A web page elsewhere must not claim the install through the operator's browser.
             const origin = req.ctx.get('origin');
-            if (origin && origin !== `${req.ctx.protocol}://${req.ctx.host}`) throw forbidden(`Bootstrap from a web page is accepted from this control plane's own dashboard only, not from ${origin}`);
+            if (origin && origin !== `${req.ctx.protocol}://${req.ctx.host}`) throw forbidden('Bootstrap from a web page is accepted from this control plane’s own dashboard only, not from another site’s page');
             const offered = req.ctx.get('x-bootstrap-secret');
             const secret = bootstrapSecret.current();
             const fromLoopback = settings.bootstrap_from_loopback && LOOPBACK.has(req.ip);

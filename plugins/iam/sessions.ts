@@ -128,7 +128,7 @@ export class Sessions {
         const { expiresAt, user } = await this.live(id);
         if (!SAFE_METHODS.has(ctx.method)) {
           const origin = ctx.get('origin');
-          if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw unauthorized(`A session cookie is accepted on writes from this origin only, not ${origin}`);
+          if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw unauthorized('A session cookie is accepted on writes from this control plane’s own origin only, not from another site’s page');
           const sent = ctx.get(CSRF_HEADER);
           if (!sent || !safeEqual(sent, this.csrfToken(id))) {
             throw unauthorized('A write with the session cookie needs the X-CSRF-Token header: the csrf_token that POST or GET /v1/iam/session answered');

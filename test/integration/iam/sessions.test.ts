@@ -27,7 +27,8 @@ describeEachDialect('dashboard sessions (cookie + CSRF) and the first-run check'
     expect(before.json.data).to.deep.equal({ bootstrapped: false, from_loopback: true });
     const foreign = await t.request('POST', '/v1/bootstrap', { body: {}, headers: { origin: 'https://evil.example' } });
     expect(foreign.status).to.equal(403);
-    expect(foreign.json.message).to.contain('https://evil.example');
+    expect(foreign.json.message).to.contain('own dashboard only');
+    expect(foreign.text, 'the Origin sent is not repeated').not.to.contain('evil.example');
     admin = await bootstrapAdmin(t);
     expect((await t.request('GET', '/v1/bootstrap')).json.data.bootstrapped).to.equal(true);
   });
@@ -58,6 +59,7 @@ describeEachDialect('dashboard sessions (cookie + CSRF) and the first-run check'
     const foreign = await t.request('POST', '/v1/nodes', { body: { name: 'foreign' }, headers: { cookie, 'x-csrf-token': csrf, origin: 'https://evil.example' } });
     expect(foreign.status).to.equal(401);
     expect(foreign.json.message).to.contain('origin');
+    expect(foreign.text, 'the Origin sent is not repeated').not.to.contain('evil.example');
     const origin = t.url;
     const ok = await t.request('POST', '/v1/nodes', { body: { name: 'with-csrf' }, headers: { cookie, 'x-csrf-token': csrf, origin } });
     expect(ok.status, ok.text).to.equal(201);
