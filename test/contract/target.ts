@@ -9,6 +9,12 @@ export interface DriverTarget {
   /** In test titles: `swarm (this machine's dockerd)`. */
   title: string;
   backend: string;
+  /**
+   * Null when workloads' processes really run; otherwise why not (a simulated runtime). The cases
+   * that read a process's output are then declared as exclusions with this reason (listed as
+   * `excluded: … because …` at the end of the run), not run and not pending.
+   */
+  noProcesses: string | null;
   /** Null when everything it needs is there, or what is missing (the suite is skipped loudly, or fails under HANGAR_REQUIRE_ALL). */
   available(): Promise<string | null>;
   /** Starts what the driver runs against and answers the driver and one member node to place work on. */
@@ -30,8 +36,6 @@ export interface TargetSession {
   loadBalancerOnEveryNode?: boolean;
   /** Prefix of every name the session creates (the session removes what is left of them at tear-down). */
   prefix: string;
-  /** Whether workloads' processes really run (logs, files read from secrets); a simulated runtime says false. */
-  executes: boolean;
   /** A command that runs `script` (a shell), then keeps running and stops at once when told to. */
   command(script: string): string[];
   /** A bundle in the backend's own format: each part runs `script` (`$PART` is its name). */
@@ -55,4 +59,10 @@ export interface TargetProbe {
   folderOnNode(): Promise<{ path: string; remove(): Promise<void> }>;
   /** Whether a staged volume exists on the node (for backends that stage volumes per node). */
   volumeStaged(name: string): Promise<boolean>;
+  /** The runtime's ids of the workload's running replicas (swarm tasks, Kubernetes pods not being deleted). */
+  runningReplicaIds(name: string): Promise<string[]>;
+  /** The environment the runtime holds for the workload's containers (its spec, not a process's). */
+  workloadEnv(name: string): Promise<Record<string, string>>;
+  /** The secrets and configs the runtime mounts into the workload's containers: which object, at which file path. */
+  workloadMounts(name: string): Promise<Array<{ kind: 'secret' | 'config'; name: string; path: string }>>;
 }

@@ -1,18 +1,101 @@
 'use strict';
-// Mocha's spec reporter plus the closing line CI reads: "N passed, N failed" (pending tests, if
-// any, are counted on the line before it).
+// Mocha's spec reporter plus the closing lines CI reads (docs/development.md, "Running the tests"):
+//
+//   excluded: <case> because <why>             one line per case a target cannot run (declared, not run)
+//   1203 tests: 1180 passed, 1 failed, 21 not run (a hook failed), 1 skipped; 1 hook failed; 2 excluded
+//   1180 passed, 23 failed
+//
+// The last line is always exactly "N passed, N failed". Its failed count is every failed test, every
+// failed hook and every test that did not run because a hook failed (or the run stopped early): a
+// before hook that throws must not make its suite's tests vanish from both numbers.
+//
+// Skips: .mocharc.yml forbids pending tests (forbid-pending), so it.skip, xit and a bare
+// this.skip() fail the run. The one way to skip is the loud helper of test/support/requirements.ts
+// (requireService / skipLoudly), which prints a SKIPPED line and marks what it skips; this
+// reporter lets exactly those through as skipped (counted above) instead of "Pending test forbidden".
 const Mocha = require('mocha');
 
 const { Spec } = Mocha.reporters;
-const { EVENT_RUN_END } = Mocha.Runner.constants;
+const { EVENT_RUN_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+
+/** Where test/support/requirements.ts keeps what it skipped loudly and the declared exclusions. */
+const REGISTRY = Symbol.for('hangar.test.registry');
+/** The property requirements.ts sets on a test or suite it skipped loudly: why. */
+const LOUD_SKIP = 'hangarLoudSkip';
+
+function registry() {
+  globalThis[REGISTRY] ??= { exclusions: [] };
+  return globalThis[REGISTRY];
+}
+
+/** Why `test` (or a suite above it) was skipped by the loud helper, or undefined. */
+function loudSkipOf(runnable) {
+  for (let node = runnable; node; node = node.parent) if (node[LOUD_SKIP]) return node[LOUD_SKIP];
+  return undefined;
+}
+
+function allTests(suite, out = []) {
+  out.push(...suite.tests);
+  for (const child of suite.suites) allTests(child, out);
+  return out;
+}
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 class SummaryReporter extends Spec {
   constructor(runner, options) {
     super(runner, options);
+
+    // forbid-pending fails every pending test; a loud skip is let through as what it is.
+    const fail = runner.fail;
+    runner.fail = function (test, err, force) {
+      if (force === true && err && err.message === 'Pending test forbidden' && loudSkipOf(test)) {
+        test.state = 'pending';
+        this.emit(EVENT_TEST_PENDING, test);
+        return;
+      }
+      return fail.call(this, test, err, force);
+    };
+
+    let failedHooks = 0;
+    runner.on(EVENT_TEST_FAIL, (runnable) => {
+      if (runnable.type === 'hook') failedHooks++;
+    });
+
     runner.once(EVENT_RUN_END, () => {
-      const { passes, failures, pending } = runner.stats;
-      if (pending) process.stdout.write(`\n${pending} pending (cases a target cannot run, e.g. container output under kwok)`);
-      process.stdout.write(`\n${passes} passed, ${failures} failed\n`);
+      // What the run was asked for (-g / --fgrep / --invert), for tests and exclusions alike.
+      const matches = (title) => {
+        const grep = runner._grep;
+        if (!grep) return true;
+        const hit = grep.test(title);
+        return runner._invert ? !hit : hit;
+      };
+      let expected = 0;
+      let passed = 0;
+      let failedTests = 0;
+      let skipped = 0;
+      let notRun = 0;
+      for (const test of allTests(runner.suite)) {
+        if (!matches(test.fullTitle())) continue;
+        expected++;
+        if (test.state === 'passed') passed++;
+        else if (test.state === 'failed') failedTests++;
+        else if (test.state === 'pending' || test.isPending()) skipped++;
+        else notRun++;
+      }
+      const exclusions = registry().exclusions.filter((e) => matches(e.title));
+      const out = [''];
+      for (const e of exclusions) out.push(`excluded: ${e.title} because ${e.because}`);
+      const parts = [`${passed} passed`, `${failedTests} failed`];
+      if (notRun) parts.push(`${notRun} not run (${failedHooks ? 'a hook failed' : 'the run stopped early'})`);
+      if (skipped) parts.push(`${skipped} skipped (see the SKIPPED lines)`);
+      let line = `${plural(expected, 'test')}: ${parts.join(', ')}`;
+      if (failedHooks) line += `; ${plural(failedHooks, 'hook')} failed`;
+      if (exclusions.length) line += `; ${exclusions.length} excluded (listed above)`;
+      out.push(line);
+      // The line CI reads. Hooks that failed and the tests they kept from running are failures.
+      out.push(`${passed} passed, ${failedTests + failedHooks + notRun} failed`);
+      process.stdout.write(`${out.join('\n')}\n`);
     });
   }
 }

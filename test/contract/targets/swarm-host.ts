@@ -6,6 +6,7 @@ import { createSwarmDriver, type SwarmDriver } from '../../../drivers/swarm/inde
 import { docker, dockerAvailable, dockerOk } from '../../../lab/docker.js';
 import { TEST_IMAGE, testImage } from '../../support/host-swarm.js';
 import type { DriverTarget, TargetSession } from '../target.js';
+import { swarmSpecProbes } from './swarm-probes.js';
 
 const SOCKET = '/var/run/docker.sock';
 const ENGINE_AVAILABILITY: Record<string, 'schedulable' | 'cordoned' | 'drained'> = { active: 'schedulable', pause: 'cordoned', drain: 'drained' };
@@ -37,6 +38,7 @@ export function swarmOnHostEngine(): DriverTarget {
   return {
     title: 'swarm (this machine’s dockerd, a one-node swarm)',
     backend: 'swarm',
+    noProcesses: null,
     async available() {
       if (!existsSync(SOCKET) || !(await dockerAvailable())) return `a running dockerd at ${SOCKET} (bash scripts/services.sh)`;
       const state = (await dockerOk(['info', '--format', '{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}'])).trim();
@@ -54,7 +56,6 @@ export function swarmOnHostEngine(): DriverTarget {
         node: { id: 'node-host', runtimeId },
         image: TEST_IMAGE,
         prefix,
-        executes: true,
         command: stays,
         bundle: (parts, script) =>
           [
@@ -88,6 +89,7 @@ export function swarmOnHostEngine(): DriverTarget {
             return { path: folder, remove: async () => rmSync(folder, { recursive: true, force: true }) };
           },
           volumeStaged: async (name) => (await docker(['volume', 'inspect', name])).code === 0,
+          ...swarmSpecProbes((args) => docker(args)),
         },
       };
     },

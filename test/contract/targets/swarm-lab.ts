@@ -10,6 +10,7 @@ import { TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin } from '../../support/identity.js';
 import type { DriverTarget, TargetSession } from '../target.js';
+import { swarmSpecProbes } from './swarm-probes.js';
 
 const IMAGE = 'lab/busybox:latest';
 const ENGINE_AVAILABILITY: Record<string, 'schedulable' | 'cordoned' | 'drained'> = { active: 'schedulable', pause: 'cordoned', drain: 'drained' };
@@ -31,6 +32,7 @@ export function swarmInTheLab(): DriverTarget {
   return {
     title: 'swarm (a lab machine, through its hangar agent: typed tasks, agent lanes, the driver)',
     backend: 'swarm',
+    noProcesses: null,
     async available() {
       const lab = await Lab.availability();
       if (!lab.docker || !lab.image) return lab.why ?? 'the machine lab';
@@ -62,7 +64,6 @@ export function swarmInTheLab(): DriverTarget {
         node: { id: nodeId, runtimeId },
         image: IMAGE,
         prefix,
-        executes: true,
         command: stays,
         bundle: (parts, script) =>
           [
@@ -88,6 +89,7 @@ export function swarmInTheLab(): DriverTarget {
             return { path: folder, remove: async () => void (await sh(`rm -rf ${folder}`)) };
           },
           volumeStaged: async (name) => (await sh(`docker volume inspect ${name}`)).code === 0,
+          ...swarmSpecProbes((args) => machine.exec(['docker', ...args])),
         },
       };
     },

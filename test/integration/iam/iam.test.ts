@@ -8,6 +8,7 @@ import { loadJwtSecret } from '../../../plugins/iam/secrets.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
+import { skipLoudly } from '../../support/requirements.js';
 
 const PLUGINS = ['system', 'iam', 'login'];
 
@@ -91,7 +92,7 @@ describeEachDialect('IAM: bootstrap', (dialect) => {
 
   it('refuses a remote caller without the bootstrap secret, and accepts it with the secret', async function () {
     const address = externalAddress();
-    if (!address) this.skip();
+    if (!address) skipLoudly(this, 'a non-loopback IPv4 address on this machine, to call the API as a remote client');
     const t = await startHangar(dialect, { plugins: PLUGINS, overrides: { api: { host: '0.0.0.0' } } });
     try {
       const url = `https://${address}:${t.hangar.listeners.get('control')!.port}/v1/bootstrap`;

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
+import { readOrNull } from '../../../drivers/kubernetes/client.js';
 import { joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
@@ -64,8 +65,9 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
         { timeoutMs: 90_000, intervalMs: 500, what },
       );
     const runningPods = async () => (await kube.api(CoreV1Api).listNamespacedPod({ namespace: NAMESPACE, labelSelector: `io.hangar.id=${instanceId}` })).items.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp);
-    const readClaim = () => kube.api(CoreV1Api).readNamespacedPersistentVolumeClaim({ name: claim, namespace: NAMESPACE }).catch(() => null);
-    const readVolume = () => kube.api(CoreV1Api).readPersistentVolume({ name: claim }).catch(() => null);
+    // null for a 404 only: another error of the API server fails the test instead of reading as "gone".
+    const readClaim = () => readOrNull(`reading claim ${claim}`, () => kube.api(CoreV1Api).readNamespacedPersistentVolumeClaim({ name: claim, namespace: NAMESPACE }));
+    const readVolume = () => readOrNull(`reading PersistentVolume ${claim}`, () => kube.api(CoreV1Api).readPersistentVolume({ name: claim }));
 
     before(async function () {
       this.timeout(90_000);
