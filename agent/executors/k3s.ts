@@ -1,5 +1,5 @@
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { adminKubeconfig, installAgent, installServer, K3S_PATHS, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from '../../drivers/kubernetes/k3s.js';
+import { adminKubeconfig, installAgent, installServer, k3sPaths, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from '../../drivers/kubernetes/k3s.js';
 import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from '../../drivers/kubernetes/membership-calls.js';
 import type { Executor, ExecutorContext } from './types.js';
 
@@ -7,7 +7,7 @@ import type { Executor, ExecutorContext } from './types.js';
  * The cluster's admin kubeconfig on a server node: k3s's, or the file HANGAR_KUBECONFIG names (a
  * cluster this agent reaches but did not install, e.g. the test suites' upstream control plane).
  */
-export const clusterKubeconfig = () => process.env.HANGAR_KUBECONFIG ?? K3S_PATHS.kubeconfig;
+export const clusterKubeconfig = () => process.env.HANGAR_KUBECONFIG ?? k3sPaths().kubeconfig;
 
 /** Where the control plane serves the k3s binary the operator placed in its data dir (like the agent executable). */
 export const K3S_BINARY_PATH = '/v1/kubernetes/k3s/binary';

@@ -4,6 +4,12 @@
  * systemd when it is there and as a detached process otherwise, and reading what k3s writes (the
  * admin kubeconfig, the join token). In the machine lab the "binary" is hangar's k3s stand-in
  * (lab/kube, docs/kubernetes.md): the same command line and files.
+ *
+ * The join token an agent node starts with is a secret of the whole cluster: it is never on a
+ * command line (world-readable in /proc/<pid>/cmdline) nor in the unit file (0644). As k3s's own
+ * installer does, it goes in a 0600 environment file as K3S_TOKEN — the unit's EnvironmentFile=
+ * (/etc/systemd/system/k3s-agent.service.env), or /etc/rancher/k3s/k3s-agent.env for the detached
+ * process, which gets it in its environment (/proc/<pid>/environ: readable by root only).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -12,21 +18,37 @@ import { dirname, join } from 'node:path';
 import { sleep } from '../../core/clock.js';
 import { KubeDriverError } from './errors.js';
 
-/** Where k3s keeps things (its defaults). */
-export const K3S_PATHS = {
-  binary: '/usr/local/bin/k3s',
-  kubeconfig: '/etc/rancher/k3s/k3s.yaml',
-  configDir: '/etc/rancher/k3s',
-  dataDir: '/var/lib/rancher/k3s',
-  token: '/var/lib/rancher/k3s/server/node-token',
-  /** Image tarballs k3s imports into containerd when it starts (airgap installs). */
-  imagesDir: '/var/lib/rancher/k3s/agent/images',
-  /** Written by a k3s agent once the node has its client certificate (TLS bootstrapping). */
-  agentKubeconfig: '/var/lib/rancher/k3s/agent/kubelet.kubeconfig',
-  log: '/var/log/k3s.log',
-  pidFile: '/run/k3s.pid',
-  units: { server: '/etc/systemd/system/k3s.service', agent: '/etc/systemd/system/k3s-agent.service' },
-} as const;
+/**
+ * Where k3s keeps things: its defaults, under `root`. The agent uses `/` unless HANGAR_K3S_ROOT
+ * names another folder (tests put a machine's k3s files, systemd's marker and all, in a temporary
+ * one; docs/kubernetes.md).
+ */
+export function k3sPaths(root: string = process.env.HANGAR_K3S_ROOT || '/') {
+  const at = (path: string) => join(root, path);
+  return {
+    binary: at('/usr/local/bin/k3s'),
+    kubeconfig: at('/etc/rancher/k3s/k3s.yaml'),
+    configDir: at('/etc/rancher/k3s'),
+    dataDir: at('/var/lib/rancher/k3s'),
+    token: at('/var/lib/rancher/k3s/server/node-token'),
+    /** Image tarballs k3s imports into containerd when it starts (airgap installs). */
+    imagesDir: at('/var/lib/rancher/k3s/agent/images'),
+    /** Written by a k3s agent once the node has its client certificate (TLS bootstrapping). */
+    agentKubeconfig: at('/var/lib/rancher/k3s/agent/kubelet.kubeconfig'),
+    log: at('/var/log/k3s.log'),
+    pidFile: at('/run/k3s.pid'),
+    /** Present when systemd is the running init system (sd_booted()). */
+    systemdMarker: at('/run/systemd/system'),
+    units: { server: at('/etc/systemd/system/k3s.service'), agent: at('/etc/systemd/system/k3s-agent.service') },
+    /** The units' environment files (0600: the agent's holds K3S_TOKEN), where k3s's installer puts them. */
+    unitEnv: { server: at('/etc/systemd/system/k3s.service.env'), agent: at('/etc/systemd/system/k3s-agent.service.env') },
+    /** The same for k3s run as a detached process (no systemd), where k3s's installer puts them for OpenRC. */
+    processEnv: { server: at('/etc/rancher/k3s/k3s.env'), agent: at('/etc/rancher/k3s/k3s-agent.env') },
+  } as const;
+}
+
+/** Where k3s keeps things on a machine (its defaults, under /). */
+export const K3S_PATHS = k3sPaths('/');
 
 export { K3S_API_PORT } from './names.js';
 /** How long installing waits for k3s to be up (its files written, the node registered). */
@@ -49,7 +71,7 @@ export interface K3sImagesSource extends K3sFileSource {
 /** The names k3s's releases give the images tarball (k3s imports .tar, .tar.gz and .tar.zst from agent/images). */
 export const IMAGES_FILE = /^k3s-airgap-images-[a-z0-9]+\.tar(\.zst|\.gz)?$/;
 
-const hasSystemd = () => existsSync('/run/systemd/system');
+const hasSystemd = () => existsSync(k3sPaths().systemdMarker);
 
 function sha256Of(path: string): string | null {
   try {
@@ -73,19 +95,19 @@ async function placeFile(what: string, source: K3sFileSource, target: string, mo
 }
 
 /** Puts the binary at `target` (default /usr/local/bin/k3s) unless the same one is there; answers whether it changed. */
-export function placeBinary(source: K3sBinarySource, target: string = K3S_PATHS.binary): Promise<boolean> {
+export function placeBinary(source: K3sBinarySource, target: string = k3sPaths().binary): Promise<boolean> {
   return placeFile('the binary', source, target, 0o755);
 }
 
 /** Puts the images tarball in k3s's images folder (`dir`, default /var/lib/rancher/k3s/agent/images) unless the same one is there. */
-export function placeImages(source: K3sImagesSource, dir: string = K3S_PATHS.imagesDir): Promise<boolean> {
+export function placeImages(source: K3sImagesSource, dir: string = k3sPaths().imagesDir): Promise<boolean> {
   if (!IMAGES_FILE.test(source.file_name)) throw new KubeDriverError(`installing k3s: ${JSON.stringify(source.file_name)} is not an images tarball's name (k3s-airgap-images-<arch>.tar.zst, .tar.gz or .tar)`, 400);
   return placeFile(`the images tarball ${source.file_name}`, source, join(dir, source.file_name), 0o644);
 }
 
 function pidRunning(): number | null {
   try {
-    const pid = Number(readFileSync(K3S_PATHS.pidFile, 'utf8').trim());
+    const pid = Number(readFileSync(k3sPaths().pidFile, 'utf8').trim());
     if (!pid) return null;
     process.kill(pid, 0);
     return pid;
@@ -120,10 +142,34 @@ export function k3sRunning(): { running: boolean; role: K3sRole | null } {
 
 const quote = (arg: string) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);
 
-/** Starts `k3s <role> <args>`: a systemd unit when systemd runs, otherwise a process of its own session logging to /var/log/k3s.log. */
-function start(role: K3sRole, args: string[]): void {
+/** Writes a file only root can read, never readable by others on the way (a new file at 0600, then renamed over the old one). */
+function writePrivate(file: string, text: string): void {
+  mkdirSync(dirname(file), { recursive: true });
+  const next = `${file}.new`;
+  rmSync(next, { force: true });
+  writeFileSync(next, text, { mode: 0o600 });
+  chmodSync(next, 0o600);
+  renameSync(next, file);
+}
+
+/** KEY="value" lines that systemd's EnvironmentFile= and sh's `.` both read back as given. */
+function environmentFile(env: Record<string, string>): string {
+  const lines = Object.entries(env).map(([key, value]) => {
+    if (/[\r\n\0]/.test(value)) throw new KubeDriverError(`starting k3s: ${key} holds a line break`, 400);
+    return `${key}="${value.replace(/[\\"$`]/g, (c) => `\\${c}`)}"`;
+  });
+  return `# written by hangar: the environment k3s starts with (mode 0600: it holds the cluster's join token)\n${lines.join('\n')}\n`;
+}
+
+/**
+ * Starts `k3s <role> <args>` with `env` (secrets: never on its command line, in a 0600 file): a
+ * systemd unit when systemd runs, otherwise a process of its own session logging to /var/log/k3s.log.
+ */
+function start(role: K3sRole, args: string[], env: Record<string, string> = {}): void {
+  const paths = k3sPaths();
   if (hasSystemd()) {
-    const unit = K3S_PATHS.units[role];
+    const unit = paths.units[role];
+    writePrivate(paths.unitEnv[role], environmentFile(env));
     writeFileSync(
       unit,
       [
@@ -134,7 +180,8 @@ function start(role: K3sRole, args: string[]): void {
         '',
         '[Service]',
         'Type=exec',
-        `ExecStart=${[K3S_PATHS.binary, role, ...args].map(quote).join(' ')}`,
+        `EnvironmentFile=${paths.unitEnv[role]}`,
+        `ExecStart=${[paths.binary, role, ...args].map(quote).join(' ')}`,
         'KillMode=process',
         'Delegate=yes',
         'LimitNOFILE=1048576',
@@ -152,18 +199,22 @@ function start(role: K3sRole, args: string[]): void {
     if (reload.status !== 0 || enable.status !== 0) throw new KubeDriverError(`starting k3s ${role}: systemctl: ${(enable.stderr || reload.stderr).trim()}`);
     return;
   }
-  mkdirSync(dirname(K3S_PATHS.log), { recursive: true });
-  const out = openSync(K3S_PATHS.log, 'a');
-  const child = spawn(K3S_PATHS.binary, [role, ...args], { detached: true, stdio: ['ignore', out, out] });
+  // The same file as under systemd, for whoever starts it again by hand (set -a; . <file>); the
+  // process gets the values in its environment, readable by root only.
+  writePrivate(paths.processEnv[role], environmentFile(env));
+  mkdirSync(dirname(paths.log), { recursive: true });
+  const out = openSync(paths.log, 'a');
+  const child = spawn(paths.binary, [role, ...args], { detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...env } });
   child.unref();
   if (!child.pid) throw new KubeDriverError(`starting k3s ${role}: the process did not start`);
-  writeFileSync(K3S_PATHS.pidFile, `${child.pid}\n`);
+  mkdirSync(dirname(paths.pidFile), { recursive: true });
+  writeFileSync(paths.pidFile, `${child.pid}\n`);
 }
 
 function logTail(): string {
   if (hasSystemd()) return spawnSync('journalctl', ['-u', 'k3s', '-u', 'k3s-agent', '-n', '20', '--no-pager'], { encoding: 'utf8' }).stdout ?? '';
   try {
-    return readFileSync(K3S_PATHS.log, 'utf8').split('\n').slice(-20).join('\n');
+    return readFileSync(k3sPaths().log, 'utf8').split('\n').slice(-20).join('\n');
   } catch {
     return '';
   }
@@ -215,7 +266,7 @@ export async function installServer(input: K3sServerInput, timeoutMs = K3S_READY
       'traefik',
     ]);
   }
-  await waitForFiles('server', [K3S_PATHS.kubeconfig, K3S_PATHS.token], timeoutMs);
+  await waitForFiles('server', [k3sPaths().kubeconfig, k3sPaths().token], timeoutMs);
   return { runtime_node_id: input.node_name, version: k3sVersion() };
 }
 
@@ -235,24 +286,26 @@ export async function installAgent(input: K3sAgentInput, timeoutMs = K3S_READY_T
   if (now.running && now.role === 'server') throw new KubeDriverError('joining as a k3s agent: this machine runs a k3s server; uninstall it first', 409);
   await placeBinary(input.binary);
   if (input.images) await placeImages(input.images);
-  if (!now.running) start('agent', [...nodeFlags(input), '--server', input.server_url, '--token', input.token]);
-  await waitForFiles('agent', [K3S_PATHS.agentKubeconfig], timeoutMs);
+  // The token in K3S_TOKEN (a 0600 file), never on the command line: anyone on the machine can read that.
+  if (!now.running) start('agent', [...nodeFlags(input), '--server', input.server_url], { K3S_TOKEN: input.token });
+  await waitForFiles('agent', [k3sPaths().agentKubeconfig], timeoutMs);
   return { runtime_node_id: input.node_name, version: k3sVersion() };
 }
 
 export function k3sVersion(): string {
-  const out = spawnSync(K3S_PATHS.binary, ['--version'], { encoding: 'utf8' });
+  const out = spawnSync(k3sPaths().binary, ['--version'], { encoding: 'utf8' });
   return /k3s version (\S+)/.exec(out.stdout ?? '')?.[1] ?? 'unknown';
 }
 
 /** The join token `k3s server` wrote (K10<CA hash>::server:<secret>). */
 export function serverToken(): { token: string } {
-  if (!existsSync(K3S_PATHS.token)) throw new KubeDriverError('reading the k3s join token: this machine runs no k3s server (no node-token)', 404);
-  return { token: readFileSync(K3S_PATHS.token, 'utf8').trim() };
+  const file = k3sPaths().token;
+  if (!existsSync(file)) throw new KubeDriverError('reading the k3s join token: this machine runs no k3s server (no node-token)', 404);
+  return { token: readFileSync(file, 'utf8').trim() };
 }
 
 /** The admin kubeconfig (k3s's own by default), its server set to `server_url` (k3s writes https://127.0.0.1:6443). */
-export function adminKubeconfig(serverUrl: string, file: string = K3S_PATHS.kubeconfig): { kubeconfig: string } {
+export function adminKubeconfig(serverUrl: string, file: string = k3sPaths().kubeconfig): { kubeconfig: string } {
   if (!existsSync(file)) throw new KubeDriverError(`reading the kubeconfig: this machine runs no k3s server (no ${file})`, 404);
   const yaml = readFileSync(file, 'utf8');
   return { kubeconfig: yaml.replace(/server: https:\/\/127\.0\.0\.1:\d+/g, `server: ${serverUrl}`) };
@@ -264,14 +317,16 @@ export function adminKubeconfig(serverUrl: string, file: string = K3S_PATHS.kube
  * {uninstalled: false} when nothing of k3s was here.
  */
 export async function uninstall(): Promise<{ uninstalled: boolean }> {
-  const present = existsSync(K3S_PATHS.binary) || existsSync(K3S_PATHS.dataDir) || k3sRunning().running;
+  const paths = k3sPaths();
+  const present = existsSync(paths.binary) || existsSync(paths.dataDir) || k3sRunning().running;
   for (const script of ['/usr/local/bin/k3s-uninstall.sh', '/usr/local/bin/k3s-agent-uninstall.sh']) {
     if (existsSync(script)) spawnSync('sh', [script], { stdio: 'ignore' });
   }
   if (hasSystemd()) {
     for (const role of ['server', 'agent'] as const) {
       spawnSync('systemctl', ['disable', '--now', unitName(role)], { stdio: 'ignore' });
-      rmSync(K3S_PATHS.units[role], { force: true });
+      rmSync(paths.units[role], { force: true });
+      rmSync(paths.unitEnv[role], { force: true });
     }
     spawnSync('systemctl', ['daemon-reload'], { stdio: 'ignore' });
   } else {
@@ -286,8 +341,9 @@ export async function uninstall(): Promise<{ uninstalled: boolean }> {
       while (pidRunning() && Date.now() < deadline) await sleep(250);
       if (pidRunning()) process.kill(pid, 'SIGKILL');
     }
-    rmSync(K3S_PATHS.pidFile, { force: true });
+    rmSync(paths.pidFile, { force: true });
   }
-  for (const path of [K3S_PATHS.binary, K3S_PATHS.configDir, K3S_PATHS.dataDir]) rmSync(path, { recursive: true, force: true });
+  // configDir holds the detached process's environment files too.
+  for (const path of [paths.binary, paths.configDir, paths.dataDir]) rmSync(path, { recursive: true, force: true });
   return { uninstalled: present };
 }

@@ -12,7 +12,9 @@ package main
 //       https://127.0.0.1:6443, as k3s writes it); the join token at
 //       /var/lib/rancher/k3s/server/node-token (K10<sha256 of the CA>::server:<secret>); and,
 //       like k3s's embedded agent, this machine registered as a node (roles control-plane,master).
-//   k3s agent --server https://HOST:6443 --token T [--node-ip IP] [--node-name N]
+//   k3s agent --server https://HOST:6443 [--token T] [--node-ip IP] [--node-name N]
+//       (the token, as with k3s, from --token or else the environment's K3S_TOKEN: hangar's agent
+//       keeps it off the command line)
 //       joins this machine as a node: it checks the server's CA against the token's hash, gets
 //       a node client certificate (system:node:<name>) by TLS bootstrapping (a bootstrap token
 //       derived from the token's secret, a CertificateSigningRequest approved and signed by the
@@ -100,7 +102,8 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.dataDir, "data-dir", k3sDataDir, "k3s's data folder")
 	fs.StringVar(&o.nodeName, "node-name", "", "the node's name (default: the hostname)")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's address (default: the address of the default route's interface)")
-	fs.StringVar(&o.token, "token", "", "the cluster's join token (server: default a new one; agent: required)")
+	// As k3s: --token, or K3S_TOKEN from the environment (which keeps it out of /proc/<pid>/cmdline).
+	fs.StringVar(&o.token, "token", os.Getenv("K3S_TOKEN"), "the cluster's join token (server: default a new one; agent: required) [$K3S_TOKEN]")
 }
 
 func (o *nodeOptions) complete() error {
@@ -377,7 +380,7 @@ func k3sAgent(args []string) int {
 		return 2
 	}
 	if *server == "" || node.token == "" {
-		logf("--server and --token are required")
+		logf("--server and --token (or K3S_TOKEN) are required")
 		return 2
 	}
 	if err := node.complete(); err != nil {

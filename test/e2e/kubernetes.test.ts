@@ -108,7 +108,13 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     );
     expect(cluster.version).to.match(/^v1\.33\.\d+\+k3s-standin$/);
     expect(cluster.nodes.map((n: { role: string }) => n.role)).to.deep.equal(['server', 'agent', 'agent']);
-    expect(await machines[1]!.sh('test -x /usr/local/bin/k3s && cat /proc/$(cat /run/k3s.pid)/cmdline | tr "\\0" " "')).to.match(/^\/usr\/local\/bin\/k3s agent --node-name node-\S+ --node-ip 172\.31\.75\.\d+ --server https:\/\/172\.31\.75\.\d+:6443 --token K10/);
+    // The join token is nowhere a user of the machine can read it: not on the command line, only in a 0600 file.
+    const argv = await machines[1]!.sh('test -x /usr/local/bin/k3s && cat /proc/$(cat /run/k3s.pid)/cmdline | tr "\\0" " "');
+    expect(argv).to.match(/^\/usr\/local\/bin\/k3s agent --node-name node-\S+ --node-ip 172\.31\.75\.\d+ --server https:\/\/172\.31\.75\.\d+:6443$/);
+    const serverToken = await machines[0]!.sh('cat /var/lib/rancher/k3s/server/node-token');
+    expect(argv).not.to.contain(serverToken);
+    expect(await machines[1]!.sh('stat -c %a /etc/rancher/k3s/k3s-agent.env')).to.equal('600');
+    expect(await machines[1]!.sh('cat /etc/rancher/k3s/k3s-agent.env')).to.contain(`K3S_TOKEN="${serverToken}"`);
     const listed = (await api('GET', '/v1/kubernetes/clusters')).json.data;
     expect(listed.map((c: { id: string }) => c.id)).to.deep.equal([clusterId]);
   });
