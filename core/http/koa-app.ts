@@ -266,7 +266,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const unsupported = unsupportedContentType(ctx, Boolean(route.xml));
     if (unsupported) throw unsupported;
     const rawBody = await received.read(holderOf(ctx, principal, agent));
-    // 3: validation.
+    // 4: parsing and validation.
     const v = compiled();
     let body = parseBody(ctx, rawBody, Boolean(route.xml));
     assertAcceptableInput(body instanceof XmlDocument ? body.content : body, 'body');
@@ -285,7 +285,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
     assertAcceptableInput(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
-    // 4: the handler. A write's handler runs in a write scope: the records that go with its first
+    // 5: the handler. A write's handler runs in a write scope: the records that go with its first
     // committed write (the audit entry) are written in that write's transaction (core/db/write-scope.ts).
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
     if (!WRITES.has(ctx.method)) return send(ctx, await route.handler(req), route);

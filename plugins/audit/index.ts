@@ -130,6 +130,8 @@ export default definePlugin({
     const flood = new AnonymousFlood({ entriesPerMinute: settings.anonymous_entries_per_minute, addressesPerMinute: settings.anonymous_addresses_per_minute });
     /** Anonymous requests that took a place for an entry of their own before their handler ran. */
     const reserved = new Set<string>();
+    /** Entries written with their write, as written, until the answer settles them. */
+    const started = new Map<string, NewAuditEntry>();
     // The entry goes in with the request's first committed write, in its transaction (core/db/write-scope.ts):
     // a write that committed has its entry, one that did not has none from it.
     services.requests.accompany('audit', {
@@ -140,23 +142,29 @@ export default definePlugin({
         reserved.add(request.requestId);
         return true;
       },
-      write: (request, trx) => log.append({ ...entryOf(request, services.clock.now()), pending: true }, trx),
+      async write(request, trx) {
+        const entry = entryOf(request, services.clock.now());
+        await log.append({ ...entry, pending: true }, trx);
+        started.set(request.requestId, entry);
+      },
     });
     // Once the answer is known: the entry of a request that wrote nothing, or the answer's status for one written with its write.
     services.requests.add('audit', async (request) => {
       if (!isAudited(request)) return;
       const now = services.clock.now();
       const ownPlace = reserved.delete(request.requestId);
+      if (!request.recordedWith.includes('audit')) started.delete(request.requestId);
       const entry = entryOf(request, now);
       if (!request.principal && entry.status >= 400 && ownPlace) flood.refusedWithEntry(entry.source_ip, now);
       if (request.recordedWith.includes('audit')) {
         auditLog.info({ entry }, 'audit');
-        const expected = entryOf({ ...request, status: request.route!.status ?? 200, data: undefined }, now);
+        // What the entry was written with, before the answer: the route's success status, the path's resource, the caller then.
+        const written = started.get(request.requestId) ?? entryOf({ ...request, status: request.route!.status ?? 200, data: undefined }, now);
+        started.delete(request.requestId);
         // A change that committed keeps its success status when only the answer failed after it.
-        const settled = request.committed && entry.status >= 500 ? { ...entry, status: expected.status } : entry;
-        if (settled.status !== expected.status || settled.resource_id !== expected.resource_id) {
-          await log.settle(request.requestId, { status: settled.status, resource_id: settled.resource_id });
-        }
+        const answer = request.committed && entry.status >= 500 ? { ...entry, status: written.status } : entry;
+        const settled = { status: answer.status, resource_id: answer.resource_id, principal_id: answer.principal_id, principal_name: answer.principal_name, auth_method: answer.auth_method };
+        if (Object.entries(settled).some(([k, v]) => written[k as keyof typeof settled] !== v)) await log.settle(request.requestId, settled);
         return;
       }
       if (!request.principal && !ownPlace && !flood.admit(entry, now)) return;

@@ -113,8 +113,8 @@ export class AuditLog {
     if (rows.length) await (trx ?? this.store.knex)(AUDIT_LOG).insert(rows);
   }
 
-  /** Settles the pending entry of a request with its answer's status and resource (once). */
-  async settle(requestId: string, outcome: { status: number; resource_id: string | null }): Promise<void> {
+  /** Settles the pending entry of a request with what its answer decided (once): status, resource, who (a login names its account). */
+  async settle(requestId: string, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>): Promise<void> {
     await this.store.knex(AUDIT_LOG).where({ request_id: requestId, pending: true }).update({ ...outcome, pending: false });
   }
 
