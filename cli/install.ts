@@ -6,7 +6,7 @@ import { applyEnv, resolveRootdir } from './runner/environment.js';
 import { EXIT, runAndExit, usageError } from './runner/errors.js';
 import { checkArity, convertArgs, loadBootstrap, resolveTarget } from './runner/invoke.js';
 import { builtinRegistry } from './runner/registry.js';
-import { checkName, checkTemplate, installService, listServices, requireRoot, uninstallService } from './runner/system.js';
+import { checkName, checkTemplate, installService, listServices, lookupUser, requireRoot, uninstallService } from './runner/system.js';
 import { checkSchedule, TEMPLATES } from './runner/templates.js';
 
 interface InstallArgs {
@@ -19,6 +19,8 @@ interface InstallArgs {
   schedule?: string;
   bootstrap?: string;
   force?: boolean;
+  'replace-foreign'?: boolean;
+  user?: string;
   'root-prefix': string;
   verbose?: boolean;
 }
@@ -41,11 +43,14 @@ export const installCommand: CommandModule<object, InstallArgs> = {
       .option('env', { type: 'string', describe: 'KEY=VALUE stored in /etc/hangar/<name>.env (mode 0600) and loaded at start (repeatable)' })
       .option('schedule', { type: 'string', describe: 'crond only: when to run, five cron fields or @hourly… (default "* * * * *", every minute)' })
       .option('bootstrap', { type: 'string', describe: 'module the service imports first (as for hangar run)' })
-      .option('force', { type: 'boolean', describe: 'replace a service of the same name' })
+      .option('force', { type: 'boolean', describe: 'replace a service of the same name that hangar installed' })
+      .option('replace-foreign', { type: 'boolean', describe: 'also replace a unit or env file of that name that hangar did not write (implies --force)' })
+      .option('user', { type: 'string', describe: 'run the service as this user instead of root (its env file becomes theirs)' })
       .option('root-prefix', { type: 'string', default: '/', describe: 'install under this directory instead of / (tests, images); init systems are not touched then' })
       .option('verbose', { type: 'boolean', describe: 'print stack traces of errors' })
       .example('$0 install --template=systemd heartbeat --class "Runner::heartbeat" --arg /var/log/beat.log', 'a daemon')
-      .example('$0 install --template=crond nightly --class "./jobs/report.ts#Report::run" --schedule "0 3 * * *" --env REPORT_TO=ops@example.com', 'a nightly job'),
+      .example('$0 install --template=crond nightly --class "./jobs/report.ts#Report::run" --schedule "0 3 * * *" --env REPORT_TO=ops@example.com', 'a nightly job')
+      .example('$0 install --template=systemd reports --class "Runner::heartbeat" --arg /srv/reports/beat.log --user reports', 'a daemon running as the user reports'),
   handler: (args) =>
     runAndExit('install', args.verbose, async () => {
       requireRoot('install');
@@ -60,6 +65,8 @@ export const installCommand: CommandModule<object, InstallArgs> = {
           throw usageError((err as Error).message);
         }
       }
+      const prefix = rootPrefix(args['root-prefix']);
+      const user = args.user !== undefined ? lookupUser(args.user, prefix) : null;
       const env = parseEnvPairs(asList(args.env));
       const rootdir = resolveRootdir(args.rootdir ?? process.cwd());
       const rawArgs = asList(args.arg);
@@ -87,7 +94,20 @@ export const installCommand: CommandModule<object, InstallArgs> = {
         }
       }
       installService(
-        { name: args.name, template, method: args.class, args: rawArgs, env, rootdir, bootstrap, schedule, force: Boolean(args.force), rootPrefix: rootPrefix(args['root-prefix']) },
+        {
+          name: args.name,
+          template,
+          method: args.class,
+          args: rawArgs,
+          env,
+          rootdir,
+          bootstrap,
+          schedule,
+          force: Boolean(args.force),
+          replaceForeign: Boolean(args['replace-foreign']),
+          user,
+          rootPrefix: prefix,
+        },
         (line) => console.log(line),
       );
       return EXIT.ok;

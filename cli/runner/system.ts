@@ -1,11 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, chmodSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, chownSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fromRoot } from '../../core/paths.js';
 import { versionInfo } from '../../core/version.js';
 import { renderEnvFile } from './envfile.js';
 import { failure, usageError } from './errors.js';
-import { DEFAULT_SCHEDULE, renderUnit, servicePaths, TEMPLATES, type ServicePaths, type ServiceSpec, type Template } from './templates.js';
+import { DEFAULT_SCHEDULE, markerOf, renderUnit, servicePaths, TEMPLATES, writtenByHangar, type ServicePaths, type ServiceSpec, type ServiceUser, type Template } from './templates.js';
 
 /** bin/hangar.mjs of this installation: what installed command lines run. */
 export const HANGAR_BIN = fromRoot('bin', 'hangar.mjs');
@@ -23,6 +23,8 @@ export interface Manifest {
   env_keys: string[];
   unit_file: string;
   command: string[];
+  /** The account it runs as (`--user`); null: root. Absent in manifests of older versions. */
+  user?: string | null;
   installed_at: string;
   hangar_version: string;
 }
@@ -37,6 +39,9 @@ export interface InstallRequest {
   bootstrap: string | null;
   schedule: string | null;
   force: boolean;
+  /** Also replace unit and env files that hangar did not write (no marker line). */
+  replaceForeign: boolean;
+  user: ServiceUser | null;
   rootPrefix: string;
 }
 
@@ -64,12 +69,56 @@ export function requireRoot(command: string): void {
   }
 }
 
-function writeAtomic(file: string, text: string, mode: number): void {
+function writeAtomic(file: string, text: string, mode: number, owner: ServiceUser | null = null): void {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 });
   const tmp = `${file}.hangar-tmp-${process.pid}`;
   writeFileSync(tmp, text, { mode });
   chmodSync(tmp, mode);
+  if (owner) chownSync(tmp, owner.uid, owner.gid);
   renameSync(tmp, file);
+}
+
+const USER_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$/;
+
+/** One `name:x:uid:gid:gecos:home:shell` line of a passwd database for `name`, or null. */
+function passwdEntry(name: string, rootPrefix: string): string[] | null {
+  const file = path.join(rootPrefix, 'etc/passwd');
+  // An image prepared under --root-prefix has its own users; otherwise this system's (NSS: LDAP too).
+  const text =
+    rootPrefix !== '/' && existsSync(file)
+      ? readFileSync(file, 'utf8')
+      : (spawnSync('getent', ['passwd', name], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '');
+  const line = text.split('\n').find((l) => l.split(':')[0] === name);
+  return line ? line.split(':') : null;
+}
+
+function groupName(gid: number, rootPrefix: string): string | null {
+  const file = path.join(rootPrefix, 'etc/group');
+  const text =
+    rootPrefix !== '/' && existsSync(file) ? readFileSync(file, 'utf8') : (spawnSync('getent', ['group', String(gid)], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '');
+  return text.split('\n').find((l) => l.split(':')[2] === String(gid))?.split(':')[0] ?? null;
+}
+
+/** `--user NAME`: the account as the target system has it, or a usage error naming what is wrong. */
+export function lookupUser(name: string, rootPrefix: string): ServiceUser {
+  if (!USER_NAME.test(name)) throw usageError(`--user "${name}" is not a user name`);
+  const entry = passwdEntry(name, rootPrefix);
+  if (!entry || entry.length < 6) {
+    const where = rootPrefix !== '/' && existsSync(path.join(rootPrefix, 'etc/passwd')) ? path.join(rootPrefix, 'etc/passwd') : 'this system (getent passwd)';
+    throw usageError(`--user ${name}: no such user in ${where}; create it first (useradd --system ${name})`);
+  }
+  const uid = Number(entry[2]);
+  const gid = Number(entry[3]);
+  return { name, uid, gid, group: groupName(gid, rootPrefix), home: entry[5] || '/' };
+}
+
+/** Whether `file` exists and hangar install wrote it for service `name` (its marker line). */
+function isOurs(file: string, name: string): boolean {
+  try {
+    return writtenByHangar(readFileSync(file, 'utf8'), name);
+  } catch {
+    return false;
+  }
 }
 
 function which(command: string): string | null {
@@ -135,19 +184,36 @@ export function installService(req: InstallRequest, say: Say): Manifest {
   const paths = servicePaths(req.rootPrefix, req.name);
   const unitFile = paths.unit[req.template];
   const previous = readManifest(paths);
-  const existing = previous ? previous.unit_file : [unitFile, paths.env].find((f) => existsSync(f));
-  if (existing && !req.force) {
+  // What is in the way: the files this install writes, and the previous install's unit (another template's).
+  const inTheWay = [...new Set([unitFile, paths.env, ...(previous ? [previous.unit_file] : [])])].filter((f) => existsSync(f));
+  const foreign = inTheWay.filter((f) => !isOurs(f, req.name));
+  if (foreign.length && !req.replaceForeign) {
+    const what = foreign.map((f) => `${f}${f === previous?.unit_file ? ' (named by hangar’s manifest, but changed since)' : ''}`).join(' and ');
+    throw failure(
+      `${what} ${foreign.length === 1 ? 'exists and was' : 'exist and were'} not written by hangar (no "${markerOf(req.name).trim()}" line): ` +
+        `hangar will not overwrite ${foreign.length === 1 ? 'it' : 'them'}${previous ? ` (service ${req.name} is installed by hangar, but not in these files)` : ` (service ${req.name} is not installed by hangar)`}; ` +
+        `choose another name, move ${foreign.length === 1 ? 'it' : 'them'} away, or add --replace-foreign to replace ${foreign.length === 1 ? 'it' : 'them'}`,
+    );
+  }
+  const existing = previous ? previous.unit_file : inTheWay[0];
+  if (existing && !req.force && !req.replaceForeign) {
     throw failure(
       `service ${req.name} is already installed (${existing}); add --force to replace it, or remove it first with hangar uninstall ${req.name}`,
     );
   }
-  if (previous) uninstallService(req.name, req.rootPrefix, false, () => undefined);
+  if (previous) uninstallService(req.name, req.rootPrefix, false, () => undefined, { replaceForeign: req.replaceForeign });
   const schedule = req.template === 'crond' ? (req.schedule ?? DEFAULT_SCHEDULE) : null;
   const argv = commandLine(req);
-  const spec: ServiceSpec = { name: req.name, template: req.template, method: req.method, argv, rootdir: req.rootdir, schedule: schedule ?? '', paths };
+  const spec: ServiceSpec = { name: req.name, template: req.template, method: req.method, argv, rootdir: req.rootdir, schedule: schedule ?? '', paths, user: req.user };
   const unit = renderUnit(spec);
-  writeAtomic(paths.env, renderEnvFile(req.name, req.env), 0o600);
+  // The service's user reads its own env file (cron, upstart's setuid and setpriv source it as that user).
+  writeAtomic(paths.env, renderEnvFile(req.name, req.env), 0o600, req.user);
   if (req.template === 'initd' || req.template === 'crond') mkdirSync(path.dirname(paths.log), { recursive: true, mode: 0o755 });
+  // A cron job appends to its log as its user: the file is the user's.
+  if (req.template === 'crond' && req.user) {
+    if (!existsSync(paths.log)) writeFileSync(paths.log, '', { mode: 0o640 });
+    chownSync(paths.log, req.user.uid, req.user.gid);
+  }
   writeAtomic(unitFile, unit.text, unit.mode);
   const manifest: Manifest = {
     name: req.name,
@@ -161,13 +227,15 @@ export function installService(req: InstallRequest, say: Say): Manifest {
     env_keys: Object.keys(req.env),
     unit_file: unitFile,
     command: argv,
+    user: req.user?.name ?? null,
     installed_at: new Date().toISOString(),
     hangar_version: versionInfo.version,
   };
   writeAtomic(paths.manifest, `${JSON.stringify(manifest, null, 2)}\n`, 0o644);
-  say(`installed ${req.template} service ${req.name} (${req.method})`);
+  say(`installed ${req.template} service ${req.name} (${req.method})${req.user ? `, running as ${req.user.name}` : ''}`);
+  for (const f of foreign) say(`  replaced ${f}, which hangar had not written (--replace-foreign)`);
   say(`  ${unitFile}`);
-  say(`  ${paths.env} (mode 0600, ${Object.keys(req.env).length} variable${Object.keys(req.env).length === 1 ? '' : 's'})`);
+  say(`  ${paths.env} (mode 0600${req.user ? `, owned by ${req.user.name}` : ''}, ${Object.keys(req.env).length} variable${Object.keys(req.env).length === 1 ? '' : 's'})`);
   if (req.rootPrefix === '/') enableService(req.template, req.name, say);
   say(CONTROL[req.template](req.name, paths, schedule ?? ''));
   return manifest;
@@ -195,7 +263,7 @@ function enableService(template: Template, name: string, say: Say): void {
 }
 
 /** Stops (where possible) and removes a service's unit or job, env file and manifest. Returns what was removed. */
-export function uninstallService(name: string, rootPrefix: string, purge: boolean, say: Say): string[] {
+export function uninstallService(name: string, rootPrefix: string, purge: boolean, say: Say, options: { replaceForeign?: boolean } = {}): string[] {
   const paths = servicePaths(rootPrefix, name);
   const manifest = readManifest(paths);
   if (!manifest) {
@@ -221,7 +289,13 @@ export function uninstallService(name: string, rootPrefix: string, purge: boolea
       break;
   }
   const removed: string[] = [];
-  const files = [manifest.unit_file, manifest.env_file || paths.env, paths.pid, paths.manifest, ...(purge ? [paths.log] : [])];
+  // The unit and env file only if they are still hangar's: one an operator put in their place stays.
+  const marked = [manifest.unit_file, manifest.env_file || paths.env].filter((file) => {
+    if (!existsSync(file) || options.replaceForeign || isOurs(file, name)) return true;
+    say(`left ${file}: hangar did not write it (no "${markerOf(name).trim()}" line)`);
+    return false;
+  });
+  const files = [...marked, paths.pid, paths.manifest, ...(purge ? [paths.log] : [])];
   for (const file of files) {
     if (existsSync(file)) {
       rmSync(file, { force: true });

@@ -34,6 +34,16 @@ export function servicePaths(prefix: string, name: string): ServicePaths {
   };
 }
 
+/** The account a service runs as (`--user`), as the target system's user database has it. */
+export interface ServiceUser {
+  name: string;
+  uid: number;
+  gid: number;
+  /** Its primary group's name, when the group database names it (upstart's setgid needs a name). */
+  group: string | null;
+  home: string;
+}
+
 /** What a template is rendered from. */
 export interface ServiceSpec {
   name: string;
@@ -45,6 +55,8 @@ export interface ServiceSpec {
   rootdir: string;
   schedule: string;
   paths: ServicePaths;
+  /** The account it runs as; null: root. */
+  user: ServiceUser | null;
 }
 
 const SH_SAFE = /^[A-Za-z0-9_@%+=:,./-]+$/;
@@ -76,8 +88,19 @@ function cronEscape(command: string): string {
   return command.replace(/%/g, '\\%');
 }
 
+/**
+ * Every file hangar install writes (unit, job, init script, cron entry, env file) has a comment line
+ * starting with this: how install and uninstall tell their own files from an operator's.
+ */
+export const markerOf = (name: string) => `# hangar service ${name}: `;
+
+/** Whether `text` (a unit file's or env file's) carries hangar's marker for service `name`. */
+export function writtenByHangar(text: string, name: string): boolean {
+  return text.split('\n').some((line) => line.startsWith(markerOf(name)));
+}
+
 const HEADER = (spec: ServiceSpec) =>
-  `hangar service ${spec.name}: ${spec.method} (written by hangar install --template=${spec.template}; remove it with hangar uninstall ${spec.name})`;
+  `${markerOf(spec.name).slice(2)}${spec.method} (written by hangar install --template=${spec.template}; remove it with hangar uninstall ${spec.name})`;
 
 function systemdUnit(spec: ServiceSpec): string {
   return `# ${HEADER(spec)}
@@ -88,7 +111,7 @@ After=network-online.target
 
 [Service]
 Type=simple
-WorkingDirectory=${systemdLiteral(spec.rootdir)}
+${spec.user ? `User=${spec.user.name}\n` : ''}WorkingDirectory=${systemdLiteral(spec.rootdir)}
 EnvironmentFile=${systemdLiteral(spec.paths.env)}
 ExecStart=${spec.argv.map(systemdQuote).join(' ')}
 Restart=on-failure
@@ -113,12 +136,26 @@ stop on runlevel [!2345]
 
 respawn
 respawn limit 10 5
-
+${spec.user ? `\nsetuid ${spec.user.name}\n${spec.user.group ? `setgid ${spec.user.group}\n` : ''}` : ''}
 script
 ${sourceEnv(spec, '  ')}
   exec ${spec.argv.map(shQuote).join(' ')}
 end script
 `;
+}
+
+/**
+ * The init script's command line: as root, or through setpriv (util-linux) as the service's user —
+ * it execs in place, so the pid file names the service's own process — with the HOME, USER and
+ * LOGNAME a login would give it.
+ */
+function asUser(spec: ServiceSpec): string[] {
+  const user = spec.user;
+  if (!user) return spec.argv;
+  return [
+    'env', `HOME=${user.home}`, `USER=${user.name}`, `LOGNAME=${user.name}`,
+    'setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', '--', ...spec.argv,
+  ];
 }
 
 function initScript(spec: ServiceSpec): string {
@@ -158,7 +195,7 @@ do_start() {
   mkdir -p "$(dirname "$PID_FILE")" "$(dirname "$LOG_FILE")"
   (
 ${sourceEnv(spec, '    ')}
-    exec ${spec.argv.map(shQuote).join(' ')}
+    exec ${asUser(spec).map(shQuote).join(' ')}
   ) >>"$LOG_FILE" 2>&1 </dev/null &
   echo $! >"$PID_FILE"
   echo "started $NAME (pid $!)"
@@ -222,7 +259,7 @@ function cronEntry(spec: ServiceSpec): string {
   return `# ${HEADER(spec)}
 SHELL=/bin/sh
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-${spec.schedule} root ${cronEscape(command)}
+${spec.schedule} ${spec.user?.name ?? 'root'} ${cronEscape(command)}
 `;
 }
 
@@ -242,15 +279,51 @@ export function renderUnit(spec: ServiceSpec): { text: string; mode: number } {
 
 const CRON_MACROS = new Set(['@reboot', '@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly']);
 
-/** A crontab schedule: five fields or one of the @ macros. Returns it normalised or throws a message. */
+/** The five fields of a crontab line (crontab(5)): their names, ranges and the names cron takes for their values. */
+const CRON_FIELDS: Array<{ name: string; min: number; max: number; names?: string[] }> = [
+  { name: 'minute', min: 0, max: 59 },
+  { name: 'hour', min: 0, max: 23 },
+  { name: 'day of month', min: 1, max: 31 },
+  { name: 'month', min: 1, max: 12, names: ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'] },
+  // 0 and 7 are both Sunday.
+  { name: 'day of week', min: 0, max: 7, names: ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'] },
+];
+
+/** What is wrong with one field, or null: `*`, numbers, `a-b` ranges, lists and `/step`s, all within the field's range; or one name (jan, mon). */
+function cronFieldProblem(text: string, field: (typeof CRON_FIELDS)[number]): string | null {
+  const range = `${field.min}-${field.max}`;
+  if (field.names?.includes(text.toLowerCase())) return null;
+  for (const item of text.split(',')) {
+    const m = /^(\*|(\d+)(?:-(\d+))?)(?:\/(\d+))?$/.exec(item);
+    if (!m) {
+      const names = field.names ? ` or one name (${field.names[0]}…${field.names.at(-1)})` : '';
+      return `${field.name} "${text}" is not a cron field: use *, numbers in ${range}, ranges (a-b), lists (a,b), steps (*/n)${names}`;
+    }
+    const [, , from, to, step] = m;
+    for (const value of [from, to]) {
+      if (value !== undefined && (Number(value) < field.min || Number(value) > field.max)) return `${field.name} ${value} is out of range (${range})`;
+    }
+    if (from !== undefined && to !== undefined && Number(from) > Number(to)) return `${field.name} range ${from}-${to} runs backwards`;
+    if (step !== undefined && (Number(step) < 1 || Number(step) > field.max)) return `${field.name} step /${step} is out of range (1-${field.max})`;
+  }
+  return null;
+}
+
+/**
+ * A crontab schedule: five fields or one of the @ macros. Returns it normalised or throws a message
+ * naming each field that is out of range: cron skips a line it cannot read (and logs it only to
+ * syslog), so a schedule like `61 25 * * *` would never run.
+ */
 export function checkSchedule(schedule: string): string {
   const trimmed = schedule.trim().replace(/\s+/g, ' ');
   if (CRON_MACROS.has(trimmed)) return trimmed;
   const fields = trimmed.split(' ');
-  if (fields.length !== 5 || !fields.every((f) => /^[0-9A-Za-z*/,-]+$/.test(f))) {
+  if (fields.length !== 5) {
     throw new Error(
       `--schedule "${schedule}" is not a cron schedule: give five fields (minute hour day-of-month month day-of-week, e.g. "*/5 * * * *") or one of ${[...CRON_MACROS].join(', ')}`,
     );
   }
+  const problems = fields.map((f, i) => cronFieldProblem(f, CRON_FIELDS[i]!)).filter((p): p is string => p !== null);
+  if (problems.length) throw new Error(`--schedule "${schedule}": ${problems.join('; ')}`);
   return trimmed;
 }

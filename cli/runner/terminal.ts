@@ -168,10 +168,22 @@ async function buildGlobals(options: TerminalOptions): Promise<TerminalGlobals> 
   return globals;
 }
 
-/** Auto-awaits promises so that `qq("select 1")` finishes before the next line; counts failures. */
+/** A line that leaves the terminal, as in most shells and REPLs: `exit`, `quit`, `exit()`, `quit()`. */
+export const LEAVE_LINE = /^\s*(?:exit|quit)\s*(?:\(\s*\))?\s*;?\s*$/;
+
+/**
+ * Auto-awaits promises so that `qq("select 1")` finishes before the next line; counts failures;
+ * `exit` and `quit` (with or without parentheses) close the terminal — node's REPL only knows
+ * `.exit` and answers a bare `exit` with a ReferenceError.
+ */
 function wrapEval(server: repl.REPLServer, onError: () => void): void {
   const original = server.eval;
   const wrapped = function (this: repl.REPLServer, cmd: string, context: object, file: string, cb: (err: Error | null, result?: unknown) => void) {
+    if (LEAVE_LINE.test(cmd)) {
+      // Nothing after it runs (piped input: the lines after it are dropped); the exit code is as at close.
+      server.close();
+      return;
+    }
     original.call(this, cmd, context, file, (err: Error | null, result?: unknown) => {
       if (err && !(err instanceof repl.Recoverable)) onError();
       if (!err && result && typeof (result as Promise<unknown>).then === 'function') {

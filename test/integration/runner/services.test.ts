@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hangarCli, runProcess, systemdEnvFile, systemdSplit, TempDirs, unitValue, waitFor, waitForFile } from './support.js';
@@ -196,6 +196,169 @@ describe('hangar install / uninstall / services (into a temporary root)', () => 
     expect(existsSync(path.join(root, 'etc/systemd/system/probe-systemd.service'))).to.equal(false);
     expect(readFileSync(path.join(root, 'etc/cron.d/hangar-probe-systemd'), 'utf8')).to.contain("run Clock::now --rootdir");
     expect(readFileSync(path.join(root, 'etc/hangar/probe-systemd.env'), 'utf8')).not.to.contain('PROBE_ENV');
+  });
+
+  it('refuses to overwrite a unit or env file hangar did not write, with or without --force, and says so; --replace-foreign replaces it', async function () {
+    this.timeout(90_000);
+    const own = temp.make('hangar-root-');
+    const unitFile = path.join(own, 'etc/systemd/system/foreign.service');
+    const operators = "[Unit]\nDescription=the operator's own unit\n[Service]\nExecStart=/usr/bin/true\n";
+    mkdirSync(path.dirname(unitFile), { recursive: true });
+    writeFileSync(unitFile, operators);
+    const attempt = (...extra: string[]) => hangarCli(['install', '--template=systemd', 'foreign', '--class', 'Clock::now', '--root-prefix', own, ...extra]);
+    for (const extra of [[], ['--force']]) {
+      const refused = await attempt(...extra);
+      expect(refused.code, refused.stdout).to.equal(1);
+      expect(refused.stderr).to.contain(`${unitFile} exists and was not written by hangar (no "# hangar service foreign:" line)`);
+      expect(refused.stderr).to.contain('service foreign is not installed by hangar').and.contain('--replace-foreign');
+      expect(refused.stderr, 'not "already installed"').not.to.contain('already installed');
+      expect(readFileSync(unitFile, 'utf8')).to.equal(operators);
+      expect(tree(own)).to.deep.equal(['etc/systemd/system/foreign.service']);
+    }
+    const replaced = await attempt('--replace-foreign');
+    expect(replaced.code, replaced.stderr).to.equal(0);
+    expect(replaced.stdout).to.contain(`replaced ${unitFile}, which hangar had not written (--replace-foreign)`);
+    expect(readFileSync(unitFile, 'utf8')).to.match(/^# hangar service foreign: Clock::now \(written by hangar install --template=systemd; /);
+    // hangar's own files: --force replaces them.
+    const again = await attempt('--force');
+    expect(again.code, again.stderr).to.equal(0);
+
+    // An env file of the name that hangar did not write is refused the same way.
+    const envFile = path.join(own, 'etc/hangar/other.env');
+    writeFileSync(envFile, 'SECRET=operator\n');
+    const env = await hangarCli(['install', '--template=crond', 'other', '--class', 'Clock::now', '--force', '--root-prefix', own]);
+    expect(env.code).to.equal(1);
+    expect(env.stderr).to.contain(`${envFile} exists and was not written by hangar`);
+    expect(readFileSync(envFile, 'utf8')).to.equal('SECRET=operator\n');
+
+    // A unit hangar installed, replaced by the operator since: --force refuses it, uninstall leaves it.
+    writeFileSync(unitFile, operators);
+    const edited = await attempt('--force');
+    expect(edited.code).to.equal(1);
+    expect(edited.stderr).to.contain(`${unitFile} (named by hangar’s manifest, but changed since) exists and was not written by hangar`);
+    expect(edited.stderr).to.contain('service foreign is installed by hangar, but not in these files');
+    const un = await hangarCli(['uninstall', 'foreign', '--root-prefix', own]);
+    expect(un.code, un.stderr).to.equal(0);
+    expect(un.stdout).to.contain(`left ${unitFile}: hangar did not write it`);
+    expect(readFileSync(unitFile, 'utf8')).to.equal(operators);
+    expect(existsSync(path.join(own, 'etc/hangar/foreign.env'))).to.equal(false);
+    expect(existsSync(path.join(own, 'etc/hangar/services/foreign.json'))).to.equal(false);
+  });
+
+  it('refuses a cron schedule whose fields are out of range, naming each; writes nothing', async function () {
+    this.timeout(90_000);
+    const own = temp.make('hangar-root-');
+    const schedule = (value: string) => hangarCli(['install', '--template=crond', 'ranged', '--class', 'Clock::now', '--schedule', value, '--root-prefix', own]);
+    const cases: Array<[string, string]> = [
+      ['61 25 * * *', '--schedule "61 25 * * *": minute 61 is out of range (0-59); hour 25 is out of range (0-23)'],
+      ['0 0 0 13 8', '--schedule "0 0 0 13 8": day of month 0 is out of range (1-31); month 13 is out of range (1-12); day of week 8 is out of range (0-7)'],
+      ['*/0 * * * *', 'minute step /0 is out of range (1-59)'],
+      ['50-10 * * * *', 'minute range 50-10 runs backwards'],
+      ['0 3 * * mon-fri', 'day of week "mon-fri" is not a cron field'],
+      ['0 3 * * 1,60', 'day of week 60 is out of range (0-7)'],
+    ];
+    for (const [value, message] of cases) {
+      const res = await schedule(value);
+      expect(res.code, value).to.equal(2);
+      expect(res.stderr, value).to.contain(message);
+    }
+    expect(tree(own), 'nothing written').to.deep.equal([]);
+    for (const value of ['0 3 * jan mon', '*/15 0-23/2 1,15 * 0', '59 23 31 12 7', '@daily']) {
+      const res = await hangarCli(['install', '--template=crond', 'ranged', '--class', 'Clock::now', '--schedule', value, '--force', '--root-prefix', own]);
+      expect(res.code, `${value}: ${res.stderr}`).to.equal(0);
+    }
+  });
+
+  describe('--user: the service runs as that user', function () {
+    this.timeout(60_000);
+    const WHO_MJS = `
+import { writeFileSync } from 'node:fs';
+export class Who {
+  static record(file) {
+    writeFileSync(file, JSON.stringify({ uid: process.getuid(), gid: process.getgid(), env: process.env.PROBE_ENV ?? null, home: process.env.HOME ?? null }));
+    return 'recorded';
+  }
+}
+`;
+    const NOBODY = { uid: 65534, gid: 65534 };
+    let own: string;
+    let whoApp: string;
+    let out: string;
+    const installAs = (template: string, name: string, file: string, extra: string[] = []) =>
+      hangarCli(['install', `--template=${template}`, name, '--class', 'who.mjs#Who::record', '--rootdir', whoApp, '--arg', file, '--env', 'PROBE_ENV=as-user', '--user', 'nobody', '--root-prefix', own, ...extra]);
+    const recorded = (file: string) => JSON.parse(readFileSync(file, 'utf8')) as { uid: number; gid: number; env: string | null; home: string | null };
+
+    before(() => {
+      own = temp.make('hangar-root-');
+      chmodSync(own, 0o755); // as / is: the user reaches its env file under etc/hangar
+      whoApp = temp.make('hangar-app-');
+      out = temp.make('hangar-out-');
+      writeFileSync(path.join(whoApp, 'who.mjs'), WHO_MJS);
+      // The user reads the service's code and writes its output.
+      chmodSync(whoApp, 0o755);
+      chmodSync(out, 0o777);
+    });
+
+    it('systemd: User= in the unit, the env file the user’s (0600); its ExecStart as that user runs the method', async () => {
+      const file = path.join(out, 'systemd.json');
+      const res = await installAs('systemd', 'who-systemd', file);
+      expect(res.code, res.stderr).to.equal(0);
+      expect(res.stdout).to.contain('installed systemd service who-systemd (who.mjs#Who::record), running as nobody');
+      const unit = readFileSync(path.join(own, 'etc/systemd/system/who-systemd.service'), 'utf8');
+      expect(unitValue(unit, 'User')).to.equal('nobody');
+      const envFile = path.join(own, 'etc/hangar/who-systemd.env');
+      expect(mode(envFile)).to.equal(0o600);
+      expect({ uid: statSync(envFile).uid, gid: statSync(envFile).gid }).to.deep.equal(NOBODY);
+      const argv = systemdSplit(unitValue(unit, 'ExecStart'));
+      const ran = await runProcess(argv[0]!, argv.slice(1), { ...NOBODY, env: { ...minimalEnv, HOME: '/tmp', ...systemdEnvFile(readFileSync(envFile, 'utf8')) }, cwd: whoApp });
+      expect(ran.stdout, ran.stderr).to.equal('recorded\n');
+      expect(recorded(file)).to.include({ uid: 65534, env: 'as-user' });
+      const manifest = JSON.parse((await hangarCli(['services', '--json', '--root-prefix', own])).stdout) as Array<{ name: string; user: string }>;
+      expect(manifest.find((m) => m.name === 'who-systemd')?.user).to.equal('nobody');
+    });
+
+    it('initd: start (as root) runs the method as the user, with its HOME', async () => {
+      const file = path.join(out, 'initd.json');
+      const res = await installAs('initd', 'who-initd', file);
+      expect(res.code, res.stderr).to.equal(0);
+      const started = await runProcess(path.join(own, 'etc/init.d/who-initd'), ['start'], { env: minimalEnv });
+      expect(started.code, started.stderr).to.equal(0);
+      await waitFor(() => existsSync(file) && readFileSync(file, 'utf8').length > 0, 'the method to run');
+      expect(recorded(file)).to.deep.equal({ uid: 65534, gid: 65534, env: 'as-user', home: '/nonexistent' });
+    });
+
+    it('crond: the entry’s user field; its command, run by cron as that user, reads the env file and appends to the log', async () => {
+      const file = path.join(out, 'crond.json');
+      const res = await installAs('crond', 'who-crond', file);
+      expect(res.code, res.stderr).to.equal(0);
+      const line = readFileSync(path.join(own, 'etc/cron.d/hangar-who-crond'), 'utf8').split('\n').find((l) => /^[^#A-Z]/.test(l))!;
+      const fields = line.split(' ');
+      expect(fields.slice(0, 6)).to.deep.equal(['*', '*', '*', '*', '*', 'nobody']);
+      const ran = await runProcess('/bin/sh', ['-c', fields.slice(6).join(' ').replace(/\\%/g, '%')], { ...NOBODY, env: { ...minimalEnv, HOME: '/tmp' } });
+      expect(ran.code, ran.stderr).to.equal(0);
+      expect(recorded(file)).to.include({ uid: 65534, env: 'as-user' });
+      expect(readFileSync(path.join(own, 'var/log/hangar/who-crond.log'), 'utf8')).to.equal('recorded\n');
+    });
+
+    it('upstart: setuid and setgid stanzas; the job’s script runs as that user', async () => {
+      const file = path.join(out, 'upstart.json');
+      const res = await installAs('upstart', 'who-upstart', file);
+      expect(res.code, res.stderr).to.equal(0);
+      const job = readFileSync(path.join(own, 'etc/init/who-upstart.conf'), 'utf8');
+      expect(job).to.match(/^setuid nobody$/m).and.match(/^setgid nogroup$/m);
+      const script = /^script\n([\s\S]*?)^end script$/m.exec(job)![1]!;
+      const ran = await runProcess('/bin/sh', ['-e', '-c', script], { ...NOBODY, env: { ...minimalEnv, HOME: '/tmp' } });
+      expect(ran.stdout, ran.stderr).to.equal('recorded\n');
+      expect(recorded(file)).to.include({ uid: 65534, env: 'as-user' });
+    });
+
+    it('refuses a user the system does not have, writing nothing', async () => {
+      const before = tree(own);
+      const res = await hangarCli(['install', '--template=systemd', 'who-nobody', '--class', 'Clock::now', '--user', 'no-such-user-here', '--root-prefix', own]);
+      expect(res.code).to.equal(2);
+      expect(res.stderr).to.contain('--user no-such-user-here: no such user in this system (getent passwd)');
+      expect(tree(own)).to.deep.equal(before);
+    });
   });
 
   it('checks the method before writing anything', async () => {

@@ -1,8 +1,9 @@
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeEachDialect } from '../../support/dialects.js';
-import { hangarCli, storageEnv, TempDirs, type CliResult } from './support.js';
+import { BIN, hangarCli, storageEnv, TempDirs, waitFor, type CliResult } from './support.js';
 
 const PRELOAD = `
 export const answer = 42;
@@ -118,6 +119,43 @@ describeEachDialect('hangar terminal (driven through stdin)', (dialect) => {
     const unknown = await hangarCli(['terminal', 'nope', '--root-prefix', root], { env });
     expect(unknown.code).to.equal(1);
     expect(unknown.stderr).to.contain('no service named nope is installed');
+  });
+
+  it('exit and quit leave the terminal: the lines after them do not run, the exit code is as before them', async function () {
+    this.timeout(60_000);
+    for (const leave of ['exit', 'quit()']) {
+      const res = await terminal(['1 + 1', leave, '"not reached"']);
+      expect(res.stderr, leave).to.equal('');
+      expect(res.stdout, leave).to.equal('2\n');
+      expect(res.code, leave).to.equal(0);
+    }
+    const failed = await terminal(['throw new Error("bad line")', 'quit', '"not reached"']);
+    expect(failed.code).to.equal(1);
+    expect(failed.stdout).to.contain('Uncaught Error: bad line').and.not.contain('not reached');
+  });
+
+  it('exit leaves the interactive terminal (on a terminal: a pty)', async function () {
+    this.timeout(60_000);
+    const home = temp.make('hangar-home-');
+    // script(1) gives the terminal a pty; its stdin stays open, so nothing but `exit` can end it.
+    const child = spawn('script', ['-q', '-e', '-c', `${process.execPath} ${BIN} terminal --no-helpers`, '/dev/null'], {
+      env: { ...process.env, ...env, HOME: home, SHELL: '/bin/sh', TERM: 'dumb' } as NodeJS.ProcessEnv,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await waitFor(() => output.includes('hangar> '), 'the prompt', 45_000);
+      expect(output).to.contain('hangar terminal —');
+      child.stdin.write('exit\r');
+      const code = await Promise.race([exited, new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 15_000))]);
+      expect(code, `the terminal did not leave on exit:\n${output}`).to.equal(0);
+      expect(output).not.to.contain('ReferenceError');
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('exits 1 when a line threw (piped input), after running the rest', async () => {
