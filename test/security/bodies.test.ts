@@ -47,10 +47,11 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
     try {
       const answers = bodies.map((b) => b.answer);
       // The refusals come while the 8 held bodies still wait for their second half.
+      // A client still writing its half when the 429 and the close come may see the reset first.
       const refused = (await settledCount(answers, 292)).map((r) => (r.status === 'fulfilled' ? r.value : null));
       const during = rssMb(cp.child.pid!);
-      expect(refused.every((a) => a?.status === 429), JSON.stringify(refused.find((a) => a?.status !== 429))).to.equal(true);
-      const first = refused[0]!;
+      expect(refused.every((a) => a === null || a.status === 429), JSON.stringify(refused.find((a) => a && a.status !== 429))).to.equal(true);
+      const first = refused.find((a) => a !== null)!;
       expect(first.headers['retry-after']).to.equal('1');
       expect(first.json.message).to.contain('8 at once');
       // Another user is not held up by them.
@@ -61,7 +62,8 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
       expect(held.filter((s) => s === 408)).to.have.length(8);
       const after = await cp.client.request('POST', propertiesOf(user), { body: { name: 'again', value: '1' }, headers: bearer(user.token) });
       expect(after.status, after.text).to.equal(201);
-      console.log(`      bodies: 300 half-sent 1 MB bodies by one user, 8 accepted at once, 292 refused (429), RSS ${before.toFixed(0)} → ${during.toFixed(0)} MB`);
+      const resets = refused.filter((a) => a === null).length;
+      console.log(`      bodies: 300 half-sent 1 MB bodies by one user, 8 accepted at once, 292 refused (429${resets ? `; ${resets} saw the close first` : ''}), RSS ${before.toFixed(0)} → ${during.toFixed(0)} MB`);
       // 8 bodies of 512 kB, 300 TLS connections and slack: far below the 150 MB the bodies would take.
       expect(during - before).to.be.lessThan(80);
     } finally {
