@@ -22,8 +22,12 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** A control plane of the test: the test's plugins, short task leases, quick heartbeats. */
-function serve(name: string, schema: string, port: number, caPem: () => string): Promise<ControlPlane> {
+/**
+ * A control plane of the test: the test's plugins, short task leases, quick heartbeats, and the
+ * balancer's URL as its public URL, as docs/high-availability.md asks (the same on both: it is the
+ * JWT issuer too, so a token from one is valid on the other).
+ */
+function serve(name: string, schema: string, port: number, publicUrl: string, caPem: () => string): Promise<ControlPlane> {
   return serveControlPlane({
     name,
     schema,
@@ -31,6 +35,7 @@ function serve(name: string, schema: string, port: number, caPem: () => string):
     caPem,
     env: {
       HANGAR_PLUGINS: PLUGINS,
+      HANGAR_API__PUBLIC_URL: publicUrl,
       // Short leases: a task whose control plane died returns to pending within seconds.
       HANGAR_TASKS__LEASE_SECONDS: '3',
       HANGAR_TASKS__EXPIRY_CHECK_MS: '300',
@@ -64,9 +69,9 @@ describe('high availability: two control planes on one PostgreSQL', function () 
     requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
     requireService(this, spawnSync('haproxy', ['-v']).status === 0, 'haproxy (apt-get install haproxy; .ci/run installs it)');
     const [portA, portB, portLb] = [await freePort(), await freePort(), await freePort()];
-    a = await serve('a', schema, portA, () => caPem);
+    a = await serve('a', schema, portA, `https://127.0.0.1:${portLb}`, () => caPem);
     planes.push(a);
-    b = await serve('b', schema, portB, () => caPem);
+    b = await serve('b', schema, portB, `https://127.0.0.1:${portLb}`, () => caPem);
     planes.push(b);
     // Trust on first use, for the test: every later request verifies against it.
     caPem = (await httpRequest(`${a.url}/v1/ca`, { ca: false })).text;
