@@ -3,6 +3,7 @@ import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { DeployWorkload } from '../../../core/orchestrator.js';
 import { versionInfo } from '../../../core/version.js';
 import { cleanupAgents, FAST_NODES, NODE_PLUGINS, joinedNodeId, readAgentFiles, spawnAgent, stopAgent, waitFor, waitForExit, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -337,70 +338,105 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
     expect(kinds).to.include('certificates_revoked');
   });
 
+  /**
+   * A stand-in for the machine's apt-get in `bin`: `update` runs until the test creates the release
+   * file (so "still running" is the test's doing, not a guess about how long it takes); each run is
+   * recorded in runs.log.
+   */
+  function heldAptGet(): { bin: string; runs: string; release(): void } {
+    const bin = mkdtempSync(path.join(os.tmpdir(), 'hangar-held-apt-'));
+    const runs = path.join(bin, 'runs.log');
+    const released = path.join(bin, 'release');
+    writeFileSync(path.join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${runs}\nif [ "$1" = update ]; then while [ ! -e ${released} ]; do /bin/sleep 0.05; done; fi\nexit 0\n`, { mode: 0o755 });
+    return { bin, runs, release: () => writeFileSync(released, '') };
+  }
+
   it('a task that outlasts its lease stays leased while the agent runs it: the agent’s heartbeats renew the leases of the tasks it holds', async function () {
     this.timeout(40_000);
-    // apt-get stands in for the machine's: `update` takes twice the lease (FAST_NODES: 2 s); each run is recorded.
-    const bin = mkdtempSync(path.join(os.tmpdir(), 'hangar-slow-apt-'));
-    const runs = path.join(bin, 'runs.log');
-    writeFileSync(path.join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${runs}\n[ "$1" = update ] && /bin/sleep 4\nexit 0\n`, { mode: 0o755 });
+    const apt = heldAptGet();
     try {
       const token = (await api('POST', '/v1/nodes/token', {})).json.data;
-      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: bin });
+      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: apt.bin });
       const nodeId = await joinedNodeId(agent);
       await waitForStatus(nodeId, 'ready');
       const queued = await api('POST', `/v1/nodes/${nodeId}/check-updates`);
       expect(queued.status).to.equal(202);
       const taskId = queued.json.data.task_id as string;
-      await waitFor(() => existsSync(runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
-      // Past the first lease's end, apt-get still running: the task is still the agent's, not back in the queue
-      // (where a caller giving up would withdraw it, and the agent's result would be lost).
-      await new Promise((resolve) => setTimeout(resolve, 3000));
-      const during = await t.hangar.services.tasks.get(taskId);
-      expect(during, agent.output()).to.include({ status: 'leased', attempts: 1 });
-      expect(Date.parse(during!.lease_expires_at!)).to.be.greaterThan(Date.now());
+      await waitFor(() => existsSync(apt.runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
+      const leased = await t.hangar.services.tasks.get(taskId);
+      expect(leased, agent.output()).to.include({ status: 'leased', attempts: 1 });
+      const firstLeaseEnd = Date.parse(leased!.lease_expires_at!);
+      // Past the end of the lease it was handed out with, apt-get still running (held by the test): the
+      // task is still the agent's, its lease renewed, not back in the queue (where a caller giving up
+      // would withdraw it, and the agent's result would be lost).
+      const during = await waitFor(
+        async () => {
+          const task = (await t.hangar.services.tasks.get(taskId))!;
+          if (task.status !== 'leased' || task.attempts !== 1) throw new Error(`the held task left its lease: ${JSON.stringify(task)}\n${agent.output()}`);
+          return Date.now() > firstLeaseEnd && Date.parse(task.lease_expires_at!) > Date.now() ? task : null;
+        },
+        { timeoutMs: 20_000, intervalMs: 100, what: `the task still leased, with a renewed lease, after its first lease ended (${new Date(firstLeaseEnd).toISOString()})` },
+      );
+      expect(Date.parse(during.lease_expires_at!)).to.be.greaterThan(firstLeaseEnd);
+      expect(readFileSync(apt.runs, 'utf8').split('\n').filter((line) => line.startsWith('update')), 'apt-get update still in its first run').to.have.length(1);
+      apt.release();
       const done = await waitFor(
         async () => {
           const task = await t.hangar.services.tasks.get(taskId);
           return task && ['completed', 'failed'].includes(task.status) ? task : null;
         },
-        { timeoutMs: 20_000, intervalMs: 200, what: 'the slow check-updates task to finish' },
+        { timeoutMs: 20_000, intervalMs: 200, what: 'the check-updates task to finish once apt-get is released' },
       );
       expect(done, agent.output()).to.include({ status: 'completed', attempts: 1 });
-      expect(readFileSync(runs, 'utf8').split('\n').filter((line) => line.startsWith('update'))).to.have.length(1);
+      expect(readFileSync(apt.runs, 'utf8').split('\n').filter((line) => line.startsWith('update'))).to.have.length(1);
       await stopAgent(agent);
     } finally {
-      rmSync(bin, { recursive: true, force: true });
+      apt.release();
+      rmSync(apt.bin, { recursive: true, force: true });
     }
   });
 
-  it('runs lanes side by side: a log fetch queued behind a slow OS package check is answered while the check still runs', async function () {
+  it('runs lanes side by side: a log fetch (reads lane) and an orchestrator call (orchestrator lane) queued behind an OS package check (maintenance lane) finish while the check still runs', async function () {
     this.timeout(40_000);
-    // apt-get stands in for the machine's: `update` takes 6 s.
-    const bin = mkdtempSync(path.join(os.tmpdir(), 'hangar-slow-apt-'));
-    const runs = path.join(bin, 'runs.log');
-    writeFileSync(path.join(bin, 'apt-get'), `#!/bin/sh\necho "$*" >> ${runs}\n[ "$1" = update ] && /bin/sleep 6\nexit 0\n`, { mode: 0o755 });
+    const apt = heldAptGet();
     try {
       const token = (await api('POST', '/v1/nodes/token', {})).json.data;
-      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: bin });
+      // No engine to reach: the orchestrator call fails at once, after it ran (its error names the socket).
+      const socket = path.join(apt.bin, 'no-docker.sock');
+      const agent = spawnAgent({ join: { token: token.token, api: t.url }, path: apt.bin, env: { HANGAR_DOCKER_SOCKET: socket } });
       const nodeId = await joinedNodeId(agent);
       await waitForStatus(nodeId, 'ready');
       const check = (await api('POST', `/v1/nodes/${nodeId}/check-updates`)).json.data.task_id as string;
-      await waitFor(() => existsSync(runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
+      await waitFor(() => existsSync(apt.runs), { timeoutMs: 10_000, what: 'the agent to start apt-get update' });
       const logs = await api('POST', `/v1/nodes/${nodeId}/logs?lines=3`);
       expect(logs.status).to.equal(202);
-      const read = await waitFor(
+      const deploy = await t.hangar.services.tasks.enqueue({
+        nodeId,
+        kind: DeployWorkload,
+        payload: { backend: 'swarm', spec: { name: 'lanes-probe', role: 'instance', resource_id: 'inst-lanes', image: 'busybox', replicas: 1 } },
+      });
+      const settled = (id: string) => waitFor(
         async () => {
-          const res = (await api('GET', `/v1/nodes/${nodeId}/logs/${logs.json.data.task_id}`)).json.data;
-          return res.status === 'completed' ? res : null;
+          const task = await t.hangar.services.tasks.get(id);
+          return task && ['completed', 'failed'].includes(task.status) ? task : null;
         },
-        { timeoutMs: 4000, intervalMs: 100, what: 'the log fetch (reads lane) to finish while the check (maintenance lane) runs' },
+        { timeoutMs: 20_000, intervalMs: 100, what: `task ${id} to finish while apt-get is held` },
       );
-      expect(read.result.lines.length).to.be.greaterThan(0);
+      const read = await settled(logs.json.data.task_id);
+      expect(read, agent.output()).to.include({ status: 'completed' });
+      expect((read.result as { lines: string[] }).lines.length).to.be.greaterThan(0);
+      const deployed = await settled(deploy.id);
+      expect(deployed.status, agent.output()).to.equal('failed');
+      expect(deployed.error, 'the driver ran and found no engine').to.contain(socket);
+      // All the while the check was held in its lane.
       expect((await t.hangar.services.tasks.get(check))?.status, agent.output()).to.equal('leased');
-      await waitFor(async () => (await t.hangar.services.tasks.get(check))?.status === 'completed', { timeoutMs: 20_000, intervalMs: 200, what: 'the check to finish' });
+      expect(readFileSync(apt.runs, 'utf8').split('\n').filter((line) => line.startsWith('update'))).to.have.length(1);
+      apt.release();
+      await waitFor(async () => (await t.hangar.services.tasks.get(check))?.status === 'completed', { timeoutMs: 20_000, intervalMs: 200, what: 'the check to finish once apt-get is released' });
       await stopAgent(agent);
     } finally {
-      rmSync(bin, { recursive: true, force: true });
+      apt.release();
+      rmSync(apt.bin, { recursive: true, force: true });
     }
   });
 });

@@ -20,10 +20,14 @@ describe('typed task kinds (core/tasks/kinds.ts)', () => {
     expect([...executors.keys()].sort()).to.deep.equal(registry.names());
   });
 
-  it('OS upgrades and orchestrator calls run in different lanes, so one never waits for the other', () => {
+  // That the agent runs the lanes side by side (an orchestrator call and a log read finish while an
+  // OS package check holds its lane) is the agent's, tested with a real one in
+  // test/integration/nodes/agents.test.ts ('runs lanes side by side').
+  it('declares OS upgrades, orchestrator calls and observation reads in three different lanes', () => {
     expect(OsUpdate.lane).to.equal('maintenance');
     expect(DeployWorkload.lane).to.equal('orchestrator');
-    expect(InspectWorkloads.lane, 'observation reads do not wait behind a deploy').to.equal('reads');
+    expect(InspectWorkloads.lane, 'observation reads are not in the deploys’ lane').to.equal('reads');
+    expect(new Set([OsUpdate.lane, DeployWorkload.lane, InspectWorkloads.lane]).size).to.equal(3);
   });
 
   it('checks a payload against its kind and says what is wrong, path by path', () => {
