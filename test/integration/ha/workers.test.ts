@@ -9,6 +9,7 @@ import knexFactory from 'knex';
 import { httpRequest, type HttpRequestOptions } from '../../../core/http/client.js';
 import { SseParser } from '../../../core/http/sse.js';
 import { randomToken } from '../../../core/ids.js';
+import { versionInfo } from '../../../core/version.js';
 import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -41,12 +42,12 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
    * A keep-alive connection to each worker (keyed by pid): fresh connections are opened until one
    * lands on every worker, so a check can do something through one worker and look through the other.
    */
-  async function connectionPerWorker(): Promise<Map<number, HttpRequestOptions>> {
+  async function connectionPerWorker(clientCert?: { cert: string; key: string }): Promise<Map<number, HttpRequestOptions>> {
     const workers = workersOf(cp.child.pid!);
     const port = Number(new URL(cp.url).port);
     const pinned = new Map<number, HttpRequestOptions>();
     for (let attempt = 0; attempt < 200 && pinned.size < workers.length; attempt++) {
-      const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caPem });
+      const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caPem, ...clientCert });
       const res = await httpRequest(`${cp.url}/healthz`, { ca: caPem, agent });
       expect(res.status).to.equal(200);
       const socket = Object.values(agent.freeSockets).flat()[0]!;
@@ -244,14 +245,33 @@ describeEachDialect('hangar serve with two workers (api.workers)', (dialect) => 
   });
 
   it('every worker tells the machines it answers the heartbeat interval of the whole fleet, not of those it saw', async function () {
-    this.timeout(40_000);
+    this.timeout(90_000);
     const pinned = [...(await connectionPerWorker()).values()];
     for (let i = 0; i < 6; i++) {
       expect((await request('POST', '/v1/nodes', { headers: bearer(admin.token), body: { name: `fleet-${i}` } })).status).to.equal(201);
     }
     // Each worker counts the fleet every 10 s. Six nodes or more at 0.1 heartbeats a second: 60 s,
     // the longest (half the task lease); a worker that knew only its own joins would say 10 s.
-    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    // What each worker tells a machine now is in its heartbeat reply, which counts nothing: one
+    // machine heartbeats through each worker until that worker says 60 (it never does if the worker
+    // does not count the whole fleet; no sleep stands in for its count).
+    const keys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const machineToken = await request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
+    const machine = await request('POST', '/v1/nodes/join', {
+      body: { token: machineToken.json.data.token, hostname: `fleet-machine-${randomToken(6)}`, public_key: keys.publicKey.export({ type: 'spki', format: 'pem' }).toString(), architecture: 'x86_64' },
+    });
+    expect(machine.status, machine.text).to.equal(201);
+    const asMachine = { cert: machine.json.data.certificate as string, key: keys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() };
+    for (const [pid, via] of await connectionPerWorker(asMachine)) {
+      await waitFor(
+        async () => {
+          const beat = await request('POST', '/v1/internal/heartbeat', { ...via, body: { hostname: 'fleet-machine', architecture: 'amd64', agent_version: versionInfo.version } });
+          expect(beat.status, beat.text).to.equal(200);
+          return beat.json.data.heartbeat_interval_seconds === 60;
+        },
+        { timeoutMs: 30_000, intervalMs: 500, what: `worker ${pid} to tell a heartbeating machine the fleet’s interval (60 s)` },
+      );
+    }
     for (const via of pinned) {
       const token = await request('POST', '/v1/nodes/token', { ...via, headers: bearer(admin.token), body: {} });
       expect(token.status, token.text).to.equal(201);
