@@ -670,9 +670,13 @@ export const RESOURCES: Resource[] = [
       action('password', 'Set a user’s password; its API keys are deleted too unless --keep-api-keys (yours included, when it is you)', ['set the password of', 'setting the password of'], {
         options: {
           'password-file': passwordFile('the new password'),
+          'current-password-file': { type: 'string', describe: 'your current password from a file (- is stdin): needed to change your own' },
           'keep-api-keys': { type: 'boolean', default: false, describe: 'keep the user’s API keys working' },
         },
-        body: { password: fileText('password-file', true), keep_api_keys: (a) => a['keep-api-keys'] || undefined },
+        body: (a) => {
+          if (a['password-file'] === '-' && a['current-password-file'] === '-') throw usageError('only one of --password-file and --current-password-file can be - (stdin)');
+          return { password: fileText('password-file', true)(a), current_password: fileText('current-password-file', true)(a), keep_api_keys: a['keep-api-keys'] || undefined };
+        },
         label: (a, d) => `user ${a.id}${d.keys_deleted ? `; ${d.keys_deleted} API key(s) deleted` : ''}`,
       }),
       action('add-property', 'Add a property (NAME VALUE metadata) to a user', ['added', 'adding'], {

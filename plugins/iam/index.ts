@@ -105,6 +105,14 @@ export default definePlugin({
     const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);
     services.auth.register(sessions.authenticator());
 
+    /** A change to one's own account needs its password (checked and limited as a login is): a stolen token alone cannot take it over. */
+    const confirmOwnPassword = async (user: UserRecord, password: string | undefined, what: string, address: string): Promise<void> => {
+      if (!password) {
+        throw badRequest(`Validation failed: body.current_password is required to change ${what}`, [{ path: 'body.current_password', message: `is required to change ${what}` }]);
+      }
+      if (!(await identity.confirmPassword(user, password, address))) throw forbidden('The current password is wrong');
+    };
+
     // Emails unique without case (migration 005), unless live users already share one: named here
     // at every start, and the index made as soon as they are told apart (a PATCH or DELETE below).
     let emailIndexPending = false;
@@ -342,15 +350,7 @@ export default definePlugin({
               throw badRequest('Validation failed: give name, email or role to change', [{ path: 'body', message: 'needs at least one of name, email, role' }]);
             }
             if (role !== undefined && caller.role !== 'admin') throw forbidden('Only an admin changes roles');
-            if (caller.id === user.userid && (name !== undefined || email !== undefined)) {
-              const password = req.body.current_password as string | undefined;
-              if (!password) {
-                throw badRequest('Validation failed: body.current_password is required to change your own name or email', [
-                  { path: 'body.current_password', message: 'is required to change your own name or email' },
-                ]);
-              }
-              if (!(await identity.confirmPassword(user, password, req.ip))) throw forbidden('The current password is wrong');
-            }
+            if (caller.id === user.userid && (name !== undefined || email !== undefined)) await confirmOwnPassword(user, req.body.current_password, 'your own name or email', req.ip);
             const { user: updated, revoked } = await users.update(user.userid, { name, email, role });
             if (revoked) log.info({ user_id: user.userid, role: updated.role }, 'role changed; earlier tokens revoked');
             if (email !== undefined) await afterUserChange();
@@ -421,14 +421,23 @@ export default definePlugin({
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Set a password (admins for anyone, users for themselves); the policy applies',
           description:
+            'Changing your own password needs `current_password` (checked and limited as a login is), so a stolen token cannot take the account over. ' +
             "The user's tokens issued before the change stop working, and so do its API keys unless `keep_api_keys` is true (a changed password usually means the old credentials are not to be trusted).",
           schemas: {
             params: UserIdParams,
-            body: Type.Object({ password: Password, keep_api_keys: Type.Optional(KeepApiKeys) }, { additionalProperties: false }),
+            body: Type.Object(
+              {
+                password: Password,
+                keep_api_keys: Type.Optional(KeepApiKeys),
+                current_password: Type.Optional(Type.String({ maxLength: 1024, description: 'your current password, to change your own (checked and limited as a login is)' })),
+              },
+              { additionalProperties: false },
+            ),
             response: PasswordChanged,
           },
           async handler(req) {
             const user = await users.require(req.params.id);
+            if (req.principal!.id === user.userid) await confirmOwnPassword(user, req.body.current_password, 'your own password', req.ip);
             const { keys_deleted } = await users.setPassword(user.userid, await identity.hashAcceptable(req.body.password), { keepApiKeys: req.body.keep_api_keys ?? false });
             log.info({ user_id: user.userid, keys_deleted }, 'password changed; earlier tokens revoked');
             return { updated: true, keys_deleted };

@@ -268,7 +268,7 @@ describeEachDialect('event streams end when their credentials are revoked (issue
     const user = await newUser(plane, admin);
     const byToken = await plane.stream(bearer(user.token));
     const byKey = await plane.stream(signedStream(user));
-    const changed = await plane.request('POST', `/v1/iam/users/${user.userId}/password`, { body: { password: `${GOOD_PASSWORD}x`, keep_api_keys: true }, headers: bearer(user.token) });
+    const changed = await plane.request('POST', `/v1/iam/users/${user.userId}/password`, { body: { password: `${GOOD_PASSWORD}x`, keep_api_keys: true, current_password: user.password }, headers: bearer(user.token) });
     expect(changed.status, changed.text).to.equal(200);
     expect((await byToken.endedWith('the token stream after a password change')).reason).to.equal('revoked');
     const change = await aChange(plane, admin);

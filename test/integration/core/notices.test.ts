@@ -35,7 +35,7 @@ describeEachDialect('what control planes remember of users and certificates, acr
     const login = await a.request('POST', '/v1/iam/login', { body: { username: 'admin', password: admin.password } });
     const token = login.json.data.token as string;
     for (let i = 0; i < 3; i++) expect((await b.request('GET', `/v1/iam/users/${admin.id}`, asAdmin(b, token))).status).to.equal(200);
-    const changed = await a.request('POST', `/v1/iam/users/${admin.id}/password`, { ...asAdmin(a, token), body: { password: 'Another-passw0rd!x', keep_api_keys: true } });
+    const changed = await a.request('POST', `/v1/iam/users/${admin.id}/password`, { ...asAdmin(a, token), body: { password: 'Another-passw0rd!x', keep_api_keys: true, current_password: admin.password } });
     expect(changed.status, changed.text).to.equal(200);
     // On the control plane that made the change: at once.
     expect((await a.request('GET', `/v1/iam/users/${admin.id}`, asAdmin(a, token))).status).to.equal(401);

@@ -191,11 +191,19 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
     expect(paths).to.include.members(['body.username', 'body.email', 'body.name', 'body.role', 'body.properties[0].name', 'body.properties[0].value']);
   });
 
-  it('sets passwords: admin for anyone, a user for itself, policy enforced listing every broken rule', async () => {
-    const weak = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'abc aaa' } });
+  it('sets passwords: admin for anyone, a user for itself with its current password, policy enforced listing every broken rule', async () => {
+    const weak = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'abc aaa', current_password: GOOD_PASSWORD } });
     expect(weak.status).to.equal(400);
     for (const rule of ['12 characters', 'uppercase', 'number', 'symbol', 'whitespace', 'sequential', 'repeated']) expect(weak.json.message).to.contain(rule);
-    const self = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!', keep_api_keys: true } });
+    // A token alone (a stolen one) does not change its user's password.
+    const tokenOnly = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!' } });
+    expect(tokenOnly.status).to.equal(400);
+    expect(tokenOnly.json.message).to.equal('Validation failed: body.current_password is required to change your own password');
+    const wrong = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!', current_password: 'Not-Her-Pass-11!' } });
+    expect(wrong.status).to.equal(403);
+    expect(wrong.json.message).to.equal('The current password is wrong');
+    expect((await t.request('POST', '/v1/iam/login', { body: { username: 'alice', password: GOOD_PASSWORD } })).status, 'unchanged').to.equal(200);
+    const self = await t.request('POST', `/v1/iam/users/${alice.userId}/password`, { headers: bearer(alice.token), body: { password: 'Alice-New-Pass-58!', keep_api_keys: true, current_password: GOOD_PASSWORD } });
     expect(self.status).to.equal(200);
     expect(self.json.data).to.deep.equal({ updated: true, keys_deleted: 0 });
     const relogin = await t.request('POST', '/v1/iam/login', { body: { username: 'alice', password: 'Alice-New-Pass-58!' } });
@@ -212,7 +220,7 @@ describeEachDialect('IAM: users, roles, keys and HMAC', (dialect) => {
     const self = (token: string) => t.request('GET', `/v1/iam/users/${dora.userId}`, { headers: bearer(token) });
     expect((await self(dora.token)).status).to.equal(200);
 
-    const kept = await t.request('POST', `/v1/iam/users/${dora.userId}/password`, { headers: bearer(dora.token), body: { password: 'Dora-Second-Pass-64!', keep_api_keys: true } });
+    const kept = await t.request('POST', `/v1/iam/users/${dora.userId}/password`, { headers: bearer(dora.token), body: { password: 'Dora-Second-Pass-64!', keep_api_keys: true, current_password: dora.password } });
     expect(kept.status).to.equal(200);
     const stale = await self(dora.token);
     expect(stale.status, 'the token from before the change').to.equal(401);

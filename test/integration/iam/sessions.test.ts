@@ -84,7 +84,7 @@ describeEachDialect('dashboard sessions (cookie + CSRF) and the first-run check'
     const user = await createUser(t, { ...admin, token }, { username: 'dash-user', role: 'user' });
     const c = await login('dash-user', GOOD_PASSWORD);
     expect((await t.request('POST', '/v1/nodes', { body: { name: 'by-user' }, headers: { cookie: c.cookie, 'x-csrf-token': c.csrf } })).status).to.equal(403);
-    const changed = await t.request('POST', `/v1/iam/users/${user.userId}/password`, { body: { password: 'Another-Horse-98-Staple!' }, headers: bearer(token) });
+    const changed = await t.request('POST', `/v1/iam/users/${user.userId}/password`, { body: { password: 'Another-Horse-98-Staple!', current_password: admin.password }, headers: bearer(token) });
     expect(changed.status, changed.text).to.equal(200);
     expect((await t.request('GET', '/v1/nodes', { headers: { cookie: c.cookie } })).status).to.equal(401);
   });
