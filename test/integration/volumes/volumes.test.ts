@@ -239,7 +239,12 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const names = [...first.json.data, ...rest.json.data].map((v: { name: string }) => v.name);
     expect(names).to.have.members([named('nfs-a'), named('local-a'), named('nfs-b'), named('local-b')]);
     const byName = await api('GET', `/v1/volumes/${named('nfs-b')}`);
-    expect((await api('GET', `/v1/volumes/${byName.json.data.id}`)).json.data).to.deep.equal(byName.json.data);
+    expect(byName.status, byName.text).to.equal(200);
+    expect(byName.json.data).to.include({ name: named('nfs-b') });
+    expect(byName.json.data.id).to.match(/^vol-/);
+    const byId = await api('GET', `/v1/volumes/${byName.json.data.id}`);
+    expect(byId.status, byId.text).to.equal(200);
+    expect(byId.json.data).to.deep.equal(byName.json.data);
   });
 
   it('refuses to delete a volume in use, naming the users (409); deletes the definitions and the export, keeps the folder', async function () {
