@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, w
 import os from 'node:os';
 import path from 'node:path';
 import { TestDialect } from '../support/dialects.js';
-import { until } from '../support/agents.js';
+import { FailNow, until } from '../support/agents.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
@@ -101,7 +101,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
       'the cluster active with three nodes',
       async () => {
         const c = (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data;
-        if (c.nodes.some((n: { status: string; error: string | null }) => n.status === 'failed')) throw new Error(JSON.stringify(c.nodes));
+        if (c.nodes.some((n: { status: string; error: string | null }) => n.status === 'failed')) throw new FailNow(JSON.stringify(c.nodes));
         return c.status === 'active' && c.nodes.every((n: { status: string }) => n.status === 'active') ? c : null;
       },
       480_000,
@@ -170,7 +170,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const volumeId = created.json.data.id as string;
     const ready = await until('the volume ready', async () => {
       const v = (await api('GET', `/v1/volumes/${volumeId}`)).json.data;
-      if (v.status === 'failed') throw new Error(v.error);
+      if (v.status === 'failed') throw new FailNow(v.error);
       return v.status === 'ready' ? v : null;
     });
     expect(ready.server_ip).to.equal(machines[2]!.ip);
@@ -236,7 +236,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const id = created.json.data.id;
     const running = await until('the service running with 2 replicas', async () => {
       const sv = (await api('GET', `/v1/services/${id}`)).json.data;
-      if (sv.status === 'failed') throw new Error(sv.error);
+      if (sv.status === 'failed') throw new FailNow(sv.error);
       return sv.status === 'running' && sv.replicas.shop?.running === 2 ? sv : null;
     });
     expect(running).to.deep.include({ backend: 'manifest', cluster_id: clusterId, manifest });

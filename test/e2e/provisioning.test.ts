@@ -7,21 +7,15 @@ import path from 'node:path';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { FailNow, until as waitUntil } from '../support/agents.js';
 import { requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 const JOIN_PATH_WAIT_SECONDS = 25;
 
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+/** test/support/agents.ts until(): FailNow or a failed assertion ends the wait at once; at the deadline the last error is named. */
+const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> => waitUntil(what, probe, timeoutMs, 500);
 
 /** SSH provisioning on real machines (the lab): deploy, overlay, update-ssh, start, host keys, secrets. */
 describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
@@ -83,7 +77,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
         const n = await node(id);
         if (n.status === 'ready') return n;
         const failed = (await events(id)).find((e) => e.kind === 'deploy_failed');
-        if (failed) throw new Error(`deploy of ${m.name} failed: ${failed.message}`);
+        if (failed) throw new FailNow(`deploy of ${m.name} failed: ${failed.message}`);
         return null;
       }, 240_000);
       expect(ready.hostname).to.equal(m.name);
@@ -140,7 +134,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     await until('ssh_update_completed', async () => {
       const evs = await events(id);
       const failed = evs.find((e) => e.kind === 'ssh_update_failed');
-      if (failed) throw new Error(failed.message);
+      if (failed) throw new FailNow(failed.message);
       return evs.find((e) => e.kind === 'ssh_update_completed');
     }, 150_000);
     expect((await node(id)).status).to.equal('ready');
@@ -256,7 +250,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
       expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: nodeOf.get('m1') })).status).to.equal(202);
       const swarm = await until('the manager', async () => {
         const s = (await api('GET', `/v1/swarms/${swarmId}`)).json.data;
-        if (s.status === 'failed') throw new Error(`the swarm failed: ${s.error}`);
+        if (s.status === 'failed') throw new FailNow(`the swarm failed: ${s.error}`);
         return s.manager?.status === 'active' ? s : null;
       }, 120_000);
       expect(swarm.manager.advertise_address).to.equal(await overlayOf(m1));

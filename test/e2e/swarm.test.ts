@@ -5,27 +5,15 @@ import { httpRequest } from '../../core/http/client.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { until as waitUntil } from '../support/agents.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000, intervalMs = 1000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-      last = value;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+/** test/support/agents.ts until(): a failed assertion ends the wait at once; at the deadline the last error is named. Two minutes unless told. */
+const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000, intervalMs = 1000): Promise<T> => waitUntil(what, probe, timeoutMs, intervalMs);
 
 /**
  * Swarm workloads end to end on real machines: three lab machines get agents over SSH, form a

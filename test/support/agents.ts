@@ -39,22 +39,43 @@ export async function waitFor<T>(probe: () => T | Promise<T>, options: { timeout
 }
 
 /**
+ * Thrown by a probe of {@link until} for an outcome that waiting will not change (an install that
+ * failed, a resource in `failed`): until() rethrows it at once instead of waiting out its deadline.
+ */
+export class FailNow extends Error {
+  override name = 'FailNow';
+}
+
+/**
  * Waits for `probe` to answer something truthy, polling every `intervalMs`, for probes of a
- * system still coming up (a lab machine, a cluster): a probe that throws counts as "not yet", and
- * the timeout names `what` and the last answer or error message.
+ * system still coming up (a lab machine, a cluster). A probe that throws a {@link FailNow} or a
+ * failed assertion (chai's AssertionError) fails the wait at once with that very error; any other
+ * error counts as "not yet" (a connection refused while a service starts), and if the deadline
+ * passes the timeout names `what`, the last answer and the last such error with its stack — never a
+ * bare "timed out" hiding why.
  */
 export async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 240_000, intervalMs = 1000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
+  let lastError: Error | null = null;
+  let attempts = 0;
   for (;;) {
+    attempts++;
     try {
       const value = await probe();
       if (value) return value;
       last = value;
     } catch (err) {
-      last = (err as Error).message;
+      if (err instanceof FailNow || (err as Error | null)?.name === 'AssertionError') throw err;
+      lastError = err instanceof Error ? err : new Error(String(err));
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
+    if (Date.now() > deadline) {
+      const answer = `last answer: ${JSON.stringify(last)?.slice(0, 2000)}`;
+      if (!lastError) throw new Error(`timed out after ${timeoutMs / 1000} s (${attempts} attempts) waiting for ${what} (${answer})`);
+      const timedOut = new Error(`timed out after ${timeoutMs / 1000} s (${attempts} attempts) waiting for ${what}; the last error: ${lastError.message} (${answer})`, { cause: lastError });
+      timedOut.stack = `${timedOut.stack}\nthe last error's stack:\n${lastError.stack ?? lastError.message}`;
+      throw timedOut;
+    }
     await sleep(intervalMs);
   }
 }
