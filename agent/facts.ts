@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { versionInfo } from '../core/version.js';
+import { runtimeFacts } from './executors/orchestrator.js';
 
 const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm' };
 
@@ -68,8 +69,8 @@ export function collectFacts(state: MachineState) {
       ...disk,
     },
     addresses,
-    docker: { present: existsSync('/var/run/docker.sock') },
-    k3s: { present: existsSync('/usr/local/bin/k3s') || existsSync('/etc/rancher/k3s/k3s.yaml') },
+    // What each orchestrator driver of this agent says of its runtime here (docker, k3s…).
+    ...runtimeFacts(),
     wireguard: { present: Boolean(onPath('wg')) },
     pending_updates: state.pendingUpdates,
     reboot_required: existsSync('/var/run/reboot-required'),

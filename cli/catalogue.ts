@@ -9,5 +9,4 @@ import { builtinDrivers, builtinPlugins } from '../plugins/index.js';
 export const builtinCatalogue: Catalogue = {
   plugins: builtinPlugins,
   drivers: builtinDrivers,
-  backends: { swarm: () => import('../drivers/swarm/backend.js'), k8s: () => import('../drivers/kubernetes/backend.js') },
 };

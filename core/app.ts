@@ -273,8 +273,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     mail.close();
   };
   try {
-    // Orchestrator backends: the built-in ones, then any a driver of kind `orchestrator` brings.
-    for (const load of Object.values(catalogue.backends)) clusters.registerBackend((await load()).default);
+    // Drivers, in configuration order; a driver of kind `orchestrator` brings a backend (the built-in swarm and k8s too).
     for (const spec of config.drivers) {
       const driver = await importModule<Driver>(spec, catalogue.drivers, 'driver');
       if (drivers.has(driver.name)) throw new ConfigError(`drivers: two entries provide a driver named "${driver.name}"`);

@@ -16,7 +16,6 @@ import type { Metrics } from './metrics.js';
 import type { RequestObservers } from './http/observers.js';
 import type { ServiceRef, ServiceRegistry } from './provided.js';
 import type { Clusters } from './clusters/service.js';
-import type { ClusterBackend } from './clusters/backend.js';
 import type { Peers } from './workers.js';
 
 export { defineExtensionPoint, defineServiceRef, type ExtensionPoint, type ServiceRef } from './provided.js';
@@ -167,9 +166,8 @@ export function definePlugin(plugin: Plugin): Plugin {
 /** What a program is built of: its built-in plugins and drivers, by the names configuration uses. */
 export interface Catalogue {
   plugins: Record<string, () => Promise<{ default: Plugin }>>;
+  /** Built-in drivers, the orchestrator backends among them (`swarm`, `k8s`: loaded when `drivers:` names them, as any other). */
   drivers: Record<string, () => Promise<{ default: Driver }>>;
-  /** Orchestrator backends built in (always loaded): the control-plane halves of their driver packages. */
-  backends: Record<string, () => Promise<{ default: ClusterBackend }>>;
 }
 
 /** A driver: the only code that touches a backend SDK. `create` builds its instance. */

@@ -25,7 +25,9 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   dashboard: () => import('./dashboard/index.js'),
 };
 
-/** Built-in drivers by name; anything else in `drivers:` is a module path. */
+/** Built-in drivers by name; anything else in `drivers:` is a module path. swarm and k8s are orchestrator backends (core/clusters/backend.ts). */
 export const builtinDrivers: Record<string, () => Promise<{ default: Driver }>> = {
   ssh: () => import('../drivers/ssh/index.js') as Promise<{ default: Driver }>,
+  swarm: () => import('../drivers/swarm/backend.js') as Promise<{ default: Driver }>,
+  k8s: () => import('../drivers/kubernetes/backend.js') as Promise<{ default: Driver }>,
 };

@@ -6,6 +6,9 @@
 //   node scripts/build.mjs agent [amd64|arm64]  dist/agent: one executable per architecture
 //   node scripts/build.mjs agent --if-missing   this machine's architecture, unless dist/agent has an
 //                                               executable of this hangar version for it (npm start)
+//   node scripts/build.mjs agent --driver MODULE [--out DIR]
+//                                               an agent that also runs the backend of this agent
+//                                               driver module (repeatable), into DIR (default dist/agent)
 //
 // The server build compiles the TypeScript sources (esbuild; dependencies stay in node_modules) into
 // ES modules split by command and plugin, so that `hangar serve` loads no TypeScript loader and only
@@ -203,17 +206,29 @@ function nodeBinary(arch, work) {
   return binary;
 }
 
-async function buildAgents(archs) {
+/**
+ * The agent drivers an executable is built with besides the built-in ones (agent/builtin-drivers.ts:
+ * swarm, k8s): the operator's `--driver` modules, put in place of agent/extra-drivers.ts. Each is a
+ * module whose default export is an agent driver (core/clusters/backend.ts defineAgentDriver); the
+ * agent checks them as it starts.
+ */
+function extraDriversModule(modules) {
+  const imports = modules.map((file, i) => `import driver${i} from ${JSON.stringify(file)};`);
+  return `${imports.join('\n')}\nexport const EXTRA_AGENT_DRIVERS = [${modules.map((_, i) => `driver${i}`).join(', ')}];\n`;
+}
+
+async function buildAgents(archs, { drivers = [], out = path.join(root, 'dist', 'agent') } = {}) {
   const tools = await esbuild();
   if (!tools) throw new Error('esbuild is not installed (a development dependency): npm ci');
-  const out = path.join(root, 'dist', 'agent');
-  const work = path.join(root, 'dist', '.build');
+  const missing = drivers.filter((file) => !existsSync(file));
+  if (missing.length) throw new Error(`no driver module ${missing.join(', ')}`);
+  const work = path.join(path.dirname(out), `.build-${path.basename(out)}`);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   mkdirSync(out, { recursive: true });
   const info = buildInfo();
 
-  step(`bundling agent/main.ts (hangar ${pkg.version}, node ${nodeVersion})`);
+  step(`bundling agent/main.ts (hangar ${pkg.version}, node ${nodeVersion})${drivers.length ? ` with the drivers of ${drivers.map((f) => path.relative(root, f)).join(', ')}` : ''}`);
   const bundle = path.join(work, 'agent.cjs');
   await tools.build({
     entryPoints: [path.join(root, 'agent', 'main.ts')],
@@ -227,7 +242,7 @@ async function buildAgents(archs) {
     minifySyntax: true,
     legalComments: 'none',
     logLevel: 'warning',
-    plugins: [withoutOptionalNativeAddons],
+    plugins: [withoutOptionalNativeAddons, replaceModule(/agent[\\/]extra-drivers\.ts$/, extraDriversModule(drivers))],
     // The TypeScript loader for driver modules (core/typescript.ts) is for `hangar agent` only: the
     // executable require()s JavaScript ones (agent/executors/orchestrator.ts) and never loads it.
     external: ['tsx', 'tsx/*'],
@@ -273,7 +288,25 @@ async function buildAgents(archs) {
 
 // ---- command line ------------------------------------------------------------------------------
 
-const words = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+/** The values of an option given as `--name VALUE` or `--name=VALUE` (repeatable), and the arguments left. */
+function optionValues(args, name) {
+  const values = [];
+  const rest = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === `--${name}`) values.push(args[++i]);
+    else if (args[i].startsWith(`--${name}=`)) values.push(args[i].slice(name.length + 3));
+    else rest.push(args[i]);
+  }
+  if (values.some((v) => !v)) {
+    console.error(`build: --${name} needs a value`);
+    process.exit(2);
+  }
+  return { values, rest };
+}
+const { values: driverModules, rest: afterDrivers } = optionValues(process.argv.slice(2), 'driver');
+const { values: outDirs, rest: args } = optionValues(afterDrivers, 'out');
+const agentOptions = { drivers: driverModules.map((file) => path.resolve(file)), ...(outDirs.length ? { out: path.resolve(outDirs.at(-1)) } : {}) };
+const words = args.filter((a) => !a.startsWith('-'));
 const ifStale = process.argv.includes('--if-stale');
 const ifMissing = process.argv.includes('--if-missing');
 const ARCHS = ['amd64', 'arm64'];
@@ -304,6 +337,6 @@ if (target === 'agent' || target === 'all') {
   else if (ifMissing && !(await esbuild())) step('no agent executable, and esbuild is not installed to make one (a production install): GET /v1/agent/binary answers 503 until `npm run build` has run where the dev dependencies are');
   else {
     if (ifMissing) step(`no agent executable of hangar ${pkg.version} for ${archs.join(' and ')} yet: building it once (a minute or two; npm run build makes both architectures)`);
-    await buildAgents(archs);
+    await buildAgents(archs, agentOptions);
   }
 }

@@ -4,7 +4,7 @@ import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, NetworkConfirmPath, OsCh
 import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
 import { checkUpdates, osUpdate, reboot } from './os.js';
-import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers } from './orchestrator.js';
+import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers, runtimeFacts } from './orchestrator.js';
 import { confirmPathExecutor } from './network.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
@@ -32,9 +32,9 @@ export function builtinExecutors(): Map<string, Executor> {
       .all()
       .filter(isDriverCall)
       .map((call) => [call.name, driverExecutor(call as DriverCall)] as [string, Executor]),
-    ...Object.values(AGENT_DRIVERS).flatMap((backend) => (backend.executors ?? []).map(([kind, executor]) => [kind.name, executor] as [string, Executor])),
+    ...Object.values(AGENT_DRIVERS).flatMap((backend) => (backend.executors ?? []).map(([kind, executor]) => [kind.name, executor as Executor] as [string, Executor])),
   ]);
 }
 
-export { agentBackends, loadAgentDrivers };
+export { agentBackends, loadAgentDrivers, runtimeFacts };
 export type { Executor, ExecutorContext } from './types.js';

@@ -2,42 +2,27 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { agentDriverFaults, missingDriverMethods, type AgentDriver } from '../../core/clusters/backend.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
-import type { DriverCall, TaskKind } from '../../core/tasks/kinds.js';
+import type { DriverCall } from '../../core/tasks/kinds.js';
 import { importFile } from '../../core/typescript.js';
-import { SWARM_MEMBERSHIP_CALLS } from '../../drivers/swarm/membership-calls.js';
-import { K8S_BACKEND_KINDS } from '../../drivers/kubernetes/membership-calls.js';
-import { clusterKubeconfig, K3S_EXECUTORS } from './k3s.js';
+import { BUILTIN_AGENT_DRIVERS } from '../builtin-drivers.js';
 import type { Executor } from './types.js';
 
-/** A built-in agent driver: an AgentDriver, and its kinds that are not driver calls (they need the agent's context: downloads…) with their executors. */
-interface BuiltinAgentDriver extends AgentDriver {
-  executors?: ReadonlyArray<[TaskKind, Executor]>;
-}
-
 /**
- * The orchestrator backends this agent has a driver for, by backend: the built-in ones, then those
- * {@link loadAgentDrivers} adds from `--driver` modules. A built-in driver is made on its first
- * call (an agent that never runs one keeps the driver and its client out of memory).
+ * The orchestrator backends this agent has a driver for, by backend: those it was built with
+ * (agent/builtin-drivers.ts), then those {@link loadAgentDrivers} adds from `--driver` modules. A
+ * built-in driver is made on its first call (an agent that never runs one keeps the driver and its
+ * client out of memory).
  */
-export const AGENT_DRIVERS: Record<string, BuiltinAgentDriver> = {
-  swarm: {
-    backend: 'swarm',
-    kinds: SWARM_MEMBERSHIP_CALLS,
-    create: () =>
-      import('../../drivers/swarm/index.js').then(({ createSwarmDriver }) => createSwarmDriver({ socketPath: process.env.HANGAR_DOCKER_SOCKET ?? '/var/run/docker.sock' })),
-  },
-  // On a cluster's server node, against the kubeconfig k3s writes (read again when k3s is installed anew) or HANGAR_KUBECONFIG's.
-  k8s: {
-    backend: 'k8s',
-    kinds: K8S_BACKEND_KINDS,
-    create: () => import('../../drivers/kubernetes/index.js').then(({ createKubernetesDriver }) => createKubernetesDriver({ kubeconfig: clusterKubeconfig() })),
-    executors: K3S_EXECUTORS,
-  },
-};
+export const AGENT_DRIVERS: Record<string, AgentDriver> = Object.fromEntries(BUILTIN_AGENT_DRIVERS.map((d) => [d.backend, d]));
 
 /** The backends this agent runs calls of (its heartbeat advertises them). */
 export function agentBackends(): string[] {
   return Object.keys(AGENT_DRIVERS);
+}
+
+/** What the agent reports of this machine's runtimes: each driver's node fact (`docker`, `k3s`…) by name. */
+export function runtimeFacts(): Record<string, Record<string, unknown>> {
+  return Object.fromEntries(Object.values(AGENT_DRIVERS).flatMap((d) => (d.nodeFact ? [[d.nodeFact.name, d.nodeFact.probe()]] : [])));
 }
 
 const drivers = new Map<string, Promise<OrchestratorDriver>>();
@@ -45,12 +30,15 @@ const drivers = new Map<string, Promise<OrchestratorDriver>>();
 /**
  * A driver module by path, imported (TypeScript through tsx, as for the control plane's drivers) by
  * `hangar agent` run by Node from the hangar package, sources or build. The single executable
- * cannot load modules from files yet (its require() resolves nothing outside it), so it says so.
+ * cannot load modules from files (its require() resolves nothing outside it): its drivers are
+ * chosen when it is built (scripts/build.mjs `--driver`), so it says so.
  */
 async function loadModule(file: string): Promise<Record<string, unknown>> {
   // node:sea is newer than the oldest Node hangar runs on (20.6): without it, this is no executable.
   const inExecutable = await import('node:sea').then((sea) => sea.isSea()).catch(() => false);
-  if (inExecutable) throw new Error('the agent executable cannot load driver modules yet: run `hangar agent --driver` from the hangar package (Node 20)');
+  if (inExecutable) {
+    throw new Error('the agent executable loads no driver modules at run time: build one that has them (node scripts/build.mjs agent --driver MODULE), or run `hangar agent --driver` from the hangar package (Node 20)');
+  }
   return importFile(pathToFileURL(file).href);
 }
 
@@ -61,6 +49,12 @@ async function loadModule(file: string): Promise<Record<string, unknown>> {
  * interfaces and its own calls. Anything else is an error naming the module and what is wrong.
  */
 export async function loadAgentDrivers(specs: readonly string[]): Promise<void> {
+  // Those it was built with first (an executable's `--driver` modules are checked only now).
+  for (const faults of BUILTIN_AGENT_DRIVERS.map(agentDriverFaults)) {
+    if (faults.length) throw new Error(`this agent was built with a driver that is not an agent driver: ${faults.join('; ')}`);
+  }
+  const twice = BUILTIN_AGENT_DRIVERS.map((d) => d.backend).find((b, i, all) => all.indexOf(b) !== i);
+  if (twice) throw new Error(`this agent was built with two ${twice} drivers`);
   for (const spec of specs) {
     let mod: Record<string, unknown>;
     try {

@@ -9,14 +9,14 @@ import { BundleLogs, InspectWorkloads, WorkloadLogs, type WorkloadState } from '
 import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
 import type { Clock } from '../clock.js';
 import type { HangarConfig } from '../../config/schema.js';
-import type { ClusterBackend } from './backend.js';
+import type { ClusterBackend, ClusterField } from './backend.js';
 import type { Store } from '../db/store.js';
 import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.js';
 import { TASKS } from '../tasks/migrations.js';
 import { NetworkConfirmPath, type PathTarget } from '../tasks/host-kinds.js';
 import { overlayUnusable, type OverlayMember } from '../overlay.js';
 import { taskView, type TaskQueue } from '../tasks/queue.js';
-import { ClusterStore, MemberStore, nounOf, requireUsable, type ClusterRecord } from './store.js';
+import { capitalized, ClusterStore, MemberStore, type ClusterRecord } from './store.js';
 import type { Peers } from '../workers.js';
 
 /** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
@@ -35,14 +35,34 @@ export interface ObservedCluster {
   nodeIds: Map<string, string>;
 }
 
-/** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
+/** How the API names the clusters of one backend (core/clusters/backend.ts ClusterApiNaming, defaults filled in). */
+export interface ClusterNaming {
+  backend: string;
+  noun: string;
+  /** How summaries and the cluster API's own messages call one: `swarm`, `Kubernetes cluster`. */
+  title: string;
+  field: ClusterField;
+  resourceType: string;
+  path: string | null;
+  /** "join a node to it first (POST /v1/swarms/swm-1/join)". */
+  joinHint(clusterId: string): string;
+  /** " (POST /v1/swarms/swm-1/leave)", or nothing when the backend names no request. */
+  leaveHint(clusterId: string, nodeId: string): string;
+}
+
+/** What the fields that name a cluster call one in messages ("No swarm x", "No cluster x"). */
+export const FIELD_NOUNS: Record<ClusterField, string> = { swarm_id: 'swarm', cluster_id: 'cluster' };
+
 /** The query fields a list takes to show only what runs on one swarm or one Kubernetes cluster (resolve them with filterId). */
 export const PlacementFilterQuery = {
   swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this swarm (id or name; 400 when there is no such swarm)' })),
   cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only those on this Kubernetes cluster (id or name; 400 when there is no such cluster)' })),
 };
 
+/** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
 export const ClusterWorkloads = defineExtensionPoint<WorkloadKind>('clusters.workloads', 'workload kinds on clusters');
+/** Clusters removed by force (cleanup), of each backend with a cluster API (core/clusters/api.ts): by resource type (`swarm`, `cluster`). */
+export const ClusterRemovals = defineExtensionPoint<{ type: string; forceRemove(idOrName: string): Promise<boolean> }>('clusters.removals', 'clusters removed by force');
 /** Called with each cluster observation (the state of every workload on it). */
 export const ClusterObservers = defineExtensionPoint<(observed: ObservedCluster) => Promise<void>>('clusters.observers', 'cluster observers');
 /** Run before a cluster's record is removed, for records that go with it (secrets and configs). */
@@ -166,8 +186,44 @@ export class Clusters {
     return found;
   }
 
+  /** A registered backend, or undefined (a cluster whose backend is no longer loaded). */
+  findBackend(name: string): ClusterBackend | undefined {
+    return this.registered.get(name);
+  }
+
   backendNames(): string[] {
     return [...this.registered.keys()];
+  }
+
+  /** Every registered backend, in the order they were loaded. */
+  backends(): ClusterBackend[] {
+    return [...this.registered.values()];
+  }
+
+  /** How the API names the clusters of a backend (one no longer loaded: as a `cluster`). */
+  naming(backend: string): ClusterNaming {
+    const found = this.registered.get(backend);
+    const api = found?.api ?? {};
+    return {
+      backend,
+      noun: found?.noun ?? 'cluster',
+      title: api.title ?? found?.noun ?? 'cluster',
+      field: api.field ?? 'cluster_id',
+      resourceType: api.resourceType ?? 'cluster',
+      path: api.path ?? null,
+      joinHint: (id) => (api.join ? `join a node to it first (${api.join(id)})` : 'add a node to it first'),
+      leaveHint: (id, nodeId) => (api.leave ? ` (${api.leave(id, nodeId)})` : ''),
+    };
+  }
+
+  /** One of this cluster's kind in messages, lower case: `swarm`, `cluster`. */
+  nounOf(cluster: Pick<ClusterRecord, 'backend'>): string {
+    return this.naming(cluster.backend).noun;
+  }
+
+  /** The cluster as a sentence starts with it: "Swarm web". */
+  private named(cluster: Pick<ClusterRecord, 'backend' | 'name'>): string {
+    return `${capitalized(this.nounOf(cluster))} ${cluster.name}`;
   }
 
   /** The address inside a cluster of one part of a bundle (what its load balancer sends a domain to). */
@@ -212,48 +268,54 @@ export class Clusters {
 
   // ---- records --------------------------------------------------------------------------------
 
-  /** By id or name (of this backend when named); 404 otherwise. */
-  require(idOrName: string, backend?: string): Promise<ClusterRecord> {
-    return this.clusters.require(idOrName, backend);
+  /** By id or name (names are unique), of this backend when one is named; 404 ("No swarm x") otherwise. */
+  async require(idOrName: string, backend?: string): Promise<ClusterRecord> {
+    const found = await this.clusters.findByIdOrName(idOrName);
+    if (!found || (backend && found.backend !== backend)) throw notFound(`No ${backend ? this.naming(backend).noun : 'cluster'} ${idOrName}`);
+    return found;
   }
 
   /** A cluster that takes new work: 409 while it is being deleted. */
   async requireUsable(idOrName: string, backend?: string): Promise<ClusterRecord> {
-    return requireUsable(await this.require(idOrName, backend));
+    const cluster = await this.require(idOrName, backend);
+    if (cluster.status === 'deleting') throw conflict(`${this.named(cluster)} is being deleted`);
+    return cluster;
   }
 
   /** A cluster with a manager, for work that runs on it. */
   async requireActive(idOrName: string, backend?: string): Promise<ClusterRecord & { manager_node_id: string }> {
     const cluster = await this.requireUsable(idOrName, backend);
-    if (!cluster.manager_node_id) {
-      const how = cluster.backend === 'swarm' ? `join a node to it first (POST /v1/swarms/${cluster.id}/join)` : 'add a node to it first';
-      throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager yet: ${how}`);
-    }
+    if (!cluster.manager_node_id) throw conflict(`${this.named(cluster)} has no manager yet: ${this.naming(cluster.backend).joinHint(cluster.id)}`);
     return cluster as ClusterRecord & { manager_node_id: string };
   }
 
   /**
-   * The cluster a request names, the way the API names it: `swarm_id` a swarm, `cluster_id` any
-   * other backend's cluster (Kubernetes); active (it has a manager) unless `active` is false.
+   * The cluster a request names, the way the API names it: by the field its backend is named by
+   * (`swarm_id` a swarm, `cluster_id` a cluster of any other backend), by id or name; 404 when it
+   * names none, or one of a backend named by the other field. Active (it has a manager) unless
+   * `state` says otherwise.
    */
   async requireTarget(body: { swarm_id?: string; cluster_id?: string }, options: { state?: 'active' | 'usable' | 'any' } = {}): Promise<ClusterRecord> {
-    const ref = body.swarm_id ?? body.cluster_id;
+    const field: ClusterField = body.swarm_id !== undefined ? 'swarm_id' : 'cluster_id';
+    const ref = body[field];
     if (!ref) throw conflict('Name the cluster to run on: swarm_id (a swarm) or cluster_id');
-    const backend = body.swarm_id !== undefined ? 'swarm' : undefined;
+    const found = await this.clusters.findByIdOrName(ref);
+    if (!found) throw notFound(`No ${FIELD_NOUNS[field]} ${ref}`);
+    const naming = this.naming(found.backend);
+    if (naming.field !== field) throw notFound(`No ${FIELD_NOUNS[field]} ${ref} (it is a ${naming.noun}: name it with ${naming.field})`);
     const state = options.state ?? 'active';
-    const cluster = state === 'any' ? await this.require(ref, backend) : state === 'usable' ? await this.requireUsable(ref, backend) : await this.requireActive(ref, backend);
-    if (body.cluster_id !== undefined && cluster.backend === 'swarm') throw notFound(`No cluster ${ref} (it is a swarm: name it with swarm_id)`);
-    return cluster;
+    return state === 'any' ? found : state === 'usable' ? this.requireUsable(found.id) : this.requireActive(found.id);
   }
 
   /**
-   * The id of the cluster a list's filter names (`?swarm_id=`), by id or name as paths take them; a
-   * 400 naming the field when there is none, so that a wrong filter is never an empty list.
+   * The id of the cluster a list's filter names (`?swarm_id=`, `?cluster_id=`), by id or name as
+   * paths take them, of a backend named by that field; a 400 naming the field when there is none,
+   * so that a wrong filter is never an empty list.
    */
-  async filterId(ref: string, field: string, backend?: string): Promise<string> {
+  async filterId(ref: string, field: ClusterField): Promise<string> {
     const found = await this.clusters.findByIdOrName(ref);
-    if (found && (!backend || found.backend === backend)) return found.id;
-    const noun = backend === 'swarm' ? 'swarm' : 'cluster';
+    if (found && this.naming(found.backend).field === field) return found.id;
+    const noun = FIELD_NOUNS[field];
     throw badRequest(`Validation failed: query.${field} names no ${noun} (${ref}): give a ${noun}’s id or name`, [{ path: `query.${field}`, message: `names no ${noun}` }]);
   }
 
@@ -267,11 +329,12 @@ export class Clusters {
   }
 
   /**
-   * How an API names the cluster a record lives on: `swarm_id` for a swarm (as the specification
-   * has it), `cluster_id` for any other backend.
+   * How an API names the cluster a record lives on: by its backend's field (`swarm_id` for a swarm,
+   * as the specification has it; `cluster_id` for the others).
    */
   async placement(clusterId: string): Promise<{ swarm_id: string } | { cluster_id: string }> {
-    return (await this.backendOf(clusterId)) === 'swarm' ? { swarm_id: clusterId } : { cluster_id: clusterId };
+    const backend = await this.backendOf(clusterId);
+    return (backend ? this.naming(backend).field : 'cluster_id') === 'swarm_id' ? { swarm_id: clusterId } : { cluster_id: clusterId };
   }
 
   /**
@@ -347,7 +410,7 @@ export class Clusters {
       await this.members.remove(member.id);
       if (cluster && cluster.manager_node_id === nodeId) {
         const next = (await this.members.of(cluster.id)).find((m) => m.role === 'manager' && m.status === 'active');
-        const noun = nounOf(cluster).toLowerCase();
+        const noun = this.nounOf(cluster);
         await this.clusters.change(
           cluster.id,
           next
@@ -398,7 +461,7 @@ export class Clusters {
     for (const hook of this.deps.provided.contributions(BeforeClusterRemoved)) await hook(clusterId);
     const removed = await this.clusters.remove(clusterId);
     this.backendCache.delete(clusterId);
-    if (removed && cluster) this.deps.events.publish('resource.deleted', { type: cluster.backend === 'swarm' ? 'swarm' : 'cluster', id: clusterId });
+    if (removed && cluster) this.deps.events.publish('resource.deleted', { type: this.naming(cluster.backend).resourceType, id: clusterId });
     return removed;
   }
 
@@ -456,7 +519,7 @@ export class Clusters {
    */
   async callOn<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, options: Omit<CallOptions, 'subject' | 'pickupTimeoutMs'> = {}): Promise<Static<C['result']>> {
     const candidates = await this.managersOf(cluster);
-    if (!candidates.length) throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager`);
+    if (!candidates.length) throw conflict(`${this.named(cluster)} has no manager`);
     input = { ...(await this.context(cluster, call)), ...input };
     for (const [i, nodeId] of candidates.entries()) {
       const last = i === candidates.length - 1;
@@ -477,7 +540,7 @@ export class Clusters {
 
   /** Queues a read (logs) on the cluster's manager as a read-once task about `subject`; the task view for a 202. */
   async queueRead<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, subject: string) {
-    if (!cluster.manager_node_id) throw conflict(`${nounOf(cluster)} ${cluster.name} has no manager`);
+    if (!cluster.manager_node_id) throw conflict(`${this.named(cluster)} has no manager`);
     const payload = { backend: cluster.backend, ...input } as Record<string, unknown>;
     return taskView(await this.deps.tasks.enqueue({ nodeId: cluster.manager_node_id, kind: call, payload, readOnce: true, subject }));
   }

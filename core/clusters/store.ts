@@ -1,7 +1,6 @@
 import type { Clock } from '../clock.js';
 import { StampedRepository } from '../db/repository.js';
 import type { Store } from '../db/store.js';
-import { conflict, notFound } from '../errors.js';
 import { CLUSTER_MEMBERS, CLUSTERS } from './migrations.js';
 import type { LeaseFields } from '../lifecycle.js';
 
@@ -39,19 +38,12 @@ export interface MemberRecord extends LeaseFields {
 
 const DATES = ['created_at', 'updated_at', 'op_lease_until'];
 
-/** Capitalised noun of a backend for messages: "Swarm web has no manager". */
-export const nounOf = (cluster: Pick<ClusterRecord, 'backend'>) => (cluster.backend === 'swarm' ? 'Swarm' : 'Cluster');
+/** A sentence's first word: "Swarm web has no manager". */
+export const capitalized = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
 
 export class ClusterStore extends StampedRepository<ClusterRecord> {
   constructor(store: Store, clock: Clock) {
     super(store, CLUSTERS, { dates: DATES }, clock);
-  }
-
-  /** By id, or by name (names are unique), of this backend when one is named; 404 ("No swarm x") otherwise. */
-  async require(idOrName: string, backend?: string): Promise<ClusterRecord> {
-    const found = await this.findByIdOrName(idOrName);
-    if (!found || (backend && found.backend !== backend)) throw notFound(`No ${backend === 'swarm' ? 'swarm' : 'cluster'} ${idOrName}`);
-    return found;
   }
 }
 
@@ -63,10 +55,4 @@ export class MemberStore extends StampedRepository<MemberRecord> {
   of(clusterId: string): Promise<MemberRecord[]> {
     return this.findAll({ cluster_id: clusterId });
   }
-}
-
-/** A cluster that takes new work: not being deleted. */
-export function requireUsable(cluster: ClusterRecord): ClusterRecord {
-  if (cluster.status === 'deleting') throw conflict(`${nounOf(cluster)} ${cluster.name} is being deleted`);
-  return cluster;
 }

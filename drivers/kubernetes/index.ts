@@ -1,6 +1,5 @@
 import { statSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
-import { defineDriver } from '../../core/plugin.js';
 import type { InPlaceObjectDriver, OrchestratorDriver } from '../../core/orchestrator.js';
 import type { K3sMembership } from './membership-calls.js';
 import { createContext, KubeDriverError, type KubeContext } from './client.js';
@@ -101,10 +100,3 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     volumePhase: ({ name }) => run(async (ctx) => ({ phase: await volumePhase(ctx, name) })),
   };
 }
-
-/** The agent-side half of the k8s backend (the control-plane half is ./backend.ts): on a cluster's server node, against k3s's kubeconfig. */
-export default defineDriver<KubernetesDriver>({
-  name: 'kubernetes',
-  kind: 'k8s-api',
-  create: () => createKubernetesDriver(),
-});

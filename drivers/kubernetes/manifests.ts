@@ -1,8 +1,8 @@
 import type { KubernetesObject, V1ConfigMap, V1Deployment } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
 import type { BundleState, LogOptions } from './contract.js';
 import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
 import { logsOf } from './logs.js';
+import { ManifestProblem, readManifest } from './manifest-format.js';
 import { stateOf } from './workloads.js';
 
 /** One object a bundle applied, as hangar lists and prunes them. */
@@ -50,23 +50,14 @@ async function writeInventory(ctx: KubeContext, bundle: string, objects: Applied
 
 const sameObject = (a: AppliedObject, b: AppliedObject) => a.api_version === b.api_version && a.kind === b.kind && a.name === b.name && a.namespace === b.namespace;
 
-/** The objects of a multi-document YAML manifest, each checked to be a Kubernetes object (apiVersion, kind, metadata.name). */
+/** The objects of a manifest (./manifest-format.ts reads it, as the control plane did before), each a Kubernetes object. */
 export function parseManifest(bundle: string, manifest: string): KubernetesObject[] {
-  const documents = parseAllDocuments(manifest);
-  const objects: KubernetesObject[] = [];
-  documents.forEach((document, i) => {
-    const problem = document.errors[0];
-    if (problem) throw new KubeDriverError(`bundle ${bundle}: document ${i + 1} of the manifest is not valid YAML: ${problem.message.split('\n')[0]}`, 400);
-    const value = document.toJS() as unknown;
-    if (value === null || value === undefined) return; // an empty document (a trailing ---)
-    const object = value as KubernetesObject;
-    if (typeof value !== 'object' || Array.isArray(value) || typeof object.apiVersion !== 'string' || typeof object.kind !== 'string' || typeof object.metadata?.name !== 'string') {
-      throw new KubeDriverError(`bundle ${bundle}: document ${i + 1} of the manifest is not a Kubernetes object (it needs apiVersion, kind and metadata.name)`, 400);
-    }
-    objects.push(object);
-  });
-  if (!objects.length) throw new KubeDriverError(`bundle ${bundle}: the manifest has no objects`, 400);
-  return objects;
+  try {
+    return readManifest(manifest);
+  } catch (err) {
+    if (err instanceof ManifestProblem) throw new KubeDriverError(`bundle ${bundle}: ${err.message}`, 400);
+    throw err;
+  }
 }
 
 /** The object with the bundle's label and, when its kind is namespaced and it names none, the driver's namespace. */

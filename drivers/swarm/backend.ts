@@ -1,13 +1,28 @@
+import { Type } from '@sinclair/typebox';
 import { defineBackend } from '../../core/clusters/backend.js';
+import { defineDriver } from '../../core/plugin.js';
+import { composeFormat } from './compose-file.js';
 import { SWARM_MEMBERSHIP_CALLS } from './membership-calls.js';
 
+/** Docker's limit for secret and config names, which a version's suffix must fit in. */
+const MAX_OBJECT_NAME = 64;
+
 /**
- * The swarm backend's control-plane half: its membership task kinds, how bundle parts are named,
- * and the policies its driver deploys with (the `swarms:` settings `publish_mode` and `endpoint_mode`).
+ * The swarm backend's control-plane half: how the API names swarms, their membership task kinds,
+ * how bundle parts are named, the policies its driver deploys with (the `swarms:` settings
+ * `publish_mode` and `endpoint_mode`), compose stacks as its services, secrets and configs as a
+ * versioned object each, HAProxy as its load balancer, and the Docker Engine a node needs.
  */
-export default defineBackend({
+export const swarmBackend = defineBackend({
   name: 'swarm',
   noun: 'swarm',
+  api: {
+    field: 'swarm_id',
+    resourceType: 'swarm',
+    path: '/v1/swarms',
+    join: (id) => `POST /v1/swarms/${id}/join`,
+    leave: (id) => `POST /v1/swarms/${id}/leave`,
+  },
   taskKinds: SWARM_MEMBERSHIP_CALLS,
   // `docker stack deploy` names a stack's services <stack>_<service>.
   componentAddress: (bundle, component) => `${bundle}_${component}`,
@@ -15,4 +30,18 @@ export default defineBackend({
     const swarms = (config.swarms ?? {}) as { publish_mode?: string; endpoint_mode?: string };
     return { publish_mode: swarms.publish_mode ?? 'ingress', endpoint_mode: swarms.endpoint_mode ?? 'vip' };
   },
+  bundles: composeFormat,
+  objects: {
+    semantics: 'versioned',
+    refuseName: (runtimeName) => (runtimeName.length > MAX_OBJECT_NAME ? `is too long: the runtime name ${runtimeName} must be at most ${MAX_OBJECT_NAME} characters` : null),
+  },
+  loadBalancer: {
+    image: (config) => (config.gateway as { image: string }).image,
+    runtimeName: (cluster) => `hangar-lb-${cluster}`,
+    runs: 'HAProxy on the manager',
+  },
+  nodeFact: { name: 'docker', schema: Type.Object({ present: Type.Boolean(), swarm: Type.Optional(Type.String()), version: Type.Optional(Type.String()) }) },
 });
+
+/** Loaded by `drivers: [swarm]` (the catalogue's built-in entry), as any orchestrator driver is. */
+export default defineDriver({ name: 'swarm', kind: 'orchestrator', create: () => swarmBackend });

@@ -1,4 +1,3 @@
-import { defineDriver } from '../../core/plugin.js';
 import { SwarmDriverError } from './client.js';
 import type { OrchestratorDriver } from '../../core/orchestrator.js';
 import type { NodeAvailability } from '../../core/orchestrator.js';
@@ -63,10 +62,3 @@ export function createSwarmDriver(options: SwarmDriverOptions = {}): SwarmDriver
     removeMember: ({ runtime_node_id, force }) => removeMember(ctx, runtime_node_id, !!force),
   };
 }
-
-/** The agent-side half of the swarm backend (the control-plane half is ./backend.ts). */
-export default defineDriver<SwarmDriver>({
-  name: 'swarm',
-  kind: 'swarm-engine',
-  create: () => createSwarmDriver(),
-});

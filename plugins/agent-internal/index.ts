@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { forbidden, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
-import { Heartbeat } from '../nodes/schemas.js';
+import { heartbeatSchema } from '../nodes/schemas.js';
 import { PollSpread } from './poll-spread.js';
 
 const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z]+$' }) });
@@ -36,7 +36,7 @@ export default definePlugin({
           path: '/v1/internal/heartbeat',
           auth: 'agent',
           summary: 'Agent heartbeat: facts about the machine; the reply sets the next interval',
-          schemas: { body: Heartbeat },
+          schemas: { body: heartbeatSchema(services.clusters.backends().flatMap((b) => (b.nodeFact ? [b.nodeFact] : []))) },
           async handler(req) {
             const done = services.metrics.heartbeatDuration.startTimer();
             const node = await api.nodes.get(req.agent!.nodeId);

@@ -7,7 +7,7 @@ import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
 import { asHttpError, ClusterObservers, ClusterWorkloads, PlacementFilterQuery } from '../../core/clusters/service.js';
-import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
@@ -201,7 +201,7 @@ export default definePlugin({
               const cluster = await core.requireActive(i.cluster_id);
               const state = await core.callOn(cluster, DeployWorkload, { spec: await spec(i, cluster) });
               routesChanged(i.cluster_id);
-              return reconcileInstance(i, { workload: state, nodeIds: await core.nodeIdsByRuntime(cluster.id), where: nounOf(cluster).toLowerCase() }, now());
+              return reconcileInstance(i, { workload: state, nodeIds: await core.nodeIdsByRuntime(cluster.id), where: core.nounOf(cluster) }, now());
             },
             failed: (i, err) => ({ status: 'failed', reason: `${i.reason ?? 'deploying'} failed: ${err.message}` }),
           },
@@ -241,7 +241,7 @@ export default definePlugin({
         const gpus = Array.isArray(node?.facts?.gpus) ? (node!.facts!.gpus as unknown[]).length : 0;
         best = Math.max(best, gpus * (node?.gpu_overcommit_factor ?? 1));
       }
-      if (best < slots) throw conflict(`No node of ${nounOf(cluster).toLowerCase()} ${cluster.name} has ${slots} GPU slot(s) (the most is ${best}: GPUs × the node’s overcommit factor)`);
+      if (best < slots) throw conflict(`No node of ${core.nounOf(cluster)} ${cluster.name} has ${slots} GPU slot(s) (the most is ${best}: GPUs × the node’s overcommit factor)`);
     }
 
     async function requireInstance(id: string): Promise<InstanceRecord> {
@@ -298,7 +298,7 @@ export default definePlugin({
     // What the cluster shows of each instance no operation holds (the lifecycle never lets an observation overwrite one).
     services.provided.contribute(ClusterObservers, async ({ cluster, workloads, nodeIds }) => {
       const byName = new Map(workloads.map((w) => [w.name, w]));
-      for (const i of await instances.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, { workload: byName.get(i.runtime_name), nodeIds, where: nounOf(cluster).toLowerCase() });
+      for (const i of await instances.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, { workload: byName.get(i.runtime_name), nodeIds, where: core.nounOf(cluster) });
     });
 
     const LogQuery = Type.Object(
@@ -332,7 +332,7 @@ export default definePlugin({
               ]);
             }
             const cluster = await core.requireTarget(body);
-            if (await instances.findOne({ cluster_id: cluster.id, name: body.name })) throw conflict(`${nounOf(cluster)} ${cluster.name} already has an instance named ${body.name}`);
+            if (await instances.findOne({ cluster_id: cluster.id, name: body.name })) throw conflict(`${capitalized(core.nounOf(cluster))} ${cluster.name} already has an instance named ${body.name}`);
             const domain = body.domain ?? `${body.name}.${cluster.name}.${core.settings.localDomain}`;
             const clash = await instances.findOne({ domain });
             if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
@@ -392,7 +392,7 @@ export default definePlugin({
           handler: async (req) => {
             if (req.query.swarm_id && req.query.cluster_id) throw badRequest('Validation failed: filter by query.swarm_id or query.cluster_id, not both', [{ path: 'query', message: 'one of swarm_id and cluster_id' }]);
             const clusterId =
-              (req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'))) || (req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id')));
+              (req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id'))) || (req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id')));
             return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => clusterId && q.where({ cluster_id: clusterId }) }), view);
           },
         },

@@ -11,11 +11,11 @@ import { definePlugin, defineServiceRef, type Services } from '../../core/plugin
 import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { ClusterObservers, ClusterViewFields, ClusterWorkloads, type Clusters } from '../../core/clusters/service.js';
 import { servedRoutes } from '../../core/clusters/routes.js';
-import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import type { ClusterBackend, LoadBalancerProfile } from '../../core/clusters/backend.js';
+import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
 import { idsOnly, TaggableResources } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
-import { HANGAR_NAMESPACE } from '../../drivers/kubernetes/names.js';
 
 export const GatewayConfigSchema = Type.Object(
   {
@@ -309,47 +309,38 @@ export default definePlugin({
     }
 
     /**
-     * How each backend's clusters take a load balancer: the API path naming the cluster, and what
-     * runs (a swarm: HAProxy on the manager; Kubernetes: an ingress controller in hangar's
-     * namespace, drivers/kubernetes/loadbalancer.ts). Everything else is the same resource.
+     * The load balancer routes of a backend whose clusters take one (its `loadBalancer` profile,
+     * core/clusters/backend.ts) and have an API path: `<path>/{id}/lb`. What runs is the backend's
+     * (a swarm: HAProxy on the manager; Kubernetes: an ingress controller in hangar's namespace,
+     * drivers/kubernetes/loadbalancer.ts); everything else is the same resource.
      */
-    const BALANCED = [
-      { backend: 'swarm', path: '/v1/swarms/{id}/lb', noun: 'swarm', target: (id: string) => ({ swarm_id: id }), image: settings.image, runtimeName: (cluster: string) => `hangar-lb-${cluster}`, runs: 'HAProxy on the manager' },
-      {
-        backend: 'k8s',
-        path: '/v1/kubernetes/clusters/{id}/lb',
-        noun: 'Kubernetes cluster',
-        target: (id: string) => ({ cluster_id: id }),
-        image: settings.kubernetes_image,
-        runtimeName: (cluster: string) => `${HANGAR_NAMESPACE}/hangar-lb-${cluster}`,
-        runs: `an ingress controller (Traefik) Deployment and LoadBalancer Service in namespace ${HANGAR_NAMESPACE}; the routes as an Ingress of class hangar`,
-      },
-    ] as const;
-
-    function lbRoutes(kind: (typeof BALANCED)[number]) {
+    function lbRoutes(backend: ClusterBackend, profile: LoadBalancerProfile) {
+      const { noun, title, path: clustersPath } = core.naming(backend.name);
+      const path = `${clustersPath}/{id}/lb`;
+      const image = () => profile.image(services.config);
       const requireCluster = async (id: string, state?: 'any') => {
-        const cluster = await core.requireTarget(kind.target(id), state ? { state } : {});
-        if (cluster.backend !== kind.backend) throw notFound(`No ${kind.noun} ${id}`);
-        return cluster;
+        const cluster = await core.clusters.findByIdOrName(id);
+        if (!cluster || cluster.backend !== backend.name) throw notFound(`No ${title} ${id}`);
+        return state ? cluster : core.requireActive(cluster.id);
       };
       return [
         {
           method: 'POST' as const,
-          path: kind.path,
+          path,
           auth: { role: 'admin' as const },
-          summary: `Deploy the ${kind.noun}’s load balancer (${kind.runs}) with the current routes; again deploys it anew (the configured image, the routes)`,
+          summary: `Deploy the ${title}’s load balancer (${profile.runs}) with the current routes; again deploys it anew (the configured image, the routes)`,
           status: 202,
           schemas: { params: IdParams, response: LoadBalancerView },
           handler: async (req: { params: { id: string } }) => {
             const cluster = await requireCluster(req.params.id);
             let lb = await balancers.findOne({ cluster_id: cluster.id });
-            if (lb?.status === 'removing') throw conflict(`The load balancer of ${nounOf(cluster).toLowerCase()} ${cluster.name} is being removed`);
+            if (lb?.status === 'removing') throw conflict(`The load balancer of ${noun} ${cluster.name} is being removed`);
             lb ??= await balancers.insert({
               id: newId('lb'),
               name: `lb-${cluster.name}`,
               cluster_id: cluster.id,
-              runtime_name: kind.runtimeName(cluster.name),
-              image: kind.image,
+              runtime_name: profile.runtimeName(cluster.name),
+              image: image(),
               node_id: cluster.manager_node_id,
               http_port: settings.http_port,
               status: 'deploying',
@@ -362,20 +353,20 @@ export default definePlugin({
               updated_at: now(),
             });
             // Again: applied whatever the hash says, with the image configured now.
-            return redeploy(lb, kind.image);
+            return redeploy(lb, image());
           },
         },
         {
           method: 'DELETE' as const,
-          path: kind.path,
+          path,
           auth: { role: 'admin' as const },
-          summary: `Remove the ${kind.noun}’s load balancer (202; the record goes once its workload is removed)`,
+          summary: `Remove the ${title}’s load balancer (202; the record goes once its workload is removed)`,
           status: 202,
           schemas: { params: IdParams, response: LoadBalancerView },
           handler: async (req: { params: { id: string } }) => {
             const cluster = await requireCluster(req.params.id, 'any');
             const lb = await balancers.findOne({ cluster_id: cluster.id });
-            if (!lb) throw notFound(`${nounOf(cluster)} ${cluster.name} has no load balancer`);
+            if (!lb) throw notFound(`${capitalized(noun)} ${cluster.name} has no load balancer`);
             return view(await lifecycle.start(lb.id, 'remove', {}, refused));
           },
         },
@@ -402,7 +393,7 @@ export default definePlugin({
         pending.clear();
       },
       routes: [
-        ...BALANCED.flatMap(lbRoutes),
+        ...core.backends().flatMap((backend) => (backend.loadBalancer && core.naming(backend.name).path ? lbRoutes(backend, backend.loadBalancer) : [])),
         {
           method: 'GET',
           path: '/v1/gateway',
@@ -432,9 +423,9 @@ export default definePlugin({
           handler: async (req) => {
             const lb = await requireBalancer(req.params.id);
             const cluster = await core.requireActive(lb.cluster_id);
-            const kind = BALANCED.find((k) => k.backend === cluster.backend);
-            if (!kind) throw conflict(`${nounOf(cluster)} ${cluster.name} takes no load balancer`);
-            return redeploy(lb, kind.image);
+            const profile = core.findBackend(cluster.backend)?.loadBalancer;
+            if (!profile) throw conflict(`${capitalized(core.nounOf(cluster))} ${cluster.name} takes no load balancer`);
+            return redeploy(lb, profile.image(services.config));
           },
         },
       ],

@@ -3,7 +3,7 @@ import { OverlayPeers } from '../../core/tasks/host-kinds.js';
 import { HeartbeatCadence } from './cadence.js';
 import type { NodesConfig } from './config.js';
 import { EventLog } from './events.js';
-import { NodeStore, nodeStatus, type NodeRecord } from './nodes.js';
+import { NodeStore, nodeStatus, nodeView, type NodeRecord } from './nodes.js';
 import { OverlayAddresses } from './overlay.js';
 
 /**
@@ -20,6 +20,10 @@ export interface NodesContext {
   cadence: HeartbeatCadence;
   /** The control plane's clock, as the ISO text the store holds. */
   now(): string;
+  /** The facts agents report of each loaded backend's runtime on their machine (`docker`, `k3s`), by name. */
+  runtimeFacts: string[];
+  /** A node as the API shows it (nodes.ts nodeView with the runtime facts). */
+  view(node: NodeRecord): ReturnType<typeof nodeView>;
   /** Changes a node; a change of its status (pending → ready, ready → needs_reboot…) is a node_status_changed event. */
   changeNode(node: NodeRecord, patch: Partial<NodeRecord>, why: string): Promise<NodeRecord>;
   /** Sets what the agent's heartbeats say of the node (online, offline, stopped), through changeNode. */
@@ -75,5 +79,7 @@ export function createNodesContext(services: Services, settings: NodesConfig): N
     }
   }
 
-  return { services, settings, nodes, events, overlay, cadence, now: () => clock.now().toISOString(), changeNode, setConnection, publishPeers };
+  const runtimeFacts = services.clusters.backends().flatMap((b) => (b.nodeFact ? [b.nodeFact.name] : []));
+  const view = (node: NodeRecord) => nodeView(node, runtimeFacts);
+  return { services, settings, nodes, events, overlay, cadence, now: () => clock.now().toISOString(), runtimeFacts, view, changeNode, setConnection, publishPeers };
 }

@@ -47,4 +47,4 @@ export default definePlugin({
 
 export { NodesRef, nodesOf, type NodesApi } from './api.js';
 export { NodesConfigSchema, type NodesConfig } from './config.js';
-export { Heartbeat } from './schemas.js';
+export { heartbeatSchema } from './schemas.js';

@@ -57,7 +57,11 @@ export function nodeStatus(n: Pick<NodeRecord, 'removing' | 'connection' | 'rebo
   return n.connection === 'pending' ? 'pending' : 'ready';
 }
 
-export function nodeView(n: NodeRecord) {
+/**
+ * A node as the API shows it; `runtimeFacts` are the facts the loaded backends' agents report of
+ * the runtime each needs (`docker`, `k3s`: core/clusters/backend.ts NodeFact), null until reported.
+ */
+export function nodeView(n: NodeRecord, runtimeFacts: readonly string[]) {
   const facts = n.facts ?? {};
   return {
     id: n.id,
@@ -77,8 +81,7 @@ export function nodeView(n: NodeRecord) {
     resources: n.resources,
     os: facts.os ?? null,
     kernel: facts.kernel ?? null,
-    docker: facts.docker ?? null,
-    k3s: facts.k3s ?? null,
+    ...Object.fromEntries(runtimeFacts.map((name) => [name, facts[name] ?? null])),
     gpus: facts.gpus ?? [],
     pending_updates: facts.pending_updates ?? null,
     reboot_required: n.reboot_required,

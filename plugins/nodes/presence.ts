@@ -25,7 +25,7 @@ export function architectureName(reported: string): string {
  * that changes no status joins a batch (HeartbeatWrites) that writes only facts and times.
  */
 export function presence(ctx: NodesContext) {
-  const { services, nodes, cadence, settings, now, changeNode, setConnection } = ctx;
+  const { services, nodes, cadence, settings, now, changeNode, setConnection, runtimeFacts } = ctx;
   const { db, clock } = services;
   const heartbeatWrites = new HeartbeatWrites(db.knex, db.dialect, NODES);
 
@@ -53,8 +53,7 @@ export function presence(ctx: NodesContext) {
         os: facts.os ?? null,
         kernel: facts.kernel ?? null,
         addresses: facts.addresses ?? [],
-        docker: facts.docker ?? null,
-        k3s: facts.k3s ?? null,
+        ...Object.fromEntries(runtimeFacts.map((name) => [name, facts[name] ?? null])),
         wireguard: facts.wireguard ?? null,
         pending_updates: facts.pending_updates ?? null,
         gpus: facts.gpus ?? [],

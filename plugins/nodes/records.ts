@@ -4,7 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import type { RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
-import { nodeView, type NodeStatus } from './nodes.js';
+import type { NodeStatus } from './nodes.js';
 import { InterfaceName, IpAddress, NodeName, NodeParams, NodeView } from './schemas.js';
 
 const STATUSES: NodeStatus[] = ['pending', 'ready', 'offline', 'needs_reboot', 'cordoned', 'drained', 'removing'];
@@ -42,7 +42,7 @@ export function records(ctx: NodesContext): NodesPart {
           updated_at: now(),
         });
         await events.record({ nodeId: node.id, kind: 'node_created', message: `node ${node.name} created` });
-        return nodeView(node);
+        return ctx.view(node);
       },
     },
     {
@@ -64,7 +64,7 @@ export function records(ctx: NodesContext): NodesPart {
       async handler(req) {
         const wanted = req.query.status as NodeStatus[] | undefined;
         const paging = { limit: req.query.limit, cursor: req.query.cursor };
-        return Reply.page(await (wanted?.length ? nodes.pageByStatus(wanted, paging) : nodes.page(paging)), nodeView);
+        return Reply.page(await (wanted?.length ? nodes.pageByStatus(wanted, paging) : nodes.page(paging)), ctx.view);
       },
     },
     {
@@ -73,7 +73,7 @@ export function records(ctx: NodesContext): NodesPart {
       auth: 'authenticated',
       summary: 'Get a node',
       schemas: { params: NodeParams, response: NodeView },
-      handler: async (req) => nodeView(await nodes.require(req.params.id)),
+      handler: async (req) => ctx.view(await nodes.require(req.params.id)),
     },
     {
       method: 'PATCH',
@@ -83,7 +83,7 @@ export function records(ctx: NodesContext): NodesPart {
       schemas: { params: NodeParams, body: Type.Object({ name: NodeName }, { additionalProperties: false }), response: NodeView },
       async handler(req) {
         await nodes.require(req.params.id);
-        return nodeView(await nodes.change(req.params.id, { name: req.body.name }));
+        return ctx.view(await nodes.change(req.params.id, { name: req.body.name }));
       },
     },
     {
@@ -107,7 +107,7 @@ export function records(ctx: NodesContext): NodesPart {
         if (regenerate_cert && !node.is_control_plane) throw badRequest('regenerate_cert is accepted only for the control-plane node');
         const updated = await nodes.change(node.id, { ...(ip_address ? { ip_address } : {}), ...(iface ? { interface: iface } : {}) });
         await events.record({ nodeId: node.id, kind: 'node_address_changed', message: `address ${node.ip_address ?? '-'} → ${updated.ip_address ?? '-'}, interface ${updated.interface ?? '-'}` });
-        const body: Record<string, unknown> = nodeView(updated);
+        const body: Record<string, unknown> = ctx.view(updated);
         if (regenerate_cert) {
           try {
             const { added_sans } = await ca.reissueServerCertificate([updated.ip_address!].filter(Boolean));

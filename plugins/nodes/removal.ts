@@ -3,7 +3,6 @@ import { conflict } from '../../core/errors.js';
 import { recordRemover } from '../../core/events.js';
 import type { BackgroundLoop, RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
-import { nodeView } from './nodes.js';
 import { NodeParams, NodeView } from './schemas.js';
 
 /**
@@ -35,12 +34,12 @@ export function removal(ctx: NodesContext): NodesPart {
         const memberships = await services.clusters.membershipsOf(node.id);
         if (memberships.length && !req.query.force) {
           const { cluster, manages } = memberships[0]!;
-          const noun = cluster.backend === 'swarm' ? 'swarm' : 'cluster';
+          const { noun, leaveHint } = services.clusters.naming(cluster.backend);
           throw conflict(
             `Node ${node.id} ${manages ? 'manages' : 'is a member of'} ${noun} ${cluster.name} (${cluster.id}): remove it from the ${noun} first` +
-              `${cluster.backend === 'swarm' ? ` (POST /v1/swarms/${cluster.id}/leave)` : ''}, or pass force=true` +
+              `${leaveHint(cluster.id, node.id)}, or pass force=true` +
               `${manages ? ` to delete it anyway and leave the ${noun} without this manager` : ''}`,
-            memberships.map((m) => ({ [`${m.cluster.backend === 'swarm' ? 'swarm' : 'cluster'}_id`]: m.cluster.id, role: m.role })),
+            memberships.map((m) => ({ [services.clusters.naming(m.cluster.backend).field]: m.cluster.id, role: m.role })),
           );
         }
         if (memberships.length) await services.clusters.detachNode(node.id);
@@ -51,7 +50,7 @@ export function removal(ctx: NodesContext): NodesPart {
         await events.record({ nodeId: node.id, kind: 'node_removing', message: `node ${node.name} is being removed` });
         services.events.publish('node.removing', updated);
         if (node.wg_public_key) await publishPeers();
-        return nodeView(updated);
+        return ctx.view(updated);
       },
     },
   ];

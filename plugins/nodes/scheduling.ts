@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
 import type { RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
-import { nodeView, type NodeRecord } from './nodes.js';
+import type { NodeRecord } from './nodes.js';
 import { NodeParams } from './schemas.js';
 
 /** Scheduling: cordon, drain and uncordon (hangar's availability, acted on by orchestrator plugins), and GPU sharing. */
@@ -15,7 +15,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
     await events.record({ nodeId: id, kind: `node_${availability === 'active' ? 'uncordoned' : availability}`, message: `availability set to ${availability}` });
     // Orchestrator plugins (swarm, kubernetes) act on this for their members.
     services.events.publish('node.availability', { node: updated, availability });
-    return nodeView(updated);
+    return ctx.view(updated);
   }
 
   const routes: RouteDef[] = [
@@ -58,7 +58,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
       },
       async handler(req) {
         await nodes.require(req.params.id);
-        return nodeView(await nodes.change(req.params.id, { gpu_overcommit_factor: req.body.gpu_overcommit_factor }));
+        return ctx.view(await nodes.change(req.params.id, { gpu_overcommit_factor: req.body.gpu_overcommit_factor }));
       },
     },
   ];

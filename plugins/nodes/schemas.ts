@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import type { NodeFact } from '../../core/clusters/backend.js';
 import { OverlayReport, OverlayState } from '../../core/overlay.js';
 
 export const NodeId = Type.String({ pattern: '^node-[0-9a-z]+$', maxLength: 64 });
@@ -30,44 +31,44 @@ export const NodeView = Type.Object({
 
 export const TaskRef = Type.Object({ task_id: Type.String() });
 
-/** What an agent reports in a heartbeat. */
-export const Heartbeat = Type.Object(
-  {
-    hostname: Type.String({ minLength: 1, maxLength: 255 }),
-    architecture: Type.String({ maxLength: 20 }),
-    os: Type.Optional(Type.Object({ id: Type.Optional(Type.String()), version: Type.Optional(Type.String()), pretty_name: Type.Optional(Type.String()) })),
-    kernel: Type.Optional(Type.String({ maxLength: 200 })),
-    agent_version: Type.String({ maxLength: 40 }),
-    resources: Type.Optional(
-      Type.Object({
-        cpus: Type.Optional(Type.Integer({ minimum: 0 })),
-        load_1m: Type.Optional(Type.Number()),
-        memory_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
-        memory_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
-        disk_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
-        disk_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
-      }),
-    ),
-    addresses: Type.Optional(Type.Array(Type.Object({ interface: Type.String(), address: Type.String(), family: Type.String() }), { maxItems: 256 })),
-    docker: Type.Optional(Type.Object({ present: Type.Boolean(), swarm: Type.Optional(Type.String()), version: Type.Optional(Type.String()) })),
-    k3s: Type.Optional(Type.Object({ present: Type.Boolean() })),
-    wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
-    overlay: Type.Optional(Type.Union([OverlayReport, Type.Null()])),
-    pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
-    reboot_required: Type.Optional(Type.Boolean()),
-    gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),
-    capabilities: Type.Optional(
-      Type.Object(
-        {
-          kinds: Type.Array(Type.String({ maxLength: 100 }), { maxItems: 500, description: 'the task kinds the agent runs' }),
-          backends: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 32, description: 'the orchestrator backends it has a driver for' }),
-        },
-        { description: 'what the agent can run; agents older than typed tasks send none and are judged by agent_version' },
+/** What an agent reports in a heartbeat; `runtimeFacts` are what it says of each loaded backend's runtime (`docker`, `k3s`). */
+export const heartbeatSchema = (runtimeFacts: readonly NodeFact[]) =>
+  Type.Object(
+    {
+      hostname: Type.String({ minLength: 1, maxLength: 255 }),
+      architecture: Type.String({ maxLength: 20 }),
+      os: Type.Optional(Type.Object({ id: Type.Optional(Type.String()), version: Type.Optional(Type.String()), pretty_name: Type.Optional(Type.String()) })),
+      kernel: Type.Optional(Type.String({ maxLength: 200 })),
+      agent_version: Type.String({ maxLength: 40 }),
+      resources: Type.Optional(
+        Type.Object({
+          cpus: Type.Optional(Type.Integer({ minimum: 0 })),
+          load_1m: Type.Optional(Type.Number()),
+          memory_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+          memory_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+          disk_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+          disk_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+        }),
       ),
-    ),
-    held_tasks: Type.Optional(
-      Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000, description: 'tasks the agent holds (running or waiting their turn): their leases are renewed' }),
-    ),
-  },
-  { additionalProperties: true },
-);
+      addresses: Type.Optional(Type.Array(Type.Object({ interface: Type.String(), address: Type.String(), family: Type.String() }), { maxItems: 256 })),
+      ...Object.fromEntries(runtimeFacts.map((fact) => [fact.name, Type.Optional(fact.schema)])),
+      wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
+      overlay: Type.Optional(Type.Union([OverlayReport, Type.Null()])),
+      pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+      reboot_required: Type.Optional(Type.Boolean()),
+      gpus: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), name: Type.String() }), { maxItems: 64 })),
+      capabilities: Type.Optional(
+        Type.Object(
+          {
+            kinds: Type.Array(Type.String({ maxLength: 100 }), { maxItems: 500, description: 'the task kinds the agent runs' }),
+            backends: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 32, description: 'the orchestrator backends it has a driver for' }),
+          },
+          { description: 'what the agent can run; agents older than typed tasks send none and are judged by agent_version' },
+        ),
+      ),
+      held_tasks: Type.Optional(
+        Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000, description: 'tasks the agent holds (running or waiting their turn): their leases are renewed' }),
+      ),
+    },
+    { additionalProperties: true },
+  );

@@ -19,8 +19,6 @@ import { TaggableResources } from '../tags/index.js';
 
 /** The engine refuses secrets and configs of 500 KiB and more (and empty ones). */
 export const MAX_DATA_BYTES = 500 * 1024 - 1;
-/** Docker's limit for secret and config names, which the version suffix must fit in. */
-const MAX_RUNTIME_NAME = 64;
 
 const PREFIX: Record<ObjectKind, string> = { secret: 'sec', config: 'cfg' };
 const Title: Record<ObjectKind, string> = { secret: 'Secret', config: 'Config' };
@@ -31,9 +29,7 @@ const ObjectName = Type.String({
   pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$',
   description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique per swarm (per cluster namespace; there lower-case, digits, "-" and ".")',
 });
-/** A Kubernetes object name (a DNS subdomain, within the 63 characters hangar allows). */
-const KUBE_NAME = /^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$/;
-/** Where a cluster's object goes when the request names no namespace. */
+/** Where an object kept in place goes when the request names no namespace. */
 const DEFAULT_NAMESPACE = 'default';
 const Data = Type.String({ maxLength: 700_000, description: 'the value, base64-encoded; at most 500 KB decoded' });
 
@@ -64,9 +60,9 @@ export default definePlugin({
     const box = services.ca.secretBox('secrets');
     const now = () => clock.now().toISOString();
 
-    /** Where an object lives, as the API names it: `swarm_id` for a swarm's, `cluster_id` (and the namespace) for a cluster's. */
+    /** Where an object lives, as the API names it: by its cluster's field (`swarm_id` for a swarm's, `cluster_id` for the others'), the other one null. */
     async function targetOf(o: ObjectRecord): Promise<{ swarm_id: string | null; cluster_id: string | null }> {
-      return (await core.backendOf(o.cluster_id)) === 'k8s' ? { swarm_id: null, cluster_id: o.cluster_id } : { swarm_id: o.cluster_id, cluster_id: null };
+      return { swarm_id: null, cluster_id: null, ...(await core.placement(o.cluster_id)) };
     }
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
@@ -123,14 +119,13 @@ export default definePlugin({
     }
 
     /**
-     * Whether a cluster keeps objects in place (its backend has core/orchestrator.ts's in-place
-     * object calls: Kubernetes): one runtime object under the object's own name in a namespace, its
-     * value replaced, its users rolled out. Otherwise (swarm) each version is an immutable object.
+     * Objects kept in place (their backend's `objects.semantics`, core/clusters/backend.ts: Kubernetes)
+     * are one runtime object under the object's own name in a namespace, its value replaced, its
+     * users rolled out; they are the ones with a namespace. The others (versioned, swarm's, with
+     * namespace '') are an immutable runtime object per version.
      */
-    const keepsInPlace = (cluster: Pick<ClusterRecord, 'backend'>) => core.backend(cluster.backend).taskKinds.includes(PutObject);
-    /** Objects kept in place are the ones with a namespace (swarm's have ''). */
     const inPlace = (o: Pick<ObjectRecord, 'namespace'>) => Boolean(o.namespace);
-    const placeOf = (cluster: ClusterRecord, namespace: string) => (namespace ? `cluster ${cluster.name} (namespace ${namespace})` : `swarm ${cluster.name}`);
+    const placeOf = (cluster: ClusterRecord, namespace: string) => `${core.nounOf(cluster)} ${cluster.name}${namespace ? ` (namespace ${namespace})` : ''}`;
 
     /** "services web, api", "deployment/web": what uses an object, as a 409 names it. */
     function describeUsers(users: User[]): string {
@@ -316,17 +311,19 @@ export default definePlugin({
           async handler(req) {
             const { name, swarm_id: swarmRef, cluster_id: clusterRef } = req.body;
             if (Boolean(swarmRef) === Boolean(clusterRef)) throw invalid('body', 'must have exactly one of swarm_id and cluster_id');
-            if (swarmRef && req.body.namespace) throw invalid('body.namespace', 'applies to Kubernetes clusters only (with cluster_id)');
-            if (swarmRef && runtimeObjectName(name, 1).length > MAX_RUNTIME_NAME) {
-              throw invalid('body.name', `is too long: the runtime name ${runtimeObjectName(name, 1)} must be at most ${MAX_RUNTIME_NAME} characters`);
-            }
             const bytes = decodeData(req.body.data);
-            const cluster = await core.requireTarget(swarmRef ? { swarm_id: swarmRef } : { cluster_id: clusterRef });
-            if (clusterRef && !keepsInPlace(cluster)) throw invalid('body.cluster_id', `names a ${cluster.backend} cluster, which keeps no secrets or configs`);
-            if (clusterRef && !KUBE_NAME.test(name)) throw invalid('body.name', 'must be lower-case letters, digits, "-" and "." on a Kubernetes cluster (a DNS subdomain name)');
-            // On a cluster the object is one runtime object under its own name in its namespace; on a swarm, one per version.
-            const namespace = clusterRef ? (req.body.namespace ?? DEFAULT_NAMESPACE) : '';
-            const runtimeName = clusterRef ? name : runtimeObjectName(name, 1);
+            const field = swarmRef ? 'swarm_id' : 'cluster_id';
+            const named = await core.requireTarget({ [field]: swarmRef ?? clusterRef }, { state: 'any' });
+            // How its backend keeps objects: one runtime object under its own name in a namespace (in place), or one per version.
+            const keeps = core.findBackend(named.backend)?.objects;
+            if (!keeps) throw invalid(`body.${field}`, `names a ${core.nounOf(named)}, which keeps no secrets or configs`);
+            const keptInPlace = keeps.semantics === 'in-place';
+            if (!keptInPlace && req.body.namespace) throw invalid('body.namespace', 'applies to Kubernetes clusters only (those that keep secrets and configs in place)');
+            const namespace = keptInPlace ? (req.body.namespace ?? DEFAULT_NAMESPACE) : '';
+            const runtimeName = keptInPlace ? name : runtimeObjectName(name, 1);
+            const refused = keeps.refuseName?.(runtimeName);
+            if (refused) throw invalid('body.name', refused);
+            const cluster = await core.requireActive(named.id);
             const exists = () => conflict(`A ${kind} named ${name} exists on ${placeOf(cluster, namespace)}`);
             if (await objects.findOne({ kind, cluster_id: cluster.id, namespace, name })) throw exists();
             const id = newId(PREFIX[kind]);
@@ -376,8 +373,8 @@ export default definePlugin({
             response: Type.Array(View),
           },
           async handler(req) {
-            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id', 'swarm'));
-            const clusterId = req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id', 'k8s'));
+            const swarmId = req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id'));
+            const clusterId = req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id'));
             const page = await objects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -7,40 +7,18 @@ import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, RemoveBundle, type Route
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
-import { asHttpError, ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
+import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
+import { asHttpError, ClusterObservers, ClusterWorkloads, FIELD_NOUNS } from '../../core/clusters/service.js';
 import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
-import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import type { ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { TaggableResources } from '../tags/index.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
 import { ServicesRef, type ServicesApi } from './api.js';
-import { decodeBase64Text, decodeComposeFile, parseCompose, resolveObjects, type ParsedCompose } from './compose.js';
-import { parseManifest } from './manifest.js';
+import { decodeBase64Text, resolveObjects } from './bundles.js';
 import { serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
 
-const ComposeFile = Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the compose YAML, base64-encoded' });
-const Manifest = Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the Kubernetes manifest (multi-document YAML), base64-encoded' });
-const CreateBody = Type.Object(
-  {
-    name: DnsName,
-    swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'compose backend: the swarm to deploy the stack to' })),
-    compose_file: Type.Optional(ComposeFile),
-    cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'manifest backend: the Kubernetes cluster to apply the manifest to' })),
-    manifest: Type.Optional(Manifest),
-  },
-  { additionalProperties: false },
-);
-const ReplaceBody = Type.Object(
-  {
-    compose_file: Type.Optional(ComposeFile),
-    name: Type.Optional(DnsName),
-    swarm_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    cluster_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    manifest: Type.Optional(Manifest),
-  },
-  { additionalProperties: false },
-);
 const LogsQuery = Type.Object(
   {
     lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 100, description: 'last lines (over all services of the stack)' })),
@@ -51,55 +29,52 @@ const LogsQuery = Type.Object(
 const LogParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }), taskId: Type.String({ minLength: 1, maxLength: 100 }) });
 const Service = Type.Object({}, { additionalProperties: true });
 
-interface CreateInput {
-  name: string;
-  swarm_id?: string;
-  compose_file?: string;
-  cluster_id?: string;
-  manifest?: string;
+/** What a service may be: a bundle format and the field that names the clusters of the backend that deploys it. */
+interface Offer {
+  target: ClusterField;
+  format: BundleFormat;
 }
 
-/** What a service is, from the body: a compose stack on a swarm, or a manifest on a Kubernetes cluster. */
-type SpecInput = { backend: 'compose'; swarm_id?: string; text: string } | { backend: 'manifest'; cluster_id?: string; text: string };
+/** What a request says a service is, before its cluster is looked up: the cluster field, the format (when the body settles it) and the bundle's text. */
+interface SpecInput {
+  target?: { field: ClusterField; ref: string };
+  format?: BundleFormat;
+  text?: string;
+}
 
-function specInput(body: Omit<CreateInput, 'name'>, replacing: boolean): SpecInput {
-  const compose = body.swarm_id !== undefined || body.compose_file !== undefined;
-  const k8s = body.cluster_id !== undefined || body.manifest !== undefined;
-  const both = 'give either swarm_id and compose_file (a compose stack on a swarm) or cluster_id and manifest (Kubernetes)';
-  if (compose && k8s) throw badRequest(`Validation failed: ${both}, not both`);
-  if (!compose && !k8s) throw badRequest(`Validation failed: ${both}`);
-  const field = compose ? 'compose_file' : 'manifest';
-  const target = compose ? 'swarm_id' : 'cluster_id';
-  const text = compose ? body.compose_file : body.manifest;
-  if (text === undefined) throw badRequest(`Validation failed: body.${field} is required`, [{ path: `body.${field}`, message: 'is required' }]);
-  if (!replacing && body[target] === undefined) throw badRequest(`Validation failed: body.${target} is required`, [{ path: `body.${target}`, message: 'is required' }]);
-  return compose ? { backend: 'compose', swarm_id: body.swarm_id, text: decodeComposeFile(text) } : { backend: 'manifest', cluster_id: body.cluster_id, text: decodeBase64Text(text, 'manifest') };
+type ServiceBody = { name?: string } & Partial<Record<string, string>>;
+
+const distinct = <T>(items: T[]) => [...new Set(items)];
+const required = (field: string) => badRequest(`Validation failed: body.${field} is required`, [{ path: `body.${field}`, message: 'is required' }]);
+/** "a, b or c". */
+const alternatives = (items: string[]) => (items.length > 1 ? `${items.slice(0, -1).join(', ')} or ${items.at(-1)}` : (items[0] ?? 'nothing'));
+
+/**
+ * Which cluster field and bundle the body gives, checked against what the loaded backends offer
+ * (each a pair: `swarm_id` and `compose_file`, `cluster_id` and `manifest`…): a 400 for fields of
+ * two offers, for none, or for a missing part of the one it gives. The text is decoded here; which
+ * format a `cluster_id` alone means may take its cluster (ClusterBackend.bundles).
+ */
+function specInput(offers: Offer[], body: ServiceBody, replacing: boolean): SpecInput {
+  const targets = distinct(offers.map((o) => o.target)).filter((field) => body[field] !== undefined);
+  const formats = distinct(offers.map((o) => o.format)).filter((format) => body[format.field] !== undefined);
+  const choice = offers.map((o) => `${o.target} and ${o.format.field} (a ${o.format.describes})`);
+  const give = `give ${choice.length > 2 ? 'one of' : 'either'} ${alternatives(choice)}`;
+  const matching = offers.filter((o) => (!targets.length || o.target === targets[0]) && (!formats.length || o.format === formats[0]));
+  if (targets.length > 1 || formats.length > 1 || !matching.length) throw badRequest(`Validation failed: ${give}, not both`);
+  if (!targets.length && !formats.length) throw badRequest(`Validation failed: ${give}`);
+  const candidates = distinct(matching.map((o) => o.format));
+  if (!formats.length && candidates.length === 1) throw required(candidates[0]!.field);
+  const fields = distinct(matching.map((o) => o.target));
+  if (!replacing && !targets.length) throw required(alternatives(fields));
+  const format = formats[0];
+  return {
+    ...(targets.length ? { target: { field: targets[0]!, ref: body[targets[0]!]! } } : {}),
+    ...(format ? { format, text: decodeBase64Text(body[format.field]!, format.field) } : {}),
+  };
 }
 
 export const stackOf = (service: Pick<ServiceRecord, 'name'>) => `${HANGAR_STACK_PREFIX}${service.name}`;
-
-function view(s: ServiceRecord) {
-  const spec =
-    s.backend === 'manifest'
-      ? { cluster_id: s.cluster_id, manifest: s.spec, applied_objects: s.applied_objects ?? [] }
-      : { swarm_id: s.cluster_id, compose_file: s.spec };
-  return {
-    id: s.id,
-    name: s.name,
-    backend: s.backend,
-    ...spec,
-    stack: stackOf(s),
-    status: s.status,
-    error: s.error,
-    replicas: s.replicas,
-    routes: s.routes,
-    secret_refs: s.secret_refs,
-    config_refs: s.config_refs,
-    observed_at: s.observed_at,
-    created_at: s.created_at,
-    updated_at: s.updated_at,
-  };
-}
 
 /** Per-service replica counts: what the runtime reports, else what the spec asks for with nothing running. */
 function replicasOf(stack: string, desired: Record<string, number | null>, workloads: WorkloadState[]): ServiceRecord['replicas'] {
@@ -128,30 +103,60 @@ export default definePlugin({
     const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
     const forget = recordRemover(services.events, 'service', store);
 
-    function resolver(clusterId: string) {
+    function resolver(clusterId: string, format: BundleFormat) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {
-        if (!secrets) throw badRequest(`Validation failed: the compose file uses ${kind}s, but the secrets plugin is not loaded`);
+        if (!secrets) throw badRequest(`Validation failed: the ${format.field} uses ${kind}s, but the secrets plugin is not loaded`);
         return secrets.resolve(kind, clusterId, name);
       };
     }
 
-    /** Parses, checks and resolves a compose file for the service `name` on `cluster` (400 on any problem). */
-    async function prepare(text: string, name: string, cluster: ClusterRecord): Promise<{ parsed: ParsedCompose; resolved: Map<string, ResolvedObject> }> {
-      const parsed = parseCompose(text, stackOf({ name }), (svc) => `${svc}.${name}.${cluster.name}.${core.settings.localDomain}`);
-      return { parsed, resolved: await resolveObjects(parsed, resolver(cluster.id), nounOf(cluster).toLowerCase()) };
+    /** What services may be: each loaded backend's bundle format, with the field that names its clusters. */
+    const offers = (): Offer[] => core.backends().flatMap((b) => (b.bundles ? [{ target: core.naming(b.name).field, format: b.bundles }] : []));
+    /** A service's format, by the name its record keeps (null: its backend is no longer loaded). */
+    const formatNamed = (name: string) => offers().find((o) => o.format.name === name) ?? null;
+    /** The format of a cluster's services; a 400 when its backend deploys none. */
+    function formatOf(cluster: ClusterRecord, field: ClusterField): BundleFormat {
+      const format = core.backend(cluster.backend).bundles;
+      if (!format) throw badRequest(`Validation failed: body.${field} names ${core.nounOf(cluster)} ${cluster.name}, which runs no services`);
+      return format;
+    }
+    /** A service's format, for work on it; an Error when its backend is no longer loaded. */
+    function requireFormat(service: Pick<ServiceRecord, 'backend' | 'name'>): BundleFormat {
+      const offer = formatNamed(service.backend);
+      if (!offer) throw new Error(`service ${service.name} is a ${service.backend} bundle, and no loaded backend deploys ${service.backend} bundles`);
+      return offer.format;
+    }
+
+    function view(s: ServiceRecord) {
+      const offer = formatNamed(s.backend);
+      return {
+        id: s.id,
+        name: s.name,
+        backend: s.backend,
+        [offer?.target ?? 'cluster_id']: s.cluster_id,
+        [offer?.format.field ?? 'spec']: s.spec,
+        ...(offer?.format.appliedObjects ? { applied_objects: s.applied_objects ?? [] } : {}),
+        stack: stackOf(s),
+        status: s.status,
+        error: s.error,
+        replicas: s.replicas,
+        routes: s.routes,
+        secret_refs: s.secret_refs,
+        config_refs: s.config_refs,
+        observed_at: s.observed_at,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+      };
     }
 
     /**
-     * A service's spec, checked (400 on any problem), as the record and the deploy need it: the
-     * parts and their replicas, routes, the hangar secrets and configs it uses (compose), and the
-     * bundle call's objects and routed parts. A manifest names its own Secrets and Ingresses.
+     * A service's spec, read by its format and checked (400 on any problem), as the record and the
+     * deploy need it: the parts and their replicas, routes, the hangar secrets and configs it uses
+     * at their current versions, and the bundle call's objects and routed parts.
      */
-    async function prepareSpec(backend: ServiceRecord['backend'], text: string, name: string, cluster: ClusterRecord) {
-      if (backend === 'manifest') {
-        const manifest = parseManifest(text);
-        return { desired: manifest.desired, routes: [] as ServiceRoute[], secret_refs: [] as string[], config_refs: [] as string[], objects: [], routed: [] as string[] };
-      }
-      const { parsed, resolved } = await prepare(text, name, cluster);
+    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord) {
+      const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}` });
+      const resolved = await resolveObjects(parsed, resolver(cluster.id, format), { noun: core.nounOf(cluster), field: format.field });
       return {
         desired: parsed.desired,
         routes: parsed.routes,
@@ -190,9 +195,10 @@ export default definePlugin({
             async run(service) {
               try {
                 const cluster = await core.requireActive(service.cluster_id);
-                const spec = await prepareSpec(service.backend, service.spec, service.name, cluster);
+                const format = requireFormat(service);
+                const spec = await prepareSpec(format, service.spec, service.name, cluster);
                 const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, prune: true });
-                // A manifest's bundle answers the objects it applied (what is pruned against and deleted).
+                // A format whose deploy answers the objects it applied (manifests): what is pruned against and deleted.
                 const applied = (state as { applied_objects?: ServiceRecord['applied_objects'] }).applied_objects;
                 return {
                   status: 'running',
@@ -200,7 +206,7 @@ export default definePlugin({
                   secret_refs: spec.secret_refs,
                   config_refs: spec.config_refs,
                   replicas: replicasOf(stackOf(service), spec.desired, state.services ?? []),
-                  ...(service.backend === 'manifest' ? { applied_objects: applied ?? [] } : {}),
+                  ...(format.appliedObjects ? { applied_objects: applied ?? [] } : {}),
                   observed_at: now(),
                 };
               } finally {
@@ -303,6 +309,20 @@ export default definePlugin({
       return service;
     }
 
+    /**
+     * A create's or replace's body: `name`, and for each loaded backend that runs services the
+     * field naming its clusters and its bundle format's field (swarm_id and compose_file…).
+     */
+    function bodySchema(name: Record<string, TSchema>) {
+      const fields: Record<string, TSchema> = { ...name };
+      for (const { target, format } of offers()) {
+        const deploys = offers().filter((o) => o.target === target).map((o) => o.format.field);
+        fields[target] ??= Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: `the ${FIELD_NOUNS[target]} to deploy to (id or name), with ${alternatives(deploys)}` }));
+        fields[format.field] = Type.Optional(format.schema);
+      }
+      return Type.Object(fields, { additionalProperties: false });
+    }
+
     const baseline = (parsed: { desired: Record<string, number | null> }, previous: ServiceRecord['replicas'] = {}) =>
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
@@ -322,28 +342,32 @@ export default definePlugin({
             'applied server-side by the field manager hangar (a field another manager owns fails the deploy, naming it); `applied_objects` lists what it made, ' +
             'a PUT prunes what the new manifest lacks, stop and delete delete them.',
           status: 202,
-          schemas: { body: CreateBody, response: Service },
+          schemas: { body: bodySchema({ name: DnsName }), response: Service },
           handler: async (req) => {
-            const body = req.body as CreateInput;
-            const input = specInput(body, false);
-            const cluster = await core.requireTarget(input);
+            const body = req.body as ServiceBody & { name: string };
+            const input = specInput(offers(), body, false);
+            const { field, ref } = input.target!;
+            const cluster = await core.requireTarget({ [field]: ref });
+            const format = formatOf(cluster, field);
+            if (input.format && input.format !== format) throw badRequest(`Validation failed: body.${input.format.field} does not fit ${core.nounOf(cluster)} ${cluster.name}: its services are ${format.field}`);
+            if (input.text === undefined) throw required(format.field);
             const text = input.text;
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
-            const parsed = await prepareSpec(input.backend, text, body.name, cluster);
+            const parsed = await prepareSpec(format, text, body.name, cluster);
             await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
             try {
               record = await store.insert({
                 id: newId('svc'),
                 name: body.name,
-                backend: input.backend,
+                backend: format.name,
                 cluster_id: cluster.id,
                 spec: text,
                 status: 'deploying',
                 error: null,
                 secret_refs: parsed.secret_refs,
                 config_refs: parsed.config_refs,
-                applied_objects: input.backend === 'manifest' ? [] : null,
+                applied_objects: format.appliedObjects ? [] : null,
                 replicas: baseline(parsed),
                 routes: parsed.routes,
                 observed_at: null,
@@ -371,20 +395,21 @@ export default definePlugin({
           auth: { role: 'admin' },
           summary: 'Replace the compose file and redeploy (services no longer in it are removed); a stopped service keeps it for its next start',
           otherStatuses: [202],
-          schemas: { params: IdParams, body: ReplaceBody, response: Service },
+          schemas: { params: IdParams, body: bodySchema({ name: Type.Optional(DnsName) }), response: Service },
           handler: async (req) => {
             const current = await requireSettled(req.params.id, 'replace');
-            const body = req.body as Partial<CreateInput>;
-            const input = specInput(body, true);
+            const body = req.body as ServiceBody;
+            const input = specInput(offers(), body, true);
             if (body.name !== undefined && body.name !== current.name) throw badRequest('Validation failed: a service cannot be renamed (body.name differs)');
-            if (input.backend !== current.backend) throw badRequest(`Validation failed: service ${current.name} is a ${current.backend === 'manifest' ? 'manifest on a Kubernetes cluster' : 'compose stack on a swarm'}; give its ${current.backend === 'manifest' ? 'manifest' : 'compose_file'}`);
+            const format = requireFormat(current);
+            if (input.format !== format) throw input.format ? badRequest(`Validation failed: service ${current.name} is a ${format.describes}; give its ${format.field}`) : required(format.field);
             const cluster = await core.requireActive(current.cluster_id);
-            const target = input.backend === 'compose' ? input.swarm_id : input.cluster_id;
+            const target = input.target?.ref;
             if (target !== undefined && target !== cluster.id && target !== cluster.name) {
-              throw badRequest(`Validation failed: a service cannot move to another ${input.backend === 'compose' ? 'swarm (body.swarm_id differs)' : 'cluster (body.cluster_id differs)'}`);
+              throw badRequest(`Validation failed: a service cannot move to another ${core.nounOf(cluster)} (body.${input.target!.field} differs)`);
             }
-            const text = input.text;
-            const parsed = await prepareSpec(current.backend, text, current.name, cluster);
+            const text = input.text!;
+            const parsed = await prepareSpec(format, text, current.name, cluster);
             await checkDomains(cluster.id, parsed.routes, current.id);
             const patch = {
               spec: text,

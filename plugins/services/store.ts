@@ -1,4 +1,5 @@
 import type { Clock } from '../../core/clock.js';
+import type { BundleRoute } from '../../core/clusters/backend.js';
 import { StampedRepository, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { SERVICES } from './migrations.js';
@@ -6,18 +7,14 @@ import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
 
-export interface ServiceRoute {
-  /** The compose service's key. */
-  service: string;
-  domain: string;
-  port: number;
-}
+/** A domain a part of the service asks the load balancer for (a compose service's `x-hangar`). */
+export type ServiceRoute = BundleRoute;
 
 export interface ServiceRecord extends LeaseFields {
   id: string;
   name: string;
-  /** compose: a stack on a swarm; manifest: Kubernetes objects on a cluster. */
-  backend: 'compose' | 'manifest';
+  /** Its bundle format (its cluster's backend's: compose, a stack on a swarm; manifest, Kubernetes objects on a cluster). */
+  backend: string;
   cluster_id: string;
   spec: string;
   status: ServiceStatus;
@@ -26,7 +23,7 @@ export interface ServiceRecord extends LeaseFields {
   config_refs: string[];
   replicas: Record<string, { desired: number | null; running: number }>;
   routes: ServiceRoute[];
-  /** manifest services: the objects the last apply made ([{api_version, kind, name, namespace}]); null for compose. */
+  /** Services of a format whose deploy answers what it applied (manifests): the objects the last apply made ([{api_version, kind, name, namespace}]); null for the others. */
   applied_objects?: Array<{ api_version: string; kind: string; name: string; namespace: string | null }> | null;
   observed_at: string | null;
   created_at: string;

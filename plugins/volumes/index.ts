@@ -7,7 +7,7 @@ import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS, StageVolume, UnstageVolume, type VolumeMount } from '../../core/orchestrator.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { asHttpError } from '../../core/clusters/service.js';
-import { nounOf, type ClusterRecord } from '../../core/clusters/store.js';
+import type { ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services } from '../../core/plugin.js';
 import { NfsClient, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
@@ -282,7 +282,7 @@ export default definePlugin({
       require: requireVolume,
       async mountFor(volume, target, cluster: ClusterRecord): Promise<VolumeMount> {
         const current = await requireVolume(volume.id);
-        const noun = nounOf(cluster).toLowerCase();
+        const noun = core.nounOf(cluster);
         if (current.status !== 'ready') throw notReady(current);
         if (current.type === 'local') {
           const membership = await members.findOne({ node_id: current.node_id });
@@ -296,7 +296,7 @@ export default definePlugin({
       },
       async attach(volume, cluster) {
         const current = await requireVolume(volume.id);
-        const noun = nounOf(cluster).toLowerCase();
+        const noun = core.nounOf(cluster);
         if (current.type === 'local') {
           throw conflict(
             `Volume ${current.name} is a local folder on node ${current.node_id}: there is nothing to attach to ${noun} ${cluster.name} (a workload there mounts it in place, on that node); attach an nfs volume`,
@@ -313,7 +313,7 @@ export default definePlugin({
         return found.sort((a, b) => a.name.localeCompare(b.name)).map(attachmentOf);
       },
       async detach(volume, cluster) {
-        const noun = nounOf(cluster).toLowerCase();
+        const noun = core.nounOf(cluster);
         const defined = await definitionsIn(volume.id, cluster);
         if (!defined.length) throw notFound(`Volume ${volume.name} is not attached to ${noun} ${cluster.name}`);
         const using = (await usersOf(volume.id)).filter((u) => !u.cluster_id || u.cluster_id === cluster.id);

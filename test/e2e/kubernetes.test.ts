@@ -55,7 +55,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'tags'],
       overrides: {
-        drivers: ['ssh'],
+        drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
         nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
         tasks: { poll_wait_seconds: 10 },

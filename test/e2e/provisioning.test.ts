@@ -37,7 +37,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms'],
       overrides: {
-        drivers: ['ssh'],
+        drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
         nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 6 },
         tasks: { poll_wait_seconds: 10 },

@@ -44,7 +44,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms', 'volumes', 'secrets', 'compute', 'services', 's3', 'gateway', 'tags', 'cleanup'],
       overrides: {
-        drivers: ['ssh'],
+        drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
         nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
         tasks: { poll_wait_seconds: 10 },

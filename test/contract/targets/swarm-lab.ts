@@ -44,7 +44,7 @@ export function swarmInTheLab(): DriverTarget {
       [machine] = (await lab.start({ machines: 1 })) as [Machine];
       t = await startHangar(dialect, {
         plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning'],
-        overrides: { drivers: ['ssh'], api: { host: '0.0.0.0' }, nodes: { heartbeat_interval_seconds: 2 }, tasks: { poll_wait_seconds: 10 } },
+        overrides: { drivers: ['ssh', 'swarm', 'k8s'], api: { host: '0.0.0.0' }, nodes: { heartbeat_interval_seconds: 2 }, tasks: { poll_wait_seconds: 10 } },
       });
       const admin = await bootstrapAdmin(t);
       const deployed = await t.request('POST', '/v1/nodes/deploy', { headers: bearer(admin.token), body: { ip_address: machine.ip, ssh_user: 'root', ssh_key: machine.ssh.root.privateKey } });

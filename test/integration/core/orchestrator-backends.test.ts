@@ -26,7 +26,7 @@ describeEachDialect('an orchestrator backend added by configuration (drivers: an
 
   before(async function () {
     this.timeout(60_000);
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'], overrides: { drivers: [`${FIXTURE}/backend.ts`] } });
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'], overrides: { drivers: ['swarm', 'k8s', `${FIXTURE}/backend.ts`] } });
     admin = await bootstrapAdmin(t);
     const token = await t.request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
     expect(token.status, token.text).to.equal(201);
@@ -47,7 +47,7 @@ describeEachDialect('an orchestrator backend added by configuration (drivers: an
   it('registers the backend beside the built-in one, and the agent advertises its driver and runs its own calls', async () => {
     const clusters = t.hangar.services.clusters;
     expect(clusters.backendNames()).to.deep.equal(['swarm', 'k8s', 'toy']);
-    expect(t.hangar.services.drivers.names()).to.deep.equal(['toy']);
+    expect(t.hangar.services.drivers.names()).to.deep.equal(['swarm', 'k8s', 'toy']);
     const capabilities = await t.hangar.services.tasks.capabilities(nodeId);
     expect(capabilities?.backends).to.deep.equal(['swarm', 'k8s', 'toy']);
     expect(capabilities?.kinds).to.include.members(['toy.init', 'toy.journal']);

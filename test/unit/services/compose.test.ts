@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import type { HttpError } from '../../../core/errors.js';
 import type { ObjectKind, ResolvedObject } from '../../../plugins/secrets/api.js';
-import { decodeComposeFile, parseCompose, resolveObjects } from '../../../plugins/services/compose.js';
+import { parseCompose } from '../../../drivers/swarm/compose-file.js';
+import { decodeBase64Text, resolveObjects } from '../../../plugins/services/bundles.js';
+
+const decodeComposeFile = (base64: string) => decodeBase64Text(base64, 'compose_file');
 
 const STACK = 'hangar-shop';
 const defaultDomain = (svc: string) => `${svc}.shop.lab.hangar.local`;
@@ -122,10 +125,10 @@ describe('services: compose files (parse and check)', () => {
 
   it('resolves every object on the swarm; an unknown name is a 400 naming it', async () => {
     const p = parsed(FULL);
-    const resolved = await resolveObjects(p, resolve);
+    const resolved = await resolveObjects(p, resolve, { noun: 'swarm', field: 'compose_file' });
     expect([...resolved.keys()]).to.deep.equal(['secret:db', 'config:site']);
     const unknown = parsed('services:\n  web: {image: x, secrets: [api_key]}\nsecrets:\n  api_key: {}\n');
-    const err = await resolveObjects(unknown, resolve, 'swarm').catch((e: HttpError) => e);
+    const err = await resolveObjects(unknown, resolve, { noun: 'swarm', field: 'compose_file' }).catch((e: HttpError) => e);
     expect((err as HttpError).status).to.equal(400);
     expect((err as HttpError).message).to.contain('secret api_key names no hangar secret "api_key" on this swarm: create it with POST /v1/secrets first');
   });

@@ -1,28 +1,19 @@
 /**
- * Compose files as hangar takes them: decoded, parsed and checked before anything is deployed
- * (the backend's driver then deploys the file as the user wrote it, with hangar's secrets and
- * configs and the `x-hangar` routes: drivers/swarm/compose.ts for a swarm).
+ * The swarm backend's bundle format: compose files as hangar takes them, parsed and checked in the
+ * control plane before anything is deployed (the driver then deploys the file as the user wrote it,
+ * with hangar's secrets and configs and the `x-hangar` routes: ./compose.ts).
  */
+import { Type } from '@sinclair/typebox';
 import { LineCounter, parseDocument } from 'yaml';
+import type { BundleFormat, BundleObjectEntry, BundleRoute, ParsedBundle } from '../../core/clusters/backend.js';
 import { badRequest } from '../../core/errors.js';
-import type { ObjectKind, ResolvedObject } from '../secrets/api.js';
-import type { ServiceRoute } from './store.js';
 
-/** A top-level `secrets:` / `configs:` entry: its compose key and the hangar object it names. */
-export interface ObjectEntry {
-  kind: ObjectKind;
-  key: string;
-  name: string;
-}
+type ObjectKind = BundleObjectEntry['kind'];
 
-export interface ParsedCompose {
+export interface ParsedCompose extends ParsedBundle {
   /** The whole file as plain data (anchors and merge keys resolved). */
   doc: Record<string, unknown>;
   services: string[];
-  objects: ObjectEntry[];
-  routes: ServiceRoute[];
-  /** What each service should run before anything is observed: its replica count, null when global. */
-  desired: Record<string, number | null>;
 }
 
 const MAX_RUNTIME_NAME = 63;
@@ -31,30 +22,9 @@ const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const DOMAIN = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
 const CREATE_WITH: Record<ObjectKind, string> = { secret: 'POST /v1/secrets', config: 'POST /v1/configs' };
 
-const invalid = (message: string, path = 'body.compose_file') => badRequest(`Validation failed: ${message}`, [{ path, message }]);
+const invalid = (message: string) => badRequest(`Validation failed: ${message}`, [{ path: 'body.compose_file', message }]);
 const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const plural = (kind: ObjectKind) => `${kind}s`;
-
-/** The compose file's text from its base64 form (standard or URL-safe alphabet; line breaks allowed). */
-export function decodeComposeFile(base64: string): string {
-  return decodeBase64Text(base64, 'compose_file');
-}
-
-/** A base64 field of the body (compose_file, manifest) as UTF-8 text; 400 naming the field when it is not. */
-export function decodeBase64Text(base64: string, field: string): string {
-  const fail = (message: string) => invalid(message, `body.${field}`);
-  const compact = base64.replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(compact) || compact.length % 4 === 1) throw fail(`${field} is not base64 (give the YAML file base64-encoded)`);
-  const bytes = Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw fail(`${field} does not decode to UTF-8 text`);
-  }
-  if (!text.trim()) throw fail(`${field} is empty`);
-  return text;
-}
 
 /** The YAML as data; a syntax error is a 400 naming its line and column. */
 function parseYaml(text: string): unknown {
@@ -85,7 +55,7 @@ function sources(list: unknown): string[] {
   return list.map((item) => (isMap(item) ? String(item.source ?? '') : String(item)));
 }
 
-function parseObjects(doc: Record<string, unknown>, kind: ObjectKind): ObjectEntry[] {
+function parseObjects(doc: Record<string, unknown>, kind: ObjectKind): BundleObjectEntry[] {
   const section = doc[plural(kind)];
   if (section === undefined || section === null) return [];
   if (!isMap(section)) throw invalid(`top-level ${plural(kind)} must be a map of names`);
@@ -103,7 +73,7 @@ function parseObjects(doc: Record<string, unknown>, kind: ObjectKind): ObjectEnt
   });
 }
 
-function parseRoute(service: string, ext: unknown, defaultDomain: (service: string) => string): ServiceRoute {
+function parseRoute(service: string, ext: unknown, defaultDomain: (service: string) => string): BundleRoute {
   if (!isMap(ext)) throw invalid(`service ${service}: x-hangar must be a map {domain, port}`);
   const unknown = Object.keys(ext).filter((k) => k !== 'domain' && k !== 'port');
   if (unknown.length) throw invalid(`service ${service}: x-hangar has unknown keys ${unknown.join(', ')} (it takes domain and port)`);
@@ -133,7 +103,7 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
   checkVersion(doc.version);
   if (!isMap(doc.services) || !Object.keys(doc.services).length) throw invalid('compose_file needs a non-empty services: map');
   const objects = [...parseObjects(doc, 'secret'), ...parseObjects(doc, 'config')];
-  const routes: ServiceRoute[] = [];
+  const routes: BundleRoute[] = [];
   const desired: Record<string, number | null> = {};
   const domains = new Map<string, string>();
   for (const [key, def] of Object.entries(doc.services)) {
@@ -165,19 +135,11 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
   return { doc, services: Object.keys(doc.services), objects, routes, desired };
 }
 
-/** Looks up every secret and config entry; a name the cluster (the `noun`: swarm…) has no hangar object for is a 400. */
-export async function resolveObjects(
-  parsed: ParsedCompose,
-  resolve: (kind: ObjectKind, name: string) => Promise<ResolvedObject | null>,
-  noun = 'cluster',
-): Promise<Map<string, ResolvedObject>> {
-  const resolved = new Map<string, ResolvedObject>();
-  for (const entry of parsed.objects) {
-    const found = await resolve(entry.kind, entry.name);
-    if (!found) {
-      throw invalid(`${entry.kind} ${entry.key} names no hangar ${entry.kind} ${JSON.stringify(entry.name)} on this ${noun}: create it with ${CREATE_WITH[entry.kind]} first`);
-    }
-    resolved.set(`${entry.kind}:${entry.key}`, found);
-  }
-  return resolved;
-}
+/** Compose stacks: the swarm backend's services (`compose_file` in requests, base64). */
+export const composeFormat: BundleFormat = {
+  name: 'compose',
+  field: 'compose_file',
+  schema: Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the compose YAML, base64-encoded' }),
+  describes: 'compose stack on a swarm',
+  parse: (text, { bundle, defaultDomain }) => parseCompose(text, bundle, defaultDomain),
+};
