@@ -7,6 +7,11 @@ export const AGENT_ARCHITECTURES = ['amd64', 'arm64'] as const;
 
 const urlOf = (host: string, port: number): string => `https://${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
 
+const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** A word for a POSIX shell, single-quoted (a quote inside is closed, escaped and reopened). */
+const shellWord = (text: string): string => `'${text.replace(/'/g, `'\\''`)}'`;
+
 const isLoopback = (host: string): boolean => host === 'localhost' || host.startsWith('127.') || host === '::1';
 
 /** The interfaces Linux routes the default route through (/proc/net/route), best first. */
@@ -47,7 +52,9 @@ export function joinUrls(api: { public_url: string | null; public_addresses: str
   if (api.public_url) return [api.public_url.replace(/\/+$/, '')];
   if (api.public_addresses.length) return [...new Set(api.public_addresses.map((a) => urlOf(a, port)))];
   const host = requestHost.replace(/^\[(.*)\](:\d+)?$/, '$1').replace(/^([^:]+):\d+$/, '$1');
-  const candidates = [...(host && !isLoopback(host) ? [host] : []), ...reachableLocalAddresses()];
+  // The request's Host header names an address only when it is one (an IP, or a DNS name): it goes into a command for a root shell.
+  const named = host && !isLoopback(host) && (isIP(host) !== 0 || DNS_NAME.test(host));
+  const candidates = [...(named ? [host] : []), ...reachableLocalAddresses()];
   return [...new Set((candidates.length ? candidates : [host || 'localhost']).map((a) => urlOf(a, port)))];
 }
 
@@ -59,7 +66,7 @@ export function joinUrls(api: { public_url: string | null; public_addresses: str
  */
 export function joinCommand(apiUrl: string, architecture: (typeof AGENT_ARCHITECTURES)[number], token: string): string {
   return (
-    `curl -fsSLk --compressed -o hangar-agent '${apiUrl}/v1/agent/binary?arch=${architecture}' && chmod +x hangar-agent && ` +
-    `echo '${token}' | sudo ./hangar-agent --join --token-stdin --api ${apiUrl} --data-dir /var/lib/hangar-agent`
+    `curl -fsSLk --compressed -o hangar-agent ${shellWord(`${apiUrl}/v1/agent/binary?arch=${architecture}`)} && chmod +x hangar-agent && ` +
+    `echo ${shellWord(token)} | sudo ./hangar-agent --join --token-stdin --api ${shellWord(apiUrl)} --data-dir /var/lib/hangar-agent`
   );
 }

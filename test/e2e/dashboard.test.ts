@@ -100,7 +100,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     const host = reachableLocalAddresses()[0] ?? '127.0.0.1';
     expect(command).to.equal(
       `curl -fsSLk --compressed -o hangar-agent 'https://${host}:${port}/v1/agent/binary?arch=amd64' && chmod +x hangar-agent && ` +
-        `echo '${/ echo '([^']+)' \| sudo/.exec(command)?.[1]}' | sudo ./hangar-agent --join --token-stdin --api https://${host}:${port} --data-dir /var/lib/hangar-agent`,
+        `echo '${/ echo '([^']+)' \| sudo/.exec(command)?.[1]}' | sudo ./hangar-agent --join --token-stdin --api 'https://${host}:${port}' --data-dir /var/lib/hangar-agent`,
     );
     const token = /^.* echo '([^']+)' \| sudo/.exec(command)![1]!;
     expect(await page.getByTestId('join-token').textContent()).to.equal(token);

@@ -113,7 +113,7 @@ describeEachDialect('hangar node, user, key and ssh-profile against a running co
       const token = lines[1]!.slice('token: '.length);
       expect(lines.slice(2, -1).map((l) => l.replace(/https:\/\/[^/' ]+/g, 'URL'))).to.deep.equal(
         ['amd64', 'arm64'].map(
-          (arch) => `join a machine (${arch}): curl -fsSLk --compressed -o hangar-agent 'URL/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token}' | sudo ./hangar-agent --join --token-stdin --api URL --data-dir /var/lib/hangar-agent`,
+          (arch) => `join a machine (${arch}): curl -fsSLk --compressed -o hangar-agent 'URL/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && echo '${token}' | sudo ./hangar-agent --join --token-stdin --api 'URL' --data-dir /var/lib/hangar-agent`,
         ),
       );
       expect(lines.at(-1)).to.equal('note: the token is shown this once; hangar cannot show it again. Store it now.');

@@ -58,7 +58,7 @@ describeEachDialect('joining: the address a machine is told, and a certificate t
     for (const arch of ['amd64', 'arm64'] as const) {
       expect(answer.join_commands[arch]).to.equal(
         `curl -fsSLk --compressed -o hangar-agent 'https://cp.example.test:${port}/v1/agent/binary?arch=${arch}' && chmod +x hangar-agent && ` +
-          `echo '${answer.token}' | sudo ./hangar-agent --join --token-stdin --api https://cp.example.test:${port} --data-dir /var/lib/hangar-agent`,
+          `echo '${answer.token}' | sudo ./hangar-agent --join --token-stdin --api 'https://cp.example.test:${port}' --data-dir /var/lib/hangar-agent`,
       );
     }
   });
@@ -75,7 +75,17 @@ describeEachDialect('joining: the address a machine is told, and a certificate t
     }
     expect(answer.api_urls).to.deep.equal(reachable.map((a) => `https://${a}:${port}`));
     expect(answer.api_url).to.not.match(/127\.0\.0\.1/);
-    expect(answer.join_commands.amd64).to.contain(`--api ${answer.api_url} `);
+    expect(answer.join_commands.amd64).to.contain(`--api '${answer.api_url}' `);
+  });
+
+  it('names the request’s address only when it is one: a Host header that is no address or DNS name never reaches the command', async function () {
+    this.timeout(30_000);
+    const { t, admin } = await start({});
+    const res = await t.request('POST', '/v1/nodes/token', { body: {}, headers: { ...bearer(admin.token), host: "evil.test';touch${IFS}x;'" } });
+    expect(res.status, res.text).to.equal(201);
+    for (const command of Object.values(res.json.data.join_commands as Record<string, string>)) expect(command).to.not.contain('evil');
+    const named = await t.request('POST', '/v1/nodes/token', { body: {}, headers: { ...bearer(admin.token), host: 'cp.example.test:8443' } });
+    expect(named.json.data.api_url).to.equal(`https://cp.example.test:${t.hangar.listeners.get('control')!.port}`);
   });
 
   it('api.public_url wins over everything', async function () {
