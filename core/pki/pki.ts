@@ -43,6 +43,9 @@ function canonicalCertificatePem(pem: string): string {
 }
 
 const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+/** The names operators asked the server certificate to carry, in the pki folder. */
+const REQUESTED_NAMES = 'server-names.json';
+
 const DAY = 86_400_000;
 const CA_LIFETIME = 3650 * DAY;
 const SERVER_LIFETIME = 825 * DAY;
@@ -148,11 +151,6 @@ export function normaliseName(name: string): string {
 }
 
 /** The SANs a PEM certificate carries, as plain normalised strings. */
-/** The names of both lists, each once, in order. */
-function union(a: string[], b: string[]): string[] {
-  return [...new Set([...a, ...b])];
-}
-
 export function certificateSans(pem: string): string[] {
   const alt = new NodeX509(pem).subjectAltName ?? '';
   return alt
@@ -218,19 +216,25 @@ export class Pki extends EventEmitter {
       this.server = { cert: readPem(this.options.tlsCertFile, 'api.tls_cert'), key: readPem(this.options.tlsKeyFile, 'api.tls_key') };
       return;
     }
-    const wanted = this.wantedServerNames([]);
     const existing = this.readServerCredentials();
     const have = existing ? certificateSans(existing.cert) : [];
+    // Before names were recorded (an older data dir), every name the certificate has that is not a
+    // local address or a configured one was asked for: kept as such, once.
+    if (existing && this.readRequestedNames() === null) {
+      const derived = new Set(this.wantedServerNames([]));
+      this.writeRequestedNames(have.filter((n) => !derived.has(n)));
+    }
+    const wanted = this.wantedServerNames([]);
     if (existing) {
       // The pair in use until a new one is written: a write that fails half-way puts it back.
       this.server = existing;
       const valid = new Date(new NodeX509(existing.cert).validTo).getTime() > this.options.clock.now().getTime() + 30 * DAY;
       if (valid && wanted.every((n) => have.includes(n))) return;
     }
-    // A new local address (or a renewal) keeps the names the certificate had: an address an
-    // operator added (POST /v1/nodes/{id}/ip with regenerate_cert) is not local and would be lost.
+    // The names of now: the local addresses the host has, the configured ones and those asked for
+    // (kept in server-names.json): an address the host no longer has is not carried on for ever.
     try {
-      await this.writeServerCertificate(union(have, wanted));
+      await this.writeServerCertificate(wanted);
     } catch (err) {
       const reason = (err as Error).message;
       if (!existing) throw new ConfigError(`cannot write the server certificate and key in ${this.dir}: ${reason}; make the data dir writable and start again`);
@@ -278,8 +282,29 @@ export class Pki extends EventEmitter {
     return [await exportKey(keys.privateKey), cert.toString('pem')];
   }
 
+  /**
+   * The names the server certificate should carry now: this host's names and addresses of now, the
+   * configured ones (api.server_names, api.public_addresses), every name asked for through
+   * reissueServerCertificate (server-names.json) and `extra`.
+   */
   private wantedServerNames(extra: string[]): string[] {
-    return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...extra].map(normaliseName))];
+    return [...new Set([...localNames(), ...(this.options.serverNames ?? []), ...(this.readRequestedNames() ?? []), ...extra].map(normaliseName))];
+  }
+
+  /** The names operators asked the certificate to carry (POST /v1/nodes/{id}/ip with regenerate_cert); null before any was recorded. */
+  private readRequestedNames(): string[] | null {
+    try {
+      const { requested } = JSON.parse(readFileSync(this.file(REQUESTED_NAMES), 'utf8')) as { requested?: unknown };
+      return Array.isArray(requested) ? requested.filter((n): n is string => typeof n === 'string') : [];
+    } catch {
+      return null;
+    }
+  }
+
+  private writeRequestedNames(names: string[]): void {
+    const temp = this.file(`${REQUESTED_NAMES}.${process.pid}.new`);
+    writeDurably(temp, `${JSON.stringify({ requested: [...new Set(names.map(normaliseName))] }, null, 2)}\n`, 0o644);
+    renameSync(temp, this.file(REQUESTED_NAMES));
   }
 
   /** Signs a leaf certificate with the CA (core/pki/leaf-certificate.ts). */
@@ -381,7 +406,8 @@ export class Pki extends EventEmitter {
       throw new Error('the server certificate was provided by the operator (api.tls_cert) and cannot be reissued by hangar');
     }
     const current = new Set(certificateSans(this.server.cert));
-    const names = union([...current], this.wantedServerNames(addresses));
+    if (addresses.length) this.writeRequestedNames([...(this.readRequestedNames() ?? []), ...addresses]);
+    const names = this.wantedServerNames([]);
     await this.writeServerCertificate(names);
     // Every name the new certificate has that the old one lacked: the addresses asked for, and any
     // local address or configured name that appeared since.

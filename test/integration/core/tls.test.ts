@@ -424,6 +424,35 @@ describeEachDialect('the generated server certificate and key on disk', (dialect
       await t.stop();
     }
   });
+  it('carries the names of now: an address the host no longer has leaves at the next reissue, names asked for stay (also from an older data dir)', async () => {
+    let t = await start();
+    const original = os.networkInterfaces;
+    const withAddress = (address: string) => () => ({
+      ...original(),
+      test2: [{ address, netmask: '255.255.255.0', family: 'IPv4' as const, mac: '00:00:00:00:00:02', internal: false, cidr: `${address}/24` }],
+    });
+    const sans = async () => (await presentedCertificate(t.hangar.listeners.get('control')!.port)).subjectaltname;
+    try {
+      await t.hangar.services.ca.reissueServerCertificate(['203.0.113.60']);
+      os.networkInterfaces = withAddress('192.0.2.123');
+      expect(await t.hangar.services.ca.coverLocalAddresses()).to.deep.equal(['192.0.2.123']);
+      os.networkInterfaces = withAddress('192.0.2.124');
+      expect(await t.hangar.services.ca.coverLocalAddresses()).to.deep.equal(['192.0.2.124']);
+      expect(await sans()).to.contain('IP Address:192.0.2.124').and.contain('IP Address:203.0.113.60').and.not.contain('192.0.2.123');
+      expect(await t.hangar.services.ca.coverLocalAddresses(), 'nothing missing: no reissue').to.deep.equal([]);
+      await t.stop();
+      // A data dir from before the names were recorded: what the certificate has beyond local and configured names was asked for.
+      rmSync(pki('server-names.json'));
+      os.networkInterfaces = withAddress('192.0.2.125');
+      t = await start();
+      expect(await sans()).to.contain('IP Address:192.0.2.125').and.contain('IP Address:203.0.113.60');
+      expect(JSON.parse(readFileSync(pki('server-names.json'), 'utf8')).requested).to.include('203.0.113.60');
+    } finally {
+      os.networkInterfaces = original;
+      await t.stop();
+    }
+  });
+
   it('a running control plane adds an address the host gains to its certificate within api.watch_addresses_seconds, without a restart', async function () {
     this.timeout(60_000);
     requireService(this, process.getuid?.() === 0 && spawnSync('ip', ['-V']).status === 0, 'root and iproute2 (an address is added to this host)');
