@@ -40,7 +40,7 @@ export const CoreConfigSchema = Type.Object(
         bodies_per_principal: Type.Integer({
           minimum: 1,
           default: 8,
-          description: 'bodies one user, API key or machine may be sending at once, per listener (more get 429)',
+          description: 'bodies one user (every credential of it together: its tokens, sessions and API keys) or machine may be sending at once, per listener (more get 429)',
         }),
         bodies_in_flight: Type.Integer({ minimum: 1, default: 128, description: 'bodies of requests with credentials received at once, per listener (more get 503)' }),
         request_timeout_ms: Type.Integer({ minimum: 0, default: 120000 }),

@@ -81,7 +81,9 @@ export function errorStatuses(route: RouteDef): number[] {
   if (typeof route.auth === 'object') statuses.add(403);
   // A body arrives in time (408) and takes one of a few slots of its sender (429) and of everyone (503),
   // with credentials or without (core/http/body.ts); a write takes JSON only (415, core/http/body.ts).
-  if (route.auth === 'public' || route.schemas?.body || WRITES.has(route.method)) [408, 429, 503].forEach((s) => statuses.add(s));
+  // A signed request (HMAC) has its body read before its signature is checked, on any route that takes
+  // credentials, and past its address's failed signatures a failure is a 429 (plugins/iam/authenticators.ts).
+  if (route.auth !== 'agent' || route.schemas?.body || WRITES.has(route.method)) [408, 429, 503].forEach((s) => statuses.add(s));
   if (route.schemas?.body || WRITES.has(route.method)) statuses.add(415);
   // Writes and lookups name things that may not exist or may clash (a unique name taken).
   if (route.path.includes('{') || route.schemas?.body || WRITES.has(route.method)) statuses.add(404);

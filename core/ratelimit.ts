@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Knex } from 'knex';
+import { addressHolder } from './addresses.js';
 import type { Clock } from './clock.js';
 import type { Store } from './db/store.js';
 import { HttpError } from './errors.js';
@@ -33,10 +34,29 @@ export const rateLimitMigration = {
   },
 };
 
+const ADDRESS_KEY = /^([^:]+):address:(.+)$/;
+
+/**
+ * The key of what is counted per client address for `kind` (`signature-failure`, `join-failure`…):
+ * `<kind>:address:<address>`. The limiter counts such a key for the address's holder (an IPv6
+ * address as its /64, core/addresses.ts), however the caller spelled it.
+ */
+export function addressKey(kind: string, address: string): string {
+  return `${kind}:address:${addressHolder(address)}`;
+}
+
+/** A key as it is counted: one of {@link addressKey}'s shape counts the address's holder. */
+function counted(key: string): string {
+  const m = ADDRESS_KEY.exec(key);
+  return m ? addressKey(m[1]!, m[2]!) : key;
+}
+
 /**
  * Counters of events per key in fixed windows, kept in the store so that every control plane on one
  * database counts together (a limit holds however requests are spread over replicas). Each
- * count is one statement (an upsert), so concurrent requests never slip past the limit.
+ * count is one statement (an upsert), so concurrent requests never slip past the limit. A client
+ * address counts as its holder (an IPv6 address as its /64): keys made by {@link addressKey} (or of
+ * its shape) and the addresses of {@link attempt}.
  */
 export class RateLimiter {
   constructor(
@@ -46,6 +66,7 @@ export class RateLimiter {
 
   /** Seconds until `key` may be used again, or 0 when it is under its limit. */
   async blockedFor(key: string, limit: RateLimit): Promise<number> {
+    key = counted(key);
     const row = await this.store.knex(RATE_LIMITS).where({ key }).first('window_start', 'hits');
     // Blocked when one more event would go over the limit.
     return row ? this.remaining(Number(row.window_start), Number(row.hits) + 1, limit) : 0;
@@ -53,6 +74,7 @@ export class RateLimiter {
 
   /** Counts one event for `key`; answers seconds until it may be used again (0 while under the limit). */
   async hit(key: string, limit: RateLimit): Promise<number> {
+    key = counted(key);
     const now = this.clock.now().getTime();
     const expired = now - limit.window_seconds * 1000;
     const result = await this.store.knex.raw(
@@ -74,6 +96,7 @@ export class RateLimiter {
    * full window), so `blockedFor` refuses too. `hits` is the count including this request.
    */
   async reserve(key: string, limit: RateLimit): Promise<Reservation> {
+    key = counted(key);
     const now = this.clock.now().getTime();
     const expired = now - limit.window_seconds * 1000;
     const result = await this.store.knex.raw(
@@ -116,14 +139,16 @@ export class RateLimiter {
 
   /**
    * Takes the places of one attempt on `subject` (an account, an email address) from `address`,
-   * before the work it limits is done, or throws the 429 (with Retry-After). Three counts, so that
+   * before the work it limits is done, or throws the 429 (with Retry-After). The address counts as its
+   * holder (an IPv6 address as its /64: core/addresses.ts). Three counts, so that
    * nobody can lock someone else out (see {@link SubjectLimits}): the pair (subject, address), the
    * address, and the subject from every address together. Past the subject's count an address
    * with no attempt on the subject in its pair window may still try (the owner, at their own
    * machine), others are refused. `kind` names the counters (`login`, `reset-request`…).
    */
   async attempt(kind: string, subject: string, address: string, limits: SubjectLimits, what: string): Promise<Attempt> {
-    const pairKey = `${kind}:pair:${subject}:${address}`;
+    const holder = addressHolder(address);
+    const pairKey = `${kind}:pair:${subject}:${holder}`;
     const pair = await this.reserve(pairKey, limits.perSubjectAndAddress);
     if (!pair.reserved) throw tooMany(what, pair.wait);
     const held = [pair];
@@ -131,7 +156,7 @@ export class RateLimiter {
       for (const r of held) await this.release(r).catch(() => undefined);
       return tooMany(what, wait);
     };
-    const fromAddress = await this.reserve(`${kind}:address:${address}`, limits.perAddress);
+    const fromAddress = await this.reserve(addressKey(kind, holder), limits.perAddress);
     if (!fromAddress.reserved) throw await refuse(fromAddress.wait);
     held.push(fromAddress);
     const everyone = await this.reserve(`${kind}:subject:${subject}`, limits.perSubject);

@@ -21,10 +21,13 @@ export interface AuthInput {
   ctx: Context;
   /**
    * The body exactly as received, read on the first call under the full limit. Only an
-   * authenticator whose credentials cover the body (a signature) calls it, and only once the
-   * headers alone have checked out: nobody gets to send a large body with made-up credentials.
+   * authenticator whose credentials cover the body (a signature) calls it, once the headers alone
+   * have checked out, naming whose body slots it takes (core/http/body.ts): the user the credentials
+   * name (`principal:<userid>`, with every other credential of that user), or null for credentials
+   * that name nobody (an unknown access key, read as a known one is so that the two cannot be told
+   * apart), which take a slot of the client address among callers without credentials.
    */
-  body(): Promise<Buffer>;
+  body(owner: string | null): Promise<Buffer>;
   listener: string;
 }
 

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Context } from 'koa';
 import { HttpError, badRequest, type ErrorDetail } from '../errors.js';
+import { addressHolder } from '../addresses.js';
 import { namePart } from '../validation.js';
 import { isXmlContentType, XmlDocument } from './xml.js';
 
@@ -68,24 +69,11 @@ export class BodyGate {
   }
 }
 
-/**
- * The holder of a body slot for a client address: the address itself, or for IPv6 its /64 (one
- * machine, or one customer of a provider, usually has a whole /64 to pick addresses from).
- */
-export function addressHolder(address: string): string {
-  if (!address.includes(':')) return address;
-  const [head = '', tail = ''] = address.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const groups = address.includes('::') ? [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right] : left;
-  return `${groups.slice(0, 4).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
-}
-
 /** The two gates of a listener: bodies of callers without credentials, and of those with them. */
 export interface BodyGates {
   /** Per client address (api.unauthenticated_bodies_per_address), then in all (api.unauthenticated_bodies_in_flight). */
   anonymous: BodyGate;
-  /** Per principal, API key or machine (api.bodies_per_principal), then in all (api.bodies_in_flight). */
+  /** Per principal (every credential of one user together) or machine (api.bodies_per_principal), then in all (api.bodies_in_flight). */
   authenticated: BodyGate;
 }
 
@@ -106,8 +94,13 @@ export function announcesBody(ctx: Context): boolean {
   return Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0;
 }
 
-/** Who a body of a caller is counted against: `anonymous` (its address) or a principal, key or machine. */
-export type BodyHolder = { anonymous: true; address: string } | { anonymous: false; holder: string };
+/**
+ * Who a body of a caller is counted against: `anonymous` (its address) or a principal or machine.
+ * `unproven`: a caller whose credentials name nobody (an unknown access key) is read as one whose
+ * credentials name someone (the full limits, the same answers), in a slot of its address among
+ * callers without credentials.
+ */
+export type BodyHolder = { anonymous: true; address: string; unproven?: boolean } | { anonymous: false; holder: string };
 
 /**
  * The request body as bytes, read once and not interpreted (parsing comes after authentication).
@@ -125,8 +118,17 @@ export class RequestBody {
   ) {}
 
   read(who: BodyHolder): Promise<Buffer> {
-    this.reading ??= who.anonymous ? this.receiveAnonymous(who.address) : this.receiveAuthenticated(who.holder);
+    this.reading ??= !who.anonymous ? this.receiveAuthenticated(who.holder) : who.unproven ? this.receiveUnproven(who.address) : this.receiveAnonymous(who.address);
     return this.reading;
+  }
+
+  /** A body of credentials that name nobody: read and answered as one of credentials that do, in a slot of its address. */
+  private receiveUnproven(address: string): Promise<Buffer> {
+    const gate = this.gates.anonymous;
+    return this.gated(gate, addressHolder(address), this.limits.bytes, this.limits.timeoutMs, '', {
+      holder: [429, `Too many of your requests are sending bodies at the moment (${gate.perHolder} at once); finish one, then retry`],
+      everyone: [503, 'Too many requests are sending bodies at the moment; retry shortly'],
+    });
   }
 
   private receiveAnonymous(address: string): Promise<Buffer> {

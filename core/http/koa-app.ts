@@ -242,9 +242,9 @@ class Request implements HangarRequest {
 }
 
 /**
- * Whose body slot a request takes (core/http/body.ts BodyGate): a user's, a machine's, or — for a
- * signed request whose signature covers the body, read before the user is known — its access key's;
- * a caller without credentials takes one of its address.
+ * Whose body slot a request takes (core/http/body.ts BodyGate): a user's (whatever credential it
+ * used: a signed request's body, read before the signature is checked, takes the slot of the user
+ * its access key names), a machine's; a caller without credentials takes one of its address.
  */
 function holderOf(ctx: Context, principal: Principal | null, agent: AgentIdentity | null): BodyHolder {
   if (principal) return { anonymous: false, holder: `principal:${principal.id}` };
@@ -259,8 +259,9 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     ctx.state.route = route;
     const received = new RequestBody(ctx, limits, gates);
     // 1–2: authentication (headers first; a signature reads the body), then role.
-    const signed: BodyHolder = { anonymous: false, holder: `signed:${ctx.get('x-access-key').slice(0, 128)}` };
-    const { principal, agent } = await authorize(route.auth, { ctx, body: () => received.read(signed), listener }, services.auth, services.ca);
+    const readBody = (owner: string | null) =>
+      received.read(owner === null ? { anonymous: true, address: ctx.state.clientIp, unproven: true } : { anonymous: false, holder: `principal:${owner}` });
+    const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
     // 3: the content type, before a byte of the body is read: JSON (XML where declared), nothing a web page can send cross-site.
     const unsupported = unsupportedContentType(ctx, Boolean(route.xml));

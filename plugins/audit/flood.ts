@@ -1,4 +1,4 @@
-import { addressHolder } from '../../core/http/body.js';
+import { addressHolder } from '../../core/addresses.js';
 import type { NewAuditEntry } from './store.js';
 
 /** The limits of anonymous entries (audit.anonymous_*). */

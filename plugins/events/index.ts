@@ -13,7 +13,7 @@ export const EventsConfigSchema = Type.Object(
     buffer: Type.Integer({ minimum: 10, maximum: 100_000, default: 2000, description: 'recent events kept for clients that reconnect with Last-Event-ID' }),
     keepalive_seconds: Type.Integer({ minimum: 1, maximum: 300, default: 15, description: 'a comment line this often keeps idle streams (and proxies) open' }),
     streams_per_principal: Type.Integer({ minimum: 1, maximum: 10_000, default: 16, description: 'event streams one user may hold open on this process (each worker counts its own); one more is a 429' }),
-    streams_per_address: Type.Integer({ minimum: 1, maximum: 100_000, default: 64, description: 'event streams one client address may hold open on this process (each worker counts its own); one more is a 429' }),
+    streams_per_address: Type.Integer({ minimum: 1, maximum: 100_000, default: 64, description: 'event streams one client address (an IPv6 address: its /64) may hold open on this process (each worker counts its own); one more is a 429' }),
     stream_buffer_bytes: Type.Integer({
       minimum: 16_384,
       maximum: 256 * 1024 * 1024,

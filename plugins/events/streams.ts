@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import type { Counter } from 'prom-client';
+import { addressHolder } from '../../core/addresses.js';
 import type { AuthRegistry, Principal } from '../../core/auth/index.js';
 import type { Notices } from '../../core/db/notices.js';
 import { HttpError } from '../../core/errors.js';
@@ -10,7 +11,7 @@ import type { Journal, LiveEvent } from './journal.js';
 export interface StreamLimits {
   /** Streams one principal (a user, by id) may hold open on this process. */
   streams_per_principal: number;
-  /** Streams one client address may hold open on this process. */
+  /** Streams one client address (an IPv6 address: its /64) may hold open on this process. */
   streams_per_address: number;
   /** How far behind (bytes of events not yet taken by the client) a stream may fall before it is dropped. */
   stream_buffer_bytes: number;
@@ -180,30 +181,32 @@ export class EventStreams {
 
   /**
    * Opens a stream for `principal` from `address`, sending the events after number `after`; throws
-   * the 429 naming the limit when the principal or the address holds as many as allowed.
+   * the 429 naming the limit when the principal or the address holds as many as allowed. An IPv6
+   * address counts as its /64 (core/addresses.ts).
    */
   open(principal: Principal, address: string, connection: StreamConnection, types: ReadonlySet<string> | null, after: number): EventStream {
+    const holder = addressHolder(address);
     const byPrincipal = this.perPrincipal.get(principal.id) ?? 0;
     if (byPrincipal >= this.limits.streams_per_principal) {
       this.refused.inc({ limit: 'streams_per_principal' });
       throw new HttpError(429, `Too many event streams: this user has ${byPrincipal} open, the limit (events.streams_per_principal) is ${this.limits.streams_per_principal}; close one first`);
     }
-    const byAddress = this.perAddress.get(address) ?? 0;
+    const byAddress = this.perAddress.get(holder) ?? 0;
     if (byAddress >= this.limits.streams_per_address) {
       this.refused.inc({ limit: 'streams_per_address' });
-      throw new HttpError(429, `Too many event streams: ${byAddress} are open from ${address}, the limit (events.streams_per_address) is ${this.limits.streams_per_address}; close one first`);
+      throw new HttpError(429, `Too many event streams: ${byAddress} are open from ${holder}, the limit (events.streams_per_address) is ${this.limits.streams_per_address}; close one first`);
     }
     this.watch();
     const stream = new EventStream(this, principal, address, connection, types, after);
     this.streams.add(stream);
     this.perPrincipal.set(principal.id, byPrincipal + 1);
-    this.perAddress.set(address, byAddress + 1);
+    this.perAddress.set(holder, byAddress + 1);
     // Each stream is a listener of the journal: every new event is handed over when the response takes it.
     stream.onClose(this.journal.subscribe(() => stream.pump()));
     stream.onClose(() => {
       this.streams.delete(stream);
       decrement(this.perPrincipal, principal.id);
-      decrement(this.perAddress, address);
+      decrement(this.perAddress, holder);
     });
     return stream;
   }

@@ -1,10 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import type { Authenticator } from '../../core/auth/index.js';
 import { bearerToken } from '../../core/auth/jwt.js';
 import { HEADER_ACCESS_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP, signature } from '../../core/auth/hmac.js';
 import type { Clock } from '../../core/clock.js';
 import { safeEqual } from '../../core/crypto.js';
 import type { Store } from '../../core/db/store.js';
-import type { RateLimit, RateLimiter } from '../../core/ratelimit.js';
+import { addressKey, tooMany, type RateLimit, type RateLimiter } from '../../core/ratelimit.js';
 import { unauthorized } from '../../core/errors.js';
 import type { Identity } from './identity.js';
 import { HMAC_NONCES } from './migrations.js';
@@ -47,10 +48,16 @@ export const SIGNATURE_REFUSED = 'The access key or the signature is not valid: 
 /**
  * HMAC-signed requests (docs/api-auth.md): timestamp within the allowed skew, signature over the
  * canonical string, each signature accepted once (replays are refused, across control planes too).
- * An unknown key and a wrong signature get the same 401, and count as failures of the client
- * address: past `failuresPerAddress` its signed requests are refused (429) until the window ends.
+ * An unknown key is handled as a known one whose signature is wrong: its body is read the same way
+ * (with the same limits and deadline; in a slot of the client address, since it names nobody) and
+ * checked against a decoy secret, and both get the same 401. Each failure takes a place among the
+ * client address's `failuresPerAddress` (one atomic statement, on the failure path only: a good
+ * signature never reads the counts); past them a failure is answered 429 until the window ends,
+ * while a right signature from that address still goes through.
  */
 export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number, limits: RateLimiter, failuresPerAddress: RateLimit): Authenticator {
+  /** What an unknown key's signature is checked against: a secret nobody has. */
+  const decoy = randomBytes(32).toString('base64url');
   return {
     name: 'hmac',
     async authenticate({ ctx, body, listener }) {
@@ -65,24 +72,20 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
       if (!/^\d+$/.test(timestamp) || Math.abs(now - ts) > skewSeconds) {
         throw unauthorized(`X-Timestamp must be the current unix time in seconds, within ±${skewSeconds} s of the server's clock`);
       }
-      const failures: Array<[string, RateLimit]> = [[`signature:address:${String(ctx.state.clientIp ?? ctx.ip)}`, failuresPerAddress]];
-      await limits.assertAllowed(failures, 'failed signatures');
-      const refused = async () => {
-        // The refusal that goes over the limit is still this 401; the next request gets the 429.
-        await limits.count(failures, 'failed signatures').catch(() => undefined);
-        return unauthorized(SIGNATURE_REFUSED);
-      };
       const found = await identity.users.keyForSigning(accessKey);
-      // No body is read for a key that does not exist: its caller has shown no credential at all.
-      if (!found) throw await refused();
-      const expected = signature(found.secret, {
+      // A key that does not exist goes the way of a known one: its body is read (in a slot of the
+      // client address: it names nobody) and checked against a secret nobody has.
+      const expected = signature(found?.secret ?? decoy, {
         method: ctx.method,
         pathAndQuery: ctx.originalUrl,
-        body: await body(),
+        body: await body(found ? found.user.userid : null),
         timestamp: ts,
         nonce: ctx.get(HEADER_NONCE),
       });
-      if (!safeEqual(expected, sent)) throw await refused();
+      if (!found || !safeEqual(expected, sent)) {
+        const place = await limits.reserve(addressKey('signature', String(ctx.state.clientIp ?? ctx.ip)), failuresPerAddress);
+        throw place.reserved ? unauthorized(SIGNATURE_REFUSED) : tooMany('failed signatures', place.wait);
+      }
       try {
         await store.knex(HMAC_NONCES).insert({ signature: expected, expires_at: new Date((ts + skewSeconds + 1) * 1000).toISOString() });
       } catch (err) {

@@ -42,7 +42,7 @@ export const IamConfigSchema = Type.Object(
       3600,
       'failed logins of one account from every address together (the global back-off); past it an address that failed on the account is refused (429) until the window ends, one that has not may still log in',
     ),
-    signature_failures_per_address: rateLimitSetting(50, 900, 'signed requests with an unknown access key or a wrong signature per client address before its signed requests are refused (429)'),
+    signature_failures_per_address: rateLimitSetting(50, 900, 'signed requests with an unknown access key or a wrong signature per client address (an IPv6 /64) before its failed signatures are answered 429 instead of 401 (a right signature still goes through)'),
     bootstrap_from_loopback: Type.Boolean({
       default: true,
       description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',

@@ -4,7 +4,7 @@ import { waitFor } from '../support/agents.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, GOOD_PASSWORD, type Credentials } from '../support/identity.js';
-import { fromAddress } from './support.js';
+import { fromAddress } from '../support/wire.js';
 
 const ATTACKER = '127.0.0.2';
 const REQUESTS = 300;

@@ -1,10 +1,12 @@
 import { expect } from 'chai';
+import { signRequest } from '../../core/auth/hmac.js';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ControlPlane } from '../support/control-plane.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../support/identity.js';
-import { halfSent, rssMb, serveOwnProcess, settledCount, type WireAnswer } from './support.js';
+import { halfSent, type WireAnswer } from '../support/wire.js';
+import { rssMb, serveOwnProcess, settledCount } from './support.js';
 
 const MB = 1024 * 1024;
 
@@ -66,6 +68,33 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
       console.log(`      bodies: 300 half-sent 1 MB bodies by one user, 8 accepted at once, 292 refused (429${resets ? `; ${resets} saw the close first` : ''}), RSS ${before.toFixed(0)} → ${during.toFixed(0)} MB`);
       // 8 bodies of 512 kB, 300 TLS connections and slack: far below the 150 MB the bodies would take.
       expect(during - before).to.be.lessThan(80);
+    } finally {
+      for (const b of bodies) b.destroy();
+    }
+  });
+
+  it('a user’s API keys share its slots: 12 half-sent signed bodies over 3 keys hold 8, the other 4 are refused (429)', async function () {
+    this.timeout(60_000);
+    // Before, a signed body was counted against its access key: 16 keys × 8 slots took all of api.bodies_in_flight.
+    const keys: Array<{ accessKeyId: string; secretAccessKey: string }> = [user];
+    for (let i = 0; i < 2; i++) {
+      const key = await cp.client.request('POST', `/v1/iam/users/${user.userId}/keys`, { body: {}, headers: bearer(admin.token) });
+      expect(key.status, key.text).to.equal(201);
+      keys.push({ accessKeyId: key.json.data.access_key_id, secretAccessKey: key.json.data.secret_access_key });
+    }
+    const target = propertiesOf(user);
+    const bodies = keys.flatMap((key) =>
+      Array.from({ length: 4 }, () => halfSent(cp.url, target, { ca, headers: signRequest(key, { method: 'POST', pathAndQuery: target, body: '{}' }), announced: 64 * 1024, sent: 1024 })),
+    );
+    try {
+      const answers = bodies.map((b) => b.answer);
+      const refused = (await settledCount(answers, 4)).map((r) => (r.status === 'fulfilled' ? r.value.status : 'reset'));
+      console.log(`      bodies: 12 half-sent signed bodies of one user over 3 API keys (bound api.bodies_per_principal = 8) → 4 refused: ${refused.join(',')}`);
+      expect(refused.every((s) => s === 429 || s === 'reset'), refused.join(',')).to.equal(true);
+      expect(refused.filter((s) => s === 429).length, 'at least one refusal read whole').to.be.greaterThan(0);
+      // The 8 held ones end at the body deadline.
+      const held = (await Promise.allSettled(answers)).map((r) => (r.status === 'fulfilled' ? r.value.status : 'reset'));
+      expect(held.filter((s) => s === 408)).to.have.length(8);
     } finally {
       for (const b of bodies) b.destroy();
     }

@@ -4,7 +4,7 @@ import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, type Credentials } from '../support/identity.js';
 import { TestSmtpServer } from '../support/smtp.js';
-import { fromAddress, type WireAnswer } from './support.js';
+import { fromAddress, type WireAnswer } from '../support/wire.js';
 
 const WRONG = 'Wrong-Password-97!';
 const PER_PAIR = 10; // iam.login_failures_per_account_and_address (the default)

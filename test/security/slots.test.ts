@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { GOOD_PASSWORD } from '../support/identity.js';
-import { fromAddress, halfSent, settledCount, type HalfSent } from './support.js';
+import { fromAddress, halfSent, type HalfSent } from '../support/wire.js';
+import { settledCount } from './support.js';
 
 /**
  * Issue 26, finding 5: 64 body slots for callers without credentials per listener, shared by

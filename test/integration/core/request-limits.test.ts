@@ -1,54 +1,16 @@
 import { expect } from 'chai';
-import https from 'node:https';
 import { describeEachDialect } from '../../support/dialects.js';
 import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hangar.js';
 import { waitFor } from '../../support/agents.js';
-
-interface RawAnswer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  json: any;
-  text: string;
-}
+import { halfSent, type WireAnswer } from '../../support/wire.js';
 
 /**
  * A request whose body is sent in chunks (no Content-Length), as a slow or hostile client would:
  * `bytes` in all, then it ends, or with `stall` it stops sending and keeps the connection open.
  */
-function chunkedRequest(t: TestHangar, path: string, options: { headers?: Record<string, string>; bytes: number; stall?: boolean }): {
-  answer: Promise<RawAnswer>;
-  abort(): void;
-} {
-  const req = https.request(new URL(t.url + path), { method: 'POST', ca: t.caPem, headers: { 'content-type': 'application/json', ...options.headers } });
-  const answer = new Promise<RawAnswer>((resolve, reject) => {
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => {
-        let json: any;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode!, headers: res.headers, json, text });
-      });
-    });
-    req.on('error', reject);
-  });
-  answer.catch(() => undefined);
-  req.write('{"name":"x","note":"');
-  const chunk = Buffer.alloc(Math.min(16 * 1024, options.bytes), 'y');
-  let sent = 0;
-  const pump = () => {
-    while (sent < options.bytes) {
-      sent += chunk.length;
-      if (!req.write(chunk)) return void req.once('drain', pump);
-    }
-    if (!options.stall) req.end('"}');
-  };
-  pump();
-  return { answer, abort: () => req.destroy() };
+function chunkedRequest(t: TestHangar, path: string, options: { headers?: Record<string, string>; bytes: number; stall?: boolean }): { answer: Promise<WireAnswer>; abort(): void } {
+  const sent = halfSent(t.url, path, { ca: t.caPem, headers: options.headers, sent: options.bytes, complete: !options.stall, opening: '{"name":"x","note":"' });
+  return { answer: sent.answer, abort: sent.destroy };
 }
 
 const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
