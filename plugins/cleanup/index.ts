@@ -1,30 +1,31 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
+import { ClusterRemovals } from '../../core/clusters/service.js';
 import { definePlugin } from '../../core/plugin.js';
-import { SwarmsRef, swarmsOf } from '../swarms/index.js';
 import { TaggableResources } from '../tags/index.js';
 import { VolumesRef } from '../volumes/api.js';
 
-const RESOURCE_TYPES = ['instance', 'swarm', 'volume', 's3', 'loadbalancer', 'service'] as const;
+/** The workloads of every kind, volumes, and clusters: swarms, and those of the other backends (`cluster`). */
+const RESOURCE_TYPES = ['instance', 'swarm', 'volume', 's3', 'loadbalancer', 'service', 'cluster'] as const;
 
 export default definePlugin({
   name: 'cleanup',
   description: 'force-clean resources stuck in an error state: what exists in the runtime, then the record',
-  deps: [SwarmsRef],
   optionalDeps: [VolumesRef],
   setup(services) {
-    const swarms = swarmsOf(services);
-
+    /** Removes a resource by force: a workload by its plugin, a volume by the volumes plugin, a cluster by its backend's cluster API. */
     async function forceRemove(type: (typeof RESOURCE_TYPES)[number], id: string): Promise<boolean> {
-      if (type === 'swarm') return swarms.forceRemove(id);
       if (type === 'volume') {
         const volumes = services.provided.find(VolumesRef);
         if (!volumes) throw badRequest('Volumes need the volumes plugin, which is not loaded');
         return volumes.forceRemove(id);
       }
       const kind = services.clusters.workloadKind(type);
-      if (!kind) throw badRequest(`No loaded plugin manages ${type} resources`);
-      return kind.forceRemove(id);
+      if (kind) return kind.forceRemove(id);
+      const clusterApis = services.provided.contributions(ClusterRemovals).filter((r) => r.type === type);
+      if (!clusterApis.length) throw badRequest(`No loaded plugin manages ${type} resources`);
+      for (const api of clusterApis) if (await api.forceRemove(id)) return true;
+      return false;
     }
 
     return {

@@ -2,17 +2,15 @@ import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
-import { Type, type Static } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { asHttpError } from '../../core/clusters/service.js';
+import { defineClusterApi } from '../../core/clusters/api.js';
 import { Reply } from '../../core/http/reply.js';
-import { newId } from '../../core/ids.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import type { DriverCall } from '../../core/tasks/kinds.js';
-import { defineMembership, followNodeAvailability } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
-import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
+import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
 import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/membership-calls.js';
 import { K3S_API_PORT } from '../../drivers/kubernetes/names.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
@@ -20,8 +18,6 @@ import type { NodeRecord } from '../nodes/nodes.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 
 const BACKEND = 'k8s';
-/** How long a read waits for the cluster's server before listing hangar's records without its answer. */
-const SERVER_READ_TIMEOUT_MS = 15_000;
 const K8S_CLUSTERS = 'k8s_clusters';
 
 export const KubernetesConfigSchema = Type.Object(
@@ -71,10 +67,11 @@ function memberView(m: MemberRecord) {
 }
 
 /**
- * Kubernetes (k3s) clusters: clusters of backend k8s. hangar installs k3s through the agents — the
- * binary the operator placed in the control plane's data dir, `k3s server` on the first node,
- * `k3s agent` with the server's token on the others — and reaches the cluster through the server
- * node's agent (drivers/kubernetes).
+ * Kubernetes (k3s) clusters: clusters of backend k8s (`/v1/kubernetes/clusters`, core/clusters/api.ts).
+ * hangar installs k3s through the agents — the binary the operator placed in the control plane's
+ * data dir, `k3s server` on the first node, `k3s agent` with the server's token on the others — and
+ * reaches the cluster through the server node's agent (drivers/kubernetes). Its own routes: the
+ * kubeconfig, volumes attached as PersistentVolumes, and the k3s files agents install.
  */
 export default definePlugin({
   name: 'kubernetes',
@@ -95,7 +92,7 @@ export default definePlugin({
     },
   ],
   setup(services) {
-    const { clock, clusters: core } = services;
+    const { clusters: core } = services;
     const settings = services.config.kubernetes as KubernetesConfig;
     const k3sDir = settings.k3s_dir ?? path.join(services.config.data_dir, 'k3s');
     /** A file in k3s_dir as messages name it: by the setting, never by the absolute path of this host's data dir. */
@@ -103,7 +100,6 @@ export default definePlugin({
     const { nodes, events } = nodesOf(services);
     const { clusters, members } = core;
     const knex = services.db.knex;
-    const now = () => clock.now().toISOString();
     const installTimeoutMs = settings.install_timeout_seconds * 1000;
 
     const options = async (clusterId: string) => (await knex<K8sOptions>(K8S_CLUSTERS).where({ cluster_id: clusterId }).first()) ?? null;
@@ -164,53 +160,7 @@ export default definePlugin({
     const addressOf = (node: NodeRecord) => core.addressOf(node);
     const serverUrl = (address: string) => `https://${address}:${K3S_API_PORT}`;
 
-    /** A cluster's members, the server first, then in the order they were added. */
-    const membersOf = async (clusterId: string) =>
-      (await members.of(clusterId)).sort((a, b) => (a.role === b.role ? a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id) : a.role === 'manager' ? -1 : 1));
-
-    async function view(cluster: ClusterRecord) {
-      const list = await membersOf(cluster.id);
-      const opts = await options(cluster.id);
-      const server = list.find((m) => m.node_id === cluster.manager_node_id) ?? list.find((m) => m.role === 'manager') ?? null;
-      return {
-        id: cluster.id,
-        name: cluster.name,
-        status: cluster.status,
-        server_node_id: server?.node_id ?? null,
-        nodes: list.map(memberView),
-        version: opts?.version ?? null,
-        kubeconfig_endpoint: opts?.kubeconfig_endpoint ?? 'public',
-        ...(await core.viewFields(cluster)),
-        error: cluster.error,
-        created_at: cluster.created_at,
-        updated_at: cluster.updated_at,
-      };
-    }
-
-    const requireCluster = (idOrName: string) => core.require(idOrName, BACKEND);
-
-    /**
-     * What the cluster's server reports, for a read that lists hangar's own records beside it: the
-     * answer, or null and why not (the records are listed anyway); null and no reason without a server.
-     */
-    async function askServer<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>): Promise<{ answer: Static<C['result']> | null; error: string | null }> {
-      if (!cluster.manager_node_id) return { answer: null, error: null };
-      try {
-        return { answer: await core.callOn(cluster, call, input, { timeoutMs: SERVER_READ_TIMEOUT_MS }), error: null };
-      } catch (err) {
-        return { answer: null, error: `the server did not answer: ${(err as Error).message}` };
-      }
-    }
     const record = (nodeId: string, kind: string, message: string, data?: Record<string, unknown>) => events.record({ nodeId, kind, message, data });
-
-    async function requireNode(id: string): Promise<NodeRecord> {
-      const node = await nodes.requireLive(id);
-      if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
-      await services.tasks.requireCapable(node.id, [K3sInstallServer, K3sJoin, K3sUninstall]);
-      const existing = await members.findOne({ node_id: node.id });
-      if (existing) throw conflict(`Node ${node.id} is already a member of cluster ${existing.cluster_id}`);
-      return node;
-    }
 
     /** Installs k3s on a member: the server on the first, an agent (with the server's token) on the others. */
     async function join(cluster: ClusterRecord, member: MemberRecord): Promise<void> {
@@ -270,28 +220,59 @@ export default definePlugin({
       services.events.publish('cluster.member.left', { clusterId: cluster.id, nodeId: member.node_id });
     }
 
-    /** Member changes one at a time, in the order asked: agents wait for the server. */
-    async function converge(cluster: ClusterRecord, signal: AbortSignal): Promise<void> {
-      for (;;) {
-        const pending = (await membersOf(cluster.id)).filter((m) => m.status === 'joining' || m.status === 'leaving');
-        const next = pending[0];
-        if (!next || signal.aborted) return;
-        const current = (await clusters.get(cluster.id))!;
-        const step = next.status === 'joining' ? join(current, next) : leave(current, next);
-        await step.catch(async (err: Error) => {
-          if (signal.aborted) throw err;
-          await members.change(next.id, { status: 'failed', error: `${next.status === 'joining' ? 'joining' : 'leaving'} failed: ${err.message}` });
-          await record(next.node_id, `k8s_${next.status === 'joining' ? 'join' : 'leave'}_failed`, `${next.status === 'joining' ? 'joining' : 'leaving'} cluster ${current.name} failed: ${err.message}`, {
-            cluster_id: current.id,
-          });
-        });
-      }
-    }
-
-    const { lifecycle, refused, requestDelete } = defineMembership(core, {
-      noun: 'cluster',
-      describe: (c) => `Kubernetes cluster ${c.name}`,
-      converge,
+    const clusterApi = defineClusterApi(services, {
+      backend: BACKEND,
+      nodes: { nodes, events },
+      memberView,
+      async view(cluster, list) {
+        const opts = await options(cluster.id);
+        const server = list.find((m) => m.node_id === cluster.manager_node_id) ?? list.find((m) => m.role === 'manager') ?? null;
+        return { server_node_id: server?.node_id ?? null, nodes: list.map(memberView), version: opts?.version ?? null, kubeconfig_endpoint: opts?.kubeconfig_endpoint ?? 'public' };
+      },
+      create: {
+        summary: 'Create a Kubernetes (k3s) cluster on nodes: k3s server on the first, k3s agents on the others; 202 while installing',
+        status: 202,
+        body: Type.Object(
+          {
+            name: DnsName,
+            node_ids: Type.Array(NodeRef, { minItems: 1, uniqueItems: true, description: 'the first is the server node' }),
+            options: Type.Optional(Type.Object({ kubeconfig_endpoint: Type.Optional(KubeconfigEndpoint) }, { additionalProperties: false })),
+          },
+          { additionalProperties: false },
+        ),
+        nodeIds: (body) => body.node_ids as string[],
+        async created(cluster, body) {
+          const asked = body.options as { kubeconfig_endpoint?: string } | undefined;
+          await knex(K8S_CLUSTERS).insert({ cluster_id: cluster.id, kubeconfig_endpoint: asked?.kubeconfig_endpoint ?? 'public', version: null });
+        },
+      },
+      summaries: {
+        list: 'List Kubernetes clusters',
+        get: 'Get a Kubernetes cluster: status, server node, nodes, version, kubeconfig endpoint',
+        delete: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes, 200 when nothing was left; 409 naming its workloads unless forced',
+      },
+      members: {
+        path: 'nodes',
+        summary: 'The cluster’s nodes as it reports them: Ready, roles, kubelet version',
+        report: { call: K3sNodes, members: (answer) => answer.nodes, by: 'server' },
+        fields: (r) => ({ ready: r?.ready ?? null, roles: r?.roles ?? [], kubelet_version: r?.kubelet_version ?? null, availability: r?.availability ?? null }),
+      },
+      join: { path: 'nodes', summary: 'Add a node as a k3s agent; 202 while it installs' },
+      leave: {
+        method: 'DELETE',
+        path: 'nodes',
+        summary: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it; the server node cannot be removed (409)',
+        async refuse(cluster, member) {
+          if (member.node_id === cluster.manager_node_id || member.role === 'manager') {
+            throw conflict(`Node ${member.node_id} is the server of cluster ${cluster.name}; delete the cluster to remove it`);
+          }
+        },
+      },
+      joinKinds: [K3sInstallServer, K3sJoin, K3sUninstall],
+      // The k3s files it will install are there (placed, or downloadable and verifiable): a 409 naming what is missing.
+      checkNode: (node) => installFiles(node),
+      joinMember: (cluster, member) => join(cluster, member),
+      leaveMember: (cluster, member) => leave(cluster, member),
       // Agents first (their node objects go through the server), the server last; k3s uninstalled on each.
       async removeMembers(cluster) {
         const list = await members.of(cluster.id);
@@ -306,26 +287,7 @@ export default definePlugin({
         }
       },
     });
-
-    async function addMember(cluster: ClusterRecord, node: NodeRecord, role: 'manager' | 'worker'): Promise<MemberRecord> {
-      return members.insert({
-        id: newId('member'),
-        cluster_id: cluster.id,
-        node_id: node.id,
-        role,
-        status: 'joining',
-        runtime_node_id: null,
-        advertise_address: null,
-        error: null,
-        created_at: now(),
-        updated_at: now(),
-      });
-    }
-
-    // Cordon, drain and uncordon of a member (the nodes API) reach the cluster: cordon, eviction with PodDisruptionBudgets, uncordon.
-    followNodeAvailability(core, services.events, BACKEND, (nodeId, err) =>
-      record(nodeId, 'k8s_availability_failed', `setting the node's availability in its Kubernetes cluster failed: ${err.message}`),
-    );
+    const { require: requireCluster, ask: askServer } = clusterApi;
 
     const volumesApi = (): VolumesApi => {
       const api = services.provided.find(VolumesRef);
@@ -336,60 +298,10 @@ export default definePlugin({
     const attachmentView = (a: VolumeAttachment, phase: string | null) => ({ ...a, claim: a.runtime_name, phase });
     const VolumeParams = Type.Object({ id: IdParams.properties.id, volumeId: Type.String({ minLength: 1, maxLength: 100 }) });
 
-    const Cluster = Type.Object({}, { additionalProperties: true });
-
     return {
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
+      resume: () => clusterApi.membership.lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
-        {
-          method: 'POST',
-          path: '/v1/kubernetes/clusters',
-          auth: { role: 'admin' },
-          summary: 'Create a Kubernetes (k3s) cluster on nodes: k3s server on the first, k3s agents on the others; 202 while installing',
-          status: 202,
-          schemas: {
-            body: Type.Object(
-              {
-                name: DnsName,
-                node_ids: Type.Array(NodeRef, { minItems: 1, uniqueItems: true, description: 'the first is the server node' }),
-                options: Type.Optional(Type.Object({ kubeconfig_endpoint: Type.Optional(KubeconfigEndpoint) }, { additionalProperties: false })),
-              },
-              { additionalProperties: false },
-            ),
-            response: Cluster,
-          },
-          handler: async (req) => {
-            if (await clusters.findOne({ name: req.body.name })) throw conflict(`A cluster named ${req.body.name} exists`);
-            const chosen: NodeRecord[] = [];
-            for (const id of req.body.node_ids) chosen.push(await requireNode(id));
-            for (const node of chosen) await installFiles(node);
-            const id = newId('cluster');
-            await clusters.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
-            await knex(K8S_CLUSTERS).insert({ cluster_id: id, kubeconfig_endpoint: req.body.options?.kubeconfig_endpoint ?? 'public', version: null });
-            const cluster = (await clusters.get(id))!;
-            for (const [i, node] of chosen.entries()) await addMember(cluster, node, i === 0 ? 'manager' : 'worker');
-            return Reply.accepted(await view(await lifecycle.start(id, 'members', { status: 'forming', error: null }, refused)));
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/kubernetes/clusters',
-          auth: 'authenticated',
-          summary: 'List Kubernetes clusters',
-          schemas: { query: PageQuery },
-          handler: async (req) => {
-            const page = await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: BACKEND }) });
-            return Reply.pageOf(page, view);
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/kubernetes/clusters/{id}',
-          auth: 'authenticated',
-          summary: 'Get a Kubernetes cluster: status, server node, nodes, version, kubeconfig endpoint',
-          schemas: { params: IdParams, response: Cluster },
-          handler: async (req) => view(await requireCluster(req.params.id)),
-        },
+        ...clusterApi.routes,
         {
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/kubeconfig',
@@ -413,63 +325,6 @@ export default definePlugin({
                 throw asHttpError(err, `Reading the kubeconfig of cluster ${cluster.name} on ${server.id}`);
               });
             return Reply.data({ cluster_id: cluster.id, server: serverUrl(address), kubeconfig }, 200, { 'Cache-Control': 'no-store' });
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/kubernetes/clusters/{id}/nodes',
-          auth: 'authenticated',
-          summary: 'The cluster’s nodes as it reports them: Ready, roles, kubelet version',
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const cluster = await requireCluster(req.params.id);
-            const list = await membersOf(cluster.id);
-            const { answer, error } = await askServer(cluster, K3sNodes, {});
-            const byRuntime = new Map((answer?.nodes ?? []).map((r) => [r.runtime_node_id, r]));
-            return new Reply(200, {
-              data: list.map((m) => {
-                const r = m.runtime_node_id ? byRuntime.get(m.runtime_node_id) : undefined;
-                return { ...memberView(m), ready: r?.ready ?? null, roles: r?.roles ?? [], kubelet_version: r?.kubelet_version ?? null, availability: r?.availability ?? null };
-              }),
-              ...(error ? { error } : {}),
-            });
-          },
-        },
-        {
-          method: 'POST',
-          path: '/v1/kubernetes/clusters/{id}/nodes',
-          auth: { role: 'admin' },
-          summary: 'Add a node as a k3s agent; 202 while it installs',
-          status: 202,
-          schemas: { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
-          handler: async (req) => {
-            const cluster = await core.requireUsable(req.params.id, BACKEND);
-            const node = await requireNode(req.body.node_id);
-            await installFiles(node);
-            const member = await addMember(cluster, node, cluster.manager_node_id || (await members.of(cluster.id)).some((m) => m.role === 'manager') ? 'worker' : 'manager');
-            await lifecycle.start(cluster.id, 'members', {}, refused);
-            return Reply.accepted(memberView(member));
-          },
-        },
-        {
-          method: 'DELETE',
-          path: '/v1/kubernetes/clusters/{id}/nodes/{nodeId}',
-          auth: { role: 'admin' },
-          summary: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it; the server node cannot be removed (409)',
-          status: 202,
-          schemas: { params: Type.Object({ id: IdParams.properties.id, nodeId: NodeRef }) },
-          handler: async (req) => {
-            const cluster = await requireCluster(req.params.id);
-            const member = await members.findOne({ node_id: req.params.nodeId, cluster_id: cluster.id });
-            if (!member) throw notFound(`Node ${req.params.nodeId} is not a node of cluster ${cluster.name}`);
-            if (member.node_id === cluster.manager_node_id || member.role === 'manager') {
-              throw conflict(`Node ${member.node_id} is the server of cluster ${cluster.name}; delete the cluster to remove it`);
-            }
-            if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
-            if (member.status === 'joining') throw conflict(`Node ${member.node_id} is still joining; wait for it to finish`);
-            const leaving = await members.change(member.id, { status: 'leaving' });
-            await lifecycle.start(cluster.id, 'members', {}, refused);
-            return Reply.accepted(memberView(leaving));
           },
         },
         {
@@ -521,15 +376,6 @@ export default definePlugin({
             await volumes.detach(volume, cluster);
             return { volume_id: volume.id, name: volume.name, detached: true };
           },
-        },
-        {
-          method: 'DELETE',
-          path: '/v1/kubernetes/clusters/{id}',
-          auth: { role: 'admin' },
-          summary: 'Delete a Kubernetes cluster: 202 while k3s is uninstalled from its nodes, 200 when nothing was left; 409 naming its workloads unless forced',
-          otherStatuses: [202],
-          schemas: { params: IdParams, query: ForceQuery },
-          handler: async (req) => requestDelete(await requireCluster(req.params.id), req.query.force === true, view),
         },
         ...(
           [

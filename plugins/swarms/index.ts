@@ -1,19 +1,16 @@
-import { Type } from '@sinclair/typebox';
-import { conflict, notFound } from '../../core/errors.js';
-import { Reply } from '../../core/http/reply.js';
-import { newId } from '../../core/ids.js';
+import { Type, type Static } from '@sinclair/typebox';
+import { conflict } from '../../core/errors.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember, type SwarmMember } from '../../drivers/swarm/membership-calls.js';
-import { defineMembership, DRIVER_AVAILABILITY, followNodeAvailability } from '../../core/clusters/membership.js';
+import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember } from '../../drivers/swarm/membership-calls.js';
+import { defineClusterApi } from '../../core/clusters/api.js';
+import { DRIVER_AVAILABILITY } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
 import { NetworkConfirmPath, type PathTarget } from '../../core/tasks/host-kinds.js';
-import type { Static } from '@sinclair/typebox';
 import { NodesRef, nodesOf } from '../nodes/index.js';
-import type { NodeRecord } from '../nodes/nodes.js';
 import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from './orchestration.js';
-import { DnsName, ForceQuery, IdParams, NodeRef, PageQuery } from '../../core/http/resources.js';
+import { DnsName } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/index.js';
 
@@ -36,7 +33,11 @@ function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };
 }
 
-/** Swarm groups: clusters of backend swarm, whose membership hangar drives through the agents. */
+/**
+ * Swarm groups: clusters of backend swarm (`/v1/swarms`, core/clusters/api.ts), whose membership
+ * hangar drives through the agents: the first node initialises the swarm, the others join with its
+ * token once their path to a manager is confirmed; a worker is drained before it leaves.
+ */
 export default definePlugin({
   name: 'swarms',
   description: 'Docker Swarm groups: membership through the agents, node availability',
@@ -44,7 +45,7 @@ export default definePlugin({
   deps: [NodesRef],
   provides: [SwarmsRef],
   setup(services) {
-    const { clock, clusters: core } = services;
+    const { clusters: core } = services;
     const settings = services.config.swarms as SwarmsConfig;
     core.tune({
       callTimeoutMs: settings.call_timeout_seconds && settings.call_timeout_seconds * 1000,
@@ -54,56 +55,8 @@ export default definePlugin({
     });
     const { nodes, events } = nodesOf(services);
     const { clusters: swarms, members, jobs } = core;
-    const now = () => clock.now().toISOString();
     const call = <C extends DriverCall>(nodeId: string, kind: C, input: Static<C['input']>, options: { subject: string; timeoutMs?: number }) =>
       core.call(nodeId, kind, input, { ...options, backend: BACKEND });
-
-    const advertiseAddress = (node: Pick<NodeRecord, 'id' | 'overlay_ip' | 'wg_public_key' | 'ip_address' | 'overlay'>) => core.addressOf(node);
-
-    const workloadsIn = (swarmId: string) => core.workloadsIn(swarmId);
-
-    const api: SwarmsApi = {
-      settings,
-      workloadsIn,
-      addressOf: advertiseAddress,
-      forceRemove: async (id) => {
-        const swarm = await swarms.get(id);
-        if (!swarm || swarm.backend !== BACKEND) return false;
-        await core.removeWorkloads(swarm.id);
-        for (const m of await members.of(swarm.id)) {
-          if (m.runtime_node_id) await call(m.node_id, SwarmLeave, { force: true }, { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
-        }
-        await core.forget(swarm.id);
-        return true;
-      },
-    };
-    services.provided.provide(SwarmsRef, api);
-    services.provided.contribute(TaggableResources, {
-      type: 'swarm',
-      resolve: async (ref) => {
-        const swarm = await swarms.findByIdOrName(ref);
-        return swarm?.backend === BACKEND ? swarm.id : null;
-      },
-    });
-
-    async function view(swarm: ClusterRecord) {
-      const list = await members.of(swarm.id);
-      const manager = list.find((m) => m.node_id === swarm.manager_node_id) ?? null;
-      return {
-        id: swarm.id,
-        name: swarm.name,
-        status: swarm.status,
-        manager: manager ? memberView(manager) : null,
-        members: list.map(memberView),
-        load_balancer: null,
-        ...(await core.viewFields(swarm)),
-        error: swarm.error,
-        created_at: swarm.created_at,
-        updated_at: swarm.updated_at,
-      };
-    }
-
-    const requireSwarm = (idOrName: string) => core.require(idOrName, BACKEND);
 
     async function recordNodeEvent(nodeId: string, kind: string, message: string, data?: Record<string, unknown>) {
       await events.record({ nodeId, kind, message, data });
@@ -207,49 +160,78 @@ export default definePlugin({
       services.events.publish('cluster.member.left', { clusterId: swarm.id, nodeId: member.node_id });
     }
 
-    /** The members still to join or leave, oldest request first. */
-    const pendingMembers = async (swarmId: string) =>
-      (await members.of(swarmId)).filter((m) => m.status === 'joining' || m.status === 'leaving').sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-
-    /**
-     * Carries out the swarm's membership changes one at a time, in the order they were asked for:
-     * a node that joins while the first one still forms the swarm waits for its manager.
-     */
-    async function converge(swarm: ClusterRecord, signal: AbortSignal): Promise<void> {
-      for (;;) {
-        const [next] = await pendingMembers(swarm.id);
-        if (!next || signal.aborted) return;
-        const current = (await swarms.get(swarm.id))!;
-        if (next.status === 'joining') {
-          await join(current, next).catch(async (err: Error) => {
-            if (signal.aborted) throw err;
-            await members.change(next.id, { status: 'failed', error: `joining failed: ${err.message}` });
-            await recordNodeEvent(next.node_id, 'swarm_join_failed', `joining swarm ${current.name} failed: ${err.message}`, { swarm_id: current.id });
-          });
-        } else {
-          await leave(current, next, signal).catch(async (err: Error) => {
-            if (signal.aborted) throw err;
-            await members.change(next.id, { status: 'failed', error: `leaving failed: ${err.message}` });
-          });
-        }
-      }
-    }
-
-    const { lifecycle, refused, requestDelete } = defineMembership(core, {
-      noun: 'swarm',
-      describe: (s) => `swarm ${s.name}`,
-      // Joins and leaves, in order; init and join answer what the engine already has, leave is a no-op off a swarm.
-      converge,
+    const clusterApi = defineClusterApi(services, {
+      backend: BACKEND,
+      nodes: { nodes, events },
+      memberView,
+      view: (swarm, list) => {
+        const manager = list.find((m) => m.node_id === swarm.manager_node_id) ?? null;
+        return { manager: manager ? memberView(manager) : null, members: list.map(memberView), load_balancer: null };
+      },
+      create: { summary: 'Create an empty swarm group', body: Type.Object({ name: DnsName }, { additionalProperties: false }), status: 201 },
+      summaries: {
+        list: 'List swarm groups',
+        get: 'Get a swarm group: manager, members, load balancer, status',
+        delete: 'Delete a swarm group: 202 while its nodes leave, 200 when nothing was left; 409 while workloads run unless forced',
+      },
+      members: {
+        path: 'members',
+        summary: 'List members with their state and availability as the swarm reports them',
+        report: { call: SwarmMembers, members: (answer) => answer.members, by: 'manager' },
+        fields: (r, unanswered) => ({ hostname: r?.hostname ?? null, state: r?.state ?? (unanswered ? 'unknown' : null), availability: r?.availability ?? null, leader: r?.leader ?? false }),
+      },
+      join: { path: 'join', summary: 'Add a node: the first initialises the swarm and manages it, later ones join as workers (or managers)', roles: true },
+      leave: {
+        method: 'POST',
+        path: 'leave',
+        summary: 'Remove a node: a worker is drained and leaves; the last manager may leave only an empty swarm',
+        async refuse(swarm, member) {
+          if (swarm.manager_node_id !== member.node_id) return;
+          const others = (await members.of(swarm.id)).filter((m) => m.id !== member.id);
+          const otherManagers = others.filter((m) => m.role === 'manager' && m.status === 'active');
+          if (!otherManagers.length && others.length) {
+            throw conflict(`Node ${member.node_id} is the last manager of swarm ${swarm.name}; remove the other members first: ${others.map((m) => m.node_id).join(', ')}`);
+          }
+          if (!otherManagers.length) {
+            const running = await core.workloadsIn(swarm.id);
+            if (running.length) throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them first`, running);
+          }
+        },
+      },
+      joinKinds: [SwarmInit, SwarmJoin, SwarmLeave, NetworkConfirmPath],
+      // Members reach each other at this address (its overlay's while it works): a 409 naming what is missing.
+      checkNode: (node) => core.requireAddressOf(node),
+      // init and join answer what the engine already has, leave is a no-op off a swarm.
+      joinMember: (swarm, member) => join(swarm, member),
+      leaveMember: leave,
       // Workers leave, then the manager.
       async removeMembers(swarm, signal) {
         const list = await members.of(swarm.id);
         const ordered = [...list.filter((m) => m.node_id !== swarm.manager_node_id), ...list.filter((m) => m.node_id === swarm.manager_node_id)];
         for (const m of ordered) await leave((await swarms.get(swarm.id))!, m, signal);
       },
+      // Forced: every member's engine leaves the swarm at once, wherever it still answers.
+      async abandon(swarm) {
+        for (const m of await members.of(swarm.id)) {
+          if (m.runtime_node_id) await call(m.node_id, SwarmLeave, { force: true }, { subject: swarm.id, timeoutMs: 30_000 }).catch(() => undefined);
+        }
+      },
     });
 
-    // Cordon, drain and uncordon reach the swarm as pause, drain and active.
-    followNodeAvailability(core, services.events, BACKEND, (nodeId, err) => recordNodeEvent(nodeId, 'swarm_availability_failed', `setting swarm availability failed: ${err.message}`));
+    const api: SwarmsApi = {
+      settings,
+      workloadsIn: (swarmId) => core.workloadsIn(swarmId),
+      addressOf: (node) => core.addressOf(node),
+      forceRemove: (id) => clusterApi.forceRemove(id),
+    };
+    services.provided.provide(SwarmsRef, api);
+    services.provided.contribute(TaggableResources, {
+      type: 'swarm',
+      resolve: async (ref) => {
+        const swarm = await swarms.findByIdOrName(ref);
+        return swarm?.backend === BACKEND ? swarm.id : null;
+      },
+    });
 
     // A member node deleted by force: the manager forgets it too, where there is still a manager to ask.
     services.events.subscribe('cluster.member.removed', (payload) => {
@@ -260,151 +242,10 @@ export default definePlugin({
       }, (err) => services.log.warn({ swarm_id: cluster.id, node_id: member.node_id, error: err.message }, 'removing a deleted node from the swarm’s list failed'), { resumable: false });
     });
 
-    const Swarm = Type.Object({}, { additionalProperties: true });
-
     return {
       // Membership changes and deletions an expired lease left are taken over.
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
-      routes: [
-        {
-          method: 'POST',
-          path: '/v1/swarms',
-          auth: { role: 'admin' },
-          summary: 'Create an empty swarm group',
-          status: 201,
-          schemas: { body: Type.Object({ name: DnsName }, { additionalProperties: false }), response: Swarm },
-          handler: async (req) => {
-            if (await swarms.findOne({ name: req.body.name })) throw conflict(`A swarm named ${req.body.name} exists`);
-            const id = newId('swarm');
-            await swarms.insert({ id, name: req.body.name, backend: BACKEND, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
-            return view((await swarms.get(id))!);
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/swarms',
-          auth: 'authenticated',
-          summary: 'List swarm groups',
-          schemas: { query: PageQuery },
-          handler: async (req) => {
-            const page = await swarms.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: BACKEND }) });
-            return Reply.pageOf(page, view);
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/swarms/{id}',
-          auth: 'authenticated',
-          summary: 'Get a swarm group: manager, members, load balancer, status',
-          schemas: { params: IdParams, response: Swarm },
-          handler: async (req) => view(await requireSwarm(req.params.id)),
-        },
-        {
-          method: 'POST',
-          path: '/v1/swarms/{id}/join',
-          auth: { role: 'admin' },
-          summary: 'Add a node: the first initialises the swarm and manages it, later ones join as workers (or managers)',
-          status: 202,
-          schemas: {
-            params: IdParams,
-            body: Type.Object({ node_id: NodeRef, role: Type.Optional(Type.Union([Type.Literal('worker'), Type.Literal('manager')])) }, { additionalProperties: false }),
-          },
-          handler: async (req) => {
-            const swarm = await core.requireUsable(req.params.id, BACKEND);
-            const node = await nodes.requireLive(req.body.node_id);
-            if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
-            await services.tasks.requireCapable(node.id, [SwarmInit, SwarmJoin, SwarmLeave, NetworkConfirmPath]);
-            core.requireAddressOf(node);
-            const existing = await members.findOne({ node_id: node.id });
-            if (existing) {
-              if (existing.cluster_id === swarm.id && existing.status === 'failed') await members.remove(existing.id);
-              else throw conflict(`Node ${node.id} is already a member of swarm ${existing.cluster_id === swarm.id ? swarm.name : existing.cluster_id}`);
-            }
-            // The first node creates the swarm; nodes joined meanwhile wait their turn for its manager (and its join token).
-            const first = !swarm.manager_node_id && !(await members.of(swarm.id)).some((m) => m.role === 'manager' && m.status !== 'failed');
-            const member = await members.insert({
-              id: newId('member'),
-              cluster_id: swarm.id,
-              node_id: node.id,
-              role: first ? 'manager' : (req.body.role ?? 'worker'),
-              status: 'joining',
-              runtime_node_id: null,
-              advertise_address: null,
-              error: null,
-              created_at: now(),
-              updated_at: now(),
-            });
-            await lifecycle.start(swarm.id, 'members', first ? { status: 'forming', error: null } : {}, refused);
-            return memberView(member);
-          },
-        },
-        {
-          method: 'POST',
-          path: '/v1/swarms/{id}/leave',
-          auth: { role: 'admin' },
-          summary: 'Remove a node: a worker is drained and leaves; the last manager may leave only an empty swarm',
-          status: 202,
-          schemas: { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
-          handler: async (req) => {
-            const swarm = await requireSwarm(req.params.id);
-            const member = await members.findOne({ node_id: req.body.node_id, cluster_id: swarm.id });
-            if (!member) throw notFound(`Node ${req.body.node_id} is not a member of swarm ${swarm.name}`);
-            if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
-            if (member.status === 'joining') throw conflict(`Node ${member.node_id} is still joining; wait for it to finish`);
-            if (swarm.manager_node_id === member.node_id) {
-              const others = (await members.of(swarm.id)).filter((m) => m.id !== member.id);
-              const otherManagers = others.filter((m) => m.role === 'manager' && m.status === 'active');
-              if (!otherManagers.length && others.length) {
-                throw conflict(`Node ${member.node_id} is the last manager of swarm ${swarm.name}; remove the other members first: ${others.map((m) => m.node_id).join(', ')}`);
-              }
-              if (!otherManagers.length) {
-                const running = await workloadsIn(swarm.id);
-                if (running.length) throw conflict(`Swarm ${swarm.name} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them first`, running);
-              }
-            }
-            const leaving = await members.change(member.id, { status: 'leaving' });
-            await lifecycle.start(swarm.id, 'members', {}, refused);
-            return memberView(leaving);
-          },
-        },
-        {
-          method: 'GET',
-          path: '/v1/swarms/{id}/members',
-          auth: 'authenticated',
-          summary: 'List members with their state and availability as the swarm reports them',
-          schemas: { params: IdParams },
-          handler: async (req) => {
-            const swarm = await requireSwarm(req.params.id);
-            const list = await members.of(swarm.id);
-            let reported: SwarmMember[] = [];
-            let error: string | null = null;
-            if (swarm.manager_node_id) {
-              try {
-                reported = (await core.callOn(swarm, SwarmMembers, {}, { timeoutMs: 15_000 })).members;
-              } catch (err) {
-                error = `the manager did not answer: ${(err as Error).message}`;
-              }
-            }
-            const byRuntime = new Map(reported.map((r) => [r.runtime_node_id, r]));
-            return new Reply(200, {
-              data: list.map((m) => {
-                const r = m.runtime_node_id ? byRuntime.get(m.runtime_node_id) : undefined;
-                return { ...memberView(m), hostname: r?.hostname ?? null, state: r?.state ?? (error ? 'unknown' : null), availability: r?.availability ?? null, leader: r?.leader ?? false };
-              }),
-              ...(error ? { error } : {}),
-            });
-          },
-        },
-        {
-          method: 'DELETE',
-          path: '/v1/swarms/{id}',
-          auth: { role: 'admin' },
-          summary: 'Delete a swarm group: 202 while its nodes leave, 200 when nothing was left; 409 while workloads run unless forced',
-          otherStatuses: [202],
-          schemas: { params: IdParams, query: ForceQuery },
-          handler: async (req) => requestDelete(await requireSwarm(req.params.id), req.query.force === true, view),
-        },
-      ],
+      resume: () => clusterApi.membership.lifecycle.takeOver({ everything: core.resumeEverything() }),
+      routes: clusterApi.routes,
     };
   },
 });

@@ -1,0 +1,340 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ConfigError, conflict, notFound } from '../errors.js';
+import { Reply } from '../http/reply.js';
+import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
+import { newId } from '../ids.js';
+import type { RouteDef, Services } from '../plugin.js';
+import type { DriverCall, TaskKind } from '../tasks/kinds.js';
+import { defineMembership, followNodeAvailability, type Membership } from './membership.js';
+import { ClusterRemovals, type ClusterNaming } from './service.js';
+import type { ClusterRecord, MemberRecord } from './store.js';
+
+/** The parts of a node record the cluster API reads (the nodes plugin's NodeRecord). */
+export interface JoinableNode {
+  id: string;
+  connection: string;
+}
+
+/** Where a cluster API finds nodes and records what happens to them (the nodes plugin's NodesApi). */
+export interface ClusterNodes<N extends JoinableNode> {
+  nodes: { requireLive(id: string): Promise<N>; get(id: string): Promise<N | null> };
+  events: { record(event: { nodeId: string; kind: string; message: string; data?: Record<string, unknown> }): Promise<unknown> };
+}
+
+/** A member as the runtime reports it, by its runtime node id. */
+type Reported = { runtime_node_id: string };
+
+/**
+ * A backend's cluster API, declared: defineClusterApi generates from it the cluster's list, get,
+ * create and delete, its members' list, join and leave, and carries out the joins and leaves one at
+ * a time (core/clusters/membership.ts). The paths, nouns and the field naming its clusters are the
+ * backend's (core/clusters/backend.ts `api`); what is left here is what only the backend knows.
+ */
+export interface ClusterApiDef<N extends JoinableNode, C extends DriverCall = DriverCall, R extends Reported = Reported> {
+  /** The backend whose clusters it serves: `swarm`, `k8s`. */
+  backend: string;
+  /** The nodes plugin's API (`nodesOf(services)`). */
+  nodes: ClusterNodes<N>;
+  /** A member as the API shows it. */
+  memberView(member: MemberRecord): Record<string, unknown>;
+  /** The backend's fields of a cluster's view (its members in order, the first manager first), between `status` and `error`. */
+  view(cluster: ClusterRecord, members: MemberRecord[]): Promise<Record<string, unknown>> | Record<string, unknown>;
+  create: {
+    summary: string;
+    /** The create body (`name` and the backend's own fields). */
+    body: TSchema;
+    /** 201: an empty cluster answered at once; 202: members were named and join in the background. */
+    status: 201 | 202;
+    /** The nodes a create body names, the first to manage the cluster; default none. */
+    nodeIds?(body: Record<string, unknown>): string[];
+    /** After the cluster's record is written, before its members: the backend's own record of it. */
+    created?(cluster: ClusterRecord, body: Record<string, unknown>): Promise<void>;
+  };
+  summaries: { list: string; get: string; delete: string };
+  /** The members' list: `GET <path>/{id}/<path>`, each member with what the cluster's manager reports of it. */
+  members: {
+    path: string;
+    summary: string;
+    /** The call that asks the manager, and the reported member in it. */
+    report: { call: C; members(answer: Static<C['result']>): R[]; by: string };
+    /** What a member's line adds from the report (`reported` undefined when the manager did not list it; `unanswered` when it did not answer at all). */
+    fields(reported: R | undefined, unanswered: boolean): Record<string, unknown>;
+  };
+  join: {
+    /** `POST <cluster path>/{id}/<path>` with `{node_id}`. */
+    path: string;
+    summary: string;
+    /** The body may ask for `role: manager` (default worker; the first member manages the cluster whatever it asks). */
+    roles?: boolean;
+  };
+  leave: {
+    /** `POST <cluster path>/{id}/<path>` with `{node_id}`, or `DELETE <cluster path>/{id}/<path>/{nodeId}`. */
+    method: 'POST' | 'DELETE';
+    path: string;
+    summary: string;
+    /** A 409 for a member the backend does not let go this way (the last manager of a swarm that has workers…). */
+    refuse?(cluster: ClusterRecord, member: MemberRecord): Promise<void>;
+  };
+  /** The task kinds a node's agent must run to join (a 409 naming them otherwise). */
+  joinKinds: readonly TaskKind[];
+  /** What else a node must have to join or form a cluster (an address members reach; the files to install): a 409 otherwise. */
+  checkNode?(node: N): Promise<unknown> | unknown;
+  /** Carries out one pending member's join (a `joining` member) or leave (a `leaving` one); a failure marks it failed. */
+  joinMember(cluster: ClusterRecord, member: MemberRecord, signal: AbortSignal): Promise<void>;
+  leaveMember(cluster: ClusterRecord, member: MemberRecord, signal: AbortSignal): Promise<void>;
+  /** Takes every member out when the cluster is deleted (the backend's order); core forgets the cluster after. */
+  removeMembers(cluster: ClusterRecord, signal: AbortSignal): Promise<void>;
+  /** A forced cleanup: leaves what it can without asking the members to drain (default: removeMembers, failures ignored). */
+  abandon?(cluster: ClusterRecord): Promise<void>;
+}
+
+/** What defineClusterApi answers: the routes, and what the backend's own routes use. */
+export interface ClusterApi {
+  routes: RouteDef[];
+  naming: ClusterNaming;
+  membership: Membership;
+  /** The cluster's view, as every route answers it. */
+  view(cluster: ClusterRecord): Promise<Record<string, unknown>>;
+  /** A cluster of this backend by id or name (404 otherwise). */
+  require(idOrName: string): Promise<ClusterRecord>;
+  /** The members, the first manager first, then in the order they were asked for. */
+  membersOf(clusterId: string): Promise<MemberRecord[]>;
+  /**
+   * What the cluster's manager answers, for a read that lists hangar's records beside it: the
+   * answer, or null and why not (the records are listed anyway); null and no reason without a manager.
+   */
+  ask<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>): Promise<{ answer: Static<C['result']> | null; error: string | null }>;
+  /** Removes a cluster whatever its state (cleanup): its workloads by force, its members where they can go, its record. */
+  forceRemove(idOrName: string): Promise<boolean>;
+}
+
+/** How long a read waits for the cluster's manager before listing hangar's records without its answer. */
+const MANAGER_READ_TIMEOUT_MS = 15_000;
+
+/** Managers first (the one that forms the cluster before those that join it), then in the order they were asked for. */
+const memberOrder = (a: MemberRecord, b: MemberRecord) =>
+  Number(b.role === 'manager') - Number(a.role === 'manager') || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id);
+
+/**
+ * The cluster API of a backend (its swarms plugin, kubernetes plugin, or a third party's): routes
+ * under the backend's `api.path`, the membership lifecycle, cleanup by force, and cordon, drain and
+ * uncordon of a member passed on to its cluster. A plugin adds only its backend's own routes.
+ */
+export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R extends Reported>(services: Services, def: ClusterApiDef<N, C, R>): ClusterApi {
+  const core = services.clusters;
+  if (!core.findBackend(def.backend)) {
+    throw new ConfigError(`a loaded plugin serves the clusters of the orchestrator backend ${def.backend}, which is not loaded: add ${def.backend} to drivers: (loaded: ${core.backendNames().join(', ') || 'none'})`);
+  }
+  const naming = core.naming(def.backend);
+  const { noun, title, field } = naming;
+  if (!naming.path) throw new ConfigError(`the orchestrator backend ${def.backend} names no api.path for its cluster API`);
+  const base = naming.path;
+  const { clusters, members } = core;
+  const { nodes, events } = def.nodes;
+  const now = () => services.clock.now().toISOString();
+  const record = (nodeId: string, kind: string, message: string, cluster: ClusterRecord) => events.record({ nodeId, kind, message, data: { [field]: cluster.id } });
+
+  const membersOf = async (clusterId: string) => (await members.of(clusterId)).sort(memberOrder);
+
+  async function view(cluster: ClusterRecord) {
+    return {
+      id: cluster.id,
+      name: cluster.name,
+      status: cluster.status,
+      ...(await def.view(cluster, await membersOf(cluster.id))),
+      ...(await core.viewFields(cluster)),
+      error: cluster.error,
+      created_at: cluster.created_at,
+      updated_at: cluster.updated_at,
+    };
+  }
+
+  const require = (idOrName: string) => core.require(idOrName, def.backend);
+
+  /** Member changes one at a time, the first manager first, then in the order asked: a node that joins while the cluster forms waits for its manager. */
+  async function converge(cluster: ClusterRecord, signal: AbortSignal): Promise<void> {
+    for (;;) {
+      const [next] = (await membersOf(cluster.id)).filter((m) => m.status === 'joining' || m.status === 'leaving');
+      if (!next || signal.aborted) return;
+      const current = (await clusters.get(cluster.id))!;
+      const step = next.status === 'joining' ? 'join' : 'leave';
+      await (step === 'join' ? def.joinMember(current, next, signal) : def.leaveMember(current, next, signal)).catch(async (err: Error) => {
+        if (signal.aborted) throw err;
+        const doing = `${step === 'join' ? 'joining' : 'leaving'}`;
+        await members.change(next.id, { status: 'failed', error: `${doing} failed: ${err.message}` });
+        await record(next.node_id, `${def.backend}_${step}_failed`, `${doing} ${noun} ${current.name} failed: ${err.message}`, current);
+      });
+    }
+  }
+
+  const membership = defineMembership(core, { noun, describe: (c) => `${title} ${c.name}`, converge, removeMembers: def.removeMembers });
+  const { lifecycle, refused, requestDelete } = membership;
+
+  // Cordon, drain and uncordon of a member (the nodes API) reach its cluster.
+  followNodeAvailability(core, services.events, def.backend, (nodeId, err) =>
+    events.record({ nodeId, kind: `${def.backend}_availability_failed`, message: `setting the node's availability in its ${title} failed: ${err.message}` }),
+  );
+
+  /** A node that may join a cluster (`cluster`, or one being created): live, with an agent that runs the backend's kinds, in no other cluster. */
+  async function requireJoinable(nodeId: string, cluster?: ClusterRecord): Promise<N> {
+    const node = await nodes.requireLive(nodeId);
+    if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
+    await services.tasks.requireCapable(node.id, def.joinKinds);
+    const existing = await members.findOne({ node_id: node.id });
+    if (existing) {
+      // A failed attempt to join this cluster is tried again.
+      if (cluster && existing.cluster_id === cluster.id && existing.status === 'failed') await members.remove(existing.id);
+      else throw conflict(`Node ${node.id} is already a member of ${noun} ${cluster && existing.cluster_id === cluster.id ? cluster.name : existing.cluster_id}`);
+    }
+    await def.checkNode?.(node);
+    return node;
+  }
+
+  function addMember(cluster: ClusterRecord, nodeId: string, role: MemberRecord['role']): Promise<MemberRecord> {
+    const at = now();
+    return members.insert({ id: newId('member'), cluster_id: cluster.id, node_id: nodeId, role, status: 'joining', runtime_node_id: null, advertise_address: null, error: null, created_at: at, updated_at: at });
+  }
+
+  async function ask<K extends DriverCall>(cluster: ClusterRecord, call: K, input: Static<K['input']>) {
+    if (!cluster.manager_node_id) return { answer: null, error: null };
+    try {
+      return { answer: await core.callOn(cluster, call, input, { timeoutMs: MANAGER_READ_TIMEOUT_MS }), error: null };
+    } catch (err) {
+      return { answer: null, error: `the ${def.members.report.by} did not answer: ${(err as Error).message}` };
+    }
+  }
+
+  async function forceRemove(idOrName: string): Promise<boolean> {
+    const cluster = await clusters.findByIdOrName(idOrName);
+    if (!cluster || cluster.backend !== def.backend) return false;
+    await core.removeWorkloads(cluster.id);
+    await (def.abandon ? def.abandon(cluster) : def.removeMembers(cluster, services.shutdown)).catch(() => undefined);
+    await core.forget(cluster.id);
+    return true;
+  }
+  services.provided.contribute(ClusterRemovals, { type: naming.resourceType, forceRemove });
+
+  const Cluster = Type.Object({}, { additionalProperties: true });
+  const leaveByPath = def.leave.method === 'DELETE';
+  const leavePath = `${base}/{id}/${def.leave.path}${leaveByPath ? '/{nodeId}' : ''}`;
+  const joinPath = `${base}/{id}/${def.join.path}`;
+  // The requests the backend names in messages (its api.join and api.leave) are these routes.
+  const said = core.findBackend(def.backend)?.api ?? {};
+  for (const [request, route] of [
+    [said.join?.('{id}'), `POST ${joinPath}`],
+    [said.leave?.('{id}', '{nodeId}'), `${def.leave.method} ${leavePath}`],
+  ]) {
+    if (request && request !== route) throw new ConfigError(`the ${def.backend} backend names ${request} in messages, but its cluster API serves ${route}`);
+  }
+
+  const routes: RouteDef[] = [
+    {
+      method: 'POST',
+      path: base,
+      auth: { role: 'admin' },
+      summary: def.create.summary,
+      status: def.create.status,
+      schemas: { body: def.create.body, response: Cluster },
+      handler: async (req) => {
+        const body = req.body as Record<string, unknown> & { name: string };
+        if (await clusters.findOne({ name: body.name })) throw conflict(`A ${noun} named ${body.name} exists`);
+        const chosen: N[] = [];
+        for (const nodeId of def.create.nodeIds?.(body) ?? []) chosen.push(await requireJoinable(nodeId));
+        const id = newId(naming.resourceType);
+        await clusters.insert({ id, name: body.name, backend: def.backend, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
+        const cluster = (await clusters.get(id))!;
+        await def.create.created?.(cluster, body);
+        for (const [i, node] of chosen.entries()) await addMember(cluster, node.id, i === 0 ? 'manager' : 'worker');
+        return view(chosen.length ? await lifecycle.start(id, 'members', { status: 'forming', error: null }, refused) : cluster);
+      },
+    },
+    {
+      method: 'GET',
+      path: base,
+      auth: 'authenticated',
+      summary: def.summaries.list,
+      schemas: { query: PageQuery },
+      handler: async (req) => Reply.pageOf(await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: def.backend }) }), view),
+    },
+    {
+      method: 'GET',
+      path: `${base}/{id}`,
+      auth: 'authenticated',
+      summary: def.summaries.get,
+      schemas: { params: IdParams, response: Cluster },
+      handler: async (req) => view(await require(req.params.id)),
+    },
+    {
+      method: 'GET',
+      path: `${base}/{id}/${def.members.path}`,
+      auth: 'authenticated',
+      summary: def.members.summary,
+      schemas: { params: IdParams },
+      handler: async (req) => {
+        const cluster = await require(req.params.id);
+        const { answer, error } = await ask(cluster, def.members.report.call, {} as Static<C['input']>);
+        const byRuntime = new Map((answer ? def.members.report.members(answer) : []).map((r) => [r.runtime_node_id, r]));
+        return new Reply(200, {
+          data: (await membersOf(cluster.id)).map((m) => ({ ...def.memberView(m), ...def.members.fields(m.runtime_node_id ? byRuntime.get(m.runtime_node_id) : undefined, !!error) })),
+          ...(error ? { error } : {}),
+        });
+      },
+    },
+    {
+      method: 'POST',
+      path: joinPath,
+      auth: { role: 'admin' },
+      summary: def.join.summary,
+      status: 202,
+      schemas: {
+        params: IdParams,
+        body: Type.Object(
+          { node_id: NodeRef, ...(def.join.roles ? { role: Type.Optional(Type.Union([Type.Literal('worker'), Type.Literal('manager')])) } : {}) },
+          { additionalProperties: false },
+        ),
+      },
+      handler: async (req) => {
+        const cluster = await core.requireUsable(req.params.id, def.backend);
+        const node = await requireJoinable(req.body.node_id, cluster);
+        // The first node forms the cluster and manages it; nodes joined meanwhile wait their turn for its manager.
+        const first = !cluster.manager_node_id && !(await members.of(cluster.id)).some((m) => m.role === 'manager' && m.status !== 'failed');
+        const member = await addMember(cluster, node.id, first ? 'manager' : ((req.body.role as MemberRecord['role'] | undefined) ?? 'worker'));
+        await lifecycle.start(cluster.id, 'members', first ? { status: 'forming', error: null } : {}, refused);
+        return def.memberView(member);
+      },
+    },
+    {
+      method: def.leave.method,
+      path: leavePath,
+      auth: { role: 'admin' },
+      summary: def.leave.summary,
+      status: 202,
+      schemas: leaveByPath
+        ? { params: Type.Object({ id: IdParams.properties.id, nodeId: NodeRef }) }
+        : { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
+      handler: async (req) => {
+        const cluster = await require(req.params.id);
+        const nodeId: string = leaveByPath ? req.params.nodeId : req.body.node_id;
+        const member = await members.findOne({ node_id: nodeId, cluster_id: cluster.id });
+        if (!member) throw notFound(`Node ${nodeId} is not a member of ${noun} ${cluster.name}`);
+        if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
+        if (member.status === 'joining') throw conflict(`Node ${member.node_id} is still joining; wait for it to finish`);
+        await def.leave.refuse?.(cluster, member);
+        const leaving = await members.change(member.id, { status: 'leaving' });
+        await lifecycle.start(cluster.id, 'members', {}, refused);
+        return def.memberView(leaving);
+      },
+    },
+    {
+      method: 'DELETE',
+      path: `${base}/{id}`,
+      auth: { role: 'admin' },
+      summary: def.summaries.delete,
+      otherStatuses: [202],
+      schemas: { params: IdParams, query: ForceQuery },
+      handler: async (req) => requestDelete(await require(req.params.id), req.query.force === true, view),
+    },
+  ];
+
+  return { routes, naming, membership, view, require, membersOf, ask, forceRemove };
+}
