@@ -1,41 +1,57 @@
 import { expect } from 'chai';
 import { Hangar } from '../../../core/app.js';
 import { ConfigError } from '../../../core/errors.js';
-import { newId } from '../../../core/ids.js';
-import { DeployWorkload, RemoveWorkload } from '../../../core/orchestrator.js';
 import { builtinCatalogue } from '../../../cli/catalogue.js';
-import { ToyInit, ToyJournal } from '../../support/fixtures/toy-orchestrator/calls.js';
+import { ToyJournal } from '../../support/fixtures/toy-orchestrator/calls.js';
 import { cleanupAgents, joinedNodeId, spawnAgent, waitFor, waitForExit } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 
 const FIXTURE = 'test/support/fixtures/toy-orchestrator';
+const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
 
 /**
- * A third-party orchestrator backend added by configuration alone: the toy backend (a TEST
+ * A third party's orchestrator backend added by configuration alone: the toy backend (a TEST
  * STAND-IN whose runtime is simulated in the agent's memory, test/support/fixtures/toy-orchestrator)
- * has its control-plane half loaded with `drivers:` and its agent half with `hangar agent --driver`,
- * no plugin or core table edited. Calls on a cluster of that backend go the same way as a swarm's:
- * clusters → typed task → the agent's lane → the driver.
+ * has its control-plane half loaded with `drivers:`, its cluster API with `plugins:` and its agent
+ * half with `hangar agent --driver`; nothing else names it. Through HTTP only: its clusters form,
+ * and instances, a secret, a service of its bundle format and a load balancer run on them the way
+ * they run on a swarm, each plugin asking the backend what it needs to know.
  */
-describeEachDialect('an orchestrator backend added by configuration (drivers: and hangar agent --driver)', (dialect) => {
+describeEachDialect('a backend added by configuration: the toy backend, through HTTP', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
-  let nodeId: string;
+  let manager: string;
+  let worker: string;
+  let clusterId: string;
+  const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
+  const ok = async (method: string, path: string, body?: unknown, status = 200) => {
+    const res = await api(method, path, body);
+    expect(res.status, `${method} ${path}: ${res.text}`).to.equal(status);
+    return res.json.data;
+  };
+  const until = (what: string, path: string, done: (data: any) => boolean) =>
+    waitFor(async () => {
+      const res = await api('GET', path);
+      return res.status === 200 && done(res.json.data) ? res.json.data : null;
+    }, { timeoutMs: 30_000, what });
+  const journal = async () => (await t.hangar.services.clusters.callOn((await t.hangar.services.clusters.clusters.get(clusterId))!, ToyJournal, {})).calls;
 
   before(async function () {
-    this.timeout(60_000);
-    t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'], overrides: { drivers: ['swarm', 'k8s', `${FIXTURE}/backend.ts`] } });
-    admin = await bootstrapAdmin(t);
-    const token = await t.request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
-    expect(token.status, token.text).to.equal(201);
-    const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, extraArgs: ['--driver', `${FIXTURE}/driver.ts`] });
-    nodeId = await joinedNodeId(agent, 30_000);
-    await waitFor(async () => (await t.request('GET', `/v1/nodes/${nodeId}`, { headers: bearer(admin.token) })).json.data?.status === 'ready', {
-      timeoutMs: 30_000,
-      what: `node ${nodeId} to be ready`,
+    this.timeout(90_000);
+    t = await startHangar(dialect, {
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'secrets', 'compute', 'services', 'gateway', 'cleanup', `${FIXTURE}/plugin.ts`],
+      overrides: { drivers: ['swarm', 'k8s', `${FIXTURE}/backend.ts`], nodes: { heartbeat_interval_seconds: 1 } },
     });
+    admin = await bootstrapAdmin(t);
+    const join = async () => {
+      const token = await ok('POST', '/v1/nodes/token', {}, 201);
+      const nodeId = await joinedNodeId(spawnAgent({ join: { token: token.token, api: t.url }, extraArgs: ['--driver', `${FIXTURE}/driver.ts`] }), 30_000);
+      await until(`node ${nodeId} to be ready`, `/v1/nodes/${nodeId}`, (n) => n.status === 'ready');
+      return nodeId;
+    };
+    [manager, worker] = await Promise.all([join(), join()]);
   });
 
   after(async function () {
@@ -44,37 +60,123 @@ describeEachDialect('an orchestrator backend added by configuration (drivers: an
     await t?.stop();
   });
 
-  it('registers the backend beside the built-in one, and the agent advertises its driver and runs its own calls', async () => {
-    const clusters = t.hangar.services.clusters;
-    expect(clusters.backendNames()).to.deep.equal(['swarm', 'k8s', 'toy']);
-    expect(t.hangar.services.drivers.names()).to.deep.equal(['swarm', 'k8s', 'toy']);
-    const capabilities = await t.hangar.services.tasks.capabilities(nodeId);
-    expect(capabilities?.backends).to.deep.equal(['swarm', 'k8s', 'toy']);
-    expect(capabilities?.kinds).to.include.members(['toy.init', 'toy.journal']);
-    // Its membership call, queued by the control plane and run by the agent's toy driver.
-    expect(await clusters.call(nodeId, ToyInit, {}, { backend: 'toy' })).to.deep.equal({ cluster_id: 'toy-cluster', runtime_node_id: 'toy-node-1' });
+  it('is a backend like the built-in ones: its cluster API, its bundle field and its nodes’ fact are in the API', async () => {
+    expect(t.hangar.services.clusters.backendNames()).to.deep.equal(['swarm', 'k8s', 'toy']);
+    const doc = (await api('GET', '/v1/openapi.json')).json;
+    expect(Object.keys(doc.paths)).to.include.members(['/v1/toy/clusters', '/v1/toy/clusters/{id}', '/v1/toy/clusters/{id}/members', '/v1/toy/clusters/{id}/members/{nodeId}', '/v1/toy/clusters/{id}/lb']);
+    expect(doc.paths['/v1/services'].post.requestBody.content['application/json'].schema.properties).to.include.keys('swarm_id', 'compose_file', 'cluster_id', 'manifest', 'toy_bundle');
+    expect((await ok('GET', `/v1/nodes/${manager}`)).toy).to.deep.equal({ present: true, runtime: 'simulated' });
   });
 
-  it('deploys and removes a workload on a cluster of that backend through clusters.callOn, with the backend’s policies and the members’ runtime ids', async () => {
-    const clusters = t.hangar.services.clusters;
-    const now = new Date().toISOString();
-    // What the backend's own API plugin would do once its cluster formed (the k8s plugin does it for Kubernetes).
-    const clusterId = newId('cluster');
-    await clusters.clusters.insert({ id: clusterId, name: 'toybox', backend: 'toy', status: 'active', manager_node_id: nodeId, runtime_id: 'toy-cluster', error: null, created_at: now, updated_at: now });
-    await clusters.members.insert({ id: newId('member'), cluster_id: clusterId, node_id: nodeId, role: 'manager', status: 'active', runtime_node_id: 'toy-node-1', advertise_address: null, error: null, created_at: now, updated_at: now });
-    const cluster = await clusters.requireTarget({ cluster_id: 'toybox' });
-    expect(await clusters.placement(cluster.id), 'a cluster of another backend than swarm is named by cluster_id').to.deep.equal({ cluster_id: clusterId });
+  it('forms a cluster: the first member makes it and manages it, the next one is admitted; members as its manager reports them', async function () {
+    this.timeout(60_000);
+    const created = await ok('POST', '/v1/toy/clusters', { name: 'toybox' }, 201);
+    clusterId = created.id;
+    expect(created).to.include({ name: 'toybox', status: 'empty' });
+    expect(clusterId).to.match(/^cluster-/);
+    // No manager yet: work on it is refused, naming how to get one.
+    const early = await api('POST', '/v1/compute/instances', { name: 'early', cluster_id: 'toybox', image: 'toy/web:1' });
+    expect(early.status).to.equal(409);
+    expect(early.json.message).to.equal(`Toy cluster toybox has no manager yet: join a node to it first (POST /v1/toy/clusters/${clusterId}/members)`);
+    await ok('POST', `/v1/toy/clusters/${clusterId}/members`, { node_id: manager }, 202);
+    await until('the toy cluster to be active', `/v1/toy/clusters/${clusterId}`, (c) => c.status === 'active');
+    await ok('POST', `/v1/toy/clusters/${clusterId}/members`, { node_id: worker }, 202);
+    await until('the worker to be active', `/v1/toy/clusters/${clusterId}`, (c) => c.members.length === 2 && c.members.every((m: { status: string }) => m.status === 'active'));
+    const members = await api('GET', `/v1/toy/clusters/${clusterId}/members`);
+    expect(members.json.data.map((m: { node_id: string; role: string; runtime_node_id: string; state: string }) => [m.node_id, m.role, m.runtime_node_id, m.state])).to.deep.equal([
+      [manager, 'manager', 'toy-node-1', 'ready'],
+      [worker, 'worker', `toy-${worker}`, 'ready'],
+    ]);
+    expect((await api('POST', `/v1/toy/clusters/${clusterId}/members`, { node_id: worker })).json.message).to.equal(`Node ${worker} is already a member of toy cluster toybox`);
+    // A node that is a member cannot be deleted without force, and the 409 names how to take it out.
+    const busy = await api('DELETE', `/v1/nodes/${worker}`);
+    expect(busy.status).to.equal(409);
+    expect(busy.json.message).to.contain(`is a member of toy cluster toybox (${clusterId}): remove it from the toy cluster first (DELETE /v1/toy/clusters/${clusterId}/members/${worker})`);
+    expect(busy.json.details).to.deep.equal([{ cluster_id: clusterId, role: 'worker' }]);
+  });
 
-    const spec = { name: 'inst-hello', role: 'instance' as const, resource_id: 'inst-1', image: 'example/hello:1', replicas: 2, placement: { node_ids: [nodeId] } };
-    const state = await clusters.callOn(cluster, DeployWorkload, { spec });
-    expect(state.running).to.equal(2);
-    expect(state.tasks.map((task) => task.runtime_node_id)).to.deep.equal(['toy-node-1', 'toy-node-1']);
-    expect(await clusters.callOn(cluster, RemoveWorkload, { name: 'inst-hello' })).to.deep.equal({ removed: true });
+  it('runs an instance on it, named by cluster_id, with the backend’s policies and the members’ runtime ids', async function () {
+    this.timeout(30_000);
+    const created = await ok('POST', '/v1/compute/instances', { name: 'hello', cluster_id: 'toybox', image: 'toy/web:1', replicas: 2, ports: ['8080:80'] }, 202);
+    expect(created).to.include({ cluster_id: clusterId }).and.not.to.have.property('swarm_id');
+    const running = await until('the instance to run', `/v1/compute/instances/${created.id}`, (i) => i.status === 'running');
+    expect(running.running).to.equal(2);
+    const deploy = (await journal()).find((c) => c.method === 'deployWorkload' && c.name === 'inst-hello')!;
+    expect(deploy.spec).to.include({ image: 'toy/web:1', replicas: 2, resource_id: created.id });
+    expect(deploy.context).to.deep.equal({ cluster_nodes: { [manager]: 'toy-node-1', [worker]: `toy-${worker}` }, settings: { toy_policy: 'simulated' } });
+    const listed = await ok('GET', `/v1/compute/instances?cluster_id=toybox`);
+    expect(listed.map((i: { id: string }) => i.id)).to.deep.equal([created.id]);
+  });
 
-    const { calls } = await clusters.callOn(cluster, ToyJournal, {});
-    expect(calls.map((c) => `${c.method} ${c.name ?? ''}`.trim())).to.deep.equal(['init', 'deployWorkload inst-hello', 'removeWorkload inst-hello']);
-    expect(calls[1]!.spec).to.deep.equal(spec);
-    expect(calls[1]!.context).to.deep.equal({ cluster_nodes: { [nodeId]: 'toy-node-1' }, settings: { toy_policy: 'simulated' } });
+  it('keeps a secret as the backend says (versioned, by cluster_id), and deploys a service of its bundle format that uses it; a rotation redeploys it', async function () {
+    this.timeout(30_000);
+    const secret = await ok('POST', '/v1/secrets', { name: 'db', cluster_id: 'toybox', data: b64('s3cret') }, 201);
+    expect(secret).to.include({ cluster_id: clusterId, swarm_id: null, namespace: null, version: 1, runtime_name: 'db-v1' });
+    const namespaced = await api('POST', '/v1/secrets', { name: 'other', cluster_id: 'toybox', namespace: 'default', data: b64('x') });
+    expect([namespaced.status, namespaced.json.message]).to.deep.equal([400, 'Validation failed: body.namespace applies to Kubernetes clusters only (those that keep secrets and configs in place)']);
+
+    const bundle = { parts: { web: { image: 'toy/web:2', replicas: 3, route: { port: 80 }, secrets: ['db'] }, worker: { image: 'toy/worker:1' } } };
+    const wrong = await api('POST', '/v1/services', { name: 'shop', cluster_id: 'toybox', manifest: b64('apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n') });
+    expect([wrong.status, wrong.json.message]).to.deep.equal([400, 'Validation failed: body.manifest does not fit toy cluster toybox: its services are toy_bundle']);
+    const missing = await api('POST', '/v1/services', { name: 'shop', cluster_id: 'toybox' });
+    expect([missing.status, missing.json.message]).to.deep.equal([400, 'Validation failed: body.toy_bundle is required']);
+    const broken = await api('POST', '/v1/services', { name: 'shop', cluster_id: 'toybox', toy_bundle: b64('{"parts": {}}') });
+    expect([broken.status, broken.json.message]).to.deep.equal([400, 'Validation failed: toy_bundle needs a non-empty parts map']);
+
+    const service = await ok('POST', '/v1/services', { name: 'shop', cluster_id: 'toybox', toy_bundle: b64(bundle) }, 202);
+    expect(service).to.include({ backend: 'toy', cluster_id: clusterId, toy_bundle: JSON.stringify(bundle) });
+    const running = await until('the service to run', `/v1/services/${service.id}`, (s) => s.status === 'running');
+    expect(running.replicas).to.deep.equal({ web: { desired: 3, running: 3 }, worker: { desired: 1, running: 1 } });
+    expect(running.routes).to.deep.equal([{ service: 'web', domain: `web.shop.toybox.${t.hangar.services.clusters.settings.localDomain}`, port: 80 }]);
+    expect(running.secret_refs).to.deep.equal([secret.id]);
+    expect((await ok('GET', '/v1/secrets/db')).services).to.deep.equal(['shop']);
+
+    const rotated = await ok('PUT', '/v1/secrets/db', { data: b64('n3w') });
+    expect(rotated).to.include({ version: 2, runtime_name: 'db-v2' });
+    expect(rotated.redeployed).to.deep.equal(['shop']);
+    const deploys = (await journal()).filter((c) => c.method === 'deployBundle' && c.name === 'hangar-shop');
+    expect(deploys.map((c) => c.objects)).to.deep.equal([[{ kind: 'secret', key: 'db', name: 'db-v1' }], [{ kind: 'secret', key: 'db', name: 'db-v2' }]]);
+    expect((await journal()).filter((c) => c.method.endsWith('Object')).map((c) => `${c.method} ${c.name}`)).to.deep.equal(['createObject secret/db-v1', 'createObject secret/db-v2', 'removeObject secret/db-v1']);
+  });
+
+  it('routes the instance’s and the service’s domains through its load balancer, at the backend’s addresses', async function () {
+    this.timeout(30_000);
+    const lb = await ok('POST', `/v1/toy/clusters/${clusterId}/lb`, undefined, 202);
+    expect(lb).to.include({ cluster_id: clusterId, image: 'toy/balancer:1' });
+    const served = await until('the balancer to run with both routes', `/v1/loadbalancers/${lb.id}`, (b) => b.status === 'running' && b.routes.length === 2);
+    const domain = t.hangar.services.clusters.settings.localDomain;
+    expect(served.routes.map((r: { domain: string; service: string; port: number }) => [r.domain, r.service, r.port])).to.deep.equal([
+      [`hello.toybox.${domain}`, 'inst-hello', 80],
+      [`web.shop.toybox.${domain}`, 'web.hangar-shop.toy', 80],
+    ]);
+    const gateway = await ok('GET', '/v1/gateway');
+    expect(gateway.routes.every((r: { cluster_id?: string; swarm_id?: string }) => r.cluster_id === clusterId && r.swarm_id === undefined)).to.equal(true);
+    expect((await api('GET', `/v1/toy/clusters/${clusterId}`)).json.data.load_balancer).to.include({ id: lb.id, status: 'running' });
+  });
+
+  it('refuses to delete the cluster while it runs workloads, naming them; a member leaves; forced, everything goes', async function () {
+    this.timeout(60_000);
+    const busy = await api('DELETE', `/v1/toy/clusters/${clusterId}`);
+    expect(busy.status).to.equal(409);
+    expect(busy.json.message).to.match(/^Toy cluster toybox still runs workloads: .*instance hello/);
+    await ok('DELETE', `/v1/toy/clusters/${clusterId}/members/${worker}`, undefined, 202);
+    await until('the worker to have left', `/v1/toy/clusters/${clusterId}`, (c) => c.members.length === 1);
+    expect((await journal()).filter((c) => c.method === 'release').map((c) => c.name)).to.deep.equal([`toy-${worker}`]);
+    await ok('DELETE', `/v1/toy/clusters/${clusterId}?force=true`, undefined, 202);
+    await waitFor(async () => (await api('GET', `/v1/toy/clusters/${clusterId}`)).status === 404, { timeoutMs: 30_000, what: 'the cluster to be gone' });
+    expect((await ok('GET', '/v1/compute/instances')).length).to.equal(0);
+    expect((await ok('GET', '/v1/services')).length).to.equal(0);
+    expect((await ok('GET', '/v1/secrets')).length).to.equal(0);
+  });
+
+  it('force-cleans a cluster of its backend through cleanup (by name), like a swarm', async function () {
+    this.timeout(30_000);
+    const stuck = await ok('POST', '/v1/toy/clusters', { name: 'stuck' }, 201);
+    await ok('POST', `/v1/toy/clusters/${stuck.id}/members`, { node_id: worker }, 202);
+    await until('the second cluster to be active', `/v1/toy/clusters/${stuck.id}`, (c) => c.status === 'active');
+    expect(await ok('POST', '/v1/cleanup/cluster/stuck')).to.deep.equal({ resource_type: 'cluster', resource_id: 'stuck', removed: true });
+    expect((await api('GET', `/v1/toy/clusters/${stuck.id}`)).status).to.equal(404);
+    expect((await api('POST', '/v1/cleanup/cluster/stuck')).status).to.equal(404);
   });
 });
 
@@ -90,6 +192,12 @@ describe('orchestrator drivers by configuration: what start-up refuses', functio
       expect((half as Error).message).to.equal(
         `drivers: ${FIXTURE}/not-a-backend.ts is an orchestrator driver, but its create() did not answer a backend (defineBackend): componentAddress(): a function; settings(): a function`,
       );
+    });
+
+    it('stops when a cluster API’s backend is not loaded, naming it', async () => {
+      const err = await Hangar.start({ config: dialect.config(undefined, { plugins: ['system', 'iam', 'nodes', 'swarms'], drivers: ['ssh'] }), catalogue: builtinCatalogue }).catch((e: Error) => e);
+      expect(err).to.be.instanceOf(ConfigError);
+      expect((err as Error).message).to.equal('a loaded plugin serves the clusters of the orchestrator backend swarm, which is not loaded: add swarm to drivers: (loaded: none)');
     });
   });
 
