@@ -3,9 +3,12 @@ import type { Knex } from 'knex';
 import { addressHolder } from './addresses.js';
 import type { Clock } from './clock.js';
 import type { Store } from './db/store.js';
+import { bookkeeping } from './db/write-scope.js';
 import { HttpError } from './errors.js';
 
 export const RATE_LIMITS = 'rate_limits';
+// Counting an attempt is not a change a request asked for (core/db/write-scope.ts).
+bookkeeping(RATE_LIMITS);
 
 /** At most `max` counted events per `window_seconds` for one key (an account, an address…). */
 export const RateLimitSchema = Type.Object(

@@ -3,7 +3,8 @@ import type { Knex } from 'knex';
 
 /**
  * A request's writes, as the store sees them: a record that must be written with the request's
- * first committed write (the audit entry, plugins/audit) and whether a write committed.
+ * first committed write (the audit entry, plugins/audit), whether a change committed, and whether
+ * one may have (its COMMIT's connection was lost).
  *
  * The request pipeline (core/http/koa-app.ts) runs a handler in a scope; the store's clients
  * (core/db/sqlite-client.ts, core/db/pg-client.ts) look the scope up as they work:
@@ -11,14 +12,22 @@ import type { Knex } from 'knex';
  *   just before its COMMIT: both or neither;
  * - a write statement made outside a transaction (an insert, update or delete on its own) becomes a
  *   transaction of that statement and the record, while the record is still to be written;
+ * - a change is committed when a top-level transaction (or a statement on its own) that wrote a
+ *   table other than the bookkeeping ones ({@link bookkeepingTables}: rate-limit counters, the audit
+ *   log) commits; a read-only transaction or a counter's upsert changes nothing the caller asked for;
  * - a read made outside a transaction that fails because its connection was lost is made again on
  *   another connection (once a write committed, a connection terminated under the read-back must not
  *   turn the answer into an error).
  * Work the handler started that goes on after it returned (a background job) is outside the scope.
  */
 export class WriteScope {
-  /** A write of the request committed (with the record, when there was one to write). */
+  /** A change of the request committed: a write to a table that is not bookkeeping (with the record, when there was one to write). */
   committed = false;
+  /**
+   * A change of the request may have committed: the connection was lost during its COMMIT (or
+   * under a change made as a statement on its own), so whether the store applied it is not known.
+   */
+  uncertain = false;
   /** The record went in with a committed write. */
   carried = false;
   private carrying = false;
@@ -46,9 +55,14 @@ export class WriteScope {
     };
   }
 
-  /** A transaction of the scope committed. */
+  /** A change of the scope committed. */
   noteCommitted(): void {
     if (!this.closed) this.committed = true;
+  }
+
+  /** The connection was lost while a change of the scope was being committed. */
+  noteUncertain(): void {
+    if (!this.closed) this.uncertain = true;
   }
 
   /** Whether the scope is still the handler's (work it left running sees no scope). */
@@ -81,6 +95,36 @@ export function currentWriteScope(): WriteScope | undefined {
 
 const WRITE_METHODS = new Set(['insert', 'update', 'del', 'delete', 'upsert', 'truncate']);
 const WRITE_SQL = /^\s*(insert|update|delete|replace|merge|upsert)\b/i;
+const WRITTEN_TABLE = /^\s*(?:insert\s+(?:or\s+\w+\s+)?into|replace\s+into|merge\s+into|update|delete\s+from)\s+((?:"[^"]+"|[\w$]+)(?:\s*\.\s*(?:"[^"]+"|[\w$]+))*)/i;
+
+/**
+ * Tables whose writes are the store's bookkeeping of a request, not a change it asked for: counters
+ * of the rate limiter (core/ratelimit.ts), the audit log (plugins/audit). A transaction that wrote
+ * only these does not make a request's change committed.
+ */
+export const bookkeepingTables = new Set<string>();
+
+/** Declares tables whose writes are bookkeeping ({@link bookkeepingTables}). */
+export function bookkeeping(...tables: string[]): void {
+  for (const table of tables) bookkeepingTables.add(table.toLowerCase());
+}
+
+/** The table a write statement (a query builder or raw SQL) writes, without schema or quotes; null when it cannot be told. */
+export function writtenTable(builder: unknown): string | null {
+  const b = builder as { _single?: { table?: unknown }; sql?: unknown };
+  let name: string | null = null;
+  if (typeof b._single?.table === 'string') name = b._single.table.trim().split(/\s+/)[0]!;
+  else if (typeof b.sql === 'string') name = WRITTEN_TABLE.exec(b.sql)?.[1] ?? null;
+  if (!name) return null;
+  return name.split('.').pop()!.trim().replace(/^"|"$/g, '').toLowerCase();
+}
+
+/** Whether a statement changes a table that is not bookkeeping (a change the request asked for); a write whose table cannot be told counts. */
+export function isChange(builder: unknown): boolean {
+  if (!isWriteStatement(builder)) return false;
+  const table = writtenTable(builder);
+  return table === null || !bookkeepingTables.has(table);
+}
 
 /** Whether a knex builder (a query builder or raw SQL) changes rows. */
 export function isWriteStatement(builder: unknown): boolean {
@@ -107,6 +151,18 @@ export function isConnectionLost(err: unknown): boolean {
   return typeof e?.message === 'string' && /Connection terminated|not queryable|Connection ended|terminating connection/i.test(e.message);
 }
 
+/**
+ * Whether a statement (a COMMIT included) that failed so may have been applied all the same: its
+ * connection was lost after it was sent. A connection refused, or one known dead before the
+ * statement went out (node-postgres: "not queryable"), sent nothing.
+ */
+export function outcomeUnknown(err: unknown): boolean {
+  if (!isConnectionLost(err)) return false;
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (e?.code === 'ECONNREFUSED') return false;
+  return !(typeof e?.message === 'string' && /not queryable/i.test(e.message));
+}
+
 type TransactionClass = new (...args: any[]) => {
   commit(conn: unknown, value: unknown): Promise<unknown>;
   rollback(conn: unknown, error: unknown): Promise<unknown>;
@@ -115,33 +171,58 @@ type TransactionClass = new (...args: any[]) => {
 type RunnerClient = { runner(builder: unknown): { run(): Promise<unknown> }; transacting?: boolean; transaction(container: (trx: any) => unknown): PromiseLike<unknown> };
 
 /**
+ * The clients of transactions (knex makes one per transaction, a savepoint's included) that made a
+ * change ({@link isChange}) that is still theirs: a savepoint released hands it to its parent.
+ */
+const changed = new WeakSet<object>();
+
+/** What a transaction of knex holds that the scope reads. */
+interface TransactionState {
+  outerTx: TransactionState | null;
+  trxClient: object | undefined;
+  transactor: Knex.Transaction;
+  /** Its COMMIT was sent (a failure from now on may have left it committed). */
+  committing?: boolean;
+}
+
+/**
  * A knex transaction class whose top-level COMMIT first writes the scope's record, and which tells
- * the scope when it committed.
+ * the scope when a change committed, or may have (the connection lost during the COMMIT).
  */
 export function scopedTransaction<T extends TransactionClass>(Base: T): T {
   return class ScopedTransaction extends Base {
     constructor(...args: any[]) {
       super(...args);
       const scope = currentWriteScope();
-      const self = this as unknown as { outerTx: unknown };
-      if (scope && !self.outerTx) {
-        this.then(
-          () => scope.noteCommitted(),
-          () => undefined,
-        );
-      }
+      const self = this as unknown as TransactionState;
+      this.then(
+        () => {
+          if (!self.trxClient || !changed.has(self.trxClient)) return;
+          // A savepoint released: its changes are its parent's now; the top level committed them.
+          if (self.outerTx) {
+            if (self.outerTx.trxClient) changed.add(self.outerTx.trxClient);
+          } else scope?.noteCommitted();
+        },
+        (err) => {
+          if (scope && !self.outerTx && self.committing && self.trxClient && changed.has(self.trxClient) && outcomeUnknown(err)) scope.noteUncertain();
+        },
+      );
     }
 
     async commit(conn: unknown, value: unknown): Promise<unknown> {
-      const self = this as unknown as { outerTx: unknown; transactor: Knex.Transaction };
+      const self = this as unknown as TransactionState;
       const scope = currentWriteScope();
-      if (!scope || self.outerTx || !scope.wantsRecord()) return super.commit(conn, value);
+      if (!scope || self.outerTx || !scope.wantsRecord()) {
+        self.committing = true;
+        return super.commit(conn, value);
+      }
       let settle: (committed: boolean) => void;
       try {
         settle = await scope.writeRecord(self.transactor);
       } catch (err) {
         return this.rollback(conn, err);
       }
+      self.committing = true;
       this.then(
         () => settle(true),
         () => settle(false),
@@ -153,13 +234,22 @@ export function scopedTransaction<T extends TransactionClass>(Base: T): T {
 
 /**
  * A knex client class whose statements see the request's scope: a write outside a transaction
- * carries the scope's record in a transaction of its own, and a read outside one is made again when
- * its connection was lost.
+ * carries the scope's record in a transaction of its own, a change is noted on its transaction
+ * (or, made on its own, on the scope), and a read outside one is made again when its connection
+ * was lost.
  */
 export function scopedClient<T extends new (...args: any[]) => RunnerClient>(Base: T, retries = 2): T {
   return class ScopedClient extends Base {
     runner(builder: unknown): { run(): Promise<unknown> } {
-      if (this.transacting) return super.runner(builder);
+      if (this.transacting) {
+        // A transaction's client: a change it made is the transaction's, until it commits.
+        const runner = super.runner(builder);
+        if (isChange(builder)) {
+          const first = runner.run.bind(runner);
+          runner.run = () => first().then((result) => (changed.add(this), result));
+        }
+        return runner;
+      }
       const scope = currentWriteScope();
       if (scope?.wantsRecord() && isWriteStatement(builder)) {
         const statement = builder as { transacting(trx: unknown): PromiseLike<unknown> };
@@ -168,8 +258,18 @@ export function scopedClient<T extends new (...args: any[]) => RunnerClient>(Bas
       const runner = super.runner(builder);
       const first = runner.run.bind(runner);
       if (isWriteStatement(builder)) {
-        // A statement on its own commits when it succeeds.
-        if (scope) runner.run = () => first().then((result) => (scope.noteCommitted(), result));
+        // A change made as a statement on its own commits when it succeeds; when its connection was
+        // lost under it, whether it did is not known.
+        if (scope && isChange(builder)) {
+          runner.run = () =>
+            first().then(
+              (result) => (scope.noteCommitted(), result),
+              (err: unknown) => {
+                if (outcomeUnknown(err)) scope.noteUncertain();
+                throw err;
+              },
+            );
+        }
         return runner;
       }
       if (!isReadStatement(builder)) return runner;

@@ -134,6 +134,11 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
         { request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message, stack: e?.stack } },
         'request failed after its change was committed',
       );
+    } else if ((ctx.state.writes as WritesState | undefined)?.scope.uncertain) {
+      // The connection was lost during the commit of a change: nobody can tell whether it was saved.
+      status = 503;
+      message = 'The connection to the store was lost while the change was being committed: it may have been saved. Read the resource before sending the request again';
+      services.log.warn({ request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message } }, 'request failed: the store connection was lost during a commit');
     } else if (isConnectionLost(err)) {
       // Nothing of this request was committed: it may be sent again.
       status = 503;
@@ -332,9 +337,11 @@ function finishedRequest(ctx: Context, listener: ListenerName, durationMs: numbe
     agentNodeId: caller?.agent?.nodeId ?? null,
     ip: ctx.state.clientIp ?? ctx.ip,
     requestId: ctx.state.requestId,
+    token: ctx.state,
     userAgent: ctx.get('user-agent'),
     data: body && typeof body === 'object' && !Buffer.isBuffer(body) && 'data' in body ? body.data : undefined,
     committed: writes?.scope.committed ?? false,
+    uncertain: writes?.scope.uncertain ?? false,
     recordedWith: writes?.scope.carried ? writes.companions : [],
   };
 }

@@ -17,15 +17,24 @@ export interface FinishedRequest {
   /** The agent's node id on `agent` routes. */
   agentNodeId: string | null;
   ip: string;
+  /** The answer's X-Request-Id: the client's when it sent a well-formed one, so two requests may share it. */
   requestId: string;
+  /**
+   * An object the server made for this request, the same in every call about it (the request's
+   * state): what an observer or companion keeps of a request between its calls is keyed by it,
+   * never by the request id, which the client chooses.
+   */
+  token: object;
   userAgent: string;
   /**
    * `data` of a JSON success body (e.g. the id of what a POST created). Observers take ids from it;
    * it may hold a once-shown secret, so it is never to be stored or logged whole.
    */
   data: unknown;
-  /** A write the handler made committed (core/db/write-scope.ts). */
+  /** A change the handler made committed (core/db/write-scope.ts). */
   committed: boolean;
+  /** A change may have committed: the connection was lost during its COMMIT (core/db/write-scope.ts). */
+  uncertain: boolean;
   /** Companions ({@link WriteCompanion}) whose record committed with one of the request's writes. */
   recordedWith: readonly string[];
 }
@@ -34,7 +43,8 @@ export interface FinishedRequest {
  * A record of a request that goes in with the first write its handler commits, in the same
  * transaction (both or neither): the audit entry (plugins/audit). Before the handler runs,
  * `wants` says whether the request has one; `write` writes it inside the write's transaction, with
- * `status` the route's success status (the answer is not known yet: the observers learn it).
+ * `status` the route's success status (the answer is not known yet: the observers learn it). Both
+ * get the same `token` as the observers' call about the request.
  */
 export interface WriteCompanion {
   wants(request: FinishedRequest): boolean;

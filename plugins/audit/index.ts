@@ -34,6 +34,15 @@ interface AuditConfig {
 /** How often counted anonymous entries of minutes that are over are written. */
 const FLUSH_INTERVAL_MS = 5000;
 
+/**
+ * How long an entry written with its write may wait for its answer before it is taken for one whose
+ * process stopped (a crash) and closed as written. Far longer than a request lasts: another control
+ * plane's requests in flight are not closed under them.
+ */
+const UNSETTLED_AFTER_MS = 15 * 60_000;
+/** How often entries left pending are looked for (at start too). */
+const UNSETTLED_INTERVAL_MS = 5 * 60_000;
+
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
@@ -128,10 +137,13 @@ export default definePlugin({
     const log = new AuditLog(services.db);
     const auditLog = services.log.child({ audit: true });
     const flood = new AnonymousFlood({ entriesPerMinute: settings.anonymous_entries_per_minute, addressesPerMinute: settings.anonymous_addresses_per_minute });
+    // What is kept of a request between its calls is keyed by the request's own token (made by the
+    // server), never by its request id, which the client chooses: two requests sharing an id never
+    // touch each other's entries.
     /** Anonymous requests that took a place for an entry of their own before their handler ran. */
-    const reserved = new Set<string>();
-    /** Entries written with their write, as written, until the answer settles them. */
-    const started = new Map<string, NewAuditEntry>();
+    const reserved = new WeakSet<object>();
+    /** Entries written with their write: the row and what it was written with, until the answer settles it. */
+    const started = new WeakMap<object, { id: number; entry: NewAuditEntry }>();
     // The entry goes in with the request's first committed write, in its transaction (core/db/write-scope.ts):
     // a write that committed has its entry, one that did not has none from it.
     services.requests.accompany('audit', {
@@ -139,33 +151,35 @@ export default definePlugin({
         if (!isAudited(request)) return false;
         if (request.principal) return true;
         if (!flood.reserve(request.ip, services.clock.now())) return false;
-        reserved.add(request.requestId);
+        reserved.add(request.token);
         return true;
       },
       async write(request, trx) {
         const entry = entryOf(request, services.clock.now());
-        await log.append({ ...entry, pending: true }, trx);
-        started.set(request.requestId, entry);
+        started.set(request.token, { id: await log.begin(entry, trx), entry });
       },
     });
-    // Once the answer is known: the entry of a request that wrote nothing, or the answer's status for one written with its write.
+    // Once the answer is known: the entry of a request that wrote nothing, or, for one written with
+    // its write, what the answer decided (always: the entry is settled, and closed to changes, even
+    // when the answer is what it was written with).
     services.requests.add('audit', async (request) => {
       if (!isAudited(request)) return;
       const now = services.clock.now();
-      const ownPlace = reserved.delete(request.requestId);
-      if (!request.recordedWith.includes('audit')) started.delete(request.requestId);
+      const ownPlace = reserved.delete(request.token);
+      const begun = started.get(request.token);
+      started.delete(request.token);
       const entry = entryOf(request, now);
       if (!request.principal && entry.status >= 400 && ownPlace) flood.refusedWithEntry(entry.source_ip, now);
-      if (request.recordedWith.includes('audit')) {
-        auditLog.info({ entry }, 'audit');
-        // What the entry was written with, before the answer: the route's success status, the path's resource, the caller then.
-        const written = started.get(request.requestId) ?? entryOf({ ...request, status: request.route!.status ?? 200, data: undefined }, now);
-        started.delete(request.requestId);
-        // A change that committed keeps its success status when only the answer failed after it.
-        const answer = request.committed && entry.status >= 500 ? { ...entry, status: written.status } : entry;
+      const carried = request.recordedWith.includes('audit');
+      // A write whose COMMIT's connection was lost: its entry is in the table exactly when it committed.
+      if (begun && (carried || request.uncertain)) {
+        // A change that committed keeps its success status (what the entry was written with) when only the answer failed after it.
+        const answer = (request.committed || request.uncertain) && entry.status >= 500 ? { ...entry, status: begun.entry.status } : entry;
         const settled = { status: answer.status, resource_id: answer.resource_id, principal_id: answer.principal_id, principal_name: answer.principal_name, auth_method: answer.auth_method };
-        if (Object.entries(settled).some(([k, v]) => written[k as keyof typeof settled] !== v)) await log.settle(request.requestId, settled);
-        return;
+        if ((await log.settle(begun.id, settled)) || carried) {
+          auditLog.info({ entry: { ...entry, ...settled } }, 'audit');
+          return;
+        }
       }
       if (!request.principal && !ownPlace && !flood.admit(entry, now)) return;
       auditLog.info({ entry }, 'audit');
@@ -178,12 +192,23 @@ export default definePlugin({
       for (const entry of due) auditLog.info({ entry }, 'audit');
       await log.append(due);
     };
+    /** Closes entries left pending by a process that stopped before their answer (a crash). */
+    const closeUnsettled = async () => {
+      const closed = await log.closeUnsettled(new Date(services.clock.now().getTime() - UNSETTLED_AFTER_MS));
+      if (closed) services.log.warn({ closed }, 'audit: entries whose answer never came (their process stopped) closed as written');
+      return closed;
+    };
     return {
+      async resume() {
+        const closed = await closeUnsettled();
+        return closed ? [`audit: ${closed} entries whose answer never came closed as written`] : [];
+      },
       async close() {
         await flush(true).catch((err: Error) => services.log.error({ err: { message: err.message } }, 'audit: counted anonymous entries not written at shutdown'));
       },
       loops: [
         { name: 'audit:anonymous-counts', intervalMs: FLUSH_INTERVAL_MS, run: () => flush() },
+        { name: 'audit:unsettled', once: true, intervalMs: UNSETTLED_INTERVAL_MS, run: () => closeUnsettled().then(() => undefined) },
         ...(settings.retention_days
           ? [
               {

@@ -2,8 +2,11 @@ import type { Knex } from 'knex';
 import type { Migration } from '../../core/db/migrations.js';
 import { RowCodec, type Page, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
+import { bookkeeping } from '../../core/db/write-scope.js';
 
 export const AUDIT_LOG = 'audit_log';
+// An entry is the record of a change, not one (core/db/write-scope.ts).
+bookkeeping(AUDIT_LOG);
 
 /** One write on either API: who asked, what, from where, and how it ended. Never a body or a secret. */
 export interface AuditEntry {
@@ -26,7 +29,7 @@ export interface AuditEntry {
   count: number;
 }
 
-/** An entry as written: `pending` while it went in with a write and its answer was not known yet. */
+/** An entry as written: `pending` while it went in with a write and its answer is not known yet. */
 export type NewAuditEntry = Omit<AuditEntry, 'id'> & { pending?: boolean };
 
 export const auditMigrations: Migration[] = [
@@ -86,6 +89,31 @@ export const auditMigrations: Migration[] = [
       }
     },
   },
+  {
+    // A pending entry is settled by its id (the request id is the client's, and two requests may
+    // share one), with the answer's outcome only: what the entry is about — when, where, which route,
+    // from where, which request — never changes. Entries left pending by a process that stopped
+    // before its answer are looked for by age (the partial index).
+    id: '003_audit_settle_by_id',
+    async up(knex, store) {
+      const same = ['id', 'created_at', 'listener', 'method', 'route', 'source_ip', 'request_id', 'user_agent', 'count'];
+      if (store.dialect === 'postgres') {
+        await knex.raw(`create or replace function ${AUDIT_LOG}_append_only() returns trigger language plpgsql as $$
+          begin
+            if OLD.pending and not NEW.pending and ${same.map((c) => `NEW.${c} is not distinct from OLD.${c}`).join(' and ')} then return NEW; end if;
+            raise exception 'the audit log is append-only';
+          end $$`);
+        await knex.raw(`create index ${AUDIT_LOG}_pending on ${AUDIT_LOG} (created_at) where pending`);
+      } else {
+        await knex.raw(`drop trigger ${AUDIT_LOG}_no_update`);
+        await knex.raw(
+          `create trigger ${AUDIT_LOG}_no_update before update on ${AUDIT_LOG} when not (OLD.pending = 1 and NEW.pending = 0 and ${same.map((c) => `NEW.${c} is OLD.${c}`).join(' and ')}) begin select raise(abort, 'the audit log is append-only'); end`,
+        );
+        await knex.raw(`create index ${AUDIT_LOG}_pending on ${AUDIT_LOG} (created_at) where pending = 1`);
+      }
+      await knex.schema.alterTable(AUDIT_LOG, (t) => t.dropIndex(['request_id']));
+    },
+  },
 ];
 
 export interface AuditFilter {
@@ -107,15 +135,35 @@ const codec = new RowCodec({ dates: ['created_at'], bool: ['pending'] });
 export class AuditLog {
   constructor(private readonly store: Store) {}
 
-  /** Appends entries (in `trx`: with the write they record). */
-  async append(entries: NewAuditEntry | NewAuditEntry[], trx?: Knex.Transaction): Promise<void> {
-    const rows = (Array.isArray(entries) ? entries : [entries]).map((e) => codec.encode(e));
-    if (rows.length) await (trx ?? this.store.knex)(AUDIT_LOG).insert(rows);
+  /** Appends entries whose answer is known. */
+  async append(entries: NewAuditEntry | NewAuditEntry[]): Promise<void> {
+    const rows = (Array.isArray(entries) ? entries : [entries]).map((e) => codec.encode({ ...e, pending: false }));
+    if (rows.length) await this.store.knex(AUDIT_LOG).insert(rows);
   }
 
-  /** Settles the pending entry of a request with what its answer decided (once): status, resource, who (a login names its account). */
-  async settle(requestId: string, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>): Promise<void> {
-    await this.store.knex(AUDIT_LOG).where({ request_id: requestId, pending: true }).update({ ...outcome, pending: false });
+  /** Writes the entry of a request in `trx`, with the write it records, pending until its answer settles it; answers its id. */
+  async begin(entry: NewAuditEntry, trx: Knex.Transaction): Promise<number> {
+    const [row] = await trx(AUDIT_LOG).insert(codec.encode({ ...entry, pending: true }), ['id']);
+    return Number((row as { id: number | string }).id);
+  }
+
+  /**
+   * Settles the pending entry `id` with what its answer decided: status, resource, who (a login names
+   * its account). Once: the mark goes, and the table refuses any later change. Answers whether the
+   * entry was there, pending (an entry whose write's COMMIT was lost is there only if it committed).
+   */
+  async settle(id: number, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>): Promise<boolean> {
+    return (await this.store.knex(AUDIT_LOG).where({ id, pending: true }).update({ ...outcome, pending: false })) > 0;
+  }
+
+  /**
+   * Closes entries still pending that were written before `before`: their process stopped before
+   * their answer was known (a crash). They keep what they were written with — their write committed
+   * with them, so the route's success status —; answers how many.
+   */
+  async closeUnsettled(before: Date): Promise<number> {
+    const pending = this.store.dialect === 'postgres' ? 'pending' : 'pending = 1';
+    return this.store.knex(AUDIT_LOG).whereRaw(pending).andWhere('created_at', '<', before.toISOString()).update({ pending: false });
   }
 
   /** Newest first; `next_cursor` continues with older entries. */

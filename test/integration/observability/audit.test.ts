@@ -138,6 +138,75 @@ describeEachDialect('the audit log', (dialect) => {
     expect((await audit(`?until=${encodeURIComponent(first.created_at)}`)).data).to.deep.equal([]);
   });
 
+  it('an entry is settled by its own row: a later request with the same X-Request-Id (an anonymous failed login) leaves it as it was', async () => {
+    // Review of issue 26: an entry whose answer matched what it was written with stayed pending, and
+    // settling chose rows by the request id, which clients choose: the login's 401 rewrote the admin's entry.
+    const node = await t.request('POST', '/v1/nodes', { body: { name: 'reused-id-node' }, headers: bearer(admin.token) });
+    const cordon = await t.request('POST', `/v1/nodes/${node.json.data.id}/cordon`, { headers: { ...bearer(admin.token), 'x-request-id': 'req-reused' } });
+    expect(cordon.status).to.equal(200);
+    const before = (await audit('?limit=1000')).data.filter((e) => e.request_id === 'req-reused');
+    expect(before).to.have.length(1);
+    const login = await t.request('POST', '/v1/iam/login', { body: { username: 'auditee', password: 'Wrong-password-123!' }, headers: { 'x-request-id': 'req-reused' } });
+    expect(login.status).to.equal(401);
+    const after = (await audit('?limit=1000')).data.filter((e) => e.request_id === 'req-reused');
+    expect(after).to.have.length(2);
+    const [loginEntry, cordonEntry] = after;
+    expect(cordonEntry).to.deep.equal(before[0]);
+    expect(cordonEntry).to.include({ route: '/v1/nodes/{id}/cordon', status: 200, principal_id: admin.userId, auth_method: 'jwt', resource_id: node.json.data.id });
+    expect(loginEntry).to.include({ route: '/v1/iam/login', status: 401, principal_id: null });
+  });
+
+  it('two requests at once with one X-Request-Id keep their own entries', async () => {
+    const node = await t.request('POST', '/v1/nodes', { body: { name: 'concurrent-id-node' }, headers: bearer(admin.token) });
+    const id = node.json.data.id as string;
+    const headers = { 'x-request-id': 'req-shared-at-once' };
+    const answers = await Promise.all([
+      t.request('POST', `/v1/nodes/${id}/cordon`, { headers: { ...bearer(admin.token), ...headers } }),
+      t.request('POST', `/v1/nodes/${id}/cordon`, { headers: { ...bearer(user.token), ...headers } }),
+      t.request('POST', '/v1/iam/login', { body: { username: 'auditee', password: 'Wrong-password-456!' }, headers }),
+      t.request('POST', '/v1/nodes', { body: { name: 'concurrent-created' }, headers: { ...bearer(admin.token), ...headers } }),
+    ]);
+    expect(answers.map((a) => a.status)).to.deep.equal([200, 403, 401, 201]);
+    const entries = (await audit('?limit=1000')).data.filter((e) => e.request_id === 'req-shared-at-once');
+    const summary = entries.map((e) => `${e.route} ${e.status} ${e.principal_id ?? 'anonymous'} ${e.resource_id}`).sort();
+    expect(summary).to.deep.equal(
+      [
+        `/v1/iam/login 401 anonymous null`,
+        `/v1/nodes 201 ${admin.userId} ${answers[3]!.json.data.id}`,
+        `/v1/nodes/{id}/cordon 200 ${admin.userId} ${id}`,
+        `/v1/nodes/{id}/cordon 403 ${user.userId} ${id}`,
+      ].sort(),
+    );
+  });
+
+  it('leaves no entry pending once its answer is known, and the table refuses to change a settled entry or what a pending one is about', async () => {
+    const knex = t.hangar.services.db.knex;
+    const pending = await knex('audit_log').where({ pending: true }).count({ n: '*' });
+    expect(Number(pending[0]!.n), 'entries still pending after their answers').to.equal(0);
+    const settled = (await knex('audit_log').whereNotNull('principal_id').orderBy('id').first('id'))!.id;
+    const refusal = async (change: () => Promise<unknown>) => {
+      try {
+        await change();
+        return null;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    // A settled entry: no change at all, its mark set again included.
+    expect(await refusal(() => knex('audit_log').where({ id: settled }).update({ status: 200 }))).to.contain('append-only');
+    expect(await refusal(() => knex('audit_log').where({ id: settled }).update({ pending: true }))).to.contain('append-only');
+    // A pending one (as a write's transaction leaves it until the answer): its outcome may be settled once, not what it is about.
+    const [row] = await knex('audit_log').insert(
+      { created_at: new Date().toISOString(), listener: 'control', method: 'POST', route: '/v1/nodes', source_ip: '127.0.0.1', status: 201, request_id: 'req-pending-by-hand', count: 1, pending: true },
+      ['id'],
+    );
+    const id = Number((row as { id: number }).id);
+    expect(await refusal(() => knex('audit_log').where({ id }).update({ route: '/v1/iam/users', pending: false }))).to.contain('append-only');
+    expect(await refusal(() => knex('audit_log').where({ id }).update({ request_id: 'req-other', pending: false }))).to.contain('append-only');
+    expect(await refusal(() => knex('audit_log').where({ id }).update({ status: 409, pending: false }))).to.equal(null);
+    expect(await refusal(() => knex('audit_log').where({ id }).update({ status: 201 }))).to.contain('append-only');
+  });
+
   it('is for admins only, answers bad filters with 400, and cannot be rewritten', async () => {
     expect((await t.request('GET', '/v1/audit', { headers: bearer(user.token) })).status).to.equal(403);
     const bad = await t.request('GET', '/v1/audit?since=yesterday', { headers: bearer(admin.token) });
@@ -184,3 +253,29 @@ async function bootstrapAdminLogin(t: TestHangar, admin: Credentials): Promise<s
   const res = await t.request('POST', '/v1/iam/login', { body: { username: admin.username, password: admin.password } });
   return res.json.data.token;
 }
+
+describeEachDialect('audit entries left pending by a stopped process', (dialect) => {
+  it('are closed as written at the next start once they are older than any answer takes; a recent one is left to its answer', async function () {
+    this.timeout(60_000);
+    const storage = dialect.freshStorage();
+    const first = await startHangar(dialect, { plugins: ['system', 'iam', 'audit'], storage });
+    const knex = first.hangar.services.db.knex;
+    const pendingEntry = (requestId: string, at: Date) => ({
+      created_at: at.toISOString(), listener: 'control', method: 'POST', route: '/v1/iam/users', source_ip: '127.0.0.1', status: 201, request_id: requestId, count: 1, pending: true,
+    });
+    // As a process that crashed between a write's commit and its answer leaves them.
+    await knex('audit_log').insert([pendingEntry('req-crashed', new Date(Date.now() - 3600_000)), pendingEntry('req-in-flight', new Date())]);
+    await first.stop();
+    const second = await startHangar(dialect, { plugins: ['system', 'iam', 'audit'], storage });
+    try {
+      const rows = await second.hangar.services.db.knex('audit_log').whereIn('request_id', ['req-crashed', 'req-in-flight']).orderBy('request_id').select('request_id', 'pending', 'status');
+      expect(rows.map((r) => [r.request_id, Boolean(r.pending), Number(r.status)])).to.deep.equal([
+        ['req-crashed', false, 201],
+        ['req-in-flight', true, 201],
+      ]);
+      expect(second.logs.some((l) => l.includes('audit: entries whose answer never came'))).to.equal(true);
+    } finally {
+      await second.stop();
+    }
+  });
+});
