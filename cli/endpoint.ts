@@ -3,7 +3,8 @@ import { STATUS_CODES } from 'node:http';
 import type { CommandModule } from 'yargs';
 import { signRequest } from '../core/auth/hmac.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
-import { asList, jsonSyntaxError } from './runner/args.js';
+import { jsonSyntaxError } from '../core/json-syntax.js';
+import { asList } from './runner/args.js';
 import { CONNECTION_ENV, resolveConnection } from './runner/connection.js';
 import { EXIT, RunnerError, runAndExit, usageError } from './runner/errors.js';
 import { jsonReplacer } from './runner/output.js';
@@ -58,7 +59,9 @@ function checkJson(body: Buffer, spec: string): void {
     JSON.parse(text);
   } catch (err) {
     const what = spec.startsWith('@') ? `--body ${spec}` : '--body';
-    throw usageError(`${what} is not valid JSON (${jsonSyntaxError(text, err)}); fix it, or send another type with --header "Content-Type: …"`);
+    // The operator's own text: the parser's reason is shown as it quotes it.
+    const { line, column, ended, reason } = jsonSyntaxError(text, err);
+    throw usageError(`${what} is not valid JSON (line ${line}, column ${column}: ${ended ? 'the JSON ends too early' : reason}); fix it, or send another type with --header "Content-Type: …"`);
   }
 }
 

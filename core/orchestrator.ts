@@ -9,6 +9,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { defineDriverCall, sensitive, type DriverMethods } from './tasks/kinds.js';
 import { FIRST_AGENT_VERSION } from './tasks/host-kinds.js';
+import { Nullable } from './validation.js';
 
 /** The version whose agents run the typed orchestrator calls below (instead of `orchestrator.call`). */
 export const TYPED_TASKS_VERSION = '0.2.0';
@@ -31,7 +32,6 @@ export const HANGAR_STACK_PREFIX = 'hangar-';
 export const HANGAR_EDGE_NETWORK = 'hangar-edge';
 
 const Labels = Type.Record(Type.String(), Type.String());
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const WorkloadRole = Type.Union([Type.Literal('instance'), Type.Literal('loadbalancer'), Type.Literal('dns'), Type.Literal('s3')]);
 export type WorkloadRole = Static<typeof WorkloadRole>;

@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox';
 import { Ajv2020, type CodeOptions, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { badRequest, type ErrorDetail } from './errors.js';
@@ -6,6 +7,9 @@ import { badRequest, type ErrorDetail } from './errors.js';
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
 export type JsonSchema = Record<string, unknown>;
+
+/** A schema that also takes null (a TypeBox union with Type.Null()). */
+export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 
 /**
  * An Ajv for hangar's schemas. They are built in code (TypeBox) and checked as a whole by the

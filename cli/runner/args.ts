@@ -13,21 +13,6 @@ export const STRING_PREFIX = 's:';
 const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
 const INTEGER = /^-?(0|[1-9]\d*)$/;
 
-/**
- * Where and why JSON.parse refused `text`: `line 2, column 5: Expected ',' or '}' after property
- * value` (the end of the text when the parser names no position).
- */
-export function jsonSyntaxError(text: string, err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  const at = /at position (\d+)/.exec(message);
-  const position = at ? Number(at[1]) : text.length;
-  const before = text.slice(0, position);
-  const line = before.split('\n').length;
-  const column = position - before.lastIndexOf('\n');
-  const why = message.replace(/ in JSON at position \d+.*$/s, '').replace(/^Unexpected end of JSON input$/, 'the JSON ends too early');
-  return `line ${line}, column ${column}: ${why}`;
-}
-
 function parseJson(text: string, label: string): unknown {
   try {
     return JSON.parse(text);

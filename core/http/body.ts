@@ -3,6 +3,7 @@ import type { Http2ServerRequest } from 'node:http2';
 import type { Context } from 'koa';
 import { HttpError, badRequest, type ErrorDetail } from '../errors.js';
 import { addressHolder } from '../addresses.js';
+import { jsonSyntaxError } from '../json-syntax.js';
 import { namePart } from '../validation.js';
 import { isXmlContentType, XmlDocument } from './xml.js';
 
@@ -290,16 +291,11 @@ export function unsupportedContentType(ctx: Context, acceptsXml: boolean): HttpE
  * The line and column when the parser names a position.
  */
 export function jsonRefusal(text: string, err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  const at = /at position (\d+)/.exec(message);
-  if (/^Unexpected end of JSON input/.test(message)) return 'the JSON ends too early';
-  if (!at) return 'it is not JSON (an unexpected character)';
-  const position = Number(at[1]);
-  const before = text.slice(0, position);
-  const line = before.split('\n').length;
-  const column = position - before.lastIndexOf('\n');
+  const { line, column, positioned, ended, reason } = jsonSyntaxError(text, err);
+  if (ended) return 'the JSON ends too early';
+  if (!positioned) return 'it is not JSON (an unexpected character)';
   // The parser's reason names characters of the grammar (',' or '}'), never of the body.
-  const why = message.replace(/ in JSON at position \d+.*$/s, '').replace(/'[^']*'|"[^"]*"/g, (q) => (/^['"][,:{}[\]]['"]$/.test(q) ? q : '…'));
+  const why = reason.replace(/'[^']*'|"[^"]*"/g, (q) => (/^['"][,:{}[\]]['"]$/.test(q) ? q : '…'));
   return `${why} at line ${line}, column ${column}`;
 }
 

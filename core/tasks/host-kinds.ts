@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { defineTaskKind } from './kinds.js';
+import { Nullable } from '../validation.js';
 
 /** The version that introduced every kind an agent had before tasks were typed. */
 export const FIRST_AGENT_VERSION = '0.1.0';
@@ -126,8 +127,6 @@ export const VolumeRelease = defineTaskKind({
   payload: VolumeOnHost,
   result: Type.Object({ released: Type.Optional(Type.Boolean()) }),
 });
-
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
 
 /** A machine another must reach: a cluster manager at the address it advertises. */
 export const PathTarget = Type.Object({

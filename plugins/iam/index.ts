@@ -18,7 +18,7 @@ import {
   Deleted, DisplayName, Email, KeepApiKeys, KeyView, Password, PasswordChanged, PropertyInput, Role, TokenView, UserIdParams, UserProperty, UserView, Username,
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
-import { sessionMigrations, Sessions } from './sessions.js';
+import { sameOrigin, sessionMigrations, Sessions } from './sessions.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
 
 export const IamConfigSchema = Type.Object(
@@ -201,8 +201,7 @@ export default definePlugin({
           async handler(req) {
             if (await users.bootstrapClaimed()) throw conflict('hangar is already bootstrapped: the first admin was created');
             // A web page elsewhere must not claim the install through the operator's browser.
-            const origin = req.ctx.get('origin');
-            if (origin && origin !== `${req.ctx.protocol}://${req.ctx.host}`) throw forbidden('Bootstrap from a web page is accepted from this control plane’s own dashboard only, not from another site’s page');
+            if (!sameOrigin(req.ctx)) throw forbidden('Bootstrap from a web page is accepted from this control plane’s own dashboard only, not from another site’s page');
             const offered = req.ctx.get('x-bootstrap-secret');
             const secret = bootstrapSecret.current();
             const fromLoopback = settings.bootstrap_from_loopback && LOOPBACK.has(req.ip);

@@ -5,7 +5,7 @@ import type { Clock } from '../../core/clock.js';
 import { safeEqual, sha256Hex } from '../../core/crypto.js';
 import type { Migration } from '../../core/db/migrations.js';
 import type { Store } from '../../core/db/store.js';
-import { forbidden, HttpError, unauthorized } from '../../core/errors.js';
+import { forbidden, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import type { HangarRequest, RouteDef } from '../../core/plugin.js';
 import type { Identity } from './identity.js';
@@ -47,19 +47,27 @@ function cookie(header: string | undefined, name: string): string | null {
 }
 
 /**
+ * Whether a request a browser may have sent from another site's page comes from this control
+ * plane's own origin: its `Origin`, when the browser sent one, is this origin (a request without
+ * one — curl, the CLI, a browser's same-origin GET — is not a cross-site page's write).
+ */
+export function sameOrigin(ctx: HangarRequest['ctx']): boolean {
+  const origin = ctx.get('origin');
+  return !origin || origin === `${ctx.protocol}://${ctx.host}`;
+}
+
+/**
  * What a browser login must show to be this control plane's own dashboard logging in (login CSRF:
- * a page elsewhere would otherwise log the victim's browser into the attacker's account). The body
- * must be declared `application/json` — a form or a `text/plain` body, which any page can make a
- * browser send without asking first, is a 415 — and the request must come from this origin: a
- * browser names the page's origin in `Origin` and, in `Sec-Fetch-Site`, whether it is this site.
+ * a page elsewhere would otherwise log the victim's browser into the attacker's account): it must
+ * come from this origin — a browser names the page's origin in `Origin` and, in `Sec-Fetch-Site`,
+ * whether it is this site. Its body is JSON like every write's: a form or a `text/plain` body, which
+ * any page can make a browser send without asking first, is the pipeline's 415 before the body is
+ * read (core/http/body.ts unsupportedContentType), and an `application/*+json` one needs a CORS
+ * preflight, which this origin never grants to another.
  */
 function assertOwnDashboard(ctx: HangarRequest['ctx']): void {
-  if (!/^application\/json\s*(;|$)/i.test(ctx.get('content-type'))) {
-    throw new HttpError(415, 'POST /v1/iam/session takes the username and password as Content-Type: application/json only');
-  }
-  const origin = ctx.get('origin');
   const site = ctx.get('sec-fetch-site').toLowerCase();
-  if ((origin && origin !== `${ctx.protocol}://${ctx.host}`) || (site && site !== 'same-origin' && site !== 'none')) {
+  if (!sameOrigin(ctx) || (site && site !== 'same-origin' && site !== 'none')) {
     throw forbidden('A dashboard login is accepted from this control plane’s own pages only, not from another site');
   }
 }
@@ -127,8 +135,7 @@ export class Sessions {
         const id = sha256Hex(value);
         const { expiresAt, user } = await this.live(id);
         if (!SAFE_METHODS.has(ctx.method)) {
-          const origin = ctx.get('origin');
-          if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw unauthorized('A session cookie is accepted on writes from this control plane’s own origin only, not from another site’s page');
+          if (!sameOrigin(ctx)) throw unauthorized('A session cookie is accepted on writes from this control plane’s own origin only, not from another site’s page');
           const sent = ctx.get(CSRF_HEADER);
           if (!sent || !safeEqual(sent, this.csrfToken(id))) {
             throw unauthorized('A write with the session cookie needs the X-CSRF-Token header: the csrf_token that POST or GET /v1/iam/session answered');
