@@ -168,7 +168,7 @@ export class Agent {
   async heartbeat(): Promise<void> {
     const held = [...this.heldTasks];
     const capabilities = { kinds: [...this.executors.keys()].filter((k) => this.kinds.get(k)).sort(), backends: agentBackends() };
-    // The overlay as it is (interface, address, each peer's latest handshake): the control plane
+    // The overlay as it is (interface, address, how many peers answer): the control plane
     // advertises this node by its overlay address only while a peer answers there.
     const overlay = await overlayReport(this.options.dataDir).catch((err: Error) => {
       this.log.debug({ error: err.message }, 'reading the overlay state failed');

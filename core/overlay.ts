@@ -5,6 +5,7 @@
  * overlay usable: the interface must be up with that address, and a peer must have answered.
  */
 import { Type, type Static } from '@sinclair/typebox';
+import { Nullable } from './validation.js';
 
 /**
  * A handshake younger than this means the peer answers: WireGuard throws a session's keys away
@@ -16,10 +17,12 @@ export const LIVE_HANDSHAKE_SECONDS = 180;
 /** How many peers without a live handshake a node's overlay state names (it counts them all). */
 const NAMED_UNANSWERED = 16;
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
-
-/** What an agent reports of its overlay interface in a heartbeat (`overlay`; absent without `wg`). */
-export const OverlayReport = Type.Object(
+/**
+ * What an agent older than the summary reports of its overlay interface in a heartbeat: every peer
+ * with its latest handshake (up to 4096, sent and validated each heartbeat). The control plane keeps
+ * only the summary of it ({@link summarizeOverlay}), which agents now send instead ({@link OverlaySummary}).
+ */
+export const OverlayPeersReport = Type.Object(
   {
     interface: Type.String({ minLength: 1, maxLength: 15 }),
     up: Type.Boolean({ description: 'the interface exists and is up' }),
@@ -34,9 +37,9 @@ export const OverlayReport = Type.Object(
       { maxItems: 4096 },
     ),
   },
-  { description: 'the WireGuard overlay interface (hangar0) as the agent sees it' },
+  { description: 'the WireGuard overlay interface (hangar0) as an agent older than the summary reports it: each peer' },
 );
-export type OverlayReport = Static<typeof OverlayReport>;
+export type OverlayPeersReport = Static<typeof OverlayPeersReport>;
 
 /** What the control plane keeps of a node's overlay (the `overlay` of a node record and its view). */
 export const OverlayState = Type.Object({
@@ -50,10 +53,52 @@ export const OverlayState = Type.Object({
 export type OverlayState = Static<typeof OverlayState>;
 
 /**
+ * What an agent reports of its overlay interface in a heartbeat: the summary the control plane keeps
+ * ({@link OverlayState}), judged on the machine's clock ({@link summarizeOverlay}), a few hundred
+ * bytes whatever the number of peers.
+ */
+export const OverlaySummary = Type.Object(
+  {
+    interface: Type.String({ minLength: 1, maxLength: 15 }),
+    up: Type.Boolean({ description: 'the interface exists and is up' }),
+    address: Nullable(Type.String({ maxLength: 64, description: 'its IPv4 address, without the prefix length' })),
+    peers: Type.Integer({ minimum: 0, description: 'WireGuard peers configured on it' }),
+    handshakes: Type.Integer({ minimum: 0, description: `peers with a handshake in the last ${LIVE_HANDSHAKE_SECONDS} s (they answer)` }),
+    without_handshake: Type.Array(Type.String({ maxLength: 64 }), {
+      maxItems: NAMED_UNANSWERED,
+      description: `the first ${NAMED_UNANSWERED} peers (sorted) that have not answered, by node id (or public key)`,
+    }),
+  },
+  { additionalProperties: false, description: 'the WireGuard overlay interface (hangar0) as the agent sees it, summarised' },
+);
+export type OverlaySummary = Static<typeof OverlaySummary>;
+
+/** What a heartbeat's `overlay` may be (absent without `wg`): the summary, or an older agent's peers. */
+export const OverlayReport = Type.Union([OverlaySummary, OverlayPeersReport], { description: 'the WireGuard overlay interface (hangar0) as the agent sees it' });
+export type OverlayReport = Static<typeof OverlayReport>;
+
+/**
  * What is kept of a report: counts and the peers that do not answer, not the handshake times, so
- * that a heartbeat changes the stored state only when a peer starts or stops answering.
+ * that a heartbeat changes the stored state only when a peer starts or stops answering. The agent
+ * makes it of its peers (handshake ages taken against the machine's clock); a summary it sent is
+ * kept as it is.
  */
 export function summarizeOverlay(report: OverlayReport): OverlayState {
+  if (!Array.isArray(report.peers)) {
+    const summary = report as OverlaySummary;
+    return {
+      interface: summary.interface,
+      up: summary.up,
+      address: summary.address,
+      peers: summary.peers,
+      handshakes: summary.handshakes,
+      without_handshake: [...summary.without_handshake].sort().slice(0, NAMED_UNANSWERED),
+    };
+  }
+  return summarizePeers(report as OverlayPeersReport);
+}
+
+function summarizePeers(report: OverlayPeersReport): OverlayState {
   const unanswered: string[] = [];
   let handshakes = 0;
   for (const peer of report.peers) {

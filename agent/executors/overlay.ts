@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
-import type { OverlayReport } from '../../core/overlay.js';
+import { summarizeOverlay, type OverlaySummary } from '../../core/overlay.js';
 import { runCommand, startDetached } from '../../core/process.js';
 import type { Executor } from './types.js';
 
@@ -99,18 +99,20 @@ function peerNodes(dataDir: string): Map<string, string> {
 }
 
 /**
- * What the heartbeat says of the overlay: the interface up or not, its address, and each peer's
- * latest handshake (`wg show hangar0 latest-handshakes`); null when wg is not installed.
+ * What the heartbeat says of the overlay: the interface up or not, its address, and of its peers
+ * (`wg show hangar0 latest-handshakes`) how many there are, how many answer (a live handshake on
+ * this machine's clock) and the first that do not — the summary the control plane keeps
+ * (core/overlay.ts summarizeOverlay), whatever the number of peers; null when wg is not installed.
  */
-export async function overlayReport(dataDir: string): Promise<OverlayReport | null> {
+export async function overlayReport(dataDir: string): Promise<OverlaySummary | null> {
   if (!onPath('wg') || !onPath('ip')) return null;
   const checkedAt = Math.floor(Date.now() / 1000);
   const link = await runCommand('ip', ['-o', 'link', 'show', 'dev', OVERLAY_INTERFACE], { timeoutMs: 5000 });
-  if (link.code !== 0) return { interface: OVERLAY_INTERFACE, up: false, address: null, checked_at: checkedAt, peers: [] };
+  if (link.code !== 0) return summarizeOverlay({ interface: OVERLAY_INTERFACE, up: false, address: null, checked_at: checkedAt, peers: [] });
   const flags = /<([^>]*)>/.exec(link.stdout)?.[1]?.split(',') ?? [];
   const inet = await runCommand('ip', ['-o', '-4', 'address', 'show', 'dev', OVERLAY_INTERFACE], { timeoutMs: 5000 });
   const address = /\binet\s+([0-9.]+)/.exec(inet.stdout)?.[1] ?? null;
   const nodes = peerNodes(dataDir);
-  const peers = ((await readPeers()) ?? []).slice(0, 4096).map((p) => ({ public_key: p.public_key, node_id: nodes.get(p.public_key) ?? null, latest_handshake: p.latest_handshake }));
-  return { interface: OVERLAY_INTERFACE, up: flags.includes('UP'), address, checked_at: checkedAt, peers };
+  const peers = ((await readPeers()) ?? []).map((p) => ({ public_key: p.public_key, node_id: nodes.get(p.public_key) ?? null, latest_handshake: p.latest_handshake }));
+  return summarizeOverlay({ interface: OVERLAY_INTERFACE, up: flags.includes('UP'), address, checked_at: checkedAt, peers });
 }
