@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { describeEachDialect } from '../support/dialects.js';
+import { waitFor } from '../support/agents.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { GOOD_PASSWORD } from '../support/identity.js';
 import { fromAddress, halfSent, type HalfSent } from '../support/wire.js';
@@ -66,5 +67,50 @@ describeEachDialect('body slots of callers without credentials: a few per addres
       after = await fromAddress(t.url, '/v1/iam/login', { ca: t.caPem, localAddress: ATTACKER, body: { username, password: GOOD_PASSWORD } });
     }
     expect(after.status, after.text).to.equal(200);
+  });
+
+  it('past the total (api.unauthenticated_bodies_in_flight) every address is refused (503), also one that holds none', async function () {
+    this.timeout(60_000);
+    // Its own control plane: 6 slots in all, 4 per address, bodies not cut off while the test looks.
+    const small = await startHangar(dialect, {
+      plugins: ['system', 'iam'],
+      overrides: { api: { unauthenticated_bodies_in_flight: 6, unauthenticated_bodies_per_address: 4, unauthenticated_body_timeout_ms: 60_000 } },
+    });
+    const mine: HalfSent[] = [];
+    const slowFrom = (address: string) => {
+      const h = halfSent(small.url, '/v1/iam/login', { ca: small.caPem, announced: 4096, sent: 100, localAddress: address });
+      mine.push(h);
+      return h;
+    };
+    const login = (address: string) => fromAddress(small.url, '/v1/iam/login', { ca: small.caPem, localAddress: address, body: { username: 'nobody', password: 'Wrong-Password-1!' } });
+    try {
+      // 4 from one address (its own few), 2 from another: the 6 of the total.
+      const held = [...Array.from({ length: 4 }, () => slowFrom('127.0.0.2')), ...Array.from({ length: 2 }, () => slowFrom('127.0.0.3'))];
+      await Promise.all(held.map((h) => h.started));
+      // A third address, which holds no slot, is refused once the six are being received (until then it gets in: 401).
+      const refused = await waitFor(
+        async () => {
+          const res = await login('127.0.0.4');
+          expect(res.status, res.text).to.be.oneOf([401, 503]);
+          return res.status === 503 ? res : null;
+        },
+        { timeoutMs: 30_000, intervalMs: 20, what: 'a body from a third address refused while six are held' },
+      );
+      expect(refused.headers['retry-after']).to.equal('1');
+      expect(refused.json.message).to.contain('Too many requests without credentials are sending bodies');
+      // While the total is taken, the addresses that hold slots are refused the same way.
+      expect((await login('127.0.0.2')).status).to.equal(503);
+      expect((await login('127.0.0.3')).status).to.equal(503);
+      // 127.0.0.3's two end: the third address gets in, and 127.0.0.2, still holding its 4, gets its own 429.
+      for (const h of held.slice(4)) h.destroy();
+      await waitFor(async () => ((await login('127.0.0.4')).status === 401 ? true : null), { timeoutMs: 30_000, intervalMs: 20, what: 'a body from the third address accepted once two slots are free' });
+      const own = await login('127.0.0.2');
+      expect(own.status, own.text).to.equal(429);
+      expect(own.json.message).to.contain('from your address');
+      console.log('      slots: 4 slow bodies from 127.0.0.2 and 2 from 127.0.0.3 fill the total of 6 → 127.0.0.4, 127.0.0.2, 127.0.0.3 refused (503); with two freed, 127.0.0.4 gets in and 127.0.0.2 → 429 (its 4)');
+    } finally {
+      for (const h of mine) h.destroy();
+      await small.stop();
+    }
   });
 });
