@@ -38,7 +38,9 @@ export function storeReason(err: unknown): string {
  * Whether the store takes writes, as the writes tell: a write refused because the disk is full
  * marks it unwritable, and the condition is logged once per interval with how many writes were
  * refused meanwhile (not once per failed statement: a busy control plane logged 1.7 MB/s of the
- * same error). A write that succeeds again — a health check's probe or any other — clears it.
+ * same error). Only the health check's probe clears it (`GET /healthz` tries one small write, at most
+ * once a second, while the store is unwritable: plugins/system); other writes that succeed meanwhile
+ * are not watched, so the condition, and the 503 of /healthz, last until a health check looks.
  */
 export class StoreHealth {
   private full: { since: Date; reason: string } | null = null;
@@ -75,7 +77,7 @@ export class StoreHealth {
     return true;
   }
 
-  /** A write went through: the store takes writes again. */
+  /** The probe's write went through: the store takes writes again. */
   noteWritable(): void {
     if (!this.full) return;
     this.log?.info({ since: this.full.since.toISOString(), refused: this.refused }, 'store: writes succeed again');
