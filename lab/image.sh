@@ -18,7 +18,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MIRROR=${HANGAR_LAB_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 CACHE=${HANGAR_LAB_CACHE:-/var/cache/hangar-lab}
-PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static,haproxy
+# restic: the backup program (issue 28) backs machines' folders up to S3 (docs/lab.md).
+PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static,haproxy,restic
 STEPS=7
 
 # fd 3 is the caller's stdout: steps send their own output to the log, progress goes to fd 3.
@@ -128,7 +129,7 @@ step "configure the system (host keys removed, hostname, apt cleaned)"
 
 step "check the rootfs"
 {
-  for bin in sshd dockerd docker containerd runc sudo ip iptables wg wireguard-go ping curl nc busybox haproxy ssh-keygen lab-init lab-busybox-image lab-haproxy-image lab-minio-standin-image; do
+  for bin in sshd dockerd docker containerd runc sudo ip iptables wg wireguard-go ping curl nc busybox haproxy restic ssh-keygen lab-init lab-busybox-image lab-haproxy-image lab-minio-standin-image; do
     chroot "$ROOT" /bin/sh -c "command -v $bin" || { echo "missing in the rootfs: $bin"; exit 1; }
   done
   # sshd accepts the configuration (with a throwaway host key).

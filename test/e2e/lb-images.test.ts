@@ -3,6 +3,8 @@ import type { Route } from '../../core/orchestrator.js';
 import { renderHaproxyConfig } from '../../drivers/swarm/haproxy.js';
 import { waitFor } from '../support/agents.js';
 import { requireService } from '../support/requirements.js';
+import { S3Client, S3Error } from '../support/s3-client.js';
+import { ensureS3BuildFolder, S3_START_TIMEOUT_MS, s3Availability } from '../support/s3-server.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const seconds = (since: number): string => `${((Date.now() - since) / 1000).toFixed(1)} s`;
@@ -20,8 +22,9 @@ const NETWORK = 'hangar-lb-net';
 /**
  * The service images the load-balancer and object-store work needs, on a real lab machine (its
  * own dockerd, a one-node swarm): lab-busybox-image, lab-haproxy-image (Debian's HAProxy) and
- * lab-minio-standin-image (a MinIO STAND-IN: health endpoints only, no S3), with a configuration
- * from renderHaproxyConfig served by HAProxy as a swarm service.
+ * lab-minio-standin-image (a MinIO STAND-IN serving real S3: SeaweedFS's S3 gateway, from the S3
+ * build the lab mounts at /opt/hangar-s3), with a configuration from renderHaproxyConfig served by
+ * HAProxy as a swarm service. S3 requests come from the host, signed as any S3 client signs them.
  */
 describe('load-balancer service images on a lab machine (HAProxy, busybox httpd, MinIO stand-in)', function () {
   this.timeout(60_000);
@@ -29,12 +32,15 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
   let m: Machine;
 
   before(async function () {
-    this.timeout(15 * 60_000); // the first run after a recipe change builds the lab image
+    this.timeout(S3_START_TIMEOUT_MS); // the first run after a recipe change builds the lab image; the S3 build may be under way
     const available = await Lab.availability();
     requireService(this, available.docker, 'Docker (dockerd)');
     requireService(this, available.image, available.why ?? 'the lab image');
+    const s3Available = s3Availability();
+    requireService(this, s3Available.ok, s3Available.why);
+    const s3Build = await ensureS3BuildFolder();
     lab = new Lab({ name: 'lb-images', subnet: '172.31.75.0/24' });
-    [m] = await lab.start({ machines: 1 });
+    [m] = await lab.start({ machines: 1, mounts: [`${s3Build}:/opt/hangar-s3:ro`] });
   });
 
   after(async function () {
@@ -91,6 +97,10 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
     const minio = JSON.parse(await m.sh('docker image inspect lab/minio-standin:latest'))[0];
     expect(minio.Config.Entrypoint).to.deep.equal(['/usr/bin/minio']);
     expect(minio.Config.Labels).to.deep.include({ 'hangar-lab.standin': 'minio' });
+    expect(minio.Config.Labels['hangar-lab.seaweedfs']).to.match(/\b4\.\d+\b/);
+    console.log(`      MinIO stand-in image: ${(minio.Size / 1024 / 1024).toFixed(0)} MB (SeaweedFS ${minio.Config.Labels['hangar-lab.seaweedfs']})`);
+    // Made from the same build again, the image is kept.
+    expect(await m.sh("lab-minio-standin-image && docker image inspect --format '{{.Id}}' lab/minio-standin:latest")).to.equal(`lab/minio-standin:latest\n${minio.Id}`);
   });
 
   it('HAProxy as a swarm service routes by Host to every task of a dnsrr service, 503 for other hosts, 200 on /.hangar/health', async function () {
@@ -165,7 +175,13 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
     await until('the former worker to exit once its request is done', async () => /Former worker \(\d+\) exited/.test(await logsOf(container)));
   });
 
-  it('MinIO stand-in as a swarm service: credentials from the environment, health 200, the data folder marked, reachable through HAProxy', async function () {
+  /** S3 as the store's clients speak it: to the machine's published port, or through HAProxy with the store's domain. */
+  const s3At = (secretAccessKey: string, options: { port?: number; domain?: string } = {}): S3Client =>
+    options.domain
+      ? new S3Client({ endpoint: `http://${options.domain}`, connect: `http://${m.ip}:80`, credentials: { accessKeyId: 'hangar', secretAccessKey } })
+      : new S3Client({ endpoint: `http://${m.ip}:${options.port ?? 9000}`, credentials: { accessKeyId: 'hangar', secretAccessKey } });
+
+  it('MinIO stand-in as a swarm service: credentials from the environment, health 200, the data folder marked, real S3 directly and through HAProxy', async function () {
     this.timeout(120_000);
     await m.sh('mkdir -p /srv/s3-data');
     await m.sh(
@@ -176,30 +192,53 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
         'lab/minio-standin:latest server /data --console-address :9001',
     );
     await until('the stand-in answering /minio/health/live', async () => (await get('localhost', '/minio/health/live', 9000)).status === 200, 60_000);
-    expect((await get('localhost', '/', 9000)).body).to.include('hangar lab MinIO stand-in: S3 API');
+    await until('the stand-in ready (/minio/health/ready)', async () => (await get('localhost', '/minio/health/ready', 9000)).status === 200, 60_000);
     expect((await get('localhost', '/', 9001)).body).to.include('hangar lab MinIO stand-in: console');
     const format = JSON.parse(await m.sh('cat /srv/s3-data/.minio.sys/format.json'));
     expect(format.id).to.match(/^[0-9a-f-]{36}$/);
 
-    // The balancer in front of it, as hangar routes an S3 instance's domain.
+    // Real S3 on the published port, with the root user and password as the keys.
+    const s3 = s3At('lab-secret-1');
+    await s3.createBucket('lab');
+    await s3.putObject('lab', 'hello.txt', 'hello from the host');
+    expect((await s3.getObject('lab', 'hello.txt')).toString()).to.equal('hello from the host');
+    expect(await s3.listObjects('lab')).to.deep.equal(['hello.txt']);
+    const anonymous = await get('localhost', '/lab/hello.txt', 9000);
+    expect(anonymous.status, 'unsigned: refused as MinIO refuses it').to.equal(403);
+    expect(anonymous.body).to.include('AccessDenied');
+    const wrong = await s3At('lab-secret-x').listBuckets().catch((error: unknown) => error);
+    expect(wrong).to.be.instanceOf(S3Error);
+    expect((wrong as S3Error).status).to.equal(403);
+
+    // The balancer in front of it, as hangar routes an S3 instance's domain: signed for the domain, through HAProxy.
     await writeConfig([route('app.test.local', 'app', 8080), route('s3.test.local', 's3', 9000), route('second.test.local', 'second', 9090)]);
     await m.sh(`docker kill --signal USR2 ${await containerOf('lb')}`);
     await until('s3.test.local served through HAProxy', async () => (await get('s3.test.local', '/minio/health/live')).status === 200, 30_000);
+    const routed = s3At('lab-secret-1', { domain: 's3.test.local' });
+    await routed.putObject('lab', 'via/haproxy.txt', 'through the balancer');
+    expect((await routed.getObject('lab', 'via/haproxy.txt')).toString()).to.equal('through the balancer');
+    expect(await routed.listObjects('lab')).to.deep.equal(['hello.txt', 'via/haproxy.txt']);
   });
 
-  it('MinIO stand-in: credentials from *_FILE (a docker secret name or a path); a second start keeps the data folder\'s id', async () => {
+  it('MinIO stand-in: credentials from *_FILE (a docker secret name or a path); a second server on the folder keeps its id and its objects', async function () {
+    this.timeout(90_000);
     const id = JSON.parse(await m.sh('cat /srv/s3-data/.minio.sys/format.json')).id;
-    await m.sh('mkdir -p /srv/s3-secrets && printf hangar >/srv/s3-secrets/user && printf lab-secret-2 >/srv/s3-secrets/password');
+    // One server per data folder, as with MinIO: the service's task stops first.
+    await m.sh('docker service scale --detach s3=0');
+    await until('the service s3 stopped', async () => (await m.sh('docker ps -q --filter label=com.docker.swarm.service.name=s3')) === '');
+    await m.sh('mkdir -p /srv/s3-secrets && printf hangar >/srv/s3-secrets/user && printf "lab-secret-2\n" >/srv/s3-secrets/password');
     await m.sh(
-      'docker run -d --name s3file -v /srv/s3-data:/data -v /srv/s3-secrets:/run/secrets:ro ' +
+      'docker run -d --name s3file -p 9100:9000 -v /srv/s3-data:/data -v /srv/s3-secrets:/run/secrets:ro ' +
         '-e MINIO_ROOT_USER_FILE=user -e MINIO_ROOT_PASSWORD_FILE=/run/secrets/password lab/minio-standin:latest server /data',
     );
     try {
-      await until('s3file answering on its own :9000', async () => {
-        const probe = await m.exec(['docker', 'exec', 's3file', 'sh', '-c', 'printf "GET /minio/health/live HTTP/1.0\\r\\n\\r\\n" | nc 127.0.0.1 9000 | head -n 1']);
-        return probe.stdout.startsWith('HTTP/1.') && probe.stdout.includes(' 200 ');
-      });
+      await until('s3file ready on its own :9000', async () => (await get('localhost', '/minio/health/ready', 9100)).status === 200, 60_000);
       expect(JSON.parse(await m.sh('cat /srv/s3-data/.minio.sys/format.json')).id).to.equal(id);
+      const s3 = s3At('lab-secret-2', { port: 9100 });
+      expect(await s3.listObjects('lab')).to.deep.equal(['hello.txt', 'via/haproxy.txt']);
+      expect((await s3.getObject('lab', 'hello.txt')).toString()).to.equal('hello from the host');
+      const before = await s3At('lab-secret-1', { port: 9100 }).listBuckets().catch((error: unknown) => error);
+      expect((before as S3Error).status, 'the password of the environment before is not a key here').to.equal(403);
     } finally {
       await m.exec('docker rm -f s3file');
     }

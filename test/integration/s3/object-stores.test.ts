@@ -13,26 +13,70 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
+import { forwardIntoNetns, type NetnsForward } from '../../support/netns-forward.js';
+import { S3Client, S3Error } from '../../support/s3-client.js';
+import { ensureS3BuildFolder, S3_START_TIMEOUT_MS, s3Availability } from '../../support/s3-server.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
 // Object stores deployed through a real agent on this host into the host engine's swarm, with
 // their data on a local volume (a folder on this host). No MinIO image can be pulled here: the
-// store runs the lab's MinIO STAND-IN (lab-minio-standin-image, busybox httpd; NOT MinIO, no S3),
-// which starts like MinIO, insists on the root credentials and marks its data folder as MinIO does.
+// store runs the lab's MinIO STAND-IN (lab-minio-standin-image; NOT MinIO), which starts like
+// MinIO, insists on the root credentials, marks its data folder as MinIO does — and serves real S3
+// (SeaweedFS's S3 gateway, built by scripts/s3-build.sh) with the root user and password as keys.
 const STANDIN_IMAGE = 'lab/minio-standin:latest';
 const STANDIN_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-minio-standin-image');
 const RUN = randomBytes(3).toString('hex');
 
-/** Null when the stand-in image exists (built now when missing), else what is missing. */
+/** Null when the stand-in image is there for the current S3 build (made now when it is not), else what is missing. */
 async function standinImage(): Promise<string | null> {
-  if ((await docker(['image', 'inspect', STANDIN_IMAGE])).code === 0) return null;
-  if (!existsSync(STANDIN_SCRIPT)) return STANDIN_SCRIPT;
   if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the MinIO stand-in';
-  const built = spawnSync('bash', [STANDIN_SCRIPT, STANDIN_IMAGE], { encoding: 'utf8' });
+  const build = await ensureS3BuildFolder();
+  const built = spawnSync('bash', [STANDIN_SCRIPT, STANDIN_IMAGE], { encoding: 'utf8', env: { ...process.env, HANGAR_S3_BUILD: build } });
   return built.status === 0 ? null : `building ${STANDIN_IMAGE} failed: ${built.stderr}`;
 }
 
-describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a local volume, through a real agent (host dockerd)', (dialect) => {
+/**
+ * Runs `use` with an S3 client of a store's S3 API (port 9000 of its running task, reached inside its
+ * container's network namespace), once that task answers /minio/health/ready. A task that is
+ * replaced meanwhile (a store started while another one on the same folder still stops: the data
+ * folder is locked until then and the first task exits) is followed to the next one.
+ */
+async function withStoreS3<T>(runtime: string, endpoint: string, secretAccessKey: string, use: (s3: S3Client, socketPath: string) => Promise<T>): Promise<T> {
+  let forward: NetnsForward | undefined;
+  try {
+    await waitFor(
+      async () => {
+        await forward?.close();
+        forward = undefined;
+        const container = (await docker(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${runtime}`])).stdout.trim().split('\n')[0];
+        const pid = container ? Number((await docker(['inspect', '--format', '{{.State.Pid}}', container])).stdout.trim()) : 0;
+        if (!pid) return false;
+        forward = await forwardIntoNetns(pid, 9000).catch(() => undefined);
+        if (!forward) return false;
+        const probe = new S3Client({ endpoint, socketPath: forward.socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey } });
+        return (await probe.request('GET', '/minio/health/ready', { unsigned: true }).catch(() => ({ status: 0 }))).status === 200;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, what: `${runtime} answering /minio/health/ready` },
+    );
+    const socketPath = forward!.socketPath;
+    return await use(new S3Client({ endpoint, socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey } }), socketPath);
+  } finally {
+    await forward?.close();
+  }
+}
+
+/** The S3 error an operation ends with (fails the test when it succeeds). */
+async function refusal(operation: Promise<unknown>): Promise<S3Error> {
+  try {
+    await operation;
+  } catch (error) {
+    if (error instanceof S3Error) return error;
+    throw error;
+  }
+  expect.fail('the request was accepted');
+}
+
+describeEachDialect('object stores: MinIO (the lab stand-in, real S3) on a swarm with a local volume, through a real agent (host dockerd)', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
   let member: SwarmMember;
@@ -49,9 +93,11 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
   const routesOf = () => (t.hangar.services.provided.get('s3') as S3Api).routes(member.swarmId);
 
   before(async function () {
-    this.timeout(180_000);
+    this.timeout(S3_START_TIMEOUT_MS); // may wait for (or run) the S3 build
     const swarmMissing = await hostSwarm();
     requireService(this, swarmMissing === null, swarmMissing ?? '');
+    const s3Available = s3Availability();
+    requireService(this, s3Available.ok, s3Available.why);
     const imageMissing = await standinImage();
     requireService(this, imageMissing === null, imageMissing ?? '');
     t = await startHangar(dialect, {
@@ -70,7 +116,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
   });
   after(async function () {
     this.timeout(60_000);
-    await docker(['service', 'rm', runtime, `${runtime}-sso`]);
+    await docker(['service', 'rm', runtime, `${runtime}-sso`, `${runtime}-again`]);
     await t?.stop();
     await cleanupAgents();
     if (folder) rmSync(path.dirname(folder), { recursive: true, force: true });
@@ -132,6 +178,27 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect(spec.Mode.Replicated.Replicas).to.equal(1);
   });
 
+  it('serves real S3 with the root user and the password shown once: a bucket, objects put, read and listed; other keys refused', async function () {
+    this.timeout(150_000);
+    const domain = `${name}.s3.${member.swarmName}.hangar.local`;
+    await withStoreS3(runtime, `http://${domain}`, password, async (s3, socketPath) => {
+      await s3.createBucket('photos');
+      await s3.putObject('photos', '2024/cat.jpg', 'not really a cat');
+      await s3.putObject('photos', 'readme.txt', 'photos of the lab');
+      expect((await s3.getObject('photos', '2024/cat.jpg')).toString()).to.equal('not really a cat');
+      expect(await s3.listObjects('photos')).to.deep.equal(['2024/cat.jpg', 'readme.txt']);
+      expect(await s3.listBuckets()).to.deep.equal(['photos']);
+      const answer = await s3.request('GET', '/photos/readme.txt');
+      expect(answer.headers['x-hangar-standin'], 'answered by the stand-in').to.equal('minio (SeaweedFS)');
+      // Only the root credentials open it.
+      const wrong = await refusal(new S3Client({ endpoint: `http://${domain}`, socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey: 'not-the-password' } }).listBuckets());
+      expect([wrong.status, wrong.code]).to.deep.equal([403, 'SignatureDoesNotMatch']);
+      expect((await s3.request('GET', '/photos/readme.txt', { unsigned: true })).status, 'anonymous').to.equal(403);
+    });
+    // The objects are on the volume, in the stand-in's data folder.
+    expect(existsSync(path.join(folder, '.minio.sys', 'seaweedfs')), 'SeaweedFS keeps its data on the volume').to.equal(true);
+  });
+
   it('routes the S3 API (9000) and the console (9001) for the gateway; the volume and the swarm know the store uses them', async () => {
     const domain = `${name}.s3.${member.swarmName}.hangar.local`;
     expect(await routesOf()).to.deep.equal([
@@ -171,7 +238,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect((await api('DELETE', `/v1/volumes/${second.json.data.id}`)).status).to.equal(202);
   });
 
-  it('DELETE removes the workload, then the record (202); the data stays on the volume, which can then be deleted', async function () {
+  it('DELETE removes the workload, then the record (202); the data stays on the volume', async function () {
     this.timeout(60_000);
     const res = await api('DELETE', `/v1/s3/instances/${storeId}`);
     expect(res.status, res.text).to.equal(202);
@@ -182,6 +249,29 @@ describeEachDialect('object stores: MinIO (the lab stand-in) on a swarm with a l
     expect(await routesOf()).to.deep.equal([]);
     expect(existsSync(path.join(folder, '.minio.sys', 'format.json')), 'the data stays').to.equal(true);
     expect(deletedEvents, 'tags and the like forget it').to.deep.include({ type: 's3', id: storeId });
+  });
+
+  it('a new store on the same volume finds the buckets and objects, opened with its own root password', async function () {
+    this.timeout(240_000);
+    const res = await api('POST', '/v1/s3/instances', { name: `${name}-again`, swarm_id: member.swarmId, volume_id: volumeId, password: 'second-store-pass' });
+    expect(res.status, res.text).to.equal(202);
+    const id = res.json.data.id as string;
+    await waitFor(
+      async () => {
+        const s = (await api('GET', `/v1/s3/instances/${id}`)).json.data;
+        if (s.status === 'failed') throw new Error(`the store failed: ${s.error}`);
+        return s.status === 'running';
+      },
+      { timeoutMs: 90_000, intervalMs: 500, what: 'the second store to run' },
+    );
+    await withStoreS3(`s3-${name}-again`, `http://${res.json.data.domain}`, 'second-store-pass', async (s3, socketPath) => {
+      expect(await s3.listObjects('photos')).to.deep.equal(['2024/cat.jpg', 'readme.txt']);
+      expect((await s3.getObject('photos', 'readme.txt')).toString()).to.equal('photos of the lab');
+      const old = await refusal(new S3Client({ endpoint: `http://${res.json.data.domain}`, socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey: password } }).listBuckets());
+      expect(old.status, 'the first store’s password no longer opens it').to.equal(403);
+    });
+    expect((await api('DELETE', `/v1/s3/instances/${id}`)).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/s3/instances/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the second store to go' });
     expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
   });
 });
