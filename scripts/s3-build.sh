@@ -17,8 +17,8 @@
 #   gomod/, gocache/                  this build's own GOMODCACHE and GOCACHE
 #   build-<key>.log                   the full output of the last build of that key
 # One build at a time (flock); a second caller waits for the first and then finds its result.
-# A cold build downloads ~1.9 GB of modules (the SeaweedFS module graph is wide: cloud SDKs,
-# databases, message queues) and compiles ~2,000 packages: measured times are in docs/lab.md.
+# A cold build downloads ~800 MB of modules (the SeaweedFS module graph is wide: cloud SDKs,
+# databases, message queues) and compiles them: measured times are in docs/lab.md.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -7,6 +7,8 @@ import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { until as waitUntil } from '../support/agents.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
+import { S3Client } from '../support/s3-client.js';
+import { ensureS3BuildFolder, s3Availability } from '../support/s3-server.js';
 import { Lab, type Machine } from './lab/lab.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
@@ -18,7 +20,7 @@ const until = <T>(what: string, probe: () => Promise<T | null | undefined | fals
 /**
  * Swarm workloads end to end on real machines: three lab machines get agents over SSH, form a
  * swarm through the API, and run instances, compose stacks with secrets and configs, volumes, an
- * object store (the lab's MinIO stand-in image), the HAProxy load balancer and the unmanaged scan.
+ * object store (the lab's MinIO stand-in image, real S3), the HAProxy load balancer and the unmanaged scan.
  * Runs on PostgreSQL; the integration suites cover both dialects against the host's engine.
  */
 describe('swarm workloads end to end in the machine lab [postgres]', function () {
@@ -38,8 +40,12 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     const available = await Lab.availability();
     requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
     requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
+    const s3Available = s3Availability();
+    requireService(this, s3Available.ok, s3Available.why);
+    // The MinIO stand-in's executables (SeaweedFS's S3 gateway), mounted read-only for lab-minio-standin-image.
+    const s3Build = await ensureS3BuildFolder();
     lab = new Lab({ name: 'swarm', subnet: '172.31.74.0/24', log: () => undefined });
-    machines = await lab.start({ machines: 3 });
+    machines = await lab.start({ machines: 3, mounts: [`${s3Build}:/opt/hangar-s3:ro`] });
     m1 = machines[0]!;
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms', 'volumes', 'secrets', 'compute', 'services', 's3', 'gateway', 'tags', 'cleanup'],
@@ -306,6 +312,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
   });
 
   let storeDomain: string;
+  let storePassword: string;
   it('runs an object store (the lab’s MinIO stand-in image) on a volume, with a generated password shown once', async function () {
     this.timeout(300_000);
     const volume = await api('POST', '/v1/volumes', { name: 's3data', node_id: nodeOf.get('m1'), folder: '/srv/hangar/s3data', type: 'local' });
@@ -316,6 +323,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
     expect(store.status, store.text).to.equal(202);
     expect(store.json.data.password).to.be.a('string').with.length.greaterThanOrEqual(8);
     storeDomain = store.json.data.domain;
+    storePassword = store.json.data.password;
     expect(store.json.data.console_domain).to.be.a('string');
     await until('store running', async () => (await get('/v1/s3/instances')).find((s: any) => s.name === 'store')?.status === 'running', 180_000);
     expect((await get('/v1/s3/instances')).find((s: any) => s.name === 'store')).to.not.have.property('password');
@@ -333,11 +341,14 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
       return res.status === 200 ? res.text : null;
     }, 120_000);
     expect(page).to.match(/^web says hello from inst-web-/);
-    const s3 = await until('the object store through the balancer', async () => {
-      const res = await via(storeDomain);
-      return res.status === 200 ? res.text : null;
-    }, 120_000);
-    expect(s3).to.contain('stand-in');
+    // The object store's S3 API through the balancer, signed for its domain with the root user and the password shown once.
+    const s3 = new S3Client({ endpoint: `http://${storeDomain}`, connect: `http://${m1.ip}:80`, credentials: { accessKeyId: 'hangar', secretAccessKey: storePassword } });
+    await until('the object store through the balancer', async () => (await s3.request('GET', '/minio/health/ready', { unsigned: true })).status === 200, 120_000);
+    await s3.createBucket('releases');
+    await s3.putObject('releases', 'v1/notes.txt', 'first release');
+    expect((await s3.getObject('releases', 'v1/notes.txt')).toString()).to.equal('first release');
+    expect(await s3.listObjects('releases')).to.deep.equal(['v1/notes.txt']);
+    expect((await s3.request('GET', '/releases/v1/notes.txt', { unsigned: true })).status, 'anonymous').to.equal(403);
     expect((await via('nobody.example')).status).to.equal(503);
     const gateway = await get('/v1/gateway');
     expect(gateway.routes.map((r: any) => r.domain)).to.include.members(['web.lab.hangar.local', storeDomain]);
