@@ -19,7 +19,8 @@ MIRROR=${HANGAR_LAB_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 CACHE=${HANGAR_LAB_CACHE:-/var/cache/hangar-lab}
 # restic: the backup program (issue 28) backs machines' folders up to S3 (docs/lab.md).
-PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static,haproxy,restic
+# containernetworking-plugins: the CNI plugins of the k3s stand-in's real nodes (containerd and runc come with docker.io).
+PACKAGES=docker.io,openssh-server,sudo,iproute2,iptables,ca-certificates,procps,wireguard-tools,wireguard-go,iputils-ping,curl,netcat-openbsd,busybox-static,haproxy,restic,containernetworking-plugins
 STEPS=7
 
 # fd 3 is the caller's stdout: steps send their own output to the log, progress goes to fd 3.
@@ -129,8 +130,11 @@ step "configure the system (host keys removed, hostname, apt cleaned)"
 
 step "check the rootfs"
 {
-  for bin in sshd dockerd docker containerd runc sudo ip iptables wg wireguard-go ping curl nc busybox haproxy restic ssh-keygen lab-init lab-busybox-image lab-haproxy-image lab-minio-standin-image; do
+  for bin in sshd dockerd docker containerd containerd-shim-runc-v2 ctr runc sudo ip bridge iptables wg wireguard-go ping curl nc busybox haproxy restic ssh-keygen lab-init lab-busybox-image lab-haproxy-image lab-minio-standin-image lab-k8s-images; do
     chroot "$ROOT" /bin/sh -c "command -v $bin" || { echo "missing in the rootfs: $bin"; exit 1; }
+  done
+  for plugin in bridge host-local portmap loopback; do
+    [ -x "$ROOT/usr/lib/cni/$plugin" ] || { echo "missing in the rootfs: the CNI plugin /usr/lib/cni/$plugin"; exit 1; }
   done
   # sshd accepts the configuration (with a throwaway host key).
   chroot "$ROOT" /bin/sh -euc 'mkdir -p /run/sshd; ssh-keygen -q -t ed25519 -N "" -f /tmp/hk; sshd -t -h /tmp/hk; rm -f /tmp/hk /tmp/hk.pub'

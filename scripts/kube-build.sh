@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real upstream Kubernetes control plane from the Go module proxy: lab/kube, one
-# multi-call executable `kube` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok, and our control-plane and k3s-stand-in commands), into a cache outside the checkout.
+# Builds the real upstream Kubernetes from the Go module proxy: lab/kube, one multi-call
+# executable `kube` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kube-proxy, kubectl, kwok, and our control-plane and k3s-stand-in commands), and beside it
+# `hangar-ingress` (lab/kube/ingress: the lab's ingress controller, a small static executable that
+# goes into an image), into a cache outside the checkout.
 #
 #   bash scripts/kube-build.sh            build if needed; the executable's path is the last line
 #   bash scripts/kube-build.sh --path     only print where the executable is (or would be); exit 1 if not built
@@ -11,6 +13,7 @@
 #   <kubernetes>-<kwok>-<hash>/kube   the executable; the hash covers lab/kube (go.mod, go.sum,
 #                                     sources) and this script, so a change rebuilds and nothing
 #                                     else does
+#   <kubernetes>-<kwok>-<hash>/hangar-ingress
 #   gomod/, gocache/                  this build's own GOMODCACHE and GOCACHE (a rebuild after a
 #                                     change to our own sources recompiles only those)
 #   build-<key>.log                   the full output of the last build of that key
@@ -30,7 +33,7 @@ fi
 module_version() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$SRC/go.mod"; }
 KUBERNETES=$(module_version k8s.io/kubernetes)
 KWOK=$(module_version sigs.k8s.io/kwok)
-HASH=$(cd "$SRC" && cat go.mod go.sum ./*.go "$ROOT/scripts/kube-build.sh" | sha256sum | cut -c1-12)
+HASH=$(cd "$SRC" && cat go.mod go.sum ./*.go ./ingress/*.go "$ROOT/scripts/kube-build.sh" | sha256sum | cut -c1-12)
 KEY="$KUBERNETES-kwok-$KWOK-$HASH"
 OUT="$CACHE/$KEY"
 EXE="$OUT/kube"
@@ -72,7 +75,10 @@ rm -rf "$OUT.partial"
 mkdir -p "$OUT.partial"
 # The time the build took, and the CPU it used (independent of how busy the machine was).
 TIMEFORMAT="wall %0R s, cpu %0U s user + %0S s system"
-build() { (cd "$SRC" && go build -trimpath -ldflags "-s -w$version_flags" -o "$OUT.partial/kube" .) >"$LOG" 2>&1; }
+build() {
+  (cd "$SRC" && go build -trimpath -ldflags "-s -w$version_flags" -o "$OUT.partial/kube" . &&
+    go build -trimpath -ldflags "-s -w" -o "$OUT.partial/hangar-ingress" ./ingress) >"$LOG" 2>&1
+}
 if ! { time build; } 2>"$CACHE/build-$KEY.time"; then
   echo "[kube build] FAILED after $(($(date +%s) - started)) s; the end of $LOG:" >&2
   rm -f "$CACHE/build-$KEY.time"

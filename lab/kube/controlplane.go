@@ -72,6 +72,16 @@ type supervisor struct {
 	mu         sync.Mutex
 	stopping   bool
 	died       chan *component
+	// cleanups run after every component has stopped, the last added first (a real node's
+	// containers, mounts, interfaces and firewall rules: node.go).
+	cleanups []func()
+}
+
+// onStop adds a cleanup that runs once the components have stopped.
+func (s *supervisor) onStop(cleanup func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cleanups = append(s.cleanups, cleanup)
 }
 
 func newSupervisor(dataDir string, logf func(format string, args ...any)) (*supervisor, error) {
@@ -390,6 +400,12 @@ func (s *supervisor) startComponent(ctx context.Context, name string, args func(
 	if err != nil {
 		return err
 	}
+	return s.startProgram(ctx, name, self, args, ready)
+}
+
+// startProgram is startComponent for any executable (containerd is not part of this one): path
+// runs with argv[0] = name.
+func (s *supervisor) startProgram(ctx context.Context, name, path string, args func() ([]string, error), ready func() error) error {
 	logPath := filepath.Join(s.dataDir, "logs", name+".log")
 	for attempt := 1; ; attempt++ {
 		argv, err := args()
@@ -402,7 +418,7 @@ func (s *supervisor) startComponent(ctx context.Context, name string, args func(
 		}
 		c := &component{name: name, logPath: logPath, exited: make(chan struct{})}
 		c.cmd = &exec.Cmd{
-			Path:        self,
+			Path:        path,
 			Args:        append([]string{name}, argv...),
 			Stdout:      logFile,
 			Stderr:      logFile,
@@ -538,6 +554,13 @@ func (s *supervisor) stop() {
 			_ = c.cmd.Process.Kill()
 			<-c.exited
 		}
+	}
+	s.mu.Lock()
+	cleanups := s.cleanups
+	s.cleanups = nil
+	s.mu.Unlock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
 	}
 }
 

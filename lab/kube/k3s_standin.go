@@ -2,8 +2,9 @@ package main
 
 // The k3s STAND-IN of the machine lab (docs/kubernetes.md, "Test infrastructure"). Real k3s
 // cannot be had here (no GitHub downloads, and its build needs a patched Kubernetes fork), so
-// this command answers to the k3s command line that hangar uses, with the real upstream control
-// plane behind it and kwok in place of the kubelet:
+// this command answers to the k3s command line that hangar uses, with upstream Kubernetes behind
+// it: the control plane, and on every node the kubelet and kube-proxy with Debian's containerd
+// (node.go; kwok in place of them with K3S_STANDIN_KUBELET=kwok):
 //
 //   k3s server [--node-ip IP] [--node-name N] [--tls-san X] [--https-listen-port 6443]
 //              [--token T] [--data-dir /var/lib/rancher/k3s] [--write-kubeconfig PATH]
@@ -18,14 +19,21 @@ package main
 //       joins this machine as a node: it checks the server's CA against the token's hash, gets
 //       a node client certificate (system:node:<name>) by TLS bootstrapping (a bootstrap token
 //       derived from the token's secret, a CertificateSigningRequest approved and signed by the
-//       controller manager, as kubelets do), creates its Node and runs kwok for that one node
-//       with the node's own credentials (so the Node authorizer and NodeRestriction apply).
+//       controller manager, as kubelets do), and runs the node with those credentials (so the
+//       Node authorizer and NodeRestriction apply): containerd, the kubelet (which registers the
+//       Node), the pod network (podnet.go) and kube-proxy — or, with K3S_STANDIN_KUBELET=kwok,
+//       creates the Node itself and runs kwok for it.
+//   both also take --pause-image (the sandbox image, default lab/pause:3.10), --kubelet-arg and
+//       --kube-proxy-arg (name=value, given on as --name=value), as k3s does; they import the
+//       image archives of <data-dir>/agent/images at start (k3s's airgap images).
 //   k3s kubectl …      upstream kubectl, KUBECONFIG defaulting to /etc/rancher/k3s/k3s.yaml
 //   k3s --version      says it is the stand-in
 //
-// What is simulated: the node's kubelet and container runtime (kwok: the node heartbeats and
-// reports Ready while its machine runs; pods bound to it go Running; no container runs, so no
-// image is pulled and no pod network exists). Everything else is the upstream code.
+// What is not k3s: flannel (the stand-in's own VXLAN network, podnet.go), ServiceLB (the stand-in
+// writes LoadBalancer addresses and kube-proxy routes them, servicelb.go), no CoreDNS, Traefik,
+// local-path provisioner or network policy controller; and when the stand-in stops it takes its
+// pods down (real k3s leaves them to k3s-killall.sh). With K3S_STANDIN_KUBELET=kwok, the node's
+// kubelet and runtime are simulated (no container runs). Everything else is the upstream code.
 
 import (
 	"context"
@@ -61,7 +69,7 @@ import (
 const (
 	k3sDataDir    = "/var/lib/rancher/k3s"
 	k3sKubeconfig = "/etc/rancher/k3s/k3s.yaml"
-	standinNote   = "hangar's k3s stand-in: the upstream Kubernetes control plane, nodes and pods simulated by kwok"
+	standinNote   = "hangar's k3s stand-in: upstream Kubernetes — control plane, kubelet and kube-proxy with containerd (with K3S_STANDIN_KUBELET=kwok, nodes and pods simulated by kwok)"
 	// bootstrapGroup: what the bootstrap token authenticates as, besides system:bootstrappers.
 	bootstrapGroup = "system:bootstrappers:k3s-standin"
 )
@@ -92,10 +100,13 @@ func runK3s() int {
 
 // nodeOptions are the flags k3s server and agent share.
 type nodeOptions struct {
-	dataDir  string
-	nodeName string
-	nodeIP   string
-	token    string
+	dataDir       string
+	nodeName      string
+	nodeIP        string
+	token         string
+	pauseImage    string
+	kubeletArgs   argList // --kubelet-arg: passed to the kubelet as --<arg> (a real node)
+	kubeProxyArgs argList // --kube-proxy-arg: the same for kube-proxy
 }
 
 func (o *nodeOptions) register(fs *flag.FlagSet) {
@@ -104,6 +115,9 @@ func (o *nodeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's address (default: the address of the default route's interface)")
 	// As k3s: --token, or K3S_TOKEN from the environment (which keeps it out of /proc/<pid>/cmdline).
 	fs.StringVar(&o.token, "token", os.Getenv("K3S_TOKEN"), "the cluster's join token (server: default a new one; agent: required) [$K3S_TOKEN]")
+	fs.StringVar(&o.pauseImage, "pause-image", defaultPauseImage, "the pods' sandbox image (imported from <data-dir>/agent/images: nothing is pulled)")
+	fs.Var(&o.kubeletArgs, "kubelet-arg", "a kubelet flag, name=value (repeatable)")
+	fs.Var(&o.kubeProxyArgs, "kube-proxy-arg", "a kube-proxy flag, name=value (repeatable)")
 }
 
 func (o *nodeOptions) complete() error {
@@ -184,7 +198,7 @@ func k3sServer(args []string) int {
 	kubeconfigMode := fs.String("write-kubeconfig-mode", "0600", "its file mode")
 	// Accepted and ignored: k3s features this stand-in has nothing for.
 	var ignored stringList
-	for _, name := range []string{"disable", "flannel-backend", "node-taint", "node-label", "kube-apiserver-arg", "kubelet-arg", "cluster-init", "selinux"} {
+	for _, name := range []string{"disable", "flannel-backend", "node-taint", "node-label", "kube-apiserver-arg", "cluster-init", "selinux"} {
 		fs.Var(&ignored, name, "accepted for compatibility with k3s; ignored by the stand-in")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -281,6 +295,7 @@ func k3sServer(args []string) int {
 	if _, err := admin.CoreV1().Nodes().Patch(ctx, node.nodeName, types.MergePatchType, roles, metav1.PatchOptions{FieldManager: "k3s-standin"}); err != nil {
 		return fail(fmt.Errorf("labelling node %s: %w", node.nodeName, err))
 	}
+	go runServiceLB(ctx, admin, logf)
 	logf("k3s stand-in server is up: node %s (%s), API server %s", node.nodeName, node.nodeIP, cp.server)
 	return cp.serve(false)
 }
@@ -328,6 +343,8 @@ func prepareJoining(ctx context.Context, admin kubernetes.Interface, token joinT
 	nodes := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}
 	bindings := []*rbacv1.ClusterRoleBinding{
 		{ObjectMeta: metav1.ObjectMeta{Name: kwokReader.Name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kwokReader.Name}, Subjects: nodes},
+		// kube-proxy runs with its node's credentials (k3s gives it a system:kube-proxy certificate).
+		{ObjectMeta: metav1.ObjectMeta{Name: "k3s-standin:node-proxier"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"}, Subjects: nodes},
 		// Bootstrapping nodes may file CSRs, and their node-client CSRs are approved automatically.
 		{ObjectMeta: metav1.ObjectMeta{Name: "k3s-standin:node-bootstrapper"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"}, Subjects: group},
 		{ObjectMeta: metav1.ObjectMeta{Name: "k3s-standin:node-autoapprove"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}, Subjects: group},
@@ -373,7 +390,7 @@ func k3sAgent(args []string) int {
 	node.register(fs)
 	server := fs.String("server", "", "the server's URL, https://HOST:6443 (required)")
 	var ignored stringList
-	for _, name := range []string{"node-taint", "node-label", "kubelet-arg", "selinux"} {
+	for _, name := range []string{"node-taint", "node-label", "selinux"} {
 		fs.Var(&ignored, name, "accepted for compatibility with k3s; ignored by the stand-in")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -503,6 +520,10 @@ func joinAsNode(ctx context.Context, sup *supervisor, node nodeOptions, server s
 	client, err := clientFor(data)
 	if err != nil {
 		return err
+	}
+	if kubeletMode() == "real" {
+		// The upstream kubelet registers the Node itself.
+		return startRealNode(ctx, sup, node, kubeconfigPath, caPEM, client)
 	}
 	if err := registerNode(ctx, client, node); err != nil {
 		return fmt.Errorf("registering node %s: %w", node.nodeName, err)

@@ -32,7 +32,8 @@ export const DEFAULT_SUBNET = '172.31.77.0/24';
  * The `docker run` options of every machine (see docs/lab.md): every capability but SYS_RESOURCE
  * (which the sandbox refuses, so --privileged fails), no seccomp/apparmor confinement, the host's
  * cgroups writable for the machine's own dockerd, tmpfs for /run and /var/lib/docker (overlay2
- * cannot stack on the container's overlayfs), /dev/net/tun for wireguard-go, and docker's init
+ * cannot stack on the container's overlayfs), /dev/net/tun for wireguard-go, /dev/kmsg for a
+ * kubelet (its OOM watcher reads the kernel log), and docker's init
  * (tini) as PID 1 to reap zombies and pass signals on to lab-init.
  */
 export const MACHINE_RUN_OPTIONS: readonly string[] = [
@@ -45,6 +46,7 @@ export const MACHINE_RUN_OPTIONS: readonly string[] = [
   '--tmpfs', '/run',
   '--tmpfs', '/var/lib/docker:exec',
   '--device', '/dev/net/tun',
+  '--device', '/dev/kmsg',
   '--init',
 ];
 
