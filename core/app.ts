@@ -300,13 +300,19 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     ];
     const resumers: Assembly['resumers'] = [];
     for (const plugin of plugins) {
+      clusters.setUpBy(plugin.name);
       const parts = await plugin.setup(services);
+      clusters.setUpBy(null);
       for (const ref of plugin.provides ?? []) {
         if (!services.provided.has(ref)) throw new ConfigError(`plugin ${plugin.name} says it provides ${ref.description} (${ref.name}) but did not provide it in setup`);
       }
       for (const route of parts.routes ?? []) routes.push({ plugin: plugin.name, route });
       loops.push(...(parts.loops ?? []));
-      if (parts.resume) resumers.push({ plugin: plugin.name, resume: parts.resume });
+      // Its lifecycles' operations first (core resumes them), then what else it picks up.
+      if (parts.resume || clusters.hasLifecycles(plugin.name)) {
+        const { resume } = parts;
+        resumers.push({ plugin: plugin.name, resume: async () => [...(await clusters.resume(plugin.name)), ...(resume ? await resume() : [])] });
+      }
       if (parts.close) closers.push(parts.close);
     }
     // After setup: plugins may have tuned the interval (older configuration keys).

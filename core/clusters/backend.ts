@@ -14,8 +14,8 @@ export type ClusterField = 'swarm_id' | 'cluster_id';
 export interface ClusterApiNaming {
   /** The field requests and views name its clusters by (default `cluster_id`). */
   field?: ClusterField;
-  /** What one of its clusters is as a resource: tags, cleanup, `resource.deleted` (default `cluster`). */
-  resourceType?: string;
+  /** What one of its clusters is as a resource — tags, cleanup, `resource.deleted`, its ids' prefix: `swarm`, or `cluster` (the default) for any other kind. */
+  resourceType?: 'swarm' | 'cluster';
   /** What the API's summaries and its own messages call one of its clusters: `Kubernetes cluster` (default: the backend's noun). */
   title?: string;
   /** Where its cluster API lives (`/v1/swarms`); the cluster's own paths are `<path>/{id}/…`. */
@@ -189,6 +189,7 @@ export function backendFaults(value: unknown): string[] {
   const { api, bundles, objects, loadBalancer, nodeFact } = value;
   if (api !== undefined) {
     if (!isObject(api) || (api.field !== undefined && api.field !== 'swarm_id' && api.field !== 'cluster_id')) faults.push('api.field: swarm_id or cluster_id');
+    else if (api.resourceType !== undefined && api.resourceType !== 'swarm' && api.resourceType !== 'cluster') faults.push('api.resourceType: swarm or cluster');
     else if (api.path !== undefined && (typeof api.path !== 'string' || !/^\/v1(\/[a-z0-9-]+)+$/.test(api.path))) faults.push('api.path: a path under /v1 (/v1/nomad/clusters)');
   }
   if (bundles !== undefined && (!isObject(bundles) || ['name', 'field', 'describes'].some((k) => typeof bundles[k] !== 'string') || !isObject(bundles.schema) || typeof bundles.parse !== 'function')) {

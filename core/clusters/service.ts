@@ -153,7 +153,9 @@ export class Clusters {
   readonly settings: ClusterSettings;
   private readonly backendCache = new Map<string, string>();
   private readonly registered = new Map<string, ClusterBackend>();
-  private readonly lifecycles: Array<Lifecycle<LeasedRecord, unknown>> = [];
+  private readonly lifecycles: Array<{ lifecycle: Lifecycle<LeasedRecord, unknown>; owner: string | null }> = [];
+  /** The plugin being set up: the lifecycles made meanwhile are its own (resumed in its name). */
+  private settingUp: string | null = null;
 
   constructor(
     private readonly deps: ClustersDeps,
@@ -244,17 +246,42 @@ export class Clusters {
 
   // ---- lifecycles ----------------------------------------------------------------------------
 
-  /** The lifecycle kit for one resource kind (core/lifecycle.ts), sharing this layer's jobs and lease length. */
+  /**
+   * The lifecycle kit for one resource kind (core/lifecycle.ts), sharing this layer's jobs and lease
+   * length. Core takes its operations over (the `lifecycle:take-over` loop) and resumes them at
+   * start (in the name of the plugin that made it): the plugin does neither.
+   */
   lifecycle<R extends LeasedRecord, O = never>(repo: StampedRepository<R>, def: LifecycleDef<R, O>): Lifecycle<R, O> {
     const { db, clock, log, shutdown } = this.deps;
     const lifecycle = new Lifecycle<R, O>(repo, def, { knex: db.knex, clock, log, jobs: this.jobs, shutdown, leaseMs: this.settings.opLeaseMs });
-    this.lifecycles.push(lifecycle as unknown as Lifecycle<LeasedRecord, unknown>);
+    this.lifecycles.push({ lifecycle: lifecycle as unknown as Lifecycle<LeasedRecord, unknown>, owner: this.settingUp });
     return lifecycle;
+  }
+
+  /** Says which plugin is being set up (null once set-up is over): the lifecycles it makes are its own. */
+  setUpBy(plugin: string | null): void {
+    this.settingUp = plugin;
   }
 
   /** Takes over every operation whose lease expired, of every resource kind (any control plane may). */
   async takeOverExpired(): Promise<void> {
-    for (const lifecycle of this.lifecycles) await lifecycle.takeOver();
+    for (const { lifecycle } of this.lifecycles) await lifecycle.takeOver();
+  }
+
+  /**
+   * At start (`hangar serve`), the operations a previous process left on the records of a plugin's
+   * lifecycles, taken over and run again: every one on SQLite served by one process, otherwise those
+   * whose lease expired (see resumeEverything). One line per record, for the log.
+   */
+  async resume(plugin: string): Promise<string[]> {
+    const lines: string[] = [];
+    for (const { lifecycle, owner } of this.lifecycles) if (owner === plugin) lines.push(...(await lifecycle.takeOver({ everything: this.resumeEverything() })));
+    return lines;
+  }
+
+  /** Whether a plugin made lifecycles (core resumes them in its name). */
+  hasLifecycles(plugin: string): boolean {
+    return this.lifecycles.some((l) => l.owner === plugin);
   }
 
   /**

@@ -3,16 +3,15 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { DeployWorkload, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
-import { asHttpError, ClusterObservers, ClusterWorkloads, PlacementFilterQuery } from '../../core/clusters/service.js';
+import { asHttpError, PlacementFilterQuery } from '../../core/clusters/service.js';
+import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
-import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { NodesRef, nodesOf } from '../nodes/index.js';
-import { TaggableResources } from '../tags/index.js';
-import { VolumesRef, VolumeUsersPoint, type VolumesApi } from '../volumes/api.js';
+import { VolumesRef, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations } from './migrations.js';
 import { InstanceStore, type InstanceRecord } from './store.js';
@@ -154,7 +153,6 @@ export default definePlugin({
     const core = services.clusters;
     const { nodes } = nodesOf(services);
     const instances = new InstanceStore(db, clock);
-    const forget = recordRemover(services.events, 'instance', instances);
     const volumes = (): VolumesApi => {
       const api = services.provided.find(VolumesRef);
       if (!api) throw badRequest('Volumes need the volumes plugin, which is not loaded');
@@ -212,9 +210,8 @@ export default definePlugin({
             preempts: true,
             label: (i) => `terminate instance ${i.name}`,
             async run(i) {
-              const cluster = await core.clusters.get(i.cluster_id);
-              if (cluster?.manager_node_id) await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name });
-              await forget(i.id);
+              await removeWorkload(i);
+              await kind.forget(i.id);
               routesChanged(i.cluster_id);
               return REMOVED;
             },
@@ -274,31 +271,24 @@ export default definePlugin({
         .filter((i) => i.domain && i.status !== 'terminating' && (i.http_port ?? i.ports[0]?.target))
         .map((i) => ({ domain: i.domain!, service: i.runtime_name, port: (i.http_port ?? i.ports[0]!.target)!, source: 'instance', source_id: i.id }));
     }
+    /** The instance's workload leaves its cluster (a cluster without a manager, or gone, has nothing left to remove). */
+    async function removeWorkload(i: InstanceRecord): Promise<void> {
+      const cluster = await core.clusters.get(i.cluster_id);
+      if (cluster?.manager_node_id) await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name });
+    }
+
     services.provided.provide(ComputeRef, { instances });
-    services.provided.contribute(TaggableResources, { type: 'instance', resolve: async (ref) => ((await instances.get(ref)) ?? (await instances.byName(ref)))?.id ?? null });
-    services.provided.contribute(RouteSources, { source: 'instance', routes });
-
-    services.provided.contribute(ClusterWorkloads, {
+    const kind = defineWorkloadKind(services, {
       type: 'instance',
-      inCluster: async (clusterId) => (await instances.findAll({ cluster_id: clusterId })).map((i) => ({ id: i.id, name: i.name })),
-      forceRemove: async (id) => {
-        const i = await instances.get(id);
-        if (!i) return false;
-        const cluster = await core.clusters.get(i.cluster_id);
-        if (cluster?.manager_node_id) await core.callOn(cluster, RemoveWorkload, { name: i.runtime_name }).catch(() => undefined);
-        await forget(id);
-        routesChanged(i.cluster_id);
-        return true;
-      },
-    });
-    services.provided.contribute(VolumeUsersPoint, async (volumeId) =>
-      (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name, cluster_id: i.cluster_id })),
-    );
-
-    // What the cluster shows of each instance no operation holds (the lifecycle never lets an observation overwrite one).
-    services.provided.contribute(ClusterObservers, async ({ cluster, workloads, nodeIds }) => {
-      const byName = new Map(workloads.map((w) => [w.name, w]));
-      for (const i of await instances.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, { workload: byName.get(i.runtime_name), nodeIds, where: core.nounOf(cluster) });
+      store: instances,
+      lifecycle,
+      removeRuntime: removeWorkload,
+      removed: (i) => routesChanged(i.cluster_id),
+      observed: (i, { cluster, workloads, nodeIds }) => ({ workload: workloads.find((w) => w.name === i.runtime_name), nodeIds, where: core.nounOf(cluster) }),
+      resolve: async (ref) => ((await instances.get(ref)) ?? (await instances.byName(ref)))?.id ?? null,
+      routes: { source: 'instance', routes },
+      volumeUsers: async (volumeId) =>
+        (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name, cluster_id: i.cluster_id })),
     });
 
     const LogQuery = Type.Object(
@@ -307,8 +297,6 @@ export default definePlugin({
     );
 
     return {
-      // Deploys and terminates are idempotent: an operation whose lease expired (its process stopped) runs again.
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'GET',

@@ -6,15 +6,15 @@ import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, Route, taskFailure, type LoadBalancerSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { ClusterObservers, ClusterViewFields, ClusterWorkloads, type Clusters } from '../../core/clusters/service.js';
+import { ClusterViewFields, type Clusters } from '../../core/clusters/service.js';
+import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { servedRoutes } from '../../core/clusters/routes.js';
 import type { ClusterBackend, LoadBalancerProfile } from '../../core/clusters/backend.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
-import { idsOnly, TaggableResources } from '../tags/index.js';
+import { idsOnly } from '../tags/index.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
 
 export const GatewayConfigSchema = Type.Object(
@@ -161,9 +161,7 @@ export default definePlugin({
     const core = services.clusters;
     const view = (lb: LoadBalancerRecord) => lbView(core, lb);
     const balancers = new LoadBalancerStore(db, clock);
-    const forget = recordRemover(services.events, 'loadbalancer', balancers);
     services.provided.provide(GatewayRef, { balancers });
-    services.provided.contribute(TaggableResources, { type: 'loadbalancer', resolve: idsOnly('loadbalancer', 'lb', (id) => balancers.get(id)) });
     const now = () => clock.now().toISOString();
     const lbSettings = { host_config_dir: settings.host_config_dir, container_config_dir: settings.container_config_dir, reload_signal: settings.reload_signal, publish_mode: settings.publish_mode };
 
@@ -217,7 +215,7 @@ export default definePlugin({
             label: (lb) => `remove load balancer ${lb.name}`,
             async run(lb) {
               await removeRuntime(lb);
-              await forget(lb.id);
+              await kind.forget(lb.id);
               return REMOVED;
             },
             failed: (lb, err) => ({ status: 'failed', error: `removing failed: ${err.message}; retry or clean it up (POST /v1/cleanup/loadbalancer/${lb.id})` }),
@@ -254,26 +252,18 @@ export default definePlugin({
       );
     });
 
-    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
-      const lb = await balancers.findOne({ cluster_id: cluster.id });
-      if (lb) await lifecycle.observe(lb, workloads.find((x) => x.name === lb.runtime_name));
-    });
-
     async function removeRuntime(lb: LoadBalancerRecord): Promise<void> {
       const cluster = await core.clusters.get(lb.cluster_id);
       if (cluster?.manager_node_id) await core.callOn(cluster, RemoveLoadBalancer, { name: lb.runtime_name });
     }
 
-    services.provided.contribute(ClusterWorkloads, {
+    const kind = defineWorkloadKind(services, {
       type: 'loadbalancer',
-      inCluster: async (clusterId) => (await balancers.findAll({ cluster_id: clusterId })).map((lb) => ({ id: lb.id, name: lb.name })),
-      forceRemove: async (id) => {
-        const lb = await balancers.get(id);
-        if (!lb) return false;
-        await removeRuntime(lb).catch(() => undefined);
-        await forget(id);
-        return true;
-      },
+      store: balancers,
+      lifecycle,
+      removeRuntime,
+      observed: (lb, { workloads }) => workloads.find((w) => w.name === lb.runtime_name),
+      resolve: idsOnly('loadbalancer', 'lb', (id) => balancers.get(id)),
     });
     services.provided.contribute(ClusterViewFields, async (cluster) => {
       const lb = await balancers.findOne({ cluster_id: cluster.id });
@@ -374,8 +364,7 @@ export default definePlugin({
     }
 
     return {
-      // Deploys and removals an expired lease left are taken over; route updates, by the routes loop.
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
+      // Deploys and removals an expired lease left are taken over by core; route updates, by the routes loop.
       loops: [
         {
           // Routes changed by another control plane (or while this one was down) reach the balancers too.

@@ -299,7 +299,6 @@ export default definePlugin({
     const VolumeParams = Type.Object({ id: IdParams.properties.id, volumeId: Type.String({ minLength: 1, maxLength: 100 }) });
 
     return {
-      resume: () => clusterApi.membership.lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         ...clusterApi.routes,
         {

@@ -122,7 +122,7 @@ export function operations(ctx: NodesContext): NodesPart {
       status: 202,
       schemas: {
         params: NodeParams,
-        query: Type.Object({ backend: Type.Union([Type.Literal('swarm'), Type.Literal('k8s')]) }, { additionalProperties: false }),
+        query: Type.Object({ backend: Type.Union(services.clusters.backendNames().map((name) => Type.Literal(name))) }, { additionalProperties: false }),
         response: TaskRef,
       },
       async handler(req) {

@@ -5,14 +5,12 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { CreateObject, DeployWorkload, HANGAR_LABELS, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { recordRemover } from '../../core/events.js';
 import { definePlugin, defineServiceRef } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
-import { ClusterObservers, ClusterWorkloads } from '../../core/clusters/service.js';
-import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { requireDomainsFree } from '../../core/clusters/routes.js';
+import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { changes, defineLifecycle, REMOVED } from '../../core/lifecycle.js';
-import { TaggableResources } from '../tags/index.js';
-import { VolumesRef, volumesOf, VolumeUsersPoint } from '../volumes/api.js';
+import { VolumesRef, volumesOf } from '../volumes/api.js';
 import { s3Migrations } from './migrations.js';
 import { observedState } from './state.js';
 import { S3Store, type S3Record } from './store.js';
@@ -123,7 +121,6 @@ export default definePlugin({
     const box = services.ca.secretBox('s3');
     const now = () => clock.now().toISOString();
     const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
-    const forget = recordRemover(services.events, 's3', store);
 
     const routesOf = (i: S3Record): Route[] => [
       { domain: i.domain, service: i.runtime_name, port: S3_API_PORT, source: 's3', source_id: i.id },
@@ -134,8 +131,6 @@ export default definePlugin({
       routes: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
     };
     services.provided.provide(S3Ref, api);
-    services.provided.contribute(TaggableResources, { type: 's3', resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null });
-    services.provided.contribute(RouteSources, { source: 's3', routes: api.routes });
 
     /** The runtime secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
     const passwordSecret = (i: S3Record) => `${i.runtime_name}-root-password`;
@@ -199,7 +194,7 @@ export default definePlugin({
             label: (i) => `remove object store ${i.name}`,
             async run(i) {
               await removeWorkload(i);
-              await forget(i.id);
+              await kind.forget(i.id);
               routesChanged(i.cluster_id);
               return REMOVED;
             },
@@ -211,29 +206,19 @@ export default definePlugin({
     );
     const refused = (i: S3Record | null) => conflict(i ? `Object store ${i.name} is ${i.status}` : 'The object store is gone');
 
-    services.provided.contribute(VolumeUsersPoint, async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })));
-
-    services.provided.contribute(ClusterWorkloads, {
+    const kind = defineWorkloadKind(services, {
       type: 's3',
-      inCluster: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).map((i) => ({ id: i.id, name: i.name })),
-      forceRemove: async (id) => {
-        const i = await store.get(id);
-        if (!i) return false;
-        await removeWorkload(i).catch(() => undefined);
-        await forget(id);
-        routesChanged(i.cluster_id);
-        return true;
-      },
-    });
-
-    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
-      const byName = new Map(workloads.map((w) => [w.name, w]));
-      for (const i of await store.findAll({ cluster_id: cluster.id })) await lifecycle.observe(i, byName.get(i.runtime_name));
+      store,
+      lifecycle,
+      removeRuntime: removeWorkload,
+      removed: (i) => routesChanged(i.cluster_id),
+      observed: (i, { workloads }) => workloads.find((w) => w.name === i.runtime_name),
+      resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null,
+      routes: { source: 's3', routes: api.routes },
+      volumeUsers: async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })),
     });
 
     return {
-      // Deploys (the secret and the workload are created or updated) and removals are idempotent.
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',

@@ -4,15 +4,14 @@ import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
-import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
-import { asHttpError, ClusterObservers, ClusterWorkloads, FIELD_NOUNS } from '../../core/clusters/service.js';
-import { requireDomainsFree, RouteSources } from '../../core/clusters/routes.js';
+import { asHttpError, FIELD_NOUNS } from '../../core/clusters/service.js';
+import { requireDomainsFree } from '../../core/clusters/routes.js';
+import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
-import { TaggableResources } from '../tags/index.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
 import { ServicesRef, type ServicesApi } from './api.js';
 import { decodeBase64Text, resolveObjects } from './bundles.js';
@@ -101,7 +100,6 @@ export default definePlugin({
     const secrets = services.provided.find(SecretsRef) ?? null;
     const now = () => clock.now().toISOString();
     const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
-    const forget = recordRemover(services.events, 'service', store);
 
     function resolver(clusterId: string, format: BundleFormat) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {
@@ -234,7 +232,7 @@ export default definePlugin({
             label: (s) => `remove service ${s.name}`,
             async run(service) {
               await removeStack(service);
-              await forget(service.id);
+              await kind.forget(service.id);
               routesChanged(service.cluster_id);
               return REMOVED;
             },
@@ -266,8 +264,17 @@ export default definePlugin({
       claims: (clusterId) => routesOn(clusterId, (s) => s.status !== 'removing'),
     };
     services.provided.provide(ServicesRef, api);
-    services.provided.contribute(TaggableResources, { type: 'service', resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null });
-    services.provided.contribute(RouteSources, { source: 'service', routes: api.routes, claims: api.claims });
+    const kind = defineWorkloadKind(services, {
+      type: 'service',
+      store,
+      lifecycle,
+      removeRuntime: removeStack,
+      removed: (service) => routesChanged(service.cluster_id),
+      // Replica counts per part, from every workload of the cluster (reconcile picks its stack's).
+      observed: (_service, { workloads }) => workloads,
+      resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null,
+      routes: { source: 'service', routes: api.routes, claims: api.claims },
+    });
 
     services.provided.contribute(SecretUsersPoint, {
       usersOf: async (kind, objectIds) =>
@@ -281,22 +288,6 @@ export default definePlugin({
       },
     });
 
-    services.provided.contribute(ClusterWorkloads, {
-      type: 'service',
-      inCluster: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).map((s) => ({ id: s.id, name: s.name })),
-      forceRemove: async (id) => {
-        const service = await store.get(id);
-        if (!service) return false;
-        await removeStack(service).catch(() => undefined);
-        await forget(id);
-        routesChanged(service.cluster_id);
-        return true;
-      },
-    });
-
-    services.provided.contribute(ClusterObservers, async ({ cluster, workloads }) => {
-      for (const s of await store.findAll({ cluster_id: cluster.id })) await lifecycle.observe(s, workloads);
-    });
 
     const refused = (s: ServiceRecord | null) => conflict(s ? `Service ${s.name} changed state meanwhile (it is ${s.status}); try again` : 'The service is gone');
 
@@ -327,8 +318,6 @@ export default definePlugin({
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
     return {
-      // Stack deploys (with prune) and removals are idempotent: an operation whose lease expired runs again.
-      resume: () => lifecycle.takeOver({ everything: core.resumeEverything() }),
       routes: [
         {
           method: 'POST',

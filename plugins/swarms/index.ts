@@ -242,11 +242,7 @@ export default definePlugin({
       }, (err) => services.log.warn({ swarm_id: cluster.id, node_id: member.node_id, error: err.message }, 'removing a deleted node from the swarm’s list failed'), { resumable: false });
     });
 
-    return {
-      // Membership changes and deletions an expired lease left are taken over.
-      resume: () => clusterApi.membership.lifecycle.takeOver({ everything: core.resumeEverything() }),
-      routes: clusterApi.routes,
-    };
+    return { routes: clusterApi.routes };
   },
 });
 

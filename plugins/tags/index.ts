@@ -3,7 +3,10 @@ import type { Knex } from 'knex';
 import { paginate } from '../../core/db/repository.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { defineExtensionPoint, definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
+import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
+import { TaggableResources, type ResourceResolver } from '../../core/resources.js';
+
+export { TaggableResources, type ResourceResolver } from '../../core/resources.js';
 
 export const TAGS = 'tags';
 
@@ -17,27 +20,12 @@ export interface Tag {
   value: string;
 }
 
-/**
- * The id of the resource a reference names — its id, or its name where the type's own paths take
- * names (`/v1/swarms/{id}` does) — or null when there is none. May throw an HttpError (409 for a
- * name several resources share).
- */
-export type ResourceResolver = (idOrName: string) => Promise<string | null>;
-
 export interface TagsApi {
   /** The tags of one resource, as a key → value map. */
   of(type: ResourceType, id: string): Promise<Record<string, string>>;
 }
 
 export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');
-
-/**
- * The resource types whose plugins resolve a reference to an id, so that tags are stored by id
- * whether a request named the resource by id or by name, and `PUT /v1/tags` refuses (404) a tag
- * for a resource that does not exist. Every resource plugin contributes its own; types nobody
- * answers for (`cluster` until a plugin manages them) are taken on trust.
- */
-export const TaggableResources = defineExtensionPoint<{ type: ResourceType; resolve: ResourceResolver }>('tags.resources', 'taggable resources');
 
 /** The resolver of a type whose paths take ids only (`<prefix>-…`): anything else is a 400 saying so. */
 export function idsOnly(type: ResourceType, prefix: string, get: (id: string) => Promise<{ id: string } | null>): ResourceResolver {

@@ -1,5 +1,5 @@
 import type { VolumeMount } from '../../core/orchestrator.js';
-import { defineExtensionPoint, defineServiceRef, type Services } from '../../core/plugin.js';
+import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 
 export interface VolumeRecord {
@@ -17,17 +17,6 @@ export interface VolumeRecord {
   [key: string]: unknown;
 }
 
-/** One record that uses a volume; `cluster_id` is the cluster it mounts the volume on (absent: counts on every cluster). */
-export interface VolumeUser {
-  type: string;
-  id: string;
-  name: string;
-  cluster_id?: string;
-}
-
-/** What uses a volume: each workload plugin answers for its own records. */
-export type VolumeUsers = (volumeId: string) => Promise<VolumeUser[]>;
-
 /** A volume staged on a cluster (a PersistentVolume and claim on Kubernetes, named volumes on a swarm's engines). */
 export interface VolumeAttachment {
   volume_id: string;
@@ -39,6 +28,8 @@ export interface VolumeAttachment {
   folder: string;
   node_id: string;
 }
+
+export { VolumeUsersPoint, type VolumeUser, type VolumeUsers } from '../../core/resources.js';
 
 export interface VolumesApi {
   /** By id, or by name when exactly one volume has it (409 when ambiguous). */
@@ -74,7 +65,6 @@ export interface VolumesApi {
 export const VolumesRef = defineServiceRef<VolumesApi>('volumes', 'volumes (the volumes plugin)');
 
 /** What uses volumes: every workload plugin answers for its own records (a volume in use cannot be deleted). */
-export const VolumeUsersPoint = defineExtensionPoint<VolumeUsers>('volumes.users', 'volume users');
 
 export function volumesOf(services: Services): VolumesApi {
   return services.provided.get(VolumesRef);

@@ -398,8 +398,8 @@ export default definePlugin({
     );
 
     return {
+      // Core resumes the volumes' operations (their lifecycle's); this picks up what is not one.
       async resume() {
-        const resumed = await lifecycle.takeOver({ everything: core.resumeEverything() });
         // Exports an older hangar wrote name every address (`*`, no clients recorded): narrowed at the first start,
         // by one of the processes that start together (workers, replicas) — it is idempotent, so a later start may repeat it.
         core.jobs.run(
@@ -412,7 +412,7 @@ export default definePlugin({
           (err) => log.warn({ error: err.message }, 'narrowing NFS exports from before restricted exports failed'),
           { resumable: false },
         );
-        return resumed;
+        return [];
       },
       routes: [
         {

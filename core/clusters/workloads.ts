@@ -1,0 +1,73 @@
+import type { StampedRepository } from '../db/repository.js';
+import { recordRemover } from '../events.js';
+import type { LeasedRecord, Lifecycle } from '../lifecycle.js';
+import type { Services } from '../plugin.js';
+import { TaggableResources, VolumeUsersPoint, type ResourceResolver, type VolumeUser } from '../resources.js';
+import { RouteSources, type RouteProvider } from './routes.js';
+import { ClusterObservers, ClusterWorkloads, type ObservedCluster } from './service.js';
+
+/** The record of a workload on a cluster (an instance, a service, an object store, a load balancer). */
+export interface WorkloadRecord extends LeasedRecord {
+  id: string;
+  name: string;
+  cluster_id: string;
+}
+
+/**
+ * A kind of workload a plugin runs on clusters, declared once: defineWorkloadKind registers it
+ * everywhere it takes part — the workloads of a cluster (named in its 409s, removed by a forced
+ * delete and by cleanup), the observation of every cluster, the load balancer's route sources, the
+ * resources tags and cleanup resolve, and the users of volumes. Its lifecycle (`core.lifecycle`)
+ * is taken over and resumed by core.
+ */
+export interface WorkloadKindDef<R extends WorkloadRecord, O> {
+  /** The resource type: `instance`, `service`, `s3`, `loadbalancer` (cleanup's path, tags, 409s). */
+  type: string;
+  store: StampedRepository<R>;
+  /** Its lifecycle, made with `services.clusters.lifecycle(store, …)`. */
+  lifecycle: Lifecycle<R, O>;
+  /** Removes what the runtime has of one record (its cluster without a manager, or gone: nothing). A forced removal ignores its failure. */
+  removeRuntime(record: R): Promise<void>;
+  /** After one was removed by force (its routes changed…). */
+  removed?(record: R): void;
+  /** What a cluster's observation says of one record: what its lifecycle's `reconcile` takes. */
+  observed(record: R, observation: ObservedCluster): O;
+  /** By id, or by name where its paths take names (tags, cleanup). */
+  resolve: ResourceResolver;
+  /** The routes its records ask the load balancer for (`instance`, `service`, `s3`). */
+  routes?: RouteProvider;
+  /** Its records that use a volume. */
+  volumeUsers?(volumeId: string): Promise<VolumeUser[]>;
+}
+
+/** What defineWorkloadKind answers: what the plugin's own operations use. */
+export interface WorkloadKindParts {
+  /** Removes a record and announces it (`resource.deleted`, for its tags). */
+  forget(id: string): Promise<unknown>;
+}
+
+export function defineWorkloadKind<R extends WorkloadRecord, O>(services: Services, def: WorkloadKindDef<R, O>): WorkloadKindParts {
+  const { provided } = services;
+  const forget = recordRemover(services.events, def.type, def.store);
+  const onCluster = (clusterId: string) => def.store.findAll({ cluster_id: clusterId } as Partial<R>);
+  provided.contribute(ClusterWorkloads, {
+    type: def.type,
+    inCluster: async (clusterId) => (await onCluster(clusterId)).map((r) => ({ id: r.id, name: r.name })),
+    async forceRemove(id) {
+      const record = await def.store.get(id);
+      if (!record) return false;
+      await def.removeRuntime(record).catch(() => undefined);
+      await forget(id);
+      def.removed?.(record);
+      return true;
+    },
+  });
+  // What the cluster shows of each record no operation holds (the lifecycle never lets an observation overwrite one).
+  provided.contribute(ClusterObservers, async (observation) => {
+    for (const record of await onCluster(observation.cluster.id)) await def.lifecycle.observe(record, def.observed(record, observation));
+  });
+  provided.contribute(TaggableResources, { type: def.type, resolve: def.resolve });
+  if (def.routes) provided.contribute(RouteSources, def.routes);
+  if (def.volumeUsers) provided.contribute(VolumeUsersPoint, def.volumeUsers);
+  return { forget };
+}

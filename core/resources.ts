@@ -1,0 +1,36 @@
+import { defineExtensionPoint } from './provided.js';
+
+/**
+ * Extension points about resources that several plugins (and core's kits: core/clusters/workloads.ts)
+ * contribute to and one plugin reads: the tags plugin resolves references with the taggable
+ * resources, the volumes plugin asks the volume users what mounts a volume.
+ */
+
+/**
+ * The id of the resource a reference names — its id, or its name where the type's own paths take
+ * names (`/v1/swarms/{id}` does) — or null when there is none. May throw an HttpError (409 for a
+ * name several resources share).
+ */
+export type ResourceResolver = (idOrName: string) => Promise<string | null>;
+
+/**
+ * The resource types whose plugins resolve a reference to an id, so that tags are stored by id
+ * whether a request named the resource by id or by name, and `PUT /v1/tags` refuses (404) a tag
+ * for a resource that does not exist (cleanup resolves names the same way). Every resource plugin
+ * contributes its own; types nobody answers for (`cluster`) are taken on trust.
+ */
+export const TaggableResources = defineExtensionPoint<{ type: string; resolve: ResourceResolver }>('tags.resources', 'taggable resources');
+
+/** One record that uses a volume; `cluster_id` is the cluster it mounts the volume on (absent: counts on every cluster). */
+export interface VolumeUser {
+  type: string;
+  id: string;
+  name: string;
+  cluster_id?: string;
+}
+
+/** What uses a volume: each workload plugin answers for its own records. */
+export type VolumeUsers = (volumeId: string) => Promise<VolumeUser[]>;
+
+/** What uses volumes (the volumes plugin reads it at a DELETE). */
+export const VolumeUsersPoint = defineExtensionPoint<VolumeUsers>('volumes.users', 'volume users');
