@@ -77,13 +77,25 @@ export class WriteScope {
 }
 
 const scopes = new AsyncLocalStorage<WriteScope>();
+/** Write scopes open now (in this process). */
+let opened = 0;
 
-/** Runs `fn` (a handler) in `scope`; the scope is closed once `fn` settles. */
+/**
+ * Runs `fn` (a handler) in `scope`; the scope is closed once `fn` settles.
+ *
+ * On Node 20 an enabled AsyncLocalStorage makes every promise of the process pay an async hook,
+ * reads included (left enabled, ~5-9 % more CPU per request for GETs, writes and a mix of both:
+ * bench/write-scope-als.ts), so the storage is enabled only while a write scope is open and
+ * disabled when the last one closes: reads that overlap no write pay nothing. Work a closed scope
+ * left running finds no open scope either way (currentWriteScope).
+ */
 export async function inWriteScope<T>(scope: WriteScope, fn: () => T | Promise<T>): Promise<T> {
+  opened++;
   try {
     return await scopes.run(scope, fn);
   } finally {
     scope.close();
+    if (--opened === 0) scopes.disable();
   }
 }
 
