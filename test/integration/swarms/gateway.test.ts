@@ -65,6 +65,9 @@ describeEachDialect('the gateway on the host engine: load balancer failures, sha
     }));
   const api = (method: string, p: string, body?: unknown) => t!.request(method, p, { body, headers: bearer(admin.token) });
   const balancer = async () => (await api('GET', `/v1/loadbalancers/${lbId}`)).json.data;
+  /** Turns of the gateway's routes loop this control plane has completed (hangar_loop_runs_total). */
+  const routesLoopTurns = async () =>
+    (await t!.hangar.services.metrics.loopRuns.get()).values.find((v) => v.labels.loop === 'gateway:routes' && v.labels.outcome === 'ok')?.value ?? 0;
 
   before(async function () {
     this.timeout(120_000);
@@ -131,11 +134,16 @@ describeEachDialect('the gateway on the host engine: load balancer failures, sha
     this.timeout(240_000);
     const missing = await haproxyImage();
     requireService(this, missing === null, missing ?? '');
+    const before = await balancer();
     await t!.stop();
     await start(HAPROXY_IMAGE);
-    // The configuration alone changes nothing: the balancer keeps the image it was deployed with.
-    await new Promise((resolve) => setTimeout(resolve, 3000));
-    expect(await balancer()).to.include({ image: MISSING_IMAGE, status: 'failed' });
+    // The configuration alone changes nothing: the balancer keeps the image it was deployed with, and
+    // a turn of the routes loop of the new configuration (which applies whatever differs) applies nothing.
+    const turnsAtStart = await routesLoopTurns();
+    await waitFor(async () => (await routesLoopTurns()) > turnsAtStart, { timeoutMs: 30_000, intervalMs: 100, what: 'a turn of the routes loop after the restart' });
+    const after = await balancer();
+    expect(after).to.include({ image: MISSING_IMAGE, status: 'failed', config_version: before.config_version, applied_at: before.applied_at });
+    console.log(`      after the restart, ${(await routesLoopTurns()) - turnsAtStart} turn(s) of the routes loop: image, config_version ${after.config_version} and applied_at unchanged`);
 
     expect((await api('POST', '/v1/loadbalancers/lb-nosuch/redeploy')).status).to.equal(404);
     const redeployed = await api('POST', `/v1/loadbalancers/${lbId}/redeploy`);
