@@ -27,7 +27,7 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
     this.timeout(120_000);
     cp = await serveOwnProcess(dialect, 'bodies', {
       HANGAR_PLUGINS: 'system,iam',
-      HANGAR_API__BODY_TIMEOUT_MS: '4000',
+      HANGAR_API__BODY_TIMEOUT_MS: '15000', // the held bodies stay held while 300 TLS connections are answered on a busy machine
       HANGAR_API__BODIES_IN_FLIGHT: '12',
     });
     ca = readFileSync(path.join(cp.dataDir, 'pki', 'ca.crt'), 'utf8');
@@ -48,9 +48,9 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
     const bodies = Array.from({ length: 300 }, () => halfBody(user));
     try {
       const answers = bodies.map((b) => b.answer);
-      // The refusals come while the 8 held bodies still wait for their second half.
-      // A client still writing its half when the 429 and the close come may see the reset first.
-      const refused = (await settledCount(answers, 292)).map((r) => (r.status === 'fulfilled' ? r.value : null));
+      // The refusals: a 429, or the close that comes with it first for a client still writing its half.
+      // (On a loaded machine a held body may reach its deadline, 408, before the last refusal is read: not one of these.)
+      const refused = (await settledCount(answers, 292, (r) => r.status === 'rejected' || r.value.status !== 408)).map((r) => (r.status === 'fulfilled' ? r.value : null));
       const during = rssMb(cp.child.pid!);
       expect(refused.every((a) => a === null || a.status === 429), JSON.stringify(refused.find((a) => a && a.status !== 429))).to.equal(true);
       const first = refused.find((a) => a !== null)!;
@@ -88,7 +88,7 @@ describeEachDialect('bodies of callers with credentials: a few at once per princ
     );
     try {
       const answers = bodies.map((b) => b.answer);
-      const refused = (await settledCount(answers, 4)).map((r) => (r.status === 'fulfilled' ? r.value.status : 'reset'));
+      const refused = (await settledCount(answers, 4, (r) => r.status === 'rejected' || r.value.status !== 408)).map((r) => (r.status === 'fulfilled' ? r.value.status : 'reset'));
       console.log(`      bodies: 12 half-sent signed bodies of one user over 3 API keys (bound api.bodies_per_principal = 8) → 4 refused: ${refused.join(',')}`);
       expect(refused.every((s) => s === 429 || s === 'reset'), refused.join(',')).to.equal(true);
       expect(refused.filter((s) => s === 429).length, 'at least one refusal read whole').to.be.greaterThan(0);

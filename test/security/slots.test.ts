@@ -40,7 +40,8 @@ describeEachDialect('body slots of callers without credentials: a few per addres
     const control = Array.from({ length: 64 }, () => slow(t.url, '/v1/iam/login'));
     const login = Array.from({ length: 64 }, () => slow(loginUrl, '/login'));
     for (const attack of [control, login]) {
-      const refused = await settledCount(attack.map((h) => h.answer), 60);
+      // (On a loaded machine a held body may reach its deadline, 408, before the last refusal is read: not one of these.)
+      const refused = await settledCount(attack.map((h) => h.answer), 60, (r) => r.status === 'rejected' || r.value.status !== 408);
       const statuses = refused.map((r) => (r.status === 'fulfilled' ? r.value.status : 'reset'));
       expect(statuses.every((s) => s === 429), statuses.join(',')).to.equal(true);
       const first = (refused[0] as PromiseFulfilledResult<{ headers: Record<string, unknown>; json: any }>).value;

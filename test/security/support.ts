@@ -23,20 +23,29 @@ export async function serveOwnProcess(dialect: TestDialect, name: string, env: R
   return cp;
 }
 
-/** Waits until `n` of `promises` have settled (in any way); answers the settled values so far. */
-export async function settledCount<T>(promises: Array<Promise<T>>, n: number): Promise<Array<PromiseSettledResult<T>>> {
-  const results: Array<PromiseSettledResult<T> | undefined> = promises.map(() => undefined);
-  let settled = 0;
+/**
+ * Waits until `n` of `promises` have settled in a way `counts` accepts (by default any); answers
+ * those settled results. Which ones settle first depends on the machine's load, not their order.
+ */
+export async function settledCount<T>(
+  promises: Array<Promise<T>>,
+  n: number,
+  counts: (result: PromiseSettledResult<T>) => boolean = () => true,
+): Promise<Array<PromiseSettledResult<T>>> {
+  const results: Array<PromiseSettledResult<T>> = [];
   await new Promise<void>((resolve) => {
     if (n <= 0) resolve();
-    promises.forEach((p, i) => {
+    for (const p of promises) {
+      const note = (result: PromiseSettledResult<T>) => {
+        if (!counts(result)) return;
+        results.push(result);
+        if (results.length === n) resolve();
+      };
       p.then(
-        (value) => (results[i] = { status: 'fulfilled', value }),
-        (reason) => (results[i] = { status: 'rejected', reason }),
-      ).finally(() => {
-        if (++settled === n) resolve();
-      });
-    });
+        (value) => note({ status: 'fulfilled', value }),
+        (reason: unknown) => note({ status: 'rejected', reason }),
+      );
+    }
   });
-  return results.filter((r): r is PromiseSettledResult<T> => r !== undefined);
+  return results.slice(0, n);
 }
