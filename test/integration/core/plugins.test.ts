@@ -60,7 +60,7 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
     const t = await startHangar(dialect, { plugins: ['cleanup', 'gateway', 's3', 'compute', 'volumes', 'swarms', 'agent-internal', 'nodes', 'iam', 'system'] });
     try {
       const order = t.hangar.services.plugins;
-      for (const [user, provider] of [['cleanup', 'swarms'], ['swarms', 'nodes'], ['compute', 'nodes'], ['s3', 'volumes'], ['agent-internal', 'nodes']]) {
+      for (const [user, provider] of [['cleanup', 'volumes'], ['swarms', 'nodes'], ['compute', 'nodes'], ['s3', 'volumes'], ['agent-internal', 'nodes']]) {
         expect(order.indexOf(provider), `${provider} before ${user}`).to.be.lessThan(order.indexOf(user));
       }
       expect((await t.request('GET', '/healthz')).status).to.equal(200);

@@ -9,8 +9,12 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 
 const PEERS = 4096;
-/** The machine's clock the fake `wg` reports handshakes against (seconds). */
-const NOW = Math.floor(Date.now() / 1000);
+/**
+ * The machine's clock the fake `wg` reports handshakes against (seconds), read when the suite
+ * starts (not when mocha loads the file: a handshake is live for 180 s, and a full run loads every
+ * file long before it runs this one).
+ */
+let NOW = 0;
 
 /**
  * `wg` and `ip` test doubles (shell scripts on PATH) for a machine whose hangar0 is up with
@@ -55,6 +59,7 @@ describeEachDialect('the overlay in a heartbeat: the summary the control plane k
     t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'] });
     admin = await bootstrapAdmin(t);
     machine = mkdtempSync(path.join(os.tmpdir(), 'hangar-overlay-'));
+    NOW = Math.floor(Date.now() / 1000);
     fakeMachine(machine);
   });
   after(async () => {
