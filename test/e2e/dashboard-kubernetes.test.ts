@@ -85,7 +85,10 @@ describe('the dashboard in chromium: Kubernetes clusters and manifest services [
     await create.getByLabel('Manifests (YAML, documents separated by ---)').fill(`${deployment}---\n${config}`);
     await create.getByRole('button', { name: 'Apply' }).click();
     await row('Services', 'web').getByText('running').waitFor({ timeout: 90_000 });
-    expect(await row('Services', 'web').textContent()).to.contain(`cluster ${cluster.clusterId}`);
+    // Its cluster by name, linked to the cluster's page (the id in its title).
+    const clusterLink = row('Services', 'web').getByRole('link', { name: 'kube-ui' });
+    expect(await clusterLink.getAttribute('title')).to.equal(cluster.clusterId);
+    expect(await clusterLink.getAttribute('href')).to.contain(cluster.clusterId);
 
     await row('Services', 'web').getByRole('link', { name: 'web' }).click();
     await page.getByRole('heading', { name: 'Service web' }).waitFor();
