@@ -14,8 +14,9 @@
 //     and keeps SeaweedFS's data (volumes, the filer's metadata) in <dir>/.minio.sys/seaweedfs, so
 //     a restarted store, or a new store on the same folder, finds its buckets and objects;
 //   - the API port answers MinIO's health probes itself (/minio/health/live: 200 while it runs;
-//     /minio/health/ready and /minio/health/cluster: 200 once SeaweedFS's S3 gateway answers, 503
-//     before) and passes everything else, untouched (Host and signature headers included), to
+//     /minio/health/ready and /minio/health/cluster: 200 once SeaweedFS's S3 gateway answers and
+//     its volume server has registered with its master, 503 before: a store restarted on a folder
+//     serves the objects already there only from then) and passes everything else, untouched (Host and signature headers included), to
 //     SeaweedFS's S3 gateway on loopback; answers carry `X-Hangar-Standin: minio (SeaweedFS)`;
 //   - the console port answers a page saying there is no MinIO console here;
 //   - SIGTERM or SIGINT stops SeaweedFS (SIGTERM, and SIGKILL 3 s later if it is still there) and
@@ -282,6 +283,7 @@ func main() {
 	}
 	var ready atomic.Bool
 	probe := &http.Client{Timeout: 2 * time.Second}
+	master := "http://127.0.0.1:" + strconv.Itoa(p[0])
 	isReady := func() bool {
 		if ready.Load() {
 			return true
@@ -291,7 +293,7 @@ func main() {
 			return false
 		}
 		_ = res.Body.Close()
-		if res.StatusCode == http.StatusOK {
+		if res.StatusCode == http.StatusOK && volumeServerRegistered(probe, master) {
 			ready.Store(true)
 		}
 		return ready.Load()
@@ -368,4 +370,35 @@ func main() {
 	}
 	_ = os.RemoveAll(private)
 	os.Exit(code)
+}
+
+// volumeServerRegistered says whether weed's master knows a volume server (its topology names a
+// data node): the volume server's first heartbeat carries the volumes already on disk, and until
+// it has arrived a read of an object stored before a restart fails (500 InternalError).
+func volumeServerRegistered(probe *http.Client, master string) bool {
+	res, err := probe.Get(master + "/dir/status")
+	if err != nil {
+		return false
+	}
+	defer res.Body.Close()
+	var status struct {
+		Topology struct {
+			DataCenters []struct {
+				Racks []struct {
+					DataNodes []json.RawMessage
+				}
+			}
+		}
+	}
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&status) != nil {
+		return false
+	}
+	for _, dc := range status.Topology.DataCenters {
+		for _, rack := range dc.Racks {
+			if len(rack.DataNodes) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -39,7 +39,7 @@ describe('load-balancer service images on a lab machine (HAProxy, busybox httpd,
     const s3Available = s3Availability();
     requireService(this, s3Available.ok, s3Available.why);
     const s3Build = await ensureS3BuildFolder();
-    lab = new Lab({ name: 'lb-images', subnet: '172.31.75.0/24' });
+    lab = new Lab({ name: 'lb-images', subnet: '172.31.81.0/24' });
     [m] = await lab.start({ machines: 1, mounts: [`${s3Build}:/opt/hangar-s3:ro`] });
   });
 
