@@ -44,6 +44,7 @@ if [ "${1:-}" = "--path" ]; then
   exit
 fi
 if built; then
+  echo "[s3 build] cached: $OUT" >&2
   echo "$EXE"
   exit 0
 fi
