@@ -38,6 +38,9 @@ const (
 	vxlanOverhead      = 50
 	standinChainPrefix = "K3S-STANDIN-"
 	vtepMACAnnotation  = "k3s-standin.hangar.dev/vtep-mac"
+	// addressesAnnotation: every address of the machine a request from outside may come to (for
+	// the service load balancer, servicelb.go), comma-separated.
+	addressesAnnotation = "k3s-standin.hangar.dev/addresses"
 )
 
 type podPeer struct {
@@ -106,7 +109,8 @@ func (p *podNetwork) setUp(ctx context.Context) error {
 	if err := p.firewall(); err != nil {
 		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{vtepMACAnnotation: p.mac}}})
+	annotations := map[string]string{vtepMACAnnotation: p.mac, addressesAnnotation: strings.Join(machineAddresses(), ",")}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if _, err := n.client.CoreV1().Nodes().Patch(ctx, n.node.nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "k3s-standin"}); err != nil {
 		return fmt.Errorf("publishing the VTEP address of node %s: %w", n.node.nodeName, err)
 	}
@@ -255,4 +259,26 @@ func (p *podNetwork) run(ctx context.Context) {
 			p.lastErr = message
 		}
 	}
+}
+
+// machineAddresses lists the machine's IPv4 addresses that the outside may reach it at: every
+// global unicast address but those of container bridges, veths and the pod network's devices.
+func machineAddresses() []string {
+	var found []string
+	interfaces, _ := net.Interfaces()
+	for _, iface := range interfaces {
+		name := iface.Name
+		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 || name == cniBridge || name == vxlanDevice ||
+			strings.HasPrefix(name, "docker") || strings.HasPrefix(name, "br-") || strings.HasPrefix(name, "veth") {
+			continue
+		}
+		addresses, _ := iface.Addrs()
+		for _, address := range addresses {
+			if prefix, ok := address.(*net.IPNet); ok && prefix.IP.To4() != nil && prefix.IP.IsGlobalUnicast() {
+				found = append(found, prefix.IP.String())
+			}
+		}
+	}
+	sort.Strings(found)
+	return found
 }

@@ -3,15 +3,19 @@ package main
 // The stand-in's service load balancer, in place of k3s's ServiceLB (klipper-lb). k3s's publishes
 // each port of a Service of type LoadBalancer on every node (a DaemonSet of svclb pods with host
 // ports) and writes the nodes' addresses in the Service's status.loadBalancer.ingress. The
-// stand-in writes the same addresses — the InternalIP of every Ready node with a real kubelet —
-// and leaves the publishing to kube-proxy, which routes a LoadBalancer Service's ingress
-// addresses on every node (a request to <node address>:<port> reaches one of its endpoints).
+// stand-in writes the addresses of every Ready node with a real kubelet — its InternalIP and the
+// other addresses its machine is reached at (an annotation each node writes: a node joined by its
+// WireGuard overlay address is still reached at its public one) — and leaves the publishing to
+// kube-proxy, which routes a LoadBalancer Service's ingress addresses on every node (a request to
+// <node address>:<port> reaches one of its endpoints).
 // With kwok's simulated nodes there is no kube-proxy: the addresses are written, nothing answers.
 
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,8 +58,16 @@ func syncServiceLB(ctx context.Context, admin kubernetes.Interface, logf func(fo
 		for _, condition := range node.Status.Conditions {
 			ready = ready || (condition.Type == corev1.NodeReady && condition.Status == corev1.ConditionTrue)
 		}
-		if ip := nodeInternalIP(node); ready && ip != "" {
+		if !ready {
+			continue
+		}
+		if ip := nodeInternalIP(node); ip != "" {
 			addresses = append(addresses, ip)
+		}
+		for _, ip := range strings.Split(node.Annotations[addressesAnnotation], ",") {
+			if ip != "" && !slices.Contains(addresses, ip) {
+				addresses = append(addresses, ip)
+			}
 		}
 	}
 	sort.Strings(addresses)
