@@ -6,10 +6,7 @@ import { speaksForWorkers } from '../../core/workers.js';
 import { establishPrincipal } from '../../core/auth/index.js';
 import { definePlugin, type RouteDef } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
-import { IdentityRef, identityOf, passwordPrincipal } from '../iam/index.js';
-import { Email, KeepApiKeys, Password } from '../iam/schemas.js';
-import { USERS } from '../iam/migrations.js';
-import type { LoginIdentifier, UserRecord } from '../iam/users.js';
+import { Email, IdentityRef, identityOf, KeepApiKeys, Password, passwordPrincipal, USERS, type LoginIdentifier, type UserRecord } from '../iam/api.js';
 import { PASSWORD_RESET_PAIRS, PASSWORD_RESETS, PasswordResets } from './resets.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 
@@ -128,6 +125,16 @@ export default definePlugin({
         await knex.schema.dropTable(PASSWORD_RESETS);
       },
     },
+    {
+      id: '003_password_reset_mailed_to',
+      async up(knex) {
+        // The address each pair was mailed to (hashed): a pair ends when the account's email changes.
+        // Pending pairs of before have none and are refused: their owners request new ones.
+        await knex.schema.alterTable(PASSWORD_RESET_PAIRS, (t) => {
+          t.string('mailed_to_hash', 64).nullable();
+        });
+      },
+    },
   ],
   setup(services) {
     const { config, clock, log, db, mail } = services;
@@ -178,7 +185,7 @@ export default definePlugin({
       const failures: Array<[string, RateLimit]> = [[`reset-failure:address:${address}`, settings.reset_failures_per_address]];
       await services.limits.assertAllowed(failures, 'refused reset codes');
       try {
-        return await resets.check(user?.userid ?? null, pair.token, pair.code);
+        return await resets.check(user, pair.token, pair.code);
       } catch (err) {
         await services.limits.count(failures, 'refused reset codes').catch(() => undefined);
         throw err;
@@ -246,7 +253,7 @@ export default definePlugin({
               // Issued and sent after the answer, so the response time does not tell known from unknown addresses.
               setImmediate(() => {
                 resets
-                  .issue(user.userid)
+                  .issue(user.userid, user.email!)
                   .then(({ token, code }) => sendResetMail(user, token, code))
                   .catch((err: Error) => log.error({ user_id: user.userid, error: err.message }, 'issuing a password reset failed'));
               });

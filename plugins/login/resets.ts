@@ -17,9 +17,12 @@ interface PairRow {
   expires_at: string | Date;
   attempts: number;
   confirmed_at: string | Date | null;
+  /** sha256 of the address the pair was mailed to, lower-cased (null for pairs of before login migration 003). */
+  mailed_to_hash: string | null;
 }
 
 const codeHash = (token: string, code: string) => sha256Hex(`${token}:${code}`);
+const addressHash = (email: string) => sha256Hex(email.toLowerCase());
 
 /** The one refusal of a reset token and code, whatever the reason. */
 export const RESET_REFUSED = 'The reset token or code is wrong, used up or expired; request a new one';
@@ -28,7 +31,9 @@ export const RESET_REFUSED = 'The reset token or code is wrong, used up or expir
  * Password reset state: token/code pairs, stored hashed, expiring, each with a cap on wrong codes
  * after which it is burnt. A new request adds a pair and never takes an earlier one away: every
  * pair was mailed to the owner and stays usable until it is used, expires or is burnt, so nobody
- * else's requests can make the owner's code stop working. A password reset ends them all.
+ * else's requests can make the owner's code stop working. A password reset ends them all. A pair
+ * works only while the account's email is the address it was mailed to: a changed email ends the
+ * pairs mailed to the old one (whoever reads that mailbox no longer owns the account's resets).
  */
 export class PasswordResets {
   constructor(
@@ -42,8 +47,8 @@ export class PasswordResets {
     return this.store.knex<PairRow>(PASSWORD_RESET_PAIRS);
   }
 
-  /** A fresh pair for the user, beside any pending one. Returned in clear once, for the email. */
-  async issue(userid: string): Promise<{ token: string; code: string; expiresAt: Date }> {
+  /** A fresh pair for the user, mailed to `email`, beside any pending one. Returned in clear once, for the email. */
+  async issue(userid: string, email: string): Promise<{ token: string; code: string; expiresAt: Date }> {
     const token = randomBytes(24).toString('base64url');
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const now = this.clock.now();
@@ -57,6 +62,7 @@ export class PasswordResets {
       expires_at: expiresAt.toISOString(),
       attempts: 0,
       confirmed_at: null,
+      mailed_to_hash: addressHash(email),
       created_at: now.toISOString(),
     } as never);
     return { token, code, expiresAt };
@@ -66,14 +72,19 @@ export class PasswordResets {
    * Checks the token and code; counts a wrong code and burns the pair at the cap. Returns the pair's
    * id and whether it had been confirmed before.
    */
-  async check(userid: string | null, token: string, code: string): Promise<{ id: number; confirmed: boolean }> {
+  async check(user: { userid: string; email: string | null } | null, token: string, code: string): Promise<{ id: number; confirmed: boolean }> {
     // One answer for every refusal: unknown address, no pending reset, expired, wrong, burnt. A
     // different one would tell an address with a pending reset (anyone can start one) from others.
     const refused = badRequest(RESET_REFUSED);
     // Found by its token: a wrong token matches no pair, so someone who knows only the address
     // cannot burn the owner's code (the caller counts the refusal against its client address).
-    const row: PairRow | undefined = userid ? await this.pairs.where({ userid, token_hash: sha256Hex(token) }).first() : undefined;
+    const row: PairRow | undefined = user ? await this.pairs.where({ userid: user.userid, token_hash: sha256Hex(token) }).first() : undefined;
     if (!row || new Date(row.expires_at).getTime() <= this.clock.now().getTime()) throw refused;
+    // Mailed to an address the account no longer has: it ends, as a used-up pair does.
+    if (!user?.email || row.mailed_to_hash !== addressHash(user.email)) {
+      await this.pairs.where({ id: row.id }).delete();
+      throw refused;
+    }
     if (safeEqual(codeHash(token, code), row.code_hash)) return { id: row.id, confirmed: Boolean(row.confirmed_at) };
     // A wrong code with the right token, counted atomically, so guesses sent at the same time cannot slip past the cap.
     const [counted] = await this.pairs.where({ id: row.id }).increment('attempts', 1).returning('attempts');

@@ -412,6 +412,25 @@ describeEachDialect('login API', (dialect) => {
       expect(ok.status, ok.text).to.equal(200);
     });
 
+    it('a pair mailed before the account’s email changed no longer works, not even at the new address (it ends)', async () => {
+      const { token, code } = await requestReset('frank@example.test');
+      const adminHeaders = bearer(await loginToken('admin@example.test', GOOD_PASSWORD));
+      const moved = await t.request('PATCH', `/v1/iam/users/${frank.userId}`, { body: { email: 'frank.new@example.test' }, headers: adminHeaders });
+      expect(moved.status, moved.text).to.equal(200);
+      for (const email of ['frank.new@example.test', 'frank@example.test']) {
+        const res = await call('POST', '/login/confirmcode', { email, token, code });
+        expect(res.status, `${email}: ${res.text}`).to.equal(400);
+      }
+      // Back to the old address: the pair ended at its first refusal, it does not come back.
+      const back = await t.request('PATCH', `/v1/iam/users/${frank.userId}`, { body: { email: 'frank@example.test' }, headers: adminHeaders });
+      expect(back.status, back.text).to.equal(200);
+      expect((await call('POST', '/login/confirmcode', { email: 'frank@example.test', token, code })).status).to.equal(400);
+      // A pair mailed to the current address works.
+      const fresh = await requestReset('frank@example.test');
+      const ok = await call('POST', '/login/confirmcode', { email: 'frank@example.test', token: fresh.token, code: fresh.code });
+      expect(ok.status, ok.text).to.equal(200);
+    });
+
     it('a new resetrequest mails a new pair and leaves the earlier one usable (nobody’s request takes the owner’s code away)', async () => {
       const first = await requestReset('erin@example.test');
       const second = await requestReset('erin@example.test');
