@@ -219,4 +219,19 @@ describe('the dashboard in chromium [sqlite]', function () {
     expect(thrown).to.deep.equal([]);
     expect(unlabelled).to.deep.equal([]);
   });
+
+  it('goes to the login screen by itself when the session ends elsewhere (the live stream’s end event): here the password changed through the API', async () => {
+    await nav('Fleet');
+    await page.locator('.live.on').waitFor();
+    const me = connection.user_id;
+    const changed = await signed(t, admin(), 'POST', `/v1/iam/users/${me}/password`, { body: { password: 'Second-Password-41-Spring!', current_password: GOOD_PASSWORD, keep_api_keys: true } });
+    expect(changed.status, changed.text).to.equal(200);
+    // No click, no reload: the stream's end takes the page to the login screen.
+    await page.getByRole('heading', { name: 'Log in to hangar' }).waitFor({ timeout: 15_000 });
+    await page.getByLabel('Username').fill('admin');
+    await page.getByLabel('Password').fill('Second-Password-41-Spring!');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('heading', { name: 'Fleet' }).waitFor();
+    await page.locator('.live.on').waitFor();
+  });
 });

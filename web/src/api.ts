@@ -21,6 +21,10 @@ export function useCsrf(token: string | null): void {
 export function whenSignedOut(fn: () => void): void {
   onSignedOut = fn;
 }
+/** The session is gone (the live stream ended for it): the app shows the login screen. */
+export function sessionEnded(): void {
+  onSignedOut();
+}
 
 type Input<R extends Route> = { params?: Api[R]['params']; query?: Partial<Api[R]['query']> } & (Api[R]['body'] extends undefined ? { body?: undefined } : { body: Api[R]['body'] });
 

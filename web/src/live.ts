@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { sessionEnded } from './api';
 
 export interface LiveEvent {
   id?: string;
@@ -29,6 +30,16 @@ export function startLive(): void {
   source = new EventSource('/v1/events/stream');
   source.onopen = () => setConnected(true);
   source.onerror = () => setConnected(false);
+  // The control plane ends the stream with `end` when the session would be refused now (logged out,
+  // its user deleted, a new password or role: reason revoked or role_changed) or has expired: the
+  // browser would reconnect and be refused, so the page goes to the login screen at once. At a
+  // shutdown it reconnects, to the restarted or another control plane.
+  source.addEventListener('end', (e) => {
+    const { reason } = JSON.parse((e as MessageEvent<string>).data) as { reason: string };
+    if (reason === 'shutdown') return;
+    stopLive();
+    sessionEnded();
+  });
   for (const type of TYPES) {
     source.addEventListener(type, (e) => {
       const message = e as MessageEvent<string>;
