@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { TestDialect } from '../support/dialects.js';
@@ -16,13 +17,75 @@ const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 
 /**
  * Kubernetes clusters end to end on real machines through the HTTP API: three lab machines get
- * agents over SSH; a cluster is created on them, and hangar's agents install "k3s" — the k3s
- * STAND-IN (lab/kube: the real upstream control plane, kwok playing each machine's kubelet, no
- * container runs; docs/kubernetes.md), served by the control plane from its k3s folder as the
- * operator's k3s binary would be — `k3s server` on the first, `k3s agent` with the server's token
- * on the others. The kubeconfig hangar hands out works with kubectl; deleting the cluster
- * uninstalls k3s from the machines. Runs on PostgreSQL.
+ * agents over SSH (and hangar's WireGuard overlay, the production default); a cluster is created on
+ * them, and hangar's agents install "k3s" — the k3s STAND-IN (lab/kube: upstream Kubernetes, a
+ * real kubelet, kube-proxy and containerd on each machine, the pod network over the nodes' overlay
+ * addresses; docs/kubernetes.md), served by the control plane from its k3s folder as the
+ * operator's k3s binary would be, with its airgap images tarball (made on a lab machine by
+ * lab-k8s-images: nothing can be pulled) — `k3s server` on the first, `k3s agent` with the
+ * server's token on the others. Real containers run: their logs, secrets, probes, evictions,
+ * Services and the cluster's load balancer (the lab's HAProxy ingress controller) are the real
+ * thing. The kubeconfig hangar hands out works with kubectl; deleting the cluster uninstalls k3s
+ * from the machines. Runs on PostgreSQL.
  */
+/** An HTTP GET from the host to `address` (host:port) for `host`: the status and body (status 0 and the error when it failed). */
+function get(address: string, host: string, urlPath = '/'): Promise<{ status: number; body: string }> {
+  const [hostname, port] = address.split(':');
+  return new Promise((resolve) => {
+    const req = http.get({ hostname, port: Number(port ?? 80), path: urlPath, headers: { Host: host }, timeout: 5_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', (error) => resolve({ status: 0, body: error.message }));
+  });
+}
+
+/**
+ * A lab/busybox container command serving `text` and its pod's name on `port`, after logging a
+ * first line. The shell stays PID 1 and ends at once on SIGTERM (busybox's httpd as PID 1 would
+ * ignore it: every pod would take its termination grace period to go).
+ */
+const serving = (text: string, port: number) => [
+  'sh',
+  '-c',
+  `echo "${text} started on $(hostname)"; mkdir -p /www; echo "${text} $(hostname)" >/www/index.html; httpd -f -p ${port} -h /www & trap "exit 0" TERM; wait`,
+];
+
+/**
+ * The shop manifest: a Deployment of two busybox httpd pods answering `shop v<version> (<mode>)`
+ * (mode from the ConfigMap shop-settings, through the environment), Ready when `ready` answers,
+ * rolled one surge pod at a time with none unavailable; its Service (port 80 → 8080); and, unless
+ * left out, the ConfigMap.
+ */
+const shopManifest = (version: number, ready = '/', withConfig = true) => {
+  const deployment = [
+    'apiVersion: apps/v1',
+    'kind: Deployment',
+    'metadata: {name: shop}',
+    'spec:',
+    '  replicas: 2',
+    '  selector: {matchLabels: {app: shop}}',
+    '  strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}',
+    '  template:',
+    '    metadata: {labels: {app: shop}}',
+    '    spec:',
+    '      terminationGracePeriodSeconds: 2',
+    '      containers:',
+    '      - name: shop',
+    '        image: lab/busybox:1',
+    `        command: ${JSON.stringify(serving(`shop v${version} ($MODE)`, 8080))}`,
+    '        env: [{name: MODE, valueFrom: {configMapKeyRef: {name: shop-settings, key: mode, optional: true}}}]',
+    `        readinessProbe: {httpGet: {path: ${ready}, port: 8080}, periodSeconds: 2}`,
+    '',
+  ].join('\n');
+  const service = 'apiVersion: v1\nkind: Service\nmetadata: {name: shop}\nspec: {selector: {app: shop}, ports: [{port: 80, targetPort: 8080}]}\n';
+  const config = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings}\ndata: {mode: fast}\n';
+  return [deployment, service, ...(withConfig ? [config] : [])].join('---\n');
+};
+
 describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [postgres]', function () {
   const dialect = new TestDialect('postgres');
   let lab: Lab;
@@ -32,7 +95,9 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
   let kubectl: (args: string[]) => { code: number; stdout: string; stderr: string };
   let k3sDir: string;
   const nodeOf = new Map<string, string>();
+  const overlayOf = new Map<string, string>();
   let clusterId: string;
+  let shopId: string;
 
   before(async function () {
     this.timeout(KUBE_START_TIMEOUT_MS);
@@ -51,16 +116,27 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     k3sDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-k3s-'));
     symlinkSync(executable, path.join(k3sDir, 'k3s-amd64'));
     lab = new Lab({ name: 'kubernetes', subnet: '172.31.75.0/24', log: () => undefined });
-    machines = await lab.start({ machines: 3 });
+    // The build reaches the machines read-only only for lab-k8s-images (the ingress controller goes into an image).
+    machines = await lab.start({ machines: 3, mounts: [`${path.dirname(executable)}:/opt/hangar-kube:ro`] });
+    // k3s's airgap images tarball, as the operator places it beside the binary: here the lab's
+    // images (sandbox, busybox, the ingress controller) in one `docker save` archive made on m1.
+    const archive = '/tmp/k3s-airgap-images-amd64.tar';
+    await machines[0]!.sh(`lab-k8s-images --ingress /opt/hangar-kube/hangar-ingress ${archive}`, { timeoutMs: 180_000 });
+    const copied = spawnSync('docker', ['cp', `${machines[0]!.container}:${archive}`, path.join(k3sDir, 'k3s-airgap-images-amd64.tar')], { encoding: 'utf8' });
+    expect(copied.status, copied.stderr).to.equal(0);
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'tags'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags'],
       overrides: {
         drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
         nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
         tasks: { poll_wait_seconds: 10 },
-        clusters: { advertise: 'address' },
+        // Members are advertised by their WireGuard overlay addresses (the default): the nodes'
+        // addresses in the cluster, so the pod network's VXLAN runs over the overlay.
+        clusters: { observe_interval_seconds: 2 },
         kubernetes: { k3s_dir: k3sDir },
+        // The cluster's load balancer: the lab's ingress controller (HAProxy; not Traefik, which cannot be had here).
+        gateway: { kubernetes_image: 'lab/hangar-ingress:1' },
       },
     });
     admin = await bootstrapAdmin(t);
@@ -70,6 +146,18 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
       nodeOf.set(machines[i]!.name, res.json.data.node_id);
     }
     for (const m of machines) await until(`${m.name} to be ready`, async () => (await api('GET', `/v1/nodes/${nodeOf.get(m.name)}`)).json.data.status === 'ready');
+    // The overlay up with both peers answering on every machine: the cluster is then formed over it.
+    for (const m of machines) {
+      const node = await until(
+        `${m.name}'s agent to report its overlay up with both peers answering`,
+        async () => {
+          const n = (await api('GET', `/v1/nodes/${nodeOf.get(m.name)}`)).json.data;
+          return n.overlay?.up && n.overlay.address === n.overlay_ip && n.overlay.handshakes === 2 ? n : null;
+        },
+        180_000,
+      );
+      overlayOf.set(m.name, node.overlay_ip);
+    }
   });
   after(async function () {
     this.timeout(180_000);
@@ -89,7 +177,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
   }
   const ids = () => machines.map((m) => nodeOf.get(m.name)!);
 
-  it('creates a cluster on three machines: the agents install k3s (server on the first, agents with its token on the others)', async function () {
+  it('creates a cluster on three machines over the overlay: the agents install k3s with its airgap images (server on the first, agents with its token on the others)', async function () {
     this.timeout(600_000);
     const bad = await api('POST', '/v1/kubernetes/clusters', { name: 'kube', node_ids: ['node-nosuch'] });
     expect(bad.status, bad.text).to.equal(404);
@@ -110,13 +198,18 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(cluster.nodes.map((n: { role: string }) => n.role)).to.deep.equal(['server', 'agent', 'agent']);
     // The join token is nowhere a user of the machine can read it: not on the command line, only in a 0600 file.
     const argv = await machines[1]!.sh('test -x /usr/local/bin/k3s && cat /proc/$(cat /run/k3s.pid)/cmdline | tr "\\0" " "');
-    expect(argv).to.match(/^\/usr\/local\/bin\/k3s agent --node-name node-\S+ --node-ip 172\.31\.75\.\d+ --server https:\/\/172\.31\.75\.\d+:6443$/);
+    expect(argv).to.equal(`/usr/local/bin/k3s agent --node-name ${ids()[1]} --node-ip ${overlayOf.get('m2')} --server https://${overlayOf.get('m1')}:6443`);
     const serverToken = await machines[0]!.sh('cat /var/lib/rancher/k3s/server/node-token');
     expect(argv).not.to.contain(serverToken);
     expect(await machines[1]!.sh('stat -c %a /etc/rancher/k3s/k3s-agent.env')).to.equal('600');
     expect(await machines[1]!.sh('cat /etc/rancher/k3s/k3s-agent.env')).to.contain(`K3S_TOKEN="${serverToken}"`);
     const listed = (await api('GET', '/v1/kubernetes/clusters')).json.data;
     expect(listed.map((c: { id: string }) => c.id)).to.deep.equal([clusterId]);
+    // The images tarball reached every machine from the control plane and went into its containerd.
+    for (const m of machines) {
+      expect(await m.sh('stat -c %s /var/lib/rancher/k3s/agent/images/k3s-airgap-images-amd64.tar')).to.equal(String(statSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar')).size));
+      expect(await m.sh('grep -o "images: imported k3s-airgap-images-amd64.tar" /var/log/k3s.log')).to.equal('images: imported k3s-airgap-images-amd64.tar');
+    }
   });
 
   it('lists the nodes as the cluster reports them (Ready, roles, kubelet version)', async function () {
@@ -129,7 +222,8 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(nodes.map((n: { node_id: string }) => n.node_id)).to.deep.equal(ids());
     expect(nodes[0].roles).to.include('control-plane');
     expect(nodes[1].roles).to.deep.equal([]);
-    for (const n of nodes) expect(n.kubelet_version).to.match(/^v1\.33\.\d+\+k3s-standin$/);
+    // The upstream kubelet's own version (a k3s kubelet would say v1.33.x+k3s1).
+    for (const n of nodes) expect(n.kubelet_version).to.match(/^v1\.33\.\d+$/);
   });
 
   it('hands out an admin kubeconfig (the CLI writes it 0600) that works with kubectl (`kubectl get nodes`)', async function () {
@@ -173,7 +267,8 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
       if (v.status === 'failed') throw new FailNow(v.error);
       return v.status === 'ready' ? v : null;
     });
-    expect(ready.server_ip).to.equal(machines[2]!.ip);
+    // Served at the member's overlay address (the cluster's nodes reach each other over the overlay).
+    expect(ready.server_ip).to.equal(overlayOf.get('m3'));
 
     const attached = await api('POST', `/v1/kubernetes/clusters/${clusterId}/volumes`, { volume_id: 'claimed' });
     expect([200, 201], attached.text).to.include(attached.status);
@@ -185,7 +280,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(got.code, got.stderr).to.equal(0);
     expect(got.stdout, 'kubectl sees the claim Bound').to.equal('Bound');
     const pv = kubectl(['--kubeconfig', file, 'get', 'pv', 'hangar-vol-claimed', '-o', 'jsonpath={.spec.nfs.server}:{.spec.nfs.path}']);
-    expect(pv.stdout).to.equal(`${machines[2]!.ip}:/srv/hangar/claimed`);
+    expect(pv.stdout).to.equal(`${overlayOf.get('m3')}:/srv/hangar/claimed`);
 
     const detached = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/volumes/${volumeId}`);
     expect(detached.status, detached.text).to.equal(200);
@@ -194,19 +289,35 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     await until('the volume deleted', async () => (await api('GET', `/v1/volumes/${volumeId}`)).status === 404);
   });
 
-  it('cordon, drain and uncordon of a member through the nodes API reach the cluster (drain evicts its pods by the Eviction API)', async function () {
-    this.timeout(180_000);
-    const file = path.join(k3sDir, 'kubeconfig');
-    const ok = (args: string[]) => {
-      const r = kubectl(['--kubeconfig', file, ...args]);
-      expect(r.code, r.stderr).to.equal(0);
-      return r.stdout;
-    };
+  /** kubectl with the admin kubeconfig the CLI wrote (the kubeconfig case), failing on a non-zero exit. */
+  const kc = (args: string[]) => kubectl(['--kubeconfig', path.join(k3sDir, 'kubeconfig'), ...args]);
+  const ok = (args: string[]) => {
+    const r = kc(args);
+    expect(r.code, `kubectl ${args.join(' ')}: ${r.stderr}`).to.equal(0);
+    return r.stdout;
+  };
+  /** A container command that sleeps and ends at once on SIGTERM (a shell as PID 1 ignores it unless trapped: the pod would take its 30 s grace). */
+  const idle = ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done'];
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  const podsOf = (selector: string) =>
+    JSON.parse(ok(['get', 'pods', '-l', selector, '-o', 'json'])).items as Array<{
+      metadata: { name: string; labels: Record<string, string> };
+      spec: { nodeName?: string };
+      status: { phase: string; podIP?: string; conditions?: Array<{ type: string; status: string }> };
+    }>;
+  const isReady = (p: ReturnType<typeof podsOf>[number]) => p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+  /** One HTTP request from a lab machine (curl on the machine: the machine's own kube-proxy routes cluster IPs). */
+  const curlOn = (m: Machine, url: string) => m.exec(`curl -sS -m 5 ${url}`);
+
+  it('cordon, drain and uncordon of a member through the nodes API reach the cluster (drain evicts its real pods by the Eviction API)', async function () {
+    this.timeout(240_000);
     // Pods spread over the three machines (made with kubectl: what hangar does with them is not this case's business).
-    ok(['create', 'deployment', 'spread', '--image=registry.invalid/web:1', '--replicas=6']);
+    ok(['create', 'deployment', 'spread', '--image=lab/busybox:1', '--replicas=6', '--', ...idle]);
     const second = ids()[1]!;
     const podsOn = (node: string) => ok(['get', 'pods', '-l', 'app=spread', '--field-selector', `spec.nodeName=${node},status.phase=Running`, '-o', 'name']).trim().split('\n').filter(Boolean);
     await until('pods running on the second machine', async () => podsOn(second).length > 0, 120_000);
+    // Real containers: their processes run on the machine.
+    expect(Number(await machines[1]!.sh(['pgrep', '-c', '-f', 'while :; do sleep 1']))).to.be.greaterThan(0);
     const unschedulable = () => ok(['get', 'node', second, '-o', 'jsonpath={.spec.unschedulable}']).trim();
 
     expect((await api('POST', `/v1/nodes/${second}/cordon`)).status).to.equal(200);
@@ -214,66 +325,177 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(podsOn(second).length, 'cordon leaves its pods').to.be.greaterThan(0);
     expect((await api('POST', `/v1/nodes/${second}/drain`)).status).to.equal(200);
     await until('its pods evicted', async () => podsOn(second).length === 0, 120_000);
+    await until('their processes gone from the machine', async () => (await machines[1]!.exec(['pgrep', '-f', 'while :; do sleep 1'])).code === 1, 60_000);
     await until('six pods running on the other machines', async () => ok(['get', 'pods', '-l', 'app=spread', '--field-selector', 'status.phase=Running', '-o', 'name']).trim().split('\n').length === 6, 120_000);
-    const nodes = (await api('GET', `/v1/kubernetes/clusters/${clusterId}/nodes`)).json.data;
-    expect(nodes.find((n: { node_id: string }) => n.node_id === second).availability).to.equal('drained');
+    // The drain is done (and the node marked drained) once the evicted pods' objects are gone too:
+    // a real kubelet deletes them only after their containers stopped.
+    await until('the cluster reporting the node drained', async () => {
+      const nodes = (await api('GET', `/v1/kubernetes/clusters/${clusterId}/nodes`)).json.data;
+      return nodes.find((n: { node_id: string }) => n.node_id === second).availability === 'drained';
+    }, 60_000);
     expect((await api('POST', `/v1/nodes/${second}/uncordon`)).status).to.equal(200);
     await until('the node schedulable again', async () => unschedulable() === '', 60_000);
     ok(['delete', 'deployment', 'spread']);
   });
 
-  it('runs a manifest service (Deployment + Service + ConfigMap) Running on the cluster, prunes on PUT, reads its logs, leaves it out of the unmanaged scan that lists a kubectl Deployment, deletes its objects', async function () {
+  it('a drain honours a PodDisruptionBudget with real readiness: evictions wait until replacements are Ready elsewhere, the budget\'s minimum stays Ready throughout', async function () {
     this.timeout(300_000);
-    const file = path.join(k3sDir, 'kubeconfig');
-    const kc = (args: string[]) => kubectl(['--kubeconfig', file, ...args]);
-    const b64 = (text: string) => Buffer.from(text).toString('base64');
-    const deployment = 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec: {containers: [{name: shop, image: registry.invalid/shop:1}]}\n';
-    const service = 'apiVersion: v1\nkind: Service\nmetadata: {name: shop}\nspec: {selector: {app: shop}, ports: [{port: 80, targetPort: 8080}]}\n';
-    const config = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings}\ndata: {mode: fast}\n';
-    const manifest = [deployment, service, config].join('---\n');
-    const created = await api('POST', '/v1/services', { name: 'shop', cluster_id: clusterId, manifest: b64(manifest) });
+    const third = ids()[2]!;
+    // Three replicas, all on the third machine; a replacement becomes Ready 4 s after it starts (its readiness probe).
+    const deployment = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'guarded' },
+      spec: {
+        replicas: 3,
+        selector: { matchLabels: { app: 'guarded' } },
+        template: {
+          metadata: { labels: { app: 'guarded' } },
+          spec: {
+            terminationGracePeriodSeconds: 5,
+            containers: [
+              {
+                name: 'web',
+                image: 'lab/busybox:1',
+                command: serving('guarded', 8080),
+                readinessProbe: { httpGet: { path: '/', port: 8080 }, initialDelaySeconds: 4, periodSeconds: 1 },
+              },
+            ],
+          },
+        },
+      },
+    };
+    const budget = { apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata: { name: 'guarded' }, spec: { minAvailable: 2, selector: { matchLabels: { app: 'guarded' } } } };
+    const file = path.join(k3sDir, 'guarded.json');
+    writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [deployment, budget] }));
+    // Placed on the third machine only, then free to move: cordon the others while it starts.
+    for (const node of ids().slice(0, 2)) ok(['cordon', node]);
+    ok(['apply', '-f', file]);
+    await until('three guarded pods Ready on the third machine', async () => {
+      const pods = podsOf('app=guarded');
+      return pods.length === 3 && pods.every((p) => isReady(p) && p.spec.nodeName === third);
+    }, 120_000);
+    for (const node of ids().slice(0, 2)) ok(['uncordon', node]);
+    expect(ok(['get', 'pdb', 'guarded', '-o', 'jsonpath={.status.disruptionsAllowed}'])).to.equal('1');
+
+    // Sample the Ready count while hangar drains the machine.
+    let lowest = 3;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const ready = podsOf('app=guarded').filter(isReady).length;
+        lowest = Math.min(lowest, ready);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    })();
+    try {
+      expect((await api('POST', `/v1/nodes/${third}/drain`)).status).to.equal(200);
+      await until(
+        'every guarded pod moved off the third machine and Ready',
+        async () => {
+          const pods = podsOf('app=guarded');
+          return pods.length === 3 && pods.every((p) => isReady(p) && p.spec.nodeName !== third);
+        },
+        180_000,
+      );
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    expect(lowest, 'Ready pods never below the budget\'s minAvailable').to.be.at.least(2);
+    expect((await machines[2]!.exec(['pgrep', '-x', 'httpd'])).code, 'no guarded process left on the drained machine').to.equal(1);
+    expect((await api('POST', `/v1/nodes/${third}/uncordon`)).status).to.equal(200);
+    ok(['delete', '-f', file]);
+  });
+
+  it('runs a manifest service (Deployment + Service + ConfigMap) whose real pods answer through its Service and whose logs are the containers\' output', async function () {
+    this.timeout(300_000);
+    const created = await api('POST', '/v1/services', { name: 'shop', cluster_id: clusterId, manifest: b64(shopManifest(1)) });
     expect(created.status, created.text).to.equal(202);
-    const id = created.json.data.id;
+    shopId = created.json.data.id;
     const running = await until('the service running with 2 replicas', async () => {
-      const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+      const sv = (await api('GET', `/v1/services/${shopId}`)).json.data;
       if (sv.status === 'failed') throw new FailNow(sv.error);
       return sv.status === 'running' && sv.replicas.shop?.running === 2 ? sv : null;
     });
-    expect(running).to.deep.include({ backend: 'manifest', cluster_id: clusterId, manifest });
+    expect(running).to.deep.include({ backend: 'manifest', cluster_id: clusterId, manifest: shopManifest(1) });
     expect(running.applied_objects).to.deep.equal([
       { api_version: 'apps/v1', kind: 'Deployment', name: 'shop', namespace: 'default' },
       { api_version: 'v1', kind: 'Service', name: 'shop', namespace: 'default' },
       { api_version: 'v1', kind: 'ConfigMap', name: 'shop-settings', namespace: 'default' },
     ]);
-    const pods = kc(['get', 'pods', '-l', 'app=shop', '-o', 'jsonpath={range .items[*]}{.status.phase} {.spec.nodeName}{"\\n"}{end}']);
-    expect(pods.code, pods.stderr).to.equal(0);
-    const rows = pods.stdout.trim().split('\n');
-    expect(rows).to.have.length(2);
-    for (const row of rows) expect(ids()).to.include(row.split(' ')[1]) && expect(row.split(' ')[0]).to.equal('Running');
+    const pods = await until('both shop pods Ready', async () => {
+      const listed = podsOf('app=shop');
+      return listed.length === 2 && listed.every(isReady) ? listed : null;
+    }, 120_000);
+    for (const pod of pods) expect(ids()).to.include(pod.spec.nodeName);
 
-    // PUT without the ConfigMap: it is pruned.
-    const put = await api('PUT', `/v1/services/${id}`, { manifest: b64([deployment, service].join('---\n')) });
-    expect(put.status, put.text).to.equal(202);
-    await until('the ConfigMap pruned', async () => {
-      const sv = (await api('GET', `/v1/services/${id}`)).json.data;
-      return sv.status === 'running' && sv.applied_objects.length === 2 && kc(['get', 'configmap', 'shop-settings']).code !== 0;
-    });
+    // Through the Service: its cluster IP from every machine (kube-proxy), answered by both pods over time.
+    const clusterIP = ok(['get', 'service', 'shop', '-o', 'jsonpath={.spec.clusterIP}']).trim();
+    const answers = new Set<string>();
+    await until('both pods answering through the Service', async () => {
+      for (const m of machines) {
+        const r = await curlOn(m, `http://${clusterIP}/`);
+        expect(r.code, r.stderr).to.equal(0);
+        answers.add(r.stdout.trim());
+      }
+      return answers.size === 2;
+    }, 60_000);
+    expect([...answers].sort()).to.deep.equal(pods.map((p) => `shop v1 (fast) ${p.metadata.name}`).sort());
 
-    // Logs from its pods (on the stand-in, kwok's line saying no container runs), prefixed by the part.
-    const logs = await api('POST', `/v1/services/${id}/logs?lines=5`);
+    // Its logs through the API: the containers' own first lines, prefixed by the part.
+    const logs = await api('POST', `/v1/services/${shopId}/logs?lines=20`);
     expect(logs.status, logs.text).to.equal(202);
     const read = await until('the log read', async () => {
-      const r = await api('GET', `/v1/services/${id}/logs/${logs.json.data.task_id}`);
+      const r = await api('GET', `/v1/services/${shopId}/logs/${logs.json.data.task_id}`);
       expect(r.status, r.text).to.equal(200);
       return r.json.data.status === 'completed' || r.json.data.status === 'failed' ? r.json.data : null;
     });
     expect(read.status, read.error).to.equal('completed');
-    const lines = read.lines as string[];
-    expect(lines.length).to.be.greaterThan(0);
-    expect(lines[0]).to.match(/^shop \| \S+Z .*no container runs on this node/);
+    const lines = (read.lines as string[]).filter((l) => l.includes('started on'));
+    expect(lines.map((l) => l.replace(/^shop \| \S+Z /, '')).sort()).to.deep.equal(pods.map((p) => `shop v1 (fast) started on ${p.metadata.name}`).sort());
+  });
 
+  it('a failing readiness probe holds a rollout: the new pod never gets Ready, the old ones keep serving through the Service', async function () {
+    this.timeout(240_000);
+    const before = podsOf('app=shop').map((p) => p.metadata.name).sort();
+    // Version 2 is Ready only when /ready answers, which it never does.
+    const put = await api('PUT', `/v1/services/${shopId}`, { manifest: b64(shopManifest(2, '/ready')) });
+    expect(put.status, put.text).to.equal(202);
+    const stuck = await until('a v2 pod running but not Ready', async () => {
+      const pods = podsOf('app=shop');
+      const fresh = pods.filter((p) => !before.includes(p.metadata.name));
+      return fresh.length === 1 && fresh[0]!.status.phase === 'Running' ? fresh[0]! : null;
+    }, 120_000);
+    // Several failed probes later it is still not Ready, and the rollout has not gone past it.
+    await new Promise((resolve) => setTimeout(resolve, 12_000));
+    const pods = podsOf('app=shop');
+    expect(pods.find((p) => p.metadata.name === stuck.metadata.name)!.status.conditions?.find((c) => c.type === 'Ready')?.status).to.equal('False');
+    expect(pods.filter(isReady).map((p) => p.metadata.name).sort(), 'the old pods Ready, none replaced').to.deep.equal(before);
+    const status = JSON.parse(ok(['get', 'deployment', 'shop', '-o', 'json'])).status;
+    expect(status).to.include({ updatedReplicas: 1, readyReplicas: 2 });
+    const described = ok(['get', 'events', '--field-selector', `involvedObject.name=${stuck.metadata.name},reason=Unhealthy`, '-o', 'jsonpath={.items[*].message}']);
+    expect(described).to.contain('Readiness probe failed: HTTP probe failed with statuscode: 404');
+    // The Service answers from the old pods only (the not-Ready one is not an endpoint).
+    const clusterIP = ok(['get', 'service', 'shop', '-o', 'jsonpath={.spec.clusterIP}']).trim();
+    for (let i = 0; i < 6; i++) {
+      const r = await curlOn(machines[i % 3]!, `http://${clusterIP}/`);
+      expect(r.stdout.trim()).to.match(/^shop v1 \(fast\) /);
+    }
+    // Back to version 1 (without the ConfigMap: pruned), and the rollout completes.
+    const back = await api('PUT', `/v1/services/${shopId}`, { manifest: b64(shopManifest(1, '/', false)) });
+    expect(back.status, back.text).to.equal(202);
+    await until('the ConfigMap pruned and the Deployment settled on v1', async () => {
+      const sv = (await api('GET', `/v1/services/${shopId}`)).json.data;
+      const s = JSON.parse(ok(['get', 'deployment', 'shop', '-o', 'json'])).status;
+      return sv.status === 'running' && sv.applied_objects.length === 2 && kc(['get', 'configmap', 'shop-settings']).code !== 0 && s.readyReplicas === 2 && s.updatedReplicas === 2 && !s.unavailableReplicas;
+    }, 120_000);
+  });
+
+  it('leaves the manifest service out of the unmanaged scan that lists a kubectl Deployment; deleting it deletes its objects and its pods', async function () {
+    this.timeout(240_000);
     // The unmanaged scan on the server node: a Deployment made with kubectl, none of hangar's.
-    expect(kc(['create', 'deployment', 'manual', '--image=registry.invalid/manual:1', '--replicas=0']).code).to.equal(0);
+    expect(kc(['create', 'deployment', 'manual', '--image=lab/busybox:1', '--replicas=0']).code).to.equal(0);
     const scan = await api('POST', `/v1/nodes/${ids()[0]}/unmanaged?backend=k8s`);
     expect(scan.status, scan.text).to.equal(202);
     const scanned = await until('the scan', async () => {
@@ -286,23 +508,22 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect(resources.map((r) => `${r.kind} ${r.name}`)).to.deep.equal(['deployment manual']);
     kc(['delete', 'deployment', 'manual']);
 
-    const removed = await api('DELETE', `/v1/services/${id}`);
+    const removed = await api('DELETE', `/v1/services/${shopId}`);
     expect(removed.status, removed.text).to.equal(202);
-    await until('the service gone', async () => (await api('GET', `/v1/services/${id}`)).status === 404);
+    await until('the service gone', async () => (await api('GET', `/v1/services/${shopId}`)).status === 404);
     expect(kc(['get', 'deployment,service', 'shop']).code, 'its objects deleted').to.not.equal(0);
+    await until('its pods gone', async () => podsOf('app=shop').length === 0, 60_000);
   });
 
-  it('a secret update rolls the Deployment (new pod template hash); deleting it is refused while the Deployment uses it', async function () {
+  it('a secret update rolls the Deployment that reads it: the new pods see the new value inside their containers; deleting it is refused while the Deployment uses it', async function () {
     this.timeout(300_000);
-    const kc = (args: string[]) => kubectl(['--kubeconfig', path.join(k3sDir, 'kubeconfig'), ...args]);
-    const b64 = (text: string) => Buffer.from(text).toString('base64');
     const created = await api('POST', '/v1/secrets', { name: 'api-token', cluster_id: clusterId, data: b64('first-token') });
     expect(created.status, created.text).to.equal(201);
     expect(created.json.data).to.deep.include({ cluster_id: clusterId, swarm_id: null, namespace: 'default', runtime_name: 'api-token' });
     const secretValue = () => Buffer.from(kc(['get', 'secret', 'api-token', '-o', 'jsonpath={.data.value}']).stdout, 'base64').toString();
     expect(secretValue()).to.equal('first-token');
 
-    // A Deployment made with kubectl (not through hangar) that reads the secret through envFrom.
+    // A Deployment made with kubectl (not through hangar) that reads the secret through envFrom, and logs what it read.
     const deployment = {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
@@ -310,28 +531,44 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
       spec: {
         replicas: 1,
         selector: { matchLabels: { app: 'reader' } },
-        template: { metadata: { labels: { app: 'reader' } }, spec: { containers: [{ name: 'reader', image: 'registry.invalid/reader:1', envFrom: [{ secretRef: { name: 'api-token' } }] }] } },
+        template: {
+          metadata: { labels: { app: 'reader' } },
+          spec: {
+            terminationGracePeriodSeconds: 2,
+            containers: [{ name: 'reader', image: 'lab/busybox:1', command: ['sh', '-c', 'echo "token=$value"; trap "exit 0" TERM; while :; do sleep 1; done'], envFrom: [{ secretRef: { name: 'api-token' } }] }],
+          },
+        },
       },
     };
     const manifest = path.join(k3sDir, 'reader.json');
     writeFileSync(manifest, JSON.stringify(deployment));
-    const applied = kc(['apply', '-f', manifest]);
-    expect(applied.code, applied.stderr).to.equal(0);
-    /** The pod-template-hash of the reader's ReplicaSets with a ready pod. */
-    const readyHashes = () =>
-      kc(['get', 'replicasets', '-l', 'app=reader', '-o', 'jsonpath={range .items[*]}{.metadata.labels.pod-template-hash} {.status.readyReplicas}{"\\n"}{end}'])
-        .stdout.trim()
-        .split('\n')
-        .filter((row) => row.split(' ')[1] === '1')
-        .map((row) => row.split(' ')[0]);
-    const [first] = await until('the reader running', async () => (readyHashes().length === 1 ? readyHashes() : null), 120_000);
+    ok(['apply', '-f', manifest]);
+    /** The reader's pods that are Ready, with what their container logged and what its environment holds now. */
+    const readers = async () => {
+      const ready = podsOf('app=reader').filter(isReady);
+      return Promise.all(ready.map(async (p) => ({
+        name: p.metadata.name,
+        hash: p.metadata.labels['pod-template-hash'],
+        log: kc(['logs', p.metadata.name]).stdout.trim(),
+        env: kc(['exec', p.metadata.name, '--', 'sh', '-c', 'echo "$value"']).stdout.trim(),
+      })));
+    };
+    const [first] = await until('the reader running', async () => {
+      const r = await readers();
+      return r.length === 1 && r[0]!.log ? r : null;
+    }, 120_000);
+    expect(first).to.include({ log: 'token=first-token', env: 'first-token' });
 
     const put = await api('PUT', '/v1/secrets/api-token', { data: b64('second-token') });
     expect(put.status, put.text).to.equal(200);
     expect(put.json.data).to.deep.include({ version: 2, redeployed: ['deployment/reader'], services: ['deployment/reader'] });
     expect(secretValue()).to.equal('second-token');
-    const second = await until('a new ReplicaSet of the reader ready', async () => readyHashes().find((hash) => hash !== first), 120_000);
-    expect(second).to.be.a('string').and.not.equal(first);
+    const [second] = await until('a new reader pod Ready, the old one gone', async () => {
+      const r = await readers();
+      return r.length === 1 && r[0]!.hash !== first!.hash && r[0]!.log ? r : null;
+    }, 120_000);
+    // Inside the new pod's container: the new value, in its log and in its environment.
+    expect(second).to.include({ log: 'token=second-token', env: 'second-token' });
 
     const busy = await api('DELETE', '/v1/secrets/api-token');
     expect(busy.status).to.equal(409);
@@ -340,6 +577,80 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const removed = await api('DELETE', '/v1/secrets/api-token');
     expect(removed.status, removed.text).to.equal(200);
     expect(kc(['get', 'secret', 'api-token']).code, 'the Secret deleted').to.not.equal(0);
+  });
+
+  it('the cluster\'s load balancer (the lab\'s HAProxy ingress controller) routes an HTTP request from the host to the pods of a compute instance with cluster_id', async function () {
+    this.timeout(360_000);
+    const lb = await api('POST', `/v1/kubernetes/clusters/${clusterId}/lb`);
+    expect(lb.status, lb.text).to.equal(202);
+    expect(lb.json.data).to.include({ cluster_id: clusterId, image: 'lab/hangar-ingress:1', http_port: 80 });
+    const lbId = lb.json.data.id as string;
+    await until('the load balancer running', async () => {
+      const got = (await api('GET', `/v1/loadbalancers/${lbId}`)).json.data;
+      if (got.status === 'failed') throw new FailNow(got.error);
+      return got.status === 'running';
+    }, 180_000);
+    const controller = JSON.parse(ok(['-n', 'hangar-system', 'get', 'pods', '-o', 'json'])).items as Array<{ metadata: { name: string }; status: { phase: string } }>;
+    expect(controller.map((p) => p.status.phase)).to.deep.equal(['Running']);
+
+    // An instance on the cluster, with a domain: two replicas of busybox's httpd on port 80.
+    const created = await api('POST', '/v1/compute/instances', {
+      name: 'hello',
+      cluster_id: clusterId,
+      image: 'lab/busybox:1',
+      replicas: 2,
+      command: serving('instance hello', 80),
+      domain: 'hello.kube.test',
+      http_port: 80,
+    });
+    expect(created.status, created.text).to.equal(202);
+    const instanceId = created.json.data.id as string;
+    await until('the instance running with 2 replicas', async () => {
+      const i = (await api('GET', `/v1/compute/instances/${instanceId}`)).json.data;
+      if (i.status === 'failed') throw new FailNow(i.error);
+      return i.status === 'running' && i.running === 2;
+    }, 180_000);
+    const pods = await until('both instance pods Ready', async () => {
+      const listed = podsOf(`io.hangar.workload=${created.json.data.runtime_name}`);
+      return listed.length === 2 && listed.every(isReady) ? listed : null;
+    }, 120_000);
+
+    // From the host to every machine's public address on port 80 (the LoadBalancer Service), Host: the instance's domain.
+    const answers = new Set<string>();
+    await until('both replicas answering through the load balancer on every machine', async () => {
+      for (const m of machines) {
+        const r = await get(`${m.ip}:80`, 'hello.kube.test');
+        expect(r.status, r.body).to.be.oneOf([200, 503, 0]);
+        if (r.status === 200) answers.add(r.body.trim());
+      }
+      return answers.size === 2;
+    }, 120_000);
+    expect([...answers].sort()).to.deep.equal(pods.map((p) => `instance hello ${p.metadata.name}`).sort());
+    // Another host is none of its routes; the controller's health path answers.
+    expect(await get(`${machines[1]!.ip}:80`, 'other.kube.test')).to.deep.include({ status: 404 });
+    expect(await get(`${machines[2]!.ip}:80`, 'anything', '/ping')).to.deep.equal({ status: 200, body: 'OK' });
+    // The controller logged the route and the requests (its container's real output).
+    const controllerLog = ok(['-n', 'hangar-system', 'logs', controller[0]!.metadata.name]);
+    expect(controllerLog).to.contain('hello.kube.test/ -> ');
+    expect(controllerLog).to.match(/GET \/ HTTP\/1\.1/);
+
+    // The instance's own logs through the API: its containers' first lines.
+    const logs = await api('POST', `/v1/compute/instances/${instanceId}/logs?lines=20`);
+    expect(logs.status, logs.text).to.equal(202);
+    const read = await until('the instance log read', async () => {
+      const r = await api('GET', `/v1/compute/instances/${instanceId}/logs/${logs.json.data.task_id}`);
+      return r.json.data.status === 'completed' || r.json.data.status === 'failed' ? r.json.data : null;
+    });
+    expect(read.status, read.error).to.equal('completed');
+    expect((read.lines as string[]).filter((l) => l.includes('started on')).length).to.equal(2);
+
+    // Gone with the instance: the route, then the balancer.
+    expect((await api('DELETE', `/v1/compute/instances/${instanceId}`)).status).to.equal(202);
+    await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${instanceId}`)).status === 404, 120_000);
+    await until('its host no longer routed', async () => (await get(`${machines[0]!.ip}:80`, 'hello.kube.test')).status === 404, 60_000);
+    expect((await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/lb`)).status).to.equal(202);
+    await until('the load balancer gone', async () => (await api('GET', `/v1/loadbalancers/${lbId}`)).status === 404, 120_000);
+    await until('nothing answering on port 80', async () => (await get(`${machines[0]!.ip}:80`, 'hello.kube.test')).status === 0, 60_000);
   });
 
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
@@ -363,6 +674,9 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     await until('the cluster gone', async () => (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).status === 404);
     for (const m of machines) {
       expect((await m.exec('test -e /usr/local/bin/k3s || test -e /etc/rancher/k3s/k3s.yaml || pgrep -f "k3s (server|agent)"')).code, `${m.name} clean`).to.not.equal(0);
+      // Nor any container of it: the stand-in took its pods down when it stopped.
+      expect((await m.exec(['pgrep', '-f', 'containerd-shim|kubelet|kube-proxy|httpd'])).code, `${m.name}: no pod, shim, kubelet or kube-proxy left`).to.equal(1);
+      expect((await m.exec('ip link show cni0')).code, `${m.name}: no cni0`).to.not.equal(0);
     }
   });
 });
