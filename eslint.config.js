@@ -15,6 +15,44 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  // The layering (docs/architecture.md, "Layers and the rules that keep them"): core is the kernel
+  // and imports none of the rooms built on it; a plugin reaches another plugin or a driver only
+  // through its contract file (api.ts: refs, extension points, types, error classes), so importing a
+  // contract never loads the provider; the agent does not reach into the CLI. Tests are exempt.
+  {
+    files: ['core/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        { regex: '^(\\.\\./)+(plugins|drivers|cli|agent)/', message: 'core imports no plugin, driver, CLI or agent module: declare a contract in core and let the composition root (cli/catalogue.ts) or the plugin plug into it.' },
+      ] }],
+    },
+  },
+  {
+    files: ['plugins/*/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        { regex: '^\\.\\./(?!\\.\\./)[^/]+/(?!api\\.js$)', message: "another plugin is reached only through its contract file: import '../<plugin>/api.js' (move what you need there if it is missing)." },
+        { regex: '^\\.\\./\\.\\./drivers/[^/]+/(?!api\\.js$)', message: "a driver is reached only through its contract file: import '../../drivers/<driver>/api.js'." },
+        { regex: '^\\.\\./\\.\\./(cli|agent)/', message: 'plugins run in the control plane: they import no CLI or agent module.' },
+      ] }],
+    },
+  },
+  {
+    files: ['agent/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        { regex: '^(\\.\\./)+(cli|plugins)/', message: 'the agent imports no CLI or plugin module (the CLI builds on the agent, not the other way round).' },
+      ] }],
+    },
+  },
+  {
+    files: ['drivers/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [
+        { regex: '^(\\.\\./)+(cli|plugins|agent)/', message: 'a driver imports only core and its own folder (the agent and the plugins import drivers, not the other way round).' },
+      ] }],
+    },
+  },
   {
     files: ['test/**/*.ts'],
     rules: {

@@ -18,7 +18,7 @@ const COMMANDS: Record<string, Commands> = {
   services: async () => [(await import('./install.js')).servicesCommand],
   endpoint: async () => [(await import('./endpoint.js')).endpointCommand],
   configure: async () => [(await import('./configure.js')).configureCommand],
-  agent: async () => [(await import('./agent.js')).agentCommand],
+  agent: async () => [(await import('../agent/command.js')).agentCommand],
   events: async () => [(await import('./events.js')).eventsCommand],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;

@@ -27,7 +27,7 @@ import { TaskKindRegistry } from './tasks/kinds.js';
 import { HOST_KINDS } from './tasks/host-kinds.js';
 import { ORCHESTRATOR_CALLS } from './orchestrator.js';
 import { backendFaults, type ClusterBackend } from './clusters/backend.js';
-import type { BackgroundLoop, Catalogue, Driver, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
+import type { BackgroundLoop, Catalogue, Driver, DriverRef, DriverRegistry, ListenerName, Plugin, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { ServiceRegistry } from './provided.js';
 import { Clusters } from './clusters/service.js';
 import { speaksForWorkers, peers as workerPeers } from './workers.js';
@@ -75,9 +75,9 @@ function registerConfiguredBackend(clusters: Clusters, spec: string, instance: u
 
 class Drivers implements DriverRegistry {
   readonly instances = new Map<string, unknown>();
-  get<T>(name: string): T {
-    if (!this.instances.has(name)) throw new Error(`driver "${name}" is not loaded (configure it under drivers:)`);
-    return this.instances.get(name) as T;
+  get<T>(ref: DriverRef<T>): T {
+    if (!this.instances.has(ref.name)) throw new Error(`driver "${ref.name}" is not loaded (configure it under drivers:)`);
+    return this.instances.get(ref.name) as T;
   }
   has(name: string): boolean {
     return this.instances.has(name);

@@ -181,8 +181,23 @@ export function defineDriver<T>(driver: Driver<T>): Driver<T> {
   return driver;
 }
 
+/**
+ * A driver as its users name it: by typed reference (declared in the driver's api.ts) instead of by
+ * a string and a cast. The name is the driver's `name`, as `drivers:` loads it.
+ */
+export interface DriverRef<T> {
+  readonly name: string;
+  /** Phantom: carries the type, never set. */
+  readonly type?: T;
+}
+
+export function defineDriverRef<T>(name: string): DriverRef<T> {
+  return Object.freeze({ name });
+}
+
 export interface DriverRegistry {
-  get<T = unknown>(name: string): T;
+  /** The driver's instance; throws when no `drivers:` entry loaded it. */
+  get<T>(ref: DriverRef<T>): T;
   has(name: string): boolean;
   names(): string[];
 }

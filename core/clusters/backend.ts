@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import type { HangarConfig } from '../../config/schema.js';
+import type { Logger } from '../log.js';
 import { ORCHESTRATOR_CALLS, type OrchestratorDriver } from '../orchestrator.js';
 import { isDriverCall, type TaskKind } from '../tasks/kinds.js';
 
@@ -162,13 +163,30 @@ export interface AgentDriver {
   nodeFact?: { name: string; probe(): Record<string, unknown> };
   /**
    * Its kinds that are no driver calls because they need the agent's own context (downloads from
-   * the control plane, the data dir): agent/executors/types.ts `Executor`s, by kind (k3s installs).
+   * the control plane, the data dir), by kind (k3s installs: drivers/kubernetes/k3s-executors.ts).
    */
   executors?: ReadonlyArray<readonly [TaskKind, AgentExecutor]>;
 }
 
-/** A task the agent runs with its own context (agent/executors/types.ts `Executor`). */
-export type AgentExecutor = (context: any) => Promise<unknown>;
+/** What a task the agent runs with its own context is given (agent/executors/types.ts calls it `ExecutorContext`). */
+export interface AgentExecutorContext {
+  payload: Record<string, any>;
+  log: Logger;
+  dataDir: string;
+  /** The agent's own log file (JSON lines). */
+  logFile: string;
+  /** Runs once the task's result has been reported (stop, reboot, restart after update). */
+  after(action: () => void | Promise<void>): void;
+  /** GET a path of the control API over mutual TLS, as bytes. */
+  download(pathAndQuery: string): Promise<{ status: number; body: Buffer; headers: Record<string, string | string[] | undefined> }>;
+  /** Stops heartbeats and waits for one in flight, so none lands after the result (stop, reboot). */
+  quiesce(): Promise<void>;
+  /** Asks the agent to refresh its view of OS updates in the next heartbeat. */
+  setPendingUpdates(count: number | null): void;
+}
+
+/** A task the agent runs with its own context: what it returns is the task's output, what it throws fails the task. */
+export type AgentExecutor = (context: AgentExecutorContext) => Promise<unknown>;
 
 export function defineAgentDriver(driver: AgentDriver): AgentDriver {
   return driver;

@@ -2,7 +2,7 @@
  * How machines join and leave a Kubernetes (k3s) cluster: the k8s backend's membership interface.
  * Installing, joining, the token, the kubeconfig and uninstalling are host tasks on the machine they
  * concern (they fetch the k3s binary from the control plane, so they run as executors with the
- * agent's context: agent/executors/k3s.ts); the cluster's view of its nodes is a driver call on the
+ * agent's context: ./k3s-executors.ts); the cluster's view of its nodes is a driver call on the
  * server node, like the workload calls of core/orchestrator.ts.
  */
 import { Type, type Static } from '@sinclair/typebox';

@@ -4,68 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client, ConnectConfig, ClientChannel } from 'ssh2';
 import { defineDriver } from '../../core/plugin.js';
+import { shellQuote, SshError, type ExecOptions, type ExecResult, type OpenOptions, type SshDriver, type SshSession, type SshTarget } from './api.js';
 
-/** Which step of an SSH operation failed; error messages start with it. */
-export type SshStep = 'connect' | 'host-key' | 'auth' | 'sudo' | 'command' | 'upload' | 'timeout' | 'disk-full';
-
-export class SshError extends Error {
-  constructor(
-    readonly step: SshStep,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'SshError';
-  }
-}
-
-export interface SshTarget {
-  host: string;
-  port?: number;
-  username?: string;
-  /** Private key content (OpenSSH or PEM), never a path. */
-  privateKey?: string;
-  password?: string;
-}
-
-/** Where first-contact host keys are remembered (the store, in the control plane). */
-export interface HostKeyStore {
-  get(host: string, port: number): Promise<string | null>;
-  set(host: string, port: number, fingerprint: string): Promise<void>;
-}
-
-export interface OpenOptions {
-  hostKeys: HostKeyStore;
-  /** Expected fingerprint (`SHA256:…`); wins over the store. */
-  pinnedHostKey?: string;
-  /** Accept and record a host key that differs from the one recorded before. */
-  acceptChangedHostKey?: boolean;
-  /**
-   * Refuse a host whose key is neither pinned nor recorded, before any credential is offered (no
-   * trust on first use): for machines hangar did not deploy, whose address it was only told.
-   */
-  requireKnownHostKey?: boolean;
-  timeoutMs?: number;
-}
-
-export interface ExecOptions {
-  sudo?: boolean;
-  stdin?: string | Buffer;
-  timeoutMs?: number;
-  onOutput?(chunk: string, stream: 'stdout' | 'stderr'): void;
-}
-
-export interface ExecResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** `'it''s'`-safe single quoting for sh. */
-export function shellQuote(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
-}
-
-export function fingerprint(key: Buffer): string {
+function fingerprint(key: Buffer): string {
   return `SHA256:${createHash('sha256').update(key).digest('base64').replace(/=+$/, '')}`;
 }
 
@@ -89,8 +30,8 @@ function classify(err: Error & { level?: string; code?: string }, target: string
   return new SshError('connect', `SSH to ${target} failed: ${err.message}`);
 }
 
-/** One SSH connection: commands (optionally with sudo), uploads, streamed output. */
-export class SshSession {
+/** One SSH connection over ssh2 (the contract, api.ts `SshSession`, says what it offers). */
+class Ssh2Session implements SshSession {
   private constructor(
     private readonly client: Client,
     readonly target: Required<Pick<SshTarget, 'host' | 'port' | 'username'>> & { password?: string },
@@ -154,7 +95,7 @@ export class SshSession {
     // Pinned from now on: the first key seen, a key given explicitly, or an accepted change.
     if (stored !== presented) await options.hostKeys.set(host, port, presented);
     const local = (client as unknown as { _sock?: { localAddress?: string } })._sock?.localAddress ?? '';
-    return new SshSession(client, { host, port, username, password: target.password }, local.replace(/^::ffff:/, ''), presented);
+    return new Ssh2Session(client, { host, port, username, password: target.password }, local.replace(/^::ffff:/, ''), presented);
   }
 
   get isRoot(): boolean {
@@ -243,13 +184,9 @@ export class SshSession {
   }
 }
 
-export interface SshDriver {
-  open(target: SshTarget, options: OpenOptions): Promise<SshSession>;
-}
-
 /** The SSH driver: the only code that imports ssh2. */
 export default defineDriver<SshDriver>({
   name: 'ssh',
   kind: 'ssh',
-  create: () => ({ open: (target, options) => SshSession.open(target, options) }),
+  create: () => ({ open: (target, options) => Ssh2Session.open(target, options) }),
 });

@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { forbidden, notFound } from '../../core/errors.js';
 import { definePlugin } from '../../core/plugin.js';
-import { NodesRef, nodesOf } from '../nodes/index.js';
-import { heartbeatSchema } from '../nodes/schemas.js';
+import { heartbeatSchema, NodesRef, nodesOf } from '../nodes/api.js';
 import { PollSpread } from './poll-spread.js';
 
 const NodeIdParams = Type.Object({ nodeId: Type.String({ pattern: '^node-[0-9a-z]+$' }) });

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
 import { ClusterRemovals } from '../../core/clusters/service.js';
 import { definePlugin } from '../../core/plugin.js';
-import { TaggableResources } from '../tags/index.js';
+import { TaggableResources } from '../tags/api.js';
 import { VolumesRef } from '../volumes/api.js';
 
 /** The workloads of every kind, volumes, and clusters: swarms, and those of the other backends (`cluster`). */

@@ -10,7 +10,7 @@ import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
-import { NodesRef, nodesOf } from '../nodes/index.js';
+import { NodesRef, nodesOf } from '../nodes/api.js';
 import { VolumesRef, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations } from './migrations.js';

@@ -14,7 +14,7 @@ import { servedRoutes } from '../../core/clusters/routes.js';
 import type { ClusterBackend, LoadBalancerProfile } from '../../core/clusters/backend.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
-import { idsOnly } from '../tags/index.js';
+import { idsOnly } from '../tags/api.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
 
 export const GatewayConfigSchema = Type.Object(

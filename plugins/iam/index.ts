@@ -6,10 +6,11 @@ import { PASSWORD_HASHERS } from '../../core/auth/passwords.js';
 import { safeEqual } from '../../core/crypto.js';
 import { badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, defineServiceRef, type HangarRequest, type Services } from '../../core/plugin.js';
+import { definePlugin, type HangarRequest } from '../../core/plugin.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
-import { establishPrincipal, type Principal } from '../../core/auth/index.js';
+import { establishPrincipal } from '../../core/auth/index.js';
+import { IdentityRef, passwordPrincipal } from './api.js';
 import { hmacAuthenticator, jwtAuthenticator } from './authenticators.js';
 import { Identity } from './identity.js';
 import { LoginLockouts } from './lockouts.js';
@@ -21,7 +22,7 @@ import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { sameOrigin, sessionMigrations, Sessions } from './sessions.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
 
-export const IamConfigSchema = Type.Object(
+const IamConfigSchema = Type.Object(
   {
     jwt_secret: Type.Union([Type.String(), Type.Null()], { default: null, description: 'base64, ≥ 64 bytes decoded (also JWT_SECRET); generated into the data dir when unset' }),
     api_server: Type.Union([Type.String(), Type.Null()], { default: null, description: 'JWT issuer, checked on every token (also API_SERVER); defaults to api.public_url or https://<hostname>:<api.port>' }),
@@ -51,7 +52,7 @@ export const IamConfigSchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
-export interface IamConfig {
+interface IamConfig {
   jwt_secret: string | null;
   api_server: string | null;
   token_lifetime_seconds: number;
@@ -68,18 +69,6 @@ export interface IamConfig {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
-
-/** The identity plugin's shared services (users, JWTs, password policy), for plugins that build on it (login, runner…). */
-export const IdentityRef = defineServiceRef<Identity>('iam', 'users and tokens (the iam plugin)');
-
-export function identityOf(services: Services): Identity {
-  return services.provided.get(IdentityRef);
-}
-
-/** Who a login with a password established (the audit log's principal of the login request). */
-export function passwordPrincipal(user: Pick<UserRecord, 'userid' | 'name' | 'username' | 'role'>): Principal {
-  return { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'password' };
-}
 
 export default definePlugin({
   name: 'iam',

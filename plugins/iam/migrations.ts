@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import type { Migration } from '../../core/db/migrations.js';
+import { USERS } from './api.js';
 
-export const USERS = 'users';
+export { USERS };
 export const USER_PROPERTIES = 'user_properties';
 export const API_KEYS = 'api_keys';
 export const HMAC_NONCES = 'hmac_nonces';

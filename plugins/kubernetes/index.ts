@@ -11,10 +11,8 @@ import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
-import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/membership-calls.js';
-import { K3S_API_PORT } from '../../drivers/kubernetes/names.js';
-import { NodesRef, nodesOf } from '../nodes/index.js';
-import type { NodeRecord } from '../nodes/nodes.js';
+import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/api.js';
+import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 
 const BACKEND = 'k8s';

@@ -5,6 +5,12 @@ import type { EventLog } from './events.js';
 import type { NodeRecord, NodeStore } from './nodes.js';
 import type { OverlayAddresses } from './overlay.js';
 
+/** The nodes plugin's contract: what other plugins import of it (importing this never loads the plugin). */
+
+export type { NodeRecord } from './nodes.js';
+/** Request fields and the heartbeat's schema other plugins' routes share with nodes' (schemas only). */
+export { heartbeatSchema, IpAddress, NodeName, NodeParams } from './schemas.js';
+
 /** What other plugins (agent-internal, ssh deploy, swarms…) use of this one. */
 export interface NodesApi {
   nodes: NodeStore;

@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.js';
-import { AgentBinariesRef } from '../system/index.js';
-import { idsOnly, TaggableResources } from '../tags/index.js';
+import { AgentBinariesRef } from '../system/api.js';
+import { idsOnly, TaggableResources } from '../tags/api.js';
 import { NodesRef, type NodesApi } from './api.js';
 import { certificates } from './certificates.js';
 import { NodesConfigSchema, type NodesConfig } from './config.js';
@@ -44,7 +44,3 @@ export default definePlugin({
     };
   },
 });
-
-export { NodesRef, nodesOf, type NodesApi } from './api.js';
-export { NodesConfigSchema, type NodesConfig } from './config.js';
-export { heartbeatSchema } from './schemas.js';

@@ -6,7 +6,7 @@ import type { RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { TaskKind } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
-import { AgentBinariesRef, missingExecutable } from '../system/index.js';
+import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
 import { NodeParams, NodeTaskParams, TaskRef } from './schemas.js';

@@ -3,12 +3,10 @@ import { conflict, HttpError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin } from '../../core/plugin.js';
-import { SshError, type HostKeyStore, type SshDriver, type SshSession } from '../../drivers/ssh/index.js';
-import { NodesRef, nodesOf } from '../nodes/index.js';
-import type { NodeRecord } from '../nodes/nodes.js';
-import { IpAddress, NodeName, NodeParams } from '../nodes/schemas.js';
-import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/index.js';
-import { AgentBinariesRef, missingExecutable } from '../system/index.js';
+import { SshDriverRef, SshError, type HostKeyStore, type SshSession } from '../../drivers/ssh/api.js';
+import { IpAddress, NodeName, NodeParams, NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
+import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/api.js';
+import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
 
 const HOST_KEYS = 'ssh_host_keys';
@@ -77,7 +75,7 @@ export default definePlugin({
     const { nodes, events } = nodesApi;
     const forgetNode = recordRemover(services.events, 'node', nodes);
     const profiles = sshProfilesOf(services);
-    const ssh = services.drivers.get<SshDriver>('ssh');
+    const ssh = services.drivers.get(SshDriverRef);
     const binaries = services.provided.get(AgentBinariesRef);
     const running = new Set<Promise<void>>();
 

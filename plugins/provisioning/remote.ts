@@ -1,4 +1,4 @@
-import { shellQuote, SshError, type SshSession } from '../../drivers/ssh/index.js';
+import { shellQuote, SshError, type SshSession } from '../../drivers/ssh/api.js';
 
 /** Where the agent lives on a managed machine. */
 export const REMOTE = {

@@ -10,12 +10,12 @@ import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { asHttpError, BeforeClusterRemoved, PlacementFilterQuery } from '../../core/clusters/service.js';
-import { NodesRef } from '../nodes/index.js';
+import { NodesRef } from '../nodes/api.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
 import { secretMigrations } from './migrations.js';
 import { ObjectStore, type ObjectRecord } from './store.js';
-import { TaggableResources } from '../tags/index.js';
+import { TaggableResources } from '../tags/api.js';
 
 /** The engine refuses secrets and configs of 500 KiB and more (and empty ones). */
 export const MAX_DATA_BYTES = 500 * 1024 - 1;

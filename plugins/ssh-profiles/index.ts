@@ -3,7 +3,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Repository } from '../../core/db/repository.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
+import { definePlugin } from '../../core/plugin.js';
+import { SshCredentialFields, SshProfilesRef, type SshProfilesApi } from './api.js';
 
 const TABLE = 'ssh_profiles';
 
@@ -19,41 +20,13 @@ interface ProfileRecord {
   [key: string]: unknown;
 }
 
-/** The credential fields of deploy, update-ssh and start. */
-export const SshCredentialFields = {
-  ssh_profile: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'name (or id) of a stored SSH profile' })),
-  ssh_user: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: '^[a-z_][a-z0-9_.-]*$', description: 'default root; a non-root user needs sudo' })),
-  ssh_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'default 22' })),
-  ssh_key: Type.Optional(Type.String({ minLength: 1, maxLength: 20000, description: 'private key content, not a path' })),
-  ssh_password: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
-};
-
 /**
  * Refuses an SSH key that is not key content (a file path, say): the control plane never reads
  * files named by a caller. The same check wherever a key is accepted (profiles, deploy, update-ssh, start).
  */
-export function assertPrivateKeyContent(key: string | undefined, where: string): void {
+function assertPrivateKeyContent(key: string | undefined, where: string): void {
   if (key === undefined || /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/.test(key)) return;
   throw badRequest(`Validation failed: ${where} must be a private key (PEM or OpenSSH), not a path`, [{ path: where, message: 'must be private key content' }]);
-}
-
-export interface SshCredentials {
-  username: string;
-  port: number;
-  privateKey?: string;
-  password?: string;
-  profile?: string;
-}
-
-export interface SshProfilesApi {
-  /** Inline values over the profile's; 400 for an unknown profile. No credentials at all → the control plane's own agent and keys. */
-  resolve(body: { ssh_profile?: string; ssh_user?: string; ssh_port?: number; ssh_key?: string; ssh_password?: string }): Promise<SshCredentials>;
-}
-
-export const SshProfilesRef = defineServiceRef<SshProfilesApi>('ssh-profiles', 'stored SSH credentials (the ssh-profiles plugin)');
-
-export function sshProfilesOf(services: Services): SshProfilesApi {
-  return services.provided.get(SshProfilesRef);
 }
 
 const view = (p: ProfileRecord) => ({

@@ -1,18 +1,18 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember } from '../../drivers/swarm/membership-calls.js';
+import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember } from '../../drivers/swarm/api.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
 import { DRIVER_AVAILABILITY } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
 import { NetworkConfirmPath, type PathTarget } from '../../core/tasks/host-kinds.js';
-import { NodesRef, nodesOf } from '../nodes/index.js';
+import { NodesRef, nodesOf } from '../nodes/api.js';
 import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from './orchestration.js';
 import { DnsName } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
-import { TaggableResources } from '../tags/index.js';
+import { TaggableResources } from '../tags/api.js';
 
 const BACKEND = 'swarm';
 /** The port a swarm manager takes joins on (its listen address is 0.0.0.0:2377). */

@@ -1,12 +1,13 @@
 import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import { definePlugin, defineServiceRef } from '../../core/plugin.js';
+import { definePlugin } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { openApiRoute } from '../../core/openapi.js';
 import { fromRoot } from '../../core/paths.js';
 import { versionInfo } from '../../core/version.js';
+import { AgentBinariesRef, missingExecutable, type AgentBinariesApi, type AgentExecutable } from './api.js';
 
 const DEFAULT_BINARY_DIR = fromRoot('dist', 'agent');
 
@@ -18,15 +19,8 @@ interface AgentManifest {
   executables: Record<string, { file: string; sha256: string; size: number; compressed?: { file: string; encoding: string; size: number; sha256: string } }>;
 }
 
-/** A compressed copy of an executable: its file, its Content-Encoding and its size. */
-export interface CompressedBinary {
-  file: string;
-  encoding: string;
-  size: number;
-}
-
 /** Whether an Accept-Encoding header accepts `encoding` (listed, and not with q=0). */
-export function acceptsEncoding(header: string | undefined, encoding: string): boolean {
+function acceptsEncoding(header: string | undefined, encoding: string): boolean {
   return (header ?? '').split(',').some((part) => {
     const [name, ...params] = part.trim().split(';');
     return name!.trim().toLowerCase() === encoding && !params.some((p) => /^\s*q\s*=\s*0(\.0*)?\s*$/.test(p));
@@ -34,7 +28,7 @@ export function acceptsEncoding(header: string | undefined, encoding: string): b
 }
 
 /** The agent executables `npm run build` made, read from their manifest on each request (a rebuild needs no restart). */
-export class AgentBinaries {
+class AgentBinaries implements AgentBinariesApi {
   constructor(readonly dir: string) {}
 
   private manifest(): AgentManifest | null {
@@ -42,7 +36,7 @@ export class AgentBinaries {
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as AgentManifest) : null;
   }
 
-  describe(arch: string): { version: string; sha256: string; size: number; file: string; compressed: CompressedBinary | null } | null {
+  describe(arch: string): AgentExecutable | null {
     const manifest = this.manifest();
     const entry = manifest?.executables[arch];
     if (!manifest || !entry || !existsSync(path.join(this.dir, entry.file))) return null;
@@ -56,13 +50,6 @@ export class AgentBinaries {
     };
   }
 }
-
-/** What an operator does about a missing executable (the control plane serves what the build made). */
-export const missingExecutable = (arch: string) =>
-  `No agent executable for ${arch} has been built on this control plane: run npm run build there (both architectures; npm start builds only its own machine's), or node scripts/build.mjs agent ${arch}`;
-
-/** The agent executables this control plane serves (`npm run build` puts them in dist/agent). */
-export const AgentBinariesRef = defineServiceRef<AgentBinaries>('agent-binaries', 'the agent executables');
 
 /** Health, version, the CA certificate, the agent executables and the OpenAPI documents. */
 export default definePlugin({

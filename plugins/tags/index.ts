@@ -3,43 +3,11 @@ import type { Knex } from 'knex';
 import { paginate } from '../../core/db/repository.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
-import { TaggableResources, type ResourceResolver } from '../../core/resources.js';
+import { definePlugin } from '../../core/plugin.js';
+import { TaggableResources } from '../../core/resources.js';
+import { RESOURCE_TYPES, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
 
-export { TaggableResources, type ResourceResolver } from '../../core/resources.js';
-
-export const TAGS = 'tags';
-
-export const RESOURCE_TYPES = ['node', 'swarm', 'instance', 'volume', 'secret', 'config', 'service', 's3', 'loadbalancer', 'cluster'] as const;
-export type ResourceType = (typeof RESOURCE_TYPES)[number];
-
-export interface Tag {
-  resource_type: ResourceType;
-  resource_id: string;
-  key: string;
-  value: string;
-}
-
-export interface TagsApi {
-  /** The tags of one resource, as a key → value map. */
-  of(type: ResourceType, id: string): Promise<Record<string, string>>;
-}
-
-export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');
-
-/** The resolver of a type whose paths take ids only (`<prefix>-…`): anything else is a 400 saying so. */
-export function idsOnly(type: ResourceType, prefix: string, get: (id: string) => Promise<{ id: string } | null>): ResourceResolver {
-  return async (ref) => {
-    if (!ref.startsWith(`${prefix}-`)) {
-      throw badRequest(`Validation failed: resource_id of a ${type} is its id (${prefix}-…): ${type}s are not addressed by name`, [{ path: 'resource_id', message: `must be a ${type} id` }]);
-    }
-    return (await get(ref))?.id ?? null;
-  };
-}
-
-export function tagsOf(services: Services): TagsApi {
-  return services.provided.get(TagsRef);
-}
+const TAGS = 'tags';
 
 const ResourceTypeSchema = Type.Union(
   RESOURCE_TYPES.map((t) => Type.Literal(t)),

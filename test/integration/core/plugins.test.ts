@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Hangar } from '../../../core/app.js';
 import { builtinCatalogue } from '../../../cli/catalogue.js';
 import { ConfigError } from '../../../core/errors.js';
+import { defineDriverRef } from '../../../core/plugin.js';
 import { httpRequest } from '../../../core/http/client.js';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -75,10 +76,10 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
   it('loads a third-party driver by module path and gives it the services', async () => {
     const t = await startHangar(dialect, { plugins: ['system'], overrides: { drivers: ['test/support/fixtures/probe-driver.ts'] } });
     try {
-      const driver = t.hangar.services.drivers.get<{ describe(): string }>('probe-driver');
+      const driver = t.hangar.services.drivers.get(defineDriverRef<{ describe(): string }>('probe-driver'));
       expect(driver.describe()).to.equal(`probe driver on ${dialect.name}`);
       expect(t.hangar.services.drivers.names()).to.deep.equal(['probe-driver']);
-      expect(() => t.hangar.services.drivers.get('swarm')).to.throw('driver "swarm" is not loaded');
+      expect(() => t.hangar.services.drivers.get(defineDriverRef('swarm'))).to.throw('driver "swarm" is not loaded');
     } finally {
       await t.stop();
     }

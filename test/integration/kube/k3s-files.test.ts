@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { k3sSources } from '../../../agent/executors/k3s.js';
+import { k3sSources } from '../../../drivers/kubernetes/k3s-executors.js';
 import { placeBinary, placeImages } from '../../../drivers/kubernetes/k3s.js';
 import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -19,7 +19,7 @@ import { KUBE_CLUSTER_PLUGINS } from '../../support/kube-cluster.js';
 // kubernetes.k3s_download_url (a connected install; here a local HTTP server) checked against the
 // operator's SHA-256. The control plane's side through the HTTP API (the agent's side of the API
 // spoken by a FakeAgent test double: its mutual-TLS certificate, its task loop), the agent's side by
-// the agent's own code (agent/executors/k3s.ts, drivers/kubernetes/k3s.ts) putting the files in a
+// the agent's own code (drivers/kubernetes/k3s-executors.ts and k3s.ts) putting the files in a
 // temporary root instead of /usr/local/bin and /var/lib/rancher/k3s.
 
 const sha = (body: Buffer) => createHash('sha256').update(body).digest('hex');

@@ -3,7 +3,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { sshProfilesOf } from '../../../plugins/ssh-profiles/index.js';
+import { sshProfilesOf } from '../../../plugins/ssh-profiles/api.js';
 
 const PRIVATE_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const PASSWORD = 'pr0file-Secret-pw';

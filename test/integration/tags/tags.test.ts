@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { tagsOf } from '../../../plugins/tags/index.js';
+import { tagsOf } from '../../../plugins/tags/api.js';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';

@@ -3,9 +3,9 @@ import path from 'node:path';
 import { pino } from 'pino';
 import type { CommandModule } from 'yargs';
 import { createLogger } from '../core/log.js';
-import { Agent, joinControlPlane } from '../agent/agent.js';
-import { loadAgentDrivers } from '../agent/executors/index.js';
-import { defaultDataDir, identityExists, loadIdentity } from '../agent/identity.js';
+import { Agent, joinControlPlane } from './agent.js';
+import { loadAgentDrivers } from './executors/index.js';
+import { defaultDataDir, identityExists, loadIdentity } from './identity.js';
 import { mkdirSync } from 'node:fs';
 
 interface AgentArgs {

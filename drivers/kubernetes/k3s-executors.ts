@@ -1,7 +1,10 @@
+// The k3s membership kinds the agent runs with its own context (downloads from the control plane,
+// the data dir): installs, joins, the token, the kubeconfig, uninstalls. The k8s backend's agent half
+// (./agent.ts) hands them to the agent as executors.
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { adminKubeconfig, installAgent, installServer, k3sPaths, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from '../../drivers/kubernetes/k3s.js';
-import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from '../../drivers/kubernetes/membership-calls.js';
-import type { Executor, ExecutorContext } from './types.js';
+import { adminKubeconfig, installAgent, installServer, k3sPaths, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from './k3s.js';
+import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from './membership-calls.js';
+import type { AgentExecutor as Executor, AgentExecutorContext as ExecutorContext } from '../../core/clusters/backend.js';
 
 /**
  * The cluster's admin kubeconfig on a server node: k3s's, or the file HANGAR_KUBECONFIG names (a

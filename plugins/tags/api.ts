@@ -1,0 +1,38 @@
+import { badRequest } from '../../core/errors.js';
+import { defineServiceRef, type Services } from '../../core/plugin.js';
+import type { ResourceResolver } from '../../core/resources.js';
+
+/** The tags plugin's contract: what other plugins import of it (importing this never loads the plugin). */
+
+export { TaggableResources, type ResourceResolver } from '../../core/resources.js';
+
+export const RESOURCE_TYPES = ['node', 'swarm', 'instance', 'volume', 'secret', 'config', 'service', 's3', 'loadbalancer', 'cluster'] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+
+export interface Tag {
+  resource_type: ResourceType;
+  resource_id: string;
+  key: string;
+  value: string;
+}
+
+export interface TagsApi {
+  /** The tags of one resource, as a key → value map. */
+  of(type: ResourceType, id: string): Promise<Record<string, string>>;
+}
+
+export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');
+
+/** The resolver of a type whose paths take ids only (`<prefix>-…`): anything else is a 400 saying so. */
+export function idsOnly(type: ResourceType, prefix: string, get: (id: string) => Promise<{ id: string } | null>): ResourceResolver {
+  return async (ref) => {
+    if (!ref.startsWith(`${prefix}-`)) {
+      throw badRequest(`Validation failed: resource_id of a ${type} is its id (${prefix}-…): ${type}s are not addressed by name`, [{ path: 'resource_id', message: `must be a ${type} id` }]);
+    }
+    return (await get(ref))?.id ?? null;
+  };
+}
+
+export function tagsOf(services: Services): TagsApi {
+  return services.provided.get(TagsRef);
+}
