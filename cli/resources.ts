@@ -636,7 +636,7 @@ export const RESOURCES: Resource[] = [
   },
   {
     noun: 'user',
-    describe: 'Users of the control plane: create, list, delete, password, properties (admins)',
+    describe: 'Users of the control plane: create, list, update, delete, password, unlock, properties (admins)',
     base: '/v1/iam/users',
     lookup: USERS,
     columns: ['id', 'username', 'name', 'email', 'role', 'created_at'],
@@ -678,6 +678,30 @@ export const RESOURCES: Resource[] = [
           return { password: fileText('password-file', true)(a), current_password: fileText('current-password-file', true)(a), keep_api_keys: a['keep-api-keys'] || undefined };
         },
         label: (a, d) => `user ${a.id}${d.keys_deleted ? `; ${d.keys_deleted} API key(s) deleted` : ''}`,
+      }),
+      {
+        command: 'update <id>',
+        describe: 'Change a user’s name, email or role: the role by admins only; your own name or email with --current-password-file',
+        method: 'PATCH',
+        path: '/{id}',
+        options: {
+          email: { type: 'string', describe: 'the new e-mail address ("" removes it: no password reset by email then)' },
+          'display-name': { type: 'string', describe: 'the new full name ("" removes it)' },
+          role: { type: 'string', describe: 'admin or user (moves the user’s token epoch on: earlier tokens and sessions stop working)' },
+          'current-password-file': { type: 'string', describe: 'your current password from a file (- is stdin): needed to change your own name or email' },
+        },
+        body: (a) => {
+          const cleared = (flag: string) => (a[flag] === undefined ? undefined : a[flag] === '' ? null : a[flag]);
+          return { email: cleared('email'), name: cleared('display-name'), role: a.role, current_password: fileText('current-password-file', true)(a) };
+        },
+        output: 'done',
+        says: ['updated', 'updating'],
+        label: (_a, d) => `user ${d.username} (${d.id})`,
+      },
+      action('unlock', 'Clear a user’s login lockouts: its failed logins from every address and its back-off are forgotten (admins)', ['unlocked', 'unlocking'], {
+        method: 'DELETE',
+        path: '/{id}/lockout',
+        label: (a, d) => `user ${a.id} (${d.cleared} failure counter(s) forgotten)`,
       }),
       action('add-property', 'Add a property (NAME VALUE metadata) to a user', ['added', 'adding'], {
         command: 'add-property <id> <name> <value>',

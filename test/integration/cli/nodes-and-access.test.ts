@@ -181,6 +181,19 @@ describeEachDialect('hangar node, user, key and ssh-profile against a running co
       expect(await ok(['user', 'password', 'bob', '--password-file', '-', '--keep-api-keys'], `${GOOD_PASSWORD}-2\n`)).to.equal(`set the password of user ${bob}\n`);
     });
 
+    it('user update (email, name, role; "" removes the email) and unlock (the failed logins forgotten)', async () => {
+      expect(await ok(['user', 'update', 'bob', '--email', 'bob.b@example.test', '--display-name', 'Bob Builder', '--role', 'admin'])).to.equal(`updated user bob (${bob})\n`);
+      expect(await json(['user', 'get', 'bob'])).to.include({ email: 'bob.b@example.test', name: 'Bob Builder', role: 'admin' });
+      await ok(['user', 'update', 'bob', '--email', '', '--role', 'user']);
+      expect(await json(['user', 'get', 'bob'])).to.include({ email: null, name: 'Bob Builder', role: 'user' });
+      await fails(['user', 'update', 'bob'], 'give name, email or role to change');
+      // A failed login of bob's is counted; unlock forgets it, and a second unlock finds nothing.
+      expect((await t.request('POST', '/v1/iam/session', { body: { username: 'bob', password: 'Wrong-horse-77-battery!' } })).status).to.equal(401);
+      const unlocked = await ok(['user', 'unlock', 'bob']);
+      expect(Number(unlocked.match(new RegExp(`^unlocked user ${bob} \\((\\d+) failure counter\\(s\\) forgotten\\)\n$`))?.[1])).to.be.above(0);
+      expect(await ok(['user', 'unlock', 'bob'])).to.equal(`unlocked user ${bob} (0 failure counter(s) forgotten)\n`);
+    });
+
     it('key create prints the secret once; the key works; list and delete by access key id; the default user is you', async () => {
       const out = await ok(['key', 'create', '--user', 'bob', '--description', 'ci']);
       const lines = out.trimEnd().split('\n');
