@@ -72,6 +72,8 @@ export function collectFacts(state: MachineState) {
     // What each orchestrator driver of this agent says of its runtime here (docker, k3s…).
     ...runtimeFacts(),
     wireguard: { present: Boolean(onPath('wg')) },
+    // Volume backups run restic (Debian's package): a node without it is refused them.
+    restic: { present: Boolean(onPath('restic')) },
     pending_updates: state.pendingUpdates,
     reboot_required: existsSync('/var/run/reboot-required'),
     gpus: gpus(),

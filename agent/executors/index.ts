@@ -8,6 +8,8 @@ import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers, runtime
 import { confirmPathExecutor } from './network.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
+import { backupVolume, restoreVolume } from './backups.js';
+import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Executor } from './types.js';
 
 /** Every task kind this agent knows (the same definitions the control plane queues them by). */
@@ -28,6 +30,8 @@ export function builtinExecutors(): Map<string, Executor> {
     [NetworkConfirmPath.name, confirmPathExecutor],
     [VolumePrepare.name, prepareVolume],
     [VolumeRelease.name, releaseVolume],
+    [VolumeBackup.name, backupVolume],
+    [VolumeRestore.name, restoreVolume],
     ...agentTaskKinds()
       .all()
       .filter(isDriverCall)

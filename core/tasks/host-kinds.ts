@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { defineTaskKind } from './kinds.js';
 import { Nullable } from '../validation.js';
+import { BACKUP_KINDS } from './backup-kinds.js';
 
 /** The version that introduced every kind an agent had before tasks were typed. */
 export const FIRST_AGENT_VERSION = '0.1.0';
@@ -163,5 +164,5 @@ export const NetworkConfirmPath = defineTaskKind({
   }),
 });
 
-/** The tasks about the machine itself: its agent, its OS, its overlay interface and network paths, its folders. */
-export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, NetworkConfirmPath, VolumePrepare, VolumeRelease] as const;
+/** The tasks about the machine itself: its agent, its OS, its overlay interface and network paths, its folders and their backups. */
+export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, NetworkConfirmPath, VolumePrepare, VolumeRelease, ...BACKUP_KINDS] as const;

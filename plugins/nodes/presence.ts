@@ -55,6 +55,7 @@ export function presence(ctx: NodesContext) {
         addresses: facts.addresses ?? [],
         ...Object.fromEntries(runtimeFacts.map((name) => [name, facts[name] ?? null])),
         wireguard: facts.wireguard ?? null,
+        restic: facts.restic ?? null,
         pending_updates: facts.pending_updates ?? null,
         gpus: facts.gpus ?? [],
       },

@@ -53,6 +53,7 @@ export const heartbeatSchema = (runtimeFacts: readonly NodeFact[]) =>
       addresses: Type.Optional(Type.Array(Type.Object({ interface: Type.String(), address: Type.String(), family: Type.String() }), { maxItems: 256 })),
       ...Object.fromEntries(runtimeFacts.map((fact) => [fact.name, Type.Optional(fact.schema)])),
       wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
+      restic: Type.Optional(Type.Object({ present: Type.Boolean() }, { description: 'whether restic (volume backups) is on the agent’s PATH' })),
       overlay: Type.Optional(Type.Union([OverlayReport, Type.Null()])),
       pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
       reboot_required: Type.Optional(Type.Boolean()),

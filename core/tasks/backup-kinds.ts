@@ -1,0 +1,60 @@
+import { Type } from '@sinclair/typebox';
+import { defineTaskKind, sensitive } from './kinds.js';
+import { Nullable } from '../validation.js';
+
+/** The first agent version that backs volumes up with restic. */
+export const BACKUP_AGENT_VERSION = '0.2.0';
+
+/**
+ * Where a restic repository is and how to open it. The secret values travel in the (sealed)
+ * payload and reach restic through its environment, never its command line.
+ */
+export const ResticRepository = Type.Object({
+  repository: Type.String({ minLength: 4, maxLength: 2048, description: 'restic repository, e.g. s3:https://host/bucket/prefix' }),
+  region: Type.String({ minLength: 1, maxLength: 64 }),
+  access_key_id: Type.String({ minLength: 1, maxLength: 256 }),
+  secret_access_key: sensitive(Type.String({ minLength: 1, maxLength: 1024 })),
+  password: sensitive(Type.String({ minLength: 16, maxLength: 1024 })),
+});
+
+const VolumeFolder = {
+  volume_id: Type.String({ minLength: 1, maxLength: 64 }),
+  folder: Type.String({ pattern: '^/', maxLength: 1024 }),
+};
+
+/**
+ * Backs a volume's folder up with restic (the repository is initialised when it does not exist
+ * yet); answers restic's summary. In the maintenance lane: a backup may take hours and must not
+ * hold up the host lane's overlay and volume shares.
+ */
+export const VolumeBackup = defineTaskKind({
+  name: 'volume.backup',
+  description: 'back a volume’s folder up with restic to a repository (initialised when missing)',
+  lane: 'maintenance',
+  minAgentVersion: BACKUP_AGENT_VERSION,
+  payload: Type.Object({ ...VolumeFolder, backup_id: Type.String({ minLength: 1, maxLength: 64 }), ...ResticRepository.properties }),
+  result: Type.Object({
+    snapshot_id: Type.String({ minLength: 1 }),
+    files: Type.Integer({ minimum: 0 }),
+    bytes: Type.Number({ minimum: 0 }),
+    bytes_added: Type.Number({ minimum: 0 }),
+    duration_seconds: Type.Number({ minimum: 0 }),
+    restic_version: Nullable(Type.String()),
+  }),
+});
+
+/**
+ * Replaces a volume's folder contents with a snapshot: restored beside the folder first, then
+ * swapped in, so that a failed restore leaves the folder as it was and a finished one holds
+ * exactly the snapshot (files added since are gone).
+ */
+export const VolumeRestore = defineTaskKind({
+  name: 'volume.restore',
+  description: 'restore a restic snapshot into a volume’s folder (restored beside it, then swapped in)',
+  lane: 'maintenance',
+  minAgentVersion: BACKUP_AGENT_VERSION,
+  payload: Type.Object({ ...VolumeFolder, snapshot_id: Type.String({ pattern: '^[0-9a-f]{8,64}$' }), ...ResticRepository.properties }),
+  result: Type.Object({ snapshot_id: Type.String(), entries: Type.Integer({ minimum: 0 }), duration_seconds: Type.Number({ minimum: 0 }) }),
+});
+
+export const BACKUP_KINDS = [VolumeBackup, VolumeRestore] as const;

@@ -1,0 +1,409 @@
+import { randomBytes } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import { isUniqueViolation } from '../../core/db/repository.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
+import { newId } from '../../core/ids.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
+import type { Task } from '../../core/tasks/queue.js';
+import { TASKS } from '../../core/tasks/migrations.js';
+import { NodesRef, nodesOf } from '../nodes/api.js';
+import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
+import { backupMigrations } from './migrations.js';
+import { ProbeFailure, probeTarget } from './probe.js';
+import { RunStore, TargetStore, type RunRecord, type TargetRecord } from './store.js';
+
+/** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
+export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
+
+const TargetName = Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$', description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique' });
+
+const CreateTarget = Type.Object(
+  {
+    name: TargetName,
+    kind: Type.Optional(Type.Literal('s3', { default: 's3', description: 'an S3-compatible endpoint (the only kind so far; see docs/backups.md)' })),
+    endpoint: Type.String({
+      pattern: '^https?://[A-Za-z0-9.:\\[\\]-]+(:[0-9]{1,5})?/?$',
+      maxLength: 512,
+      description: 'the S3 API’s origin, http(s)://host[:port]; buckets are addressed by path',
+    }),
+    bucket: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$', description: 'an existing bucket' }),
+    prefix: Type.Optional(
+      Type.String({ pattern: '^[A-Za-z0-9!_.*()/-]*$', maxLength: 400, description: 'key prefix of the restic repository inside the bucket (default: the bucket’s root)' }),
+    ),
+    region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'default us-east-1' })),
+    access_key_id: Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x21-\\x7e]+$' }),
+    secret_access_key: Type.String({ minLength: 1, maxLength: 1024, description: 'stored encrypted, never answered' }),
+  },
+  { additionalProperties: false },
+);
+
+const Target = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  kind: Type.String(),
+  endpoint: Type.String(),
+  bucket: Type.String(),
+  prefix: Type.String(),
+  region: Type.String(),
+  access_key_id: Type.String(),
+  repository: Type.String({ description: 'the restic repository the target holds' }),
+  checked_at: Type.String(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+const Run = Type.Object({}, { additionalProperties: true });
+
+const VolumeIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
+
+/** Normalises a key prefix: no leading, trailing or doubled slashes; no "." or ".." segments. */
+function normalisePrefix(prefix: string | undefined): string {
+  const segments = (prefix ?? '').split('/').filter(Boolean);
+  if (segments.some((s) => s === '.' || s === '..')) throw badRequest('Validation failed: body.prefix must not contain "." or ".." segments', [{ path: 'body.prefix', message: 'must not contain "." or ".." segments' }]);
+  return segments.join('/');
+}
+
+/** The restic repository of a target: `s3:<endpoint>/<bucket>[/<prefix>]`. */
+export const repositoryOf = (t: Pick<TargetRecord, 'endpoint' | 'bucket' | 'prefix'>) => `s3:${t.endpoint.replace(/\/$/, '')}/${t.bucket}${t.prefix ? `/${t.prefix}` : ''}`;
+
+function targetView(t: TargetRecord) {
+  return {
+    id: t.id,
+    name: t.name,
+    kind: t.kind,
+    endpoint: t.endpoint,
+    bucket: t.bucket,
+    prefix: t.prefix,
+    region: t.region,
+    access_key_id: t.access_key_id,
+    repository: repositoryOf(t),
+    checked_at: t.checked_at,
+    created_at: t.created_at,
+    updated_at: t.updated_at,
+  };
+}
+
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+function runView(r: RunRecord) {
+  const common = {
+    id: r.id,
+    volume_id: r.volume_id,
+    target_id: r.target_id,
+    node_id: r.node_id,
+    task_id: r.status === 'running' ? r.task_id : null,
+    status: r.status,
+    error: r.error,
+    snapshot_id: r.snapshot_id,
+    time: r.started_at,
+    finished_at: r.finished_at,
+    duration_seconds: num(r.duration_seconds),
+  };
+  if (r.operation === 'restore') return { ...common, source_id: r.source_id };
+  return { ...common, size: num(r.bytes), bytes_added: num(r.bytes_added), files: num(r.files) };
+}
+
+export default definePlugin({
+  name: 'backups',
+  description: 'backup targets (S3 buckets holding restic repositories) and volume backups and restores run by the agents with restic',
+  deps: [NodesRef, VolumesRef],
+  migrations: backupMigrations,
+  setup(services: Services) {
+    const { db, clock, log } = services;
+    const { nodes } = nodesOf(services);
+    const volumes = volumesOf(services);
+    const targets = new TargetStore(db, clock);
+    const runs = new RunStore(db, clock);
+    const box = services.ca.secretBox('backups');
+    const jobs = services.clusters.jobs;
+    const now = () => clock.now().toISOString();
+
+    async function requireTarget(idOrName: string): Promise<TargetRecord> {
+      const target = await targets.findByIdOrName(idOrName);
+      if (!target) throw notFound(`No backup target ${idOrName}`);
+      return target;
+    }
+
+    /** What a task needs to open a target's repository (secrets included: the task payload is sealed at rest). */
+    const repositoryPayload = (t: TargetRecord) => ({
+      repository: repositoryOf(t),
+      region: t.region,
+      access_key_id: t.access_key_id,
+      secret_access_key: box.openString(t.secret_sealed),
+      password: box.openString(t.password_sealed),
+    });
+
+    /** The volume and its node, refusing what cannot run a backup or restore there (404, 409). */
+    async function requireVolumeOnResticNode(idOrName: string): Promise<VolumeRecord> {
+      const volume = await volumes.require(idOrName);
+      if (volume.status !== 'ready') throw conflict(`Volume ${volume.name} is not ready (${volume.status})`);
+      const node = await nodes.requireLive(volume.node_id);
+      if (node.connection === 'pending') throw conflict(`Node ${node.id} holding volume ${volume.name} has no agent yet: join the machine first`);
+      const restic = (node.facts as { restic?: { present?: boolean } | null } | null)?.restic;
+      if (!restic?.present) {
+        throw conflict(`Node ${node.id} holding volume ${volume.name} has no restic, which volume backups run: ${RESTIC_HINT}`, [{ path: 'node.restic', message: RESTIC_HINT }]);
+      }
+      const busy = await runs.findOne({ volume_id: volume.id, status: 'running' });
+      if (busy) throw conflict(`A ${busy.operation} of volume ${volume.name} is running (${busy.id}); try again when it has finished`);
+      return volume;
+    }
+
+    /** Records a run's outcome from its task once (idempotent), then deletes the task: its payload holds the keys. */
+    async function record(run: RunRecord, task: Task | null): Promise<void> {
+      if (task && task.status !== 'completed' && task.status !== 'failed') return;
+      const finished = now();
+      let patch: Partial<RunRecord>;
+      if (!task) patch = { status: 'failed', error: 'its task is gone: the agent’s outcome was never recorded', finished_at: finished };
+      else if (task.status === 'failed') patch = { status: 'failed', error: task.error ?? 'the agent reported a failure', finished_at: finished };
+      else {
+        const result = task.result as Record<string, unknown>;
+        patch = {
+          status: 'succeeded',
+          error: null,
+          snapshot_id: String(result.snapshot_id),
+          finished_at: finished,
+          duration_seconds: Number(result.duration_seconds ?? 0),
+          ...(run.operation === 'backup' ? { bytes: Number(result.bytes ?? 0), bytes_added: Number(result.bytes_added ?? 0), files: Number(result.files ?? 0) } : {}),
+        };
+      }
+      const changed = await runs.changeIf(run.id, ['running'], patch);
+      if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
+      if (changed) {
+        services.events.publish(`volume.${run.operation}.${changed.status}`, runView(changed));
+        const line = { run_id: run.id, volume_id: run.volume_id, target_id: run.target_id, node_id: run.node_id, snapshot_id: changed.snapshot_id, error: changed.error };
+        if (changed.status === 'failed') log.warn(line, `volume ${run.operation} failed`);
+        else log.info(line, `volume ${run.operation} finished`);
+      }
+    }
+
+    /** Waits for a run's task in the background of this process (the settle loop covers any other process and restarts). */
+    function follow(run: RunRecord): void {
+      if (!run.task_id) return;
+      jobs.run(
+        `${run.operation} ${run.id} of volume ${run.volume_id}`,
+        async () => {
+          const task = await services.tasks.settle(run.task_id!, { timeoutMs: 24 * 3600_000, signal: services.shutdown });
+          if (!services.shutdown.aborted) await record(run, task);
+        },
+        (err) => log.warn({ run_id: run.id, error: err.message }, 'following a volume backup task failed; the settle loop records it'),
+        { resumable: false },
+      );
+    }
+
+    /** Queues a run's task; the row first (its id names the snapshot), removed again when the agent is refused. */
+    async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'>, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
+      const inserted = await runs.insert({ ...run, task_id: null, created_at: now(), updated_at: now() });
+      let task: Task;
+      try {
+        task = await queue(inserted);
+      } catch (err) {
+        await runs.remove(inserted.id);
+        throw err;
+      }
+      const withTask = await runs.change(inserted.id, { task_id: task.id });
+      follow(withTask);
+      return { task, run: withTask };
+    }
+
+    async function usersOf(volumeId: string) {
+      const all = [];
+      for (const fn of services.provided.contributions(VolumeUsersPoint)) all.push(...(await fn(volumeId)));
+      return all;
+    }
+
+    return {
+      loops: [
+        {
+          // Records the outcome of runs no process follows (a control plane restarted or another one queued them).
+          name: 'backups:settle',
+          once: true,
+          intervalMs: 15_000,
+          async run() {
+            for (const run of await runs.findAll({ status: 'running' })) {
+              if (!run.task_id) continue;
+              await record(run, await services.tasks.get(run.task_id));
+            }
+          },
+        },
+      ],
+      async resume() {
+        const running = await runs.findAll({ status: 'running' });
+        for (const run of running) follow(run);
+        return running.map((r) => `volume ${r.volume_id}: ${r.operation} ${r.id} (task ${r.task_id})`);
+      },
+      routes: [
+        {
+          method: 'POST',
+          path: '/v1/backups/targets',
+          auth: { role: 'admin' },
+          summary: 'Create a backup target: an S3 bucket (and prefix) for a restic repository; checked first by writing, reading and deleting a probe object (400 naming what failed)',
+          status: 201,
+          schemas: { body: CreateTarget, response: Target },
+          async handler(req) {
+            const body = req.body;
+            if (await targets.findOne({ name: body.name })) throw conflict(`A backup target named ${body.name} exists`);
+            let endpoint: URL;
+            try {
+              endpoint = new URL(body.endpoint);
+            } catch {
+              throw badRequest('Validation failed: body.endpoint is not a URL', [{ path: 'body.endpoint', message: 'is not a URL' }]);
+            }
+            const location = {
+              endpoint: endpoint.origin,
+              bucket: body.bucket,
+              prefix: normalisePrefix(body.prefix),
+              region: body.region ?? 'us-east-1',
+              credentials: { accessKeyId: body.access_key_id, secretAccessKey: body.secret_access_key },
+            };
+            try {
+              await probeTarget(location);
+            } catch (err) {
+              if (err instanceof ProbeFailure) throw badRequest(`Checking the target failed: ${err.message}`, [{ path: err.what, message: err.message }]);
+              throw err;
+            }
+            try {
+              return targetView(
+                await targets.insert({
+                  id: newId('bkt'),
+                  name: body.name,
+                  kind: 's3',
+                  endpoint: location.endpoint,
+                  bucket: location.bucket,
+                  prefix: location.prefix,
+                  region: location.region,
+                  access_key_id: body.access_key_id,
+                  secret_sealed: box.seal(body.secret_access_key),
+                  password_sealed: box.seal(randomBytes(32).toString('base64url')),
+                  checked_at: now(),
+                  created_at: now(),
+                  updated_at: now(),
+                }),
+              );
+            } catch (err) {
+              if (isUniqueViolation(err)) throw conflict(`A backup target named ${body.name} exists`);
+              throw err;
+            }
+          },
+        },
+        ...readRoutes({
+          path: '/v1/backups/targets',
+          summaries: { list: 'List backup targets (never their keys or repository passwords)', get: 'Get a backup target by id or name (never its keys or repository password)' },
+          page: (options) => targets.page(options),
+          find: requireTarget,
+          view: targetView,
+          response: Target,
+        }),
+        {
+          method: 'DELETE',
+          path: '/v1/backups/targets/{id}',
+          auth: { role: 'admin' },
+          summary: 'Delete a backup target: 409 while backups recorded on it exist unless force (which forgets them too); the bucket’s objects stay',
+          status: 204,
+          schemas: {
+            params: IdParams,
+            query: Type.Object({ force: Type.Optional(Type.Boolean({ description: 'delete it with the records of its backups (the repository stays in the bucket)' })) }, { additionalProperties: false }),
+          },
+          async handler(req) {
+            const target = await requireTarget(req.params.id);
+            const running = await runs.findOne({ target_id: target.id, status: 'running' });
+            if (running) throw conflict(`Backup target ${target.name} is in use by a running ${running.operation} (${running.id}); try again when it has finished`);
+            const snapshots = await runs.findAll({ target_id: target.id, operation: 'backup', status: 'succeeded' });
+            if (snapshots.length && !req.query.force) {
+              throw conflict(`Backup target ${target.name} holds ${snapshots.length} backup(s) of volumes (${[...new Set(snapshots.map((s) => s.volume_id))].join(', ')}); delete with force=true to forget them (the bucket keeps the repository)`);
+            }
+            await db.knex.transaction(async (trx) => {
+              await runs.query(trx).where({ target_id: target.id }).delete();
+              await targets.remove(target.id, trx);
+            });
+            return Reply.noContent();
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/volumes/{id}/backups',
+          auth: { role: 'admin' },
+          summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
+          status: 202,
+          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }) }, { additionalProperties: false }), response: Run },
+          async handler(req) {
+            const volume = await volumes.require(req.params.id);
+            const target = await requireTarget(req.body.target_id);
+            await requireVolumeOnResticNode(volume.id);
+            const { task, run } = await start(
+              { id: newId('bak'), operation: 'backup', volume_id: volume.id, target_id: target.id, node_id: volume.node_id, status: 'running', error: null, snapshot_id: null, source_id: null, bytes: null, bytes_added: null, files: null, duration_seconds: null, started_at: now(), finished_at: null },
+              (r) => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeBackup, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target) } }),
+            );
+            return Reply.accepted({ task_id: task.id, backup: runView(run) });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/volumes/{id}/backups',
+          auth: 'authenticated',
+          summary: 'A volume’s backups, oldest first: restic snapshot id, time, size, files, duration, status',
+          schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
+          async handler(req) {
+            const volume = await volumes.require(req.params.id);
+            return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation: 'backup' }), limit: req.query.limit, cursor: req.query.cursor }), runView);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/volumes/{id}/restore',
+          auth: { role: 'admin' },
+          summary: 'Restore one of a volume’s backups into it (202 with the task): its folder then holds exactly the snapshot; 409 while a workload uses the volume',
+          status: 202,
+          schemas: {
+            params: VolumeIdParams,
+            body: Type.Object(
+              {
+                snapshot_id: Type.String({ minLength: 1, maxLength: 64, description: 'a backup of this volume: its id (bak-…) or restic’s snapshot id (8 or more hex digits)' }),
+                stop_workloads: Type.Optional(Type.Boolean({ description: 'not built yet: a volume in use is refused either way (docs/backups.md)' })),
+              },
+              { additionalProperties: false },
+            ),
+            response: Run,
+          },
+          async handler(req) {
+            const volume = await volumes.require(req.params.id);
+            const ref = req.body.snapshot_id;
+            const backups = await runs.findAll({ volume_id: volume.id, operation: 'backup', status: 'succeeded' });
+            const source = backups.find((b) => b.id === ref) ?? (/^[0-9a-f]{8,64}$/.test(ref) ? backups.find((b) => b.snapshot_id?.startsWith(ref)) : undefined);
+            if (!source) throw notFound(`No finished backup ${ref} of volume ${volume.name}`);
+            const target = await requireTarget(source.target_id).catch(() => {
+              throw conflict(`The target of backup ${source.id} is gone`);
+            });
+            const using = await usersOf(volume.id);
+            if (using.length) {
+              throw conflict(
+                `Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}: stop or remove them before a restore${req.body.stop_workloads ? ' (stopping them for a restore, stop_workloads, is not built yet)' : ''}`,
+                using,
+              );
+            }
+            await requireVolumeOnResticNode(volume.id);
+            const { task, run } = await start(
+              { id: newId('rst'), operation: 'restore', volume_id: volume.id, target_id: target.id, node_id: volume.node_id, status: 'running', error: null, snapshot_id: source.snapshot_id, source_id: source.id, bytes: null, bytes_added: null, files: null, duration_seconds: null, started_at: now(), finished_at: null },
+              () => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeRestore, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, snapshot_id: source.snapshot_id!, ...repositoryPayload(target) } }),
+            );
+            return Reply.accepted({ task_id: task.id, restore: runView(run) });
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/volumes/{id}/restores',
+          auth: 'authenticated',
+          summary: 'A volume’s restores, oldest first, with their status',
+          schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
+          async handler(req) {
+            const volume = await volumes.require(req.params.id);
+            return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation: 'restore' }), limit: req.query.limit, cursor: req.query.cursor }), runView);
+          },
+        },
+      ],
+    };
+  },
+});
+

@@ -1,0 +1,62 @@
+import type { Migration } from '../../core/db/migrations.js';
+
+export const BACKUP_TARGETS = 'backup_targets';
+export const BACKUP_RUNS = 'backup_runs';
+
+export const backupMigrations: Migration[] = [
+  {
+    id: '001_targets_and_runs',
+    async up(knex) {
+      // Where backups go: an S3 bucket (and prefix) holding one restic repository per target.
+      await knex.schema.createTable(BACKUP_TARGETS, (t) => {
+        t.string('id', 64).primary();
+        t.string('name', 63).notNullable().unique();
+        /** s3 */
+        t.string('kind', 20).notNullable();
+        t.string('endpoint', 512).notNullable();
+        t.string('bucket', 63).notNullable();
+        t.string('prefix', 512).notNullable();
+        t.string('region', 64).notNullable();
+        t.string('access_key_id', 256).notNullable();
+        /** The S3 secret key, encrypted (AES-256-GCM, key derived for this purpose); never answered. */
+        t.text('secret_sealed').notNullable();
+        /** The restic repository's password, generated at creation, encrypted the same way; never answered. */
+        t.text('password_sealed').notNullable();
+        t.timestamp('checked_at', { useTz: true }).notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.index(['created_at', 'id']);
+      });
+      // One backup (a restic snapshot once it succeeds) or restore of a volume, run as an agent's task.
+      await knex.schema.createTable(BACKUP_RUNS, (t) => {
+        t.string('id', 64).primary();
+        /** backup | restore */
+        t.string('operation', 10).notNullable();
+        t.string('volume_id', 64).notNullable();
+        t.string('target_id', 64).notNullable();
+        t.string('node_id', 64).notNullable();
+        /** The agent's task while it runs (deleted once its outcome is recorded: its payload holds the keys). */
+        t.string('task_id', 64).nullable();
+        /** running | succeeded | failed */
+        t.string('status', 20).notNullable();
+        t.text('error').nullable();
+        /** restic's snapshot id: what a backup made, or what a restore restored. */
+        t.string('snapshot_id', 64).nullable();
+        /** For a restore: the backup it restored. */
+        t.string('source_id', 64).nullable();
+        t.bigInteger('bytes').nullable();
+        t.bigInteger('bytes_added').nullable();
+        t.integer('files').nullable();
+        t.float('duration_seconds').nullable();
+        t.timestamp('started_at', { useTz: true }).notNullable();
+        t.timestamp('finished_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.index(['created_at', 'id']);
+        t.index(['volume_id', 'operation']);
+        t.index(['target_id']);
+        t.index(['status']);
+      });
+    },
+  },
+];

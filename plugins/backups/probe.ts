@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import { httpRequest, type HttpResponse } from '../../core/http/client.js';
+import { signS3Request, uriEncode, type S3Credentials } from '../../core/s3/sigv4.js';
+
+/** Where a target's objects are: the endpoint (an origin), the bucket and a key prefix. */
+export interface S3Location {
+  endpoint: string;
+  bucket: string;
+  prefix: string;
+  region: string;
+  credentials: S3Credentials;
+}
+
+/** Why a target's check failed: what it could not do, and the S3 server's words. */
+export class ProbeFailure extends Error {
+  constructor(
+    readonly what: 'endpoint_unreachable' | 'credentials_refused' | 'bucket_missing' | 'access_denied' | 'read_mismatch' | 's3_error',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const PROBE_TIMEOUT_MS = 15_000;
+
+/** An object key under a prefix (no leading or doubled slashes). */
+export function keyUnder(prefix: string, name: string): string {
+  return prefix ? `${prefix}/${name}` : name;
+}
+
+function s3Code(res: HttpResponse): { code: string | null; message: string | null } {
+  return { code: /<Code>([^<]+)<\/Code>/.exec(res.text)?.[1] ?? null, message: /<Message>([^<]+)<\/Message>/.exec(res.text)?.[1] ?? null };
+}
+
+const CREDENTIAL_CODES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken', 'ExpiredToken', 'AuthorizationHeaderMalformed', 'InvalidSecurity']);
+
+/** One signed request for a key of the bucket (`null`: the bucket itself). */
+async function send(location: S3Location, method: string, key: string | null, body?: Buffer): Promise<HttpResponse> {
+  const objectPath = key === null ? '' : `/${key.split('/').map(uriEncode).join('/')}`;
+  const url = new URL(`${location.endpoint.replace(/\/$/, '')}/${uriEncode(location.bucket)}${objectPath}`);
+  const headers = signS3Request({ method, url, region: location.region, credentials: location.credentials, body, headers: body ? { 'content-type': 'application/octet-stream' } : {} });
+  try {
+    return await httpRequest(url.toString(), { method, headers: { accept: '*/*', ...headers }, body, timeoutMs: PROBE_TIMEOUT_MS });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new ProbeFailure('endpoint_unreachable', `endpoint unreachable: ${location.endpoint} (${e.code ?? e.message})`);
+  }
+}
+
+function refusal(location: S3Location, doing: string, res: HttpResponse): ProbeFailure {
+  const { code, message } = s3Code(res);
+  const said = `${res.status}${code ? ` ${code}` : ''}${message ? `: ${message}` : ''}`;
+  if (code === 'NoSuchBucket') return new ProbeFailure('bucket_missing', `bucket missing: ${location.bucket} does not exist at ${location.endpoint} (${said})`);
+  if ((code && CREDENTIAL_CODES.has(code)) || res.status === 401) {
+    return new ProbeFailure('credentials_refused', `credentials refused: ${location.endpoint} does not accept access key ${location.credentials.accessKeyId} and its secret (${said})`);
+  }
+  if (res.status === 403) return new ProbeFailure('access_denied', `access denied ${doing} in bucket ${location.bucket} (${said}): the key needs to write, read and delete objects there`);
+  return new ProbeFailure('s3_error', `${doing} failed: the S3 server answered ${said}`);
+}
+
+/**
+ * Writes, reads back and deletes a probe object under the target's prefix; throws a ProbeFailure
+ * naming what failed. The probe object is removed even when reading it back fails.
+ */
+export async function probeTarget(location: S3Location): Promise<void> {
+  const key = keyUnder(location.prefix, `.hangar-probe-${randomBytes(6).toString('hex')}`);
+  const content = randomBytes(32);
+  // The bucket first: some servers (SeaweedFS) create a missing bucket on a write.
+  const head = await send(location, 'HEAD', null);
+  if (head.status === 404) throw new ProbeFailure('bucket_missing', `bucket missing: ${location.bucket} does not exist at ${location.endpoint} (404)`);
+  const put = await send(location, 'PUT', key, content);
+  if (put.status !== 200) throw refusal(location, 'writing a probe object', put);
+  let failure: ProbeFailure | null = null;
+  const got = await send(location, 'GET', key);
+  if (got.status !== 200) failure = refusal(location, 'reading the probe object back', got);
+  else if (!got.raw.equals(content)) failure = new ProbeFailure('read_mismatch', `reading the probe object back gave other bytes than were written (${got.raw.length} bytes for ${content.length})`);
+  const deleted = await send(location, 'DELETE', key);
+  if (failure) throw failure;
+  if (deleted.status !== 204 && deleted.status !== 200) throw refusal(location, 'deleting the probe object', deleted);
+}

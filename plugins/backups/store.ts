@@ -1,0 +1,57 @@
+import type { Clock } from '../../core/clock.js';
+import { StampedRepository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { BACKUP_RUNS, BACKUP_TARGETS } from './migrations.js';
+
+export interface TargetRecord {
+  id: string;
+  name: string;
+  kind: 's3';
+  endpoint: string;
+  bucket: string;
+  prefix: string;
+  region: string;
+  access_key_id: string;
+  secret_sealed: string;
+  password_sealed: string;
+  checked_at: string;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export type RunStatus = 'running' | 'succeeded' | 'failed';
+
+export interface RunRecord {
+  id: string;
+  operation: 'backup' | 'restore';
+  volume_id: string;
+  target_id: string;
+  node_id: string;
+  task_id: string | null;
+  status: RunStatus;
+  error: string | null;
+  snapshot_id: string | null;
+  source_id: string | null;
+  bytes: number | null;
+  bytes_added: number | null;
+  files: number | null;
+  duration_seconds: number | null;
+  started_at: string;
+  finished_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class TargetStore extends StampedRepository<TargetRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, BACKUP_TARGETS, { dates: ['checked_at', 'created_at', 'updated_at'] }, clock);
+  }
+}
+
+export class RunStore extends StampedRepository<RunRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, BACKUP_RUNS, { dates: ['started_at', 'finished_at', 'created_at', 'updated_at'] }, clock);
+  }
+}

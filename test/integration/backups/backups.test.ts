@@ -1,0 +1,301 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { randomToken } from '../../../core/ids.js';
+import { VolumeUsersPoint } from '../../../plugins/volumes/api.js';
+import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { requireService } from '../../support/requirements.js';
+import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
+
+const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
+
+/** Where restic is on this machine (Debian's package), or null. */
+function resticPath(): string | null {
+  const found = spawnSync('sh', ['-c', 'command -v restic'], { encoding: 'utf8' }).stdout.trim();
+  return found || null;
+}
+
+/** Every file under a folder by relative path, with its SHA-256 (what "byte for byte" compares). */
+function tree(dir: string, base = dir): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of readdirSync(dir)) {
+    const full = path.join(dir, entry);
+    if (statSync(full).isDirectory()) Object.assign(out, tree(full, base));
+    else out[path.relative(base, full)] = createHash('sha256').update(readFileSync(full)).digest('hex');
+  }
+  return out;
+}
+
+/** A TCP port nothing listens on (taken, then released). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Backups through the API against the real S3 server (SeaweedFS on loopback) with real agents on
+ * this host: node A has restic on its PATH, node B has none. A local volume on node A is backed up
+ * with restic, changed, and restored byte for byte.
+ */
+describeEachDialect('backups: S3 targets checked with real requests, volume backups and restores with restic through real agents', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let s3: S3Server;
+  let bucket: S3Bucket;
+  let work: string;
+  let nodeA: string;
+  let nodeB: string;
+  let agentA: AgentProcess;
+  let targetId: string;
+  let volumeId: string;
+  let folder: string;
+  const run = randomToken(6);
+  const named = (n: string) => `${n}-${run}`;
+  const users = new Map<string, Array<{ type: string; id: string; name: string }>>();
+
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  const targetBody = (over: Record<string, unknown> = {}) => ({
+    name: named('t'),
+    endpoint: s3.endpoint,
+    bucket: bucket.name,
+    prefix: 'hangar/backups',
+    access_key_id: s3.credentials.accessKeyId,
+    secret_access_key: s3.credentials.secretAccessKey,
+    ...over,
+  });
+  const joinAgent = async (binDir: string) => {
+    const token = await api('POST', '/v1/nodes/token', {});
+    const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: binDir });
+    const id = await joinedNodeId(agent);
+    await waitFor(async () => (await api('GET', `/v1/nodes/${id}`)).json.data?.status === 'ready', { timeoutMs: 30_000, what: `node ${id} to be ready` });
+    return { agent, id };
+  };
+  const localVolume = async (name: string, nodeId: string, dir: string) => {
+    const res = await api('POST', '/v1/volumes', { name: named(name), node_id: nodeId, folder: dir, type: 'local' });
+    expect(res.status, res.text).to.equal(202);
+    return waitFor(
+      async () => {
+        const v = (await api('GET', `/v1/volumes/${res.json.data.id}`)).json.data;
+        return v?.status === 'ready' ? v : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: `volume ${name} to be ready` },
+    );
+  };
+  const finished = (kind: 'backups' | 'restores', runId: string) =>
+    waitFor(
+      async () => {
+        const list = (await api('GET', `/v1/volumes/${volumeId}/${kind}`)).json.data as Array<Record<string, any>>;
+        const found = list.find((r) => r.id === runId);
+        return found && found.status !== 'running' ? found : null;
+      },
+      { timeoutMs: 120_000, intervalMs: 300, what: `${kind} ${runId} to finish` },
+    );
+
+  before(async function () {
+    this.timeout(S3_START_TIMEOUT_MS);
+    const available = s3Availability();
+    requireService(this, available.ok, available.why);
+    const restic = resticPath();
+    requireService(this, !!restic, 'restic on this machine (apt-get install restic; .ci/run installs it)');
+    s3 = await S3Server.start();
+    bucket = await s3.bucket(`backups-${run}`);
+    work = mkdtempSync(path.join(os.tmpdir(), 'hangar-backups-'));
+    // Node A's agent finds restic (and nothing else) on its PATH; node B's PATH is empty.
+    const withRestic = path.join(work, 'bin-restic');
+    mkdirSync(withRestic);
+    symlinkSync(restic!, path.join(withRestic, 'restic'));
+    const empty = path.join(work, 'bin-empty');
+    mkdirSync(empty);
+    t = await startHangar(dialect, { plugins: PLUGINS, overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } } });
+    admin = await bootstrapAdmin(t);
+    t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
+    ({ agent: agentA, id: nodeA } = await joinAgent(withRestic));
+    ({ id: nodeB } = await joinAgent(empty));
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await cleanupAgents();
+    await t?.stop();
+    await s3?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('nodes report whether restic is on their agent’s PATH', async () => {
+    expect((await api('GET', `/v1/nodes/${nodeA}`)).json.data.restic).to.deep.equal({ present: true });
+    expect((await api('GET', `/v1/nodes/${nodeB}`)).json.data.restic).to.deep.equal({ present: false });
+  });
+
+  it('refuses target input that fails its schema (400 Validation failed)', async () => {
+    for (const body of [
+      targetBody({ endpoint: 'ftp://example' }),
+      targetBody({ endpoint: `${s3.endpoint}/some/path` }),
+      targetBody({ bucket: 'Not_A_Bucket' }),
+      targetBody({ kind: 'object_store' }),
+      targetBody({ extra: 1 }),
+      { ...targetBody(), secret_access_key: undefined },
+      targetBody({ prefix: 'a/../b' }),
+      targetBody({ endpoint: 'http://[' }),
+    ]) {
+      const res = await api('POST', '/v1/backups/targets', body);
+      expect(res.status, JSON.stringify(body)).to.equal(400);
+      expect(res.json.message).to.match(/^Validation failed:/);
+    }
+  });
+
+  it('checks a target on create with real S3 requests: refused credentials, a missing bucket and an unreachable endpoint are 400s naming what failed', async function () {
+    this.timeout(60_000);
+    const wrongSecret = await api('POST', '/v1/backups/targets', targetBody({ secret_access_key: 'not-the-secret-0123456789abcdef' }));
+    expect(wrongSecret.status, wrongSecret.text).to.equal(400);
+    expect(wrongSecret.json.message).to.match(/^Checking the target failed: credentials refused: .*SignatureDoesNotMatch/);
+    expect(wrongSecret.json.details[0].path).to.equal('credentials_refused');
+
+    const unknownKey = await api('POST', '/v1/backups/targets', targetBody({ access_key_id: 'nobody-here' }));
+    expect(unknownKey.status, unknownKey.text).to.equal(400);
+    expect(unknownKey.json.message).to.match(/credentials refused: .* access key nobody-here/);
+
+    const missing = await api('POST', '/v1/backups/targets', targetBody({ bucket: `no-such-bucket-${run}` }));
+    expect(missing.status, missing.text).to.equal(400);
+    expect(missing.json.message).to.match(/bucket missing: no-such-bucket-\S+ does not exist/);
+
+    const unreachable = await api('POST', '/v1/backups/targets', targetBody({ endpoint: `http://127.0.0.1:${await closedPort()}` }));
+    expect(unreachable.status, unreachable.text).to.equal(400);
+    expect(unreachable.json.message).to.match(/endpoint unreachable: http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
+
+    expect((await api('GET', '/v1/backups/targets')).json.data).to.deep.equal([]);
+  });
+
+  it('creates an S3 target: checked (the probe object is gone after), its secret and repository password sealed at rest and never answered', async function () {
+    this.timeout(30_000);
+    const res = await api('POST', '/v1/backups/targets', targetBody());
+    expect(res.status, res.text).to.equal(201);
+    targetId = res.json.data.id;
+    expect(targetId).to.match(/^bkt-/);
+    expect(res.json.data).to.include({ name: named('t'), kind: 's3', bucket: bucket.name, prefix: 'hangar/backups', region: 'us-east-1', access_key_id: s3.credentials.accessKeyId });
+    expect(res.json.data.repository).to.equal(`s3:${s3.endpoint}/${bucket.name}/hangar/backups`);
+    expect(res.text).not.to.contain(s3.credentials.secretAccessKey);
+    expect(Object.keys(res.json.data)).not.to.include.members(['secret_access_key', 'secret_sealed', 'password', 'password_sealed']);
+    expect(await bucket.list(), 'the probe object was deleted').to.deep.equal([]);
+
+    const row = await t.hangar.services.db.knex('backup_targets').where({ id: targetId }).first();
+    expect(row.secret_sealed).to.match(/^v1:/);
+    expect(row.secret_sealed).not.to.contain(s3.credentials.secretAccessKey);
+    expect(row.password_sealed).to.match(/^v1:/);
+
+    for (const p of ['/v1/backups/targets', `/v1/backups/targets/${targetId}`, `/v1/backups/targets/${named('t')}`]) {
+      const got = await api('GET', p);
+      expect(got.status, p).to.equal(200);
+      expect(got.text).not.to.contain(s3.credentials.secretAccessKey);
+    }
+    expect((await api('POST', '/v1/backups/targets', targetBody())).status, 'name unique').to.equal(409);
+    expect((await api('GET', '/v1/backups/targets/bkt-0000000000000000')).status).to.equal(404);
+    expect((await t.request('GET', '/v1/backups/targets')).status, 'authenticated').to.equal(401);
+  });
+
+  it('refuses a backup of an unknown volume or to an unknown target (404), and of a volume whose node has no restic (409 saying how to add it)', async function () {
+    this.timeout(60_000);
+    const dirB = path.join(work, 'data', 'on-b');
+    const onB = await localVolume('on-b', nodeB, dirB);
+    expect((await api('POST', '/v1/volumes/vol-0000000000000000/backups', { target_id: targetId })).status).to.equal(404);
+    const unknownTarget = await api('POST', `/v1/volumes/${onB.id}/backups`, { target_id: 'bkt-0000000000000000' });
+    expect(unknownTarget.status).to.equal(404);
+    expect(unknownTarget.json.message).to.equal('No backup target bkt-0000000000000000');
+    const noRestic = await api('POST', `/v1/volumes/${onB.id}/backups`, { target_id: targetId });
+    expect(noRestic.status, noRestic.text).to.equal(409);
+    expect(noRestic.json.message).to.contain(`Node ${nodeB}`).and.to.contain('has no restic').and.to.contain('apt-get install restic');
+    expect((await api('POST', `/v1/volumes/${onB.id}/backups`, {})).status).to.equal(400);
+    expect((await api('GET', `/v1/volumes/${onB.id}/backups`)).json.data).to.deep.equal([]);
+  });
+
+  let original: Record<string, string>;
+  let backupId: string;
+  let snapshotId: string;
+
+  it('backs a local volume up with restic on its node’s agent (202 with the task); the backup lists its snapshot, size, files and duration', async function () {
+    this.timeout(180_000);
+    folder = path.join(work, 'data', 'app');
+    mkdirSync(path.join(folder, 'conf'), { recursive: true });
+    writeFileSync(path.join(folder, 'conf', 'app.yaml'), 'port: 8080\n');
+    writeFileSync(path.join(folder, 'blob.bin'), Buffer.alloc(2_000_000, 7));
+    writeFileSync(path.join(folder, 'hello.txt'), 'hello\n');
+    const volume = await localVolume('app', nodeA, folder);
+    volumeId = volume.id;
+    original = tree(folder);
+
+    const res = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: named('t') });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.task_id).to.match(/^task-/);
+    expect(res.json.data.backup).to.include({ volume_id: volumeId, target_id: targetId, node_id: nodeA, status: 'running' });
+    backupId = res.json.data.backup.id;
+    expect(backupId).to.match(/^bak-/);
+    const again = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: targetId });
+    expect(again.status, 'one run per volume at a time').to.equal(409);
+
+    const done = await finished('backups', backupId);
+    expect(done.status, done.error ?? '').to.equal('succeeded');
+    expect(done.snapshot_id, 'restic’s snapshot id (restic 0.14 reports the short one)').to.match(/^[0-9a-f]{8,64}$/);
+    expect(done.files).to.equal(3);
+    expect(done.size).to.equal(2_000_000 + 'port: 8080\n'.length + 'hello\n'.length);
+    expect(done.duration_seconds).to.be.a('number');
+    expect(done.task_id).to.equal(null);
+    snapshotId = done.snapshot_id;
+    // The repository is in the bucket under the prefix, as restic lays it out.
+    const keys = await bucket.list('hangar/backups/');
+    expect(keys).to.include('hangar/backups/config');
+    expect(keys.filter((k) => k.startsWith('hangar/backups/snapshots/'))).to.have.length(1);
+    // The task (whose payload held the keys) is gone once its outcome is recorded.
+    expect(await t.hangar.services.db.knex('tasks').where({ id: res.json.data.task_id }).first()).to.equal(undefined);
+  });
+
+  it('restores a backup into the same volume byte for byte (changed, added and deleted files undone); 409 while a workload uses it; 404 for an unknown snapshot', async function () {
+    this.timeout(180_000);
+    writeFileSync(path.join(folder, 'hello.txt'), 'changed\n');
+    writeFileSync(path.join(folder, 'new.txt'), 'added after the backup\n');
+    rmSync(path.join(folder, 'conf', 'app.yaml'));
+    expect(tree(folder)).not.to.deep.equal(original);
+
+    expect((await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: 'bak-0000000000000000' })).status).to.equal(404);
+    expect((await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: 'deadbeef' })).status).to.equal(404);
+    expect((await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, extra: true })).status).to.equal(400);
+
+    users.set(volumeId, [{ type: 'instance', id: 'inst-test', name: 'web' }]);
+    const inUse = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, stop_workloads: true });
+    expect(inUse.status, inUse.text).to.equal(409);
+    expect(inUse.json.message).to.contain('in use by instance web').and.to.contain('not built yet');
+    users.delete(volumeId);
+
+    // By restic's short snapshot id.
+    const res = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: snapshotId.slice(0, 8) });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.restore).to.include({ source_id: backupId, snapshot_id: snapshotId, status: 'running' });
+    const done = await finished('restores', res.json.data.restore.id);
+    expect(done.status, done.error ?? '').to.equal('succeeded');
+    expect(tree(folder)).to.deep.equal(original);
+    // Nothing left beside the folder.
+    expect(readdirSync(path.dirname(folder)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
+  });
+
+  it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
+    this.timeout(30_000);
+    const refused = await api('DELETE', `/v1/backups/targets/${targetId}`);
+    expect(refused.status, refused.text).to.equal(409);
+    expect(refused.json.message).to.contain('holds 1 backup(s)').and.to.contain('force=true');
+    expect((await api('DELETE', `/v1/backups/targets/${targetId}?force=true`)).status).to.equal(204);
+    expect((await api('GET', `/v1/backups/targets/${targetId}`)).status).to.equal(404);
+    expect((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data).to.deep.equal([]);
+    expect((await api('DELETE', `/v1/backups/targets/${targetId}`)).status).to.equal(404);
+    const logs = t.logs.join('') + agentA.output();
+    expect(logs).not.to.contain(s3.credentials.secretAccessKey);
+  });
+});
