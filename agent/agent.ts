@@ -1,6 +1,6 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import os from 'node:os';
-import { AgentConnection } from '../core/http/agent-connection.js';
+import { AgentConnection } from './connection.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import type { Logger } from '../core/log.js';
 import { LANES, type Lane, type TaskKindRegistry } from '../core/tasks/kinds.js';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { AgentConnection, type AgentRequest } from '../core/http/agent-connection.js';
+import { AgentConnection, type AgentRequest } from '../agent/connection.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 
 export interface GeneratorStart {

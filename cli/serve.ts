@@ -6,7 +6,7 @@ import type { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
-import { giveHeapBackWhenQuiet, type Collect } from '../core/young-generation.js';
+import { giveHeapBackWhenQuiet, type Collect } from './young-generation.js';
 
 interface ServeArgs {
   config?: string;

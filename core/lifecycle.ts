@@ -85,11 +85,6 @@ export function defineLifecycle<R extends LeasedRecord, O = never>(def: Lifecycl
   return def;
 }
 
-/** May `op` start on a record with this status (no other operation counted)? */
-export function allowedFrom<R extends LeasedRecord>(op: Operation<R>, status: string): boolean {
-  return op.from === '*' || op.from.includes(status);
-}
-
 /**
  * The fields of `patch` whose values differ from the record's (JSON-compared), or null when none
  * does: what an observation would actually change.

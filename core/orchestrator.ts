@@ -28,9 +28,6 @@ export const HANGAR_LABELS = {
 /** hangar names the compose stacks it deploys `hangar-<service name>`; their services carry no role label. */
 export const HANGAR_STACK_PREFIX = 'hangar-';
 
-/** The overlay network the load balancer shares with every workload it routes to. */
-export const HANGAR_EDGE_NETWORK = 'hangar-edge';
-
 const Labels = Type.Record(Type.String(), Type.String());
 
 export const WorkloadRole = Type.Union([Type.Literal('instance'), Type.Literal('loadbalancer'), Type.Literal('dns'), Type.Literal('s3')]);

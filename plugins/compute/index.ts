@@ -3,7 +3,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { DeployWorkload, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin, defineRoute, defineServiceRef } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
+import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
 import { asHttpError, PlacementFilterQuery } from '../../core/clusters/service.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
@@ -137,9 +138,6 @@ export function instanceView(i: InstanceRecord, target: { swarm_id: string } | {
     updated_at: i.updated_at,
   };
 }
-
-/** What the compute plugin provides: its instances (tags checks ids against them). */
-export const ComputeRef = defineServiceRef<{ instances: InstanceStore }>('compute', 'compute instances (the compute plugin)');
 
 export default definePlugin({
   name: 'compute',

@@ -3,7 +3,8 @@ import http2 from 'node:http2';
 import { Type } from '@sinclair/typebox';
 import { HttpError } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, defineServiceRef, type HangarRequest } from '../../core/plugin.js';
+import { definePlugin, type HangarRequest } from '../../core/plugin.js';
+import { EventsJournalRef } from './api.js';
 import type { Principal } from '../../core/auth/index.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
 import { EventStreams, type StreamConnection, type StreamLimits } from './streams.js';
@@ -90,9 +91,6 @@ const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data
  * missed events) and as a list on `GET /v1/events`. Events carry ids and states, never a record's
  * contents: a client that cares reads the record through its own route.
  */
-/** The journal of live events (for the runner's `plugin('events')` and any plugin that adds to it). */
-export const EventsJournalRef = defineServiceRef<Journal>('events', 'the live events journal');
-
 /** The workers' channel for live events (core/workers.ts). */
 const PEER_CHANNEL = 'live-event';
 

@@ -6,7 +6,8 @@ import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, Route, taskFailure, type LoadBalancerSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin, defineServiceRef, type Services } from '../../core/plugin.js';
+import { definePlugin, type Services } from '../../core/plugin.js';
+import { GatewayRef } from './api.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { ClusterViewFields, type Clusters } from '../../core/clusters/service.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
@@ -63,7 +64,7 @@ interface LoadBalancerRecord extends LeaseFields {
   [key: string]: unknown;
 }
 
-class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
+export class LoadBalancerStore extends StampedRepository<LoadBalancerRecord> {
   constructor(store: Store, clock: Clock) {
     super(store, LOAD_BALANCERS, { json: ['routes'], dates: ['applied_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
@@ -145,9 +146,6 @@ export function reconcileBalancer(lb: LoadBalancerRecord, w: WorkloadState | und
   const failure = lb.status === 'deploying' ? taskFailure(w.tasks) : null;
   return failure ? { status: 'failed', error: `deploying failed: ${failure}` } : null;
 }
-
-/** What the gateway plugin provides: its load balancers (tags checks ids against them). */
-export const GatewayRef = defineServiceRef<{ balancers: LoadBalancerStore }>('gateway', 'load balancers (the gateway plugin)');
 
 export default definePlugin({
   name: 'gateway',

@@ -1,23 +1,62 @@
 import { defineServiceRef, type Services } from '../../core/plugin.js';
-import type { HeartbeatCadence } from './cadence.js';
-import type { NodesConfig } from './config.js';
-import type { EventLog } from './events.js';
-import type { NodeRecord, NodeStore } from './nodes.js';
-import type { OverlayAddresses } from './overlay.js';
+import type { NodeEvent } from './events.js';
+import type { NodeRecord } from './nodes.js';
 
 /** The nodes plugin's contract: what other plugins import of it (importing this never loads the plugin). */
 
+export type { NodeEvent } from './events.js';
 export type { NodeRecord } from './nodes.js';
 /** Request fields and the heartbeat's schema other plugins' routes share with nodes' (schemas only). */
 export { heartbeatSchema, IpAddress, NodeName, NodeParams } from './schemas.js';
 
-/** What other plugins (agent-internal, ssh deploy, swarms…) use of this one. */
+/**
+ * Node records as other plugins read and write them: these operations, not the store behind them
+ * (its queries, transactions and other columns' writes stay the nodes plugin's own).
+ */
+export interface NodeRecords {
+  get(id: string): Promise<NodeRecord | null>;
+  /** 404 when unknown. */
+  require(id: string): Promise<NodeRecord>;
+  /** A node that can still take work: 404 when unknown, 409 while it is being removed. */
+  requireLive(id: string): Promise<NodeRecord>;
+  /** The nodes with these values (provisioning: a deploy retried on one address). */
+  findAll(where: Partial<Pick<NodeRecord, 'ip_address' | 'removing'>>): Promise<NodeRecord[]>;
+  /** Inserts a node (provisioning's machine before its agent joins); its status derives from what it is inserted with. */
+  insert(values: Partial<NodeRecord>): Promise<NodeRecord>;
+  /** Writes a patch and stamps `updated_at`; a patch of a column the status derives from writes the status too. */
+  change(id: string, patch: Partial<NodeRecord>): Promise<NodeRecord>;
+  /** Deletes the record only (provisioning's pending node of a machine that turned out to be a known one); false when there was none. */
+  remove(id: string): Promise<boolean>;
+}
+
+/** The node event log as other plugins write it. */
+export interface NodeEvents {
+  record(event: { nodeId?: string | null; identifier?: string | null; kind: string; message?: string | null; data?: Record<string, unknown> | null }): Promise<NodeEvent>;
+  /** Moves a machine's events to the node it turned out to be (a redeploy of a known machine). */
+  reassign(fromNodeId: string, toNodeId: string): Promise<void>;
+}
+
+/** Overlay addresses, leased by holder (a node id). */
+export interface OverlayLeases {
+  /** The overlay subnet's prefix length. */
+  readonly prefix: number;
+  /** The holder's address, leased now if it has none. */
+  reserve(holder: string): Promise<string>;
+  /** Gives the holder's address back; how many were released. */
+  release(holder: string): Promise<number>;
+}
+
+/** The heartbeat interval announced to agents, by fleet size. */
+export interface HeartbeatCadence {
+  readonly fleetSize: number;
+  readonly intervalSeconds: number;
+}
+
+/** What other plugins (agent-internal, provisioning, the cluster plugins…) use of this one. */
 export interface NodesApi {
-  nodes: NodeStore;
-  events: EventLog;
-  overlay: OverlayAddresses;
-  settings: NodesConfig;
-  /** The heartbeat interval announced to agents, by fleet size. */
+  nodes: NodeRecords;
+  events: NodeEvents;
+  overlay: OverlayLeases;
   cadence: HeartbeatCadence;
   /** Applies an agent heartbeat to the node (as just read by the caller); returns the node after it. */
   heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord>;

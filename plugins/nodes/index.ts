@@ -30,9 +30,9 @@ export default definePlugin({
   migrations: nodeMigrations,
   setup(services) {
     const ctx = createNodesContext(services, services.config.nodes as NodesConfig);
-    const { nodes, events, overlay, settings, cadence, publishPeers } = ctx;
+    const { nodes, events, overlay, cadence, publishPeers } = ctx;
     const heartbeats = presence(ctx);
-    const api: NodesApi = { nodes, events, overlay, settings, cadence, heartbeat: heartbeats.heartbeat, publishPeers };
+    const api: NodesApi = { nodes, events, overlay, cadence, heartbeat: heartbeats.heartbeat, publishPeers };
     services.provided.provide(NodesRef, api);
     services.provided.contribute(TaggableResources, { type: 'node', resolve: idsOnly('node', 'node', (id) => nodes.get(id)) });
 

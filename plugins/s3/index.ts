@@ -5,7 +5,8 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { CreateObject, DeployWorkload, HANGAR_LABELS, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin, defineServiceRef } from '../../core/plugin.js';
+import { definePlugin } from '../../core/plugin.js';
+import { S3Ref, type S3Api } from './api.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
@@ -36,16 +37,6 @@ interface S3Config {
   image: string;
   root_user: string;
 }
-
-/** What the s3 plugin provides (`services.provided.get(S3Ref)`): the routes of its stores. */
-export interface S3Api {
-  /** Both routes of every store on a cluster (S3 API and console), unless it is being removed. */
-  routes(clusterId: string): Promise<Route[]>;
-  /** A store by id (null when there is none). */
-  get(id: string): Promise<unknown>;
-}
-
-export const S3Ref = defineServiceRef<S3Api>('s3', 'object stores (the s3 plugin)');
 
 const CreateBody = Type.Object(
   {

@@ -9,7 +9,7 @@ import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
 import { NetworkConfirmPath, type PathTarget } from '../../core/tasks/host-kinds.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
-import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from './orchestration.js';
+import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from './api.js';
 import { DnsName } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/api.js';
@@ -245,5 +245,3 @@ export default definePlugin({
     return { routes: clusterApi.routes };
   },
 });
-
-export { asHttpError, BeforeClusterRemoved, ClusterObservers, ClusterViewFields, ClusterWorkloads, SwarmsRef, swarmsOf } from './orchestration.js';

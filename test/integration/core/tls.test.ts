@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { AgentConnection } from '../../../core/http/agent-connection.js';
+import { AgentConnection } from '../../../agent/connection.js';
 import { httpRequest } from '../../../core/http/client.js';
 import { Pki } from '../../../core/pki/pki.js';
 import { systemClock } from '../../../core/clock.js';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { docker } from '../../../lab/docker.js';
 import type { Route } from '../../../core/orchestrator.js';
-import { swarmsOf } from '../../../plugins/swarms/index.js';
+import { swarmsOf } from '../../../plugins/swarms/api.js';
 import type { ServicesApi } from '../../../plugins/services/index.js';
 import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';

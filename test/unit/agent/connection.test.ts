@@ -6,11 +6,11 @@ import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { AgentConnection, type MutualTls } from '../../../core/http/agent-connection.js';
+import { AgentConnection, type MutualTls } from '../../../agent/connection.js';
 import { requireService } from '../../support/requirements.js';
 
 /**
- * The agent's connection (core/http/agent-connection.ts) against real servers on loopback: Node's
+ * The agent's connection (agent/connection.ts) against real servers on loopback: Node's
  * HTTP/2 server, its HTTPS server (no HTTP/2), and a TCP relay that can go silent.
  */
 describe('the agent’s connection to its control plane', () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { QuietYoungGeneration } from '../../../core/young-generation.js';
+import { QuietYoungGeneration } from '../../../cli/young-generation.js';
 
 const MB = 2 ** 20;
 const rule = { quietMs: 6_000, bytesPerSecond: 1_000_000, minCapacity: 8 * MB, cpuShare: 0.03 };
@@ -17,7 +17,7 @@ function collectsAt(samples: Array<[number, number, number?]>): number[] {
   });
 }
 
-describe('young generation given back when quiet (core/young-generation.ts)', () => {
+describe('young generation given back when quiet (cli/young-generation.ts)', () => {
   it('collects a grown young generation once allocation has stayed low for the quiet period, then waits a whole period again', () => {
     // 128 MB after a burst, then 0.1 MB every 2 s.
     const samples = Array.from({ length: 10 }, (_, i): [number, number] => [128, 40 + i * 0.1]);

@@ -2,16 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { AddressableNode } from '../../core/clusters/service.js';
 
-export {
-  asHttpError,
-  BeforeClusterRemoved,
-  ClusterObservers,
-  ClusterViewFields,
-  ClusterWorkloads,
-  OrchestratorError,
-  type ObservedCluster,
-  type WorkloadKind,
-} from '../../core/clusters/service.js';
+/** The swarms plugin's contract: what other plugins import of it (importing this never loads the plugin). */
 
 export const SwarmsConfigSchema = Type.Object(
   {

@@ -2,8 +2,8 @@ import http2 from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
-import { AGENT_ALPN } from './client-hello.js';
-import { encodeBody, httpRequest, readResponse, type HttpResponse } from './client.js';
+import { AGENT_ALPN } from '../core/http/client-hello.js';
+import { encodeBody, httpRequest, readResponse, type HttpResponse } from '../core/http/client.js';
 
 /** The agent's side of mutual TLS: the control plane's CA, the agent's certificate and key (PEM). */
 export interface MutualTls {
