@@ -1,7 +1,7 @@
 import { chmodSync, writeFileSync } from 'node:fs';
-import type { Options } from 'yargs';
+import type { Argv, CommandModule, Options } from 'yargs';
 import { deployVerb } from './node.js';
-import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, type Args, type Lookup, type Resource, type Verb } from './resource-commands.js';
+import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
 
 /**
@@ -215,6 +215,36 @@ const keyVerb = (verb: Partial<Verb>): Partial<Verb> => ({
   refs: { user: USERS },
   orSelf: ['user'],
 });
+
+/** The columns of a volume's backups. */
+const RUN_COLUMNS: Column[] = ['id', 'status', 'snapshot=snapshot_id', 'time', 'size', 'files', 'duration=duration_seconds', 'target=target_id', 'error'];
+
+/** Backup targets: `hangar backup target <verb>` (an S3 bucket holding a restic repository; docs/backups.md). */
+export const BACKUP_TARGETS: Resource = {
+  noun: 'target',
+  plural: 'backup targets',
+  describe: 'Backup targets: S3 buckets (and prefixes) that hold a restic repository each',
+  base: '/v1/backups/targets',
+  columns: ['id', 'name', 'kind', 'endpoint', 'bucket', 'prefix', 'region', 'checked_at'],
+  verbs: [
+    create({
+      describe: 'Create an S3 backup target; the control plane writes, reads and deletes a probe object first (400 naming what failed)',
+      options: {
+        endpoint: { type: 'string', demandOption: true, describe: 'the S3 API’s origin, http(s)://host[:port]' },
+        bucket: { type: 'string', demandOption: true, describe: 'an existing bucket' },
+        prefix: { type: 'string', describe: 'key prefix of the repository in the bucket' },
+        region: { type: 'string', describe: 'default us-east-1' },
+        'access-key-id': { type: 'string', demandOption: true, describe: 'the S3 access key id' },
+        'secret-key-file': { type: 'string', demandOption: true, describe: 'the S3 secret key from a file (- is stdin), never on the command line' },
+      },
+      body: { name: 'name', kind: () => 's3', endpoint: 'endpoint', bucket: 'bucket', prefix: 'prefix', region: 'region', access_key_id: 'access-key-id', secret_access_key: fileText('secret-key-file', true) },
+      label: (_a, d) => `backup target ${d.name} (${d.id}): ${d.repository}`,
+    }),
+    list(),
+    get(),
+    removeForced('delete it although it holds backups (their records are forgotten; the bucket keeps the repository)', { describe: 'Delete a backup target', label: (a) => `backup target ${a.id}` }),
+  ],
+};
 
 export const RESOURCES: Resource[] = [
   {
@@ -493,6 +523,22 @@ export const RESOURCES: Resource[] = [
       list(),
       get(),
       removeForced('delete the record even when its node does not answer', { describe: 'Delete a volume (the folder and its data stay on the node)', wait: 'gone' }),
+      action('backup', 'Back a volume up to a backup target with restic, on its node’s agent (202: follow with volume backups)', ['backed up', 'backing up'], {
+        path: '/{id}/backups',
+        options: { target: { type: 'string', demandOption: true, describe: 'the backup target (id or name): hangar backup target list' } },
+        body: { target_id: 'target' },
+        label: (a, d) => `volume ${a.id} to target ${a.target} as ${d.backup?.id} (task ${d.task_id})`,
+        follow: (a) => `volume backups ${a.id}`,
+      }),
+      list({ command: 'backups <id>', describe: 'List a volume’s backups (restic snapshots), oldest first', path: '/{id}/backups', columns: RUN_COLUMNS, empty: 'no backups' }),
+      action('restore', 'Restore one of a volume’s backups into it: its folder then holds exactly the snapshot (409 while a workload uses it)', ['restored', 'restoring'], {
+        command: 'restore <id> <snapshot>',
+        positionals: { snapshot: { describe: 'the backup: its id (bak-…) or restic’s snapshot id (hangar volume backups <id>)' } },
+        body: { snapshot_id: 'snapshot' },
+        label: (a, d) => `volume ${a.id} from ${a.snapshot} as ${d.restore?.id} (task ${d.task_id})`,
+        follow: (a) => `volume restores ${a.id}`,
+      }),
+      list({ command: 'restores <id>', describe: 'List a volume’s restores, oldest first', path: '/{id}/restores', columns: ['id', 'status', 'snapshot=snapshot_id', 'backup=source_id', 'time', 'duration=duration_seconds', 'error'], empty: 'no restores' }),
     ],
   },
   swarmObject('secret'),
@@ -767,4 +813,12 @@ export const RESOURCES: Resource[] = [
   },
 ];
 
-export const resourceCommands = RESOURCES.map(resourceCommand);
+/** `hangar backup target …`: backups group their commands under one noun (more will join target: schedules, the control plane's backup). */
+const backupCommand: CommandModule<object, Args> = {
+  command: 'backup <group>',
+  describe: 'Backups: targets (S3 buckets for restic repositories); volume backups are hangar volume backup|backups|restore',
+  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).demandCommand(1)) as Argv<Args>,
+  handler: () => undefined,
+};
+
+export const resourceCommands = [...RESOURCES.map(resourceCommand), backupCommand];

@@ -13,6 +13,7 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
+import { hangarCli } from '../runner/support.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
 
@@ -284,6 +285,41 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(tree(folder)).to.deep.equal(original);
     // Nothing left beside the folder.
     expect(readdirSync(path.dirname(folder)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
+  });
+
+  it('the CLI: hangar backup target create|list|get|delete, hangar volume backup|backups|restore|restores', async function () {
+    this.timeout(180_000);
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca, HANGAR_CLI_POLL_MS: '100' };
+    const cli = async (args: string[], code = 0, input?: string) => {
+      const res = await hangarCli(args, { env, input, timeoutMs: 60_000 });
+      expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(code);
+      return res;
+    };
+    const create = ['backup', 'target', 'create', named('cli'), '--endpoint', s3.endpoint, '--bucket', bucket.name, '--prefix', 'cli', '--access-key-id', s3.credentials.accessKeyId, '--secret-key-file', '-'];
+    const refused = await cli(create, 1, 'not-the-secret-0123456789abcdef\n');
+    expect(refused.stderr).to.contain('credentials refused');
+    const created = await cli(create, 0, `${s3.credentials.secretAccessKey}\n`);
+    expect(created.stdout).to.match(new RegExp(`^created backup target ${named('cli')} \\(bkt-[0-9a-z]+\\): s3:${s3.endpoint}/${bucket.name}/cli\\n$`));
+    expect((await cli(['backup', 'target', 'list'])).stdout).to.contain(named('cli')).and.to.contain(named('t'));
+    expect((await cli(['backup', 'target', 'get', named('cli')])).stdout).not.to.contain(s3.credentials.secretAccessKey);
+
+    const started = await cli(['volume', 'backup', named('app'), '--target', named('cli')]);
+    expect(started.stdout).to.match(new RegExp(`^backing up volume ${named('app')} to target ${named('cli')} as bak-\\S+ \\(task task-\\S+\\); follow with: hangar volume backups ${named('app')}\\n$`));
+    const runId = /as (bak-\S+)/.exec(started.stdout)![1]!;
+    expect((await finished('backups', runId)).status).to.equal('succeeded');
+    const listed = (await cli(['volume', 'backups', named('app')])).stdout;
+    expect(listed).to.contain(backupId).and.to.contain(runId).and.to.contain('succeeded');
+    const restoring = await cli(['volume', 'restore', named('app'), runId]);
+    expect(restoring.stdout).to.match(/^restoring volume \S+ from bak-\S+ as rst-\S+ \(task task-\S+\); follow with: hangar volume restores /);
+    const restoreId = /as (rst-\S+)/.exec(restoring.stdout)![1]!;
+    expect((await finished('restores', restoreId)).status).to.equal('succeeded');
+    expect(tree(folder)).to.deep.equal(original);
+    expect((await cli(['volume', 'restores', named('app')])).stdout).to.contain(restoreId);
+
+    expect((await cli(['backup', 'target', 'delete', named('cli')], 1)).stderr).to.contain('holds 1 backup(s)');
+    expect((await cli(['backup', 'target', 'delete', named('cli'), '--force'])).stdout).to.equal(`deleted backup target ${named('cli')}\n`);
   });
 
   it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
