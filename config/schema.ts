@@ -150,6 +150,19 @@ export const CoreConfigSchema = Type.Object(
           default: 20,
           description: 'a call a cluster manager’s agent has not taken after this long goes to the cluster’s next manager',
         }),
+        availability_wait_seconds: Type.Integer({
+          minimum: 0,
+          maximum: 300,
+          default: 10,
+          description:
+            'how long a cordon, drain or uncordon of a cluster member waits for its cluster before answering 202 with the call’s task (a drain that must wait for evictions takes longer)',
+        }),
+        drain_timeout_seconds: Type.Integer({
+          minimum: 1,
+          maximum: 3600,
+          default: 60,
+          description: 'how long a drain keeps asking for evictions a PodDisruptionBudget refuses, and waits for evicted pods to go, before it fails (Kubernetes)',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -237,6 +237,8 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       localDomain: config.clusters.local_domain,
       advertise: config.clusters.advertise,
       joinPathWaitMs: config.clusters.join_path_wait_seconds * 1000,
+      availabilityWaitMs: config.clusters.availability_wait_seconds * 1000,
+      drainTimeoutSeconds: config.clusters.drain_timeout_seconds,
     },
   );
   const services: Services = {

@@ -159,6 +159,8 @@ export const UnmanagedResource = Type.Object({
   image: Type.Optional(Type.String()),
   stack: Type.Optional(Nullable(Type.String())),
   labels: Labels,
+  /** The namespace it runs in, on a backend that has namespaces (Kubernetes). */
+  namespace: Type.Optional(Type.String()),
 });
 export type UnmanagedResource = Static<typeof UnmanagedResource>;
 
@@ -325,7 +327,11 @@ export const SetNodeAvailability = defineDriverCall({
   lane: 'orchestrator',
   minAgentVersion: TYPED_TASKS_VERSION,
   method: 'setNodeAvailability',
-  input: Type.Object({ runtime_node_id: Name, availability: NodeAvailability }),
+  input: Type.Object({
+    runtime_node_id: Name,
+    availability: NodeAvailability,
+    drain_timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, description: 'how long a drain may wait for evictions and for evicted workloads to go (a backend whose drain is immediate ignores it)' })),
+  }),
   result: Type.Object({ availability: NodeAvailability }),
 });
 

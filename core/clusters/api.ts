@@ -5,7 +5,8 @@ import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
 import type { RouteDef, Services } from '../plugin.js';
 import type { DriverCall, TaskKind } from '../tasks/kinds.js';
-import { defineMembership, followNodeAvailability, type Membership } from './membership.js';
+import { NodeAvailabilityActors } from '../node-availability.js';
+import { defineMembership, nodeAvailabilityActor, type Membership } from './membership.js';
 import { ClusterRemovals, type ClusterNaming } from './service.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 
@@ -170,10 +171,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   const membership = defineMembership(core, { noun, describe: (c) => `${title} ${c.name}`, converge, removeMembers: def.removeMembers });
   const { lifecycle, refused, requestDelete } = membership;
 
-  // Cordon, drain and uncordon of a member (the nodes API) reach its cluster.
-  followNodeAvailability(core, services.events, def.backend, (nodeId, err) =>
-    events.record({ nodeId, kind: `${def.backend}_availability_failed`, message: `setting the node's availability in its ${title} failed: ${err.message}` }),
-  );
+  // Cordon, drain and uncordon of a member (the nodes API) reach its cluster before they are recorded.
+  services.provided.contribute(NodeAvailabilityActors, nodeAvailabilityActor(core, def.backend, (c) => `${title} ${c.name}`));
 
   /** A node that may join a cluster (`cluster`, or one being created): live, with an agent that runs the backend's kinds, in no other cluster. */
   async function requireJoinable(nodeId: string, cluster?: ClusterRecord): Promise<N> {

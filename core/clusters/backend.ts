@@ -142,6 +142,12 @@ export interface ClusterBackend {
   loadBalancer?: LoadBalancerProfile;
   /** What its agents report of their machine's runtime. */
   nodeFact?: NodeFact;
+  /**
+   * Deleting one of its clusters destroys everything that runs on it, hangar's or not (Kubernetes:
+   * k3s is uninstalled). A DELETE without force then asks the cluster's unmanaged scan first and
+   * refuses (409) while it finds workloads hangar did not create, naming their namespaces.
+   */
+  deleteChecksUnmanaged?: boolean;
 }
 
 export function defineBackend(backend: ClusterBackend): ClusterBackend {

@@ -1,13 +1,21 @@
+import { sleep } from '../clock.js';
 import { conflict } from '../errors.js';
-import type { EventBus } from '../events.js';
 import { Reply } from '../http/reply.js';
 import { defineLifecycle, REMOVED, type Lifecycle, type Operation } from '../lifecycle.js';
-import { SetNodeAvailability, type NodeAvailability } from '../orchestrator.js';
-import type { Clusters } from './service.js';
+import type { AvailabilityOutcome, AvailabilityTask, HangarAvailability, NodeAvailabilityActor } from '../node-availability.js';
+import { ScanUnmanaged, SetNodeAvailability, type NodeAvailability, type UnmanagedResource } from '../orchestrator.js';
+import { taskView } from '../tasks/queue.js';
+import { asHttpError, OrchestratorError, type CallOptions, type Clusters } from './service.js';
 import type { ClusterRecord } from './store.js';
 
 /** A node's availability as drivers take it (the nodes API says `active` for schedulable). */
 export const DRIVER_AVAILABILITY: Record<'active' | 'cordoned' | 'drained', NodeAvailability> = { active: 'schedulable', cordoned: 'cordoned', drained: 'drained' };
+
+/** `, in namespaces a, b` for workloads of a backend with namespaces (none named: nothing). */
+function namespacesOf(resources: UnmanagedResource[]): string {
+  const namespaces = [...new Set(resources.map((r) => r.namespace).filter((n): n is string => !!n))].sort();
+  return namespaces.length ? `, in namespace${namespaces.length === 1 ? '' : 's'} ${namespaces.join(', ')}` : '';
+}
 
 /** What a backend's cluster plugin tells the shared membership lifecycle. */
 export interface MembershipDef {
@@ -77,6 +85,19 @@ export function defineMembership(core: Clusters, def: MembershipDef): Membership
       },
     }),
   );
+  /**
+   * What the cluster runs that hangar did not create, on a backend whose deletion destroys it
+   * (asked through its manager's unmanaged scan); a cluster that cannot be asked is a 409 saying so.
+   */
+  async function unmanagedOn(cluster: ClusterRecord): Promise<UnmanagedResource[]> {
+    if (!cluster.manager_node_id || !core.backend(cluster.backend).deleteChecksUnmanaged) return [];
+    try {
+      return (await core.callOn(cluster, ScanUnmanaged, {})).resources;
+    } catch (err) {
+      if (!(err instanceof OrchestratorError)) throw err;
+      throw conflict(`${described(cluster)} could not be asked what it runs (${err.message}); deleting it destroys every workload on it: pass force=true to delete it anyway`);
+    }
+  }
   const refused = (c: ClusterRecord | null) => conflict(c ? `${described(c)} is ${c.status}` : `The ${def.noun} is gone`);
   return {
     lifecycle,
@@ -84,8 +105,14 @@ export function defineMembership(core: Clusters, def: MembershipDef): Membership
     async requestDelete(cluster, force, view) {
       if (cluster.status === 'deleting') return Reply.accepted(await view(cluster));
       const running = await core.workloadsIn(cluster.id);
-      if (running.length && !force) {
-        throw conflict(`${described(cluster)} still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}; remove them or pass force=true`, running);
+      const unmanaged = force ? [] : await unmanagedOn(cluster);
+      if ((running.length || unmanaged.length) && !force) {
+        const parts = [
+          ...(running.length ? [`still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}`] : []),
+          ...(unmanaged.length ? [`${running.length ? 'and ' : ''}runs workloads hangar did not create${namespacesOf(unmanaged)}: ${unmanaged.map((r) => `${r.kind} ${r.name}`).join(', ')} (deleting the cluster destroys them)`] : []),
+        ];
+        const details = [...running, ...unmanaged.map((r) => ({ type: r.kind, id: r.id, name: r.name, ...(r.namespace ? { namespace: r.namespace } : {}), managed: false }))];
+        throw conflict(`${described(cluster)} ${parts.join('; ')}; remove them or pass force=true`, details);
       }
       if (!(await core.members.of(cluster.id)).length && !running.length) {
         await core.forget(cluster.id);
@@ -97,25 +124,75 @@ export function defineMembership(core: Clusters, def: MembershipDef): Membership
 }
 
 /**
- * Cordon, drain and uncordon of a node (the nodes API) passed on to the cluster of `backend` it is a
- * member of, in the background; `failed` records what went wrong.
+ * Cordon, drain and uncordon of a node (the nodes API) passed on to the cluster of `backend` it is
+ * a member of, as the nodes plugin's actor (core/node-availability.ts): the availability is
+ * recorded once the cluster has done it. A drain cordons first (when the node is schedulable), so a
+ * drain the cluster refuses (a PodDisruptionBudget) leaves the node cordoned, as hangar then says.
+ * The request waits up to `clusters.availability_wait_seconds` for the cluster's answer: done (the
+ * node's new availability), refused (409 with the cluster's reason), or still running (202 with
+ * the call's task, read once; the outcome is recorded when it comes, in the background).
  */
-export function followNodeAvailability(core: Clusters, events: EventBus, backend: string, failed: (nodeId: string, err: Error) => Promise<unknown>): void {
-  events.subscribe('node.availability', (payload) => {
-    const { node } = payload as { node: { id: string; availability: keyof typeof DRIVER_AVAILABILITY } };
-    core.jobs.run(
-      `${backend} availability of ${node.id}`,
-      async () => {
-        const member = await core.members.findOne({ node_id: node.id });
-        if (!member?.runtime_node_id) return;
-        const cluster = await core.clusters.get(member.cluster_id);
-        if (!cluster?.manager_node_id || cluster.backend !== backend) return;
-        await core.callOn(cluster, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: DRIVER_AVAILABILITY[node.availability] });
-      },
-      async (err) => {
-        await failed(node.id, err);
-      },
-      { resumable: false },
-    );
-  });
+export function nodeAvailabilityActor(core: Clusters, backend: string, describe: (cluster: ClusterRecord) => string): NodeAvailabilityActor {
+  return async (change) => {
+    const member = await core.members.findOne({ node_id: change.nodeId });
+    if (!member?.runtime_node_id || member.status !== 'active') return null;
+    const cluster = await core.clusters.get(member.cluster_id);
+    if (!cluster?.manager_node_id || cluster.backend !== backend) return null;
+    const verb = change.availability === 'active' ? 'uncordoning' : change.availability === 'cordoned' ? 'cordoning' : 'draining';
+    const what = `${verb} node ${change.nodeId} in ${describe(cluster)}`;
+    const drainSeconds = core.settings.drainTimeoutSeconds;
+    const call = (availability: HangarAvailability, options: Omit<CallOptions, 'pickupTimeoutMs'> = {}) =>
+      core.callOn(
+        cluster,
+        SetNodeAvailability,
+        {
+          runtime_node_id: member.runtime_node_id!,
+          availability: DRIVER_AVAILABILITY[availability],
+          ...(availability === 'drained' && drainSeconds ? { drain_timeout_seconds: drainSeconds } : {}),
+        },
+        {
+          ...options,
+          subject: change.nodeId,
+          // A drain may wait for evictions, then for the evicted pods to go, each up to its timeout.
+          ...(availability === 'drained' && drainSeconds ? { timeoutMs: Math.max(core.settings.callTimeoutMs, (2 * drainSeconds + 30) * 1000) } : {}),
+        },
+      );
+
+    let answered = false;
+    let reached = change.from;
+    let asked = false;
+    let onTask: (task: AvailabilityTask) => void = () => undefined;
+    const queued = new Promise<AvailabilityTask>((resolve) => (onTask = resolve));
+    const outcome = new Promise<AvailabilityOutcome>((resolve) => {
+      core.jobs.run(
+        what,
+        async () => {
+          if (change.availability === 'drained' && change.from === 'active') {
+            await call('cordoned');
+            await change.settle((reached = 'cordoned'));
+          }
+          asked = true;
+          await call(change.availability, { onQueued: (task) => onTask(taskView(task)), keep: () => answered });
+          await change.settle(change.availability);
+          resolve({ status: 'done' });
+        },
+        async (err) => {
+          const error = asHttpError(err, what);
+          // The backend cordons a node before it drains it: a drain it ran and refused leaves the node cordoned.
+          if (asked && change.availability === 'drained' && !(err instanceof OrchestratorError && err.unreachable)) reached = 'cordoned';
+          await change.settle(reached, error.message);
+          resolve({ status: 'failed', error });
+        },
+        { resumable: false },
+      );
+    });
+    const early = await Promise.race([outcome, sleep(core.settings.availabilityWaitMs ?? 10_000).then(() => null)]);
+    if (early) return early;
+    const late = await Promise.race([outcome, queued]);
+    if ('task_id' in late) {
+      answered = true;
+      return { status: 'running', task: late };
+    }
+    return late;
+  };
 }

@@ -15,7 +15,7 @@ import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.j
 import { TASKS } from '../tasks/migrations.js';
 import { NetworkConfirmPath, type PathTarget } from '../tasks/host-kinds.js';
 import { overlayUnusable, type OverlayMember } from '../overlay.js';
-import { taskView, type TaskQueue } from '../tasks/queue.js';
+import { taskView, type Task, type TaskQueue } from '../tasks/queue.js';
 import { capitalized, ClusterStore, MemberStore, type ClusterRecord } from './store.js';
 import type { Peers } from '../workers.js';
 
@@ -103,6 +103,10 @@ export interface ClusterSettings {
   advertise: 'overlay' | 'address';
   /** How long a joining node tries to reach a manager (WireGuard handshake, then TCP) before its join fails. */
   joinPathWaitMs: number;
+  /** How long a cordon, drain or uncordon through the nodes API waits for the cluster before answering 202 (default 10 s). */
+  availabilityWaitMs?: number;
+  /** How long a drain may wait for evictions and evicted pods (sent with the call; default: the driver's). */
+  drainTimeoutSeconds?: number;
 }
 
 /** The parts of a node record that say how other members reach it. */
@@ -124,6 +128,13 @@ export interface CallOptions {
   subject?: string;
   /** Give up (unreachable) when no agent has taken the task after this long. */
   pickupTimeoutMs?: number;
+  /** Told the task once it is queued (a request that answers 202 hands its id over). */
+  onQueued?: (task: Task) => void;
+  /**
+   * Asked once the outcome is known: true keeps the task (read once: `tasks.take` deletes it),
+   * for a caller that answered 202 with it; by default the task is deleted then.
+   */
+  keep?: () => boolean;
 }
 
 interface ClustersDeps {
@@ -503,12 +514,13 @@ export class Clusters {
     const what = (kind as unknown as Partial<DriverCall>).method ?? kind.name;
     let task;
     try {
-      task = await this.deps.tasks.enqueue({ nodeId, kind, payload: payload as Record<string, unknown>, subject: options.subject });
+      task = await this.deps.tasks.enqueue({ nodeId, kind, payload: payload as Record<string, unknown>, subject: options.subject, readOnce: options.keep !== undefined });
     } catch (err) {
       // The node's agent cannot run it (too old): another manager may.
       if (err instanceof HttpError && err.status === 409) throw new OrchestratorError(what, err.message, true);
       throw err;
     }
+    options.onQueued?.(task);
     const timeoutMs = options.timeoutMs ?? this.settings.callTimeoutMs;
     const signal = this.deps.shutdown;
     if (options.pickupTimeoutMs !== undefined) {
@@ -519,9 +531,10 @@ export class Clusters {
       }
     }
     const done = await this.deps.tasks.settle(task.id, { timeoutMs, signal });
-    // The payload may hold secret values; nothing needs the task once its outcome is known.
-    // A call nobody waits for any more must not run later either: a still-pending one is withdrawn.
-    if (done.status !== 'leased') await this.deps.db.knex(TASKS).where({ id: task.id }).delete();
+    // The payload may hold secret values; nothing needs the task once its outcome is known (unless
+    // a caller answered 202 with it: then it is read once). A call nobody waits for any more must
+    // not run later either: a still-pending one is withdrawn.
+    if (done.status === 'pending' || (done.status !== 'leased' && !options.keep?.())) await this.deps.db.knex(TASKS).where({ id: task.id }).delete();
     if (done.status === 'completed') return done.result as ResultOf<K>;
     if (done.status === 'failed') throw new OrchestratorError(what, done.error ?? 'the agent reported a failure');
     throw new OrchestratorError(what, `no result from the agent on node ${nodeId} within ${Math.round(timeoutMs / 1000)} s (is it online?)`, done.status === 'pending');
@@ -544,14 +557,14 @@ export class Clusters {
    * (offline, too old) and the cluster has other managers, the next one is asked, and the one that
    * answers becomes the cluster's manager.
    */
-  async callOn<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, options: Omit<CallOptions, 'subject' | 'pickupTimeoutMs'> = {}): Promise<Static<C['result']>> {
+  async callOn<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, options: Omit<CallOptions, 'pickupTimeoutMs'> = {}): Promise<Static<C['result']>> {
     const candidates = await this.managersOf(cluster);
     if (!candidates.length) throw conflict(`${this.named(cluster)} has no manager`);
     input = { ...(await this.context(cluster, call)), ...input };
     for (const [i, nodeId] of candidates.entries()) {
       const last = i === candidates.length - 1;
       try {
-        const result = await this.call(nodeId, call, input, { ...options, backend: cluster.backend, subject: cluster.id, pickupTimeoutMs: last ? undefined : this.settings.pickupTimeoutMs });
+        const result = await this.call(nodeId, call, input, { ...options, backend: cluster.backend, subject: options.subject ?? cluster.id, pickupTimeoutMs: last ? undefined : this.settings.pickupTimeoutMs });
         if (nodeId !== cluster.manager_node_id) {
           this.deps.log.info({ cluster_id: cluster.id, from: cluster.manager_node_id, to: nodeId }, 'another manager answered; it manages the cluster now');
           await this.clusters.change(cluster.id, { manager_node_id: nodeId });

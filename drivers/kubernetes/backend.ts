@@ -41,6 +41,7 @@ export const k8sBackend = defineBackend({
     runs: `an ingress controller (Traefik) Deployment and LoadBalancer Service in namespace ${HANGAR_NAMESPACE}; the routes as an Ingress of class hangar`,
   },
   nodeFact: { name: 'k3s', schema: Type.Object({ present: Type.Boolean() }) },
+  deleteChecksUnmanaged: true,
 });
 
 /** Loaded by `drivers: [k8s]` (the catalogue's built-in entry), as any orchestrator driver is. */

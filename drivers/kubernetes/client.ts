@@ -91,7 +91,9 @@ export function kubeReason(err: unknown): string {
       const owners = causes.map((c) => `${c.field ?? '(a field)'} is managed by ${/conflict with "([^"]+)"/.exec(c.message ?? '')?.[1] ?? c.message}`);
       return `conflict with another field manager: ${owners.join('; ')}`;
     }
-    if (status?.message) return status.message;
+    // An eviction a PodDisruptionBudget refuses says which budget only in its causes.
+    const budgets = causes.filter((c) => c.reason === 'DisruptionBudget' && c.message).map((c) => c.message);
+    if (status?.message) return budgets.length ? `${status.message} ${budgets.join('; ')}` : status.message;
     return `the API server answered ${err.code}`;
   }
   const e = err as { code?: unknown; message?: unknown } | null;

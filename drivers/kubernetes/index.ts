@@ -84,7 +84,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     bundleLogs: ({ name, ...logOptions }) => run((ctx) => bundleLogs(ctx, name, logOptions)),
     applyLoadBalancer: ({ spec, cluster_nodes, settings }) => run((ctx) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings })),
     removeLoadBalancer: ({ name }) => run((ctx) => removeLoadBalancer(ctx, name)),
-    setNodeAvailability: ({ runtime_node_id, availability }) => run((ctx) => setNodeAvailability(ctx, runtime_node_id, availability, options.drainTimeoutMs)),
+    setNodeAvailability: ({ runtime_node_id, availability, drain_timeout_seconds }) =>
+      run((ctx) => setNodeAvailability(ctx, runtime_node_id, availability, drain_timeout_seconds ? drain_timeout_seconds * 1000 : options.drainTimeoutMs)),
     createObject: ({ kind, name, data, labels }) => run((ctx) => createObject(ctx, kind, name, data, labels ?? {})),
     removeObject: ({ kind, name }) => run((ctx) => removeObject(ctx, kind, name)),
     putObject: (input) => run((ctx) => putObject(ctx, input)),

@@ -41,6 +41,7 @@ export async function scanUnmanaged(ctx: KubeContext): Promise<{ resources: Unma
         image: template?.spec?.containers[0]?.image ?? '',
         stack,
         labels,
+        namespace,
       });
     }
   }

@@ -46,9 +46,22 @@ export function operations(ctx: NodesContext): NodesPart {
   const queue = async (node: NodeRecord, kind: TaskKind, payload: Record<string, unknown> = {}, readOnce = false) =>
     Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
 
+  /** A task about the node (queued for it, or for its cluster's manager: subject = the node), read once once finished. */
   async function readTask(nodeId: string, taskId: string, kind: string) {
     await nodes.require(nodeId);
-    return taskView(await tasks.take(taskId, { nodeId, kind }));
+    return taskView(await tasks.take(taskId, { subject: nodeId, kind }));
+  }
+
+  /**
+   * The node that runs a scan of `backend` for this node: the manager of the cluster of that backend
+   * the node is a member of (only a manager or server can ask the cluster: a Kubernetes worker has
+   * no credentials for its API, a swarm worker's engine refuses), else the node itself.
+   */
+  async function scannerFor(node: NodeRecord, backend: string): Promise<string> {
+    const member = await services.clusters.members.findOne({ node_id: node.id });
+    if (!member || member.status !== 'active') return node.id;
+    const cluster = await services.clusters.clusters.get(member.cluster_id);
+    return cluster?.backend === backend && cluster.manager_node_id ? cluster.manager_node_id : node.id;
   }
 
   const routes: RouteDef[] = [
@@ -118,7 +131,7 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'POST',
       path: '/v1/nodes/{id}/unmanaged',
       auth: { role: 'admin' },
-      summary: 'Scan the node’s orchestrator for workloads hangar did not create',
+      summary: 'Scan the node’s orchestrator for workloads hangar did not create (a member of a cluster of that backend: the cluster, through its manager)',
       status: 202,
       schemas: {
         params: NodeParams,
@@ -127,7 +140,8 @@ export function operations(ctx: NodesContext): NodesPart {
       },
       async handler(req) {
         const node = await nodes.requireLive(req.params.id);
-        return queue(node, ScanUnmanaged, { backend: req.query.backend }, true);
+        const scanner = await scannerFor(node, req.query.backend);
+        return Reply.accepted(taskView(await tasks.enqueue({ nodeId: scanner, kind: ScanUnmanaged, payload: { backend: req.query.backend }, readOnce: true, subject: node.id })));
       },
     },
     {

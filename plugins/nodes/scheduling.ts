@@ -1,21 +1,52 @@
 import { Type } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { NodeAvailabilityActors } from '../../core/node-availability.js';
+import { SetNodeAvailability } from '../../core/orchestrator.js';
+import { taskView } from '../../core/tasks/queue.js';
 import type { RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeRecord } from './nodes.js';
-import { NodeParams } from './schemas.js';
+import { NodeParams, NodeTaskParams } from './schemas.js';
 
 /** Scheduling: cordon, drain and uncordon (hangar's availability, acted on by orchestrator plugins), and GPU sharing. */
 export function scheduling(ctx: NodesContext): NodesPart {
   const { services, nodes, events } = ctx;
 
+  /** Records what holds on the node (the event says what changed, or what failed). */
+  async function settle(id: string, asked: NodeRecord['availability'], reached: NodeRecord['availability'], failure?: string) {
+    const node = await nodes.require(id);
+    if (node.availability !== reached) {
+      const updated = await nodes.change(id, { availability: reached });
+      await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
+      services.events.publish('node.availability', { node: updated, availability: reached });
+    } else if (!failure) {
+      await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
+    }
+    if (failure) {
+      await events.record({ nodeId: id, kind: 'node_availability_failed', message: `${asked === 'active' ? 'uncordon' : asked === 'cordoned' ? 'cordon' : 'drain'} failed: ${failure}`, data: { asked, availability: reached } });
+    }
+  }
+
+  /**
+   * Cordon, drain or uncordon: passed on first to the cluster the node is a member of (the actors
+   * core's cluster kit contributes), and recorded once the cluster has done it. A node in no cluster
+   * is recorded at once. 200 with the node; 409 when the cluster refused (its reason; the node keeps
+   * what holds); 202 with the call's task when the cluster is still at it after
+   * clusters.availability_wait_seconds (read it at GET /v1/nodes/{id}/availability/{taskId}).
+   */
   async function setAvailability(id: string, availability: NodeRecord['availability']) {
-    await nodes.requireLive(id);
-    const updated = await nodes.change(id, { availability });
-    await events.record({ nodeId: id, kind: `node_${availability === 'active' ? 'uncordoned' : availability}`, message: `availability set to ${availability}` });
-    // Orchestrator plugins (swarm, kubernetes) act on this for their members.
-    services.events.publish('node.availability', { node: updated, availability });
-    return ctx.view(updated);
+    const node = await nodes.requireLive(id);
+    const change = { nodeId: id, availability, from: node.availability, settle: (reached: NodeRecord['availability'], failure?: string) => settle(id, availability, reached, failure) };
+    for (const actor of services.provided.contributions(NodeAvailabilityActors)) {
+      const outcome = await actor(change);
+      if (!outcome) continue;
+      if (outcome.status === 'failed') throw outcome.error;
+      if (outcome.status === 'running') return Reply.accepted(outcome.task);
+      return ctx.view(await nodes.require(id));
+    }
+    await settle(id, availability, availability);
+    return ctx.view(await nodes.require(id));
   }
 
   const routes: RouteDef[] = [
@@ -24,6 +55,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
       path: '/v1/nodes/{id}/cordon',
       auth: { role: 'admin' },
       summary: 'Mark unschedulable; running workloads are left alone',
+      otherStatuses: [202],
       schemas: { params: NodeParams },
       handler: (req) => setAvailability(req.params.id, 'cordoned'),
     },
@@ -31,15 +63,29 @@ export function scheduling(ctx: NodesContext): NodesPart {
       method: 'POST',
       path: '/v1/nodes/{id}/drain',
       auth: { role: 'admin' },
-      summary: 'Cordon and move workloads off',
+      summary: 'Cordon and move workloads off: 200 once the node’s cluster has drained it, 409 when the cluster refuses (a PodDisruptionBudget), 202 with the task while it is still draining',
+      otherStatuses: [202],
       schemas: { params: NodeParams },
       handler: (req) => setAvailability(req.params.id, 'drained'),
+    },
+    {
+      method: 'GET',
+      path: '/v1/nodes/{id}/availability/{taskId}',
+      auth: { role: 'admin' },
+      summary: 'A cordon, drain or uncordon answered 202: its status, then `error` when it failed (read once once finished)',
+      schemas: { params: NodeTaskParams },
+      async handler(req) {
+        const node = await nodes.require(req.params.id);
+        const task = taskView(await services.tasks.take(req.params.taskId, { kind: SetNodeAvailability.name, subject: node.id }));
+        return { task_id: task.task_id, status: task.status, ...(task.error ? { error: task.error } : {}) };
+      },
     },
     {
       method: 'POST',
       path: '/v1/nodes/{id}/uncordon',
       auth: { role: 'admin' },
       summary: 'Return a cordoned or drained node to service',
+      otherStatuses: [202],
       schemas: { params: NodeParams },
       async handler(req) {
         const node = await nodes.require(req.params.id);

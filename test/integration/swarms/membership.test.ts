@@ -115,6 +115,51 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     }
   });
 
+  it('cordon, drain and uncordon of a member reach the swarm’s manager before hangar records them: 200 once the engine did it (a swarm’s drain is immediate: cordoned, then drained); a cordon the engine refuses is a 409 with its reason, the availability unchanged', async function () {
+    this.timeout(30_000);
+    const { id, agent } = await nodeWithAgent('scheduled');
+    let refuse: string | undefined;
+    const script = answerTasks(agent, {
+      answers: {
+        init: () => ({ cluster_id: 'fake-scheduled', runtime_node_id: 'rt-scheduled' }),
+        members: () => ({ members: [] }),
+        inspectWorkloads: () => ({ workloads: [] }),
+        setNodeAvailability: (input) => ({ availability: input.availability }),
+        leave: () => ({ left: true }),
+      },
+      refusals: { setNodeAvailability: () => refuse },
+    });
+    const node = async () => (await api('GET', `/v1/nodes/${id}`)).json.data;
+    try {
+      const swarm = (await api('POST', '/v1/swarms', { name: 'scheduled' })).json.data;
+      expect((await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: id })).status).to.equal(202);
+      await waitFor(async () => (await swarmOf(swarm.id)).status === 'active', { timeoutMs: 20_000, intervalMs: 250, what: 'the swarm formed' });
+
+      const drained = await api('POST', `/v1/nodes/${id}/drain`);
+      expect(drained.status, drained.text).to.equal(200);
+      expect(drained.json.data).to.include({ availability: 'drained', status: 'drained' });
+      const asked = () => script.calls.filter((c) => c.method === 'setNodeAvailability').map((c) => `${c.input.runtime_node_id} ${c.input.availability}`);
+      expect(asked(), 'asked before the answer').to.deep.equal(['rt-scheduled cordoned', 'rt-scheduled drained']);
+      const back = await api('POST', `/v1/nodes/${id}/uncordon`);
+      expect(back.status, back.text).to.equal(200);
+      expect(back.json.data.availability).to.equal('active');
+      expect(asked().at(-1)).to.equal('rt-scheduled schedulable');
+
+      refuse = 'node rt-scheduled is not found';
+      const refused = await api('POST', `/v1/nodes/${id}/cordon`);
+      expect(refused.status, refused.text).to.equal(409);
+      expect(refused.json.message).to.equal(`cordoning node ${id} in swarm scheduled failed: node rt-scheduled is not found`);
+      expect((await node()).availability).to.equal('active');
+      const events = (await api('GET', `/v1/nodes/events?node_id=${id}`)).json.data as any[];
+      expect(events.map((e) => e.kind)).to.include('node_availability_failed');
+      refuse = undefined;
+      expect((await api('DELETE', `/v1/swarms/${swarm.id}?force=true`)).status).to.be.oneOf([200, 202]);
+      await waitFor(async () => (await api('GET', `/v1/swarms/${swarm.id}`)).status === 404, { timeoutMs: 20_000, intervalMs: 250, what: 'the swarm to go' });
+    } finally {
+      await script.stop();
+    }
+  });
+
   it('joining a node whose agent is older than typed tasks is refused at once (409 saying to update the agent), not left to fail in the background', async () => {
     const node = await api('POST', '/v1/nodes', { name: 'old-agent' });
     const agent = await FakeAgent.forNode(t, node.json.data.id);
