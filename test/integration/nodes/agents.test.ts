@@ -244,7 +244,7 @@ describeEachDialect('nodes: real agents as separate processes', (dialect) => {
         expect(res.status, res.text).to.equal(200);
         return res.json.data.status === 'failed' ? res.json.data : null;
       },
-      { timeoutMs: 5000, intervalMs: 50, what: 'the scan to fail' },
+      { timeoutMs: 15_000, intervalMs: 50, what: 'the scan to fail' },
     );
     expect(done).to.have.keys('task_id', 'status', 'error');
     expect(done.error).to.contain('no kubeconfig at /etc/rancher/k3s/k3s.yaml: k3s is not installed on this machine');
