@@ -76,8 +76,13 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
       });
     });
     after(async function () {
-      this.timeout(60_000);
+      this.timeout(180_000);
       for (const name of [namespace, ...made]) await kube?.api(CoreV1Api).deleteNamespace({ name }).catch(() => undefined);
+      // Gone before the next dialect drains the same node: a pod of a namespace still terminating
+      // cannot be evicted (403), and its drain would fail on it.
+      for (const name of [namespace, ...made]) {
+        await waitFor(async () => (await kube.api(CoreV1Api).readNamespace({ name }).then(() => false, () => true)), { timeoutMs: 50_000, what: `namespace ${name} gone` });
+      }
       await kube?.api(CoreV1Api).patchNode({ name: NODE, body: { spec: { unschedulable: false }, metadata: { annotations: { 'io.hangar.availability': null } } } }, mergePatch).catch(() => undefined);
       await stopOnAdoptedCluster(t);
     });
