@@ -5,7 +5,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
 import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
@@ -194,6 +194,42 @@ export default definePlugin({
     }
 
     /** Queues a run's task; the row first (its id names the snapshot), removed again when the agent is refused. */
+    /** A backup or restore of `volume` with `target`, running from now (a restore names its source). */
+    function newRun(operation: 'backup' | 'restore', volume: { id: string; node_id: string }, targetId: string, from: { snapshot_id?: string | null; source_id?: string } = {}): Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'> {
+      return {
+        id: newId(operation === 'backup' ? 'bak' : 'rst'),
+        operation,
+        volume_id: volume.id,
+        target_id: targetId,
+        node_id: volume.node_id,
+        status: 'running',
+        error: null,
+        snapshot_id: from.snapshot_id ?? null,
+        source_id: from.source_id ?? null,
+        bytes: null,
+        bytes_added: null,
+        files: null,
+        duration_seconds: null,
+        started_at: now(),
+        finished_at: null,
+      };
+    }
+
+    /** `GET /v1/volumes/{id}/<operation>s`: a volume's backups or restores, oldest first. */
+    function listRuns(operation: 'backup' | 'restore', summary: string): RouteDef {
+      return {
+        method: 'GET',
+        path: `/v1/volumes/{id}/${operation}s`,
+        auth: 'authenticated',
+        summary,
+        schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
+        async handler(req) {
+          const volume = await volumes.require(req.params.id);
+          return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor }), runView);
+        },
+      };
+    }
+
     async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'>, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
       const inserted = await runs.insert({ ...run, task_id: null, created_at: now(), updated_at: now() });
       let task: Task;
@@ -333,23 +369,13 @@ export default definePlugin({
             const target = await requireTarget(req.body.target_id);
             await requireVolumeOnResticNode(volume.id);
             const { task, run } = await start(
-              { id: newId('bak'), operation: 'backup', volume_id: volume.id, target_id: target.id, node_id: volume.node_id, status: 'running', error: null, snapshot_id: null, source_id: null, bytes: null, bytes_added: null, files: null, duration_seconds: null, started_at: now(), finished_at: null },
+              newRun('backup', volume, target.id),
               (r) => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeBackup, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target) } }),
             );
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
         },
-        {
-          method: 'GET',
-          path: '/v1/volumes/{id}/backups',
-          auth: 'authenticated',
-          summary: 'A volume’s backups, oldest first: restic snapshot id, time, size, files, duration, status',
-          schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
-          async handler(req) {
-            const volume = await volumes.require(req.params.id);
-            return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation: 'backup' }), limit: req.query.limit, cursor: req.query.cursor }), runView);
-          },
-        },
+        listRuns('backup', 'A volume’s backups, oldest first: restic snapshot id, time, size, files, duration, status'),
         {
           method: 'POST',
           path: '/v1/volumes/{id}/restore',
@@ -385,23 +411,13 @@ export default definePlugin({
             }
             await requireVolumeOnResticNode(volume.id);
             const { task, run } = await start(
-              { id: newId('rst'), operation: 'restore', volume_id: volume.id, target_id: target.id, node_id: volume.node_id, status: 'running', error: null, snapshot_id: source.snapshot_id, source_id: source.id, bytes: null, bytes_added: null, files: null, duration_seconds: null, started_at: now(), finished_at: null },
+              newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }),
               () => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeRestore, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, snapshot_id: source.snapshot_id!, ...repositoryPayload(target) } }),
             );
             return Reply.accepted({ task_id: task.id, restore: runView(run) });
           },
         },
-        {
-          method: 'GET',
-          path: '/v1/volumes/{id}/restores',
-          auth: 'authenticated',
-          summary: 'A volume’s restores, oldest first, with their status',
-          schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
-          async handler(req) {
-            const volume = await volumes.require(req.params.id);
-            return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation: 'restore' }), limit: req.query.limit, cursor: req.query.cursor }), runView);
-          },
-        },
+        listRuns('restore', 'A volume’s restores, oldest first, with their status'),
       ],
     };
   },
