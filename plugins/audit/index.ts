@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FinishedRequest } from '../../core/http/observers.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { AnonymousFlood } from './flood.js';
 import { AuditLog, auditMigrations, type NewAuditEntry } from './store.js';
 
@@ -225,7 +225,7 @@ export default definePlugin({
           : []),
       ],
       routes: [
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/audit',
           auth: { role: 'admin' },
@@ -233,7 +233,7 @@ export default definePlugin({
           description: 'Filters combine (and). `next_cursor` continues with older entries.',
           schemas: { query: AuditQuery, response: Type.Array(AuditEntryView) },
           handler: async (req) => Reply.page(await log.page(req.query)),
-        },
+        }),
       ],
     };
   },

@@ -6,7 +6,7 @@ import type { Store } from '../../core/db/store.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, Route, taskFailure, type LoadBalancerSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
 import { GatewayRef } from './api.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
 import { ClusterViewFields, type Clusters } from '../../core/clusters/service.js';
@@ -312,7 +312,7 @@ export default definePlugin({
         return state ? cluster : core.requireActive(cluster.id);
       };
       return [
-        {
+        defineRoute({
           method: 'POST' as const,
           path,
           auth: { role: 'admin' as const },
@@ -343,8 +343,8 @@ export default definePlugin({
             // Again: applied whatever the hash says, with the image configured now.
             return redeploy(lb, image());
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE' as const,
           path,
           auth: { role: 'admin' as const },
@@ -357,7 +357,7 @@ export default definePlugin({
             if (!lb) throw notFound(`${capitalized(noun)} ${cluster.name} has no load balancer`);
             return view(await lifecycle.start(lb.id, 'remove', {}, refused));
           },
-        },
+        }),
       ];
     }
 
@@ -381,7 +381,7 @@ export default definePlugin({
       },
       routes: [
         ...core.backends().flatMap((backend) => (backend.loadBalancer && core.naming(backend.name).path ? lbRoutes(backend, backend.loadBalancer) : [])),
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/gateway',
           auth: 'authenticated',
@@ -391,7 +391,7 @@ export default definePlugin({
             const lbs = await balancers.findAll();
             return { routes: await allRoutes(lbs), load_balancers: await Promise.all(lbs.map(view)) };
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/loadbalancers',
           summaries: { list: 'List load balancers, each with the routes it serves', get: 'Get a load balancer, with the routes it serves' },
@@ -400,7 +400,7 @@ export default definePlugin({
           view,
           response: LoadBalancerView,
         }),
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/loadbalancers/{id}/redeploy',
           auth: { role: 'admin' },
@@ -414,7 +414,7 @@ export default definePlugin({
             if (!profile) throw conflict(`${capitalized(core.nounOf(cluster))} ${cluster.name} takes no load balancer`);
             return redeploy(lb, profile.image(services.config));
           },
-        },
+        }),
       ],
     };
   },

@@ -6,7 +6,7 @@ import { PASSWORD_HASHERS } from '../../core/auth/passwords.js';
 import { safeEqual } from '../../core/crypto.js';
 import { badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, type HangarRequest } from '../../core/plugin.js';
+import { definePlugin, type HangarRequest, defineRoute } from '../../core/plugin.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
 import { establishPrincipal } from '../../core/auth/index.js';
@@ -152,15 +152,15 @@ export default definePlugin({
       ],
       routes: [
         ...sessions.routes(view),
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/bootstrap',
           auth: 'public',
           summary: 'Whether hangar is bootstrapped, and whether this caller may bootstrap without the secret (the dashboard’s first-run screen)',
           schemas: { response: Type.Object({ bootstrapped: Type.Boolean(), from_loopback: Type.Boolean({ description: 'POST /v1/bootstrap from here needs no X-Bootstrap-Secret' }) }) },
           handler: async (req) => ({ bootstrapped: await users.bootstrapClaimed(), from_loopback: settings.bootstrap_from_loopback && LOOPBACK.has(req.ip) }),
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/bootstrap',
           auth: 'public',
@@ -219,8 +219,8 @@ export default definePlugin({
               ca_pem: ca.operatorCertificates ? null : ca.caPem,
             };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/login',
           auth: 'public',
@@ -236,8 +236,8 @@ export default definePlugin({
             establishPrincipal(req.ctx, passwordPrincipal(user));
             return { ...identity.issueToken(user), token_type: 'Bearer', user: await view(user) };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/token',
           auth: 'authenticated',
@@ -248,8 +248,8 @@ export default definePlugin({
             const user = await users.require(req.principal.id);
             return { ...identity.issueToken(user), token_type: 'Bearer' };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/users',
           auth: { role: 'admin' },
@@ -274,8 +274,8 @@ export default definePlugin({
             const user = await users.create({ ...req.body, role: req.body.role ?? 'user', passwordHash });
             return view(user);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/iam/users',
           auth: { role: 'admin' },
@@ -285,16 +285,16 @@ export default definePlugin({
             const page = await users.list(req.query);
             return Reply.page({ items: await Promise.all(page.items.map(view)), next_cursor: page.next_cursor });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/iam/users/{id}',
           auth: { role: 'admin', orSelf: 'id' },
           summary: 'Get a user, with its properties',
           schemas: { params: UserIdParams, response: UserView },
           handler: async (req) => view(await users.require(req.params.id)),
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/iam/users/{id}',
           auth: { role: 'admin' },
@@ -306,8 +306,8 @@ export default definePlugin({
             await afterUserChange();
             return publicUser((await users.get(user.userid, { includeDeleted: true }))!);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'PATCH',
           path: '/v1/iam/users/{id}',
           auth: { role: 'admin', orSelf: 'id' },
@@ -344,8 +344,8 @@ export default definePlugin({
             if (email !== undefined) await afterUserChange();
             return view(updated);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/iam/users/{id}/lockout',
           auth: { role: 'admin' },
@@ -360,8 +360,8 @@ export default definePlugin({
             log.info({ user_id: user.userid, cleared }, 'login lockouts cleared');
             return { cleared };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/users/{id}/properties',
           auth: { role: 'admin', orSelf: 'id' },
@@ -372,8 +372,8 @@ export default definePlugin({
             await users.require(req.params.id);
             return users.addProperty(req.params.id, req.body.name, req.body.value);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/iam/users/{id}/properties/{propertyId}',
           auth: { role: 'admin', orSelf: 'id' },
@@ -383,8 +383,8 @@ export default definePlugin({
             if (!(await users.removeProperty(req.params.id, req.params.propertyId))) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
             return { deleted: true };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'PATCH',
           path: '/v1/iam/users/{id}/properties/{propertyId}',
           auth: { role: 'admin', orSelf: 'id' },
@@ -402,8 +402,8 @@ export default definePlugin({
             if (!changed) throw notFound(`No property ${req.params.propertyId} on user ${req.params.id}`);
             return changed;
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/users/{id}/password',
           auth: { role: 'admin', orSelf: 'id' },
@@ -430,8 +430,8 @@ export default definePlugin({
             log.info({ user_id: user.userid, keys_deleted }, 'password changed; earlier tokens revoked');
             return { updated: true, keys_deleted };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/iam/users/{id}/keys',
           auth: { role: 'admin', orSelf: 'id' },
@@ -447,8 +447,8 @@ export default definePlugin({
             const { key, secret } = await users.createKey(user.userid, req.body.description ?? null);
             return { ...publicKey(key), secret_access_key: secret };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/iam/users/{id}/keys',
           auth: { role: 'admin', orSelf: 'id' },
@@ -458,8 +458,8 @@ export default definePlugin({
             await users.require(req.params.id);
             return (await users.listKeys(req.params.id)).map(publicKey);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/iam/users/{id}/keys/{keyId}',
           auth: { role: 'admin', orSelf: 'id' },
@@ -469,7 +469,7 @@ export default definePlugin({
             if (!(await users.deleteKey(req.params.id, req.params.keyId))) throw notFound(`No key ${req.params.keyId} for user ${req.params.id}`);
             return { deleted: true };
           },
-        },
+        }),
       ],
     };
   },

@@ -7,7 +7,7 @@ import type { Migration } from '../../core/db/migrations.js';
 import type { Store } from '../../core/db/store.js';
 import { forbidden, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import type { HangarRequest, RouteDef } from '../../core/plugin.js';
+import { defineRoute, type HangarRequest, type RouteDef } from '../../core/plugin.js';
 import type { Identity } from './identity.js';
 import { Password, UserView } from './schemas.js';
 import { USER_CHANGES, type UserRecord } from './users.js';
@@ -169,7 +169,7 @@ export class Sessions {
       };
     };
     return [
-      {
+      defineRoute({
         method: 'POST',
         path: '/v1/iam/session',
         auth: 'public',
@@ -191,16 +191,16 @@ export class Sessions {
           const session = await this.start(user);
           return Reply.data({ user: await view(user), csrf_token: this.csrfToken(session.id), expires_at: session.expiresAt }, 201, { 'Set-Cookie': session.cookie });
         },
-      },
-      {
+      }),
+      defineRoute({
         method: 'GET',
         path: '/v1/iam/session',
         auth: 'authenticated',
         summary: 'Who is logged in, and the session’s CSRF token (the dashboard asks on load)',
         schemas: { response: SessionView },
         handler: current,
-      },
-      {
+      }),
+      defineRoute({
         method: 'DELETE',
         path: '/v1/iam/session',
         auth: 'authenticated',
@@ -209,7 +209,7 @@ export class Sessions {
           if (req.principal!.method === 'session') await this.end(String(req.principal!.session_id), req.principal!.id);
           return Reply.data({ ended: req.principal!.method === 'session' }, 200, { 'Set-Cookie': setCookie('', 0) });
         },
-      },
+      }),
     ];
   }
 }

@@ -4,7 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { renderTemplate } from '../../core/mail.js';
 import { speaksForWorkers } from '../../core/workers.js';
 import { establishPrincipal } from '../../core/auth/index.js';
-import { definePlugin, type RouteDef } from '../../core/plugin.js';
+import { definePlugin, type RouteDef, defineRoute } from '../../core/plugin.js';
 import { openApiRoute } from '../../core/openapi.js';
 import { Email, IdentityRef, identityOf, KeepApiKeys, Password, passwordPrincipal, USERS, type LoginIdentifier, type UserRecord } from '../iam/api.js';
 import { PASSWORD_RESET_PAIRS, PASSWORD_RESETS, PasswordResets } from './resets.js';
@@ -193,7 +193,7 @@ export default definePlugin({
     }
 
     const routes: RouteDef[] = [
-        {
+        defineRoute({
           method: 'POST',
           path: '/login',
           listener: 'login',
@@ -208,8 +208,8 @@ export default definePlugin({
             establishPrincipal(req.ctx, passwordPrincipal(user));
             return answer(user);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/refreshtoken',
           listener: 'login',
@@ -228,8 +228,8 @@ export default definePlugin({
             });
             return answer(user);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/login/resetrequest',
           listener: 'login',
@@ -260,8 +260,8 @@ export default definePlugin({
             }
             return { message: 'If the address belongs to an account, a reset token and code are on their way to it' };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/login/confirmcode',
           listener: 'login',
@@ -275,8 +275,8 @@ export default definePlugin({
             await resets.confirm(pair.id);
             return { confirmed: true };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/login/resetpassword',
           listener: 'login',
@@ -299,8 +299,8 @@ export default definePlugin({
             log.info({ user_id: user!.userid, keys_deleted }, 'password reset completed; earlier tokens revoked');
             return { reset: true, keys_deleted };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/sampleprotected/ping',
           listener: 'login',
@@ -308,8 +308,8 @@ export default definePlugin({
           summary: 'Sample of RequireAuthenticated',
           schemas: { response: Type.Object({ pong: Type.Literal(true), userid: Type.String() }, { additionalProperties: false }) },
           handler: (req) => ({ pong: true, userid: req.principal!.id }),
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/sampleprotected/pingadm',
           listener: 'login',
@@ -317,7 +317,7 @@ export default definePlugin({
           summary: 'Sample of RequireRole(admin)',
           schemas: { response: Type.Object({ pong: Type.Literal(true), userid: Type.String(), role: Type.String() }, { additionalProperties: false }) },
           handler: (req) => ({ pong: true, userid: req.principal!.id, role: req.principal!.role }),
-        },
+        }),
         openApiRoute(services, 'login', '/openapi.json'),
     ];
     // Browsers on the configured origins may call every route of the login API (login.cors_origins).

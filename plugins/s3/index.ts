@@ -5,7 +5,7 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { CreateObject, DeployWorkload, HANGAR_LABELS, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { S3Ref, type S3Api } from './api.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
@@ -211,7 +211,7 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/s3/instances',
           auth: { role: 'admin' },
@@ -259,7 +259,7 @@ export default definePlugin({
             }
             return Reply.accepted({ ...view(await lifecycle.start(record.id, 'deploy', {}, refused)), password });
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/s3/instances',
           summaries: { list: 'List object stores (never their passwords)', get: 'Get an object store: status, S3 and console domains (never its password)' },
@@ -268,7 +268,7 @@ export default definePlugin({
           view,
           response: Instance,
         }),
-        {
+        defineRoute({
           method: 'DELETE',
           path: '/v1/s3/instances/{id}',
           auth: { role: 'admin' },
@@ -282,7 +282,7 @@ export default definePlugin({
             routesChanged(current.cluster_id);
             return view(removing);
           },
-        },
+        }),
       ],
     };
   },

@@ -6,7 +6,7 @@ import { newId } from '../../core/ids.js';
 import { sleep } from '../../core/clock.js';
 import { CreateObject, DeleteObject, HANGAR_LABELS, ObjectUsers as ObjectUsersCall, PutObject, RemoveObject, RestartWorkload } from '../../core/orchestrator.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { PageQuery } from '../../core/http/resources.js';
 import { asHttpError, BeforeClusterRemoved, PlacementFilterQuery } from '../../core/clusters/service.js';
@@ -289,7 +289,7 @@ export default definePlugin({
       const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: `${kind} id, or its name when only one ${kind} has it` }) });
       const View = Type.Object({}, { additionalProperties: true });
       return [
-        {
+        defineRoute({
           method: 'POST',
           path: base,
           auth: { role: 'admin' },
@@ -356,8 +356,8 @@ export default definePlugin({
             }
             return view(record);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: base,
           auth: 'authenticated',
@@ -387,8 +387,8 @@ export default definePlugin({
             const users = await usersOfMany(kind, page.items.map((o) => o.id));
             return new Reply(200, { data: await Promise.all(page.items.map((o) => view(o, users.get(o.id)))), next_cursor: page.next_cursor });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: `${base}/{id}`,
           auth: 'authenticated',
@@ -396,8 +396,8 @@ export default definePlugin({
           errors: [409],
           schemas: { params: Params, response: View },
           handler: async (req) => view(await find(kind, req.params.id)),
-        },
-        {
+        }),
+        defineRoute({
           method: 'PUT',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
@@ -408,8 +408,8 @@ export default definePlugin({
             const found = await find(kind, req.params.id);
             return exclusive(found, () => rotate(found.id, bytes));
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
@@ -419,7 +419,7 @@ export default definePlugin({
             const found = await find(kind, req.params.id);
             return exclusive(found, () => remove(found.id));
           },
-        },
+        }),
       ];
     }
 

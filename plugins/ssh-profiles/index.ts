@@ -3,7 +3,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Repository } from '../../core/db/repository.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshCredentialFields, SshProfilesRef, type SshProfilesApi } from './api.js';
 
 const TABLE = 'ssh_profiles';
@@ -101,7 +101,7 @@ export default definePlugin({
     const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: 'id or name' }) });
     return {
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/ssh-profiles',
           auth: { role: 'admin' },
@@ -136,8 +136,8 @@ export default definePlugin({
             });
             return view(profile);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/ssh-profiles',
           auth: { role: 'admin' },
@@ -147,8 +147,8 @@ export default definePlugin({
             response: Type.Array(ProfileView),
           },
           handler: async (req) => Reply.page(await profiles.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/ssh-profiles/{id}',
           auth: { role: 'admin' },
@@ -159,8 +159,8 @@ export default definePlugin({
             if (!profile) throw notFound(`No SSH profile ${req.params.id}`);
             return view(profile);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/ssh-profiles/{id}',
           auth: { role: 'admin' },
@@ -172,7 +172,7 @@ export default definePlugin({
             await profiles.remove(profile.id);
             return { id: profile.id, deleted: true };
           },
-        },
+        }),
       ],
     };
   },

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { paginate } from '../../core/db/repository.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { TaggableResources } from '../../core/resources.js';
 import { RESOURCE_TYPES, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
 
@@ -93,7 +93,7 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'PUT',
           path: '/v1/tags',
           auth: { role: 'admin' },
@@ -109,8 +109,8 @@ export default definePlugin({
               .merge(['value', 'updated_at']);
             return { resource_type: type, resource_id: id, key, value };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/tags',
           auth: 'authenticated',
@@ -136,8 +136,8 @@ export default definePlugin({
             const page = await paginate(q, { keys: ['resource_type', 'resource_id'], limit: req.query.limit, cursor: req.query.cursor, decode: view, cursors: services.db.cursors, list: `tags:${req.query.key}` });
             return Reply.page(page);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/tags',
           auth: { role: 'admin' },
@@ -155,7 +155,7 @@ export default definePlugin({
             if (!removed) throw notFound(`No tag ${ref.key} on ${ref.resource_type} ${ref.resource_id}`);
             return { ...ref, deleted: true };
           },
-        },
+        }),
       ],
     };
   },

@@ -9,7 +9,7 @@ import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
 import { NfsClient, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
@@ -414,7 +414,7 @@ export default definePlugin({
         return [];
       },
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/volumes',
           auth: { role: 'admin' },
@@ -463,7 +463,7 @@ export default definePlugin({
             }
             return Reply.accepted(view(await lifecycle.start(volume.id, 'prepare', {}, () => conflict(`Volume ${volume.name} changed meanwhile`))));
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/volumes',
           summaries: { list: 'List volumes', get: 'Get a volume by id or name' },
@@ -472,7 +472,7 @@ export default definePlugin({
           view,
           response: Volume,
         }),
-        {
+        defineRoute({
           method: 'DELETE',
           path: '/v1/volumes/{id}',
           auth: { role: 'admin' },
@@ -489,7 +489,7 @@ export default definePlugin({
             const deleting = await lifecycle.start(volume.id, req.query.force ? 'force-delete' : 'delete', { error: null }, (v) => conflict(`Volume ${volume.name} is ${v?.status ?? 'gone'}`));
             return Reply.accepted({ ...view(deleting), note });
           },
-        },
+        }),
       ],
     };
   },
