@@ -20,6 +20,7 @@ const COMMANDS: Record<string, Commands> = {
   configure: async () => [(await import('./configure.js')).configureCommand],
   agent: async () => [(await import('../agent/command.js')).agentCommand],
   events: async () => [(await import('./events.js')).eventsCommand],
+  notify: async () => [(await import('./notify.js')).notifyCommand],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
 

@@ -24,6 +24,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   audit: () => import('./audit/index.js'),
   events: () => import('./events/index.js'),
   dashboard: () => import('./dashboard/index.js'),
+  notifications: () => import('./notifications/index.js'),
 };
 
 /** Built-in drivers by name; anything else in `drivers:` is a module path. swarm and k8s are orchestrator backends (core/clusters/backend.ts). */

@@ -64,6 +64,11 @@ function runSchemathesis(args: { schema: string; base: string; token: string; ca
     // be looked up and dialled off this machine. test/integration/backups drives it (bad input too).
     '--exclude-path',
     '/v1/backups/targets',
+    // Creating a notification channel resolves the host of the URL it names (the address check against
+    // server-side request forgery): generated host names would be looked up off this machine.
+    // test/integration/notifications drives it (bad input too); with no channel the rest answer 404.
+    '--exclude-path',
+    '/v1/notifications/channels',
     '--request-timeout',
     '30',
     '--report',

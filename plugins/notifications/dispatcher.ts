@@ -1,0 +1,75 @@
+import type { Logger } from '../../core/log.js';
+import type { DeliveryRecord, Outbox, RetryPolicy } from './store.js';
+import type { AttemptResult } from './send.js';
+
+/**
+ * Sends what the outbox holds, on the control plane that leads `notifications:deliver`: at most
+ * `concurrency` deliveries at once, each bounded by its own timeout, none awaited by the loop or
+ * by anything a request or the event bus does. A slow or dead receiver holds one slot until its
+ * timeout, never the API.
+ */
+export class Dispatcher {
+  private readonly inFlight = new Map<string, AbortController>();
+  private claiming = false;
+  private again = false;
+  private closed = false;
+
+  constructor(
+    private readonly outbox: Outbox,
+    private readonly send: (delivery: DeliveryRecord, signal: AbortSignal) => Promise<AttemptResult>,
+    private readonly options: { concurrency: number; holdMs: number; retry: RetryPolicy; log: Logger },
+  ) {}
+
+  get sending(): number {
+    return this.inFlight.size;
+  }
+
+  /** Takes due deliveries into free slots and starts them; returns without waiting for them. */
+  async turn(): Promise<void> {
+    if (this.closed) return;
+    if (this.claiming) {
+      this.again = true;
+      return;
+    }
+    this.claiming = true;
+    try {
+      do {
+        this.again = false;
+        const claimed = await this.outbox.claim(this.options.concurrency - this.inFlight.size, this.options.holdMs);
+        for (const delivery of claimed) this.start(delivery);
+      } while (this.again && !this.closed);
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  private start(delivery: DeliveryRecord): void {
+    const controller = new AbortController();
+    this.inFlight.set(delivery.id, controller);
+    void (async () => {
+      try {
+        const result = await this.send(delivery, controller.signal);
+        if (controller.signal.aborted) return;
+        const status = await this.outbox.settle(delivery, result, this.options.retry);
+        const line = { delivery_id: delivery.id, channel_id: delivery.channel_id, event_type: delivery.event_type, attempt: delivery.attempts + 1, status_code: result.status_code, latency_ms: result.latency_ms };
+        if (status === 'failed') this.options.log.warn({ ...line, error: result.error }, 'notification given up: the retry period is over');
+        else if (status === 'pending') this.options.log.info({ ...line, error: result.error }, 'notification attempt failed; it will be tried again');
+        else this.options.log.debug(line, 'notification delivered');
+      } catch (err) {
+        this.options.log.warn({ delivery_id: delivery.id, err: { message: (err as Error).message } }, 'recording a notification attempt failed; the delivery is taken again after its hold');
+      } finally {
+        this.inFlight.delete(delivery.id);
+      }
+      // A slot is free: what else is due goes now rather than at the next turn.
+      if (!this.closed) await this.turn().catch(() => undefined);
+    })();
+  }
+
+  /** Stops sending: attempts in flight are abandoned (not recorded) and their deliveries given back. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const ids = [...this.inFlight.keys()];
+    for (const controller of this.inFlight.values()) controller.abort();
+    await this.outbox.release(ids).catch((err: Error) => this.options.log.warn({ err: { message: err.message } }, 'giving back notifications in flight failed; they are taken again after their hold'));
+  }
+}

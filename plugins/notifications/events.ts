@@ -1,0 +1,132 @@
+import { newId } from '../../core/ids.js';
+import type { EventBus } from '../../core/events.js';
+
+export const SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+export const severityRank = (s: Severity) => SEVERITIES.indexOf(s);
+
+/** What a channel is sent: one event, the same on every attempt. */
+export interface NotificationEvent {
+  /** `nev-…`: the event (several channels may carry it; each delivery has its own idempotency key). */
+  id: string;
+  type: string;
+  occurred_at: string;
+  severity: Severity;
+  /** The resource it is about, when there is one. */
+  resource: { type: string; id: string } | null;
+  /** One line a person reads (chat and email channels show it). */
+  message: string;
+  data: Record<string, unknown>;
+}
+
+/** An event as a producer describes it (the id and time are filled in). */
+export type NewEvent = Omit<NotificationEvent, 'id' | 'occurred_at'> & { occurred_at?: string };
+
+/** A node event kind (plugins/nodes, bus topic `node.event`) that is also a notification type. */
+const NODE_KINDS: Record<string, { type: string; severity: (data: Record<string, unknown> | null) => Severity }> = {
+  node_created: { type: 'node.created', severity: () => 'info' },
+  node_joined: { type: 'node.joined', severity: () => 'info' },
+  node_status_changed: { type: 'node.status_changed', severity: (d) => (d?.to === 'offline' ? 'critical' : d?.to === 'ready' ? 'info' : 'warning') },
+  node_removed: { type: 'node.removed', severity: () => 'info' },
+  join_failed: { type: 'node.join_failed', severity: () => 'warning' },
+  certificate_issued: { type: 'certificate.issued', severity: () => 'info' },
+  certificates_revoked: { type: 'certificate.revoked', severity: () => 'warning' },
+};
+
+/**
+ * The event types a subscription may name, with what each says. Each comes from a topic of the
+ * in-process event bus (core/events.ts), translated by {@link bridgeEvents}.
+ */
+export const EVENT_TYPES: Record<string, string> = {
+  'node.created': 'a node record was created',
+  'node.joined': 'a machine joined as a node',
+  'node.status_changed': 'a node’s status changed (data.from, data.to; critical when it goes offline)',
+  'node.removed': 'a node was removed',
+  'node.join_failed': 'a machine failed to join',
+  'certificate.issued': 'a node’s client certificate was issued',
+  'certificate.revoked': 'a node’s certificates were revoked',
+  'task.failed': 'an agent’s task failed (warning)',
+  'cluster.member.joined': 'a node joined a swarm or Kubernetes cluster',
+  'cluster.member.left': 'a node left a swarm or Kubernetes cluster',
+  'volume.backup.succeeded': 'a volume backup finished',
+  'volume.backup.failed': 'a volume backup failed (critical)',
+  'volume.restore.succeeded': 'a volume restore finished',
+  'volume.restore.failed': 'a volume restore failed (critical)',
+  'alert.firing': 'an alert rule started firing (its severity)',
+  'alert.resolved': 'a firing alert resolved (info)',
+};
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v ? v : null);
+const asSeverity = (v: unknown, fallback: Severity): Severity => (SEVERITIES.includes(v as Severity) ? (v as Severity) : fallback);
+
+/** Completes an event a producer describes. */
+export function eventOf(e: NewEvent, now: Date): NotificationEvent {
+  return { id: newId('nev'), occurred_at: e.occurred_at ?? now.toISOString(), type: e.type, severity: e.severity, resource: e.resource, message: e.message, data: e.data };
+}
+
+/**
+ * Subscribes to the bus topics the declared types come from; `emit` is called at once with each
+ * (it must not block: the bus is synchronous). Answers the unsubscriber.
+ */
+export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): () => void {
+  const offs: Array<() => void> = [];
+  const on = (topic: string, translate: (payload: any) => NewEvent | null) =>
+    offs.push(
+      bus.subscribe(topic, (payload) => {
+        const event = translate(payload);
+        if (event) emit(event);
+      }),
+    );
+  on('node.event', (e: { node_id: string | null; identifier: string | null; kind: string; message: string | null; data: Record<string, unknown> | null }) => {
+    const kind = NODE_KINDS[e.kind];
+    if (!kind) return null;
+    return {
+      type: kind.type,
+      severity: kind.severity(e.data),
+      resource: e.node_id ? { type: 'node', id: e.node_id } : null,
+      message: e.message ?? `${kind.type}${e.node_id ? ` ${e.node_id}` : ''}`,
+      data: { node_id: e.node_id, identifier: e.identifier, ...(e.data ?? {}) },
+    };
+  });
+  on('task.failed', (t: { id: string; node_id: string; kind: string; subject: string | null; error: string | null }) => ({
+    type: 'task.failed',
+    severity: 'warning',
+    resource: { type: 'node', id: t.node_id },
+    message: `task ${t.id} (${t.kind}) on node ${t.node_id} failed: ${t.error ?? 'no reason given'}`,
+    data: { task_id: t.id, node_id: t.node_id, kind: t.kind, subject: t.subject, error: t.error },
+  }));
+  for (const what of ['joined', 'left'] as const) {
+    on(`cluster.member.${what}`, (m: { clusterId: string; nodeId: string }) => ({
+      type: `cluster.member.${what}`,
+      severity: 'info',
+      resource: { type: m.clusterId.startsWith('swarm-') ? 'swarm' : 'cluster', id: m.clusterId },
+      message: `node ${m.nodeId} ${what} ${m.clusterId}`,
+      data: { cluster_id: m.clusterId, node_id: m.nodeId },
+    }));
+  }
+  for (const operation of ['backup', 'restore'] as const) {
+    for (const status of ['succeeded', 'failed'] as const) {
+      on(`volume.${operation}.${status}`, (r: { id: string; volume_id: string; error?: string | null }) => ({
+        type: `volume.${operation}.${status}`,
+        severity: status === 'failed' ? 'critical' : 'info',
+        resource: { type: 'volume', id: r.volume_id },
+        message: `${operation} ${r.id} of volume ${r.volume_id} ${status}${r.error ? `: ${r.error}` : ''}`,
+        data: { ...r },
+      }));
+    }
+  }
+  for (const state of ['firing', 'resolved'] as const) {
+    on(`alert.${state}`, (a: { rule?: unknown; resource_type?: unknown; resource_id?: unknown; severity?: unknown; started_at?: unknown; message?: unknown }) => {
+      const type = str(a.resource_type);
+      const id = str(a.resource_id);
+      return {
+        type: `alert.${state}`,
+        severity: state === 'resolved' ? 'info' : asSeverity(a.severity, 'warning'),
+        resource: type && id ? { type, id } : null,
+        message: `${state === 'firing' ? 'FIRING' : 'resolved'}: ${str(a.message) ?? str(a.rule) ?? 'an alert'}`,
+        data: { rule: a.rule ?? null, resource_type: type, resource_id: id, severity: asSeverity(a.severity, 'warning'), started_at: a.started_at ?? null, message: a.message ?? null },
+      };
+    });
+  }
+  return () => offs.forEach((off) => off());
+}

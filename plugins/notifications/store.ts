@@ -1,0 +1,210 @@
+import type { Knex } from 'knex';
+import type { Clock } from '../../core/clock.js';
+import { StampedRepository, type Row } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
+import { newId } from '../../core/ids.js';
+import type { NotificationEvent, Severity } from './events.js';
+import { ATTEMPTS, CHANNELS, DELIVERIES, SUBSCRIPTIONS } from './migrations.js';
+import type { AttemptResult, ChannelKind } from './send.js';
+
+export interface ChannelRecord {
+  id: string;
+  name: string;
+  kind: ChannelKind;
+  url_sealed: string | null;
+  headers_sealed: string | null;
+  header_names: string[];
+  recipients: string[];
+  secret_sealed: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export interface SubscriptionRecord {
+  id: string;
+  channel_id: string;
+  event_types: string[];
+  resource_ids: string[];
+  tags: Record<string, string>;
+  min_severity: Severity;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export type DeliveryStatus = 'pending' | 'sending' | 'delivered' | 'failed';
+
+export interface DeliveryRecord {
+  id: string;
+  channel_id: string;
+  subscription_id: string | null;
+  event_id: string;
+  event_type: string;
+  event: NotificationEvent;
+  status: DeliveryStatus;
+  attempts: number;
+  due_ms: number;
+  give_up_ms: number;
+  last_error: string | null;
+  delivered_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export interface AttemptRecord {
+  delivery_id: string;
+  at: string;
+  status_code: number | null;
+  latency_ms: number;
+  error: string | null;
+}
+
+/**
+ * Channels and subscriptions are admin-only records: their writes are not announced on the change
+ * feed (the live event stream tells every user of the changes it hears of).
+ */
+export class ChannelStore extends StampedRepository<ChannelRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, CHANNELS, { json: ['header_names', 'recipients'], dates: ['created_at', 'updated_at'] }, clock);
+  }
+
+  override changed(): void {}
+}
+
+export class SubscriptionStore extends StampedRepository<SubscriptionRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, SUBSCRIPTIONS, { json: ['event_types', 'resource_ids', 'tags'], dates: ['created_at', 'updated_at'] }, clock);
+  }
+
+  override changed(): void {}
+}
+
+/** When a failed attempt is tried again, and when the outbox gives up. */
+export interface RetryPolicy {
+  baseMs: number;
+  maxMs: number;
+  periodMs: number;
+}
+
+/** The wait after the n-th failed attempt: base × 2^(n−1), at most max. */
+export const backoffMs = (policy: RetryPolicy, attempts: number) => Math.min(policy.maxMs, policy.baseMs * 2 ** Math.max(0, attempts - 1));
+
+/**
+ * The outbox: the deliveries still to make and those made, with each attempt. A delivery is
+ * claimed by setting it `sending` until a deadline (one statement, guarded by the state read, so
+ * two senders never take the same row); a sender that dies leaves it to be taken again after the
+ * deadline. Rows are never announced on the change feed.
+ */
+export class Outbox extends StampedRepository<DeliveryRecord> {
+  constructor(
+    store: Store,
+    private readonly clockOf: Clock,
+  ) {
+    super(store, DELIVERIES, { json: ['event'], dates: ['delivered_at', 'created_at', 'updated_at'] }, clockOf);
+  }
+
+  override changed(): void {}
+
+  override decode = (row: Row): DeliveryRecord => {
+    const r = this.codec.decode<DeliveryRecord>(row);
+    return { ...r, attempts: Number(r.attempts), due_ms: Number(r.due_ms), give_up_ms: Number(r.give_up_ms) };
+  };
+
+  /** Writes one delivery per channel for an event, all in `trx` (or a transaction of their own). */
+  async enqueue(event: NotificationEvent, targets: Array<{ channel_id: string; subscription_id: string }>, periodMs: number, trx?: Knex.Transaction): Promise<string[]> {
+    if (!targets.length) return [];
+    const now = this.clockOf.now();
+    const rows = targets.map((t) => ({
+      id: newId('ndl'),
+      channel_id: t.channel_id,
+      subscription_id: t.subscription_id,
+      event_id: event.id,
+      event_type: event.type,
+      event: JSON.stringify(event),
+      status: 'pending',
+      attempts: 0,
+      due_ms: now.getTime(),
+      give_up_ms: now.getTime() + periodMs,
+      last_error: null,
+      delivered_at: null,
+      created_at: now.toISOString(),
+      updated_at: now.toISOString(),
+    }));
+    const insert = (k: Knex.Transaction) => k(DELIVERIES).insert(rows);
+    if (trx) await insert(trx);
+    else await this.store.knex.transaction(insert);
+    return rows.map((r) => r.id);
+  }
+
+  /** Takes up to `limit` due deliveries (pending and due, or held by a sender whose deadline passed) until `holdMs` from now. */
+  async claim(limit: number, holdMs: number): Promise<DeliveryRecord[]> {
+    if (limit <= 0) return [];
+    const now = Date.now();
+    const due: Row[] = await this.query().whereIn('status', ['pending', 'sending']).where('due_ms', '<=', now).orderBy('due_ms').limit(limit);
+    const claimed: DeliveryRecord[] = [];
+    for (const row of due.map(this.decode)) {
+      const taken = await this.query()
+        .where({ id: row.id, status: row.status, due_ms: row.due_ms })
+        .update({ status: 'sending', due_ms: now + holdMs, updated_at: new Date(now).toISOString() });
+      if (taken) claimed.push({ ...row, status: 'sending', due_ms: now + holdMs });
+    }
+    return claimed;
+  }
+
+  /** Records an attempt and what follows: delivered, due again after the backoff, or failed past the retry period. */
+  async settle(delivery: DeliveryRecord, result: AttemptResult, policy: RetryPolicy): Promise<DeliveryStatus> {
+    const now = Date.now();
+    const attempts = delivery.attempts + 1;
+    const next = now + backoffMs(policy, attempts);
+    const status: DeliveryStatus = result.ok ? 'delivered' : next > delivery.give_up_ms ? 'failed' : 'pending';
+    await this.store.knex.transaction(async (trx) => {
+      await trx(ATTEMPTS).insert({ delivery_id: delivery.id, at: new Date(now - result.latency_ms).toISOString(), status_code: result.status_code, latency_ms: result.latency_ms, error: result.error });
+      await trx(DELIVERIES)
+        .where({ id: delivery.id, status: 'sending' })
+        .update({
+          status,
+          attempts,
+          due_ms: status === 'pending' ? next : now,
+          last_error: result.ok ? null : result.error,
+          delivered_at: result.ok ? new Date(now).toISOString() : null,
+          updated_at: new Date(now).toISOString(),
+        });
+    });
+    return status;
+  }
+
+  /** Gives deliveries held by this sender back (it stops): due at once for whoever sends next. */
+  async release(ids: string[]): Promise<void> {
+    if (ids.length) await this.query().whereIn('id', ids).where({ status: 'sending' }).update({ status: 'pending', due_ms: Date.now(), updated_at: new Date().toISOString() });
+  }
+
+  /** A delivered or failed delivery due again at once, with a new retry period; null when it is still on its way. */
+  async redeliver(id: string, periodMs: number): Promise<DeliveryRecord | null> {
+    const now = Date.now();
+    const changed = await this.query()
+      .where({ id })
+      .whereIn('status', ['delivered', 'failed'])
+      .update({ status: 'pending', due_ms: now, give_up_ms: now + periodMs, delivered_at: null, updated_at: new Date(now).toISOString() });
+    return changed ? this.get(id) : null;
+  }
+
+  /** The attempts of some deliveries, oldest first, by delivery. */
+  async attemptsOf(ids: string[]): Promise<Map<string, AttemptRecord[]>> {
+    const out = new Map<string, AttemptRecord[]>(ids.map((id) => [id, []]));
+    if (!ids.length) return out;
+    const rows: Row[] = await this.store.knex(ATTEMPTS).whereIn('delivery_id', ids).orderBy('id');
+    for (const r of rows) {
+      const at = r.at instanceof Date ? r.at.toISOString() : typeof r.at === 'number' ? new Date(r.at).toISOString() : String(r.at);
+      out.get(String(r.delivery_id))?.push({ delivery_id: String(r.delivery_id), at, status_code: r.status_code === null ? null : Number(r.status_code), latency_ms: Number(r.latency_ms), error: (r.error as string | null) ?? null });
+    }
+    return out;
+  }
+
+  /** Forgets a channel's deliveries and their attempts (the channel is deleted). */
+  async forgetChannel(channelId: string, trx: Knex.Transaction): Promise<void> {
+    await trx(ATTEMPTS).whereIn('delivery_id', trx(DELIVERIES).select('id').where({ channel_id: channelId })).delete();
+    await trx(DELIVERIES).where({ channel_id: channelId }).delete();
+  }
+}

@@ -1,0 +1,303 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomToken } from '../../../core/ids.js';
+import { waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { TestSmtpServer } from '../../support/smtp.js';
+import { hangarCli } from '../runner/support.js';
+import { Receiver } from './receiver.js';
+
+const PLUGINS = ['system', 'iam', 'nodes', 'notifications'];
+
+/** Fast retries, loopback receivers allowed (the refusal of both is checked against the defaults below). */
+const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
+
+/**
+ * Notifications through the API and the CLI against a real HTTP receiver on loopback (signature
+ * checked as docs/notifications.md tells receivers to) and the SMTP server the tests run. Events
+ * are made the way an operator makes them: creating a node record is a `node.created` event.
+ */
+describeEachDialect('notifications: signed webhooks and email from a durable outbox', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let smtp: TestSmtpServer;
+  let smtpPort: number;
+  const receiver = new Receiver();
+  const storage = dialect.freshStorage();
+  const run = randomToken(6).toLowerCase();
+  let channelId: string;
+  let nodes = 0;
+
+  const start = () =>
+    startHangar(dialect, { plugins: PLUGINS, storage, overrides: { notifications: LOOPBACK, mail: { host: '127.0.0.1', port: smtpPort, starttls: 'off' } } });
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  /** A node.created event: answers the node's id. */
+  const newNode = async () => {
+    const res = await api('POST', '/v1/nodes', { name: `n${++nodes}-${run}` });
+    expect(res.status, res.text).to.equal(201);
+    return res.json.data.id as string;
+  };
+  const deliveriesOf = async (nodeId: string) =>
+    ((await api('GET', `/v1/notifications/deliveries?limit=1000`)).json.data as Array<Record<string, any>>).filter((d) => d.event.resource?.id === nodeId);
+  const delivered = (nodeId: string, channel = channelId, timeoutMs = 20_000) =>
+    waitFor(async () => (await deliveriesOf(nodeId)).find((d) => d.channel_id === channel && d.status === 'delivered'), { timeoutMs, intervalMs: 100, what: `node ${nodeId}'s event to be delivered` });
+
+  before(async function () {
+    this.timeout(60_000);
+    smtp = new TestSmtpServer();
+    smtpPort = await smtp.start();
+    await receiver.start();
+    t = await start();
+    admin = await bootstrapAdmin(t);
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await t?.stop();
+    await receiver.stop();
+    await smtp?.stop();
+  });
+
+  it('creates a webhook channel whose secret is answered once, and tests it against the receiver', async () => {
+    const res = await api('POST', '/v1/notifications/channels', { name: `hook-${run}`, kind: 'webhook', url: receiver.url, headers: { Authorization: 'Bearer receiver-token' } });
+    expect(res.status, res.text).to.equal(201);
+    expect(res.json.data.secret).to.match(/^whsec_/);
+    expect(res.json.data).to.include({ kind: 'webhook', signed: true, url: receiver.url });
+    expect(res.json.data.header_names).to.deep.equal(['Authorization']);
+    receiver.secret = res.json.data.secret;
+    channelId = res.json.data.id;
+    const got = await api('GET', `/v1/notifications/channels/${channelId}`);
+    expect(got.json.data).to.not.have.property('secret');
+    expect(got.text).to.not.include(receiver.secret!).and.not.include('receiver-token');
+
+    const tested = await api('POST', `/v1/notifications/channels/${channelId}/test`);
+    expect(tested.status, tested.text).to.equal(200);
+    expect(tested.json.data).to.include({ ok: true, status_code: 200, error: null });
+    expect(tested.json.data.latency_ms).to.be.a('number');
+    const request = receiver.requests.at(-1)!;
+    expect(request.event).to.equal('notification.test');
+    expect(request.verified).to.equal(true);
+    expect(request.headers.authorization).to.equal('Bearer receiver-token');
+
+    // What a receiver that fails says comes back too.
+    receiver.mode = 'fail';
+    const failing = await api('POST', `/v1/notifications/channels/${channelId}/test`);
+    receiver.mode = 'ok';
+    expect(failing.json.data).to.include({ ok: false, status_code: 503 });
+    expect(failing.json.data.error).to.include('receiver unavailable');
+  });
+
+  it('delivers an event to a subscribed receiver exactly once, signed, with the delivery id as its idempotency key', async () => {
+    const sub = await api('POST', '/v1/notifications/subscriptions', { channel_id: `hook-${run}`, event_types: ['node.created'] });
+    expect(sub.status, sub.text).to.equal(201);
+    expect(sub.json.data).to.include({ channel_id: channelId, min_severity: 'info' });
+    const first = await newNode();
+    const delivery = await delivered(first);
+    expect(delivery.attempts).to.have.length(1);
+    expect(delivery.attempts[0]).to.include({ status_code: 200, error: null });
+    // A second event arriving after it: by then a duplicate of the first would have come too.
+    const second = await newNode();
+    await delivered(second);
+    const got = receiver.withKey(delivery.id);
+    expect(got).to.have.length(1);
+    expect(got[0]!.verified).to.equal(true);
+    expect(got[0]!.body).to.include({ type: 'node.created', id: delivery.event_id, severity: 'info' });
+    expect(got[0]!.body.resource).to.deep.equal({ type: 'node', id: first });
+    expect(receiver.requests.filter((r) => r.body.resource?.id === first)).to.have.length(1);
+  });
+
+  it('retries while the receiver is down and delivers after it comes back, with the same idempotency key', async function () {
+    this.timeout(60_000);
+    await receiver.stop();
+    const nodeId = await newNode();
+    const failing = await waitFor(async () => {
+      const d = (await deliveriesOf(nodeId))[0];
+      return d && d.attempts.length >= 2 ? d : null;
+    }, { timeoutMs: 20_000, what: 'two failed attempts' });
+    expect(failing.status).to.be.oneOf(['pending', 'sending']);
+    expect(failing.attempts[0].status_code).to.equal(null);
+    expect(failing.attempts[0].error).to.match(/ECONNREFUSED/);
+    await receiver.start();
+    const done = await delivered(nodeId);
+    expect(done.attempts.at(-1)).to.include({ status_code: 200 });
+    const got = receiver.withKey(done.id);
+    expect(got).to.have.length(1);
+    expect(got[0]!.verified).to.equal(true);
+  });
+
+  it('delivers what a stopped control plane was retrying once a new one runs on the same store', async function () {
+    this.timeout(90_000);
+    receiver.mode = 'fail';
+    const nodeId = await newNode();
+    const retried = await waitFor(async () => {
+      const d = (await deliveriesOf(nodeId))[0];
+      return d && d.attempts.length >= 1 ? d : null;
+    }, { timeoutMs: 20_000, what: 'a failed attempt' });
+    expect(retried.attempts[0].status_code).to.equal(503);
+    await t.stop();
+    receiver.mode = 'ok';
+    t = await start();
+    const done = await delivered(nodeId, channelId, 30_000);
+    expect(done.id).to.equal(retried.id);
+    expect(done.attempts.at(-1)).to.include({ status_code: 200 });
+    expect(receiver.withKey(done.id).filter((r) => r.body.resource?.id === nodeId).length).to.be.at.least(2);
+  });
+
+  it('answers API requests while a slow receiver holds a delivery', async function () {
+    this.timeout(60_000);
+    receiver.mode = 'hold';
+    const nodeId = await newNode();
+    await waitFor(() => receiver.holding > 0, { timeoutMs: 10_000, what: 'the receiver to hold a delivery' });
+    // The receiver has not answered; the API does, reads and writes alike.
+    const list = await api('GET', '/v1/notifications/channels');
+    expect(list.status).to.equal(200);
+    const other = await newNode();
+    expect(other).to.match(/^node-/);
+    expect(receiver.holding).to.be.greaterThan(0);
+    const pending = (await deliveriesOf(nodeId))[0]!;
+    expect(pending.status).to.equal('sending');
+    receiver.release();
+    await delivered(nodeId);
+    await delivered(other);
+  });
+
+  it('redelivers a delivered notification with the same idempotency key', async () => {
+    const nodeId = await newNode();
+    const done = await delivered(nodeId);
+    const again = await api('POST', `/v1/notifications/deliveries/${done.id}/redeliver`);
+    expect(again.status, again.text).to.equal(202);
+    await waitFor(() => receiver.withKey(done.id).length === 2, { timeoutMs: 10_000, what: 'the redelivery' });
+    const after = await delivered(nodeId);
+    expect(after.attempts).to.have.length(2);
+    expect((await api('POST', '/v1/notifications/deliveries/ndl-nothing/redeliver')).status).to.equal(404);
+  });
+
+  it('mails events to an email channel through the SMTP server, and tests it', async () => {
+    const to = `ops-${run}@example.test`;
+    const res = await api('POST', '/v1/notifications/channels', { name: `mail-${run}`, kind: 'email', recipients: [to] });
+    expect(res.status, res.text).to.equal(201);
+    expect(res.json.data).to.not.have.property('secret');
+    const mailChannel = res.json.data.id as string;
+    const tested = await api('POST', `/v1/notifications/channels/${mailChannel}/test`);
+    expect(tested.json.data).to.include({ ok: true, error: null });
+    await smtp.waitFor(to);
+    const sub = await api('POST', '/v1/notifications/subscriptions', { channel_id: mailChannel, event_types: ['node.created'] });
+    expect(sub.status, sub.text).to.equal(201);
+    const before = smtp.messages.length;
+    const nodeId = await newNode();
+    const mail = await smtp.waitFor(to, before);
+    expect(mail.subject).to.include('node.created');
+    expect(mail.text).to.include(nodeId);
+    const done = await delivered(nodeId, mailChannel);
+    expect(mail.text).to.include(done.id);
+  });
+
+  it('sends a Slack channel Slack’s message JSON, unsigned', async () => {
+    const res = await api('POST', '/v1/notifications/channels', { name: `slack-${run}`, kind: 'slack', url: `${receiver.url}/services/T0/B0/XXXX` });
+    expect(res.status, res.text).to.equal(201);
+    expect(res.json.data).to.include({ signed: false, url: `http://127.0.0.1:${receiver.port}/…` });
+    const tested = await api('POST', `/v1/notifications/channels/${res.json.data.id}/test`);
+    expect(tested.json.data).to.include({ ok: true });
+    const got = receiver.requests.at(-1)!;
+    expect(got.body.text).to.include('notification.test');
+    expect(got.headers).to.not.have.property('x-hangar-signature');
+    expect(got.key).to.match(/^ntest-/);
+  });
+
+  it('refuses bad input with a 400 naming the field', async () => {
+    const bad = async (p: string, body: unknown, field: string) => {
+      const res = await api('POST', p, body);
+      expect(res.status, res.text).to.equal(400);
+      expect(res.json.message).to.include(field);
+      return res.json.message as string;
+    };
+    expect(await bad('/v1/notifications/subscriptions', { channel_id: channelId, event_types: ['node.created', 'node.exploded'] }, 'body.event_types[1]')).to.include('node.exploded');
+    await bad('/v1/notifications/subscriptions', { channel_id: 'nch-none', event_types: ['node.created'] }, 'body.channel_id');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook', url: 'not a url' }, 'body.url');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook' }, 'body.url');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'email' }, 'body.recipients');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook', url: receiver.url, headers: { 'X-Hangar-Signature': 'forged' } }, 'body.headers.X-Hangar-Signature');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'pager', url: receiver.url }, 'kind');
+  });
+
+  it('round-trips channels, subscriptions and deliveries through the CLI', async function () {
+    this.timeout(120_000);
+    const work = mkdtempSync(path.join(os.tmpdir(), 'hangar-notify-cli-'));
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca };
+    const cli = async (...args: string[]) => {
+      const res = await hangarCli(args, { env, timeoutMs: 60_000 });
+      expect(res.code, `hangar ${args.join(' ')}\n${res.stdout}\n${res.stderr}`).to.equal(0);
+      return res.stdout;
+    };
+    try {
+      const created = await cli('notify', 'channel', 'create', `cli-${run}`, '--kind', 'webhook', '--url', receiver.url);
+      const secret = /secret: +(whsec_\S+)/.exec(created)?.[1];
+      expect(secret, created).to.be.a('string');
+      const id = /\((nch-[0-9a-z]+)\)/.exec(created)![1]!;
+      expect(await cli('notify', 'channel', 'list')).to.include(`cli-${run}`);
+      expect(await cli('notify', 'channel', 'get', `cli-${run}`)).to.include(id).and.not.include(secret!);
+      receiver.secret = secret!;
+      expect(await cli('notify', 'channel', 'test', `cli-${run}`)).to.match(/ok: 200/);
+      const subscribed = await cli('notify', 'subscribe', `cli-${run}`, '--event', 'node.created', '--min-severity', 'info');
+      expect(subscribed).to.match(/nsub-/);
+      const nodeId = await newNode();
+      const done = await delivered(nodeId, id);
+      expect(receiver.withKey(done.id)[0]!.verified).to.equal(true);
+      const listed = await cli('notify', 'deliveries', '--channel', id);
+      expect(listed).to.include(done.id).and.include('delivered');
+      expect(await cli('notify', 'deliveries', '--redeliver', done.id)).to.include(done.id);
+      await waitFor(() => receiver.withKey(done.id).length === 2, { timeoutMs: 10_000, what: 'the redelivery from the CLI' });
+      const refused = await hangarCli(['notify', 'subscribe', `cli-${run}`, '--event', 'node.nope'], { env });
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.include('body.event_types[0]');
+      expect(await cli('notify', 'channel', 'delete', `cli-${run}`)).to.include('deleted');
+      expect((await api('GET', `/v1/notifications/channels/${id}`)).status).to.equal(404);
+    } finally {
+      receiver.secret = null;
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
+
+describeEachDialect('notifications: receivers refused by default (server-side request forgery)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+
+  before(async function () {
+    this.timeout(60_000);
+    t = await startHangar(dialect, { plugins: PLUGINS });
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  for (const [what, url, says] of [
+    ['a plain http', 'http://example.com/hook', 'notifications.allow_http'],
+    ['a loopback', 'https://127.0.0.1:9/hook', 'notifications.allow_private_addresses'],
+    ['a name of loopback', 'https://localhost:9/hook', 'notifications.allow_private_addresses'],
+    ['a private', 'https://10.1.2.3/hook', 'notifications.allow_private_addresses'],
+    ['a link-local (cloud metadata)', 'https://169.254.169.254/latest', 'notifications.allow_private_addresses'],
+    ['an IPv6 loopback', 'https://[::1]/hook', 'notifications.allow_private_addresses'],
+    ['an IPv4-mapped IPv6 private', 'https://[::ffff:192.168.1.1]/hook', 'notifications.allow_private_addresses'],
+  ] as const) {
+    it(`refuses ${what} receiver URL with a 400 naming body.url`, async () => {
+      const res = await api('POST', '/v1/notifications/channels', { name: `ssrf-${randomToken(6).toLowerCase()}`, kind: 'webhook', url });
+      expect(res.status, res.text).to.equal(400);
+      expect(res.json.message).to.include('body.url').and.include(says);
+    });
+  }
+
+  it('refuses the same on a change of URL', async () => {
+    const res = await api('POST', '/v1/notifications/channels', { name: `mail-${randomToken(6).toLowerCase()}`, kind: 'discord', url: 'https://192.0.2.10/api/webhooks/1/x' });
+    expect(res.status, res.text).to.equal(201);
+    const patched = await api('PATCH', `/v1/notifications/channels/${res.json.data.id}`, { url: 'https://192.168.0.1/x' });
+    expect(patched.status, patched.text).to.equal(400);
+    expect(patched.json.message).to.include('body.url');
+  });
+});
