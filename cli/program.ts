@@ -21,6 +21,7 @@ const COMMANDS: Record<string, Commands> = {
   agent: async () => [(await import('../agent/command.js')).agentCommand],
   events: async () => [(await import('./events.js')).eventsCommand],
   notify: async () => [(await import('./notify.js')).notifyCommand],
+  restore: async () => [(await import('./control-plane-backup.js')).restoreCommand],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
 

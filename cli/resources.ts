@@ -3,6 +3,7 @@ import type { Argv, CommandModule, Options } from 'yargs';
 import { deployVerb } from './node.js';
 import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
+import { backupCreateCommand } from './control-plane-backup.js';
 
 /**
  * The resources of the CLI, as data: `hangar <noun> <verb>` for each, built by
@@ -813,11 +814,11 @@ export const RESOURCES: Resource[] = [
   },
 ];
 
-/** `hangar backup target …`: backups group their commands under one noun (more will join target: schedules, the control plane's backup). */
+/** `hangar backup target|create`: backups group their commands under one noun. */
 const backupCommand: CommandModule<object, Args> = {
   command: 'backup <group>',
-  describe: 'Backups: targets (S3 buckets for restic repositories); volume backups are hangar volume backup|backups|restore',
-  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).demandCommand(1)) as Argv<Args>,
+  describe: 'Backups: targets (S3 buckets for restic repositories) and the control plane’s own backup (create); volume backups are hangar volume backup|backups|restore',
+  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).command(backupCreateCommand as CommandModule<any, any>).demandCommand(1)) as Argv<Args>,
   handler: () => undefined,
 };
 

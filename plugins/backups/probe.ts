@@ -22,6 +22,8 @@ export class ProbeFailure extends Error {
 }
 
 const PROBE_TIMEOUT_MS = 15_000;
+/** An archive upload: one PUT of the whole object. */
+const UPLOAD_TIMEOUT_MS = 30 * 60_000;
 
 /** An object key under a prefix (no leading or doubled slashes). */
 export function keyUnder(prefix: string, name: string): string {
@@ -35,12 +37,12 @@ function s3Code(res: HttpResponse): { code: string | null; message: string | nul
 const CREDENTIAL_CODES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken', 'ExpiredToken', 'AuthorizationHeaderMalformed', 'InvalidSecurity']);
 
 /** One signed request for a key of the bucket (`null`: the bucket itself). */
-async function send(location: S3Location, method: string, key: string | null, body?: Buffer): Promise<HttpResponse> {
+async function send(location: S3Location, method: string, key: string | null, body?: Buffer, timeoutMs = PROBE_TIMEOUT_MS): Promise<HttpResponse> {
   const objectPath = key === null ? '' : `/${key.split('/').map(uriEncode).join('/')}`;
   const url = new URL(`${location.endpoint.replace(/\/$/, '')}/${uriEncode(location.bucket)}${objectPath}`);
   const headers = signS3Request({ method, url, region: location.region, credentials: location.credentials, body, headers: body ? { 'content-type': 'application/octet-stream' } : {} });
   try {
-    return await httpRequest(url.toString(), { method, headers: { accept: '*/*', ...headers }, body, timeoutMs: PROBE_TIMEOUT_MS });
+    return await httpRequest(url.toString(), { method, headers: { accept: '*/*', ...headers }, body, timeoutMs });
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     throw new ProbeFailure('endpoint_unreachable', `endpoint unreachable: ${location.endpoint} (${e.code ?? e.message})`);
@@ -77,4 +79,12 @@ export async function probeTarget(location: S3Location): Promise<void> {
   const deleted = await send(location, 'DELETE', key);
   if (failure) throw failure;
   if (deleted.status !== 204 && deleted.status !== 200) throw refusal(location, 'deleting the probe object', deleted);
+}
+
+/** Writes one object under the target's prefix (the control plane's backup archive); throws a ProbeFailure naming what failed. */
+export async function putObject(location: S3Location, name: string, body: Buffer): Promise<string> {
+  const key = keyUnder(location.prefix, name);
+  const put = await send(location, 'PUT', key, body, UPLOAD_TIMEOUT_MS);
+  if (put.status !== 200) throw refusal(location, `writing ${key}`, put);
+  return key;
 }

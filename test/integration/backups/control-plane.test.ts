@@ -1,0 +1,312 @@
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { extractArchive, writeArchive, entryFromFile } from '../../../core/backup/archive.js';
+import { httpRequest } from '../../../core/http/client.js';
+import { randomToken } from '../../../core/ids.js';
+import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
+import { describeEachDialect, TEST_MASTER_KEY, TestDialect, type DialectName } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, type Credentials } from '../../support/identity.js';
+import { PG_URL, postgresAvailable, requireService } from '../../support/requirements.js';
+import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
+import { BIN, hangarCli } from '../runner/support.js';
+import { signRequest } from '../../../core/auth/hmac.js';
+
+const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
+const PASSPHRASE = `drill-${randomToken(16)}`;
+
+/** A TCP port free now (taken, then released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+type Storage = { dataDir: string; schema: string | null };
+
+/** The environment that points `hangar` (backup create, restore, serve) at one installation. */
+function envFor(dialect: DialectName, storage: Storage, withMasterKey = dialect === 'postgres'): Record<string, string> {
+  return {
+    NODE_ENV: 'test',
+    HANGAR_DATA_DIR: storage.dataDir,
+    HANGAR_PLUGINS: PLUGINS.join(','),
+    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: storage.schema! } : {}),
+    ...(withMasterKey ? { HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY } : {}),
+  };
+}
+
+/**
+ * The control plane's own backup and restore drill: an installation with users, API keys, a
+ * backup target (its secret sealed) and a joined agent is backed up with `hangar backup create`
+ * while it serves, restored with `hangar restore` into a new data dir and database, and started
+ * with `hangar serve --config <restored-config.yaml>` on the same address: the users log in, an API
+ * key's sealed secret still verifies HMAC requests, the CA is the same and the agent comes back on
+ * its own with its client certificate. The same archive is also restored into the other dialect.
+ */
+describeEachDialect('control-plane backup and restore (hangar backup create, hangar restore)', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let alice: Credentials;
+  let s3: S3Server;
+  let bucket: S3Bucket;
+  let work: string;
+  let storage: Storage;
+  let archive: string;
+  let passphraseFile: string;
+  let nodeId: string;
+  let targetId: string;
+  let port: number;
+  let caPem: string;
+  let serve: ChildProcess | null = null;
+  let serveOutput = '';
+  const secrets: string[] = [];
+
+  const cli = (args: string[], env: Record<string, string>) => hangarCli(args, { env, timeoutMs: 120_000 });
+  const noSecretIn = (text: string) => {
+    for (const s of secrets) expect(text, 'a secret in the CLI output').not.to.include(s);
+  };
+
+  before(async function () {
+    this.timeout(S3_START_TIMEOUT_MS);
+    const available = s3Availability();
+    requireService(this, available.ok, available.why);
+    s3 = await S3Server.start();
+    bucket = await s3.bucket(`cp-${randomToken(6).toLowerCase()}`);
+    work = mkdtempSync(path.join(os.tmpdir(), 'hangar-cp-backup-'));
+    passphraseFile = path.join(work, 'passphrase');
+    writeFileSync(passphraseFile, `${PASSPHRASE}\n`, { mode: 0o600 });
+    archive = path.join(work, 'control-plane.hcpb');
+    storage = dialect.freshStorage();
+    // A fixed port, as an installation has: the restored control plane serves at the same address
+    // (the agent's, and the issuer of the tokens handed out before the backup).
+    port = await freePort();
+    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...FAST_NODES, api: { port } } });
+    caPem = t.caPem;
+    admin = await bootstrapAdmin(t);
+    alice = await createUser(t, admin, { username: `alice-${randomToken(4).toLowerCase()}`, role: 'user' });
+    const target = await t.request('POST', '/v1/backups/targets', {
+      headers: bearer(admin.token),
+      body: { name: 'offsite', endpoint: s3.endpoint, bucket: bucket.name, prefix: 'prod', access_key_id: s3.credentials.accessKeyId, secret_access_key: s3.credentials.secretAccessKey },
+    });
+    expect(target.status, target.text).to.equal(201);
+    targetId = target.json.data.id;
+    const token = await t.request('POST', '/v1/nodes/token', { headers: bearer(admin.token), body: {} });
+    const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url } });
+    nodeId = await joinedNodeId(agent);
+    await waitFor(async () => (await t.request('GET', `/v1/nodes/${nodeId}`, { headers: bearer(admin.token) })).json.data?.status === 'ready', { timeoutMs: 30_000, what: 'the node to be ready' });
+    secrets.push(PASSPHRASE, TEST_MASTER_KEY, GOOD_PASSWORD, admin.secretAccessKey, alice.secretAccessKey, s3.credentials.secretAccessKey);
+    // The JWT secret and a line of the CA key, where they are files (SQLite without a master key).
+    for (const f of ['jwt-secret', 'pki/ca.key']) {
+      const file = path.join(storage.dataDir, f);
+      if (existsSync(file)) secrets.push(readFileSync(file, 'utf8').split('\n').find((l) => l.length > 40 && !l.startsWith('-----'))!);
+    }
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await cleanupAgents();
+    if (serve && serve.exitCode === null) {
+      serve.kill('SIGTERM');
+      await new Promise((r) => serve!.once('exit', r));
+    }
+    await t?.stop().catch(() => undefined);
+    await s3?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('backs the serving control plane up into one encrypted file; the output names it and carries no secret', async function () {
+    this.timeout(120_000);
+    const res = await cli(['backup', 'create', '--to', archive, '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
+    expect(res.code, res.stderr).to.equal(0);
+    expect(res.stdout).to.include(`control-plane backup written to ${archive}`);
+    expect(res.stdout).to.include(`store: ${dialect.name}`);
+    noSecretIn(res.stdout + res.stderr);
+    expect(statSync(archive).mode & 0o777).to.equal(0o600);
+    const bytes = readFileSync(archive);
+    expect(bytes.subarray(0, 28).toString()).to.equal('HANGAR-CONTROL-PLANE-BACKUP ');
+    // Encrypted: no key, user name or passphrase in the clear.
+    for (const clear of ['PRIVATE KEY', alice.username, PASSPHRASE, 'hangar_migrations']) expect(bytes.includes(Buffer.from(clear)), clear).to.equal(false);
+  });
+
+  it('uploads the archive to a backup target with --target, under <prefix>/hangar-control-plane/', async function () {
+    this.timeout(120_000);
+    const res = await cli(['backup', 'create', '--target', 'offsite', '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
+    expect(res.code, res.stderr).to.equal(0);
+    noSecretIn(res.stdout + res.stderr);
+    const keys = await bucket.list('prod/hangar-control-plane/');
+    expect(keys).to.have.length(1);
+    expect(res.stdout).to.include(`target offsite: s3://${bucket.name}/${keys[0]}`);
+    const uploaded = path.join(work, 'uploaded.hcpb');
+    writeFileSync(uploaded, await bucket.get(keys[0]!));
+    const manifest = await extractArchive(uploaded, PASSPHRASE, mkdtempSync(path.join(work, 'x-')));
+    expect(manifest.dialect).to.equal(dialect.name);
+    const unknown = await cli(['backup', 'create', '--target', 'nowhere', '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
+    expect(unknown.code).to.equal(1);
+    expect(unknown.stderr).to.include('no backup target nowhere');
+    expect(targetId).to.match(/^bkt-/);
+  });
+
+  it('refuses a wrong passphrase, a damaged or truncated archive, a short passphrase and a newer schema, with messages that say so', async function () {
+    this.timeout(120_000);
+    const fresh = dialect.freshStorage();
+    const env = envFor(dialect.name, fresh);
+    const wrong = path.join(work, 'wrong');
+    writeFileSync(wrong, 'not-the-passphrase-at-all');
+    let res = await cli(['restore', archive, '--passphrase-file', wrong], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include(`the passphrase does not open ${archive}`);
+
+    const damaged = path.join(work, 'damaged.hcpb');
+    const bytes = Buffer.from(readFileSync(archive));
+    const middle = Math.floor(bytes.length / 2);
+    bytes[middle] = bytes[middle]! ^ 0x01;
+    writeFileSync(damaged, bytes);
+    res = await cli(['restore', damaged, '--passphrase-file', passphraseFile], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.match(/is damaged.*does not authenticate/);
+
+    const truncated = path.join(work, 'truncated.hcpb');
+    writeFileSync(truncated, readFileSync(archive).subarray(0, statSync(archive).size - 100));
+    res = await cli(['restore', truncated, '--passphrase-file', passphraseFile], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.match(/truncated|cut short/);
+
+    const short = path.join(work, 'short');
+    writeFileSync(short, 'tiny');
+    res = await cli(['backup', 'create', '--to', path.join(work, 'never.hcpb'), '--passphrase-file', short], envFor(dialect.name, storage));
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include('the passphrase is too short');
+    expect(existsSync(path.join(work, 'never.hcpb'))).to.equal(false);
+
+    // An archive whose schema has a migration this hangar does not know: made by a newer one.
+    const unpacked = mkdtempSync(path.join(work, 'newer-'));
+    const manifest = await extractArchive(archive, PASSPHRASE, unpacked);
+    const newer = path.join(work, 'newer.hcpb');
+    const { files, ...rest } = manifest as unknown as { files: Array<{ name: string; mode?: number }>; schema: { migrations: string[] }; hangar_version: string };
+    await writeArchive(
+      newer,
+      PASSPHRASE,
+      { ...rest, hangar_version: '99.0.0', schema: { migrations: [...rest.schema.migrations, 'core/999_from_the_future'] } },
+      await Promise.all(files.map(async (f) => ({ ...(await entryFromFile(f.name, path.join(unpacked, f.name))), mode: f.mode }))),
+    );
+    res = await cli(['restore', newer, '--passphrase-file', passphraseFile], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include('the archive was made by hangar 99.0.0 with a newer schema than this hangar');
+    expect(res.stderr).to.include('core/999_from_the_future');
+    for (const r of [res]) noSecretIn(r.stdout + r.stderr);
+    // Nothing was restored by any of these.
+    expect(existsSync(path.join(fresh.dataDir, 'restored-config.yaml'))).to.equal(false);
+  });
+
+  it('restores into an empty data dir and database only (--force replaces)', async function () {
+    this.timeout(120_000);
+    const res = await cli(['restore', archive, '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include('the new installation is not empty');
+    expect(res.stderr).to.include('--force');
+  });
+
+  it('hangar serve starts on the restored installation: users log in, sealed secrets open, the CA is the same, the agent comes back', async function () {
+    this.timeout(180_000);
+    const fresh = dialect.freshStorage();
+    const env = envFor(dialect.name, fresh);
+    // Something there already: only --force replaces it.
+    writeFileSync(path.join(fresh.dataDir, 'leftover'), 'x');
+    const refused = await cli(['restore', archive, '--passphrase-file', passphraseFile], env);
+    expect(refused.code).to.equal(1);
+    const res = await cli(['restore', archive, '--passphrase-file', passphraseFile, '--force'], env);
+    expect(res.code, res.stderr).to.equal(0);
+    noSecretIn(res.stdout + res.stderr);
+    const configFile = path.join(fresh.dataDir, 'restored-config.yaml');
+    expect(res.stdout).to.include(`start it with: hangar serve --config ${configFile}`);
+    expect(existsSync(path.join(fresh.dataDir, 'leftover'))).to.equal(false);
+    expect(statSync(configFile).mode & 0o777).to.equal(0o600);
+    expect(YAML.parse(readFileSync(configFile, 'utf8')).plugins).to.deep.equal(PLUGINS);
+
+    // The old control plane goes away; the restored one serves at its address.
+    await t.stop();
+    const restartedAt = new Date().toISOString();
+    serve = spawn(process.execPath, [BIN, 'serve', '--config', configFile], {
+      env: {
+        ...process.env,
+        NODE_ENV: 'test',
+        HANGAR_API__PORT: String(port),
+        HANGAR_LOG__LEVEL: 'info',
+        HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: '1',
+        HANGAR_NODES__OFFLINE_AFTER_SECONDS: '3',
+        HANGAR_TASKS__POLL_WAIT_SECONDS: '5',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    serve.stdout!.on('data', (c: Buffer) => (serveOutput += c.toString()));
+    serve.stderr!.on('data', (c: Buffer) => (serveOutput += c.toString()));
+    const url = `https://127.0.0.1:${port}`;
+    const call = (method: string, p: string, options: Record<string, unknown> = {}) => httpRequest(`${url}${p}`, { ca: caPem, method, ...options });
+    await waitFor(
+      async () => {
+        if (serve!.exitCode !== null) throw new Error(`hangar serve exited (${serve!.exitCode}):\n${serveOutput}`);
+        return (await call('GET', '/healthz').catch(() => null))?.status === 200;
+      },
+      { timeoutMs: 60_000, intervalMs: 300, what: 'the restored control plane to answer' },
+    );
+    // The same CA (the server certificate verified against it above).
+    expect((await call('GET', '/v1/ca')).text.trim()).to.equal(caPem.trim());
+    // Users log in with their passwords; a token issued before the backup still verifies (same JWT secret).
+    const login = await call('POST', '/v1/iam/login', { body: { username: alice.username, password: alice.password } });
+    expect(login.status, login.text).to.equal(200);
+    const byToken = await call('GET', `/v1/backups/targets/${targetId}`, { headers: bearer(admin.token) });
+    expect(byToken.status, byToken.text).to.equal(200);
+    // An API key's secret is sealed at rest: an HMAC-signed request verifies only if it unseals.
+    const signed = signRequest({ accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretAccessKey }, { method: 'GET', pathAndQuery: '/v1/backups/targets' });
+    const listed = await call('GET', '/v1/backups/targets', { headers: signed });
+    expect(listed.status, listed.text).to.equal(200);
+    expect(listed.json.data.map((x: { id: string }) => x.id)).to.deep.equal([targetId]);
+    // The agent reconnects by itself, its client certificate verified against the restored CA.
+    await waitFor(
+      async () => {
+        const node = (await call('GET', `/v1/nodes/${nodeId}`, { headers: bearer(admin.token) })).json.data;
+        return node?.status === 'ready' && node.last_heartbeat_at > restartedAt;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: `node ${nodeId} to heartbeat to the restored control plane` },
+    );
+    expect(serveOutput).not.to.include(PASSPHRASE);
+  });
+
+  it('restores the same archive into the other dialect', async function () {
+    this.timeout(180_000);
+    const otherName: DialectName = dialect.name === 'sqlite' ? 'postgres' : 'sqlite';
+    if (otherName === 'postgres') requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
+    const other = new TestDialect(otherName);
+    try {
+      const fresh = other.freshStorage();
+      // A SQLite archive keeps its CA in files: PostgreSQL needs a master key to move them into the store.
+      const res = await cli(['restore', archive, '--passphrase-file', passphraseFile], envFor(otherName, fresh, otherName === 'postgres'));
+      expect(res.code, res.stderr).to.equal(0);
+      expect(res.stdout).to.include(`store: ${dialect.name} → ${otherName}`);
+      noSecretIn(res.stdout + res.stderr);
+      const restored = YAML.parse(readFileSync(path.join(fresh.dataDir, 'restored-config.yaml'), 'utf8')) as { secrets?: { master_key?: string } };
+      const u = await startHangar(other, { plugins: PLUGINS, storage: fresh, overrides: { secrets: { master_key: restored.secrets?.master_key ?? null } } });
+      try {
+        expect(u.caPem.trim()).to.equal(caPem.trim());
+        const login = await u.request('POST', '/v1/iam/login', { body: { username: admin.username, password: admin.password } });
+        expect(login.status, login.text).to.equal(200);
+        const signed = signRequest({ accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretAccessKey }, { method: 'GET', pathAndQuery: `/v1/nodes/${nodeId}` });
+        const node = await u.request('GET', `/v1/nodes/${nodeId}`, { headers: signed });
+        expect(node.status, node.text).to.equal(200);
+        expect((await u.request('GET', '/v1/backups/targets', { headers: bearer(login.json.data.token) })).json.data[0].id).to.equal(targetId);
+      } finally {
+        await u.stop();
+      }
+    } finally {
+      await other.cleanup();
+    }
+  });
+});
