@@ -116,7 +116,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
     }
   }
   for (const state of ['firing', 'resolved'] as const) {
-    on(`alert.${state}`, (a: { rule?: unknown; resource_type?: unknown; resource_id?: unknown; severity?: unknown; started_at?: unknown; message?: unknown }) => {
+    on(`alert.${state}`, (a: Record<string, unknown> & { rule?: unknown; resource_type?: unknown; resource_id?: unknown; severity?: unknown; started_at?: unknown; message?: unknown }) => {
       const type = str(a.resource_type);
       const id = str(a.resource_id);
       return {
@@ -124,7 +124,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
         severity: state === 'resolved' ? 'info' : asSeverity(a.severity, 'warning'),
         resource: type && id ? { type, id } : null,
         message: `${state === 'firing' ? 'FIRING' : 'resolved'}: ${str(a.message) ?? str(a.rule) ?? 'an alert'}`,
-        data: { rule: a.rule ?? null, resource_type: type, resource_id: id, severity: asSeverity(a.severity, 'warning'), started_at: a.started_at ?? null, message: a.message ?? null },
+        data: { ...a, rule: a.rule ?? null, resource_type: type, resource_id: id, severity: asSeverity(a.severity, 'warning'), started_at: a.started_at ?? null, message: a.message ?? null },
       };
     });
   }

@@ -28,6 +28,7 @@ export const NotificationsConfigSchema = Type.Object(
     timeout_seconds: Type.Number({ minimum: 0.1, maximum: 120, default: 10, description: 'how long one attempt may take (connect, send, the answer)' }),
     concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 8, description: 'deliveries sent at once by the control plane that sends' }),
     poll_interval_ms: Type.Integer({ minimum: 50, maximum: 60_000, default: 1000, description: 'how often the outbox is looked at for due deliveries (besides at once when this process writes one)' }),
+    retention_days: Type.Integer({ minimum: 0, default: 30, description: 'delivered and failed deliveries (and their attempts) older than this are deleted; 0 keeps them for ever' }),
     mail_from: Type.String({ minLength: 3, default: 'hangar <noreply@localhost>', description: 'the From of email notifications (sent through mail:)' }),
   },
   { additionalProperties: false, default: {} },
@@ -326,7 +327,23 @@ export default definePlugin({
         unbridge();
         await dispatcher.close();
       },
-      loops: services.serving ? [{ name: LOOP, once: true, immediately: true, intervalMs: settings.poll_interval_ms, run: () => dispatcher.turn() }] : [],
+      loops: [
+        ...(services.serving ? [{ name: LOOP, once: true, immediately: true, intervalMs: settings.poll_interval_ms, run: () => dispatcher.turn() }] : []),
+        ...(settings.retention_days
+          ? [
+              {
+                name: 'notifications:retention',
+                once: true,
+                intervalMs: 3600_000,
+                async run() {
+                  const before = new Date(clock.now().getTime() - settings.retention_days * 86_400_000);
+                  const pruned = await outbox.prune(before);
+                  if (pruned) log.info({ pruned, before: before.toISOString() }, 'notifications: deliveries past their retention deleted');
+                },
+              },
+            ]
+          : []),
+      ],
       routes: [
         {
           method: 'POST',

@@ -202,6 +202,16 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
     return out;
   }
 
+  /** Deletes delivered and failed deliveries (with their attempts) last changed before `before`; answers how many. */
+  async prune(before: Date): Promise<number> {
+    const pruned = await this.store.knex.transaction(async (trx) => {
+      const old = trx(DELIVERIES).select('id').whereIn('status', ['delivered', 'failed']).where('updated_at', '<', before.toISOString());
+      await trx(ATTEMPTS).whereIn('delivery_id', old).delete();
+      return trx(DELIVERIES).whereIn('status', ['delivered', 'failed']).where('updated_at', '<', before.toISOString()).delete();
+    });
+    return Number(pruned ?? 0);
+  }
+
   /** Forgets a channel's deliveries and their attempts (the channel is deleted). */
   async forgetChannel(channelId: string, trx: Knex.Transaction): Promise<void> {
     await trx(ATTEMPTS).whereIn('delivery_id', trx(DELIVERIES).select('id').where({ channel_id: channelId })).delete();

@@ -110,6 +110,28 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     expect(receiver.requests.filter((r) => r.body.resource?.id === first)).to.have.length(1);
   });
 
+  it('delivers alerts the alerts plugin publishes, filtered by resource and least severity', async () => {
+    const sub = await api('POST', '/v1/notifications/subscriptions', { channel_id: channelId, event_types: ['alert.firing', 'alert.resolved'], resource_ids: [`node-a${run}`], min_severity: 'critical' });
+    expect(sub.status, sub.text).to.equal(201);
+    // As plugins/alerts publishes them on the bus.
+    const alert = (resource: string, severity: string, message: string) => ({ id: `alert-${message}`, rule: 'node_offline', resource_type: 'node', resource_id: resource, severity, started_at: new Date().toISOString(), message });
+    const bus = t.hangar.services.events;
+    bus.publish('alert.firing', alert(`node-a${run}`, 'warning', `low-${run}`));
+    bus.publish('alert.firing', alert(`node-b${run}`, 'critical', `other-${run}`));
+    bus.publish('alert.resolved', alert(`node-a${run}`, 'critical', `resolved-${run}`));
+    bus.publish('alert.firing', alert(`node-a${run}`, 'critical', `down-${run}`));
+    const done = await delivered(`node-a${run}`);
+    expect(done.event).to.include({ type: 'alert.firing', severity: 'critical' });
+    expect(done.event.data).to.include({ rule: 'node_offline', id: `alert-down-${run}` });
+    const got = receiver.withKey(done.id);
+    expect(got).to.have.length(1);
+    expect(got[0]!.body.message).to.include(`down-${run}`);
+    // The warning, the other resource and the resolution (info) were below the filters: no delivery of theirs.
+    const alerts = ((await api('GET', '/v1/notifications/deliveries?event_type=alert.firing')).json.data as unknown[]).concat((await api('GET', '/v1/notifications/deliveries?event_type=alert.resolved')).json.data);
+    expect(alerts).to.have.length(1);
+    expect((await api('DELETE', `/v1/notifications/subscriptions/${sub.json.data.id}`)).status).to.equal(204);
+  });
+
   it('retries while the receiver is down and delivers after it comes back, with the same idempotency key', async function () {
     this.timeout(60_000);
     await receiver.stop();
