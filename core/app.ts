@@ -239,6 +239,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       joinPathWaitMs: config.clusters.join_path_wait_seconds * 1000,
       availabilityWaitMs: config.clusters.availability_wait_seconds * 1000,
       drainTimeoutSeconds: config.clusters.drain_timeout_seconds,
+      revisionsKept: config.clusters.revisions_kept,
     },
   );
   const services: Services = {

@@ -66,6 +66,47 @@ export const ObjectRef = Type.Object({
 export type ObjectRef = Static<typeof ObjectRef>;
 
 /**
+ * A health check a workload declares: exactly one probe (an HTTP GET of a path on a container port,
+ * a TCP connection to a port, or a command run in the container) and how often it runs. Drivers
+ * render it: a swarm service's Docker healthcheck, a Kubernetes container's readinessProbe.
+ */
+export const HealthSpec = Type.Object(
+  {
+    http: Type.Optional(
+      Type.Object(
+        {
+          path: Type.String({ pattern: "^/[A-Za-z0-9._~/%?=&+:@,;-]*$", maxLength: 1024, description: 'the path to GET (an answer 200-399 is healthy)' }),
+          port: Type.Integer({ minimum: 1, maximum: 65535, description: 'the container port' }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    tcp: Type.Optional(Type.Object({ port: Type.Integer({ minimum: 1, maximum: 65535, description: 'the container port that must accept a connection' }) }, { additionalProperties: false })),
+    command: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 100, description: 'run in the container: exit 0 is healthy' })),
+    interval_s: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, description: 'seconds between checks (default 10)' })),
+    timeout_s: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, description: 'seconds one check may take (default 5)' })),
+    retries: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'failed checks in a row before unhealthy (default 3)' })),
+    start_period_s: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600, description: 'seconds after start during which failures do not count (default 0)' })),
+  },
+  { additionalProperties: false },
+);
+export type HealthSpec = Static<typeof HealthSpec>;
+
+/** A health check's timings with the defaults filled in (what drivers render). */
+export function healthTimings(health: HealthSpec): { interval_s: number; timeout_s: number; retries: number; start_period_s: number } {
+  return { interval_s: health.interval_s ?? 10, timeout_s: health.timeout_s ?? 5, retries: health.retries ?? 3, start_period_s: health.start_period_s ?? 0 };
+}
+
+/** What is wrong with a health check beyond its schema (null when nothing): exactly one probe, a timeout within the interval. */
+export function healthFault(health: HealthSpec): { field: string; message: string } | null {
+  const probes = (['http', 'tcp', 'command'] as const).filter((k) => health[k] !== undefined);
+  if (probes.length !== 1) return { field: '', message: `give exactly one of http, tcp and command (got ${probes.length ? probes.join(' and ') : 'none'})` };
+  const { interval_s, timeout_s } = healthTimings(health);
+  if (timeout_s > interval_s) return { field: '.timeout_s', message: `timeout_s (${timeout_s}) must not exceed interval_s (${interval_s})` };
+  return null;
+}
+
+/**
  * One long-running workload hangar creates directly (an instance, a load balancer, an object
  * store), said as what the user wants; each driver translates it into its orchestrator's terms.
  */
@@ -96,6 +137,8 @@ export const WorkloadSpec = Type.Object({
   /** Each replica's hostname names its workload and its slot (`inst-web-2`). */
   replica_hostnames: Type.Optional(Type.Boolean()),
   labels: Type.Optional(Labels),
+  /** Its health check (none: the image's own HEALTHCHECK, if any, on a swarm). */
+  health: Type.Optional(HealthSpec),
 });
 export type WorkloadSpec = Static<typeof WorkloadSpec>;
 

@@ -3,6 +3,8 @@ import type { Migration } from '../db/migrations.js';
 
 export const CLUSTERS = 'clusters';
 export const CLUSTER_MEMBERS = 'cluster_members';
+/** Spec revisions of the workloads on clusters (instances, services): core/clusters/revisions.ts. */
+export const SPEC_REVISIONS = 'spec_revisions';
 
 /** The columns an operation lease adds to a record (core/lifecycle.ts). */
 export function leaseColumns(t: Knex.CreateTableBuilder | Knex.AlterTableBuilder): void {
@@ -91,3 +93,28 @@ export const clusterMigrations: Migration[] = [
     },
   },
 ];
+
+/** The table of spec revisions (after the store probe, 009, in core's list). */
+export const specRevisionsMigration: Migration = {
+  id: '010_spec_revisions',
+  async up(knex) {
+    await knex.schema.createTable(SPEC_REVISIONS, (t) => {
+      t.string('id', 64).primary();
+      /** instance | service */
+      t.string('resource_type', 40).notNullable();
+      t.string('resource_id', 64).notNullable();
+      t.integer('number').notNullable();
+      /** Who asked for it (null: made by a migration). */
+      t.string('principal_id', 64).nullable();
+      t.string('principal_name', 255).nullable();
+      /** The spec as the resource's plugin keeps it. */
+      t.json('spec').notNullable();
+      /** The secret and config versions it used: [{kind, id, name, version}]. */
+      t.json('objects').notNullable();
+      /** The revision a rollback returned to (null for any other change). */
+      t.integer('rollback_of').nullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.unique(['resource_type', 'resource_id', 'number']);
+    });
+  },
+};

@@ -17,6 +17,7 @@ import { NetworkConfirmPath, type PathTarget } from '../tasks/host-kinds.js';
 import { overlayUnusable, type OverlayMember } from '../overlay.js';
 import { taskView, type Task, type TaskQueue } from '../tasks/queue.js';
 import { capitalized, ClusterStore, MemberStore, type ClusterRecord } from './store.js';
+import { RevisionStore } from './revisions.js';
 import type { Peers } from '../workers.js';
 
 /** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
@@ -107,6 +108,8 @@ export interface ClusterSettings {
   availabilityWaitMs?: number;
   /** How long a drain may wait for evictions and evicted pods (sent with the call; default: the driver's). */
   drainTimeoutSeconds?: number;
+  /** Spec revisions kept per instance and service (default 10). */
+  revisionsKept?: number;
 }
 
 /** The parts of a node record that say how other members reach it. */
@@ -162,6 +165,8 @@ export class Clusters {
   readonly members: MemberStore;
   readonly jobs: BackgroundJobs;
   readonly settings: ClusterSettings;
+  /** The spec revisions of instances and services (./revisions.ts). */
+  readonly revisions: RevisionStore;
   private readonly backendCache = new Map<string, string>();
   private readonly registered = new Map<string, ClusterBackend>();
   private readonly lifecycles: Array<{ lifecycle: Lifecycle<LeasedRecord, unknown>; owner: string | null }> = [];
@@ -176,6 +181,7 @@ export class Clusters {
     this.members = new MemberStore(deps.db, deps.clock);
     this.jobs = new BackgroundJobs(deps.log, deps.shutdown);
     this.settings = { ...settings };
+    this.revisions = new RevisionStore(deps.db, deps.clock, () => this.settings.revisionsKept ?? 10);
   }
 
   /** Changes settings before start-up ends (a plugin's older configuration keys). */

@@ -48,7 +48,13 @@ export interface WorkloadKindParts {
 
 export function defineWorkloadKind<R extends WorkloadRecord, O>(services: Services, def: WorkloadKindDef<R, O>): WorkloadKindParts {
   const { provided } = services;
-  const forget = recordRemover(services.events, def.type, def.store);
+  const removeRecord = recordRemover(services.events, def.type, def.store);
+  // Its spec revisions go with it.
+  const forget = async (id: string) => {
+    const removed = await removeRecord(id);
+    await services.clusters.revisions.forget(def.type, id);
+    return removed;
+  };
   const onCluster = (clusterId: string) => def.store.findAll({ cluster_id: clusterId } as Partial<R>);
   provided.contribute(ClusterWorkloads, {
     type: def.type,

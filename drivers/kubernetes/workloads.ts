@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
-import type { V1Container, V1Deployment, V1Ingress, V1NodeSelectorRequirement, V1PodSpec, V1Service, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { HANGAR_LABELS } from '../../core/orchestrator.js';
+import type { V1Container, V1Deployment, V1Probe, V1Ingress, V1NodeSelectorRequirement, V1PodSpec, V1Service, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import { HANGAR_LABELS, healthTimings, type HealthSpec } from '../../core/orchestrator.js';
 import type { ClusterContext, WorkloadSpec, WorkloadState } from './contract.js';
 import {
   apply,
@@ -54,6 +54,16 @@ function mountPath(kind: 'secret' | 'config', target: string): string {
   return kind === 'secret' ? posix.join('/run/secrets', target) : posix.join('/', target);
 }
 
+/** A declared health check as the container's readinessProbe: a pod that fails it takes no traffic and holds a rollout. */
+export function readinessProbeOf(health: HealthSpec): V1Probe {
+  const t = healthTimings(health);
+  const probe: V1Probe = { periodSeconds: t.interval_s, timeoutSeconds: t.timeout_s, failureThreshold: t.retries, initialDelaySeconds: t.start_period_s };
+  if (health.command) probe.exec = { command: [...health.command] };
+  else if (health.http) probe.httpGet = { path: health.http.path, port: health.http.port };
+  else probe.tcpSocket = { port: health.tcp!.port };
+  return probe;
+}
+
 /** The pod spec of a workload: one container, its mounts, where it may run. */
 function podSpec(spec: WorkloadSpec, clusterNodes: Record<string, string>): V1PodSpec {
   const volumes: V1Volume[] = [];
@@ -84,6 +94,7 @@ function podSpec(spec: WorkloadSpec, clusterNodes: Record<string, string>): V1Po
     ports: (spec.exposure?.ports ?? []).map((p) => ({ containerPort: p.target, protocol: p.protocol === 'udp' ? 'UDP' : 'TCP' })),
     resources: Object.keys(limits).length ? { limits } : {},
     volumeMounts: mounts,
+    ...(spec.health ? { readinessProbe: readinessProbeOf(spec.health) } : {}),
   };
   const nodes = allowedNodes(spec, clusterNodes);
   const requirements: V1NodeSelectorRequirement[] = nodes ? [{ key: 'metadata.name', operator: 'In', values: nodes }] : [];

@@ -1,4 +1,4 @@
-import { HANGAR_LABELS, type LogOptions, type ObjectRef, type PortSpec, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_LABELS, healthTimings, type HealthSpec, type LogOptions, type ObjectRef, type PortSpec, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { attempt, body, checkName, failure, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { ensureNetwork, findObjectId, HANGAR_EDGE_NETWORK, nfsOptions, type ObjectKind } from './objects.js';
@@ -74,6 +74,24 @@ async function objectRefs(ctx: SwarmContext, kind: ObjectKind, service: string, 
   );
 }
 
+const NS = 1e9;
+const quoted = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * A declared health check as Docker's: a command run as it is, an HTTP GET by wget (busybox) or
+ * curl, a TCP connection by nc; the timings in nanoseconds.
+ */
+export function healthCheckOf(health: HealthSpec): Raw {
+  const t = healthTimings(health);
+  let test: string[];
+  if (health.command) test = ['CMD', ...health.command];
+  else if (health.http) {
+    const url = quoted(`http://127.0.0.1:${health.http.port}${health.http.path}`);
+    test = ['CMD-SHELL', `wget -q -O /dev/null ${url} || curl -fsS -o /dev/null ${url}`];
+  } else test = ['CMD-SHELL', `nc -z 127.0.0.1 ${health.tcp!.port}`];
+  return { Test: test, Interval: t.interval_s * NS, Timeout: t.timeout_s * NS, Retries: t.retries, StartPeriod: t.start_period_s * NS };
+}
+
 /** The label that carries a workload's routed domain (for operators reading `docker service inspect`). */
 export const DOMAIN_LABEL = 'io.hangar.domain';
 
@@ -94,6 +112,7 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, conte
   if (spec.command?.length) container.Command = [...spec.command];
   if (spec.args?.length) container.Args = [...spec.args];
   if (spec.replica_hostnames) container.Hostname = '{{.Service.Name}}-{{.Task.Slot}}';
+  if (spec.health) container.HealthCheck = healthCheckOf(spec.health);
   const mounts = (spec.volumes ?? []).map((m) => mountOf(m, spec.name, context));
   if (mounts.length) container.Mounts = mounts.map((m) => m.mount);
   const secrets = await objectRefs(ctx, 'secret', spec.name, spec.secrets);

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { DeployWorkload, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { DeployWorkload, HealthSpec, healthFault, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
@@ -15,7 +15,9 @@ import { NodesRef, nodesOf } from '../nodes/api.js';
 import { VolumesRef, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations } from './migrations.js';
-import { InstanceStore, type InstanceRecord } from './store.js';
+import { instanceSpec, InstanceStore, type InstanceRecord, type InstanceSpec } from './store.js';
+import { revisionsView, RollbackBody } from '../../core/clusters/revisions.js';
+import type { Principal } from '../../core/auth/index.js';
 
 const Port = Type.String({ pattern: '^[0-9]{1,5}:[0-9]{1,5}(/(tcp|udp))?$', description: '`host:container`, optionally `/tcp` or `/udp`' });
 const VolumeRef = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*:/.*$', description: '`volume:/path/in/container` (volume name or id)' });
@@ -38,9 +40,32 @@ const CreateBody = Type.Object(
     platform: Type.Optional(Platform),
     gpu: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'GPU slots per task' })),
     volumes: Type.Optional(Type.Array(VolumeRef, { maxItems: 20 })),
+    health: Type.Optional(HealthSpec),
   },
   { additionalProperties: false },
 );
+
+/** What an update may change: the spec's fields but where it runs, its name and domain (null clears command and health). */
+const UpdateBody = Type.Object(
+  {
+    image: Type.Optional(CreateBody.properties.image),
+    type: Type.Optional(CreateBody.properties.type),
+    ports: Type.Optional(CreateBody.properties.ports),
+    http_port: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 65535 }), Type.Null()])),
+    env: Type.Optional(CreateBody.properties.env),
+    command: Type.Optional(Type.Union([Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 100 }), Type.Null()])),
+    platform: Type.Optional(Type.Union([Platform, Type.Null()])),
+    gpu: Type.Optional(CreateBody.properties.gpu),
+    health: Type.Optional(Type.Union([HealthSpec, Type.Null()])),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+/** 400 naming the field when a health check is not one probe with sensible timings. */
+function checkHealth(health: HealthSpec | null | undefined): void {
+  const fault = health ? healthFault(health) : null;
+  if (fault) throw badRequest(`Validation failed: body.health${fault.field}: ${fault.message}`, [{ path: `body.health${fault.field}`, message: fault.message }]);
+}
 
 type CreateInput = {
   name: string;
@@ -57,6 +82,7 @@ type CreateInput = {
   platform?: string;
   gpu?: number;
   volumes?: string[];
+  health?: HealthSpec;
 };
 
 function parsePort(text: string): PortSpec {
@@ -132,6 +158,7 @@ export function instanceView(i: InstanceRecord, target: { swarm_id: string } | {
     platform: i.platform,
     gpu: i.gpu,
     volumes: i.volumes,
+    health: i.health ?? null,
     runtime_name: i.runtime_name,
     observed_at: i.observed_at,
     created_at: i.created_at,
@@ -179,6 +206,7 @@ export default definePlugin({
         volumes: mounts,
         exposure: { ports: i.ports, routed: true, ...(i.domain ? { domain: i.domain } : {}) },
         replica_hostnames: true,
+        ...(i.health ? { health: i.health } : {}),
       };
     }
 
@@ -223,9 +251,47 @@ export default definePlugin({
     /** 409 when the instance may not take this change now (it is being terminated). */
     const refused = (i: InstanceRecord | null) => conflict(i ? `Instance ${i.name} is ${i.status === 'terminating' ? 'being terminated' : i.status}` : 'The instance is gone');
 
-    /** Writes a change to the instance's spec and deploys it in the background; the 202's body. */
-    async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, label: string) {
-      return view(await lifecycle.start(i.id, 'deploy', patch, refused, `${label} instance ${i.name}`));
+    /**
+     * Writes a change to the instance's record and deploys it in the background; the 202's body.
+     * A change of its spec (instanceSpec) is kept as a new revision by `who`.
+     */
+    async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, label: string, who: Principal | null = null, rollbackOf?: number) {
+      const started = await lifecycle.start(i.id, 'deploy', patch, refused, `${label} instance ${i.name}`);
+      const spec = instanceSpec({ ...i, ...patch });
+      if (rollbackOf !== undefined || JSON.stringify(spec) !== JSON.stringify(instanceSpec(i))) await core.revisions.append('instance', i.id, { spec: { ...spec }, principal: who, rollbackOf });
+      return view(started);
+    }
+
+    /** Host ports published twice are a 400. */
+    function parsePorts(texts: string[]): PortSpec[] {
+      const ports = texts.map(parsePort);
+      const published = new Set<string>();
+      for (const p of ports) {
+        const key = `${p.published}/${p.protocol}`;
+        if (published.has(key)) throw badRequest(`Validation failed: host port ${key} is published twice`);
+        published.add(key);
+      }
+      return ports;
+    }
+
+    /**
+     * An update of the instance's spec (PATCH, and a rollback to a kept revision): checked as a
+     * create is, then rolled out as a new revision.
+     */
+    async function update(i: InstanceRecord, next: InstanceSpec, who: Principal | null, label: string, rollbackOf?: number) {
+      checkHealth(next.health);
+      const ports = parsePorts(next.ports);
+      const cluster = await core.requireActive(i.cluster_id);
+      if (next.gpu !== i.gpu) await gpuCheck(cluster, next.gpu);
+      for (const v of next.volumes) {
+        if (i.volumes.some((mounted) => mounted.volume_id === v.volume_id)) continue;
+        await volumes().require(v.volume_id).catch(() => {
+          throw conflict(`Volume ${v.name} (${v.volume_id}) of that revision no longer exists`);
+        });
+      }
+      const { image, type, http_port, env, command, platform, gpu, volumes: mounts, health } = next;
+      const reason = rollbackOf === undefined ? label : `rolling back to revision ${rollbackOf}`;
+      return redeploy(i, { image, type, ports, http_port, env, command, platform, gpu, volumes: mounts, health, reason }, label, who, rollbackOf);
     }
 
     async function gpuCheck(cluster: ClusterRecord, slots: number): Promise<void> {
@@ -323,13 +389,8 @@ export default definePlugin({
             const clash = await instances.findOne({ domain });
             if (clash) throw conflict(`Domain ${domain} is already routed to instance ${clash.name}`);
             await requireDomainsFree(services, cluster.id, [domain]);
-            const ports = (body.ports ?? []).map(parsePort);
-            const published = new Set<string>();
-            for (const p of ports) {
-              const key = `${p.published}/${p.protocol}`;
-              if (published.has(key)) throw badRequest(`Validation failed: host port ${key} is published twice`);
-              published.add(key);
-            }
+            checkHealth(body.health);
+            const ports = parsePorts(body.ports ?? []);
             await gpuCheck(cluster, body.gpu ?? 0);
             const id = newId('inst');
             const record = await instances.insert({
@@ -351,6 +412,7 @@ export default definePlugin({
               platform: body.platform ?? null,
               gpu: body.gpu ?? 0,
               volumes: await resolveVolumes(body.volumes ?? []),
+              health: body.health ?? null,
               placement: [],
               running: 0,
               observed_at: null,
@@ -358,7 +420,9 @@ export default definePlugin({
               updated_at: now(),
             });
             routesChanged(cluster.id);
-            return view(await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`));
+            const deploying = await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`);
+            await core.revisions.append('instance', record.id, { spec: { ...instanceSpec(record) }, principal: req.principal });
+            return view(deploying);
           },
         },
         {
@@ -402,6 +466,42 @@ export default definePlugin({
             const terminating = await lifecycle.start(i.id, 'terminate', { reason: null }, refused);
             routesChanged(i.cluster_id);
             return view(terminating);
+          },
+        },
+        {
+          method: 'PATCH',
+          path: '/v1/compute/instances/{id}',
+          auth: { role: 'admin' },
+          summary: 'Update an instance’s spec (image, type, ports, http_port, env, command, platform, gpu, health; null clears command, http_port, platform and health): 202, a rolling update kept as a new revision',
+          status: 202,
+          schemas: { params: IdParams, body: UpdateBody },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const body = req.body as Partial<InstanceSpec>;
+            const next: InstanceSpec = { ...instanceSpec(i) };
+            for (const [key, value] of Object.entries(body)) (next as unknown as Record<string, unknown>)[key] = value;
+            return update(i, next, req.principal, 'updating');
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/compute/instances/{id}/revisions',
+          auth: 'authenticated',
+          summary: 'An instance’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths, old and new values)',
+          schemas: { params: IdParams },
+          handler: async (req) => revisionsView(core.revisions, 'instance', (await requireInstance(req.params.id)).id),
+        },
+        {
+          method: 'POST',
+          path: '/v1/compute/instances/{id}/rollback',
+          auth: { role: 'admin' },
+          summary: 'Roll a kept revision out again (202): its spec becomes a new revision, through the same checks and rolling update as any update; 404 for a revision not kept, 409 while the instance is being terminated',
+          status: 202,
+          schemas: { params: IdParams, body: RollbackBody },
+          handler: async (req) => {
+            const i = await requireMutable(req.params.id);
+            const revision = await core.revisions.require('instance', i, req.body.revision);
+            return update(i, { ...instanceSpec(i), ...(revision.spec as Partial<InstanceSpec>) }, req.principal, 'rolling back', revision.number);
           },
         },
         ...(
@@ -471,7 +571,7 @@ export default definePlugin({
               throw asHttpError(err, `preparing volume ${volume.name}`);
             });
             const attached = [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }];
-            return redeploy(i, { volumes: attached, reason: `attaching ${volume.name}` }, 'attaching a volume to');
+            return redeploy(i, { volumes: attached, reason: `attaching ${volume.name}` }, 'attaching a volume to', req.principal);
           },
         },
         {
@@ -485,7 +585,7 @@ export default definePlugin({
             const i = await requireMutable(req.params.id);
             const attached = i.volumes.find((v) => v.volume_id === req.params.volumeId || v.name === req.params.volumeId);
             if (!attached) throw notFound(`Volume ${req.params.volumeId} is not attached to instance ${i.name}`);
-            return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), reason: `detaching ${attached.name}` }, 'detaching a volume from');
+            return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), reason: `detaching ${attached.name}` }, 'detaching a volume from', req.principal);
           },
         },
       ],

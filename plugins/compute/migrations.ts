@@ -1,5 +1,7 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
+import { jsonColumn, seedRevisions } from '../../core/clusters/revisions.js';
+import { instanceSpec, type InstanceRecord } from './store.js';
 
 export const INSTANCES = 'compute_instances';
 
@@ -50,6 +52,18 @@ export const computeMigrations: Migration[] = [
         leaseColumns(t);
       });
       await markForTakeOver(knex, INSTANCES, { deploying: 'deploy', terminating: 'terminate' });
+    },
+  },
+  {
+    id: '003_health_revisions',
+    async up(knex) {
+      // Health checks (issue 29); every instance's spec so far becomes its revision 1.
+      await knex.schema.alterTable(INSTANCES, (t) => {
+        t.json('health').nullable();
+      });
+      await seedRevisions(knex, 'instance', INSTANCES, (row) =>
+        ({ ...instanceSpec({ ...row, ports: jsonColumn(row.ports), env: jsonColumn(row.env), command: jsonColumn(row.command), volumes: jsonColumn(row.volumes), health: null } as InstanceRecord) }),
+      );
     },
   },
 ];

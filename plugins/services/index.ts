@@ -17,6 +17,9 @@ import { ServicesRef, type ServicesApi } from './api.js';
 import { decodeBase64Text, resolveObjects } from './bundles.js';
 import { serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
+import { objectVersions, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
+import type { Principal } from '../../core/auth/index.js';
+import { parseAllDocuments } from 'yaml';
 
 const LogsQuery = Type.Object(
   {
@@ -162,8 +165,30 @@ export default definePlugin({
         config_refs: refs(resolved, 'config'),
         objects: parsed.objects.map((o) => ({ kind: o.kind, key: o.key, name: resolved.get(`${o.kind}:${o.key}`)!.runtime_name })),
         routed: parsed.routes.map((r) => r.service),
+        versions: versionsOf(resolved),
       };
     }
+
+    /** The secret and config versions a spec uses now, as its revision keeps them (by object, in a stable order). */
+    const versionsOf = (resolved: Map<string, ResolvedObject>): RevisionObject[] =>
+      [...new Map([...resolved.entries()].map(([key, o]) => [o.id, { kind: key.split(':')[0] as ObjectKind, id: o.id, name: o.name, version: o.version }])).values()].sort((a, b) =>
+        `${a.kind}:${a.name}`.localeCompare(`${b.kind}:${b.name}`),
+      );
+
+    /** A revision's spec as a diff compares it: the YAML read as data under the format's field, and the object versions. */
+    function diffable(service: ServiceRecord) {
+      const field = formatNamed(service.backend)?.format.field ?? 'spec';
+      return (r: RevisionRecord) => {
+        const docs = parseAllDocuments(String(r.spec.spec ?? '')).map((d) => d.toJS({ maxAliasCount: 1000 }) as unknown);
+        return { [field]: docs.length === 1 ? docs[0] : docs, objects: objectVersions(r.objects) };
+      };
+    }
+    /** What a diff never shows: the data of a manifest's objects (a Secret's values). */
+    const hidden = (path: string[]) => path.length >= 3 && /^\d+$/.test(path[1]!) && (path[2] === 'data' || path[2] === 'stringData');
+
+    /** Keeps a service's spec as a new revision (none when it equals the newest, unless a rollback). */
+    const keepRevision = (service: ServiceRecord, text: string, versions: RevisionObject[], who: Principal | null, rollbackOf?: number) =>
+      core.revisions.append('service', service.id, { spec: { spec: text }, objects: versions, principal: who, rollbackOf });
 
     const refs = (resolved: Map<string, ResolvedObject>, kind: ObjectKind) =>
       [...new Set([...resolved.entries()].filter(([key]) => key.startsWith(`${kind}:`)).map(([, o]) => o.id))].sort();
@@ -314,6 +339,27 @@ export default definePlugin({
       return Type.Object(fields, { additionalProperties: false });
     }
 
+    /** A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped service keeps it for its start). */
+    async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, who: Principal | null, rollbackOf?: number) {
+      const parsed = await prepareSpec(format, text, current.name, cluster);
+      await checkDomains(cluster.id, parsed.routes, current.id);
+      const patch = {
+        spec: text,
+        secret_refs: parsed.secret_refs,
+        config_refs: parsed.config_refs,
+        replicas: baseline(parsed, current.replicas),
+        routes: parsed.routes,
+      };
+      if (current.status === 'stopped') {
+        const changed = await store.change(current.id, { ...patch, op_rev: current.op_rev + 1 });
+        await keepRevision(current, text, parsed.versions, who, rollbackOf);
+        return view(changed);
+      }
+      const deploying = await lifecycle.start(current.id, 'deploy', { ...patch, error: null }, refused, rollbackOf === undefined ? `redeploy service ${current.name}` : `roll back service ${current.name} to revision ${rollbackOf}`);
+      await keepRevision(current, text, parsed.versions, who, rollbackOf);
+      return Reply.accepted(view(deploying));
+    }
+
     const baseline = (parsed: { desired: Record<string, number | null> }, previous: ServiceRecord['replicas'] = {}) =>
       Object.fromEntries(Object.entries(parsed.desired).map(([key, desired]) => [key, { desired, running: previous[key]?.running ?? 0 }]));
 
@@ -367,7 +413,9 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`A service named ${body.name} exists`);
               throw err;
             }
-            return view(await lifecycle.start(record.id, 'deploy', {}, refused, `deploy service ${record.name}`));
+            const deploying = await lifecycle.start(record.id, 'deploy', {}, refused, `deploy service ${record.name}`);
+            await keepRevision(record, text, parsed.versions, req.principal);
+            return view(deploying);
           },
         },
         ...readRoutes({
@@ -397,18 +445,33 @@ export default definePlugin({
             if (target !== undefined && target !== cluster.id && target !== cluster.name) {
               throw badRequest(`Validation failed: a service cannot move to another ${core.nounOf(cluster)} (body.${input.target!.field} differs)`);
             }
-            const text = input.text!;
-            const parsed = await prepareSpec(format, text, current.name, cluster);
-            await checkDomains(cluster.id, parsed.routes, current.id);
-            const patch = {
-              spec: text,
-              secret_refs: parsed.secret_refs,
-              config_refs: parsed.config_refs,
-              replicas: baseline(parsed, current.replicas),
-              routes: parsed.routes,
-            };
-            if (current.status === 'stopped') return view(await store.change(current.id, { ...patch, op_rev: current.op_rev + 1 }));
-            return Reply.accepted(view(await lifecycle.start(current.id, 'deploy', { ...patch, error: null }, refused, `redeploy service ${current.name}`)));
+            return replace(current, format, cluster, input.text!, req.principal);
+          },
+        },
+        {
+          method: 'GET',
+          path: '/v1/services/{id}/revisions',
+          auth: 'authenticated',
+          summary: 'A service’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths of the YAML read as data; a manifest object’s data is never shown)',
+          schemas: { params: IdParams },
+          handler: async (req) => {
+            const service = await store.require(req.params.id);
+            return revisionsView(core.revisions, 'service', service.id, diffable(service), hidden);
+          },
+        },
+        {
+          method: 'POST',
+          path: '/v1/services/{id}/rollback',
+          auth: { role: 'admin' },
+          summary: 'Roll a kept revision out again (202; a stopped service keeps it for its next start): its compose file or manifest becomes a new revision, checked and deployed as a PUT is; 404 for a revision not kept, 409 while the service deploys or is removed',
+          otherStatuses: [202],
+          schemas: { params: IdParams, body: RollbackBody, response: Service },
+          handler: async (req) => {
+            const current = await requireSettled(req.params.id, 'roll back to a revision of');
+            const revision = await core.revisions.require('service', current, req.body.revision);
+            const format = requireFormat(current);
+            const cluster = await core.requireActive(current.cluster_id);
+            return replace(current, format, cluster, String(revision.spec.spec), req.principal, revision.number);
           },
         },
         {

@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
+import { seedRevisions } from '../../core/clusters/revisions.js';
 
 export const SERVICES = 'services';
 
@@ -53,6 +54,13 @@ export const serviceMigrations: Migration[] = [
       await knex.schema.alterTable(SERVICES, (t) => {
         t.json('applied_objects').nullable();
       });
+    },
+  },
+  {
+    id: '004_revisions',
+    async up(knex) {
+      // Spec revisions (issue 29): every service's spec so far becomes its revision 1.
+      await seedRevisions(knex, 'service', SERVICES, (row) => ({ spec: row.spec }));
     },
   },
 ];

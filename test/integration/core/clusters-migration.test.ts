@@ -87,6 +87,15 @@ describeEachDialect('migrating a store from swarm groups to clusters', (dialect)
       expect(await get('/v1/compute/instances/inst-old1')).to.include({ name: 'web', swarm_id: 'swarm-old1', status: 'running', replicas: 2 });
       expect((await get('/v1/compute/instances?swarm_id=swarm-old1')).map((i: { id: string }) => i.id)).to.deep.equal(['inst-old1']);
       expect(await get('/v1/services/svc-old1')).to.include({ name: 'shop', swarm_id: 'swarm-old1', status: 'running' });
+      // Each instance and service of the old store has its spec as revision 1, made by no one (the migration).
+      const [instanceRevision, ...moreInstance] = await get('/v1/compute/instances/inst-old1/revisions');
+      expect(moreInstance).to.deep.equal([]);
+      expect(instanceRevision).to.include({ number: 1, who: null });
+      expect(instanceRevision.changes).to.deep.include({ path: 'image', old: null, new: 'nginx:1' });
+      const [serviceRevision, ...moreService] = await get('/v1/services/svc-old1/revisions');
+      expect(moreService).to.deep.equal([]);
+      expect(serviceRevision).to.include({ number: 1, who: null });
+      expect(serviceRevision.changes).to.deep.equal([{ path: 'compose_file.services.app.image', old: null, new: 'x' }]);
       expect(await get('/v1/s3/instances/s3-old1')).to.include({ name: 'files', swarm_id: 'swarm-old1', volume_id: 'vol-old1' });
       expect(await get('/v1/loadbalancers/lb-old1')).to.include({ swarm_id: 'swarm-old1', config_version: 3 });
       const secret = await get('/v1/secrets/sec-old1');
