@@ -43,6 +43,39 @@ export interface MachineState {
   pendingUpdates: number | null;
 }
 
+/** Filesystems that hold no data of the machine's own: left out of the per-mount disk use (except at /: a container's root is an overlay). */
+const VIRTUAL_FS = new Set(['proc', 'sysfs', 'tmpfs', 'devtmpfs', 'devpts', 'cgroup', 'cgroup2', 'securityfs', 'pstore', 'bpf', 'debugfs', 'tracefs', 'mqueue', 'hugetlbfs', 'configfs', 'fusectl', 'autofs', 'binfmt_misc', 'nsfs', 'rpc_pipefs', 'ramfs', 'squashfs', 'overlay', 'efivarfs', 'selinuxfs']);
+
+/**
+ * Space of each mounted filesystem (one entry per device, at most 32), for the disk alert rule:
+ * from /proc/mounts; none where it cannot be read (older control planes ignore the field).
+ */
+export function mountedDisks(mounts = '/proc/mounts'): Array<{ mount: string; fs_type: string; total_bytes: number; free_bytes: number }> {
+  let text: string;
+  try {
+    text = readFileSync(mounts, 'utf8');
+  } catch {
+    return [];
+  }
+  const seen = new Set<string>();
+  const disks: Array<{ mount: string; fs_type: string; total_bytes: number; free_bytes: number }> = [];
+  for (const line of text.split('\n')) {
+    const [device, rawMount, fsType] = line.split(' ');
+    if (!device || !rawMount || !fsType || (rawMount !== '/' && VIRTUAL_FS.has(fsType)) || seen.has(device) || disks.length >= 32) continue;
+    // /proc/mounts escapes spaces and the like as octal (\040).
+    const mount = rawMount.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
+    try {
+      const s = statfsSync(mount);
+      if (!s.blocks) continue;
+      seen.add(device);
+      disks.push({ mount, fs_type: fsType, total_bytes: s.blocks * s.bsize, free_bytes: s.bavail * s.bsize });
+    } catch {
+      /* unreadable mount: left out */
+    }
+  }
+  return disks;
+}
+
 /** Everything a heartbeat tells the control plane about this machine. */
 export function collectFacts(state: MachineState) {
   let disk: { disk_total_bytes?: number; disk_free_bytes?: number } = {};
@@ -67,6 +100,7 @@ export function collectFacts(state: MachineState) {
       memory_total_bytes: os.totalmem(),
       memory_free_bytes: os.freemem(),
       ...disk,
+      disks: mountedDisks(),
     },
     addresses,
     // What each orchestrator driver of this agent says of its runtime here (docker, k3s…).

@@ -17,6 +17,7 @@ export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> 
   services: () => import('./services/index.js'),
   s3: () => import('./s3/index.js'),
   backups: () => import('./backups/index.js'),
+  alerts: () => import('./alerts/index.js'),
   gateway: () => import('./gateway/index.js'),
   tags: () => import('./tags/index.js'),
   cleanup: () => import('./cleanup/index.js'),

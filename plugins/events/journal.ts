@@ -1,7 +1,7 @@
 import { randomToken } from '../../core/ids.js';
 
-export type LiveEventType = 'resource.changed' | 'node.status' | 'node.event' | 'task.state';
-export const LIVE_EVENT_TYPES: readonly LiveEventType[] = ['resource.changed', 'node.status', 'node.event', 'task.state'];
+export type LiveEventType = 'resource.changed' | 'node.status' | 'node.event' | 'task.state' | 'alert.firing' | 'alert.resolved';
+export const LIVE_EVENT_TYPES: readonly LiveEventType[] = ['resource.changed', 'node.status', 'node.event', 'task.state', 'alert.firing', 'alert.resolved'];
 
 /** One event of the live stream; `id` is `<boot>-<seq>` (boot: this run of the control plane). */
 export interface LiveEvent {

@@ -48,6 +48,12 @@ export const heartbeatSchema = (runtimeFacts: readonly NodeFact[]) =>
           memory_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
           disk_total_bytes: Type.Optional(Type.Number({ minimum: 0 })),
           disk_free_bytes: Type.Optional(Type.Number({ minimum: 0 })),
+          disks: Type.Optional(
+            Type.Array(
+              Type.Object({ mount: Type.String({ maxLength: 4096 }), fs_type: Type.Optional(Type.String({ maxLength: 64 })), total_bytes: Type.Number({ minimum: 0 }), free_bytes: Type.Number({ minimum: 0 }) }),
+              { maxItems: 64, description: 'space of each mounted filesystem (agents before the alerts send none: the disk rule then judges the root’s totals)' },
+            ),
+          ),
         }),
       ),
       addresses: Type.Optional(Type.Array(Type.Object({ interface: Type.String(), address: Type.String(), family: Type.String() }), { maxItems: 256 })),

@@ -1,0 +1,68 @@
+import { Type, type TProperties } from '@sinclair/typebox';
+
+export const SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+const severity = (value: Severity) => Type.Union(SEVERITIES.map((s) => Type.Literal(s)), { default: value, description: 'info | warning | critical' });
+
+/** One rule's settings: on or off, its severity, how long its condition must hold before it fires, and its own thresholds. */
+function rule(defaults: { severity: Severity; for_seconds: number }, description: string, own: TProperties = {}) {
+  return Type.Object(
+    {
+      enabled: Type.Boolean({ default: true }),
+      severity: severity(defaults.severity),
+      for_seconds: Type.Integer({ minimum: 0, default: defaults.for_seconds, description: 'the condition must hold this long before the alert fires' }),
+      ...own,
+    },
+    { additionalProperties: false, default: {}, description },
+  );
+}
+
+const percent = (value: number, what: string) => Type.Number({ exclusiveMinimum: 0, maximum: 100, default: value, description: `fires above this percentage of ${what} in use` });
+
+export const AlertsConfigSchema = Type.Object(
+  {
+    interval_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 30, description: 'how often the rules are checked (by one control plane at a time)' }),
+    hold_down_seconds: Type.Integer({
+      minimum: 0,
+      default: 300,
+      description: 'a firing alert resolves only once its condition has been clear this long: a flapping condition fires once and resolves once',
+    }),
+    rules: Type.Object(
+      {
+        node_offline: rule({ severity: 'critical', for_seconds: 300 }, 'a node whose agent has stopped heartbeating (status offline)'),
+        node_disk: rule({ severity: 'warning', for_seconds: 300 }, 'a mounted filesystem of a node fuller than the threshold (one alert per mount)', { threshold_percent: percent(90, 'its space') }),
+        node_memory: rule({ severity: 'warning', for_seconds: 300 }, 'a node’s memory in use above the threshold', { threshold_percent: percent(95, 'its memory') }),
+        instance_not_running: rule({ severity: 'critical', for_seconds: 300 }, 'an instance meant to run that does not (stopped, failed, drifted, still deploying)'),
+        service_not_running: rule({ severity: 'critical', for_seconds: 300 }, 'a service that failed, or runs fewer replicas than it wants'),
+        certificate_expiry: rule({ severity: 'warning', for_seconds: 0 }, 'the server certificate, the CA or a node’s client certificate expiring soon', {
+          within_days: Type.Number({ exclusiveMinimum: 0, default: 21, description: 'fires when a certificate expires within this many days' }),
+        }),
+        backup_stale: rule({ severity: 'warning', for_seconds: 0 }, 'a volume that has been backed up before with no successful backup for too long', {
+          after_hours: Type.Number({ exclusiveMinimum: 0, default: 26, description: 'fires when a volume’s last successful backup is older than this' }),
+        }),
+        agent_outdated: rule({ severity: 'info', for_seconds: 0 }, 'a node whose agent is older than the control plane'),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export interface RuleSettings {
+  enabled: boolean;
+  severity: Severity;
+  for_seconds: number;
+  threshold_percent?: number;
+  within_days?: number;
+  after_hours?: number;
+}
+
+export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated';
+export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated'];
+
+export interface AlertsConfig {
+  interval_seconds: number;
+  hold_down_seconds: number;
+  rules: Record<RuleName, RuleSettings>;
+}

@@ -1,0 +1,160 @@
+import { Type } from '@sinclair/typebox';
+import { conflict, notFound } from '../../core/errors.js';
+import { Reply } from '../../core/http/reply.js';
+import { IdParams, PageQuery } from '../../core/http/resources.js';
+import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { AlertsConfigSchema, RULE_NAMES, type AlertsConfig } from './config.js';
+import { AlertEngine, AlertStore, silenced, type AlertRecord } from './engine.js';
+import { alertMigrations } from './migrations.js';
+import { builtinRules } from './rules.js';
+
+const STATES = ['pending', 'firing', 'resolved'] as const;
+
+const AlertView = Type.Object({
+  id: Type.String(),
+  rule: Type.String(),
+  resource_type: Type.String(),
+  resource_id: Type.String(),
+  subject: Type.Union([Type.String(), Type.Null()], { description: 'what on the resource: a mount point; null for the resource as a whole' }),
+  severity: Type.String(),
+  state: Type.String({ description: 'pending (seen, not yet for the rule’s for_seconds) | firing | resolved' }),
+  message: Type.String(),
+  observed_at: Type.String(),
+  started_at: Type.Union([Type.String(), Type.Null()]),
+  cleared_at: Type.Union([Type.String(), Type.Null()], { description: 'while firing: since when the condition has been clear (it resolves after alerts.hold_down_seconds)' }),
+  resolved_at: Type.Union([Type.String(), Type.Null()]),
+  silenced: Type.Boolean(),
+  silenced_until: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+const ListQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    state: Type.Optional(Type.Union(STATES.map((s) => Type.Literal(s)), { description: 'only alerts in this state (default: firing and resolved)' })),
+    rule: Type.Optional(Type.Union(RULE_NAMES.map((r) => Type.Literal(r)), { description: 'only alerts of this rule' })),
+    resource_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'only alerts on this resource' })),
+  },
+  { additionalProperties: false },
+);
+
+const SilenceBody = Type.Object(
+  { minutes: Type.Integer({ minimum: 1, maximum: 525_600, description: 'how long: the alert announces nothing and is left out of hangar_alerts_firing until then (at most a year)' }) },
+  { additionalProperties: false },
+);
+
+export default definePlugin({
+  name: 'alerts',
+  description: 'built-in alert rules (nodes offline, disk and memory, instances and services not running, certificates expiring, stale backups, outdated agents): firing and resolved alerts, silences, events and a metric',
+  configSchema: AlertsConfigSchema,
+  migrations: alertMigrations,
+  setup(services: Services) {
+    const settings = services.config.alerts as AlertsConfig;
+    const { clock } = services;
+    const alerts = new AlertStore(services.db, clock);
+    const engine = new AlertEngine(alerts, settings, builtinRules(services), clock, services.events, services.log);
+
+    const view = (a: AlertRecord) => ({
+      id: a.id,
+      rule: a.rule,
+      resource_type: a.resource_type,
+      resource_id: a.resource_id,
+      subject: a.subject || null,
+      severity: a.severity,
+      state: a.state,
+      message: a.message,
+      observed_at: a.observed_at,
+      started_at: a.started_at,
+      cleared_at: a.cleared_at,
+      resolved_at: a.resolved_at,
+      silenced: silenced(a, clock.now()),
+      silenced_until: silenced(a, clock.now()) ? a.silenced_until : null,
+      created_at: a.created_at,
+      updated_at: a.updated_at,
+    });
+
+    async function requireAlert(id: string): Promise<AlertRecord> {
+      const alert = await alerts.get(id);
+      if (!alert) throw notFound(`No alert ${id}`);
+      return alert;
+    }
+
+    services.metrics.gauge(
+      'hangar_alerts_firing',
+      'Alerts firing and not silenced, by rule and severity',
+      ['rule', 'severity'],
+      async (set) => {
+        for (const rule of RULE_NAMES) if (settings.rules[rule].enabled) set({ rule, severity: settings.rules[rule].severity }, 0);
+        const now = clock.now().toISOString();
+        const rows: Array<{ rule: string; severity: string; n: number | string }> = await alerts
+          .query()
+          .where({ state: 'firing' })
+          .where((q) => q.whereNull('silenced_until').orWhere('silenced_until', '<=', now))
+          .select('rule', 'severity')
+          .count({ n: '*' })
+          .groupBy('rule', 'severity');
+        for (const row of rows) set({ rule: row.rule, severity: row.severity }, Number(row.n));
+      },
+      'store',
+    );
+
+    const routes: RouteDef[] = [
+      {
+        method: 'GET',
+        path: '/v1/alerts',
+        auth: 'authenticated',
+        summary: 'Alerts, oldest first: firing and resolved (state=pending: conditions seen but not yet held long enough)',
+        schemas: { query: ListQuery, response: Type.Array(AlertView) },
+        async handler(req) {
+          const { limit, cursor, state, rule, resource_id } = req.query;
+          const page = await alerts.page({
+            limit,
+            cursor,
+            where: (q) => {
+              if (state) q.where({ state });
+              else q.whereIn('state', ['firing', 'resolved']);
+              if (rule) q.where({ rule });
+              if (resource_id) q.where({ resource_id });
+            },
+          });
+          return Reply.page(page, view);
+        },
+      },
+      {
+        method: 'GET',
+        path: '/v1/alerts/{id}',
+        auth: 'authenticated',
+        summary: 'One alert',
+        schemas: { params: IdParams, response: AlertView },
+        handler: async (req) => view(await requireAlert(req.params.id)),
+      },
+      {
+        method: 'POST',
+        path: '/v1/alerts/{id}/silence',
+        auth: { role: 'admin' },
+        summary: 'Silence an alert for some minutes: it announces nothing (alert.firing / alert.resolved wait until the silence ends) and leaves hangar_alerts_firing',
+        schemas: { params: IdParams, body: SilenceBody, response: AlertView },
+        async handler(req) {
+          const alert = await requireAlert(req.params.id);
+          if (alert.state === 'resolved') throw conflict(`Alert ${alert.id} is resolved: there is nothing to silence`);
+          const until = new Date(clock.now().getTime() + req.body.minutes * 60_000).toISOString();
+          return view(await alerts.change(alert.id, { silenced_until: until }));
+        },
+      },
+      {
+        method: 'DELETE',
+        path: '/v1/alerts/{id}/silence',
+        auth: { role: 'admin' },
+        summary: 'End an alert’s silence: what it did not announce meanwhile is announced at the next check',
+        schemas: { params: IdParams, response: AlertView },
+        handler: async (req) => view(await alerts.change((await requireAlert(req.params.id)).id, { silenced_until: null })),
+      },
+    ];
+
+    return {
+      routes,
+      loops: [{ name: 'alerts:evaluate', once: true, intervalMs: settings.interval_seconds * 1000, run: () => engine.run() }],
+    };
+  },
+});
