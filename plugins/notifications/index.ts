@@ -306,7 +306,7 @@ export default definePlugin({
       return postTo(opened, delivery.event, delivery.id, { policy, timeoutMs, signal, now: () => clock.now() });
     }
 
-    const dispatcher = new Dispatcher(outbox, send, { concurrency: settings.concurrency, holdMs: timeoutMs + 30_000, retry, log });
+    const dispatcher = new Dispatcher(outbox, send, { concurrency: settings.concurrency, holdMs: timeoutMs + 15_000, retry, log });
 
     /** Sends at once what this process just wrote, when it is the one that sends (else the leader's next turn does). */
     function poke(): void {
