@@ -22,6 +22,7 @@ const COMMANDS: Record<string, Commands> = {
   events: async () => [(await import('./events.js')).eventsCommand],
   notify: async () => [(await import('./notify.js')).notifyCommand],
   restore: async () => [(await import('./control-plane-backup.js')).restoreCommand],
+  alerts: async () => [(await import('./alerts.js')).alertsCommand],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
 

@@ -39,6 +39,7 @@ interface EventsConfig extends StreamLimits {
 
 /** Store tables whose changes are announced, by the resource type clients know them as. */
 const RESOURCE_TYPES: Record<string, string> = {
+  alerts: 'alert',
   nodes: 'node',
   cluster_members: 'swarm_member',
   compute_instances: 'instance',
@@ -125,6 +126,8 @@ export default definePlugin({
         emit('node.event', { id: e.id, node_id: e.node_id, identifier: e.identifier, kind: e.kind, message: e.message, created_at: e.created_at });
         if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null });
       }),
+      // The alerts plugin's announcements (plugins/alerts), as they are published.
+      ...(['alert.firing', 'alert.resolved'] as const).map((type) => services.events.subscribe(type, (payload) => emit(type, payload as Record<string, unknown>))),
       ...(['queued', 'leased', 'completed', 'failed'] as const).map((state) =>
         services.events.subscribe(`task.${state}`, (payload) => {
           const t = payload as { id: string; node_id: string; kind: string; status: string; subject: string | null };

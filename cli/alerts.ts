@@ -1,0 +1,54 @@
+import type { Argv, CommandModule } from 'yargs';
+import { resourceCommand, usageExit, type Args, type Resource } from './resource-commands.js';
+
+/**
+ * `hangar alerts [--state firing]` lists alerts; `hangar alerts silence <id> --minutes N` and
+ * `hangar alerts unsilence <id>` silence one or end its silence (docs/alerts.md).
+ */
+const COLUMNS = ['id', 'state', 'severity', 'rule', 'resource=resource_id', 'subject', 'started_at', 'resolved_at', 'silenced_until', 'message'];
+const alertResource = (noun: string, verbs: Resource['verbs']): Resource => ({ noun, plural: 'alerts', describe: 'Alerts of the built-in rules', base: '/v1/alerts', columns: COLUMNS, verbs });
+
+const LIST = alertResource('$0', [
+  {
+    command: '',
+    describe: 'List alerts, oldest first: firing and resolved ones (--state pending: conditions not yet held long enough)',
+    method: 'GET',
+    output: 'list',
+    options: {
+      state: { type: 'string', choices: ['firing', 'resolved', 'pending'], describe: 'only alerts in this state' },
+      rule: { type: 'string', describe: 'only alerts of this rule (node_offline, node_disk, certificate_expiry…)' },
+      resource: { type: 'string', describe: 'only alerts on this resource (its id)' },
+    },
+    query: { state: 'state', rule: 'rule', resource_id: 'resource' },
+    empty: 'no alerts',
+  },
+]);
+const SILENCE = alertResource('silence', [
+  {
+    command: '<id>',
+    describe: 'Silence an alert for some minutes: it announces nothing meanwhile and leaves hangar_alerts_firing',
+    method: 'POST',
+    path: '/{id}/silence',
+    positionals: { id: { describe: 'the alert’s id (alert-…)' } },
+    options: { minutes: { type: 'number', demandOption: true, describe: 'how long (1 to 525600)' } },
+    body: { minutes: 'minutes' },
+    output: (d) => `silenced alert ${d.id} until ${d.silenced_until}`,
+  },
+]);
+const UNSILENCE = alertResource('unsilence', [
+  {
+    command: '<id>',
+    describe: 'End an alert’s silence',
+    method: 'DELETE',
+    path: '/{id}/silence',
+    positionals: { id: { describe: 'the alert’s id (alert-…)' } },
+    output: (d) => `unsilenced alert ${d.id}`,
+  },
+]);
+
+export const alertsCommand: CommandModule<object, Args> = {
+  command: 'alerts',
+  describe: 'Alerts of the built-in rules: list (--state firing), silence <id> --minutes N, unsilence <id>',
+  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(SILENCE)).command(resourceCommand(UNSILENCE)).command(resourceCommand(LIST))) as Argv<Args>,
+  handler: () => undefined,
+};
