@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { TSchema } from '@sinclair/typebox';
+import type { Static, TSchema } from '@sinclair/typebox';
 import type { HangarConfig } from '../config/schema.js';
 import type { Logger } from './log.js';
 import type { Store } from './db/store.js';
@@ -63,6 +63,12 @@ export interface HangarRequest<B = any, Q = any, P = any> {
   signal: AbortSignal;
 }
 
+/** The type a schema validates to, or `Otherwise` when the route declares none. */
+type ValidatedBy<S, Otherwise> = S extends TSchema ? Static<S> : Otherwise;
+
+/** What a handler of a route with these schemas receives: its body, query and path parameters as validated. */
+export type RequestOf<S extends RouteSchemas> = HangarRequest<ValidatedBy<S['body'], unknown>, ValidatedBy<S['query'], Record<string, never>>, ValidatedBy<S['params'], Record<string, never>>>;
+
 export interface RouteDef<B = any, Q = any, P = any> {
   method: HttpMethod;
   /** OpenAPI-style path, e.g. `/v1/nodes/{id}`. */
@@ -110,9 +116,14 @@ export interface RouteDef<B = any, Q = any, P = any> {
   handler(req: HangarRequest<B, Q, P>): unknown;
 }
 
-/** Helper that keeps a route's generic types tied to its handler. */
-export function defineRoute<B = any, Q = any, P = any>(route: RouteDef<B, Q, P>): RouteDef<B, Q, P> {
-  return route;
+/**
+ * A route whose handler receives its input typed by the route's own schemas (`Static<>` of
+ * `schemas.body`, `.query` and `.params`): no hand-written type repeats a schema.
+ */
+export function defineRoute<const S extends RouteSchemas = Record<string, never>>(
+  route: Omit<RouteDef, 'schemas' | 'handler'> & { schemas?: S; handler(req: RequestOf<S>): unknown },
+): RouteDef {
+  return route as RouteDef;
 }
 
 export interface BackgroundLoop {

@@ -510,7 +510,7 @@ export default definePlugin({
             ['start', 'running', 'starting', 'Start an instance again with its remembered replica count (also recreates a missing service)'],
           ] as const
         ).map(([verb, desired, doing, summary]) =>
-          defineRoute<unknown, unknown, { id: string }>({
+          defineRoute({
             method: 'POST',
             path: `/v1/compute/instances/{id}/${verb}`,
             auth: { role: 'admin' },
