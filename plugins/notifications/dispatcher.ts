@@ -52,7 +52,8 @@ export class Dispatcher {
         if (controller.signal.aborted) return;
         const status = await this.outbox.settle(delivery, result, this.options.retry);
         const line = { delivery_id: delivery.id, channel_id: delivery.channel_id, event_type: delivery.event_type, attempt: delivery.attempts + 1, status_code: result.status_code, latency_ms: result.latency_ms };
-        if (status === 'failed') this.options.log.warn({ ...line, error: result.error }, 'notification given up: the retry period is over');
+        if (status === null) this.options.log.info({ ...line }, 'notification attempt not recorded: the delivery was deleted or taken by another sender meanwhile');
+        else if (status === 'failed') this.options.log.warn({ ...line, error: result.error }, 'notification given up: the retry period is over');
         else if (status === 'pending') this.options.log.info({ ...line, error: result.error }, 'notification attempt failed; it will be tried again');
         else this.options.log.debug(line, 'notification delivered');
       } catch (err) {

@@ -153,16 +153,19 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
     return claimed;
   }
 
-  /** Records an attempt and what follows: delivered, due again after the backoff, or failed past the retry period. */
-  async settle(delivery: DeliveryRecord, result: AttemptResult, policy: RetryPolicy): Promise<DeliveryStatus> {
+  /**
+   * Records an attempt and what follows: delivered, due again after the backoff, or failed past the
+   * retry period; null (nothing recorded) when the delivery is no longer this sender's.
+   */
+  async settle(delivery: DeliveryRecord, result: AttemptResult, policy: RetryPolicy): Promise<DeliveryStatus | null> {
     const now = Date.now();
     const attempts = delivery.attempts + 1;
     const next = now + backoffMs(policy, attempts);
     const status: DeliveryStatus = result.ok ? 'delivered' : next > delivery.give_up_ms ? 'failed' : 'pending';
-    await this.store.knex.transaction(async (trx) => {
-      await trx(ATTEMPTS).insert({ delivery_id: delivery.id, at: new Date(now - result.latency_ms).toISOString(), status_code: result.status_code, latency_ms: result.latency_ms, error: result.error });
-      await trx(DELIVERIES)
-        .where({ id: delivery.id, status: 'sending' })
+    return this.store.knex.transaction(async (trx) => {
+      // Still ours: not deleted with its channel, not given back, not taken by another sender after our hold ran out.
+      const ours = await trx(DELIVERIES)
+        .where({ id: delivery.id, status: 'sending', due_ms: delivery.due_ms })
         .update({
           status,
           attempts,
@@ -171,8 +174,10 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
           delivered_at: result.ok ? new Date(now).toISOString() : null,
           updated_at: new Date(now).toISOString(),
         });
+      if (!ours) return null;
+      await trx(ATTEMPTS).insert({ delivery_id: delivery.id, at: new Date(now - result.latency_ms).toISOString(), status_code: result.status_code, latency_ms: result.latency_ms, error: result.error });
+      return status;
     });
-    return status;
   }
 
   /** Gives deliveries held by this sender back (it stops): due at once for whoever sends next. */
