@@ -318,6 +318,8 @@ export const DeployBundle = defineDriverCall({
     objects: Type.Optional(Type.Array(Type.Object({ kind: ObjectKind, key: Type.String({ minLength: 1 }), name: Name }))),
     /** Its parts the load balancer routes to. */
     routed: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    /** Health checks declared for its parts (by part: a compose service, a Deployment), over the bundle's own. */
+    health: Type.Optional(Type.Record(Type.String(), HealthSpec)),
     prune: Type.Boolean(),
     ...ClusterContext,
   }),

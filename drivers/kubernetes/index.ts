@@ -79,7 +79,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     scaleWorkload: ({ name, replicas }) => run((ctx) => scaleWorkload(ctx, name, replicas)),
     workloadLogs: ({ name, ...logOptions }) => run(async (ctx) => logsOf(ctx, [{ prefix: '', deployment: await requireDeployment(ctx, name, 'reading the logs of') }], logOptions)),
     inspectWorkloads: (filter) => run((ctx) => inspectWorkloads(ctx, filter ?? {})),
-    deployBundle: ({ name, spec, prune }) => run((ctx) => deployBundle(ctx, name, spec, { prune: !!prune })),
+    deployBundle: ({ name, spec, prune, health }) => run((ctx) => deployBundle(ctx, name, spec, { prune: !!prune, health })),
     removeBundle: ({ name }) => run((ctx) => removeBundle(ctx, name)),
     bundleLogs: ({ name, ...logOptions }) => run((ctx) => bundleLogs(ctx, name, logOptions)),
     applyLoadBalancer: ({ spec, cluster_nodes, settings }) => run((ctx) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings })),

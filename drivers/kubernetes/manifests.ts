@@ -3,7 +3,8 @@ import type { BundleState, LogOptions } from './contract.js';
 import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
 import { logsOf } from './logs.js';
 import { ManifestProblem, readManifest } from './manifest-format.js';
-import { stateOf } from './workloads.js';
+import { readinessProbeOf, stateOf } from './workloads.js';
+import type { HealthSpec } from '../../core/orchestrator.js';
 
 /** One object a bundle applied, as hangar lists and prunes them. */
 export interface AppliedObject {
@@ -98,10 +99,23 @@ async function bundleState(ctx: KubeContext, bundle: string, applied: AppliedObj
  * changes nothing. With `prune`, objects of the bundle's last manifest that this one no longer has
  * are deleted.
  */
-export async function deployBundle(ctx: KubeContext, bundle: string, manifest: string, options: { prune: boolean }): Promise<ManifestState> {
+/**
+ * A Deployment of the manifest with a health check declared for it (by its name): the check is its
+ * first container's readinessProbe, over the manifest's own.
+ */
+export function withReadiness(object: KubernetesObject, health: Record<string, HealthSpec>): KubernetesObject {
+  const check = object.kind === 'Deployment' && object.apiVersion === 'apps/v1' ? health[object.metadata?.name ?? ''] : undefined;
+  const containers = (object as V1Deployment).spec?.template?.spec?.containers;
+  if (!check || !containers?.length) return object;
+  const deployment = structuredClone(object) as V1Deployment;
+  deployment.spec!.template.spec!.containers[0]!.readinessProbe = readinessProbeOf(check);
+  return deployment as KubernetesObject;
+}
+
+export async function deployBundle(ctx: KubeContext, bundle: string, manifest: string, options: { prune: boolean; health?: Record<string, HealthSpec> }): Promise<ManifestState> {
   checkName('bundle', bundle);
   const objects: KubernetesObject[] = [];
-  for (const object of parseManifest(bundle, manifest)) objects.push(await prepare(ctx, bundle, object));
+  for (const object of parseManifest(bundle, manifest)) objects.push(await prepare(ctx, bundle, withReadiness(object, options.health ?? {})));
   // A namespace the manifest itself creates does not exist during the dry run: its objects are checked when applied.
   const created = new Set(objects.filter((o) => o.kind === 'Namespace' && o.apiVersion === 'v1').map((o) => o.metadata!.name!));
   for (const object of objects) {

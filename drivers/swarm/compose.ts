@@ -7,6 +7,8 @@
 import { parseDocument, stringify } from 'yaml';
 import { SwarmDriverError } from './client.js';
 import { HANGAR_EDGE_NETWORK } from './objects.js';
+import { healthTimings, type HealthSpec } from '../../core/orchestrator.js';
+import { healthTest } from './workloads.js';
 
 /** The compose version hangar deploys with: external objects with `name:` need 3.5, configs 3.3. */
 const DEPLOY_VERSION = '3.8';
@@ -21,7 +23,13 @@ export interface BundleObject {
 
 const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export function renderCompose(text: string, objects: BundleObject[], routed: string[]): string {
+/** A declared health check as a compose service's `healthcheck:` (it replaces the file's own). */
+export function composeHealthcheck(health: HealthSpec): Record<string, unknown> {
+  const t = healthTimings(health);
+  return { test: healthTest(health), interval: `${t.interval_s}s`, timeout: `${t.timeout_s}s`, retries: t.retries, start_period: `${t.start_period_s}s` };
+}
+
+export function renderCompose(text: string, objects: BundleObject[], routed: string[], health: Record<string, HealthSpec> = {}): string {
   const doc = parseDocument(text, { merge: true, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length) throw new SwarmDriverError(`the compose file is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`);
   const parsed = doc.toJS({ maxAliasCount: 1000 }) as unknown;
@@ -34,6 +42,7 @@ export function renderCompose(text: string, objects: BundleObject[], routed: str
   for (const [key, def] of Object.entries(services)) {
     if (!isMap(def)) continue;
     delete def['x-hangar'];
+    if (health[key]) def.healthcheck = composeHealthcheck(health[key]);
     if (!routes.has(key)) continue;
     const networks = def.networks;
     if (Array.isArray(networks)) {

@@ -1,4 +1,4 @@
-import type { BundleState, LogOptions } from '../../core/orchestrator.js';
+import type { BundleState, HealthSpec, LogOptions } from '../../core/orchestrator.js';
 import { runCommand, type RunResult } from '../../core/process.js';
 import { attempt, checkName, dockerReason, SwarmDriverError, waitUntil, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
@@ -28,13 +28,13 @@ async function bundleState(ctx: SwarmContext, name: string): Promise<BundleState
  * `docker stack deploy` of a compose file (no image resolution: images are what the nodes have or
  * pull themselves), rewritten first for hangar's objects and routed services (./compose.ts).
  */
-export async function deployBundle(ctx: SwarmContext, name: string, text: string, options: { prune: boolean; objects?: BundleObject[]; routed?: string[] }): Promise<BundleState> {
+export async function deployBundle(ctx: SwarmContext, name: string, text: string, options: { prune: boolean; objects?: BundleObject[]; routed?: string[]; health?: Record<string, HealthSpec> }): Promise<BundleState> {
   checkName('stack', name);
   if (typeof text !== 'string' || !text.trim()) throw new SwarmDriverError(`deploying stack ${name}: the compose file is empty`);
   const routed = options.routed ?? [];
   let yamlText: string;
   try {
-    yamlText = renderCompose(text, options.objects ?? [], routed);
+    yamlText = renderCompose(text, options.objects ?? [], routed, options.health);
   } catch (err) {
     throw new SwarmDriverError(`deploying stack ${name}: ${(err as Error).message}`);
   }

@@ -83,13 +83,17 @@ const quoted = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
  */
 export function healthCheckOf(health: HealthSpec): Raw {
   const t = healthTimings(health);
-  let test: string[];
-  if (health.command) test = ['CMD', ...health.command];
-  else if (health.http) {
+  return { Test: healthTest(health), Interval: t.interval_s * NS, Timeout: t.timeout_s * NS, Retries: t.retries, StartPeriod: t.start_period_s * NS };
+}
+
+/** What Docker runs for a health check (its `Test`, as a compose `healthcheck.test` too). */
+export function healthTest(health: HealthSpec): string[] {
+  if (health.command) return ['CMD', ...health.command];
+  if (health.http) {
     const url = quoted(`http://127.0.0.1:${health.http.port}${health.http.path}`);
-    test = ['CMD-SHELL', `wget -q -O /dev/null ${url} || curl -fsS -o /dev/null ${url}`];
-  } else test = ['CMD-SHELL', `nc -z 127.0.0.1 ${health.tcp!.port}`];
-  return { Test: test, Interval: t.interval_s * NS, Timeout: t.timeout_s * NS, Retries: t.retries, StartPeriod: t.start_period_s * NS };
+    return ['CMD-SHELL', `wget -q -O /dev/null ${url} || curl -fsS -o /dev/null ${url}`];
+  }
+  return ['CMD-SHELL', `nc -z 127.0.0.1 ${health.tcp!.port}`];
 }
 
 /** The label that carries a workload's routed domain (for operators reading `docker service inspect`). */
@@ -112,7 +116,7 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, conte
   if (spec.command?.length) container.Command = [...spec.command];
   if (spec.args?.length) container.Args = [...spec.args];
   if (spec.replica_hostnames) container.Hostname = '{{.Service.Name}}-{{.Task.Slot}}';
-  if (spec.health) container.HealthCheck = healthCheckOf(spec.health);
+  if (spec.health) container.Healthcheck = healthCheckOf(spec.health);
   const mounts = (spec.volumes ?? []).map((m) => mountOf(m, spec.name, context));
   if (mounts.length) container.Mounts = mounts.map((m) => m.mount);
   const secrets = await objectRefs(ctx, 'secret', spec.name, spec.secrets);

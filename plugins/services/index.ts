@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
@@ -45,6 +45,22 @@ interface SpecInput {
 }
 
 type ServiceBody = { name?: string } & Partial<Record<string, string>>;
+type PartHealth = Record<string, HealthSpec>;
+
+/** The health checks a body declares, by part: each part one of the bundle's (400 naming it otherwise), each check sound. */
+function checkPartHealth(health: PartHealth | null, parts: string[], field: string): PartHealth | null {
+  if (!health || !Object.keys(health).length) return null;
+  for (const [part, check] of Object.entries(health)) {
+    const path = `body.health.${part}`;
+    if (!parts.includes(part)) {
+      const message = `${field} has no part ${part} (its parts: ${parts.join(', ') || 'none'})`;
+      throw badRequest(`Validation failed: ${path}: ${message}`, [{ path, message }]);
+    }
+    const fault = healthFault(check);
+    if (fault) throw badRequest(`Validation failed: ${path}${fault.field}: ${fault.message}`, [{ path: `${path}${fault.field}`, message: fault.message }]);
+  }
+  return health;
+}
 
 const distinct = <T>(items: T[]) => [...new Set(items)];
 const required = (field: string) => badRequest(`Validation failed: body.${field} is required`, [{ path: `body.${field}`, message: 'is required' }]);
@@ -144,6 +160,7 @@ export default definePlugin({
         routes: s.routes,
         secret_refs: s.secret_refs,
         config_refs: s.config_refs,
+        health: s.health ?? null,
         observed_at: s.observed_at,
         created_at: s.created_at,
         updated_at: s.updated_at,
@@ -180,15 +197,15 @@ export default definePlugin({
       const field = formatNamed(service.backend)?.format.field ?? 'spec';
       return (r: RevisionRecord) => {
         const docs = parseAllDocuments(String(r.spec.spec ?? '')).map((d) => d.toJS({ maxAliasCount: 1000 }) as unknown);
-        return { [field]: docs.length === 1 ? docs[0] : docs, objects: objectVersions(r.objects) };
+        return { [field]: docs.length === 1 ? docs[0] : docs, health: r.spec.health, objects: objectVersions(r.objects) };
       };
     }
     /** What a diff never shows: the data of a manifest's objects (a Secret's values). */
     const hidden = (path: string[]) => path.length >= 3 && /^\d+$/.test(path[1]!) && (path[2] === 'data' || path[2] === 'stringData');
 
     /** Keeps a service's spec as a new revision (none when it equals the newest, unless a rollback). */
-    const keepRevision = (service: ServiceRecord, text: string, versions: RevisionObject[], who: Principal | null, rollbackOf?: number) =>
-      core.revisions.append('service', service.id, { spec: { spec: text }, objects: versions, principal: who, rollbackOf });
+    const keepRevision = (service: ServiceRecord, text: string, health: PartHealth | null, versions: RevisionObject[], who: Principal | null, rollbackOf?: number) =>
+      core.revisions.append('service', service.id, { spec: { spec: text, ...(health ? { health } : {}) }, objects: versions, principal: who, rollbackOf });
 
     const refs = (resolved: Map<string, ResolvedObject>, kind: ObjectKind) =>
       [...new Set([...resolved.entries()].filter(([key]) => key.startsWith(`${kind}:`)).map(([, o]) => o.id))].sort();
@@ -220,7 +237,8 @@ export default definePlugin({
                 const cluster = await core.requireActive(service.cluster_id);
                 const format = requireFormat(service);
                 const spec = await prepareSpec(format, service.spec, service.name, cluster);
-                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, prune: true });
+                const health = service.health && Object.keys(service.health).length ? { health: service.health } : {};
+                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, ...health, prune: true });
                 // A format whose deploy answers the objects it applied (manifests): what is pruned against and deleted.
                 const applied = (state as { applied_objects?: ServiceRecord['applied_objects'] }).applied_objects;
                 return {
@@ -336,15 +354,25 @@ export default definePlugin({
         fields[target] ??= Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: `the ${FIELD_NOUNS[target]} to deploy to (id or name), with ${alternatives(deploys)}` }));
         fields[format.field] = Type.Optional(format.schema);
       }
+      fields.health = Type.Optional(
+        Type.Union([Type.Record(Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]*$' }), HealthSpec), Type.Null()], {
+          description: 'health checks by part (a compose service, a Deployment of the manifest), over the bundle’s own; on a PUT, left out keeps those declared, null clears them',
+        }),
+      );
       return Type.Object(fields, { additionalProperties: false });
     }
 
     /** A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped service keeps it for its start). */
-    async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, who: Principal | null, rollbackOf?: number) {
+    async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, declared: PartHealth | null | undefined, who: Principal | null, rollbackOf?: number) {
       const parsed = await prepareSpec(format, text, current.name, cluster);
+      const parts = Object.keys(parsed.desired);
+      // Not given: the checks declared so far, for the parts the new spec still has.
+      const kept = declared === undefined ? Object.fromEntries(Object.entries(current.health ?? {}).filter(([part]) => parts.includes(part))) : declared;
+      const health = checkPartHealth(kept, parts, format.field);
       await checkDomains(cluster.id, parsed.routes, current.id);
       const patch = {
         spec: text,
+        health,
         secret_refs: parsed.secret_refs,
         config_refs: parsed.config_refs,
         replicas: baseline(parsed, current.replicas),
@@ -352,11 +380,11 @@ export default definePlugin({
       };
       if (current.status === 'stopped') {
         const changed = await store.change(current.id, { ...patch, op_rev: current.op_rev + 1 });
-        await keepRevision(current, text, parsed.versions, who, rollbackOf);
+        await keepRevision(current, text, health, parsed.versions, who, rollbackOf);
         return view(changed);
       }
       const deploying = await lifecycle.start(current.id, 'deploy', { ...patch, error: null }, refused, rollbackOf === undefined ? `redeploy service ${current.name}` : `roll back service ${current.name} to revision ${rollbackOf}`);
-      await keepRevision(current, text, parsed.versions, who, rollbackOf);
+      await keepRevision(current, text, health, parsed.versions, who, rollbackOf);
       return Reply.accepted(view(deploying));
     }
 
@@ -389,6 +417,7 @@ export default definePlugin({
             const text = input.text;
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
             const parsed = await prepareSpec(format, text, body.name, cluster);
+            const health = checkPartHealth((req.body as { health?: PartHealth | null }).health ?? null, Object.keys(parsed.desired), format.field);
             await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
             try {
@@ -405,6 +434,7 @@ export default definePlugin({
                 applied_objects: format.appliedObjects ? [] : null,
                 replicas: baseline(parsed),
                 routes: parsed.routes,
+                health,
                 observed_at: null,
                 created_at: now(),
                 updated_at: now(),
@@ -414,7 +444,7 @@ export default definePlugin({
               throw err;
             }
             const deploying = await lifecycle.start(record.id, 'deploy', {}, refused, `deploy service ${record.name}`);
-            await keepRevision(record, text, parsed.versions, req.principal);
+            await keepRevision(record, text, health, parsed.versions, req.principal);
             return view(deploying);
           },
         },
@@ -445,7 +475,7 @@ export default definePlugin({
             if (target !== undefined && target !== cluster.id && target !== cluster.name) {
               throw badRequest(`Validation failed: a service cannot move to another ${core.nounOf(cluster)} (body.${input.target!.field} differs)`);
             }
-            return replace(current, format, cluster, input.text!, req.principal);
+            return replace(current, format, cluster, input.text!, (req.body as { health?: PartHealth | null }).health, req.principal);
           },
         },
         {
@@ -471,7 +501,7 @@ export default definePlugin({
             const revision = await core.revisions.require('service', current, req.body.revision);
             const format = requireFormat(current);
             const cluster = await core.requireActive(current.cluster_id);
-            return replace(current, format, cluster, String(revision.spec.spec), req.principal, revision.number);
+            return replace(current, format, cluster, String(revision.spec.spec), (revision.spec.health as PartHealth | undefined) ?? null, req.principal, revision.number);
           },
         },
         {

@@ -63,4 +63,13 @@ export const serviceMigrations: Migration[] = [
       await seedRevisions(knex, 'service', SERVICES, (row) => ({ spec: row.spec }));
     },
   },
+  {
+    id: '005_health',
+    async up(knex) {
+      // Health checks declared for a service's parts (issue 29).
+      await knex.schema.alterTable(SERVICES, (t) => {
+        t.json('health').nullable();
+      });
+    },
+  },
 ];

@@ -3,6 +3,7 @@ import type { BundleRoute } from '../../core/clusters/backend.js';
 import { StampedRepository, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { SERVICES } from './migrations.js';
+import type { HealthSpec } from '../../core/orchestrator.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
@@ -25,6 +26,8 @@ export interface ServiceRecord extends LeaseFields {
   routes: ServiceRoute[];
   /** Services of a format whose deploy answers what it applied (manifests): the objects the last apply made ([{api_version, kind, name, namespace}]); null for the others. */
   applied_objects?: Array<{ api_version: string; kind: string; name: string; namespace: string | null }> | null;
+  /** Health checks declared for its parts (by compose service or Deployment name), over the bundle's own; null when none. */
+  health?: Record<string, HealthSpec> | null;
   observed_at: string | null;
   created_at: string;
   updated_at: string;
@@ -39,7 +42,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

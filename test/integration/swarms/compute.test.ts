@@ -267,6 +267,60 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       expect((await api('GET', `/v1/nodes/${member.nodeId}/unmanaged/${queued.json.data.task_id}`)).status, 'read once').to.equal(404);
     });
 
+    it('renders a declared health check as the service’s Docker healthcheck, and a rollback really changes the running image and env', async function () {
+      this.timeout(180_000);
+      const v2 = `hangar-test/busybox-v2-${dialect.name.slice(0, 2)}-${suffix}:v2`;
+      await dockerOk(['tag', TEST_IMAGE, v2]);
+      const res = await api('POST', '/v1/compute/instances', {
+        name: named('rev'),
+        swarm_id: member.swarmId,
+        image: TEST_IMAGE,
+        type: 'nano',
+        env: { MODE: 'a' },
+        command: ['sh', '-c', 'exec sleep 3600'],
+        health: { command: ['true'], interval_s: 1, timeout_s: 1, retries: 2 },
+      });
+      expect(res.status, res.text).to.equal(202);
+      const id = res.json.data.id;
+      const runtime = res.json.data.runtime_name;
+      created.push(runtime);
+      await waitInstance(id, 'running', (i) => i.status === 'running' && i.running === 1);
+      const inspect = async () => JSON.parse(await dockerOk(['service', 'inspect', runtime, '--format', '{{json .Spec.TaskTemplate.ContainerSpec}}']));
+      // (Docker leaves a zero StartPeriod out.)
+      expect((await inspect()).Healthcheck).to.deep.equal({ Test: ['CMD', 'true'], Interval: 1e9, Timeout: 1e9, Retries: 2 });
+      /** The image and MODE of the one running container of the instance, once it is the one wanted. */
+      const runningContainer = (image: string, mode: string) =>
+        waitFor(
+          async () => {
+            const ids = (await dockerOk(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${runtime}`])).split('\n').filter(Boolean);
+            if (ids.length !== 1) return null;
+            const c = JSON.parse(await dockerOk(['inspect', '--format', '{{json .Config}}', ids[0]!]));
+            return c.Image.split('@')[0] === image && c.Env.includes(`MODE=${mode}`) ? c : null;
+          },
+          { timeoutMs: 60_000, intervalMs: 300, what: `the container of ${runtime} to run ${image} with MODE=${mode}` },
+        );
+
+      const updated = await api('PATCH', `/v1/compute/instances/${id}`, { image: v2, env: { MODE: 'b' }, health: null });
+      expect(updated.status, updated.text).to.equal(202);
+      await waitInstance(id, 'running v2', (i) => i.status === 'running' && i.image === v2);
+      await runningContainer(v2, 'b');
+      expect(await inspect()).to.not.have.property('Healthcheck');
+
+      const back = await api('POST', `/v1/compute/instances/${id}/rollback`, { revision: 1 });
+      expect(back.status, back.text).to.equal(202);
+      await waitInstance(id, 'running the first revision again', (i) => i.status === 'running' && i.image === TEST_IMAGE);
+      await runningContainer(TEST_IMAGE, 'a');
+      const spec = await inspect();
+      expect(spec.Image.split('@')[0]).to.equal(TEST_IMAGE);
+      expect(spec.Env).to.deep.equal(['MODE=a']);
+      expect(spec.Healthcheck).to.include({ Retries: 2 });
+      const revisions = (await api('GET', `/v1/compute/instances/${id}/revisions`)).json.data;
+      expect(revisions.map((r: any) => [r.number, r.rollback_of ?? null])).to.deep.equal([[3, 1], [2, null], [1, null]]);
+      expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
+      await docker(['rmi', v2]);
+    });
+
     it('terminates an instance: 202, then the service and the record are gone', async function () {
       this.timeout(60_000);
       const res = await api('DELETE', `/v1/compute/instances/${webId}`);

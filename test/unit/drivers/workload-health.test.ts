@@ -5,6 +5,9 @@ import type { SwarmContext } from '../../../drivers/swarm/client.js';
 import { serviceSpecOf } from '../../../drivers/swarm/workloads.js';
 import { healthFault, type WorkloadSpec } from '../../../core/orchestrator.js';
 import { specDiff } from '../../../core/clusters/revisions.js';
+import { renderCompose } from '../../../drivers/swarm/compose.js';
+import { withReadiness } from '../../../drivers/kubernetes/manifests.js';
+import { parse } from 'yaml';
 
 const base: WorkloadSpec = { name: 'inst-web', role: 'instance', resource_id: 'inst-1', image: 'app:1', replicas: 1 };
 const S = 1e9;
@@ -13,7 +16,7 @@ const S = 1e9;
 describe('workload health checks in the drivers', () => {
   it('swarm: an HTTP check is the service’s Docker healthcheck (wget, else curl), timings in nanoseconds with defaults filled in', async () => {
     const spec = await serviceSpecOf({} as SwarmContext, { ...base, health: { http: { path: '/healthz?full=1', port: 8080 }, interval_s: 5, start_period_s: 30 } }, {});
-    expect(spec.TaskTemplate.ContainerSpec.HealthCheck).to.deep.equal({
+    expect(spec.TaskTemplate.ContainerSpec.Healthcheck).to.deep.equal({
       Test: ['CMD-SHELL', "wget -q -O /dev/null 'http://127.0.0.1:8080/healthz?full=1' || curl -fsS -o /dev/null 'http://127.0.0.1:8080/healthz?full=1'"],
       Interval: 5 * S,
       Timeout: 5 * S,
@@ -24,11 +27,11 @@ describe('workload health checks in the drivers', () => {
 
   it('swarm: a TCP check connects with nc, a command runs as it is; none declared leaves the image’s own HEALTHCHECK', async () => {
     const tcp = await serviceSpecOf({} as SwarmContext, { ...base, health: { tcp: { port: 5432 }, retries: 5 } }, {});
-    expect(tcp.TaskTemplate.ContainerSpec.HealthCheck).to.include({ Retries: 5 }).and.deep.include({ Test: ['CMD-SHELL', 'nc -z 127.0.0.1 5432'] });
+    expect(tcp.TaskTemplate.ContainerSpec.Healthcheck).to.include({ Retries: 5 }).and.deep.include({ Test: ['CMD-SHELL', 'nc -z 127.0.0.1 5432'] });
     const command = await serviceSpecOf({} as SwarmContext, { ...base, health: { command: ['pg_isready', '-q'] } }, {});
-    expect(command.TaskTemplate.ContainerSpec.HealthCheck.Test).to.deep.equal(['CMD', 'pg_isready', '-q']);
+    expect(command.TaskTemplate.ContainerSpec.Healthcheck.Test).to.deep.equal(['CMD', 'pg_isready', '-q']);
     const none = await serviceSpecOf({} as SwarmContext, base, {});
-    expect(none.TaskTemplate.ContainerSpec).to.not.have.property('HealthCheck');
+    expect(none.TaskTemplate.ContainerSpec).to.not.have.property('Healthcheck');
   });
 
   it('kubernetes: the Deployment’s container gets the check as its readinessProbe (httpGet, tcpSocket or exec)', () => {
@@ -44,6 +47,19 @@ describe('workload health checks in the drivers', () => {
     expect(container({ tcp: { port: 6379 } }).readinessProbe).to.deep.equal({ tcpSocket: { port: 6379 }, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3, initialDelaySeconds: 0 });
     expect(container({ command: ['cat', '/tmp/ready'] }).readinessProbe).to.include({ periodSeconds: 10 }).and.deep.include({ exec: { command: ['cat', '/tmp/ready'] } });
     expect(container(undefined)).to.not.have.property('readinessProbe');
+  });
+
+  it('a service’s checks by part: a compose service’s healthcheck (over the file’s own), a manifest Deployment’s first container’s readinessProbe', () => {
+    const text = 'services:\n  web:\n    image: a\n    healthcheck: {test: [CMD, old]}\n  worker:\n    image: b\n';
+    const rendered = parse(renderCompose(text, [], [], { web: { tcp: { port: 80 }, interval_s: 3 } }));
+    expect(rendered.services.web.healthcheck).to.deep.equal({ test: ['CMD-SHELL', 'nc -z 127.0.0.1 80'], interval: '3s', timeout: '5s', retries: 3, start_period: '0s' });
+    expect(rendered.services.worker).to.not.have.property('healthcheck');
+    const deployment = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: { template: { spec: { containers: [{ name: 'app', image: 'a' }, { name: 'side', image: 'b' }] } } } };
+    const probed = withReadiness(deployment, { web: { http: { path: '/', port: 80 } } }) as any;
+    expect(probed.spec.template.spec.containers[0].readinessProbe).to.deep.include({ httpGet: { path: '/', port: 80 } });
+    expect(probed.spec.template.spec.containers[1]).to.not.have.property('readinessProbe');
+    expect(deployment.spec.template.spec.containers[0], 'the manifest object itself is left as it was').to.not.have.property('readinessProbe');
+    expect(withReadiness(deployment, { other: { tcp: { port: 1 } } })).to.equal(deployment);
   });
 
   it('a check is one probe whose timeout fits its interval', () => {
