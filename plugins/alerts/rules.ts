@@ -104,7 +104,7 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
     rules.agent_outdated = async () => ({
       conditions: (await nodes())
         .filter((n) => n.agent_version && compareVersions(n.agent_version, versionInfo.version) < 0)
-        .map((n) => ({ resource_type: 'node', resource_id: n.id, subject: '', message: `${nodeLabel(n)} runs agent ${n.agent_version}, older than the control plane’s ${versionInfo.version}: hangar node update-agent` })),
+        .map((n) => ({ resource_type: 'node', resource_id: n.id, subject: '', message: `${nodeLabel(n)} runs agent ${n.agent_version}, older than the control plane’s ${versionInfo.version}: update it (POST /v1/nodes/${n.id}/update-agent, the dashboard’s Update agent)` })),
       unknown: none(),
     });
   }

@@ -3,6 +3,7 @@ import { call, useCsrf, whenSignedOut } from './api';
 import { startLive, stopLive, useLiveConnected } from './live';
 import { href, useRoute } from './router';
 import { Field, Notices, useAction } from './ui';
+import { Alerts } from './views/alerts';
 import { Fleet, NodeDetail } from './views/fleet';
 import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail, Users, Volumes } from './views/resources';
 import { KubernetesClusterDetail, KubernetesClusters } from './views/kubernetes';
@@ -12,6 +13,7 @@ type User = { id: string; username: string; name?: string | null; role: string }
 
 const NAV: Array<[string, string, boolean]> = [
   ['fleet', 'Fleet', false],
+  ['alerts', 'Alerts', false],
   ['swarms', 'Swarms', false],
   ['kubernetes', 'Kubernetes', false],
   ['instances', 'Instances', false],
@@ -33,6 +35,8 @@ function View({ route, user }: { route: string[]; user: User }) {
       return <Fleet />;
     case 'nodes':
       return id ? <NodeDetail id={id} /> : <Fleet />;
+    case 'alerts':
+      return <Alerts admin={user.role === 'admin'} />;
     case 'swarms':
       return id ? <SwarmDetail id={id} /> : <Swarms />;
     case 'kubernetes':
