@@ -3,7 +3,7 @@ import { ConfigError, conflict, notFound } from '../errors.js';
 import { Reply } from '../http/reply.js';
 import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
-import type { RouteDef, Services } from '../plugin.js';
+import { defineRoute, type RouteDef, type Services } from '../plugin.js';
 import type { DriverCall, TaskKind } from '../tasks/kinds.js';
 import { NodeAvailabilityActors } from '../node-availability.js';
 import { defineMembership, nodeAvailabilityActor, type Membership } from './membership.js';
@@ -227,7 +227,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   }
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: base,
       auth: { role: 'admin' },
@@ -246,24 +246,24 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         for (const [i, node] of chosen.entries()) await addMember(cluster, node.id, i === 0 ? 'manager' : 'worker');
         return view(chosen.length ? await lifecycle.start(id, 'members', { status: 'forming', error: null }, refused) : cluster);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: base,
       auth: 'authenticated',
       summary: def.summaries.list,
       schemas: { query: PageQuery },
       handler: async (req) => Reply.pageOf(await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: def.backend }) }), view),
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: `${base}/{id}`,
       auth: 'authenticated',
       summary: def.summaries.get,
       schemas: { params: IdParams, response: Cluster },
       handler: async (req) => view(await require(req.params.id)),
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: `${base}/{id}/${def.members.path}`,
       auth: 'authenticated',
@@ -278,8 +278,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
           ...(error ? { error } : {}),
         });
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: joinPath,
       auth: { role: 'admin' },
@@ -301,8 +301,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         await lifecycle.start(cluster.id, 'members', first ? { status: 'forming', error: null } : {}, refused);
         return def.memberView(member);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: def.leave.method,
       path: leavePath,
       auth: { role: 'admin' },
@@ -313,7 +313,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         : { params: IdParams, body: Type.Object({ node_id: NodeRef }, { additionalProperties: false }) },
       handler: async (req) => {
         const cluster = await require(req.params.id);
-        const nodeId: string = leaveByPath ? req.params.nodeId : req.body.node_id;
+        const nodeId = leaveByPath ? (req.params as { nodeId: string }).nodeId : (req.body as { node_id: string }).node_id;
         const member = await members.findOne({ node_id: nodeId, cluster_id: cluster.id });
         if (!member) throw notFound(`Node ${nodeId} is not a member of ${noun} ${cluster.name}`);
         if (member.status === 'leaving') throw conflict(`Node ${member.node_id} is already leaving`);
@@ -323,8 +323,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         await lifecycle.start(cluster.id, 'members', {}, refused);
         return def.memberView(leaving);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'DELETE',
       path: `${base}/{id}`,
       auth: { role: 'admin' },
@@ -332,7 +332,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       otherStatuses: [202],
       schemas: { params: IdParams, query: ForceQuery },
       handler: async (req) => requestDelete(await require(req.params.id), req.query.force === true, view),
-    },
+    }),
   ];
 
   return { routes, naming, membership, view, require, membersOf, ask, forceRemove };

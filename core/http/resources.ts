@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from '../db/repository.js';
-import type { RouteDef } from '../plugin.js';
+import { defineRoute, type RouteDef } from '../plugin.js';
 import { Reply } from './reply.js';
 
 /** The query of a paged list: how many items, and the `next_cursor` of the page before. */
@@ -59,7 +59,7 @@ export interface ReadRoutes<T> {
  */
 export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
   return [
-    {
+    defineRoute({
       method: 'GET',
       path: r.path,
       auth: 'authenticated',
@@ -69,14 +69,14 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
         const { limit, cursor, name_prefix } = req.query;
         return Reply.pageOf(await r.page({ limit, cursor, ...(name_prefix ? { where: nameStartsWith(name_prefix) } : {}) }), async (item) => r.view(item));
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: `${r.path}/{id}`,
       auth: 'authenticated',
       summary: r.summaries.get,
       schemas: { params: IdParams, ...(r.response ? { response: r.response } : {}) },
       handler: async (req) => (r.detail ?? r.view)(await r.find(req.params.id)),
-    },
+    }),
   ];
 }

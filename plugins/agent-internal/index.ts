@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { forbidden, notFound } from '../../core/errors.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { heartbeatSchema, NodesRef, nodesOf } from '../nodes/api.js';
 import { PollSpread } from './poll-spread.js';
 
@@ -30,7 +30,7 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/internal/heartbeat',
           auth: 'agent',
@@ -54,8 +54,8 @@ export default definePlugin({
             spread.tell(updated.id, pollWait * 1000);
             return { node_id: updated.id, heartbeat_interval_seconds: api.cadence.intervalSeconds, poll_wait_seconds: pollWait };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/internal/tasks/{nodeId}',
           auth: 'agent',
@@ -73,8 +73,8 @@ export default definePlugin({
             const leased = await tasks.poll(req.params.nodeId, waitMs, req.signal);
             return leased.map((t) => ({ task_id: t.id, kind: t.kind, payload: t.payload ?? {}, attempt: t.attempts, lease_expires_at: t.lease_expires_at }));
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/internal/tasks/{taskId}/result',
           auth: 'agent',
@@ -96,7 +96,7 @@ export default definePlugin({
             const task = await tasks.report(req.params.taskId, req.agent!.nodeId, { ok: req.body.status === 'completed', output: req.body.output, error: req.body.error });
             return { task_id: task.id, status: task.status };
           },
-        },
+        }),
       ],
     };
   },

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
-import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
 import { AlertsConfigSchema, RULE_NAMES, type AlertsConfig } from './config.js';
 import { AlertEngine, AlertStore, silenced, type AlertRecord } from './engine.js';
 import { alertMigrations } from './migrations.js';
@@ -100,7 +100,7 @@ export default definePlugin({
     );
 
     const routes: RouteDef[] = [
-      {
+      defineRoute({
         method: 'GET',
         path: '/v1/alerts',
         auth: 'authenticated',
@@ -120,16 +120,16 @@ export default definePlugin({
           });
           return Reply.page(page, view);
         },
-      },
-      {
+      }),
+      defineRoute({
         method: 'GET',
         path: '/v1/alerts/{id}',
         auth: 'authenticated',
         summary: 'One alert',
         schemas: { params: IdParams, response: AlertView },
         handler: async (req) => view(await requireAlert(req.params.id)),
-      },
-      {
+      }),
+      defineRoute({
         method: 'POST',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
@@ -141,15 +141,15 @@ export default definePlugin({
           const until = new Date(clock.now().getTime() + req.body.minutes * 60_000).toISOString();
           return view(await alerts.change(alert.id, { silenced_until: until }));
         },
-      },
-      {
+      }),
+      defineRoute({
         method: 'DELETE',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
         summary: 'End an alert’s silence: what it did not announce meanwhile is announced at the next check',
         schemas: { params: IdParams, response: AlertView },
         handler: async (req) => view(await alerts.change((await requireAlert(req.params.id)).id, { silenced_until: null })),
-      },
+      }),
     ];
 
     return {

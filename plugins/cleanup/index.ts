@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
 import { ClusterRemovals } from '../../core/clusters/service.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { TaggableResources } from '../tags/api.js';
 import { VolumesRef } from '../volumes/api.js';
 
@@ -30,7 +30,7 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/cleanup/{resourceType}/{resourceId}',
           auth: { role: 'admin' },
@@ -51,7 +51,7 @@ export default definePlugin({
             services.log.info({ resource_type: resourceType, resource_id: resourceId }, 'resource force-cleaned');
             return { resource_type: resourceType, resource_id: resourceId, removed: true };
           },
-        },
+        }),
       ],
     };
   },

@@ -362,14 +362,14 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/compute/instance-types',
           auth: 'authenticated',
           summary: 'Instance types: CPU and memory limits per task',
           handler: () => INSTANCE_TYPES.map((t) => ({ ...t, default: t.name === DEFAULT_INSTANCE_TYPE })),
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/compute/instances',
           auth: { role: 'admin' },
@@ -424,8 +424,8 @@ export default definePlugin({
             await core.revisions.append('instance', record.id, { spec: { ...instanceSpec(record) }, principal: req.principal });
             return view(deploying);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/compute/instances',
           auth: 'authenticated',
@@ -445,16 +445,16 @@ export default definePlugin({
               (req.query.swarm_id && (await core.filterId(req.query.swarm_id, 'swarm_id'))) || (req.query.cluster_id && (await core.filterId(req.query.cluster_id, 'cluster_id')));
             return Reply.pageOf(await instances.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => clusterId && q.where({ cluster_id: clusterId }) }), view);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/compute/instances/{id}',
           auth: 'authenticated',
           summary: 'Get an instance: spec, desired and observed state, where its tasks run',
           schemas: { params: IdParams },
           handler: async (req) => view(await requireInstance(req.params.id)),
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/compute/instances/{id}',
           auth: { role: 'admin' },
@@ -467,8 +467,8 @@ export default definePlugin({
             routesChanged(i.cluster_id);
             return view(terminating);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'PATCH',
           path: '/v1/compute/instances/{id}',
           auth: { role: 'admin' },
@@ -482,16 +482,16 @@ export default definePlugin({
             for (const [key, value] of Object.entries(body)) (next as unknown as Record<string, unknown>)[key] = value;
             return update(i, next, req.principal, 'updating');
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/compute/instances/{id}/revisions',
           auth: 'authenticated',
           summary: 'An instance’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths, old and new values)',
           schemas: { params: IdParams },
           handler: async (req) => revisionsView(core.revisions, 'instance', (await requireInstance(req.params.id)).id),
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/compute/instances/{id}/rollback',
           auth: { role: 'admin' },
@@ -503,7 +503,7 @@ export default definePlugin({
             const revision = await core.revisions.require('instance', i, req.body.revision);
             return update(i, { ...instanceSpec(i), ...(revision.spec as Partial<InstanceSpec>) }, req.principal, 'rolling back', revision.number);
           },
-        },
+        }),
         ...(
           [
             ['stop', 'stopped', 'stopping', 'Stop an instance: its tasks end, its replica count is remembered for start'],
@@ -520,7 +520,7 @@ export default definePlugin({
             handler: async (req) => redeploy(await requireMutable(req.params.id), { desired, reason: doing }, doing),
           }),
         ),
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/compute/instances/{id}/scale',
           auth: { role: 'admin' },
@@ -533,8 +533,8 @@ export default definePlugin({
             if (i.desired !== 'running') return view(await instances.change(i.id, { replicas: req.body.replicas, op_rev: i.op_rev + 1 }));
             return redeploy(i, { replicas: req.body.replicas, reason: `scaling to ${req.body.replicas}` }, 'scaling');
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/compute/instances/{id}/logs',
           auth: { role: 'admin' },
@@ -545,16 +545,16 @@ export default definePlugin({
             const i = await requireInstance(req.params.id);
             return core.queueLogs(await core.requireActive(i.cluster_id), WorkloadLogs, i.runtime_name, req.query, i.id);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/compute/instances/{id}/logs/{taskId}',
           auth: { role: 'admin' },
           summary: 'The log read: status, and the lines once completed (read once)',
           schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
           handler: async (req) => core.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id),
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/compute/instances/{id}/volumes',
           auth: { role: 'admin' },
@@ -573,8 +573,8 @@ export default definePlugin({
             const attached = [...i.volumes, { volume_id: volume.id, name: volume.name, path: req.body.path }];
             return redeploy(i, { volumes: attached, reason: `attaching ${volume.name}` }, 'attaching a volume to', req.principal);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/compute/instances/{id}/volumes/{volumeId}',
           auth: { role: 'admin' },
@@ -587,7 +587,7 @@ export default definePlugin({
             if (!attached) throw notFound(`Volume ${req.params.volumeId} is not attached to instance ${i.name}`);
             return redeploy(i, { volumes: i.volumes.filter((v) => v !== attached), reason: `detaching ${attached.name}` }, 'detaching a volume from', req.principal);
           },
-        },
+        }),
       ],
     };
   },

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { fromRoot } from '../../core/paths.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -50,8 +50,8 @@ export default definePlugin({
     };
     return {
       routes: [
-        { method: 'GET', path: '/ui', auth: 'public', summary: 'The web dashboard (HTML)', produces: 'text/html', errors: [404], handler: () => file('index.html') },
-        {
+        defineRoute({ method: 'GET', path: '/ui', auth: 'public', summary: 'The web dashboard (HTML)', produces: 'text/html', errors: [404], handler: () => file('index.html') }),
+        defineRoute({
           method: 'GET',
           path: '/ui/{file}',
           auth: 'public',
@@ -59,7 +59,7 @@ export default definePlugin({
           produces: [...new Set([...Object.values(TYPES), 'application/octet-stream'].map((t) => t.split(';')[0]!))],
           schemas: { params: Type.Object({ file: Type.String({ pattern: '^[\\w.-]+$', maxLength: 100 }) }) },
           handler: (req) => file(req.params.file === '' ? 'index.html' : req.params.file),
-        },
+        }),
       ],
     };
   },

@@ -8,7 +8,7 @@ import { asHttpError } from '../../core/clusters/service.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
 import { Reply } from '../../core/http/reply.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
 import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/api.js';
@@ -299,7 +299,7 @@ export default definePlugin({
     return {
       routes: [
         ...clusterApi.routes,
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/kubeconfig',
           auth: { role: 'admin' },
@@ -323,8 +323,8 @@ export default definePlugin({
               });
             return Reply.data({ cluster_id: cluster.id, server: serverUrl(address), kubeconfig }, 200, { 'Cache-Control': 'no-store' });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/kubernetes/clusters/{id}/volumes',
           auth: { role: 'admin' },
@@ -339,8 +339,8 @@ export default definePlugin({
             const { attachment, created } = await volumes.attach(await volumes.require(req.body.volume_id), cluster);
             return Reply.data(attachmentView(attachment, 'Bound'), created ? 201 : 200);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/volumes',
           auth: 'authenticated',
@@ -359,8 +359,8 @@ export default definePlugin({
             }
             return new Reply(200, { data, ...(error ? { error } : {}) });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/kubernetes/clusters/{id}/volumes/{volumeId}',
           auth: { role: 'admin' },
@@ -373,13 +373,13 @@ export default definePlugin({
             await volumes.detach(volume, cluster);
             return { volume_id: volume.id, name: volume.name, detached: true };
           },
-        },
+        }),
         ...(
           [
             ['binary', 'The k3s binary the operator placed in the control plane’s data dir, for agents installing k3s; SHA-256 in a header', binaryNames],
             ['images', 'k3s’s airgap images tarball the operator placed beside the binary, for agents installing k3s (it goes to k3s’s images folder); SHA-256 and file name in headers', imagesNames],
           ] as const
-        ).map(([file, summary, names]) => ({
+        ).map(([file, summary, names]) => (defineRoute({
           method: 'GET' as const,
           path: `/v1/kubernetes/k3s/${file}`,
           auth: 'agent' as const,
@@ -392,7 +392,7 @@ export default definePlugin({
             if (!found) throw notFound(`No k3s ${file} for ${req.query.arch}: the operator places it at ${names(req.query.arch).map(shownInK3sDir).join(' or ')}`);
             return Reply.raw(createReadStream(found.file), 'application/octet-stream', { 'Content-Length': String(found.size), 'X-Checksum-Sha256': found.sha256, 'X-File-Name': found.name });
           },
-        })),
+        }))),
       ],
     };
   },

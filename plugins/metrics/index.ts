@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { bearerToken } from '../../core/auth/jwt.js';
 import { safeEqual } from '../../core/crypto.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 
 export const METRICS_PATH = '/metrics';
 /** The role of the scrape token's principal; no other route accepts it. */
@@ -44,7 +44,7 @@ export default definePlugin({
     );
     return {
       routes: [
-        {
+        defineRoute({
           method: 'GET',
           path: METRICS_PATH,
           auth: { role: SCRAPER_ROLE },
@@ -55,7 +55,7 @@ export default definePlugin({
           async handler() {
             return Reply.raw(await services.metrics.text(), services.metrics.contentType, { 'Cache-Control': 'no-store' });
           },
-        },
+        }),
       ],
     };
   },

@@ -1,4 +1,4 @@
-import type { RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { NodeParams } from './schemas.js';
 
@@ -8,7 +8,7 @@ export function certificates(ctx: NodesContext): NodesPart {
   const { ca } = services;
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/cert',
       auth: { role: 'admin' },
@@ -21,8 +21,8 @@ export function certificates(ctx: NodesContext): NodesPart {
         await events.record({ nodeId: node.id, kind: 'certificate_issued', message: `client certificate ${cert.serial} issued` });
         return { node_id: node.id, serial: cert.serial, certificate: cert.cert_pem, private_key: cert.key_pem, ca_pem: cert.ca_pem, expires_at: cert.expires_at };
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/cert/revoke',
       auth: { role: 'admin' },
@@ -34,7 +34,7 @@ export function certificates(ctx: NodesContext): NodesPart {
         await events.record({ nodeId: node.id, kind: 'certificates_revoked', message: `${revoked} certificate(s) revoked` });
         return { node_id: node.id, revoked };
       },
-    },
+    }),
   ];
   return { routes };
 }

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest } from '../../core/errors.js';
-import type { BackgroundLoop, RouteDef } from '../../core/plugin.js';
+import { defineRoute, type BackgroundLoop, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { EVENT_LIMIT_MAX, eventView } from './events.js';
 import { NodeId } from './schemas.js';
@@ -11,7 +11,7 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
   const { clock, log } = services;
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/events',
       auth: { role: 'admin' },
@@ -34,8 +34,8 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
         if (req.body.node_id) await nodes.require(req.body.node_id);
         return eventView(await events.record({ nodeId: req.body.node_id, identifier: req.body.identifier, kind: req.body.kind, message: req.body.message, data: req.body.data }));
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes/events',
       auth: 'authenticated',
@@ -54,7 +54,7 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
       async handler(req) {
         return (await events.list({ nodeId: req.query.node_id, identifier: req.query.identifier, since: req.query.since, limit: req.query.limit })).map(eventView);
       },
-    },
+    }),
   ];
 
   const loops: BackgroundLoop[] = settings.event_retention_days

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { sha256Hex } from '../../core/crypto.js';
 import { badRequest, conflict, notFound, unauthorized } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
-import type { RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { RateLimit } from '../../core/ratelimit.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { JOIN_TOKENS, NODES } from './migrations.js';
@@ -70,7 +70,7 @@ export function joining(ctx: NodesContext): NodesPart {
   }
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/token',
       auth: { role: 'admin' },
@@ -116,8 +116,8 @@ export function joining(ctx: NodesContext): NodesPart {
         const joinCommands = Object.fromEntries(AGENT_ARCHITECTURES.map((a) => [a, joinCommand(apiUrls[0]!, a, token)]));
         return { id, token, expires_at: expires, overlay_ip: ip, ca_sha256: caSha256, api_url: apiUrls[0]!, api_urls: apiUrls, join_commands: joinCommands };
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'DELETE',
       path: '/v1/nodes/token/{id}',
       auth: { role: 'admin' },
@@ -130,8 +130,8 @@ export function joining(ctx: NodesContext): NodesPart {
         await overlay.release(token.id);
         return { id: token.id, revoked: true };
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/join',
       auth: 'public',
@@ -209,7 +209,7 @@ export function joining(ctx: NodesContext): NodesPart {
           heartbeat_interval_seconds: cadence.intervalSeconds,
         };
       },
-    },
+    }),
   ];
   return { routes };
 }

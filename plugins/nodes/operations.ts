@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { ScanUnmanaged } from '../../core/orchestrator.js';
-import type { RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { TaskKind } from '../../core/tasks/kinds.js';
 import { taskView, type Task } from '../../core/tasks/queue.js';
@@ -65,7 +65,7 @@ export function operations(ctx: NodesContext): NodesPart {
   }
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/update-agent',
       auth: { role: 'admin' },
@@ -80,7 +80,7 @@ export function operations(ctx: NodesContext): NodesPart {
         if (!binary) throw conflict(node.architecture ? missingExecutable(node.architecture) : `Node ${node.id} has not reported its architecture yet; try again after its next heartbeat`);
         return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
       },
-    },
+    }),
     ...(
       [
         ['os-update', OsUpdate, 'Queue a full OS package upgrade; the node needs a reboot afterwards when the OS says so'],
@@ -88,7 +88,7 @@ export function operations(ctx: NodesContext): NodesPart {
         ['reboot', OsReboot, 'Queue a reboot'],
         ['stop', AgentStop, 'Stop the agent; the machine and its workloads keep running and the node shows offline'],
       ] as const
-    ).map(([verb, kind, summary]) => ({
+    ).map(([verb, kind, summary]) => (defineRoute({
       method: 'POST' as const,
       path: `/v1/nodes/{id}/${verb}`,
       auth: { role: 'admin' },
@@ -98,8 +98,8 @@ export function operations(ctx: NodesContext): NodesPart {
       async handler(req: { params: { id: string } }) {
         return queue(await nodes.requireLive(req.params.id), kind);
       },
-    })),
-    {
+    }))),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/logs',
       auth: { role: 'admin' },
@@ -118,16 +118,16 @@ export function operations(ctx: NodesContext): NodesPart {
         const payload = req.query.since ? { since: new Date(req.query.since).toISOString() } : { lines: Math.min(req.query.lines ?? settings.log_lines_default, settings.log_lines_max) };
         return queue(node, AgentLogs, payload, true);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes/{id}/logs/{taskId}',
       auth: { role: 'admin' },
       summary: 'The log fetch: status, and the lines once completed (read once)',
       schemas: { params: NodeTaskParams },
       handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name),
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/unmanaged',
       auth: { role: 'admin' },
@@ -143,8 +143,8 @@ export function operations(ctx: NodesContext): NodesPart {
         const scanner = await scannerFor(node, req.query.backend);
         return Reply.accepted(taskView(await tasks.enqueue({ nodeId: scanner, kind: ScanUnmanaged, payload: { backend: req.query.backend }, readOnce: true, subject: node.id })));
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes/{id}/unmanaged/{taskId}',
       auth: { role: 'admin' },
@@ -155,7 +155,7 @@ export function operations(ctx: NodesContext): NodesPart {
         const result = (view.result ?? {}) as { resources?: unknown[] };
         return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
       },
-    },
+    }),
   ];
   return { routes };
 }

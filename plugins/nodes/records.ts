@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import type { RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeStatus } from './nodes.js';
 import { InterfaceName, IpAddress, NodeName, NodeParams, NodeView } from './schemas.js';
@@ -15,7 +15,7 @@ export function records(ctx: NodesContext): NodesPart {
   const { ca } = services;
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes',
       auth: { role: 'admin' },
@@ -44,8 +44,8 @@ export function records(ctx: NodesContext): NodesPart {
         await events.record({ nodeId: node.id, kind: 'node_created', message: `node ${node.name} created` });
         return ctx.view(node);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes',
       auth: 'authenticated',
@@ -66,16 +66,16 @@ export function records(ctx: NodesContext): NodesPart {
         const paging = { limit: req.query.limit, cursor: req.query.cursor };
         return Reply.page(await (wanted?.length ? nodes.pageByStatus(wanted, paging) : nodes.page(paging)), ctx.view);
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes/{id}',
       auth: 'authenticated',
       summary: 'Get a node',
       schemas: { params: NodeParams, response: NodeView },
       handler: async (req) => ctx.view(await nodes.require(req.params.id)),
-    },
-    {
+    }),
+    defineRoute({
       method: 'PATCH',
       path: '/v1/nodes/{id}',
       auth: { role: 'admin' },
@@ -85,8 +85,8 @@ export function records(ctx: NodesContext): NodesPart {
         await nodes.require(req.params.id);
         return ctx.view(await nodes.change(req.params.id, { name: req.body.name }));
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/ip',
       auth: { role: 'admin' },
@@ -119,7 +119,7 @@ export function records(ctx: NodesContext): NodesPart {
         if (ip_address && node.wg_public_key) await publishPeers();
         return body;
       },
-    },
+    }),
   ];
   return { routes };
 }

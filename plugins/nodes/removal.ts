@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
 import { recordRemover } from '../../core/events.js';
-import type { BackgroundLoop, RouteDef } from '../../core/plugin.js';
+import { defineRoute, type BackgroundLoop, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { NodeParams, NodeView } from './schemas.js';
 
@@ -15,7 +15,7 @@ export function removal(ctx: NodesContext): NodesPart {
   const forget = recordRemover(services.events, 'node', nodes);
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'DELETE',
       path: '/v1/nodes/{id}',
       auth: { role: 'admin' },
@@ -52,7 +52,7 @@ export function removal(ctx: NodesContext): NodesPart {
         if (node.wg_public_key) await publishPeers();
         return ctx.view(updated);
       },
-    },
+    }),
   ];
 
   const loops: BackgroundLoop[] = [

@@ -4,7 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { NodeAvailabilityActors } from '../../core/node-availability.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { taskView } from '../../core/tasks/queue.js';
-import type { RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeRecord } from './nodes.js';
 import { NodeParams, NodeTaskParams } from './schemas.js';
@@ -50,7 +50,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
   }
 
   const routes: RouteDef[] = [
-    {
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/cordon',
       auth: { role: 'admin' },
@@ -58,8 +58,8 @@ export function scheduling(ctx: NodesContext): NodesPart {
       otherStatuses: [202],
       schemas: { params: NodeParams },
       handler: (req) => setAvailability(req.params.id, 'cordoned'),
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/drain',
       auth: { role: 'admin' },
@@ -67,8 +67,8 @@ export function scheduling(ctx: NodesContext): NodesPart {
       otherStatuses: [202],
       schemas: { params: NodeParams },
       handler: (req) => setAvailability(req.params.id, 'drained'),
-    },
-    {
+    }),
+    defineRoute({
       method: 'GET',
       path: '/v1/nodes/{id}/availability/{taskId}',
       auth: { role: 'admin' },
@@ -79,8 +79,8 @@ export function scheduling(ctx: NodesContext): NodesPart {
         const task = taskView(await services.tasks.take(req.params.taskId, { kind: SetNodeAvailability.name, subject: node.id }));
         return { task_id: task.task_id, status: task.status, ...(task.error ? { error: task.error } : {}) };
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/uncordon',
       auth: { role: 'admin' },
@@ -92,8 +92,8 @@ export function scheduling(ctx: NodesContext): NodesPart {
         if (node.availability === 'active') throw conflict(`Node ${node.id} is not cordoned or drained`);
         return setAvailability(node.id, 'active');
       },
-    },
-    {
+    }),
+    defineRoute({
       method: 'POST',
       path: '/v1/nodes/{id}/gpu-overcommit',
       auth: { role: 'admin' },
@@ -106,7 +106,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
         await nodes.require(req.params.id);
         return ctx.view(await nodes.change(req.params.id, { gpu_overcommit_factor: req.body.gpu_overcommit_factor }));
       },
-    },
+    }),
   ];
   return { routes };
 }

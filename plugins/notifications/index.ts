@@ -5,7 +5,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin, type Services } from '../../core/plugin.js';
+import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
 import { TagsRef, type ResourceType } from '../tags/api.js';
 import { checkReceiverUrl, type AddressPolicy } from './address.js';
 import { NotificationsRef } from './api.js';
@@ -27,6 +27,7 @@ export const NotificationsConfigSchema = Type.Object(
     retry_max_seconds: Type.Number({ minimum: 0.05, maximum: 86_400, default: 3600, description: 'the longest wait between two attempts' }),
     timeout_seconds: Type.Number({ minimum: 0.1, maximum: 120, default: 10, description: 'how long one attempt may take (connect, send, the answer)' }),
     concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 8, description: 'deliveries sent at once by the control plane that sends' }),
+    channel_concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 2, description: 'of those, how many to one channel: a slow or dead receiver holds no more slots than this' }),
     poll_interval_ms: Type.Integer({ minimum: 50, maximum: 60_000, default: 1000, description: 'how often the outbox is looked at for due deliveries (besides at once when this process writes one)' }),
     retention_days: Type.Integer({ minimum: 0, default: 30, description: 'delivered and failed deliveries (and their attempts) older than this are deleted; 0 keeps them for ever' }),
     mail_from: Type.String({ minLength: 3, default: 'hangar <noreply@localhost>', description: 'the From of email notifications (sent through mail:)' }),
@@ -306,7 +307,7 @@ export default definePlugin({
       return postTo(opened, delivery.event, delivery.id, { policy, timeoutMs, signal, now: () => clock.now() });
     }
 
-    const dispatcher = new Dispatcher(outbox, send, { concurrency: settings.concurrency, holdMs: timeoutMs + 15_000, retry, log });
+    const dispatcher = new Dispatcher(outbox, send, { concurrency: settings.concurrency, channelConcurrency: Math.min(settings.channel_concurrency, settings.concurrency), holdMs: timeoutMs + 15_000, retry, log });
 
     /** Sends at once what this process just wrote, when it is the one that sends (else the leader's next turn does). */
     function poke(): void {
@@ -345,7 +346,7 @@ export default definePlugin({
           : []),
       ],
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/notifications/channels',
           auth: { role: 'admin' },
@@ -372,24 +373,24 @@ export default definePlugin({
             });
             return channelView(created, secret);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/notifications/channels',
           auth: { role: 'admin' },
           summary: 'List notification channels (never their secrets, header values or chat webhook paths)',
           schemas: { query: PageQuery, response: Type.Array(ChannelView) },
           handler: async (req) => Reply.page(await channels.page({ limit: req.query.limit, cursor: req.query.cursor }), (c) => channelView(c)),
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/notifications/channels/{id}',
           auth: { role: 'admin' },
           summary: 'Get a notification channel by id or name',
           schemas: { params: IdParams, response: ChannelView },
           handler: async (req) => channelView(await requireChannel(req.params.id)),
-        },
-        {
+        }),
+        defineRoute({
           method: 'PATCH',
           path: '/v1/notifications/channels/{id}',
           auth: { role: 'admin' },
@@ -405,8 +406,8 @@ export default definePlugin({
             const changed = await channels.change(channel.id, { ...fields, ...(body.name ? { name: body.name } : {}), ...(secret ? { secret_sealed: box.seal(secret) } : {}) });
             return channelView(changed, secret);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/notifications/channels/{id}',
           auth: { role: 'admin' },
@@ -423,8 +424,8 @@ export default definePlugin({
             cache = null;
             return Reply.noContent();
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/notifications/channels/{id}/test',
           auth: { role: 'admin' },
@@ -442,8 +443,8 @@ export default definePlugin({
             if (channel.kind === 'email') return mailTo(opened, event, key, services.mail, settings.mail_from);
             return postTo(opened, event, key, { policy, timeoutMs, signal: req.signal, now: () => clock.now() });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/notifications/subscriptions',
           auth: { role: 'admin' },
@@ -471,8 +472,8 @@ export default definePlugin({
             cache = null;
             return subscriptionView(created);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/notifications/subscriptions',
           auth: { role: 'admin' },
@@ -486,8 +487,8 @@ export default definePlugin({
             const where = channelId ? (q: Knex.QueryBuilder) => void q.where({ channel_id: channelId }) : undefined;
             return Reply.page(await subscriptions.page({ limit: req.query.limit, cursor: req.query.cursor, where }), subscriptionView);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/notifications/subscriptions/{id}',
           auth: { role: 'admin' },
@@ -499,8 +500,8 @@ export default definePlugin({
             cache = null;
             return Reply.noContent();
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/notifications/deliveries',
           auth: { role: 'admin' },
@@ -516,8 +517,8 @@ export default definePlugin({
             const attempts = await outbox.attemptsOf(page.items.map((d) => d.id));
             return Reply.page(page, (d) => deliveryView(d, attempts.get(d.id) ?? []));
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/notifications/deliveries/{id}/redeliver',
           auth: { role: 'admin' },
@@ -532,7 +533,7 @@ export default definePlugin({
             poke();
             return deliveryView(again, (await outbox.attemptsOf([again.id])).get(again.id) ?? []);
           },
-        },
+        }),
       ],
     };
   },

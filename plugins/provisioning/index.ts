@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { conflict, HttpError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshDriverRef, SshError, type HostKeyStore, type SshSession } from '../../drivers/ssh/api.js';
 import { IpAddress, NodeName, NodeParams, NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/api.js';
@@ -218,7 +218,7 @@ export default definePlugin({
         await Promise.allSettled([...running]);
       },
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/nodes/deploy',
           auth: { role: 'admin' },
@@ -251,8 +251,8 @@ export default definePlugin({
             log.info({ node_id: id, ip_address, user: creds.username, profile: creds.profile }, 'deploy started');
             return { node_id: id, ip_address, status: 'deploying', started_at: now };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/nodes/{id}/update-ssh',
           auth: { role: 'admin' },
@@ -281,8 +281,8 @@ export default definePlugin({
             );
             return { node_id: node.id, status: 'updating' };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/nodes/{id}/start',
           auth: { role: 'admin' },
@@ -307,7 +307,7 @@ export default definePlugin({
             );
             return { node_id: node.id, status: 'starting' };
           },
-        },
+        }),
       ],
     };
   },

@@ -1,7 +1,7 @@
 import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { notFound, unavailable } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { openApiRoute } from '../../core/openapi.js';
@@ -96,7 +96,7 @@ export default definePlugin({
     };
     return {
       routes: [
-        {
+        defineRoute({
           method: 'GET',
           path: '/healthz',
           auth: 'public',
@@ -113,8 +113,8 @@ export default definePlugin({
             }
             return { status: 'ok', store: services.db.dialect };
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/version',
           auth: 'public',
@@ -128,8 +128,8 @@ export default definePlugin({
             }),
           },
           handler: () => versionInfo,
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/ca',
           auth: 'public',
@@ -142,9 +142,9 @@ export default definePlugin({
             }
             return Reply.raw(services.ca.caPem, 'application/x-pem-file');
           },
-        },
+        }),
         openApiRoute(services, 'control', '/v1/openapi.json'),
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/agent/binary',
           auth: 'public',
@@ -168,7 +168,7 @@ export default definePlugin({
               'X-Checksum-Sha256': binary.sha256,
             });
           },
-        },
+        }),
       ],
     };
   },
