@@ -144,7 +144,7 @@ export interface ClusterBackend {
   nodeFact?: NodeFact;
   /**
    * Deleting one of its clusters destroys everything that runs on it, hangar's or not (Kubernetes:
-   * k3s is uninstalled). A DELETE without force then asks the cluster's unmanaged scan first and
+   * k3s is uninstalled; a swarm: every member leaves it). A DELETE without force then asks the cluster's unmanaged scan first and
    * refuses (409) while it finds workloads hangar did not create, naming their namespaces.
    */
   deleteChecksUnmanaged?: boolean;

@@ -109,7 +109,7 @@ export function defineMembership(core: Clusters, def: MembershipDef): Membership
       if ((running.length || unmanaged.length) && !force) {
         const parts = [
           ...(running.length ? [`still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}`] : []),
-          ...(unmanaged.length ? [`${running.length ? 'and ' : ''}runs workloads hangar did not create${namespacesOf(unmanaged)}: ${unmanaged.map((r) => `${r.kind} ${r.name}`).join(', ')} (deleting the cluster destroys them)`] : []),
+          ...(unmanaged.length ? [`${running.length ? 'and ' : ''}runs workloads hangar did not create${namespacesOf(unmanaged)}: ${unmanaged.map((r) => `${r.kind} ${r.name}`).join(', ')} (deleting the ${def.noun} destroys them)`] : []),
         ];
         const details = [...running, ...unmanaged.map((r) => ({ type: r.kind, id: r.id, name: r.name, ...(r.namespace ? { namespace: r.namespace } : {}), managed: false }))];
         throw conflict(`${described(cluster)} ${parts.join('; ')}; remove them or pass force=true`, details);

@@ -24,6 +24,8 @@ export const swarmBackend = defineBackend({
     leave: (id) => `POST /v1/swarms/${id}/leave`,
   },
   taskKinds: SWARM_MEMBERSHIP_CALLS,
+  // Deleting a swarm makes every member leave it: the services someone made with `docker service create` go with it.
+  deleteChecksUnmanaged: true,
   // `docker stack deploy` names a stack's services <stack>_<service>.
   componentAddress: (bundle, component) => `${bundle}_${component}`,
   settings(config) {

@@ -16,6 +16,8 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
   let manager: ReturnType<typeof answerTasks>;
   let answering: string;
   let silent: string;
+  /** What the answering manager's unmanaged scan finds (services someone made with `docker service create`). */
+  let unmanaged: unknown[] = [];
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const swarmOf = async (id: string) => (await api('GET', `/v1/swarms/${id}`)).json.data;
@@ -43,6 +45,7 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
         members: () => ({ members: [{ runtime_node_id: RUNTIME_NODE, hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
         inspectWorkloads: () => ({ workloads: [] }),
         leave: () => ({ left: true }),
+        scanUnmanaged: () => ({ resources: unmanaged }),
       },
     });
     silent = (await nodeWithAgent('silent')).id;
@@ -190,6 +193,32 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     expect((await api('GET', `/v1/configs/${config.json.data.id}`)).status).to.equal(404);
     await waitFor(async () => (await api('GET', '/v1/tags?key=team')).json.data.length === 0, { timeoutMs: 5000, what: 'the tags to go' });
     expect(manager.calls.map((c) => c.method)).to.include.members(['init', 'createObject', 'leave']);
+  });
+
+  it('deleting a swarm that runs services hangar did not create is refused (409 naming them); forced, it is deleted', async function () {
+    this.timeout(30_000);
+    const swarm = (await api('POST', '/v1/swarms', { name: 'hosting' })).json.data;
+    expect((await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: answering })).status).to.equal(202);
+    await waitFor(async () => (await swarmOf(swarm.id)).status === 'active', { timeoutMs: 10_000, intervalMs: 200, what: 'the swarm to be active' });
+    unmanaged = [
+      { kind: 'service', id: 'svc-by-hand-1', name: 'by-hand', image: 'nginx:1', stack: null, labels: {} },
+      { kind: 'service', id: 'svc-by-hand-2', name: 'shop_web', image: 'shop:2', stack: 'shop', labels: { 'com.docker.stack.namespace': 'shop' } },
+    ];
+    try {
+      const refused = await api('DELETE', `/v1/swarms/${swarm.id}`);
+      expect(refused.status, refused.text).to.equal(409);
+      expect(refused.json.message).to.equal('Swarm hosting runs workloads hangar did not create: service by-hand, service shop_web (deleting the swarm destroys them); remove them or pass force=true');
+      expect(refused.json.details).to.deep.equal([
+        { type: 'service', id: 'svc-by-hand-1', name: 'by-hand', managed: false },
+        { type: 'service', id: 'svc-by-hand-2', name: 'shop_web', managed: false },
+      ]);
+      expect((await swarmOf(swarm.id)).status, 'nothing was started').to.equal('active');
+
+      expect((await api('DELETE', `/v1/swarms/${swarm.id}?force=true`)).status).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/swarms/${swarm.id}`)).status === 404, { timeoutMs: 15_000, intervalMs: 200, what: 'the swarm to be gone' });
+    } finally {
+      unmanaged = [];
+    }
   });
 
   it('deleting a node that manages a swarm is refused (409 naming the swarm) unless forced; forced, the swarm says it lost its manager, asks nothing of the gone node, and can be deleted', async function () {
