@@ -4,12 +4,14 @@ import type { AttemptResult } from './send.js';
 
 /**
  * Sends what the outbox holds, on the control plane that leads `notifications:deliver`: at most
- * `concurrency` deliveries at once, each bounded by its own timeout, none awaited by the loop or
+ * `concurrency` deliveries at once (`channelConcurrency` of one channel), each bounded by its own timeout, none awaited by the loop or
  * by anything a request or the event bus does. A slow or dead receiver holds one slot until its
  * timeout, never the API.
  */
 export class Dispatcher {
   private readonly inFlight = new Map<string, AbortController>();
+  /** Deliveries in flight by channel. */
+  private readonly perChannel = new Map<string, number>();
   private claiming = false;
   private again = false;
   private closed = false;
@@ -17,7 +19,7 @@ export class Dispatcher {
   constructor(
     private readonly outbox: Outbox,
     private readonly send: (delivery: DeliveryRecord, signal: AbortSignal) => Promise<AttemptResult>,
-    private readonly options: { concurrency: number; holdMs: number; retry: RetryPolicy; log: Logger },
+    private readonly options: { concurrency: number; channelConcurrency: number; holdMs: number; retry: RetryPolicy; log: Logger },
   ) {}
 
   get sending(): number {
@@ -35,7 +37,7 @@ export class Dispatcher {
     try {
       do {
         this.again = false;
-        const claimed = await this.outbox.claim(this.options.concurrency - this.inFlight.size, this.options.holdMs);
+        const claimed = await this.outbox.claim(this.options.concurrency - this.inFlight.size, this.options.holdMs, (channel) => this.options.channelConcurrency - (this.perChannel.get(channel) ?? 0));
         for (const delivery of claimed) this.start(delivery);
       } while (this.again && !this.closed);
     } finally {
@@ -46,6 +48,7 @@ export class Dispatcher {
   private start(delivery: DeliveryRecord): void {
     const controller = new AbortController();
     this.inFlight.set(delivery.id, controller);
+    this.perChannel.set(delivery.channel_id, (this.perChannel.get(delivery.channel_id) ?? 0) + 1);
     void (async () => {
       try {
         const result = await this.send(delivery, controller.signal);
@@ -60,6 +63,9 @@ export class Dispatcher {
         this.options.log.warn({ delivery_id: delivery.id, err: { message: (err as Error).message } }, 'recording a notification attempt failed; the delivery is taken again after its hold');
       } finally {
         this.inFlight.delete(delivery.id);
+        const left = (this.perChannel.get(delivery.channel_id) ?? 1) - 1;
+        if (left > 0) this.perChannel.set(delivery.channel_id, left);
+        else this.perChannel.delete(delivery.channel_id);
       }
       // A slot is free: what else is due goes now rather than at the next turn.
       if (!this.closed) await this.turn().catch(() => undefined);

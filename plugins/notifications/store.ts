@@ -138,17 +138,27 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
     return rows.map((r) => r.id);
   }
 
-  /** Takes up to `limit` due deliveries (pending and due, or held by a sender whose deadline passed) until `holdMs` from now. */
-  async claim(limit: number, holdMs: number): Promise<DeliveryRecord[]> {
+  /**
+   * Takes up to `limit` due deliveries (pending and due, or held by a sender whose deadline passed)
+   * until `holdMs` from now, at most `room(channel)` more of one channel (a channel whose receiver is
+   * slow or down does not take every slot).
+   */
+  async claim(limit: number, holdMs: number, room: (channelId: string) => number = () => limit): Promise<DeliveryRecord[]> {
     if (limit <= 0) return [];
     const now = Date.now();
-    const due: Row[] = await this.query().whereIn('status', ['pending', 'sending']).where('due_ms', '<=', now).orderBy('due_ms').limit(limit);
+    const due: Row[] = await this.query().whereIn('status', ['pending', 'sending']).where('due_ms', '<=', now).orderBy('due_ms').limit(limit * 4);
     const claimed: DeliveryRecord[] = [];
+    const taking = new Map<string, number>();
     for (const row of due.map(this.decode)) {
+      if (claimed.length >= limit) break;
+      const already = taking.get(row.channel_id) ?? 0;
+      if (already >= room(row.channel_id)) continue;
       const taken = await this.query()
         .where({ id: row.id, status: row.status, due_ms: row.due_ms })
         .update({ status: 'sending', due_ms: now + holdMs, updated_at: new Date(now).toISOString() });
-      if (taken) claimed.push({ ...row, status: 'sending', due_ms: now + holdMs });
+      if (!taken) continue;
+      claimed.push({ ...row, status: 'sending', due_ms: now + holdMs });
+      taking.set(row.channel_id, already + 1);
     }
     return claimed;
   }

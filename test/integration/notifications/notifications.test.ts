@@ -187,6 +187,32 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     await delivered(other);
   });
 
+  it('gives a receiver that holds its deliveries no more than notifications.channel_concurrency slots: another channel’s deliveries go on', async function () {
+    this.timeout(60_000);
+    const other = new Receiver();
+    await other.start();
+    try {
+      const res = await api('POST', '/v1/notifications/channels', { name: `other-${run}`, kind: 'webhook', url: other.url });
+      expect(res.status, res.text).to.equal(201);
+      const otherId = res.json.data.id as string;
+      expect((await api('POST', '/v1/notifications/subscriptions', { channel_id: otherId, event_types: ['node.created'] })).status).to.equal(201);
+      receiver.mode = 'hold';
+      const ids = [await newNode(), await newNode(), await newNode()];
+      // The other channel gets all three while this one's receiver holds two (the default channel_concurrency) and the third waits.
+      for (const id of ids) await delivered(id, otherId);
+      await waitFor(() => receiver.holding === 2, { timeoutMs: 10_000, what: 'the receiver to hold two deliveries' });
+      const held = (await Promise.all(ids.map(deliveriesOf))).map((list) => list.find((d) => d.channel_id === channelId)!.status).sort();
+      expect(held).to.deep.equal(['pending', 'sending', 'sending']);
+      expect(receiver.holding).to.equal(2);
+      receiver.release();
+      for (const id of ids) await delivered(id);
+      expect((await api('DELETE', `/v1/notifications/channels/${otherId}`)).status).to.equal(204);
+    } finally {
+      receiver.release();
+      await other.stop();
+    }
+  });
+
   it('redelivers a delivered notification with the same idempotency key', async () => {
     const nodeId = await newNode();
     const done = await delivered(nodeId);
