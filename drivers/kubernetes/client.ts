@@ -65,6 +65,13 @@ export function statusOf(err: unknown): number | undefined {
 }
 
 export const isNotFound = (err: unknown): boolean => statusOf(err) === 404;
+/**
+ * A request the API server forbids (403) because the object's namespace is being deleted (the
+ * NamespaceLifecycle admission's cause `NamespaceTerminating`): an eviction of a pod there never
+ * succeeds, and the namespace controller deletes the pod instead.
+ */
+export const isNamespaceTerminating = (err: unknown): boolean =>
+  err instanceof ApiException && err.code === 403 && (apiStatus(err)?.details?.causes ?? []).some((c) => c.reason === 'NamespaceTerminating');
 export const isConflict = (err: unknown): boolean => statusOf(err) === 409;
 
 function apiStatus(err: ApiException<unknown>): ApiStatus | null {

@@ -1,6 +1,6 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { NODE_AVAILABILITIES, type NodeAvailability } from './contract.js';
-import { attempt, failure, FIELD_MANAGER, isNotFound, kubeReason, KubeDriverError, mergePatch, readOrNull, statusOf, waitUntil, type KubeContext } from './client.js';
+import { attempt, failure, FIELD_MANAGER, isNamespaceTerminating, isNotFound, kubeReason, KubeDriverError, mergePatch, readOrNull, statusOf, waitUntil, type KubeContext } from './client.js';
 
 /**
  * On a node hangar cordoned or drained: which of the two (Kubernetes only knows `unschedulable`;
@@ -65,7 +65,10 @@ async function podsOnNode(ctx: KubeContext, node: string): Promise<V1Pod[]> {
 /**
  * Evicts every evictable pod on the node through the Eviction API, so PodDisruptionBudgets are
  * honoured: an eviction a budget refuses (429) is asked again until `timeoutMs`; then the drain
- * fails (409) naming the pods still there and the budget's reason. Waits for evicted pods to be gone.
+ * fails (409) naming the pods still there and the budget's reason. A pod whose namespace is being
+ * deleted cannot be evicted (403, NamespaceTerminating): as kubectl drain does, it is asked again
+ * until the namespace controller has marked it deleted, and then waited for like an evicted pod.
+ * Waits for evicted pods to be gone.
  */
 async function evictAll(ctx: KubeContext, node: string, timeoutMs: number): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
@@ -74,6 +77,9 @@ async function evictAll(ctx: KubeContext, node: string, timeoutMs: number): Prom
   for (;;) {
     const pending = (await podsOnNode(ctx, node)).filter(evictable);
     if (!pending.length) return [...evicted].sort();
+    // A refusal is about a pod still pending (one marked deleted meanwhile is waited for instead).
+    const keys = new Set(pending.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`));
+    for (const key of refusals.keys()) if (!keys.has(key)) refusals.delete(key);
     for (const pod of pending) {
       const name = pod.metadata!.name!;
       const namespace = pod.metadata!.namespace!;
@@ -84,6 +90,10 @@ async function evictAll(ctx: KubeContext, node: string, timeoutMs: number): Prom
         refusals.delete(key);
       } catch (err) {
         if (isNotFound(err)) continue; // gone meanwhile
+        if (isNamespaceTerminating(err)) {
+          refusals.set(key, `its namespace ${namespace} is being deleted and the pod is not deleted yet`);
+          continue;
+        }
         if (statusOf(err) !== 429) throw failure(`draining node ${node}: evicting pod ${key}`, err);
         refusals.set(key, kubeReason(err));
       }
