@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { docker } from '../../../lab/docker.js';
+import { docker, dockerOk } from '../../../lab/docker.js';
 import type { Route } from '../../../core/orchestrator.js';
 import { swarmsOf } from '../../../plugins/swarms/api.js';
 import type { ServicesApi } from '../../../plugins/services/index.js';
@@ -180,6 +180,40 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     expect(Object.keys(s.replicas)).to.deep.equal(['web']);
     expect(s.routes).to.deep.equal([{ service: 'web', domain: 'shop.example.test', port: 8080 }]);
     expect((await routesOf()).map((r) => r.domain)).to.deep.equal(['shop.example.test']);
+  });
+
+  it('renders a declared health check as the stack service’s Docker healthcheck, and a rollback really changes the running service', async function () {
+    this.timeout(180_000);
+    const withMode = WEB_ONLY.replace('    stop_grace_period: 1s\n', '    stop_grace_period: 1s\n    environment:\n      MODE: b\n');
+    const [before] = (await api('GET', `/v1/services/${serviceId}/revisions`)).json.data;
+    const res = await api('PUT', `/v1/services/${serviceId}`, { compose_file: b64(withMode), health: { web: { command: ['true'], interval_s: 1, timeout_s: 1, retries: 2 } } });
+    expect(res.status, res.text).to.equal(202);
+    await waitStatus('running');
+    const inspect = async () => JSON.parse(await dockerOk(['service', 'inspect', `${stack}_web`, '--format', '{{json .Spec.TaskTemplate.ContainerSpec}}']));
+    const declared = await inspect();
+    expect(declared.Healthcheck).to.deep.equal({ Test: ['CMD', 'true'], Interval: 1e9, Timeout: 1e9, Retries: 2 });
+    expect(declared.Env).to.include('MODE=b');
+    /** The env of the one running container of the stack's web service, once it is the one wanted. */
+    const runningEnv = (ok: (env: string[]) => boolean, what: string) =>
+      waitFor(
+        async () => {
+          const ids = (await dockerOk(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${stack}_web`])).split('\n').filter(Boolean);
+          if (ids.length !== 1) return null;
+          const env = JSON.parse(await dockerOk(['inspect', '--format', '{{json .Config.Env}}', ids[0]!])) as string[];
+          return ok(env) ? env : null;
+        },
+        { timeoutMs: 60_000, intervalMs: 300, what },
+      );
+    await runningEnv((env) => env.includes('MODE=b'), 'the web container with MODE=b');
+
+    const back = await api('POST', `/v1/services/${serviceId}/rollback`, { revision: before.number });
+    expect(back.status, back.text).to.equal(202);
+    await waitStatus('running');
+    const restored = await inspect();
+    expect(restored).to.not.have.property('Healthcheck');
+    expect(restored.Env ?? []).to.not.include('MODE=b');
+    await runningEnv((env) => !env.includes('MODE=b'), 'the web container without MODE');
+    expect((await get()).compose_file).to.equal(WEB_ONLY);
   });
 
   it('stop removes the stack but keeps the spec (no routes); start deploys it again', async function () {
