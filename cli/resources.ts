@@ -247,6 +247,34 @@ export const BACKUP_TARGETS: Resource = {
   ],
 };
 
+/** Backup schedules: `hangar backup schedule <verb>` (volumes backed up at an interval, with a retention; docs/backups.md). */
+export const BACKUP_SCHEDULES: Resource = {
+  noun: 'schedule',
+  plural: 'backup schedules',
+  describe: 'Backup schedules: volumes backed up to a target at an interval, with a retention applied by restic forget --prune',
+  base: '/v1/backups/schedules',
+  columns: ['id', 'name', 'target=target_id', 'volumes=volume_ids', 'every=every_seconds', 'retention', 'next=next_run_at', 'last=last_run_at'],
+  verbs: [
+    create({
+      describe: 'Create a backup schedule; its first backup runs at once',
+      options: {
+        target: { type: 'string', demandOption: true, describe: 'the backup target (id or name)' },
+        volume: { type: 'string', array: true, demandOption: true, describe: 'a volume (id or name) to back up; repeat for more' },
+        every: { type: 'number', demandOption: true, describe: 'seconds between backups (at least backups.min_schedule_seconds, default 300)' },
+        'keep-last': { type: 'number', describe: 'keep the last N snapshots' },
+        'keep-daily': { type: 'number', describe: 'keep one snapshot a day for N days' },
+        'keep-weekly': { type: 'number', describe: 'keep one snapshot a week for N weeks' },
+        'keep-monthly': { type: 'number', describe: 'keep one snapshot a month for N months' },
+      },
+      body: (a) => ({ name: a.name, target_id: a.target, volume_ids: many('volume')(a), every_seconds: a.every, keep_last: a['keep-last'], keep_daily: a['keep-daily'], keep_weekly: a['keep-weekly'], keep_monthly: a['keep-monthly'] }),
+      label: (_a, d) => `backup schedule ${d.name} (${d.id}): every ${d.every_seconds} s, next ${d.next_run_at}`,
+    }),
+    list(),
+    get(),
+    remove({ describe: 'Delete a backup schedule (its backups stay)', label: (a) => `backup schedule ${a.id}` }),
+  ],
+};
+
 export const RESOURCES: Resource[] = [
   {
     noun: 'node',
@@ -817,8 +845,8 @@ export const RESOURCES: Resource[] = [
 /** `hangar backup target|create`: backups group their commands under one noun. */
 const backupCommand: CommandModule<object, Args> = {
   command: 'backup <group>',
-  describe: 'Backups: targets (S3 buckets for restic repositories) and the control plane’s own backup (create); volume backups are hangar volume backup|backups|restore',
-  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).command(backupCreateCommand as CommandModule<any, any>).demandCommand(1)) as Argv<Args>,
+  describe: 'Backups: targets (S3 buckets for restic repositories), schedules, and the control plane’s own backup (create); volume backups are hangar volume backup|backups|restore',
+  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).command(resourceCommand(BACKUP_SCHEDULES)).command(backupCreateCommand as CommandModule<any, any>).demandCommand(1)) as Argv<Args>,
   handler: () => undefined,
 };
 

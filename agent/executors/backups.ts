@@ -70,6 +70,20 @@ async function resticVersion(): Promise<string | null> {
   return /^restic (\S+)/.exec(res.stdout)?.[1] ?? null;
 }
 
+/**
+ * Applies a retention policy to the volume's snapshots (those tagged with it): restic forget with
+ * the keep rules and --prune (the data only they used is removed). Answers the short ids removed.
+ */
+async function applyRetention(ctx: ExecutorContext, retention: Record<string, number | undefined>): Promise<string[]> {
+  const rules = (['last', 'daily', 'weekly', 'monthly'] as const).flatMap((r) => (retention[`keep_${r}`] ? [`--keep-${r}`, String(retention[`keep_${r}`])] : []));
+  if (!rules.length) return [];
+  const res = await restic(ctx, ['forget', '--json', '--tag', `hangar-volume=${ctx.payload.volume_id}`, ...rules, '--prune']);
+  if (res.code !== 0) throw new Error(`restic forget (retention) failed: ${said(res)}`);
+  const line = res.stdout.split('\n').find((l) => l.startsWith('['));
+  const groups = line ? (JSON.parse(line) as Array<{ remove?: Array<{ short_id?: string; id?: string }> | null }>) : [];
+  return groups.flatMap((g) => (g.remove ?? []).map((s) => s.short_id ?? String(s.id).slice(0, 8)));
+}
+
 /** Backs a volume's folder up (tagged with the volume and the backup's ids); answers restic's summary. */
 export const backupVolume: Executor = async (ctx) => {
   const folder = checkFolder(ctx.payload.folder);
@@ -81,8 +95,20 @@ export const backupVolume: Executor = async (ctx) => {
   const summary = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((m) => m.message_type === 'summary');
   // restic exits with 3 when some files could not be read: the snapshot exists but is incomplete.
   if (res.code !== 0 || !summary || typeof summary.snapshot_id !== 'string') throw new Error(`restic backup failed: ${said(res)}`);
+  // The snapshot exists whatever the retention does: a failed forget is reported beside it.
+  let forgotten: string[] | undefined;
+  let retentionError: string | undefined;
+  if (ctx.payload.retention) {
+    try {
+      forgotten = await applyRetention(ctx, ctx.payload.retention as Record<string, number | undefined>);
+    } catch (err) {
+      retentionError = (err as Error).message;
+    }
+  }
   return {
     snapshot_id: summary.snapshot_id,
+    ...(forgotten ? { forgotten } : {}),
+    ...(retentionError ? { retention_error: retentionError } : {}),
     files: Number(summary.total_files_processed ?? 0),
     bytes: Number(summary.total_bytes_processed ?? 0),
     bytes_added: Number(summary.data_added ?? 0),

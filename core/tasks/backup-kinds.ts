@@ -17,6 +17,20 @@ export const ResticRepository = Type.Object({
   password: sensitive(Type.String({ minLength: 16, maxLength: 1024 })),
 });
 
+/**
+ * Which of a volume's snapshots to keep after a backup (restic forget --keep-* --prune, over the
+ * snapshots tagged with the volume); at least one rule.
+ */
+export const Retention = Type.Object(
+  {
+    keep_last: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+    keep_daily: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+    keep_weekly: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+    keep_monthly: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+  },
+  { additionalProperties: false },
+);
+
 const VolumeFolder = {
   volume_id: Type.String({ minLength: 1, maxLength: 64 }),
   folder: Type.String({ pattern: '^/', maxLength: 1024 }),
@@ -32,9 +46,16 @@ export const VolumeBackup = defineTaskKind({
   description: 'back a volume’s folder up with restic to a repository (initialised when missing)',
   lane: 'maintenance',
   minAgentVersion: BACKUP_AGENT_VERSION,
-  payload: Type.Object({ ...VolumeFolder, backup_id: Type.String({ minLength: 1, maxLength: 64 }), ...ResticRepository.properties }),
+  payload: Type.Object({
+    ...VolumeFolder,
+    backup_id: Type.String({ minLength: 1, maxLength: 64 }),
+    ...ResticRepository.properties,
+    retention: Type.Optional(Retention),
+  }),
   result: Type.Object({
     snapshot_id: Type.String({ minLength: 1 }),
+    forgotten: Type.Optional(Type.Array(Type.String(), { description: 'the snapshots of the volume that the retention removed (restic forget --prune), short ids' })),
+    retention_error: Type.Optional(Type.String({ description: 'why the retention failed (the snapshot was made)' })),
     files: Type.Integer({ minimum: 0 }),
     bytes: Type.Number({ minimum: 0 }),
     bytes_added: Type.Number({ minimum: 0 }),

@@ -6,14 +6,14 @@ import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
-import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
+import { Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
 import { backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
-import { RunStore, TargetStore, type RunRecord, type TargetRecord } from './store.js';
+import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
 export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
@@ -59,6 +59,60 @@ const Run = Type.Object({}, { additionalProperties: true });
 
 const VolumeIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
+/** The shortest interval of a schedule (backups.min_schedule_seconds). */
+const BackupsConfigSchema = Type.Object(
+  {
+    schedule_check_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 30, description: 'how often one control plane looks for schedules that are due' }),
+    min_schedule_seconds: Type.Integer({ minimum: 1, default: 300, description: 'the shortest every_seconds a schedule may have' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+const CreateSchedule = Type.Object(
+  {
+    name: TargetName,
+    target_id: Type.String({ minLength: 1, maxLength: 100, description: 'the backup target (id or name)' }),
+    volume_ids: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { minItems: 1, maxItems: 1000, uniqueItems: true, description: 'the volumes (ids or names) it backs up' }),
+    every_seconds: Type.Integer({ minimum: 1, maximum: 366 * 86_400, description: 'the interval between backups; the first runs at once' }),
+    ...Retention.properties,
+  },
+  { additionalProperties: false },
+);
+
+const Schedule = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  target_id: Type.String(),
+  volume_ids: Type.Array(Type.String()),
+  every_seconds: Type.Integer(),
+  retention: Type.Object({}, { additionalProperties: true, description: 'keep_last, keep_daily, keep_weekly, keep_monthly as given' }),
+  next_run_at: Type.String(),
+  last_run_at: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+const RETENTION_KEYS = ['keep_last', 'keep_daily', 'keep_weekly', 'keep_monthly'] as const;
+
+function retentionOf(s: ScheduleRecord): Record<string, number> {
+  return Object.fromEntries(RETENTION_KEYS.filter((k) => s[k] != null).map((k) => [k, s[k] as number]));
+}
+
+function scheduleView(s: ScheduleRecord) {
+  return {
+    id: s.id,
+    name: s.name,
+    target_id: s.target_id,
+    volume_ids: s.volume_ids,
+    every_seconds: s.every_seconds,
+    retention: retentionOf(s),
+    next_run_at: s.next_run_at,
+    last_run_at: s.last_run_at,
+    created_at: s.created_at,
+    updated_at: s.updated_at,
+  };
+}
+
 /** Normalises a key prefix: no leading, trailing or doubled slashes; no "." or ".." segments. */
 function normalisePrefix(prefix: string | undefined): string {
   const segments = (prefix ?? '').split('/').filter(Boolean);
@@ -103,7 +157,7 @@ function runView(r: RunRecord) {
     duration_seconds: num(r.duration_seconds),
   };
   if (r.operation === 'restore') return { ...common, source_id: r.source_id };
-  return { ...common, size: num(r.bytes), bytes_added: num(r.bytes_added), files: num(r.files) };
+  return { ...common, size: num(r.bytes), bytes_added: num(r.bytes_added), files: num(r.files), schedule_id: r.schedule_id ?? null };
 }
 
 export default definePlugin({
@@ -111,8 +165,11 @@ export default definePlugin({
   description: 'backup targets (S3 buckets holding restic repositories) and volume backups and restores run by the agents with restic',
   deps: [NodesRef, VolumesRef],
   migrations: backupMigrations,
+  configSchema: BackupsConfigSchema,
   setup(services: Services) {
     const { db, clock, log } = services;
+    const settings = services.config.backups as { schedule_check_seconds: number; min_schedule_seconds: number };
+    const schedules = new ScheduleStore(db, clock);
     const { nodes } = nodesOf(services);
     const volumes = volumesOf(services);
     const targets = new TargetStore(db, clock);
@@ -169,8 +226,11 @@ export default definePlugin({
           ...(run.operation === 'backup' ? { bytes: Number(result.bytes ?? 0), bytes_added: Number(result.bytes_added ?? 0), files: Number(result.files ?? 0) } : {}),
         };
       }
+      const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
+      if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
       const changed = await runs.changeIf(run.id, ['running'], patch);
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
+      if (changed && result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
       if (changed) {
         services.events.publish(`volume.${run.operation}.${changed.status}`, runView(changed));
         const line = { run_id: run.id, volume_id: run.volume_id, target_id: run.target_id, node_id: run.node_id, snapshot_id: changed.snapshot_id, error: changed.error };
@@ -178,6 +238,63 @@ export default definePlugin({
         else log.info(line, `volume ${run.operation} finished`);
       }
     }
+
+    /** Marks the backups whose snapshots a retention removed as forgotten (they can no longer be restored). */
+    async function forget(volumeId: string, shortIds: string[]): Promise<void> {
+      const backups = await runs.findAll({ volume_id: volumeId, operation: 'backup', status: 'succeeded' });
+      for (const b of backups.filter((b) => b.snapshot_id && shortIds.some((id) => b.snapshot_id!.startsWith(id) || id.startsWith(b.snapshot_id!)))) {
+        const gone = await runs.changeIf(b.id, ['succeeded'], { status: 'forgotten' });
+        if (gone) services.events.publish('volume.backup.forgotten', runView(gone));
+      }
+    }
+
+    /** Queues a volume's backup to a target (`retention` applied after it); the run and its task. */
+    async function backUp(volume: VolumeRecord, target: TargetRecord, from: { schedule_id?: string; retention?: Record<string, number> } = {}): Promise<{ task: Task; run: RunRecord }> {
+      await requireVolumeOnResticNode(volume.id);
+      const retention = from.retention && Object.keys(from.retention).length ? { retention: from.retention } : {};
+      return start(
+        { ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null },
+        (r) => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeBackup, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target), ...retention } }),
+      );
+    }
+
+    /** Runs the schedules that are due (in one control plane): each claims its next run first, so it runs once. */
+    async function runDueSchedules(): Promise<void> {
+      const due = (await schedules.findAll()).filter((s) => Date.parse(s.next_run_at) <= clock.now().getTime());
+      for (const schedule of due) {
+        const at = clock.now();
+        const claimed = await schedules
+          .query()
+          .where({ id: schedule.id, next_run_at: schedule.next_run_at })
+          .update({ next_run_at: new Date(at.getTime() + schedule.every_seconds * 1000).toISOString(), last_run_at: at.toISOString(), updated_at: at.toISOString() });
+        if (!claimed) continue;
+        const target = await targets.get(schedule.target_id);
+        for (const volumeId of schedule.volume_ids) {
+          try {
+            if (!target) throw conflict(`its backup target ${schedule.target_id} is gone`);
+            const volume = await volumes.require(volumeId);
+            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule) });
+          } catch (err) {
+            // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
+            const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
+            const failed = await runs.insert({ ...newRun('backup', { id: volumeId, node_id: '' }, schedule.target_id), schedule_id: schedule.id, status: 'failed', error: message, finished_at: at.toISOString(), task_id: null, created_at: at.toISOString(), updated_at: at.toISOString() });
+            services.events.publish('volume.backup.failed', runView(failed));
+            log.warn({ schedule_id: schedule.id, volume_id: volumeId, error: message }, 'scheduled volume backup not started');
+          }
+        }
+      }
+    }
+
+    services.metrics.gauge(
+      'hangar_backup_last_success_timestamp_seconds',
+      'When the last successful backup of each volume finished (Unix seconds); alert when it is too long ago',
+      ['volume'],
+      async (set) => {
+        const rows = (await runs.query().where({ operation: 'backup' }).whereIn('status', ['succeeded', 'forgotten']).groupBy('volume_id').select('volume_id').max({ last: 'finished_at' })) as Array<{ volume_id: string; last: unknown }>;
+        for (const r of rows) if (r.last) set({ volume: r.volume_id }, Math.floor(new Date(r.last as string).getTime() / 1000));
+      },
+      'store',
+    );
 
     /** Waits for a run's task in the background of this process (the settle loop covers any other process and restarts). */
     function follow(run: RunRecord): void {
@@ -252,6 +369,13 @@ export default definePlugin({
 
     return {
       loops: [
+        {
+          // Starts the backups of the schedules that are due.
+          name: 'backups:schedules',
+          once: true,
+          intervalMs: settings.schedule_check_seconds * 1000,
+          run: runDueSchedules,
+        },
         {
           // Records the outcome of runs no process follows (a control plane restarted or another one queued them).
           name: 'backups:settle',
@@ -344,6 +468,8 @@ export default definePlugin({
           },
           async handler(req) {
             const target = await requireTarget(req.params.id);
+            const scheduled = (await schedules.findAll({ target_id: target.id })).map((x) => x.name);
+            if (scheduled.length) throw conflict(`Backup target ${target.name} is used by backup schedule(s) ${scheduled.join(', ')}: delete them first`);
             const running = await runs.findOne({ target_id: target.id, status: 'running' });
             if (running) throw conflict(`Backup target ${target.name} is in use by a running ${running.operation} (${running.id}); try again when it has finished`);
             const snapshots = await runs.findAll({ target_id: target.id, operation: 'backup', status: 'succeeded' });
@@ -359,6 +485,77 @@ export default definePlugin({
         },
         {
           method: 'POST',
+          path: '/v1/backups/schedules',
+          auth: { role: 'admin' },
+          summary: 'Create a backup schedule: volumes backed up to a target every every_seconds (the first at once), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each',
+          status: 201,
+          schemas: { body: CreateSchedule, response: Schedule },
+          async handler(req) {
+            const body = req.body;
+            if (body.every_seconds < settings.min_schedule_seconds) {
+              throw badRequest(`Validation failed: body.every_seconds must be at least ${settings.min_schedule_seconds} (backups.min_schedule_seconds)`, [{ path: 'body.every_seconds', message: `must be >= ${settings.min_schedule_seconds}` }]);
+            }
+            const target = await targets.findByIdOrName(body.target_id);
+            if (!target) throw badRequest(`No backup target ${body.target_id}: give the id or name of one (GET /v1/backups/targets)`, [{ path: 'body.target_id', message: 'no such target' }]);
+            const volumeIds: string[] = [];
+            for (const [i, ref] of body.volume_ids.entries()) {
+              const volume = await volumes.require(ref).catch(() => null);
+              if (!volume) throw badRequest(`No volume ${ref} (body.volume_ids[${i}])`, [{ path: `body.volume_ids[${i}]`, message: 'no such volume' }]);
+              volumeIds.push(volume.id);
+            }
+            const at = now();
+            try {
+              return scheduleView(
+                await schedules.insert({
+                  id: newId('bks'),
+                  name: body.name,
+                  target_id: target.id,
+                  volume_ids: [...new Set(volumeIds)],
+                  every_seconds: body.every_seconds,
+                  keep_last: body.keep_last ?? null,
+                  keep_daily: body.keep_daily ?? null,
+                  keep_weekly: body.keep_weekly ?? null,
+                  keep_monthly: body.keep_monthly ?? null,
+                  next_run_at: at,
+                  last_run_at: null,
+                  created_at: at,
+                  updated_at: at,
+                }),
+              );
+            } catch (err) {
+              if (isUniqueViolation(err)) throw conflict(`A backup schedule named ${body.name} exists`);
+              throw err;
+            }
+          },
+        },
+        ...readRoutes({
+          path: '/v1/backups/schedules',
+          summaries: { list: 'List backup schedules', get: 'Get a backup schedule by id or name' },
+          page: (options) => schedules.page(options),
+          find: async (idOrName: string) => {
+            const found = await schedules.findByIdOrName(idOrName);
+            if (!found) throw notFound(`No backup schedule ${idOrName}`);
+            return found;
+          },
+          view: scheduleView,
+          response: Schedule,
+        }),
+        {
+          method: 'DELETE',
+          path: '/v1/backups/schedules/{id}',
+          auth: { role: 'admin' },
+          summary: 'Delete a backup schedule (its backups and the running ones stay)',
+          status: 204,
+          schemas: { params: IdParams },
+          async handler(req) {
+            const found = await schedules.findByIdOrName(req.params.id);
+            if (!found) throw notFound(`No backup schedule ${req.params.id}`);
+            await schedules.remove(found.id);
+            return Reply.noContent();
+          },
+        },
+        {
+          method: 'POST',
           path: '/v1/volumes/{id}/backups',
           auth: { role: 'admin' },
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
@@ -367,11 +564,7 @@ export default definePlugin({
           async handler(req) {
             const volume = await volumes.require(req.params.id);
             const target = await requireTarget(req.body.target_id);
-            await requireVolumeOnResticNode(volume.id);
-            const { task, run } = await start(
-              newRun('backup', volume, target.id),
-              (r) => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeBackup, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target) } }),
-            );
+            const { task, run } = await backUp(volume, target);
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
         },

@@ -2,6 +2,7 @@ import type { Migration } from '../../core/db/migrations.js';
 
 export const BACKUP_TARGETS = 'backup_targets';
 export const BACKUP_RUNS = 'backup_runs';
+export const BACKUP_SCHEDULES = 'backup_schedules';
 
 export const backupMigrations: Migration[] = [
   {
@@ -56,6 +57,34 @@ export const backupMigrations: Migration[] = [
         t.index(['volume_id', 'operation']);
         t.index(['target_id']);
         t.index(['status']);
+      });
+    },
+  },
+  {
+    id: '002_schedules',
+    async up(knex) {
+      // Backups taken at an interval, with a retention policy applied by restic forget --prune.
+      await knex.schema.createTable(BACKUP_SCHEDULES, (t) => {
+        t.string('id', 64).primary();
+        t.string('name', 63).notNullable().unique();
+        t.string('target_id', 64).notNullable();
+        /** The volumes it backs up (ids), as JSON. */
+        t.text('volume_ids').notNullable();
+        t.integer('every_seconds').notNullable();
+        t.integer('keep_last').nullable();
+        t.integer('keep_daily').nullable();
+        t.integer('keep_weekly').nullable();
+        t.integer('keep_monthly').nullable();
+        t.timestamp('next_run_at', { useTz: true }).notNullable();
+        t.timestamp('last_run_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.index(['created_at', 'id']);
+        t.index(['next_run_at']);
+      });
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        /** The schedule that started a backup (null: started by hand). */
+        t.string('schedule_id', 64).nullable();
       });
     },
   },

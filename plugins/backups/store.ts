@@ -1,7 +1,7 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { BACKUP_RUNS, BACKUP_TARGETS } from './migrations.js';
+import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS } from './migrations.js';
 
 export interface TargetRecord {
   id: string;
@@ -20,7 +20,8 @@ export interface TargetRecord {
   [key: string]: unknown;
 }
 
-export type RunStatus = 'running' | 'succeeded' | 'failed';
+/** `forgotten`: a backup whose snapshot a schedule's retention removed (restic forget --prune). */
+export type RunStatus = 'running' | 'succeeded' | 'failed' | 'forgotten';
 
 export interface RunRecord {
   id: string;
@@ -33,6 +34,7 @@ export interface RunRecord {
   error: string | null;
   snapshot_id: string | null;
   source_id: string | null;
+  schedule_id?: string | null;
   bytes: number | null;
   bytes_added: number | null;
   files: number | null;
@@ -53,5 +55,28 @@ export class TargetStore extends StampedRepository<TargetRecord> {
 export class RunStore extends StampedRepository<RunRecord> {
   constructor(store: Store, clock: Clock) {
     super(store, BACKUP_RUNS, { dates: ['started_at', 'finished_at', 'created_at', 'updated_at'] }, clock);
+  }
+}
+
+export interface ScheduleRecord {
+  id: string;
+  name: string;
+  target_id: string;
+  volume_ids: string[];
+  every_seconds: number;
+  keep_last: number | null;
+  keep_daily: number | null;
+  keep_weekly: number | null;
+  keep_monthly: number | null;
+  next_run_at: string;
+  last_run_at: string | null;
+  created_at: string;
+  updated_at: string;
+  [key: string]: unknown;
+}
+
+export class ScheduleStore extends StampedRepository<ScheduleRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, BACKUP_SCHEDULES, { json: ['volume_ids'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
   }
 }

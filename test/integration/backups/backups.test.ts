@@ -15,7 +15,8 @@ import { requireService } from '../../support/requirements.js';
 import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
 import { hangarCli } from '../runner/support.js';
 
-const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
+const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics'];
+const SCRAPE_TOKEN = `scrape-token-${randomToken(32)}`;
 
 /** Where restic is on this machine (Debian's package), or null. */
 function resticPath(): string | null {
@@ -118,7 +119,10 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     symlinkSync(restic!, path.join(withRestic, 'restic'));
     const empty = path.join(work, 'bin-empty');
     mkdirSync(empty);
-    t = await startHangar(dialect, { plugins: PLUGINS, overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } } });
+    t = await startHangar(dialect, {
+      plugins: PLUGINS,
+      overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 }, backups: { schedule_check_seconds: 1, min_schedule_seconds: 60 }, metrics: { scrape_token: SCRAPE_TOKEN } },
+    });
     admin = await bootstrapAdmin(t);
     t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
     ({ agent: agentA, id: nodeA } = await joinAgent(withRestic));
@@ -333,5 +337,74 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await api('DELETE', `/v1/backups/targets/${targetId}`)).status).to.equal(404);
     const logs = t.logs.join('') + agentA.output();
     expect(logs).not.to.contain(s3.credentials.secretAccessKey);
+  });
+
+  it('schedules: refused input names the field; a schedule backs its volumes up at once and applies its retention with restic forget --prune; the last success is a metric', async function () {
+    this.timeout(240_000);
+    const created = await api('POST', '/v1/backups/targets', targetBody({ name: named('sched'), prefix: 'sched' }));
+    expect(created.status, created.text).to.equal(201);
+    const schedule = (over: Record<string, unknown> = {}) => ({ name: named('nightly'), target_id: named('sched'), volume_ids: [volumeId], every_seconds: 3600, keep_last: 1, ...over });
+    for (const [body, field] of [
+      [schedule({ every_seconds: 30 }), 'body.every_seconds'],
+      [schedule({ target_id: 'nowhere' }), 'body.target_id'],
+      [schedule({ volume_ids: [volumeId, 'vol-nowhere'] }), 'body.volume_ids[1]'],
+      [schedule({ keep_last: 0 }), 'body.keep_last'],
+    ] as const) {
+      const res = await api('POST', '/v1/backups/schedules', body);
+      expect(res.status, res.text).to.equal(400);
+      expect(res.json.details[0].path).to.equal(field);
+    }
+    // One backup by hand first: the schedule's retention (keep_last 1) removes it after its own.
+    const manual = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: named('sched') });
+    expect(manual.status, manual.text).to.equal(202);
+    expect((await finished('backups', manual.json.data.backup.id)).status).to.equal('succeeded');
+    const snapshots = async () => (await bucket.list('sched/snapshots/')).length;
+    expect(await snapshots()).to.equal(1);
+
+    const res = await api('POST', '/v1/backups/schedules', schedule());
+    expect(res.status, res.text).to.equal(201);
+    expect(res.json.data).to.include({ name: named('nightly'), every_seconds: 3600, last_run_at: null });
+    expect(res.json.data.retention).to.deep.equal({ keep_last: 1 });
+    const scheduleId = res.json.data.id;
+    const scheduled = await waitFor(
+      async () => {
+        const list = (await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>;
+        return list.find((r) => r.schedule_id === scheduleId && r.status !== 'running') ?? null;
+      },
+      { timeoutMs: 120_000, intervalMs: 500, what: 'the scheduled backup to finish' },
+    );
+    expect(scheduled.status, scheduled.error ?? '').to.equal('succeeded');
+    expect(scheduled.error).to.equal(null);
+    // Only the scheduled snapshot is left in the repository; the manual backup is recorded as forgotten.
+    expect(await snapshots()).to.equal(1);
+    const manualNow = ((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.id === manual.json.data.backup.id);
+    expect(manualNow!.status).to.equal('forgotten');
+    const restoreForgotten = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: manual.json.data.backup.id });
+    expect(restoreForgotten.status).to.equal(404);
+    // Claimed once: the next run is an interval later, and no second run started meanwhile.
+    const after = (await api('GET', `/v1/backups/schedules/${named('nightly')}`)).json.data;
+    expect(Date.parse(after.next_run_at) - Date.parse(after.last_run_at)).to.equal(3600_000);
+    expect(((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>).filter((r) => r.schedule_id === scheduleId)).to.have.length(1);
+
+    const metrics = await t.request('GET', '/metrics', { headers: bearer(SCRAPE_TOKEN) });
+    expect(metrics.status).to.equal(200);
+    const line = metrics.text.split('\n').find((l) => l.startsWith(`hangar_backup_last_success_timestamp_seconds{volume="${volumeId}"}`));
+    expect(line, metrics.text.slice(0, 2000)).to.be.a('string');
+    expect(Number(line!.split(' ')[1])).to.equal(Math.floor(Date.parse(scheduled.finished_at) / 1000));
+
+    // A target a schedule uses is not deleted; the schedule is.
+    expect((await api('DELETE', `/v1/backups/targets/${named('sched')}`)).status).to.equal(409);
+    // The CLI lists and deletes schedules.
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca };
+    const listed = await hangarCli(['backup', 'schedule', 'list'], { env, timeoutMs: 60_000 });
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.stdout).to.contain(named('nightly')).and.to.contain(scheduleId);
+    const removed = await hangarCli(['backup', 'schedule', 'delete', named('nightly')], { env, timeoutMs: 60_000 });
+    expect(removed.code, removed.stderr).to.equal(0);
+    expect(removed.stdout).to.equal(`deleted backup schedule ${named('nightly')}\n`);
+    expect((await api('GET', `/v1/backups/schedules/${scheduleId}`)).status).to.equal(404);
+    expect((await api('DELETE', `/v1/backups/targets/${named('sched')}?force=true`)).status).to.equal(204);
   });
 });
