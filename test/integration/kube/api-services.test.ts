@@ -23,7 +23,7 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
   });
   after(() => kube?.stop());
 
-  describeEachDialect('apply, prune on PUT, delete', (dialect) => {
+  describeEachDialect('apply, prune on PUT, stop and start, delete', (dialect) => {
     let t: TestHangar;
     let admin: Credentials;
     let cluster: KubeCluster;
@@ -41,7 +41,7 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
       await stopOnAdoptedCluster(t);
     });
 
-    it('applies a Deployment + ConfigMap manifest (pods Running on kwok nodes), prunes the ConfigMap on PUT, deletes the objects with the service', async function () {
+    it('applies a Deployment + ConfigMap manifest (pods Running on kwok nodes), prunes the ConfigMap on PUT, stop deletes the objects and start applies them again, deletes the objects with the service', async function () {
       this.timeout(120_000);
       const deployment = `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: ${namespace}}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec: {containers: [{name: shop, image: registry.invalid/shop:1}]}\n`;
       const config = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings, namespace: ${namespace}}\ndata: {mode: fast}\n`;
@@ -78,6 +78,30 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
         },
         { timeoutMs: 60_000, intervalMs: 500, what: 'the ConfigMap pruned' },
       );
+
+      // Stop deletes the applied objects and keeps the manifest; start applies it again.
+      const liveDeployments = async () =>
+        (await kube.api(AppsV1Api).listNamespacedDeployment({ namespace })).items.filter((d) => !d.metadata?.deletionTimestamp).map((d) => d.metadata?.name);
+      const stopped = await api('POST', `/v1/services/${id}/stop`);
+      expect(stopped.status, stopped.text).to.equal(200);
+      expect(stopped.json.data.status).to.equal('stopped');
+      await waitFor(async () => (await liveDeployments()).length === 0, { timeoutMs: 60_000, intervalMs: 500, what: 'the Deployment deleted by the stop' });
+      expect((await api('GET', `/v1/services/${id}`)).json.data).to.deep.include({ status: 'stopped', manifest: deployment });
+      const twice = await api('POST', `/v1/services/${id}/stop`);
+      expect([twice.status, twice.json.data?.status], 'stopped already: nothing to do').to.deep.equal([200, 'stopped']);
+
+      const started = await api('POST', `/v1/services/${id}/start`);
+      expect(started.status, started.text).to.equal(202);
+      await waitFor(
+        async () => {
+          const sv = (await api('GET', `/v1/services/${id}`)).json.data;
+          if (sv.status === 'failed') throw new Error(`the start failed: ${sv.error}\n${cluster.agent.output()}`);
+          return sv.status === 'running' && sv.replicas.shop?.running === 2 ? sv : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 500, what: 'the service running again with 2 replicas' },
+      );
+      expect(await liveDeployments()).to.deep.equal(['shop']);
+      expect((await api('POST', `/v1/services/${id}/start`)).status, 'running already').to.equal(409);
 
       const removed = await api('DELETE', `/v1/services/${id}`);
       expect(removed.status, removed.text).to.equal(202);

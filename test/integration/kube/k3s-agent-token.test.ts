@@ -195,4 +195,41 @@ describeEachDialect('k3s agent nodes: the join token only in a 0600 environment 
     expect(existsSync(path.join(withSystemd.root, 'etc/systemd/system/k3s-agent.service.env')), 'the unit’s environment file went with it').to.equal(false);
     expect(existsSync(path.join(withSystemd.root, 'etc/systemd/system/k3s-agent.service'))).to.equal(false);
   });
+
+  it('adds a k3s agent to an active cluster (POST …/nodes): joining, then active with the server’s token in K3S_TOKEN; a node already in it, or in another cluster, is refused (409)', async function () {
+    this.timeout(120_000);
+    const created = await api('POST', '/v1/kubernetes/clusters', { name: `grow-${dialect.name}`, node_ids: [server.nodeId] });
+    expect(created.status, created.text).to.equal(202);
+    const clusterId = created.json.data.id as string;
+    const clusterOf = async () => (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data;
+    await waitFor(async () => (await clusterOf()).status === 'active', { timeoutMs: 30_000, what: 'the cluster active with its server' });
+
+    const worker = await machine(false);
+    const added = await api('POST', `/v1/kubernetes/clusters/${clusterId}/nodes`, { node_id: worker.nodeId });
+    expect(added.status, added.text).to.equal(202);
+    expect(added.json.data).to.deep.include({ node_id: worker.nodeId, role: 'agent', status: 'joining' });
+    const joined = await waitFor(
+      async () => {
+        const member = (await clusterOf()).nodes.find((n: { node_id: string }) => n.node_id === worker.nodeId);
+        if (member?.status === 'failed') throw new Error(`the join failed: ${member.error}\n${worker.agent.output()}`);
+        return member?.status === 'active' ? member : null;
+      },
+      { timeoutMs: 90_000, intervalMs: 250, what: 'the added node active' },
+    );
+    expect(joined).to.include({ role: 'agent', runtime_node_id: worker.nodeId, address: await (async () => (await api('GET', `/v1/nodes/${worker.nodeId}`)).json.data.ip_address)() });
+    expect(readFileSync(path.join(worker.root, 'k3s-agent-got-token'), 'utf8'), 'joined with the server’s token').to.equal(TOKEN);
+    expect(cmdline(pidIn(path.join(worker.root, 'run/k3s.pid'))).slice(-2)).to.deep.equal(['--server', 'https://192.0.2.50:6443']);
+    expect((await clusterOf()).nodes.map((n: { role: string }) => n.role)).to.deep.equal(['server', 'agent']);
+
+    const again = await api('POST', `/v1/kubernetes/clusters/${clusterId}/nodes`, { node_id: worker.nodeId });
+    expect(again.status, again.text).to.equal(409);
+    const other = await api('POST', '/v1/kubernetes/clusters', { name: `other-${dialect.name}`, node_ids: [worker.nodeId] });
+    expect(other.status, other.text).to.equal(409);
+    expect(other.json.message).to.contain(worker.nodeId);
+
+    const deleted = await api('DELETE', `/v1/kubernetes/clusters/${clusterId}?force=true`);
+    expect([200, 202], deleted.text).to.include(deleted.status);
+    await waitFor(async () => (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).status === 404, { timeoutMs: 60_000, what: 'the cluster deleted' });
+    expect(existsSync(path.join(worker.root, 'etc/rancher/k3s')), 'k3s uninstalled from the added node').to.equal(false);
+  });
 });
