@@ -92,6 +92,25 @@ export const HealthSpec = Type.Object(
 );
 export type HealthSpec = Static<typeof HealthSpec>;
 
+/**
+ * How an update of a workload rolls out: so many tasks at a time, a pause between batches, how long
+ * each new task is watched and what share may fail, the order of old and new, and what a failure
+ * does (rollback: the runtime returns to the previous spec by itself). Drivers render it (a swarm
+ * service's UpdateConfig).
+ */
+export const RolloutSpec = Type.Object(
+  {
+    parallelism: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'tasks updated at a time (default 1)' })),
+    delay_s: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600, description: 'seconds between batches (default 0)' })),
+    monitor_s: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, description: 'seconds each new task is watched for a failure (default 5)' })),
+    max_failure_ratio: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'the share of tasks that may fail before the failure action (default 0)' })),
+    order: Type.Optional(Type.Union([Type.Literal('start-first'), Type.Literal('stop-first')], { description: 'start-first (default): the new task before the old one stops' })),
+    on_failure: Type.Optional(Type.Union([Type.Literal('rollback'), Type.Literal('pause')], { description: 'rollback (default): return to the previous spec; pause: stop the rollout' })),
+  },
+  { additionalProperties: false },
+);
+export type RolloutSpec = Static<typeof RolloutSpec>;
+
 /** A health check's timings with the defaults filled in (what drivers render). */
 export function healthTimings(health: HealthSpec): { interval_s: number; timeout_s: number; retries: number; start_period_s: number } {
   return { interval_s: health.interval_s ?? 10, timeout_s: health.timeout_s ?? 5, retries: health.retries ?? 3, start_period_s: health.start_period_s ?? 0 };
@@ -139,6 +158,8 @@ export const WorkloadSpec = Type.Object({
   labels: Type.Optional(Labels),
   /** Its health check (none: the image's own HEALTHCHECK, if any, on a swarm). */
   health: Type.Optional(HealthSpec),
+  /** How an update rolls out (none: the driver's own defaults). */
+  rollout: Type.Optional(RolloutSpec),
 });
 export type WorkloadSpec = Static<typeof WorkloadSpec>;
 
@@ -186,6 +207,8 @@ export const WorkloadState = Type.Object({
   /** The bundle (compose stack) the workload belongs to, if any, and its key in the bundle. */
   stack: Nullable(Type.String()),
   component: Type.Optional(Nullable(Type.String())),
+  /** The last rollout as the runtime tells it (a swarm's UpdateStatus: `updating`, `completed`, `rollback_completed`…), if any. */
+  rollout: Type.Optional(Nullable(Type.Object({ state: Type.String(), message: Nullable(Type.String()) }))),
 });
 export type WorkloadState = Static<typeof WorkloadState>;
 

@@ -48,6 +48,17 @@ function taskOf(task: Raw): WorkloadTask {
 
 const time = (task: Raw) => Date.parse(task.UpdatedAt ?? task.Status?.Timestamp ?? '') || 0;
 
+/**
+ * The service's last rollout as the engine tells it, unless the service was changed since it ended
+ * (an update of the same spec after a rollback leaves the engine's UpdateStatus as it was).
+ */
+function rolloutOf(service: Raw): WorkloadState['rollout'] {
+  const status = service.UpdateStatus;
+  if (!status?.State) return null;
+  if (status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt)) return null;
+  return { state: String(status.State), message: status.Message ? String(status.Message) : null };
+}
+
 /** WorkloadState from a service's inspect answer and its tasks. */
 export function toState(service: Raw, tasks: Raw[]): WorkloadState {
   const spec = service.Spec ?? {};
@@ -70,6 +81,7 @@ export function toState(service: Raw, tasks: Raw[]): WorkloadState {
       memoryMb: typeof limits.MemoryBytes === 'number' && limits.MemoryBytes > 0 ? limits.MemoryBytes / (1024 * 1024) : null,
     },
     stack: labels[STACK_LABEL] ?? null,
+    rollout: rolloutOf(service),
     // `docker stack deploy` names a stack's services <stack>_<key>.
     component: labels[STACK_LABEL] && String(spec.Name).startsWith(`${labels[STACK_LABEL]}_`) ? String(spec.Name).slice(labels[STACK_LABEL].length + 1) : null,
   };

@@ -1,4 +1,4 @@
-import { HANGAR_LABELS, healthTimings, type HealthSpec, type LogOptions, type ObjectRef, type PortSpec, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { HANGAR_LABELS, healthTimings, type HealthSpec, type RolloutSpec, type LogOptions, type ObjectRef, type PortSpec, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { attempt, body, checkName, failure, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { ensureNetwork, findObjectId, HANGAR_EDGE_NETWORK, nfsOptions, type ObjectKind } from './objects.js';
@@ -86,6 +86,22 @@ export function healthCheckOf(health: HealthSpec): Raw {
   return { Test: healthTest(health), Interval: t.interval_s * NS, Timeout: t.timeout_s * NS, Retries: t.retries, StartPeriod: t.start_period_s * NS };
 }
 
+/** A declared rollout as the service's UpdateConfig and RollbackConfig (safe defaults: start-first, roll back on a failure). */
+export function updateConfigOf(rollout: RolloutSpec): { UpdateConfig: Raw; RollbackConfig: Raw } {
+  const order = rollout.order ?? 'start-first';
+  return {
+    UpdateConfig: {
+      Parallelism: rollout.parallelism ?? 1,
+      Delay: (rollout.delay_s ?? 0) * NS,
+      Order: order,
+      FailureAction: rollout.on_failure ?? 'rollback',
+      Monitor: (rollout.monitor_s ?? 5) * NS,
+      MaxFailureRatio: rollout.max_failure_ratio ?? 0,
+    },
+    RollbackConfig: { Parallelism: rollout.parallelism ?? 1, Order: order, FailureAction: 'pause', Monitor: (rollout.monitor_s ?? 5) * NS },
+  };
+}
+
 /** What Docker runs for a health check (its `Test`, as a compose `healthcheck.test` too). */
 export function healthTest(health: HealthSpec): string[] {
   if (health.command) return ['CMD', ...health.command];
@@ -150,9 +166,10 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, conte
       ...(spec.exposure?.routed ? { Networks: [{ Target: HANGAR_EDGE_NETWORK }] } : {}),
     },
     Mode: { Replicated: { Replicas: spec.replicas } },
-    // stop-first: host-mode ports of the old and the new task would collide with start-first.
-    UpdateConfig: { Parallelism: 1, Delay: 0, Order: 'stop-first', FailureAction: 'pause', Monitor: 5e9, MaxFailureRatio: 0 },
-    RollbackConfig: { Parallelism: 1, Order: 'stop-first', FailureAction: 'pause' },
+    // Without a declared rollout, stop-first: host-mode ports of the old and the new task would collide with start-first.
+    ...(spec.rollout
+      ? updateConfigOf(spec.rollout)
+      : { UpdateConfig: { Parallelism: 1, Delay: 0, Order: 'stop-first', FailureAction: 'pause', Monitor: 5e9, MaxFailureRatio: 0 }, RollbackConfig: { Parallelism: 1, Order: 'stop-first', FailureAction: 'pause' } }),
     EndpointSpec: { Mode: policy.endpointMode, Ports: portConfigs(spec.exposure?.ports, policy.publishMode) },
   };
 }

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { DeployWorkload, HealthSpec, healthFault, RemoveWorkload, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { DeployWorkload, HealthSpec, healthFault, RemoveWorkload, RolloutSpec, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
@@ -41,6 +41,7 @@ const CreateBody = Type.Object(
     gpu: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'GPU slots per task' })),
     volumes: Type.Optional(Type.Array(VolumeRef, { maxItems: 20 })),
     health: Type.Optional(HealthSpec),
+    rollout: Type.Optional(RolloutSpec),
   },
   { additionalProperties: false },
 );
@@ -57,6 +58,7 @@ const UpdateBody = Type.Object(
     platform: Type.Optional(Type.Union([Platform, Type.Null()])),
     gpu: Type.Optional(CreateBody.properties.gpu),
     health: Type.Optional(Type.Union([HealthSpec, Type.Null()])),
+    rollout: Type.Optional(Type.Union([RolloutSpec, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -83,6 +85,7 @@ type CreateInput = {
   gpu?: number;
   volumes?: string[];
   health?: HealthSpec;
+  rollout?: RolloutSpec;
 };
 
 function parsePort(text: string): PortSpec {
@@ -109,6 +112,10 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined, wh
   const want = desiredReplicas(instance);
   const drift: string[] = [];
   if (w.replicas !== null && w.replicas !== want) drift.push(`replicas ${w.replicas} (hangar set ${want})`);
+  // The runtime returned to the previous spec by itself (a rollout whose new tasks failed, rolled back).
+  if (w.rollout?.state === 'rollback_completed' || w.rollout?.state === 'rollback_started') {
+    return { status: 'rolled_back', reason: `the ${where} rolled the update back${w.rollout.message ? `: ${w.rollout.message}` : ''}; what runs is the previous revision` };
+  }
   if (withoutDigest(w.image) !== instance.image) drift.push(`image ${withoutDigest(w.image)} (hangar set ${instance.image})`);
   if (drift.length) return { status: 'drifted', reason: `the ${where} runs ${drift.join(', ')}` };
   if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
@@ -159,6 +166,7 @@ export function instanceView(i: InstanceRecord, target: { swarm_id: string } | {
     gpu: i.gpu,
     volumes: i.volumes,
     health: i.health ?? null,
+    rollout: i.rollout ?? null,
     runtime_name: i.runtime_name,
     observed_at: i.observed_at,
     created_at: i.created_at,
@@ -207,6 +215,7 @@ export default definePlugin({
         exposure: { ports: i.ports, routed: true, ...(i.domain ? { domain: i.domain } : {}) },
         replica_hostnames: true,
         ...(i.health ? { health: i.health } : {}),
+        ...(i.rollout ? { rollout: i.rollout } : {}),
       };
     }
 
@@ -217,7 +226,7 @@ export default definePlugin({
         operations: {
           // Creating, starting, stopping, scaling, attaching: the record says what is wanted; deploying sends it.
           deploy: {
-            from: ['deploying', 'running', 'stopped', 'drifted', 'failed'],
+            from: ['deploying', 'running', 'stopped', 'drifted', 'failed', 'rolled_back'],
             during: 'deploying',
             joins: true,
             label: (i) => `deploy instance ${i.name}`,
@@ -289,9 +298,9 @@ export default definePlugin({
           throw conflict(`Volume ${v.name} (${v.volume_id}) of that revision no longer exists`);
         });
       }
-      const { image, type, http_port, env, command, platform, gpu, volumes: mounts, health } = next;
+      const { image, type, http_port, env, command, platform, gpu, volumes: mounts, health, rollout } = next;
       const reason = rollbackOf === undefined ? label : `rolling back to revision ${rollbackOf}`;
-      return redeploy(i, { image, type, ports, http_port, env, command, platform, gpu, volumes: mounts, health, reason }, label, who, rollbackOf);
+      return redeploy(i, { image, type, ports, http_port, env, command, platform, gpu, volumes: mounts, health, rollout, reason }, label, who, rollbackOf);
     }
 
     async function gpuCheck(cluster: ClusterRecord, slots: number): Promise<void> {
@@ -413,6 +422,7 @@ export default definePlugin({
               gpu: body.gpu ?? 0,
               volumes: await resolveVolumes(body.volumes ?? []),
               health: body.health ?? null,
+              rollout: body.rollout ?? null,
               placement: [],
               running: 0,
               observed_at: null,
@@ -472,7 +482,7 @@ export default definePlugin({
           method: 'PATCH',
           path: '/v1/compute/instances/{id}',
           auth: { role: 'admin' },
-          summary: 'Update an instance’s spec (image, type, ports, http_port, env, command, platform, gpu, health; null clears command, http_port, platform and health): 202, a rolling update kept as a new revision',
+          summary: 'Update an instance’s spec (image, type, ports, http_port, env, command, platform, gpu, health, rollout; null clears command, http_port, platform, health and rollout): 202, a rolling update kept as a new revision',
           status: 202,
           schemas: { params: IdParams, body: UpdateBody },
           handler: async (req) => {

@@ -66,4 +66,13 @@ export const computeMigrations: Migration[] = [
       );
     },
   },
+  {
+    id: '004_rollout',
+    async up(knex) {
+      // How an instance's updates roll out (issue 29).
+      await knex.schema.alterTable(INSTANCES, (t) => {
+        t.json('rollout').nullable();
+      });
+    },
+  },
 ];

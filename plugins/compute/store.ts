@@ -1,7 +1,7 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import type { HealthSpec, PortSpec } from '../../core/orchestrator.js';
+import type { HealthSpec, PortSpec, RolloutSpec } from '../../core/orchestrator.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 import { INSTANCES } from './migrations.js';
 
@@ -14,7 +14,7 @@ export interface InstanceRecord extends LeaseFields {
   type: string;
   replicas: number;
   desired: 'running' | 'stopped';
-  status: 'deploying' | 'running' | 'stopped' | 'drifted' | 'failed' | 'terminating';
+  status: 'deploying' | 'running' | 'stopped' | 'drifted' | 'failed' | 'rolled_back' | 'terminating';
   reason: string | null;
   domain: string | null;
   http_port: number | null;
@@ -26,6 +26,8 @@ export interface InstanceRecord extends LeaseFields {
   volumes: Array<{ volume_id: string; name: string; path: string }>;
   /** Its declared health check (null: none; the image's own HEALTHCHECK counts on a swarm). */
   health?: HealthSpec | null;
+  /** How its updates roll out (null: the driver's defaults). */
+  rollout?: RolloutSpec | null;
   placement: Array<{ node_id: string | null; runtime_node_id: string | null; state: string }> | null;
   running: number | null;
   observed_at: string | null;
@@ -47,12 +49,13 @@ export interface InstanceSpec {
   gpu: number;
   volumes: InstanceRecord['volumes'];
   health: HealthSpec | null;
+  rollout: RolloutSpec | null;
 }
 
 export const portText = (p: PortSpec) => `${p.published}:${p.target}/${p.protocol ?? 'tcp'}`;
 
 /** An instance's spec, as its revisions keep it. */
-export function instanceSpec(i: Pick<InstanceRecord, Exclude<keyof InstanceSpec, 'health'> | 'health' | 'ports'>): InstanceSpec {
+export function instanceSpec(i: Pick<InstanceRecord, Exclude<keyof InstanceSpec, 'health' | 'rollout'> | 'health' | 'rollout' | 'ports'>): InstanceSpec {
   return {
     image: i.image,
     type: i.type,
@@ -64,12 +67,13 @@ export function instanceSpec(i: Pick<InstanceRecord, Exclude<keyof InstanceSpec,
     gpu: i.gpu ?? 0,
     volumes: i.volumes,
     health: i.health ?? null,
+    rollout: i.rollout ?? null,
   };
 }
 
 export class InstanceStore extends StampedRepository<InstanceRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement', 'health'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, INSTANCES, { json: ['ports', 'env', 'command', 'volumes', 'placement', 'health', 'rollout'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** An instance by name when exactly one cluster has one of that name. */

@@ -321,6 +321,42 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       await docker(['rmi', v2]);
     });
 
+    it('rolls an update out as declared (start-first, roll back on failure): a new revision whose health check fails is rolled back by the swarm, and the instance says rolled_back', async function () {
+      this.timeout(180_000);
+      const rollout = { order: 'start-first', on_failure: 'rollback', monitor_s: 5, parallelism: 1 };
+      const res = await api('POST', '/v1/compute/instances', {
+        name: named('roll'),
+        swarm_id: member.swarmId,
+        image: TEST_IMAGE,
+        type: 'nano',
+        env: { MODE: 'good' },
+        command: ['sh', '-c', 'exec sleep 3600'],
+        health: { command: ['true'], interval_s: 1, timeout_s: 1, retries: 1 },
+        rollout,
+      });
+      expect(res.status, res.text).to.equal(202);
+      expect(res.json.data.rollout).to.deep.equal(rollout);
+      const id = res.json.data.id;
+      const runtime = res.json.data.runtime_name;
+      created.push(runtime);
+      await waitInstance(id, 'running', (i) => i.status === 'running' && i.running === 1);
+      const config = JSON.parse(await dockerOk(['service', 'inspect', runtime, '--format', '{{json .Spec.UpdateConfig}}']));
+      expect(config).to.deep.include({ Parallelism: 1, Order: 'start-first', FailureAction: 'rollback', Monitor: 5e9 });
+
+      // A check that never passes: the new task never becomes healthy, the swarm returns to the previous spec.
+      const bad = await api('PATCH', `/v1/compute/instances/${id}`, { env: { MODE: 'bad' }, health: { command: ['false'], interval_s: 1, timeout_s: 1, retries: 1 } });
+      expect(bad.status, bad.text).to.equal(202);
+      const rolledBack = await waitInstance(id, 'rolled_back', (i) => i.status === 'rolled_back', 120_000);
+      expect(rolledBack.reason).to.contain('rolled the update back');
+      const env = JSON.parse(await dockerOk(['service', 'inspect', runtime, '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Env}}']));
+      expect(env).to.deep.equal(['MODE=good']);
+      // A rollback through hangar to the first revision puts the record in line with what runs.
+      expect((await api('POST', `/v1/compute/instances/${id}/rollback`, { revision: 1 })).status).to.equal(202);
+      await waitInstance(id, 'running revision 1 again', (i) => i.status === 'running' && i.env.MODE === 'good');
+      expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
+      await waitFor(async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
+    });
+
     it('terminates an instance: 202, then the service and the record are gone', async function () {
       this.timeout(60_000);
       const res = await api('DELETE', `/v1/compute/instances/${webId}`);

@@ -62,6 +62,16 @@ describe('workload health checks in the drivers', () => {
     expect(withReadiness(deployment, { other: { tcp: { port: 1 } } })).to.equal(deployment);
   });
 
+  it('swarm: a declared rollout is the service’s UpdateConfig (defaults start-first, roll back on failure); none keeps stop-first and pause', async () => {
+    const rolled = await serviceSpecOf({} as SwarmContext, { ...base, rollout: { parallelism: 2, delay_s: 3, max_failure_ratio: 0.5 } }, {});
+    expect(rolled.UpdateConfig).to.deep.equal({ Parallelism: 2, Delay: 3 * S, Order: 'start-first', FailureAction: 'rollback', Monitor: 5 * S, MaxFailureRatio: 0.5 });
+    expect(rolled.RollbackConfig).to.deep.equal({ Parallelism: 2, Order: 'start-first', FailureAction: 'pause', Monitor: 5 * S });
+    const paused = await serviceSpecOf({} as SwarmContext, { ...base, rollout: { order: 'stop-first', on_failure: 'pause', monitor_s: 30 } }, {});
+    expect(paused.UpdateConfig).to.include({ Order: 'stop-first', FailureAction: 'pause', Monitor: 30 * S });
+    const plain = await serviceSpecOf({} as SwarmContext, base, {});
+    expect(plain.UpdateConfig).to.include({ Order: 'stop-first', FailureAction: 'pause' });
+  });
+
   it('a check is one probe whose timeout fits its interval', () => {
     expect(healthFault({ tcp: { port: 1 } })).to.equal(null);
     expect(healthFault({ tcp: { port: 1 }, command: ['true'] })).to.deep.equal({ field: '', message: 'give exactly one of http, tcp and command (got tcp and command)' });
