@@ -63,10 +63,29 @@ export interface Verb {
   notes?: (data: any, a: Args) => string[];
   /** Adds `--wait`: poll the resource until its status settles, or (`gone`) until it is deleted. */
   wait?: 'settle' | 'gone';
+  /** With {@link wait}: waiting is the default, `--no-wait` returns at once. */
+  waitByDefault?: boolean;
+  /** A 202 that answers a task ({@link TaskFollow}): followed until it completes or fails. */
+  task?: TaskFollow;
   /** What an empty `list` says; default `no <plural>`. */
   empty?: string;
   /** `list`: false for a route that answers everything at once (no `limit`, no cursor). */
   paged?: boolean;
+}
+
+/**
+ * A task the API answers 202 with (`{task_id}`), read at `path` until it completes or fails: a
+ * drain the cluster is still at, a scan. A failed one ends with exit 1 and its error.
+ */
+export interface TaskFollow {
+  /** Where it is read, after the resource's base: `/{id}/availability/{task_id}` (`{task_id}` is the answer's). */
+  path: string;
+  /** `always`: the task's outcome is the answer (a scan); `flag`: followed with `--wait` only. */
+  when: 'always' | 'flag';
+  /** What a completed task prints (its last read). */
+  done: (read: any, a: Args) => string;
+  /** What it was, for the line that names its failure: `draining node node-…`. */
+  doing: (a: Args) => string;
 }
 
 /** A table column: a field, a dotted path (`manager.node_id`, `members.length`), `header=path`, or [header, compute]. */
@@ -102,6 +121,13 @@ export interface Resource {
   /** Statuses that are still moving (`--wait` goes on polling); `failed` ones end a wait with exit 1. */
   transitional?: string[];
   failed?: string[];
+  /** What `--wait` prints of a status beside its reason (members joining one by one). */
+  progress?: (data: any) => string | null;
+  /**
+   * For `--wait` on a settled status: what still moves (a member still joining: the wait goes on),
+   * or what failed in it (a member whose install failed: the wait ends with exit 1 and this).
+   */
+  parts?: (data: any) => { moving: boolean; failed: string | null };
   /** Fields of `record` output printed as text blocks (a YAML file) after the rest. */
   blocks?: string[];
   /** When the API takes only ids for it: how a name given for `<id>` is looked up. */
@@ -317,14 +343,20 @@ async function waitFor(api: ApiClient, r: Resource, id: string, mode: 'settle' |
     data = res.json.data;
     const status = String(data.status ?? 'unknown');
     const reason = data.reason ?? data.error ?? null;
-    const line = `${status}${reason ? `: ${reason}` : ''}`;
+    const progress = r.progress?.(data);
+    const line = `${status}${reason ? `: ${reason}` : ''}${progress ? ` (${progress})` : ''}`;
     if (line !== last) say(`· ${line}`);
     last = line;
     if (failed.includes(status)) {
       console.error(`hangar ${r.noun}: ${labelOf(r, data, {})} ${mode === 'gone' ? 'was not deleted' : 'failed'}${reason ? `: ${reason}` : ''}`);
       return { code: EXIT.failed, data };
     }
-    if (mode === 'settle' && !transitional.includes(status)) {
+    const parts = mode === 'settle' ? r.parts?.(data) : undefined;
+    if (parts?.failed && !transitional.includes(status)) {
+      console.error(`hangar ${r.noun}: ${labelOf(r, data, {})} is ${status}, but ${parts.failed}`);
+      return { code: EXIT.failed, data };
+    }
+    if (mode === 'settle' && !transitional.includes(status) && !parts?.moving) {
       say(`${labelOf(r, data, {})} is ${status}`);
       return { code: EXIT.ok, data };
     }
@@ -334,22 +366,45 @@ async function waitFor(api: ApiClient, r: Resource, id: string, mode: 'settle' |
   return { code: EXIT.failed, data };
 }
 
-/** A queued log read: polls it until it completes or fails, then prints its lines. */
-async function readLogs(api: ApiClient, path: string, taskId: string, a: Args): Promise<number> {
-  const deadline = Date.now() + (a.timeout as number) * 1000;
-  const taskPath = `${path.split('?')[0]}/${encodeURIComponent(taskId)}`;
+/**
+ * Reads a task until it completes or fails (each read of a finished one may be its last: it is
+ * handed over once); `late` says why it did not finish within the timeout.
+ */
+async function followTask<T extends { status: string; error?: string }>(api: ApiClient, taskPath: string, timeoutS: number, late: string): Promise<T> {
+  const deadline = Date.now() + timeoutS * 1000;
   while (Date.now() < deadline) {
-    // A workload's read answers its lines; a node's is its task, the lines in its result.
-    const read = await api.ok<{ status: string; lines?: string[]; result?: { lines?: string[] }; error?: string }>('GET', taskPath);
-    if (read.status === 'completed') {
-      if (a.json) console.log(JSON.stringify(read, null, 2));
-      else for (const line of read.lines ?? read.result?.lines ?? []) console.log(line);
-      return EXIT.ok;
-    }
-    if (read.status === 'failed') throw failure(`reading the logs failed: ${read.error ?? 'no reason given'}`);
+    const read = await api.ok<T>('GET', taskPath);
+    if (read.status === 'completed' || read.status === 'failed') return read;
     await sleep(Math.min(POLL_MS, 500));
   }
-  throw failure(`the logs were not read within ${a.timeout} s (task ${taskId}); is the agent that reads them (the swarm's manager, or the node) online?`);
+  throw failure(late);
+}
+
+/** A queued log read: polls it until it completes or fails, then prints its lines. */
+async function readLogs(api: ApiClient, path: string, taskId: string, a: Args): Promise<number> {
+  const taskPath = `${path.split('?')[0]}/${encodeURIComponent(taskId)}`;
+  // A workload's read answers its lines; a node's is its task, the lines in its result.
+  const late = `the logs were not read within ${a.timeout} s (task ${taskId}); is the agent that reads them (the swarm's manager, or the node) online?`;
+  const read = await followTask<{ status: string; lines?: string[]; result?: { lines?: string[] }; error?: string }>(api, taskPath, a.timeout as number, late);
+  if (read.status === 'failed') throw failure(`reading the logs failed: ${read.error ?? 'no reason given'}`);
+  if (a.json) console.log(JSON.stringify(read, null, 2));
+  else for (const line of read.lines ?? read.result?.lines ?? []) console.log(line);
+  return EXIT.ok;
+}
+
+/** A 202's task followed to its end ({@link TaskFollow}): its outcome printed, exit 1 when it failed. */
+async function finishTask(api: ApiClient, r: Resource, verb: Verb, a: Args, taskId: string): Promise<number> {
+  const task = verb.task!;
+  const taskPath = `${r.base}${task.path}`.replace(/\{([\w-]+)\}/g, (_, name: string) => encodeURIComponent(String(name === 'task_id' ? taskId : a[name])));
+  const late = `${task.doing(a)}: not finished within ${a.timeout} s (task ${taskId}); follow with: hangar ${verb.follow?.(a, { task_id: taskId }) ?? `${r.noun} get ${a.id}`}`;
+  const read = await followTask<{ status: string; error?: string }>(api, taskPath, a.timeout as number, late);
+  if (a.json) console.log(JSON.stringify(read, null, 2));
+  if (read.status === 'failed') {
+    console.error(`hangar ${r.noun}: ${task.doing(a)} failed: ${read.error ?? 'no reason given'}`);
+    return EXIT.failed;
+  }
+  if (!a.json) console.log(task.done(read, a));
+  return EXIT.ok;
 }
 
 /** Every item of a list (all pages, or the one answer of an unpaged one). */
@@ -417,6 +472,10 @@ async function run(r: Resource, verb: Verb, given: Args): Promise<number> {
   if (verb.output === 'logs') {
     if (!data?.task_id) throw failure(`the API answered no task id: ${JSON.stringify(data)}`);
     return readLogs(api, path, data.task_id as string, a);
+  }
+  if (verb.task && res.status === 202 && data?.task_id && (verb.task.when === 'always' || a.wait)) {
+    if (!a.json && verb.task.when === 'flag') console.log(`${verb.says?.[1] ?? 'accepted:'} ${labelOf(r, {}, a)}: the cluster is still at it (task ${data.task_id}); waiting`);
+    return finishTask(api, r, verb, a, String(data.task_id));
   }
   const follow = verb.follow ? verb.follow(a, data) : `${r.noun} get ${data?.id ?? a.id}`;
   const waiting = res.status === 202 && a.wait && verb.wait ? () => waitFor(api, r, String(data?.id ?? a.id), verb.wait!, a.timeout as number, follow, Boolean(a.json)) : null;
@@ -513,9 +572,14 @@ function verbCommand(r: Resource, verb: Verb, commandName: string): CommandModul
       b = b.middleware((argv) => restoreDashes(argv, positionals), true);
       for (const [name, spec] of Object.entries(verb.options ?? {})) b = b.option(name, spec);
       if (verb.wait) {
+        const what = verb.wait === 'gone' ? 'poll until it is gone' : 'poll until its status settles';
         b = b
-          .option('wait', { type: 'boolean', default: false, describe: verb.wait === 'gone' ? 'poll until it is gone' : 'poll until its status settles' })
+          .option('wait', { type: 'boolean', default: Boolean(verb.waitByDefault), describe: verb.waitByDefault ? `${what} (the default; --no-wait returns at once)` : what })
           .option('timeout', { type: 'number', default: 300, describe: 'seconds to wait' });
+      }
+      if (verb.task) {
+        if (verb.task.when === 'flag') b = b.option('wait', { type: 'boolean', default: false, describe: 'when the cluster is still at it (202), follow its task until it is done' });
+        b = b.option('timeout', { type: 'number', default: 300, describe: 'seconds to wait for the task' });
       }
       if (verb.output === 'logs') b = b.option('timeout', { type: 'number', default: 60, describe: 'seconds to wait for the lines' });
       b = b.option('json', { type: 'boolean', describe: 'print the data the API answered, as JSON' });

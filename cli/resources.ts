@@ -1,7 +1,7 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule, Options } from 'yargs';
 import { deployVerb } from './node.js';
-import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
+import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, table, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
 import { backupCreateCommand } from './control-plane-backup.js';
 
@@ -37,6 +37,25 @@ const action = (name: string, describe: string, says: [string, string], verb: Pa
   says,
   ...verb,
 });
+/**
+ * Cordon, drain or uncordon: 200 once the node's cluster did it; 202 while the cluster is still at
+ * it, its task followed with `--wait` (`hangar node availability` reads it otherwise).
+ */
+const availability = (name: string, describe: string, says: [string, string]): Verb =>
+  action(name, describe, says, {
+    follow: (a, d) => `node availability ${a.id} ${d.task_id}`,
+    task: { path: '/{id}/availability/{task_id}', when: 'flag', doing: (a) => `${says[1]} node ${a.id}`, done: (_read, a) => `${says[0]} node ${a.id}` },
+  });
+/** The load balancer of a swarm or a cluster: deployed (again: its routes re-applied with the image configured now) or removed. */
+const lbVerbs = (noun: string): Verb[] =>
+  (
+    [
+      ['lb-deploy', `Deploy the load balancer of ${noun === 'swarm' ? 'a swarm' : 'a cluster (an ingress controller)'} (again: deploy it anew with the image configured now)`, ['deployed', 'deploying'], 'POST'],
+      ['lb-remove', `Remove the load balancer of a ${noun}`, ['removed', 'removing'], 'DELETE'],
+    ] as const
+  ).map(([name, describe, says, method]) =>
+    action(name, describe, [...says], { method, path: '/{id}/lb', label: (a, d) => `the load balancer of ${noun} ${a.id} (${d.id})`, follow: (_a, d) => `lb get ${d.id}` }),
+  );
 /** A log read: POST …/{id}/logs → a task id, polled until it completes. */
 const logs = (): Verb => ({
   command: 'logs <id>',
@@ -62,6 +81,13 @@ const USERS: Lookup = {
   self: { path: '/v1/iam/session', id: 'user.id' },
 };
 const KEYS: Lookup = { noun: 'key', list: '/v1/iam/users/{user}/keys', id: /^key-[0-9a-z]+$/, name: 'access_key_id', paged: false };
+/** A member in a cluster's view. */
+interface ClusterNode {
+  node_id: string;
+  role: string;
+  status: string;
+  error?: string | null;
+}
 /** `<node>` or `--node`: a node's id or name. */
 const nodeRef = { node: NODES };
 
@@ -323,9 +349,36 @@ export const RESOURCES: Resource[] = [
         positionals: { token: { describe: 'the token’s id (tok-…)' } },
         output: (d: { id: string }) => `revoked join token ${d.id}`,
       },
-      action('cordon', 'Cordon a node: no new workloads on it; those running stay', ['cordoned', 'cordoning']),
-      action('drain', 'Drain a node: cordoned, and its workloads moved off', ['drained', 'draining']),
-      action('uncordon', 'Return a cordoned or drained node to service', ['uncordoned', 'uncordoning']),
+      availability('cordon', 'Cordon a node: no new workloads on it; those running stay', ['cordoned', 'cordoning']),
+      availability('drain', 'Drain a node: cordoned, and its workloads moved off (PodDisruptionBudgets honoured on a Kubernetes cluster)', ['drained', 'draining']),
+      availability('uncordon', 'Return a cordoned or drained node to service', ['uncordoned', 'uncordoning']),
+      {
+        command: 'availability <id> <task>',
+        describe: 'Read a cordon, drain or uncordon the cluster was still at (its task, from the 202); a finished one is read once',
+        method: 'GET',
+        path: '/{id}/availability/{task}',
+        positionals: { task: { describe: 'the task’s id (task-…)' } },
+        output: (d: { task_id: string; status: string; error?: string }) => {
+          if (d.status !== 'failed') return `task ${d.task_id}: ${d.status}`;
+          console.error(`hangar node: task ${d.task_id} failed: ${d.error ?? 'no reason given'}`);
+          return 1;
+        },
+      },
+      {
+        command: 'unmanaged <id>',
+        describe: 'Scan the node’s orchestrator for workloads hangar did not create (on a cluster member: the whole cluster, through its manager or server)',
+        method: 'POST',
+        path: '/{id}/unmanaged',
+        options: { backend: { type: 'string', demandOption: true, describe: 'the orchestrator to scan: swarm or k8s' } },
+        query: { backend: 'backend' },
+        output: 'done',
+        task: {
+          path: '/{id}/unmanaged/{task_id}',
+          when: 'always',
+          doing: (a) => `scanning node ${a.id}`,
+          done: (read: { resources: unknown[] }) => (read.resources.length ? table(read.resources, ['kind', 'name', 'namespace', 'image', 'stack']) : 'no unmanaged workloads'),
+        },
+      },
       {
         command: 'rename <id> <name>',
         describe: 'Rename a node: its display name in hangar (never the machine, swarm or Kubernetes)',
@@ -392,28 +445,18 @@ export const RESOURCES: Resource[] = [
         columns: ['node_id', 'role', 'status', 'hostname', 'state', 'availability', 'leader', 'error'],
         empty: 'no members',
       },
-      action('lb-deploy', 'Deploy the load balancer of a swarm (again: re-apply its routes)', ['deployed', 'deploying'], {
-        path: '/{id}/lb',
-        label: (a, d) => `the load balancer of swarm ${a.id} (${d.id})`,
-        follow: (_a, d) => `lb get ${d.id}`,
-      }),
-      action('lb-remove', 'Remove the load balancer of a swarm', ['removed', 'removing'], {
-        method: 'DELETE',
-        path: '/{id}/lb',
-        label: (a, d) => `the load balancer of swarm ${a.id} (${d.id})`,
-        follow: (_a, d) => `lb get ${d.id}`,
-      }),
+      ...lbVerbs('swarm'),
     ],
   },
   {
     noun: 'cluster',
-    describe: 'Kubernetes (k3s) clusters: create on nodes, nodes, kubeconfig',
+    describe: 'Kubernetes (k3s) clusters: create on nodes, nodes, kubeconfig, load balancer, volumes',
     base: '/v1/kubernetes/clusters',
     columns: ['id', 'name', 'status', 'server=server_node_id', 'nodes=nodes.length', 'version', 'created_at'],
     transitional: ['forming', 'deleting'],
     verbs: [
       create({
-        describe: 'Create a Kubernetes cluster on nodes: k3s server on the first --node, k3s agents on the others (202: it installs in the background)',
+        describe: 'Create a Kubernetes cluster on nodes: k3s server on the first --node, k3s agents on the others; waits until it is active, printing each node’s progress (--no-wait: return once accepted)',
         options: {
           node: { ...repeatable('a node (id or name) to install k3s on; the first is the server'), demandOption: true },
           'kubeconfig-endpoint': { type: 'string', describe: 'where the kubeconfig points: public (default), overlay, or an IPv4 address' },
@@ -436,6 +479,16 @@ export const RESOURCES: Resource[] = [
         empty: 'no nodes',
       },
       {
+    // While it forms: each node's install, one after the other.
+    progress: (d: { nodes?: ClusterNode[] }) => d.nodes?.map((n) => `${n.node_id} ${n.role} ${n.status}`).join(', ') || null,
+    // Active once its server is; ready once every node's install is done.
+    parts: (d: { nodes?: ClusterNode[] }) => {
+      const failed = (d.nodes ?? []).filter((n) => n.status === 'failed');
+      return {
+        moving: (d.nodes ?? []).some((n) => n.status === 'joining'),
+        failed: failed.length ? `${failed.map((n) => `node ${n.node_id} failed: ${n.error ?? 'no reason given'}`).join('; ')}` : null,
+      };
+    },
         command: 'add-node <id> <node>',
         describe: 'Add a node as a k3s agent',
         method: 'POST',
@@ -446,6 +499,7 @@ export const RESOURCES: Resource[] = [
         says: ['added', 'adding'],
         label: (a) => `node ${a.node} to cluster ${a.id}`,
         follow: (a) => `cluster nodes ${a.id}`,
+        waitByDefault: true,
       },
       {
         command: 'remove-node <id> <node>',
@@ -483,6 +537,38 @@ export const RESOURCES: Resource[] = [
     transitional: ['deploying', 'terminating'],
     verbs: [
       create({
+      ...lbVerbs('cluster'),
+      {
+        command: 'attach <id> <volume>',
+        describe: 'Attach an NFS volume: a PersistentVolume and its claim (hangar-vol-<name>) on the cluster, once the claim is Bound',
+        method: 'POST',
+        path: '/{id}/volumes',
+        positionals: { volume: { describe: 'the volume (id or name)' } },
+        body: { volume_id: 'volume' },
+        output: 'done',
+        says: ['attached', 'attaching'],
+        label: (a, d) => `volume ${d.name} (${d.volume_id}) to cluster ${a.id} as claim ${d.claim}`,
+      },
+      {
+        command: 'volumes <id>',
+        describe: 'List the volumes attached to the cluster, with their claims’ phase as the cluster reports it',
+        method: 'GET',
+        path: '/{id}/volumes',
+        output: 'list',
+        paged: false,
+        columns: ['volume_id', 'name', 'type', 'claim', 'phase', 'node_id', 'server_ip', 'folder'],
+        empty: 'no volumes attached',
+      },
+      {
+        command: 'detach <id> <volume>',
+        describe: 'Detach a volume: its claim and PersistentVolume removed from the cluster (the data stays)',
+        method: 'DELETE',
+        path: '/{id}/volumes/{volume}',
+        positionals: { volume: { describe: 'the volume (id or name)' } },
+        output: 'done',
+        says: ['detached', 'detaching'],
+        label: (a, d) => `volume ${d.name} (${d.volume_id}) from cluster ${a.id}`,
+      },
         describe: 'Create an instance on a swarm or a Kubernetes cluster (202: it deploys in the background)',
         options: {
           ...placeFlags('a Deployment'),

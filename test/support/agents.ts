@@ -276,10 +276,10 @@ export class FakeAgent {
 
 /** Answers and refusals of a fake orchestrator manager, by driver method (orchestrator calls) or task kind. */
 export interface FakeManagerScript {
-  /** An answer for the call's named input (its payload without `backend`). */
+  /** An answer for the call's named input (its payload without `backend`); a promise is awaited. */
   answers?: Record<string, (input: any) => unknown>;
   /** A reason makes the call fail with it (the engine's error); undefined lets it through. */
-  refusals?: Record<string, (input: any) => string | undefined>;
+  refusals?: Record<string, (input: any) => string | undefined | Promise<string | undefined>>;
 }
 
 /**
@@ -299,8 +299,9 @@ export function answerTasks(agent: FakeAgent, script: FakeManagerScript): { call
         const { backend: _backend, ...input } = task.payload ?? {};
         const call = { method: kind && isDriverCall(kind) ? kind.method : task.kind, input };
         calls.push(call);
-        const refused = script.refusals?.[call.method]?.(call.input);
-        const answer = script.answers?.[call.method]?.(call.input) ?? (kind ? Value.Create(kind.result) : {});
+        const refused = await script.refusals?.[call.method]?.(call.input);
+        // An answer may be a promise: the call is answered once it settles (a cluster still at it).
+        const answer = (await script.answers?.[call.method]?.(call.input)) ?? (kind ? Value.Create(kind.result) : {});
         await agent.report(task.task_id, refused ? { status: 'failed', error: refused } : { status: 'completed', output: answer });
       }
     }
