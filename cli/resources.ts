@@ -454,6 +454,16 @@ export const RESOURCES: Resource[] = [
     base: '/v1/kubernetes/clusters',
     columns: ['id', 'name', 'status', 'server=server_node_id', 'nodes=nodes.length', 'version', 'created_at'],
     transitional: ['forming', 'deleting'],
+    // While it forms: each node's install, one after the other.
+    progress: (d: { nodes?: ClusterNode[] }) => d.nodes?.map((n) => `${n.node_id} ${n.role} ${n.status}`).join(', ') || null,
+    // Active once its server is; ready once every node's install is done.
+    parts: (d: { nodes?: ClusterNode[] }) => {
+      const failed = (d.nodes ?? []).filter((n) => n.status === 'failed');
+      return {
+        moving: (d.nodes ?? []).some((n) => n.status === 'joining'),
+        failed: failed.length ? `${failed.map((n) => `node ${n.node_id} failed: ${n.error ?? 'no reason given'}`).join('; ')}` : null,
+      };
+    },
     verbs: [
       create({
         describe: 'Create a Kubernetes cluster on nodes: k3s server on the first --node, k3s agents on the others; waits until it is active, printing each node’s progress (--no-wait: return once accepted)',
@@ -464,6 +474,7 @@ export const RESOURCES: Resource[] = [
         refs: nodeRef,
         body: { name: 'name', node_ids: many('node'), options: (a) => (a['kubeconfig-endpoint'] ? { kubeconfig_endpoint: a['kubeconfig-endpoint'] } : undefined) },
         wait: 'settle',
+        waitByDefault: true,
       }),
       list(),
       get(),
@@ -479,16 +490,6 @@ export const RESOURCES: Resource[] = [
         empty: 'no nodes',
       },
       {
-    // While it forms: each node's install, one after the other.
-    progress: (d: { nodes?: ClusterNode[] }) => d.nodes?.map((n) => `${n.node_id} ${n.role} ${n.status}`).join(', ') || null,
-    // Active once its server is; ready once every node's install is done.
-    parts: (d: { nodes?: ClusterNode[] }) => {
-      const failed = (d.nodes ?? []).filter((n) => n.status === 'failed');
-      return {
-        moving: (d.nodes ?? []).some((n) => n.status === 'joining'),
-        failed: failed.length ? `${failed.map((n) => `node ${n.node_id} failed: ${n.error ?? 'no reason given'}`).join('; ')}` : null,
-      };
-    },
         command: 'add-node <id> <node>',
         describe: 'Add a node as a k3s agent',
         method: 'POST',
@@ -499,7 +500,6 @@ export const RESOURCES: Resource[] = [
         says: ['added', 'adding'],
         label: (a) => `node ${a.node} to cluster ${a.id}`,
         follow: (a) => `cluster nodes ${a.id}`,
-        waitByDefault: true,
       },
       {
         command: 'remove-node <id> <node>',
@@ -512,31 +512,6 @@ export const RESOURCES: Resource[] = [
         label: (a) => `node ${a.node} from cluster ${a.id}`,
         follow: (a) => `cluster nodes ${a.id}`,
       },
-      {
-        command: 'kubeconfig <id>',
-        describe: 'Write the cluster’s admin kubeconfig to a file (mode 0600), or print it with --output -',
-        method: 'GET',
-        path: '/{id}/kubeconfig',
-        options: { output: { alias: 'o', type: 'string', demandOption: true, describe: 'the file to write (0600), or - for stdout' } },
-        output: (data: { kubeconfig: string; server: string }, a) => {
-          if (a.output === '-') {
-            process.stdout.write(data.kubeconfig);
-            return '';
-          }
-          writeSecretFile(String(a.output), data.kubeconfig);
-          return `wrote the kubeconfig of cluster ${a.id} (server ${data.server}) to ${a.output} (mode 0600)`;
-        },
-      },
-    ],
-  },
-  {
-    noun: 'instance',
-    describe: 'Compute instances: replicated containers on a swarm or a Kubernetes cluster',
-    base: '/v1/compute/instances',
-    columns: ['id', 'name', ...placeColumns, 'image', 'type', 'replicas', 'running', 'status', 'domain'],
-    transitional: ['deploying', 'terminating'],
-    verbs: [
-      create({
       ...lbVerbs('cluster'),
       {
         command: 'attach <id> <volume>',
@@ -569,6 +544,31 @@ export const RESOURCES: Resource[] = [
         says: ['detached', 'detaching'],
         label: (a, d) => `volume ${d.name} (${d.volume_id}) from cluster ${a.id}`,
       },
+      {
+        command: 'kubeconfig <id>',
+        describe: 'Write the cluster’s admin kubeconfig to a file (mode 0600), or print it with --output -',
+        method: 'GET',
+        path: '/{id}/kubeconfig',
+        options: { output: { alias: 'o', type: 'string', demandOption: true, describe: 'the file to write (0600), or - for stdout' } },
+        output: (data: { kubeconfig: string; server: string }, a) => {
+          if (a.output === '-') {
+            process.stdout.write(data.kubeconfig);
+            return '';
+          }
+          writeSecretFile(String(a.output), data.kubeconfig);
+          return `wrote the kubeconfig of cluster ${a.id} (server ${data.server}) to ${a.output} (mode 0600)`;
+        },
+      },
+    ],
+  },
+  {
+    noun: 'instance',
+    describe: 'Compute instances: replicated containers on a swarm or a Kubernetes cluster',
+    base: '/v1/compute/instances',
+    columns: ['id', 'name', ...placeColumns, 'image', 'type', 'replicas', 'running', 'status', 'domain'],
+    transitional: ['deploying', 'terminating'],
+    verbs: [
+      create({
         describe: 'Create an instance on a swarm or a Kubernetes cluster (202: it deploys in the background)',
         options: {
           ...placeFlags('a Deployment'),
