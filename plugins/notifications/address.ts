@@ -12,7 +12,9 @@ export interface AddressPolicy {
 /**
  * Addresses a webhook may not reach unless allowed (server-side request forgery): loopback,
  * private, carrier-grade NAT, link-local (cloud metadata services), unspecified, multicast and
- * reserved ranges, IPv6 unique-local and link-local, and IPv4 inside IPv6 (mapped, NAT64) of those.
+ * reserved ranges; in IPv6 also unique-local, link-local, the old site-local, multicast, discard-only,
+ * local-use NAT64, Teredo and documentation ranges, IPv4-compatible addresses, and any IPv4 address
+ * carried inside IPv6 (mapped, translated, NAT64 64:ff9b::/96, 6to4) that is one of the IPv4 ranges.
  */
 const BLOCKED = new net.BlockList();
 for (const [address, prefix] of [
@@ -31,30 +33,52 @@ for (const [address, prefix] of [
   BLOCKED.addSubnet(address, prefix, 'ipv4');
 }
 for (const [address, prefix] of [
-  ['::', 128],
-  ['::1', 128],
+  ['100::', 64],
+  ['64:ff9b:1::', 48],
+  ['2001::', 32],
+  ['2001:db8::', 32],
   ['fc00::', 7],
   ['fe80::', 10],
+  ['fec0::', 10],
   ['ff00::', 8],
 ] as const) {
   BLOCKED.addSubnet(address, prefix, 'ipv6');
 }
 
+/** The eight 16-bit groups of a valid IPv6 address (a trailing dotted IPv4 part and a %zone allowed). */
+function groupsOf(address: string): number[] {
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
+  const parse = (part: string | undefined) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
+  const front = parse(head);
+  const back = parse(tail);
+  return tail === undefined ? front : [...front, ...Array<number>(8 - front.length - back.length).fill(0), ...back];
+}
+
+const ipv4Of = (high: number, low: number) => [high >>> 8, high & 255, low >>> 8, low & 255].join('.');
+
 /** Whether an IP address is one a webhook may not reach unless allowed. */
 export function isPrivateAddress(address: string): boolean {
-  const family = net.isIP(address);
+  const family = net.isIP(address.replace(/%.*$/, ''));
   if (family === 4) return BLOCKED.check(address, 'ipv4');
   if (family !== 6) return true;
-  const lower = address.toLowerCase();
-  // IPv4 carried in IPv6: ::ffff:a.b.c.d (mapped), 64:ff9b::a.b.c.d (NAT64).
-  const embedded = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower)?.[1];
-  if (embedded) return BLOCKED.check(embedded, 'ipv4');
-  const mappedHex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (mappedHex) {
-    const n = (parseInt(mappedHex[1]!, 16) << 16) | parseInt(mappedHex[2]!, 16);
-    return BLOCKED.check([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'), 'ipv4');
-  }
-  return BLOCKED.check(address, 'ipv6');
+  const g = groupsOf(address);
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  // ::ffff:a.b.c.d (mapped) and ::ffff:0:a.b.c.d (translated): the IPv4 address is what is reached.
+  if (zero(0, 5) && g[5] === 0xffff) return BLOCKED.check(ipv4Of(g[6]!, g[7]!), 'ipv4');
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return BLOCKED.check(ipv4Of(g[6]!, g[7]!), 'ipv4');
+  // ::/96: unspecified, loopback and the deprecated IPv4-compatible addresses, none a receiver.
+  if (zero(0, 6)) return true;
+  // 64:ff9b::/96 (NAT64, RFC 6052): a translator reaches the embedded IPv4 address.
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return BLOCKED.check(ipv4Of(g[6]!, g[7]!), 'ipv4');
+  // 2002::/16 (6to4): the relay reaches the IPv4 address in groups 1 and 2.
+  if (g[0] === 0x2002) return BLOCKED.check(ipv4Of(g[1]!, g[2]!), 'ipv4');
+  return BLOCKED.check(address.replace(/%.*$/, ''), 'ipv6');
 }
 
 const refused = (field: string, message: string) => badRequest(`Validation failed: ${field} ${message}`, [{ path: field, message }]);

@@ -333,6 +333,8 @@ describeEachDialect('notifications: receivers refused by default (server-side re
     ['a link-local (cloud metadata)', 'https://169.254.169.254/latest', 'notifications.allow_private_addresses'],
     ['an IPv6 loopback', 'https://[::1]/hook', 'notifications.allow_private_addresses'],
     ['an IPv4-mapped IPv6 private', 'https://[::ffff:192.168.1.1]/hook', 'notifications.allow_private_addresses'],
+    ['a NAT64 loopback (hex form)', 'https://[64:ff9b::7f00:1]/hook', 'notifications.allow_private_addresses'],
+    ['a 6to4 private', 'https://[2002:a00:1::1]/hook', 'notifications.allow_private_addresses'],
   ] as const) {
     it(`refuses ${what} receiver URL with a 400 naming body.url`, async () => {
       const res = await api('POST', '/v1/notifications/channels', { name: `ssrf-${randomToken(6).toLowerCase()}`, kind: 'webhook', url });
