@@ -101,6 +101,11 @@ export interface CreateResult {
  */
 export async function createControlPlaneBackup(options: CreateOptions): Promise<CreateResult> {
   const { config } = options;
+  const [sqliteFile] = sqliteFiles(config);
+  // Opening a SQLite store that is not there would make an empty one: a wrong --data-dir says so instead.
+  if (!config.database.url && !existsSync(sqliteFile!)) {
+    throw new ArchiveError(`there is no hangar store at ${sqliteFile}: give the control plane's configuration (--config, --data-dir or HANGAR_* as for hangar serve)`);
+  }
   const staging = mkdtempSync(path.join(os.tmpdir(), 'hangar-backup-'));
   const store = await openStore(config);
   try {

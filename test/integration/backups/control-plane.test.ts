@@ -185,6 +185,14 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(res.code).to.equal(1);
     expect(res.stderr).to.include('the passphrase is too short');
     expect(existsSync(path.join(work, 'never.hcpb'))).to.equal(false);
+    if (dialect.name === 'sqlite') {
+      // A data dir that holds no control plane: said, and nothing made there.
+      const empty = mkdtempSync(path.join(work, 'empty-'));
+      res = await cli(['backup', 'create', '--to', path.join(work, 'never.hcpb'), '--passphrase-file', passphraseFile], envFor('sqlite', { dataDir: empty, schema: null }));
+      expect(res.code).to.equal(1);
+      expect(res.stderr).to.include(`there is no hangar store at ${path.join(empty, 'hangar.db')}`);
+      expect(existsSync(path.join(empty, 'hangar.db'))).to.equal(false);
+    }
 
     // An archive whose schema has a migration this hangar does not know: made by a newer one.
     const unpacked = mkdtempSync(path.join(work, 'newer-'));
