@@ -204,6 +204,31 @@ const instanceSpec = (a: Args) => ({
   volumes: many('volume')(a),
 });
 
+/** A change of a revision, in one cell: `env.MODE: "a" → "b"`. */
+const changeText = (c: { path: string; old: unknown; new: unknown }) => `${c.path}: ${JSON.stringify(c.old)} → ${JSON.stringify(c.new)}`;
+/** `history <id>` and `rollback <id> --revision N` of an instance or a service (their kept spec revisions). */
+const revisionVerbs = (noun: string): Verb[] => [
+  list({
+    command: 'history <id>',
+    describe: `Show the kept spec revisions of a ${noun}, newest first: who made each, when, and what it changed`,
+    path: '/{id}/revisions',
+    paged: false,
+    columns: [
+      'revision=number',
+      'time',
+      ['who', (r) => r.who?.name ?? '-'],
+      ['rollback of', (r) => r.rollback_of ?? ''],
+      ['changes', (r) => (r.changes ?? []).map(changeText).join('; ')],
+    ],
+    empty: 'no revisions',
+  }),
+  action('rollback', `Roll a kept revision of a ${noun} out again, as a new revision (202: it deploys in the background)`, ['rolled back', 'rolling back'], {
+    options: { revision: { type: 'number', demandOption: true, describe: `the revision to return to (hangar ${noun} history <id>)` } },
+    body: { revision: 'revision' },
+    wait: 'settle',
+  }),
+];
+
 const composeFile = (a: Args) => readInput(String(a['compose-file']), '--compose-file').toString('base64');
 const manifestFile = (a: Args) => readInput(String(a.manifest), '--manifest').toString('base64');
 
@@ -614,6 +639,7 @@ export const RESOURCES: Resource[] = [
         positionals: { volume: { describe: 'volume id or name' } },
         wait: 'settle',
       }),
+      ...revisionVerbs('instance'),
       list({ command: 'types', describe: 'List the instance types (CPU and memory per task)', path: '/v1/compute/instance-types', paged: false, columns: ['name', 'cpus', 'memory_mb', 'default'] }),
     ],
   },
@@ -693,6 +719,7 @@ export const RESOURCES: Resource[] = [
       action('start', 'Start a stopped service again', ['started', 'starting'], { wait: 'settle' }),
       remove({ describe: 'Delete a service (202; it goes once its stack is removed)', wait: 'gone' }),
       logs(),
+      ...revisionVerbs('service'),
     ],
   },
   {
