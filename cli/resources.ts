@@ -592,6 +592,8 @@ export const RESOURCES: Resource[] = [
     base: '/v1/compute/instances',
     columns: ['id', 'name', ...placeColumns, 'image', 'type', 'replicas', 'running', 'status', 'domain'],
     transitional: ['deploying', 'terminating'],
+    // A rollout the swarm rolled back did not do what was asked: --wait ends with exit 1.
+    failed: ['failed', 'rolled_back'],
     verbs: [
       create({
         describe: 'Create an instance on a swarm or a Kubernetes cluster (202: it deploys in the background)',
