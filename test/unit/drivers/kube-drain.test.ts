@@ -29,7 +29,7 @@ describe('the Kubernetes driver’s drain and pods of a namespace being deleted'
 
   /** An API server double: one pod on the node whose eviction is forbidden for `refusals` attempts, then marked deleted, then gone. */
   function cluster(refusals: number, forbidden: () => ApiException<unknown> = terminating) {
-    let pod: V1Pod | null = { metadata: { name: 'web-1', namespace: 'shop' }, spec: { nodeName: NODE }, status: { phase: 'Running' } };
+    let pod: V1Pod | null = { metadata: { name: 'web-1', namespace: 'shop' }, spec: { nodeName: NODE, containers: [] }, status: { phase: 'Running' } };
     const calls: string[] = [];
     const core = {
       readNode: async () => ({ metadata: { name: NODE }, spec: {} }),
