@@ -181,8 +181,9 @@ describeEachDialect('hangar cluster and the node verbs a cluster answers through
       expect(follow, out).to.not.equal(null);
       expect(out).to.match(new RegExp(`^draining node ${server.id}: (pending|running); follow with`));
       const read = await waitFor(async () => {
+        // pending or leased until it is finished; a finished one is handed over once.
         const line = await ok(follow![1]!.split(' '));
-        return line.includes('running') || line.includes('pending') ? null : line;
+        return /: (pending|leased)\n$/.test(line) ? null : line;
       }, { timeoutMs: 20_000, intervalMs: 500, what: 'the drain finished' });
       expect(read).to.equal(`task ${follow![2]}: completed\n`);
       await fails(follow![1]!.split(' '), 'HTTP 404'); // read once
