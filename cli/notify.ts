@@ -1,13 +1,48 @@
+import { readFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { apiClient } from './api-client.js';
 import { keyValues, many, renderRecord, resourceCommand, table, usageExit, type Args, type Column, type Resource } from './resource-commands.js';
-import { EXIT, runAndExit } from './runner/errors.js';
+import { EXIT, runAndExit, usageError } from './runner/errors.js';
 
 /**
  * `hangar notify …`: notification channels, subscriptions and deliveries (docs/notifications.md).
  * `channel create|list|get|delete|test`, `subscribe <channel> --event …`, `subscriptions`,
  * `unsubscribe <id>`, `deliveries [--redeliver ID]`.
  */
+
+/** A file's text (`-`: standard input), read for a secret kept out of the command line and the shell's history. */
+function readSecretFile(file: string, flag: string): string {
+  try {
+    return readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (err) {
+    throw usageError(`--${flag} ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** The receiver's URL: --url-file (its first line) or --url. */
+function urlOf(a: Args): string | undefined {
+  if (a['url-file'] !== undefined && a.url !== undefined) throw usageError('give --url or --url-file, not both');
+  if (a['url-file'] === undefined) return a.url as string | undefined;
+  const url = readSecretFile(String(a['url-file']), 'url-file').split(/\r?\n/)[0]!.trim();
+  if (!url) throw usageError(`--url-file ${String(a['url-file'])} is empty`);
+  return url;
+}
+
+/** Headers from --headers-file (a `NAME: VALUE` or `NAME=VALUE` line each; blank lines and `#` comments skipped), then --header. */
+function headersOf(a: Args): Record<string, string> | undefined {
+  const given = keyValues('header')(a);
+  if (a['headers-file'] === undefined) return given;
+  const out: Record<string, string> = {};
+  readSecretFile(String(a['headers-file']), 'headers-file')
+    .split(/\r?\n/)
+    .forEach((line, i) => {
+      if (!line.trim() || line.trimStart().startsWith('#')) return;
+      const at = [line.indexOf(':'), line.indexOf('=')].filter((n) => n > 0).sort((x, y) => x - y)[0];
+      if (at === undefined) throw usageError(`--headers-file ${String(a['headers-file'])}, line ${i + 1}: must be NAME: VALUE`);
+      out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    });
+  return { ...out, ...given };
+}
 
 const CHANNELS: Resource = {
   noun: 'channel',
@@ -22,11 +57,13 @@ const CHANNELS: Resource = {
       method: 'POST',
       options: {
         kind: { type: 'string', demandOption: true, choices: ['webhook', 'email', 'slack', 'discord', 'teams'], describe: 'what receives it' },
-        url: { type: 'string', describe: 'the receiver’s URL (webhook, slack, discord, teams)' },
-        header: { type: 'string', describe: 'an extra request header NAME=VALUE (repeatable; e.g. Authorization=Bearer …)' },
+        url: { type: 'string', describe: 'the receiver’s URL (webhook, slack, discord, teams); a chat webhook’s URL is its credential: prefer --url-file' },
+        'url-file': { type: 'string', describe: 'read the URL from this file (its first line; - for standard input): kept out of the command line' },
+        header: { type: 'string', describe: 'an extra request header NAME=VALUE (repeatable); a credential in it is seen by ps and kept in shell history: prefer --headers-file' },
+        'headers-file': { type: 'string', describe: 'read extra request headers from this file (NAME: VALUE a line; - for standard input)' },
         recipient: { type: 'string', describe: 'an email address (repeatable; email channels)' },
       },
-      body: { name: 'name', kind: 'kind', url: 'url', headers: keyValues('header'), recipients: many('recipient') },
+      body: { name: 'name', kind: 'kind', url: urlOf, headers: headersOf, recipients: many('recipient') },
       output: (d: Record<string, any>) =>
         [
           `created notification channel ${d.name} (${d.id})`,
@@ -126,6 +163,15 @@ const DELIVERIES: CommandModule<object, Args> = {
         console.log(a.json ? JSON.stringify(d, null, 2) : `redelivering ${d.id} (${d.event_type} to channel ${d.channel_id}); follow with: hangar notify deliveries --id ${d.id}`);
         return;
       }
+      if (a.id) {
+        const d = await api.ok<Record<string, any>>('GET', `/v1/notifications/deliveries/${encodeURIComponent(String(a.id))}`);
+        if (a.json) console.log(JSON.stringify(d, null, 2));
+        else {
+          const { event, ...rest } = d;
+          console.log(renderRecord({ ...rest, event: `${event.type} ${event.id}: ${event.message}` }));
+        }
+        return;
+      }
       const query = new URLSearchParams({ limit: '1000' });
       if (a.channel) query.set('channel_id', String(a.channel));
       if (a.status) query.set('status', String(a.status));
@@ -138,13 +184,8 @@ const DELIVERIES: CommandModule<object, Args> = {
         cursor = (res.envelope.next_cursor as string | null) ?? undefined;
         if (!cursor) break;
       }
-      const shown = a.id ? items.filter((d) => d.id === a.id) : items;
-      if (a.json) console.log(JSON.stringify(a.id ? (shown[0] ?? null) : shown, null, 2));
-      else if (a.id) {
-        if (!shown[0]) throw new Error(`no delivery ${a.id}`);
-        const { event, ...rest } = shown[0];
-        console.log(renderRecord({ ...rest, event: `${event.type} ${event.id}: ${event.message}` }));
-      } else console.log(shown.length ? table(shown, DELIVERY_COLUMNS) : 'no deliveries');
+      if (a.json) console.log(JSON.stringify(items, null, 2));
+      else console.log(items.length ? table(items, DELIVERY_COLUMNS) : 'no deliveries');
     }),
 };
 

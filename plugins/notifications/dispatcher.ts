@@ -19,7 +19,15 @@ export class Dispatcher {
   constructor(
     private readonly outbox: Outbox,
     private readonly send: (delivery: DeliveryRecord, signal: AbortSignal) => Promise<AttemptResult>,
-    private readonly options: { concurrency: number; channelConcurrency: number; holdMs: number; retry: RetryPolicy; log: Logger },
+    private readonly options: {
+      concurrency: number;
+      channelConcurrency: number;
+      holdMs: number;
+      retry: RetryPolicy;
+      log: Logger;
+      /** Whether this process holds the sending leadership now: a turn of one that lost it claims nothing. */
+      isLeader: () => Promise<boolean>;
+    },
   ) {}
 
   get sending(): number {
@@ -37,7 +45,14 @@ export class Dispatcher {
     try {
       do {
         this.again = false;
-        const claimed = await this.outbox.claim(this.options.concurrency - this.inFlight.size, this.options.holdMs, (channel) => this.options.channelConcurrency - (this.perChannel.get(channel) ?? 0));
+        // Every turn (the loop's, a poke's, one after a delivery finished) asks: a control plane that
+        // lost the lease to another one sends nothing more (what it has in flight finishes).
+        if (!(await this.options.isLeader())) return;
+        const claimed = await this.outbox.claim(this.options.concurrency - this.inFlight.size, this.options.holdMs, {
+          perChannel: this.options.channelConcurrency,
+          busy: this.perChannel,
+          ids: [...this.inFlight.keys()],
+        });
         for (const delivery of claimed) this.start(delivery);
       } while (this.again && !this.closed);
     } finally {
@@ -51,7 +66,12 @@ export class Dispatcher {
     this.perChannel.set(delivery.channel_id, (this.perChannel.get(delivery.channel_id) ?? 0) + 1);
     void (async () => {
       try {
-        const result = await this.send(delivery, controller.signal);
+        const started = Date.now();
+        // Whatever fails on the way (a stored value that cannot be opened, a request that cannot be
+        // made) is a failed attempt, recorded: backoff and giving up apply as to any other.
+        const result = await this.send(delivery, controller.signal).catch(
+          (err: Error): AttemptResult => ({ ok: false, status_code: null, latency_ms: Date.now() - started, error: `the attempt could not be made: ${err.message}`.slice(0, 500) }),
+        );
         if (controller.signal.aborted) return;
         const status = await this.outbox.settle(delivery, result, this.options.retry);
         const line = { delivery_id: delivery.id, channel_id: delivery.channel_id, event_type: delivery.event_type, attempt: delivery.attempts + 1, status_code: result.status_code, latency_ms: result.latency_ms };

@@ -29,7 +29,7 @@ export const NotificationsConfigSchema = Type.Object(
     concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 8, description: 'deliveries sent at once by the control plane that sends' }),
     channel_concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 2, description: 'of those, how many to one channel: a slow or dead receiver holds no more slots than this' }),
     poll_interval_ms: Type.Integer({ minimum: 50, maximum: 60_000, default: 1000, description: 'how often the outbox is looked at for due deliveries (besides at once when this process writes one)' }),
-    retention_days: Type.Integer({ minimum: 0, default: 30, description: 'delivered and failed deliveries (and their attempts) older than this are deleted; 0 keeps them for ever' }),
+    retention_days: Type.Integer({ minimum: 0, maximum: 3650, default: 30, description: 'delivered and failed deliveries (and their attempts) older than this are deleted; 0 keeps them for ever' }),
     mail_from: Type.String({ minLength: 3, default: 'hangar <noreply@localhost>', description: 'the From of email notifications (sent through mail:)' }),
   },
   { additionalProperties: false, default: {} },
@@ -38,7 +38,7 @@ type NotificationsConfig = Static<typeof NotificationsConfigSchema>;
 
 const ChannelName = Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$', description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique' });
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'the receiver: https:// (http:// only with notifications.allow_http); a public address unless notifications.allow_private_addresses' });
-const Headers = Type.Record(Type.String({ pattern: '^[A-Za-z0-9!#$%&\'*+.^_`|~-]{1,100}$' }), Type.String({ maxLength: 4096, pattern: '^[^\\r\\n]*$' }), {
+const Headers = Type.Record(Type.String({ pattern: '^[A-Za-z0-9!#$%&\'*+.^_`|~-]{1,100}$' }), Type.String({ maxLength: 4096, pattern: '^[\\t\\x20-\\x7e\\x80-\\xff]*$', description: 'visible ASCII, spaces, tabs and Latin-1 (what HTTP carries); no control characters or line breaks' }), {
   maxProperties: 20,
   description: 'extra request headers (e.g. Authorization); stored encrypted, only their names are answered',
 });
@@ -70,7 +70,7 @@ const ChannelView = Type.Object({
   id: Type.String(),
   name: Type.String(),
   kind: Type.String(),
-  url: Type.Union([Type.String(), Type.Null()], { description: 'a webhook’s URL without its query; a chat webhook’s origin only (its path is its credential); null for email' }),
+  url: Type.Union([Type.String(), Type.Null()], { description: 'the receiver’s origin only, with `/…` when it has a path or query (a path can be a credential: Slack, Mattermost); null for email' }),
   header_names: Type.Array(Type.String()),
   recipients: Type.Array(Type.String()),
   signed: Type.Boolean({ description: `deliveries carry ${HEADERS.signature}` }),
@@ -144,7 +144,6 @@ const TestResult = Type.Object({
 
 const field = (path: string, message: string) => badRequest(`Validation failed: ${path} ${message}`, [{ path, message }]);
 const RESERVED_HEADERS = new Set(['host', 'content-type', 'content-length', 'transfer-encoding', 'connection', 'user-agent', ...Object.values(HEADERS).map((h) => h.toLowerCase())]);
-const isChat = (kind: string) => kind === 'slack' || kind === 'discord' || kind === 'teams';
 
 /** A signing secret: `whsec_` and 32 random bytes, base64url; the HMAC key is the whole string. */
 const newSecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
@@ -181,10 +180,20 @@ export default definePlugin({
       };
     }
 
+    /** A channel opened, or a failed attempt saying why it cannot be (its stored values do not open with this control plane's key). */
+    function openForSending(channel: ChannelRecord): OpenChannel | AttemptResult {
+      try {
+        return open(channel);
+      } catch (err) {
+        log.warn({ channel_id: channel.id, err: { message: (err as Error).message } }, 'notifications: a channel’s stored URL, headers or secret cannot be opened');
+        return { ok: false, status_code: null, latency_ms: 0, error: 'the channel’s stored URL, headers or secret cannot be opened with this control plane’s key: set them again (PATCH the channel)' };
+      }
+    }
+
     function shownUrl(channel: ChannelRecord): string | null {
       if (!channel.url_sealed) return null;
       const url = new URL(box.openString(channel.url_sealed));
-      return isChat(channel.kind) ? `${url.origin}/…` : `${url.origin}${url.pathname}${url.search ? '?…' : ''}`;
+      return url.pathname !== '/' || url.search ? `${url.origin}/…` : url.origin;
     }
 
     const channelView = (c: ChannelRecord, secret?: string) => ({
@@ -301,21 +310,26 @@ export default definePlugin({
 
     async function send(delivery: DeliveryRecord, signal: AbortSignal): Promise<AttemptResult> {
       const channel = await channels.get(delivery.channel_id);
-      if (!channel) return { ok: false, status_code: null, latency_ms: 0, error: 'the channel was deleted' };
-      const opened = open(channel);
-      if (channel.kind === 'email') return mailTo(opened, delivery.event, delivery.id, services.mail, settings.mail_from);
+      if (!channel) return { ok: false, status_code: null, latency_ms: 0, error: 'the channel was deleted', final: true };
+      const opened = openForSending(channel);
+      if ('error' in opened) return opened;
+      if (channel.kind === 'email') return mailTo(opened, delivery.event, delivery.id, services.mail, { from: settings.mail_from, timeoutMs, signal });
       return postTo(opened, delivery.event, delivery.id, { policy, timeoutMs, signal, now: () => clock.now() });
     }
 
-    const dispatcher = new Dispatcher(outbox, send, { concurrency: settings.concurrency, channelConcurrency: Math.min(settings.channel_concurrency, settings.concurrency), holdMs: timeoutMs + 15_000, retry, log });
+    const dispatcher = new Dispatcher(outbox, send, {
+      concurrency: settings.concurrency,
+      channelConcurrency: Math.min(settings.channel_concurrency, settings.concurrency),
+      holdMs: timeoutMs + 15_000,
+      retry,
+      log,
+      isLeader: async () => (await db.leadership.leader(`loop:${LOOP}`)) === db.leadership.holder,
+    });
 
-    /** Sends at once what this process just wrote, when it is the one that sends (else the leader's next turn does). */
+    /** Sends at once what this process just wrote, when it is the one that sends (else the leader's next turn does: turn() asks). */
     function poke(): void {
       if (!services.serving || services.shutdown.aborted) return;
-      void db.leadership
-        .leader(`loop:${LOOP}`)
-        .then((holder) => (holder === db.leadership.holder ? dispatcher.turn() : undefined))
-        .catch((err: Error) => log.warn({ err: { message: err.message } }, 'notifications: looking at the outbox failed'));
+      void dispatcher.turn().catch((err: Error) => log.warn({ err: { message: err.message } }, 'notifications: looking at the outbox failed'));
     }
 
     // Events from the bus: the bus is synchronous, so the outbox write runs after the publisher's turn, never inside it.
@@ -439,8 +453,9 @@ export default definePlugin({
               clock.now(),
             );
             const key = newId('ntest');
-            const opened = open(channel);
-            if (channel.kind === 'email') return mailTo(opened, event, key, services.mail, settings.mail_from);
+            const opened = openForSending(channel);
+            if ('error' in opened) return opened;
+            if (channel.kind === 'email') return mailTo(opened, event, key, services.mail, { from: settings.mail_from, timeoutMs, signal: req.signal });
             return postTo(opened, event, key, { policy, timeoutMs, signal: req.signal, now: () => clock.now() });
           },
         }),
@@ -516,6 +531,18 @@ export default definePlugin({
             });
             const attempts = await outbox.attemptsOf(page.items.map((d) => d.id));
             return Reply.page(page, (d) => deliveryView(d, attempts.get(d.id) ?? []));
+          },
+        }),
+        defineRoute({
+          method: 'GET',
+          path: '/v1/notifications/deliveries/{id}',
+          auth: { role: 'admin' },
+          summary: 'Get one delivery with every attempt',
+          schemas: { params: IdParams, response: DeliveryView },
+          async handler(req) {
+            const delivery = await outbox.get(req.params.id);
+            if (!delivery) throw notFound(`No delivery ${req.params.id}`);
+            return deliveryView(delivery, (await outbox.attemptsOf([delivery.id])).get(delivery.id) ?? []);
           },
         }),
         defineRoute({

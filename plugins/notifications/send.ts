@@ -38,18 +38,29 @@ export interface AttemptResult {
   status_code: number | null;
   latency_ms: number;
   error: string | null;
+  /** Not worth trying again (the channel is gone): the delivery fails at once. */
+  final?: boolean;
 }
 
 const title = (e: NotificationEvent) => `[hangar] ${e.severity.toUpperCase()} ${e.type}`;
+
+/**
+ * Text for chat services, where an event's message (which can carry what an unauthenticated caller
+ * sent, e.g. a joining machine's hostname) must not become a mention, a link or markup:
+ * Slack's control characters & < > as its entities; Markdown of an Adaptive Card escaped with a backslash.
+ */
+export const slackText = (text: string) => text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+export const markdownText = (text: string) => text.replace(/[\\`*_~[\]()<>#|!+\-.{}]/g, '\\$&');
 
 /** The body a channel of `kind` is sent for an event: the event itself, or the chat service's message JSON. */
 export function bodyFor(kind: ChannelKind, event: NotificationEvent): unknown {
   const line = `${title(event)}: ${event.message}`;
   switch (kind) {
     case 'slack':
-      return { text: line };
+      return { text: slackText(line) };
     case 'discord':
-      return { content: line.slice(0, 2000) };
+      // No @everyone, @here, user or role mention is acted on, whatever the text says.
+      return { content: line.slice(0, 2000), allowed_mentions: { parse: [] } };
     case 'teams':
       return {
         type: 'message',
@@ -62,8 +73,8 @@ export function bodyFor(kind: ChannelKind, event: NotificationEvent): unknown {
               type: 'AdaptiveCard',
               version: '1.2',
               body: [
-                { type: 'TextBlock', text: title(event), weight: 'bolder', wrap: true },
-                { type: 'TextBlock', text: event.message, wrap: true },
+                { type: 'TextBlock', text: markdownText(title(event)), weight: 'bolder', wrap: true },
+                { type: 'TextBlock', text: markdownText(event.message), wrap: true },
               ],
             },
           },
@@ -118,21 +129,33 @@ export function postTo(channel: OpenChannel, event: NotificationEvent, idempoten
       clearTimeout(timer);
       resolve(done(r));
     };
-    const req = transport.request(target, { method: 'POST', headers, lookup: guardedLookup(options.policy), signal: options.signal, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        if (size < ANSWER_BYTES) chunks.push(c);
-        size += c.length;
+    let req: http.ClientRequest;
+    try {
+      req = transport.request(target, { method: 'POST', headers, lookup: guardedLookup(options.policy), signal: options.signal, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const answered = () => {
+          const status = res.statusCode ?? 0;
+          const text = Buffer.concat(chunks).subarray(0, ANSWER_BYTES).toString('utf8');
+          const ok = status >= 200 && status < 300;
+          finish({ ok, status_code: status, error: ok ? null : clip(`the receiver answered ${status}${text.trim() ? `: ${text.trim()}` : ''}`) });
+        };
+        res.on('data', (c: Buffer) => {
+          if (size < ANSWER_BYTES) chunks.push(c);
+          size += c.length;
+          // Past the cap the rest is not waited for: the answer so far decides, the connection is dropped.
+          if (size > ANSWER_BYTES) {
+            answered();
+            res.destroy();
+          }
+        });
+        res.on('error', (err) => finish({ ok: false, status_code: res.statusCode ?? null, error: clip(err.message) }));
+        res.on('end', answered);
       });
-      res.on('error', (err) => finish({ ok: false, status_code: res.statusCode ?? null, error: clip(err.message) }));
-      res.on('end', () => {
-        const status = res.statusCode ?? 0;
-        const text = Buffer.concat(chunks).toString('utf8').slice(0, ANSWER_BYTES);
-        const ok = status >= 200 && status < 300;
-        finish({ ok, status_code: status, error: ok ? null : clip(`the receiver answered ${status}${text.trim() ? `: ${text.trim()}` : ''}`) });
-      });
-    });
+    } catch (err) {
+      // Node refuses some header values (characters above \xff, control characters) before sending anything.
+      return resolve(done({ ok: false, status_code: null, error: clip(`the request could not be made: ${(err as Error).message}`) }));
+    }
     // The whole attempt (connect, send, the answer) is bounded, not only idle time.
     const timer = setTimeout(() => req.destroy(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
     req.on('error', (err: NodeJS.ErrnoException) => finish({ ok: false, status_code: null, error: clip(err.code && !err.message.includes(err.code) ? `${err.code}: ${err.message}` : err.message) }));
@@ -140,8 +163,11 @@ export function postTo(channel: OpenChannel, event: NotificationEvent, idempoten
   });
 }
 
-/** Mails an event to a channel's recipients through the configured server; never throws. */
-export async function mailTo(channel: OpenChannel, event: NotificationEvent, idempotencyKey: string, mail: Mailer, from: string): Promise<AttemptResult> {
+/**
+ * Mails an event to a channel's recipients through the configured server; never throws. The attempt
+ * ends (failed) after `timeoutMs` or when `signal` aborts, whatever the mail server does meanwhile.
+ */
+export async function mailTo(channel: OpenChannel, event: NotificationEvent, idempotencyKey: string, mail: Mailer, options: { from: string; timeoutMs: number; signal?: AbortSignal }): Promise<AttemptResult> {
   const started = Date.now();
   const text = [
     event.message,
@@ -155,10 +181,23 @@ export async function mailTo(channel: OpenChannel, event: NotificationEvent, ide
     '',
     JSON.stringify(event.data, null, 2),
   ].join('\n');
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const bound = new Promise<string>((resolve) => {
+    timer = setTimeout(() => resolve(`no answer from the mail server within ${options.timeoutMs} ms`), options.timeoutMs);
+    onAbort = () => resolve('the attempt was abandoned (the sender stops)');
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  const sent = mail.send({ to: channel.recipients.join(', '), from: options.from, subject: `${title(event)}: ${event.message}`.slice(0, 200), text }).then(
+    () => null,
+    (err: Error) => `the mail server refused it: ${err.message}`,
+  );
   try {
-    await mail.send({ to: channel.recipients.join(', '), from, subject: `${title(event)}: ${event.message}`.slice(0, 200), text });
-    return { ok: true, status_code: null, latency_ms: Date.now() - started, error: null };
-  } catch (err) {
-    return { ok: false, status_code: null, latency_ms: Date.now() - started, error: clip(`the mail server refused it: ${(err as Error).message}`) };
+    const error = await Promise.race([sent, bound]);
+    return { ok: error === null, status_code: null, latency_ms: Date.now() - started, error: error === null ? null : clip(error) };
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) options.signal?.removeEventListener('abort', onAbort);
   }
 }

@@ -140,19 +140,36 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
 
   /**
    * Takes up to `limit` due deliveries (pending and due, or held by a sender whose deadline passed)
-   * until `holdMs` from now, at most `room(channel)` more of one channel (a channel whose receiver is
-   * slow or down does not take every slot).
+   * until `holdMs` from now: at most `perChannel` of one channel counting the `busy` ones this
+   * sender has in flight (a channel whose receiver is slow or down does not take every slot, nor
+   * hide the others' deliveries behind its backlog), never one of `busy`'s ids.
+   * The candidates are picked in SQL, the oldest `perChannel` of each channel that has room
+   * (row_number() over a partition: SQLite ≥ 3.25 and PostgreSQL).
    */
-  async claim(limit: number, holdMs: number, room: (channelId: string) => number = () => limit): Promise<DeliveryRecord[]> {
+  async claim(limit: number, holdMs: number, sending: { perChannel: number; busy: Map<string, number>; ids: string[] } = { perChannel: limit, busy: new Map(), ids: [] }): Promise<DeliveryRecord[]> {
     if (limit <= 0) return [];
     const now = Date.now();
-    const due: Row[] = await this.query().whereIn('status', ['pending', 'sending']).where('due_ms', '<=', now).orderBy('due_ms').limit(limit * 4);
+    const { perChannel, busy, ids } = sending;
+    const full = [...busy].filter(([, n]) => n >= perChannel).map(([channel]) => channel);
+    const knex = this.store.knex;
+    const ranked = knex(DELIVERIES)
+      .select('*', knex.raw('row_number() over (partition by channel_id order by due_ms, id) as channel_rank'))
+      .whereIn('status', ['pending', 'sending'])
+      .where('due_ms', '<=', now)
+      .modify((q) => {
+        if (ids.length) void q.whereNotIn('id', ids);
+        if (full.length) void q.whereNotIn('channel_id', full);
+      });
+    // Each channel with some in flight may use fewer than perChannel of its candidates: enough rows for `limit` either way.
+    const spare = [...busy.values()].reduce((a, b) => a + b, 0);
+    const due: Row[] = await knex.from(ranked.as('due')).where('channel_rank', '<=', perChannel).orderBy('due_ms').orderBy('id').limit(limit + spare);
     const claimed: DeliveryRecord[] = [];
     const taking = new Map<string, number>();
-    for (const row of due.map(this.decode)) {
+    for (const { channel_rank: _rank, ...fields } of due) {
       if (claimed.length >= limit) break;
+      const row = this.decode(fields);
       const already = taking.get(row.channel_id) ?? 0;
-      if (already >= room(row.channel_id)) continue;
+      if (already + (busy.get(row.channel_id) ?? 0) >= perChannel) continue;
       const taken = await this.query()
         .where({ id: row.id, status: row.status, due_ms: row.due_ms })
         .update({ status: 'sending', due_ms: now + holdMs, updated_at: new Date(now).toISOString() });
@@ -171,7 +188,7 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
     const now = Date.now();
     const attempts = delivery.attempts + 1;
     const next = now + backoffMs(policy, attempts);
-    const status: DeliveryStatus = result.ok ? 'delivered' : next > delivery.give_up_ms ? 'failed' : 'pending';
+    const status: DeliveryStatus = result.ok ? 'delivered' : result.final || next > delivery.give_up_ms ? 'failed' : 'pending';
     return this.store.knex.transaction(async (trx) => {
       // Still ours: not deleted with its channel, not given back, not taken by another sender after our hold ran out.
       const ours = await trx(DELIVERIES)

@@ -66,7 +66,8 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     const res = await api('POST', '/v1/notifications/channels', { name: `hook-${run}`, kind: 'webhook', url: receiver.url, headers: { Authorization: 'Bearer receiver-token' } });
     expect(res.status, res.text).to.equal(201);
     expect(res.json.data.secret).to.match(/^whsec_/);
-    expect(res.json.data).to.include({ kind: 'webhook', signed: true, url: receiver.url });
+    // Only the origin is shown: a path can be a credential (Mattermost's /hooks/<key>).
+    expect(res.json.data).to.include({ kind: 'webhook', signed: true, url: `http://127.0.0.1:${receiver.port}/…` });
     expect(res.json.data.header_names).to.deep.equal(['Authorization']);
     receiver.secret = res.json.data.secret;
     channelId = res.json.data.id;
@@ -89,6 +90,12 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     receiver.mode = 'ok';
     expect(failing.json.data).to.include({ ok: false, status_code: 503 });
     expect(failing.json.data.error).to.include('receiver unavailable');
+
+    // An answer that never ends is read up to 64 KiB and dropped: the status decides, no timeout.
+    receiver.mode = 'flood';
+    const flooded = await api('POST', `/v1/notifications/channels/${channelId}/test`);
+    receiver.mode = 'ok';
+    expect(flooded.json.data).to.include({ ok: true, status_code: 200, error: null });
   });
 
   it('delivers an event to a subscribed receiver exactly once, signed, with the delivery id as its idempotency key', async () => {
@@ -187,16 +194,31 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     await delivered(other);
   });
 
-  it('gives a receiver that holds its deliveries no more than notifications.channel_concurrency slots: another channel’s deliveries go on', async function () {
-    this.timeout(60_000);
+  /**
+   * Runs `body` with a second receiver and a channel of its own subscribed as `subscription` says,
+   * while this channel's receiver holds what it gets; deletes that channel and releases after.
+   */
+  async function whileHolding(name: string, subscription: Record<string, unknown>, body: (other: Receiver, otherId: string) => Promise<void>) {
     const other = new Receiver();
     await other.start();
     try {
-      const res = await api('POST', '/v1/notifications/channels', { name: `other-${run}`, kind: 'webhook', url: other.url });
+      const res = await api('POST', '/v1/notifications/channels', { name: `${name}-${run}`, kind: 'webhook', url: other.url });
       expect(res.status, res.text).to.equal(201);
       const otherId = res.json.data.id as string;
-      expect((await api('POST', '/v1/notifications/subscriptions', { channel_id: otherId, event_types: ['node.created'] })).status).to.equal(201);
+      const sub = await api('POST', '/v1/notifications/subscriptions', { channel_id: otherId, ...subscription });
+      expect(sub.status, sub.text).to.equal(201);
       receiver.mode = 'hold';
+      await body(other, otherId);
+      expect((await api('DELETE', `/v1/notifications/channels/${otherId}`)).status).to.equal(204);
+    } finally {
+      receiver.release();
+      await other.stop();
+    }
+  }
+
+  it('gives a receiver that holds its deliveries no more than notifications.channel_concurrency slots: another channel’s deliveries go on', async function () {
+    this.timeout(60_000);
+    await whileHolding('other', { event_types: ['node.created'] }, async (_other, otherId) => {
       const ids = [await newNode(), await newNode(), await newNode()];
       // The other channel gets all three while this one's receiver holds two (the default channel_concurrency) and the third waits.
       for (const id of ids) await delivered(id, otherId);
@@ -206,11 +228,54 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       expect(receiver.holding).to.equal(2);
       receiver.release();
       for (const id of ids) await delivered(id);
-      expect((await api('DELETE', `/v1/notifications/channels/${otherId}`)).status).to.equal(204);
-    } finally {
+    });
+  });
+
+  it('sends another channel’s delivery while a stuck receiver holds a backlog of its own', async function () {
+    this.timeout(90_000);
+    await whileHolding('backlog-b', { event_types: ['alert.firing'], resource_ids: [`node-backlog${run}`] }, async (other, otherId) => {
+      // 30 events for this channel: more than the sender used to look at (4 × its free slots), all older than the other channel's one.
+      const backlog: string[] = [];
+      for (let i = 0; i < 30; i++) backlog.push(await newNode());
+      await waitFor(() => receiver.holding > 0, { timeoutMs: 10_000, what: 'the receiver to hold a delivery' });
+      t.hangar.services.events.publish('alert.firing', { id: `alert-backlog-${run}`, rule: 'node_offline', resource_type: 'node', resource_id: `node-backlog${run}`, severity: 'critical', started_at: new Date().toISOString(), message: `backlog-${run}` });
+      await delivered(`node-backlog${run}`, otherId);
+      expect(other.requests.filter((r) => r.body.message?.includes(`backlog-${run}`))).to.have.length(1);
+      const waiting = (await Promise.all(backlog.map(deliveriesOf))).flat().filter((d) => d.channel_id === channelId && d.status !== 'delivered');
+      expect(waiting.length).to.be.greaterThan(20);
       receiver.release();
-      await other.stop();
-    }
+      for (const id of backlog) await delivered(id, channelId, 30_000);
+    });
+  });
+
+  it('records a failed attempt (no 500, no delivery stuck sending) when a channel cannot be sent to, and fails at once one whose channel is gone', async function () {
+    this.timeout(60_000);
+    const res = await api('POST', '/v1/notifications/channels', { name: `broken-${run}`, kind: 'webhook', url: receiver.url });
+    expect(res.status, res.text).to.equal(201);
+    const id = res.json.data.id as string;
+    const box = t.hangar.services.ca.secretBox('notifications');
+    const knex = t.hangar.services.db.knex;
+    // A header value Node refuses, as stored before the schema refused it: the test answers what failed.
+    await knex('notification_channels').where({ id }).update({ headers_sealed: box.seal(JSON.stringify({ 'X-Token': 'caf€' })), header_names: JSON.stringify(['X-Token']) });
+    const tested = await api('POST', `/v1/notifications/channels/${id}/test`);
+    expect(tested.status, tested.text).to.equal(200);
+    expect(tested.json.data).to.include({ ok: false, status_code: null });
+    expect(tested.json.data.error).to.include('X-Token').and.not.include('caf');
+    // A stored value that does not open (another key): each delivery attempt is recorded failed, retried.
+    await knex('notification_channels').where({ id }).update({ url_sealed: 'not-a-sealed-value' });
+    expect((await api('POST', `/v1/notifications/channels/${id}/test`)).json.data.error).to.include('cannot be opened');
+    expect((await api('POST', '/v1/notifications/subscriptions', { channel_id: id, event_types: ['node.created'] })).status).to.equal(201);
+    const nodeId = await newNode();
+    const failing = await waitFor(async () => (await deliveriesOf(nodeId)).find((d) => d.channel_id === id && d.attempts.length >= 2), { timeoutMs: 20_000, what: 'two recorded failed attempts' });
+    expect(failing.attempts[0].error).to.include('cannot be opened');
+    expect(failing.status).to.be.oneOf(['pending', 'sending']);
+    // The channel row gone under a delivery (deleted by another control plane between matching and writing): failed at once, not retried for retry_hours.
+    await knex('notification_channels').where({ id }).delete();
+    const gone = await waitFor(async () => (await deliveriesOf(nodeId)).find((d) => d.channel_id === id && d.status === 'failed'), { timeoutMs: 20_000, what: 'the delivery to fail' });
+    expect(gone.last_error).to.equal('the channel was deleted');
+    await knex('notification_subscriptions').where({ channel_id: id }).delete();
+    await knex('notification_attempts').where({ delivery_id: gone.id }).delete();
+    await knex('notification_deliveries').where({ channel_id: id }).delete();
   });
 
   it('redelivers a delivered notification with the same idempotency key', async () => {
@@ -221,6 +286,11 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     await waitFor(() => receiver.withKey(done.id).length === 2, { timeoutMs: 10_000, what: 'the redelivery' });
     const after = await delivered(nodeId);
     expect(after.attempts).to.have.length(2);
+    const one = await api('GET', `/v1/notifications/deliveries/${done.id}`);
+    expect(one.status, one.text).to.equal(200);
+    expect(one.json.data).to.include({ id: done.id, status: 'delivered' });
+    expect(one.json.data.attempts).to.have.length(2);
+    expect((await api('GET', '/v1/notifications/deliveries/ndl-nothing')).status).to.equal(404);
     expect((await api('POST', '/v1/notifications/deliveries/ndl-nothing/redeliver')).status).to.equal(404);
   });
 
@@ -270,6 +340,9 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'email' }, 'body.recipients');
     await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook', url: receiver.url, headers: { 'X-Hangar-Signature': 'forged' } }, 'body.headers.X-Hangar-Signature');
     await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'pager', url: receiver.url }, 'kind');
+    // Header values Node cannot send: above \xff, control characters.
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook', url: receiver.url, headers: { 'X-Token': 'caf€' } }, 'X-Token');
+    await bad('/v1/notifications/channels', { name: `x-${run}`, kind: 'webhook', url: receiver.url, headers: { 'X-Token': 'a\u0001b' } }, 'X-Token');
   });
 
   it('round-trips channels, subscriptions and deliveries through the CLI', async function () {
@@ -284,14 +357,19 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       return res.stdout;
     };
     try {
-      const created = await cli('notify', 'channel', 'create', `cli-${run}`, '--kind', 'webhook', '--url', receiver.url);
+      // The URL and a credential header from files, not the command line.
+      writeFileSync(path.join(work, 'url'), `${receiver.url}\n`);
+      writeFileSync(path.join(work, 'headers'), '# the receiver’s token\nAuthorization: Bearer file-token\n');
+      const created = await cli('notify', 'channel', 'create', `cli-${run}`, '--kind', 'webhook', '--url-file', path.join(work, 'url'), '--headers-file', path.join(work, 'headers'));
       const secret = /secret: +(whsec_\S+)/.exec(created)?.[1];
       expect(secret, created).to.be.a('string');
       const id = /\((nch-[0-9a-z]+)\)/.exec(created)![1]!;
       expect(await cli('notify', 'channel', 'list')).to.include(`cli-${run}`);
-      expect(await cli('notify', 'channel', 'get', `cli-${run}`)).to.include(id).and.not.include(secret!);
+      expect(await cli('notify', 'channel', 'get', `cli-${run}`)).to.include(id).and.not.include(secret!).and.not.include('/hook').and.not.include('file-token');
       receiver.secret = secret!;
       expect(await cli('notify', 'channel', 'test', `cli-${run}`)).to.match(/ok: 200/);
+      expect(receiver.requests.at(-1)!.headers.authorization).to.equal('Bearer file-token');
+      expect(receiver.requests.at(-1)!.raw).to.include(id);
       const subscribed = await cli('notify', 'subscribe', `cli-${run}`, '--event', 'node.created', '--min-severity', 'info');
       expect(subscribed).to.match(/nsub-/);
       const nodeId = await newNode();
@@ -299,6 +377,8 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       expect(receiver.withKey(done.id)[0]!.verified).to.equal(true);
       const listed = await cli('notify', 'deliveries', '--channel', id);
       expect(listed).to.include(done.id).and.include('delivered');
+      const shown = await cli('notify', 'deliveries', '--id', done.id);
+      expect(shown).to.include(done.id).and.include('delivered').and.include('node.created');
       expect(await cli('notify', 'deliveries', '--redeliver', done.id)).to.include(done.id);
       await waitFor(() => receiver.withKey(done.id).length === 2, { timeoutMs: 10_000, what: 'the redelivery from the CLI' });
       const refused = await hangarCli(['notify', 'subscribe', `cli-${run}`, '--event', 'node.nope'], { env });

@@ -13,12 +13,13 @@ export interface Received {
   verified: boolean | null;
 }
 
-export type Mode = 'ok' | 'fail' | 'hold';
+export type Mode = 'ok' | 'fail' | 'hold' | 'flood';
 
 /**
  * A real HTTP receiver on loopback, as a webhook's owner runs one: it records every request and
  * checks its signature the way docs/notifications.md tells receivers to. It can answer 503
- * (`fail`), hold requests without answering (`hold`, until `release`), or be down (`stop`, then
+ * (`fail`), answer 200 with a body that never ends (`flood`: 16 KiB every 5 ms until the sender
+ * drops the connection), hold requests without answering (`hold`, until `release`), or be down (`stop`, then
  * `start` again on the same port).
  */
 export class Receiver {
@@ -61,7 +62,12 @@ export class Receiver {
           verified: this.secret ? Boolean(signatureHeader && timestamp && Receiver.verify(this.secret, timestamp, raw, signatureHeader)) : null,
         });
         const answer = () => {
-          if (this.mode === 'fail') {
+          if (this.mode === 'flood') {
+            res.writeHead(200, { 'content-type': 'text/plain' });
+            const chunk = Buffer.alloc(16_384, 'x');
+            const pump = setInterval(() => res.write(chunk), 5);
+            res.on('close', () => clearInterval(pump));
+          } else if (this.mode === 'fail') {
             res.writeHead(503, { 'content-type': 'text/plain' }).end('receiver unavailable');
           } else res.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}');
         };
