@@ -179,7 +179,7 @@ describeEachDialect('hangar cluster and the node verbs a cluster answers through
       const out = await ok(['node', 'drain', 'kube-1']);
       const follow = out.match(/follow with: hangar (node availability node-[0-9a-z]+ (task-[0-9a-z-]+))\n$/);
       expect(follow, out).to.not.equal(null);
-      expect(out).to.match(new RegExp(`^draining node ${server.id}: (pending|running); follow with`));
+      expect(out).to.match(new RegExp(`^draining node ${server.id}: (pending|leased); follow with`));
       const read = await waitFor(async () => {
         // pending or leased until it is finished; a finished one is handed over once.
         const line = await ok(follow![1]!.split(' '));
