@@ -5,7 +5,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
-import { definePlugin, type RouteDef, type Services } from '../../core/plugin.js';
+import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
 import { Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
@@ -334,7 +334,7 @@ export default definePlugin({
 
     /** `GET /v1/volumes/{id}/<operation>s`: a volume's backups or restores, oldest first. */
     function listRuns(operation: 'backup' | 'restore', summary: string): RouteDef {
-      return {
+      return defineRoute({
         method: 'GET',
         path: `/v1/volumes/{id}/${operation}s`,
         auth: 'authenticated',
@@ -344,7 +344,7 @@ export default definePlugin({
           const volume = await volumes.require(req.params.id);
           return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor }), runView);
         },
-      };
+      });
     }
 
     async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'>, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
@@ -395,7 +395,7 @@ export default definePlugin({
         return running.map((r) => `volume ${r.volume_id}: ${r.operation} ${r.id} (task ${r.task_id})`);
       },
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/backups/targets',
           auth: { role: 'admin' },
@@ -447,7 +447,7 @@ export default definePlugin({
               throw err;
             }
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/backups/targets',
           summaries: { list: 'List backup targets (never their keys or repository passwords)', get: 'Get a backup target by id or name (never its keys or repository password)' },
@@ -456,7 +456,7 @@ export default definePlugin({
           view: targetView,
           response: Target,
         }),
-        {
+        defineRoute({
           method: 'DELETE',
           path: '/v1/backups/targets/{id}',
           auth: { role: 'admin' },
@@ -482,8 +482,8 @@ export default definePlugin({
             });
             return Reply.noContent();
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/backups/schedules',
           auth: { role: 'admin' },
@@ -527,7 +527,7 @@ export default definePlugin({
               throw err;
             }
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/backups/schedules',
           summaries: { list: 'List backup schedules', get: 'Get a backup schedule by id or name' },
@@ -540,7 +540,7 @@ export default definePlugin({
           view: scheduleView,
           response: Schedule,
         }),
-        {
+        defineRoute({
           method: 'DELETE',
           path: '/v1/backups/schedules/{id}',
           auth: { role: 'admin' },
@@ -553,8 +553,8 @@ export default definePlugin({
             await schedules.remove(found.id);
             return Reply.noContent();
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/volumes/{id}/backups',
           auth: { role: 'admin' },
@@ -567,9 +567,9 @@ export default definePlugin({
             const { task, run } = await backUp(volume, target);
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
-        },
+        }),
         listRuns('backup', 'A volume’s backups, oldest first: restic snapshot id, time, size, files, duration, status'),
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/volumes/{id}/restore',
           auth: { role: 'admin' },
@@ -609,7 +609,7 @@ export default definePlugin({
             );
             return Reply.accepted({ task_id: task.id, restore: runView(run) });
           },
-        },
+        }),
         listRuns('restore', 'A volume’s restores, oldest first, with their status'),
       ],
     };

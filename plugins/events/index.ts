@@ -3,7 +3,7 @@ import http2 from 'node:http2';
 import { Type } from '@sinclair/typebox';
 import { HttpError } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { definePlugin, type HangarRequest } from '../../core/plugin.js';
+import { definePlugin, type HangarRequest, defineRoute } from '../../core/plugin.js';
 import { EventsJournalRef } from './api.js';
 import type { Principal } from '../../core/auth/index.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
@@ -149,7 +149,7 @@ export default definePlugin({
         { name: 'events:revalidate-streams', intervalMs: settings.revalidate_seconds * 1000, run: () => streams.revalidateAll() },
       ],
       routes: [
-        {
+        defineRoute({
           method: 'GET',
           path: '/v1/events/stream',
           auth: 'authenticated',
@@ -200,8 +200,8 @@ export default definePlugin({
             stream.pump();
             return Reply.raw(stream.body, 'text/event-stream; charset=utf-8', { 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/events',
           auth: 'authenticated',
@@ -216,7 +216,7 @@ export default definePlugin({
             if ('reset' in replay) throw new HttpError(410, replay.reset);
             return replay.events.filter(visibleTo(req.principal, typesOf(req))).map(view);
           },
-        },
+        }),
       ],
     };
   },

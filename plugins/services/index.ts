@@ -4,7 +4,7 @@ import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
-import { definePlugin } from '../../core/plugin.js';
+import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
 import { asHttpError, FIELD_NOUNS } from '../../core/clusters/service.js';
@@ -393,7 +393,7 @@ export default definePlugin({
 
     return {
       routes: [
-        {
+        defineRoute({
           method: 'POST',
           path: '/v1/services',
           auth: { role: 'admin' },
@@ -447,7 +447,7 @@ export default definePlugin({
             await keepRevision(record, text, health, parsed.versions, req.principal);
             return view(deploying);
           },
-        },
+        }),
         ...readRoutes({
           path: '/v1/services',
           summaries: { list: 'List services', get: 'Get a service: its compose file (YAML text), status, replicas per compose service, routes' },
@@ -456,7 +456,7 @@ export default definePlugin({
           view,
           response: Service,
         }),
-        {
+        defineRoute({
           method: 'PUT',
           path: '/v1/services/{id}',
           auth: { role: 'admin' },
@@ -477,8 +477,8 @@ export default definePlugin({
             }
             return replace(current, format, cluster, input.text!, (req.body as { health?: PartHealth | null }).health, req.principal);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/services/{id}/revisions',
           auth: 'authenticated',
@@ -488,8 +488,8 @@ export default definePlugin({
             const service = await store.require(req.params.id);
             return revisionsView(core.revisions, 'service', service.id, diffable(service), hidden);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/services/{id}/rollback',
           auth: { role: 'admin' },
@@ -503,8 +503,8 @@ export default definePlugin({
             const cluster = await core.requireActive(current.cluster_id);
             return replace(current, format, cluster, String(revision.spec.spec), (revision.spec.health as PartHealth | undefined) ?? null, req.principal, revision.number);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/services/{id}/stop',
           auth: { role: 'admin' },
@@ -519,8 +519,8 @@ export default definePlugin({
             if (!stopped) throw refused(await store.get(current.id));
             return view(stopped);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/services/{id}/start',
           auth: { role: 'admin' },
@@ -533,8 +533,8 @@ export default definePlugin({
             await core.requireActive(current.cluster_id);
             return view(await lifecycle.start(current.id, 'deploy', { error: null }, refused, `start service ${current.name}`));
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'DELETE',
           path: '/v1/services/{id}',
           auth: { role: 'admin' },
@@ -548,8 +548,8 @@ export default definePlugin({
             routesChanged(current.cluster_id);
             return view(removing);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'POST',
           path: '/v1/services/{id}/logs',
           auth: { role: 'admin' },
@@ -561,8 +561,8 @@ export default definePlugin({
             if (service.status === 'stopped') throw conflict(`Service ${service.name} is stopped: its stack and logs are gone from the swarm`);
             return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), req.query, service.id);
           },
-        },
-        {
+        }),
+        defineRoute({
           method: 'GET',
           path: '/v1/services/{id}/logs/{taskId}',
           auth: { role: 'admin' },
@@ -571,7 +571,7 @@ export default definePlugin({
           handler: async (req) => {
             return core.readLogs(req.params.taskId, (await store.require(req.params.id)).id);
           },
-        },
+        }),
       ],
     };
   },
