@@ -3,7 +3,11 @@ import { Dispatcher } from '../../../plugins/notifications/dispatcher.js';
 import type { NotificationEvent } from '../../../plugins/notifications/events.js';
 import { bodyFor, mailTo, type AttemptResult } from '../../../plugins/notifications/send.js';
 import type { DeliveryRecord, Outbox } from '../../../plugins/notifications/store.js';
+import { validateConfigSection } from '../../../core/config.js';
+import { ConfigError } from '../../../core/errors.js';
 import type { Mailer } from '../../../core/mail.js';
+import type { JsonSchema } from '../../../core/validation.js';
+import { NotificationsConfigSchema } from '../../../plugins/notifications/index.js';
 
 /** A join's hostname reaches an event's message: what an unauthenticated caller could put there. */
 const hostile: NotificationEvent = {
@@ -95,5 +99,14 @@ describe('notifications: the dispatcher of a control plane that lost the lease',
     expect(settled[0]).to.include({ ok: false, status_code: null });
     expect(settled[0]!.error).to.include('cannot open the channel');
     await dispatcher.close();
+  });
+});
+
+describe('notifications: configuration', () => {
+  it('refuses a retention past ten years, naming the key', () => {
+    expect(() => validateConfigSection({ retention_days: 100_000 }, NotificationsConfigSchema as unknown as JsonSchema, 'notifications')).to.throw(ConfigError, 'notifications.retention_days must be <= 3650');
+    const section: Record<string, unknown> = { retention_days: 3650 };
+    validateConfigSection(section, NotificationsConfigSchema as unknown as JsonSchema, 'notifications');
+    expect(section.retention_days).to.equal(3650);
   });
 });
