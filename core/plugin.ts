@@ -46,7 +46,7 @@ export interface AgentIdentity {
 }
 
 /** What a handler receives: validated input plus who is calling. */
-export interface HangarRequest<B = any, Q = any, P = any> {
+export interface HangarRequest<B = unknown, Q = unknown, P = unknown> {
   body: B;
   query: Q;
   params: P;
@@ -69,7 +69,7 @@ type ValidatedBy<S, Otherwise> = S extends TSchema ? Static<S> : Otherwise;
 /** What a handler of a route with these schemas receives: its body, query and path parameters as validated. */
 export type RequestOf<S extends RouteSchemas> = HangarRequest<ValidatedBy<S['body'], unknown>, ValidatedBy<S['query'], Record<string, never>>, ValidatedBy<S['params'], Record<string, never>>>;
 
-export interface RouteDef<B = any, Q = any, P = any> {
+export interface RouteDef<B = unknown, Q = unknown, P = unknown> {
   method: HttpMethod;
   /** OpenAPI-style path, e.g. `/v1/nodes/{id}`. */
   path: string;

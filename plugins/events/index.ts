@@ -82,7 +82,7 @@ function connectionOf(req: HangarRequest): StreamConnection {
   return { buffered: () => stream.writableLength, cut: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
 }
 
-const typesOf = (req: HangarRequest) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
+const typesOf = (req: HangarRequest<unknown, { types?: string }>) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
 const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data });
 
 /**
