@@ -66,6 +66,54 @@ async function jsonColumns(knex: Knex, table: string): Promise<string[]> {
     .map(([name]) => name);
 }
 
+/** A table's primary-key columns, in key order (none: the table has no primary key). */
+async function primaryKey(knex: Knex, dialect: Dialect, table: string): Promise<string[]> {
+  if (dialect === 'sqlite') {
+    const rows = (await knex.raw(`select name, pk from pragma_table_info(?) where pk > 0 order by pk`, [table])) as Array<{ name: string }>;
+    return rows.map((r) => r.name);
+  }
+  const result = (await knex.raw(
+    `select kcu.column_name as name
+       from information_schema.table_constraints tc
+       join information_schema.key_column_usage kcu on kcu.constraint_name = tc.constraint_name and kcu.constraint_schema = tc.constraint_schema and kcu.table_name = tc.table_name
+      where tc.constraint_type = 'PRIMARY KEY' and tc.table_schema = current_schema() and tc.table_name = ?
+      order by kcu.ordinal_position`,
+    [table],
+  )) as { rows: Array<{ name: string }> };
+  return result.rows.map((r) => r.name);
+}
+
+/** Rows read per query: a table is paged through, never held whole. */
+const PAGE_ROWS = 1000;
+
+/**
+ * A table's rows a page at a time: after the last key seen (keyset, on the primary key), or by
+ * offset in a stable order where the table has none. Consistent when `knex` reads one snapshot (a
+ * repeatable-read transaction, a SQLite copy).
+ */
+async function* pagedRows(knex: Knex, dialect: Dialect, table: string): AsyncGenerator<Record<string, unknown>> {
+  const key = await primaryKey(knex, dialect, table);
+  if (!key.length) {
+    const columns = Object.keys((await knex(table).columnInfo()) as object);
+    for (let offset = 0; ; offset += PAGE_ROWS) {
+      const page = (await knex(table).select('*').orderBy(columns).limit(PAGE_ROWS).offset(offset)) as Array<Record<string, unknown>>;
+      yield* page;
+      if (page.length < PAGE_ROWS) return;
+    }
+  }
+  const quoted = key.map((c) => `"${c.replace(/"/g, '""')}"`).join(', ');
+  let after: unknown[] | null = null;
+  for (;;) {
+    const query = knex(table).select('*').orderBy(key).limit(PAGE_ROWS);
+    if (after) query.whereRaw(`(${quoted}) > (${key.map(() => '?').join(', ')})`, after as never);
+    const page = (await query) as Array<Record<string, unknown>>;
+    yield* page;
+    if (page.length < PAGE_ROWS) return;
+    const last = page[page.length - 1]!;
+    after = key.map((c) => last[c]);
+  }
+}
+
 /** The migrations recorded in a store, in the order they were applied. */
 export async function recordedMigrations(knex: Knex): Promise<Array<{ id: string; applied_at: string }>> {
   return (await knex(MIGRATIONS_TABLE).select('id', 'applied_at').orderBy('applied_at').orderBy('id')) as Array<{ id: string; applied_at: string }>;
@@ -90,7 +138,8 @@ export function openSqliteFile(file: string): Knex {
 /**
  * A logical export of a PostgreSQL store: one JSON line per row, `{"t": table, "r": row}`, tables
  * in load order, all read in one repeatable-read transaction (one consistent snapshot while the
- * control plane serves). JSON columns are kept as their text. Answers the recorded migrations.
+ * control plane serves), each table a page at a time. JSON columns are kept as their text.
+ * Answers the recorded migrations.
  */
 export async function exportTables(store: Store, file: string): Promise<Array<{ id: string; applied_at: string }>> {
   const out = createWriteStream(file, { mode: 0o600 });
@@ -101,8 +150,7 @@ export async function exportTables(store: Store, file: string): Promise<Array<{ 
         for (const table of await tablesInLoadOrder(trx, store.dialect)) {
           if (TRANSIENT_TABLES.has(table)) continue;
           const json = await jsonColumns(trx, table);
-          const rows = (await trx(table).select('*')) as Array<Record<string, unknown>>;
-          for (const row of rows) {
+          for await (const row of pagedRows(trx, store.dialect, table)) {
             for (const c of json) if (row[c] !== null && row[c] !== undefined) row[c] = JSON.stringify(row[c]);
             if (!out.write(`${JSON.stringify({ t: table, r: row })}\n`)) await once(out, 'drain');
           }
@@ -125,7 +173,7 @@ export async function* rowsOfSqliteFile(file: string): RowSource {
   try {
     for (const table of await tablesInLoadOrder(knex, 'sqlite')) {
       if (TRANSIENT_TABLES.has(table)) continue;
-      for (const row of (await knex(table).select('*')) as Array<Record<string, unknown>>) yield { table, row };
+      for await (const row of pagedRows(knex, 'sqlite', table)) yield { table, row };
     }
   } finally {
     await knex.destroy();
