@@ -1,5 +1,4 @@
-import { readFileSync, rmSync, mkdtempSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CommandModule } from 'yargs';
 import { ConfigError } from '../core/errors.js';
@@ -14,11 +13,13 @@ interface CommonArgs {
 interface CreateArgs extends CommonArgs {
   to?: string;
   target?: string;
+  force?: boolean;
 }
 
 interface RestoreArgs extends CommonArgs {
   file: string;
   force?: boolean;
+  'force-while-serving'?: boolean;
 }
 
 const COMMON = {
@@ -68,12 +69,13 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
         ...COMMON,
         to: { type: 'string', describe: 'the archive file to write (default ./hangar-control-plane-<time>.hcpb)' },
         target: { type: 'string', describe: 'a backup target (id or name) to upload the archive to, under <prefix>/hangar-control-plane/' },
+        force: { type: 'boolean', default: false, describe: 'replace the --to file if it exists' },
       })
       .conflicts('to', 'target') as never,
   handler: (args) =>
     runAndExit('backup create', false, async () => {
       const passphrase = readPassphrase(args['passphrase-file']);
-      const [{ loadConfig }, { createControlPlaneBackup, operatorConfiguration }, { checkPassphrase }] = await Promise.all([
+      const [{ loadConfig }, { createControlPlaneBackup, makeStaging, operatorConfiguration }, { checkPassphrase }] = await Promise.all([
         import('../core/config.js'),
         import('../core/backup/control-plane.js'),
         import('../core/backup/archive.js'),
@@ -83,14 +85,16 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
         const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
         const name = `hangar-control-plane-${stamp()}.hcpb`;
         const upload = args.target ? await targetUploader(config, args.target) : null;
-        const scratch = upload ? mkdtempSync(path.join(os.tmpdir(), 'hangar-backup-out-')) : null;
+        // Uploading, the archive and the store's copy are staged in the data dir (not in a shared /tmp); the backup skips them.
+        const scratch = upload ? makeStaging(config.data_dir) : null;
         const file = upload ? path.join(scratch!, name) : path.resolve(args.to ?? name);
         try {
-          const result = await createControlPlaneBackup({ config, operatorConfig: operatorConfiguration(args.config, process.env), passphrase, file });
+          const result = await createControlPlaneBackup({ config, operatorConfig: operatorConfiguration(args.config, process.env), passphrase, file, overwrite: Boolean(args.force) });
           const m = result.manifest;
           const where = upload ? `target ${args.target}: ${await upload(name, readFileSync(file))}` : file;
           console.log(`control-plane backup written to ${where} (${result.bytes} bytes, encrypted)`);
           console.log(`  made by hangar ${m.hangar_version} at ${m.created_at}; store: ${m.dialect} (${m.schema.migrations.length} migrations); ${m.files} files; secrets kept ${m.keyring === 'shared' ? 'in the store, sealed with the master key (carried in the archive)' : 'as data-dir files'}`);
+          for (const what of result.notCarried) console.log(`  not carried (keep it yourself): ${what}`);
           console.log('  restore it with: hangar restore <file> --passphrase-file <file> (into an empty data dir and database)');
         } finally {
           if (scratch) rmSync(scratch, { recursive: true, force: true });
@@ -143,13 +147,26 @@ export const restoreCommand: CommandModule<object, RestoreArgs> = {
   builder: (y) =>
     y
       .positional('file', { type: 'string', demandOption: true, describe: 'the archive' })
-      .options({ ...COMMON, force: { type: 'boolean', default: false, describe: 'replace a data dir and database that are not empty (everything in them is lost)' } }) as never,
+      .options({
+        ...COMMON,
+        force: { type: 'boolean', default: false, describe: 'replace a data dir and database that are not empty (hangar’s files and tables in them are lost; other tables are never dropped)' },
+        'force-while-serving': { type: 'boolean', default: false, describe: 'as --force, even while a control plane holds leadership there (serves it): stop it first instead' },
+      }) as never,
   handler: (args) =>
     runAndExit('restore', false, async () => {
       const passphrase = readPassphrase(args['passphrase-file']);
       const [{ restoreControlPlane }, { builtinCatalogue }] = await Promise.all([import('../core/backup/control-plane.js'), import('./catalogue.js')]);
       const result = await operatorErrors(() =>
-        restoreControlPlane({ file: args.file, passphrase, configFile: args.config, env: process.env, dataDir: args['data-dir'], catalogue: builtinCatalogue, force: Boolean(args.force) }),
+        restoreControlPlane({
+          file: args.file,
+          passphrase,
+          configFile: args.config,
+          env: process.env,
+          dataDir: args['data-dir'],
+          catalogue: builtinCatalogue,
+          force: Boolean(args.force || args['force-while-serving']),
+          forceWhileServing: Boolean(args['force-while-serving']),
+        }),
       );
       const m = result.manifest;
       const across = m.dialect === result.dialect ? result.dialect : `${m.dialect} → ${result.dialect}`;

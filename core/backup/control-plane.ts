@@ -1,4 +1,4 @@
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, constants as fsConstants, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -7,11 +7,13 @@ import { loadPlugins } from '../app.js';
 import { configFromEnv, deepMerge, loadConfig } from '../config.js';
 import { coreMigrations } from '../db/core-migrations.js';
 import { runMigrations, type MigrationSet } from '../db/migrations.js';
+import { LEADER_LEASES_TABLE } from '../db/leadership.js';
+import type { Knex } from 'knex';
 import { openStore, type Dialect } from '../db/store.js';
 import type { Catalogue } from '../plugin.js';
 import { requireSharedKeyring } from '../pki/keyring.js';
 import { versionInfo } from '../version.js';
-import { ArchiveError, entryFromBytes, entryFromFile, extractArchive, writeArchive, type ArchiveEntry } from './archive.js';
+import { ArchiveError, entryFromBytes, entryFromFile, extractArchive, isPlainEntryName, writeArchive, type ArchiveEntry } from './archive.js';
 import { exportTables, listTables, loadRows, MIGRATIONS_TABLE, openSqliteFile, rowsOfExport, rowsOfSqliteFile, snapshotSqlite } from './store-dump.js';
 
 /** What kind of file this is, in its manifest. */
@@ -60,22 +62,67 @@ function sqliteFiles(config: HangarConfig): string[] {
   return ['', '-wal', '-shm', '-journal'].map((s) => path.resolve(file + s));
 }
 
-/** The data dir's files that a backup carries, by path relative to it. */
-function dataFiles(config: HangarConfig): string[] {
+/** The prefix of the (plaintext) staging directories of backups and restores, `<prefix><pid>-<random>`. */
+export const STAGING_PREFIX = '.hangar-staging-';
+
+/**
+ * A new staging directory (0700) in `parent`, after removing those that runs which are no longer
+ * alive left there (a crashed backup or restore: their plaintext copies of the store).
+ */
+export function makeStaging(parent: string): string {
+  mkdirSync(parent, { recursive: true, mode: 0o700 });
+  for (const name of readdirSync(parent)) {
+    const match = name.startsWith(STAGING_PREFIX) ? /^(\d+)-/.exec(name.slice(STAGING_PREFIX.length)) : null;
+    if (!match) continue;
+    const pid = Number(match[1]);
+    let alive = pid === process.pid;
+    if (!alive) {
+      try {
+        process.kill(pid, 0);
+        alive = true;
+      } catch (err) {
+        alive = (err as NodeJS.ErrnoException).code === 'EPERM';
+      }
+    }
+    if (!alive) rmSync(path.join(parent, name), { recursive: true, force: true });
+  }
+  return mkdtempSync(path.join(parent, `${STAGING_PREFIX}${process.pid}-`));
+}
+
+/** Whether a data-dir file holds a key or secret: restored 0600 whatever its mode was. */
+function isKeyFile(rel: string): boolean {
+  return /(\.key|\.pem|secret|master-key|password|token)$/i.test(rel) || /(^|\/)(jwt-secret|keyring)/.test(rel);
+}
+
+/** The data dir's files that a backup carries, by path relative to it, and what it does not carry (symbolic links, sockets…). */
+function dataFiles(config: HangarConfig): { files: string[]; notCarried: string[] } {
   const skip = new Set(sqliteFiles(config));
-  const out: string[] = [];
+  const files: string[] = [];
+  const notCarried: string[] = [];
   const walk = (dir: string, rel: string) => {
     for (const name of readdirSync(dir).sort()) {
       const full = path.join(dir, name);
       const relative = rel ? `${rel}/${name}` : name;
-      if ((!rel && SKIPPED_DATA.has(name)) || skip.has(path.resolve(full)) || /\.\d+\.(new|old)$/.test(name)) continue;
+      if ((!rel && (SKIPPED_DATA.has(name) || name.startsWith(STAGING_PREFIX))) || skip.has(path.resolve(full)) || /\.\d+\.(new|old)$/.test(name)) continue;
       const stat = lstatSync(full);
       if (stat.isDirectory()) walk(full, relative);
-      else if (stat.isFile()) out.push(relative);
+      else if (stat.isFile()) files.push(relative);
+      else notCarried.push(`${relative} (${stat.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'})`);
     }
   };
   if (existsSync(config.data_dir)) walk(config.data_dir, '');
-  return out;
+  return { files, notCarried };
+}
+
+/** Files the configuration names outside the data dir (not carried: the operator keeps them). */
+function outsideDataDir(config: HangarConfig): string[] {
+  const root = path.resolve(config.data_dir) + path.sep;
+  return [
+    ['api.tls_cert', config.api.tls_cert],
+    ['api.tls_key', config.api.tls_key],
+  ]
+    .filter((e): e is [string, string] => typeof e[1] === 'string' && !path.resolve(config.data_dir, e[1]).startsWith(root))
+    .map(([key, file]) => `${key} ${file} (outside the data dir)`);
 }
 
 export interface CreateOptions {
@@ -85,12 +132,18 @@ export interface CreateOptions {
   passphrase: string;
   /** The archive to write. */
   file: string;
+  /** Replace an archive already at `file`. */
+  overwrite?: boolean;
+  /** Where the plaintext copy of the store is staged: next to `file` unless given. */
+  stagingParent?: string;
 }
 
 export interface CreateResult {
   file: string;
   bytes: number;
   manifest: Omit<Manifest, 'files'> & { files: number };
+  /** What the backup does not carry and the operator must keep themselves: symbolic links in the data dir, TLS files outside it. */
+  notCarried: string[];
 }
 
 /**
@@ -106,7 +159,8 @@ export async function createControlPlaneBackup(options: CreateOptions): Promise<
   if (!config.database.url && !existsSync(sqliteFile!)) {
     throw new ArchiveError(`there is no hangar store at ${sqliteFile}: give the control plane's configuration (--config, --data-dir or HANGAR_* as for hangar serve)`);
   }
-  const staging = mkdtempSync(path.join(os.tmpdir(), 'hangar-backup-'));
+  if (!options.overwrite && existsSync(options.file)) throw new ArchiveError(`${options.file} exists: give another --to, or --force to replace it`);
+  const staging = makeStaging(options.stagingParent ?? path.dirname(path.resolve(options.file)));
   const store = await openStore(config);
   try {
     const hasSchema = (await listTables(store.knex, store.dialect)).includes(MIGRATIONS_TABLE);
@@ -115,9 +169,11 @@ export async function createControlPlaneBackup(options: CreateOptions): Promise<
     const storeFile = path.join(staging, path.basename(storeEntry));
     const migrations = store.dialect === 'sqlite' ? await snapshotSqlite(store, storeFile) : await exportTables(store, storeFile);
     const entries: ArchiveEntry[] = [await entryFromFile(storeEntry, storeFile)];
-    for (const rel of dataFiles(config)) {
+    const data = dataFiles(config);
+    // Read once into memory (they are small): what is hashed is what is written.
+    for (const rel of data.files) {
       const full = path.join(config.data_dir, rel);
-      entries.push({ ...(await entryFromFile(`${DATA_PREFIX}${rel}`, full)), mode: statSync(full).mode & 0o777 });
+      entries.push({ ...entryFromBytes(`${DATA_PREFIX}${rel}`, readFileSync(full)), mode: statSync(full).mode & 0o777 });
     }
     const operator = { ...options.operatorConfig };
     delete operator.data_dir;
@@ -135,7 +191,7 @@ export async function createControlPlaneBackup(options: CreateOptions): Promise<
       keyring: config.secrets.master_key ? 'shared' : 'files',
     };
     await writeArchive(options.file, options.passphrase, manifest as unknown as Record<string, unknown>, entries);
-    return { file: options.file, bytes: statSync(options.file).size, manifest: { ...manifest, files: entries.length } };
+    return { file: options.file, bytes: statSync(options.file).size, manifest: { ...manifest, files: entries.length }, notCarried: [...data.notCarried.map((f) => `data dir: ${f}`), ...outsideDataDir(config)] };
   } finally {
     await store.close();
     rmSync(staging, { recursive: true, force: true });
@@ -152,6 +208,8 @@ export interface RestoreOptions {
   catalogue: Catalogue;
   /** Replace a store and data dir that are not empty. */
   force: boolean;
+  /** Replace them even while a control plane holds leadership leases there (it is serving). */
+  forceWhileServing?: boolean;
 }
 
 export interface RestoreResult {
@@ -191,36 +249,76 @@ function checkSchema(manifest: Manifest, sets: MigrationSet[]): void {
   }
 }
 
-/** What of the new installation is already there (data-dir entries, tables): empty means nothing. */
-async function occupied(config: HangarConfig): Promise<string[]> {
-  const found: string[] = [];
+/** The tables hangar's migrations (core and the loaded plugins) make: run into a scratch SQLite file. */
+async function hangarTables(config: HangarConfig, sets: MigrationSet[], scratch: string): Promise<Set<string>> {
+  const probe = await openStore({ ...config, data_dir: scratch, database: { ...config.database, url: null, sqlite_file: path.join(scratch, 'probe.db') } } as HangarConfig);
+  try {
+    await runMigrations(probe, sets);
+    return new Set(await listTables(probe.knex, 'sqlite'));
+  } finally {
+    await probe.close();
+  }
+}
+
+/** The leadership leases not run out in a store: a control plane serves it (`name held by holder`). */
+async function liveLeases(knex: Knex): Promise<string[]> {
+  if (!(await knex.schema.hasTable(LEADER_LEASES_TABLE))) return [];
+  const rows = (await knex(LEADER_LEASES_TABLE).where('expires_ms', '>=', Date.now()).select('name', 'holder')) as Array<{ name: string; holder: string }>;
+  return rows.map((r) => `${r.name} held by ${r.holder}`);
+}
+
+interface Occupancy {
+  /** What is there (data-dir entries, tables): empty means nothing. */
+  found: string[];
+  /** PostgreSQL tables of the schema that are not hangar's (never dropped). */
+  foreign: string[];
+  /** Leases a serving control plane holds. */
+  leases: string[];
+  /** hangar's tables there (dropped by --force). */
+  tables: string[];
+}
+
+/** What of the new installation is already there. */
+async function occupied(config: HangarConfig, ownTables: Set<string>): Promise<Occupancy> {
+  const out: Occupancy = { found: [], foreign: [], leases: [], tables: [] };
   if (existsSync(config.data_dir)) {
     const entries = readdirSync(config.data_dir).filter((n) => !SKIPPED_DATA.has(n));
-    if (entries.length) found.push(`the data dir ${config.data_dir} holds ${entries.slice(0, 4).join(', ')}${entries.length > 4 ? ', …' : ''}`);
+    if (entries.length) out.found.push(`the data dir ${config.data_dir} holds ${entries.slice(0, 4).join(', ')}${entries.length > 4 ? ', …' : ''}`);
   }
   if (config.database.url) {
     const store = await openStore(config);
     try {
       const tables = await listTables(store.knex, store.dialect);
-      if (tables.length) found.push(`the database${config.database.schema ? ` schema ${config.database.schema}` : ''} has ${tables.length} tables`);
+      if (tables.length) out.found.push(`the database${config.database.schema ? ` schema ${config.database.schema}` : ''} has ${tables.length} tables`);
+      out.tables = tables.filter((t) => ownTables.has(t));
+      out.foreign = tables.filter((t) => !ownTables.has(t));
+      out.leases = await liveLeases(store.knex);
     } finally {
       await store.close();
     }
   } else {
     const [file] = sqliteFiles(config);
-    if (existsSync(file!) && statSync(file!).size > 0 && !found.length) found.push(`the SQLite file ${file} exists`);
+    if (existsSync(file!) && statSync(file!).size > 0) {
+      if (!out.found.length) out.found.push(`the SQLite file ${file} exists`);
+      const knex = openSqliteFile(file!);
+      try {
+        out.leases = await liveLeases(knex);
+      } finally {
+        await knex.destroy();
+      }
+    }
   }
-  return found;
+  return out;
 }
 
-/** Empties the new installation's data dir (but what SKIPPED_DATA names) and drops its tables (--force). */
-async function clear(config: HangarConfig): Promise<void> {
+/** Empties the new installation's data dir (but what SKIPPED_DATA names) and drops hangar's tables (--force). */
+async function clear(config: HangarConfig, tables: string[]): Promise<void> {
   if (existsSync(config.data_dir)) for (const name of readdirSync(config.data_dir)) if (!SKIPPED_DATA.has(name)) rmSync(path.join(config.data_dir, name), { recursive: true, force: true });
   for (const f of sqliteFiles(config)) rmSync(f, { force: true });
-  if (config.database.url) {
+  if (config.database.url && tables.length) {
     const store = await openStore(config);
     try {
-      for (const table of await listTables(store.knex, store.dialect)) await store.knex.raw(`drop table if exists "${table}" cascade`);
+      for (const table of tables) await store.knex.raw(`drop table if exists "${table}" cascade`);
     } finally {
       await store.close();
     }
@@ -235,7 +333,11 @@ async function clear(config: HangarConfig): Promise<void> {
  * sealed with; `hangar serve --config <that file>` then starts the restored control plane.
  */
 export async function restoreControlPlane(options: RestoreOptions): Promise<RestoreResult> {
-  const staging = mkdtempSync(path.join(os.tmpdir(), 'hangar-restore-'));
+  const own = operatorConfiguration(options.configFile, options.env);
+  // The data dir is the restore's own (--data-dir, its configuration, the default): the archive does not choose it.
+  const dataDir = loadConfig({ env: { NODE_ENV: options.env.NODE_ENV }, overrides: own, dataDir: options.dataDir ?? (own.data_dir as string | undefined) }).data_dir;
+  // The plaintext is staged next to the data dir (same disk, not a shared /tmp).
+  const staging = makeStaging(path.dirname(dataDir));
   try {
     const manifest = (await extractArchive(options.file, options.passphrase, staging)) as unknown as Manifest;
     if (manifest.kind !== KIND) throw new ArchiveError(`${options.file} is not a hangar control-plane backup (its manifest says ${JSON.stringify(manifest.kind)})`);
@@ -243,7 +345,7 @@ export async function restoreControlPlane(options: RestoreOptions): Promise<Rest
     // The new installation's configuration: the archived one with the restore's own settings over it.
     const archived = (YAML.parse(readFileSync(path.join(staging, CONFIG_ENTRY), 'utf8')) as Tree | null) ?? {};
     delete archived.database;
-    const own = operatorConfiguration(options.configFile, options.env);
+    delete archived.data_dir;
     const tree = deepMerge(archived, own);
     const archivedKey = existsSync(path.join(staging, MASTER_KEY_ENTRY)) ? readFileSync(path.join(staging, MASTER_KEY_ENTRY), 'utf8') : null;
     const ownKey = (own.secrets as Tree | undefined)?.master_key as string | undefined;
@@ -256,27 +358,44 @@ export async function restoreControlPlane(options: RestoreOptions): Promise<Rest
       }
       tree.secrets = { ...((tree.secrets as Tree) ?? {}), master_key: archivedKey };
     }
-    const config = loadConfig({ env: { NODE_ENV: options.env.NODE_ENV }, overrides: tree, dataDir: options.dataDir ?? (own.data_dir as string | undefined) });
+    const config = loadConfig({ env: { NODE_ENV: options.env.NODE_ENV }, overrides: tree, dataDir });
     requireSharedKeyring(config.database.url ? 'postgres' : 'sqlite', config.secrets.master_key);
     const dialect: Dialect = config.database.url ? 'postgres' : 'sqlite';
     const sets = await migrationSets(config, options.catalogue);
     checkSchema(manifest, sets);
 
-    const present = await occupied(config);
-    if (present.length && !options.force) {
-      throw new ArchiveError(`the new installation is not empty: ${present.join('; ')}. Restore into an empty data dir and database, or give --force to replace what is there`);
+    const present = await occupied(config, dialect === 'postgres' ? await hangarTables(config, sets, path.join(staging, 'probe')) : new Set());
+    if (present.found.length && !options.force) {
+      throw new ArchiveError(`the new installation is not empty: ${present.found.join('; ')}. Restore into an empty data dir and database, or give --force to replace what is there`);
     }
-    if (present.length) await clear(config);
+    if (present.foreign.length) {
+      throw new ArchiveError(
+        `the database${config.database.schema ? ` schema ${config.database.schema}` : ''} has tables that are not hangar's: ${present.foreign.slice(0, 8).join(', ')}${present.foreign.length > 8 ? ', …' : ''}. ` +
+          'Restore into a schema of its own (database.schema, HANGAR_DATABASE__SCHEMA); --force drops only hangar’s tables and never these',
+      );
+    }
+    if (present.leases.length && !options.forceWhileServing) {
+      throw new ArchiveError(
+        `a control plane is serving this installation (leadership ${present.leases.slice(0, 3).join(', ')}${present.leases.length > 3 ? ', …' : ''}): ` +
+          'stop it first (its leases end when it stops, or within a minute of it dying), or give --force-while-serving to replace it under it',
+      );
+    }
+    if (present.found.length) await clear(config, present.tables);
     mkdirSync(config.data_dir, { recursive: true, mode: 0o700 });
     chmodSync(config.data_dir, 0o700);
 
     // The data dir's files, with their modes.
     let files = 0;
+    // Owner bits only (no setuid, nothing for group or others); keys and secrets 0600 whatever they were.
+    const root = path.resolve(config.data_dir) + path.sep;
     for (const f of manifest.files.filter((e) => e.name.startsWith(DATA_PREFIX))) {
-      const target = path.join(config.data_dir, f.name.slice(DATA_PREFIX.length));
+      const rel = f.name.slice(DATA_PREFIX.length);
+      const target = path.resolve(config.data_dir, rel);
+      if (!isPlainEntryName(rel) || !target.startsWith(root)) throw new ArchiveError(`${options.file} is refused: its entry ${JSON.stringify(f.name)} would be written outside the data dir`);
       mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
-      copyFileSync(path.join(staging, f.name), target);
-      chmodSync(target, f.mode ?? 0o600);
+      copyFileSync(path.join(staging, f.name), target, fsConstants.COPYFILE_EXCL);
+      const mode = typeof f.mode === 'number' ? (f.mode & 0o700) | 0o600 : 0o600;
+      chmodSync(target, isKeyFile(rel) ? 0o600 : mode);
       files++;
     }
 

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import knexFactory from 'knex';
 import YAML from 'yaml';
-import { extractArchive, writeArchive, entryFromFile } from '../../../core/backup/archive.js';
+import { entryFromBytes, extractArchive, writeArchive, entryFromFile } from '../../../core/backup/archive.js';
 import { httpRequest } from '../../../core/http/client.js';
 import { randomToken } from '../../../core/ids.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
@@ -124,9 +125,34 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
 
   it('backs the serving control plane up into one encrypted file; the output names it and carries no secret', async function () {
     this.timeout(120_000);
+    // Files the restore must not carry as they are: a key readable by others, a setuid program, a symbolic link.
+    writeFileSync(path.join(storage.dataDir, 'extra.key'), 'not really a key', { mode: 0o644 });
+    chmodSync(path.join(storage.dataDir, 'extra.key'), 0o644);
+    writeFileSync(path.join(storage.dataDir, 'tool.sh'), '#!/bin/sh\n');
+    chmodSync(path.join(storage.dataDir, 'tool.sh'), 0o4755);
+    symlinkSync(passphraseFile, path.join(storage.dataDir, 'linked'));
     const res = await cli(['backup', 'create', '--to', archive, '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
     expect(res.code, res.stderr).to.equal(0);
     expect(res.stdout).to.include(`control-plane backup written to ${archive}`);
+    expect(res.stdout).to.include('not carried (keep it yourself): data dir: linked (a symbolic link)');
+    expect(existsSync(`${archive}.partial`)).to.equal(false);
+    // No plaintext staging left next to the archive.
+    expect(readdirSync(work).filter((n) => n.startsWith('.hangar-staging-'))).to.deep.equal([]);
+    // An existing file is replaced only with --force.
+    const again = await cli(['backup', 'create', '--to', archive, '--passphrase-file', passphraseFile], envFor(dialect.name, storage));
+    expect(again.code).to.equal(1);
+    expect(again.stderr).to.include(`${archive} exists: give another --to, or --force to replace it`);
+    const forced = await cli(['backup', 'create', '--to', archive, '--passphrase-file', passphraseFile, '--force'], envFor(dialect.name, storage));
+    expect(forced.code, forced.stderr).to.equal(0);
+    // TLS files the configuration names outside the data dir are not carried: the output says so.
+    const tls = await cli(['backup', 'create', '--to', path.join(work, 'tls.hcpb'), '--passphrase-file', passphraseFile], {
+      ...envFor(dialect.name, storage),
+      HANGAR_API__TLS_CERT: '/etc/hangar-test/server.crt',
+      HANGAR_API__TLS_KEY: '/etc/hangar-test/server.key',
+    });
+    expect(tls.code, tls.stderr).to.equal(0);
+    expect(tls.stdout).to.include('not carried (keep it yourself): api.tls_cert /etc/hangar-test/server.crt (outside the data dir)');
+    expect(tls.stdout).to.include('not carried (keep it yourself): api.tls_key /etc/hangar-test/server.key (outside the data dir)');
     expect(res.stdout).to.include(`store: ${dialect.name}`);
     noSecretIn(res.stdout + res.stderr);
     expect(statSync(archive).mode & 0o777).to.equal(0o600);
@@ -210,6 +236,15 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(res.stderr).to.include('the archive was made by hangar 99.0.0 with a newer schema than this hangar');
     expect(res.stderr).to.include('core/999_from_the_future');
     for (const r of [res]) noSecretIn(r.stdout + r.stderr);
+
+    // An archive (with the right passphrase) whose entry climbs out of the data dir: refused, nothing written.
+    const climbing = path.join(work, 'climbing.hcpb');
+    await writeArchive(climbing, PASSPHRASE, { ...rest }, [...(await Promise.all(files.map(async (f) => entryFromFile(f.name, path.join(unpacked, f.name))))), entryFromBytes('data/../evil', Buffer.from('owned'))]);
+    res = await cli(['restore', climbing, '--passphrase-file', passphraseFile], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include('is refused: it names an entry "data/../evil", which is not a plain relative path');
+    expect(existsSync(path.join(fresh.dataDir, 'evil'))).to.equal(false);
+    expect(existsSync(path.join(path.dirname(fresh.dataDir), 'evil'))).to.equal(false);
     // Nothing was restored by any of these.
     expect(existsSync(path.join(fresh.dataDir, 'restored-config.yaml'))).to.equal(false);
   });
@@ -220,6 +255,12 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(res.code).to.equal(1);
     expect(res.stderr).to.include('the new installation is not empty');
     expect(res.stderr).to.include('--force');
+    // --force does not replace an installation a control plane serves (it holds leadership leases there).
+    const serving = await cli(['restore', archive, '--passphrase-file', passphraseFile, '--force'], envFor(dialect.name, storage));
+    expect(serving.code).to.equal(1);
+    expect(serving.stderr).to.match(/a control plane is serving this installation \(leadership \S+ held by /);
+    expect(serving.stderr).to.include('--force-while-serving');
+    expect((await t.request('GET', '/v1/backups/targets', { headers: bearer(admin.token) })).status).to.equal(200);
   });
 
   it('hangar serve starts on the restored installation: users log in, sealed secrets open, the CA is the same, the agent comes back', async function () {
@@ -228,14 +269,37 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     const env = envFor(dialect.name, fresh);
     // Something there already: only --force replaces it.
     writeFileSync(path.join(fresh.dataDir, 'leftover'), 'x');
+    // The staging dir a crashed restore left next to the data dir (its process is gone) is removed.
+    const stale = path.join(path.dirname(fresh.dataDir), '.hangar-staging-999999999-crashed');
+    mkdirSync(stale);
     const refused = await cli(['restore', archive, '--passphrase-file', passphraseFile], env);
     expect(refused.code).to.equal(1);
+    if (dialect.name === 'postgres') {
+      // A table that is not hangar's in the schema: --force refuses, naming it, and never drops it.
+      const pg = knexFactory({ client: 'pg', connection: PG_URL });
+      try {
+        await pg.raw(`create schema if not exists "${fresh.schema}"`);
+        await pg.raw(`create table "${fresh.schema}".operator_notes (id integer)`);
+        const foreign = await cli(['restore', archive, '--passphrase-file', passphraseFile, '--force'], env);
+        expect(foreign.code).to.equal(1);
+        expect(foreign.stderr).to.include(`the database schema ${fresh.schema} has tables that are not hangar's: operator_notes`);
+        expect(existsSync(path.join(fresh.dataDir, 'leftover'))).to.equal(true);
+        await pg.raw(`drop table "${fresh.schema}".operator_notes`);
+      } finally {
+        await pg.destroy();
+      }
+    }
     const res = await cli(['restore', archive, '--passphrase-file', passphraseFile, '--force'], env);
     expect(res.code, res.stderr).to.equal(0);
     noSecretIn(res.stdout + res.stderr);
     const configFile = path.join(fresh.dataDir, 'restored-config.yaml');
     expect(res.stdout).to.include(`start it with: hangar serve --config ${configFile}`);
     expect(existsSync(path.join(fresh.dataDir, 'leftover'))).to.equal(false);
+    expect(readdirSync(path.dirname(fresh.dataDir)).filter((n) => n.startsWith('.hangar-staging-'))).to.deep.equal([]);
+    // Modes: owner bits only, keys 0600 whatever they were; a symbolic link is not carried.
+    expect(statSync(path.join(fresh.dataDir, 'extra.key')).mode & 0o7777).to.equal(0o600);
+    expect(statSync(path.join(fresh.dataDir, 'tool.sh')).mode & 0o7777).to.equal(0o700);
+    expect(existsSync(path.join(fresh.dataDir, 'linked'))).to.equal(false);
     expect(statSync(configFile).mode & 0o777).to.equal(0o600);
     expect(YAML.parse(readFileSync(configFile, 'utf8')).plugins).to.deep.equal(PLUGINS);
 
