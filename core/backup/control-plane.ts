@@ -388,10 +388,18 @@ export async function restoreControlPlane(options: RestoreOptions): Promise<Rest
     let files = 0;
     // Owner bits only (no setuid, nothing for group or others); keys and secrets 0600 whatever they were.
     const root = path.resolve(config.data_dir) + path.sep;
-    for (const f of manifest.files.filter((e) => e.name.startsWith(DATA_PREFIX))) {
+    const dataEntries = manifest.files.filter((e) => e.name.startsWith(DATA_PREFIX));
+    // Checked before anything is written: inside the data dir, and not through a symbolic link left there (k3s/, lost+found).
+    for (const f of dataEntries) {
+      const rel = f.name.slice(DATA_PREFIX.length);
+      const inside = isPlainEntryName(rel) && path.resolve(config.data_dir, rel).startsWith(root);
+      const segments = rel.split('/');
+      const link = segments.map((_, i) => path.join(config.data_dir, ...segments.slice(0, i + 1))).find((p) => lstatSync(p, { throwIfNoEntry: false })?.isSymbolicLink());
+      if (!inside || link) throw new ArchiveError(`${options.file} is refused: its entry ${JSON.stringify(f.name)} would be written outside the data dir${link ? ` (through the symbolic link ${link})` : ''}`);
+    }
+    for (const f of dataEntries) {
       const rel = f.name.slice(DATA_PREFIX.length);
       const target = path.resolve(config.data_dir, rel);
-      if (!isPlainEntryName(rel) || !target.startsWith(root)) throw new ArchiveError(`${options.file} is refused: its entry ${JSON.stringify(f.name)} would be written outside the data dir`);
       mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
       copyFileSync(path.join(staging, f.name), target, fsConstants.COPYFILE_EXCL);
       const mode = typeof f.mode === 'number' ? (f.mode & 0o700) | 0o600 : 0o600;

@@ -245,6 +245,16 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(res.stderr).to.include('is refused: it names an entry "data/../evil", which is not a plain relative path');
     expect(existsSync(path.join(fresh.dataDir, 'evil'))).to.equal(false);
     expect(existsSync(path.join(path.dirname(fresh.dataDir), 'evil'))).to.equal(false);
+    // Nor through a symbolic link the data dir keeps (k3s/ is left in place): refused before any file is written.
+    const elsewhere = mkdtempSync(path.join(work, 'elsewhere-'));
+    symlinkSync(elsewhere, path.join(fresh.dataDir, 'k3s'));
+    const throughLink = path.join(work, 'through-link.hcpb');
+    await writeArchive(throughLink, PASSPHRASE, { ...rest }, [...(await Promise.all(files.map(async (f) => entryFromFile(f.name, path.join(unpacked, f.name))))), entryFromBytes('data/k3s/evil', Buffer.from('owned'))]);
+    res = await cli(['restore', throughLink, '--passphrase-file', passphraseFile], env);
+    expect(res.code).to.equal(1);
+    expect(res.stderr).to.include(`its entry "data/k3s/evil" would be written outside the data dir (through the symbolic link ${path.join(fresh.dataDir, 'k3s')})`);
+    expect(readdirSync(elsewhere)).to.deep.equal([]);
+    expect(readdirSync(fresh.dataDir)).to.deep.equal(['k3s']);
     // Nothing was restored by any of these.
     expect(existsSync(path.join(fresh.dataDir, 'restored-config.yaml'))).to.equal(false);
   });
