@@ -370,7 +370,8 @@ export async function restoreControlPlane(options: RestoreOptions): Promise<Rest
     }
     if (present.foreign.length) {
       throw new ArchiveError(
-        `the database${config.database.schema ? ` schema ${config.database.schema}` : ''} has tables that are not hangar's: ${present.foreign.slice(0, 8).join(', ')}${present.foreign.length > 8 ? ', …' : ''}. ` +
+        `the database${config.database.schema ? ` schema ${config.database.schema}` : ''} has tables that are not hangar's: ${present.foreign.slice(0, 8).join(', ')}${present.foreign.length > 8 ? ', …' : ''} ` +
+          '(neither core’s nor those of the plugins this configuration loads; add the plugin to plugins: if one made them). ' +
           'Restore into a schema of its own (database.schema, HANGAR_DATABASE__SCHEMA); --force drops only hangar’s tables and never these',
       );
     }
