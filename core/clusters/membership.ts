@@ -105,7 +105,8 @@ export function defineMembership(core: Clusters, def: MembershipDef): Membership
     async requestDelete(cluster, force, view) {
       if (cluster.status === 'deleting') return Reply.accepted(await view(cluster));
       const running = await core.workloadsIn(cluster.id);
-      const unmanaged = force ? [] : await unmanagedOn(cluster);
+      // Refused already for hangar's own workloads: the manager is not asked (it may not answer at all).
+      const unmanaged = force || running.length ? [] : await unmanagedOn(cluster);
       if ((running.length || unmanaged.length) && !force) {
         const parts = [
           ...(running.length ? [`still runs workloads: ${running.map((w) => `${w.type} ${w.name}`).join(', ')}`] : []),
