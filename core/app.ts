@@ -21,7 +21,7 @@ import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
 import { requireSharedKeyring } from './pki/keyring.js';
-import { TaskQueue } from './tasks/queue.js';
+import { TaskCompleted, TaskFailed, TaskQueue } from './tasks/queue.js';
 import { RateLimiter } from './ratelimit.js';
 import { TaskKindRegistry } from './tasks/kinds.js';
 import { HOST_KINDS } from './tasks/host-kinds.js';
@@ -218,9 +218,8 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   metrics.watchCore(db, () => tasks.openPolls);
   const requests = new RequestObservers();
   requests.add('metrics', metrics.observeRequest);
-  for (const outcome of ['completed', 'failed'] as const) {
-    events.subscribe(`task.${outcome}`, (payload) => {
-      const task = payload as { kind: string; created_at: string; completed_at: string | null };
+  for (const [outcome, topic] of [['completed', TaskCompleted], ['failed', TaskFailed]] as const) {
+    events.subscribe(topic, (task) => {
       if (task.completed_at) metrics.taskDuration.observe({ kind: task.kind, outcome }, Math.max(0, Date.parse(task.completed_at) - Date.parse(task.created_at)) / 1000);
     });
   }

@@ -1,5 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
-import { EventBus } from './events.js';
+import { EventEmitter } from 'node:events';
 import { randomToken } from './ids.js';
 
 /**
@@ -94,7 +94,7 @@ let workerPeers: Peers | undefined;
 export function peers(): Peers {
   if (workerIndex() === null) return alone;
   if (workerPeers) return workerPeers;
-  const relayed = new EventBus();
+  const relayed = new EventEmitter().setMaxListeners(0);
   /** What this worker asked the primary and waits for, by id: a relay's confirmation, the metrics. */
   const waiting = new Map<number, (answer: unknown) => void>();
   let ownMetrics: (() => Promise<unknown[]>) | null = null;
@@ -117,7 +117,7 @@ export function peers(): Peers {
   process.on('message', (message: unknown) => {
     if (!isMessage(message)) return;
     if (message.hangar === 'relay') {
-      relayed.publish(message.channel, message);
+      relayed.emit(message.channel, message);
       if (message.ack !== undefined) send({ hangar: 'relayed', id: message.ack });
     } else if (message.hangar === 'metrics-of') {
       const reply = (json: unknown[]) => send({ hangar: 'metrics-json', id: message.id, json });
@@ -135,11 +135,11 @@ export function peers(): Peers {
     run: process.env[RUN_VARIABLE] ?? null,
     broadcast: (channel, payload) => ask((ack) => ({ hangar: 'relay', channel, payload, ack }), undefined),
     sequence: (channel, payload) => send({ hangar: 'sequence', channel, payload }),
-    subscribe: (channel, handler) =>
-      relayed.subscribe(channel, (message) => {
-        const { payload, seq } = message as Extract<Message, { hangar: 'relay' }>;
-        handler(payload, seq);
-      }),
+    subscribe: (channel, handler) => {
+      const relay = ({ payload, seq }: Extract<Message, { hangar: 'relay' }>) => handler(payload, seq);
+      relayed.on(channel, relay);
+      return () => relayed.off(channel, relay);
+    },
     collectMetrics(own) {
       ownMetrics ??= own;
       return ask((id) => ({ hangar: 'metrics', id }), null);

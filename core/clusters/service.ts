@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { HttpError, badRequest, conflict, notFound } from '../errors.js';
-import type { EventBus } from '../events.js';
+import { ResourceDeleted, type EventBus } from '../events.js';
 import { BackgroundJobs } from '../jobs.js';
 import { Lifecycle, type LeasedRecord, type LifecycleDef } from '../lifecycle.js';
 import type { StampedRepository } from '../db/repository.js';
@@ -19,6 +19,7 @@ import { taskView, type Task, type TaskQueue } from '../tasks/queue.js';
 import { capitalized, ClusterStore, MemberStore, type ClusterRecord } from './store.js';
 import { RevisionStore } from './revisions.js';
 import type { Peers } from '../workers.js';
+import { ClusterMemberRemoved } from './topics.js';
 
 /** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
 export interface WorkloadKind {
@@ -466,7 +467,7 @@ export class Clusters {
               },
         );
       }
-      if (cluster) this.deps.events.publish('cluster.member.removed', { cluster: (await this.clusters.get(cluster.id)) ?? cluster, member });
+      if (cluster) this.deps.events.publish(ClusterMemberRemoved, { cluster: (await this.clusters.get(cluster.id)) ?? cluster, member });
     }
   }
 
@@ -505,7 +506,7 @@ export class Clusters {
     for (const hook of this.deps.provided.contributions(BeforeClusterRemoved)) await hook(clusterId);
     const removed = await this.clusters.remove(clusterId);
     this.backendCache.delete(clusterId);
-    if (removed && cluster) this.deps.events.publish('resource.deleted', { type: this.naming(cluster.backend).resourceType, id: clusterId });
+    if (removed && cluster) this.deps.events.publish(ResourceDeleted, { type: this.naming(cluster.backend).resourceType, id: clusterId });
     return removed;
   }
 

@@ -5,7 +5,7 @@ import type { SecretBox } from '../crypto.js';
 import { RowCodec, type Row } from '../db/repository.js';
 import type { Store } from '../db/store.js';
 import { conflict, notFound } from '../errors.js';
-import type { EventBus } from '../events.js';
+import { defineTopic, type EventBus } from '../events.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { cannotRun, type AgentCapabilities, type TaskKind, type TaskKindRegistry } from './kinds.js';
@@ -31,6 +31,12 @@ export interface Task {
   updated_at: string;
   completed_at: string | null;
 }
+
+/** A task was queued, leased by its agent, completed or failed (its record as it is then). */
+export const TaskQueued = defineTopic<Task>('task.queued');
+export const TaskLeased = defineTopic<Task>('task.leased');
+export const TaskCompleted = defineTopic<Task>('task.completed');
+export const TaskFailed = defineTopic<Task>('task.failed');
 
 export interface EnqueueInput<K extends TaskKind = TaskKind> {
   nodeId: string;
@@ -275,7 +281,7 @@ export class TaskQueue {
     await this.knex(TASKS).insert(codec.encode(row));
     await this.wake(input.nodeId);
     const queued = (await this.get(row.id))!;
-    this.events.publish('task.queued', queued);
+    this.events.publish(TaskQueued, queued);
     return queued;
   }
 
@@ -305,7 +311,7 @@ export class TaskQueue {
   /** Claims up to `batch` pending tasks of a node (announced as `task.leased`); concurrent pollers never get the same task. */
   async lease(nodeId: string): Promise<Task[]> {
     const leased = await this.claim(nodeId);
-    for (const task of leased) this.events.publish('task.leased', task);
+    for (const task of leased) this.events.publish(TaskLeased, task);
     return leased;
   }
 
@@ -426,7 +432,7 @@ export class TaskQueue {
       );
     if (!updated) throw conflict(`Task ${taskId} is already ${task.status}`);
     const done = (await this.get(taskId))!;
-    this.events.publish(outcome.ok ? 'task.completed' : 'task.failed', done);
+    this.events.publish(outcome.ok ? TaskCompleted : TaskFailed, done);
     return done;
   }
 
@@ -449,7 +455,7 @@ export class TaskQueue {
       if (!changed) continue;
       if (exhausted) {
         failed++;
-        this.events.publish('task.failed', (await this.get(row.id))!);
+        this.events.publish(TaskFailed, (await this.get(row.id))!);
       } else {
         retried++;
         await this.wake(row.node_id);
@@ -500,9 +506,9 @@ export class TaskQueue {
           options.signal?.removeEventListener('abort', done);
           resolve();
         };
-        const mine = (payload: unknown) => (payload as Task).id === taskId && done();
-        const unsubscribeOk = this.events.subscribe('task.completed', mine);
-        const unsubscribeFailed = this.events.subscribe('task.failed', mine);
+        const mine = (task: Task) => task.id === taskId && done();
+        const unsubscribeOk = this.events.subscribe(TaskCompleted, mine);
+        const unsubscribeFailed = this.events.subscribe(TaskFailed, mine);
         const timer = setTimeout(done, Math.min(remaining, options.recheckMs ?? 2000));
         options.signal?.addEventListener('abort', done, { once: true });
       });

@@ -7,6 +7,7 @@ import type { Logger } from '../../core/log.js';
 import { RULE_NAMES, type AlertsConfig, type Severity } from './config.js';
 import { ALERTS } from './migrations.js';
 import type { Condition, Observation, Rule } from './rules.js';
+import { alertTopic, type AlertAnnouncement } from './api.js';
 
 export type AlertState = 'pending' | 'firing' | 'resolved';
 
@@ -44,7 +45,7 @@ export const silenced = (a: Pick<AlertRecord, 'silenced_until'>, now: Date) => a
 const keyOf = (rule: string, c: Pick<Condition, 'resource_type' | 'resource_id' | 'subject'>) => `${rule}|${c.resource_type}|${c.resource_id}|${c.subject}`;
 
 /** What `alert.firing` and `alert.resolved` carry on the EventBus (and the live events stream). */
-export function alertPayload(a: AlertRecord) {
+export function alertPayload(a: AlertRecord): AlertAnnouncement {
   return {
     id: a.id,
     rule: a.rule,
@@ -174,7 +175,7 @@ export class AlertEngine {
     for (const a of rows) {
       if (silenced(a, now)) continue;
       const changed = await this.alerts.change(a.id, { notified_state: a.state as 'firing' | 'resolved' });
-      this.bus.publish(`alert.${a.state}`, alertPayload(changed));
+      this.bus.publish(alertTopic(a.state as 'firing' | 'resolved'), alertPayload(changed));
       this.log.info({ alert: a.id, rule: a.rule, resource_id: a.resource_id, subject: a.subject || undefined, severity: a.severity }, `alert ${a.state}: ${a.message}`);
     }
   }

@@ -14,6 +14,7 @@ import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../v
 import { backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
+import { volumeRunTopic } from './api.js';
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
 export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
@@ -232,7 +233,7 @@ export default definePlugin({
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
       if (changed && result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
       if (changed) {
-        services.events.publish(`volume.${run.operation}.${changed.status}`, runView(changed));
+        services.events.publish(volumeRunTopic(run.operation, changed.status as 'succeeded' | 'failed'), runView(changed));
         const line = { run_id: run.id, volume_id: run.volume_id, target_id: run.target_id, node_id: run.node_id, snapshot_id: changed.snapshot_id, error: changed.error };
         if (changed.status === 'failed') log.warn(line, `volume ${run.operation} failed`);
         else log.info(line, `volume ${run.operation} finished`);
@@ -244,7 +245,7 @@ export default definePlugin({
       const backups = await runs.findAll({ volume_id: volumeId, operation: 'backup', status: 'succeeded' });
       for (const b of backups.filter((b) => b.snapshot_id && shortIds.some((id) => b.snapshot_id!.startsWith(id) || id.startsWith(b.snapshot_id!)))) {
         const gone = await runs.changeIf(b.id, ['succeeded'], { status: 'forgotten' });
-        if (gone) services.events.publish('volume.backup.forgotten', runView(gone));
+        if (gone) services.events.publish(volumeRunTopic('backup', 'forgotten'), runView(gone));
       }
     }
 
@@ -278,7 +279,7 @@ export default definePlugin({
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
             const failed = await runs.insert({ ...newRun('backup', { id: volumeId, node_id: '' }, schedule.target_id), schedule_id: schedule.id, status: 'failed', error: message, finished_at: at.toISOString(), task_id: null, created_at: at.toISOString(), updated_at: at.toISOString() });
-            services.events.publish('volume.backup.failed', runView(failed));
+            services.events.publish(volumeRunTopic('backup', 'failed'), runView(failed));
             log.warn({ schedule_id: schedule.id, volume_id: volumeId, error: message }, 'scheduled volume backup not started');
           }
         }

@@ -18,6 +18,7 @@ import { computeMigrations } from './migrations.js';
 import { instanceSpec, InstanceStore, type InstanceRecord, type InstanceSpec } from './store.js';
 import { revisionsView, RollbackBody } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
+import { RoutesChanged } from '../../core/clusters/topics.js';
 
 const Port = Type.String({ pattern: '^[0-9]{1,5}:[0-9]{1,5}(/(tcp|udp))?$', description: '`host:container`, optionally `/tcp` or `/udp`' });
 const VolumeRef = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*:/.*$', description: '`volume:/path/in/container` (volume name or id)' });
@@ -192,7 +193,7 @@ export default definePlugin({
       return api;
     };
     const now = () => clock.now().toISOString();
-    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
+    const routesChanged = (clusterId: string) => services.events.publish(RoutesChanged, { clusterId });
     const view = async (i: InstanceRecord) => instanceView(i, await core.placement(i.cluster_id));
 
     /** The instance as a workload: what the user asked for, in the orchestrator-neutral terms drivers translate. */

@@ -8,6 +8,9 @@ import { EventsJournalRef } from './api.js';
 import type { Principal } from '../../core/auth/index.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
 import { EventStreams, type StreamConnection, type StreamLimits } from './streams.js';
+import { NodeEventRecorded } from '../nodes/api.js';
+import { AlertFiring, AlertResolved } from '../alerts/api.js';
+import { TaskCompleted, TaskFailed, TaskLeased, TaskQueued } from '../../core/tasks/queue.js';
 
 export const EventsConfigSchema = Type.Object(
   {
@@ -121,16 +124,14 @@ export default definePlugin({
         const type = resourceType(table, id);
         emit('resource.changed', { type, id, op }, ADMIN_ONLY.has(type));
       }),
-      services.events.subscribe('node.event', (payload) => {
-        const e = payload as { id: number; node_id: string | null; identifier: string | null; kind: string; message: string | null; data: Record<string, unknown> | null; created_at: string };
+      services.events.subscribe(NodeEventRecorded, (e) => {
         emit('node.event', { id: e.id, node_id: e.node_id, identifier: e.identifier, kind: e.kind, message: e.message, created_at: e.created_at });
         if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null });
       }),
       // The alerts plugin's announcements (plugins/alerts), as they are published.
-      ...(['alert.firing', 'alert.resolved'] as const).map((type) => services.events.subscribe(type, (payload) => emit(type, payload as Record<string, unknown>))),
-      ...(['queued', 'leased', 'completed', 'failed'] as const).map((state) =>
-        services.events.subscribe(`task.${state}`, (payload) => {
-          const t = payload as { id: string; node_id: string; kind: string; status: string; subject: string | null };
+      ...([[AlertFiring, 'alert.firing'], [AlertResolved, 'alert.resolved']] as const).map(([topic, type]) => services.events.subscribe(topic, (alert) => emit(type, { ...alert }))),
+      ...[TaskQueued, TaskLeased, TaskCompleted, TaskFailed].map((topic) =>
+        services.events.subscribe(topic, (t) => {
           emit('task.state', { task_id: t.id, node_id: t.node_id, kind: t.kind, status: t.status, subject: t.subject }, true);
         }),
       ),

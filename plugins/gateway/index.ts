@@ -17,6 +17,7 @@ import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, LEASE_DATES, REMOVED, type LeaseFields } from '../../core/lifecycle.js';
 import { idsOnly } from '../tags/api.js';
 import { gatewayMigrations, LOAD_BALANCERS } from './migrations.js';
+import { RoutesChanged } from '../../core/clusters/topics.js';
 
 export const GatewayConfigSchema = Type.Object(
   {
@@ -236,8 +237,7 @@ export default definePlugin({
 
     // Route changes come in bursts (a create publishes, its deploy publishes again): apply once per burst.
     const pending = new Map<string, NodeJS.Timeout>();
-    services.events.subscribe('routes.changed', (payload) => {
-      const { clusterId } = payload as { clusterId: string };
+    services.events.subscribe(RoutesChanged, ({ clusterId }) => {
       // Jobs still draining at shutdown publish too: the next start (its routes loop) re-applies the routes instead.
       if (services.shutdown.aborted) return;
       clearTimeout(pending.get(clusterId));

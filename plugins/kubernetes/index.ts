@@ -14,6 +14,7 @@ import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
 import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/api.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
+import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
@@ -196,7 +197,7 @@ export default definePlugin({
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
       }
       await record(node.id, 'k8s_joined', `joined Kubernetes cluster ${cluster.name} as ${member.role === 'manager' ? 'the k3s server' : 'a k3s agent'}`, { cluster_id: cluster.id });
-      services.events.publish('cluster.member.joined', { clusterId: cluster.id, nodeId: node.id });
+      services.events.publish(ClusterMemberJoined, { clusterId: cluster.id, nodeId: node.id });
     }
 
     /** Removes a member: an agent node is drained (PodDisruptionBudgets honoured) and its node object removed; k3s is uninstalled on the machine. */
@@ -215,7 +216,7 @@ export default definePlugin({
       await members.remove(member.id);
       if (isServer) await clusters.change(cluster.id, { manager_node_id: null, status: cluster.status === 'deleting' ? 'deleting' : 'empty' });
       await record(member.node_id, 'k8s_left', `left Kubernetes cluster ${cluster.name}`, { cluster_id: cluster.id });
-      services.events.publish('cluster.member.left', { clusterId: cluster.id, nodeId: member.node_id });
+      services.events.publish(ClusterMemberLeft, { clusterId: cluster.id, nodeId: member.node_id });
     }
 
     const clusterApi = defineClusterApi(services, {
@@ -281,7 +282,7 @@ export default definePlugin({
           });
           await members.remove(m.id);
           await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
-          services.events.publish('cluster.member.left', { clusterId: current.id, nodeId: m.node_id });
+          services.events.publish(ClusterMemberLeft, { clusterId: current.id, nodeId: m.node_id });
         }
       },
     });

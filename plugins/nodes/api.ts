@@ -1,3 +1,4 @@
+import { defineTopic } from '../../core/events.js';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { NodeEvent } from './events.js';
 import type { NodeRecord } from './nodes.js';
@@ -63,6 +64,13 @@ export interface NodesApi {
   /** Queues a fresh peer list to every overlay member. */
   publishPeers(): Promise<void>;
 }
+
+/** A node event was recorded (its record as stored). */
+export const NodeEventRecorded = defineTopic<NodeEvent>('node.event');
+/** A node's availability (active, cordoned, drained) changed. */
+export const NodeAvailabilityChanged = defineTopic<{ node: NodeRecord; availability: NodeRecord['availability'] }>('node.availability');
+/** A node's removal began (its record as it is then). */
+export const NodeRemoving = defineTopic<NodeRecord>('node.removing');
 
 export const NodesRef = defineServiceRef<NodesApi>('nodes', 'nodes and their events (the nodes plugin)');
 

@@ -3,6 +3,7 @@ import { RowCodec, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { EventBus } from '../../core/events.js';
 import { NODE_EVENTS, NODES } from './migrations.js';
+import { NodeEventRecorded } from './api.js';
 
 export interface NodeEvent {
   id: number;
@@ -46,7 +47,7 @@ export class EventLog {
     const [inserted] = await this.store.knex(NODE_EVENTS).insert(codec.encode(row)).returning('id');
     const id = typeof inserted === 'object' ? (inserted as { id: number }).id : inserted;
     const recorded = { ...row, id: Number(id) };
-    this.bus.publish('node.event', recorded);
+    this.bus.publish(NodeEventRecorded, recorded);
     return recorded;
   }
 

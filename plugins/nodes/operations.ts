@@ -5,11 +5,12 @@ import { ScanUnmanaged } from '../../core/orchestrator.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { taskView, type Task } from '../../core/tasks/queue.js';
+import { taskView } from '../../core/tasks/queue.js';
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
 import { NodeParams, NodeTaskParams, TaskRef } from './schemas.js';
+import { TaskCompleted, TaskFailed } from '../../core/tasks/queue.js';
 
 /**
  * Operations on the machine, queued as tasks for its agent: agent update and stop, OS updates and
@@ -20,8 +21,7 @@ export function operations(ctx: NodesContext): NodesPart {
   const { services, settings, nodes, events, changeNode, setConnection } = ctx;
   const { tasks, log } = services;
 
-  services.events.subscribe('task.completed', (payload) => {
-    const task = payload as Task;
+  services.events.subscribe(TaskCompleted, (task) => {
     const result = (task.result ?? {}) as Record<string, any>;
     const apply = async () => {
       const node = await nodes.get(task.node_id);
@@ -35,8 +35,7 @@ export function operations(ctx: NodesContext): NodesPart {
     };
     apply().catch((err: Error) => log.error({ task_id: task.id, err: { message: err.message } }, 'applying a task result failed'));
   });
-  services.events.subscribe('task.failed', (payload) => {
-    const task = payload as Task;
+  services.events.subscribe(TaskFailed, (task) => {
     events
       .record({ nodeId: task.node_id, kind: 'task_failed', message: `${task.kind} failed: ${task.error}`, data: { task_id: task.id, kind: task.kind } })
       .catch((err: Error) => log.error({ err: { message: err.message } }, 'recording a task failure failed'));

@@ -4,6 +4,7 @@ import { recordRemover } from '../../core/events.js';
 import { defineRoute, type BackgroundLoop, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { NodeParams, NodeView } from './schemas.js';
+import { NodeRemoving } from './api.js';
 
 /**
  * Removing a node: at once its certificates are revoked, its overlay address released and its open
@@ -48,7 +49,7 @@ export function removal(ctx: NodesContext): NodesPart {
         await tasks.cancelForNode(node.id, 'the node is being removed');
         const updated = await nodes.change(node.id, { removing: true, overlay_ip: null });
         await events.record({ nodeId: node.id, kind: 'node_removing', message: `node ${node.name} is being removed` });
-        services.events.publish('node.removing', updated);
+        services.events.publish(NodeRemoving, updated);
         if (node.wg_public_key) await publishPeers();
         return ctx.view(updated);
       },

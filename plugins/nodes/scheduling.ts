@@ -8,6 +8,7 @@ import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeRecord } from './nodes.js';
 import { NodeParams, NodeTaskParams } from './schemas.js';
+import { NodeAvailabilityChanged } from './api.js';
 
 /** Scheduling: cordon, drain and uncordon (hangar's availability, acted on by orchestrator plugins), and GPU sharing. */
 export function scheduling(ctx: NodesContext): NodesPart {
@@ -19,7 +20,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
     if (node.availability !== reached) {
       const updated = await nodes.change(id, { availability: reached });
       await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
-      services.events.publish('node.availability', { node: updated, availability: reached });
+      services.events.publish(NodeAvailabilityChanged, { node: updated, availability: reached });
     } else if (!failure) {
       await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
     }

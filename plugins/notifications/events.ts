@@ -1,5 +1,10 @@
 import { newId } from '../../core/ids.js';
-import type { EventBus } from '../../core/events.js';
+import type { EventBus, Topic } from '../../core/events.js';
+import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
+import { TaskFailed } from '../../core/tasks/queue.js';
+import { alertTopic } from '../alerts/api.js';
+import { volumeRunTopic } from '../backups/api.js';
+import { NodeEventRecorded } from '../nodes/api.js';
 
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -70,14 +75,14 @@ export function eventOf(e: NewEvent, now: Date): NotificationEvent {
  */
 export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): () => void {
   const offs: Array<() => void> = [];
-  const on = (topic: string, translate: (payload: any) => NewEvent | null) =>
+  const on = <T>(topic: Topic<T>, translate: (payload: T) => NewEvent | null) =>
     offs.push(
       bus.subscribe(topic, (payload) => {
         const event = translate(payload);
         if (event) emit(event);
       }),
     );
-  on('node.event', (e: { node_id: string | null; identifier: string | null; kind: string; message: string | null; data: Record<string, unknown> | null }) => {
+  on(NodeEventRecorded, (e) => {
     const kind = NODE_KINDS[e.kind];
     if (!kind) return null;
     return {
@@ -88,7 +93,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       data: { node_id: e.node_id, identifier: e.identifier, ...(e.data ?? {}) },
     };
   });
-  on('task.failed', (t: { id: string; node_id: string; kind: string; subject: string | null; error: string | null }) => ({
+  on(TaskFailed, (t) => ({
     type: 'task.failed',
     severity: 'warning',
     resource: { type: 'node', id: t.node_id },
@@ -96,7 +101,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
     data: { task_id: t.id, node_id: t.node_id, kind: t.kind, subject: t.subject, error: t.error },
   }));
   for (const what of ['joined', 'left'] as const) {
-    on(`cluster.member.${what}`, (m: { clusterId: string; nodeId: string }) => ({
+    on(what === 'joined' ? ClusterMemberJoined : ClusterMemberLeft, (m) => ({
       type: `cluster.member.${what}`,
       severity: 'info',
       resource: { type: m.clusterId.startsWith('swarm-') ? 'swarm' : 'cluster', id: m.clusterId },
@@ -106,7 +111,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
   }
   for (const operation of ['backup', 'restore'] as const) {
     for (const status of ['succeeded', 'failed'] as const) {
-      on(`volume.${operation}.${status}`, (r: { id: string; volume_id: string; error?: string | null }) => ({
+      on(volumeRunTopic(operation, status), (r) => ({
         type: `volume.${operation}.${status}`,
         severity: status === 'failed' ? 'critical' : 'info',
         resource: { type: 'volume', id: r.volume_id },
@@ -116,7 +121,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
     }
   }
   for (const state of ['firing', 'resolved'] as const) {
-    on(`alert.${state}`, (a: Record<string, unknown> & { rule?: unknown; resource_type?: unknown; resource_id?: unknown; severity?: unknown; started_at?: unknown; message?: unknown }) => {
+    on(alertTopic(state), (a) => {
       const type = str(a.resource_type);
       const id = str(a.resource_id);
       return {

@@ -15,6 +15,7 @@ import { VolumesRef, volumesOf } from '../volumes/api.js';
 import { s3Migrations } from './migrations.js';
 import { observedState } from './state.js';
 import { S3Store, type S3Record } from './store.js';
+import { RoutesChanged } from '../../core/clusters/topics.js';
 
 /** Ports MinIO serves: the S3 API and the web console. */
 export const S3_API_PORT = 9000;
@@ -111,7 +112,7 @@ export default definePlugin({
     const store = new S3Store(db, clock);
     const box = services.ca.secretBox('s3');
     const now = () => clock.now().toISOString();
-    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
+    const routesChanged = (clusterId: string) => services.events.publish(RoutesChanged, { clusterId });
 
     const routesOf = (i: S3Record): Route[] => [
       { domain: i.domain, service: i.runtime_name, port: S3_API_PORT, source: 's3', source_id: i.id },

@@ -20,6 +20,7 @@ import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js'
 import { objectVersions, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
 import { parseAllDocuments } from 'yaml';
+import { RoutesChanged } from '../../core/clusters/topics.js';
 
 const LogsQuery = Type.Object(
   {
@@ -118,7 +119,7 @@ export default definePlugin({
     // Secrets and configs in compose files need the secrets plugin; without it a file that uses them is refused.
     const secrets = services.provided.find(SecretsRef) ?? null;
     const now = () => clock.now().toISOString();
-    const routesChanged = (clusterId: string) => services.events.publish('routes.changed', { clusterId });
+    const routesChanged = (clusterId: string) => services.events.publish(RoutesChanged, { clusterId });
 
     function resolver(clusterId: string, format: BundleFormat) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {

@@ -13,6 +13,7 @@ import { SwarmsConfigSchema, SwarmsRef, type SwarmsApi, type SwarmsConfig } from
 import { DnsName } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/api.js';
+import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
 
 const BACKEND = 'swarm';
 /** The port a swarm manager takes joins on (its listen address is 0.0.0.0:2377). */
@@ -124,7 +125,7 @@ export default definePlugin({
         }
       }
       await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}${advertised}`, { swarm_id: swarm.id, advertise_address: advertise });
-      services.events.publish('cluster.member.joined', { clusterId: swarm.id, nodeId: node.id });
+      services.events.publish(ClusterMemberJoined, { clusterId: swarm.id, nodeId: node.id });
     }
 
     /** A leave: a worker is drained first; the manager leaves last. */
@@ -157,7 +158,7 @@ export default definePlugin({
         await swarms.change(swarm.id, next ? { manager_node_id: next.node_id } : { manager_node_id: null, runtime_id: null, status: swarm.status === 'deleting' ? 'deleting' : 'empty' });
       }
       await recordNodeEvent(member.node_id, 'swarm_left', `left swarm ${swarm.name}`, { swarm_id: swarm.id });
-      services.events.publish('cluster.member.left', { clusterId: swarm.id, nodeId: member.node_id });
+      services.events.publish(ClusterMemberLeft, { clusterId: swarm.id, nodeId: member.node_id });
     }
 
     const clusterApi = defineClusterApi(services, {
@@ -234,8 +235,7 @@ export default definePlugin({
     });
 
     // A member node deleted by force: the manager forgets it too, where there is still a manager to ask.
-    services.events.subscribe('cluster.member.removed', (payload) => {
-      const { cluster, member } = payload as { cluster: ClusterRecord; member: MemberRecord };
+    services.events.subscribe(ClusterMemberRemoved, ({ cluster, member }) => {
       if (cluster.backend !== BACKEND || !cluster.manager_node_id || !member.runtime_node_id) return;
       jobs.run(`forget ${member.node_id} in ${cluster.name}`, async () => {
         await core.callOn(cluster, SwarmRemoveMember, { runtime_node_id: member.runtime_node_id!, force: true });

@@ -6,6 +6,7 @@ import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { TaggableResources } from '../../core/resources.js';
 import { RESOURCE_TYPES, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
+import { ResourceDeleted } from '../../core/events.js';
 
 const TAGS = 'tags';
 
@@ -69,9 +70,7 @@ export default definePlugin({
     services.provided.provide(TagsRef, api);
 
     // A resource's tags go with it (plugins publish `resource.deleted` with {type, id}).
-    services.events.subscribe('resource.deleted', (payload) => {
-      const { type, id } = (payload ?? {}) as { type?: string; id?: string };
-      if (!type || !id) return;
+    services.events.subscribe(ResourceDeleted, ({ type, id }) => {
       knex()
         .where({ resource_type: type, resource_id: id })
         .delete()

@@ -17,6 +17,7 @@ import { TaggableResources } from '../tags/api.js';
 import { VolumesRef, VolumeUsersPoint, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
 import { volumeMigrations } from './migrations.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
+import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
 
 /** The name of a volume's definition on each engine. */
 export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
@@ -340,8 +341,7 @@ export default definePlugin({
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
     // already defined on its members. When it holds volumes itself, every member gets those.
-    services.events.subscribe('cluster.member.joined', (payload) => {
-      const { clusterId, nodeId } = payload as { clusterId: string; nodeId: string };
+    services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
       core.jobs.run(
         `volumes for ${nodeId} in ${clusterId}`,
         async () => {
@@ -380,12 +380,10 @@ export default definePlugin({
         (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'narrowing NFS exports after a member left failed'),
         { resumable: false },
       );
-    services.events.subscribe('cluster.member.left', (payload) => {
-      const { clusterId, nodeId } = payload as { clusterId: string; nodeId: string };
+    services.events.subscribe(ClusterMemberLeft, ({ clusterId, nodeId }) => {
       afterLeaving(clusterId, nodeId);
     });
-    services.events.subscribe('cluster.member.removed', (payload) => {
-      const { cluster, member } = payload as { cluster: ClusterRecord; member: { node_id: string } };
+    services.events.subscribe(ClusterMemberRemoved, ({ cluster, member }) => {
       afterLeaving(cluster.id, member.node_id);
     });
 

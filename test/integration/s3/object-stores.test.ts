@@ -17,6 +17,8 @@ import { forwardIntoNetns, type NetnsForward } from '../../support/netns-forward
 import { S3Client, S3Error } from '../../support/s3-client.js';
 import { ensureS3BuildFolder, S3_START_TIMEOUT_MS, s3Availability } from '../../support/s3-server.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+import { RoutesChanged } from '../../../core/clusters/topics.js';
+import { ResourceDeleted } from '../../../core/events.js';
 
 // Object stores deployed through a real agent on this host into the host engine's swarm, with
 // their data on a local volume (a folder on this host). No MinIO image can be pulled here: the
@@ -105,8 +107,8 @@ describeEachDialect('object stores: MinIO (the lab stand-in, real S3) on a swarm
       overrides: { ...SWARM_TEST_OVERRIDES, s3: { image: STANDIN_IMAGE } },
     });
     admin = await bootstrapAdmin(t);
-    t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
-    t.hangar.services.events.subscribe('resource.deleted', (payload) => void deletedEvents.push(payload));
+    t.hangar.services.events.subscribe(RoutesChanged, (payload) => void routeEvents.push(payload));
+    t.hangar.services.events.subscribe(ResourceDeleted, (payload) => void deletedEvents.push(payload));
     member = await hostSwarmMember(t, admin, `so${dialect.name[0]}${RUN}`);
     folder = path.join(mkdtempSync(path.join(os.tmpdir(), 'hangar-s3-')), 'data');
     const volume = await api('POST', '/v1/volumes', { name: `${name}-data`, node_id: member.nodeId, folder, type: 'local' });

@@ -12,6 +12,7 @@ import { hostSwarm } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+import { TaskQueued } from '../../../core/tasks/queue.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets'];
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
@@ -151,9 +152,9 @@ describeEachDialect('secrets and configs: encrypted at rest, versioned objects o
     const value = `wal-probe-${run}`;
     // Each task as the store holds it, read the moment it is queued (the plugin deletes it once done).
     const stored: Array<Promise<unknown>> = [];
-    const unsubscribe = t.hangar.services.events.subscribe('task.queued', (task) => {
+    const unsubscribe = t.hangar.services.events.subscribe(TaskQueued, (task) => {
       // `.then` runs the query now (a knex query is lazy), while the row is there.
-      stored.push(t.hangar.services.db.knex('tasks').where({ id: (task as { id: string }).id }).first('payload').then((row) => row));
+      stored.push(t.hangar.services.db.knex('tasks').where({ id: task.id }).first('payload').then((row) => row));
     });
     let res;
     try {

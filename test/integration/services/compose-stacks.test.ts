@@ -11,6 +11,8 @@ import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+import { RoutesChanged } from '../../../core/clusters/topics.js';
+import { ResourceDeleted } from '../../../core/events.js';
 
 // Compose stacks deployed through a real agent on this host into the host engine's swarm.
 // (`sh -c` ignores SIGTERM as PID 1: a short stop_grace_period keeps updates and removals quick.)
@@ -75,8 +77,8 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     requireService(this, missing === null, missing ?? '');
     t = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'services', 'cleanup'], overrides: SWARM_TEST_OVERRIDES });
     admin = await bootstrapAdmin(t);
-    t.hangar.services.events.subscribe('routes.changed', (payload) => void routeEvents.push(payload));
-    t.hangar.services.events.subscribe('resource.deleted', (payload) => void deletedEvents.push(payload));
+    t.hangar.services.events.subscribe(RoutesChanged, (payload) => void routeEvents.push(payload));
+    t.hangar.services.events.subscribe(ResourceDeleted, (payload) => void deletedEvents.push(payload));
     member = await hostSwarmMember(t, admin, `sw${dialect.name[0]}${RUN}`);
   });
   after(async function () {

@@ -13,6 +13,7 @@ import { exportLines, NFS_OPTIONS, OUTSIDE } from '../../support/nfs-exports.js'
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+import { ClusterMemberJoined, ClusterMemberLeft } from '../../../core/clusters/topics.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes'];
 /**
@@ -132,7 +133,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const now = new Date().toISOString();
     await knex('cluster_members').insert({ id: `member-${run}`, cluster_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'active', created_at: now, updated_at: now });
     try {
-      t.hangar.services.events.publish('cluster.member.joined', { clusterId: member.swarmId, nodeId: nodeB });
+      t.hangar.services.events.publish(ClusterMemberJoined, { clusterId: member.swarmId, nodeId: nodeB });
       await waitFor(async () => Boolean(await knex('volume_definitions').where({ volume_id: v.id, node_id: nodeB }).first()), { timeoutMs: 20_000, what: 'the definition on node B' });
       // Both agents share this engine: node B's definition replaced node A's bind.
       expect((await inspectVolume(`hangar-vol-${named('nfs-a')}`))?.Options).to.deep.equal({ type: 'nfs', o: `addr=${v.server_ip},rw,nfsvers=4`, device: `:${v.folder}` });
@@ -154,7 +155,7 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
       await knex('cluster_members').where({ id: `member-${run}` }).delete();
     }
     // Node B leaves (as far as hangar knows): the export narrows to the configured network again.
-    t.hangar.services.events.publish('cluster.member.left', { clusterId: member.swarmId, nodeId: nodeB });
+    t.hangar.services.events.publish(ClusterMemberLeft, { clusterId: member.swarmId, nodeId: nodeB });
     const left = await waitFor(
       async () => {
         const current = (await api('GET', `/v1/volumes/${v.id}`)).json.data;
