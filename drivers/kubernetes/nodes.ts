@@ -129,7 +129,11 @@ export async function setNodeAvailability(ctx: KubeContext, node: string, availa
   );
   if (availability === 'drained') {
     await evictAll(ctx, node, drainTimeoutMs);
-    await waitUntil(async () => !(await podsOnNode(ctx, node)).some((p) => evictable(p) || p.metadata?.deletionTimestamp), drainTimeoutMs);
+    const stillThere = async () => (await podsOnNode(ctx, node)).filter((p) => evictable(p) || p.metadata?.deletionTimestamp);
+    if (!(await waitUntil(async () => !(await stillThere()).length, drainTimeoutMs))) {
+      const left = (await stillThere()).map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
+      if (left.length) throw new KubeDriverError(`draining node ${node}: after ${drainTimeoutMs / 1000} s ${left.join(', ')} ${left.length === 1 ? 'is' : 'are'} still terminating; the node stays cordoned`, 409);
+    }
     await attempt(`marking node ${node} drained`, () =>
       ctx.core.patchNode({ name: node, fieldManager: FIELD_MANAGER, body: { metadata: { annotations: { [AVAILABILITY_ANNOTATION]: 'drained' } } } }, mergePatch),
     );

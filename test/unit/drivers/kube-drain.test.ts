@@ -28,7 +28,7 @@ describe('the Kubernetes driver’s drain and pods of a namespace being deleted'
     );
 
   /** An API server double: one pod on the node whose eviction is forbidden for `refusals` attempts, then marked deleted, then gone. */
-  function cluster(refusals: number, forbidden: () => ApiException<unknown> = terminating) {
+  function cluster(refusals: number, forbidden: () => ApiException<unknown> = terminating, options: { stuck?: boolean } = {}) {
     let pod: V1Pod | null = { metadata: { name: 'web-1', namespace: 'shop' }, spec: { nodeName: NODE, containers: [] }, status: { phase: 'Running' } };
     const calls: string[] = [];
     const core = {
@@ -37,7 +37,7 @@ describe('the Kubernetes driver’s drain and pods of a namespace being deleted'
       listPodForAllNamespaces: async () => {
         const items = pod ? [pod] : [];
         // Marked deleted, the pod goes at the next look.
-        if (pod?.metadata?.deletionTimestamp) pod = null;
+        if (pod?.metadata?.deletionTimestamp && !options.stuck) pod = null;
         return { items };
       },
       createNamespacedPodEviction: async () => {
@@ -65,6 +65,17 @@ describe('the Kubernetes driver’s drain and pods of a namespace being deleted'
       (e: Error & { statusCode?: number }) => e,
     );
     expect(err?.message).to.match(/^draining node node-a: after 1\.5 s the eviction of shop\/web-1 \(its namespace shop is being deleted and the pod is not deleted yet\) is still refused; the node stays cordoned$/);
+    expect(err?.statusCode).to.equal(409);
+  });
+
+  it('an evicted pod that never goes (a finalizer holds it) fails the drain when its time is up, not marked drained', async function () {
+    this.timeout(20_000);
+    const { ctx } = cluster(0, terminating, { stuck: true });
+    const err = await setNodeAvailability(ctx, NODE, 'drained', 1_000).then(
+      () => null,
+      (e: Error & { statusCode?: number }) => e,
+    );
+    expect(err?.message).to.equal('draining node node-a: after 1 s shop/web-1 is still terminating; the node stays cordoned');
     expect(err?.statusCode).to.equal(409);
   });
 
