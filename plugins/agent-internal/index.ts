@@ -43,7 +43,7 @@ export default definePlugin({
               services.metrics.heartbeats.inc({ outcome: 'refused' });
               throw notFound(`Node ${req.agent!.nodeId} is not managed any more`);
             }
-            const body = req.body as { agent_version: string; held_tasks?: string[]; capabilities?: { kinds: string[]; backends: string[] } };
+            const body = req.body;
             // Capabilities first: once a heartbeat has made the node ready, what it can run is known.
             await tasks.recordCapabilities(node.id, { version: body.agent_version, kinds: body.capabilities?.kinds ?? null, backends: body.capabilities?.backends ?? [] });
             const updated = await api.heartbeat(node, req.body);

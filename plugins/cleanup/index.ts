@@ -43,7 +43,7 @@ export default definePlugin({
             ),
           },
           handler: async (req) => {
-            const { resourceType, resourceId: ref } = req.params as { resourceType: (typeof RESOURCE_TYPES)[number]; resourceId: string };
+            const { resourceType, resourceId: ref } = req.params;
             // By id, or by name where the type's own paths take names (the resource plugins resolve them).
             const resolve = services.provided.contributions(TaggableResources).find((r) => r.type === resourceType)?.resolve;
             const resourceId = (resolve && (await resolve(ref))) || ref;

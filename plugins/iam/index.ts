@@ -333,7 +333,7 @@ export default definePlugin({
           async handler(req) {
             const caller = req.principal!;
             const user = await users.require(req.params.id);
-            const { name, email, role } = req.body as { name?: string | null; email?: string | null; role?: string; current_password?: string };
+            const { name, email, role } = req.body;
             if (name === undefined && email === undefined && role === undefined) {
               throw badRequest('Validation failed: give name, email or role to change', [{ path: 'body', message: 'needs at least one of name, email, role' }]);
             }

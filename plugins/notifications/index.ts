@@ -368,7 +368,7 @@ export default definePlugin({
           status: 201,
           schemas: { body: CreateChannel, response: ChannelView },
           async handler(req) {
-            const body = req.body as Static<typeof CreateChannel>;
+            const body = req.body;
             if (await channels.findOne({ name: body.name })) throw conflict(`A notification channel named ${body.name} exists`);
             const fields = await channelFields(body.kind, body, true);
             const secret = body.kind === 'webhook' ? newSecret() : undefined;
@@ -412,7 +412,7 @@ export default definePlugin({
           schemas: { params: IdParams, body: PatchChannel, response: ChannelView },
           async handler(req) {
             const channel = await requireChannel(req.params.id);
-            const body = req.body as Static<typeof PatchChannel>;
+            const body = req.body;
             if (body.rotate_secret && channel.kind !== 'webhook') throw field('body.rotate_secret', `is for webhook channels; a ${channel.kind} channel is not signed`);
             if (body.name && body.name !== channel.name && (await channels.findOne({ name: body.name }))) throw conflict(`A notification channel named ${body.name} exists`);
             const fields = await channelFields(channel.kind, body, false);
@@ -467,7 +467,7 @@ export default definePlugin({
           status: 201,
           schemas: { body: CreateSubscription, response: SubscriptionView },
           async handler(req) {
-            const body = req.body as Static<typeof CreateSubscription>;
+            const body = req.body;
             body.event_types.forEach((type, i) => {
               if (!(type in EVENT_TYPES)) throw field(`body.event_types[${i}]`, `is an unknown event type ${JSON.stringify(type)}; known: ${Object.keys(EVENT_TYPES).join(', ')}`);
             });
@@ -523,7 +523,7 @@ export default definePlugin({
           summary: 'List deliveries, oldest first, each with its attempts (status code, latency, error)',
           schemas: { query: DeliveriesQuery, response: Type.Array(DeliveryView) },
           async handler(req) {
-            const q = req.query as Static<typeof DeliveriesQuery>;
+            const q = req.query;
             const page = await outbox.page({
               limit: q.limit,
               cursor: q.cursor,

@@ -220,7 +220,7 @@ export default definePlugin({
           status: 202,
           schemas: { body: CreateBody, response: Instance },
           handler: async (req) => {
-            const body = req.body as { name: string; swarm_id: string; volume_id: string; password?: string; cert_id?: string };
+            const body = req.body;
             const cluster = await core.requireTarget(body);
             if (await store.findOne({ name: body.name })) throw conflict(`An object store named ${body.name} exists`);
             const volume = await volumes.require(body.volume_id);

@@ -99,7 +99,7 @@ export default definePlugin({
           summary: 'Set a tag on a resource (replaces the value of an existing key)',
           schemas: { body: Type.Object({ ...TagRef, value: Value }, { additionalProperties: false }), response: TagView },
           async handler(req) {
-            const { resource_type: type, resource_id: ref, key, value } = req.body as Tag;
+            const { resource_type: type, resource_id: ref, key, value } = req.body;
             const id = await resolve(type, ref);
             const now = clock.now().toISOString();
             await knex()
