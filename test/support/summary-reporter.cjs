@@ -16,7 +16,10 @@
 const Mocha = require('mocha');
 
 const { Spec } = Mocha.reporters;
-const { EVENT_RUN_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+
+/** How many of the slowest test files the closing lines name (the CI time budget is managed from them). */
+const SLOWEST_FILES = 15;
 
 /** Where test/support/requirements.ts keeps what it skipped loudly and the declared exclusions. */
 const REGISTRY = Symbol.for('hangar.test.registry');
@@ -57,6 +60,20 @@ class SummaryReporter extends Spec {
       return fail.call(this, test, err, force);
     };
 
+    // Wall time per test file, hooks included (a lab's start-up is in its before hook).
+    const fileStarted = new Map();
+    const fileSeconds = new Map();
+    runner.on(EVENT_SUITE_BEGIN, (suite) => {
+      if (suite.file && !fileStarted.has(suite.file)) fileStarted.set(suite.file, { at: Date.now(), depth: 0 });
+      if (suite.file) fileStarted.get(suite.file).depth++;
+    });
+    runner.on(EVENT_SUITE_END, (suite) => {
+      const started = suite.file && fileStarted.get(suite.file);
+      if (!started || --started.depth > 0) return;
+      fileSeconds.set(suite.file, (fileSeconds.get(suite.file) ?? 0) + (Date.now() - started.at) / 1000);
+      fileStarted.delete(suite.file);
+    });
+
     let failedHooks = 0;
     runner.on(EVENT_TEST_FAIL, (runnable) => {
       if (runnable.type === 'hook') failedHooks++;
@@ -85,6 +102,13 @@ class SummaryReporter extends Spec {
       }
       const exclusions = registry().exclusions.filter((e) => matches(e.title));
       const out = [''];
+      const slowest = [...fileSeconds].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST_FILES);
+      if (slowest.length > 1) {
+        const total = [...fileSeconds.values()].reduce((sum, seconds) => sum + seconds, 0);
+        out.push(`slowest test files (of ${Math.round(total)} s in ${fileSeconds.size} files):`);
+        const cwd = process.cwd() + '/';
+        for (const [file, seconds] of slowest) out.push(`  ${seconds.toFixed(0).padStart(5)} s  ${file.replace(cwd, '')}`);
+      }
       for (const e of exclusions) out.push(`excluded: ${e.title} because ${e.because}`);
       const parts = [`${passed} passed`, `${failedTests} failed`];
       if (notRun) parts.push(`${notRun} not run (${failedHooks ? 'a hook failed' : 'the run stopped early'})`);
