@@ -6,6 +6,7 @@ import { Field, Notices, useAction } from './ui';
 import { Alerts } from './views/alerts';
 import { Fleet, NodeDetail } from './views/fleet';
 import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail, Users, Volumes } from './views/resources';
+import { Notifications } from './views/notifications';
 import { KubernetesClusterDetail, KubernetesClusters } from './views/kubernetes';
 import { Instances, ServiceDetail, Services, SwarmDetail, Swarms } from './views/workloads';
 
@@ -14,6 +15,7 @@ type User = { id: string; username: string; name?: string | null; role: string }
 const NAV: Array<[string, string, boolean]> = [
   ['fleet', 'Fleet', false],
   ['alerts', 'Alerts', false],
+  ['notifications', 'Notifications', true],
   ['swarms', 'Swarms', false],
   ['kubernetes', 'Kubernetes', false],
   ['instances', 'Instances', false],
@@ -37,6 +39,8 @@ function View({ route, user }: { route: string[]; user: User }) {
       return id ? <NodeDetail id={id} /> : <Fleet />;
     case 'alerts':
       return <Alerts admin={user.role === 'admin'} />;
+    case 'notifications':
+      return <Notifications />;
     case 'swarms':
       return id ? <SwarmDetail id={id} /> : <Swarms />;
     case 'kubernetes':
