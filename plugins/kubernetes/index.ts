@@ -109,7 +109,10 @@ export default definePlugin({
       for (const name of names) {
         const file = path.join(k3sDir, name);
         if (!existsSync(file)) continue;
+        // A file placed that cannot be read (a folder, no permission): 409 naming it, not a 500 nor a silent skip.
+        const unreadable = (reason: string) => conflict(`${shownInK3sDir(name)} cannot be read by the control plane (${reason}): replace it with a readable file, or remove it`);
         const stat = statSync(file);
+        if (!stat.isFile()) throw unreadable('not a file');
         let known = checksums.get(file);
         if (!known || known.mtimeMs !== stat.mtimeMs) {
           const hash = createHash('sha256');
@@ -118,7 +121,10 @@ export default definePlugin({
           checksums.set(file, known);
           sha256.catch(() => checksums.delete(file));
         }
-        return { file, name, sha256: await known.sha256, size: stat.size };
+        const sha256 = await known.sha256.catch((err: NodeJS.ErrnoException) => {
+          throw unreadable(err.code ?? 'read error');
+        });
+        return { file, name, sha256, size: stat.size };
       }
       return null;
     }
@@ -255,6 +261,8 @@ export default definePlugin({
         summary: 'The cluster’s nodes as it reports them: Ready, roles, kubelet version',
         report: { call: K3sNodes, members: (answer) => answer.nodes, by: 'server' },
         fields: (r) => ({ ready: r?.ready ?? null, roles: r?.roles ?? [], kubelet_version: r?.kubelet_version ?? null, availability: r?.availability ?? null }),
+        // The node object's spec.unschedulable is the truth (drained: hangar's annotation on a cordoned node whose pods it evicted).
+        availability: (r) => (r.availability === 'schedulable' ? 'active' : r.availability),
       },
       join: { path: 'nodes', summary: 'Add a node as a k3s agent; 202 while it installs' },
       leave: {
@@ -387,7 +395,7 @@ export default definePlugin({
           summary,
           schemas: { query: Type.Object({ arch: Type.Union([Type.Literal('amd64'), Type.Literal('arm64')]) }, { additionalProperties: false }) },
           produces: 'application/octet-stream',
-          errors: [404],
+          errors: [404, 409],
           handler: async (req: { query: { arch: 'amd64' | 'arm64' } }) => {
             const found = await placed(names(req.query.arch));
             if (!found) throw notFound(`No k3s ${file} for ${req.query.arch}: the operator places it at ${names(req.query.arch).map(shownInK3sDir).join(' or ')}`);

@@ -2,10 +2,11 @@ import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { k3sSources } from '../../../drivers/kubernetes/k3s-executors.js';
+import { K3S_EXECUTORS, k3sSources } from '../../../drivers/kubernetes/k3s-executors.js';
+import { K3sInstallServer } from '../../../drivers/kubernetes/membership-calls.js';
 import { placeBinary, placeImages } from '../../../drivers/kubernetes/k3s.js';
 import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -131,6 +132,45 @@ describeEachDialect('k3s files for installs: the binary and images tarball place
       const refused = await failureOf(placeImages(sources.images!, fresh));
       expect(refused.message).to.match(/the images tarball k3s-airgap-images-amd64\.tar\.gz's checksum is [0-9a-f]{64}, expected [0-9a-f]{64}; nothing installed/);
       expect(existsSync(path.join(fresh, 'k3s-airgap-images-amd64.tar.gz'))).to.equal(false);
+    });
+    it('a tarball that cannot be read is a 409 naming it (create and download), and one gone before the agent fetched it fails the install naming it, k3s not started', async function () {
+      this.timeout(30_000);
+      writeFileSync(path.join(k3sDir, 'k3s-amd64'), binary);
+      writeFileSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.gz'), images);
+      const { id, agent } = await nodeWithAgent('gone');
+      const payload = await installPayload(agent, id, 'gone');
+      expect(payload.images.file_name).to.equal('k3s-airgap-images-amd64.tar.gz');
+
+      // Removed after the task was sent: the agent's own executor fails the install, naming the file and the answer.
+      rmSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.gz'));
+      const root = tempDir('hangar-k3s-root-');
+      const previousRoot = process.env.HANGAR_K3S_ROOT;
+      process.env.HANGAR_K3S_ROOT = root;
+      try {
+        const install = K3S_EXECUTORS.find(([kind]) => kind === K3sInstallServer)![1];
+        const log = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
+        const failed = await failureOf(install({ payload, ...downloadsOf(agent), log } as unknown as Parameters<typeof install>[0]));
+        expect(failed.message).to.match(/^downloading the k3s images tarball k3s-airgap-images-amd64\.tar\.gz failed with HTTP 404: .*<kubernetes\.k3s_dir>\/k3s-airgap-images-amd64\.tar\.zst/);
+        expect(existsSync(path.join(root, 'var/lib/rancher/k3s/agent/images/k3s-airgap-images-amd64.tar.gz'))).to.equal(false);
+        expect(existsSync(path.join(root, 'run/k3s.pid')), 'k3s not started without its images').to.equal(false);
+      } finally {
+        if (previousRoot === undefined) delete process.env.HANGAR_K3S_ROOT;
+        else process.env.HANGAR_K3S_ROOT = previousRoot;
+      }
+
+      // Placed but unreadable (here a folder where the tarball should be): a 409 naming it, before any node is touched.
+      mkdirSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.zst'));
+      try {
+        const refused = await api('POST', '/v1/kubernetes/clusters', { name: 'unreadable', node_ids: [(await nodeWithAgent('unreadable')).id] });
+        expect(refused.status, refused.text).to.equal(409);
+        expect(refused.json.message).to.equal('<kubernetes.k3s_dir>/k3s-airgap-images-amd64.tar.zst cannot be read by the control plane (not a file): replace it with a readable file, or remove it');
+        const download = await agent.request('GET', '/v1/kubernetes/k3s/images?arch=amd64');
+        expect(download.status, download.text).to.equal(409);
+        expect(download.json.message).to.contain('k3s-airgap-images-amd64.tar.zst cannot be read');
+        expect(refused.text + download.text, 'no absolute path of the host').not.to.contain(k3sDir);
+      } finally {
+        rmSync(path.join(k3sDir, 'k3s-airgap-images-amd64.tar.zst'), { recursive: true, force: true });
+      }
     });
   });
 
