@@ -7,7 +7,7 @@ import { AuthRegistry } from './auth/index.js';
 import { systemClock, type Clock } from './clock.js';
 import { validateConfigSection } from './config.js';
 import { coreMigrations } from './db/core-migrations.js';
-import { runMigrations, type MigrationSet } from './db/migrations.js';
+import { refuseNewerStore, runMigrations, type MigrationSet } from './db/migrations.js';
 import { openStore, type Store } from './db/store.js';
 import { loopLeaseMs } from './db/leadership.js';
 import { importFile, runningFrom } from './typescript.js';
@@ -141,6 +141,7 @@ export function orderPlugins(plugins: Plugin[]): Plugin[] {
 
 /** Core and plugin migrations, as start-up applies them. Returns the ids applied now. */
 export async function migrateAll(db: Store, plugins: Plugin[]): Promise<string[]> {
+  await refuseNewerStore(db, [coreMigrations, ...plugins.map((p) => ({ owner: p.name, migrations: p.migrations ?? [] }))]);
   const applied = await runMigrations(db, [coreMigrations]);
   const sets: MigrationSet[] = plugins.filter((p) => p.migrations?.length).map((p) => ({ owner: p.name, migrations: p.migrations! }));
   return [...applied, ...(await runMigrations(db, sets))];

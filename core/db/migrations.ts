@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { ConfigError } from '../errors.js';
+import { compareVersions, versionInfo } from '../version.js';
 import type { Store } from './store.js';
 
 /** One schema change. `id` is unique within its owner (core or a plugin) and never renamed. */
@@ -17,7 +19,7 @@ const TABLE = 'hangar_migrations';
 const PG_LOCK_KEY = 0x68616e67;
 
 /** Applies every migration not yet recorded, in order, all in one transaction (all or nothing). Safe to re-run. */
-export async function runMigrations(store: Store, sets: MigrationSet[]): Promise<string[]> {
+export async function runMigrations(store: Store, sets: MigrationSet[], release = versionInfo.version): Promise<string[]> {
   const { knex } = store;
   const applied: string[] = [];
   await knex.transaction(async (trx) => {
@@ -28,16 +30,39 @@ export async function runMigrations(store: Store, sets: MigrationSet[]): Promise
         t.string('applied_at', 40).notNullable();
       });
     }
+    // Which release applied a migration, so that an older one can say which release it should be (expand only: older releases leave it empty).
+    if (!(await trx.schema.hasColumn(TABLE, 'release'))) await trx.schema.alterTable(TABLE, (t) => t.string('release', 64).nullable());
     const done = new Set((await trx(TABLE).select('id')).map((r: { id: string }) => r.id));
     for (const set of sets) {
       for (const migration of set.migrations) {
         const id = `${set.owner}/${migration.id}`;
         if (done.has(id)) continue;
         await migration.up(trx, store);
-        await trx(TABLE).insert({ id, applied_at: new Date().toISOString() });
+        await trx(TABLE).insert({ id, applied_at: new Date().toISOString(), release });
         applied.push(id);
       }
     }
   });
   return applied;
+}
+
+/**
+ * Refuses a store that a newer release migrated: one holding a migration of an owner this release
+ * has (core or a loaded plugin) that this release does not know. Reads only; run before any migration.
+ */
+export async function refuseNewerStore(store: Store, sets: MigrationSet[], release = versionInfo.version): Promise<void> {
+  const { knex } = store;
+  if (!(await knex.schema.hasTable(TABLE))) return;
+  const known = new Set(sets.flatMap((set) => set.migrations.map((m) => `${set.owner}/${m.id}`)));
+  const owners = new Set(sets.map((set) => set.owner));
+  const withRelease = await knex.schema.hasColumn(TABLE, 'release');
+  const rows = (await knex(TABLE).select(withRelease ? ['id', 'release'] : ['id']).orderBy('id')) as Array<{ id: string; release?: string | null }>;
+  const unknown = rows.filter((r) => owners.has(r.id.split('/')[0]!) && !known.has(r.id));
+  if (!unknown.length) return;
+  const releases = [...new Set(unknown.map((r) => r.release).filter((v): v is string => !!v))].sort((a, b) => compareVersions(b, a));
+  const by = releases.length ? `hangar ${releases.join(', ')}` : 'a newer hangar release (which did not record its version)';
+  throw new ConfigError(
+    `this store was migrated by ${by}, newer than this hangar ${release}: it holds migrations this release does not know (${unknown.map((r) => r.id).join(', ')}). ` +
+      `Nothing was changed. Run ${releases.length ? `hangar ${releases[0]}` : 'the newer release'} or later on it, or, to go back to this release, restore the backup taken before the upgrade (hangar restore); see docs/upgrading.md`,
+  );
 }
