@@ -13,7 +13,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { sleep } from '../../core/clock.js';
 import { KubeDriverError } from './errors.js';
@@ -35,6 +35,12 @@ export function k3sPaths(root: string = process.env.HANGAR_K3S_ROOT || '/') {
     imagesDir: at('/var/lib/rancher/k3s/agent/images'),
     /** Written by a k3s agent once the node has its client certificate (TLS bootstrapping). */
     agentKubeconfig: at('/var/lib/rancher/k3s/agent/kubelet.kubeconfig'),
+    /** What k3s's containerd and kubelet keep at run time (sockets, pods' mounts) and the CNI's state: k3s-killall.sh unmounts and removes them. */
+    runDir: at('/run/k3s'),
+    kubeletDir: at('/var/lib/kubelet'),
+    cniDir: at('/var/lib/cni'),
+    /** The pods' network namespaces (cni-<uuid>) are mounted here. */
+    cniNetns: at('/run/netns/cni-'),
     log: at('/var/log/k3s.log'),
     pidFile: at('/run/k3s.pid'),
     /** Present when systemd is the running init system (sd_booted()). */
@@ -311,12 +317,115 @@ export function adminKubeconfig(serverUrl: string, file: string = k3sPaths().kub
   return { kubeconfig: yaml.replace(/server: https:\/\/127\.0\.0\.1:\d+/g, `server: ${serverUrl}`) };
 }
 
+/** A process of this machine: its id, its parent's, its command line. */
+interface Proc {
+  pid: number;
+  ppid: number;
+  args: string;
+}
+
+function processes(): Proc[] {
+  const found: Proc[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      found.push({ pid: Number(entry), ppid, args: readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ').trim() });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** A process and all its descendants, children first (k3s-killall.sh's killtree). */
+function tree(all: Proc[], root: number): number[] {
+  const children = all.filter((p) => p.ppid === root).flatMap((p) => tree(all, p.pid));
+  return [...children, root];
+}
+
+/** Runs a program of the machine's PATH when it is there (a host without iproute2 or iptables has nothing of theirs to clean). */
+function runIfPresent(program: string, args: string[], input?: string): { ran: boolean; status: number | null; stdout: string } {
+  const res = spawnSync(program, args, { encoding: 'utf8', input, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  if ((res.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return { ran: false, status: null, stdout: '' };
+  return { ran: true, status: res.status, stdout: res.stdout ?? '' };
+}
+
+/** The network interfaces k3s's CNI made (flannel's VXLAN and WireGuard devices, the pods' bridge), as k3s-killall.sh deletes them. */
+export const K3S_INTERFACES = ['cni0', 'flannel.1', 'flannel-v6.1', 'kube-ipvs0', 'flannel-wg', 'flannel-wg-v6'] as const;
+/** iptables rules k3s added (kube-proxy's, the CNI's, flannel's): k3s-killall.sh keeps every other line of iptables-save. */
+export const K3S_RULE = /KUBE-|CNI-|flannel/i;
+
 /**
- * Stops k3s and removes it: the unit or process, the binary, its configuration and data (what
- * k3s-uninstall.sh does; with real k3s, its own uninstall script runs first when there is one).
- * {uninstalled: false} when nothing of k3s was here.
+ * What k3s-killall.sh does once k3s is stopped: the containers it ran keep running otherwise.
+ * Kills every containerd shim of this k3s (k3s/data/<hash>/bin/containerd-shim…) with the pods'
+ * processes under it; unmounts what is mounted under /run/k3s, k3s's data dir, the kubelet's pods
+ * and plugins and the CNI's network namespaces (deepest first) and removes those folders; deletes
+ * the CNI's network namespaces, the veths on cni0 and the interfaces of {@link K3S_INTERFACES};
+ * drops the iptables rules of {@link K3S_RULE} (IPv4 and IPv6). `mountsFile`: the mount table read
+ * (tests give their own). Answers what it did.
  */
-export async function uninstall(): Promise<{ uninstalled: boolean }> {
+export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; unmounted: string[]; interfaces: string[]; rules_removed: number } {
+  const paths = k3sPaths();
+  const shim = new RegExp(`${escapeRegExp(join(paths.dataDir, 'data'))}/[^/ ]+/bin/containerd-shim`);
+  const all = processes();
+  const killed = [...new Set(all.filter((p) => shim.test(p.args)).flatMap((p) => tree(all, p.pid)))];
+  for (const pid of killed) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  const prefixes = [paths.runDir, paths.dataDir, join(paths.kubeletDir, 'pods'), join(paths.kubeletDir, 'plugins'), paths.cniNetns];
+  const mounts = (() => {
+    try {
+      return readFileSync(mountsFile, 'utf8').split('\n').map((line) => (line.split(' ')[1] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8))));
+    } catch {
+      return [];
+    }
+  })();
+  const unmounted = mounts.filter((m) => prefixes.some((p) => m === p || m.startsWith(p.endsWith('-') ? p : `${p}/`))).sort((a, b) => b.length - a.length || b.localeCompare(a));
+  for (const mount of unmounted) runIfPresent('umount', ['-f', mount]);
+  for (const dir of [paths.runDir, join(paths.kubeletDir, 'pods'), join(paths.kubeletDir, 'plugins')]) rmSync(dir, { recursive: true, force: true });
+
+  const interfaces: string[] = [];
+  for (const ns of runIfPresent('ip', ['netns', 'show']).stdout.split('\n').map((l) => l.split(' ')[0] ?? '')) {
+    if (ns.startsWith('cni-')) runIfPresent('ip', ['netns', 'delete', ns]);
+  }
+  // The pods' veths on the bridge, then the CNI's own interfaces.
+  const links = runIfPresent('ip', ['-o', 'link', 'show']).stdout.split('\n');
+  const veths = links.filter((l) => / master cni0 /.test(l)).map((l) => (l.split(': ')[1] ?? '').split('@')[0]!).filter(Boolean);
+  const present = new Set(links.map((l) => (l.split(': ')[1] ?? '').split('@')[0]!));
+  for (const name of [...veths, ...K3S_INTERFACES.filter((i) => present.has(i))]) {
+    if (runIfPresent('ip', ['link', 'delete', name]).status === 0) interfaces.push(name);
+  }
+  rmSync(paths.cniDir, { recursive: true, force: true });
+
+  let removed = 0;
+  for (const family of ['iptables', 'ip6tables']) {
+    const saved = runIfPresent(`${family}-save`, []);
+    if (!saved.ran || saved.status !== 0) continue;
+    const lines = saved.stdout.split('\n');
+    const kept = lines.filter((l) => !K3S_RULE.test(l));
+    if (kept.length === lines.length) continue;
+    removed += lines.length - kept.length;
+    runIfPresent(`${family}-restore`, [], kept.join('\n'));
+  }
+  return { killed, unmounted, interfaces, rules_removed: removed };
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * Stops k3s and removes it, as k3s-uninstall.sh does: the unit or process, then what k3s-killall.sh
+ * stops and cleans ({@link killall}: the containers it ran, their mounts, the CNI's interfaces and
+ * iptables rules), the binary, its configuration and data, the kubelet's and the CNI's folders
+ * (with real k3s, its own uninstall script runs first when there is one). {uninstalled: false}
+ * when nothing of k3s was here.
+ */
+export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boolean; killall: ReturnType<typeof killall> }> {
   const paths = k3sPaths();
   const present = existsSync(paths.binary) || existsSync(paths.dataDir) || k3sRunning().running;
   for (const script of ['/usr/local/bin/k3s-uninstall.sh', '/usr/local/bin/k3s-agent-uninstall.sh']) {
@@ -343,7 +452,9 @@ export async function uninstall(): Promise<{ uninstalled: boolean }> {
     }
     rmSync(paths.pidFile, { force: true });
   }
+  // k3s stopped, its containers do not: what k3s-killall.sh does.
+  const cleaned = killall(mountsFile);
   // configDir holds the detached process's environment files too.
-  for (const path of [paths.binary, paths.configDir, paths.dataDir]) rmSync(path, { recursive: true, force: true });
-  return { uninstalled: present };
+  for (const path of [paths.binary, paths.configDir, paths.dataDir, paths.kubeletDir]) rmSync(path, { recursive: true, force: true });
+  return { uninstalled: present, killall: cleaned };
 }

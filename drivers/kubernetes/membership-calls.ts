@@ -75,11 +75,24 @@ export const K3sKubeconfig = defineTaskKind({
 
 export const K3sUninstall = defineTaskKind({
   name: 'k3s.uninstall',
-  description: 'stop k3s and remove it with its configuration and data',
+  description: 'stop k3s, the containers it ran and their mounts, interfaces and iptables rules (as k3s-killall.sh), and remove it with its configuration and data',
   lane: 'orchestrator',
   minAgentVersion: K3S_AGENT_VERSION,
   payload: Type.Object({}),
-  result: Type.Object({ uninstalled: Type.Boolean() }),
+  result: Type.Object({
+    uninstalled: Type.Boolean(),
+    killall: Type.Optional(
+      Type.Object(
+        {
+          killed: Type.Array(Type.Integer(), { description: 'the containerd shims of k3s and the pods’ processes under them' }),
+          unmounted: Type.Array(Type.String()),
+          interfaces: Type.Array(Type.String(), { description: 'the CNI’s interfaces deleted (cni0, flannel.1, the pods’ veths…)' }),
+          rules_removed: Type.Integer({ description: 'iptables lines k3s added (KUBE-, CNI-, flannel) dropped' }),
+        },
+        { description: 'what k3s-killall.sh would have stopped and cleaned' },
+      ),
+    ),
+  }),
 });
 
 export const KubeNode = Type.Object({
