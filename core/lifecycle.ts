@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Clock } from './clock.js';
 import type { StampedRepository } from './db/repository.js';
+import { defineTopic, type EventBus } from './events.js';
 import { randomToken } from './ids.js';
 import type { BackgroundJobs } from './jobs.js';
 import type { Logger } from './log.js';
@@ -19,6 +20,16 @@ import type { Logger } from './log.js';
  * - a pure `reconcile(record, observed)`, applied by observations only to records no operation
  *   holds, so that an observation never overwrites a running operation.
  */
+/** The statuses of a resource that something went wrong, announced on {@link ResourceTroubled} when a record enters one. */
+export const TROUBLED_STATUSES: ReadonlySet<string> = new Set(['failed', 'rolled_back']);
+
+/**
+ * A resource of a lifecycle entered a status of {@link TROUBLED_STATUSES}: an operation failed, or
+ * an observation found it failed or rolled back. Published once, by the process whose write made
+ * the change.
+ */
+export const ResourceTroubled = defineTopic<{ noun: string; id: string; name: string | null; from: string | null; to: string; reason: string | null }>('resource.troubled');
+
 /** The columns of an operation lease (core/clusters/migrations.ts `leaseColumns`). */
 export interface LeaseFields {
   /** The operation working on the record now, or null. */
@@ -105,6 +116,8 @@ export interface LifecycleEnv {
   jobs: BackgroundJobs;
   shutdown: AbortSignal;
   leaseMs: number;
+  /** Where {@link ResourceTroubled} is published (none: not announced). */
+  bus?: EventBus;
 }
 
 const LONG_AGO = '1970-01-01T00:00:00.000Z';
@@ -123,6 +136,16 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
 
   private leaseUntil(): string {
     return new Date(this.env.clock.now().getTime() + this.env.leaseMs).toISOString();
+  }
+
+  /** Announces the record entering a troubled status through `patch`, which was just written over `before`. */
+  private announce(before: R, patch: Partial<R>): void {
+    const to = patch.status;
+    if (!this.env.bus || typeof to !== 'string' || to === before.status || !TROUBLED_STATUSES.has(to)) return;
+    const fields = { ...before, ...patch } as Record<string, unknown>;
+    const reason = [fields.reason, fields.error].find((v): v is string => typeof v === 'string' && v !== '') ?? null;
+    const name = typeof fields.name === 'string' ? fields.name : null;
+    this.env.bus.publish(ResourceTroubled, { noun: this.def.noun, id: before.id, name, from: before.status ?? null, to, reason });
   }
 
   private operation(op: string): Operation<R> {
@@ -233,6 +256,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
           .update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
         if (settled) {
           this.repo.changed(record.id, 'update');
+          this.announce(record, result);
           return;
         }
         const current = await this.repo.get(record.id);
@@ -250,11 +274,13 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       }
       const current = await this.repo.get(record.id);
       if (current?.op_id === opId) {
+        const failure = operation.failed(current, err as Error);
         await this.repo
           .query()
           .where({ id: record.id, op_id: opId })
-          .update(this.repo.codec.encode({ ...operation.failed(current, err as Error), op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+          .update(this.repo.codec.encode({ ...failure, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
         this.repo.changed(record.id, 'update');
+        this.announce(current, failure);
       }
       throw err;
     } finally {
@@ -277,6 +303,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       .update(this.repo.codec.encode({ ...patch, updated_at: this.now }));
     if (!written) return null;
     this.repo.changed(record.id, 'update');
+    this.announce(record, patch);
     return this.repo.get(record.id);
   }
 

@@ -270,8 +270,8 @@ export class Clusters {
    * start (in the name of the plugin that made it): the plugin does neither.
    */
   lifecycle<R extends LeasedRecord, O = never>(repo: StampedRepository<R>, def: LifecycleDef<R, O>): Lifecycle<R, O> {
-    const { db, clock, log, shutdown } = this.deps;
-    const lifecycle = new Lifecycle<R, O>(repo, def, { knex: db.knex, clock, log, jobs: this.jobs, shutdown, leaseMs: this.settings.opLeaseMs });
+    const { db, clock, log, shutdown, events } = this.deps;
+    const lifecycle = new Lifecycle<R, O>(repo, def, { knex: db.knex, clock, log, jobs: this.jobs, shutdown, leaseMs: this.settings.opLeaseMs, bus: events });
     this.lifecycles.push({ lifecycle: lifecycle as unknown as Lifecycle<LeasedRecord, unknown>, owner: this.settingUp });
     return lifecycle;
   }

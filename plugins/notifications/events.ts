@@ -1,6 +1,7 @@
 import { newId } from '../../core/ids.js';
 import type { EventBus, Topic } from '../../core/events.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
+import { ResourceTroubled } from '../../core/lifecycle.js';
 import { TaskFailed } from '../../core/tasks/queue.js';
 import { alertTopic } from '../alerts/api.js';
 import { volumeRunTopic } from '../backups/api.js';
@@ -57,9 +58,17 @@ export const EVENT_TYPES: Record<string, string> = {
   'volume.backup.failed': 'a volume backup failed (critical)',
   'volume.restore.succeeded': 'a volume restore finished',
   'volume.restore.failed': 'a volume restore failed (critical)',
+  'workload.failed': 'an instance or service failed (critical): its deploy, update or removal, or the runtime found it failed',
+  'workload.rolled_back': 'an instance’s or service’s rollout was rolled back to the previous revision (warning)',
+  'resource.failed': 'a volume, object store, load balancer or other resource hangar manages failed (critical)',
   'alert.firing': 'an alert rule started firing (its severity)',
   'alert.resolved': 'a firing alert resolved (info)',
 };
+
+/** The lifecycle nouns (core/lifecycle.ts) of workloads: their failures and rollbacks are `workload.*` events. */
+const WORKLOAD_NOUNS = new Set(['instance', 'service']);
+/** A lifecycle noun's resource type where the two differ (the tags plugin's RESOURCE_TYPES). */
+const RESOURCE_TYPE_OF_NOUN: Record<string, string> = { 'load balancer': 'loadbalancer', 'object store': 's3' };
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v ? v : null);
 const asSeverity = (v: unknown, fallback: Severity): Severity => (SEVERITIES.includes(v as Severity) ? (v as Severity) : fallback);
@@ -120,6 +129,18 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       }));
     }
   }
+  on(ResourceTroubled, (r) => {
+    const workload = WORKLOAD_NOUNS.has(r.noun);
+    if (!workload && r.to !== 'failed') return null;
+    const label = `${r.noun} ${r.name ?? r.id}${r.name ? ` (${r.id})` : ''}`;
+    return {
+      type: workload ? `workload.${r.to}` : 'resource.failed',
+      severity: r.to === 'failed' ? 'critical' : 'warning',
+      resource: { type: RESOURCE_TYPE_OF_NOUN[r.noun] ?? r.noun.replace(/ /g, '_'), id: r.id },
+      message: `${label} ${r.to === 'failed' ? 'failed' : 'was rolled back'}${r.reason ? `: ${r.reason}` : ''}`,
+      data: { ...r },
+    };
+  });
   for (const state of ['firing', 'resolved'] as const) {
     on(alertTopic(state), (a) => {
       const type = str(a.resource_type);

@@ -1,0 +1,115 @@
+import { expect } from 'chai';
+import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { Receiver } from './receiver.js';
+
+const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'compute', 'notifications'];
+const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
+
+/**
+ * `workload.failed` and `workload.rolled_back` (issue 31): a webhook subscribed to them hears of an
+ * instance whose deploy the swarm refused, and of one the swarm rolled back, each once, with the
+ * reason. The swarm's manager is a test double answering the orchestrator's calls (what a real swarm
+ * does on a failing rollout is test/integration/swarms/compute.test.ts).
+ */
+describeEachDialect('notifications: workloads that fail or roll back', (dialect) => {
+  const receiver = new Receiver();
+  let t: TestHangar;
+  let admin: Credentials;
+  let manager: ReturnType<typeof answerTasks>;
+  let swarmId = '';
+  /** The workloads the double's swarm runs, by name; `rollout` as Docker reports an update's state. */
+  const running = new Map<string, { name: string; image: string; replicas: number; labels: Record<string, string>; rollout?: { state: string; message: string } }>();
+
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  const workloadState = (w: { name: string; image: string; replicas: number; labels: Record<string, string>; rollout?: { state: string; message: string } }) => ({
+    name: w.name,
+    labels: w.labels,
+    image: w.image,
+    replicas: w.replicas,
+    running: w.replicas,
+    tasks: [],
+    ports: [],
+    limits: { cpus: null, memoryMb: null },
+    stack: null,
+    ...(w.rollout ? { rollout: w.rollout } : {}),
+  });
+  const eventsOf = (type: string, resourceId: string) => receiver.requests.filter((r) => r.event === type && r.body?.resource?.id === resourceId);
+
+  before(async function () {
+    this.timeout(60_000);
+    await receiver.start();
+    t = await startHangar(dialect, { plugins: PLUGINS, overrides: { clusters: { observe_interval_seconds: 1 }, notifications: LOOPBACK } });
+    admin = await bootstrapAdmin(t);
+    const node = await api('POST', '/v1/nodes', { name: 'fake-manager', ip_address: '192.0.2.10' });
+    expect(node.status, node.text).to.equal(201);
+    const agent = await FakeAgent.forNode(t, node.json.data.id);
+    expect((await agent.heartbeat()).status).to.equal(200);
+    manager = answerTasks(agent, {
+      answers: {
+        init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
+        members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
+        inspectWorkloads: () => ({ workloads: [...running.values()].map(workloadState) }),
+        deployWorkload: (input) => {
+          // A refused deploy (below) creates nothing.
+          if (String(input.spec.image).startsWith('missing/')) return undefined;
+          const w = { name: input.spec.name, image: input.spec.image, replicas: input.spec.replicas, labels: { 'io.hangar.id': input.spec.resource_id } };
+          running.set(w.name, w);
+          return workloadState(w);
+        },
+      },
+      refusals: {
+        deployWorkload: (input) => (String(input.spec.image).startsWith('missing/') ? `No such image: ${input.spec.image}` : undefined),
+      },
+    });
+    swarmId = (await api('POST', '/v1/swarms', { name: 'live' })).json.data.id;
+    expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: node.json.data.id })).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/swarms/${swarmId}`)).json.data.status === 'active', { timeoutMs: 30_000, intervalMs: 200, what: 'the swarm to be active' });
+
+    const channel = await api('POST', '/v1/notifications/channels', { name: 'ops', kind: 'webhook', url: receiver.url });
+    expect(channel.status, channel.text).to.equal(201);
+    receiver.secret = channel.json.data.secret;
+    const subscription = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'ops', event_types: ['workload.failed', 'workload.rolled_back'] });
+    expect(subscription.status, subscription.text).to.equal(201);
+  });
+  after(async () => {
+    await manager?.stop();
+    await t?.stop();
+    await receiver.stop();
+  });
+
+  it('an instance whose deploy the swarm refuses is announced once as workload.failed (critical), with the reason', async function () {
+    this.timeout(60_000);
+    const created = await api('POST', '/v1/compute/instances', { name: 'broken', swarm_id: swarmId, image: 'missing/app:1' });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    const [delivered] = await waitFor(async () => (eventsOf('workload.failed', id).length ? eventsOf('workload.failed', id) : null), { timeoutMs: 20_000, what: 'workload.failed at the receiver' });
+    expect(delivered!.verified).to.equal(true);
+    expect(delivered!.body).to.deep.include({ type: 'workload.failed', severity: 'critical' });
+    expect(delivered!.body.resource).to.deep.equal({ type: 'instance', id });
+    expect(delivered!.body.message).to.contain('instance broken').and.to.contain('No such image: missing/app:1');
+    expect(delivered!.body.data).to.include({ noun: 'instance', id, name: 'broken', to: 'failed' });
+    expect((await api('GET', `/v1/compute/instances/${id}`)).json.data.status).to.equal('failed');
+    // Observations that find it still failed announce nothing more.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(eventsOf('workload.failed', id)).to.have.length(1);
+  });
+
+  it('an instance the swarm rolls back is announced once as workload.rolled_back (warning)', async function () {
+    this.timeout(60_000);
+    const created = await api('POST', '/v1/compute/instances', { name: 'web', swarm_id: swarmId, image: 'app:1' });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
+    expect(eventsOf('workload.rolled_back', id)).to.have.length(0);
+    // The swarm reports the update it rolled back, as Docker's UpdateStatus does.
+    [...running.values()].find((w) => w.labels['io.hangar.id'] === id)!.rollout = { state: 'rollback_completed', message: 'update rolled back: health check failed' };
+    const [delivered] = await waitFor(async () => (eventsOf('workload.rolled_back', id).length ? eventsOf('workload.rolled_back', id) : null), { timeoutMs: 20_000, what: 'workload.rolled_back at the receiver' });
+    expect(delivered!.body).to.deep.include({ type: 'workload.rolled_back', severity: 'warning' });
+    expect(delivered!.body.message).to.contain('instance web').and.to.contain('health check failed');
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(eventsOf('workload.rolled_back', id)).to.have.length(1);
+  });
+});
