@@ -28,6 +28,7 @@ export const AlertsConfigSchema = Type.Object(
       default: 300,
       description: 'a firing alert resolves only once its condition has been clear this long: a flapping condition fires once and resolves once',
     }),
+    retention_days: Type.Integer({ minimum: 0, maximum: 3650, default: 90, description: 'resolved alerts resolved longer ago than this are deleted; 0 keeps them for ever' }),
     rules: Type.Object(
       {
         node_offline: rule({ severity: 'critical', for_seconds: 300 }, 'a node whose agent has stopped heartbeating (status offline)'),
@@ -64,5 +65,6 @@ export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'no
 export interface AlertsConfig {
   interval_seconds: number;
   hold_down_seconds: number;
+  retention_days: number;
   rules: Record<RuleName, RuleSettings>;
 }

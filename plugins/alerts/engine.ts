@@ -162,6 +162,11 @@ export class AlertEngine {
     }
   }
 
+  /** Deletes alerts resolved before `before`; answers how many. */
+  async prune(before: Date): Promise<number> {
+    return this.alerts.query().where({ state: 'resolved' }).where('resolved_at', '<', before.toISOString()).delete();
+  }
+
   /** Publishes what has not been announced yet: firings, then resolutions of announced firings; silenced ones wait. */
   private async announce(): Promise<void> {
     const now = this.clock.now();

@@ -1,3 +1,4 @@
+import { retentionLoops } from '../../core/retention.js';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -154,7 +155,10 @@ export default definePlugin({
 
     return {
       routes,
-      loops: [{ name: 'alerts:evaluate', once: true, intervalMs: settings.interval_seconds * 1000, run: () => engine.run() }],
+      loops: [
+        { name: 'alerts:evaluate', once: true, intervalMs: settings.interval_seconds * 1000, run: () => engine.run() },
+        ...retentionLoops({ name: 'alerts:retention', days: settings.retention_days, clock, log: services.log, what: 'alerts: resolved alerts', prune: (before) => engine.prune(before) }),
+      ],
     };
   },
 });

@@ -1,3 +1,4 @@
+import { retentionLoops } from '../../core/retention.js';
 import { randomBytes } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Knex } from 'knex';
@@ -344,20 +345,7 @@ export default definePlugin({
       },
       loops: [
         ...(services.serving ? [{ name: LOOP, once: true, immediately: true, intervalMs: settings.poll_interval_ms, run: () => dispatcher.turn() }] : []),
-        ...(settings.retention_days
-          ? [
-              {
-                name: 'notifications:retention',
-                once: true,
-                intervalMs: 3600_000,
-                async run() {
-                  const before = new Date(clock.now().getTime() - settings.retention_days * 86_400_000);
-                  const pruned = await outbox.prune(before);
-                  if (pruned) log.info({ pruned, before: before.toISOString() }, 'notifications: deliveries past their retention deleted');
-                },
-              },
-            ]
-          : []),
+        ...retentionLoops({ name: 'notifications:retention', days: settings.retention_days, clock, log, what: 'notifications: deliveries', prune: (before) => outbox.prune(before) }),
       ],
       routes: [
         defineRoute({
