@@ -108,6 +108,8 @@ export function collectFacts(state: MachineState) {
     wireguard: { present: Boolean(onPath('wg')) },
     // Volume backups run restic (Debian's package): a node without it is refused them.
     restic: { present: Boolean(onPath('restic')) },
+    // NFS volumes: the client a cluster member mounts them with, the server of the node that holds one (Debian's nfs-common, nfs-kernel-server).
+    nfs: { client: Boolean(onPath('mount.nfs')), server: Boolean(onPath('exportfs')) },
     pending_updates: state.pendingUpdates,
     reboot_required: existsSync('/var/run/reboot-required'),
     gpus: gpus(),

@@ -1,6 +1,6 @@
 import { ORCHESTRATOR_CALLS } from '../../core/orchestrator.js';
 import { isDriverCall, type DriverCall } from '../../core/tasks/kinds.js';
-import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, NetworkConfirmPath, OsCheckUpdates, OsReboot, OsUpdate, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, NetworkConfirmPath, OsCheckUpdates, OsReboot, OsUpdate, NfsClientInstall, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
 import { checkUpdates, osUpdate, reboot } from './os.js';
@@ -8,6 +8,7 @@ import { AGENT_DRIVERS, agentBackends, driverExecutor, loadAgentDrivers, runtime
 import { confirmPathExecutor } from './network.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
+import { ensureNfsClient } from './nfs.js';
 import { backupVolume, restoreVolume } from './backups.js';
 import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Executor } from './types.js';
@@ -30,6 +31,7 @@ export function builtinExecutors(): Map<string, Executor> {
     [NetworkConfirmPath.name, confirmPathExecutor],
     [VolumePrepare.name, prepareVolume],
     [VolumeRelease.name, releaseVolume],
+    [NfsClientInstall.name, ensureNfsClient],
     [VolumeBackup.name, backupVolume],
     [VolumeRestore.name, restoreVolume],
     ...agentTaskKinds()

@@ -1,6 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
+import { ensureNfsPackage } from './nfs.js';
 import { runCommand } from '../../core/process.js';
 import type { Executor } from './types.js';
 
@@ -39,11 +40,27 @@ export function exportEntry(payload: Record<string, unknown>, folder: string, cl
 }
 
 /**
- * Creates a volume's folder (0755: root writes, others read) and, for an NFS volume, its export
- * entry for exactly the clients named; `exportfs -ra` makes it live where an NFS server runs. Run
- * again when the clients change. The result says whether the export is being served.
+ * Whether the NFS server serves `folder`: in its export table (`exportfs -v`) and, where showmount
+ * is there, in what rpc.mountd answers (`showmount -e`). Null when it does; otherwise why not.
  */
-export const prepareVolume: Executor = async ({ payload }) => {
+async function notServed(folder: string): Promise<string | null> {
+  const table = await runCommand('exportfs', ['-v'], { timeoutMs: 30_000 });
+  const listed = (text: string) => text.split('\n').some((line) => line.trim().split(/\s+/)[0] === folder);
+  if (table.code !== 0 || !listed(table.stdout)) return `the NFS server's export table (exportfs -v) does not list ${folder}`;
+  if (!onPath('showmount')) return null;
+  const shown = await runCommand('showmount', ['-e', '--no-headers', '127.0.0.1'], { timeoutMs: 30_000 });
+  if (shown.code !== 0) return `the NFS server does not answer (showmount -e 127.0.0.1: ${shown.stderr.trim().split('\n').pop() || `exit ${shown.code}`}): is nfs-kernel-server running?`;
+  return listed(shown.stdout) ? null : `the NFS server does not offer ${folder} (showmount -e 127.0.0.1)`;
+}
+
+/**
+ * Creates a volume's folder (0755: root writes, others read) and, for an NFS volume, its export
+ * entry for exactly the clients named; installs the NFS server (nfs-kernel-server) when it is
+ * missing, and `exportfs -ra` makes the entry live. Run again when the clients change. The result
+ * says whether the export is served: listed by the server (exportfs -v, showmount -e), not merely
+ * written.
+ */
+export const prepareVolume: Executor = async ({ payload, log }) => {
   const folder = checkFolder(payload.folder);
   const clients = checkClients(payload.clients);
   mkdirSync(folder, { recursive: true, mode: 0o755 });
@@ -51,10 +68,14 @@ export const prepareVolume: Executor = async ({ payload }) => {
   const file = exportsFile(String(payload.volume_id));
   mkdirSync(EXPORTS_DIR, { recursive: true });
   writeFileSync(file, exportEntry(payload, folder, clients));
-  if (!onPath('exportfs')) return { folder, export: { file, served: false, reason: 'exportfs is not installed (apt-get install nfs-kernel-server)' } };
+  const server = await ensureNfsPackage('server');
+  if (server.installed) log.info({ package: server.package }, 'installed the NFS server for a volume');
+  if (!server.present) return { folder, export: { file, served: false, reason: server.reason } };
   const res = await runCommand('exportfs', ['-ra'], { timeoutMs: 60_000 });
   if (res.code !== 0) return { folder, export: { file, served: false, reason: res.stderr.trim().split('\n').pop() ?? `exportfs exited ${res.code}` } };
-  return { folder, export: { file, served: clients.length > 0, reason: clients.length ? null : NO_CLIENTS } };
+  if (!clients.length) return { folder, export: { file, served: false, reason: NO_CLIENTS } };
+  const why = await notServed(folder);
+  return { folder, export: { file, served: !why, reason: why } };
 };
 
 /** Removes an NFS volume's export entry; the folder and its data stay. */

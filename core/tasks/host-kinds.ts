@@ -129,6 +129,20 @@ export const VolumeRelease = defineTaskKind({
   result: Type.Object({ released: Type.Optional(Type.Boolean()) }),
 });
 
+/**
+ * What a member of a cluster needs to mount NFS volumes (Debian's nfs-common: mount.nfs, which
+ * kubelets and Docker's NFS volumes use), installed with apt-get when it is missing; sent when a
+ * node joins a cluster. The answer says whether it is there now, and why not.
+ */
+export const NfsClientInstall = defineTaskKind({
+  name: 'host.nfs-client',
+  description: 'install the NFS client (nfs-common) when it is missing: a cluster member mounts NFS volumes with it',
+  lane: 'host',
+  minAgentVersion: '0.2.0',
+  payload: Empty,
+  result: Type.Object({ package: Type.String(), present: Type.Boolean(), installed: Type.Boolean(), reason: Nullable(Type.String()) }),
+});
+
 /** A machine another must reach: a cluster manager at the address it advertises. */
 export const PathTarget = Type.Object({
   node_id: Nullable(Type.String({ maxLength: 64, description: 'the node at the address, when hangar knows it (messages name it)' })),
@@ -165,4 +179,4 @@ export const NetworkConfirmPath = defineTaskKind({
 });
 
 /** The tasks about the machine itself: its agent, its OS, its overlay interface and network paths, its folders and their backups. */
-export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, NetworkConfirmPath, VolumePrepare, VolumeRelease, ...BACKUP_KINDS] as const;
+export const HOST_KINDS = [AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsUpdate, OsReboot, OverlayPeers, NetworkConfirmPath, VolumePrepare, VolumeRelease, NfsClientInstall, ...BACKUP_KINDS] as const;

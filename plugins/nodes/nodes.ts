@@ -84,6 +84,7 @@ export function nodeView(n: NodeRecord, runtimeFacts: readonly string[]) {
     ...Object.fromEntries(runtimeFacts.map((name) => [name, facts[name] ?? null])),
     gpus: facts.gpus ?? [],
     restic: facts.restic ?? null,
+    nfs: facts.nfs ?? null,
     pending_updates: facts.pending_updates ?? null,
     reboot_required: n.reboot_required,
     is_control_plane: n.is_control_plane,

@@ -56,6 +56,7 @@ export function presence(ctx: NodesContext) {
         ...Object.fromEntries(runtimeFacts.map((name) => [name, facts[name] ?? null])),
         wireguard: facts.wireguard ?? null,
         restic: facts.restic ?? null,
+        nfs: facts.nfs ?? null,
         pending_updates: facts.pending_updates ?? null,
         gpus: facts.gpus ?? [],
       },

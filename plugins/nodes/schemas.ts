@@ -60,6 +60,12 @@ export const heartbeatSchema = (runtimeFacts: readonly NodeFact[]) =>
       ...Object.fromEntries(runtimeFacts.map((fact) => [fact.name, Type.Optional(fact.schema)])),
       wireguard: Type.Optional(Type.Object({ present: Type.Boolean() })),
       restic: Type.Optional(Type.Object({ present: Type.Boolean() }, { description: 'whether restic (volume backups) is on the agent’s PATH' })),
+      nfs: Type.Optional(
+        Type.Object(
+          { client: Type.Boolean(), server: Type.Boolean() },
+          { description: 'whether the NFS client (mount.nfs: nfs-common) and server (exportfs: nfs-kernel-server) are on the agent’s PATH' },
+        ),
+      ),
       overlay: Type.Optional(Type.Union([OverlayReport, Type.Null()])),
       pending_updates: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
       reboot_required: Type.Optional(Type.Boolean()),

@@ -10,7 +10,7 @@ import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
-import { NfsClient, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
+import { NfsClient, NfsClientInstall, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
@@ -53,7 +53,8 @@ function view(v: StoredVolume) {
     type: v.type,
     node_id: v.node_id,
     folder: v.folder,
-    ...(v.type === 'nfs' ? { server_ip: v.server_ip, nfs_export: v.nfs_export } : {}),
+    // Ready says the folder and its export entry are written; served, that the node's NFS server lists the export.
+    ...(v.type === 'nfs' ? { server_ip: v.server_ip, nfs_export: v.nfs_export, served: v.status === 'ready' && v.nfs_export?.served === true } : {}),
     runtime_name: runtimeVolumeName(v),
     status: v.status,
     error: v.error,
@@ -82,7 +83,7 @@ export default definePlugin({
     const { db, clock, log } = services;
     const settings = services.config.volumes as VolumesConfig;
     const core = services.clusters;
-    const { nodes } = nodesOf(services);
+    const { nodes, events: nodeEvents } = nodesOf(services);
     const { members } = core;
     const volumes = new VolumeStore(db, clock);
     const forget = recordRemover(services.events, 'volume', volumes);
@@ -338,6 +339,21 @@ export default definePlugin({
     };
     services.provided.provide(VolumesRef, api);
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
+
+    // A node that joins a cluster gets the NFS client (nfs-common) its kubelet or engine mounts volumes with,
+    // installed by its agent when missing; a node event says when it could not be.
+    services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
+      core.jobs.run(
+        `NFS client on ${nodeId}`,
+        async () => {
+          const client = await core.runTask(nodeId, NfsClientInstall, {}, { subject: clusterId });
+          if (client.installed) await nodeEvents.record({ nodeId, kind: 'nfs_client_installed', message: `installed ${client.package}: this member can mount NFS volumes` });
+          else if (!client.present) await nodeEvents.record({ nodeId, kind: 'nfs_client_missing', message: `NFS volumes cannot be mounted on this member: ${client.reason ?? `${client.package} is missing`}` });
+        },
+        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'installing the NFS client on a joined node failed'),
+        { resumable: false },
+      );
+    });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
     // already defined on its members. When it holds volumes itself, every member gets those.
