@@ -13,11 +13,13 @@ export {
   K3sKubeconfig,
   K3sNodes,
   K3sRemoveNode,
+  K3sRevokeUserCredential,
   K3sToken,
   K3sUninstall,
+  K3sUserCredential,
   K3sVolumePhase,
   KubeNode,
   type K3sMembership,
   type KubeNodeState,
 } from './membership-calls.js';
-export { HANGAR_NAMESPACE, K3S_API_PORT, SYSTEM_NAMESPACES } from './names.js';
+export { HANGAR_NAMESPACE, K3S_API_PORT, SYSTEM_NAMESPACES, USERS_NAMESPACE } from './names.js';

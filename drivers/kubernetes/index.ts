@@ -3,6 +3,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { InPlaceObjectDriver, OrchestratorDriver } from '../../core/orchestrator.js';
 import type { K3sMembership } from './membership-calls.js';
 import { createContext, KubeDriverError, type KubeContext } from './client.js';
+import { issueUserCredential, revokeUserCredential } from './credentials.js';
 import { K3S_PATHS } from './k3s.js';
 import { applyLoadBalancer, removeLoadBalancer } from './loadbalancer.js';
 import { logsOf } from './logs.js';
@@ -99,5 +100,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     removeNode: ({ runtime_node_id }) => run((ctx) => removeNode(ctx, runtime_node_id)),
     bundleObjects: ({ name }) => run(async (ctx) => ({ objects: await bundleObjects(ctx, name) })),
     volumePhase: ({ name }) => run(async (ctx) => ({ phase: await volumePhase(ctx, name) })),
+    issueUserCredential: (input) => run((ctx) => issueUserCredential(ctx, input)),
+    revokeUserCredential: ({ user_id }) => run((ctx) => revokeUserCredential(ctx, { user_id })),
   };
 }

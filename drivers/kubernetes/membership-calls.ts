@@ -137,8 +137,35 @@ export const K3sVolumePhase = defineDriverCall({
   result: Type.Object({ phase: Nullable(Type.String()) }),
 });
 
-/** The k3s driver calls beside the orchestrator contract (run by the k8s driver on the server node): its nodes, and a volume claim's phase. */
-export const K3S_DRIVER_CALLS = [K3sNodes, K3sRemoveNode, K3sVolumePhase] as const;
+export const K3sUserCredential = defineDriverCall({
+  name: 'k3s.user-credential',
+  description: 'a kubeconfig for a hangar user: its ServiceAccount in hangar-users bound to a ClusterRole, and a token of it from the TokenRequest API',
+  // Quick API calls that hand out a credential: not queued behind deployments.
+  lane: 'reads',
+  minAgentVersion: K3S_AGENT_VERSION,
+  method: 'issueUserCredential',
+  input: Type.Object({
+    user_id: Type.String({ minLength: 1 }),
+    username: Type.String({ minLength: 1 }),
+    cluster_role: Type.String({ minLength: 1 }),
+    ttl_seconds: Type.Integer({ minimum: 600 }),
+    server_url: Type.String({ pattern: '^https://' }),
+  }),
+  result: Type.Object({ kubeconfig: sensitive(Type.String({ minLength: 1 })), expires_at: Type.String(), service_account: Type.String(), namespace: Type.String() }),
+});
+
+export const K3sRevokeUserCredential = defineDriverCall({
+  name: 'k3s.revoke-user-credential',
+  description: 'delete a hangar user’s ServiceAccount and binding: every token of it is refused at once',
+  lane: 'reads',
+  minAgentVersion: K3S_AGENT_VERSION,
+  method: 'revokeUserCredential',
+  input: Type.Object({ user_id: Type.String({ minLength: 1 }) }),
+  result: Type.Object({ revoked: Type.Boolean() }),
+});
+
+/** The k3s driver calls beside the orchestrator contract (run by the k8s driver on the server node): its nodes, a volume claim's phase, users' credentials. */
+export const K3S_DRIVER_CALLS = [K3sNodes, K3sRemoveNode, K3sVolumePhase, K3sUserCredential, K3sRevokeUserCredential] as const;
 export type K3sMembership = DriverMethods<typeof K3S_DRIVER_CALLS>;
 
 /** Every kind of the k8s backend's membership. */

@@ -9,3 +9,11 @@ export const K3S_API_PORT = 6443;
 export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease'];
 /** The namespace of hangar's own cluster parts (its ingress controller), never scanned. */
 export const HANGAR_NAMESPACE = 'hangar-system';
+/** The namespace of the ServiceAccounts that stand for hangar users (their kubeconfigs' credentials). */
+export const USERS_NAMESPACE = 'hangar-users';
+
+/** The ServiceAccount (and ClusterRoleBinding) of a hangar user on a cluster: a DNS label. */
+export function userAccountName(userId: string): string {
+  const slug = userId.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');
+  return `hangar-${slug}`.slice(0, 63).replace(/-+$/, '');
+}

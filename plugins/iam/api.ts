@@ -7,6 +7,8 @@ import type { UserRecord } from './users.js';
 
 export type { Identity } from './identity.js';
 export type { LoginIdentifier, UserRecord } from './users.js';
+/** Store notices on this topic name a user that changed (deleted, another role, a new password): holders of its credentials check them. */
+export const USER_CHANGES = 'iam.users';
 /** Request fields other plugins' routes share with iam's (schemas only). */
 export { Email, KeepApiKeys, Password } from './schemas.js';
 

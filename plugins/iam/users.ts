@@ -8,6 +8,7 @@ import type { Store } from '../../core/db/store.js';
 import { conflict, notFound, type HttpError } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
 import { lockForTransaction } from '../../core/db/locks.js';
+import { USER_CHANGES } from './api.js';
 import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, emailClashes, ensureEmailIndex, USERS, USER_PROPERTIES } from './migrations.js';
 
 /** What a login's username field holds. */
@@ -77,7 +78,7 @@ const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at'] });
 const TOUCH_INTERVAL_MS = 60_000;
 
 /** Notices on this topic name a user whose record changed (any process): cached copies go. */
-export const USER_CHANGES = 'iam.users';
+export { USER_CHANGES };
 /** Notices on this topic name a user one of whose API keys was deleted (long-lived requests signed with it end). */
 export const KEY_CHANGES = 'iam.keys';
 

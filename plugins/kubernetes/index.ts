@@ -4,17 +4,18 @@ import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
-import { asHttpError } from '../../core/clusters/service.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
 import { Reply } from '../../core/http/reply.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
-import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sKubeconfig, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/api.js';
+import { K3S_API_PORT, K3sInstallServer, K3sJoin, K3sNodes, K3sRemoveNode, K3sToken, K3sUninstall, K3sVolumePhase } from '../../drivers/kubernetes/api.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
+import { IdentityRef } from '../iam/api.js';
+import { credentialsMigration, userCredentials } from './credentials.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
@@ -70,14 +71,14 @@ function memberView(m: MemberRecord) {
  * hangar installs k3s through the agents — the binary the operator placed in the control plane's
  * data dir, `k3s server` on the first node, `k3s agent` with the server's token on the others — and
  * reaches the cluster through the server node's agent (drivers/kubernetes). Its own routes: the
- * kubeconfig, volumes attached as PersistentVolumes, and the k3s files agents install.
+ * kubeconfigs per user (./credentials.ts), volumes attached as PersistentVolumes, and the k3s files agents install.
  */
 export default definePlugin({
   name: 'kubernetes',
   description: 'Kubernetes (k3s) clusters: install through the agents, kubeconfig, nodes',
   configSchema: KubernetesConfigSchema,
   deps: [NodesRef],
-  optionalDeps: [VolumesRef],
+  optionalDeps: [VolumesRef, IdentityRef],
   migrations: [
     {
       id: '001_k8s_clusters',
@@ -89,6 +90,7 @@ export default definePlugin({
         });
       },
     },
+    credentialsMigration,
   ],
   setup(services) {
     const { clusters: core } = services;
@@ -296,6 +298,19 @@ export default definePlugin({
     });
     const { require: requireCluster, ask: askServer } = clusterApi;
 
+    const credentials = userCredentials({
+      services,
+      requireActive: (id) => core.requireActive(id, BACKEND),
+      async serverOf(cluster) {
+        const server = await nodes.get(cluster.manager_node_id);
+        if (!server) throw conflict(`Cluster ${cluster.name} has no server node`);
+        const endpoint = (await options(cluster.id))?.kubeconfig_endpoint ?? 'public';
+        const address = endpoint === 'public' ? server.ip_address : endpoint === 'overlay' ? server.overlay_ip : endpoint;
+        if (!address) throw conflict(`The server node ${server.id} has no ${endpoint} address; choose another kubeconfig endpoint`);
+        return { server, url: serverUrl(address) };
+      },
+    });
+
     const volumesApi = (): VolumesApi => {
       const api = services.provided.find(VolumesRef);
       if (!api) throw notFound('Volumes need the volumes plugin, which is not loaded');
@@ -308,31 +323,7 @@ export default definePlugin({
     return {
       routes: [
         ...clusterApi.routes,
-        defineRoute({
-          method: 'GET',
-          path: '/v1/kubernetes/clusters/{id}/kubeconfig',
-          auth: { role: 'admin' },
-          summary: 'The cluster’s admin kubeconfig (YAML in `kubeconfig`), pointing at its kubeconfig endpoint; never logged, each download audited',
-          description:
-            '409 while the cluster is not active, when its server node has no address of the kubeconfig endpoint’s kind, or when the server node’s agent cannot read it. Every download (and refusal) is recorded in the audit log: it hands out the cluster’s admin credentials.',
-          schemas: { params: IdParams },
-          errors: [409],
-          audited: true,
-          handler: async (req) => {
-            const cluster = await core.requireActive(req.params.id, BACKEND);
-            const server = await nodes.get(cluster.manager_node_id);
-            if (!server) throw conflict(`Cluster ${cluster.name} has no server node`);
-            const endpoint = (await options(cluster.id))?.kubeconfig_endpoint ?? 'public';
-            const address = endpoint === 'public' ? server.ip_address : endpoint === 'overlay' ? server.overlay_ip : endpoint;
-            if (!address) throw conflict(`The server node ${server.id} has no ${endpoint} address; choose another kubeconfig endpoint`);
-            const { kubeconfig } = await core
-              .runTask(server.id, K3sKubeconfig, { server_url: serverUrl(address) }, { subject: cluster.id, timeoutMs: 30_000 })
-              .catch((err: unknown) => {
-                throw asHttpError(err, `Reading the kubeconfig of cluster ${cluster.name} on ${server.id}`);
-              });
-            return Reply.data({ cluster_id: cluster.id, server: serverUrl(address), kubeconfig }, 200, { 'Cache-Control': 'no-store' });
-          },
-        }),
+        ...credentials.routes,
         defineRoute({
           method: 'POST',
           path: '/v1/kubernetes/clusters/{id}/volumes',
@@ -403,6 +394,8 @@ export default definePlugin({
           },
         }))),
       ],
+      loops: credentials.loops,
+      close: async () => credentials.close(),
     };
   },
 });

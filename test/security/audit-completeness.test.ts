@@ -58,7 +58,7 @@ describeEachDialect('audit completeness: who logged in, and who took a kubeconfi
     console.log(`      audit: ${recorded.join('; ')}; a failed login → anonymous`);
   });
 
-  it('records every download of a cluster’s admin kubeconfig, and refusals of it, never its content', async () => {
+  it('records every download of a cluster’s admin kubeconfig (admin_certificate=true), and refusals of it, never its content', async () => {
     const node = await t.request('POST', '/v1/nodes', { body: { name: 'k3s-server' }, headers: bearer(admin.token) });
     expect(node.status, node.text).to.equal(201);
     const agent = await FakeAgent.forNode(t, node.json.data.id);
@@ -69,10 +69,10 @@ describeEachDialect('audit completeness: who logged in, and who took a kubeconfi
     await t.hangar.store.knex('k8s_clusters').insert({ cluster_id: clusterId, kubeconfig_endpoint: '192.0.2.10', version: null });
     const tasks = answerTasks(agent, { answers: { 'k3s.kubeconfig': () => ({ kubeconfig: KUBECONFIG }) } });
     try {
-      const download = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig`, { headers: bearer(admin.token) });
+      const download = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig?admin_certificate=true`, { headers: bearer(admin.token) });
       expect(download.status, download.text).to.equal(200);
       expect(download.json.data.kubeconfig).to.equal(KUBECONFIG);
-      const denied = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig`, { headers: bearer(ops.token) });
+      const denied = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig?admin_certificate=true`, { headers: bearer(ops.token) });
       expect(denied.status).to.equal(403);
     } finally {
       await tasks.stop();

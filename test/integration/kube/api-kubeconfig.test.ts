@@ -1,0 +1,131 @@
+import { expect } from 'chai';
+import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import type { TestHangar } from '../../support/hangar.js';
+import { bearer, createUser, type Credentials } from '../../support/identity.js';
+import type { KubeControlPlane } from '../../support/kube.js';
+import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+
+// Kubeconfigs per user against the real upstream API server (test/support/kube.ts): each is a
+// token of the user's own ServiceAccount (TokenRequest API), cluster-admin for an admin and the
+// read-only `view` for any other role, and the API server refuses the same token once hangar
+// revoked it — the user deleted, demoted, or asking for it with DELETE.
+
+describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccount, revoked when the user loses access (real API server)', function () {
+  let kube: KubeControlPlane;
+
+  before(async function () {
+    kube = await startKubeForSuite(this, { nodes: 0 });
+  });
+  after(() => kube?.stop());
+
+  describeEachDialect('issue, limit, revoke', (dialect) => {
+    let t: TestHangar;
+    let admin: Credentials;
+    let cluster: KubeCluster;
+    const as = (who: Credentials, method: string, p: string) => t.request(method, p, { headers: bearer(who.token) });
+    const kubeconfigPath = () => `/v1/kubernetes/clusters/${cluster.clusterId}/kubeconfig`;
+
+    /** The API of the cluster as the kubeconfig's credentials (its server replaced by the harness's loopback port: the adopted cluster's node has no address on 6443). */
+    function clientOf(kubeconfig: string): CoreV1Api {
+      const doc = parse(kubeconfig);
+      const user = doc.users[0];
+      expect(Object.keys(user.user), 'a token, no client certificate').to.deep.equal(['token']);
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: 'c', server: kube.server, caData: doc.clusters[0].cluster['certificate-authority-data'], skipTLSVerify: false }],
+        users: [{ name: 'u', token: user.user.token }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+      return kc.makeApiClient(CoreV1Api);
+    }
+    /** The API server's status for a call (200 when it succeeds). */
+    const statusOf = (call: Promise<unknown>) => call.then(() => 200, (err: unknown) => (err instanceof ApiException ? err.code : Promise.reject(err)));
+
+    async function kubeconfigOf(who: Credentials) {
+      const res = await as(who, 'GET', kubeconfigPath());
+      expect(res.status, res.text).to.equal(200);
+      expect(res.headers['cache-control']).to.equal('no-store');
+      return res.json.data as { kubeconfig: string; credential: string; cluster_role: string; service_account: string; expires_at: string };
+    }
+
+    before(async function () {
+      this.timeout(90_000);
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { name: `kc-${dialect.name}` }));
+    });
+    after(async function () {
+      this.timeout(30_000);
+      await stopOnAdoptedCluster(t);
+    });
+
+    it('an admin gets a cluster-admin token that expires (8 h by default, ?ttl= bounded), never its certificate unless asked', async function () {
+      this.timeout(60_000);
+      const got = await kubeconfigOf(admin);
+      expect(got).to.include({ credential: 'service-account-token', cluster_role: 'cluster-admin', service_account: `hangar-users/hangar-${admin.userId}` });
+      const hours = (Date.parse(got.expires_at) - Date.now()) / 3_600_000;
+      expect(hours).to.be.within(7.9, 8.01);
+      const api = clientOf(got.kubeconfig);
+      expect((await api.listNamespace()).items.map((n) => n.metadata?.name)).to.include('hangar-users');
+      expect(await statusOf(api.listNamespacedSecret({ namespace: 'kube-system' }))).to.equal(200);
+      expect(t.logs.join('\n')).not.to.contain(parse(got.kubeconfig).users[0].user.token);
+
+      const short = await as(admin, 'GET', `${kubeconfigPath()}?ttl=600`);
+      expect(short.status, short.text).to.equal(200);
+      expect((Date.parse(short.json.data.expires_at) - Date.now()) / 1000).to.be.within(590, 601);
+      for (const ttl of [60, 86_401]) {
+        const refused = await as(admin, 'GET', `${kubeconfigPath()}?ttl=${ttl}`);
+        expect(refused.status, refused.text).to.equal(400);
+        expect(refused.json.message).to.contain('ttl');
+      }
+    });
+
+    it('any other role gets the read-only `view` role: reads pods, cannot read secrets or create; the admin certificate is refused to it', async function () {
+      this.timeout(60_000);
+      const ops = await createUser(t, admin, { username: `ops-${dialect.name}`, role: 'user' });
+      const got = await kubeconfigOf(ops);
+      expect(got).to.include({ cluster_role: 'view', service_account: `hangar-users/hangar-${ops.userId}` });
+      const api = clientOf(got.kubeconfig);
+      expect(await statusOf(api.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
+      expect(await statusOf(api.listNamespacedSecret({ namespace: 'default' }))).to.equal(403);
+      expect(await statusOf(api.createNamespace({ body: { metadata: { name: `nope-${dialect.name}` } } }))).to.equal(403);
+      const certificate = await as(ops, 'GET', `${kubeconfigPath()}?admin_certificate=true`);
+      expect(certificate.status, certificate.text).to.equal(403);
+      expect(certificate.json.message).to.contain('admin certificate');
+    });
+
+    it('the same token is refused by the API server once the user is deleted, demoted, or revokes it (DELETE)', async function () {
+      this.timeout(90_000);
+      const gone = await createUser(t, admin, { username: `gone-${dialect.name}`, role: 'user' });
+      const demoted = await createUser(t, admin, { username: `boss-${dialect.name}`, role: 'admin' });
+      const leaving = await createUser(t, admin, { username: `leaving-${dialect.name}`, role: 'user' });
+      const clients = {
+        gone: clientOf((await kubeconfigOf(gone)).kubeconfig),
+        demoted: clientOf((await kubeconfigOf(demoted)).kubeconfig),
+        leaving: clientOf((await kubeconfigOf(leaving)).kubeconfig),
+      };
+      for (const client of Object.values(clients)) expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
+
+      expect((await as(admin, 'DELETE', `/v1/iam/users/${gone.userId}`)).status).to.be.oneOf([200, 204]);
+      const demote = await t.request('PATCH', `/v1/iam/users/${demoted.userId}`, { body: { role: 'user' }, headers: bearer(admin.token) });
+      expect(demote.status, demote.text).to.equal(200);
+      const revoked = await as(leaving, 'DELETE', kubeconfigPath());
+      expect(revoked.status, revoked.text).to.equal(200);
+      expect(revoked.json.data).to.deep.equal({ cluster_id: cluster.clusterId, user_id: leaving.userId, revoked: true });
+      expect((await as(leaving, 'DELETE', kubeconfigPath())).json.data.revoked, 'nothing left').to.equal(false);
+
+      for (const [who, client] of Object.entries(clients)) {
+        await waitFor(async () => (await statusOf(client.listNamespacedPod({ namespace: 'default' }))) === 401, { timeoutMs: 30_000, what: `the ${who} user's token refused` });
+      }
+      // Another user's credentials are revoked by admins only.
+      const other = await as(leaving, 'DELETE', `${kubeconfigPath()}?user_id=${admin.userId}`);
+      expect(other.status, other.text).to.equal(403);
+      // Logged in again, the demoted user's kubeconfig is a `view` one.
+      const login = await t.request('POST', '/v1/iam/login', { body: { username: demoted.username, password: demoted.password } });
+      expect(login.status, login.text).to.equal(200);
+      expect((await kubeconfigOf({ ...demoted, token: login.json.data.token })).cluster_role).to.equal('view');
+    });
+  });
+});
