@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { reasonPhrase } from './errors.js';
+import { permissionOf } from './auth/permissions.js';
 import type { AuthRequirement, ListenerName, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { Reply } from './http/reply.js';
 import { versionInfo } from './version.js';
@@ -37,12 +38,13 @@ function security(auth: AuthRequirement): Json[] | undefined {
   return [{ bearerJwt: [] }, { hmac: [] }];
 }
 
-function describeAuth(auth: AuthRequirement): string {
+function describeAuth(auth: AuthRequirement, permission: string): string {
   if (auth === 'public') return 'No authentication.';
   if (auth === 'agent') return 'Agents only: a client certificate issued by the control plane CA (CN = node id).';
-  if (auth === 'authenticated') return 'Any authenticated caller (JWT or HMAC).';
-  const self = auth.orSelf ? `, or the user whose id is \`{${auth.orSelf}}\`` : '';
-  return `Requires role \`${auth.role}\`${self} (JWT or HMAC).`;
+  const needs = `Needs the permission \`${permission}\` (JWT, session or HMAC; docs/tenancy.md)`;
+  if (auth === 'authenticated') return `${needs}; the role \`user\` holds it.`;
+  const self = auth.orSelf ? `, or to be the user whose id is \`{${auth.orSelf}}\`` : '';
+  return `${needs}, or the role \`${auth.role}\`${self}.`;
 }
 
 function parameters(route: RegisteredRoute['route']): Json[] {
@@ -138,12 +140,13 @@ export function buildOpenApi(routes: readonly RegisteredRoute[], listener: Liste
     const op: Json = {
       operationId: `${route.method.toLowerCase()}${route.path.replace(/[{}]/g, '').replace(/[^a-zA-Z0-9]+(\w)/g, (_, c: string) => c.toUpperCase())}`,
       summary: route.summary,
-      description: [route.description, describeAuth(route.auth)].filter(Boolean).join('\n\n'),
+      description: [route.description, describeAuth(route.auth, permissionOf(route))].filter(Boolean).join('\n\n'),
       tags: [plugin],
       parameters: parameters(route),
       responses,
       security: security(route.auth),
       'x-hangar-auth': route.auth,
+      'x-hangar-permission': permissionOf(route),
     };
     if (body) {
       const content: Json = { 'application/json': { schema: body } };

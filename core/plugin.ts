@@ -12,6 +12,7 @@ import type { Mailer } from './mail.js';
 import type { TaskQueue } from './tasks/queue.js';
 import type { RateLimiter } from './ratelimit.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
+import type { Permission } from './auth/permissions.js';
 import type { Metrics } from './metrics.js';
 import type { RequestObservers } from './http/observers.js';
 import type { ServiceRef, ServiceRegistry } from './provided.js';
@@ -74,6 +75,14 @@ export interface RouteDef<B = unknown, Q = unknown, P = unknown> {
   /** OpenAPI-style path, e.g. `/v1/nodes/{id}`. */
   path: string;
   auth: AuthRequirement;
+  /**
+   * The one permission the route needs (`<kind>:<verb>`, core/auth/permissions.ts). Declared only
+   * where it differs from the default its path and method give (`GET` → `<kind>:read`, other
+   * methods → `<kind>:write`, kind from the path; see defaultPermission). A caller whose role does
+   * not grant it gets 403 naming it; a route guarded by a role also lets in that role (and, with
+   * `orSelf`, the user it names), as before.
+   */
+  permission?: Permission;
   summary: string;
   description?: string;
   /** Which listener serves the route; default `control`. */

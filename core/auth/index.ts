@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { forbidden, HttpError, unauthorized } from '../errors.js';
 import type { AgentIdentity, AuthRequirement } from '../plugin.js';
 import type { Pki } from '../pki/pki.js';
+import { permitted, type UserGrants } from './permissions.js';
 
 /** Who is calling, as established by an authenticator. */
 export interface Principal {
@@ -12,6 +13,11 @@ export interface Principal {
   role: string;
   /** How the caller proved who it is, e.g. `jwt` or `hmac`. */
   method: string;
+  /**
+   * A credential narrower than its user's role (a scoped API key): the permissions it is limited
+   * to (core/auth/permissions.ts). Absent: whatever the role grants.
+   */
+  permissions?: readonly string[];
   /** Authenticator-specific facts (e.g. the API key id). */
   [key: string]: unknown;
 }
@@ -139,12 +145,36 @@ export function establishPrincipal(ctx: Context, principal: Principal): void {
   state.principal = principal.id;
 }
 
-/** Authentication, then role: the first two steps of every route. */
+const NO_USER_GRANTS: UserGrants = new Set();
+
+/** What the permission step knows of a route: the permission it needs, and what users hold (core/auth/permissions.ts). */
+export interface PermissionCheck {
+  permission: string;
+  userGrants: UserGrants;
+}
+
+/**
+ * The 403 of a caller without the permission, naming it: what to ask an admin for.
+ * `Insufficient permissions` stays its first words (clients match on them).
+ */
+export function permissionRefused(principal: Principal, permission: string): HttpError {
+  const narrowed = Array.isArray(principal.permissions) && !principal.permissions.includes(permission);
+  const why = narrowed ? 'this credential is limited to other permissions' : `role ${principal.role} does not grant it`;
+  return forbidden(`Insufficient permissions: this needs ${permission}, and ${why}`);
+}
+
+/**
+ * Authentication, then permission: the first two steps of every route. An `authenticated` route
+ * lets in whoever holds its permission (core/auth/permissions.ts permitted). A route guarded by a
+ * role lets in that role and (with `orSelf`) the user its path names, as before permissions, and
+ * the installation roles whose permissions include the route's (admin, auditor).
+ */
 export async function authorize(
   requirement: AuthRequirement,
   input: AuthInput,
   registry: AuthRegistry,
   pki: Pki,
+  check: PermissionCheck,
 ): Promise<AuthOutcome> {
   // Who called is known to the pipeline's observers (the audit log) even when the role check refuses.
   const known = (outcome: AuthOutcome) => ((input.ctx.state as { caller?: AuthOutcome }).caller = outcome);
@@ -160,9 +190,17 @@ export async function authorize(
   const principal = await registry.identify(input);
   if (!principal) throw unauthorized();
   known({ principal, agent: null });
-  if (typeof requirement === 'object' && principal.role !== requirement.role) {
-    const self = requirement.orSelf && (input.ctx as unknown as { params?: Record<string, string> }).params?.[requirement.orSelf];
-    if (!self || self !== principal.id) throw forbidden();
+  if (requirement === 'authenticated') {
+    if (permitted(principal, check.permission, check.userGrants)) return { principal, agent: null };
+    throw permissionRefused(principal, check.permission);
   }
-  return { principal, agent: null };
+  // A role-guarded route: what `user` holds (the permissions of open routes) never opens one, so a
+  // permission an open route shares with it lets no user in; an installation role's permission
+  // does (admin, auditor), and so do the route's role and the user it names, within what the
+  // credential itself is limited to (a scoped key).
+  if (permitted(principal, check.permission, NO_USER_GRANTS)) return { principal, agent: null };
+  const within = !Array.isArray(principal.permissions) || principal.permissions.includes(check.permission);
+  const self = requirement.orSelf && (input.ctx as unknown as { params?: Record<string, string> }).params?.[requirement.orSelf];
+  if (within && (principal.role === requirement.role || (self && self === principal.id))) return { principal, agent: null };
+  throw permissionRefused(principal, check.permission);
 }

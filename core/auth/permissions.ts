@@ -157,7 +157,10 @@ export const INSTALLATION_ROLE_ABOUT: Readonly<Record<InstallationRole, string>>
 /**
  * What the `user` role (and any role hangar does not know, as before) grants besides its own
  * account: the permissions of the routes open to any authenticated caller. Built from the route
- * table ({@link userGrantsOf}), so a plugin's `authenticated` route stays open to users.
+ * table ({@link userGrantsOf}), so a plugin's `authenticated` route stays open to users. They open
+ * only such routes: core/auth/index.ts authorize() never lets a user into a route guarded by a role
+ * through them, so a permission an open route shares with a guarded one cannot widen a user's
+ * access (the auth matrix test still flags such a pair: it makes whoami's list misleading).
  */
 export type UserGrants = ReadonlySet<Permission>;
 

@@ -6,6 +6,7 @@ import type { ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { HttpError, reasonPhrase } from '../errors.js';
 import { authorize, type AuthOutcome } from '../auth/index.js';
+import { permissionOf, userGrantsOf, type UserGrants } from '../auth/permissions.js';
 import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
@@ -257,16 +258,17 @@ function holderOf(ctx: Context, principal: Principal | null, agent: AgentIdentit
   return { anonymous: true, address: ctx.state.clientIp };
 }
 
-function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gates: BodyGates, signals: RequestSignals) {
+function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gates: BodyGates, signals: RequestSignals, userGrants: UserGrants) {
   const compiled = validators(route);
+  const check = { permission: permissionOf(route), userGrants };
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
     ctx.state.route = route;
     const received = new RequestBody(ctx, limits, gates);
-    // 1–2: authentication (headers first; a signature reads the body), then role.
+    // 1–2: authentication (headers first; a signature reads the body), then permission.
     const readBody = (owner: string | null) =>
       received.read(owner === null ? { anonymous: true, address: ctx.state.clientIp, unproven: true } : { anonymous: false, holder: `principal:${owner}` });
-    const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca);
+    const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca, check);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
     // 3: the content type, before a byte of the body is read: JSON (XML where declared), nothing a web page can send cross-site.
     const unsupported = unsupportedContentType(ctx, Boolean(route.xml));
@@ -363,7 +365,9 @@ export function buildKoaApp(listener: ListenerName, routes: RouteDef[], services
     authenticated: new BodyGate(Math.min(api.bodies_per_principal, api.bodies_in_flight), api.bodies_in_flight),
   };
   const signals = new RequestSignals(services.shutdown);
-  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gates, signals));
+  // What users hold: the permissions of every listener's routes open to any authenticated caller.
+  const userGrants = userGrantsOf(services.routeTable().map((r) => r.route));
+  for (const route of routes) tree.add(route.method, route.path, routeMiddleware(route, listener, services, limits, gates, signals, userGrants));
   const accessLog = services.log.child({ listener });
 
   const trustedProxies = new Set(api.trusted_proxies.map(plainAddress));

@@ -241,6 +241,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/iam/token',
           auth: 'authenticated',
+          permission: 'account:write',
           summary: 'A JWT for the user of the API key that signed this request (HMAC only)',
           schemas: { response: TokenView },
           async handler(req) {

@@ -196,6 +196,7 @@ export class Sessions {
         method: 'GET',
         path: '/v1/iam/session',
         auth: 'authenticated',
+        permission: 'account:read',
         summary: 'Who is logged in, and the session’s CSRF token (the dashboard asks on load)',
         schemas: { response: SessionView },
         handler: current,
@@ -204,6 +205,7 @@ export class Sessions {
         method: 'DELETE',
         path: '/v1/iam/session',
         auth: 'authenticated',
+        permission: 'account:write',
         summary: 'Log out: the session ends and its cookie is cleared',
         handler: async (req) => {
           if (req.principal!.method === 'session') await this.end(String(req.principal!.session_id), req.principal!.id);

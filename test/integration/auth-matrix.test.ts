@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { TSchema } from '@sinclair/typebox';
 import type { RegisteredRoute } from '../../core/plugin.js';
+import { permissionOf } from '../../core/auth/permissions.js';
 import { loadConfig } from '../../core/config.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
@@ -53,13 +54,14 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     expect(failures).to.deep.equal([]);
   });
 
-  it('answers 403 "Insufficient permissions" to the wrong role on every role-guarded route, before validation', async () => {
+  it('answers 403 "Insufficient permissions" naming the permission to the wrong role on every role-guarded route, before validation', async () => {
     const failures: string[] = [];
     const guarded = routes.filter((r) => typeof r.route.auth === 'object');
     expect(guarded.length).to.be.greaterThan(5);
     for (const { route } of guarded) {
       const res = await call(route, { headers: bearer(user.token), body: { __not_a_field__: true } });
-      if (res.status !== 403 || res.json?.error !== 'Forbidden' || res.json?.message !== 'Insufficient permissions') {
+      const message = `Insufficient permissions: this needs ${permissionOf(route)}, and role user does not grant it`;
+      if (res.status !== 403 || res.json?.error !== 'Forbidden' || res.json?.message !== message) {
         failures.push(`${label(route)} → ${res.status} ${res.text}`);
       }
     }

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { permissionOf } from '../../../core/auth/permissions.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../../support/hangar.js';
 
@@ -27,6 +28,7 @@ describeEachDialect('OpenAPI document', (dialect) => {
       const op = doc.paths[route.path]?.[route.method.toLowerCase()];
       expect(op, `${route.method} ${route.path}`).to.exist;
       expect(op['x-hangar-auth']).to.deep.equal(route.auth);
+      expect(op['x-hangar-permission'], `${route.method} ${route.path}`).to.equal(permissionOf(route)).and.match(/^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$/);
     }
     const item = doc.paths['/v1/probe/items/{id}'].get;
     expect(item.parameters).to.deep.include({ name: 'id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } });

@@ -170,7 +170,7 @@ describeEachDialect('request validation from the route table', (dialect) => {
 
     const wrongRole = await t.request('POST', '/v1/probe/admin', { body: { bogus: true }, headers: { 'x-test-user': 'user' } });
     expect(wrongRole.status).to.equal(403);
-    expect(wrongRole.json).to.include({ error: 'Forbidden', message: 'Insufficient permissions' });
+    expect(wrongRole.json).to.include({ error: 'Forbidden', message: 'Insufficient permissions: this needs probe:write, and role user does not grant it' });
 
     const badBody = await t.request('POST', '/v1/probe/admin', { body: { bogus: true }, headers: { 'x-test-user': 'admin' } });
     expect(badBody.status).to.equal(400);

@@ -315,7 +315,7 @@ describeEachDialect('login API', (dialect) => {
       const userToken = await loginToken('alice@example.test', GOOD_PASSWORD);
       const refused = await call('GET', '/sampleprotected/pingadm', undefined, bearer(userToken));
       expect(refused.status).to.equal(403);
-      expect(refused.json).to.include({ error: 'Forbidden', message: 'Insufficient permissions' });
+      expect(refused.json).to.include({ error: 'Forbidden', message: 'Insufficient permissions: this needs iam:admin, and role user does not grant it' });
 
       const anonymous = await call('GET', '/sampleprotected/pingadm');
       expect(anonymous.status).to.equal(401);
