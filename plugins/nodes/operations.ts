@@ -102,6 +102,7 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'POST',
       path: '/v1/nodes/{id}/logs',
       auth: { role: 'admin' },
+      permission: 'nodes:logs',
       summary: 'Queue a fetch of the agent’s log: the last `lines` (default 100, max 10000), or everything after `since`',
       status: 202,
       schemas: {
@@ -122,6 +123,7 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'GET',
       path: '/v1/nodes/{id}/logs/{taskId}',
       auth: { role: 'admin' },
+      permission: 'nodes:logs',
       summary: 'The log fetch: status, and the lines once completed (read once)',
       schemas: { params: NodeTaskParams },
       handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name),
@@ -130,6 +132,7 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'POST',
       path: '/v1/nodes/{id}/unmanaged',
       auth: { role: 'admin' },
+      permission: 'nodes:inspect',
       summary: 'Scan the node’s orchestrator for workloads hangar did not create (a member of a cluster of that backend: the cluster, through its manager)',
       status: 202,
       schemas: {
@@ -147,6 +150,7 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'GET',
       path: '/v1/nodes/{id}/unmanaged/{taskId}',
       auth: { role: 'admin' },
+      permission: 'nodes:inspect',
       summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
       schemas: { params: NodeTaskParams },
       async handler(req) {
