@@ -554,6 +554,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services/{id}/logs',
           auth: { role: 'admin' },
+          permission: 'services:logs',
           summary: 'Fetch the stack’s logs (all its services, in time order): 202 with a task id; read the lines once from GET …/logs/{taskId}',
           status: 202,
           schemas: { params: IdParams, query: LogsQuery },
@@ -567,6 +568,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/services/{id}/logs/{taskId}',
           auth: { role: 'admin' },
+          permission: 'services:logs',
           summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
           schemas: { params: LogParams },
           handler: async (req) => {
