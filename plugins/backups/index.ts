@@ -559,6 +559,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes/{id}/backups',
           auth: { role: 'admin' },
+          permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,
           schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }) }, { additionalProperties: false }), response: Run },
@@ -574,6 +575,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes/{id}/restore',
           auth: { role: 'admin' },
+          permission: 'volumes:restore',
           summary: 'Restore one of a volume’s backups into it (202 with the task): its folder then holds exactly the snapshot; 409 while a workload uses the volume',
           status: 202,
           schemas: {
