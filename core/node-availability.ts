@@ -40,3 +40,32 @@ export type AvailabilityOutcome = { status: 'done' } | { status: 'failed'; error
 export type NodeAvailabilityActor = (change: AvailabilityChange) => Promise<AvailabilityOutcome | null>;
 
 export const NodeAvailabilityActors = defineExtensionPoint<NodeAvailabilityActor>('nodes.availability', 'node availability passed on to clusters');
+
+/**
+ * An availability a node's cluster holds that hangar did not set through the nodes API: changed
+ * with the cluster's own tools (kubectl cordon, docker node update), or the fresh node object of a
+ * node that joined again. The cluster's node is the truth; hangar's record follows it.
+ */
+export interface ObservedAvailability {
+  nodeId: string;
+  /** What hangar had recorded when the cluster was asked: the record is changed only while it still says so. */
+  recorded: HangarAvailability;
+  /** What the cluster holds. */
+  availability: HangarAvailability;
+  /** The cluster as the node event names it: `Kubernetes cluster web`. */
+  source: string;
+  /** What happened, when more than "observed" (a removal the cluster refused). */
+  reason?: string;
+}
+
+/** Records an availability observed in a cluster (the nodes plugin's, with a node event); false when the record had changed meanwhile. */
+export type NodeAvailabilityRecorder = (observed: ObservedAvailability) => Promise<boolean>;
+
+export const NodeAvailabilityRecorders = defineExtensionPoint<NodeAvailabilityRecorder>('nodes.availability-observed', 'node availability observed in clusters');
+
+/** Tells the recorders (the nodes plugin) what a cluster holds; true when a record changed. */
+export async function recordObservedAvailability(recorders: readonly NodeAvailabilityRecorder[], observed: ObservedAvailability): Promise<boolean> {
+  let changed = false;
+  for (const record of recorders) changed = (await record(observed)) || changed;
+  return changed;
+}

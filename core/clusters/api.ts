@@ -5,15 +5,18 @@ import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
 import { defineRoute, type RouteDef, type Services } from '../plugin.js';
 import type { DriverCall, TaskKind } from '../tasks/kinds.js';
-import { NodeAvailabilityActors } from '../node-availability.js';
-import { defineMembership, nodeAvailabilityActor, type Membership } from './membership.js';
-import { ClusterRemovals, type ClusterNaming } from './service.js';
+import { NodeAvailabilityActors, NodeAvailabilityRecorders, recordObservedAvailability, type HangarAvailability } from '../node-availability.js';
+import { SetNodeAvailability } from '../orchestrator.js';
+import { defineMembership, DRIVER_AVAILABILITY, nodeAvailabilityActor, type Membership } from './membership.js';
+import { ClusterObservers, ClusterRemovals, type ClusterNaming } from './service.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 
 /** The parts of a node record the cluster API reads (the nodes plugin's NodeRecord). */
 export interface JoinableNode {
   id: string;
   connection: string;
+  /** What hangar records of its scheduling (the nodes API's cordon, drain, uncordon). */
+  availability: HangarAvailability;
 }
 
 /** Where a cluster API finds nodes and records what happens to them (the nodes plugin's NodesApi). */
@@ -60,6 +63,12 @@ export interface ClusterApiDef<N extends JoinableNode, C extends DriverCall = Dr
     report: { call: C; members(answer: Static<C['result']>): R[]; by: string };
     /** What a member's line adds from the report (`reported` undefined when the manager did not list it; `unanswered` when it did not answer at all). */
     fields(reported: R | undefined, unanswered: boolean): Record<string, unknown>;
+    /**
+     * The availability a reported member holds in hangar's terms. Given, the cluster's node is the
+     * truth: each observation of the cluster (clusters.observe_interval_seconds) brings hangar's
+     * record of an active member in line with it, with a node event.
+     */
+    availability?(reported: R): HangarAvailability;
   };
   join: {
     /** `POST <cluster path>/{id}/<path>` with `{node_id}`. */
@@ -159,13 +168,72 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       if (!next || signal.aborted) return;
       const current = (await clusters.get(cluster.id))!;
       const step = next.status === 'joining' ? 'join' : 'leave';
-      await (step === 'join' ? def.joinMember(current, next, signal) : def.leaveMember(current, next, signal)).catch(async (err: Error) => {
-        if (signal.aborted) throw err;
-        const doing = `${step === 'join' ? 'joining' : 'leaving'}`;
-        await members.change(next.id, { status: 'failed', error: `${doing} failed: ${err.message}` });
-        await record(next.node_id, `${def.backend}_${step}_failed`, `${doing} ${noun} ${current.name} failed: ${err.message}`, current);
-      });
+      const done = await (step === 'join' ? def.joinMember(current, next, signal) : def.leaveMember(current, next, signal)).then(
+        () => true,
+        async (err: Error) => {
+          if (signal.aborted) throw err;
+          const doing = `${step === 'join' ? 'joining' : 'leaving'}`;
+          await members.change(next.id, { status: 'failed', error: `${doing} failed: ${err.message}` });
+          await record(next.node_id, `${def.backend}_${step}_failed`, `${doing} ${noun} ${current.name} failed: ${err.message}`, current);
+          return false;
+        },
+      );
+      if (done && step === 'join') await holdRecordedAvailability(current, next.id);
     }
+  }
+
+  const described = (cluster: ClusterRecord) => `${title} ${cluster.name}`;
+  const recorders = () => services.provided.contributions(NodeAvailabilityRecorders);
+
+  /**
+   * A node that joins (or joins again) gets the availability hangar records of it: an operator who
+   * cordoned or drained a node took it out of scheduling, and adding it to a cluster does not put it
+   * back (uncordon does). When the cluster refuses, hangar's record follows what the cluster holds.
+   */
+  async function holdRecordedAvailability(cluster: ClusterRecord, memberId: string): Promise<void> {
+    const member = await members.get(memberId);
+    const node = member?.status === 'active' && member.runtime_node_id ? await nodes.get(member.node_id) : null;
+    if (!member?.runtime_node_id || !node || node.availability === 'active') return;
+    const drainSeconds = core.settings.drainTimeoutSeconds;
+    try {
+      await core.callOn(cluster, SetNodeAvailability, {
+        runtime_node_id: member.runtime_node_id,
+        availability: DRIVER_AVAILABILITY[node.availability],
+        ...(node.availability === 'drained' && drainSeconds ? { drain_timeout_seconds: drainSeconds } : {}),
+      });
+      await record(node.id, `${def.backend}_availability_held`, `joined ${described(cluster)} ${node.availability}, as hangar records it (uncordon it to schedule onto it)`, cluster);
+    } catch (err) {
+      const reason = `joined ${described(cluster)} schedulable: holding its recorded availability (${node.availability}) there failed: ${(err as Error).message}`;
+      await recordObservedAvailability(recorders(), { nodeId: node.id, recorded: node.availability, availability: 'active', source: described(cluster), reason });
+    }
+  }
+
+  /** Brings hangar's record of each active member's availability in line with what the cluster holds (the cluster is the truth). */
+  async function observeAvailability(cluster: ClusterRecord, held: (reported: R) => HangarAvailability): Promise<void> {
+    const active = (await members.of(cluster.id)).filter((m) => m.status === 'active' && m.runtime_node_id);
+    // What hangar recorded before the cluster is asked: a change made through the nodes API while it answers is not overwritten.
+    const recorded = new Map<string, HangarAvailability>();
+    for (const m of active) {
+      const node = await nodes.get(m.node_id);
+      if (node) recorded.set(m.node_id, node.availability);
+    }
+    if (!recorded.size) return;
+    const answer = await core.callOn(cluster, def.members.report.call, {} as Static<C['input']>, { timeoutMs: MANAGER_READ_TIMEOUT_MS });
+    const byRuntime = new Map(def.members.report.members(answer).map((r) => [r.runtime_node_id, r]));
+    for (const m of active) {
+      const reported = byRuntime.get(m.runtime_node_id!);
+      const was = recorded.get(m.node_id);
+      if (!reported || !was || held(reported) === was) continue;
+      await recordObservedAvailability(recorders(), { nodeId: m.node_id, recorded: was, availability: held(reported), source: described(cluster) });
+    }
+  }
+  const heldBy = def.members.availability;
+  if (heldBy) {
+    services.provided.contribute(ClusterObservers, async ({ cluster }) => {
+      if (cluster.backend !== def.backend) return;
+      // Its own failure: the other observers of the cluster still hear of it.
+      await observeAvailability(cluster, heldBy).catch((err: Error) => services.log.warn({ cluster_id: cluster.id, error: err.message }, 'observing the availability of a cluster’s nodes failed'));
+    });
   }
 
   const membership = defineMembership(core, { noun, describe: (c) => `${title} ${c.name}`, converge, removeMembers: def.removeMembers });

@@ -4,9 +4,11 @@ import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
+import { OrchestratorError } from '../../core/clusters/service.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
 import { Reply } from '../../core/http/reply.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
+import { NodeAvailabilityRecorders, recordObservedAvailability } from '../../core/node-availability.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import { DnsName, IdParams, NodeRef } from '../../core/http/resources.js';
@@ -208,14 +210,41 @@ export default definePlugin({
       services.events.publish(ClusterMemberJoined, { clusterId: cluster.id, nodeId: node.id });
     }
 
-    /** Removes a member: an agent node is drained (PodDisruptionBudgets honoured) and its node object removed; k3s is uninstalled on the machine. */
+    /**
+     * Removes a member: an agent node is drained (PodDisruptionBudgets honoured) and its node object
+     * removed; k3s is uninstalled on the machine. A drain the cluster refuses (a budget) stops the
+     * removal: the node stays a member (active, its `error` saying why), cordoned in the cluster and
+     * in hangar.
+     */
     async function leave(cluster: ClusterRecord, member: MemberRecord): Promise<void> {
       const isServer = cluster.manager_node_id === member.node_id;
       if (!isServer && member.runtime_node_id && cluster.manager_node_id) {
-        await core.callOn(cluster, SetNodeAvailability, { runtime_node_id: member.runtime_node_id, availability: 'drained' }).catch(async (err: Error) => {
-          await record(member.node_id, 'k8s_drain_failed', `draining before leaving cluster ${cluster.name} failed: ${err.message}`, { cluster_id: cluster.id });
-          throw err;
-        });
+        const drainSeconds = core.settings.drainTimeoutSeconds;
+        const refused = await core
+          .callOn(
+            cluster,
+            SetNodeAvailability,
+            { runtime_node_id: member.runtime_node_id, availability: 'drained', ...(drainSeconds ? { drain_timeout_seconds: drainSeconds } : {}) },
+            drainSeconds ? { timeoutMs: Math.max(core.settings.callTimeoutMs, (2 * drainSeconds + 30) * 1000) } : {},
+          )
+          .then(
+            () => null,
+            async (err: Error) => {
+              await record(member.node_id, 'k8s_drain_failed', `draining before leaving cluster ${cluster.name} failed: ${err.message}`, { cluster_id: cluster.id });
+              // Unreachable: nothing is known of the node; the removal failed.
+              if (!(err instanceof OrchestratorError) || err.unreachable) throw err;
+              return err;
+            },
+          );
+        if (refused) {
+          const node = await nodes.get(member.node_id);
+          if (node && node.availability !== 'cordoned') {
+            const reason = `the cluster refused to drain it for its removal and keeps it cordoned (${refused.message})`;
+            await recordObservedAvailability(services.provided.contributions(NodeAvailabilityRecorders), { nodeId: node.id, recorded: node.availability, availability: 'cordoned', source: `Kubernetes cluster ${cluster.name}`, reason });
+          }
+          await members.change(member.id, { status: 'active', error: `removing it failed: draining it was refused: ${refused.message}; it stays a member, cordoned (remove it again once the cluster lets it drain, or uncordon it)` });
+          return;
+        }
       }
       await core.runTask(member.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
         await record(member.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: cluster.id });

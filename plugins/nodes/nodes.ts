@@ -140,6 +140,19 @@ export class NodeStore extends Repository<NodeRecord> {
     return trx ? write(trx) : this.knex.transaction(write);
   }
 
+  /**
+   * Sets the availability only while the record still says `expected` (read under a row lock, in
+   * one transaction): an observation of the cluster never overwrites a change made meanwhile. Null
+   * when it said something else (or is gone).
+   */
+  async changeAvailabilityIf(id: string, expected: Availability, availability: Availability): Promise<NodeRecord | null> {
+    return this.knex.transaction(async (t) => {
+      const row = await this.query(t).where({ id }).forUpdate().first('availability');
+      if (!row || row.availability !== expected) return null;
+      return this.change(id, { availability }, t);
+    });
+  }
+
   /** A page of the nodes whose status is one of `statuses`, in the order of every node list (a filter in SQL, on an index). */
   async pageByStatus(statuses: NodeStatus[], options: { limit?: number; cursor?: string | null }): Promise<Page<NodeRecord>> {
     return this.page({ ...options, where: (q) => q.whereIn('status', statuses) });

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { NodeAvailabilityActors } from '../../core/node-availability.js';
+import { NodeAvailabilityActors, NodeAvailabilityRecorders } from '../../core/node-availability.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { taskView } from '../../core/tasks/queue.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
@@ -14,20 +14,37 @@ import { NodeAvailabilityChanged } from './api.js';
 export function scheduling(ctx: NodesContext): NodesPart {
   const { services, nodes, events } = ctx;
 
+  const eventKind = (availability: NodeRecord['availability']) => `node_${availability === 'active' ? 'uncordoned' : availability}`;
+
   /** Records what holds on the node (the event says what changed, or what failed). */
   async function settle(id: string, asked: NodeRecord['availability'], reached: NodeRecord['availability'], failure?: string) {
     const node = await nodes.require(id);
     if (node.availability !== reached) {
       const updated = await nodes.change(id, { availability: reached });
-      await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
+      await events.record({ nodeId: id, kind: eventKind(reached), message: `availability set to ${reached}` });
       services.events.publish(NodeAvailabilityChanged, { node: updated, availability: reached });
     } else if (!failure) {
-      await events.record({ nodeId: id, kind: `node_${reached === 'active' ? 'uncordoned' : reached}`, message: `availability set to ${reached}` });
+      await events.record({ nodeId: id, kind: eventKind(reached), message: `availability set to ${reached}` });
     }
     if (failure) {
       await events.record({ nodeId: id, kind: 'node_availability_failed', message: `${asked === 'active' ? 'uncordon' : asked === 'cordoned' ? 'cordon' : 'drain'} failed: ${failure}`, data: { asked, availability: reached } });
     }
   }
+
+  // What a node's cluster holds, observed (changed with kubectl or docker, a node object made anew
+  // when the node joined again): the record follows the cluster's node, with a node event.
+  services.provided.contribute(NodeAvailabilityRecorders, async (observed) => {
+    const updated = await nodes.changeAvailabilityIf(observed.nodeId, observed.recorded, observed.availability);
+    if (!updated) return false;
+    await events.record({
+      nodeId: observed.nodeId,
+      kind: eventKind(observed.availability),
+      message: `availability set to ${observed.availability}: ${observed.reason ?? `${observed.source} has the node ${observed.availability === 'active' ? 'schedulable' : observed.availability} (changed outside hangar)`}`,
+      data: { from: observed.recorded, observed: true, source: observed.source },
+    });
+    services.events.publish(NodeAvailabilityChanged, { node: updated, availability: observed.availability });
+    return true;
+  });
 
   /**
    * Cordon, drain or uncordon: passed on first to the cluster the node is a member of (the actors

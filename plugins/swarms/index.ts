@@ -3,7 +3,6 @@ import { conflict } from '../../core/errors.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
 import { SwarmInit, SwarmJoin, SwarmJoinTokens, SwarmLeave, SwarmMembers, SwarmRemoveMember } from '../../drivers/swarm/api.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
-import { DRIVER_AVAILABILITY } from '../../core/clusters/membership.js';
 import { definePlugin } from '../../core/plugin.js';
 import type { ClusterRecord, MemberRecord } from '../../core/clusters/store.js';
 import type { DriverCall } from '../../core/tasks/kinds.js';
@@ -29,6 +28,9 @@ function splitHostPort(remote: string): { host: string; port: number } {
 function joinHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
+
+/** A swarm node's availability as the engine has it, in hangar's terms. */
+const HANGAR_AVAILABILITY = { active: 'active', pause: 'cordoned', drain: 'drained' } as const;
 
 function memberView(m: MemberRecord) {
   return { node_id: m.node_id, role: m.role, status: m.status, runtime_node_id: m.runtime_node_id, advertise_address: m.advertise_address, error: m.error, joined_at: m.created_at };
@@ -120,9 +122,6 @@ export default definePlugin({
         const token = member.role === 'manager' ? tokens.manager : tokens.worker;
         const result = await call(node.id, SwarmJoin, { remote_addresses: remotes, token, advertise_address: advertise }, { subject: swarm.id });
         await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
-        if (node.availability !== 'active') {
-          await core.callOn(swarm, SetNodeAvailability, { runtime_node_id: result.runtime_node_id, availability: DRIVER_AVAILABILITY[node.availability] });
-        }
       }
       await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}${advertised}`, { swarm_id: swarm.id, advertise_address: advertise });
       services.events.publish(ClusterMemberJoined, { clusterId: swarm.id, nodeId: node.id });
@@ -180,6 +179,8 @@ export default definePlugin({
         summary: 'List members with their state and availability as the swarm reports them',
         report: { call: SwarmMembers, members: (answer) => answer.members, by: 'manager' },
         fields: (r, unanswered) => ({ hostname: r?.hostname ?? null, state: r?.state ?? (unanswered ? 'unknown' : null), availability: r?.availability ?? null, leader: r?.leader ?? false }),
+        // The engine's node availability is the truth: active, pause (cordoned), drain (drained).
+        availability: (r) => HANGAR_AVAILABILITY[r.availability],
       },
       join: { path: 'join', summary: 'Add a node: the first initialises the swarm and manages it, later ones join as workers (or managers)', roles: true },
       leave: {

@@ -16,9 +16,14 @@ import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type Ku
 // counts kwok's Running pods as healthy): hangar records an availability only once the cluster has
 // done it, and a drain the budget refuses is not `drained`. A worker member (an agent with no
 // kubeconfig, as a k3s agent node has none) is scanned through the cluster's server. Deleting the
-// cluster is refused while it runs workloads made with kubectl, naming their namespaces.
+// cluster is refused while it runs workloads made with kubectl, naming their namespaces. The
+// cluster's node is the truth of a member's availability: cordoned or uncordoned with kubectl, or
+// made anew (as a node that joins again is), hangar's record follows it; a removal whose drain a
+// budget refuses leaves the node a member, cordoned in both.
 
 const NODE = 'kwok-node-2';
+/** The node a worker member is reported as. */
+const WORKER_NODE = 'kwok-node-1';
 
 describe('a Kubernetes cluster’s members through the nodes API, and deleting the cluster (real control plane, kwok nodes)', function () {
   let kube: KubeControlPlane;
@@ -35,6 +40,8 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
     const namespace = `drain-${dialect.name}`;
     /** Namespaces with workloads made as kubectl would. */
     const made = [`shop-${dialect.name}`, `batch-${dialect.name}`];
+    /** Where the removal of a worker member meets a budget. */
+    const leaving = `leave-${dialect.name}`;
     const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
     const node = async () => (await api('GET', `/v1/nodes/${cluster.nodeId}`)).json.data;
     const kubeNode = () => kube.api(CoreV1Api).readNode({ name: NODE });
@@ -54,8 +61,11 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
 
     before(async function () {
       this.timeout(90_000);
-      // The request waits 2 s for the cluster; a drain gives a budget 3 s (60 s by default) before it fails.
-      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { reportedAs: NODE, overrides: { clusters: { availability_wait_seconds: 2, drain_timeout_seconds: 3 } } }));
+      // The request waits 2 s for the cluster; a drain gives a budget 3 s (60 s by default) before it fails; the cluster is observed every second.
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, {
+        reportedAs: NODE,
+        overrides: { clusters: { availability_wait_seconds: 2, drain_timeout_seconds: 3, observe_interval_seconds: 1 } },
+      }));
       await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
       const labels = { app: 'guarded' };
       await kube.api(AppsV1Api).createNamespacedDeployment({
@@ -77,13 +87,15 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
     });
     after(async function () {
       this.timeout(180_000);
-      for (const name of [namespace, ...made]) await kube?.api(CoreV1Api).deleteNamespace({ name }).catch(() => undefined);
+      for (const name of [namespace, leaving, ...made]) await kube?.api(CoreV1Api).deleteNamespace({ name }).catch(() => undefined);
       // Gone before the next dialect drains the same node: a pod of a namespace still terminating
       // cannot be evicted (403), and its drain would fail on it.
-      for (const name of [namespace, ...made]) {
+      for (const name of [namespace, leaving, ...made]) {
         await waitFor(async () => (await kube.api(CoreV1Api).readNamespace({ name }).then(() => false, () => true)), { timeoutMs: 50_000, what: `namespace ${name} gone` });
       }
-      await kube?.api(CoreV1Api).patchNode({ name: NODE, body: { spec: { unschedulable: false }, metadata: { annotations: { 'io.hangar.availability': null } } } }, mergePatch).catch(() => undefined);
+      for (const name of [NODE, WORKER_NODE]) {
+        await kube?.api(CoreV1Api).patchNode({ name, body: { spec: { unschedulable: false }, metadata: { annotations: { 'io.hangar.availability': null } } } }, mergePatch).catch(() => undefined);
+      }
       await stopOnAdoptedCluster(t);
     });
 
@@ -134,6 +146,36 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
       expect(cordoned.json.data.availability).to.equal('cordoned');
       expect((await kubeNode()).spec?.unschedulable).to.equal(true);
       expect((await api('POST', `/v1/nodes/${cluster.nodeId}/uncordon`)).status).to.equal(200);
+    });
+
+    it('the cluster’s node is the truth: cordoned or uncordoned with kubectl, hangar follows with a node event; a node hangar drained whose node object is made anew (it left and joined again) is active in hangar', async function () {
+      this.timeout(60_000);
+      const kubectl = (unschedulable: boolean, annotation?: null) =>
+        kube.api(CoreV1Api).patchNode({ name: NODE, body: { spec: { unschedulable }, ...(annotation === null ? { metadata: { annotations: { 'io.hangar.availability': null } } } : {}) } }, mergePatch);
+      const follows = (availability: string) => waitFor(async () => ((await node()).availability === availability ? true : null), { timeoutMs: 15_000, what: `hangar to say ${availability}` });
+      const observed = async (kind: string) => (await events()).filter((e) => e.kind === kind && e.data?.observed);
+
+      expect((await node()).availability).to.equal('active');
+      await kubectl(true);
+      await follows('cordoned');
+      expect((await node()).status).to.equal('cordoned');
+      const [cordoned] = await observed('node_cordoned');
+      expect(cordoned?.message).to.match(new RegExp(`^availability set to cordoned: Kubernetes cluster kube-${dialect.name} has the node cordoned \\(changed outside hangar\\)$`));
+      expect(cordoned?.data).to.include({ from: 'active', source: `Kubernetes cluster kube-${dialect.name}` });
+
+      await kubectl(false);
+      await follows('active');
+      expect((await observed('node_uncordoned')).map((e) => e.data.from)).to.include('cordoned');
+
+      // Drained through hangar, then the node object as a node that registers again has it: schedulable, no annotation.
+      const drained = await api('POST', `/v1/nodes/${cluster.nodeId}/drain`);
+      expect([200, 202], drained.text).to.include(drained.status);
+      await follows('drained');
+      await kubectl(false, null);
+      await follows('active');
+      // hangar asks nothing of the cluster for it: the node stays schedulable.
+      expect((await kubeNode()).spec?.unschedulable ?? false).to.equal(false);
+      expect((await observed('node_uncordoned')).map((e) => e.data.from)).to.include('drained');
     });
 
     it('a cordon the cluster refuses is a 409 with its reason, and hangar keeps the availability it had', async function () {
@@ -199,6 +241,65 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
         // The task is the worker's to read, not another node's.
         const other = await api('POST', `/v1/nodes/${worker}/unmanaged?backend=k8s`);
         expect((await api('GET', `/v1/nodes/${cluster.nodeId}/unmanaged/${other.json.data.task_id}`)).status).to.equal(404);
+      } finally {
+        await knex('cluster_members').where({ node_id: worker }).delete();
+      }
+    });
+
+    it('removing a worker member whose drain a PodDisruptionBudget refuses: 202, then the node stays a member (active, its error naming the budget), cordoned in the cluster and in hangar, its pods in place', async function () {
+      this.timeout(60_000);
+      await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: leaving } } });
+      const labels = { app: 'kept' };
+      await kube.api(AppsV1Api).createNamespacedDeployment({
+        namespace: leaving,
+        body: {
+          metadata: { name: 'kept' },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: labels },
+            template: { metadata: { labels }, spec: { nodeSelector: { 'kubernetes.io/hostname': WORKER_NODE }, containers: [{ name: 'web', image: 'registry.invalid/kept:1' }] } },
+          },
+        },
+      });
+      await kube.api(PolicyV1Api).createNamespacedPodDisruptionBudget({ namespace: leaving, body: { metadata: { name: 'kept' }, spec: { minAvailable: 1, selector: { matchLabels: labels } } } });
+      await waitFor(async () => (await kube.api(PolicyV1Api).readNamespacedPodDisruptionBudget({ name: 'kept', namespace: leaving })).status?.currentHealthy === 1, {
+        timeoutMs: 60_000,
+        what: 'the budget to see its pod healthy',
+      });
+      // A worker member reported as the kwok node (its machine is never asked: the drain comes first).
+      const worker = (await api('POST', '/v1/nodes', { name: `worker-${dialect.name}`, ip_address: '192.0.2.50' })).json.data.id as string;
+      const knex = t.hangar.store.knex;
+      const now = new Date().toISOString();
+      await knex('cluster_members').insert({
+        id: `member-${randomUUID()}`,
+        cluster_id: cluster.clusterId,
+        node_id: worker,
+        role: 'worker',
+        status: 'active',
+        runtime_node_id: WORKER_NODE,
+        advertise_address: '192.0.2.50',
+        error: null,
+        created_at: now,
+        updated_at: now,
+      });
+      const member = async () => ((await api('GET', `/v1/kubernetes/clusters/${cluster.clusterId}/nodes`)).json.data as any[]).find((m) => m.node_id === worker);
+      try {
+        const asked = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/nodes/${worker}`);
+        expect(asked.status, asked.text).to.equal(202);
+        expect(asked.json.data).to.include({ node_id: worker, status: 'leaving' });
+        const kept = await waitFor(async () => {
+          const m = await member();
+          return m?.status === 'active' && m.error ? m : null;
+        }, { timeoutMs: 30_000, what: 'the removal refused' });
+        expect(kept.error).to.match(new RegExp(`^removing it failed: draining it was refused: draining node ${WORKER_NODE}: after 3 s the eviction of ${leaving}/kept-\\S+ \\(.*disruption budget kept.*\\).*; it stays a member, cordoned`));
+        const workerNode = (await api('GET', `/v1/nodes/${worker}`)).json.data;
+        expect(workerNode).to.include({ availability: 'cordoned' });
+        const workerEvents = (await api('GET', `/v1/nodes/events?node_id=${worker}`)).json.data as any[];
+        expect(workerEvents.find((e) => e.kind === 'node_cordoned')?.message).to.match(/^availability set to cordoned: the cluster refused to drain it for its removal and keeps it cordoned \(.*disruption budget kept/);
+        expect(workerEvents.map((e) => e.kind)).to.include('k8s_drain_failed').and.not.include('k8s_left');
+        expect((await kube.api(CoreV1Api).readNode({ name: WORKER_NODE })).spec?.unschedulable).to.equal(true);
+        const pods = (await kube.api(CoreV1Api).listNamespacedPod({ namespace: leaving })).items.filter((p) => !p.metadata?.deletionTimestamp);
+        expect(pods.map((p) => p.spec?.nodeName)).to.deep.equal([WORKER_NODE]);
       } finally {
         await knex('cluster_members').where({ node_id: worker }).delete();
       }
