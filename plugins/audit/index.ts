@@ -2,6 +2,8 @@ import { Type } from '@sinclair/typebox';
 import type { FinishedRequest } from '../../core/http/observers.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
+import { KINDS, parsePermission, permissionOf } from '../../core/auth/permissions.js';
+import { AuditRecorded } from './api.js';
 import { AnonymousFlood } from './flood.js';
 import { AuditLog, auditMigrations, type NewAuditEntry } from './store.js';
 
@@ -162,6 +164,23 @@ export default definePlugin({
     // Once the answer is known: the entry of a request that wrote nothing, or, for one written with
     // its write, what the answer decided (always: the entry is settled, and closed to changes, even
     // when the answer is what it was written with).
+    /** Tells the bus of a request's entry (notifications subscribe to it as `audit.<kind>`). */
+    const announce = (request: FinishedRequest, entry: NewAuditEntry) => {
+      const permission = permissionOf(request.route!);
+      const kind = parsePermission(permission)?.kind;
+      services.events.publish(AuditRecorded, {
+        kind: kind && KINDS[kind] && KINDS[kind].scope !== 'none' ? kind : 'other',
+        permission,
+        method: entry.method,
+        route: entry.route,
+        resource_id: entry.resource_id,
+        principal_id: entry.principal_id,
+        principal_name: entry.principal_name,
+        status: entry.status,
+        request_id: entry.request_id,
+        created_at: entry.created_at,
+      });
+    };
     services.requests.add('audit', async (request) => {
       if (!isAudited(request)) return;
       const now = services.clock.now();
@@ -178,12 +197,14 @@ export default definePlugin({
         const settled = { status: answer.status, resource_id: answer.resource_id, principal_id: answer.principal_id, principal_name: answer.principal_name, auth_method: answer.auth_method };
         if ((await log.settle(begun.id, settled)) || carried) {
           auditLog.info({ entry: { ...entry, ...settled } }, 'audit');
+          announce(request, { ...entry, ...settled });
           return;
         }
       }
       if (!request.principal && !ownPlace && !flood.admit(entry, now)) return;
       auditLog.info({ entry }, 'audit');
       await log.append(entry);
+      announce(request, entry);
     });
     /** Writes the counted anonymous entries of minutes that are over. */
     const flush = async (all = false) => {

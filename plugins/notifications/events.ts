@@ -2,6 +2,8 @@ import { newId } from '../../core/ids.js';
 import type { EventBus, Topic } from '../../core/events.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
 import { ResourceTroubled } from '../../core/lifecycle.js';
+import { KINDS, READ_VERBS } from '../../core/auth/permissions.js';
+import { AuditRecorded } from '../audit/api.js';
 import { TaskFailed } from '../../core/tasks/queue.js';
 import { alertTopic } from '../alerts/api.js';
 import { volumeRunTopic } from '../backups/api.js';
@@ -40,6 +42,17 @@ const NODE_KINDS: Record<string, { type: string; severity: (data: Record<string,
 };
 
 /**
+ * Audited writes by the kind of resource their route acts on (core/auth/permissions.ts): `audit.secrets`,
+ * `audit.iam`…, and `audit.other` for routes of no kind (the login API).
+ */
+const AUDIT_EVENT_TYPES: Record<string, string> = Object.fromEntries([
+  ...Object.entries(KINDS)
+    .filter(([, k]) => k.scope !== 'none' && k.verbs.some((verb) => !READ_VERBS.has(verb)))
+    .map(([kind, k]) => [`audit.${kind}`, `an audited write on ${k.about} (warning when it was refused or failed)`]),
+  ['audit.other', 'an audited write of no kind above (the login API: logins, password resets)'],
+]);
+
+/**
  * The event types a subscription may name, with what each says. Each comes from a topic of the
  * in-process event bus (core/events.ts), translated by {@link bridgeEvents}.
  */
@@ -61,6 +74,7 @@ export const EVENT_TYPES: Record<string, string> = {
   'workload.failed': 'an instance or service failed (critical): its deploy, update or removal, or the runtime found it failed',
   'workload.rolled_back': 'an instance’s or service’s rollout was rolled back to the previous revision (warning)',
   'resource.failed': 'a volume, object store, load balancer or other resource hangar manages failed (critical)',
+  ...AUDIT_EVENT_TYPES,
   'alert.firing': 'an alert rule started firing (its severity)',
   'alert.resolved': 'a firing alert resolved (info)',
 };
@@ -129,6 +143,13 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       }));
     }
   }
+  on(AuditRecorded, (a) => ({
+    type: `audit.${a.kind}`,
+    severity: a.status >= 400 ? 'warning' : 'info',
+    resource: a.resource_id ? { type: a.kind, id: a.resource_id } : null,
+    message: `${a.principal_name ?? 'an anonymous caller'}: ${a.method} ${a.route}${a.resource_id ? ` (${a.resource_id})` : ''} answered ${a.status}`,
+    data: { ...a },
+  }));
   on(ResourceTroubled, (r) => {
     const workload = WORKLOAD_NOUNS.has(r.noun);
     if (!workload && r.to !== 'failed') return null;

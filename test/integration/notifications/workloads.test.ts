@@ -5,16 +5,16 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { Receiver } from './receiver.js';
 
-const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'compute', 'notifications'];
+const PLUGINS = ['system', 'iam', 'audit', 'nodes', 'agent-internal', 'swarms', 'compute', 'notifications'];
 const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
 
 /**
  * `workload.failed` and `workload.rolled_back` (issue 31): a webhook subscribed to them hears of an
  * instance whose deploy the swarm refused, and of one the swarm rolled back, each once, with the
- * reason. The swarm's manager is a test double answering the orchestrator's calls (what a real swarm
+ * reason; and audited writes of one kind (`audit.nodes`). The swarm's manager is a test double answering the orchestrator's calls (what a real swarm
  * does on a failing rollout is test/integration/swarms/compute.test.ts).
  */
-describeEachDialect('notifications: workloads that fail or roll back', (dialect) => {
+describeEachDialect('notifications: workloads that fail or roll back, and audited writes by kind', (dialect) => {
   const receiver = new Receiver();
   let t: TestHangar;
   let admin: Credentials;
@@ -111,5 +111,30 @@ describeEachDialect('notifications: workloads that fail or roll back', (dialect)
     expect(delivered!.body.message).to.contain('instance web').and.to.contain('health check failed');
     await new Promise((r) => setTimeout(r, 2500));
     expect(eventsOf('workload.rolled_back', id)).to.have.length(1);
+  });
+
+  it('audited writes of a subscribed kind are announced as audit.<kind> (refused ones as warnings); other kinds are not', async function () {
+    this.timeout(60_000);
+    const subscription = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'ops', event_types: ['audit.nodes'] });
+    expect(subscription.status, subscription.text).to.equal(201);
+    const created = await api('POST', '/v1/nodes', { name: 'audited', ip_address: '192.0.2.20' });
+    expect(created.status, created.text).to.equal(201);
+    const nodeId = created.json.data.id as string;
+    const refused = await api('PATCH', `/v1/nodes/${nodeId}`, { name: '' });
+    expect(refused.status, refused.text).to.equal(400);
+    const byNode = () => receiver.requests.filter((r) => r.event === 'audit.nodes' && r.body?.resource?.id === nodeId);
+    const seen = await waitFor(async () => (byNode().length >= 2 ? byNode() : null), { timeoutMs: 20_000, what: 'both audit.nodes events at the receiver' });
+    const made = seen.find((r) => r.body.data.status === 201)!;
+    expect(made.verified).to.equal(true);
+    expect(made.body).to.deep.include({ severity: 'info' });
+    expect(made.body.data).to.include({ kind: 'nodes', permission: 'nodes:write', method: 'POST', route: '/v1/nodes', principal_id: admin.userId });
+    expect(made.body.message).to.contain('POST /v1/nodes').and.to.contain('201');
+    const no = seen.find((r) => r.body.data.status === 400)!;
+    expect(no.body).to.deep.include({ severity: 'warning' });
+    expect(no.body.data).to.include({ method: 'PATCH', route: '/v1/nodes/{id}' });
+    // A write of another kind (a notification channel) is not delivered to this subscription.
+    expect((await api('POST', '/v1/notifications/channels', { name: 'other', kind: 'webhook', url: receiver.url })).status).to.equal(201);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.requests.filter((r) => String(r.event).startsWith('audit.') && r.event !== 'audit.nodes')).to.deep.equal([]);
   });
 });
