@@ -137,7 +137,8 @@ export const VolumeRelease = defineTaskKind({
 export const NfsClientInstall = defineTaskKind({
   name: 'host.nfs-client',
   description: 'install the NFS client (nfs-common) when it is missing: a cluster member mounts NFS volumes with it',
-  lane: 'host',
+  // A package install may take minutes: beside the OS updates, never ahead of an overlay change.
+  lane: 'maintenance',
   minAgentVersion: '0.2.0',
   payload: Empty,
   result: Type.Object({ package: Type.String(), present: Type.Boolean(), installed: Type.Boolean(), reason: Nullable(Type.String()) }),
