@@ -163,6 +163,52 @@ describeEachDialect('swarm groups: forming, and what a deleted swarm takes with 
     }
   });
 
+  it('the engine’s node availability is the truth: a node hangar drained is drained when it forms a swarm, and a change made with docker (pause, active) is followed in hangar with a node event', async function () {
+    this.timeout(90_000);
+    const { id, agent } = await nodeWithAgent('observed');
+    /** The engine's Availability of the node, as `docker node update --availability` sets it. */
+    let held: 'active' | 'pause' | 'drain' = 'active';
+    const engine = { schedulable: 'active', cordoned: 'pause', drained: 'drain' } as const;
+    const script = answerTasks(agent, {
+      answers: {
+        init: () => ({ cluster_id: 'fake-observed', runtime_node_id: 'rt-observed' }),
+        members: () => ({ members: [{ runtime_node_id: 'rt-observed', hostname: 'observed', address: null, role: 'manager', state: 'ready', availability: held, leader: true }] }),
+        inspectWorkloads: () => ({ workloads: [] }),
+        setNodeAvailability: (input) => ((held = engine[input.availability as keyof typeof engine]), { availability: input.availability }),
+        leave: () => ({ left: true }),
+      },
+    });
+    const node = async () => (await api('GET', `/v1/nodes/${id}`)).json.data;
+    // An observation asks every active swarm in turn (the earlier cases' swarms whose doubles no longer answer take their timeout).
+    const follows = (availability: string) => waitFor(async () => ((await node()).availability === availability ? true : null), { timeoutMs: 30_000, intervalMs: 250, what: `hangar to say ${availability}` });
+    try {
+      // In no cluster yet: recorded at once.
+      expect((await api('POST', `/v1/nodes/${id}/drain`)).json.data.availability).to.equal('drained');
+      const swarm = (await api('POST', '/v1/swarms', { name: 'observed' })).json.data;
+      expect((await api('POST', `/v1/swarms/${swarm.id}/join`, { node_id: id })).status).to.equal(202);
+      await waitFor(async () => (await swarmOf(swarm.id)).status === 'active', { timeoutMs: 20_000, intervalMs: 250, what: 'the swarm formed' });
+      await waitFor(async () => (held === 'drain' ? true : null), { timeoutMs: 10_000, intervalMs: 100, what: 'the engine asked to drain the node' });
+      expect(script.calls.filter((c) => c.method === 'setNodeAvailability').map((c) => `${c.input.runtime_node_id} ${c.input.availability}`)).to.deep.equal(['rt-observed drained']);
+      expect((await node()).availability).to.equal('drained');
+
+      held = 'pause';
+      await follows('cordoned');
+      held = 'active';
+      await follows('active');
+      const events = (await api('GET', `/v1/nodes/events?node_id=${id}`)).json.data as any[];
+      expect(events.map((e) => e.kind)).to.include('swarm_availability_held');
+      const observed = events.filter((e) => e.data?.observed).map((e) => `${e.kind} ${e.data.from}: ${e.message}`);
+      expect(observed).to.include.members([
+        'node_cordoned drained: availability set to cordoned: swarm observed has the node cordoned (changed outside hangar)',
+        'node_uncordoned cordoned: availability set to active: swarm observed has the node schedulable (changed outside hangar)',
+      ]);
+      expect((await api('DELETE', `/v1/swarms/${swarm.id}?force=true`)).status).to.be.oneOf([200, 202]);
+      await waitFor(async () => (await api('GET', `/v1/swarms/${swarm.id}`)).status === 404, { timeoutMs: 20_000, intervalMs: 250, what: 'the swarm to go' });
+    } finally {
+      await script.stop();
+    }
+  });
+
   it('joining a node whose agent is older than typed tasks is refused at once (409 saying to update the agent), not left to fail in the background', async () => {
     const node = await api('POST', '/v1/nodes', { name: 'old-agent' });
     const agent = await FakeAgent.forNode(t, node.json.data.id);
