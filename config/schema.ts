@@ -123,7 +123,7 @@ export const CoreConfigSchema = Type.Object(
     clusters: Type.Object(
       {
         call_timeout_seconds: Type.Integer({ minimum: 5, default: 180, description: 'how long hangar waits for an agent to run one orchestrator call' }),
-        observe_interval_seconds: Type.Integer({ minimum: 1, default: 15, description: 'how often every active cluster is asked for the state of hangar’s workloads' }),
+        observe_interval_seconds: Type.Integer({ minimum: 1, default: 15, description: 'how often every active cluster is asked for the state of hangar’s workloads and of its nodes’ availability' }),
         revisions_kept: Type.Integer({ minimum: 1, maximum: 1000, default: 10, description: 'spec revisions kept per instance and service (the oldest go): GET …/revisions, POST …/rollback' }),
         local_domain: Type.String({
           default: 'hangar.local',
