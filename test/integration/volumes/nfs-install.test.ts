@@ -164,9 +164,17 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
       const created = await api('POST', '/v1/kubernetes/clusters', { name: `nfs-${dialect.name}`, node_ids: [server.nodeId, member.nodeId] });
       expect(created.status, created.text).to.equal(202);
       const eventsOf = async (nodeId: string) => ((await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as Array<{ kind: string; message: string }>).filter((e) => e.kind.startsWith('nfs_client'));
-      const installed = await waitFor(async () => (await eventsOf(server.nodeId)).length && eventsOf(server.nodeId), { timeoutMs: 30_000, what: 'the server’s NFS client event' });
+      const eventsWhenAny = (nodeId: string, what: string) =>
+        waitFor(
+          async () => {
+            const found = await eventsOf(nodeId);
+            return found.length ? found : null;
+          },
+          { timeoutMs: 30_000, what },
+        );
+      const installed = await eventsWhenAny(server.nodeId, 'the server’s NFS client event');
       expect(installed.map(pick)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
-      const missing = await waitFor(async () => (await eventsOf(member.nodeId)).length && eventsOf(member.nodeId), { timeoutMs: 30_000, what: 'the member’s NFS client event' });
+      const missing = await eventsWhenAny(member.nodeId, 'the member’s NFS client event');
       expect(missing.map(pick)).to.deep.equal([{ kind: 'nfs_client_missing', message: 'NFS volumes cannot be mounted on this member: installing nfs-common failed: E: Unable to locate package nfs-common' }]);
       for (const loop of loops) expect(loop.calls.filter((c) => c.method === 'host.nfs-client')).to.have.length(1);
     } finally {
