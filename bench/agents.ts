@@ -13,16 +13,14 @@
 // joining 5 000 machines in < 30 s. The simulated agents run in --generators processes of their own
 // (bench/agents-generator.ts), whose CPU is reported next to the control plane's: on one machine
 // they share its cores, so the latencies include their queueing.
-import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import knexFactory from 'knex';
 import { httpRequest } from '../core/http/client.js';
-import { randomToken } from '../core/ids.js';
-import { epochMs, type FromGenerator, type GeneratorStart, type ToGenerator } from './agents-generator.js';
+import { epochMs } from './agents-generator.js';
+import { mergeCounts, ms, ONLINE_LIMIT_S, percentile, startControlPlane, startFleet, type Generator } from './fleet.js';
 import { processCpu, rssMb } from './processes.js';
 
 const args = parseArgs({
@@ -49,160 +47,18 @@ const GENERATORS = Math.max(1, Number(args.values.generators));
 if (!['h2', 'http/1.1'].includes(args.values.protocol!)) throw new Error('--protocol is h2 (the agent: one HTTP/2 session) or http/1.1 (a keep-alive pool, as agents before HTTP/2)');
 const PROTOCOL = args.values.protocol as 'h2' | 'http/1.1';
 const PG_URL = args.values['pg-url']!;
-/** How long the fleet may take to be heard from after it starts, before the measurement starts anyway. */
-const ONLINE_LIMIT_S = 300;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const LAUNCHER = path.join(ROOT, 'bin', 'hangar');
-
-function percentile(values: number[], p: number): number {
-  if (!values.length) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-/** Sums per-reason counts from several sources. */
-function mergeCounts(all: Array<Record<string, number>>): Record<string, number> {
-  const sum: Record<string, number> = {};
-  for (const counts of all) for (const [why, count] of Object.entries(counts)) sum[why] = (sum[why] ?? 0) + count;
-  return sum;
-}
-
-const ms = (v: number) => (Number.isNaN(v) ? '   n/a' : `${v.toFixed(1).padStart(6)}`);
-
-interface ControlPlane {
-  child: ChildProcess;
-  url: string;
-  ca: string;
-  stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startControlPlane(dialect: string): Promise<ControlPlane> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-bench-'));
-  const schema = `bench_${randomToken(8)}`;
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: 'production',
-    HANGAR_DATA_DIR: dataDir,
-    HANGAR_API__HOST: '127.0.0.1',
-    HANGAR_API__PORT: String(port),
-    // The access log at info would measure the log (BENCH_ACCESS_LOG=1 keeps it, for diagnosis).
-    HANGAR_LOG__LEVEL: process.env.BENCH_ACCESS_LOG ? 'info' : 'warn',
-    HANGAR_PLUGINS: 'system,iam,nodes,agent-internal',
-    HANGAR_API__WORKERS: args.values.workers,
-    HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: String(INTERVAL_S),
-    HANGAR_NODES__OFFLINE_AFTER_SECONDS: String(INTERVAL_S * 4),
-    HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
-    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10', HANGAR_SECRETS__MASTER_KEY: Buffer.alloc(32, 'bench').toString('base64') } : {}),
-  };
-  const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
-  // BENCH_CPU_PROF=DIR: the control plane writes a CPU profile there when it stops (node --cpu-prof).
-  if (process.env.BENCH_CPU_PROF) env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}`;
-  // The hangar command as an operator runs it: the launcher (bin/hangar) sets Node up for `serve`.
-  const child = spawn(LAUNCHER, ['serve'], { env: { ...env, NODE: process.env.BENCH_NODE ?? process.execPath }, stdio: ['ignore', logFile, 'inherit'] });
-  const url = `https://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    const up = await httpRequest(`${url}/healthz`, { ca: false }).catch(() => null);
-    if (up?.status === 200) break;
-    if (i > 600 || child.exitCode !== null) throw new Error('the control plane did not come up');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    child,
-    url,
-    ca: readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8'),
-    async stop() {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-      rmSync(dataDir, { recursive: true, force: true });
-      if (dialect === 'postgres') {
-        const knex = knexFactory({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } });
-        await knex.raw(`drop schema if exists "${schema}" cascade`);
-        await knex.destroy();
-      }
-    },
-  };
-}
-
-interface Generator {
-  child: ChildProcess;
-  next<T extends FromGenerator['type']>(type: T): Promise<Extract<FromGenerator, { type: T }>>;
-  send(message: ToGenerator): void;
-}
-
-function startGenerator(onTasks: (arrivals: Array<[string, number]>) => void): Generator {
-  const child = fork(path.join(ROOT, 'bench', 'agents-generator.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const waiting = new Map<string, { resolve: (m: FromGenerator) => void; reject: (err: Error) => void }>();
-  child.on('message', (message: FromGenerator) => {
-    if (message.type === 'tasks') onTasks(message.arrivals);
-    else waiting.get(message.type)?.resolve(message);
-  });
-  child.once('exit', (code) => {
-    for (const { reject } of waiting.values()) reject(new Error(`a generator exited with ${code}`));
-  });
-  return {
-    child,
-    next: (type) =>
-      new Promise((resolve, reject) => {
-        waiting.set(type, { resolve: resolve as (m: FromGenerator) => void, reject });
-      }),
-    send: (message) => child.send(message),
-  };
-}
 
 async function run(dialect: string, n: number) {
-  const cp = await startControlPlane(dialect);
+  const cp = await startControlPlane(dialect, { pgUrl: PG_URL, workers: args.values.workers!, intervalS: INTERVAL_S });
   const generators: Generator[] = [];
   try {
-    const boot = await httpRequest(`${cp.url}/v1/bootstrap`, { method: 'POST', ca: cp.ca, body: {} });
-    const login = await httpRequest(`${cp.url}/v1/iam/login`, { method: 'POST', ca: cp.ca, body: { username: 'admin', password: boot.json.data.password } });
-    const jwt = login.json.data.token as string;
-
     const sent = new Map<string, number>(); // task id → when the enqueue request started
     const arrived = new Map<string, number>(); // task id → when its agent had it
     const onTasks = (arrivals: Array<[string, number]>) => {
       for (const [id, at] of arrivals) arrived.set(id, at);
     };
-    const share = Math.ceil(n / GENERATORS);
-    const enrolStart = Date.now();
-    for (let g = 0; g < GENERATORS && g * share < n; g++) {
-      const gen = startGenerator(onTasks);
-      generators.push(gen);
-      const start: GeneratorStart = { type: 'start', url: cp.url, ca: cp.ca, jwt, count: Math.min(share, n - g * share), offset: g * share, intervalSeconds: INTERVAL_S, protocol: PROTOCOL };
-      gen.send(start);
-    }
-    const enrolled = await Promise.all(generators.map((g) => g.next('enrolled')));
-    const enrolS = (Date.now() - enrolStart) / 1000;
-    const nodeIds = enrolled.flatMap((e) => e.nodeIds);
-
-    // The fleet starts at once (as after a control-plane restart): the time until every agent has had
-    // a heartbeat answered is reported; then one announced interval more, and the steady state is measured.
-    const onlineStart = Date.now();
-    let announced = INTERVAL_S;
-    for (;;) {
-      const statuses = await Promise.all(
-        generators.map((g) => {
-          const status = g.next('status');
-          g.send({ type: 'status' });
-          return status;
-        }),
-      );
-      announced = Math.max(...statuses.map((s) => s.intervalSeconds));
-      if (statuses.reduce((sum, s) => sum + s.heard, 0) >= n || Date.now() - onlineStart > ONLINE_LIMIT_S * 1000) break;
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-    const onlineS = (Date.now() - onlineStart) / 1000;
-    await new Promise((r) => setTimeout(r, announced * 1000));
+    const { jwt, nodeIds, enrolS, onlineS } = await startFleet(cp, { n, count: GENERATORS, intervalS: INTERVAL_S, protocol: PROTOCOL, generators, onTasks });
     for (const g of generators) g.send({ type: 'measure' });
     const cpu0 = processCpu(cp.child.pid!);
     const genCpu0 = generators.map((g) => processCpu(g.child.pid!));
@@ -267,7 +123,7 @@ async function run(dialect: string, n: number) {
 async function footprint(): Promise<void> {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, 'dist', 'agent', 'manifest.json'), 'utf8'));
   const exe = manifest.executables.amd64;
-  const cp = await startControlPlane('sqlite');
+  const cp = await startControlPlane('sqlite', { pgUrl: PG_URL, workers: '1', intervalS: INTERVAL_S });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-footprint-'));
   try {
     const boot = await httpRequest(`${cp.url}/v1/bootstrap`, { method: 'POST', ca: cp.ca, body: {} });
