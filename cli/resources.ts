@@ -571,18 +571,34 @@ export const RESOURCES: Resource[] = [
       },
       {
         command: 'kubeconfig <id>',
-        describe: 'Write the cluster’s admin kubeconfig to a file (mode 0600), or print it with --output -',
+        describe: 'Write a kubeconfig of your own (a token of your ServiceAccount, cluster-admin for admins, view otherwise) to a file (mode 0600), or print it with --output -',
         method: 'GET',
         path: '/{id}/kubeconfig',
-        options: { output: { alias: 'o', type: 'string', demandOption: true, describe: 'the file to write (0600), or - for stdout' } },
-        output: (data: { kubeconfig: string; server: string }, a) => {
+        options: {
+          output: { alias: 'o', type: 'string', demandOption: true, describe: 'the file to write (0600), or - for stdout' },
+          ttl: { type: 'number', describe: 'how long the token is valid, in seconds (default 28800 = 8 h; 600–86400)' },
+          'admin-certificate': { type: 'boolean', default: false, describe: 'admins only: k3s’s admin kubeconfig (not revocable per user) instead of a token' },
+        },
+        query: { ttl: 'ttl', admin_certificate: (a) => (a['admin-certificate'] ? true : undefined) },
+        output: (data: { kubeconfig: string; server: string; expires_at: string | null; cluster_role?: string }, a) => {
           if (a.output === '-') {
             process.stdout.write(data.kubeconfig);
             return '';
           }
           writeSecretFile(String(a.output), data.kubeconfig);
-          return `wrote the kubeconfig of cluster ${a.id} (server ${data.server}) to ${a.output} (mode 0600)`;
+          const what = data.expires_at ? `${data.cluster_role}, expires ${data.expires_at}` : 'the admin certificate';
+          return `wrote the kubeconfig of cluster ${a.id} (server ${data.server}; ${what}) to ${a.output} (mode 0600)`;
         },
+      },
+      {
+        command: 'kubeconfig-revoke <id>',
+        describe: 'Revoke your kubeconfig credentials on the cluster (admins: anyone’s with --user): its ServiceAccount is deleted, every token of it refused at once',
+        method: 'DELETE',
+        path: '/{id}/kubeconfig',
+        options: { user: { type: 'string', describe: 'admins only: whose credentials (user id; default yours)' } },
+        query: { user_id: 'user' },
+        output: (data: { revoked: boolean; user_id: string }, a) =>
+          data.revoked ? `revoked the kubeconfig credentials of ${data.user_id} on cluster ${a.id}` : `no kubeconfig credentials of ${data.user_id} on cluster ${a.id} to revoke`,
       },
     ],
   },

@@ -226,14 +226,14 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     for (const n of nodes) expect(n.kubelet_version).to.match(/^v1\.33\.\d+$/);
   });
 
-  it('hands out an admin kubeconfig (the CLI writes it 0600) that works with kubectl (`kubectl get nodes`)', async function () {
+  it('hands out the admin’s own kubeconfig (a cluster-admin token; the CLI writes it 0600) that works with kubectl (`kubectl get nodes`)', async function () {
     this.timeout(120_000);
     const res = await t.request('GET', `/v1/kubernetes/clusters/${clusterId}/kubeconfig`, { headers: bearer(admin.token) });
     expect(res.status, res.text).to.equal(200);
     const { kubeconfig, server } = res.json.data as { kubeconfig: string; server: string };
     expect(server).to.equal(`https://${machines[0]!.ip}:6443`);
     expect(kubeconfig).to.include(`server: https://${machines[0]!.ip}:6443`);
-    expect(t.logs.some((l) => l.includes('client-key-data')), 'never logged').to.equal(false);
+    expect(t.logs.some((l) => l.includes('client-key-data') || l.includes(kubeconfig.match(/token: (\S+)/)![1]!)), 'never logged').to.equal(false);
 
     const file = path.join(k3sDir, 'kubeconfig');
     const ca = path.join(k3sDir, 'ca.pem');
@@ -241,9 +241,11 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const env = { XDG_CONFIG_HOME: k3sDir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca };
     const cli = await hangarCli(['cluster', 'kubeconfig', 'kube', '--output', file], { env, timeoutMs: 60_000 });
     expect(cli.code, cli.stderr).to.equal(0);
-    expect(cli.stdout).to.contain(`wrote the kubeconfig of cluster kube (server https://${machines[0]!.ip}:6443) to ${file} (mode 0600)`);
+    expect(cli.stdout).to.match(new RegExp(`wrote the kubeconfig of cluster kube \\(server https://${machines[0]!.ip.replaceAll('.', '\\.')}:6443; cluster-admin, expires \\S+\\) to ${file} \\(mode 0600\\)`));
     expect(statSync(file).mode & 0o777).to.equal(0o600);
-    expect(readFileSync(file, 'utf8')).to.equal(kubeconfig);
+    // Each download is a token of its own (the admin's ServiceAccount, cluster-admin): the same but for the token.
+    const withoutToken = (text: string) => text.replace(/token: .*/, 'token: …');
+    expect(withoutToken(readFileSync(file, 'utf8'))).to.equal(withoutToken(kubeconfig));
     const nodes = await hangarCli(['cluster', 'nodes', 'kube'], { env, timeoutMs: 60_000 });
     expect(nodes.code, nodes.stderr).to.equal(0);
     expect(nodes.stdout.split('\n').filter((l) => l.startsWith('node-'))).to.have.length(3);

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { waitFor } from '../../support/agents.js';
@@ -7,6 +9,7 @@ import type { TestHangar } from '../../support/hangar.js';
 import { bearer, createUser, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
 import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { hangarCli, TempDirs } from '../runner/support.js';
 
 // Kubeconfigs per user against the real upstream API server (test/support/kube.ts): each is a
 // token of the user's own ServiceAccount (TokenRequest API), cluster-admin for an admin and the
@@ -56,9 +59,11 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       this.timeout(90_000);
       ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { name: `kc-${dialect.name}` }));
     });
+    const temp = new TempDirs();
     after(async function () {
       this.timeout(30_000);
       await stopOnAdoptedCluster(t);
+      temp.cleanup();
     });
 
     it('an admin gets a cluster-admin token that expires (8 h by default, ?ttl= bounded), never its certificate unless asked', async function () {
@@ -94,6 +99,27 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       const certificate = await as(ops, 'GET', `${kubeconfigPath()}?admin_certificate=true`);
       expect(certificate.status, certificate.text).to.equal(403);
       expect(certificate.json.message).to.contain('admin certificate');
+    });
+
+    it('hangar cluster kubeconfig writes the user’s own (0600, --ttl); hangar cluster kubeconfig-revoke ends it', async function () {
+      this.timeout(60_000);
+      const dev = await createUser(t, admin, { username: `dev-${dialect.name}`, role: 'user' });
+      const dir = temp.make('hangar-cli-kubeconfig-');
+      writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
+      const env = { XDG_CONFIG_HOME: dir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: dev.accessKeyId, HANGAR_SECRET_KEY: dev.secretAccessKey, HANGAR_CA_FILE: path.join(dir, 'ca.pem') };
+      const file = path.join(dir, 'kubeconfig');
+      const wrote = await hangarCli(['cluster', 'kubeconfig', cluster.clusterId, '--output', file, '--ttl', '900'], { env, timeoutMs: 60_000 });
+      expect(wrote.code, wrote.stderr).to.equal(0);
+      expect(wrote.stdout).to.match(new RegExp(`wrote the kubeconfig of cluster ${cluster.clusterId} \\(server https://\\S+; view, expires \\S+\\) to ${file} \\(mode 0600\\)`));
+      expect(statSync(file).mode & 0o777).to.equal(0o600);
+      const client = clientOf(readFileSync(file, 'utf8'));
+      expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
+
+      const revoked = await hangarCli(['cluster', 'kubeconfig-revoke', cluster.clusterId], { env, timeoutMs: 60_000 });
+      expect(revoked.code, revoked.stderr).to.equal(0);
+      expect(revoked.stdout).to.contain(`revoked the kubeconfig credentials of ${dev.userId} on cluster ${cluster.clusterId}`);
+      // At once: 403 (the binding is gone) while the API server still caches the token's authentication, then 401.
+      expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.be.oneOf([401, 403]);
     });
 
     it('the same token is refused by the API server once the user is deleted, demoted, or revokes it (DELETE)', async function () {
