@@ -4,6 +4,7 @@ import type { Plugin, Driver } from '../core/plugin.js';
 export const builtinPlugins: Record<string, () => Promise<{ default: Plugin }>> = {
   system: () => import('./system/index.js'),
   iam: () => import('./iam/index.js'),
+  projects: () => import('./projects/index.js'),
   login: () => import('./login/index.js'),
   nodes: () => import('./nodes/index.js'),
   'agent-internal': () => import('./agent-internal/index.js'),

@@ -1,5 +1,7 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ConfigError, conflict, notFound } from '../errors.js';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import type { Knex } from 'knex';
+import { ConfigError, badRequest, conflict, notFound } from '../errors.js';
+import type { Principal } from '../auth/index.js';
 import { Reply } from '../http/reply.js';
 import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
@@ -9,6 +11,7 @@ import { NodeAvailabilityActors, NodeAvailabilityRecorders, recordObservedAvaila
 import { SetNodeAvailability } from '../orchestrator.js';
 import { defineMembership, DRIVER_AVAILABILITY, nodeAvailabilityActor, type Membership } from './membership.js';
 import { ClusterObservers, ClusterRemovals, type ClusterNaming } from './service.js';
+import { ClusterProjectsRef } from './projects.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 
 /** The parts of a node record the cluster API reads (the nodes plugin's NodeRecord). */
@@ -282,6 +285,19 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   services.provided.contribute(ClusterRemovals, { type: naming.resourceType, forceRemove });
 
   const Cluster = Type.Object({}, { additionalProperties: true });
+  // Every create may name the project the cluster goes in; a list may be narrowed to one project.
+  const ProjectRef = Type.String({ minLength: 1, maxLength: 100, description: 'a project (id or name); default: the caller’s default project' });
+  const createBody = def.create.body as TObject;
+  const CreateBody = createBody.type === 'object' && createBody.properties ? Type.Object({ ...createBody.properties, project_id: Type.Optional(ProjectRef) }, { additionalProperties: false }) : def.create.body;
+  const ListQuery = Type.Object({ ...PageQuery.properties, project: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only the clusters of this project (id or name; 400 when there is no such project)' })) }, { additionalProperties: false });
+  /** The projects plugin when it is loaded (asked at each request: its setup may come after this one's). */
+  const projects = () => services.provided.find(ClusterProjectsRef);
+  async function projectForNew(principal: Principal | null, named: string | undefined): Promise<string | null> {
+    const owner = projects();
+    if (owner) return owner.forNew(principal, named);
+    if (named !== undefined) throw badRequest('Validation failed: body.project_id names a project, but no loaded plugin keeps projects (add projects to plugins:)', [{ path: 'body.project_id', message: 'projects are not loaded' }]);
+    return null;
+  }
   const leaveByPath = def.leave.method === 'DELETE';
   const leavePath = `${base}/{id}/${def.leave.path}${leaveByPath ? '/{nodeId}' : ''}`;
   const joinPath = `${base}/{id}/${def.join.path}`;
@@ -301,14 +317,15 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       auth: { role: 'admin' },
       summary: def.create.summary,
       status: def.create.status,
-      schemas: { body: def.create.body, response: Cluster },
+      schemas: { body: CreateBody, response: Cluster },
       handler: async (req) => {
-        const body = req.body as Record<string, unknown> & { name: string };
+        const { project_id: namedProject, ...body } = req.body as Record<string, unknown> & { name: string; project_id?: string };
+        const projectId = await projectForNew(req.principal, namedProject);
         if (await clusters.findOne({ name: body.name })) throw conflict(`A ${noun} named ${body.name} exists`);
         const chosen: N[] = [];
         for (const nodeId of def.create.nodeIds?.(body) ?? []) chosen.push(await requireJoinable(nodeId));
         const id = newId(naming.resourceType);
-        await clusters.insert({ id, name: body.name, backend: def.backend, status: 'empty', manager_node_id: null, runtime_id: null, error: null, created_at: now(), updated_at: now() });
+        await clusters.insert({ id, name: body.name, backend: def.backend, status: 'empty', manager_node_id: null, runtime_id: null, ...(projectId ? { project_id: projectId } : {}), error: null, created_at: now(), updated_at: now() });
         const cluster = (await clusters.get(id))!;
         await def.create.created?.(cluster, body);
         for (const [i, node] of chosen.entries()) await addMember(cluster, node.id, i === 0 ? 'manager' : 'worker');
@@ -320,8 +337,18 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       path: base,
       auth: 'authenticated',
       summary: def.summaries.list,
-      schemas: { query: PageQuery },
-      handler: async (req) => Reply.pageOf(await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where: (q) => q.where({ backend: def.backend }) }), view),
+      schemas: { query: ListQuery },
+      handler: async (req) => {
+        const { project } = req.query;
+        let projectId: string | null = null;
+        if (project !== undefined) {
+          const owner = projects();
+          if (!owner) throw badRequest('Validation failed: query.project names a project, but no loaded plugin keeps projects (add projects to plugins:)', [{ path: 'query.project', message: 'projects are not loaded' }]);
+          projectId = await owner.resolve(req.principal, project);
+        }
+        const where = (q: Knex.QueryBuilder) => void q.where({ backend: def.backend, ...(projectId ? { project_id: projectId } : {}) });
+        return Reply.pageOf(await clusters.page({ limit: req.query.limit, cursor: req.query.cursor, where }), view);
+      },
     }),
     defineRoute({
       method: 'GET',

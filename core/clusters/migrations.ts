@@ -118,3 +118,18 @@ export const specRevisionsMigration: Migration = {
     });
   },
 };
+
+/**
+ * The project that owns each cluster (plugins/projects; null while no project plugin assigned it).
+ * The column is core's, as the table is; the projects plugin's own migration puts the clusters that
+ * exist then in its `default` project.
+ */
+export const clusterProjectsMigration: Migration = {
+  id: '011_cluster_projects',
+  async up(knex) {
+    await knex.schema.alterTable(CLUSTERS, (t) => {
+      t.string('project_id', 64).nullable();
+      t.index(['project_id']);
+    });
+  },
+};

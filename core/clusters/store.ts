@@ -16,6 +16,8 @@ export interface ClusterRecord extends LeaseFields {
   manager_node_id: string | null;
   /** The orchestrator's own id of the cluster (a swarm's cluster id). */
   runtime_id: string | null;
+  /** The project that owns it (plugins/projects); null when none does. */
+  project_id?: string | null;
   error: string | null;
   created_at: string;
   updated_at: string;

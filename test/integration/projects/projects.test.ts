@@ -1,0 +1,249 @@
+import { expect } from 'chai';
+import { loadConfig } from '../../../core/config.js';
+import { PROJECT_ROLE_PERMISSIONS, KINDS, permissionOf, userGrantsOf } from '../../../core/auth/permissions.js';
+import { MIGRATED_ROLE, projectsOf } from '../../../plugins/projects/api.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
+
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'swarms', 'kubernetes'];
+const NOW = '2025-01-01T00:00:00.000Z';
+
+describeEachDialect('projects: members, roles, the clusters they own', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let alice: Credentials;
+  let bob: Credentials;
+  let carol: Credentials;
+  let teamA: string;
+
+  const as = (creds: Credentials) => (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(creds.token) });
+  const api = (method: string, p: string, body?: unknown) => as(admin)(method, p, body);
+  const names = (res: { json: { data: Array<{ name: string }> } }) => res.json.data.map((x) => x.name);
+
+  before(async () => {
+    t = await startHangar(dialect, { plugins: PLUGINS });
+    admin = await bootstrapAdmin(t);
+    alice = await createUser(t, admin, { username: 'alice', role: 'user' });
+    bob = await createUser(t, admin, { username: 'bob', role: 'user' });
+    carol = await createUser(t, admin, { username: 'carol', role: 'user' });
+  });
+  after(() => t?.stop());
+
+  it('creates, renames and lists projects; refuses bad input (400), duplicates (409) and non-admin creates (403)', async () => {
+    const created = await api('POST', '/v1/projects', { name: 'team-a', description: 'the A team' });
+    expect(created.status, created.text).to.equal(201);
+    expect(created.json.data).to.include({ name: 'team-a', description: 'the A team', role: null });
+    expect(created.json.data.id).to.match(/^prj-/);
+    teamA = created.json.data.id;
+    expect((await api('POST', '/v1/projects', { name: 'team-b' })).status).to.equal(201);
+    const dup = await api('POST', '/v1/projects', { name: 'team-a' });
+    expect(dup.status).to.equal(409);
+    expect(dup.json.message).to.equal('A project named team-a exists');
+    for (const body of [{ name: 'Team A' }, { name: '' }, { name: 'x', extra: 1 }, { description: 'no name' }, { name: 'ok', description: 'd'.repeat(501) }]) {
+      const res = await api('POST', '/v1/projects', body);
+      expect(res.status, JSON.stringify(body)).to.equal(400);
+      expect(res.json.message).to.match(/^Validation failed:/);
+    }
+    expect((await as(alice)('POST', '/v1/projects', { name: 'mine' })).status).to.equal(403);
+    // A fresh installation has its default project too.
+    expect(names(await api('GET', '/v1/projects'))).to.deep.equal(['default', 'team-a', 'team-b']);
+    const page = await api('GET', '/v1/projects?limit=2');
+    expect(names(page)).to.deep.equal(['default', 'team-a']);
+    expect(names(await api('GET', `/v1/projects?limit=2&cursor=${page.json.next_cursor}`))).to.deep.equal(['team-b']);
+
+    const renamed = await api('PATCH', '/v1/projects/team-b', { name: 'team-bee', description: null });
+    expect(renamed.status, renamed.text).to.equal(200);
+    expect(renamed.json.data).to.include({ name: 'team-bee', description: null });
+    expect((await api('PATCH', '/v1/projects/team-bee', {})).json.message).to.match(/^Validation failed: give name or description/);
+    expect((await api('PATCH', '/v1/projects/team-bee', { name: 'team-a' })).status).to.equal(409);
+    expect((await api('GET', '/v1/projects/nothing-here')).status).to.equal(404);
+  });
+
+  it('adds members with a role; an owner manages members, others are refused (403), non-members see nothing (404)', async () => {
+    const put = await api('PUT', `/v1/projects/${teamA}/members/alice`, { role: 'owner' });
+    expect(put.status, put.text).to.equal(201);
+    expect(put.json.data).to.include({ project_id: teamA, user_id: alice.userId, username: 'alice', role: 'owner' });
+    expect(put.json.data.permissions).to.deep.equal(PROJECT_ROLE_PERMISSIONS.owner);
+    // The owner adds bob (by user id) as a viewer.
+    const byOwner = await as(alice)('PUT', `/v1/projects/team-a/members/${bob.userId}`, { role: 'viewer' });
+    expect(byOwner.status, byOwner.text).to.equal(201);
+    expect((await as(alice)('PUT', `/v1/projects/team-a/members/bob`, { role: 'deployer' })).status).to.equal(200);
+
+    // A deployer manages no members; a non-member does not see the project at all.
+    const refused = await as(bob)('PUT', `/v1/projects/team-a/members/carol`, { role: 'viewer' });
+    expect(refused.status).to.equal(403);
+    expect(refused.json.details[0].message).to.match(/does not grant projects:members/);
+    expect((await as(carol)('GET', `/v1/projects/${teamA}`)).status).to.equal(404);
+    expect((await as(carol)('GET', `/v1/projects/${teamA}/members`)).status).to.equal(404);
+    expect((await as(carol)('PUT', `/v1/projects/${teamA}/members/carol`, { role: 'owner' })).status).to.equal(404);
+
+    // Members list the project and its members; each lists only its own projects.
+    expect(names(await as(bob)('GET', '/v1/projects'))).to.deep.equal(['team-a']);
+    expect((await as(bob)('GET', '/v1/projects')).json.data[0].role).to.equal('deployer');
+    expect(names(await as(carol)('GET', '/v1/projects'))).to.deep.equal([]);
+    const list = await as(bob)('GET', `/v1/projects/${teamA}/members`);
+    expect(list.status).to.equal(200);
+    expect(list.json.data.map((m: { username: string; role: string }) => `${m.username}:${m.role}`).sort()).to.deep.equal(['alice:owner', 'bob:deployer']);
+
+    for (const [user, body, status, message] of [
+      ['carol', { role: 'emperor' }, 400, /project team-a has no role emperor \(roles: viewer, deployer, maintainer, owner\)/],
+      ['carol', { role: 'Owner' }, 400, /^Validation failed/],
+      ['carol', {}, 400, /^Validation failed/],
+      ['nobody', { role: 'viewer' }, 404, /^No user nobody$/],
+    ] as const) {
+      const res = await api('PUT', `/v1/projects/${teamA}/members/${user}`, body);
+      expect(res.status, res.text).to.equal(status);
+      expect(res.json.message).to.match(message);
+    }
+    // The last owner stays: an owner cannot remove or demote itself when no other owner is left.
+    expect((await as(alice)('DELETE', `/v1/projects/${teamA}/members/alice`)).status).to.equal(409);
+    expect((await as(alice)('PUT', `/v1/projects/${teamA}/members/alice`, { role: 'viewer' })).status).to.equal(409);
+  });
+
+  it('keeps custom roles: sets of the catalogue’s permissions, given no wider than the giver’s own', async () => {
+    const created = await as(alice)('POST', `/v1/projects/${teamA}/roles`, { name: 'releaser', description: 'ships services', permissions: ['services:read', 'services:deploy'] });
+    expect(created.status, created.text).to.equal(201);
+    expect(created.json.data).to.deep.equal({ name: 'releaser', description: 'ships services', builtin: false, permissions: ['services:deploy', 'services:read'] });
+    const bad = await api('POST', `/v1/projects/${teamA}/roles`, { name: 'odd', permissions: ['services:fly', 'nodes:write', 'nonsense'] });
+    expect(bad.status).to.equal(400);
+    expect(bad.json.message).to.match(/^Validation failed: body.permissions: .*services:fly.*nodes is not a project's kind.*"nonsense" is not <kind>:<verb>/);
+    expect((await api('POST', `/v1/projects/${teamA}/roles`, { name: 'owner', permissions: ['services:read'] })).status).to.equal(409);
+    expect((await api('POST', `/v1/projects/${teamA}/roles`, { name: 'releaser', permissions: ['services:read'] })).status).to.equal(409);
+    expect((await as(bob)('POST', `/v1/projects/${teamA}/roles`, { name: 'sneaky', permissions: ['services:read'] })).status).to.equal(403);
+
+    const roles = await as(bob)('GET', `/v1/projects/${teamA}/roles`);
+    expect(roles.json.data.map((r: { name: string; builtin: boolean }) => `${r.name}:${r.builtin}`)).to.deep.equal(['viewer:true', 'deployer:true', 'maintainer:true', 'owner:true', 'releaser:false']);
+
+    const given = await as(alice)('PUT', `/v1/projects/${teamA}/members/carol`, { role: 'releaser' });
+    expect(given.status, given.text).to.equal(201);
+    expect(given.json.data.permissions).to.deep.equal(['services:deploy', 'services:read']);
+    expect((await projectsOf(t.hangar.services).membership(teamA, carol.userId))?.permissions).to.deep.equal(['services:deploy', 'services:read']);
+    const held = await api('DELETE', `/v1/projects/${teamA}/roles/releaser`);
+    expect(held.status).to.equal(409);
+    expect(held.json.message).to.match(/^Role releaser is held by 1 member/);
+    expect((await api('DELETE', `/v1/projects/${teamA}/members/carol`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/projects/${teamA}/roles/releaser`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/projects/${teamA}/roles/releaser`)).status).to.equal(404);
+    expect((await api('DELETE', `/v1/projects/${teamA}/roles/owner`)).status).to.equal(409);
+  });
+
+  it('puts clusters in a project: the one named, the caller’s default project, or `default`; lists narrow with ?project=', async () => {
+    const named = await api('POST', '/v1/swarms', { name: 'in-a', project_id: 'team-a' });
+    expect(named.status, named.text).to.equal(201);
+    expect(named.json.data.project_id).to.equal(teamA);
+    const defaulted = await api('POST', '/v1/swarms', { name: 'in-default' });
+    const project = (await api('GET', '/v1/projects/default')).json.data.id;
+    expect(defaulted.json.data.project_id).to.equal(project);
+    // A user property names the caller's own default project.
+    await api('POST', `/v1/iam/users/${admin.userId}/properties`, { name: 'default_project', value: 'team-bee' });
+    const own = await api('POST', '/v1/swarms', { name: 'in-bee' });
+    expect(own.json.data.project_id).to.equal((await api('GET', '/v1/projects/team-bee')).json.data.id);
+
+    const unknown = await api('POST', '/v1/swarms', { name: 'nowhere', project_id: 'no-such' });
+    expect(unknown.status).to.equal(400);
+    expect(unknown.json.message).to.equal('Validation failed: body.project_id: no project no-such');
+
+    expect(names(await api('GET', '/v1/swarms?project=team-a'))).to.deep.equal(['in-a']);
+    expect(names(await api('GET', `/v1/swarms?project=${project}`))).to.deep.equal(['in-default']);
+    expect(names(await api('GET', '/v1/swarms'))).to.deep.equal(['in-a', 'in-default', 'in-bee']);
+    expect((await api('GET', '/v1/kubernetes/clusters?project=team-a')).json.data).to.deep.equal([]);
+    expect((await api('GET', '/v1/swarms?project=no-such')).status).to.equal(400);
+    // A user names only projects it is a member of.
+    expect(names(await as(bob)('GET', '/v1/swarms?project=team-a'))).to.deep.equal(['in-a']);
+    expect((await as(bob)('GET', '/v1/swarms?project=team-bee')).status).to.equal(400);
+    expect(await projectsOf(t.hangar.services).projectOfCluster(named.json.data.id)).to.equal(teamA);
+
+    const refused = await api('DELETE', '/v1/projects/team-a');
+    expect(refused.status).to.equal(409);
+    expect(refused.json.message).to.equal(`Project team-a owns clusters: in-a (${named.json.data.id}); delete them or move them to another project first`);
+    expect((await api('DELETE', `/v1/swarms/${named.json.data.id}`)).status).to.equal(200);
+    expect((await as(alice)('DELETE', '/v1/projects/team-a')).status).to.equal(403);
+    const deleted = await api('DELETE', '/v1/projects/team-a');
+    expect(deleted.status, deleted.text).to.equal(200);
+    expect((await api('GET', `/v1/projects/${teamA}`)).status).to.equal(404);
+    expect(names(await as(alice)('GET', '/v1/projects'))).to.deep.equal([]);
+  });
+
+  it('a removed member loses the project at its very next request, by token and by API key', async () => {
+    const project = (await api('POST', '/v1/projects', { name: 'short-stay' })).json.data.id;
+    await api('PUT', `/v1/projects/${project}/members/carol`, { role: 'maintainer' });
+    expect((await as(carol)('GET', `/v1/projects/${project}`)).status).to.equal(200);
+    expect((await signed(t, carol, 'GET', `/v1/projects/${project}`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/projects/${project}/members/carol`)).status).to.equal(200);
+    expect((await as(carol)('GET', `/v1/projects/${project}`)).status).to.equal(404);
+    expect((await signed(t, carol, 'GET', `/v1/projects/${project}`)).status).to.equal(404);
+    expect(await projectsOf(t.hangar.services).membership(project, carol.userId)).to.equal(null);
+    expect((await api('DELETE', `/v1/projects/${project}/members/carol`)).status).to.equal(404);
+  });
+});
+
+/**
+ * An installation made before projects (every plugin but projects, so its store has the current
+ * schema of everything else): adding projects migrates it into a `default` project and keeps every
+ * user's access.
+ */
+describeEachDialect('projects: migrating an installation made before projects', (dialect) => {
+  it('puts every cluster in `default` and every live user in it as a viewer; nothing else changes', async function () {
+    this.timeout(60_000);
+    const storage = dialect.freshStorage();
+    // A default configuration's plugins, without projects and then with it.
+    const all = loadConfig({ env: {} }).plugins;
+    expect(all).to.include('projects');
+    const before = await startHangar(dialect, { storage, plugins: all.filter((p) => p !== 'projects') });
+    let admin: Credentials;
+    let user: Credentials;
+    let gone: Credentials;
+    let swarms: unknown[];
+    let clusters: unknown[];
+    try {
+      admin = await bootstrapAdmin(before);
+      user = await createUser(before, admin, { username: 'old-user', role: 'user' });
+      gone = await createUser(before, admin, { username: 'old-gone', role: 'user' });
+      expect((await before.request('DELETE', `/v1/iam/users/${gone.userId}`, { headers: bearer(admin.token) })).status).to.equal(200);
+      for (const name of ['old-a', 'old-b']) expect((await before.request('POST', '/v1/swarms', { body: { name }, headers: bearer(admin.token) })).status).to.equal(201);
+      const stamp = { created_at: NOW, updated_at: NOW };
+      await before.hangar.store.knex('clusters').insert({ id: 'cluster-oldk8s', name: 'old-k8s', backend: 'k8s', status: 'empty', manager_node_id: null, runtime_id: null, error: null, ...stamp });
+      swarms = (await before.request('GET', '/v1/swarms', { headers: bearer(user.token) })).json.data;
+      clusters = (await before.request('GET', '/v1/kubernetes/clusters', { headers: bearer(user.token) })).json.data;
+      expect(swarms).to.have.length(2);
+      expect(clusters).to.have.length(1);
+    } finally {
+      await before.stop();
+    }
+
+    const t = await startHangar(dialect, { storage, plugins: all });
+    try {
+      const get = async (creds: Credentials, path: string) => {
+        const res = await t.request('GET', path, { headers: bearer(creds.token) });
+        expect(res.status, `${path}: ${res.text}`).to.equal(200);
+        return res.json.data;
+      };
+      const [project] = await get(admin!, '/v1/projects');
+      expect(project).to.include({ name: 'default', role: MIGRATED_ROLE });
+      // Every cluster, as it was, now in the default project.
+      const strip = (list: Array<Record<string, unknown>>) => list.map(({ project_id: _p, ...rest }) => rest);
+      const now = await get(user!, '/v1/swarms');
+      expect(strip(now)).to.deep.equal(swarms);
+      expect(now.map((s: { project_id: string }) => s.project_id)).to.deep.equal([project.id, project.id]);
+      const k8s = await get(user!, '/v1/kubernetes/clusters');
+      expect(strip(k8s)).to.deep.equal(clusters);
+      expect(k8s[0].project_id).to.equal(project.id);
+      // Every live user a member with the migrated role; the deleted one is not.
+      const members = await get(admin!, `/v1/projects/${project.id}/members`);
+      expect(members.map((m: { username: string; role: string }) => `${m.username}:${m.role}`).sort()).to.deep.equal([`${admin!.username}:viewer`, 'old-user:viewer']);
+      expect(await get(user!, '/v1/projects')).to.have.length(1);
+      expect(await projectsOf(t.hangar.services).membership(project.id, gone!.userId)).to.equal(null);
+
+      // The migrated role is exactly what a user could do before: the permissions of the project's
+      // kinds among the routes (of every default plugin) open to any authenticated caller, all reads,
+      // and reading the project.
+      const routes = t.hangar.routes.map((r) => r.route).filter((r) => r.path !== '/v1/projects' && !r.path.startsWith('/v1/projects/'));
+      const before = [...userGrantsOf(routes)].filter((p) => KINDS[p.split(':')[0]!]?.scope === 'project');
+      expect([...PROJECT_ROLE_PERMISSIONS[MIGRATED_ROLE]].filter((p) => p !== 'projects:read').sort()).to.deep.equal(before.sort());
+      expect(routes.some((r) => permissionOf(r) === 'clusters:write' && r.auth === 'authenticated')).to.equal(false);
+    } finally {
+      await t.stop();
+    }
+  });
+});
