@@ -212,6 +212,14 @@ export function permitted(principal: PermissionHolder, permission: string, userG
   return !principal.permissions || principal.permissions.includes(permission) || permission === 'public:call';
 }
 
+/**
+ * Whether the principal's role reads whatever the installation holds, admins' business included
+ * (events of tasks and of SSH profiles): admin and auditor.
+ */
+export function readsEverything(principal: PermissionHolder): boolean {
+  return principal.role === 'admin' || principal.role === 'auditor';
+}
+
 /** Every permission (of the built-in kinds and of these routes) the principal holds, sorted. */
 export function permissionsHeld(principal: PermissionHolder, routes: readonly PermissionRoute[], userGrants: UserGrants): Permission[] {
   const all = new Set<Permission>([...catalogue(), ...routes.map(permissionOf)]);

@@ -6,6 +6,7 @@ import { Reply } from '../../core/http/reply.js';
 import { definePlugin, type HangarRequest, defineRoute } from '../../core/plugin.js';
 import { EventsJournalRef } from './api.js';
 import type { Principal } from '../../core/auth/index.js';
+import { readsEverything } from '../../core/auth/permissions.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
 import { EventStreams, type StreamConnection, type StreamLimits } from './streams.js';
 import { NodeEventRecorded } from '../nodes/api.js';
@@ -70,8 +71,8 @@ const TypesQuery = Type.Optional(
 const LiveEventView = Type.Object({ id: Type.String(), type: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) });
 
 function visibleTo(principal: Principal | null, types: ReadonlySet<string> | null) {
-  const admin = principal?.role === 'admin';
-  return (event: LiveEvent) => (admin || !event.adminOnly) && (!types || types.has(event.type));
+  const all = Boolean(principal && readsEverything(principal));
+  return (event: LiveEvent) => (all || !event.adminOnly) && (!types || types.has(event.type));
 }
 
 /** The connection of a request's answer: its socket (HTTP/1.1), or its stream of an HTTP/2 session. */

@@ -9,7 +9,7 @@ export interface LiveEvent {
   type: LiveEventType;
   at: string;
   data: Record<string, unknown>;
-  /** Only admins see it (e.g. a change to an SSH profile, a task). */
+  /** Only admins and auditors see it (e.g. a change to an SSH profile, a task). */
   adminOnly: boolean;
 }
 

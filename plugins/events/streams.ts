@@ -2,6 +2,7 @@ import { PassThrough } from 'node:stream';
 import type { Counter } from 'prom-client';
 import { addressHolder } from '../../core/addresses.js';
 import type { AuthRegistry, Principal } from '../../core/auth/index.js';
+import { readsEverything } from '../../core/auth/permissions.js';
 import type { Notices } from '../../core/db/notices.js';
 import { HttpError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
@@ -85,7 +86,7 @@ export class EventStream {
   }
 
   private visible(event: LiveEvent): boolean {
-    return (this.principal.role === 'admin' || !event.adminOnly) && (!this.types || this.types.has(event.type));
+    return (readsEverything(this.principal) || !event.adminOnly) && (!this.types || this.types.has(event.type));
   }
 
   /**

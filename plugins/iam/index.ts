@@ -21,6 +21,7 @@ import {
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { sameOrigin, sessionMigrations, Sessions } from './sessions.js';
 import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
+import { whoamiRoute } from './whoami.js';
 
 const IamConfigSchema = Type.Object(
   {
@@ -152,6 +153,7 @@ export default definePlugin({
       ],
       routes: [
         ...sessions.routes(view),
+        whoamiRoute(services, identity),
         defineRoute({
           method: 'GET',
           path: '/v1/bootstrap',

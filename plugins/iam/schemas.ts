@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 export const Username = Type.String({ minLength: 1, maxLength: 20, pattern: '^[A-Za-z0-9._@-]+$', description: 'unique; letters, digits, . _ @ -' });
 export const Email = Type.String({ format: 'email', maxLength: 120 });
 export const DisplayName = Type.String({ maxLength: 50 });
-export const Role = Type.String({ minLength: 1, maxLength: 50, pattern: '^[a-z][a-z0-9_-]*$', description: 'built in: admin, user' });
+export const Role = Type.String({ minLength: 1, maxLength: 50, pattern: '^[a-z][a-z0-9_-]*$', description: 'built in: admin, auditor (reads everything, changes nothing), user; docs/tenancy.md' });
 export const Password = Type.String({ maxLength: 1024 });
 export const PropertyInput = Type.Object(
   { name: Type.String({ minLength: 1, maxLength: 50 }), value: Type.Union([Type.String({ maxLength: 250 }), Type.Null()]) },

@@ -141,7 +141,7 @@ export class Sessions {
             throw unauthorized('A write with the session cookie needs the X-CSRF-Token header: the csrf_token that POST or GET /v1/iam/session answered');
           }
         }
-        return { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'session', exp: Math.floor(expiresAt / 1000), session_id: id };
+        return { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'session', exp: Math.floor(expiresAt / 1000), expires_at: new Date(expiresAt).toISOString(), session_id: id };
       },
       // A session's principal holds while the session and its user live, with the user's role of the moment.
       revokedBy: [USER_CHANGES, SESSION_CHANGES],

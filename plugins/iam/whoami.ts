@@ -1,0 +1,73 @@
+import { Type } from '@sinclair/typebox';
+import type { Principal } from '../../core/auth/index.js';
+import { INSTALLATION_ROLE_ABOUT, INSTALLATION_ROLES, permissionsHeld, userGrantsOf, type InstallationRole } from '../../core/auth/permissions.js';
+import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
+import type { Identity } from './identity.js';
+
+/** How a credential of each authenticator's principals is called in the answer. */
+const CREDENTIAL_KINDS: Record<string, string> = { jwt: 'jwt', session: 'session', hmac: 'api_key' };
+
+export const WhoamiView = Type.Object(
+  {
+    user: Type.Object(
+      {
+        id: Type.String(),
+        username: Type.Union([Type.String(), Type.Null()], { description: 'null for a caller that is no user' }),
+        name: Type.String(),
+        email: Type.Union([Type.String(), Type.Null()]),
+      },
+      { additionalProperties: false },
+    ),
+    role: Type.String({ description: 'the installation role (admin, auditor, user, or another name: then it holds what user holds)' }),
+    role_about: Type.String({ description: 'what the role grants, in words' }),
+    credential: Type.Object(
+      {
+        kind: Type.String({ description: 'jwt, session (the dashboard’s cookie) or api_key (an HMAC-signed request)' }),
+        expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'when it stops working; null: it does not expire (an API key until it is deleted)' }),
+        access_key_id: Type.Optional(Type.String({ description: 'the API key that signed the request' })),
+        key_description: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+      },
+      { additionalProperties: false },
+    ),
+    permissions: Type.Array(Type.String(), { description: 'every permission the caller holds, sorted (docs/tenancy.md)' }),
+  },
+  { additionalProperties: false },
+);
+
+/** `GET /v1/iam/whoami`: who the caller is, with which credential until when, and what it may do. */
+export function whoamiRoute(services: Services, identity: Identity): RouteDef {
+  let grants: ReturnType<typeof userGrantsOf> | undefined;
+  const routes = () => services.routeTable().map((r) => r.route);
+  return defineRoute({
+    method: 'GET',
+    path: '/v1/iam/whoami',
+    auth: 'authenticated',
+    permission: 'account:read',
+    summary: 'Who you are: your user, installation role and its permissions, and the credential this request used (kind, expiry)',
+    description: 'Never answers a secret: for an API key, its access key id and description only.',
+    schemas: { response: WhoamiView },
+    async handler(req) {
+      const principal = req.principal as Principal;
+      // The route table is complete once the control plane serves: what users hold is read once.
+      grants ??= userGrantsOf(routes());
+      const user = await identity.users.get(principal.id);
+      const credential: { kind: string; expires_at: string | null; access_key_id?: string; key_description?: string | null } = {
+        kind: CREDENTIAL_KINDS[principal.method] ?? principal.method,
+        // A session knows its end to the millisecond; a token to the second (its `exp`).
+        expires_at: typeof principal.expires_at === 'string' ? principal.expires_at : typeof principal.exp === 'number' ? new Date(principal.exp * 1000).toISOString() : null,
+      };
+      if (principal.method === 'hmac' && user) {
+        const found = await identity.users.liveKey(user.userid, String(principal.key_id));
+        if (found) Object.assign(credential, { access_key_id: found.key.access_key_id, key_description: found.key.description });
+      }
+      const known = (INSTALLATION_ROLES as readonly string[]).includes(principal.role);
+      return {
+        user: { id: principal.id, username: user?.username ?? null, name: principal.name, email: user?.email ?? null },
+        role: principal.role,
+        role_about: known ? INSTALLATION_ROLE_ABOUT[principal.role as InstallationRole] : `not a built-in role: it holds what user holds (${INSTALLATION_ROLE_ABOUT.user}), and the routes guarded by ${principal.role}`,
+        credential,
+        permissions: permissionsHeld(principal, routes(), grants),
+      };
+    },
+  });
+}
