@@ -137,6 +137,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
       method: 'GET',
       path: '/v1/kubernetes/clusters/{id}/kubeconfig',
       auth: 'authenticated',
+      permission: 'clusters:credentials',
       summary: 'A kubeconfig of your own (YAML in `kubeconfig`): a short-lived token of your ServiceAccount, bound to the ClusterRole of your role; never logged, each download audited',
       description:
         `The token is valid for \`ttl\` seconds (default ${KUBECONFIG_TTL.default}); an admin's account is bound to cluster-admin, any other role's to the read-only \`view\`. ` +
@@ -190,6 +191,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
       method: 'DELETE',
       path: '/v1/kubernetes/clusters/{id}/kubeconfig',
       auth: 'authenticated',
+      permission: 'clusters:credentials',
       summary: 'Revoke your kubeconfig credentials on the cluster (an admin: anyone’s, with `user_id`): the ServiceAccount is deleted and every token of it refused at once',
       description: '`revoked` is false when there was nothing to revoke. 409 while the cluster is not active or does not answer.',
       schemas: { params: IdParams, query: RevokeQuery },

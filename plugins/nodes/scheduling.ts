@@ -90,6 +90,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
       method: 'GET',
       path: '/v1/nodes/{id}/availability/{taskId}',
       auth: { role: 'admin' },
+      permission: 'nodes:inspect',
       summary: 'A cordon, drain or uncordon answered 202: its status, then `error` when it failed (read once once finished)',
       schemas: { params: NodeTaskParams },
       async handler(req) {
