@@ -607,9 +607,9 @@ export const RESOURCES: Resource[] = [
     describe: 'Compute instances: replicated containers on a swarm or a Kubernetes cluster',
     base: '/v1/compute/instances',
     columns: ['id', 'name', ...placeColumns, 'image', 'type', 'replicas', 'running', 'status', 'domain'],
-    transitional: ['deploying', 'terminating'],
-    // A rollout the swarm rolled back did not do what was asked: --wait ends with exit 1.
-    failed: ['failed', 'rolled_back'],
+    transitional: ['deploying', 'rolling_out', 'terminating'],
+    // A rollout the cluster rolled back or paused did not do what was asked: --wait ends with exit 1.
+    failed: ['failed', 'rolled_back', 'paused'],
     verbs: [
       create({
         describe: 'Create an instance on a swarm or a Kubernetes cluster (202: it deploys in the background)',

@@ -160,6 +160,8 @@ export const WorkloadSpec = Type.Object({
   health: Type.Optional(HealthSpec),
   /** How an update rolls out (none: the driver's own defaults). */
   rollout: Type.Optional(RolloutSpec),
+  /** hangar's revision number of this spec, kept with what runs so that a rollback can name the revision it returned to. */
+  revision: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type WorkloadSpec = Static<typeof WorkloadSpec>;
 
@@ -207,8 +209,20 @@ export const WorkloadState = Type.Object({
   /** The bundle (compose stack) the workload belongs to, if any, and its key in the bundle. */
   stack: Nullable(Type.String()),
   component: Type.Optional(Nullable(Type.String())),
-  /** The last rollout as the runtime tells it (a swarm's UpdateStatus: `updating`, `completed`, `rollback_completed`…), if any. */
-  rollout: Type.Optional(Nullable(Type.Object({ state: Type.String(), message: Nullable(Type.String()) }))),
+  /**
+   * The last rollout as the runtime tells it (a swarm's UpdateStatus: `updating`, `completed`,
+   * `rollback_started`, `rollback_completed`, `paused`…; Kubernetes in the same words), if any.
+   */
+  rollout: Type.Optional(
+    Nullable(
+      Type.Object({
+        state: Type.String(),
+        message: Nullable(Type.String()),
+        /** After a rollback or a pause: hangar's revision that runs now, when the runtime keeps it. */
+        revision: Type.Optional(Nullable(Type.Integer())),
+      }),
+    ),
+  ),
 });
 export type WorkloadState = Static<typeof WorkloadState>;
 

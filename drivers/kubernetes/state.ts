@@ -1,6 +1,7 @@
 import type { V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { PortSpec, WorkloadState, WorkloadTask } from './contract.js';
 import { attempt, BUNDLE_LABEL, selectorString, type KubeContext } from './client.js';
+import { rolloutStateOf } from './rollouts.js';
 
 /** Kubernetes CPU quantity ("250m", "1.5", "2") as cores, or null. */
 export function parseCpu(quantity: string | undefined): number | null {
@@ -96,5 +97,6 @@ export function toState(ctx: KubeContext, deployment: V1Deployment, pods: V1Pod[
     limits: { cpus: parseCpu(container?.resources?.limits?.cpu), memoryMb: parseMemoryMb(container?.resources?.limits?.memory) },
     stack,
     component: stack ? (deployment.metadata?.name ?? null) : null,
+    rollout: rolloutStateOf(deployment),
   };
 }

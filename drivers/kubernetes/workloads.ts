@@ -18,6 +18,7 @@ import {
   type KubeContext,
 } from './client.js';
 import { objectKey } from './objects.js';
+import { REVISION_ANNOTATION, ROLLOUT_ANNOTATION, rolloutStrategyOf, settleRollout } from './rollouts.js';
 import { locate, podsOf, toState } from './state.js';
 
 /** How long removing a workload waits for its Deployment and pods to be gone. */
@@ -115,14 +116,24 @@ function workloadLabels(spec: WorkloadSpec): Record<string, string> {
 
 export function deploymentOf(ctx: KubeContext, spec: WorkloadSpec, clusterNodes: Record<string, string>): V1Deployment {
   const selector = { [WORKLOAD_LABEL]: spec.name };
+  const templateAnnotations = spec.revision ? { [REVISION_ANNOTATION]: String(spec.revision) } : undefined;
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: { name: spec.name, namespace: ctx.namespace, labels: workloadLabels(spec) },
+    metadata: {
+      name: spec.name,
+      namespace: ctx.namespace,
+      labels: workloadLabels(spec),
+      ...(spec.rollout ? { annotations: { [ROLLOUT_ANNOTATION]: spec.rollout.on_failure ?? 'rollback' } } : {}),
+    },
     spec: {
       replicas: spec.replicas,
       selector: { matchLabels: selector },
-      template: { metadata: { labels: { ...selector, [HANGAR_LABELS.role]: spec.role, [HANGAR_LABELS.id]: spec.resource_id } }, spec: podSpec(spec, clusterNodes) },
+      ...(spec.rollout ? rolloutStrategyOf(spec.rollout, spec.health) : {}),
+      template: {
+        metadata: { labels: { ...selector, [HANGAR_LABELS.role]: spec.role, [HANGAR_LABELS.id]: spec.resource_id }, ...(templateAnnotations ? { annotations: templateAnnotations } : {}) },
+        spec: podSpec(spec, clusterNodes),
+      },
     },
   };
 }
@@ -278,6 +289,7 @@ export async function inspectWorkloads(ctx: KubeContext, filter: { names?: strin
   const workloads: WorkloadState[] = [];
   // A Deployment being deleted (a pruned bundle part, a removed workload whose pods are still
   // going) is no longer one of the cluster's workloads, as it is not in the bundle's own state.
-  for (const deployment of deployments) if (!deployment.metadata?.deletionTimestamp) workloads.push(await stateOf(ctx, deployment));
+  // A declared rollout that failed is rolled back (or paused) here, as the workload is observed.
+  for (const deployment of deployments) if (!deployment.metadata?.deletionTimestamp) workloads.push(await stateOf(ctx, await settleRollout(ctx, deployment)));
   return { workloads };
 }

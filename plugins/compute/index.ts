@@ -113,10 +113,16 @@ export function judge(instance: InstanceRecord, w: WorkloadState | undefined, wh
   const want = desiredReplicas(instance);
   const drift: string[] = [];
   if (w.replicas !== null && w.replicas !== want) drift.push(`replicas ${w.replicas} (hangar set ${want})`);
-  // The runtime returned to the previous spec by itself (a rollout whose new tasks failed, rolled back).
-  if (w.rollout?.state === 'rollback_completed' || w.rollout?.state === 'rollback_started') {
-    return { status: 'rolled_back', reason: `the ${where} rolled the update back${w.rollout.message ? `: ${w.rollout.message}` : ''}; what runs is the previous revision` };
+  // The runtime returned to the previous spec by itself (a rollout whose new tasks failed, rolled back), or stopped the rollout (on_failure pause).
+  const rollout = w.rollout;
+  if (rollout?.state === 'rollback_completed' || rollout?.state === 'rollback_started') {
+    const to = rollout.revision ? `revision ${rollout.revision}` : 'the previous revision';
+    return { status: 'rolled_back', reason: `the ${where} rolled the update back${rollout.message ? `: ${rollout.message}` : ''}; what runs is ${to}` };
   }
+  if (rollout?.state === 'paused') {
+    return { status: 'paused', reason: `the ${where} paused the rollout${rollout.message ? `: ${rollout.message}` : ''}; update the instance (or roll back to a revision) to go on` };
+  }
+  if (rollout?.state === 'updating' && want > 0) return { status: 'rolling_out', reason: `${w.running}/${want} running${rollout.revision ? `, rolling out revision ${rollout.revision}` : ''}` };
   if (withoutDigest(w.image) !== instance.image) drift.push(`image ${withoutDigest(w.image)} (hangar set ${instance.image})`);
   if (drift.length) return { status: 'drifted', reason: `the ${where} runs ${drift.join(', ')}` };
   if (want === 0) return w.running === 0 ? { status: 'stopped', reason: null } : { status: 'deploying', reason: `stopping: ${w.running} task(s) still running` };
@@ -217,6 +223,7 @@ export default definePlugin({
         replica_hostnames: true,
         ...(i.health ? { health: i.health } : {}),
         ...(i.rollout ? { rollout: i.rollout } : {}),
+        revision: (await core.revisions.latest('instance', i.id))?.number,
       };
     }
 
@@ -227,7 +234,7 @@ export default definePlugin({
         operations: {
           // Creating, starting, stopping, scaling, attaching: the record says what is wanted; deploying sends it.
           deploy: {
-            from: ['deploying', 'running', 'stopped', 'drifted', 'failed', 'rolled_back'],
+            from: ['deploying', 'running', 'stopped', 'drifted', 'failed', 'rolled_back', 'rolling_out', 'paused'],
             during: 'deploying',
             joins: true,
             label: (i) => `deploy instance ${i.name}`,
@@ -266,9 +273,10 @@ export default definePlugin({
      * A change of its spec (instanceSpec) is kept as a new revision by `who`.
      */
     async function redeploy(i: InstanceRecord, patch: Partial<InstanceRecord>, label: string, who: Principal | null = null, rollbackOf?: number) {
-      const started = await lifecycle.start(i.id, 'deploy', patch, refused, `${label} instance ${i.name}`);
       const spec = instanceSpec({ ...i, ...patch });
+      // Kept before the deploy begins: the deploy names its revision to the runtime (a rollback there says which one runs).
       if (rollbackOf !== undefined || JSON.stringify(spec) !== JSON.stringify(instanceSpec(i))) await core.revisions.append('instance', i.id, { spec: { ...spec }, principal: who, rollbackOf });
+      const started = await lifecycle.start(i.id, 'deploy', patch, refused, `${label} instance ${i.name}`);
       return view(started);
     }
 
@@ -431,8 +439,9 @@ export default definePlugin({
               updated_at: now(),
             });
             routesChanged(cluster.id);
-            const deploying = await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`);
+            // Revision 1 before the deploy begins: the deploy names it to the runtime.
             await core.revisions.append('instance', record.id, { spec: { ...instanceSpec(record) }, principal: req.principal });
+            const deploying = await lifecycle.start(record.id, 'deploy', {}, refused, `creating instance ${record.name}`);
             return view(deploying);
           },
         }),

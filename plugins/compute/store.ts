@@ -14,7 +14,7 @@ export interface InstanceRecord extends LeaseFields {
   type: string;
   replicas: number;
   desired: 'running' | 'stopped';
-  status: 'deploying' | 'running' | 'stopped' | 'drifted' | 'failed' | 'rolled_back' | 'terminating';
+  status: 'deploying' | 'running' | 'stopped' | 'drifted' | 'failed' | 'rolling_out' | 'rolled_back' | 'paused' | 'terminating';
   reason: string | null;
   domain: string | null;
   http_port: number | null;

@@ -277,6 +277,92 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
       expect((await api('GET', `/v1/compute/instances/${instanceId}/logs/${taskId}`)).status, 'read once').to.equal(404);
     });
 
+    it('rolls an update out as its declared rollout says; a revision whose pods fail readiness is rolled back by hangar to the one before (rolled_back, naming it); the next update clears that', async function () {
+      this.timeout(180_000);
+      const name = `roll-${dialect.name}`;
+      const rollout = { parallelism: 2, monitor_s: 5, order: 'start-first', on_failure: 'rollback' };
+      const health = { tcp: { port: 80 }, interval_s: 1, timeout_s: 1, retries: 1 };
+      const created = await api('POST', '/v1/compute/instances', { name, cluster_id: cluster.clusterName, image: 'registry.invalid/roll:1', replicas: 1, rollout, health });
+      expect(created.status, created.text).to.equal(202);
+      const id = created.json.data.id as string;
+      try {
+        await rollOut(id);
+      } finally {
+        // Whatever happened: the cluster's delete below needs it gone.
+        await api('DELETE', `/v1/compute/instances/${id}`);
+        await waitFor(async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, { timeoutMs: 90_000, intervalMs: 500, what: 'the instance gone' });
+      }
+    });
+
+    async function rollOut(id: string) {
+      const name = `roll-${dialect.name}`;
+      const get = async () => (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+      const seen = new Set<string>();
+      const until = (what: string, test: (i: any) => boolean) =>
+        waitFor(
+          async () => {
+            const i = await get();
+            seen.add(i.status);
+            return test(i) ? i : null;
+          },
+          { timeoutMs: 120_000, intervalMs: 250, what },
+        );
+      const read = () => kube.api(AppsV1Api).readNamespacedDeployment({ name: `inst-${name}`, namespace: NAMESPACE });
+      await until('running', (i) => i.status === 'running');
+      const first = await read();
+      expect(first.spec?.strategy).to.deep.equal({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 2, maxUnavailable: 0 } });
+      // monitor_s; then the health check's own time (1 × 1 s + 1 s timeout) and the slack (10 s).
+      expect(first.spec).to.include({ minReadySeconds: 5, progressDeadlineSeconds: 17 });
+      expect(first.spec?.template.metadata?.annotations).to.include({ 'io.hangar.revision': '1' });
+
+      let res = await api('PATCH', `/v1/compute/instances/${id}`, { image: 'registry.invalid/roll:2' });
+      expect(res.status, res.text).to.equal(202);
+      await until('revision 2 running', (i) => i.status === 'running' && i.image === 'registry.invalid/roll:2');
+      expect([...seen], 'the update is shown while new pods are watched for monitor_s').to.include('rolling_out');
+
+      // Revision 3's pods fail their readiness probe: this test plays their kubelet, saying so (kwok would call them ready).
+      res = await api('PATCH', `/v1/compute/instances/${id}`, { image: 'registry.invalid/roll:3' });
+      expect(res.status, res.text).to.equal(202);
+      const failing = new Set<string>();
+      const failReadiness = async () => {
+        const core = kube.api(CoreV1Api);
+        for (const pod of (await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `io.hangar.id=${id}` })).items) {
+          const ready = pod.status?.conditions?.find((c) => c.type === 'Ready');
+          if (pod.metadata?.annotations?.['io.hangar.revision'] !== '3' || pod.metadata.deletionTimestamp || ready?.status !== 'True') continue;
+          for (const c of pod.status!.conditions!) if (c.type === 'Ready' || c.type === 'ContainersReady') Object.assign(c, { status: 'False', reason: 'ReadinessProbeFailed', lastTransitionTime: new Date() });
+          // A conflict (kwok wrote meanwhile) is tried again on the next round.
+          await core.replaceNamespacedPodStatus({ name: pod.metadata.name!, namespace: NAMESPACE, body: pod }).then(
+            () => failing.add(pod.metadata!.name!),
+            () => undefined,
+          );
+        }
+      };
+      const rolledBack = await waitFor(
+        async () => {
+          const i = await get();
+          if (i.status === 'rolled_back') return i;
+          await failReadiness();
+          return null;
+        },
+        { timeoutMs: 120_000, intervalMs: 250, what: 'rolled back' },
+      );
+      expect(failing.size, 'the pods of revision 3 were made to fail readiness').to.be.greaterThan(0);
+      expect(rolledBack.reason).to.contain('revision 3 did not become available within 17 s').and.to.contain('what runs is revision 2');
+      const back = await read();
+      expect(back.spec?.template.spec?.containers[0]?.image).to.equal('registry.invalid/roll:2');
+      expect(back.spec?.template.metadata?.annotations).to.include({ 'io.hangar.revision': '2' });
+      const pods = (await kube.api(CoreV1Api).listNamespacedPod({ namespace: NAMESPACE, labelSelector: `io.hangar.id=${id}` })).items;
+      expect(pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.spec?.containers[0]?.image)).to.include('registry.invalid/roll:2');
+
+      res = await api('PATCH', `/v1/compute/instances/${id}`, { image: 'registry.invalid/roll:4' });
+      expect(res.status, res.text).to.equal(202);
+      await until('revision 4 running', (i) => i.status === 'running' && i.image === 'registry.invalid/roll:4');
+      const cleared = await read();
+      expect(cleared.metadata?.annotations ?? {}).to.not.have.property('io.hangar.rollout-outcome');
+      expect(cleared.spec?.template.spec?.containers[0]?.image).to.equal('registry.invalid/roll:4');
+      expect((await api('GET', `/v1/compute/instances/${id}/revisions`)).json.data.map((r: any) => r.number)).to.deep.equal([4, 3, 2, 1]);
+    }
+
     it('terminates the instance: its Deployment and pods go, then the record', async function () {
       this.timeout(120_000);
       expect((await api('DELETE', `/v1/compute/instances/${instanceId}`)).status).to.equal(202);
