@@ -102,14 +102,48 @@ export default definePlugin({
         // Recorded first: a claim that does not bind is still listed on the cluster, and can be detached.
         if (cluster.manager_node_id) await definitions.record(volume.id, cluster.manager_node_id, cluster.backend);
         await core.callOn(cluster, StageVolume, input(null));
+        // Every member's kubelet may mount it.
+        await askForClients(await activeMembers(cluster.id), volume.id);
         return;
       }
+      // The volume's own node binds the folder; the others mount it over NFS.
+      await askForClients(nodeIds.filter((id) => id !== volume.node_id), volume.id);
       await Promise.all(
         nodeIds.map(async (nodeId) => {
           await core.call(nodeId, StageVolume, input(nodeId), { backend: cluster.backend, subject: volume.id });
           await definitions.record(volume.id, nodeId, cluster.backend);
         }),
       );
+    }
+
+    /** The nodes whose agent is being asked for the NFS client (in this process): one request at a time each. */
+    const askingForClient = new Set<string>();
+    /**
+     * Asks each of these nodes whose agent reports no NFS client (facts `nfs.client: false`; agents
+     * that do not report it predate the task) to install it, in the background; a node event says
+     * what came of it (installed, or missing and why).
+     */
+    async function askForClients(nodeIds: string[], subject: string): Promise<void> {
+      for (const nodeId of nodeIds) {
+        const node = await nodes.get(nodeId);
+        const nfs = (node?.facts as { nfs?: { client?: boolean } | null } | null)?.nfs;
+        if (!node || node.removing || nfs?.client !== false || askingForClient.has(nodeId)) continue;
+        askingForClient.add(nodeId);
+        core.jobs.run(
+          `NFS client on ${nodeId}`,
+          async () => {
+            try {
+              const client = await core.runTask(nodeId, NfsClientInstall, {}, { subject });
+              if (client.installed) await nodeEvents.record({ nodeId, kind: 'nfs_client_installed', message: `installed ${client.package}: this member can mount NFS volumes` });
+              else if (!client.present) await nodeEvents.record({ nodeId, kind: 'nfs_client_missing', message: `NFS volumes cannot be mounted on this member: ${client.reason ?? `${client.package} is missing`}` });
+            } finally {
+              askingForClient.delete(nodeId);
+            }
+          },
+          (err) => log.warn({ node_id: nodeId, error: err.message }, 'installing the NFS client on a cluster member failed'),
+          { resumable: false },
+        );
+      }
     }
 
     const stagedPerCluster = (backend: string) => core.backendNames().includes(backend) && core.backend(backend).volumeStaging === 'cluster';
@@ -340,19 +374,10 @@ export default definePlugin({
     services.provided.provide(VolumesRef, api);
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
 
-    // A node that joins a cluster gets the NFS client (nfs-common) its kubelet or engine mounts volumes with,
-    // installed by its agent when missing; a node event says when it could not be.
+    // A node that joins a cluster gets the NFS client its kubelet or engine mounts volumes with
+    // (nfs-common) when its agent reports it missing; so does a member a volume is staged for.
     services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
-      core.jobs.run(
-        `NFS client on ${nodeId}`,
-        async () => {
-          const client = await core.runTask(nodeId, NfsClientInstall, {}, { subject: clusterId });
-          if (client.installed) await nodeEvents.record({ nodeId, kind: 'nfs_client_installed', message: `installed ${client.package}: this member can mount NFS volumes` });
-          else if (!client.present) await nodeEvents.record({ nodeId, kind: 'nfs_client_missing', message: `NFS volumes cannot be mounted on this member: ${client.reason ?? `${client.package} is missing`}` });
-        },
-        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'installing the NFS client on a joined node failed'),
-        { resumable: false },
-      );
+      void askForClients([nodeId], clusterId);
     });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those

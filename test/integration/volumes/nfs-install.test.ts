@@ -133,50 +133,63 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
     expect(aptRuns(bin).map((l) => l.split(' ').filter((w) => !w.startsWith('-') && !w.includes('::') && !w.includes('='))[0])).to.deep.equal(['install', 'update']);
   });
 
-  it('every node that joins a cluster is asked to install the NFS client; a member that could not is a node event naming why', async function () {
+  it('a member whose agent reports no NFS client is asked to install it when it joins and when a volume is staged for it; a node event says what came of it', async function () {
     this.timeout(60_000);
-    const fakes = await Promise.all(
-      ['nfs-server', 'nfs-member'].map(async (name, i) => {
+    // What each agent reports: an agent that predates the task reports nothing of NFS, and is not asked.
+    const reports = [{ nfs: { client: false, server: false } }, { nfs: { client: false, server: false } }, {}];
+    const [server, member, old] = (await Promise.all(
+      ['nfs-server', 'nfs-member', 'nfs-old'].map(async (name, i) => {
         const node = await api('POST', '/v1/nodes', { name: `${name}-${dialect.name}`, ip_address: `192.0.2.${60 + i}` });
         expect(node.status, node.text).to.equal(201);
         const agent = await FakeAgent.forNode(t, node.json.data.id);
-        expect((await agent.heartbeat()).status).to.equal(200);
+        expect((await agent.heartbeat(reports[i])).status).to.equal(200);
         return agent;
       }),
-    );
-    const [server, member] = fakes as [FakeAgent, FakeAgent];
+    )) as [FakeAgent, FakeAgent, FakeAgent];
+    const joined = (agent: FakeAgent) => () => ({ runtime_node_id: agent.nodeId, version: 'v1.33.1+k3s1' });
     const loops = [
       answerTasks(server, {
         answers: {
-          'k3s.install-server': () => ({ runtime_node_id: server.nodeId, version: 'v1.33.1+k3s1' }),
+          'k3s.install-server': joined(server),
           'k3s.token': () => ({ token: 'K10abc::server:x' }),
           'host.nfs-client': () => ({ package: 'nfs-common', present: true, installed: true, reason: null }),
         },
       }),
       answerTasks(member, {
         answers: {
-          'k3s.join': () => ({ runtime_node_id: member.nodeId, version: 'v1.33.1+k3s1' }),
+          'k3s.join': joined(member),
           'host.nfs-client': () => ({ package: 'nfs-common', present: false, installed: false, reason: 'installing nfs-common failed: E: Unable to locate package nfs-common' }),
         },
       }),
+      answerTasks(old, { answers: { 'k3s.join': joined(old) } }),
     ];
+    const asked = (i: number) => loops[i]!.calls.filter((c) => c.method === 'host.nfs-client').length;
+    const eventsOf = async (nodeId: string) =>
+      ((await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as Array<{ kind: string; message: string }>).filter((e) => e.kind.startsWith('nfs_client')).map(pick);
+    const eventsWhen = (nodeId: string, count: number) =>
+      waitFor(
+        async () => {
+          const found = await eventsOf(nodeId);
+          return found.length >= count ? found : null;
+        },
+        { timeoutMs: 30_000, what: `${count} NFS client event(s) of ${nodeId}` },
+      );
+    const missing = { kind: 'nfs_client_missing', message: 'NFS volumes cannot be mounted on this member: installing nfs-common failed: E: Unable to locate package nfs-common' };
     try {
-      const created = await api('POST', '/v1/kubernetes/clusters', { name: `nfs-${dialect.name}`, node_ids: [server.nodeId, member.nodeId] });
+      const created = await api('POST', '/v1/kubernetes/clusters', { name: `nfs-${dialect.name}`, node_ids: [server.nodeId, member.nodeId, old.nodeId] });
       expect(created.status, created.text).to.equal(202);
-      const eventsOf = async (nodeId: string) => ((await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as Array<{ kind: string; message: string }>).filter((e) => e.kind.startsWith('nfs_client'));
-      const eventsWhenAny = (nodeId: string, what: string) =>
-        waitFor(
-          async () => {
-            const found = await eventsOf(nodeId);
-            return found.length ? found : null;
-          },
-          { timeoutMs: 30_000, what },
-        );
-      const installed = await eventsWhenAny(server.nodeId, 'the server’s NFS client event');
-      expect(installed.map(pick)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
-      const missing = await eventsWhenAny(member.nodeId, 'the member’s NFS client event');
-      expect(missing.map(pick)).to.deep.equal([{ kind: 'nfs_client_missing', message: 'NFS volumes cannot be mounted on this member: installing nfs-common failed: E: Unable to locate package nfs-common' }]);
-      for (const loop of loops) expect(loop.calls.filter((c) => c.method === 'host.nfs-client')).to.have.length(1);
+      expect(await eventsWhen(server.nodeId, 1)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
+      expect(await eventsWhen(member.nodeId, 1)).to.deep.equal([missing]);
+      await waitFor(async () => (await api('GET', `/v1/kubernetes/clusters/${created.json.data.id}`)).json.data?.nodes.every((n: { status: string }) => n.status === 'active'), { timeoutMs: 30_000, what: 'the members active' });
+      expect([asked(0), asked(1), asked(2)], 'asked once each, the old agent not at all').to.deep.equal([1, 1, 0]);
+
+      // The server's agent now reports the client; an NFS volume staged on the cluster asks the member again, and only it.
+      expect((await server.heartbeat({ nfs: { client: true, server: false } })).status).to.equal(200);
+      const volume = await api('POST', '/v1/volumes', { name: `staged-${dialect.name}`, node_id: server.nodeId, folder: '/srv/hangar/staged' });
+      expect(volume.status, volume.text).to.equal(202);
+      expect((await settled(volume.json.data.id)).status).to.equal('ready');
+      expect(await eventsWhen(member.nodeId, 2)).to.deep.equal([missing, missing]);
+      expect([asked(0), asked(1), asked(2)]).to.deep.equal([1, 2, 0]);
     } finally {
       for (const loop of loops) await loop.stop();
     }
