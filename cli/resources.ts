@@ -4,6 +4,7 @@ import { deployVerb } from './node.js';
 import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, table, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
 import { backupCreateCommand } from './control-plane-backup.js';
+import { projectFilter, projectOf, projectOption } from './projects.js';
 
 /**
  * The resources of the CLI, as data: `hangar <noun> <verb>` for each, built by
@@ -431,8 +432,8 @@ export const RESOURCES: Resource[] = [
     columns: ['id', 'name', 'status', 'manager=manager.node_id', 'members=members.length', 'lb=load_balancer.status', 'created_at'],
     transitional: ['forming', 'deleting'],
     verbs: [
-      create({ describe: 'Create an empty swarm group (join a node to it next)', body: { name: 'name' } }),
-      list(),
+      create({ describe: 'Create an empty swarm group (join a node to it next)', options: projectOption, body: { name: 'name', project_id: projectOf } }),
+      list({ options: projectFilter, query: { project: 'project' } }),
       get(),
       removeForced('also remove the instances, services and stores that run on it', { describe: 'Delete a swarm: its nodes leave (409 while workloads run, unless --force)', wait: 'gone' }),
       {
@@ -495,13 +496,14 @@ export const RESOURCES: Resource[] = [
         options: {
           node: { ...repeatable('a node (id or name) to install k3s on; the first is the server'), demandOption: true },
           'kubeconfig-endpoint': { type: 'string', describe: 'where the kubeconfig points: public (default), overlay, or an IPv4 address' },
+          ...projectOption,
         },
         refs: nodeRef,
-        body: { name: 'name', node_ids: many('node'), options: (a) => (a['kubeconfig-endpoint'] ? { kubeconfig_endpoint: a['kubeconfig-endpoint'] } : undefined) },
+        body: { name: 'name', node_ids: many('node'), options: (a) => (a['kubeconfig-endpoint'] ? { kubeconfig_endpoint: a['kubeconfig-endpoint'] } : undefined), project_id: projectOf },
         wait: 'settle',
         waitByDefault: true,
       }),
-      list(),
+      list({ options: projectFilter, query: { project: 'project' } }),
       get(),
       removeForced('also remove the workloads that run on it', { describe: 'Delete a cluster: k3s is uninstalled from its nodes (409 while workloads run, unless --force)', wait: 'gone' }),
       {

@@ -14,6 +14,8 @@ export interface Connection {
   ca_pem: string | null;
   username?: string;
   user_id?: string;
+  /** The project new clusters go in when a command names none (`hangar configure --project`). */
+  project?: string;
 }
 
 /** Environment variables that override the stored connection, field by field. */
@@ -22,6 +24,7 @@ export const CONNECTION_ENV = {
   access_key_id: 'HANGAR_ACCESS_KEY',
   secret_access_key: 'HANGAR_SECRET_KEY',
   ca_file: 'HANGAR_CA_FILE',
+  project: 'HANGAR_PROJECT',
 } as const;
 
 /** `$XDG_CONFIG_HOME/hangar`, else `~/.config/hangar`. */
@@ -63,6 +66,7 @@ export function connectionFromJson(value: unknown, where: string): Connection {
     ca_pem: (data.ca_pem as string | null | undefined) ?? null,
     ...(typeof data.username === 'string' ? { username: data.username } : {}),
     ...(typeof data.user_id === 'string' ? { user_id: data.user_id } : {}),
+    ...(typeof data.project === 'string' && data.project ? { project: data.project } : {}),
   };
 }
 
@@ -98,7 +102,7 @@ export function resolveConnection(env: Env = process.env): ResolvedConnection {
   const stored = readStoredConnection(env) ?? {};
   const out: ResolvedConnection = { ...stored, sources: {} };
   for (const key of Object.keys(stored)) out.sources[key] = file;
-  const override = (key: 'api_url' | 'access_key_id' | 'secret_access_key', name: string) => {
+  const override = (key: 'api_url' | 'access_key_id' | 'secret_access_key' | 'project', name: string) => {
     const value = env[name];
     if (value) {
       out[key] = key === 'api_url' ? checkUrl(value, name) : value;
@@ -108,6 +112,7 @@ export function resolveConnection(env: Env = process.env): ResolvedConnection {
   override('api_url', CONNECTION_ENV.api_url);
   override('access_key_id', CONNECTION_ENV.access_key_id);
   override('secret_access_key', CONNECTION_ENV.secret_access_key);
+  override('project', CONNECTION_ENV.project);
   const caFile = env[CONNECTION_ENV.ca_file];
   if (caFile) {
     try {
