@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { reasonPhrase } from './errors.js';
-import { permissionOf } from './auth/permissions.js';
+import { isReadPermission, permissionOf } from './auth/permissions.js';
 import type { AuthRequirement, ListenerName, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { Reply } from './http/reply.js';
 import { versionInfo } from './version.js';
@@ -80,7 +80,10 @@ export function successStatuses(route: RouteDef): number[] {
 export function errorStatuses(route: RouteDef): number[] {
   const statuses = new Set<number>([400, 413, 500, ...(route.errors ?? [])]);
   if (route.auth !== 'public') statuses.add(401);
-  if (typeof route.auth === 'object') statuses.add(403);
+  // A role that does not grant the route's permission: any but admin's on a role-guarded route; an
+  // auditor's on an open one that changes something but the caller's own account (core/auth/permissions.ts).
+  const permission = permissionOf(route);
+  if (typeof route.auth === 'object' || (route.auth === 'authenticated' && !isReadPermission(permission) && !permission.startsWith('account:'))) statuses.add(403);
   // A body arrives in time (408) and takes one of a few slots of its sender (429) and of everyone (503),
   // with credentials or without (core/http/body.ts); a write takes JSON only (415, core/http/body.ts).
   // A signed request (HMAC) has its body read before its signature is checked, on any route that takes

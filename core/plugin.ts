@@ -103,8 +103,9 @@ export interface RouteDef<B = unknown, Q = unknown, P = unknown> {
   produces?: string | string[];
   /**
    * Error statuses the handler answers besides those core documents for every route like it
-   * (400 and 500 always; 401 without `public`, 403 with a role, 404 with path parameters or a
-   * body or a write, 409 for writes, 413, 415 with a body, 408 and 503 for public routes).
+   * (400 and 500 always; 401 without `public`, 403 with a role or a permission an auditor lacks,
+   * 404 with path parameters or a body or a write, 409 for writes, 413, 415 with a body, 408 and
+   * 503 for public routes).
    */
   errors?: number[];
   /**
