@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { TSchema } from '@sinclair/typebox';
 import type { RegisteredRoute } from '../../core/plugin.js';
-import { permissionOf } from '../../core/auth/permissions.js';
+import { parsePermission, permissionOf } from '../../core/auth/permissions.js';
 import { loadConfig } from '../../core/config.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
@@ -21,16 +21,50 @@ function pathFor(route: RegisteredRoute['route']): string {
 
 const label = (r: RegisteredRoute['route']) => `${r.listener ?? 'control'} ${r.method} ${r.path}`;
 
+/** Who calls, in the generated matrix. */
+type Caller = 'admin' | 'auditor' | 'user' | 'none';
+/** What the authentication and permission steps made of a request. */
+type Outcome = 'allowed' | 'unauthenticated' | 'refused';
+
+/** The verbs that change nothing: an auditor's (docs/tenancy.md). */
+const AUDITOR_VERBS = new Set(['read', 'read-metadata', 'logs', 'inspect']);
+
+/**
+ * The answer the declared permission calls for (docs/tenancy.md), written down apart from the
+ * code that decides: agents' routes want a client certificate nobody here has; an admin holds every
+ * permission but the scrape token's metrics:read; an auditor those whose verb changes nothing; a
+ * user what it had before permissions (the routes open to any authenticated caller; the ids probed
+ * are nobody's, so `orSelf` lets no one in); everybody its own account.
+ */
+function expected(route: RegisteredRoute['route'], caller: Caller): Outcome {
+  if (route.auth === 'public') return 'allowed';
+  if (route.auth === 'agent' || caller === 'none') return 'unauthenticated';
+  const { kind, verb } = parsePermission(permissionOf(route))!;
+  if (kind === 'metrics') return 'refused';
+  if (kind === 'account' || caller === 'admin') return 'allowed';
+  if (caller === 'auditor') return AUDITOR_VERBS.has(verb) ? 'allowed' : 'refused';
+  return route.auth === 'authenticated' ? 'allowed' : 'refused';
+}
+
+/** What the answer says the authentication and permission steps did (a handler's own 401/403 has other words). */
+function observed(res: { status: number; json?: any }): Outcome {
+  if (res.status === 401 && res.json?.message === 'Authentication required') return 'unauthenticated';
+  if (res.status === 403 && String(res.json?.message).startsWith('Insufficient permissions')) return 'refused';
+  return 'allowed';
+}
+
 describeEachDialect('auth matrix over the whole route table', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
   let user: Credentials;
+  let auditor: Credentials;
   let routes: RegisteredRoute[];
   before(async () => {
     // Every plugin a default configuration loads.
     t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins });
     admin = await bootstrapAdmin(t);
     user = await createUser(t, admin, { username: 'matrix-user', role: 'user' });
+    auditor = await createUser(t, admin, { username: 'matrix-auditor', role: 'auditor' });
     routes = t.hangar.routes;
   });
   after(() => t?.stop());
@@ -41,6 +75,39 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
   it('covers every loaded plugin', () => {
     const plugins = new Set(routes.map((r) => r.plugin));
     expect([...plugins]).to.include.members(['system', 'iam', 'login']);
+  });
+
+  it('gives every operation one well-formed permission', () => {
+    for (const { route } of routes) expect(parsePermission(permissionOf(route)), label(route)).to.not.equal(null);
+  });
+
+  it('generated matrix: every operation × {admin, auditor, user, no credential} answers as its declared permission says, before validation', async () => {
+    const callers: Array<[Caller, Record<string, string>, string]> = [
+      ['admin', bearer(admin.token), 'admin'],
+      ['auditor', bearer(auditor.token), 'auditor'],
+      ['user', bearer(user.token), 'user'],
+      ['none', {}, ''],
+    ];
+    const wronglyAllowed: string[] = [];
+    const wronglyRefused: string[] = [];
+    const wrongWords: string[] = [];
+    let requests = 0;
+    for (const { route } of routes) {
+      for (const [caller, headers, role] of callers) {
+        const res = await call(route, { headers, body: { __not_a_field__: true } });
+        requests++;
+        const want = expected(route, caller);
+        const got = observed(res);
+        const line = `${caller} ${label(route)} (${permissionOf(route)}): expected ${want}, got ${res.status} ${res.text.slice(0, 200)}`;
+        if (got === want) {
+          const words = `Insufficient permissions: this needs ${permissionOf(route)}, and role ${role} does not grant it`;
+          if (got === 'refused' && res.json?.message !== words) wrongWords.push(line);
+        } else if (got === 'allowed') wronglyAllowed.push(line);
+        else wronglyRefused.push(line);
+      }
+    }
+    console.log(`      auth matrix [${dialect.name}]: ${requests} requests over ${routes.length} operations, ${wronglyAllowed.length} wrongly allowed, ${wronglyRefused.length} wrongly refused`);
+    expect({ wronglyAllowed, wronglyRefused, wrongWords }).to.deep.equal({ wronglyAllowed: [], wronglyRefused: [], wrongWords: [] });
   });
 
   it('answers 401 "Authentication required" without credentials on every protected route, even with a bad body', async () => {
