@@ -85,7 +85,7 @@ export function KubernetesClusters() {
   );
 }
 
-/** Saves the cluster's admin kubeconfig as a file (admins only; the API never logs it). */
+/** Saves a kubeconfig of the user's own as a file: a token of its ServiceAccount, cluster-admin for admins, view otherwise (the API never logs it). */
 function KubeconfigButton({ cluster }: { cluster: Cluster }) {
   const [busy, run] = useAction();
   return (
@@ -108,7 +108,7 @@ function KubeconfigButton({ cluster }: { cluster: Cluster }) {
   );
 }
 
-export function KubernetesClusterDetail({ id, admin }: { id: string; admin: boolean }) {
+export function KubernetesClusterDetail({ id }: { id: string; admin: boolean }) {
   const [cluster, error] = useRecord('GET /v1/kubernetes/clusters/{id}', { id }, CLUSTER_EVENTS);
   const nodes = useFreeNodes();
   if (error) return <Page title="Kubernetes cluster"><p role="alert" class="error">{error}</p></Page>;
@@ -119,7 +119,7 @@ export function KubernetesClusterDetail({ id, admin }: { id: string; admin: bool
       title={`Kubernetes cluster ${c.name}`}
       actions={
         <div class="row-actions" role="group" aria-label={`Actions for cluster ${c.name}`}>
-          {admin && c.status === 'active' && <KubeconfigButton cluster={c} />}
+          {c.status === 'active' && <KubeconfigButton cluster={c} />}
           <FormButton label="Add a node" small title={`Add a node to ${c.name}`} submitLabel="Add" done="node accepted: installing k3s agent" onSubmit={(f) => call('POST /v1/kubernetes/clusters/{id}/nodes', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
             <Field label="Node">
               <select name="node_id" required>
