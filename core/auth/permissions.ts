@@ -238,7 +238,9 @@ export type ProjectRole = (typeof PROJECT_ROLES)[number];
 
 const projectKinds = Object.entries(KINDS).filter(([, def]) => def.scope === 'project');
 
-const VIEWER: Permission[] = projectKinds.map(([k, def]) => `${k}:${def.read}` as Permission);
+// A viewer also gets its own kubeconfig of the project's clusters: hangar binds a non-admin's to
+// the read-only `view` ClusterRole (docs/kubernetes.md), as users had one before projects.
+const VIEWER: Permission[] = [...projectKinds.map(([k, def]) => `${k}:${def.read}` as Permission), 'clusters:credentials'];
 const DEPLOYER: Permission[] = [...VIEWER, 'services:deploy', 'services:logs', 'instances:deploy', 'instances:logs'];
 const MAINTAINER: Permission[] = [
   ...DEPLOYER,
@@ -247,7 +249,8 @@ const MAINTAINER: Permission[] = [
 const OWNER: Permission[] = [...MAINTAINER, 'projects:write', 'projects:members'];
 
 /**
- * The built-in project roles: viewer reads; deployer also operates workloads and reads their logs;
+ * The built-in project roles: viewer reads (and gets its own read-only kubeconfig); deployer also
+ * operates workloads and reads their logs;
  * maintainer also manages clusters, secrets, configs, volumes (backups, restores), object stores,
  * load balancers, backups and tags; owner also changes the project and its members.
  */
