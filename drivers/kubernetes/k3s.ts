@@ -27,6 +27,8 @@ export function k3sPaths(root: string = process.env.HANGAR_K3S_ROOT || '/') {
   const at = (path: string) => join(root, path);
   return {
     binary: at('/usr/local/bin/k3s'),
+    /** k3s's own uninstall scripts, which its installer writes. */
+    uninstallScripts: [at('/usr/local/bin/k3s-uninstall.sh'), at('/usr/local/bin/k3s-agent-uninstall.sh')],
     kubeconfig: at('/etc/rancher/k3s/k3s.yaml'),
     configDir: at('/etc/rancher/k3s'),
     dataDir: at('/var/lib/rancher/k3s'),
@@ -428,7 +430,7 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&
 export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boolean; killall: ReturnType<typeof killall> }> {
   const paths = k3sPaths();
   const present = existsSync(paths.binary) || existsSync(paths.dataDir) || k3sRunning().running;
-  for (const script of ['/usr/local/bin/k3s-uninstall.sh', '/usr/local/bin/k3s-agent-uninstall.sh']) {
+  for (const script of paths.uninstallScripts) {
     if (existsSync(script)) spawnSync('sh', [script], { stdio: 'ignore' });
   }
   if (hasSystemd()) {

@@ -135,8 +135,12 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
       ].join('\n'),
     );
 
+    // k3s's own uninstall script, as its installer leaves it, runs first: the machine's (here under the root), never this host's.
+    writeFileSync(at('usr/local/bin/k3s-agent-uninstall.sh'), `#!/bin/sh\necho "$0" > ${logs}/k3s-uninstall.ran\n`, { mode: 0o755 });
+
     const result = await uninstall(mounts);
     expect(result.uninstalled).to.equal(true);
+    expect(readFileSync(path.join(logs, 'k3s-uninstall.ran'), 'utf8').trim()).to.equal(at('usr/local/bin/k3s-agent-uninstall.sh'));
     expect(result.killall.killed).to.have.members([shim, ...pod]);
     await waitFor(() => [k3s, shim, ...pod].every(dead), { what: 'k3s, the shim and the pod’s processes gone' });
     expect([other, ...otherPod].some(dead), 'another runtime’s shim and processes keep running').to.equal(false);
