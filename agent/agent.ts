@@ -9,6 +9,7 @@ import { overlayReport, wireguardKeys } from './executors/overlay.js';
 import { collectFacts, type MachineState } from './facts.js';
 import { newKeyPair, saveIdentity, type AgentIdentity } from './identity.js';
 import { sleep } from '../core/clock.js';
+import { confirmUpdate, takeRollbackNote } from './update-guard.js';
 
 export interface AgentOptions {
   dataDir: string;
@@ -122,6 +123,8 @@ export class Agent {
   /** When the next heartbeat is due, after the last reply. */
   private nextHeartbeatMs = 10_000;
   private heartbeatsPaused = false;
+  /** An update pending confirmation (agent/update-guard.ts) is confirmed by the first answered heartbeat. */
+  private updateConfirmed = false;
   private heartbeatInFlight: Promise<void> | null = null;
   private pollWaitSeconds = 30;
   /** Tasks polled and not yet reported: every heartbeat renews their leases. */
@@ -151,6 +154,8 @@ export class Agent {
   /** Runs until stop(): the heartbeat loop and the task loop side by side. */
   async run(): Promise<void> {
     this.log.info({ node_id: this.identity.nodeId, api: this.identity.apiUrl }, 'agent running');
+    const rolledBack = takeRollbackNote(this.options.dataDir);
+    if (rolledBack) this.log.warn(rolledBack, `the update to ${rolledBack.from_version} did not reach the control plane in time: this is the previous executable (${rolledBack.to_version}) again`);
     await Promise.all([this.heartbeatLoop(), this.taskLoop()]);
   }
 
@@ -195,6 +200,10 @@ export class Agent {
       try {
         this.heartbeatInFlight = this.heartbeat();
         await this.heartbeatInFlight;
+        if (!this.updateConfirmed) {
+          confirmUpdate(this.options.dataDir, this.log);
+          this.updateConfirmed = true;
+        }
         if (failures) this.log.info('control plane reachable again');
         failures = 0;
       } catch (err) {

@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { versionInfo } from '../../core/version.js';
+import { beginUpdate, startWatchdog } from '../update-guard.js';
 import type { Executor } from './types.js';
+
+/** How long a new executable has to reach the control plane before the previous one is put back, unless the task says. */
+export const UPDATE_GRACE_SECONDS = 120;
 
 /** Exit code that asks the supervisor (systemd Restart=on-failure, or the fallback loop) to start the agent again. */
 export const EXIT_RESTART = 75;
@@ -45,7 +50,7 @@ function isSingleExecutable(): boolean {
 }
 
 /** Downloads the new executable, checks its checksum, replaces this one and restarts. */
-export const updateAgent: Executor = async ({ payload, download, after, log }) => {
+export const updateAgent: Executor = async ({ payload, download, after, log, dataDir }) => {
   if (!isSingleExecutable()) {
     throw new Error(`this agent runs from a source checkout (${process.execPath}); update it there, or install the agent executable`);
   }
@@ -56,11 +61,15 @@ export const updateAgent: Executor = async ({ payload, download, after, log }) =
   const target = process.execPath;
   writeFileSync(`${target}.new`, res.body, { mode: 0o755 });
   chmodSync(`${target}.new`, 0o755);
+  const graceSeconds = Number(payload.grace_seconds ?? UPDATE_GRACE_SECONDS);
+  const previous = beginUpdate({ dataDir, executable: target, version: payload.version, previousVersion: versionInfo.version, graceSeconds });
   renameSync(`${target}.new`, target);
   after(() => {
-    log.info({ version: payload.version }, 'agent executable replaced; restarting');
+    // The previous executable watches the new one: not through within the grace period, it is put back.
+    startWatchdog(previous, dataDir);
+    log.info({ version: payload.version, grace_seconds: graceSeconds }, 'agent executable replaced (the previous one kept, and put back if this one does not reach the control plane in time); restarting');
     // The supervisor starts the new executable; exit 0 would mean "stopped on purpose".
     process.exit(EXIT_RESTART);
   });
-  return { updated_to: payload.version, sha256 };
+  return { updated_to: payload.version, sha256, grace_seconds: graceSeconds };
 };

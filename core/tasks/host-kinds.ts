@@ -29,11 +29,16 @@ export const AgentStop = defineTaskKind({
 
 export const AgentUpdate = defineTaskKind({
   name: 'agent.update',
-  description: 'download the agent executable, check its checksum, replace this one and restart',
+  description: 'download the agent executable, check its checksum, replace this one (keeping it as <executable>.previous, put back if the new one does not reach the control plane within grace_seconds) and restart',
   lane: 'maintenance',
   minAgentVersion: FIRST_AGENT_VERSION,
-  payload: Type.Object({ architecture: Type.String({ minLength: 1 }), version: Type.String({ minLength: 1 }), sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }) }),
-  result: Type.Object({ updated_to: Type.Optional(Type.String()), sha256: Type.Optional(Type.String()) }),
+  payload: Type.Object({
+    architecture: Type.String({ minLength: 1 }),
+    version: Type.String({ minLength: 1 }),
+    sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+    grace_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 3600, description: 'how long the new executable has to reach the control plane before the previous one is put back (default 120)' })),
+  }),
+  result: Type.Object({ updated_to: Type.Optional(Type.String()), sha256: Type.Optional(Type.String()), grace_seconds: Type.Optional(Type.Integer()) }),
 });
 
 /** What an OS package check or upgrade answers (the node's facts take what is there). */

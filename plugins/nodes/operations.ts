@@ -68,16 +68,20 @@ export function operations(ctx: NodesContext): NodesPart {
       method: 'POST',
       path: '/v1/nodes/{id}/update-agent',
       auth: { role: 'admin' },
-      summary: 'Queue an agent update: it downloads the new executable, checks it and restarts itself',
+      summary: 'Queue an agent update: it downloads the new executable, checks it and restarts itself; the previous executable comes back by itself if the new one does not reach the control plane within grace_seconds',
       status: 202,
-      schemas: { params: NodeParams, response: TaskRef },
+      schemas: {
+        params: NodeParams,
+        body: Type.Object({ grace_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 3600, description: 'how long the new executable has to reach the control plane (default 120)' })) }, { additionalProperties: false }),
+        response: TaskRef,
+      },
       async handler(req) {
         const node = await nodes.require(req.params.id);
         if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
         const binaries = services.provided.find(AgentBinariesRef);
         const binary = node.architecture ? binaries?.describe(node.architecture) : null;
         if (!binary) throw conflict(node.architecture ? missingExecutable(node.architecture) : `Node ${node.id} has not reported its architecture yet; try again after its next heartbeat`);
-        return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256 });
+        return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256, ...(req.body.grace_seconds ? { grace_seconds: req.body.grace_seconds } : {}) });
       },
     }),
     ...(

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
@@ -81,7 +81,8 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     expect(res.stdout.trim()).to.equal(manifest.version);
   });
 
-  it('joins, turns the node ready, and updates itself on update-agent', async () => {
+  it('joins, turns the node ready, and updates itself on update-agent (the previous executable kept; the update confirmed by the new one’s heartbeat)', async function () {
+    this.timeout(60_000);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-exe-'));
     dirs.push(dir);
     // A copy, because the update replaces the executable it runs from.
@@ -95,9 +96,11 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     });
     expect(node.architecture).to.equal('amd64');
     const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));
-    const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token) });
+    const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token), body: { grace_seconds: 10 } });
     expect(queued.status).to.equal(202);
     expect(await exited, 'the agent exits 75 so its supervisor starts the new executable').to.equal(75);
+    expect(existsSync(`${exe}.previous`), 'the previous executable is kept beside the new one').to.equal(true);
+    expect(existsSync(path.join(dir, 'data', 'update-pending.json')), 'the update waits for the new agent to get through').to.equal(true);
     const task = await t.hangar.services.tasks.get(queued.json.data.task_id);
     expect(task?.status).to.equal('completed');
     const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));
@@ -110,6 +113,67 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
       return res.json.data.last_heartbeat_at > node.last_heartbeat_at && res.json.data.status === 'ready' ? res.json.data : null;
     });
     expect(again.id).to.equal(node.id);
+    // Its first answered heartbeat confirmed the update: the watchdog finds nothing to put back.
+    await until('the update confirmed', async () => !existsSync(path.join(dir, 'data', 'update-pending.json')));
+    await new Promise((r) => setTimeout(r, 11_000));
+    expect(createHash('sha256').update(readFileSync(exe)).digest('hex'), 'the new executable stays').to.equal(manifest.executables.amd64.sha256);
+    expect(existsSync(path.join(dir, 'data', 'update-rolled-back.json'))).to.equal(false);
+  });
+
+  it('puts the previous executable back by itself when the new one does not reach the control plane within grace_seconds (under its supervisor loop)', async function () {
+    this.timeout(90_000);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-exe-'));
+    dirs.push(dir);
+    const exe = path.join(dir, 'hangar-agent');
+    copyFileSync(path.join(DIST, 'hangar-agent-linux-amd64'), exe);
+    const data = path.join(dir, 'data');
+    // A control plane serving a broken "agent": an executable that exits at once (sleep, refusing the agent's options).
+    const brokenDir = path.join(dir, 'broken');
+    mkdirSync(brokenDir);
+    copyFileSync('/usr/bin/sleep', path.join(brokenDir, 'hangar-agent-linux-amd64'));
+    const brokenSha = createHash('sha256').update(readFileSync(path.join(brokenDir, 'hangar-agent-linux-amd64'))).digest('hex');
+    const size = readFileSync(path.join(brokenDir, 'hangar-agent-linux-amd64')).length;
+    writeFileSync(path.join(brokenDir, 'manifest.json'), JSON.stringify({ version: '99.0.0', node_version: process.versions.node, built_at: new Date().toISOString(), executables: { amd64: { file: 'hangar-agent-linux-amd64', sha256: brokenSha, size } } }));
+    const t2 = await startHangar(dialect, { plugins: ['system', 'iam', 'nodes', 'agent-internal'], overrides: { nodes: { heartbeat_interval_seconds: 1 }, tasks: { poll_wait_seconds: 5 }, system: { agent_binary_dir: brokenDir } } });
+    let supervisor: ChildProcess | undefined;
+    try {
+      const admin2 = await bootstrapAdmin(t2);
+      const token = await t2.request('POST', '/v1/nodes/token', { headers: bearer(admin2.token), body: {} });
+      const joining = spawn(exe, ['--join', '--token', token.json.data.token, '--api', t2.url, '--data-dir', data], { stdio: 'ignore' });
+      const node = await until('the node to be ready', async () => (await t2.request('GET', '/v1/nodes', { headers: bearer(admin2.token) })).json.data.find((n: { status: string }) => n.status === 'ready'));
+      const stopped = new Promise((resolve) => joining.once('exit', resolve));
+      joining.kill('SIGTERM');
+      await stopped;
+      // The supervisor of machines without systemd (plugins/provisioning/remote.ts): restarts the agent unless it exits 0.
+      supervisor = spawn('sh', ['-c', `while :; do "${exe}" --data-dir "${data}"; [ $? -eq 0 ] && exit 0; sleep 1; done`], { stdio: 'ignore', detached: true });
+      const first = node.last_heartbeat_at as string;
+      await until('the supervised agent to heartbeat', async () => ((await t2.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin2.token) })).json.data.last_heartbeat_at > first ? true : null));
+      const before = (await t2.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin2.token) })).json.data;
+
+      const queued = await t2.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin2.token), body: { grace_seconds: 5 } });
+      expect(queued.status, queued.text).to.equal(202);
+      await until('the update to be taken', async () => (await t2.hangar.services.tasks.get(queued.json.data.task_id))?.status === 'completed');
+      // The broken executable crash-loops under the supervisor; after the grace period the watchdog puts the previous one back.
+      await until('the previous executable back in place', async () => createHash('sha256').update(readFileSync(exe)).digest('hex') !== brokenSha, 30_000);
+      const back = await until(
+        'the previous agent heartbeating again',
+        async () => {
+          const res = await t2.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin2.token) });
+          return res.json.data.status === 'ready' && res.json.data.last_heartbeat_at > before.last_heartbeat_at ? res.json.data : null;
+        },
+        40_000,
+      );
+      expect(back.agent_version, 'the agent that came back is the previous one').to.equal(before.agent_version);
+      const manifest = JSON.parse(readFileSync(path.join(DIST, 'manifest.json'), 'utf8'));
+      expect(createHash('sha256').update(readFileSync(exe)).digest('hex')).to.equal(manifest.executables.amd64.sha256);
+      expect(existsSync(path.join(data, 'update-pending.json'))).to.equal(false);
+      // It says so in its log (the note the watchdog left, read once).
+      await until('the rollback in the agent log', async () => readFileSync(path.join(data, 'agent.log'), 'utf8').includes('did not reach the control plane in time'));
+    } finally {
+      if (supervisor?.pid) process.kill(-supervisor.pid, 'SIGKILL');
+      spawnSync('pkill', ['-KILL', '-f', exe]);
+      await t2.stop();
+    }
   });
 });
 
