@@ -1,14 +1,18 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, signed, type Credentials } from '../../support/identity.js';
+import { hangarCli, TempDirs } from '../runner/support.js';
 
 /**
  * Installation roles as an operator meets them: the auditor (reads everything, changes nothing,
- * given through the user admin API) and GET /v1/iam/whoami for each kind of
+ * given through the user admin API) and GET /v1/iam/whoami (`hangar whoami`) for each kind of
  * credential (docs/tenancy.md).
  */
 describeEachDialect('installation roles: the auditor, and whoami', (dialect) => {
+  const temp = new TempDirs();
   let t: TestHangar;
   let admin: Credentials;
   let auditor: Credentials;
@@ -23,6 +27,7 @@ describeEachDialect('installation roles: the auditor, and whoami', (dialect) => 
   });
   after(async () => {
     await t?.stop();
+    temp.cleanup();
   });
 
   const refusal = (permission: string, role = 'auditor') => ({ error: 'Forbidden', message: `Insufficient permissions: this needs ${permission}, and role ${role} does not grant it` });
@@ -130,6 +135,22 @@ describeEachDialect('installation roles: the auditor, and whoami', (dialect) => 
 
     it('refuses a caller without credentials (401)', async () => {
       expect((await t.request('GET', '/v1/iam/whoami')).status).to.equal(401);
+    });
+
+    it('is `hangar whoami`, signed with the configured key', async function () {
+      this.timeout(60_000);
+      const dir = temp.make('hangar-whoami-');
+      const ca = path.join(dir, 'ca.pem');
+      writeFileSync(ca, t.caPem);
+      const env = { XDG_CONFIG_HOME: dir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: auditor.accessKeyId, HANGAR_SECRET_KEY: auditor.secretAccessKey, HANGAR_CA_FILE: ca };
+      const text = await hangarCli(['whoami'], { env, timeoutMs: 30_000 });
+      expect(text.code, text.stderr).to.equal(0);
+      expect(text.stdout).to.contain(`user:        audrey (${auditor.userId}) <audrey@example.test>`);
+      expect(text.stdout).to.match(/^role: +auditor: /m);
+      expect(text.stdout).to.contain(`credential:  api_key ${auditor.accessKeyId}, does not expire`);
+      expect(text.stdout).to.match(/^permissions: .*\baudit:read\b/m);
+      const json = await hangarCli(['whoami', '--json'], { env, timeoutMs: 30_000 });
+      expect(JSON.parse(json.stdout)).to.include({ role: 'auditor' });
     });
   });
 });
