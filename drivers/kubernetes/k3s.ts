@@ -368,7 +368,7 @@ export const K3S_RULE = /KUBE-|CNI-|flannel/i;
  * drops the iptables rules of {@link K3S_RULE} (IPv4 and IPv6). `mountsFile`: the mount table read
  * (tests give their own). Answers what it did.
  */
-export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; unmounted: string[]; interfaces: string[]; rules_removed: number } {
+export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; unmounted: string[]; still_mounted: string[]; interfaces: string[]; rules_removed: number } {
   const paths = k3sPaths();
   const shim = new RegExp(`${escapeRegExp(join(paths.dataDir, 'data'))}/[^/ ]+/bin/containerd-shim`);
   const all = processes();
@@ -381,16 +381,12 @@ export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; u
     }
   }
   const prefixes = [paths.runDir, paths.dataDir, join(paths.kubeletDir, 'pods'), join(paths.kubeletDir, 'plugins'), paths.cniNetns];
-  const mounts = (() => {
-    try {
-      return readFileSync(mountsFile, 'utf8').split('\n').map((line) => (line.split(' ')[1] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8))));
-    } catch {
-      return [];
-    }
-  })();
-  const unmounted = mounts.filter((m) => prefixes.some((p) => m === p || m.startsWith(p.endsWith('-') ? p : `${p}/`))).sort((a, b) => b.length - a.length || b.localeCompare(a));
+  const unmounted = mountsUnder(mountsFile, prefixes).sort((a, b) => b.length - a.length || b.localeCompare(a));
   for (const mount of unmounted) runIfPresent('umount', ['-f', mount]);
-  for (const dir of [paths.runDir, join(paths.kubeletDir, 'pods'), join(paths.kubeletDir, 'plugins')]) rmSync(dir, { recursive: true, force: true });
+  // What is still mounted (busy, no umount) is not removed, nor any folder above it: a pod's volume
+  // (a hostPath, an NFS share) would lose its data (k3s's script removes with rm --one-file-system).
+  const stillMounted = mountsUnder(mountsFile, prefixes);
+  removeUnlessMounted([paths.runDir, join(paths.kubeletDir, 'pods'), join(paths.kubeletDir, 'plugins')], stillMounted);
 
   const interfaces: string[] = [];
   for (const ns of runIfPresent('ip', ['netns', 'show']).stdout.split('\n').map((l) => l.split(' ')[0] ?? '')) {
@@ -403,7 +399,7 @@ export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; u
   for (const name of [...veths, ...K3S_INTERFACES.filter((i) => present.has(i))]) {
     if (runIfPresent('ip', ['link', 'delete', name]).status === 0) interfaces.push(name);
   }
-  rmSync(paths.cniDir, { recursive: true, force: true });
+  removeUnlessMounted([paths.cniDir], stillMounted);
 
   let removed = 0;
   for (const family of ['iptables', 'ip6tables']) {
@@ -415,7 +411,25 @@ export function killall(mountsFile = '/proc/self/mounts'): { killed: number[]; u
     removed += lines.length - kept.length;
     runIfPresent(`${family}-restore`, [], kept.join('\n'));
   }
-  return { killed, unmounted, interfaces, rules_removed: removed };
+  return { killed, unmounted, still_mounted: stillMounted, interfaces, rules_removed: removed };
+}
+
+/** The mount points of the mount table `file` at or under one of `prefixes` (a prefix ending in "-" matches names that start with it). */
+function mountsUnder(file: string, prefixes: string[]): string[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  // The mount table escapes spaces and the like as octal (\040).
+  const points = text.split('\n').map((line) => (line.split(' ')[1] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8))));
+  return points.filter((m) => m && prefixes.some((p) => m === p || m.startsWith(p.endsWith('-') ? p : `${p}/`)));
+}
+
+/** Removes each folder unless something is still mounted in it. */
+function removeUnlessMounted(dirs: string[], mounted: string[]): void {
+  for (const dir of dirs) if (!mounted.some((m) => m === dir || m.startsWith(`${dir}/`))) rmSync(dir, { recursive: true, force: true });
 }
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -423,8 +437,9 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&
 /**
  * Stops k3s and removes it, as k3s-uninstall.sh does: the unit or process, then what k3s-killall.sh
  * stops and cleans ({@link killall}: the containers it ran, their mounts, the CNI's interfaces and
- * iptables rules), the binary, its configuration and data, the kubelet's and the CNI's folders
- * (with real k3s, its own uninstall script runs first when there is one). {uninstalled: false}
+ * iptables rules), the binary, its configuration and data, the kubelet's and the CNI's folders —
+ * never a folder something is still mounted in (`still_mounted`) — (with real k3s, its own
+ * uninstall script runs first when there is one). {uninstalled: false}
  * when nothing of k3s was here.
  */
 export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boolean; killall: ReturnType<typeof killall> }> {
@@ -457,6 +472,6 @@ export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boo
   // k3s stopped, its containers do not: what k3s-killall.sh does.
   const cleaned = killall(mountsFile);
   // configDir holds the detached process's environment files too.
-  for (const path of [paths.binary, paths.configDir, paths.dataDir, paths.kubeletDir]) rmSync(path, { recursive: true, force: true });
+  removeUnlessMounted([paths.binary, paths.configDir, paths.dataDir, paths.kubeletDir], cleaned.still_mounted);
   return { uninstalled: present, killall: cleaned };
 }

@@ -86,6 +86,7 @@ export const K3sUninstall = defineTaskKind({
         {
           killed: Type.Array(Type.Integer(), { description: 'the containerd shims of k3s and the pods’ processes under them' }),
           unmounted: Type.Array(Type.String()),
+          still_mounted: Type.Optional(Type.Array(Type.String(), { description: 'mounts that stayed (busy): neither they nor a folder above them were removed' })),
           interfaces: Type.Array(Type.String(), { description: 'the CNI’s interfaces deleted (cni0, flannel.1, the pods’ veths…)' }),
           rules_removed: Type.Integer({ description: 'iptables lines k3s added (KUBE-, CNI-, flannel) dropped' }),
         },

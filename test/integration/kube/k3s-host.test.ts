@@ -55,7 +55,8 @@ exit 0`,
   write('iptables-restore', `cat > ${logs}/iptables-restore.in`);
   write('ip6tables-save', `printf '%s\\n' '*filter' ':INPUT ACCEPT [0:0]' 'COMMIT'`);
   write('ip6tables-restore', `cat > ${logs}/ip6tables-restore.in`);
-  write('umount', 'exit 0');
+  // umount takes the mount out of the table the test gives; a pod's NFS volume is busy and stays.
+  write('umount', `case "$2" in *kubernetes.io~nfs*) echo "umount: $2: target is busy." >&2; exit 32 ;; esac\ngrep -v " $2 " ${logs}/mounts > ${logs}/mounts.new; mv ${logs}/mounts.new ${logs}/mounts`);
   return bin;
 }
 
@@ -121,6 +122,9 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
     for (const dir of ['run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io/abc', 'var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token', 'var/lib/cni/networks/cbr0', 'etc/rancher/k3s']) {
       mkdirSync(at(dir), { recursive: true });
     }
+    const share = at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~nfs/data');
+    mkdirSync(share, { recursive: true });
+    writeFileSync(path.join(share, 'keep.txt'), 'the volume’s data');
     const mounts = path.join(logs, 'mounts');
     writeFileSync(
       mounts,
@@ -128,6 +132,7 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
         `overlay ${at('run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs')} overlay rw 0 0`,
         `shm ${at('run/k3s/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm')} tmpfs rw 0 0`,
         `tmpfs ${at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token')} tmpfs rw 0 0`,
+        `192.0.2.9:/srv/hangar/data ${share} nfs4 rw 0 0`,
         `nsfs ${at('run/netns/cni-5d2c1a7e-0000-4000-8000-000000000001')} nsfs rw 0 0`,
         `tmpfs ${at('var/lib/kubelet-other')} tmpfs rw 0 0`,
         `overlay /var/lib/docker/overlay2/xyz/merged overlay rw 0 0`,
@@ -151,9 +156,14 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
       at('run/k3s/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm'),
       at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token'),
       at('run/netns/cni-5d2c1a7e-0000-4000-8000-000000000001'),
+      share,
     ].sort((a, b) => b.length - a.length || b.localeCompare(a));
     expect(logOf(path.join(logs, 'umount.log'))).to.deep.equal(unmounted.map((m) => `-f ${m}`));
     expect(result.killall.unmounted).to.deep.equal(unmounted);
+    // Still mounted (busy): neither it nor a folder above it is removed, its data stays.
+    expect(result.killall.still_mounted).to.deep.equal([share]);
+    expect(readFileSync(path.join(share, 'keep.txt'), 'utf8')).to.equal('the volume’s data');
+    expect(existsSync(at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret')), 'beside it, what was unmounted is not removed either (same folder)').to.equal(true);
 
     expect(logOf(path.join(logs, 'ip.log'))).to.deep.equal([
       'netns show',
@@ -169,7 +179,7 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
     expect(existsSync(path.join(logs, 'ip6tables-restore.in'))).to.equal(false);
     expect(result.killall.rules_removed).to.equal(5);
 
-    for (const gone of ['usr/local/bin/k3s', 'etc/rancher/k3s', 'var/lib/rancher/k3s', 'run/k3s', 'var/lib/kubelet', 'var/lib/cni', 'run/k3s.pid']) {
+    for (const gone of ['usr/local/bin/k3s', 'etc/rancher/k3s', 'var/lib/rancher/k3s', 'run/k3s', 'var/lib/cni', 'run/k3s.pid']) {
       expect(existsSync(at(gone)), `${gone} removed`).to.equal(false);
     }
   });
