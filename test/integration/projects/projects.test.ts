@@ -236,13 +236,9 @@ describeEachDialect('projects: migrating an installation made before projects', 
       expect(await projectsOf(t.hangar.services).membership(project.id, gone!.userId)).to.equal(null);
 
       // The migrated role is exactly what a user could do before: the permissions of the project's
-      // kinds among the routes (of every default plugin) open to any authenticated caller, all reads,
-      // and reading the project.
-      // Revoking one's own kubeconfig (DELETE …/kubeconfig) is open to every caller but acts on the
-      // caller's own credential, not on anything of the project: it is the account's, whatever
-      // permission its route names.
-      const own = (r: { method: string; path: string }) => r.method === 'DELETE' && r.path.endsWith('/kubeconfig');
-      const routes = t.hangar.routes.map((r) => r.route).filter((r) => r.path !== '/v1/projects' && !r.path.startsWith('/v1/projects/') && !own(r));
+      // kinds among the routes (of every default plugin) open to any authenticated caller (the reads,
+      // and one's own read-only kubeconfig), and reading the project.
+      const routes = t.hangar.routes.map((r) => r.route).filter((r) => r.path !== '/v1/projects' && !r.path.startsWith('/v1/projects/'));
       const before = [...userGrantsOf(routes)].filter((p) => KINDS[p.split(':')[0]!]?.scope === 'project');
       expect([...PROJECT_ROLE_PERMISSIONS[MIGRATED_ROLE]].filter((p) => p !== 'projects:read').sort()).to.deep.equal(before.sort());
       expect(routes.some((r) => permissionOf(r) === 'clusters:write' && r.auth === 'authenticated')).to.equal(false);
