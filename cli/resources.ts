@@ -205,6 +205,41 @@ const instanceSpec = (a: Args) => ({
   volumes: many('volume')(a),
 });
 
+/** A flag holding JSON, or `none` (null: clears it); a usage error (exit 2) naming the flag when it is neither. */
+const jsonFlag = (flag: string) => (a: Args) => {
+  const text = a[flag];
+  if (text === undefined) return undefined;
+  if (text === 'none') return null;
+  try {
+    return JSON.parse(String(text)) as unknown;
+  } catch {
+    throw usageError(`--${flag} takes a JSON object or none (got ${JSON.stringify(text)})`);
+  }
+};
+/** `--http-port N`, or `none` (null: clears it). */
+const orNone = (flag: string) => (a: Args) => (a[flag] === undefined ? undefined : a[flag] === 'none' ? null : Number(a[flag]));
+
+/** An instance's spec change from the update flags (PATCH: only what is given changes; --env and --port replace the lists). */
+const instanceChange = (a: Args) => {
+  const given = instanceSpec(a);
+  const http = orNone('http-port')(a);
+  if (typeof http === 'number' && !Number.isInteger(http)) throw usageError(`--http-port takes a port number or none (got ${JSON.stringify(a['http-port'])})`);
+  const change = {
+    image: given.image,
+    type: given.type,
+    ports: given.ports,
+    http_port: http,
+    env: given.env,
+    command: a.command === 'none' ? null : given.command,
+    platform: a.platform === 'none' ? null : given.platform,
+    gpu: given.gpu,
+    health: jsonFlag('health')(a),
+    rollout: jsonFlag('rollout')(a),
+  };
+  if (Object.values(change).every((v) => v === undefined)) throw usageError('name what to change: --image, --type, --port, --http-port, --env, --command, --platform, --gpu, --health or --rollout');
+  return change;
+};
+
 /** A change of a revision, in one cell: `env.MODE: "a" → "b"`. */
 const changeText = (c: { path: string; old: unknown; new: unknown }) => `${c.path}: ${JSON.stringify(c.old)} → ${JSON.stringify(c.new)}`;
 /** `history <id>` and `rollback <id> --revision N` of an instance or a service (their kept spec revisions). */
@@ -642,6 +677,25 @@ export const RESOURCES: Resource[] = [
         command: 'scale <id> <replicas>',
         positionals: { replicas: { type: 'number', describe: 'tasks to run' } },
         body: { replicas: 'replicas' },
+        wait: 'settle',
+      }),
+      action('update', 'Change an instance’s spec (a rolling update kept as a new revision): only what is given changes; the replica count is `scale`’s', ['updated', 'updating'], {
+        method: 'PATCH',
+        path: '/{id}',
+        options: {
+          image: { type: 'string', describe: 'the new image' },
+          type: { type: 'string', describe: 'the new instance type' },
+          port: repeatable('publish HOST:CONTAINER[/udp] (replaces every published port)'),
+          'http-port': { type: 'string', describe: 'container port the load balancer sends the domain to (none: clears it)' },
+          env: repeatable('KEY=VALUE (replaces the whole environment)'),
+          command: { type: 'string', describe: "the command, split like a shell would (none: the image's own)" },
+          arg: repeatable('one argument of the command, as it is (after --command’s words)'),
+          platform: { type: 'string', describe: 'linux/amd64 or linux/arm64 (none: any)' },
+          gpu: { type: 'number', describe: 'GPU slots per task' },
+          health: { type: 'string', describe: `the health check as JSON, e.g. '{"http":{"path":"/healthz","port":80}}' (none: removes it)` },
+          rollout: { type: 'string', describe: `how the update rolls out, as JSON, e.g. '{"parallelism":2,"monitor_s":10}' (none: the backend's defaults)` },
+        },
+        body: instanceChange,
         wait: 'settle',
       }),
       logs(),

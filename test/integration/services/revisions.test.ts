@@ -195,6 +195,37 @@ describeEachDialect('revisions and rollback of instances and services (HTTP and 
       expect((await revisions())[0].number).to.equal(12);
     });
 
+    it('updates an instance through the CLI (hangar instance update): only what is given changes, as a new revision; none clears; a flag it cannot read is a usage error (exit 2), a field the API refuses exit 1, both naming it', async function () {
+      this.timeout(180_000);
+      const before = (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+      const out = await cli(['instance', 'update', 'web', '--image', 'app:3', '--env', 'MODE=c', '--rollout', '{"parallelism":2,"monitor_s":3}', '--health', '{"tcp":{"port":80}}', '--wait']);
+      expect(out).to.contain(`instance web (${id}) is running`);
+      const got = (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+      expect(got).to.deep.include({ image: 'app:3', env: { MODE: 'c' }, rollout: { parallelism: 2, monitor_s: 3 }, health: { tcp: { port: 80 } }, replicas: before.replicas, type: before.type });
+      expect(called('deployWorkload').at(-1)!.input.spec.rollout).to.deep.equal({ parallelism: 2, monitor_s: 3 });
+      const [latest] = await revisions();
+      expect(latest.number).to.equal(13);
+      expect(latest.changes.map((c: any) => c.path)).to.deep.equal(['env.COUNT', 'env.MODE', 'health', 'image', 'rollout']);
+
+      await cli(['instance', 'update', id, '--rollout', 'none', '--health', 'none', '--wait']);
+      expect((await api('GET', `/v1/compute/instances/${id}`)).json.data).to.deep.include({ image: 'app:3', rollout: null, health: null });
+
+      const usage: Array<[string[], string]> = [
+        [['--rollout', '{not json'], '--rollout takes a JSON object or none (got "{not json")'],
+        [['--http-port', 'eighty'], '--http-port takes a port number or none'],
+        [[], 'name what to change: --image'],
+      ];
+      for (const [flags, says] of usage) {
+        const res = await hangarCli(['instance', 'update', id, ...flags], { env, timeoutMs: 60_000 });
+        expect(res.code, `${flags.join(' ')}: ${res.stderr}`).to.equal(2);
+        expect(res.stderr).to.contain(says);
+      }
+      const refused = await hangarCli(['instance', 'update', id, '--rollout', '{"monitor_s":0}'], { env, timeoutMs: 60_000 });
+      expect(refused.code, refused.stderr).to.equal(1);
+      expect(refused.stderr).to.contain('400').and.to.contain('body.rollout.monitor_s');
+      expect((await revisions())[0].number, 'nothing refused made a revision').to.equal(14);
+    });
+
     it('forgets the revisions of a terminated instance', async () => {
       expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
       await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).status === 404 ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to go' });
