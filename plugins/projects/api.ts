@@ -58,7 +58,7 @@ export interface ProjectsApi {
   membership(projectId: string, userid: string): Promise<Membership | null>;
   /** Every project a user is a member of, with the role in each. */
   membershipsOf(userid: string): Promise<Membership[]>;
-  /** The ids of the projects a caller may see: null for an installation admin (every project). */
+  /** The ids of the projects a caller may see: null for an installation admin or auditor (every project). */
   visibleTo(principal: Principal): Promise<string[] | null>;
   /** A project by id or name; null when there is none. */
   find(ref: string): Promise<ProjectRecord | null>;

@@ -59,6 +59,8 @@ const RoleView = Type.Object({
 
 const builtin = (role: string): role is (typeof BUILTIN_ROLES)[number] => (BUILTIN_ROLES as readonly string[]).includes(role);
 const isAdmin = (principal: Principal | null) => principal?.role === 'admin';
+/** Installation admins, and auditors (who read everything and change nothing), see every project. */
+const seesEveryProject = (principal: Principal | null) => isAdmin(principal) || principal?.role === 'auditor';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 class ProjectStore extends StampedRepository<ProjectRecord> {}
@@ -103,21 +105,22 @@ export default definePlugin({
     }
     const find = async (ref: string) => (await projects.get(ref)) ?? (await projects.findOne({ name: ref }));
 
-    /** A project the caller may see (an admin: any; anyone else: those it is a member of), or the 404 an unknown one gets. */
+    /** A project the caller may see (an admin or auditor: any; anyone else: those it is a member of), or the 404 an unknown one gets. */
     async function requireVisible(principal: Principal | null, ref: string): Promise<{ project: ProjectRecord; member: Membership | null }> {
       const project = await find(ref);
       const member = project && principal ? await membership(project.id, principal.id) : null;
       // A project the caller is not in answers as one that does not exist: its name tells nothing.
-      if (!project || (!isAdmin(principal) && !member)) throw notFound(`No project ${ref}`);
+      if (!project || (!seesEveryProject(principal) && !member)) throw notFound(`No project ${ref}`);
       return { project, member };
     }
     /** As requireVisible, and the caller holds `permission` there (installation admins hold every one); a 403 otherwise. */
     async function requireAllowed(principal: Principal | null, ref: string, permission: string): Promise<{ project: ProjectRecord; member: Membership | null }> {
       const found = await requireVisible(principal, ref);
       if (isAdmin(principal)) return found;
-      const held = await permissionsOf(found.project.id, found.member!.role);
+      const held = found.member ? await permissionsOf(found.project.id, found.member.role) : [];
       if (!held.includes(permission)) {
-        throw new HttpError(403, 'Insufficient permissions', [{ path: 'role', message: `your role in project ${found.project.name} (${found.member!.role}) does not grant ${permission}: ask an owner of the project or an installation admin` }]);
+        const role = found.member ? `your role in project ${found.project.name} (${found.member.role})` : `you are not a member of project ${found.project.name}: your installation role (${principal?.role})`;
+        throw new HttpError(403, 'Insufficient permissions', [{ path: 'role', message: `${role} does not grant ${permission}: ask an owner of the project or an installation admin` }]);
       }
       return found;
     }
@@ -152,9 +155,9 @@ export default definePlugin({
     const roleView = (role: { name: string; description: string | null; permissions: string[] }, isBuiltin: boolean) => ({ name: role.name, description: role.description, builtin: isBuiltin, permissions: role.permissions });
 
     /** The project a caller's request names or defaults to, which it may use; `field` is where it was named (for the 400). */
-    async function usable(principal: Principal | null, ref: string, field: string, why: string): Promise<string> {
+    async function usable(principal: Principal | null, ref: string, field: string, why: string, seesAll = isAdmin): Promise<string> {
       const project = await find(ref);
-      const ok = project && (isAdmin(principal) || (principal && (await membership(project.id, principal.id))));
+      const ok = project && (seesAll(principal) || (principal && (await membership(project.id, principal.id))));
       if (!project || !ok) throw badRequest(`Validation failed: ${field}: no project ${ref}${why}`, [{ path: field, message: `names no project you are a member of${why}` }]);
       return project.id;
     }
@@ -170,7 +173,7 @@ export default definePlugin({
         return Promise.all(rows.map(async (r) => ({ project_id: r.project_id, userid, role: r.role, permissions: builtin(r.role) ? null : await permissionsOf(r.project_id, r.role) })));
       },
       async visibleTo(principal) {
-        if (isAdmin(principal)) return null;
+        if (seesEveryProject(principal)) return null;
         return (await members().where({ userid: principal.id }).select('project_id')).map((r: { project_id: string }) => r.project_id);
       },
       find,
@@ -187,7 +190,7 @@ export default definePlugin({
     services.provided.provide(ProjectsRef, api);
     services.provided.provide(ClusterProjectsRef, {
       forNew: (principal, named) => api.projectForNew(principal, named),
-      resolve: (principal, ref) => usable(principal, ref, 'query.project', ''),
+      resolve: (principal, ref) => usable(principal, ref, 'query.project', '', seesEveryProject),
     });
     services.provided.contribute(ClusterViewFields, async (cluster) => ({ project_id: cluster.project_id ?? null }));
 
@@ -232,7 +235,7 @@ export default definePlugin({
           schemas: { query: PageQuery, response: Type.Array(ProjectView) },
           async handler(req) {
             const principal = req.principal!;
-            const admin = isAdmin(principal);
+            const admin = seesEveryProject(principal);
             const page = await projects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,

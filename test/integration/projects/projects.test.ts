@@ -78,6 +78,16 @@ describeEachDialect('projects: members, roles, the clusters they own', (dialect)
     expect((await as(carol)('GET', `/v1/projects/${teamA}/members`)).status).to.equal(404);
     expect((await as(carol)('PUT', `/v1/projects/${teamA}/members/carol`, { role: 'owner' })).status).to.equal(404);
 
+    // An auditor reads every project and changes none.
+    const auditor = await createUser(t, admin, { username: 'auditor-1', role: 'auditor' });
+    expect(names(await as(auditor)('GET', '/v1/projects'))).to.deep.equal(['default', 'team-a', 'team-bee']);
+    expect((await as(auditor)('GET', `/v1/projects/${teamA}/members`)).status).to.equal(200);
+    expect(names(await as(auditor)('GET', '/v1/swarms?project=team-a'))).to.deep.equal([]);
+    const notAuditors = await as(auditor)('PUT', `/v1/projects/${teamA}/members/carol`, { role: 'viewer' });
+    expect(notAuditors.status).to.equal(403);
+    expect(notAuditors.json.message).to.match(/^Insufficient permissions: .*projects:members/);
+    expect((await as(auditor)('POST', '/v1/projects', { name: 'by-auditor' })).status).to.equal(403);
+
     // Members list the project and its members; each lists only its own projects.
     expect(names(await as(bob)('GET', '/v1/projects'))).to.deep.equal(['team-a']);
     expect((await as(bob)('GET', '/v1/projects')).json.data[0].role).to.equal('deployer');
