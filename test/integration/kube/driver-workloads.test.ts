@@ -114,6 +114,41 @@ describe('Kubernetes driver: workloads, logs, secrets and configs, volumes, the 
       expect(ingresses.items.map((i) => i.metadata?.name)).to.not.include('web');
     });
 
+    it('a declared stop-first rollout with on_failure pause: maxSurge 0, maxUnavailable = parallelism; new pods that fail readiness past the deadline pause the Deployment (state paused, naming the revision); the next deploy unpauses it', async () => {
+      const rollout = { parallelism: 1, monitor_s: 1, order: 'stop-first' as const, on_failure: 'pause' as const };
+      await deploy(spec('paused', { rollout, revision: 1 }));
+      await waitRunning('paused', 1);
+      const first = await apps.readNamespacedDeployment({ name: 'paused', namespace: 'default' });
+      expect(first.spec?.strategy).to.deep.equal({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } });
+      expect(first.spec).to.include({ minReadySeconds: 1, progressDeadlineSeconds: 11 });
+      await deploy(spec('paused', { rollout, revision: 2, image: 'registry.invalid/web:2' }));
+      let failed = 0;
+      const state = await waitFor(
+        async () => {
+          const s = await inspect('paused');
+          if (s?.rollout?.state === 'paused') return s;
+          // The test plays the kubelet of revision 2's pods, whose readiness probe fails.
+          for (const pod of (await core.listNamespacedPod({ namespace: 'default', labelSelector: `${WORKLOAD_LABEL}=paused` })).items) {
+            if (pod.metadata?.annotations?.['io.hangar.revision'] !== '2' || pod.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True') continue;
+            for (const c of pod.status!.conditions!) if (c.type === 'Ready' || c.type === 'ContainersReady') Object.assign(c, { status: 'False', reason: 'ReadinessProbeFailed', lastTransitionTime: new Date() });
+            await core.replaceNamespacedPodStatus({ name: pod.metadata.name!, namespace: 'default', body: pod }).then(() => failed++, () => undefined);
+          }
+          return undefined;
+        },
+        { what: 'the rollout paused', timeoutMs: 60_000, intervalMs: 250 },
+      );
+      expect(failed).to.be.greaterThan(0);
+      expect(state.rollout).to.include({ state: 'paused', revision: 2 });
+      expect(state.rollout?.message).to.contain('revision 2 did not become available within 11 s');
+      expect((await apps.readNamespacedDeployment({ name: 'paused', namespace: 'default' })).spec?.paused).to.equal(true);
+      await deploy(spec('paused', { rollout, revision: 3, image: 'registry.invalid/web:3' }));
+      const resumed = await apps.readNamespacedDeployment({ name: 'paused', namespace: 'default' });
+      expect(resumed.spec?.paused ?? false).to.equal(false);
+      expect(resumed.metadata?.annotations ?? {}).to.not.have.property('io.hangar.rollout-outcome');
+      await waitFor(async () => ((await inspect('paused'))?.rollout === null ? true : undefined), { what: 'revision 3 rolled out', timeoutMs: 60_000, intervalMs: 300 });
+      await driver.removeWorkload({ name: 'paused' });
+    });
+
     it('scales to 3 and to 0 keeping the rest of the spec; inspect leaves unknown names out', async () => {
       expect((await driver.scaleWorkload({ name: 'web', replicas: 3 })).replicas).to.equal(3);
       await waitRunning('web', 3);
