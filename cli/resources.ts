@@ -911,7 +911,7 @@ export const RESOURCES: Resource[] = [
           'password-file': passwordFile('the password'),
           email: { type: 'string', describe: 'e-mail address' },
           'display-name': { type: 'string', describe: 'full name, as shown' },
-          role: { type: 'string', describe: 'admin or user (default user)' },
+          role: { type: 'string', describe: 'admin, auditor (reads everything, changes nothing) or user (default user); docs/tenancy.md' },
           property: repeatable('NAME=VALUE: metadata on the user'),
         },
         body: {
@@ -949,7 +949,7 @@ export const RESOURCES: Resource[] = [
         options: {
           email: { type: 'string', describe: 'the new e-mail address ("" removes it: no password reset by email then)' },
           'display-name': { type: 'string', describe: 'the new full name ("" removes it)' },
-          role: { type: 'string', describe: 'admin or user (moves the user’s token epoch on: earlier tokens and sessions stop working)' },
+          role: { type: 'string', describe: 'admin, auditor or user (moves the user’s token epoch on: earlier tokens and sessions stop working)' },
           'current-password-file': { type: 'string', describe: 'your current password from a file (- is stdin): needed to change your own name or email' },
         },
         body: (a) => {
