@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
+import { roleGrants, userGrantsOf } from '../../core/auth/permissions.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import type { Migration } from '../../core/db/migrations.js';
@@ -83,9 +84,13 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
     return true;
   }
 
+  /** Whether a role may hold a kubeconfig at all (clusters:credentials: not an auditor). */
+  const mayHold = (role: string) => roleGrants(role, 'clusters:credentials', userGrantsOf(services.routeTable().map((r) => r.route)));
+
   /** Why a row's credentials must go now, or null while the user still holds them. */
   function outdated(row: CredentialRow, user: UserRecord | null, now: number): string | null {
     if (!user) return 'the user was deleted';
+    if (!mayHold(user.role)) return `the user's role is now ${user.role}, which holds no kubeconfig`;
     if (clusterRoleFor(user.role) !== row.cluster_role) return `the user's role is now ${user.role}`;
     if (Date.parse(row.expires_at) <= now) return 'its last token expired';
     return null;

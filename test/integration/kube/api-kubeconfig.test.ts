@@ -122,21 +122,26 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.be.oneOf([401, 403]);
     });
 
-    it('the same token is refused by the API server once the user is deleted, demoted, or revokes it (DELETE)', async function () {
+    it('the same token is refused by the API server once the user is deleted, demoted, made an auditor, or revokes it (DELETE)', async function () {
       this.timeout(90_000);
       const gone = await createUser(t, admin, { username: `gone-${dialect.name}`, role: 'user' });
+      const auditor = await createUser(t, admin, { username: `auditor-${dialect.name}`, role: 'user' });
       const demoted = await createUser(t, admin, { username: `boss-${dialect.name}`, role: 'admin' });
       const leaving = await createUser(t, admin, { username: `leaving-${dialect.name}`, role: 'user' });
       const clients = {
         gone: clientOf((await kubeconfigOf(gone)).kubeconfig),
         demoted: clientOf((await kubeconfigOf(demoted)).kubeconfig),
         leaving: clientOf((await kubeconfigOf(leaving)).kubeconfig),
+        auditor: clientOf((await kubeconfigOf(auditor)).kubeconfig),
       };
       for (const client of Object.values(clients)) expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
 
       expect((await as(admin, 'DELETE', `/v1/iam/users/${gone.userId}`)).status).to.be.oneOf([200, 204]);
       const demote = await t.request('PATCH', `/v1/iam/users/${demoted.userId}`, { body: { role: 'user' }, headers: bearer(admin.token) });
       expect(demote.status, demote.text).to.equal(200);
+      // An auditor reads everything in hangar but holds no kubeconfig (clusters:credentials): the user's one goes.
+      const audit = await t.request('PATCH', `/v1/iam/users/${auditor.userId}`, { body: { role: 'auditor' }, headers: bearer(admin.token) });
+      expect(audit.status, audit.text).to.equal(200);
       const revoked = await as(leaving, 'DELETE', kubeconfigPath());
       expect(revoked.status, revoked.text).to.equal(200);
       expect(revoked.json.data).to.deep.equal({ cluster_id: cluster.clusterId, user_id: leaving.userId, revoked: true });
@@ -152,6 +157,9 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       const login = await t.request('POST', '/v1/iam/login', { body: { username: demoted.username, password: demoted.password } });
       expect(login.status, login.text).to.equal(200);
       expect((await kubeconfigOf({ ...demoted, token: login.json.data.token })).cluster_role).to.equal('view');
+      const asAuditor = await t.request('POST', '/v1/iam/login', { body: { username: auditor.username, password: auditor.password } });
+      const refused = await as({ ...auditor, token: asAuditor.json.data.token }, 'GET', kubeconfigPath());
+      expect(refused.status, refused.text).to.equal(403);
     });
   });
 });
