@@ -86,6 +86,17 @@ describe('compute: judging an instance against what the swarm shows', () => {
     expect(judge(failed, undefined)).to.deep.equal({ status: 'failed', reason: 'deploying failed: No such image: nginx:none' });
   });
 
+  it('a rollout: rolling_out while it goes, rolled_back naming the revision that runs (or the previous one when the runtime does not say), paused', () => {
+    expect(judge(instance(), workload({ running: 1, rollout: { state: 'updating', message: null, revision: 3 } }), 'cluster')).to.deep.equal({ status: 'rolling_out', reason: '1/2 running, rolling out revision 3' });
+    expect(judge(instance(), workload({ rollout: { state: 'rollback_completed', message: 'the new pods of revision 3 did not become available within 17 s', revision: 2 } }))).to.deep.equal({
+      status: 'rolled_back',
+      reason: 'the cluster rolled the update back: the new pods of revision 3 did not become available within 17 s; what runs is revision 2',
+    });
+    expect(judge(instance(), workload({ rollout: { state: 'rollback_started', message: null } }), 'swarm')).to.deep.equal({ status: 'rolled_back', reason: 'the swarm rolled the update back; what runs is the previous revision' });
+    expect(judge(instance(), workload({ rollout: { state: 'paused', message: 'update paused', revision: 3 } }), 'swarm').status).to.equal('paused');
+    expect(judge(instance({ desired: 'stopped' }), workload({ replicas: 0, running: 0, rollout: { state: 'updating', message: null } })).status, 'a stop is no rollout').to.equal('stopped');
+  });
+
   it('terminating is left alone whatever the swarm shows', () => {
     expect(judge(instance({ status: 'terminating', reason: 'x' }), workload())).to.deep.equal({ status: 'terminating', reason: 'x' });
   });
