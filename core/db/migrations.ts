@@ -48,7 +48,8 @@ export async function runMigrations(store: Store, sets: MigrationSet[], release 
 
 /**
  * Refuses a store that a newer release migrated: one holding a migration of an owner this release
- * has (core or a loaded plugin) that this release does not know. Reads only; run before any migration.
+ * has (core or a loaded plugin) that this release does not know, recorded by a newer release or
+ * numbered after every one of that owner this release has. Reads only; run before any migration.
  */
 export async function refuseNewerStore(store: Store, sets: MigrationSet[], release = versionInfo.version): Promise<void> {
   const { knex } = store;
@@ -57,10 +58,19 @@ export async function refuseNewerStore(store: Store, sets: MigrationSet[], relea
   const owners = new Set(sets.map((set) => set.owner));
   const withRelease = await knex.schema.hasColumn(TABLE, 'release');
   const rows = (await knex(TABLE).select(withRelease ? ['id', 'release'] : ['id']).orderBy('id')) as Array<{ id: string; release?: string | null }>;
-  const unknown = rows.filter((r) => owners.has(r.id.split('/')[0]!) && !known.has(r.id));
+  // The newest id of each owner this release knows: a newer release only adds ids after it (a retired one, such as
+  // the swarms plugin's before swarms became clusters, sorts before it or belongs to an owner that has none now).
+  const newest = new Map<string, string>();
+  for (const set of sets) for (const m of set.migrations) if (m.id > (newest.get(set.owner) ?? '')) newest.set(set.owner, m.id);
+  const unknown = rows.filter((r) => {
+    const [owner = '', id = ''] = r.id.split(/\/(.*)/s);
+    if (!owners.has(owner) || known.has(r.id)) return false;
+    return (r.release ? compareVersions(r.release, release) > 0 : false) || (newest.has(owner) && id > newest.get(owner)!);
+  });
   if (!unknown.length) return;
   const releases = [...new Set(unknown.map((r) => r.release).filter((v): v is string => !!v))].sort((a, b) => compareVersions(b, a));
-  const by = releases.length ? `hangar ${releases.join(', ')}` : 'a newer hangar release (which did not record its version)';
+  const same = releases.length > 0 && compareVersions(releases[0]!, release) <= 0;
+  const by = releases.length ? `hangar ${releases.join(', ')}${same ? ' (a newer build)' : ''}` : 'a newer hangar release (which did not record its version)';
   throw new ConfigError(
     `this store was migrated by ${by}, newer than this hangar ${release}: it holds migrations this release does not know (${unknown.map((r) => r.id).join(', ')}). ` +
       `Nothing was changed. Run ${releases.length ? `hangar ${releases[0]}` : 'the newer release'} or later on it, or, to go back to this release, restore the backup taken before the upgrade (hangar restore); see docs/upgrading.md`,

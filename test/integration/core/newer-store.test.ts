@@ -33,6 +33,8 @@ describeEachDialect('hangar serve on a store migrated by a newer release', (dial
       await db.knex('hangar_migrations').insert({ id: 'core/999_from_the_future', applied_at: new Date().toISOString(), release: '99.1.0' });
       // A plugin this configuration does not load: its migrations are none of this release's business.
       await db.knex('hangar_migrations').insert({ id: 'someone-elses-plugin/001_things', applied_at: new Date().toISOString(), release: '99.1.0' });
+      // A migration an older release applied and this one retired (the swarms plugin's, before swarms became clusters): not a newer store.
+      await db.knex('hangar_migrations').insert({ id: 'swarms/001_swarms', applied_at: new Date().toISOString(), release: null });
       before = await snapshot();
     } finally {
       await db.close();
