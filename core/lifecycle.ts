@@ -21,11 +21,11 @@ import type { Logger } from './log.js';
  *   holds, so that an observation never overwrites a running operation.
  */
 /** The statuses of a resource that something went wrong, announced on {@link ResourceTroubled} when a record enters one. */
-export const TROUBLED_STATUSES: ReadonlySet<string> = new Set(['failed', 'rolled_back']);
+export const TROUBLED_STATUSES: ReadonlySet<string> = new Set(['failed', 'rolled_back', 'paused']);
 
 /**
  * A resource of a lifecycle entered a status of {@link TROUBLED_STATUSES}: an operation failed, or
- * an observation found it failed or rolled back. Published once, by the process whose write made
+ * an observation found it failed, rolled back or its rollout paused. Published once, by the process whose write made
  * the change.
  */
 export const ResourceTroubled = defineTopic<{ noun: string; id: string; name: string | null; from: string | null; to: string; reason: string | null }>('resource.troubled');

@@ -73,6 +73,7 @@ export const EVENT_TYPES: Record<string, string> = {
   'volume.restore.failed': 'a volume restore failed (critical)',
   'workload.failed': 'an instance or service failed (critical): its deploy, update or removal, or the runtime found it failed',
   'workload.rolled_back': 'an instance’s or service’s rollout was rolled back to the previous revision (warning)',
+  'workload.paused': 'an instance’s rollout was paused on a failure (on_failure: pause; warning)',
   'resource.failed': 'a volume, object store, load balancer or other resource hangar manages failed (critical)',
   ...AUDIT_EVENT_TYPES,
   'alert.firing': 'an alert rule started firing (its severity)',
@@ -81,6 +82,8 @@ export const EVENT_TYPES: Record<string, string> = {
 
 /** The lifecycle nouns (core/lifecycle.ts) of workloads: their failures and rollbacks are `workload.*` events. */
 const WORKLOAD_NOUNS = new Set(['instance', 'service']);
+/** How a troubled status reads in a notification's message. */
+const WHAT_HAPPENED: Record<string, string> = { failed: 'failed', rolled_back: 'was rolled back', paused: 'was paused (its rollout held on a failure)' };
 /** A lifecycle noun's resource type where the two differ (the tags plugin's RESOURCE_TYPES). */
 const RESOURCE_TYPE_OF_NOUN: Record<string, string> = { 'load balancer': 'loadbalancer', 'object store': 's3' };
 
@@ -158,7 +161,7 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       type: workload ? `workload.${r.to}` : 'resource.failed',
       severity: r.to === 'failed' ? 'critical' : 'warning',
       resource: { type: RESOURCE_TYPE_OF_NOUN[r.noun] ?? r.noun.replace(/ /g, '_'), id: r.id },
-      message: `${label} ${r.to === 'failed' ? 'failed' : 'was rolled back'}${r.reason ? `: ${r.reason}` : ''}`,
+      message: `${label} ${WHAT_HAPPENED[r.to] ?? r.to}${r.reason ? `: ${r.reason}` : ''}`,
       data: { ...r },
     };
   });

@@ -71,7 +71,7 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     const channel = await api('POST', '/v1/notifications/channels', { name: 'ops', kind: 'webhook', url: receiver.url });
     expect(channel.status, channel.text).to.equal(201);
     receiver.secret = channel.json.data.secret;
-    const subscription = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'ops', event_types: ['workload.failed', 'workload.rolled_back'] });
+    const subscription = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'ops', event_types: ['workload.failed', 'workload.rolled_back', 'workload.paused'] });
     expect(subscription.status, subscription.text).to.equal(201);
   });
   after(async () => {
@@ -111,6 +111,18 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     expect(delivered!.body.message).to.contain('instance web').and.to.contain('health check failed');
     await new Promise((r) => setTimeout(r, 2500));
     expect(eventsOf('workload.rolled_back', id)).to.have.length(1);
+  });
+
+  it('an instance whose rollout the swarm paused is announced once as workload.paused (warning)', async function () {
+    this.timeout(60_000);
+    const created = await api('POST', '/v1/compute/instances', { name: 'held', swarm_id: swarmId, image: 'app:1' });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
+    [...running.values()].find((w) => w.labels['io.hangar.id'] === id)!.rollout = { state: 'paused', message: 'update paused: task failed' };
+    const [delivered] = await waitFor(async () => (eventsOf('workload.paused', id).length ? eventsOf('workload.paused', id) : null), { timeoutMs: 20_000, what: 'workload.paused at the receiver' });
+    expect(delivered!.body).to.deep.include({ type: 'workload.paused', severity: 'warning' });
+    expect(delivered!.body.message).to.contain('instance held').and.to.contain('was paused').and.to.contain('task failed');
   });
 
   it('audited writes of a subscribed kind are announced as audit.<kind> (refused ones as warnings); other kinds are not', async function () {
