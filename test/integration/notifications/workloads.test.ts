@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { Receiver } from './receiver.js';
+import { swarmDouble } from '../../support/swarm-double.js';
 
 const PLUGINS = ['system', 'iam', 'audit', 'nodes', 'agent-internal', 'swarms', 'compute', 'notifications'];
 const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
@@ -18,24 +19,9 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
   const receiver = new Receiver();
   let t: TestHangar;
   let admin: Credentials;
-  let manager: ReturnType<typeof answerTasks>;
+  let manager: Awaited<ReturnType<typeof swarmDouble>>;
   let swarmId = '';
-  /** The workloads the double's swarm runs, by name; `rollout` as Docker reports an update's state. */
-  const running = new Map<string, { name: string; image: string; replicas: number; labels: Record<string, string>; rollout?: { state: string; message: string } }>();
-
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
-  const workloadState = (w: { name: string; image: string; replicas: number; labels: Record<string, string>; rollout?: { state: string; message: string } }) => ({
-    name: w.name,
-    labels: w.labels,
-    image: w.image,
-    replicas: w.replicas,
-    running: w.replicas,
-    tasks: [],
-    ports: [],
-    limits: { cpus: null, memoryMb: null },
-    stack: null,
-    ...(w.rollout ? { rollout: w.rollout } : {}),
-  });
   const eventsOf = (type: string, resourceId: string) => receiver.requests.filter((r) => r.event === type && r.body?.resource?.id === resourceId);
 
   before(async function () {
@@ -43,30 +29,12 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     await receiver.start();
     t = await startHangar(dialect, { plugins: PLUGINS, overrides: { clusters: { observe_interval_seconds: 1 }, notifications: LOOPBACK } });
     admin = await bootstrapAdmin(t);
-    const node = await api('POST', '/v1/nodes', { name: 'fake-manager', ip_address: '192.0.2.10' });
-    expect(node.status, node.text).to.equal(201);
-    const agent = await FakeAgent.forNode(t, node.json.data.id);
-    expect((await agent.heartbeat()).status).to.equal(200);
-    manager = answerTasks(agent, {
-      answers: {
-        init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
-        members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
-        inspectWorkloads: () => ({ workloads: [...running.values()].map(workloadState) }),
-        deployWorkload: (input) => {
-          // A refused deploy (below) creates nothing.
-          if (String(input.spec.image).startsWith('missing/')) return undefined;
-          const w = { name: input.spec.name, image: input.spec.image, replicas: input.spec.replicas, labels: { 'io.hangar.id': input.spec.resource_id } };
-          running.set(w.name, w);
-          return workloadState(w);
-        },
-      },
+    manager = await swarmDouble(t, admin.token, {
       refusals: {
         deployWorkload: (input) => (String(input.spec.image).startsWith('missing/') ? `No such image: ${input.spec.image}` : undefined),
       },
     });
-    swarmId = (await api('POST', '/v1/swarms', { name: 'live' })).json.data.id;
-    expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: node.json.data.id })).status).to.equal(202);
-    await waitFor(async () => (await api('GET', `/v1/swarms/${swarmId}`)).json.data.status === 'active', { timeoutMs: 30_000, intervalMs: 200, what: 'the swarm to be active' });
+    swarmId = manager.swarmId;
 
     const channel = await api('POST', '/v1/notifications/channels', { name: 'ops', kind: 'webhook', url: receiver.url });
     expect(channel.status, channel.text).to.equal(201);
@@ -105,7 +73,7 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
     expect(eventsOf('workload.rolled_back', id)).to.have.length(0);
     // The swarm reports the update it rolled back, as Docker's UpdateStatus does.
-    [...running.values()].find((w) => w.labels['io.hangar.id'] === id)!.rollout = { state: 'rollback_completed', message: 'update rolled back: health check failed' };
+    manager.workloadOf(id)!.rollout = { state: 'rollback_completed', message: 'update rolled back: health check failed' };
     const [delivered] = await waitFor(async () => (eventsOf('workload.rolled_back', id).length ? eventsOf('workload.rolled_back', id) : null), { timeoutMs: 20_000, what: 'workload.rolled_back at the receiver' });
     expect(delivered!.body).to.deep.include({ type: 'workload.rolled_back', severity: 'warning' });
     expect(delivered!.body.message).to.contain('instance web').and.to.contain('health check failed');
@@ -119,7 +87,7 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     expect(created.status, created.text).to.equal(202);
     const id = created.json.data.id as string;
     await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
-    [...running.values()].find((w) => w.labels['io.hangar.id'] === id)!.rollout = { state: 'paused', message: 'update paused: task failed' };
+    manager.workloadOf(id)!.rollout = { state: 'paused', message: 'update paused: task failed' };
     const [delivered] = await waitFor(async () => (eventsOf('workload.paused', id).length ? eventsOf('workload.paused', id) : null), { timeoutMs: 20_000, what: 'workload.paused at the receiver' });
     expect(delivered!.body).to.deep.include({ type: 'workload.paused', severity: 'warning' });
     expect(delivered!.body.message).to.contain('instance held').and.to.contain('was paused').and.to.contain('task failed');

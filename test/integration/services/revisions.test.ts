@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
+import { swarmDouble } from '../../support/swarm-double.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'secrets', 'compute', 'services'];
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
@@ -31,12 +32,11 @@ describeEachDialect('revisions and rollback of instances and services (HTTP and 
   const temp = new TempDirs();
   let t: TestHangar;
   let admin: Credentials;
-  let manager: ReturnType<typeof answerTasks>;
+  let manager: Awaited<ReturnType<typeof swarmDouble>>;
   let swarmId = '';
   let env: Record<string, string | undefined>;
   /** While set, bundle deploys wait for it (the service stays deploying). */
   let hold: Promise<void> | null = null;
-  const deployed = new Map<string, { name: string; image: string; replicas: number; labels: Record<string, string> }>();
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const called = (method: string) => manager.calls.filter((c) => c.method === method);
@@ -45,45 +45,20 @@ describeEachDialect('revisions and rollback of instances and services (HTTP and 
     expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(0);
     return res.stdout;
   };
-  const workloadState = (w: { name: string; image: string; replicas: number; labels: Record<string, string> }) => ({
-    name: w.name,
-    labels: w.labels,
-    image: w.image,
-    replicas: w.replicas,
-    running: w.replicas,
-    tasks: [],
-    ports: [],
-    limits: { cpus: null, memoryMb: null },
-    stack: null,
-  });
 
   before(async function () {
     this.timeout(60_000);
     t = await startHangar(dialect, { plugins: PLUGINS, overrides: { clusters: { observe_interval_seconds: 1 } } });
     admin = await bootstrapAdmin(t);
-    const node = await api('POST', '/v1/nodes', { name: 'fake-manager', ip_address: '192.0.2.10' });
-    expect(node.status, node.text).to.equal(201);
-    const agent = await FakeAgent.forNode(t, node.json.data.id);
-    expect((await agent.heartbeat()).status).to.equal(200);
-    manager = answerTasks(agent, {
+    manager = await swarmDouble(t, admin.token, {
       answers: {
-        init: () => ({ cluster_id: 'fake-cluster', runtime_node_id: 'fake-runtime-node' }),
-        members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state: 'ready', availability: 'active', leader: true }] }),
-        inspectWorkloads: () => ({ workloads: [...deployed.values()].map(workloadState) }),
-        deployWorkload: (input) => {
-          const w = { name: input.spec.name, image: input.spec.image, replicas: input.spec.replicas, labels: { 'io.hangar.id': input.spec.resource_id } };
-          deployed.set(w.name, w);
-          return workloadState(w);
-        },
         deployBundle: async (input) => {
           await hold;
           return { name: input.name, services: [] };
         },
       },
     });
-    swarmId = (await api('POST', '/v1/swarms', { name: 'live' })).json.data.id;
-    expect((await api('POST', `/v1/swarms/${swarmId}/join`, { node_id: node.json.data.id })).status).to.equal(202);
-    await waitFor(async () => (await api('GET', `/v1/swarms/${swarmId}`)).json.data.status === 'active', { timeoutMs: 30_000, intervalMs: 200, what: 'the swarm to be active' });
+    swarmId = manager.swarmId;
     const dir = temp.make('hangar-revisions-');
     writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
     env = { XDG_CONFIG_HOME: dir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: path.join(dir, 'ca.pem'), HANGAR_CLI_POLL_MS: '100' };
