@@ -356,8 +356,12 @@ function runIfPresent(program: string, args: string[], input?: string): { ran: b
 
 /** The network interfaces k3s's CNI made (flannel's VXLAN and WireGuard devices, the pods' bridge), as k3s-killall.sh deletes them. */
 export const K3S_INTERFACES = ['cni0', 'flannel.1', 'flannel-v6.1', 'kube-ipvs0', 'flannel-wg', 'flannel-wg-v6'] as const;
-/** iptables rules k3s added (kube-proxy's, the CNI's, flannel's): k3s-killall.sh keeps every other line of iptables-save. */
-export const K3S_RULE = /KUBE-|CNI-|flannel/i;
+/**
+ * iptables rules k3s added (kube-proxy's, the CNI's, flannel's): k3s-killall.sh keeps every other line of
+ * iptables-save (`grep -v KUBE- | grep -v CNI- | grep -iv flannel`): KUBE- and CNI- as written, flannel in
+ * any case — podman's cni-podman0 and the like are not k3s's.
+ */
+export const K3S_RULE = /KUBE-|CNI-|[Ff][Ll][Aa][Nn][Nn][Ee][Ll]/;
 
 /**
  * What k3s-killall.sh does once k3s is stopped: the containers it ran keep running otherwise.
@@ -439,12 +443,19 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&
  * stops and cleans ({@link killall}: the containers it ran, their mounts, the CNI's interfaces and
  * iptables rules), the binary, its configuration and data, the kubelet's and the CNI's folders —
  * never a folder something is still mounted in (`still_mounted`) — (with real k3s, its own
- * uninstall script runs first when there is one). {uninstalled: false}
- * when nothing of k3s was here.
+ * uninstall script runs first when there is one). {uninstalled: false} when nothing of k3s is here
+ * (no binary, data or configuration, unit, uninstall script, nor a running k3s): then nothing is
+ * touched — the kubelet's and the CNI's folders, interfaces and iptables rules of this machine are
+ * another Kubernetes's (kubeadm, rke2) or another runtime's (podman), a failed join's cleanup must
+ * leave them.
  */
-export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boolean; killall: ReturnType<typeof killall> }> {
+export async function uninstall(mountsFile?: string): Promise<{ uninstalled: boolean; killall?: ReturnType<typeof killall> }> {
   const paths = k3sPaths();
-  const present = existsSync(paths.binary) || existsSync(paths.dataDir) || k3sRunning().running;
+  const present =
+    [paths.binary, paths.dataDir, paths.configDir, paths.runDir, ...paths.uninstallScripts, ...Object.values(paths.units), ...Object.values(paths.unitEnv)].some((p) => existsSync(p)) ||
+    pidRunning() !== null ||
+    k3sRunning().running;
+  if (!present) return { uninstalled: false };
   for (const script of paths.uninstallScripts) {
     if (existsSync(script)) spawnSync('sh', [script], { stdio: 'ignore' });
   }

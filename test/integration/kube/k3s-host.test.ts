@@ -50,7 +50,7 @@ exit 0`,
   );
   write(
     'iptables-save',
-    `printf '%s\\n' '*filter' ':INPUT ACCEPT [0:0]' ':KUBE-FIREWALL - [0:0]' ':CNI-FORWARD - [0:0]' ':DOCKER-USER - [0:0]' '-A INPUT -j KUBE-FIREWALL' '-A FORWARD -m comment --comment "flanneld forward" -s 10.42.0.0/16 -j ACCEPT' '-A FORWARD -j CNI-FORWARD' '-A DOCKER-USER -j RETURN' '-A INPUT -p tcp --dport 22 -j ACCEPT' 'COMMIT'`,
+    `printf '%s\\n' '*filter' ':INPUT ACCEPT [0:0]' ':KUBE-FIREWALL - [0:0]' ':CNI-FORWARD - [0:0]' ':DOCKER-USER - [0:0]' '-A INPUT -j KUBE-FIREWALL' '-A FORWARD -m comment --comment "flanneld forward" -s 10.42.0.0/16 -j ACCEPT' '-A FORWARD -j CNI-FORWARD' ':FLANNEL-FWD - [0:0]' '-A FORWARD -o cni-podman0 -j ACCEPT' '-A DOCKER-USER -j RETURN' '-A INPUT -p tcp --dport 22 -j ACCEPT' 'COMMIT'`,
   );
   write('iptables-restore', `cat > ${logs}/iptables-restore.in`);
   write('ip6tables-save', `printf '%s\\n' '*filter' ':INPUT ACCEPT [0:0]' 'COMMIT'`);
@@ -146,7 +146,7 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
     const result = await uninstall(mounts);
     expect(result.uninstalled).to.equal(true);
     expect(readFileSync(path.join(logs, 'k3s-uninstall.ran'), 'utf8').trim()).to.equal(at('usr/local/bin/k3s-agent-uninstall.sh'));
-    expect(result.killall.killed).to.have.members([shim, ...pod]);
+    expect(result.killall!.killed).to.have.members([shim, ...pod]);
     await waitFor(() => [k3s, shim, ...pod].every(dead), { what: 'k3s, the shim and the pod’s processes gone' });
     expect([other, ...otherPod].some(dead), 'another runtime’s shim and processes keep running').to.equal(false);
 
@@ -159,9 +159,9 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
       share,
     ].sort((a, b) => b.length - a.length || b.localeCompare(a));
     expect(logOf(path.join(logs, 'umount.log'))).to.deep.equal(unmounted.map((m) => `-f ${m}`));
-    expect(result.killall.unmounted).to.deep.equal(unmounted);
+    expect(result.killall!.unmounted).to.deep.equal(unmounted);
     // Still mounted (busy): neither it nor a folder above it is removed, its data stays.
-    expect(result.killall.still_mounted).to.deep.equal([share]);
+    expect(result.killall!.still_mounted).to.deep.equal([share]);
     expect(readFileSync(path.join(share, 'keep.txt'), 'utf8')).to.equal('the volume’s data');
     expect(existsSync(at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret')), 'beside it, what was unmounted is not removed either (same folder)').to.equal(true);
 
@@ -173,15 +173,47 @@ describe('k3s on a machine: the systemd install path and an uninstall that stops
       'link delete cni0',
       'link delete flannel.1',
     ]);
-    expect(result.killall.interfaces).to.deep.equal(['veth3f2a1b', 'cni0', 'flannel.1']);
-    // iptables-save | grep -v KUBE- | grep -v CNI- | grep -iv flannel | iptables-restore; IPv6 had none of them: not restored.
-    expect(readFileSync(path.join(logs, 'iptables-restore.in'), 'utf8').split('\n')).to.deep.equal(['*filter', ':INPUT ACCEPT [0:0]', ':DOCKER-USER - [0:0]', '-A DOCKER-USER -j RETURN', '-A INPUT -p tcp --dport 22 -j ACCEPT', 'COMMIT', '']);
+    expect(result.killall!.interfaces).to.deep.equal(['veth3f2a1b', 'cni0', 'flannel.1']);
+    // iptables-save | grep -v KUBE- | grep -v CNI- | grep -iv flannel | iptables-restore: KUBE- and CNI- as written (podman's
+    // cni-podman0 stays), flannel in any case; IPv6 had none of them: not restored.
+    expect(readFileSync(path.join(logs, 'iptables-restore.in'), 'utf8').split('\n')).to.deep.equal(['*filter', ':INPUT ACCEPT [0:0]', ':DOCKER-USER - [0:0]', '-A FORWARD -o cni-podman0 -j ACCEPT', '-A DOCKER-USER -j RETURN', '-A INPUT -p tcp --dport 22 -j ACCEPT', 'COMMIT', '']);
     expect(existsSync(path.join(logs, 'ip6tables-restore.in'))).to.equal(false);
-    expect(result.killall.rules_removed).to.equal(5);
+    expect(result.killall!.rules_removed).to.equal(6);
 
     for (const gone of ['usr/local/bin/k3s', 'etc/rancher/k3s', 'var/lib/rancher/k3s', 'run/k3s', 'var/lib/cni', 'run/k3s.pid']) {
       expect(existsSync(at(gone)), `${gone} removed`).to.equal(false);
     }
+  });
+
+  it('a machine without k3s (another kubelet, podman): uninstalling answers uninstalled false and touches nothing — no process, mount, folder, interface or iptables rule', async function () {
+    this.timeout(30_000);
+    const at = (p: string) => path.join(root, p);
+    // systemd, a kubeadm kubelet with a pod (its volume mounted, its network namespace), the CNI's state; no k3s.
+    mkdirSync(at('run/systemd/system'), { recursive: true });
+    const bin = temp('hangar-k3s-systemctl-');
+    writeFileSync(path.join(bin, 'systemctl'), `#!/bin/sh\necho "$*" >> ${logs}/systemctl.log\nexit 3\n`, { mode: 0o755 });
+    process.env.PATH = `${bin}:${process.env.PATH}`;
+    const kept = ['var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token', 'var/lib/kubelet/plugins/csi', 'var/lib/cni/networks/cbr0', 'run/netns'];
+    for (const dir of kept) mkdirSync(at(dir), { recursive: true });
+    writeFileSync(at('var/lib/cni/networks/cbr0/10.244.0.5'), 'abc');
+    const mounts = path.join(logs, 'mounts');
+    writeFileSync(
+      mounts,
+      [`tmpfs ${at('var/lib/kubelet/pods/0a1b/volumes/kubernetes.io~secret/token')} tmpfs rw 0 0`, `nsfs ${at('run/netns/cni-5d2c1a7e-0000-4000-8000-000000000001')} nsfs rw 0 0`, ''].join('\n'),
+    );
+    // A containerd shim of another runtime under a k3s-looking path elsewhere keeps running.
+    const other = run(path.join(temp('hangar-other-runtime-'), 'k3s/data/4f5e6d/bin/containerd-shim-runc-v2'), '#!/bin/sh\nsleep 600 &\nwait\n');
+
+    const result = await uninstall(mounts);
+    expect(result).to.deep.equal({ uninstalled: false });
+    for (const tool of ['umount', 'ip', 'iptables-save', 'ip6tables-save', 'iptables-restore', 'ip6tables-restore']) {
+      expect(logOf(path.join(logs, `${tool}.log`)), `${tool} not run`).to.deep.equal([]);
+    }
+    expect(existsSync(path.join(logs, 'iptables-restore.in')), 'iptables not rewritten').to.equal(false);
+    expect(logOf(path.join(logs, 'systemctl.log')).filter((l) => !l.startsWith('is-active')), 'no unit disabled, no daemon-reload').to.deep.equal([]);
+    for (const dir of kept) expect(existsSync(at(dir)), `${dir} kept`).to.equal(true);
+    expect(readFileSync(at('var/lib/cni/networks/cbr0/10.244.0.5'), 'utf8')).to.equal('abc');
+    expect(dead(other), 'another runtime’s shim keeps running').to.equal(false);
   });
 
   it('with systemd: the install executor writes the server’s unit (0644) and environment file (0600), runs daemon-reload and enable --now; uninstalling disables both units and removes them', async function () {
