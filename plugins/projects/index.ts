@@ -195,18 +195,49 @@ export default definePlugin({
     services.provided.contribute(ClusterViewFields, async (cluster) => ({ project_id: cluster.project_id ?? null }));
 
     const announce = (userid: string) => db.notices.publish(MEMBER_CHANGES, userid);
-    /** Whether a project would still have an owner (a member whose role manages members) without `except`. */
+    /** Whether `role` makes its holder a real owner: the built-in `owner`, or a role granting every permission an owner has. */
+    async function ownerRole(projectId: string, role: string): Promise<boolean> {
+      if (role === 'owner') return true;
+      const held = new Set(await permissionsOf(projectId, role));
+      return PROJECT_ROLE_PERMISSIONS.owner.every((p) => held.has(p));
+    }
+    /**
+     * Whether a project would still have a real owner (see ownerRole) without `except`. Managing members
+     * alone (a narrow custom role holding `projects:members`) does not make one.
+     */
     async function keepsAnOwner(projectId: string, except: string): Promise<boolean> {
       const rows: MemberRow[] = await members().where({ project_id: projectId }).whereNot({ userid: except });
-      for (const row of rows) if ((await permissionsOf(projectId, row.role)).includes('projects:members')) return true;
+      for (const row of rows) if (await ownerRole(projectId, row.role)) return true;
       return false;
     }
-    /** A non-admin gives no role wider than its own, and leaves its project with an owner. */
-    async function checkGrant(principal: Principal | null, project: ProjectRecord, member: Membership | null, role: string): Promise<void> {
-      if (isAdmin(principal) || !member) return;
+    /** The permissions `role` grants that the caller's own role does not (none for an installation admin). */
+    async function beyondCaller(principal: Principal | null, project: ProjectRecord, member: Membership | null, role: string): Promise<string[]> {
+      if (isAdmin(principal) || !member) return [];
       const mine = new Set(await permissionsOf(project.id, member.role));
-      const wider = (await permissionsOf(project.id, role)).filter((p) => !mine.has(p));
-      if (wider.length) throw new HttpError(403, 'Insufficient permissions', [{ path: 'body.role', message: `${role} grants what your role (${member.role}) does not: ${wider.join(', ')}` }]);
+      return (await permissionsOf(project.id, role)).filter((p) => !mine.has(p));
+    }
+    /** A non-admin gives no role wider than its own. */
+    async function checkGrant(principal: Principal | null, project: ProjectRecord, member: Membership | null, role: string): Promise<void> {
+      const wider = await beyondCaller(principal, project, member, role);
+      if (wider.length) throw new HttpError(403, 'Insufficient permissions', [{ path: 'body.role', message: `${role} grants what your role (${member?.role}) does not: ${wider.join(', ')}` }]);
+    }
+    /** A non-admin changes or removes no member whose current role grants anything its own role does not: no one wider than itself. */
+    async function checkActOn(principal: Principal | null, project: ProjectRecord, member: Membership | null, target: { username: string; role: string }, act: string): Promise<void> {
+      const wider = await beyondCaller(principal, project, member, target.role);
+      if (wider.length) {
+        throw new HttpError(403, 'Insufficient permissions', [
+          {
+            path: 'params.user',
+            message: `${target.username}'s role (${target.role}) grants what your role (${member?.role}) does not: ${wider.join(', ')}; you cannot ${act} a member wider than you: ask an owner of the project or an installation admin`,
+          },
+        ]);
+      }
+    }
+    /** A non-admin leaves its project with a real owner: `userid` (holding `role` now) may stop being one only while another remains. Admins may. */
+    async function checkKeepsOwner(principal: Principal | null, project: ProjectRecord, username: string, userid: string, role: string, next: string | null): Promise<void> {
+      if (isAdmin(principal) || !(await ownerRole(project.id, role))) return;
+      if (next !== null && (await ownerRole(project.id, next))) return;
+      if (!(await keepsAnOwner(project.id, userid))) throw conflict(`${username} is the last owner of project ${project.name}: make another member owner first`);
     }
 
     return {
@@ -341,8 +372,9 @@ export default definePlugin({
             const user = await requireUser(req.params.user);
             await checkGrant(req.principal, project, member, role);
             const existing: MemberRow | undefined = await db.knex(PROJECT_MEMBERS).where({ project_id: project.id, userid: user.userid }).first();
-            if (existing && !isAdmin(req.principal) && !(await permissionsOf(project.id, role)).includes('projects:members') && !(await keepsAnOwner(project.id, user.userid))) {
-              throw conflict(`${user.username} is the last owner of project ${project.name}: make another member owner first`);
+            if (existing) {
+              await checkActOn(req.principal, project, member, { username: user.username, role: existing.role }, 'change');
+              await checkKeepsOwner(req.principal, project, user.username, user.userid, existing.role, role);
             }
             const at = now();
             await db
@@ -366,13 +398,12 @@ export default definePlugin({
           summary: 'Remove a user from a project, effective at its next request (installation admins, and owners of the project)',
           schemas: { params: MemberParams, response: Type.Object({ project_id: Type.String(), user_id: Type.String(), deleted: Type.Literal(true) }) },
           async handler(req) {
-            const { project } = await requireAllowed(req.principal, req.params.id, 'projects:members');
+            const { project, member } = await requireAllowed(req.principal, req.params.id, 'projects:members');
             const user = await requireUser(req.params.user);
             const existing: MemberRow | undefined = await db.knex(PROJECT_MEMBERS).where({ project_id: project.id, userid: user.userid }).first();
             if (!existing) throw notFound(`${user.username} is not a member of project ${project.name}`);
-            if (!isAdmin(req.principal) && !(await keepsAnOwner(project.id, user.userid))) {
-              throw conflict(`${user.username} is the last owner of project ${project.name}: make another member owner first`);
-            }
+            await checkActOn(req.principal, project, member, { username: user.username, role: existing.role }, 'remove');
+            await checkKeepsOwner(req.principal, project, user.username, user.userid, existing.role, null);
             await db.knex(PROJECT_MEMBERS).where({ project_id: project.id, userid: user.userid }).delete();
             await announce(user.userid);
             return { project_id: project.id, user_id: user.userid, deleted: true as const };

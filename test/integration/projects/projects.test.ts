@@ -138,6 +138,61 @@ describeEachDialect('projects: members, roles, the clusters they own', (dialect)
     expect((await api('DELETE', `/v1/projects/${teamA}/roles/owner`)).status).to.equal(409);
   });
 
+  it('a member who manages members acts on no one wider than itself, and leaves a real owner (issue 30)', async () => {
+    const project = (await api('POST', '/v1/projects', { name: 'managed' })).json.data.id;
+    const dave = await createUser(t, admin, { username: 'dave', role: 'user' });
+    const role = (name: string, permissions: readonly string[]) => api('POST', `/v1/projects/${project}/roles`, { name, permissions });
+    // A narrow manager, a viewer's manager, and a custom role granting all an owner has.
+    expect((await role('narrow', ['projects:read', 'projects:members'])).status).to.equal(201);
+    expect((await role('viewer-manager', [...PROJECT_ROLE_PERMISSIONS.viewer, 'projects:members'])).status).to.equal(201);
+    expect((await role('co-owner', PROJECT_ROLE_PERMISSIONS.owner)).status).to.equal(201);
+    for (const [user, r] of [['alice', 'owner'], ['bob', 'viewer-manager'], ['carol', 'narrow']] as const) {
+      expect((await api('PUT', `/v1/projects/${project}/members/${user}`, { role: r })).status).to.equal(201);
+    }
+    const wider = PROJECT_ROLE_PERMISSIONS.owner.filter((p) => !PROJECT_ROLE_PERMISSIONS.viewer.includes(p) && p !== 'projects:members');
+
+    // Neither manager removes or demotes the owner: 403 naming what the owner's role grants beyond theirs.
+    for (const [who, mine] of [[bob, 'viewer-manager'], [carol, 'narrow']] as const) {
+      const removed = await as(who)('DELETE', `/v1/projects/${project}/members/alice`);
+      expect(removed.status, removed.text).to.equal(403);
+      expect(removed.json.details[0].path).to.equal('params.user');
+      expect(removed.json.details[0].message).to.match(new RegExp(`^alice's role \\(owner\\) grants what your role \\(${mine}\\) does not: .*projects:write.*; you cannot remove a member wider than you`));
+    }
+    const demoted = await as(bob)('PUT', `/v1/projects/${project}/members/alice`, { role: 'viewer' });
+    expect(demoted.status, demoted.text).to.equal(403);
+    expect(demoted.json.details[0].message).to.match(/^alice's role \(owner\) grants what your role \(viewer-manager\) does not: .*; you cannot change a member wider than you/);
+    for (const p of wider) expect(demoted.json.details[0].message).to.include(p);
+    expect((await as(carol)('PUT', `/v1/projects/${project}/members/alice`, { role: 'narrow' })).status).to.equal(403);
+    // The narrow manager cannot touch the wider viewer-manager either; the owner is still the owner.
+    expect((await as(carol)('DELETE', `/v1/projects/${project}/members/bob`)).status).to.equal(403);
+    const kept = (await api('GET', `/v1/projects/${project}/members`)).json.data.map((m: { username: string; role: string }) => `${m.username}:${m.role}`).sort();
+    expect(kept).to.deep.equal(['alice:owner', 'bob:viewer-manager', 'carol:narrow']);
+
+    // The viewer's manager adds, changes and removes a viewer: no wider than itself.
+    expect((await as(bob)('PUT', `/v1/projects/${project}/members/dave`, { role: 'viewer' })).status).to.equal(201);
+    const changed = await as(bob)('PUT', `/v1/projects/${project}/members/dave`, { role: 'narrow' });
+    expect(changed.status, changed.text).to.equal(200);
+    expect((await as(bob)('PUT', `/v1/projects/${project}/members/dave`, { role: 'viewer' })).status).to.equal(200);
+    expect((await as(bob)('DELETE', `/v1/projects/${project}/members/dave`)).status).to.equal(200);
+    // It removes the narrow manager too (narrower than itself), and the narrow one removes itself.
+    expect((await as(bob)('PUT', `/v1/projects/${project}/members/dave`, { role: 'narrow' })).status).to.equal(201);
+    expect((await as(bob)('DELETE', `/v1/projects/${project}/members/dave`)).status).to.equal(200);
+    expect((await as(carol)('DELETE', `/v1/projects/${project}/members/carol`)).status).to.equal(200);
+
+    // Managing members does not make an owner: with bob (projects:members) left, alice is still the last owner.
+    const last = await as(alice)('DELETE', `/v1/projects/${project}/members/alice`);
+    expect(last.status, last.text).to.equal(409);
+    expect(last.json.message).to.equal('alice is the last owner of project managed: make another member owner first');
+    expect((await as(alice)('PUT', `/v1/projects/${project}/members/alice`, { role: 'viewer-manager' })).status).to.equal(409);
+    // A role granting all an owner has is an owner: with dave holding it, alice may step down.
+    expect((await as(alice)('PUT', `/v1/projects/${project}/members/dave`, { role: 'co-owner' })).status).to.equal(201);
+    expect((await as(alice)('PUT', `/v1/projects/${project}/members/alice`, { role: 'viewer' })).status).to.equal(200);
+    expect((await as(dave)('DELETE', `/v1/projects/${project}/members/dave`)).status).to.equal(409);
+    // An installation admin is limited by neither rule: it may remove the last owner.
+    expect((await api('DELETE', `/v1/projects/${project}/members/dave`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/projects/${project}`)).status).to.equal(200);
+  });
+
   it('puts clusters in a project: the one named, the caller’s default project, or `default`; lists narrow with ?project=', async () => {
     const named = await api('POST', '/v1/swarms', { name: 'in-a', project_id: 'team-a' });
     expect(named.status, named.text).to.equal(201);
