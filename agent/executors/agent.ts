@@ -62,11 +62,11 @@ export const updateAgent: Executor = async ({ payload, download, after, log, dat
   writeFileSync(`${target}.new`, res.body, { mode: 0o755 });
   chmodSync(`${target}.new`, 0o755);
   const graceSeconds = Number(payload.grace_seconds ?? UPDATE_GRACE_SECONDS);
-  const previous = beginUpdate({ dataDir, executable: target, version: payload.version, previousVersion: versionInfo.version, graceSeconds });
+  const { previous, id } = beginUpdate({ dataDir, executable: target, version: payload.version, previousVersion: versionInfo.version, graceSeconds });
   renameSync(`${target}.new`, target);
   after(() => {
     // The previous executable watches the new one: not through within the grace period, it is put back.
-    startWatchdog(previous, dataDir);
+    startWatchdog(previous, dataDir, id);
     log.info({ version: payload.version, grace_seconds: graceSeconds }, 'agent executable replaced (the previous one kept, and put back if this one does not reach the control plane in time); restarting');
     // The supervisor starts the new executable; exit 0 would mean "stopped on purpose".
     process.exit(EXIT_RESTART);

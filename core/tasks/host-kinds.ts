@@ -36,7 +36,7 @@ export const AgentUpdate = defineTaskKind({
     architecture: Type.String({ minLength: 1 }),
     version: Type.String({ minLength: 1 }),
     sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
-    grace_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 3600, description: 'how long the new executable has to reach the control plane before the previous one is put back (default 120)' })),
+    grace_seconds: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'how long the new executable has to reach the control plane before the previous one is put back (default 120)' })),
   }),
   result: Type.Object({ updated_to: Type.Optional(Type.String()), sha256: Type.Optional(Type.String()), grace_seconds: Type.Optional(Type.Integer()) }),
 });

@@ -72,7 +72,7 @@ export function operations(ctx: NodesContext): NodesPart {
       status: 202,
       schemas: {
         params: NodeParams,
-        body: Type.Object({ grace_seconds: Type.Optional(Type.Integer({ minimum: 5, maximum: 3600, description: 'how long the new executable has to reach the control plane (default 120)' })) }, { additionalProperties: false }),
+        body: Type.Object({ grace_seconds: Type.Optional(Type.Integer({ minimum: 15, maximum: 3600, description: 'how long the new executable has to reach the control plane (default 120; at least 15: a restart by the supervisor and a first heartbeat take seconds)' })) }, { additionalProperties: false }),
         response: TaskRef,
       },
       async handler(req) {

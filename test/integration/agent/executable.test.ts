@@ -96,7 +96,7 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     });
     expect(node.architecture).to.equal('amd64');
     const exited = new Promise<number | null>((resolve) => child!.once('exit', resolve));
-    const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token), body: { grace_seconds: 10 } });
+    const queued = await t.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin.token), body: { grace_seconds: 15 } });
     expect(queued.status).to.equal(202);
     expect(await exited, 'the agent exits 75 so its supervisor starts the new executable').to.equal(75);
     expect(existsSync(`${exe}.previous`), 'the previous executable is kept beside the new one').to.equal(true);
@@ -115,7 +115,7 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     expect(again.id).to.equal(node.id);
     // Its first answered heartbeat confirmed the update: the watchdog finds nothing to put back.
     await until('the update confirmed', async () => !existsSync(path.join(dir, 'data', 'update-pending.json')));
-    await new Promise((r) => setTimeout(r, 11_000));
+    await new Promise((r) => setTimeout(r, 16_000));
     expect(createHash('sha256').update(readFileSync(exe)).digest('hex'), 'the new executable stays').to.equal(manifest.executables.amd64.sha256);
     expect(existsSync(path.join(dir, 'data', 'update-rolled-back.json'))).to.equal(false);
   });
@@ -150,11 +150,11 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
       await until('the supervised agent to heartbeat', async () => ((await t2.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin2.token) })).json.data.last_heartbeat_at > first ? true : null));
       const before = (await t2.request('GET', `/v1/nodes/${node.id}`, { headers: bearer(admin2.token) })).json.data;
 
-      const queued = await t2.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin2.token), body: { grace_seconds: 5 } });
+      const queued = await t2.request('POST', `/v1/nodes/${node.id}/update-agent`, { headers: bearer(admin2.token), body: { grace_seconds: 15 } });
       expect(queued.status, queued.text).to.equal(202);
       await until('the update to be taken', async () => (await t2.hangar.services.tasks.get(queued.json.data.task_id))?.status === 'completed');
       // The broken executable crash-loops under the supervisor; after the grace period the watchdog puts the previous one back.
-      await until('the previous executable back in place', async () => createHash('sha256').update(readFileSync(exe)).digest('hex') !== brokenSha, 30_000);
+      await until('the previous executable back in place', async () => createHash('sha256').update(readFileSync(exe)).digest('hex') !== brokenSha, 40_000);
       const back = await until(
         'the previous agent heartbeating again',
         async () => {
