@@ -47,5 +47,5 @@ export async function ensureNfsPackage(role: keyof typeof NFS_PACKAGES): Promise
   return { package: pkg, present: true, installed: true, reason: null };
 }
 
-/** host.nfs-client: the NFS client on a cluster member, installed when missing. */
+/** host.nfs-client: the NFS client on a cluster member an NFS volume is staged for, installed when missing (never asked of a cluster without NFS volumes: nfs-common brings rpcbind, port 111). */
 export const ensureNfsClient: Executor = async () => ensureNfsPackage('client');

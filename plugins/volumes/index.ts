@@ -374,14 +374,10 @@ export default definePlugin({
     services.provided.provide(VolumesRef, api);
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
 
-    // A node that joins a cluster gets the NFS client its kubelet or engine mounts volumes with
-    // (nfs-common) when its agent reports it missing; so does a member a volume is staged for.
-    services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
-      void askForClients([nodeId], clusterId);
-    });
-
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
-    // already defined on its members. When it holds volumes itself, every member gets those.
+    // already defined on its members. When it holds volumes itself, every member gets those. Staging
+    // one asks the members that mount it for the NFS client (nfs-common) when their agent reports it
+    // missing: a cluster without NFS volumes never has it installed (it brings rpcbind, port 111).
     services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
       core.jobs.run(
         `volumes for ${nodeId} in ${clusterId}`,

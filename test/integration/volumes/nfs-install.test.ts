@@ -11,7 +11,7 @@ import { KUBE_CLUSTER_PLUGINS } from '../../support/kube-cluster.js';
 import { OUTSIDE } from '../../support/nfs-exports.js';
 
 // The NFS packages a machine needs for volumes, installed by its agent: the server (nfs-kernel-server)
-// on the node that holds an NFS volume, the client (nfs-common) on every member of a cluster. This
+// on the node that holds an NFS volume, the client (nfs-common) on the members of a cluster with NFS volumes. This
 // machine's kernel has no NFS (nothing can export or mount here), so the agents' PATH holds test
 // doubles instead: apt-get (logs what it is asked, and "installs" by putting the package's programs
 // beside itself, or fails like a machine that cannot reach its mirror), and the programs it installs —
@@ -133,28 +133,23 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
     expect(aptRuns(bin).map((l) => l.split(' ').filter((w) => !w.startsWith('-') && !w.includes('::') && !w.includes('='))[0])).to.deep.equal(['install', 'update']);
   });
 
-  it('a member whose agent reports no NFS client is asked to install it when it joins and when a volume is staged for it; a node event says what came of it', async function () {
-    this.timeout(60_000);
+  it('a member whose agent reports no NFS client is asked to install it only for NFS volumes: not when it joins a cluster without any, when a volume is staged for it and when it joins a cluster that has one; a node event says what came of it', async function () {
+    this.timeout(90_000);
     // What each agent reports: an agent that predates the task reports nothing of NFS, and is not asked.
-    const reports = [{ nfs: { client: false, server: false } }, { nfs: { client: false, server: false } }, {}];
-    const [server, member, old] = (await Promise.all(
-      ['nfs-server', 'nfs-member', 'nfs-old'].map(async (name, i) => {
+    const reports = [{ nfs: { client: false, server: false } }, { nfs: { client: false, server: false } }, {}, { nfs: { client: false, server: false } }];
+    const [server, member, old, later] = (await Promise.all(
+      ['nfs-server', 'nfs-member', 'nfs-old', 'nfs-later'].map(async (name, i) => {
         const node = await api('POST', '/v1/nodes', { name: `${name}-${dialect.name}`, ip_address: `192.0.2.${60 + i}` });
         expect(node.status, node.text).to.equal(201);
         const agent = await FakeAgent.forNode(t, node.json.data.id);
         expect((await agent.heartbeat(reports[i])).status).to.equal(200);
         return agent;
       }),
-    )) as [FakeAgent, FakeAgent, FakeAgent];
+    )) as [FakeAgent, FakeAgent, FakeAgent, FakeAgent];
     const joined = (agent: FakeAgent) => () => ({ runtime_node_id: agent.nodeId, version: 'v1.33.1+k3s1' });
+    const installed = () => ({ package: 'nfs-common', present: true, installed: true, reason: null });
     const loops = [
-      answerTasks(server, {
-        answers: {
-          'k3s.install-server': joined(server),
-          'k3s.token': () => ({ token: 'K10abc::server:x' }),
-          'host.nfs-client': () => ({ package: 'nfs-common', present: true, installed: true, reason: null }),
-        },
-      }),
+      answerTasks(server, { answers: { 'k3s.install-server': joined(server), 'k3s.token': () => ({ token: 'K10abc::server:x' }), 'host.nfs-client': installed } }),
       answerTasks(member, {
         answers: {
           'k3s.join': joined(member),
@@ -162,8 +157,9 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
         },
       }),
       answerTasks(old, { answers: { 'k3s.join': joined(old) } }),
+      answerTasks(later, { answers: { 'k3s.join': joined(later), 'host.nfs-client': installed } }),
     ];
-    const asked = (i: number) => loops[i]!.calls.filter((c) => c.method === 'host.nfs-client').length;
+    const asked = () => loops.map((loop) => loop.calls.filter((c) => c.method === 'host.nfs-client').length);
     const eventsOf = async (nodeId: string) =>
       ((await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as Array<{ kind: string; message: string }>).filter((e) => e.kind.startsWith('nfs_client')).map(pick);
     const eventsWhen = (nodeId: string, count: number) =>
@@ -175,21 +171,40 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
         { timeoutMs: 30_000, what: `${count} NFS client event(s) of ${nodeId}` },
       );
     const missing = { kind: 'nfs_client_missing', message: 'NFS volumes cannot be mounted on this member: installing nfs-common failed: E: Unable to locate package nfs-common' };
+    const allActive = (clusterId: string, count: number) =>
+      waitFor(
+        async () => {
+          const nodes = (await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data?.nodes as Array<{ status: string }> | undefined;
+          return nodes?.length === count && nodes.every((n) => n.status === 'active');
+        },
+        { timeoutMs: 30_000, what: `the ${count} members active` },
+      );
     try {
+      // A cluster without NFS volumes: no member is asked for the client (nfs-common brings rpcbind, port 111).
       const created = await api('POST', '/v1/kubernetes/clusters', { name: `nfs-${dialect.name}`, node_ids: [server.nodeId, member.nodeId, old.nodeId] });
       expect(created.status, created.text).to.equal(202);
-      expect(await eventsWhen(server.nodeId, 1)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
-      expect(await eventsWhen(member.nodeId, 1)).to.deep.equal([missing]);
-      await waitFor(async () => (await api('GET', `/v1/kubernetes/clusters/${created.json.data.id}`)).json.data?.nodes.every((n: { status: string }) => n.status === 'active'), { timeoutMs: 30_000, what: 'the members active' });
-      expect([asked(0), asked(1), asked(2)], 'asked once each, the old agent not at all').to.deep.equal([1, 1, 0]);
+      const clusterId = created.json.data.id as string;
+      await allActive(clusterId, 3);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(asked(), 'no member asked for the NFS client without an NFS volume').to.deep.equal([0, 0, 0, 0]);
+      for (const agent of [server, member, old]) expect(await eventsOf(agent.nodeId)).to.deep.equal([]);
 
-      // The server's agent now reports the client; an NFS volume staged on the cluster asks the member again, and only it.
-      expect((await server.heartbeat({ nfs: { client: true, server: false } })).status).to.equal(200);
+      // An NFS volume staged on the cluster asks every member that reports no client (the old agent not).
       const volume = await api('POST', '/v1/volumes', { name: `staged-${dialect.name}`, node_id: server.nodeId, folder: '/srv/hangar/staged' });
       expect(volume.status, volume.text).to.equal(202);
       expect((await settled(volume.json.data.id)).status).to.equal('ready');
+      expect(await eventsWhen(server.nodeId, 1)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
+      expect(await eventsWhen(member.nodeId, 1)).to.deep.equal([missing]);
+      expect(asked(), 'asked once each, the old agent not at all').to.deep.equal([1, 1, 0, 0]);
+
+      // The server's agent now reports the client; a node joining the cluster, which has an NFS volume, is asked (and the member again, still without it).
+      expect((await server.heartbeat({ nfs: { client: true, server: false } })).status).to.equal(200);
+      const added = await api('POST', `/v1/kubernetes/clusters/${clusterId}/nodes`, { node_id: later.nodeId });
+      expect(added.status, added.text).to.equal(202);
+      await allActive(clusterId, 4);
+      expect(await eventsWhen(later.nodeId, 1)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
       expect(await eventsWhen(member.nodeId, 2)).to.deep.equal([missing, missing]);
-      expect([asked(0), asked(1), asked(2)]).to.deep.equal([1, 2, 0]);
+      expect(asked()).to.deep.equal([1, 2, 0, 1]);
     } finally {
       for (const loop of loops) await loop.stop();
     }
