@@ -239,7 +239,8 @@ export type ProjectRole = (typeof PROJECT_ROLES)[number];
 const projectKinds = Object.entries(KINDS).filter(([, def]) => def.scope === 'project');
 
 // A viewer also gets its own kubeconfig of the project's clusters: hangar binds a non-admin's to
-// the read-only `view` ClusterRole (docs/kubernetes.md), as users had one before projects.
+// its read-only `hangar-user-view` ClusterRole (docs/kubernetes.md: workloads' shapes, no logs,
+// ConfigMaps or Secrets), as a user gets one (new in this release: before, admins' only).
 const VIEWER: Permission[] = [...projectKinds.map(([k, def]) => `${k}:${def.read}` as Permission), 'clusters:credentials'];
 const DEPLOYER: Permission[] = [...VIEWER, 'services:deploy', 'services:logs', 'instances:deploy', 'instances:logs'];
 const MAINTAINER: Permission[] = [

@@ -22,4 +22,4 @@ export {
   type K3sMembership,
   type KubeNodeState,
 } from './membership-calls.js';
-export { HANGAR_NAMESPACE, K3S_API_PORT, SYSTEM_NAMESPACES, USERS_NAMESPACE } from './names.js';
+export { HANGAR_NAMESPACE, K3S_API_PORT, SYSTEM_NAMESPACES, USER_VIEW_ROLE, USERS_NAMESPACE } from './names.js';

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRoleBinding } from '@kubernetes/client-node';
+import { CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRole, type V1ClusterRoleBinding, type V1PolicyRule } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { attempt, failure, isConflict, isNotFound, KubeDriverError, readOrNull, type KubeContext } from './client.js';
-import { USERS_NAMESPACE, userAccountName } from './names.js';
+import { apply, attempt, failure, isConflict, isNotFound, KubeDriverError, readOrNull, type KubeContext } from './client.js';
+import { USER_VIEW_ROLE, USERS_NAMESPACE, userAccountName } from './names.js';
 
 /**
  * Per-user credentials on a cluster: a ServiceAccount for each hangar user in the namespace
@@ -10,6 +10,10 @@ import { USERS_NAMESPACE, userAccountName } from './names.js';
  * chose from the user's hangar role, and short-lived tokens of it from the TokenRequest API. Deleting
  * the ServiceAccount revokes every token of it at once (the API server checks that the account still
  * exists, with its UID, on each request).
+ *
+ * A non-admin's ClusterRole is hangar's own `hangar-user-view` (USER_VIEW_ROLE), applied before each
+ * binding to it, not Kubernetes' `view`: `view` also reads pods' logs and ConfigMaps in every
+ * namespace, which hangar's API keeps from non-admins (`instances:logs`, configs' values).
  */
 
 const MANAGED = { 'app.kubernetes.io/managed-by': 'hangar' };
@@ -29,6 +33,34 @@ function clusterCa(ctx: KubeContext): string {
   if (cluster?.caData) return cluster.caData;
   if (cluster?.caFile) return readFileSync(cluster.caFile).toString('base64');
   throw new KubeDriverError('the cluster’s kubeconfig on this node names no certificate authority: a kubeconfig for a user would not verify the API server', 409);
+}
+
+const READ = ['get', 'list', 'watch'];
+/**
+ * What `hangar-user-view` allows: reading the shapes of workloads, cluster-wide. Not Secrets,
+ * ConfigMaps, pods' logs, exec, attach, port-forward or ServiceAccount tokens (subresources are
+ * named apart in RBAC: `pods` does not grant `pods/log`).
+ */
+export const USER_VIEW_RULES: V1PolicyRule[] = [
+  { apiGroups: [''], resources: ['pods', 'services', 'endpoints', 'namespaces', 'events', 'persistentvolumeclaims', 'replicationcontrollers'], verbs: READ },
+  { apiGroups: ['apps'], resources: ['deployments', 'replicasets', 'statefulsets', 'daemonsets'], verbs: READ },
+  { apiGroups: ['batch'], resources: ['jobs', 'cronjobs'], verbs: READ },
+  { apiGroups: ['networking.k8s.io'], resources: ['ingresses'], verbs: READ },
+  { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: READ },
+];
+
+/**
+ * Creates `hangar-user-view`, or sets its rules back to USER_VIEW_RULES (server-side apply, forced:
+ * hangar owns its rules, so an edit by hand or an older release's rules are replaced). Idempotent.
+ */
+async function applyUserViewRole(ctx: KubeContext): Promise<void> {
+  const role: V1ClusterRole = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: USER_VIEW_ROLE, labels: MANAGED },
+    rules: USER_VIEW_RULES,
+  };
+  await attempt(`applying the cluster role ${USER_VIEW_ROLE}`, () => apply(ctx, role, { force: true }));
 }
 
 const labelValue = (userId: string) => userId.toLowerCase().replace(/[^a-z0-9._-]/g, '-').slice(0, 63).replace(/[^a-z0-9]+$/, '');
@@ -74,6 +106,7 @@ export async function issueUserCredential(
       }),
     );
   }
+  if (input.cluster_role === USER_VIEW_ROLE) await applyUserViewRole(ctx);
   if (!binding) {
     const body: V1ClusterRoleBinding = {
       metadata: { name, labels },

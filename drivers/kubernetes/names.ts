@@ -12,6 +12,13 @@ export const HANGAR_NAMESPACE = 'hangar-system';
 /** The namespace of the ServiceAccounts that stand for hangar users (their kubeconfigs' credentials). */
 export const USERS_NAMESPACE = 'hangar-users';
 
+/**
+ * The ClusterRole hangar binds a non-admin user's ServiceAccount to (drivers/kubernetes/credentials.ts
+ * creates and updates it before binding): reads of workloads' shapes — no logs, exec, ConfigMaps or
+ * Secrets, which hangar's own API keeps from non-admins.
+ */
+export const USER_VIEW_ROLE = 'hangar-user-view';
+
 /** The ServiceAccount (and ClusterRoleBinding) of a hangar user on a cluster: a DNS label. */
 export function userAccountName(userId: string): string {
   const slug = userId.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');

@@ -8,7 +8,7 @@ import { conflict, forbidden } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams } from '../../core/http/resources.js';
 import { defineRoute, type BackgroundLoop, type RouteDef, type Services } from '../../core/plugin.js';
-import { K3sKubeconfig, K3sRevokeUserCredential, K3sUserCredential, USERS_NAMESPACE } from '../../drivers/kubernetes/api.js';
+import { K3sKubeconfig, K3sRevokeUserCredential, K3sUserCredential, USER_VIEW_ROLE, USERS_NAMESPACE } from '../../drivers/kubernetes/api.js';
 import { IdentityRef, USER_CHANGES, type UserRecord } from '../iam/api.js';
 import type { NodeRecord } from '../nodes/api.js';
 
@@ -27,9 +27,14 @@ export const KUBECONFIG_TTL = { default: 8 * 3600, min: 600, max: 24 * 3600 };
 /** How often credentials are checked against their users (a notice of a user's change checks at once). */
 const RECONCILE_INTERVAL_MS = 60_000;
 
-/** The ClusterRole a hangar role is bound to: cluster-admin for admins, the built-in read-only `view` for every other role. */
+/**
+ * The ClusterRole a hangar role is bound to: cluster-admin for admins, hangar's read-only
+ * `hangar-user-view` for every other role (workloads' shapes; no logs, ConfigMaps or Secrets, which
+ * Kubernetes' `view` would read). A credential bound to another ClusterRole (`view`, as a pre-release build
+ * of kubeconfigs per user bound them) is revoked by the loop at start.
+ */
 export function clusterRoleFor(role: string): string {
-  return role === 'admin' ? 'cluster-admin' : 'view';
+  return role === 'admin' ? 'cluster-admin' : USER_VIEW_ROLE;
 }
 
 interface CredentialRow {
@@ -91,7 +96,8 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
   function outdated(row: CredentialRow, user: UserRecord | null, now: number): string | null {
     if (!user) return 'the user was deleted';
     if (!mayHold(user.role)) return `the user's role is now ${user.role}, which holds no kubeconfig`;
-    if (clusterRoleFor(user.role) !== row.cluster_role) return `the user's role is now ${user.role}`;
+    const clusterRole = clusterRoleFor(user.role);
+    if (clusterRole !== row.cluster_role) return `it is bound to ${row.cluster_role}, and the user's role ${user.role} now to ${clusterRole}`;
     if (Date.parse(row.expires_at) <= now) return 'its last token expired';
     return null;
   }
@@ -145,7 +151,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
       permission: 'clusters:credentials',
       summary: 'A kubeconfig of your own (YAML in `kubeconfig`): a short-lived token of your ServiceAccount, bound to the ClusterRole of your role; never logged, each download audited',
       description:
-        `The token is valid for \`ttl\` seconds (default ${KUBECONFIG_TTL.default}); an admin's account is bound to cluster-admin, any other role's to the read-only \`view\`. ` +
+        `The token is valid for \`ttl\` seconds (default ${KUBECONFIG_TTL.default}); an admin's account is bound to cluster-admin, any other role's to the read-only \`${USER_VIEW_ROLE}\` (workloads' shapes; no logs, ConfigMaps or Secrets). ` +
         'It is revoked when you are deleted or get another role, or with DELETE. `admin_certificate=true` (admins only) hands out k3s’s admin kubeconfig instead. ' +
         '409 while the cluster is not active, when its server node has no address of the kubeconfig endpoint’s kind, or when the cluster does not answer. Every download (and refusal) is recorded in the audit log.',
       schemas: { params: IdParams, query: KubeconfigQuery },

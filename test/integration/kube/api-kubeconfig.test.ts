@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, AuthorizationV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -12,9 +12,11 @@ import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type Ku
 import { hangarCli, TempDirs } from '../runner/support.js';
 
 // Kubeconfigs per user against the real upstream API server (test/support/kube.ts): each is a
-// token of the user's own ServiceAccount (TokenRequest API), cluster-admin for an admin and the
-// read-only `view` for any other role, and the API server refuses the same token once hangar
-// revoked it — the user deleted, demoted, or asking for it with DELETE.
+// token of the user's own ServiceAccount (TokenRequest API), cluster-admin for an admin and hangar's
+// read-only `hangar-user-view` for any other role (no logs, ConfigMaps or Secrets: Kubernetes' `view`
+// reads the first two), and the API server refuses the same token once hangar revoked it — the user
+// deleted, demoted, or asking for it with DELETE — or once it is bound to another ClusterRole than
+// its user's role's (an older release's `view`).
 
 describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccount, revoked when the user loses access (real API server)', function () {
   let kube: KubeControlPlane;
@@ -32,7 +34,7 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
     const kubeconfigPath = () => `/v1/kubernetes/clusters/${cluster.clusterId}/kubeconfig`;
 
     /** The API of the cluster as the kubeconfig's credentials (its server replaced by the harness's loopback port: the adopted cluster's node has no address on 6443). */
-    function clientOf(kubeconfig: string): CoreV1Api {
+    function configOf(kubeconfig: string): KubeConfig {
       const doc = parse(kubeconfig);
       const user = doc.users[0];
       expect(Object.keys(user.user), 'a token, no client certificate').to.deep.equal(['token']);
@@ -43,7 +45,15 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
         contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
         currentContext: 'x',
       });
-      return kc.makeApiClient(CoreV1Api);
+      return kc;
+    }
+    const clientOf = (kubeconfig: string) => configOf(kubeconfig).makeApiClient(CoreV1Api);
+    /** Whether the kubeconfig's credentials may do this (SelfSubjectAccessReview: every authenticated account may ask it). */
+    async function may(kubeconfig: string, attributes: { verb: string; resource: string; subresource?: string; group?: string; namespace?: string }): Promise<boolean> {
+      const review = await configOf(kubeconfig)
+        .makeApiClient(AuthorizationV1Api)
+        .createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: { namespace: 'default', ...attributes } } } });
+      return review.status?.allowed === true;
     }
     /** The API server's status for a call (200 when it succeeds). */
     const statusOf = (call: Promise<unknown>) => call.then(() => 200, (err: unknown) => (err instanceof ApiException ? err.code : Promise.reject(err)));
@@ -87,14 +97,47 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       }
     });
 
-    it('any other role gets the read-only `view` role: reads pods, cannot read secrets or create; the admin certificate is refused to it', async function () {
+    it('any other role gets hangar-user-view: reads workloads’ shapes, not logs, exec, ConfigMaps or Secrets, creates nothing; the admin certificate is refused to it', async function () {
       this.timeout(60_000);
       const ops = await createUser(t, admin, { username: `ops-${dialect.name}`, role: 'user' });
       const got = await kubeconfigOf(ops);
-      expect(got).to.include({ cluster_role: 'view', service_account: `hangar-users/hangar-${ops.userId}` });
+      expect(got).to.include({ cluster_role: 'hangar-user-view', service_account: `hangar-users/hangar-${ops.userId}` });
       const api = clientOf(got.kubeconfig);
       expect(await statusOf(api.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
       expect(await statusOf(api.listNamespacedSecret({ namespace: 'default' }))).to.equal(403);
+      // hangar's API keeps logs and configs' values from non-admins: so does the kubeconfig (Kubernetes' `view` reads both).
+      expect(await statusOf(api.listNamespacedConfigMap({ namespace: 'default' })), 'ConfigMaps').to.equal(403);
+      expect(await statusOf(api.listConfigMapForAllNamespaces()), 'ConfigMaps of every namespace').to.equal(403);
+      // Authorization comes before the lookup: `view` would answer 404 for a pod that does not exist, this role 403.
+      expect(await statusOf(api.readNamespacedPodLog({ name: 'no-such-pod', namespace: 'default' })), 'pods/log').to.equal(403);
+      const allowed = [
+        { verb: 'get', resource: 'pods' },
+        { verb: 'watch', resource: 'events', namespace: 'kube-system' },
+        { verb: 'list', resource: 'deployments', group: 'apps', namespace: '' },
+        { verb: 'list', resource: 'cronjobs', group: 'batch' },
+        { verb: 'get', resource: 'ingresses', group: 'networking.k8s.io' },
+        { verb: 'list', resource: 'poddisruptionbudgets', group: 'policy' },
+      ];
+      const denied = [
+        { verb: 'get', resource: 'pods', subresource: 'log' },
+        { verb: 'create', resource: 'pods', subresource: 'exec' },
+        { verb: 'create', resource: 'pods', subresource: 'attach' },
+        { verb: 'create', resource: 'pods', subresource: 'portforward' },
+        { verb: 'create', resource: 'serviceaccounts', subresource: 'token' },
+        { verb: 'get', resource: 'configmaps', namespace: 'kube-system' },
+        { verb: 'get', resource: 'secrets' },
+        { verb: 'delete', resource: 'pods' },
+      ];
+      for (const a of allowed) expect(await may(got.kubeconfig, a), `allowed: ${JSON.stringify(a)}`).to.equal(true);
+      for (const a of denied) expect(await may(got.kubeconfig, a), `denied: ${JSON.stringify(a)}`).to.equal(false);
+
+      // hangar owns the role's rules: widened by hand, the next kubeconfig sets them back.
+      const rbac = kube.api(RbacAuthorizationV1Api);
+      const role = await rbac.readClusterRole({ name: 'hangar-user-view' });
+      await rbac.replaceClusterRole({ name: 'hangar-user-view', body: { ...role, rules: [...(role.rules ?? []), { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }] } });
+      expect(await may(got.kubeconfig, { verb: 'list', resource: 'configmaps' }), 'widened by hand').to.equal(true);
+      await kubeconfigOf(ops);
+      expect(await may(got.kubeconfig, { verb: 'list', resource: 'configmaps' }), 'set back').to.equal(false);
       expect(await statusOf(api.createNamespace({ body: { metadata: { name: `nope-${dialect.name}` } } }))).to.equal(403);
       const certificate = await as(ops, 'GET', `${kubeconfigPath()}?admin_certificate=true`);
       expect(certificate.status, certificate.text).to.equal(403);
@@ -110,7 +153,7 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       const file = path.join(dir, 'kubeconfig');
       const wrote = await hangarCli(['cluster', 'kubeconfig', cluster.clusterId, '--output', file, '--ttl', '900'], { env, timeoutMs: 60_000 });
       expect(wrote.code, wrote.stderr).to.equal(0);
-      expect(wrote.stdout).to.match(new RegExp(`wrote the kubeconfig of cluster ${cluster.clusterId} \\(server https://\\S+; view, expires \\S+\\) to ${file} \\(mode 0600\\)`));
+      expect(wrote.stdout).to.match(new RegExp(`wrote the kubeconfig of cluster ${cluster.clusterId} \\(server https://\\S+; hangar-user-view, expires \\S+\\) to ${file} \\(mode 0600\\)`));
       expect(statSync(file).mode & 0o777).to.equal(0o600);
       const client = clientOf(readFileSync(file, 'utf8'));
       expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
@@ -153,13 +196,45 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       // Another user's credentials are revoked by admins only.
       const other = await as(leaving, 'DELETE', `${kubeconfigPath()}?user_id=${admin.userId}`);
       expect(other.status, other.text).to.equal(403);
-      // Logged in again, the demoted user's kubeconfig is a `view` one.
+      // Logged in again, the demoted user's kubeconfig is a `hangar-user-view` one.
       const login = await t.request('POST', '/v1/iam/login', { body: { username: demoted.username, password: demoted.password } });
       expect(login.status, login.text).to.equal(200);
-      expect((await kubeconfigOf({ ...demoted, token: login.json.data.token })).cluster_role).to.equal('view');
+      expect((await kubeconfigOf({ ...demoted, token: login.json.data.token })).cluster_role).to.equal('hangar-user-view');
       const asAuditor = await t.request('POST', '/v1/iam/login', { body: { username: auditor.username, password: auditor.password } });
       const refused = await as({ ...auditor, token: asAuditor.json.data.token }, 'GET', kubeconfigPath());
       expect(refused.status, refused.text).to.equal(403);
+    });
+
+    it('a credential an older release bound to Kubernetes’ `view` is revoked on the user’s next change (the check the loop makes at start); asked again, it is hangar-user-view', async function () {
+      this.timeout(60_000);
+      const old = await createUser(t, admin, { username: `old-${dialect.name}`, role: 'user' });
+      const got = await kubeconfigOf(old);
+      // What the release that brought kubeconfigs per user left: the account bound to `view`, recorded so.
+      const name = got.service_account.split('/')[1];
+      const rbac = kube.api(RbacAuthorizationV1Api);
+      await rbac.deleteClusterRoleBinding({ name });
+      await rbac.createClusterRoleBinding({
+        body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'ServiceAccount', name, namespace: 'hangar-users' }] },
+      });
+      const knex = t.hangar.services.db.knex;
+      const row = () => knex('k8s_user_credentials').where({ cluster_id: cluster.clusterId, user_id: old.userId }).first();
+      await knex('k8s_user_credentials').where({ cluster_id: cluster.clusterId, user_id: old.userId }).update({ cluster_role: 'view' });
+      const client = clientOf(got.kubeconfig);
+      await waitFor(async () => (await statusOf(client.listNamespacedConfigMap({ namespace: 'default' }))) === 200, { timeoutMs: 15_000, what: 'the `view` binding in force' });
+
+      // Any change of the user (here its name) checks its credentials: the `view` one goes.
+      const renamed = await t.request('PATCH', `/v1/iam/users/${old.userId}`, { body: { name: 'Old Timer' }, headers: bearer(admin.token) });
+      expect(renamed.status, renamed.text).to.equal(200);
+      // Revoked: no binding at all (403 even for pods) while the API server caches the token's authentication, then 401.
+      // (The account goes first, then hangar's row.)
+      await waitFor(async () => (await row()) === undefined, { timeoutMs: 30_000, what: 'the `view` credential revoked' });
+      expect(await statusOf(client.listNamespacedPod({ namespace: 'default' })), 'the `view` token refused').to.be.oneOf([401, 403]);
+      await waitFor(async () => t.logs.join('\n').includes('kubeconfig credentials revoked: it is bound to view, and the user'), { timeoutMs: 5_000, what: 'the revocation logged with its reason' });
+
+      const again = await kubeconfigOf(old);
+      expect(again.cluster_role).to.equal('hangar-user-view');
+      expect(await statusOf(clientOf(again.kubeconfig).listNamespacedConfigMap({ namespace: 'default' }))).to.equal(403);
+      expect((await row())?.cluster_role).to.equal('hangar-user-view');
     });
   });
 });
