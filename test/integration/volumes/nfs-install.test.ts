@@ -204,7 +204,10 @@ describeEachDialect('NFS packages for volumes: the server on a volume’s node, 
       await allActive(clusterId, 4);
       expect(await eventsWhen(later.nodeId, 1)).to.deep.equal([{ kind: 'nfs_client_installed', message: 'installed nfs-common: this member can mount NFS volumes' }]);
       expect(await eventsWhen(member.nodeId, 2)).to.deep.equal([missing, missing]);
-      expect(asked()).to.deep.equal([1, 2, 0, 1]);
+      const [serverAsked, ...others] = asked();
+      expect(others, 'the member again (still without it), the old agent never, the joiner once').to.deep.equal([2, 0, 1]);
+      // The server may be asked once more by a re-share queued before its report of the client landed: harmless (it answers present).
+      expect(serverAsked).to.be.within(1, 2);
     } finally {
       for (const loop of loops) await loop.stop();
     }
