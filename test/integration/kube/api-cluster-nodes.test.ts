@@ -25,6 +25,12 @@ const NODE = 'kwok-node-2';
 /** The node a worker member is reported as. */
 const WORKER_NODE = 'kwok-node-1';
 
+/** The row of an active worker member reported as `runtimeNodeId` (no machine is asked to join). */
+function workerMember(clusterId: string, nodeId: string, runtimeNodeId: string, address: string) {
+  const now = new Date().toISOString();
+  return { id: `member-${randomUUID()}`, cluster_id: clusterId, node_id: nodeId, role: 'worker', status: 'active', runtime_node_id: runtimeNodeId, advertise_address: address, error: null, created_at: now, updated_at: now };
+}
+
 describe('a Kubernetes cluster’s members through the nodes API, and deleting the cluster (real control plane, kwok nodes)', function () {
   let kube: KubeControlPlane;
 
@@ -208,19 +214,7 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
       const worker = await joinedNodeId(spawnAgent({ join: { token: token.json.data.token, api: t.url } }));
       await waitFor(async () => (await api('GET', `/v1/nodes/${worker}`)).json.data?.status === 'ready', { timeoutMs: 20_000, what: `node ${worker} ready` });
       const knex = t.hangar.store.knex;
-      const now = new Date().toISOString();
-      await knex('cluster_members').insert({
-        id: `member-${randomUUID()}`,
-        cluster_id: cluster.clusterId,
-        node_id: worker,
-        role: 'worker',
-        status: 'active',
-        runtime_node_id: 'kwok-node-1',
-        advertise_address: '127.0.0.2',
-        error: null,
-        created_at: now,
-        updated_at: now,
-      });
+      await knex('cluster_members').insert(workerMember(cluster.clusterId, worker, 'kwok-node-1', '127.0.0.2'));
       try {
         const asked = await api('POST', `/v1/nodes/${worker}/unmanaged?backend=k8s`);
         expect(asked.status, asked.text).to.equal(202);
@@ -269,19 +263,7 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
       // A worker member reported as the kwok node (its machine is never asked: the drain comes first).
       const worker = (await api('POST', '/v1/nodes', { name: `worker-${dialect.name}`, ip_address: '192.0.2.50' })).json.data.id as string;
       const knex = t.hangar.store.knex;
-      const now = new Date().toISOString();
-      await knex('cluster_members').insert({
-        id: `member-${randomUUID()}`,
-        cluster_id: cluster.clusterId,
-        node_id: worker,
-        role: 'worker',
-        status: 'active',
-        runtime_node_id: WORKER_NODE,
-        advertise_address: '192.0.2.50',
-        error: null,
-        created_at: now,
-        updated_at: now,
-      });
+      await knex('cluster_members').insert(workerMember(cluster.clusterId, worker, WORKER_NODE, '192.0.2.50'));
       const member = async () => ((await api('GET', `/v1/kubernetes/clusters/${cluster.clusterId}/nodes`)).json.data as any[]).find((m) => m.node_id === worker);
       try {
         const asked = await api('DELETE', `/v1/kubernetes/clusters/${cluster.clusterId}/nodes/${worker}`);

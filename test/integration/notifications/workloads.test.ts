@@ -65,32 +65,33 @@ describeEachDialect('notifications: workloads that fail or roll back, and audite
     expect(eventsOf('workload.failed', id)).to.have.length(1);
   });
 
-  it('an instance the swarm rolls back is announced once as workload.rolled_back (warning)', async function () {
-    this.timeout(60_000);
-    const created = await api('POST', '/v1/compute/instances', { name: 'web', swarm_id: swarmId, image: 'app:1' });
+  /**
+   * A running instance whose swarm then reports `rollout` (as Docker's UpdateStatus does): announced
+   * once as `type`, a warning whose message says `what` and the swarm's message.
+   */
+  const announcedOnce = async (name: string, rollout: { state: string; message: string }, type: string, what: string) => {
+    const created = await api('POST', '/v1/compute/instances', { name, swarm_id: swarmId, image: 'app:1' });
     expect(created.status, created.text).to.equal(202);
     const id = created.json.data.id as string;
     await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
-    expect(eventsOf('workload.rolled_back', id)).to.have.length(0);
-    // The swarm reports the update it rolled back, as Docker's UpdateStatus does.
-    manager.workloadOf(id)!.rollout = { state: 'rollback_completed', message: 'update rolled back: health check failed' };
-    const [delivered] = await waitFor(async () => (eventsOf('workload.rolled_back', id).length ? eventsOf('workload.rolled_back', id) : null), { timeoutMs: 20_000, what: 'workload.rolled_back at the receiver' });
-    expect(delivered!.body).to.deep.include({ type: 'workload.rolled_back', severity: 'warning' });
-    expect(delivered!.body.message).to.contain('instance web').and.to.contain('health check failed');
+    expect(eventsOf(type, id)).to.have.length(0);
+    manager.workloadOf(id)!.rollout = rollout;
+    const [delivered] = await waitFor(async () => (eventsOf(type, id).length ? eventsOf(type, id) : null), { timeoutMs: 20_000, what: `${type} at the receiver` });
+    expect(delivered!.body).to.deep.include({ type, severity: 'warning' });
+    expect(delivered!.body.message).to.contain(`instance ${name}`).and.to.contain(what).and.to.contain(rollout.message.split(': ')[1]!);
+    // Observations that find it so again announce nothing more.
     await new Promise((r) => setTimeout(r, 2500));
-    expect(eventsOf('workload.rolled_back', id)).to.have.length(1);
+    expect(eventsOf(type, id)).to.have.length(1);
+  };
+
+  it('an instance the swarm rolls back is announced once as workload.rolled_back (warning)', async function () {
+    this.timeout(60_000);
+    await announcedOnce('web', { state: 'rollback_completed', message: 'update rolled back: health check failed' }, 'workload.rolled_back', 'was rolled back');
   });
 
   it('an instance whose rollout the swarm paused is announced once as workload.paused (warning)', async function () {
     this.timeout(60_000);
-    const created = await api('POST', '/v1/compute/instances', { name: 'held', swarm_id: swarmId, image: 'app:1' });
-    expect(created.status, created.text).to.equal(202);
-    const id = created.json.data.id as string;
-    await waitFor(async () => ((await api('GET', `/v1/compute/instances/${id}`)).json.data.status === 'running' ? true : null), { timeoutMs: 30_000, intervalMs: 100, what: 'the instance to run' });
-    manager.workloadOf(id)!.rollout = { state: 'paused', message: 'update paused: task failed' };
-    const [delivered] = await waitFor(async () => (eventsOf('workload.paused', id).length ? eventsOf('workload.paused', id) : null), { timeoutMs: 20_000, what: 'workload.paused at the receiver' });
-    expect(delivered!.body).to.deep.include({ type: 'workload.paused', severity: 'warning' });
-    expect(delivered!.body.message).to.contain('instance held').and.to.contain('was paused').and.to.contain('task failed');
+    await announcedOnce('held', { state: 'paused', message: 'update paused: task failed' }, 'workload.paused', 'was paused');
   });
 
   it('audited writes of a subscribed kind are announced as audit.<kind> (refused ones as warnings); other kinds are not', async function () {
