@@ -176,6 +176,28 @@ export function Modal({ title, onClose, children, wide }: { title: string; onClo
   );
 }
 
+/**
+ * Credentials hangar shows this once (an API key's secret, a webhook's signing secret): read-only
+ * fields, selected on focus, and a button that says they were kept.
+ */
+export function ShownOnce({ title, about, fields, kept, onClose }: { title: string; about: ComponentChildren; fields: Array<{ label: string; value: string; testId?: string }>; kept: string; onClose: () => void }) {
+  return (
+    <Modal title={title} onClose={onClose}>
+      <p>{about}</p>
+      {fields.map((f) => (
+        <Field key={f.label} label={f.label}>
+          <input readOnly value={f.value} data-testid={f.testId} onFocus={(e) => (e.currentTarget as HTMLInputElement).select()} />
+        </Field>
+      ))}
+      <div class="buttons">
+        <button type="button" class="primary" onClick={onClose}>
+          {kept}
+        </button>
+      </div>
+    </Modal>
+  );
+}
+
 /** Runs an action with a busy state and errors shown; answers whether it succeeded. */
 export function useAction(): [boolean, (fn: () => Promise<unknown>) => Promise<boolean>] {
   const [busy, setBusy] = useState(false);

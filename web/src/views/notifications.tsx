@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { call } from '../api';
-import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, notify, Page, ResourceList, useAction } from '../ui';
+import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, notify, Page, ResourceList, ShownOnce, useAction } from '../ui';
 
 type Row = Record<string, any>;
 type Attempt = { at: string; status_code: number | null; latency_ms: number; error: string | null };
@@ -18,23 +18,6 @@ const listOf = (text: FormDataEntryValue | null) =>
   String(text ?? '')
     .split(/[\s,]+/)
     .filter(Boolean);
-
-/** A webhook's signing secret, answered once when the channel is made: shown once, here. */
-function SecretOnce({ secret, onClose }: { secret: string; onClose: () => void }) {
-  return (
-    <Modal title="The channel’s signing secret" onClose={onClose}>
-      <p>Deliveries carry X-Hangar-Signature, an HMAC-SHA256 made with this secret (docs/notifications.md). It is shown this once.</p>
-      <pre class="code" aria-label="Signing secret">
-        {secret}
-      </pre>
-      <div class="buttons">
-        <button type="button" class="primary" onClick={onClose}>
-          I have kept it
-        </button>
-      </div>
-    </Modal>
-  );
-}
 
 /** Sends notification.test to a channel and says what the receiver answered. */
 function TestButton({ channel }: { channel: Row }) {
@@ -115,7 +98,15 @@ function Channels() {
           </div>
         )}
       />
-      {secret && <SecretOnce secret={secret} onClose={() => setSecret(null)} />}
+      {secret && (
+        <ShownOnce
+          title="The channel’s signing secret"
+          about="Deliveries carry X-Hangar-Signature, an HMAC-SHA256 made with this secret (docs/notifications.md). It is shown this once."
+          fields={[{ label: 'Signing secret', value: secret }]}
+          kept="I have kept it"
+          onClose={() => setSecret(null)}
+        />
+      )}
     </>
   );
 }

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { b64encode, call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
-import { Ago, Badge, ClusterLink, ConfirmButton, Field, FormButton, Modal, NAME_FILTER, Page, ResourceList } from '../ui';
+import { Ago, Badge, ClusterLink, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList, ShownOnce } from '../ui';
 
 type Row = Record<string, any>;
 
@@ -232,26 +232,6 @@ export function Users() {
   );
 }
 
-/** The key's secret, shown this once. */
-function SecretOnce({ keyId, secret, onClose }: { keyId: string; secret: string; onClose: () => void }) {
-  return (
-    <Modal title="API key created" onClose={onClose}>
-      <p>Store the secret now: hangar shows it this once and cannot show it again.</p>
-      <Field label="Access key id">
-        <input readOnly value={keyId} />
-      </Field>
-      <Field label="Secret access key">
-        <input readOnly value={secret} data-testid="key-secret" onFocus={(e) => (e.currentTarget as HTMLInputElement).select()} />
-      </Field>
-      <div class="buttons">
-        <button type="button" class="primary" onClick={onClose}>
-          I have stored it
-        </button>
-      </div>
-    </Modal>
-  );
-}
-
 export function UserDetail({ id }: { id: string }) {
   const [created, setCreated] = useState<{ keyId: string; secret: string } | null>(null);
   const [reload, setReload] = useState(0);
@@ -297,7 +277,18 @@ export function UserDetail({ id }: { id: string }) {
           <ConfirmButton label="Delete" title="Delete API key" danger confirm={<p>Requests signed with {k.access_key_id} fail from now on.</p>} onConfirm={async () => { await call('DELETE /v1/iam/users/{id}/keys/{keyId}', { params: { id, keyId: k.id } }); again(); }} />
         )}
       />
-      {created && <SecretOnce keyId={created.keyId} secret={created.secret} onClose={() => setCreated(null)} />}
+      {created && (
+        <ShownOnce
+          title="API key created"
+          about="Store the secret now: hangar shows it this once and cannot show it again."
+          fields={[
+            { label: 'Access key id', value: created.keyId },
+            { label: 'Secret access key', value: created.secret, testId: 'key-secret' },
+          ]}
+          kept="I have stored it"
+          onClose={() => setCreated(null)}
+        />
+      )}
     </Page>
   );
 }
