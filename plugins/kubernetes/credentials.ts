@@ -90,7 +90,9 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
   }
 
   /** Whether a role may hold a kubeconfig at all (clusters:credentials: not an auditor). */
-  const mayHold = (role: string) => roleGrants(role, 'clusters:credentials', userGrantsOf(services.routeTable().map((r) => r.route)));
+  let userGrants: ReturnType<typeof userGrantsOf> | undefined;
+  // The route table is whole once set-up is over: what `user` holds is derived from it once, on first use.
+  const mayHold = (role: string) => roleGrants(role, 'clusters:credentials', (userGrants ??= userGrantsOf(services.routeTable().map((r) => r.route))));
 
   /** Why a row's credentials must go now, or null while the user still holds them. */
   function outdated(row: CredentialRow, user: UserRecord | null, now: number): string | null {
