@@ -18,6 +18,11 @@ export interface Principal {
    * to (core/auth/permissions.ts). Absent: whatever the role grants.
    */
   permissions?: readonly string[];
+  /**
+   * A credential limited to one project (a project-scoped API key): its id. Resources of other
+   * projects are out of its reach (core/auth/permissions.ts inScope). Absent: the installation.
+   */
+  project_id?: string;
   /** Authenticator-specific facts (e.g. the API key id). */
   [key: string]: unknown;
 }
@@ -151,6 +156,12 @@ const NO_USER_GRANTS: UserGrants = new Set();
 export interface PermissionCheck {
   permission: string;
   userGrants: UserGrants;
+  /**
+   * A route on a project's resources (core/auth/scope.ts): whether the caller's project roles let
+   * it go on though its installation role does not grant the permission (its project is checked
+   * next). There the `user` role's grants count for nothing: memberships decide.
+   */
+  viaProjects?(principal: Principal): Promise<boolean>;
 }
 
 /**
@@ -190,6 +201,10 @@ export async function authorize(
   const principal = await registry.identify(input);
   if (!principal) throw unauthorized();
   known({ principal, agent: null });
+  if (check.viaProjects) {
+    if (permitted(principal, check.permission, NO_USER_GRANTS) || (await check.viaProjects(principal))) return { principal, agent: null };
+    throw permissionRefused(principal, check.permission);
+  }
   if (requirement === 'authenticated') {
     if (permitted(principal, check.permission, check.userGrants)) return { principal, agent: null };
     throw permissionRefused(principal, check.permission);

@@ -187,6 +187,21 @@ export interface PermissionHolder {
    * role grants too. Absent: everything the role grants.
    */
   permissions?: readonly string[];
+  /**
+   * A credential limited to one project (a project-scoped API key): the project's id. It acts on
+   * that project's resources only; a resource of another project is answered as one that does not
+   * exist (404), and its `permissions` are of the project's kinds (and `account:read`). Absent:
+   * the installation (whatever the permissions reach).
+   */
+  project_id?: string;
+}
+
+/**
+ * Whether a credential may act on a resource of `projectId` (null: a resource of no project, the
+ * installation's): a credential scoped to a project reaches only that project's resources.
+ */
+export function inScope(holder: PermissionHolder, projectId: string | null): boolean {
+  return !holder.project_id || holder.project_id === projectId;
 }
 
 /** Whether a role grants a permission (before a credential's own narrowing). */
