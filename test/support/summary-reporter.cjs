@@ -16,10 +16,21 @@
 const Mocha = require('mocha');
 
 const { Spec } = Mocha.reporters;
-const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+const {
+  EVENT_HOOK_BEGIN,
+  EVENT_HOOK_END,
+  EVENT_RUN_END,
+  EVENT_SUITE_BEGIN,
+  EVENT_SUITE_END,
+  EVENT_TEST_END,
+  EVENT_TEST_FAIL,
+  EVENT_TEST_PENDING,
+} = Mocha.Runner.constants;
 
 /** How many of the slowest test files the closing lines name (the CI time budget is managed from them). */
 const SLOWEST_FILES = 15;
+/** How many of the slowest single tests (hooks not included) they name. */
+const SLOWEST_TESTS = 15;
 
 /** Where test/support/requirements.ts keeps what it skipped loudly and the declared exclusions. */
 const REGISTRY = Symbol.for('hangar.test.registry');
@@ -34,6 +45,12 @@ function registry() {
 /** Why `test` (or a suite above it) was skipped by the loud helper, or undefined. */
 function loudSkipOf(runnable) {
   for (let node = runnable; node; node = node.parent) if (node[LOUD_SKIP]) return node[LOUD_SKIP];
+  return undefined;
+}
+
+/** The test file a runnable (test or hook) was declared in: its own, or its nearest suite's. */
+function fileOf(runnable) {
+  for (let node = runnable; node; node = node.parent) if (node.file) return node.file;
   return undefined;
 }
 
@@ -74,9 +91,28 @@ class SummaryReporter extends Spec {
       fileStarted.delete(suite.file);
     });
 
+    // Time in before/after hooks per file (labs and control planes start there), and each test's own time.
+    const hookSeconds = new Map();
+    const hookStarted = new Map();
+    const endHook = (hook) => {
+      const at = hookStarted.get(hook);
+      if (at === undefined) return;
+      hookStarted.delete(hook);
+      const file = fileOf(hook) ?? '(root hooks)';
+      hookSeconds.set(file, (hookSeconds.get(file) ?? 0) + (Date.now() - at) / 1000);
+    };
+    runner.on(EVENT_HOOK_BEGIN, (hook) => hookStarted.set(hook, Date.now()));
+    runner.on(EVENT_HOOK_END, endHook);
+    const testSeconds = [];
+    runner.on(EVENT_TEST_END, (test) => {
+      if (typeof test.duration === 'number') testSeconds.push({ test, seconds: test.duration / 1000 });
+    });
+
     let failedHooks = 0;
     runner.on(EVENT_TEST_FAIL, (runnable) => {
-      if (runnable.type === 'hook') failedHooks++;
+      if (runnable.type !== 'hook') return;
+      failedHooks++;
+      endHook(runnable); // a failed hook emits no "hook end"
     });
 
     runner.once(EVENT_RUN_END, () => {
@@ -100,14 +136,26 @@ class SummaryReporter extends Spec {
         else if (test.state === 'pending' || test.isPending()) skipped++;
         else notRun++;
       }
+      const cwd = process.cwd() + '/';
+      const relative = (file) => file.replace(cwd, '');
       const exclusions = registry().exclusions.filter((e) => matches(e.title));
       const out = [''];
       const slowest = [...fileSeconds].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST_FILES);
       if (slowest.length > 1) {
         const total = [...fileSeconds.values()].reduce((sum, seconds) => sum + seconds, 0);
         out.push(`slowest test files (of ${Math.round(total)} s in ${fileSeconds.size} files):`);
-        const cwd = process.cwd() + '/';
-        for (const [file, seconds] of slowest) out.push(`  ${seconds.toFixed(0).padStart(5)} s  ${file.replace(cwd, '')}`);
+        for (const [file, seconds] of slowest) {
+          const hooks = hookSeconds.get(file) ?? 0;
+          out.push(`  ${seconds.toFixed(0).padStart(5)} s  ${relative(file)}  (hooks ${hooks.toFixed(0)} s)`);
+        }
+      }
+      const slowTests = testSeconds.sort((a, b) => b.seconds - a.seconds).slice(0, SLOWEST_TESTS);
+      if (slowTests.length > 1) {
+        out.push(`slowest tests (hooks not included):`);
+        for (const { test, seconds } of slowTests) {
+          const file = fileOf(test);
+          out.push(`  ${seconds.toFixed(1).padStart(6)} s  ${file ? relative(file) : '?'}: ${test.fullTitle()}`);
+        }
       }
       for (const e of exclusions) out.push(`excluded: ${e.title} because ${e.because}`);
       const parts = [`${passed} passed`, `${failedTests} failed`];

@@ -9,8 +9,8 @@ import { runProcess } from '../runner/support.js';
 const MOCHA = path.resolve('node_modules/mocha/bin/mocha.js');
 const fixture = (name: string) => path.join('test/support/fixtures/reporter', `${name}.fixture.ts`);
 
-async function mocha(file: string, env: Record<string, string | undefined> = {}) {
-  const res = await runProcess(process.execPath, [MOCHA, file], { env: { HANGAR_REQUIRE_ALL: undefined, ...env }, timeoutMs: 60_000 });
+async function mocha(file: string | string[], env: Record<string, string | undefined> = {}) {
+  const res = await runProcess(process.execPath, [MOCHA, ...[file].flat()], { env: { HANGAR_REQUIRE_ALL: undefined, ...env }, timeoutMs: 60_000 });
   const lines = res.stdout.trimEnd().split('\n');
   return { ...res, lines, last: lines.at(-1), summary: lines.at(-2) };
 }
@@ -42,6 +42,24 @@ describe('the test run’s summary and rules (.mocharc.yml, the summary reporter
     expect(run.stdout).to.contain('HANGAR_REQUIRE_ALL=1 but this cannot run: no external address on this machine (cases skips loudly)');
     expect(run.summary, run.stdout).to.equal('6 tests: 1 passed, 3 failed, 2 not run (a hook failed); 1 hook failed; 1 excluded (listed above)');
     expect(run.last).to.equal('1 passed, 6 failed');
+  });
+
+  it('names the slowest files with their time in hooks, and the slowest tests with their file', async () => {
+    const run = await mocha([fixture('timing'), fixture('hook-failure')]);
+    const files = run.lines.findIndex((line) => line.startsWith('slowest test files (of '));
+    expect(files, run.stdout).to.be.greaterThan(-1);
+    // At least the second each the fixture sleeps (lower bounds only).
+    expect(run.lines[files + 1], run.stdout).to.match(/^ +[1-9]\d* s {2}test\/support\/fixtures\/reporter\/timing\.fixture\.ts {2}\(hooks [1-9]\d* s\)$/);
+    expect(run.lines[files + 2], run.stdout).to.match(/^ +\d+ s {2}test\/support\/fixtures\/reporter\/hook-failure\.fixture\.ts {2}\(hooks \d+ s\)$/);
+    const tests = run.lines.indexOf('slowest tests (hooks not included):');
+    expect(tests, run.stdout).to.be.greaterThan(files);
+    expect(run.lines[tests + 1], run.stdout).to.match(
+      /^ +[1-9]\d*\.\d s {2}test\/support\/fixtures\/reporter\/timing\.fixture\.ts: a suite with a slow start a slow case$/,
+    );
+    expect(run.lines.slice(tests + 1), 'every test that ran is a candidate').to.satisfy((lines: string[]) =>
+      lines.some((line) => line.endsWith('hook-failure.fixture.ts: a suite that runs passes')),
+    );
+    expect(run.last).to.equal('3 passed, 7 failed');
   });
 
   it('refuses a committed .only', async () => {
