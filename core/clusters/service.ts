@@ -15,7 +15,7 @@ import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.j
 import { TASKS } from '../tasks/migrations.js';
 import { NetworkConfirmPath, type PathTarget } from '../tasks/host-kinds.js';
 import { overlayUnusable, type OverlayMember } from '../overlay.js';
-import { taskView, type Task, type TaskQueue } from '../tasks/queue.js';
+import { consumesReadOnce, taskView, type Task, type TaskQueue } from '../tasks/queue.js';
 import { capitalized, ClusterStore, MemberStore, type ClusterRecord } from './store.js';
 import { RevisionStore } from './revisions.js';
 import type { Peers } from '../workers.js';
@@ -592,9 +592,9 @@ export class Clusters {
     return taskView(await this.deps.tasks.enqueue({ nodeId: cluster.manager_node_id, kind: call, payload, readOnce: true, subject }));
   }
 
-  /** A queued read's state, and its result once done (read once: a second read is a 404). */
-  async takeRead(taskId: string, subject: string, kinds: readonly TaskKind[]) {
-    return taskView(await this.deps.tasks.take(taskId, { subject, kind: kinds.map((k) => k.name) }));
+  /** A queued read's state, and its result once done (read once: a second read is a 404; an auditor's read leaves it). */
+  async takeRead(taskId: string, subject: string, kinds: readonly TaskKind[], reader: { role: string } | null) {
+    return taskView(await this.deps.tasks.take(taskId, { subject, kind: kinds.map((k) => k.name), consume: consumesReadOnce(reader) }));
   }
 
   /** Queues a log read of a workload or a bundle on the cluster's manager (`lines` last lines, or everything after `since`). */
@@ -604,8 +604,8 @@ export class Clusters {
   }
 
   /** A log read's state, and its lines once done (read once). */
-  async readLogs(taskId: string, subject: string): Promise<Record<string, unknown>> {
-    const { result, ...rest } = (await this.takeRead(taskId, subject, [WorkloadLogs, BundleLogs])) as ReturnType<typeof taskView> & { result?: { lines?: string[] } };
+  async readLogs(taskId: string, subject: string, reader: { role: string } | null): Promise<Record<string, unknown>> {
+    const { result, ...rest } = (await this.takeRead(taskId, subject, [WorkloadLogs, BundleLogs], reader)) as ReturnType<typeof taskView> & { result?: { lines?: string[] } };
     return { ...rest, ...(result ? { lines: result.lines ?? [] } : {}) };
   }
 

@@ -93,6 +93,15 @@ export function taskView(task: Task) {
   };
 }
 
+/**
+ * Whether this reader's read of a finished read-once result consumes it. An auditor reads everything
+ * and changes nothing: its read leaves the result for the caller that queued it (the id of another's
+ * task reaches an auditor through the event stream).
+ */
+export function consumesReadOnce(reader: { role: string } | null | undefined): boolean {
+  return reader?.role !== 'auditor';
+}
+
 /** A payload that does not match its kind's schema: a bug in the caller, never the user's input. */
 export class TaskPayloadError extends Error {}
 
@@ -466,9 +475,10 @@ export class TaskQueue {
 
   /**
    * The task's state for a result endpoint. A finished read-once task is deleted as it is handed
-   * over, so a second read is a 404.
+   * over, so a second read is a 404 — unless `consume` is false: a reader who changes nothing (an
+   * auditor, {@link consumesReadOnce}) sees the result and leaves it to whoever asked for it.
    */
-  async take(taskId: string, check: { nodeId?: string; kind?: string | string[]; subject?: string } = {}): Promise<Task> {
+  async take(taskId: string, check: { nodeId?: string; kind?: string | string[]; subject?: string; consume?: boolean } = {}): Promise<Task> {
     const missing = notFound(`No task ${taskId} (results of this kind can be read once)`);
     return this.knex.transaction(async (trx) => {
       const row = await trx(TASKS).where({ id: taskId }).first();
@@ -477,7 +487,7 @@ export class TaskQueue {
       if ((check.nodeId && task.node_id !== check.nodeId) || (check.kind && ![check.kind].flat().includes(task.kind)) || (check.subject && task.subject !== check.subject)) {
         throw missing;
       }
-      if (task.read_once && (task.status === 'completed' || task.status === 'failed')) {
+      if (task.read_once && check.consume !== false && (task.status === 'completed' || task.status === 'failed')) {
         const deleted = await trx(TASKS).where({ id: taskId }).delete();
         if (!deleted) throw missing;
       }

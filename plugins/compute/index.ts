@@ -574,7 +574,7 @@ export default definePlugin({
           permission: 'instances:logs',
           summary: 'The log read: status, and the lines once completed (read once)',
           schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
-          handler: async (req) => core.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id),
+          handler: async (req) => core.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id, req.principal),
         }),
         defineRoute({
           method: 'POST',

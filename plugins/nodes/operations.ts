@@ -5,7 +5,7 @@ import { ScanUnmanaged } from '../../core/orchestrator.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { TaskKind } from '../../core/tasks/kinds.js';
-import { taskView } from '../../core/tasks/queue.js';
+import { consumesReadOnce, taskView } from '../../core/tasks/queue.js';
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
@@ -46,9 +46,9 @@ export function operations(ctx: NodesContext): NodesPart {
     Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
 
   /** A task about the node (queued for it, or for its cluster's manager: subject = the node), read once once finished. */
-  async function readTask(nodeId: string, taskId: string, kind: string) {
+  async function readTask(nodeId: string, taskId: string, kind: string, reader: { role: string } | null) {
     await nodes.require(nodeId);
-    return taskView(await tasks.take(taskId, { subject: nodeId, kind }));
+    return taskView(await tasks.take(taskId, { subject: nodeId, kind, consume: consumesReadOnce(reader) }));
   }
 
   /**
@@ -130,7 +130,7 @@ export function operations(ctx: NodesContext): NodesPart {
       permission: 'nodes:logs',
       summary: 'The log fetch: status, and the lines once completed (read once)',
       schemas: { params: NodeTaskParams },
-      handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name),
+      handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name, req.principal),
     }),
     defineRoute({
       method: 'POST',
@@ -158,7 +158,7 @@ export function operations(ctx: NodesContext): NodesPart {
       summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
       schemas: { params: NodeTaskParams },
       async handler(req) {
-        const view = await readTask(req.params.id, req.params.taskId, ScanUnmanaged.name);
+        const view = await readTask(req.params.id, req.params.taskId, ScanUnmanaged.name, req.principal);
         const result = (view.result ?? {}) as { resources?: unknown[] };
         return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
       },

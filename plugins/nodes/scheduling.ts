@@ -3,7 +3,7 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { NodeAvailabilityActors, NodeAvailabilityRecorders } from '../../core/node-availability.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import { taskView } from '../../core/tasks/queue.js';
+import { consumesReadOnce, taskView } from '../../core/tasks/queue.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeRecord } from './nodes.js';
@@ -95,7 +95,7 @@ export function scheduling(ctx: NodesContext): NodesPart {
       schemas: { params: NodeTaskParams },
       async handler(req) {
         const node = await nodes.require(req.params.id);
-        const task = taskView(await services.tasks.take(req.params.taskId, { kind: SetNodeAvailability.name, subject: node.id }));
+        const task = taskView(await services.tasks.take(req.params.taskId, { kind: SetNodeAvailability.name, subject: node.id, consume: consumesReadOnce(req.principal) }));
         return { task_id: task.task_id, status: task.status, ...(task.error ? { error: task.error } : {}) };
       },
     }),

@@ -572,7 +572,7 @@ export default definePlugin({
           summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
           schemas: { params: LogParams },
           handler: async (req) => {
-            return core.readLogs(req.params.taskId, (await store.require(req.params.id)).id);
+            return core.readLogs(req.params.taskId, (await store.require(req.params.id)).id, req.principal);
           },
         }),
       ],

@@ -4,7 +4,7 @@ import { HttpError } from '../../../core/errors.js';
 import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -13,6 +13,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describeEachDialect('nodes: the task queue over the agent API, with a test double standing in for the agent', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
+  let auditor: Credentials;
 
   const api = (method: string, pathAndQuery: string, body?: unknown) => t.request(method, pathAndQuery, { body, headers: bearer(admin.token) });
   const createNode = async (name: string) => {
@@ -26,6 +27,7 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     this.timeout(30_000);
     t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides: FAST_NODES });
     admin = await bootstrapAdmin(t);
+    auditor = await createUser(t, admin, { username: 'audrey', role: 'auditor', email: 'audrey@example.test' });
   });
   after(() => t?.stop());
 
@@ -53,6 +55,10 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     const reported = await agent.report(task.task_id, { status: 'completed', output: { lines: ['one', 'two'] } });
     expect(reported.status).to.equal(200);
     expect(reported.json.data).to.deep.equal({ task_id: task.task_id, status: 'completed' });
+    // An auditor reads the result and changes nothing: it is still there for the admin who asked.
+    const peeked = await t.request('GET', `/v1/nodes/${nodeId}/logs/${task.task_id}`, { headers: bearer(auditor.token) });
+    expect(peeked.status, peeked.text).to.equal(200);
+    expect(peeked.json.data.result).to.deep.equal({ lines: ['one', 'two'] });
     const read = await api('GET', `/v1/nodes/${nodeId}/logs/${task.task_id}`);
     expect(read.json.data).to.include({ status: 'completed', attempts: 1 });
     expect(read.json.data.result).to.deep.equal({ lines: ['one', 'two'] });
