@@ -46,7 +46,25 @@ export function nodeOf(node: V1Node): KubeNode {
 
 export async function listNodes(ctx: KubeContext): Promise<{ nodes: KubeNode[] }> {
   const list = await attempt('listing the nodes', () => ctx.core.listNode());
+  await Promise.all(list.items.filter(staleAvailability).map((node) => forgetAvailability(ctx, node)));
   return { nodes: list.items.map(nodeOf).sort((a, b) => a.runtime_node_id.localeCompare(b.runtime_node_id)) };
+}
+
+/** A schedulable node still carrying hangar's annotation: uncordoned outside hangar (kubectl uncordon keeps annotations). */
+function staleAvailability(node: V1Node): boolean {
+  return !node.spec?.unschedulable && node.metadata?.annotations?.[AVAILABILITY_ANNOTATION] !== undefined;
+}
+
+/**
+ * Removes the annotation of a node uncordoned outside hangar, so that a later `kubectl cordon` reads
+ * as cordoned, not as the drain of long ago. Only if the node is unchanged since it was listed (its
+ * resourceVersion): a cordon meanwhile keeps it. Best effort: the next listing tries again.
+ */
+async function forgetAvailability(ctx: KubeContext, node: V1Node): Promise<void> {
+  const { name, resourceVersion } = node.metadata!;
+  await ctx.core
+    .patchNode({ name: name!, fieldManager: FIELD_MANAGER, body: { metadata: { resourceVersion, annotations: { [AVAILABILITY_ANNOTATION]: null } } } }, mergePatch)
+    .catch(() => undefined);
 }
 
 /** Pods a drain evicts: every pod on the node but those of DaemonSets (they would come back at once) and static (mirror) pods. */

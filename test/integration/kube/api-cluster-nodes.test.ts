@@ -182,6 +182,18 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
       // hangar asks nothing of the cluster for it: the node stays schedulable.
       expect((await kubeNode()).spec?.unschedulable ?? false).to.equal(false);
       expect((await observed('node_uncordoned')).map((e) => e.data.from)).to.include('drained');
+
+      // Drained through hangar, then uncordoned with kubectl (which keeps annotations): a later kubectl cordon is a cordon, not the old drain.
+      expect((await api('POST', `/v1/nodes/${cluster.nodeId}/drain`)).status).to.be.oneOf([200, 202]);
+      await follows('drained');
+      await kubectl(false);
+      await follows('active');
+      await waitFor(async () => ((await kubeNode()).metadata?.annotations?.['io.hangar.availability'] === undefined ? true : null), { timeoutMs: 15_000, what: 'hangar to remove its annotation from the uncordoned node' });
+      await kubectl(true);
+      await follows('cordoned');
+      expect((await observed('node_cordoned')).filter((e) => e.data.from === 'active')).to.have.length(2);
+      await kubectl(false);
+      await follows('active');
     });
 
     it('a cordon the cluster refuses is a 409 with its reason, and hangar keeps the availability it had', async function () {
