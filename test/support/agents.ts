@@ -29,13 +29,28 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export async function waitFor<T>(probe: () => T | Promise<T>, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<NonNullable<T>> {
   const { timeoutMs = 10_000, intervalMs = 100, what = 'a condition' } = options;
   const deadline = Date.now() + timeoutMs;
+  const pause = backoff(intervalMs);
   let last: unknown;
   for (;;) {
     last = await probe();
     if (last) return last as NonNullable<T>;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last value: ${JSON.stringify(last)})`);
-    await sleep(intervalMs);
+    await sleep(pause());
   }
+}
+
+/**
+ * The pauses between a wait's probes: 100 ms at first (most conditions hold within a moment), each
+ * one twice the one before, up to `intervalMs`. A wait that is soon over does not sit out a whole
+ * interval; a long one probes as seldom as asked (a handful of probes more, at its start).
+ */
+export function backoff(intervalMs: number): () => number {
+  let next = Math.min(100, intervalMs);
+  return () => {
+    const pause = next;
+    next = Math.min(next * 2, intervalMs);
+    return pause;
+  };
 }
 
 /**
@@ -47,7 +62,8 @@ export class FailNow extends Error {
 }
 
 /**
- * Waits for `probe` to answer something truthy, polling every `intervalMs`, for probes of a
+ * Waits for `probe` to answer something truthy, polling every `intervalMs` (after a quicker start:
+ * {@link backoff}), for probes of a
  * system still coming up (a lab machine, a cluster). A probe that throws a {@link FailNow} or a
  * failed assertion (chai's AssertionError) fails the wait at once with that very error; any other
  * error counts as "not yet" (a connection refused while a service starts), and if the deadline
@@ -59,6 +75,7 @@ export async function until<T>(what: string, probe: () => Promise<T | null | und
   let last: unknown;
   let lastError: Error | null = null;
   let attempts = 0;
+  const pause = backoff(intervalMs);
   for (;;) {
     attempts++;
     try {
@@ -76,7 +93,7 @@ export async function until<T>(what: string, probe: () => Promise<T | null | und
       timedOut.stack = `${timedOut.stack}\nthe last error's stack:\n${lastError.stack ?? lastError.message}`;
       throw timedOut;
     }
-    await sleep(intervalMs);
+    await sleep(pause());
   }
 }
 

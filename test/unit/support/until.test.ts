@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { FailNow, until } from '../../support/agents.js';
+import { backoff, FailNow, until } from '../../support/agents.js';
 
 // until() of test/support/agents.ts, which the lab suites wait with: a probe's definite failure must
 // end the wait with that failure, not a timeout minutes later that no longer says what went wrong.
@@ -44,5 +44,14 @@ describe('until (test/support/agents.ts): waiting for a system that comes up', (
     expect(timedOut.message).to.contain(`(attempt ${attempt})`);
     expect(timedOut.stack).to.contain("the last error's stack").and.contain('until.test.ts');
     expect(timedOut.cause).to.be.instanceOf(Error);
+  });
+
+  it('pauses 100 ms between its first probes, twice as long each time, up to the interval asked for', () => {
+    const second = backoff(1000);
+    expect(Array.from({ length: 7 }, second)).to.deep.equal([100, 200, 400, 800, 1000, 1000, 1000]);
+    const quick = backoff(50);
+    expect(Array.from({ length: 3 }, quick), 'an interval below 100 ms is kept').to.deep.equal([50, 50, 50]);
+    const odd = backoff(250);
+    expect(Array.from({ length: 4 }, odd)).to.deep.equal([100, 200, 250, 250]);
   });
 });
