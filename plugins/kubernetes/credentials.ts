@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { roleGrants, userGrantsOf } from '../../core/auth/permissions.js';
+import type { RouteScope } from '../../core/auth/scope.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import type { Migration } from '../../core/db/migrations.js';
@@ -22,6 +23,9 @@ import type { NodeRecord } from '../nodes/api.js';
  */
 
 const CREDENTIALS = 'k8s_user_credentials';
+
+/** A route on one Kubernetes cluster (`{id}`) acts in the cluster's project (core/auth/scope.ts). */
+export const ON_CLUSTER: RouteScope = { of: [{ kind: 'cluster', from: 'params.id', noun: 'Kubernetes cluster' }] };
 /** How long a token is valid unless `ttl` says otherwise, and the bounds of `ttl` (the API server's minimum is 10 minutes). */
 export const KUBECONFIG_TTL = { default: 8 * 3600, min: 600, max: 24 * 3600 };
 /** How often credentials are checked against their users (a notice of a user's change checks at once). */
@@ -78,10 +82,15 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
     return found;
   };
 
-  /** Deletes a user's ServiceAccount on the row's cluster, then the row (kept when the cluster's agent did not answer: tried again later). */
+  /**
+   * Deletes a user's ServiceAccount on the row's cluster, then the row. The row is kept (and the loop
+   * tries again) while the cluster has no manager to ask or its agent does not answer; it goes
+   * without asking only with its cluster (the ServiceAccount went with it).
+   */
   async function revoke(row: CredentialRow, why: string): Promise<boolean> {
     const cluster = await core.clusters.get(row.cluster_id);
-    if (cluster?.manager_node_id) {
+    if (cluster) {
+      if (!cluster.manager_node_id) throw conflict(`cluster ${cluster.name} has no manager node to delete the ServiceAccount on`);
       await core.callOn(cluster, K3sRevokeUserCredential, { user_id: row.user_id }, { timeoutMs: 30_000 });
     }
     await knex()(CREDENTIALS).where({ cluster_id: row.cluster_id, user_id: row.user_id }).delete();
@@ -151,6 +160,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
       path: '/v1/kubernetes/clusters/{id}/kubeconfig',
       auth: 'authenticated',
       permission: 'clusters:credentials',
+      scope: ON_CLUSTER,
       summary: 'A kubeconfig of your own (YAML in `kubeconfig`): a short-lived token of your ServiceAccount, bound to the ClusterRole of your role; never logged, each download audited',
       description:
         `The token is valid for \`ttl\` seconds (default ${KUBECONFIG_TTL.default}); an admin's account is bound to cluster-admin, any other role's to the read-only \`${USER_VIEW_ROLE}\` (workloads' shapes; no logs, ConfigMaps or Secrets). ` +
@@ -205,6 +215,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
       path: '/v1/kubernetes/clusters/{id}/kubeconfig',
       auth: 'authenticated',
       permission: 'clusters:credentials',
+      scope: ON_CLUSTER,
       summary: 'Revoke your kubeconfig credentials on the cluster (an admin: anyone’s, with `user_id`): the ServiceAccount is deleted and every token of it refused at once',
       description: '`revoked` is false when there was nothing to revoke. 409 while the cluster is not active or does not answer.',
       schemas: { params: IdParams, query: RevokeQuery },

@@ -205,6 +205,28 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       expect(refused.status, refused.text).to.equal(403);
     });
 
+    it('a revocation while the cluster has no manager to ask keeps the credential and is tried again (it is not forgotten)', async function () {
+      this.timeout(60_000);
+      const boss = await createUser(t, admin, { username: `stranded-${dialect.name}`, role: 'admin' });
+      const client = clientOf((await kubeconfigOf(boss)).kubeconfig);
+      const knex = t.hangar.services.db.knex;
+      const row = () => knex('k8s_user_credentials').where({ cluster_id: cluster.clusterId, user_id: boss.userId }).first();
+      const { manager_node_id: manager } = await knex('clusters').where({ id: cluster.clusterId }).first();
+      await knex('clusters').where({ id: cluster.clusterId }).update({ manager_node_id: null });
+      try {
+        const demote = await t.request('PATCH', `/v1/iam/users/${boss.userId}`, { body: { role: 'user' }, headers: bearer(admin.token) });
+        expect(demote.status, demote.text).to.equal(200);
+        await waitFor(async () => t.logs.join('\n').includes('revoking kubeconfig credentials failed; trying again later') || null, { timeoutMs: 15_000, what: 'the failed revocation logged' });
+        expect((await row())?.cluster_role, 'kept, to be tried again').to.equal('cluster-admin');
+      } finally {
+        await knex('clusters').where({ id: cluster.clusterId }).update({ manager_node_id: manager });
+      }
+      // The next check (the user's next change, or the loop every minute) revokes it.
+      expect((await t.request('PATCH', `/v1/iam/users/${boss.userId}`, { body: { name: 'Former Boss' }, headers: bearer(admin.token) })).status).to.equal(200);
+      await waitFor(async () => ((await row()) === undefined ? true : null), { timeoutMs: 30_000, what: 'the credential revoked once the cluster has a manager again' });
+      await waitFor(async () => (await statusOf(client.listNamespacedPod({ namespace: 'default' }))) === 401 || null, { timeoutMs: 30_000, what: 'the cluster-admin token refused' });
+    });
+
     it('a credential an older release bound to Kubernetes’ `view` is revoked on the user’s next change (the check the loop makes at start); asked again, it is hangar-user-view', async function () {
       this.timeout(60_000);
       const old = await createUser(t, admin, { username: `old-${dialect.name}`, role: 'user' });
