@@ -195,6 +195,15 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
         const expiresAt = previous && previous.expires_at > issued.expires_at ? previous.expires_at : issued.expires_at;
         const row: CredentialRow = { cluster_id: cluster.id, user_id: user.userid, service_account: issued.service_account, cluster_role: clusterRole, issued_at: services.clock.now().toISOString(), expires_at: expiresAt };
         await knex()(CREDENTIALS).insert(row).onConflict(['cluster_id', 'user_id']).merge();
+        // The user may have changed (deleted, demoted) while the agent made the credential, before this
+        // record existed for that change's check to find: read it again now that the record is there.
+        const why = outdated(row, await identity().users.get(user.userid), services.clock.now().getTime());
+        if (why) {
+          await revoke(row, why).catch((err: Error) =>
+            log.warn({ cluster_id: row.cluster_id, user_id: row.user_id, error: err.message }, 'revoking kubeconfig credentials failed; trying again later'),
+          );
+          throw conflict(`Your access changed while the kubeconfig was being made (${why}): it was revoked; ask again`);
+        }
         return Reply.data(
           {
             cluster_id: cluster.id,

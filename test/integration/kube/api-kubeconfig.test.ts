@@ -227,6 +227,29 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       await waitFor(async () => (await statusOf(client.listNamespacedPod({ namespace: 'default' }))) === 401 || null, { timeoutMs: 30_000, what: 'the cluster-admin token refused' });
     });
 
+    it('a user demoted while its kubeconfig is being made gets a 409, not a credential of the role it lost', async function () {
+      this.timeout(60_000);
+      const boss = await createUser(t, admin, { username: `racing-${dialect.name}`, role: 'admin' });
+      const knex = t.hangar.services.db.knex;
+      const { pid } = cluster.agent.child;
+      // The cluster's agent holds still while the credential is asked for and the user is demoted meanwhile.
+      process.kill(pid!, 'SIGSTOP');
+      let download: Promise<Awaited<ReturnType<typeof as>>>;
+      try {
+        download = as(boss, 'GET', kubeconfigPath());
+        await waitFor(async () => (await knex('tasks').where({ kind: 'k3s.user-credential', status: 'pending' }).first()) ?? null, { timeoutMs: 10_000, what: 'the credential task queued' });
+        const demote = await t.request('PATCH', `/v1/iam/users/${boss.userId}`, { body: { role: 'user' }, headers: bearer(admin.token) });
+        expect(demote.status, demote.text).to.equal(200);
+      } finally {
+        process.kill(pid!, 'SIGCONT');
+      }
+      const res = await download;
+      expect(res.status, res.text).to.equal(409);
+      expect(res.json.message).to.match(/^Your access changed while the kubeconfig was being made \(it is bound to cluster-admin, and the user's role user now to hangar-user-view\): it was revoked; ask again$/);
+      expect(res.text, 'no token in the refusal').not.to.match(/kubeconfig":|token/);
+      await waitFor(async () => ((await knex('k8s_user_credentials').where({ user_id: boss.userId }).first()) === undefined ? true : null), { timeoutMs: 30_000, what: 'the record gone with the account' });
+    });
+
     it('a credential an older release bound to Kubernetes’ `view` is revoked on the user’s next change (the check the loop makes at start); asked again, it is hangar-user-view', async function () {
       this.timeout(60_000);
       const old = await createUser(t, admin, { username: `old-${dialect.name}`, role: 'user' });
