@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { CRON_SHAPE, cronProblems } from '../../core/cron.js';
 
 /** The init systems `hangar install` writes for. */
 export const TEMPLATES = ['systemd', 'upstart', 'initd', 'crond'] as const;
@@ -277,53 +278,14 @@ export function renderUnit(spec: ServiceSpec): { text: string; mode: number } {
   }
 }
 
-const CRON_MACROS = new Set(['@reboot', '@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly']);
-
-/** The five fields of a crontab line (crontab(5)): their names, ranges and the names cron takes for their values. */
-const CRON_FIELDS: Array<{ name: string; min: number; max: number; names?: string[] }> = [
-  { name: 'minute', min: 0, max: 59 },
-  { name: 'hour', min: 0, max: 23 },
-  { name: 'day of month', min: 1, max: 31 },
-  { name: 'month', min: 1, max: 12, names: ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'] },
-  // 0 and 7 are both Sunday.
-  { name: 'day of week', min: 0, max: 7, names: ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'] },
-];
-
-/** What is wrong with one field, or null: `*`, numbers, `a-b` ranges, lists and `/step`s, all within the field's range; or one name (jan, mon). */
-function cronFieldProblem(text: string, field: (typeof CRON_FIELDS)[number]): string | null {
-  const range = `${field.min}-${field.max}`;
-  if (field.names?.includes(text.toLowerCase())) return null;
-  for (const item of text.split(',')) {
-    const m = /^(\*|(\d+)(?:-(\d+))?)(?:\/(\d+))?$/.exec(item);
-    if (!m) {
-      const names = field.names ? ` or one name (${field.names[0]}…${field.names.at(-1)})` : '';
-      return `${field.name} "${text}" is not a cron field: use *, numbers in ${range}, ranges (a-b), lists (a,b), steps (*/n)${names}`;
-    }
-    const [, , from, to, step] = m;
-    for (const value of [from, to]) {
-      if (value !== undefined && (Number(value) < field.min || Number(value) > field.max)) return `${field.name} ${value} is out of range (${range})`;
-    }
-    if (from !== undefined && to !== undefined && Number(from) > Number(to)) return `${field.name} range ${from}-${to} runs backwards`;
-    if (step !== undefined && (Number(step) < 1 || Number(step) > field.max)) return `${field.name} step /${step} is out of range (1-${field.max})`;
-  }
-  return null;
-}
-
 /**
  * A crontab schedule: five fields or one of the @ macros. Returns it normalised or throws a message
  * naming each field that is out of range: cron skips a line it cannot read (and logs it only to
  * syslog), so a schedule like `61 25 * * *` would never run.
  */
 export function checkSchedule(schedule: string): string {
-  const trimmed = schedule.trim().replace(/\s+/g, ' ');
-  if (CRON_MACROS.has(trimmed)) return trimmed;
-  const fields = trimmed.split(' ');
-  if (fields.length !== 5) {
-    throw new Error(
-      `--schedule "${schedule}" is not a cron schedule: give five fields (minute hour day-of-month month day-of-week, e.g. "*/5 * * * *") or one of ${[...CRON_MACROS].join(', ')}`,
-    );
-  }
-  const problems = fields.map((f, i) => cronFieldProblem(f, CRON_FIELDS[i]!)).filter((p): p is string => p !== null);
+  const { normalised, problems, wrongShape } = cronProblems(schedule);
+  if (wrongShape) throw new Error(`--schedule "${schedule}" is not a cron schedule: give ${CRON_SHAPE}`);
   if (problems.length) throw new Error(`--schedule "${schedule}": ${problems.join('; ')}`);
-  return trimmed;
+  return normalised;
 }
