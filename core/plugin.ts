@@ -13,6 +13,7 @@ import type { TaskQueue } from './tasks/queue.js';
 import type { RateLimiter } from './ratelimit.js';
 import type { AuthRegistry, Principal } from './auth/index.js';
 import type { Permission } from './auth/permissions.js';
+import type { RouteScope } from './auth/scope.js';
 import type { Metrics } from './metrics.js';
 import type { RequestObservers } from './http/observers.js';
 import type { ServiceRef, ServiceRegistry } from './provided.js';
@@ -83,6 +84,13 @@ export interface RouteDef<B = unknown, Q = unknown, P = unknown> {
    * `orSelf`, the user it names), as before.
    */
   permission?: Permission;
+  /**
+   * Where the resource the route acts on belongs to a project (core/auth/scope.ts): the resources
+   * the request names (`of`), or the kind a list answers (`list`). Then a caller is let in when its
+   * installation role grants the permission, or its role in the resource's project does; a
+   * resource of a project it is not a member of answers 404 as one that does not exist.
+   */
+  scope?: RouteScope;
   summary: string;
   description?: string;
   /** Which listener serves the route; default `control`. */

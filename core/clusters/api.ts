@@ -1,3 +1,4 @@
+import type { RouteScope } from '../auth/scope.js';
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { ConfigError, badRequest, conflict, notFound } from '../errors.js';
@@ -310,6 +311,9 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
     if (request && request !== route) throw new ConfigError(`the ${def.backend} backend names ${request} in messages, but its cluster API serves ${route}`);
   }
 
+  // The routes on one cluster act in its project (core/auth/scope.ts): its members' roles open them.
+  // Creating a cluster and joining a node stay installation admins' (nodes are the installation's).
+  const ofCluster: RouteScope = { of: [{ kind: 'cluster', from: 'params.id', noun }] };
   const routes: RouteDef[] = [
     defineRoute({
       method: 'POST',
@@ -336,6 +340,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       method: 'GET',
       path: base,
       auth: 'authenticated',
+      scope: { list: 'cluster' },
       summary: def.summaries.list,
       schemas: { query: ListQuery },
       handler: async (req) => {
@@ -354,6 +359,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       method: 'GET',
       path: `${base}/{id}`,
       auth: 'authenticated',
+      scope: ofCluster,
       summary: def.summaries.get,
       schemas: { params: IdParams, response: Cluster },
       handler: async (req) => view(await require(req.params.id)),
@@ -362,6 +368,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       method: 'GET',
       path: `${base}/{id}/${def.members.path}`,
       auth: 'authenticated',
+      scope: ofCluster,
       summary: def.members.summary,
       schemas: { params: IdParams },
       handler: async (req) => {
@@ -401,6 +408,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       method: def.leave.method,
       path: leavePath,
       auth: { role: 'admin' },
+      scope: ofCluster,
       summary: def.leave.summary,
       status: 202,
       schemas: leaveByPath
@@ -423,6 +431,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       method: 'DELETE',
       path: `${base}/{id}`,
       auth: { role: 'admin' },
+      scope: ofCluster,
       summary: def.summaries.delete,
       otherStatuses: [202],
       schemas: { params: IdParams, query: ForceQuery },

@@ -5,8 +5,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { HttpError, reasonPhrase } from '../errors.js';
-import { authorize, type AuthOutcome } from '../auth/index.js';
+import { authorize, type AuthOutcome, type PermissionCheck } from '../auth/index.js';
 import { permissionOf, userGrantsOf, type UserGrants } from '../auth/permissions.js';
+import { ScopeGate, type ScopeAccess } from '../auth/scope.js';
 import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
@@ -260,7 +261,13 @@ function holderOf(ctx: Context, principal: Principal | null, agent: AgentIdentit
 
 function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gates: BodyGates, signals: RequestSignals, userGrants: UserGrants) {
   const compiled = validators(route);
-  const check = { permission: permissionOf(route), userGrants };
+  const permission = permissionOf(route);
+  const check: PermissionCheck = { permission, userGrants };
+  // A route on a project's resources (route.scope): memberships open it too, once projects are loaded.
+  const routeScope = route.scope;
+  const gate = routeScope ? new ScopeGate(services.provided) : null;
+  const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
+  const ownProjectQuery = Boolean(((route.schemas?.query as { properties?: Record<string, unknown> } | undefined)?.properties ?? {}).project);
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
     ctx.state.route = route;
@@ -268,8 +275,16 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     // 1–2: authentication (headers first; a signature reads the body), then permission.
     const readBody = (owner: string | null) =>
       received.read(owner === null ? { anonymous: true, address: ctx.state.clientIp, unproven: true } : { anonymous: false, holder: `principal:${owner}` });
-    const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca, check);
+    const scoped = routeScope && gate!.active ? routeScope : null;
+    const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca, scoped ? scopedCheck! : check);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
+    // 2b: the project of what the path names (404 when it is not the caller's), a list's ?project=.
+    const access: ScopeAccess | null = scoped && principal ? await gate!.access(principal, permission) : null;
+    const seen = new Map<string, string>();
+    if (access) {
+      await gate!.check(access, scoped!, permission, { params: (ctx as unknown as { params: unknown }).params, body: undefined }, 'params', seen);
+      if (scoped!.list) access.narrowed = await gate!.narrowing(ctx, access, ownProjectQuery);
+    }
     // 3: the content type, before a byte of the body is read: JSON (XML where declared), nothing a web page can send cross-site.
     const unsupported = unsupportedContentType(ctx, Boolean(route.xml));
     if (unsupported) throw unsupported;
@@ -293,16 +308,26 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
     assertAcceptableInput(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
+    // 4b: the projects of what the body names.
+    if (access) await gate!.check(access, scoped!, permission, { params, body }, 'body', seen);
     // 5: the handler. A write's handler runs in a write scope: the records that go with its first
     // committed write (the audit entry) are written in that write's transaction (core/db/write-scope.ts).
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
-    if (!WRITES.has(ctx.method)) return send(ctx, await route.handler(req), route);
+    if (!WRITES.has(ctx.method)) {
+      const result = await route.handler(req);
+      return send(ctx, access && scoped!.list ? await visibleOnly(gate!, scoped!.list, access, result) : result, route);
+    }
     const started = finishedRequest(ctx, listener, 0, route.status ?? 200);
     const companions = services.requests.companionsFor(started);
     const scope = new WriteScope(
       companions.length
         ? async (trx) => {
             for (const { companion } of companions) await companion.write(started, trx);
+          }
+        : null,
+      companions.length && companions.every(({ companion }) => companion.writePrepared)
+        ? async (tx) => {
+            for (const { companion } of companions) await companion.writePrepared!(started, tx);
           }
         : null,
     );
@@ -312,6 +337,16 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** A scoped list's answer with only the items the caller may see (core/auth/scope.ts). */
+async function visibleOnly(gate: ScopeGate, kind: string, access: ScopeAccess, result: unknown): Promise<unknown> {
+  const body = result instanceof Reply ? (result.body as { data?: unknown } | null) : null;
+  if (result instanceof Reply && !result.type && Array.isArray(body?.data)) {
+    return new Reply(result.status, { ...body, data: await gate.filter(kind, access, body.data) }, result.headers);
+  }
+  if (Array.isArray(result)) return gate.filter(kind, access, result);
+  return result;
+}
 
 /** What the pipeline knows of a write's scope (ctx.state.writes). */
 interface WritesState {

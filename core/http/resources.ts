@@ -51,6 +51,12 @@ export interface ReadRoutes<T> {
   detail?(record: T): unknown;
   /** Schema of one item, for OpenAPI. */
   response?: TSchema;
+  /**
+   * The records belong to projects (core/auth/scope.ts): the kind their resolver registers (the
+   * list answers what the caller may see; one record, only in a project of the caller's), and what
+   * a 404 calls one (default the kind).
+   */
+  scope?: { kind: string; noun?: string };
 }
 
 /**
@@ -63,6 +69,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       method: 'GET',
       path: r.path,
       auth: 'authenticated',
+      ...(r.scope ? { scope: { list: r.scope.kind } } : {}),
       summary: r.summaries.list,
       schemas: { query: NamedListQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
       handler: async (req) => {
@@ -74,6 +81,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       method: 'GET',
       path: `${r.path}/{id}`,
       auth: 'authenticated',
+      ...(r.scope ? { scope: { of: [{ kind: r.scope.kind, from: 'params.id' as const, ...(r.scope.noun ? { noun: r.scope.noun } : {}) }] } } : {}),
       summary: r.summaries.get,
       schemas: { params: IdParams, ...(r.response ? { response: r.response } : {}) },
       handler: async (req) => (r.detail ?? r.view)(await r.find(req.params.id)),

@@ -1,3 +1,4 @@
+import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -14,7 +15,7 @@ import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { VolumesRef, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
-import { computeMigrations } from './migrations.js';
+import { computeMigrations, INSTANCES } from './migrations.js';
 import { instanceSpec, InstanceStore, type InstanceRecord, type InstanceSpec } from './store.js';
 import { revisionsView, RollbackBody } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
@@ -360,6 +361,7 @@ export default definePlugin({
     }
 
     services.provided.provide(ComputeRef, { instances });
+    services.provided.contribute(ScopeResolvers, tableResolver('instance', () => services.db.knex, INSTANCES, { via: 'cluster_id' }));
     const kind = defineWorkloadKind(services, {
       type: 'instance',
       store: instances,
@@ -391,6 +393,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'cluster', from: 'body.swarm_id', noun: 'swarm' }, { kind: 'cluster', from: 'body.cluster_id', noun: 'cluster' }, { kind: 'volume', from: 'body.volumes[]', upTo: ':', permission: 'volumes:read' }] },
           summary: 'Create a compute instance: a replicated workload on a swarm (swarm_id) or a Deployment on a Kubernetes cluster (cluster_id); 202, poll for its status',
           status: 202,
           schemas: { body: CreateBody },
@@ -449,6 +452,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/compute/instances',
           auth: 'authenticated',
+          scope: { list: 'instance' },
           summary: 'List compute instances with desired and observed state',
           schemas: {
             query: Type.Object(
@@ -470,6 +474,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/compute/instances/{id}',
           auth: 'authenticated',
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Get an instance: spec, desired and observed state, where its tasks run',
           schemas: { params: IdParams },
           handler: async (req) => view(await requireInstance(req.params.id)),
@@ -478,6 +483,7 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/compute/instances/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Terminate an instance (202; the record goes once its service is removed)',
           status: 202,
           schemas: { params: IdParams },
@@ -492,6 +498,7 @@ export default definePlugin({
           method: 'PATCH',
           path: '/v1/compute/instances/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Update an instance’s spec (image, type, ports, http_port, env, command, platform, gpu, health, rollout; null clears command, http_port, platform, health and rollout): 202, a rolling update kept as a new revision',
           status: 202,
           schemas: { params: IdParams, body: UpdateBody },
@@ -507,6 +514,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/compute/instances/{id}/revisions',
           auth: 'authenticated',
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'An instance’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths, old and new values)',
           schemas: { params: IdParams },
           handler: async (req) => revisionsView(core.revisions, 'instance', (await requireInstance(req.params.id)).id),
@@ -515,6 +523,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances/{id}/rollback',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Roll a kept revision out again (202): its spec becomes a new revision, through the same checks and rolling update as any update; 404 for a revision not kept, 409 while the instance is being terminated',
           status: 202,
           schemas: { params: IdParams, body: RollbackBody },
@@ -534,6 +543,7 @@ export default definePlugin({
             method: 'POST',
             path: `/v1/compute/instances/{id}/${verb}`,
             auth: { role: 'admin' },
+            scope: { of: [{ kind: 'instance', from: 'params.id' }] },
             summary,
             status: 202,
             schemas: { params: IdParams },
@@ -544,6 +554,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances/{id}/scale',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Set the number of replicas (a stopped instance keeps it for start)',
           status: 202,
           schemas: { params: IdParams, body: Type.Object({ replicas: Type.Integer({ minimum: 0, maximum: 1000 }) }, { additionalProperties: false }) },
@@ -558,6 +569,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances/{id}/logs',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           permission: 'instances:logs',
           summary: 'Queue a read of the instance’s logs: the last `lines` (default 100, max 10000) or everything after `since`',
           status: 202,
@@ -571,6 +583,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/compute/instances/{id}/logs/{taskId}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           permission: 'instances:logs',
           summary: 'The log read: status, and the lines once completed (read once)',
           schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
@@ -580,6 +593,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/compute/instances/{id}/volumes',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }, { kind: 'volume', from: 'body.volume_id', permission: 'volumes:read' }] },
           summary: 'Attach a volume at a path (a rolling update of the instance)',
           status: 202,
           schemas: { params: IdParams, body: Type.Object({ volume_id: Type.String({ minLength: 1, maxLength: 100 }), path: Type.String({ pattern: '^/.*$', maxLength: 4096 }) }, { additionalProperties: false }) },
@@ -600,6 +614,7 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/compute/instances/{id}/volumes/{volumeId}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'Detach a volume (a rolling update of the instance)',
           status: 202,
           schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), volumeId: Type.String({ maxLength: 100 }) }) },

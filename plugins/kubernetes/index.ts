@@ -17,7 +17,7 @@ import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { VolumesRef, type VolumeAttachment, type VolumesApi } from '../volumes/api.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
 import { IdentityRef } from '../iam/api.js';
-import { credentialsMigration, userCredentials } from './credentials.js';
+import { credentialsMigration, ON_CLUSTER, userCredentials } from './credentials.js';
 
 const BACKEND = 'k8s';
 const K8S_CLUSTERS = 'k8s_clusters';
@@ -357,6 +357,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/kubernetes/clusters/{id}/volumes',
           auth: { role: 'admin' },
+          scope: { of: [...ON_CLUSTER.of!, { kind: 'volume', from: 'body.volume_id', permission: 'volumes:read' }] },
           summary: 'Attach an NFS volume: a PersistentVolume and a claim of the same name on the cluster (201 once the claim is Bound; 200 when it was attached already)',
           description: '409 when the cluster is not active, the volume is not ready or is a local folder, or the claim does not bind (the reason named).',
           status: 201,
@@ -373,6 +374,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/kubernetes/clusters/{id}/volumes',
           auth: 'authenticated',
+          scope: ON_CLUSTER,
           summary: 'The volumes attached to the cluster, each with its claim’s phase as the cluster reports it (Bound, Pending, Lost; null when the cluster did not answer, with `error`)',
           schemas: { params: IdParams },
           handler: async (req) => {
@@ -393,6 +395,7 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/kubernetes/clusters/{id}/volumes/{volumeId}',
           auth: { role: 'admin' },
+          scope: ON_CLUSTER,
           summary: 'Detach a volume: its claim and PersistentVolume are removed (the data stays); 409 naming what mounts the claim',
           schemas: { params: VolumeParams },
           handler: async (req) => {

@@ -5,6 +5,8 @@ import { PROJECT_ROLE_PERMISSIONS, projectPermissionProblems } from '../../core/
 import { ClusterViewFields } from '../../core/clusters/service.js';
 import { CLUSTERS } from '../../core/clusters/migrations.js';
 import { ClusterProjectsRef } from '../../core/clusters/projects.js';
+import { ProjectGrantsRef, ScopeResolvers } from '../../core/auth/scope.js';
+import { clusterResolver, projectGrants } from './grants.js';
 import { paginate, StampedRepository } from '../../core/db/repository.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -77,7 +79,7 @@ export default definePlugin({
   name: 'projects',
   description: 'projects: who may use which clusters (members with a role, custom roles as sets of permissions)',
   deps: [IdentityRef],
-  provides: [ProjectsRef, ClusterProjectsRef],
+  provides: [ProjectsRef, ClusterProjectsRef, ProjectGrantsRef],
   migrations: projectMigrations,
   setup(services) {
     const { db, clock } = services;
@@ -188,6 +190,8 @@ export default definePlugin({
       },
     };
     services.provided.provide(ProjectsRef, api);
+    services.provided.provide(ProjectGrantsRef, projectGrants(api));
+    services.provided.contribute(ScopeResolvers, clusterResolver(db));
     services.provided.provide(ClusterProjectsRef, {
       forNew: (principal, named) => api.projectForNew(principal, named),
       resolve: (principal, ref) => usable(principal, ref, 'query.project', '', seesEveryProject),

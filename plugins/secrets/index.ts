@@ -13,7 +13,8 @@ import { asHttpError, BeforeClusterRemoved, PlacementFilterQuery } from '../../c
 import { NodesRef } from '../nodes/api.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
-import { secretMigrations } from './migrations.js';
+import { SECRETS, secretMigrations } from './migrations.js';
+import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { ObjectStore, type ObjectRecord } from './store.js';
 import { TaggableResources } from '../tags/api.js';
 
@@ -237,6 +238,7 @@ export default definePlugin({
       },
     };
     services.provided.provide(SecretsRef, api);
+    for (const kind of ['secret', 'config'] as const) services.provided.contribute(ScopeResolvers, tableResolver(kind, () => db.knex, SECRETS, { via: 'cluster_id', where: { kind } }));
     for (const kind of ['secret', 'config'] as const) {
       // By id, or by name when one is so named (409 when several swarms have one of that name).
       services.provided.contribute(TaggableResources, { type: kind, resolve: async (ref) => (await find(kind, ref).catch((err: HttpError) => (err.status === 404 ? null : Promise.reject(err))))?.id ?? null });
@@ -293,6 +295,7 @@ export default definePlugin({
           method: 'POST',
           path: base,
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'cluster', from: 'body.swarm_id', noun: 'swarm' }, { kind: 'cluster', from: 'body.cluster_id', noun: 'cluster' }] },
           summary: `Create a ${kind} on a swarm (version 1) or in a namespace of a Kubernetes cluster`,
           status: 201,
           schemas: {
@@ -361,6 +364,7 @@ export default definePlugin({
           method: 'GET',
           path: base,
           auth: 'authenticated',
+          scope: { list: kind },
           summary: `List ${kind}s with the services using each${kind === 'secret' ? ' (never their values)' : ''}`,
           schemas: {
             query: Type.Object(
@@ -392,6 +396,7 @@ export default definePlugin({
           method: 'GET',
           path: `${base}/{id}`,
           auth: 'authenticated',
+          scope: { of: [{ kind, from: 'params.id' }] },
           summary: kind === 'secret' ? 'Get a secret (its value is never returned)' : 'Get a config with its value (base64)',
           errors: [409],
           schemas: { params: Params, response: View },
@@ -401,6 +406,7 @@ export default definePlugin({
           method: 'PUT',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
+          scope: { of: [{ kind, from: 'params.id' }] },
           summary: `Rotate a ${kind}: a new version, the services using it redeployed with it, then the old version removed (on a Kubernetes cluster: the value replaced in place and the workloads using it rolled out)`,
           schemas: { params: Params, body: Type.Object({ data: Data }, { additionalProperties: false }), response: View },
           async handler(req) {
@@ -413,6 +419,7 @@ export default definePlugin({
           method: 'DELETE',
           path: `${base}/{id}`,
           auth: { role: 'admin' },
+          scope: { of: [{ kind, from: 'params.id' }] },
           summary: `Delete a ${kind} and its runtime objects; 409 while a service (on a cluster, a workload) uses it`,
           schemas: { params: Params },
           async handler(req) {

@@ -1,3 +1,4 @@
+import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { Type, type TSchema } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
@@ -15,7 +16,7 @@ import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
 import { ServicesRef, type ServicesApi } from './api.js';
 import { decodeBase64Text, resolveObjects } from './bundles.js';
-import { serviceMigrations } from './migrations.js';
+import { SERVICES, serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
 import { objectVersions, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
@@ -308,6 +309,7 @@ export default definePlugin({
       claims: (clusterId) => routesOn(clusterId, (s) => s.status !== 'removing'),
     };
     services.provided.provide(ServicesRef, api);
+    services.provided.contribute(ScopeResolvers, tableResolver('service', () => services.db.knex, SERVICES, { via: 'cluster_id' }));
     const kind = defineWorkloadKind(services, {
       type: 'service',
       store,
@@ -398,6 +400,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'cluster', from: 'body.swarm_id', noun: 'swarm' }, { kind: 'cluster', from: 'body.cluster_id', noun: 'cluster' }] },
           summary: 'Create a service: a compose stack on a swarm, or a manifest on a Kubernetes cluster (202 while it deploys)',
           description:
             'Body: `name`, `swarm_id` and `compose_file` (the YAML, base64). Everything is checked before anything is deployed: ' +
@@ -456,11 +459,13 @@ export default definePlugin({
           find: (id) => store.require(id),
           view,
           response: Service,
+          scope: { kind: 'service' },
         }),
         defineRoute({
           method: 'PUT',
           path: '/v1/services/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'Replace the compose file and redeploy (services no longer in it are removed); a stopped service keeps it for its next start',
           otherStatuses: [202],
           schemas: { params: IdParams, body: bodySchema({ name: Type.Optional(DnsName) }), response: Service },
@@ -483,6 +488,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/services/{id}/revisions',
           auth: 'authenticated',
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'A service’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths of the YAML read as data; a manifest object’s data is never shown)',
           schemas: { params: IdParams },
           handler: async (req) => {
@@ -494,6 +500,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services/{id}/rollback',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'Roll a kept revision out again (202; a stopped service keeps it for its next start): its compose file or manifest becomes a new revision, checked and deployed as a PUT is; 404 for a revision not kept, 409 while the service deploys or is removed',
           otherStatuses: [202],
           schemas: { params: IdParams, body: RollbackBody, response: Service },
@@ -509,6 +516,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services/{id}/stop',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'Stop a service: its stack is removed from the swarm, its spec kept',
           schemas: { params: IdParams, response: Service },
           handler: async (req) => {
@@ -525,6 +533,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services/{id}/start',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'Start a stopped (or failed) service: deploys its spec again (202)',
           status: 202,
           schemas: { params: IdParams, response: Service },
@@ -539,6 +548,7 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/services/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'Delete a service: its stack is removed from the swarm, then the record (202)',
           status: 202,
           schemas: { params: IdParams, response: Service },
@@ -554,6 +564,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/services/{id}/logs',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           permission: 'services:logs',
           summary: 'Fetch the stack’s logs (all its services, in time order): 202 with a task id; read the lines once from GET …/logs/{taskId}',
           status: 202,
@@ -568,6 +579,7 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/services/{id}/logs/{taskId}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'service', from: 'params.id' }] },
           permission: 'services:logs',
           summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
           schemas: { params: LogParams },

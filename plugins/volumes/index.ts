@@ -15,7 +15,9 @@ import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
 import { VolumesRef, VolumeUsersPoint, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
-import { volumeMigrations } from './migrations.js';
+import { VOLUMES, volumeMigrations } from './migrations.js';
+import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
+import { DEFAULT_PROJECT, ProjectsRef } from '../projects/api.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
 
@@ -53,6 +55,7 @@ function view(v: StoredVolume) {
     type: v.type,
     node_id: v.node_id,
     folder: v.folder,
+    project_id: v.project_id ?? null,
     // Ready says the folder and its export entry are written; served, that the node's NFS server lists the export.
     ...(v.type === 'nfs' ? { server_ip: v.server_ip, nfs_export: v.nfs_export, served: v.status === 'ready' && v.nfs_export?.served === true } : {}),
     runtime_name: runtimeVolumeName(v),
@@ -76,6 +79,7 @@ export default definePlugin({
   name: 'volumes',
   description: 'Folders on nodes shared with cluster workloads: over NFS from their node, or bound locally',
   deps: [NodesRef],
+  optionalDeps: [ProjectsRef],
   provides: [VolumesRef],
   migrations: volumeMigrations,
   configSchema: VolumesConfigSchema,
@@ -372,6 +376,9 @@ export default definePlugin({
       },
     };
     services.provided.provide(VolumesRef, api);
+    // Volumes made before projects (project_id null) are read as the `default` project's.
+    const defaultProject = async () => (await services.provided.find(ProjectsRef)?.find(DEFAULT_PROJECT))?.id ?? null;
+    services.provided.contribute(ScopeResolvers, tableResolver('volume', () => db.knex, VOLUMES, { via: 'project_id', defaultProject }));
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
@@ -462,6 +469,7 @@ export default definePlugin({
                 node_id: NodeRef,
                 folder: Folder,
                 type: Type.Optional(Type.Union([Type.Literal('nfs'), Type.Literal('local')], { default: 'nfs', description: 'fixed at creation' })),
+                project_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the project it belongs to (id or name); default: your default project (with the projects plugin)' })),
               },
               { additionalProperties: false },
             ),
@@ -470,6 +478,9 @@ export default definePlugin({
           async handler(req) {
             const type = req.body.type ?? 'nfs';
             const folder = normaliseFolder(req.body.folder);
+            const projects = services.provided.find(ProjectsRef);
+            if (req.body.project_id !== undefined && !projects) throw badRequest('Validation failed: body.project_id names a project, but no loaded plugin keeps projects (add projects to plugins:)', [{ path: 'body.project_id', message: 'projects are not loaded' }]);
+            const projectId = projects ? await projects.projectForNew(req.principal, req.body.project_id) : null;
             if (await volumes.findOne({ name: req.body.name })) throw conflict(`A volume named ${req.body.name} exists`);
             const node: NodeRecord = await nodes.requireLive(req.body.node_id);
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
@@ -485,6 +496,7 @@ export default definePlugin({
                 node_id: node.id,
                 folder,
                 type,
+                project_id: projectId,
                 server_ip: serverIp,
                 status: 'preparing',
                 error: null,
@@ -506,11 +518,13 @@ export default definePlugin({
           find: requireVolume,
           view,
           response: Volume,
+          scope: { kind: 'volume' },
         }),
         defineRoute({
           method: 'DELETE',
           path: '/v1/volumes/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'volume', from: 'params.id' }] },
           summary: 'Delete a volume: 409 while anything uses it; removes its definitions and export (202), the folder and its data stay on the node',
           status: 202,
           schemas: { params: IdParams, query: ForceQuery },

@@ -54,4 +54,20 @@ export const volumeMigrations: Migration[] = [
       await markForTakeOver(knex, VOLUMES, { preparing: 'prepare', deleting: 'delete' });
     },
   },
+  {
+    id: '003_project',
+    async up(knex) {
+      // A volume belongs to a project (docs/tenancy.md). Those made before belong to the project
+      // named `default` (the one projects' migration puts an installation in): filled in here when
+      // it exists already, else read so (a null project_id) until then.
+      await knex.schema.alterTable(VOLUMES, (t) => {
+        t.string('project_id', 64).nullable();
+        t.index(['project_id']);
+      });
+      if (await knex.schema.hasTable('projects')) {
+        const row = await knex('projects').where({ name: 'default' }).first('id');
+        if (row) await knex(VOLUMES).whereNull('project_id').update({ project_id: row.id });
+      }
+    },
+  },
 ];

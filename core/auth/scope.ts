@@ -1,0 +1,258 @@
+import type { Context } from 'koa';
+import { badRequest, forbidden, notFound } from '../errors.js';
+import { defineExtensionPoint, defineServiceRef, type ServiceRegistry } from '../provided.js';
+import type { Principal } from './index.js';
+import { permitted, type Permission } from './permissions.js';
+
+/**
+ * Project scopes (docs/tenancy.md "Project roles on resources"): a route on a resource that belongs
+ * to a project says, as data in its route entry, where the request names that resource; core finds
+ * the resource's project through the resolver registered for its kind, and lets the caller in when
+ * its installation role grants the route's permission OR its role in that project does. The auth
+ * matrix and the OpenAPI document read the same declaration.
+ */
+
+/** Where a request names a resource: a path parameter, or a body field (`[]` walks an array of objects). */
+export type ScopeSource = `params.${string}` | `body.${string}`;
+
+/** One resource a request names, whose project must grant the caller the permission. */
+export interface ScopeRef {
+  /** The kind of resource, as its resolver registers it (`cluster`, `service`, `instance`, `secret`, `config`, `volume`). */
+  kind: string;
+  from: ScopeSource;
+  /** What it is called in a 404 (default the kind): `swarm` for `body.swarm_id`. */
+  noun?: string;
+  /** The permission needed in the resource's project; default the route's. */
+  permission?: Permission;
+  /** The value names the resource up to this separator (`vol:/data` names volume `vol`). */
+  upTo?: string;
+}
+
+/**
+ * A route's project scope. `of`: the resources it names (path ones are checked before validation,
+ * body ones after it); each must be in a project whose role grants the caller the permission, and
+ * all in the same project. `list`: a list of that kind, answering only the items of projects where
+ * the caller holds the permission (all for installation admins and auditors), narrowed by
+ * `?project=`.
+ */
+export interface RouteScope {
+  of?: readonly ScopeRef[];
+  list?: string;
+}
+
+/**
+ * Finds the projects of resources of one kind by id (or name, where the kind is named so). Answers
+ * a map from each ref it found to its project id (null: the resource belongs to no project, only
+ * installation roles reach it); a ref it did not find is absent.
+ */
+export interface ScopeResolver {
+  kind: string;
+  projectsOf(refs: readonly string[]): Promise<Map<string, string | null>>;
+}
+
+export const ScopeResolvers = defineExtensionPoint<ScopeResolver>('auth.scope-resolvers', 'how each kind of resource finds its project (core/auth/scope.ts)');
+
+/** What project memberships grant (the projects plugin provides it); read from the store at each call. */
+export interface ProjectGrants {
+  /** Every project the user is a member of → the permissions its role there grants. */
+  grantsOf(userId: string): Promise<Map<string, readonly string[]>>;
+  /** A project's id by id or name; null when there is none. */
+  find(ref: string): Promise<string | null>;
+}
+
+export const ProjectGrantsRef = defineServiceRef<ProjectGrants>('auth.project-grants', 'what project memberships grant (the projects plugin)');
+
+/** What the scope step decided for a request: the projects the caller may act in (null: every one). */
+export interface ScopeAccess {
+  /** Projects where the caller holds the route's permission; null when its installation role grants it everywhere (or projects are not loaded). */
+  allowed: ReadonlySet<string> | null;
+  /** Projects the caller is a member of (it knows they exist); null as above. */
+  member: ReadonlySet<string> | null;
+  /** Whether the caller holds a permission in a project (for refs declaring their own permission). */
+  holds(project: string, permission: string): boolean;
+  /** `?project=` of a list, resolved. */
+  narrowed?: string;
+}
+
+const EVERYWHERE: Omit<ScopeAccess, 'narrowed'> = { allowed: null, member: null, holds: () => true };
+
+const NO_USER_GRANTS = new Set<Permission>();
+
+/** A value at `params.id`, `body.volume_id` or `body.volumes[].volume_id`: every string found. */
+function valuesAt(input: { params: unknown; body: unknown }, from: ScopeSource): string[] {
+  const [root, ...path] = from.split('.');
+  let values: unknown[] = [(input as Record<string, unknown>)[root!]];
+  for (const step of path) {
+    const array = step.endsWith('[]');
+    const key = array ? step.slice(0, -2) : step;
+    values = values.flatMap((v) => {
+      const next = v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined;
+      return array ? (Array.isArray(next) ? next : []) : [next];
+    });
+  }
+  return values.filter((v): v is string => typeof v === 'string');
+}
+
+/** The project scope step of the pipeline (core/http/koa-app.ts): one per application. */
+export class ScopeGate {
+  constructor(private readonly provided: ServiceRegistry) {}
+
+  private get projects(): ProjectGrants | undefined {
+    return this.provided.find(ProjectGrantsRef);
+  }
+
+  private resolver(kind: string): ScopeResolver {
+    const found = this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind);
+    if (!found) throw new Error(`no scope resolver for ${kind} (a route declares it; its plugin registers none)`);
+    return found;
+  }
+
+  /** Whether projects are in force: a plugin grants by membership. Without it, routes are decided by installation roles alone. */
+  get active(): boolean {
+    return Boolean(this.projects);
+  }
+
+  /**
+   * Whether a caller the installation role refuses may go on: some project grants it the
+   * permission (a list lets it in anyway, to answer what it may see, possibly nothing). A
+   * credential limited to other permissions never.
+   */
+  async admits(principal: Principal, permission: string, scope: RouteScope): Promise<boolean> {
+    if (Array.isArray(principal.permissions) && !principal.permissions.includes(permission)) return false;
+    if (scope.list) return true;
+    const access = await this.access(principal, permission);
+    return access.allowed === null || access.allowed.size > 0;
+  }
+
+  /**
+   * What the caller may reach: everything when its installation role grants the permission (on a
+   * credential not limited to a project), else what its memberships grant, within what the
+   * credential is limited to (a scoped key: its permissions, its one project, where its
+   * installation role counts too).
+   */
+  async access(principal: Principal | null, permission: string): Promise<ScopeAccess> {
+    const installation = (p: string) => Boolean(principal && permitted(principal, p, NO_USER_GRANTS));
+    if (!principal || !this.projects || (installation(permission) && !principal.project_id)) return { ...EVERYWHERE };
+    const grants = await this.projects.grantsOf(principal.id);
+    const limitedTo = typeof principal.project_id === 'string' ? principal.project_id : null;
+    const within = (p: string) => !Array.isArray(principal.permissions) || principal.permissions.includes(p);
+    const holds = (project: string, p: string) =>
+      (!limitedTo || project === limitedTo) && within(p) && (Boolean(grants.get(project)?.includes(p)) || (limitedTo !== null && installation(p)));
+    const projects = limitedTo ? [limitedTo] : [...grants.keys()];
+    return {
+      allowed: new Set(projects.filter((id) => holds(id, permission))),
+      member: new Set(projects.filter((id) => grants.has(id) || installation(permission))),
+      holds,
+    };
+  }
+
+  /**
+   * Checks the resources the request names from `source` (path parameters before validation, the
+   * body after it). Not yours answers as not there: 404 `No <noun> <ref>` when the caller is not a
+   * member of the resource's project; 403 when it is, and its role there does not grant the
+   * permission. A path's resource that does not exist is the same 404; a body's is left to the
+   * handler (which names the field). All must be in one project (400 naming the field).
+   */
+  async check(access: ScopeAccess, scope: RouteScope, permission: string, input: { params: unknown; body: unknown }, source: 'params' | 'body', seen: Map<string, string>): Promise<void> {
+    for (const ref of scope.of ?? []) {
+      if (!ref.from.startsWith(`${source}.`)) continue;
+      const values = valuesAt(input, ref.from).map((v) => (ref.upTo && v.includes(ref.upTo) ? v.slice(0, v.indexOf(ref.upTo)) : v));
+      if (!values.length) continue;
+      const found = await this.resolver(ref.kind).projectsOf(values);
+      const noun = ref.noun ?? ref.kind;
+      for (const value of values) {
+        if (!found.has(value)) {
+          // Installation roles get the handler's own 404; a member the same words whether it is missing or not its own.
+          if (source === 'params' && access.member) throw notFound(`No ${noun} ${value}`);
+          continue;
+        }
+        const project = found.get(value) ?? null;
+        const needs = ref.permission ?? permission;
+        if (access.member) {
+          if (project === null || !access.member.has(project)) throw notFound(`No ${noun} ${value}`);
+          if (!access.holds(project, needs)) {
+            throw forbidden(`Insufficient permissions: this needs ${needs}, and your role in the project of ${noun} ${value} does not grant it`);
+          }
+        }
+        if (project === null) continue;
+        const [first] = [...seen];
+        if (first && first[1] !== project) {
+          throw badRequest(`Validation failed: ${ref.from}: ${noun} ${value} belongs to another project than ${first[0]}: a request may only join resources of one project`, [
+            { path: ref.from, message: `is in another project than ${first[0]}` },
+          ]);
+        }
+        seen.set(`${noun} ${value}`, project);
+      }
+    }
+  }
+
+  /**
+   * `?project=` of a scoped list whose own query schema does not take it: taken off the query
+   * (before validation) and resolved; a project the caller is not a member of is a 400 as one that
+   * does not exist.
+   */
+  async narrowing(ctx: Context, access: ScopeAccess, ownQuery: boolean): Promise<string | undefined> {
+    const ref = (ctx.query as Record<string, unknown>).project;
+    if (ref === undefined) return undefined;
+    if (!ownQuery) {
+      const rest = { ...ctx.query };
+      delete rest.project;
+      ctx.query = rest;
+    }
+    const id = typeof ref === 'string' && this.projects ? await this.projects.find(ref) : null;
+    if (!id || (access.member && !access.member.has(id))) {
+      throw badRequest(`Validation failed: query.project: no project ${String(ref)}`, [{ path: 'query.project', message: 'names no project you are a member of' }]);
+    }
+    return id;
+  }
+
+  /** A list's items the caller may see (and of the project `?project=` names), by their `id`. */
+  async filter(kind: string, access: ScopeAccess, items: unknown[]): Promise<unknown[]> {
+    if (access.allowed === null && !access.narrowed) return items;
+    const ids = items.map((i) => (i as { id?: unknown })?.id).filter((id): id is string => typeof id === 'string');
+    const found = ids.length ? await this.resolver(kind).projectsOf(ids) : new Map<string, string | null>();
+    return items.filter((item) => {
+      const project = found.get((item as { id?: string }).id ?? '') ?? null;
+      if (access.narrowed && project !== access.narrowed) return false;
+      return access.allowed === null || (project !== null && access.allowed.has(project));
+    });
+  }
+}
+
+/**
+ * A resolver for a kind kept in one table with `id` and `name` columns and a column leading to the
+ * project: the project's id itself, or a cluster's id (then through the clusters table).
+ */
+export function tableResolver(
+  kind: string,
+  knex: () => import('knex').Knex,
+  table: string,
+  options: { via: 'project_id' | 'cluster_id'; where?: Record<string, string>; defaultProject?: () => Promise<string | null> },
+): ScopeResolver {
+  return {
+    kind,
+    async projectsOf(refs) {
+      const k = knex();
+      const where = Object.fromEntries(Object.entries(options.where ?? {}).map(([c, v]) => [`${table}.${c}`, v]));
+      const q = k(table)
+        .where(where)
+        .where((w) => void w.whereIn(`${table}.id`, [...refs]).orWhereIn(`${table}.name`, [...refs]));
+      const rows: Array<{ id: string; name: string; project_id: string | null }> =
+        options.via === 'cluster_id'
+          ? await q.leftJoin('clusters', 'clusters.id', `${table}.cluster_id`).select(`${table}.id`, `${table}.name`, 'clusters.project_id')
+          : await q.select(`${table}.id`, `${table}.name`, `${table}.project_id`);
+      const fallback = options.defaultProject && rows.some((r) => !r.project_id) ? await options.defaultProject() : null;
+      const out = new Map<string, string | null>();
+      const named = new Map<string, string | null>();
+      for (const r of rows) {
+        const project = r.project_id ?? fallback;
+        out.set(r.id, project);
+        // A name that several resources share (unique per cluster only) and that leads to different
+        // projects belongs to none: only installation roles reach it by that name (its id works).
+        if (refs.includes(r.name)) named.set(r.name, named.has(r.name) && named.get(r.name) !== project ? null : project);
+      }
+      for (const [name, project] of named) if (!out.has(name)) out.set(name, project);
+      return out;
+    },
+  };
+}
