@@ -22,6 +22,17 @@ export const NodesConfigSchema = Type.Object(
     ),
     event_retention_days: Type.Integer({ minimum: 0, default: 30, description: 'node events older than this are deleted; 0 keeps them for ever' }),
     event_prune_interval_seconds: Type.Integer({ minimum: 1, default: 3600, description: 'how often node events past their retention are deleted' }),
+    agent_rollout_margin_seconds: Type.Integer({
+      minimum: 0,
+      default: 30,
+      description: 'in an agent update in waves, how long past its grace_seconds a node has to report the new version before its update counts as failed (its watchdog put the previous executable back by then)',
+    }),
+    agent_rollout_task_timeout_seconds: Type.Integer({
+      minimum: 10,
+      default: 900,
+      description: 'in an agent update in waves, how long a node’s agent has to take and finish its update task (one busy with an OS upgrade in the same lane takes it later)',
+    }),
+    agent_rollout_check_ms: Type.Integer({ minimum: 50, default: 1000, description: 'how often a running agent update in waves looks at its nodes' }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -38,4 +49,7 @@ export interface NodesConfig {
   join_failures_per_address: RateLimit;
   event_retention_days: number;
   event_prune_interval_seconds: number;
+  agent_rollout_margin_seconds: number;
+  agent_rollout_task_timeout_seconds: number;
+  agent_rollout_check_ms: number;
 }

@@ -1,6 +1,6 @@
 import { definePlugin } from '../../core/plugin.js';
 import { AgentBinariesRef } from '../system/api.js';
-import { idsOnly, TaggableResources } from '../tags/api.js';
+import { idsOnly, TaggableResources, TagsRef } from '../tags/api.js';
 import { NodesRef, type NodesApi } from './api.js';
 import { certificates } from './certificates.js';
 import { NodesConfigSchema, type NodesConfig } from './config.js';
@@ -12,6 +12,7 @@ import { operations } from './operations.js';
 import { presence } from './presence.js';
 import { records } from './records.js';
 import { removal } from './removal.js';
+import { rollouts } from './rollouts.js';
 import { scheduling } from './scheduling.js';
 
 /**
@@ -25,7 +26,7 @@ export default definePlugin({
   name: 'nodes',
   description: 'nodes, join tokens, overlay addresses, node operations, node events',
   provides: [NodesRef],
-  optionalDeps: [AgentBinariesRef],
+  optionalDeps: [AgentBinariesRef, TagsRef],
   configSchema: NodesConfigSchema,
   migrations: nodeMigrations,
   setup(services) {
@@ -36,7 +37,7 @@ export default definePlugin({
     services.provided.provide(NodesRef, api);
     services.provided.contribute(TaggableResources, { type: 'node', resolve: idsOnly('node', 'node', (id) => nodes.get(id)) });
 
-    const parts: NodesPart[] = [heartbeats, joining(ctx), eventRoutes(ctx), records(ctx), removal(ctx), scheduling(ctx), operations(ctx), certificates(ctx)];
+    const parts: NodesPart[] = [heartbeats, joining(ctx), eventRoutes(ctx), records(ctx), removal(ctx), scheduling(ctx), operations(ctx), rollouts(ctx), certificates(ctx)];
     return {
       close: heartbeats.close,
       loops: parts.flatMap((part) => part.loops ?? []),

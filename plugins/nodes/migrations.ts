@@ -1,9 +1,12 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { leaseColumns } from '../../core/clusters/migrations.js';
 
 export const NODES = 'nodes';
 export const JOIN_TOKENS = 'join_tokens';
 export const OVERLAY_LEASES = 'overlay_leases';
 export const NODE_EVENTS = 'node_events';
+/** Fleet agent updates in waves (rollouts.ts). */
+export const AGENT_ROLLOUTS = 'agent_rollouts';
 
 export const nodeMigrations: Migration[] = [
   {
@@ -98,6 +101,43 @@ export const nodeMigrations: Migration[] = [
     async up(knex) {
       await knex.schema.alterTable(NODES, (t) => {
         t.json('overlay').nullable();
+      });
+    },
+  },
+  {
+    /**
+     * Agent updates of many nodes in waves (rollouts.ts): what was selected, the waves, each node's
+     * progress, and the operation lease (core/lifecycle.ts) of the process that runs it.
+     */
+    id: '004_agent_rollouts',
+    async up(knex) {
+      await knex.schema.createTable(AGENT_ROLLOUTS, (t) => {
+        t.string('id', 64).primary();
+        t.string('name', 100).notNullable();
+        /** running | completed | halted | cancelled | failed */
+        t.string('status', 20).notNullable();
+        t.json('selector').notNullable();
+        t.string('wave_size', 20).notNullable();
+        t.integer('pause_s').notNullable();
+        t.integer('grace_seconds').notNullable();
+        /** The executable each architecture updates to: {arch: {version, sha256}}. */
+        t.json('targets').notNullable();
+        /** Node ids, wave by wave. */
+        t.json('waves').notNullable();
+        /** Each node's progress, by node id. */
+        t.json('nodes').notNullable();
+        t.integer('current_wave').notNullable().defaultTo(0);
+        t.timestamp('next_wave_at', { useTz: true }).nullable();
+        t.boolean('cancel_requested').notNullable().defaultTo(false);
+        t.text('reason').nullable();
+        t.string('failed_node_id', 64).nullable();
+        t.string('created_by', 100).nullable();
+        t.timestamp('finished_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        leaseColumns(t);
+        t.index(['created_at', 'id']);
+        t.index(['status']);
       });
     },
   },

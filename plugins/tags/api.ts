@@ -19,6 +19,8 @@ export interface Tag {
 export interface TagsApi {
   /** The tags of one resource, as a key → value map. */
   of(type: ResourceType, id: string): Promise<Record<string, string>>;
+  /** The ids of the resources of `type` that carry every one of these tags (key → value). */
+  withAll(type: ResourceType, tags: Record<string, string>): Promise<string[]>;
 }
 
 export const TagsRef = defineServiceRef<TagsApi>('tags', 'tags (the tags plugin)');

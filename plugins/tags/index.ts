@@ -66,6 +66,19 @@ export default definePlugin({
         const rows: Tag[] = await knex().where({ resource_type: type, resource_id: id }).orderBy('key').select('key', 'value');
         return Object.fromEntries(rows.map((r) => [r.key, r.value]));
       },
+      async withAll(type, tags) {
+        const entries = Object.entries(tags);
+        if (!entries.length) return [];
+        const rows: Array<{ resource_id: string }> = await knex()
+          .where({ resource_type: type })
+          .where((q) => {
+            for (const [key, value] of entries) q.orWhere({ key, value });
+          })
+          .groupBy('resource_id')
+          .havingRaw('count(*) = ?', [entries.length])
+          .select('resource_id');
+        return rows.map((r) => r.resource_id);
+      },
     };
     services.provided.provide(TagsRef, api);
 
