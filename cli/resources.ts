@@ -984,19 +984,53 @@ export const RESOURCES: Resource[] = [
   },
   {
     noun: 'key',
-    describe: 'API keys (HMAC) of a user, yours by default: create (the secret is shown once), list, delete',
+    describe: 'API keys (HMAC) of a user, yours by default: create (the secret is shown once; a project, a role or permissions, an expiry, source networks), list, delete',
     base: '/v1/iam/users/{user}/keys',
     lookup: KEYS,
-    columns: ['id', 'access_key_id', 'description', 'created_at', 'last_used_at'],
+    columns: [
+      'id',
+      'access_key_id',
+      'description',
+      ['scope', (k) => (k.scope === 'project' ? `project ${k.project_name ?? k.project_id}` : 'installation')],
+      ['holds', (k) => k.role ?? (k.permissions ? (k.permissions as string[]).join(' ') : 'owner’s')],
+      ['expires', (k) => (k.expires_at ? `${k.expired ? 'EXPIRED ' : ''}${k.expires_at}` : 'never')],
+      'last_used_at',
+      ['source', (k) => (k.source_networks as string[]).join(' ') || 'anywhere'],
+    ],
     verbs: [
       create(
         keyVerb({
           command: 'create',
-          describe: 'Create an API key; its secret is printed this once',
-          options: { description: { type: 'string', describe: 'what it is for (at most 200 characters)' } },
-          body: { description: 'description' },
+          describe: 'Create an API key, of the installation or of one project (--project), holding a role or permissions no wider than its owner’s; its secret is printed this once',
+          options: {
+            description: { type: 'string', describe: 'what it is for (at most 200 characters)' },
+            project: { type: 'string', describe: 'limit the key to this project (id or name); its owner must be a member of it' },
+            role: { type: 'string', describe: 'the key holds what this role grants: a project role with --project (viewer, deployer, maintainer, owner, a custom one), else an installation role (admin, auditor, user)' },
+            permission: { type: 'string', array: true, describe: 'the key holds this permission (kind:verb; repeat it); instead of --role' },
+            'expires-in': { type: 'string', describe: 'the key stops working after this long: a number and s, m, h, d or w (30d)' },
+            'expires-at': { type: 'string', describe: 'the key stops working at this time (ISO 8601)' },
+            source: { type: 'string', array: true, describe: 'accept the key from this network only (a CIDR, IPv4 or IPv6; repeat it)' },
+          },
+          body: (a) => {
+            if (a.role !== undefined && a.permission !== undefined) throw usageError('give --role or --permission, not both');
+            return {
+              description: a.description,
+              project: a.project,
+              role: a.role,
+              permissions: many('permission')(a),
+              expires_in: a['expires-in'],
+              expires_at: a['expires-at'],
+              source_networks: many('source')(a),
+            };
+          },
           label: (a, d) => `key ${d.access_key_id} (${d.id}) for user ${a.user}`,
-          notes: (d) => [`access key id:     ${d.access_key_id}`, `secret access key: ${d.secret_access_key}`, shownOnce('secret access key')],
+          notes: (d) => [
+            `access key id:     ${d.access_key_id}`,
+            `secret access key: ${d.secret_access_key}`,
+            `scope:             ${d.scope === 'project' ? `project ${d.project_name} (${d.project_id})` : 'the installation'}${d.role ? `, role ${d.role}` : d.permissions ? `, ${(d.permissions as string[]).join(' ')}` : ', its owner’s permissions'}`,
+            `expires:           ${d.expires_at ?? 'never'}${d.source_networks?.length ? `; from ${(d.source_networks as string[]).join(', ')} only` : ''}`,
+            shownOnce('secret access key'),
+          ],
         }),
       ),
       list(keyVerb({ paged: false, empty: 'no API keys' })),

@@ -16,6 +16,11 @@ const WHOAMI: Resource = {
           `user:        ${d.user.username ?? d.user.name} (${d.user.id})${d.user.email ? ` <${d.user.email}>` : ''}`,
           `role:        ${d.role}: ${d.role_about}`,
           `credential:  ${d.credential.kind}${d.credential.access_key_id ? ` ${d.credential.access_key_id}` : ''}${d.credential.key_description ? ` (${d.credential.key_description})` : ''}, ${d.credential.expires_at ? `expires ${d.credential.expires_at}` : 'does not expire'}`,
+          ...(d.credential.scope
+            ? [
+                `scope:       ${d.credential.scope === 'project' ? `project ${d.credential.project_name ?? d.credential.project_id} (${d.credential.project_id})` : 'the installation'}${d.credential.key_role ? `, role ${d.credential.key_role}` : d.credential.limited ? ', a permission list' : ''}${d.credential.source_networks?.length ? `; from ${d.credential.source_networks.join(', ')} only` : ''}`,
+              ]
+            : []),
           `permissions: ${(d.permissions as string[]).join(' ')}`,
         ].join('\n'),
     },

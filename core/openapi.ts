@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { reasonPhrase } from './errors.js';
-import { isReadPermission, permissionOf } from './auth/permissions.js';
+import { permissionOf } from './auth/permissions.js';
 import type { AuthRequirement, ListenerName, RegisteredRoute, RouteDef, Services } from './plugin.js';
 import { Reply } from './http/reply.js';
 import { versionInfo } from './version.js';
@@ -81,9 +81,10 @@ export function errorStatuses(route: RouteDef): number[] {
   const statuses = new Set<number>([400, 413, 500, ...(route.errors ?? [])]);
   if (route.auth !== 'public') statuses.add(401);
   // A role that does not grant the route's permission: any but admin's on a role-guarded route; an
-  // auditor's on an open one that changes something but the caller's own account (core/auth/permissions.ts).
+  // auditor's on an open one that changes something but the caller's own account (core/auth/permissions.ts);
+  // and on any route a scoped API key limited to other permissions (every one holds account:read).
   const permission = permissionOf(route);
-  if (typeof route.auth === 'object' || (route.auth === 'authenticated' && !isReadPermission(permission) && !permission.startsWith('account:'))) statuses.add(403);
+  if (typeof route.auth === 'object' || (route.auth === 'authenticated' && permission !== 'account:read')) statuses.add(403);
   // A body arrives in time (408) and takes one of a few slots of its sender (429) and of everyone (503),
   // with credentials or without (core/http/body.ts); a write takes JSON only (415, core/http/body.ts).
   // A signed request (HMAC) has its body read before its signature is checked, on any route that takes

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Authenticator } from '../../core/auth/index.js';
+import type { Authenticator, Principal } from '../../core/auth/index.js';
 import { bearerToken } from '../../core/auth/jwt.js';
 import { HEADER_ACCESS_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP, signature } from '../../core/auth/hmac.js';
 import type { Clock } from '../../core/clock.js';
@@ -9,7 +9,9 @@ import { addressKey, tooMany, type RateLimit, type RateLimiter } from '../../cor
 import { unauthorized } from '../../core/errors.js';
 import type { Identity } from './identity.js';
 import { HMAC_NONCES } from './migrations.js';
-import { KEY_CHANGES, USER_CHANGES } from './users.js';
+import { MEMBER_CHANGES as PROJECT_MEMBER_CHANGES, type ProjectsApi } from '../projects/api.js';
+import { ALWAYS_HELD, expired, fromNetworks, projectHoldings } from './keys.js';
+import { KEY_CHANGES, USER_CHANGES, type ApiKeyRecord, type UserRecord } from './users.js';
 
 /**
  * `Authorization: Bearer <JWT>`: valid signature, issuer and expiry, a user that still exists, and
@@ -55,7 +57,15 @@ export const SIGNATURE_REFUSED = 'The access key or the signature is not valid: 
  * signature never reads the counts); past them a failure is answered 429 until the window ends,
  * while a right signature from that address still goes through.
  */
-export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock, skewSeconds: number, limits: RateLimiter, failuresPerAddress: RateLimit): Authenticator {
+export function hmacAuthenticator(
+  identity: Identity,
+  store: Store,
+  clock: Clock,
+  skewSeconds: number,
+  limits: RateLimiter,
+  failuresPerAddress: RateLimit,
+  scopes: { projects(): ProjectsApi | undefined },
+): Authenticator {
   /** What an unknown key's signature is checked against: a secret nobody has. */
   const decoy = randomBytes(32).toString('base64url');
   return {
@@ -86,6 +96,10 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
         const place = await limits.reserve(addressKey('signature', String(ctx.state.clientIp ?? ctx.ip)), failuresPerAddress);
         throw place.reserved ? unauthorized(SIGNATURE_REFUSED) : tooMany('failed signatures', place.wait);
       }
+      // The key's own limits, once the signature shows the caller holds it: before the signature is
+      // spent, so a refused request leaves nothing behind.
+      const address = String(ctx.state.clientIp ?? ctx.ip);
+      const principal = await keyPrincipal(found, address);
       try {
         await store.knex(HMAC_NONCES).insert({ signature: expected, expires_at: new Date((ts + skewSeconds + 1) * 1000).toISOString() });
       } catch (err) {
@@ -94,14 +108,43 @@ export function hmacAuthenticator(identity: Identity, store: Store, clock: Clock
         throw err;
       }
       await identity.users.touchKey(found.key);
-      return { id: found.user.userid, name: found.user.name ?? found.user.username, role: found.user.role, method: 'hmac', key_id: found.key.id };
+      return principal;
     },
-    // A key's principal holds while the key and its user live, with the user's role of the moment.
-    revokedBy: [USER_CHANGES, KEY_CHANGES],
+    // A key's principal holds while the key and its user live, with the user's role of the moment,
+    // until the key expires, and (a project's key) while its owner is a member of the project.
+    revokedBy: [USER_CHANGES, KEY_CHANGES, PROJECT_MEMBER_CHANGES],
     async revalidate(principal) {
       const found = await identity.users.liveKey(principal.id, String(principal.key_id));
       if (!found) throw unauthorized('Unknown or deleted access key');
-      return { ...principal, name: found.user.name ?? found.user.username, role: found.user.role };
+      return keyPrincipal(found, String(principal.address));
     },
   };
+
+  /**
+   * Who a live key's requests act as, now: its owner with the owner's current role, limited to the
+   * key's permissions (within the owner's of the moment) and project. 401 saying why for a key that
+   * expired, one used from outside its source networks, and a project's key whose owner is no
+   * longer a member of it (read from the store at every request: a removal counts at once).
+   */
+  async function keyPrincipal(found: { key: ApiKeyRecord; user: UserRecord }, address: string): Promise<Principal> {
+    const { key, user } = found;
+    const now = clock.now();
+    if (expired(key, now)) throw unauthorized(`The API key ${key.access_key_id} expired at ${key.expires_at}: make a new one`);
+    if (key.source_networks && !fromNetworks(key.source_networks, address)) {
+      throw unauthorized(`The API key ${key.access_key_id} is not valid from this address (${address}): it is accepted from its source networks only`);
+    }
+    const principal: Principal = { id: user.userid, name: user.name ?? user.username, role: user.role, method: 'hmac', key_id: key.id, address };
+    if (key.expires_at) Object.assign(principal, { expires_at: key.expires_at, exp: Math.floor(Date.parse(key.expires_at) / 1000) });
+    if (key.project_id) {
+      const projects = scopes.projects();
+      const holds = projects ? await projectHoldings(projects, key.project_id, user) : null;
+      if (!holds) throw unauthorized(`The API key ${key.access_key_id} is limited to a project its owner is no longer a member of (or that no longer exists)`);
+      const limited = key.permissions ?? holds;
+      principal.project_id = key.project_id;
+      principal.permissions = [...new Set([ALWAYS_HELD, ...limited.filter((p) => holds.includes(p))])].sort();
+    } else if (key.permissions) {
+      principal.permissions = key.permissions;
+    }
+    return principal;
+  }
 }

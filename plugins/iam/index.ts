@@ -20,7 +20,10 @@ import {
 } from './schemas.js';
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { sameOrigin, sessionMigrations, Sessions } from './sessions.js';
-import { publicKey, publicUser, UserStore, type UserRecord } from './users.js';
+import { publicKey, publicUser, UserStore, type ApiKeyRecord, type UserRecord } from './users.js';
+import { KeyScopeInput, resolveScope } from './keys.js';
+import { userGrantsOf, type UserGrants } from '../../core/auth/permissions.js';
+import { ProjectsRef } from '../projects/api.js';
 import { whoamiRoute } from './whoami.js';
 
 const IamConfigSchema = Type.Object(
@@ -44,6 +47,10 @@ const IamConfigSchema = Type.Object(
       3600,
       'failed logins of one account from every address together (the global back-off); past it an address that failed on the account is refused (429) until the window ends, one that has not may still log in',
     ),
+    api_key_max_lifetime_days: Type.Union([Type.Integer({ minimum: 1, maximum: 36500 }), Type.Null()], {
+      default: null,
+      description: 'the longest an API key made from now on may live, in days: a longer expiry is refused (400) and a key made without one expires then; null: no maximum (keys without expiry never expire)',
+    }),
     signature_failures_per_address: rateLimitSetting(50, 900, 'signed requests with an unknown access key or a wrong signature per client address (an IPv6 /64) before its failed signatures are answered 429 instead of 401 (a right signature still goes through)'),
     bootstrap_from_loopback: Type.Boolean({
       default: true,
@@ -67,6 +74,7 @@ interface IamConfig {
   login_failures_per_address: RateLimit;
   login_failures_per_account: RateLimit;
   signature_failures_per_address: RateLimit;
+  api_key_max_lifetime_days: number | null;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -91,7 +99,13 @@ export default definePlugin({
     const identity = new Identity(users, jwt, PASSWORD_HASHERS[settings.password_hasher]!, settings.password_policy, lockouts);
     services.provided.provide(IdentityRef, identity);
     services.auth.register(jwtAuthenticator(identity));
-    services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds, services.limits, settings.signature_failures_per_address));
+    // Projects are a plugin of their own, set up after this one: asked for when a project's key is used.
+    const projects = () => services.provided.find(ProjectsRef);
+    services.auth.register(hmacAuthenticator(identity, db, clock, settings.hmac_skew_seconds, services.limits, settings.signature_failures_per_address, { projects }));
+    let grants: UserGrants | undefined;
+    const routeTable = () => services.routeTable().map((r) => r.route);
+    /** A key as the API shows it, with its project's name. */
+    const keyView = async (key: ApiKeyRecord) => publicKey(key, key.project_id ? ((await projects()?.find(key.project_id))?.name ?? null) : null, clock.now());
     const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);
     services.auth.register(sessions.authenticator());
 
@@ -153,7 +167,7 @@ export default definePlugin({
       ],
       routes: [
         ...sessions.routes(view),
-        whoamiRoute(services, identity),
+        whoamiRoute(services, identity, async (id) => (await projects()?.find(id))?.name ?? null),
         defineRoute({
           method: 'GET',
           path: '/v1/bootstrap',
@@ -438,17 +452,34 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/iam/users/{id}/keys',
           auth: { role: 'admin', orSelf: 'id' },
-          summary: 'Create an API key pair; the secret is shown only in this response',
+          summary: 'Create an API key pair, of the installation or of a project, with a role or permissions no wider than its owner’s, an expiry and source networks; the secret is shown only in this response',
+          description:
+            'Without scope fields the key acts as its owner, in the whole installation, until it is deleted (as keys always did). ' +
+            '`project` limits it to one project its owner is a member of; `role` or `permissions` to what they grant (403 naming the permissions its owner lacks); ' +
+            '`expires_at` or `expires_in` (30d) ends it (iam.api_key_max_lifetime_days may cap it); `source_networks` (CIDRs) limits where it is accepted from.',
           status: 201,
+          errors: [403],
           schemas: {
             params: UserIdParams,
-            body: Type.Object({ description: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: false }),
+            body: Type.Object({ description: Type.Optional(Type.String({ maxLength: 200 })), ...KeyScopeInput }, { additionalProperties: false }),
             response: Type.Object({ ...KeyView.properties, secret_access_key: Type.String() }),
           },
           async handler(req) {
             const user = await users.require(req.params.id);
-            const { key, secret } = await users.createKey(user.userid, req.body.description ?? null);
-            return { ...publicKey(key), secret_access_key: secret };
+            grants ??= userGrantsOf(routeTable());
+            const { description, ...request } = req.body;
+            const scope = await resolveScope({
+              request,
+              owner: user,
+              caller: req.principal!,
+              projects: projects(),
+              routes: routeTable(),
+              userGrants: grants,
+              now: clock.now(),
+              maxLifetimeDays: settings.api_key_max_lifetime_days,
+            });
+            const { key, secret } = await users.createKey(user.userid, description ?? null, undefined, scope);
+            return { ...(await keyView(key)), secret_access_key: secret };
           },
         }),
         defineRoute({
@@ -459,7 +490,7 @@ export default definePlugin({
           schemas: { params: UserIdParams, response: Type.Array(KeyView) },
           async handler(req) {
             await users.require(req.params.id);
-            return (await users.listKeys(req.params.id)).map(publicKey);
+            return Promise.all((await users.listKeys(req.params.id)).map(keyView));
           },
         }),
         defineRoute({

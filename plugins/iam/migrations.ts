@@ -122,4 +122,24 @@ export const iamMigrations: Migration[] = [
       await ensureEmailIndex(knex);
     },
   },
+  {
+    id: '006_scoped_keys',
+    async up(knex) {
+      // Scoped, expiring keys (keys.ts). Every existing key keeps working as before: the
+      // installation's (no project), its owner's role (no role, no permission list), no expiry,
+      // from anywhere (no source networks): all null.
+      await knex.schema.alterTable(API_KEYS, (t) => {
+        /** The project the key is limited to (a project's id; no reference: projects are a plugin of their own). */
+        t.string('project_id', 64).nullable();
+        /** The role it was made with (a project's or the installation's), for the record: `permissions` holds what it granted. */
+        t.string('role', 63).nullable();
+        /** JSON array of the permissions it is limited to; null: its owner's. */
+        t.text('permissions').nullable();
+        t.timestamp('expires_at', { useTz: true }).nullable();
+        /** JSON array of CIDRs it is accepted from; null: anywhere. */
+        t.text('source_networks').nullable();
+        t.index(['project_id']);
+      });
+    },
+  },
 ];

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { KeyScopeView } from './keys.js';
 
 export const Username = Type.String({ minLength: 1, maxLength: 20, pattern: '^[A-Za-z0-9._@-]+$', description: 'unique; letters, digits, . _ @ -' });
 export const Email = Type.String({ format: 'email', maxLength: 120 });
@@ -36,7 +37,8 @@ export const KeyView = Type.Object({
   user_id: Type.String(),
   description: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String({ format: 'date-time' }),
-  last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'when a request signed with it last went through (written at most once a minute)' }),
+  ...KeyScopeView,
 });
 
 export const TokenView = Type.Object({

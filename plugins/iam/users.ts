@@ -9,6 +9,7 @@ import { conflict, notFound, type HttpError } from '../../core/errors.js';
 import { newId, randomToken } from '../../core/ids.js';
 import { lockForTransaction } from '../../core/db/locks.js';
 import { USER_CHANGES } from './api.js';
+import type { KeyScope } from './keys.js';
 import { API_KEYS, BOOTSTRAP_CLAIM, BOOTSTRAP_CLAIM_ID, emailClashes, ensureEmailIndex, USERS, USER_PROPERTIES } from './migrations.js';
 
 /** What a login's username field holds. */
@@ -42,6 +43,14 @@ export interface ApiKeyRecord {
   description: string | null;
   created_at: string;
   last_used_at: string | null;
+  /** Its scope (keys.ts): null project: the installation's. */
+  project_id: string | null;
+  role: string | null;
+  /** What it is limited to (within its owner's); null: its owner's. */
+  permissions: string[] | null;
+  expires_at: string | null;
+  /** CIDRs it is accepted from; null: anywhere. */
+  source_networks: string[] | null;
 }
 
 /** What the API shows of a user: never the hash. */
@@ -60,7 +69,7 @@ export function publicUser(user: UserRecord, properties: UserProperty[] = []) {
   };
 }
 
-export function publicKey(key: ApiKeyRecord) {
+export function publicKey(key: ApiKeyRecord, projectName: string | null = null, now = new Date()) {
   return {
     id: key.id,
     access_key_id: key.access_key_id,
@@ -68,11 +77,19 @@ export function publicKey(key: ApiKeyRecord) {
     description: key.description,
     created_at: key.created_at,
     last_used_at: key.last_used_at,
+    scope: key.project_id ? ('project' as const) : ('installation' as const),
+    project_id: key.project_id,
+    project_name: key.project_id ? projectName : null,
+    role: key.role,
+    permissions: key.permissions,
+    expires_at: key.expires_at,
+    expired: key.expires_at !== null && Date.parse(key.expires_at) <= now.getTime(),
+    source_networks: key.source_networks ?? [],
   };
 }
 
 const userCodec = new RowCodec({ dates: ['created_at', 'updated_at', 'deleted_at'] });
-const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at'] });
+const keyCodec = new RowCodec({ dates: ['created_at', 'last_used_at', 'expires_at'], json: ['permissions', 'source_networks'] });
 
 /** How often a key's last-used time is written, at most (keeps hot keys from writing on every request). */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -359,8 +376,8 @@ export class UserStore {
     return (await this.knex(USER_PROPERTIES).where({ userid, id }).delete()) > 0;
   }
 
-  /** Creates an API key pair; the secret is returned here once and stored sealed. */
-  async createKey(userid: string, description: string | null, trx?: Knex.Transaction): Promise<{ key: ApiKeyRecord; secret: string }> {
+  /** Creates an API key pair (of the installation, its owner's, without expiry unless `scope` says otherwise); the secret is returned here once and stored sealed. */
+  async createKey(userid: string, description: string | null, trx?: Knex.Transaction, scope: Partial<KeyScope> = {}): Promise<{ key: ApiKeyRecord; secret: string }> {
     const secret = randomToken(40);
     const key: ApiKeyRecord = {
       id: newId('key'),
@@ -370,8 +387,13 @@ export class UserStore {
       description,
       created_at: this.now(),
       last_used_at: null,
+      project_id: scope.project_id ?? null,
+      role: scope.role ?? null,
+      permissions: scope.permissions ?? null,
+      expires_at: scope.expires_at ?? null,
+      source_networks: scope.source_networks ?? null,
     };
-    await (trx ?? this.knex)(API_KEYS).insert(key);
+    await (trx ?? this.knex)(API_KEYS).insert(keyCodec.encode(key as unknown as Row));
     return { key, secret };
   }
 

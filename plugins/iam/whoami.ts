@@ -26,16 +26,22 @@ export const WhoamiView = Type.Object(
         expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'when it stops working; null: it does not expire (an API key until it is deleted)' }),
         access_key_id: Type.Optional(Type.String({ description: 'the API key that signed the request' })),
         key_description: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        scope: Type.Optional(Type.Union([Type.Literal('installation'), Type.Literal('project')], { description: 'an API key’s: the installation, or the one project it is limited to' })),
+        project_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        project_name: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        key_role: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'the role the key was made with (null: a permission list, or its owner’s own)' })),
+        limited: Type.Optional(Type.Boolean({ description: 'whether the key holds less than its owner (a role or a permission list): `permissions` says what' })),
+        source_networks: Type.Optional(Type.Array(Type.String(), { description: 'where the key is accepted from; empty: anywhere' })),
       },
       { additionalProperties: false },
     ),
-    permissions: Type.Array(Type.String(), { description: 'every permission the caller holds, sorted (docs/tenancy.md)' }),
+    permissions: Type.Array(Type.String(), { description: 'every permission the caller holds, sorted (docs/tenancy.md); a project’s key: what it holds in its project' }),
   },
   { additionalProperties: false },
 );
 
 /** `GET /v1/iam/whoami`: who the caller is, with which credential until when, and what it may do. */
-export function whoamiRoute(services: Services, identity: Identity): RouteDef {
+export function whoamiRoute(services: Services, identity: Identity, projectName: (id: string) => Promise<string | null>): RouteDef {
   let grants: ReturnType<typeof userGrantsOf> | undefined;
   const routes = () => services.routeTable().map((r) => r.route);
   return defineRoute({
@@ -51,14 +57,26 @@ export function whoamiRoute(services: Services, identity: Identity): RouteDef {
       // The route table is complete once the control plane serves: what users hold is read once.
       grants ??= userGrantsOf(routes());
       const user = await identity.users.get(principal.id);
-      const credential: { kind: string; expires_at: string | null; access_key_id?: string; key_description?: string | null } = {
+      const credential: Record<string, unknown> & { kind: string; expires_at: string | null } = {
         kind: CREDENTIAL_KINDS[principal.method] ?? principal.method,
         // A session knows its end to the millisecond; a token to the second (its `exp`).
         expires_at: typeof principal.expires_at === 'string' ? principal.expires_at : typeof principal.exp === 'number' ? new Date(principal.exp * 1000).toISOString() : null,
       };
       if (principal.method === 'hmac' && user) {
         const found = await identity.users.liveKey(user.userid, String(principal.key_id));
-        if (found) Object.assign(credential, { access_key_id: found.key.access_key_id, key_description: found.key.description });
+        if (found) {
+          const { key } = found;
+          Object.assign(credential, {
+            access_key_id: key.access_key_id,
+            key_description: key.description,
+            scope: key.project_id ? 'project' : 'installation',
+            project_id: key.project_id,
+            project_name: key.project_id ? await projectName(key.project_id) : null,
+            key_role: key.role,
+            limited: Boolean(key.permissions),
+            source_networks: key.source_networks ?? [],
+          });
+        }
       }
       const known = (INSTALLATION_ROLES as readonly string[]).includes(principal.role);
       return {
@@ -66,7 +84,8 @@ export function whoamiRoute(services: Services, identity: Identity): RouteDef {
         role: principal.role,
         role_about: known ? INSTALLATION_ROLE_ABOUT[principal.role as InstallationRole] : `not a built-in role: it holds what user holds (${INSTALLATION_ROLE_ABOUT.user}), and the routes guarded by ${principal.role}`,
         credential,
-        permissions: permissionsHeld(principal, routes(), grants),
+        // A project's key holds what its list names in its project (checked against its owner's membership by the authenticator).
+        permissions: principal.project_id ? [...(principal.permissions ?? [])] : permissionsHeld(principal, routes(), grants),
       };
     },
   });

@@ -58,10 +58,15 @@ export interface ProjectsApi {
   membership(projectId: string, userid: string): Promise<Membership | null>;
   /** Every project a user is a member of, with the role in each. */
   membershipsOf(userid: string): Promise<Membership[]>;
-  /** The ids of the projects a caller may see: null for an installation admin or auditor (every project). */
+  /**
+   * The ids of the projects a caller may see: null for an installation admin or auditor (every
+   * project); a credential limited to a project (a scoped API key) sees that one only.
+   */
   visibleTo(principal: Principal): Promise<string[] | null>;
   /** A project by id or name; null when there is none. */
   find(ref: string): Promise<ProjectRecord | null>;
+  /** The permissions a role of a project grants (built-in: the catalogue's; custom: its own list); null when the project has no such role. */
+  rolePermissions(projectId: string, role: string): Promise<string[] | null>;
   /**
    * Where a new resource goes: the project named (id or name), else the caller's default project
    * (its `default_project` user property, else the project named `default`). 400 naming what to fix

@@ -60,9 +60,12 @@ const RoleView = Type.Object({
 });
 
 const builtin = (role: string): role is (typeof BUILTIN_ROLES)[number] => (BUILTIN_ROLES as readonly string[]).includes(role);
-const isAdmin = (principal: Principal | null) => principal?.role === 'admin';
+/** An installation admin, on a credential that is not limited to a project (a scoped API key acts in its own project only). */
+const isAdmin = (principal: Principal | null) => principal?.role === 'admin' && !principal.project_id;
 /** Installation admins, and auditors (who read everything and change nothing), see every project. */
-const seesEveryProject = (principal: Principal | null) => isAdmin(principal) || principal?.role === 'auditor';
+const seesEveryProject = (principal: Principal | null) => isAdmin(principal) || (principal?.role === 'auditor' && !principal.project_id);
+/** A credential limited to a project (a scoped API key) sees no other: as a project it is not a member of. */
+const outOfScope = (principal: Principal | null, projectId: string) => Boolean(principal?.project_id && principal.project_id !== projectId);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 class ProjectStore extends StampedRepository<ProjectRecord> {}
@@ -109,17 +112,19 @@ export default definePlugin({
 
     /** A project the caller may see (an admin or auditor: any; anyone else: those it is a member of), or the 404 an unknown one gets. */
     async function requireVisible(principal: Principal | null, ref: string): Promise<{ project: ProjectRecord; member: Membership | null }> {
-      const project = await find(ref);
+      const found = await find(ref);
+      const project = found && !outOfScope(principal, found.id) ? found : null;
       const member = project && principal ? await membership(project.id, principal.id) : null;
       // A project the caller is not in answers as one that does not exist: its name tells nothing.
-      if (!project || (!seesEveryProject(principal) && !member)) throw notFound(`No project ${ref}`);
+      if (!project || (!seesEveryProject(principal) && !member && !(principal?.project_id && principal.role === 'admin'))) throw notFound(`No project ${ref}`);
       return { project, member };
     }
     /** As requireVisible, and the caller holds `permission` there (installation admins hold every one); a 403 otherwise. */
     async function requireAllowed(principal: Principal | null, ref: string, permission: string): Promise<{ project: ProjectRecord; member: Membership | null }> {
       const found = await requireVisible(principal, ref);
       if (isAdmin(principal)) return found;
-      const held = found.member ? await permissionsOf(found.project.id, found.member.role) : [];
+      // A scoped key holds what its list names (within its owner's, which the authenticator checked).
+      const held = principal?.project_id ? (principal.permissions ?? []) : found.member ? await permissionsOf(found.project.id, found.member.role) : [];
       if (!held.includes(permission)) {
         const role = found.member ? `your role in project ${found.project.name} (${found.member.role})` : `you are not a member of project ${found.project.name}: your installation role (${principal?.role})`;
         throw new HttpError(403, 'Insufficient permissions', [{ path: 'role', message: `${role} does not grant ${permission}: ask an owner of the project or an installation admin` }]);
@@ -159,7 +164,7 @@ export default definePlugin({
     /** The project a caller's request names or defaults to, which it may use; `field` is where it was named (for the 400). */
     async function usable(principal: Principal | null, ref: string, field: string, why: string, seesAll = isAdmin): Promise<string> {
       const project = await find(ref);
-      const ok = project && (seesAll(principal) || (principal && (await membership(project.id, principal.id))));
+      const ok = project && !outOfScope(principal, project.id) && (seesAll(principal) || principal?.project_id || (principal && (await membership(project.id, principal.id))));
       if (!project || !ok) throw badRequest(`Validation failed: ${field}: no project ${ref}${why}`, [{ path: field, message: `names no project you are a member of${why}` }]);
       return project.id;
     }
@@ -175,10 +180,15 @@ export default definePlugin({
         return Promise.all(rows.map(async (r) => ({ project_id: r.project_id, userid, role: r.role, permissions: builtin(r.role) ? null : await permissionsOf(r.project_id, r.role) })));
       },
       async visibleTo(principal) {
+        if (principal.project_id) return [principal.project_id];
         if (seesEveryProject(principal)) return null;
         return (await members().where({ userid: principal.id }).select('project_id')).map((r: { project_id: string }) => r.project_id);
       },
       find,
+      async rolePermissions(projectId, role) {
+        if (builtin(role)) return [...PROJECT_ROLE_PERMISSIONS[role]];
+        return (await customRole(projectId, role))?.permissions ?? null;
+      },
       async projectForNew(principal, named, field = 'body.project_id') {
         if (named !== undefined) return usable(principal, named, field, '');
         const own = principal ? (await identity.users.properties(principal.id).catch(() => [])).find((p) => p.name === DEFAULT_PROJECT_PROPERTY && p.value) : undefined;
@@ -274,7 +284,11 @@ export default definePlugin({
             const page = await projects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,
-              where: admin ? (q) => void q : (q) => void q.whereIn('id', members().where({ userid: principal.id }).select('project_id')),
+              where: admin
+                ? (q) => void q
+                : principal.project_id
+                  ? (q) => void q.where({ id: principal.project_id })
+                  : (q) => void q.whereIn('id', members().where({ userid: principal.id }).select('project_id')),
             });
             const roles = new Map<string, string>(
               (await members().where({ userid: principal.id }).whereIn('project_id', page.items.map((p) => p.id)).select('project_id', 'role')).map((r: MemberRow) => [r.project_id, r.role]),

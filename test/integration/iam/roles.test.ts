@@ -116,7 +116,18 @@ describeEachDialect('installation roles: the auditor, and whoami', (dialect) => 
     it('answers an API key’s access key id and no expiry, and never its secret', async () => {
       const res = await signed(t, admin, 'GET', '/v1/iam/whoami');
       expect(res.status, res.text).to.equal(200);
-      expect(res.json.data.credential).to.deep.equal({ kind: 'api_key', expires_at: null, access_key_id: admin.accessKeyId, key_description: 'bootstrap' });
+      expect(res.json.data.credential).to.deep.equal({
+        kind: 'api_key',
+        expires_at: null,
+        access_key_id: admin.accessKeyId,
+        key_description: 'bootstrap',
+        scope: 'installation',
+        project_id: null,
+        project_name: null,
+        key_role: null,
+        limited: false,
+        source_networks: [],
+      });
       expect(res.json.data.role).to.equal('admin');
       expect(res.json.data.permissions).to.include.members(['nodes:write', 'iam:admin', 'services:deploy']).and.not.include('metrics:read');
       expect(res.text).not.to.contain(admin.secretAccessKey);

@@ -245,13 +245,30 @@ export function UserDetail({ id }: { id: string }) {
           primary
           submitLabel="Create"
           onSubmit={async (f) => {
-            const res = await call('POST /v1/iam/users/{id}/keys', { params: { id }, body: { description: String(f.get('description') || '') || undefined } });
+            const text = (name: string) => String(f.get(name) || '').trim() || undefined;
+            const networks = text('source_networks')?.split(/[\s,]+/).filter(Boolean);
+            const res = await call('POST /v1/iam/users/{id}/keys', {
+              params: { id },
+              body: { description: text('description'), project: text('project'), role: text('role'), expires_in: text('expires_in'), source_networks: networks },
+            });
             setCreated({ keyId: res.data.access_key_id as string, secret: res.data.secret_access_key });
             setReload((n) => n + 1);
           }}
         >
           <Field label="Description">
             <input name="description" maxLength={200} />
+          </Field>
+          <Field label="Project" hint="id or name: the key acts in this project only; empty: the installation">
+            <input name="project" maxLength={100} />
+          </Field>
+          <Field label="Role" hint="a project role (viewer, deployer, maintainer, owner…) with a project, else admin, auditor or user; empty: everything its owner holds">
+            <input name="role" maxLength={63} />
+          </Field>
+          <Field label="Expires in" hint="30d, 12h, 2w; empty: never (unless the installation sets a maximum)">
+            <input name="expires_in" maxLength={7} />
+          </Field>
+          <Field label="Source networks" hint="CIDRs, separated by spaces or commas; empty: anywhere">
+            <input name="source_networks" maxLength={1000} />
           </Field>
         </FormButton>
       }
@@ -270,6 +287,10 @@ export function UserDetail({ id }: { id: string }) {
         columns={[
           { label: 'Access key id', render: (k: Row) => <code>{k.access_key_id}</code> },
           { label: 'Description', render: (k: Row) => k.description ?? '–' },
+          { label: 'Scope', render: (k: Row) => (k.scope === 'project' ? `project ${k.project_name ?? k.project_id}` : 'installation') },
+          { label: 'Holds', render: (k: Row) => k.role ?? (k.permissions ? (k.permissions as string[]).join(' ') : 'its owner’s permissions') },
+          { label: 'Expires', render: (k: Row) => (k.expires_at ? (k.expired ? <span class="badge bad">expired {k.expires_at}</span> : k.expires_at) : 'never') },
+          { label: 'Source', render: (k: Row) => (k.source_networks as string[]).join(' ') || 'anywhere' },
           { label: 'Created', render: (k: Row) => <Ago at={k.created_at} /> },
           { label: 'Last used', render: (k: Row) => <Ago at={k.last_used_at} /> },
         ]}
