@@ -5,14 +5,12 @@ import path from 'node:path';
 import { createSwarmDriver, type SwarmDriver } from '../../../drivers/swarm/index.js';
 import { docker, dockerAvailable, dockerOk } from '../../../lab/docker.js';
 import { TEST_IMAGE, testImage } from '../../support/host-swarm.js';
+import { stays } from '../../support/stays.js';
 import type { DriverTarget, TargetSession } from '../target.js';
 import { swarmSpecProbes } from './swarm-probes.js';
 
 const SOCKET = '/var/run/docker.sock';
 const ENGINE_AVAILABILITY: Record<string, 'schedulable' | 'cordoned' | 'drained'> = { active: 'schedulable', pause: 'cordoned', drain: 'drained' };
-
-/** A command that runs `script`, then stays up and stops at once on SIGTERM (a shell as PID 1 ignores it otherwise: 10 s per task). */
-const stays = (script: string) => ['sh', '-c', `trap 'exit 0' TERM; ${script}; sleep 3600 & wait`];
 
 /**
  * The swarm driver against this machine's real Docker Engine (a one-node swarm, the same the

@@ -9,12 +9,12 @@ import { waitFor } from '../../support/agents.js';
 import { TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin } from '../../support/identity.js';
+import { stays } from '../../support/stays.js';
 import type { DriverTarget, TargetSession } from '../target.js';
 import { swarmSpecProbes } from './swarm-probes.js';
 
 const IMAGE = 'lab/busybox:latest';
 const ENGINE_AVAILABILITY: Record<string, 'schedulable' | 'cordoned' | 'drained'> = { active: 'schedulable', pause: 'cordoned', drain: 'drained' };
-const stays = (script: string) => ['sh', '-c', `trap 'exit 0' TERM; ${script}; sleep 3600 & wait`];
 
 /**
  * The swarm driver on a machine of the lab, reached the way the control plane reaches it: every

@@ -11,6 +11,7 @@ import { docker, dockerAvailable, dockerOk } from '../../../lab/docker.js';
 import { waitFor } from '../../support/agents.js';
 import { TEST_IMAGE as IMAGE, testImage } from '../../support/host-swarm.js';
 import { requireService } from '../../support/requirements.js';
+import { stays } from '../../support/stays.js';
 
 // The swarm driver against this machine's real Docker Engine (/var/run/docker.sock, started by
 // scripts/services.sh). Everything the suite creates is named with a per-run prefix and removed at
@@ -35,8 +36,6 @@ async function failureOf(promise: Promise<unknown>): Promise<Error> {
   throw new Error('expected a failure, got a result');
 }
 
-/** A command that runs `script`, then stays up and stops at once on SIGTERM (a shell as PID 1 ignores it otherwise: 10 s per task). */
-const stays = (script: string) => ['sh', '-c', `trap 'exit 0' TERM; ${script}; sleep 3600 & wait`];
 
 function workload(name: string, overrides: Partial<WorkloadSpec> = {}): WorkloadSpec {
   return { name: `${P}${name}`, role: 'instance', resource_id: `inst-${name}`, image: IMAGE, replicas: 1, command: stays(':'), ...overrides };

@@ -7,6 +7,7 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
+import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes', 'compute', 'gateway', 'cleanup'];
@@ -147,7 +148,7 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
         replicas: 2,
         http_port: 8080,
         env: { GREETING: 'hi' },
-        command: ['sh', '-c', 'echo "$GREETING from $(hostname)"; exec sleep 3600'],
+        command: stays('echo "$GREETING from $(hostname)"'),
       });
       expect(res.status, res.text).to.equal(202);
       expect(res.json.data).to.include({ status: 'deploying', desired_state: 'running', replicas: 2, domain: `${named('web')}.${member.swarmName}.hangar.local` });
@@ -277,7 +278,7 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
         image: TEST_IMAGE,
         type: 'nano',
         env: { MODE: 'a' },
-        command: ['sh', '-c', 'exec sleep 3600'],
+        command: stays(),
         health: { command: ['true'], interval_s: 1, timeout_s: 1, retries: 2 },
       });
       expect(res.status, res.text).to.equal(202);
@@ -330,7 +331,7 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
         image: TEST_IMAGE,
         type: 'nano',
         env: { MODE: 'good' },
-        command: ['sh', '-c', 'exec sleep 3600'],
+        command: stays(),
         health: { command: ['true'], interval_s: 1, timeout_s: 1, retries: 1 },
         rollout,
       });
