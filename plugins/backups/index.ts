@@ -5,11 +5,13 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
+import { nextCronRun, parseCron, shortestCronGap } from '../../core/cron.js';
 import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
 import { Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
+import { TagsRef } from '../tags/api.js';
 import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
 import { backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
@@ -69,12 +71,20 @@ const BackupsConfigSchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+const VolumeTags = Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.:/-]{1,63}$' }), Type.String({ maxLength: 255 }), {
+  minProperties: 1,
+  maxProperties: 20,
+  description: 'tags (key → value): every volume carrying all of them when a backup is due (tags: PUT /v1/tags)',
+});
+
 const CreateSchedule = Type.Object(
   {
     name: TargetName,
     target_id: Type.String({ minLength: 1, maxLength: 100, description: 'the backup target (id or name)' }),
-    volume_ids: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { minItems: 1, maxItems: 1000, uniqueItems: true, description: 'the volumes (ids or names) it backs up' }),
-    every_seconds: Type.Integer({ minimum: 1, maximum: 366 * 86_400, description: 'the interval between backups; the first runs at once' }),
+    volume_ids: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { minItems: 1, maxItems: 1000, uniqueItems: true, description: 'the volumes (ids or names) it backs up' })),
+    volume_tags: Type.Optional(VolumeTags),
+    every_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 366 * 86_400, description: 'the interval between backups; the first runs at once (give this or cron)' })),
+    cron: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a cron expression (five fields or @daily…, in UTC): when backups run (give this or every_seconds)' })),
     ...Retention.properties,
   },
   { additionalProperties: false },
@@ -85,7 +95,9 @@ const Schedule = Type.Object({
   name: Type.String(),
   target_id: Type.String(),
   volume_ids: Type.Array(Type.String()),
-  every_seconds: Type.Integer(),
+  volume_tags: Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()]),
+  every_seconds: Type.Union([Type.Integer(), Type.Null()]),
+  cron: Type.Union([Type.String(), Type.Null()]),
   retention: Type.Object({}, { additionalProperties: true, description: 'keep_last, keep_daily, keep_weekly, keep_monthly as given' }),
   next_run_at: Type.String(),
   last_run_at: Type.Union([Type.String(), Type.Null()]),
@@ -94,6 +106,12 @@ const Schedule = Type.Object({
 });
 
 const RETENTION_KEYS = ['keep_last', 'keep_daily', 'keep_weekly', 'keep_monthly'] as const;
+
+/** When a schedule is due after a run at `at`: its interval on, or its cron expression's next minute (a year on if it has none, which its check at create rules out). */
+function nextRunOf(schedule: Pick<ScheduleRecord, 'every_seconds' | 'cron'>, at: Date): Date {
+  if (schedule.cron) return nextCronRun(parseCron(schedule.cron), at) ?? new Date(at.getTime() + 366 * 86_400_000);
+  return new Date(at.getTime() + (schedule.every_seconds ?? 86_400) * 1000);
+}
 
 function retentionOf(s: ScheduleRecord): Record<string, number> {
   return Object.fromEntries(RETENTION_KEYS.filter((k) => s[k] != null).map((k) => [k, s[k] as number]));
@@ -105,7 +123,9 @@ function scheduleView(s: ScheduleRecord) {
     name: s.name,
     target_id: s.target_id,
     volume_ids: s.volume_ids,
-    every_seconds: s.every_seconds,
+    volume_tags: s.volume_tags ?? null,
+    every_seconds: s.every_seconds ?? null,
+    cron: s.cron ?? null,
     retention: retentionOf(s),
     next_run_at: s.next_run_at,
     last_run_at: s.last_run_at,
@@ -174,10 +194,44 @@ export default definePlugin({
     const { nodes } = nodesOf(services);
     const volumes = volumesOf(services);
     const targets = new TargetStore(db, clock);
+    /** The tags plugin (schedules of volumes by tag need it); asked when used: its setup may come after this one's. */
+    const requireTags = (field: string) => {
+      const found = services.provided.find(TagsRef);
+      if (!found) throw badRequest(`Validation failed: ${field} selects volumes by tag, but the tags plugin is not loaded (add tags to plugins:)`, [{ path: field, message: 'tags are not loaded' }]);
+      return found;
+    };
     const runs = new RunStore(db, clock);
     const box = services.ca.secretBox('backups');
     const jobs = services.clusters.jobs;
     const now = () => clock.now().toISOString();
+
+    /**
+     * When a new schedule runs: at once and then every `every_seconds`, or on its cron expression
+     * (its next minute first). One of the two, no more often than backups.min_schedule_seconds.
+     */
+    function whenOf(body: { every_seconds?: number; cron?: string }, at: Date): { cron: string | null; first: string } {
+      const least = settings.min_schedule_seconds;
+      const tooOften = (field: string, what: string) =>
+        badRequest(`Validation failed: ${field} ${what}; a schedule runs at most every ${least} s (backups.min_schedule_seconds)`, [{ path: field, message: `must be >= ${least} s apart` }]);
+      if ((body.every_seconds === undefined) === (body.cron === undefined)) {
+        throw badRequest('Validation failed: body: give every_seconds (an interval) or cron (a cron expression), one of them', [{ path: 'body.every_seconds', message: 'give every_seconds or cron' }]);
+      }
+      if (body.every_seconds !== undefined) {
+        if (body.every_seconds < least) throw tooOften('body.every_seconds', `is ${body.every_seconds} s`);
+        return { cron: null, first: at.toISOString() };
+      }
+      let parsed;
+      try {
+        parsed = parseCron(body.cron!, 'body.cron');
+      } catch (err) {
+        throw badRequest(`Validation failed: ${(err as Error).message}`, [{ path: 'body.cron', message: 'not a cron expression hangar can run' }]);
+      }
+      const first = nextCronRun(parsed, at);
+      if (!first) throw badRequest(`Validation failed: body.cron "${body.cron}" never runs (no such day in the next five years)`, [{ path: 'body.cron', message: 'never runs' }]);
+      const gap = shortestCronGap(parsed, at);
+      if (gap !== null && gap < least) throw tooOften('body.cron', `"${body.cron}" runs ${gap} s apart at its busiest`);
+      return { cron: parsed.expression, first: first.toISOString() };
+    }
 
     async function requireTarget(idOrName: string): Promise<TargetRecord> {
       const target = await targets.findByIdOrName(idOrName);
@@ -259,6 +313,12 @@ export default definePlugin({
       );
     }
 
+    /** The volumes a schedule backs up now: those it names, and those carrying its tags at this moment. */
+    async function volumesOfSchedule(schedule: ScheduleRecord): Promise<string[]> {
+      const tagged = schedule.volume_tags ? await requireTags('the schedule’s volume_tags').withAll('volume', schedule.volume_tags) : [];
+      return [...new Set([...schedule.volume_ids, ...tagged.sort()])];
+    }
+
     /** Runs the schedules that are due (in one control plane): each claims its next run first, so it runs once. */
     async function runDueSchedules(): Promise<void> {
       const due = (await schedules.findAll()).filter((s) => Date.parse(s.next_run_at) <= clock.now().getTime());
@@ -267,10 +327,10 @@ export default definePlugin({
         const claimed = await schedules
           .query()
           .where({ id: schedule.id, next_run_at: schedule.next_run_at })
-          .update({ next_run_at: new Date(at.getTime() + schedule.every_seconds * 1000).toISOString(), last_run_at: at.toISOString(), updated_at: at.toISOString() });
+          .update({ next_run_at: nextRunOf(schedule, at).toISOString(), last_run_at: at.toISOString(), updated_at: at.toISOString() });
         if (!claimed) continue;
         const target = await targets.get(schedule.target_id);
-        for (const volumeId of schedule.volume_ids) {
+        for (const volumeId of await volumesOfSchedule(schedule)) {
           try {
             if (!target) throw conflict(`its backup target ${schedule.target_id} is gone`);
             const volume = await volumes.require(volumeId);
@@ -488,23 +548,25 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/backups/schedules',
           auth: { role: 'admin' },
-          summary: 'Create a backup schedule: volumes backed up to a target every every_seconds (the first at once), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each',
+          summary: 'Create a backup schedule: volumes (by id or name, and by tag) backed up to a target every every_seconds (the first at once) or on a cron expression (UTC), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each',
           status: 201,
           schemas: { body: CreateSchedule, response: Schedule },
           async handler(req) {
             const body = req.body;
-            if (body.every_seconds < settings.min_schedule_seconds) {
-              throw badRequest(`Validation failed: body.every_seconds must be at least ${settings.min_schedule_seconds} (backups.min_schedule_seconds)`, [{ path: 'body.every_seconds', message: `must be >= ${settings.min_schedule_seconds}` }]);
+            const at = now();
+            const when = whenOf(body, new Date(at));
+            if (!body.volume_ids && !body.volume_tags) {
+              throw badRequest('Validation failed: body: give volume_ids, volume_tags or both (the volumes it backs up)', [{ path: 'body.volume_ids', message: 'give volume_ids or volume_tags' }]);
             }
+            if (body.volume_tags) requireTags('body.volume_tags');
             const target = await targets.findByIdOrName(body.target_id);
             if (!target) throw badRequest(`No backup target ${body.target_id}: give the id or name of one (GET /v1/backups/targets)`, [{ path: 'body.target_id', message: 'no such target' }]);
             const volumeIds: string[] = [];
-            for (const [i, ref] of body.volume_ids.entries()) {
+            for (const [i, ref] of (body.volume_ids ?? []).entries()) {
               const volume = await volumes.require(ref).catch(() => null);
               if (!volume) throw badRequest(`No volume ${ref} (body.volume_ids[${i}])`, [{ path: `body.volume_ids[${i}]`, message: 'no such volume' }]);
               volumeIds.push(volume.id);
             }
-            const at = now();
             try {
               return scheduleView(
                 await schedules.insert({
@@ -512,12 +574,14 @@ export default definePlugin({
                   name: body.name,
                   target_id: target.id,
                   volume_ids: [...new Set(volumeIds)],
-                  every_seconds: body.every_seconds,
+                  volume_tags: body.volume_tags ?? null,
+                  every_seconds: body.every_seconds ?? null,
+                  cron: when.cron,
                   keep_last: body.keep_last ?? null,
                   keep_daily: body.keep_daily ?? null,
                   keep_weekly: body.keep_weekly ?? null,
                   keep_monthly: body.keep_monthly ?? null,
-                  next_run_at: at,
+                  next_run_at: when.first,
                   last_run_at: null,
                   created_at: at,
                   updated_at: at,

@@ -88,4 +88,16 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '003_schedule_cron_and_tags',
+    async up(knex) {
+      // A schedule runs at an interval or on a cron expression, and backs up volumes named or carrying tags.
+      await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => {
+        t.string('cron', 100).nullable();
+        /** The tags (key → value, JSON) a volume carries to be backed up, resolved at each run. */
+        t.text('volume_tags').nullable();
+      });
+      await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => t.setNullable('every_seconds'));
+    },
+  },
 ];

@@ -63,7 +63,11 @@ export interface ScheduleRecord {
   name: string;
   target_id: string;
   volume_ids: string[];
-  every_seconds: number;
+  /** Key → value: the volumes carrying every one of these tags at each run (null: none by tag). */
+  volume_tags: Record<string, string> | null;
+  /** One of the two: an interval, or a cron expression (UTC). */
+  every_seconds: number | null;
+  cron: string | null;
   keep_last: number | null;
   keep_daily: number | null;
   keep_weekly: number | null;
@@ -77,6 +81,6 @@ export interface ScheduleRecord {
 
 export class ScheduleStore extends StampedRepository<ScheduleRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, BACKUP_SCHEDULES, { json: ['volume_ids'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
+    super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
   }
 }

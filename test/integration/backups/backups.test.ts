@@ -15,7 +15,7 @@ import { requireService } from '../../support/requirements.js';
 import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
 import { hangarCli } from '../runner/support.js';
 
-const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics'];
+const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags'];
 const SCRAPE_TOKEN = `scrape-token-${randomToken(32)}`;
 
 /** Where restic is on this machine (Debian's package), or null. */
@@ -121,7 +121,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     mkdirSync(empty);
     t = await startHangar(dialect, {
       plugins: PLUGINS,
-      overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 }, backups: { schedule_check_seconds: 1, min_schedule_seconds: 60 }, metrics: { scrape_token: SCRAPE_TOKEN } },
+      overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 }, backups: { schedule_check_seconds: 1, min_schedule_seconds: 120 }, metrics: { scrape_token: SCRAPE_TOKEN } },
     });
     admin = await bootstrapAdmin(t);
     t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
@@ -339,7 +339,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(logs).not.to.contain(s3.credentials.secretAccessKey);
   });
 
-  it('schedules: refused input names the field; a schedule backs its volumes up at once and applies its retention with restic forget --prune; the last success is a metric', async function () {
+  it('schedules: refused input names the field; a schedule of the volumes carrying a tag backs them up at once and applies its retention with restic forget --prune; a cron schedule is due at its next minute; the last success is a metric', async function () {
     this.timeout(240_000);
     const created = await api('POST', '/v1/backups/targets', targetBody({ name: named('sched'), prefix: 'sched' }));
     expect(created.status, created.text).to.equal(201);
@@ -349,11 +349,20 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       [schedule({ target_id: 'nowhere' }), 'body.target_id'],
       [schedule({ volume_ids: [volumeId, 'vol-nowhere'] }), 'body.volume_ids[1]'],
       [schedule({ keep_last: 0 }), 'body.keep_last'],
+      [schedule({ every_seconds: undefined }), 'body.every_seconds'],
+      [schedule({ cron: '0 3 * * *' }), 'body.every_seconds'],
+      [schedule({ volume_ids: undefined }), 'body.volume_ids'],
+      [schedule({ every_seconds: undefined, cron: '61 3 * * *' }), 'body.cron'],
+      [schedule({ every_seconds: undefined, cron: '@reboot' }), 'body.cron'],
+      [schedule({ every_seconds: undefined, cron: '0 0 30 feb *' }), 'body.cron'],
+      [schedule({ volume_tags: {} }), 'body.volume_tags'],
     ] as const) {
       const res = await api('POST', '/v1/backups/schedules', body);
       expect(res.status, res.text).to.equal(400);
-      expect(res.json.details[0].path).to.equal(field);
+      expect(res.json.details[0].path, res.text).to.equal(field);
     }
+    const tooOften = await api('POST', '/v1/backups/schedules', schedule({ every_seconds: undefined, cron: '0,1 * * * *' }));
+    expect(tooOften.json.message).to.equal('Validation failed: body.cron "0,1 * * * *" runs 60 s apart at its busiest; a schedule runs at most every 120 s (backups.min_schedule_seconds)');
     // One backup by hand first: the schedule's retention (keep_last 1) removes it after its own.
     const manual = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: named('sched') });
     expect(manual.status, manual.text).to.equal(202);
@@ -361,9 +370,13 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     const snapshots = async () => (await bucket.list('sched/snapshots/')).length;
     expect(await snapshots()).to.equal(1);
 
-    const res = await api('POST', '/v1/backups/schedules', schedule());
+    // The schedule names no volume: it backs up those carrying its tag when it runs.
+    expect((await api('PUT', '/v1/tags', { resource_type: 'volume', resource_id: volumeId, key: 'backup', value: named('nightly') })).status).to.equal(200);
+    const res = await api('POST', '/v1/backups/schedules', schedule({ volume_ids: undefined, volume_tags: { backup: named('nightly') } }));
     expect(res.status, res.text).to.equal(201);
-    expect(res.json.data).to.include({ name: named('nightly'), every_seconds: 3600, last_run_at: null });
+    expect(res.json.data).to.include({ name: named('nightly'), every_seconds: 3600, cron: null, last_run_at: null });
+    expect(res.json.data.volume_ids).to.deep.equal([]);
+    expect(res.json.data.volume_tags).to.deep.equal({ backup: named('nightly') });
     expect(res.json.data.retention).to.deep.equal({ keep_last: 1 });
     const scheduleId = res.json.data.id;
     const scheduled = await waitFor(
@@ -391,6 +404,16 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     const line = metrics.text.split('\n').find((l) => l.startsWith(`hangar_backup_last_success_timestamp_seconds{volume="${volumeId}"}`));
     expect(line, metrics.text.slice(0, 2000)).to.be.a('string');
     expect(Number(line!.split(' ')[1])).to.equal(Math.floor(Date.parse(scheduled.finished_at) / 1000));
+
+    // A cron schedule (UTC) is first due at its expression's next minute, and says so.
+    const daily = await api('POST', '/v1/backups/schedules', schedule({ name: named('daily'), every_seconds: undefined, cron: ' 30  3 * * * ' }));
+    expect(daily.status, daily.text).to.equal(201);
+    expect(daily.json.data).to.include({ every_seconds: null, cron: '30 3 * * *', last_run_at: null });
+    const due = new Date(Date.parse(daily.json.data.created_at));
+    due.setUTCHours(3, 30, 0, 0);
+    if (due.getTime() <= Date.parse(daily.json.data.created_at)) due.setUTCDate(due.getUTCDate() + 1);
+    expect(daily.json.data.next_run_at).to.equal(due.toISOString());
+    expect((await api('DELETE', `/v1/backups/schedules/${named('daily')}`)).status).to.equal(204);
 
     // A target a schedule uses is not deleted; the schedule is.
     expect((await api('DELETE', `/v1/backups/targets/${named('sched')}`)).status).to.equal(409);
