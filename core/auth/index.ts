@@ -20,7 +20,7 @@ export interface Principal {
   permissions?: readonly string[];
   /**
    * A credential limited to one project (a project-scoped API key): its id. Resources of other
-   * projects are out of its reach (core/auth/permissions.ts inScope). Absent: the installation.
+   * projects are out of its reach (core/auth/scope.ts ScopeGate.access). Absent: the installation.
    */
   project_id?: string;
   /** Authenticator-specific facts (e.g. the API key id). */

@@ -196,14 +196,6 @@ export interface PermissionHolder {
   project_id?: string;
 }
 
-/**
- * Whether a credential may act on a resource of `projectId` (null: a resource of no project, the
- * installation's): a credential scoped to a project reaches only that project's resources.
- */
-export function inScope(holder: PermissionHolder, projectId: string | null): boolean {
-  return !holder.project_id || holder.project_id === projectId;
-}
-
 /** Whether a role grants a permission (before a credential's own narrowing). */
 export function roleGrants(role: string, permission: string, userGrants: UserGrants): boolean {
   const parsed = parsePermission(permission);

@@ -104,6 +104,39 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect((await sig(owners, 'PUT', '/v1/projects/team-a/members/audrey', { body: { role: 'viewer' } })).status).to.equal(404);
   });
 
+  it('reaches the resources of its project only: another project’s cluster is not there for it, even an admin’s key', async () => {
+    const inA = await api('POST', '/v1/swarms', { name: 'sw-a', project_id: 'team-a' });
+    const inB = await api('POST', '/v1/swarms', { name: 'sw-b', project_id: 'team-b' });
+    expect([inA.status, inB.status], inB.text).to.deep.equal([201, 201]);
+    const [a, b] = [inA.json.data.id as string, inB.json.data.id as string];
+    const names = (res: { json: { data: Array<{ name: string }> } }) => res.json.data.map((c) => c.name);
+
+    // bob may read both through his memberships; his key of team-a reads team-a's only.
+    expect(names(await as(bob)('GET', '/v1/swarms'))).to.have.members(['sw-a', 'sw-b']);
+    const bobs = await makeKey(bob, { project: 'team-a', role: 'viewer' });
+    expect((await sig(bobs, 'GET', `/v1/swarms/${a}`)).status).to.equal(200);
+    const elsewhere = await sig(bobs, 'GET', `/v1/swarms/${b}`);
+    expect(elsewhere.status).to.equal(404);
+    expect(elsewhere.text).not.to.contain('sw-b');
+    expect(names(await sig(bobs, 'GET', '/v1/swarms'))).to.deep.equal(['sw-a']);
+    // Inside its project, no more than its role: a viewer's key deletes no cluster (bob, a deployer, neither).
+    const removal = await sig(bobs, 'DELETE', `/v1/swarms/${a}`);
+    expect(removal.status).to.equal(403);
+    expect(removal.json.message).to.match(/^Insufficient permissions: this needs clusters:write/);
+
+    // An admin's key of team-a (admins need no membership) holds every permission there, nothing elsewhere.
+    const admins = await makeKey(admin, { project: 'team-a' });
+    expect(admins.data).to.include({ scope: 'project', project_id: teamA });
+    expect((await sig(admins, 'GET', `/v1/swarms/${a}`)).status).to.equal(200);
+    expect((await sig(admins, 'GET', `/v1/swarms/${b}`)).status).to.equal(404);
+    expect((await sig(admins, 'DELETE', `/v1/swarms/${b}`)).status).to.equal(404);
+    expect(names(await sig(admins, 'GET', '/v1/swarms'))).to.deep.equal(['sw-a']);
+    expect((await sig(admins, 'GET', '/v1/projects/team-b')).status).to.equal(404);
+    expect((await sig(admins, 'GET', '/v1/nodes')).status).to.equal(403);
+    expect((await sig(admins, 'DELETE', `/v1/swarms/${a}`)).status).to.equal(200);
+    expect((await api('DELETE', `/v1/swarms/${b}`)).status).to.equal(200);
+  });
+
   it('refuses a key wider than its owner (403 naming what the owner lacks) and malformed scopes (400 naming the field)', async () => {
     const wider = await as(bob)('POST', `/v1/iam/users/${bob.userId}/keys`, { project: 'team-a', role: 'maintainer' });
     expect(wider.status).to.equal(403);
