@@ -295,7 +295,7 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
 });
 
 describeEachDialect('scoped API keys: the migration of a store made before them', (dialect) => {
-  it('keeps every existing key working as before: the installation, its owner’s role, no expiry', async function () {
+  it('keeps every existing key working as before: the installation, its owner’s role, no expiry; a maximum lifetime set later caps new keys only', async function () {
     this.timeout(60_000);
     const storage = dialect.freshStorage();
     let t = await startHangar(dialect, { storage, plugins: ['system', 'iam'] });
@@ -313,7 +313,7 @@ describeEachDialect('scoped API keys: the migration of a store made before them'
     } finally {
       await db.close();
     }
-    t = await startHangar(dialect, { storage, plugins: ['system', 'iam', 'projects'] });
+    t = await startHangar(dialect, { storage, plugins: ['system', 'iam', 'projects'], overrides: { iam: { api_key_max_lifetime_days: 90 } } });
     try {
       const me = await signed(t, admin, 'GET', '/v1/iam/whoami');
       expect(me.status, me.text).to.equal(200);
@@ -322,6 +322,17 @@ describeEachDialect('scoped API keys: the migration of a store made before them'
       expect(me.json.data.permissions).to.include.members(['nodes:write', 'iam:admin']);
       const keys = await signed(t, admin, 'GET', `/v1/iam/users/${admin.userId}/keys`);
       expect(keys.json.data[0]).to.include({ access_key_id: admin.accessKeyId, scope: 'installation', role: null, permissions: null, expires_at: null, expired: false });
+
+      // A maximum lifetime set later caps the keys made from then on: a key without expiry gets it, a longer one is refused.
+      const before = Date.now();
+      const capped = await signed(t, admin, 'POST', `/v1/iam/users/${admin.userId}/keys`, { body: {} });
+      expect(capped.status, capped.text).to.equal(201);
+      const lifetime = Date.parse(capped.json.data.expires_at) - before;
+      expect(lifetime).to.be.within(90 * 86_400_000, 90 * 86_400_000 + 60_000);
+      const longer = await signed(t, admin, 'POST', `/v1/iam/users/${admin.userId}/keys`, { body: { expires_in: '91d' } });
+      expect(longer.status).to.equal(400);
+      expect(longer.json.message).to.equal('Validation failed: body.expires_in: is later than the longest lifetime allowed here, 90 days (iam.api_key_max_lifetime_days)');
+      expect((await signed(t, admin, 'POST', `/v1/iam/users/${admin.userId}/keys`, { body: { expires_in: '12w' } })).status).to.equal(201);
     } finally {
       await t.stop();
     }
