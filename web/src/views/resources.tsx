@@ -232,6 +232,15 @@ export function Users() {
   );
 }
 
+/** The fields of a new API key: name, label, longest value, hint (docs/api-auth.md "API keys"). */
+const KEY_FIELDS: Array<[string, string, number, string | undefined]> = [
+  ['description', 'Description', 200, undefined],
+  ['project', 'Project', 100, 'id or name: the key acts in this project only; empty: the installation'],
+  ['role', 'Role', 63, 'a project role (viewer, deployer, maintainer, owner…) with a project, else admin, auditor or user; empty: everything its owner holds'],
+  ['expires_in', 'Expires in', 7, '30d, 12h, 2w; empty: never (unless the installation sets a maximum)'],
+  ['source_networks', 'Source networks', 1000, 'CIDRs, separated by spaces or commas; empty: anywhere'],
+];
+
 export function UserDetail({ id }: { id: string }) {
   const [created, setCreated] = useState<{ keyId: string; secret: string } | null>(null);
   const [reload, setReload] = useState(0);
@@ -255,21 +264,11 @@ export function UserDetail({ id }: { id: string }) {
             setReload((n) => n + 1);
           }}
         >
-          <Field label="Description">
-            <input name="description" maxLength={200} />
-          </Field>
-          <Field label="Project" hint="id or name: the key acts in this project only; empty: the installation">
-            <input name="project" maxLength={100} />
-          </Field>
-          <Field label="Role" hint="a project role (viewer, deployer, maintainer, owner…) with a project, else admin, auditor or user; empty: everything its owner holds">
-            <input name="role" maxLength={63} />
-          </Field>
-          <Field label="Expires in" hint="30d, 12h, 2w; empty: never (unless the installation sets a maximum)">
-            <input name="expires_in" maxLength={7} />
-          </Field>
-          <Field label="Source networks" hint="CIDRs, separated by spaces or commas; empty: anywhere">
-            <input name="source_networks" maxLength={1000} />
-          </Field>
+          {KEY_FIELDS.map(([name, label, maxLength, hint]) => (
+            <Field key={name} label={label} hint={hint}>
+              <input name={name} maxLength={maxLength} />
+            </Field>
+          ))}
         </FormButton>
       }
     >
