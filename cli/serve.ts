@@ -5,6 +5,7 @@ import { loadConfig } from '../core/config.js';
 import type { Hangar } from '../core/app.js';
 import { ConfigError } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
+import { startStep } from '../core/startup.js';
 import { reportReady, superviseWorkers, workerIndex } from '../core/workers.js';
 import { giveHeapBackWhenQuiet, type Collect } from './young-generation.js';
 
@@ -46,12 +47,15 @@ export function parseServeArgs(args: string[]): ServeArgs | null {
 export async function serve(args: ServeArgs): Promise<void> {
   let hangar: Hangar;
   try {
+    startStep('entry');
     const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
+    startStep('config_read');
     if (config.api.workers > 1 && cluster.isPrimary) {
       process.exit(await superviseWorkers(config.api.workers, createLogger(config.log.level)));
     }
     // Loaded here: the primary of several workers serves nothing and stays small without them.
     const [{ Hangar }, { builtinCatalogue }] = await Promise.all([import('../core/app.js'), import('./catalogue.js')]);
+    startStep('modules_loaded');
     hangar = await Hangar.start({ config, catalogue: builtinCatalogue });
   } catch (err) {
     if (err instanceof ConfigError) {

@@ -20,6 +20,7 @@ import { Listener } from './http/listeners.js';
 import { createLogger, type Logger } from './log.js';
 import { createMailer } from './mail.js';
 import { Pki } from './pki/pki.js';
+import { startStep, startSteps } from './startup.js';
 import { requireSharedKeyring } from './pki/keyring.js';
 import { TaskCompleted, TaskFailed, TaskQueue } from './tasks/queue.js';
 import { RateLimiter } from './ratelimit.js';
@@ -178,6 +179,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
   const clock = options.clock ?? systemClock;
   const { catalogue } = options;
   const plugins = await loadPlugins(config, catalogue);
+  startStep('plugins_loaded');
   const names = plugins.map((p) => p.name);
   const known = new Set([...Object.keys(CoreConfigSchema.properties), ...names, ...Object.keys(catalogue.plugins)]);
   for (const setting of Object.keys(config)) {
@@ -187,8 +189,10 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     config[plugin.name] ??= {};
     if (plugin.configSchema) validateConfigSection(config[plugin.name], plugin.configSchema as unknown as JsonSchema, plugin.name);
   }
+  startStep('config_checked');
   requireSharedKeyring(db.dialect, config.secrets.master_key);
   const applied = await migrateAll(db, plugins);
+  startStep('migrations');
   if (applied.length) log.info({ migrations: applied }, 'migrations applied');
   const ca = await Pki.open({
     dataDir: config.data_dir,
@@ -200,6 +204,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
     masterKey: config.secrets.master_key,
     log,
   });
+  startStep('pki');
   db.cursors.useKey(ca.deriveKey('page-cursors'));
   const shutdown = new AbortController();
   // Every request in flight listens for shutdown; there may be thousands (long-polls).
@@ -284,6 +289,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       drivers.instances.set(driver.name, instance);
       if (driver.kind === 'orchestrator') registerConfiguredBackend(clusters, spec, instance);
     }
+    startStep('drivers');
     const loops: BackgroundLoop[] = [
       ...(config.api.watch_addresses_seconds > 0 && !ca.operatorCertificates && speaksForWorkers()
         ? [{ name: 'pki:local-addresses', intervalMs: config.api.watch_addresses_seconds * 1000, run: () => coverLocalAddresses(ca, log) }]
@@ -318,6 +324,7 @@ export async function assembleServices(config: HangarConfig, db: Store, options:
       }
       if (parts.close) closers.push(parts.close);
     }
+    startStep('plugins_set_up');
     // After setup: plugins may have tuned the interval (older configuration keys).
     loops.push({ name: 'clusters:observe', intervalMs: clusters.settings.observeIntervalMs, once: true, run: (signal) => clusters.observe(signal) });
     loops.push({ name: 'lifecycle:take-over', intervalMs: Math.max(1000, Math.floor(clusters.settings.opLeaseMs / 2)), run: () => clusters.takeOverExpired() });
@@ -353,6 +360,8 @@ export class Hangar {
   private readonly loopTimers: NodeJS.Timeout[] = [];
   private readonly loopRuns = new Set<Promise<void>>();
   private stopping?: Promise<void>;
+  /** Whether a control plane was started in this process before (its start steps are the process's). */
+  private static started = false;
 
   private constructor(private readonly assembly: Assembly) {}
 
@@ -381,8 +390,11 @@ export class Hangar {
 
   static async start(options: StartOptions): Promise<Hangar> {
     const { config } = options;
+    const firstStart = !Hangar.started;
+    Hangar.started = true;
     const log = createLogger(config.log.level, options.logDestination);
     const db = await openStore(config);
+    startStep('store_opened');
     db.health.logTo(log);
     let assembly: Assembly | undefined;
     try {
@@ -390,9 +402,12 @@ export class Hangar {
       const hangar = new Hangar(assembly);
       await db.notices.start(config.database.url, log, assembly.services.peers);
       assembly.services.tasks.start();
+      startStep('notices');
       // Before the listeners: no request can start a step for a record whose interrupted step is resumed.
       await hangar.resume();
+      startStep('resumed');
       await hangar.listen();
+      startStep('listening');
       hangar.startLoops(assembly.loops);
       log.info(
         {
@@ -401,6 +416,8 @@ export class Hangar {
           dialect: db.dialect,
           urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)),
           running_from: runningFrom(),
+          // The first control plane of this process (hangar serve): when each step of its start was done.
+          ...(firstStart ? { start_ms: startSteps() } : {}),
         },
         'hangar started',
       );

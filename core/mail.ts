@@ -1,4 +1,4 @@
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { HangarConfig } from '../config/schema.js';
 
 export interface MailMessage {
@@ -16,27 +16,35 @@ export interface Mailer {
   close(): void;
 }
 
+/**
+ * nodemailer (~300 kB of code) is loaded with the first mail sent or checked, not with every start:
+ * most control planes send none, and the ones that do can wait for it once.
+ */
 export function createMailer(config: HangarConfig['mail']): Mailer {
-  const transport: Transporter = nodemailer.createTransport({
-    host: config.host,
-    port: config.port,
-    secure: config.secure,
-    ignoreTLS: config.starttls === 'off',
-    requireTLS: config.starttls === 'required',
-    auth: config.user ? { user: config.user, pass: config.password ?? '' } : undefined,
-    connectionTimeout: 10_000,
-    greetingTimeout: 10_000,
-    socketTimeout: 30_000,
-  });
+  let transport: Promise<Transporter> | undefined;
+  const open = () =>
+    (transport ??= import('nodemailer').then(({ default: nodemailer }) =>
+      nodemailer.createTransport({
+        host: config.host,
+        port: config.port,
+        secure: config.secure,
+        ignoreTLS: config.starttls === 'off',
+        requireTLS: config.starttls === 'required',
+        auth: config.user ? { user: config.user, pass: config.password ?? '' } : undefined,
+        connectionTimeout: 10_000,
+        greetingTimeout: 10_000,
+        socketTimeout: 30_000,
+      }),
+    ));
   return {
     async send(message) {
-      await transport.sendMail(message);
+      await (await open()).sendMail(message);
     },
-    check: () => transport.verify().then(
+    check: () => open().then((t) => t.verify()).then(
       () => null,
       (err: Error) => err.message,
     ),
-    close: () => transport.close(),
+    close: () => void transport?.then((t) => t.close()),
   };
 }
 

@@ -72,12 +72,28 @@ function buildInfo() {
 
 /**
  * Loaded from node_modules at run time: native addons, tsx (its loader hooks are files it registers
- * by path, for operator TypeScript), and knex's dialects other than SQLite and PostgreSQL.
+ * by path, for operator TypeScript), the drivers of knex's dialects other than SQLite and
+ * PostgreSQL, and PostgreSQL's driver `pg` (with its protocol and types, ~100 kB that a control
+ * plane on SQLite never runs; knex requires it when its first PostgreSQL connection opens).
  */
 const SERVER_EXTERNAL = [
-  'better-sqlite3', 'ssh2', 'cpu-features', 'tsx',
+  'better-sqlite3', 'ssh2', 'cpu-features', 'tsx', 'pg',
   'mysql', 'mysql2', 'mariadb', 'oracledb', 'tedious', 'sqlite3', 'pg-native', 'pg-query-stream',
 ];
+
+/**
+ * knex's own code for the dialects hangar does not speak (MySQL, MariaDB, MS SQL, Oracle, Redshift,
+ * CockroachDB, pg-native: ~140 kB) stays in node_modules: its dialect table requires them by name,
+ * so bundling would parse them at every start; the store uses its own SQLite and PostgreSQL clients.
+ */
+const knexUnusedDialects = {
+  name: 'knex-unused-dialects',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/(mssql|mysql|mysql2|mariadb|oracle|oracledb|redshift|cockroachdb|pgnative)$/ }, (args) =>
+      /knex[\\/]lib[\\/]dialects[\\/]index\.js$/.test(args.importer) ? { path: `knex/lib/dialects/${args.path.slice(2)}/index.js`, external: true } : undefined,
+    );
+  },
+};
 
 // Bundled CommonJS dependencies call require() for Node's built-in modules.
 const SERVER_BANNER = { js: "import { createRequire as __hangarCreateRequire } from 'node:module'; const require = __hangarCreateRequire(import.meta.url);" };
@@ -120,7 +136,7 @@ async function buildServer({ ifStale }) {
     legalComments: 'none',
     metafile: true,
     logLevel: 'warning',
-    plugins: [replaceModule(/core[\\/]precompiled-validators\.ts$/, validators)],
+    plugins: [replaceModule(/core[\\/]precompiled-validators\.ts$/, validators), knexUnusedDialects],
   });
   // The sources, and the lock file for the compiled-in dependencies.
   const inputs = [...Object.keys(result.metafile.inputs).filter((f) => !f.startsWith('node_modules/')), 'package-lock.json'];
