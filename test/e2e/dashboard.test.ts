@@ -133,6 +133,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     await row('Users', 'admin').getByRole('link').click();
     await page.getByRole('button', { name: 'Create API key' }).click();
     await page.getByRole('dialog').getByLabel('Description').fill('from the dashboard');
+    await page.getByRole('dialog').getByLabel('Expires in').fill('30d');
     await page.getByRole('dialog').getByRole('button', { name: 'Create' }).click();
     const secret = await page.getByTestId('key-secret').inputValue();
     const keyId = await page.getByRole('dialog').getByLabel('Access key id').inputValue();
@@ -140,6 +141,11 @@ describe('the dashboard in chromium [sqlite]', function () {
     await shot('06-api-key');
     await page.getByRole('button', { name: 'I have stored it' }).click();
     await row('API keys', 'from the dashboard').waitFor();
+    // Its scope, what it holds and its expiry are shown with it.
+    const made = (await adminApi('GET', `/v1/iam/users/${connection.user_id}/keys`)).json.data.find((k: { access_key_id: string }) => k.access_key_id === keyId);
+    expect(Date.parse(made.expires_at) - Date.parse(made.created_at)).to.be.closeTo(30 * 86_400_000, 5_000);
+    const shown = await row('API keys', 'from the dashboard').textContent();
+    expect(shown).to.contain('installation').and.contain('its owner’s permissions').and.contain(made.expires_at);
     expect(await page.content()).not.to.contain(secret);
     expect((await signed(t, { accessKeyId: keyId, secretAccessKey: secret }, 'GET', '/v1/nodes')).status).to.equal(200);
   });
