@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { TSchema } from '@sinclair/typebox';
 import type { RegisteredRoute } from '../../core/plugin.js';
-import { parsePermission, permissionOf, widenedRoutes } from '../../core/auth/permissions.js';
+import { parsePermission, permissionOf, PROJECT_ROLE_PERMISSIONS, PROJECT_ROLES, widenedRoutes } from '../../core/auth/permissions.js';
 import { loadConfig } from '../../core/config.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
@@ -43,6 +43,8 @@ function expected(route: RegisteredRoute['route'], caller: Caller): Outcome {
   if (kind === 'metrics') return 'refused';
   if (kind === 'account' || caller === 'admin') return 'allowed';
   if (caller === 'auditor') return AUDITOR_VERBS.has(verb) ? 'allowed' : 'refused';
+  // A route on a project's resource opens by membership (this user is a member of nothing); a list answers what it may see.
+  if (route.scope?.of) return 'refused';
   return route.auth === 'authenticated' ? 'allowed' : 'refused';
 }
 
@@ -110,6 +112,148 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     }
     console.log(`      auth matrix [${dialect.name}]: ${requests} requests over ${routes.length} operations, ${wronglyAllowed.length} wrongly allowed, ${wronglyRefused.length} wrongly refused`);
     expect({ wronglyAllowed, wronglyRefused, wrongWords }).to.deep.equal({ wronglyAllowed: [], wronglyRefused: [], wrongWords: [] });
+  });
+
+  it('cross-tenant matrix: every operation on a project\'s resource × resources of two projects × {admin, auditor, each project role in the owning project, a role in the other, no membership} answers as the declared permission says', async function () {
+    this.timeout(120_000);
+    const knex = t.hangar.services.db.knex;
+    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config and a volume.
+    const projects: Record<'a' | 'b', string> = { a: '', b: '' };
+    for (const p of ['a', 'b'] as const) {
+      const res = await t.request('POST', '/v1/projects', { headers: bearer(admin.token), body: { name: `matrix-${p}` } });
+      expect(res.status, res.text).to.equal(201);
+      projects[p] = res.json.data.id;
+    }
+    const sealed = t.hangar.services.ca.secretBox('secrets').seal(Buffer.from('matrix'));
+    const rows = (p: 'a' | 'b') => {
+      const now = new Date().toISOString();
+      const swarm = `swm-mx${p}`;
+      return [
+        ['clusters', { id: swarm, name: `mx-swarm-${p}`, backend: 'swarm', status: 'empty', project_id: projects[p], created_at: now, updated_at: now }],
+        ['clusters', { id: `cls-mx${p}`, name: `mx-kube-${p}`, backend: 'k8s', status: 'empty', project_id: projects[p], created_at: now, updated_at: now }],
+        ['services', { id: `svc-mx${p}`, name: `mx-svc-${p}`, cluster_id: swarm, backend: 'swarm', status: 'failed', created_at: now, updated_at: now }],
+        ['compute_instances', { id: `inst-mx${p}`, name: `mx-inst-${p}`, cluster_id: swarm, status: 'failed', created_at: now, updated_at: now }],
+        ...(['secret', 'config'] as const).map((kind): [string, Record<string, unknown>] => [
+          'secrets',
+          { id: `${kind.slice(0, 3).replace('con', 'cfg')}-mx${p}`, kind, name: `mx-${kind}-${p}`, cluster_id: swarm, namespace: '', runtime_name: `mx-${kind}-${p}`, data_sealed: sealed, created_at: now, updated_at: now },
+        ]),
+        ['volumes', { id: `vol-mx${p}`, name: `mx-vol-${p}`, node_id: 'node-mxnobody', folder: `/srv/mx-${p}`, type: 'local', status: 'failed', project_id: projects[p], created_at: now, updated_at: now }],
+      ] as Array<[string, Record<string, unknown>]>;
+    };
+    const columns = new Map<string, Record<string, { type: string; nullable: boolean; defaultValue: unknown }>>();
+    /** Puts back every fixture a request removed (an allowed DELETE), its required columns filled with neutral values. */
+    async function ensureFixtures() {
+      for (const p of ['a', 'b'] as const) {
+        for (const [table, row] of rows(p)) {
+          if (await knex(table).where({ id: row.id }).first('id')) continue;
+          if (!columns.has(table)) columns.set(table, (await knex(table).columnInfo()) as never);
+          const full: Record<string, unknown> = { ...row };
+          for (const [name, info] of Object.entries(columns.get(table)!)) {
+            if (name in full || info.nullable || info.defaultValue !== null) continue;
+            full[name] = /int|numeric|real|double/i.test(info.type) ? 0 : /bool/i.test(info.type) ? false : /time|date/i.test(info.type) ? new Date().toISOString() : /text|json/i.test(info.type) ? '[]' : 'x';
+          }
+          await knex(table).insert(full);
+        }
+      }
+    }
+    await ensureFixtures();
+    const fixture = (route: RegisteredRoute['route'], p: 'a' | 'b', kind: string) =>
+      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol' }[kind]}-mx${p}`;
+
+    // Callers: a member of project a in each built-in role, a maintainer of b, a user of no project.
+    type Who = { name: string; headers: Record<string, string>; role: string; member: Partial<Record<'a' | 'b', string>> };
+    const who: Who[] = [
+      { name: 'admin', headers: bearer(admin.token), role: 'admin', member: {} },
+      { name: 'auditor', headers: bearer(auditor.token), role: 'auditor', member: {} },
+      { name: 'no membership', headers: bearer(user.token), role: 'user', member: {} },
+    ];
+    for (const [p, role] of [...PROJECT_ROLES.map((r) => ['a', r] as const), ['b', 'maintainer'] as const]) {
+      const member = await createUser(t, admin, { username: `mx-${p}-${role}`, role: 'user' });
+      const res = await t.request('PUT', `/v1/projects/${projects[p]}/members/mx-${p}-${role}`, { headers: bearer(admin.token), body: { role } });
+      expect(res.status, res.text).to.equal(201);
+      who.push({ name: `${role} of ${p}`, headers: bearer(member.token), role: 'user', member: { [p]: role } });
+    }
+
+    type Answer = 'allowed' | 'refused' | 'hidden';
+    const grants = (w: Who, p: 'a' | 'b', permission: string) => {
+      const role = w.member[p] as (typeof PROJECT_ROLES)[number] | undefined;
+      return Boolean(role && PROJECT_ROLE_PERMISSIONS[role].includes(permission as never));
+    };
+    /** The rule written down apart from the code: installation role, else the role in the resource's project; another project's resource is hidden (404). */
+    function expectedOf(route: RegisteredRoute['route'], w: Who, p: 'a' | 'b'): Answer {
+      const permission = permissionOf(route);
+      const { verb } = parsePermission(permission)!;
+      if (w.role === 'admin' || (w.role === 'auditor' && AUDITOR_VERBS.has(verb))) return 'allowed';
+      if (w.role === 'auditor') return 'refused';
+      if (grants(w, p, permission)) return 'allowed';
+      if (w.member[p]) return 'refused';
+      // Not a member of the resource's project: hidden when its role elsewhere grants the permission, else refused before any lookup.
+      return (['a', 'b'] as const).some((q) => grants(w, q, permission)) ? 'hidden' : 'refused';
+    }
+    const scoped = routes.filter(({ route }) => route.scope?.of?.some((r) => r.from.startsWith('params.')) || route.scope?.list);
+    expect(scoped.length).to.be.greaterThan(30);
+    const wrong: string[] = [];
+    let requests = 0;
+    for (const { route } of scoped) {
+      for (const p of ['a', 'b'] as const) {
+        const ref = route.scope!.of?.find((r) => r.from.startsWith('params.'));
+        if (route.scope!.list && p === 'b') continue;
+        const ask = async (w: Who) => {
+          const res = await t.request(route.method, ref ? route.path.replace(/\{(\w+)\}/g, (_, name: string) => (name === ref.from.slice('params.'.length) ? fixture(route, p, ref.kind) : sampleParam(undefined))) : route.path, {
+            headers: w.headers,
+            body: { __not_a_field__: true },
+          });
+          // An allowed write may have removed a fixture: put it back before the next request.
+          if (route.method !== 'GET' && res.status < 300) await ensureFixtures();
+          return res;
+        };
+        // Reads change nothing: every caller at once; writes one after the other.
+        const answers = route.method === 'GET' ? await Promise.all(who.map(ask)) : [];
+        for (const [i, w] of who.entries()) {
+          const res = answers[i] ?? (await ask(w));
+          requests++;
+          if (route.scope!.list) {
+            // A list: 200, with exactly the fixtures of the projects the caller may see.
+            const kind = route.scope!.list;
+            const ids: string[] = (res.json?.data ?? []).map((i: { id: string }) => i.id);
+            const shown = (['a', 'b'] as const).filter((q) => ids.includes(fixture(route, q, kind)));
+            const want = (['a', 'b'] as const).filter((q) => expectedOf(route, w, q) === 'allowed');
+            if (res.status !== 200 || shown.join() !== want.join()) wrong.push(`${w.name} ${label(route)}: expected 200 showing [${want}], got ${res.status} showing [${shown}] ${res.text.slice(0, 200)}`);
+            continue;
+          }
+          const id = fixture(route, p, ref!.kind);
+          const got: Answer =
+            res.status === 403 && String(res.json?.message).startsWith('Insufficient permissions')
+              ? 'refused'
+              : res.status === 404 && String(res.json?.message).startsWith('No ') && String(res.json?.message).endsWith(` ${id}`)
+                ? 'hidden'
+                : 'allowed';
+          const want = expectedOf(route, w, p);
+          if (got !== want) wrong.push(`${w.name} ${label(route)} on project ${p}'s ${id} (${permissionOf(route)}): expected ${want}, got ${res.status} ${res.text.slice(0, 200)}`);
+        }
+      }
+    }
+    console.log(`      cross-tenant matrix [${dialect.name}]: ${requests} requests over ${scoped.length} operations × ${who.length} callers, ${wrong.length} mismatches`);
+    expect(wrong.join('\n')).to.equal('');
+
+    // What a request's body names is checked too: a member of a cannot put things on b's cluster or join b's volume to its instance.
+    const deployerA = who.find((w) => w.name === 'deployer of a')!;
+    const maintainerA = who.find((w) => w.name === 'maintainer of a')!;
+    const secret = (swarm: string, h: Record<string, string>) => t.request('POST', '/v1/secrets', { headers: h, body: { name: 'mx-new', swarm_id: swarm, data: Buffer.from('x').toString('base64') } });
+    let res = await secret('swm-mxb', maintainerA.headers);
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No swarm swm-mxb']);
+    res = await secret('swm-mxa', maintainerA.headers);
+    expect(res.status, res.text).to.not.be.oneOf([401, 403, 404]);
+    res = await secret('swm-mxa', deployerA.headers);
+    expect([res.status, res.json?.message], res.text).to.deep.equal([403, 'Insufficient permissions: this needs secrets:write, and role user does not grant it']);
+    const attach = (volume: string, h: Record<string, string>) => t.request('POST', '/v1/compute/instances/inst-mxa/volumes', { headers: h, body: { volume_id: volume, path: '/data' } });
+    res = await attach('vol-mxb', deployerA.headers);
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
+    res = await attach('vol-mxb', bearer(admin.token));
+    expect(res.status, res.text).to.equal(400);
+    expect(res.json.message).to.match(/^Validation failed: body\.volume_id: volume vol-mxb belongs to another project than instance inst-mxa/);
+    res = await t.request('POST', '/v1/compute/instances', { headers: deployerA.headers, body: { name: 'mx-new', swarm_id: 'swm-mxa', image: 'x', volumes: ['mx-vol-b:/data'] } });
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume mx-vol-b']);
   });
 
   it('answers 401 "Authentication required" without credentials on every protected route, even with a bad body', async () => {
