@@ -2,14 +2,16 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { ManualClock } from '../../../core/clock.js';
+import { loadConfig } from '../../../core/config.js';
 import { openStore } from '../../../core/db/store.js';
-import { PROJECT_ROLE_PERMISSIONS } from '../../../core/auth/permissions.js';
+import { KINDS, parsePermission, permissionOf, PROJECT_ROLE_PERMISSIONS } from '../../../core/auth/permissions.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
 
-const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'swarms'];
+/** Every default plugin: the generated sweep covers the whole route table. */
+const PLUGINS = loadConfig({ env: {} }).plugins;
 const MINUTE = 60_000;
 
 type Key = Pick<Credentials, 'accessKeyId' | 'secretAccessKey'> & { id: string; data: Record<string, any> };
@@ -255,6 +257,36 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect(await used()).to.equal(clock.now().toISOString());
   });
 
+  it('generated from the route table: an expired key is refused (401) on every protected operation, a project’s key on every one of the installation (403)', async function () {
+    this.timeout(120_000);
+    const routes = t.hangar.services
+      .routeTable()
+      .map((r) => r.route)
+      .filter((r) => (r.listener ?? 'control') === 'control' && r.auth !== 'public' && r.auth !== 'agent');
+    // An admin's key of a project: it holds every permission there, and none of the installation's.
+    const scoped = await makeKey(admin, { project: 'team-a' });
+    const lapsing = await makeKey(admin, { expires_in: '1m' });
+    clock.advance(2 * MINUTE);
+    const mismatches: string[] = [];
+    let requests = 0;
+    for (const route of routes) {
+      const p = route.path.replace(/\{\w+\}/g, 'matrix-probe');
+      const what = `${route.method} ${route.path} (${permissionOf(route)})`;
+      const gone = await sig(lapsing, route.method, p);
+      requests++;
+      if (gone.status !== 401 || !String(gone.json?.message).startsWith(`The API key ${lapsing.accessKeyId} expired at`)) mismatches.push(`expired key ${what}: ${gone.status} ${gone.text.slice(0, 200)}`);
+      const kind = KINDS[parsePermission(permissionOf(route))!.kind];
+      if (kind?.scope === 'project' || permissionOf(route) === 'account:read') continue;
+      const outside = await sig(scoped, route.method, p);
+      requests++;
+      if (outside.status !== 403 || outside.json?.message !== `Insufficient permissions: this needs ${permissionOf(route)}, and this credential is limited to other permissions`) {
+        mismatches.push(`project key ${what}: ${outside.status} ${outside.text.slice(0, 200)}`);
+      }
+    }
+    console.log(`      scoped keys over the route table [${dialect.name}]: ${requests} requests over ${routes.length} operations, ${mismatches.length} mismatches`);
+    expect(mismatches).to.deep.equal([]);
+  });
+
   it('is `hangar key create --project --role --expires-in --source` and `hangar key list`', async function () {
     this.timeout(90_000);
     const dir = temp.make('hangar-keys-');
@@ -275,13 +307,7 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect(who.code, who.stderr).to.equal(0);
     expect(who.stdout).to.match(/^scope: +project team-a \(prj-[0-9a-z]+\), role viewer; from 10\.0\.0\.0\/8, 127\.0\.0\.1\/32 only$/m);
     expect(who.stdout).to.match(/^credential: +api_key \S+ \(cli\), expires \d{4}-/m);
-    const refused = await hangarCli(['node', 'list'], { env: scoped });
-    expect(refused.code).not.to.equal(0);
-    expect(refused.stderr).to.contain('nodes:read');
-
-    const wider = await hangarCli(['key', 'create', '--project', 'team-a', '--permission', 'volumes:restore'], { env });
-    expect(wider.code).not.to.equal(0);
-    expect(wider.stderr).to.contain('volumes:restore');
+    // (What it is refused, and a key wider than its owner, are the API's answers, tested above; each CLI run costs seconds.)
     const both = await hangarCli(['key', 'create', '--role', 'user', '--permission', 'nodes:read'], { env });
     expect(both.code).not.to.equal(0);
     expect(both.stderr).to.contain('give --role or --permission, not both');
