@@ -1,6 +1,6 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule, Options } from 'yargs';
-import { deployVerb } from './node.js';
+import { deployVerb, rolloutCancelVerb, rolloutVerb, updateAgentVerb } from './node.js';
 import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, table, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
 import { usageError } from './runner/errors.js';
 import { backupCreateCommand } from './control-plane-backup.js';
@@ -452,6 +452,9 @@ export const RESOURCES: Resource[] = [
         label: (_a, d) => `node ${d.id} to ${d.name}`,
       },
       { ...logs(), describe: 'Print the last lines of the agent’s own log on a node (read by its agent)' },
+      updateAgentVerb,
+      rolloutVerb,
+      rolloutCancelVerb,
       removeForced('remove it even while it is a member of a swarm or cluster (one it manages is left without this manager)', {
         command: 'remove <id>',
         describe: 'Remove a node: its certificates are revoked and its overlay address released at once, the record goes once its tasks are done (202)',

@@ -308,7 +308,8 @@ export function rollouts(ctx: NodesContext): NodesPart {
         const finished = Date.parse(task.completed_at ?? task.updated_at);
         const allowed = r.grace_seconds + settings.agent_rollout_margin_seconds;
         if (at.getTime() > finished + allowed * 1000) {
-          const back = node.agent_version === entry.from_version;
+          // Heard from after the grace period with the version it had: the watchdog put the previous executable back.
+          const back = node.agent_version === entry.from_version && Date.parse(node.last_heartbeat_at ?? '') > finished + r.grace_seconds * 1000;
           outcome = {
             status: 'failed',
             error: back
