@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
@@ -26,6 +27,8 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
   let m2: Machine;
   let m3: Machine;
   const nodeOf = new Map<string, string>();
+  /** What the control plane serves as the agent: the build's files, linked, so a test can serve a broken one. */
+  let binaryDir: string;
 
   before(async function () {
     this.timeout(600_000);
@@ -34,6 +37,8 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
     lab = new Lab({ name: `prov-${dialect.name === 'sqlite' ? 'sq' : 'pg'}`, subnet: dialect.name === 'sqlite' ? '172.31.78.0/24' : '172.31.79.0/24', log: () => undefined });
     [m1, m2, m3] = await lab.start({ machines: 3 });
+    binaryDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-prov-binaries-'));
+    for (const file of readdirSync(path.resolve('dist/agent'))) symlinkSync(path.resolve('dist/agent', file), path.join(binaryDir, file));
     t = await startHangar(dialect, {
       plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms'],
       overrides: {
@@ -43,6 +48,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
         tasks: { poll_wait_seconds: 10 },
         // Swarm members reach each other over the WireGuard overlay (the default); a join gives up on a missing path after this.
         clusters: { join_path_wait_seconds: JOIN_PATH_WAIT_SECONDS },
+        system: { agent_binary_dir: binaryDir },
       },
     });
     admin = await bootstrapAdmin(t);
@@ -51,6 +57,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     this.timeout(120_000);
     await t?.stop();
     await lab?.teardown();
+    if (binaryDir) rmSync(binaryDir, { recursive: true, force: true });
   });
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { headers: bearer(admin.token), body });
@@ -320,6 +327,44 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     for (const secret of [m1.ssh.root.privateKey!, m2.ssh.deployer.privateKey!, m3.ssh.pwuser.password!]) {
       const probe = secret.includes('PRIVATE KEY') ? secret.split('\n')[2]! : secret;
       expect(everything).not.to.contain(probe);
+    }
+  });
+  it('halts an agent update in waves at a machine whose new agent is broken: its watchdog returns it to the previous executable, the next wave never starts', async function () {
+    this.timeout(240_000);
+    const broken = nodeOf.get('m2')!;
+    const spared = nodeOf.get('m1')!;
+    for (const id of [broken, spared]) await waitStatus(id, 'ready');
+    const before = await node(broken);
+    const sha256Of = async (m: Machine) => (await m.sh(`sha256sum /usr/local/bin/hangar-agent`)).split(' ')[0];
+    const good = await sha256Of(m2);
+    // The control plane serves a bad build: an "agent" that exits at once.
+    const manifestFile = path.join(binaryDir, 'manifest.json');
+    rmSync(manifestFile);
+    const script = '#!/bin/sh\necho "a broken agent build" >&2\nexit 3\n';
+    writeFileSync(path.join(binaryDir, 'broken-agent'), script, { mode: 0o755 });
+    const sha256 = createHash('sha256').update(script).digest('hex');
+    writeFileSync(manifestFile, JSON.stringify({ version: '99.0.0', executables: { amd64: { file: 'broken-agent', sha256, size: Buffer.byteLength(script) } } }));
+    try {
+      const res = await api('POST', '/v1/nodes/update-agent', { node_ids: [broken, spared], wave_size: 1, grace_seconds: 15 });
+      expect(res.status, res.text).to.equal(202);
+      const done = await until('the rollout to end', async () => {
+        const r = (await api('GET', `/v1/nodes/update-agent/${res.json.data.id}`)).json.data;
+        return r.status === 'running' ? null : r;
+      }, 180_000);
+      expect(done.status, JSON.stringify(done)).to.equal('halted');
+      expect(done.failed_node.id).to.equal(broken);
+      expect(done.failed_node.error).to.contain(`did not come back with version 99.0.0: it runs ${before.agent_version} again`);
+      expect(done.nodes.find((n: { node_id: string }) => n.node_id === spared).status).to.equal('not_started');
+      // The machine runs its previous executable again, and says why in its log.
+      const back = await waitStatus(broken, 'ready', 60_000);
+      expect(back.agent_version).to.equal(before.agent_version);
+      expect(await sha256Of(m2)).to.equal(good);
+      expect(await m2.sh('grep -c "did not reach the control plane in time" /var/lib/hangar-agent/agent.log')).not.to.equal('0');
+      // The next wave's machine was never asked.
+      expect(await t.hangar.store.knex('tasks').where({ node_id: spared, kind: 'agent.update' })).to.have.length(0);
+    } finally {
+      rmSync(manifestFile);
+      symlinkSync(path.resolve('dist/agent/manifest.json'), manifestFile);
     }
   });
 });
