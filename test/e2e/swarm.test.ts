@@ -8,6 +8,7 @@ import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js
 import { until as waitUntil } from '../support/agents.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
 import { S3Client } from '../support/s3-client.js';
+import { stays } from '../support/stays.js';
 import { ensureS3BuildFolder, s3Availability } from '../support/s3-server.js';
 import { Lab, type Machine } from './lab/lab.js';
 
@@ -145,7 +146,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
       replicas: 4,
       http_port: 8080,
       env: { GREETING: 'hello' },
-      command: ['sh', '-c', 'echo "$GREETING from $(hostname)"; mkdir -p /www; echo "web says $GREETING from $(hostname)" > /www/index.html; exec httpd -f -p 8080 -h /www'],
+      command: stays('echo "$GREETING from $(hostname)"; mkdir -p /www; echo "web says $GREETING from $(hostname)" > /www/index.html', 'httpd -f -p 8080 -h /www'),
     });
     expect(res.status, res.text).to.equal(202);
     webId = res.json.data.id;
@@ -217,7 +218,8 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
       'services:',
       '  reader:',
       '    image: lab/busybox:latest',
-      '    command: ["sh", "-c", "while true; do cat /run/secrets/db_pass; echo; cat /etc/app.conf; echo; sleep 5; done"]',
+      // Trapping SIGTERM (and sleeping in the background): a shell as PID 1 ignores it otherwise, and each redeploy would wait 10 s per task.
+      `    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do cat /run/secrets/db_pass; echo; cat /etc/app.conf; echo; sleep 5 & wait; done"]`,
       '    deploy:',
       '      replicas: 2',
       '      endpoint_mode: dnsrr',
@@ -294,7 +296,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
       swarm_id: swarmId,
       image: 'lab/busybox:latest',
       volumes: ['keep:/data'],
-      command: ['sh', '-c', 'echo "written by $(hostname)" > /data/proof.txt; exec sleep 3600'],
+      command: stays('echo "written by $(hostname)" > /data/proof.txt'),
     });
     expect(writer.status, writer.text).to.equal(202);
     const writerId = writer.json.data.id;
@@ -364,7 +366,7 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
       swarm_id: swarmId,
       image: 'lab/busybox:latest',
       http_port: 8080,
-      command: ['sh', '-c', 'mkdir -p /www; echo second > /www/index.html; exec httpd -f -p 8080 -h /www'],
+      command: stays('mkdir -p /www; echo second > /www/index.html', 'httpd -f -p 8080 -h /www'),
     });
     expect(api2.status).to.equal(202);
     await until('the new route', async () => {
@@ -376,7 +378,8 @@ describe('swarm workloads end to end in the machine lab [postgres]', function ()
 
   it('reports a service created by hand in the unmanaged scan, and none of hangar’s own', async function () {
     this.timeout(180_000);
-    await m1.sh('docker service create -d --name handmade --endpoint-mode dnsrr lab/busybox:latest sleep 3600');
+    // (Its command stops at once on SIGTERM: the forced deletion of the swarm below would wait 10 s for a bare sleep.)
+    await m1.sh(`docker service create -d --name handmade --endpoint-mode dnsrr lab/busybox:latest sh -c "trap 'exit 0' TERM; sleep 3600 & wait"`);
     const queued = await api('POST', `/v1/nodes/${nodeOf.get('m1')}/unmanaged?backend=swarm`);
     expect(queued.status, queued.text).to.equal(202);
     const result = await until('the scan', async () => {
