@@ -4,6 +4,7 @@ import { conflict, notFound, type HttpError } from '../errors.js';
 import type { PageCursors } from './cursors.js';
 import type { RecordChange } from './changes.js';
 import type { Store } from './store.js';
+import { quoted } from './writes.js';
 
 /** How a table's columns differ between dialects; everything not named passes through as is. */
 export interface Codec {
@@ -142,10 +143,14 @@ export class Repository<T extends Row> {
     }
   }
 
+  /** Inserts a row and answers it as stored (RETURNING: defaults included), in one prepared statement. */
   async insert(values: Partial<T>, trx?: Knex.Transaction): Promise<T> {
-    await this.write(values, () => this.query(trx).insert(this.codec.encode(values)));
+    const encoded = this.codec.encode(values);
+    const columns = Object.keys(encoded);
+    const sql = `insert into ${this.quotedTable} (${columns.map(quoted).join(', ')}) values (${columns.map(() => '?').join(', ')}) returning *`;
+    const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, Object.values(encoded), trx));
     this.changed(values.id as string, 'insert');
-    return (await this.get(values.id as string, trx))!;
+    return this.decode(rows[0]!);
   }
 
   async get(id: string, trx?: Knex.Transaction): Promise<T | null> {
@@ -175,16 +180,35 @@ export class Repository<T extends Row> {
     return rows.map(this.decode);
   }
 
+  /** Updates the row and answers it as it is after (RETURNING), in one prepared statement; null when there is no such row. */
   async update(id: string, patch: Partial<T>, trx?: Knex.Transaction): Promise<T | null> {
-    const values = this.codec.encode(patch);
-    if (Object.keys(values).length && (await this.write(patch, () => this.query(trx).where({ id }).update(values)))) this.changed(id, 'update');
-    return this.get(id, trx);
+    return this.updateWhere(id, this.codec.encode(patch), '', [], trx);
+  }
+
+  /**
+   * `update … set <values> where id = ? <and condition> returning *` as a prepared statement: the row
+   * after, or null when none matched. Nothing to set reads the row instead.
+   */
+  protected async updateWhere(id: string, values: Row, condition: string, conditionParams: unknown[], trx?: Knex.Transaction): Promise<T | null> {
+    const columns = Object.keys(values);
+    if (!columns.length) return this.get(id, trx);
+    const sql = `update ${this.quotedTable} set ${columns.map((c) => `${quoted(c)} = ?`).join(', ')} where "id" = ?${condition} returning *`;
+    const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, [...Object.values(values), id, ...conditionParams], trx));
+    if (!rows.length) return null;
+    this.changed(id, 'update');
+    return this.decode(rows[0]!);
   }
 
   async remove(id: string, trx?: Knex.Transaction): Promise<boolean> {
-    const removed = (await this.query(trx).where({ id }).delete()) > 0;
-    if (removed) this.changed(id, 'delete');
-    return removed;
+    const { count } = await this.store.writes.run(this.table, `delete from ${this.quotedTable} where "id" = ?`, [id], trx);
+    if (count > 0) this.changed(id, 'delete');
+    return count > 0;
+  }
+
+  private get quotedTable(): string {
+    const value = quoted(this.table);
+    Object.defineProperty(this, 'quotedTable', { value });
+    return value;
   }
 
   /** A page ordered by creation time then id. */
@@ -206,7 +230,7 @@ export class Repository<T extends Row> {
 
   /** The SQL texts of the prepared reads. */
   private get sql() {
-    const table = `"${this.table.replace(/"/g, '""')}"`;
+    const table = this.quotedTable;
     const value = {
       byId: `select * from ${table} where "id" = ? limit 1`,
       page: `select * from ${table} order by "created_at" asc, "id" asc limit ?`,
@@ -244,12 +268,10 @@ export class StampedRepository<T extends Row> extends Repository<T> {
    * them); the row after, or null when the guard did not hold. One statement: no lost updates.
    */
   async changeIf(id: string, statuses: string[] | { not: string[] }, patch: Partial<T>): Promise<T | null> {
-    const query = this.query().where({ id });
-    if (Array.isArray(statuses)) query.whereIn('status', statuses);
-    else query.whereNotIn('status', statuses.not);
-    if (!(await this.write(patch, () => query.update(this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }))))) return null;
-    this.changed(id, 'update');
-    return this.get(id);
+    const list = Array.isArray(statuses) ? statuses : statuses.not;
+    // `not in ()` holds for every row, `in ()` for none (what knex's whereIn / whereNotIn of nothing do).
+    const condition = list.length ? ` and "status" ${Array.isArray(statuses) ? 'in' : 'not in'} (${list.map(() => '?').join(', ')})` : Array.isArray(statuses) ? ' and 1 = 0' : '';
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }), condition, list);
   }
 }
 

@@ -8,6 +8,7 @@ import { StoreHealth } from './health.js';
 import { Leadership } from './leadership.js';
 import { Notices } from './notices.js';
 import { PreparedReads } from './reads.js';
+import { PreparedWrites } from './writes.js';
 import { ScopedPgClient } from './pg-client.js';
 import { ImmediateSqliteClient } from './sqlite-client.js';
 
@@ -24,6 +25,8 @@ export class Store {
   readonly notices: Notices;
   /** The hottest reads as statements prepared once (core/db/reads.ts). */
   readonly reads: PreparedReads;
+  /** The hot writes as statements prepared once, the record read back with RETURNING (core/db/writes.ts). */
+  readonly writes: PreparedWrites;
   /** Work that runs in one control plane at a time across those sharing this store (core/db/leadership.ts). */
   readonly leadership: Leadership;
   /** Whether the store takes writes, as failed statements tell (a full disk; core/db/health.ts). */
@@ -41,6 +44,7 @@ export class Store {
   ) {
     this.notices = new Notices(knex, dialect, schema);
     this.reads = new PreparedReads(knex, dialect, sqliteFile);
+    this.writes = new PreparedWrites(knex, dialect, (err) => this.health.noteError(err));
     this.leadership = new Leadership(this, holder);
     knex.on('query-error', (err: unknown) => this.health.noteError(err));
   }

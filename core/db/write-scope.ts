@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Knex } from 'knex';
+import { PreparedTransaction } from './prepared-transaction.js';
 
 /**
  * A request's writes, as the store sees them: a record that must be written with the request's
@@ -33,7 +34,19 @@ export class WriteScope {
   private carrying = false;
   private closed = false;
 
-  constructor(private readonly record: ((trx: Knex.Transaction) => Promise<void>) | null) {}
+  constructor(
+    private readonly record: ((trx: Knex.Transaction) => Promise<void>) | null,
+    /**
+     * The same record written through prepared statements (core/db/writes.ts), when every part of
+     * it can be: a write made on its own then opens its transaction without knex's.
+     */
+    private readonly preparedRecord: ((tx: PreparedTransaction) => Promise<void>) | null = null,
+  ) {}
+
+  /** Whether the record can go in a prepared transaction (core/db/writes.ts). */
+  get recordsPrepared(): boolean {
+    return this.preparedRecord !== null;
+  }
 
   /** Whether a transaction starting its COMMIT now should write the record first. */
   wantsRecord(): boolean {
@@ -41,10 +54,11 @@ export class WriteScope {
   }
 
   /** Writes the record inside `trx` (its COMMIT follows); answers a function that settles what the COMMIT did. */
-  async writeRecord(trx: Knex.Transaction): Promise<(committed: boolean) => void> {
+  async writeRecord(trx: Knex.Transaction | PreparedTransaction): Promise<(committed: boolean) => void> {
     this.carrying = true;
     try {
-      await this.record!(trx);
+      if (trx instanceof PreparedTransaction) await this.preparedRecord!(trx);
+      else await this.record!(trx);
     } catch (err) {
       this.carrying = false;
       throw err;
@@ -138,6 +152,11 @@ export function isChange(builder: unknown): boolean {
   return table === null || !bookkeepingTables.has(table);
 }
 
+/** Whether a write to `table` is a change the request asked for (not bookkeeping): for statements that name their table (core/db/writes.ts). */
+export function wasChange(table: string): boolean {
+  return !bookkeepingTables.has(table.toLowerCase());
+}
+
 /** Whether a knex builder (a query builder or raw SQL) changes rows. */
 export function isWriteStatement(builder: unknown): boolean {
   const b = builder as { _method?: string; sql?: unknown };
@@ -187,6 +206,11 @@ type RunnerClient = { runner(builder: unknown): { run(): Promise<unknown> }; tra
  * change ({@link isChange}) that is still theirs: a savepoint released hands it to its parent.
  */
 const changed = new WeakSet<object>();
+
+/** A change made in a transaction outside knex's runner (a prepared write, core/db/writes.ts): the transaction's, as a builder's would be. */
+export function noteTransactionChange(trxClient: object): void {
+  changed.add(trxClient);
+}
 
 /** What a transaction of knex holds that the scope reads. */
 interface TransactionState {

@@ -148,6 +148,10 @@ export default definePlugin({
     const started = new WeakMap<object, { id: number; entry: NewAuditEntry }>();
     // The entry goes in with the request's first committed write, in its transaction (core/db/write-scope.ts):
     // a write that committed has its entry, one that did not has none from it.
+    const begin = async (request: FinishedRequest, trx: Parameters<AuditLog['begin']>[1]) => {
+      const entry = entryOf(request, services.clock.now());
+      started.set(request.token, { id: await log.begin(entry, trx), entry });
+    };
     services.requests.accompany('audit', {
       wants(request) {
         if (!isAudited(request)) return false;
@@ -156,10 +160,9 @@ export default definePlugin({
         reserved.add(request.token);
         return true;
       },
-      async write(request, trx) {
-        const entry = entryOf(request, services.clock.now());
-        started.set(request.token, { id: await log.begin(entry, trx), entry });
-      },
+      write: (request, trx) => begin(request, trx),
+      // The entry is one prepared statement either way (plugins/audit/store.ts).
+      writePrepared: (request, tx) => begin(request, tx),
     });
     // Once the answer is known: the entry of a request that wrote nothing, or, for one written with
     // its write, what the answer decided (always: the entry is settled, and closed to changes, even

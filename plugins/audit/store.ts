@@ -3,6 +3,8 @@ import type { Migration } from '../../core/db/migrations.js';
 import { RowCodec, type Page, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { bookkeeping } from '../../core/db/write-scope.js';
+import type { PreparedTransaction } from '../../core/db/prepared-transaction.js';
+import { quoted } from '../../core/db/writes.js';
 
 export const AUDIT_LOG = 'audit_log';
 // An entry is the record of a change, not one (core/db/write-scope.ts).
@@ -142,9 +144,12 @@ export class AuditLog {
   }
 
   /** Writes the entry of a request in `trx`, with the write it records, pending until its answer settles it; answers its id. */
-  async begin(entry: NewAuditEntry, trx: Knex.Transaction): Promise<number> {
-    const [row] = await trx(AUDIT_LOG).insert(codec.encode({ ...entry, pending: true }), ['id']);
-    return Number((row as { id: number | string }).id);
+  async begin(entry: NewAuditEntry, trx: Knex.Transaction | PreparedTransaction): Promise<number> {
+    const row = codec.encode({ ...entry, pending: true });
+    const columns = Object.keys(row);
+    const sql = `insert into ${quoted(AUDIT_LOG)} (${columns.map(quoted).join(', ')}) values (${columns.map(() => '?').join(', ')}) returning "id"`;
+    const { rows } = await this.store.writes.run(AUDIT_LOG, sql, Object.values(row), trx);
+    return Number((rows[0] as { id: number | string }).id);
   }
 
   /**
@@ -153,7 +158,9 @@ export class AuditLog {
    * entry was there, pending (an entry whose write's COMMIT was lost is there only if it committed).
    */
   async settle(id: number, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>): Promise<boolean> {
-    return (await this.store.knex(AUDIT_LOG).where({ id, pending: true }).update({ ...outcome, pending: false })) > 0;
+    const sql = `update ${quoted(AUDIT_LOG)} set "status" = ?, "resource_id" = ?, "principal_id" = ?, "principal_name" = ?, "auth_method" = ?, "pending" = ? where "id" = ? and "pending" = ?`;
+    const { status, resource_id, principal_id, principal_name, auth_method } = outcome;
+    return (await this.store.writes.run(AUDIT_LOG, sql, [status, resource_id ?? null, principal_id ?? null, principal_name ?? null, auth_method ?? null, false, id, true])).count > 0;
   }
 
   /**

@@ -1,0 +1,179 @@
+import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Row } from './repository.js';
+import type { Dialect } from './store.js';
+import { PreparedTransaction } from './prepared-transaction.js';
+import { currentWriteScope, noteTransactionChange, outcomeUnknown, wasChange, type WriteScope } from './write-scope.js';
+
+type SqliteStatement = { reader: boolean; all(...params: unknown[]): Row[]; run(...params: unknown[]): { changes: number } };
+type SqliteConnection = { prepare(sql: string): SqliteStatement };
+type PgConnection = { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: Row[]; rowCount: number | null }> };
+type PoolClient = { acquireConnection(): Promise<unknown>; releaseConnection(connection: unknown): Promise<void> | void };
+
+/** What a write statement answers: the rows of its RETURNING clause (none without one), and how many rows it changed. */
+export interface Written {
+  rows: Row[];
+  count: number;
+}
+
+/** Statements kept per connection; past this many texts a statement is prepared for its one use (a guard: texts come from code). */
+const MAX_STATEMENTS = 1000;
+
+/**
+ * The hot writes (a repository's insert, update, delete; the audit entry), as statements prepared
+ * once per connection and kept, with `RETURNING` instead of a read after the write: knex builds
+ * and the driver prepares every query anew, which was most of what a write cost. SQL text uses `?`
+ * placeholders and double-quoted identifiers; its text is its key, so only texts made from code
+ * (table and column names, never values) come here.
+ *
+ * A statement runs where knex's own would, with the same request bookkeeping (core/db/write-scope.ts):
+ * - in `trx` when given, on its connection (SQLite's one writer, PostgreSQL's connection of the
+ *   transaction), and counted as the transaction's change when it writes a table that is not
+ *   bookkeeping;
+ * - outside a transaction, while the request's write scope still has its record (the audit entry)
+ *   to write: in a transaction of its own (knex's, whose COMMIT writes the record first);
+ * - otherwise on a connection of knex's pool, on its own; a change that succeeded marks the
+ *   request's change committed, one whose connection was lost under it "uncertain".
+ * A failed statement is reported to the store's health (full disk) as knex's are.
+ */
+export class PreparedWrites {
+  private readonly sqlite = new WeakMap<object, Map<string, SqliteStatement>>();
+  private readonly pgTexts = new Map<string, { name: string; text: string }>();
+
+  constructor(
+    private readonly knex: Knex,
+    private readonly dialect: Dialect,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  /** Runs a write statement (`insert`, `update`, `delete`, with or without `returning`) that writes `table`. */
+  async run(table: string, sql: string, params: unknown[], trx?: Knex.Transaction | PreparedTransaction): Promise<Written> {
+    if (trx instanceof PreparedTransaction) {
+      if (trx.completed) throw new Error('Transaction query already complete');
+      const written = await this.execute(trx.connection, sql, params);
+      if (wasChange(table)) trx.changed = true;
+      return written;
+    }
+    if (trx) {
+      if (trx.isCompleted()) throw new Error('Transaction query already complete');
+      const client = trx.client as unknown as PoolClient;
+      const written = await this.execute(await client.acquireConnection(), sql, params);
+      if (wasChange(table)) noteTransactionChange(client);
+      return written;
+    }
+    const scope = currentWriteScope();
+    if (scope?.wantsRecord()) {
+      if (scope.recordsPrepared) return this.withRecord(scope, table, sql, params);
+      return this.knex.transaction((t) => this.run(table, sql, params, t));
+    }
+    const client = this.knex.client as unknown as PoolClient;
+    const connection = await client.acquireConnection();
+    try {
+      const written = await this.execute(connection, sql, params);
+      if (scope && wasChange(table)) scope.noteCommitted();
+      return written;
+    } catch (err) {
+      if (scope && wasChange(table) && outcomeUnknown(err)) scope.noteUncertain();
+      throw err;
+    } finally {
+      await client.releaseConnection(connection);
+    }
+  }
+
+  /**
+   * The statement and the scope's record (the audit entry) in one transaction of their own, opened
+   * on a pooled connection without knex (what knex's transaction and the scope's COMMIT hook do,
+   * core/db/write-scope.ts, for a fraction of the work): BEGIN (IMMEDIATE on SQLite), the statement,
+   * the record, COMMIT. A COMMIT whose connection was lost may have applied the change: the scope
+   * hears so.
+   */
+  private async withRecord(scope: WriteScope, table: string, sql: string, params: unknown[]): Promise<Written> {
+    const client = this.knex.client as unknown as PoolClient;
+    const connection = await client.acquireConnection();
+    const tx = new PreparedTransaction(connection);
+    let settle: ((committed: boolean) => void) | null = null;
+    let committing = false;
+    try {
+      await this.control(connection, this.dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN');
+      const written = await this.run(table, sql, params, tx);
+      settle = await scope.writeRecord(tx);
+      committing = true;
+      tx.completed = true;
+      await this.control(connection, 'COMMIT');
+      settle(true);
+      if (tx.changed) scope.noteCommitted();
+      return written;
+    } catch (err) {
+      if (committing && tx.changed && outcomeUnknown(err)) scope.noteUncertain();
+      settle?.(false);
+      tx.completed = true;
+      await this.control(connection, 'ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      await client.releaseConnection(connection);
+    }
+  }
+
+  /** BEGIN, COMMIT, ROLLBACK: prepared once on SQLite, PostgreSQL's simple protocol (no parameters, nothing to prepare). */
+  private async control(connection: unknown, sql: string): Promise<void> {
+    try {
+      if (this.dialect === 'sqlite') this.sqliteStatement(connection as SqliteConnection, sql).run();
+      else await (connection as { query(text: string): Promise<unknown> }).query(sql);
+    } catch (err) {
+      this.onError(err);
+      throw err;
+    }
+  }
+
+  private async execute(connection: unknown, sql: string, params: unknown[]): Promise<Written> {
+    try {
+      if (this.dialect === 'sqlite') {
+        const statement = this.sqliteStatement(connection as SqliteConnection, sql);
+        const values = params.map(sqliteValue);
+        if (statement.reader) {
+          const rows = statement.all(...values);
+          return { rows, count: rows.length };
+        }
+        return { rows: [], count: statement.run(...values).changes };
+      }
+      const result = await (connection as PgConnection).query({ ...this.pgStatement(sql), values: params });
+      return { rows: result.rows ?? [], count: result.rowCount ?? 0 };
+    } catch (err) {
+      this.onError(err);
+      throw err;
+    }
+  }
+
+  private sqliteStatement(connection: SqliteConnection, sql: string): SqliteStatement {
+    let statements = this.sqlite.get(connection);
+    if (!statements) this.sqlite.set(connection, (statements = new Map()));
+    let statement = statements.get(sql);
+    if (!statement) {
+      statement = connection.prepare(sql);
+      if (statements.size < MAX_STATEMENTS) statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  private pgStatement(sql: string): { name: string; text: string } {
+    let statement = this.pgTexts.get(sql);
+    if (!statement) {
+      let n = 0;
+      statement = { name: `hangar_w_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql.replace(/\?/g, () => `$${++n}`) };
+      if (this.pgTexts.size < MAX_STATEMENTS) this.pgTexts.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+/** A double-quoted SQL identifier. */
+export function quoted(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** What knex's SQLite client binds for a value: booleans as 1 and 0, dates as milliseconds. */
+function sqliteValue(value: unknown): unknown {
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (value instanceof Date) return value.valueOf();
+  return value;
+}
