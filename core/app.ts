@@ -417,7 +417,7 @@ export class Hangar {
           urls: [...hangar.listeners.keys()].map((l) => hangar.url(l)),
           running_from: runningFrom(),
           // The first control plane of this process (hangar serve): when each step of its start was done.
-          ...(firstStart ? { start_ms: startSteps() } : {}),
+          ...(firstStart ? startSteps() : {}),
         },
         'hangar started',
       );
