@@ -73,6 +73,12 @@ export interface ClusterApiDef<N extends JoinableNode, C extends DriverCall = Dr
      * record of an active member in line with it, with a node event.
      */
     availability?(reported: R): HangarAvailability;
+    /**
+     * Whether a reported member's node is ready (a kubelet's Ready condition, a swarm node's state),
+     * and why not. Given, each observation records it on the member (readiness), which the
+     * `cluster_member_not_ready` alert reads.
+     */
+    readiness?(reported: R): { ready: boolean; reason: string | null };
   };
   join: {
     /** `POST <cluster path>/{id}/<path>` with `{node_id}`. */
@@ -212,31 +218,39 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
     }
   }
 
-  /** Brings hangar's record of each active member's availability in line with what the cluster holds (the cluster is the truth). */
-  async function observeAvailability(cluster: ClusterRecord, held: (reported: R) => HangarAvailability): Promise<void> {
+  /**
+   * Reads the cluster's members report once and brings hangar's records of its active members in line
+   * with it: each one's availability (the cluster is the truth) and its readiness.
+   */
+  async function observeMembers(cluster: ClusterRecord): Promise<void> {
     const active = (await members.of(cluster.id)).filter((m) => m.status === 'active' && m.runtime_node_id);
+    if (!active.length) return;
     // What hangar recorded before the cluster is asked: a change made through the nodes API while it answers is not overwritten.
     const recorded = new Map<string, HangarAvailability>();
     for (const m of active) {
       const node = await nodes.get(m.node_id);
       if (node) recorded.set(m.node_id, node.availability);
     }
-    if (!recorded.size) return;
     const answer = await core.callOn(cluster, def.members.report.call, {} as Static<C['input']>, { timeoutMs: MANAGER_READ_TIMEOUT_MS });
     const byRuntime = new Map(def.members.report.members(answer).map((r) => [r.runtime_node_id, r]));
     for (const m of active) {
       const reported = byRuntime.get(m.runtime_node_id!);
+      const ready = reported && readinessOf ? readinessOf(reported) : null;
+      const readiness = ready ? (ready.ready ? 'ready' : 'not_ready') : null;
+      const reason = ready && !ready.ready ? ready.reason : null;
+      if (readinessOf && ((m.readiness ?? null) !== readiness || (m.readiness_reason ?? null) !== reason)) await members.change(m.id, { readiness, readiness_reason: reason });
       const was = recorded.get(m.node_id);
-      if (!reported || !was || held(reported) === was) continue;
-      await recordObservedAvailability(recorders(), { nodeId: m.node_id, recorded: was, availability: held(reported), source: described(cluster) });
+      if (!heldBy || !reported || !was || heldBy(reported) === was) continue;
+      await recordObservedAvailability(recorders(), { nodeId: m.node_id, recorded: was, availability: heldBy(reported), source: described(cluster) });
     }
   }
   const heldBy = def.members.availability;
-  if (heldBy) {
+  const readinessOf = def.members.readiness;
+  if (heldBy || readinessOf) {
     services.provided.contribute(ClusterObservers, async ({ cluster }) => {
       if (cluster.backend !== def.backend) return;
       // Its own failure: the other observers of the cluster still hear of it.
-      await observeAvailability(cluster, heldBy).catch((err: Error) => services.log.warn({ cluster_id: cluster.id, error: err.message }, 'observing the availability of a cluster’s nodes failed'));
+      await observeMembers(cluster).catch((err: Error) => services.log.warn({ cluster_id: cluster.id, error: err.message }, 'observing a cluster’s nodes failed'));
     });
   }
 

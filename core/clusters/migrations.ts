@@ -133,3 +133,18 @@ export const clusterProjectsMigration: Migration = {
     });
   },
 };
+
+/**
+ * Whether each member's node is ready as its cluster last reported it (a kubelet's Ready condition,
+ * a swarm node's state), kept by each observation of the cluster: what the `cluster_member_not_ready`
+ * alert reads. Null while unknown (not observed yet, or the backend reports no readiness).
+ */
+export const memberReadinessMigration: Migration = {
+  id: '012_member_readiness',
+  async up(knex) {
+    await knex.schema.alterTable(CLUSTER_MEMBERS, (t) => {
+      t.string('readiness', 16).nullable();
+      t.string('readiness_reason', 500).nullable();
+    });
+  },
+};

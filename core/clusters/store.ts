@@ -32,6 +32,10 @@ export interface MemberRecord extends LeaseFields {
   status: 'joining' | 'active' | 'leaving' | 'failed';
   runtime_node_id: string | null;
   advertise_address: string | null;
+  /** As the cluster last reported it (each observation): `ready`, `not_ready`, or null while unknown. */
+  readiness?: 'ready' | 'not_ready' | null;
+  /** Why it is not ready, in the cluster's words. */
+  readiness_reason?: string | null;
   error: string | null;
   created_at: string;
   updated_at: string;

@@ -5,7 +5,7 @@ import { rateLimitMigration } from '../ratelimit.js';
 import { noticesMigration } from './notices.js';
 import { keyringMigration } from '../pki/keyring.js';
 import { leadershipMigration } from './leadership.js';
-import { clusterMigrations, clusterProjectsMigration, specRevisionsMigration } from '../clusters/migrations.js';
+import { clusterMigrations, clusterProjectsMigration, memberReadinessMigration, specRevisionsMigration } from '../clusters/migrations.js';
 import { storeProbeMigration } from './health.js';
 
 /** Tables owned by core itself. */
@@ -34,5 +34,6 @@ export const coreMigrations: MigrationSet = {
     storeProbeMigration,
     specRevisionsMigration,
     clusterProjectsMigration,
+    memberReadinessMigration,
   ],
 };

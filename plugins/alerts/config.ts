@@ -43,6 +43,7 @@ export const AlertsConfigSchema = Type.Object(
           after_hours: Type.Number({ exclusiveMinimum: 0, default: 26, description: 'fires when a volume’s last successful backup is older than this' }),
         }),
         agent_outdated: rule({ severity: 'info', for_seconds: 0 }, 'a node whose agent is older than the control plane'),
+        cluster_member_not_ready: rule({ severity: 'critical', for_seconds: 300 }, 'a member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats'),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -59,8 +60,8 @@ export interface RuleSettings {
   after_hours?: number;
 }
 
-export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated';
-export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated'];
+export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated' | 'cluster_member_not_ready';
+export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready'];
 
 export interface AlertsConfig {
   interval_seconds: number;

@@ -107,6 +107,26 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
         .map((n) => ({ resource_type: 'node', resource_id: n.id, subject: '', message: `${nodeLabel(n)} runs agent ${n.agent_version}, older than the control plane’s ${versionInfo.version}: update it (POST /v1/nodes/${n.id}/update-agent, the dashboard’s Update agent)` })),
       unknown: none(),
     });
+    // A member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats; an offline node is node_offline's.
+    rules.cluster_member_not_ready = async () => {
+      const rows: Array<{ node_id: string; node_name: string; connection: string; cluster_name: string; backend: string; readiness_reason: string | null }> = await knex('cluster_members as m')
+        .join('clusters as c', 'c.id', 'm.cluster_id')
+        .join('nodes as n', 'n.id', 'm.node_id')
+        .where({ 'm.status': 'active', 'm.readiness': 'not_ready' })
+        .select('m.node_id', 'n.name as node_name', 'n.connection', 'c.name as cluster_name', 'c.backend', 'm.readiness_reason');
+      const offline = rows.filter((r) => r.connection === 'offline');
+      return {
+        conditions: rows
+          .filter((r) => r.connection !== 'offline')
+          .map((r) => ({
+            resource_type: 'node',
+            resource_id: r.node_id,
+            subject: '',
+            message: `node ${r.node_name} (${r.node_id}) is not ready in ${r.backend === 'swarm' ? 'swarm' : 'cluster'} ${r.cluster_name}${r.readiness_reason ? `: ${r.readiness_reason}` : ''}`,
+          })),
+        unknown: new Set(offline.map((r) => `node|${r.node_id}`)),
+      };
+    };
   }
 
   if (loaded('compute')) {

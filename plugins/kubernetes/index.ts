@@ -294,6 +294,7 @@ export default definePlugin({
         fields: (r) => ({ ready: r?.ready ?? null, roles: r?.roles ?? [], kubelet_version: r?.kubelet_version ?? null, availability: r?.availability ?? null }),
         // The node object's spec.unschedulable is the truth (drained: hangar's annotation on a cordoned node whose pods it evicted).
         availability: (r) => (r.availability === 'schedulable' ? 'active' : r.availability),
+        readiness: (r) => ({ ready: r.ready, reason: r.ready ? null : 'NotReady: its kubelet does not report the Ready condition' }),
       },
       join: { path: 'nodes', summary: 'Add a node as a k3s agent; 202 while it installs' },
       leave: {

@@ -181,6 +181,7 @@ export default definePlugin({
         fields: (r, unanswered) => ({ hostname: r?.hostname ?? null, state: r?.state ?? (unanswered ? 'unknown' : null), availability: r?.availability ?? null, leader: r?.leader ?? false }),
         // The engine's node availability is the truth: active, pause (cordoned), drain (drained).
         availability: (r) => HANGAR_AVAILABILITY[r.availability],
+        readiness: (r) => ({ ready: r.state === 'ready', reason: r.state === 'ready' ? null : `the swarm reports its node ${r.state}` }),
       },
       join: { path: 'join', summary: 'Add a node: the first initialises the swarm and manages it, later ones join as workers (or managers)', roles: true },
       leave: {

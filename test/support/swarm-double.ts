@@ -61,6 +61,8 @@ export async function swarmDouble(t: TestHangar, token: string, script: FakeMana
   return {
     swarmId,
     nodeId: node.json.data.id as string,
+    /** The manager's simulated agent (to heartbeat with, when a test needs its node online). */
+    agent,
     running,
     /** The workload hangar's resource `id` runs as. */
     workloadOf: (id: string) => [...running.values()].find((w) => w.labels['io.hangar.id'] === id),

@@ -8,6 +8,7 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { hangarCli } from '../runner/support.js';
 import { ManualClock } from '../../../core/clock.js';
+import { swarmDouble } from '../../support/swarm-double.js';
 
 const SCRAPE_TOKEN = 'scrape-alerts-0123456789abcdef0123456789ab';
 const HOLD_DOWN_SECONDS = 12;
@@ -29,10 +30,11 @@ interface Alert {
   silenced_until: string | null;
 }
 
-const PLUGINS = ['system', 'iam', 'metrics', 'events', 'nodes', 'agent-internal', 'alerts'];
+const PLUGINS = ['system', 'iam', 'metrics', 'events', 'nodes', 'agent-internal', 'swarms', 'alerts'];
 const OVERRIDES = {
   ...FAST_NODES,
   metrics: { scrape_token: SCRAPE_TOKEN },
+  clusters: { observe_interval_seconds: 1 },
   alerts: {
     interval_seconds: 1,
     hold_down_seconds: HOLD_DOWN_SECONDS,
@@ -41,6 +43,7 @@ const OVERRIDES = {
       node_offline: { for_seconds: 2 },
       node_disk: { for_seconds: 0, threshold_percent: 80 },
       node_memory: { for_seconds: 0, threshold_percent: 90 },
+      cluster_member_not_ready: { for_seconds: 0 },
       // Longer than any certificate hangar issues lives: every one of them is "expiring".
       certificate_expiry: { within_days: 100 * 365 },
     },
@@ -266,6 +269,24 @@ describeEachDialect('alerts: built-in rules, hold-down, silences, events, metric
     const nodeRules = async (n: FakeAgent) => (await alertsOn(n.nodeId)).filter((a) => a.resource_type === 'node').map((a) => a.rule).sort();
     expect(await nodeRules(older)).to.deep.equal(['agent_outdated']);
     expect(await nodeRules(full)).to.deep.equal(['node_disk', 'node_memory']);
+  });
+
+  it('cluster_member_not_ready fires for a member its swarm reports down while its agent heartbeats, and clears when the swarm reports it ready', async function () {
+    this.timeout(60_000);
+    let state = 'ready';
+    const member = () => ({ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state, availability: 'active', leader: true });
+    const swarm = await swarmDouble(t, admin.token, { answers: { members: () => ({ members: [member()] }) } });
+    beat(swarm.agent);
+    try {
+      state = 'down';
+      const firing = await waitFor(async () => (await alertsOn(swarm.nodeId, '&state=firing')).find((a) => a.rule === 'cluster_member_not_ready'), { timeoutMs: 20_000, what: 'cluster_member_not_ready to fire' });
+      expect(firing).to.include({ resource_type: 'node', severity: 'critical', message: `node fake-manager (${swarm.nodeId}) is not ready in swarm live: the swarm reports its node down` });
+      state = 'ready';
+      await waitFor(async () => (await alertsOn(swarm.nodeId)).find((a) => a.id === firing.id && a.cleared_at), { timeoutMs: 20_000, what: 'the condition to clear (the alert then resolves after the hold-down)' });
+    } finally {
+      // Its polling ends before the next test restarts the control plane.
+      await swarm.stop();
+    }
   });
 
   it('certificate_expiry fires for the CA, the server certificate and each node’s client certificate within the configured days', async function () {
