@@ -64,6 +64,12 @@ function parameters(route: RegisteredRoute['route']): Json[] {
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** Whether a route answers pages: `{data: [...], next_cursor}` (its query takes a cursor). */
+/** A scoped list takes `?project=` (core/auth/scope.ts) even when its own query schema does not name it. */
+function scopedListParameters(route: RouteDef, params: Json[]): Json[] {
+  if (!route.scope?.list || params.some((p) => p.in === 'query' && p.name === 'project')) return params;
+  return [...params, { name: 'project', in: 'query', required: false, description: 'only the items of this project (id or name) that you may see', schema: { type: 'string', minLength: 1 } }];
+}
+
 export function isPaged(route: RouteDef): boolean {
   return Boolean((route.schemas?.query as { properties?: Json } | undefined)?.properties?.cursor);
 }
@@ -146,11 +152,13 @@ export function buildOpenApi(routes: readonly RegisteredRoute[], listener: Liste
       summary: route.summary,
       description: [route.description, describeAuth(route.auth, permissionOf(route))].filter(Boolean).join('\n\n'),
       tags: [plugin],
-      parameters: parameters(route),
+      parameters: scopedListParameters(route, parameters(route)),
       responses,
       security: security(route.auth),
       'x-hangar-auth': route.auth,
       'x-hangar-permission': permissionOf(route),
+      // The project scope (core/auth/scope.ts): which resources' projects decide, or the kind a list answers.
+      ...(route.scope ? { 'x-hangar-scope': route.scope as unknown as Json } : {}),
     };
     if (body) {
       const content: Json = { 'application/json': { schema: body } };

@@ -252,8 +252,26 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     res = await attach('vol-mxb', bearer(admin.token));
     expect(res.status, res.text).to.equal(400);
     expect(res.json.message).to.match(/^Validation failed: body\.volume_id: volume vol-mxb belongs to another project than instance inst-mxa/);
+    // ?project= narrows a list to one project the caller may see; another is a 400 as one that does not exist.
+    res = await t.request('GET', '/v1/services?project=matrix-b', { headers: bearer(admin.token) });
+    expect(res.json.data.map((s: { id: string }) => s.id)).to.include('svc-mxb').and.not.include('svc-mxa');
+    res = await t.request('GET', `/v1/volumes?project=${projects.a}`, { headers: deployerA.headers });
+    expect(res.json.data.map((v: { id: string }) => v.id)).to.deep.equal(['vol-mxa']);
+    res = await t.request('GET', '/v1/volumes?project=matrix-b', { headers: deployerA.headers });
+    expect([res.status, res.json?.message]).to.deep.equal([400, 'Validation failed: query.project: no project matrix-b']);
     res = await t.request('POST', '/v1/compute/instances', { headers: deployerA.headers, body: { name: 'mx-new', swarm_id: 'swm-mxa', image: 'x', volumes: ['mx-vol-b:/data'] } });
     expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume mx-vol-b']);
+  });
+
+  it('shows each operation\'s project scope in the OpenAPI document (x-hangar-scope), and ?project= on the scoped lists', async () => {
+    const doc = (await t.request('GET', '/v1/openapi.json', { headers: bearer(admin.token) })).json;
+    const scoped = routes.filter(({ route }) => route.scope && (route.listener ?? 'control') === 'control');
+    expect(scoped.length).to.be.greaterThan(30);
+    for (const { route } of scoped) {
+      const op = doc.paths[route.path][route.method.toLowerCase()];
+      expect(op['x-hangar-scope'], label(route)).to.deep.equal(route.scope);
+      if (route.scope!.list) expect(op.parameters.map((p: { name: string }) => p.name), label(route)).to.include('project');
+    }
   });
 
   it('answers 401 "Authentication required" without credentials on every protected route, even with a bad body', async () => {
