@@ -200,11 +200,15 @@ describeEachDialect('hangar node, user, key and ssh-profile against a running co
       expect(lines[0]).to.match(new RegExp(`^created key HK[0-9A-Z]+ \\(key-[0-9a-z]+\\) for user ${bob}$`));
       const accessKeyId = lines[1]!.match(/^access key id: +(HK[0-9A-Z]+)$/)![1]!;
       const secret = lines[2]!.match(/^secret access key: +(\S+)$/)![1]!;
-      expect(lines[3]).to.equal('note: the secret access key is shown this once; hangar cannot show it again. Store it now.');
+      expect(lines.slice(3)).to.deep.equal([
+        'scope:             the installation, its owner’s permissions',
+        'expires:           never',
+        'note: the secret access key is shown this once; hangar cannot show it again. Store it now.',
+      ]);
       // Bob signs with it; without --user his own keys are listed (never their secrets).
       const asBob = await cli(['key', 'list'], undefined, { HANGAR_ACCESS_KEY: accessKeyId, HANGAR_SECRET_KEY: secret });
       expect(asBob.code, asBob.stderr).to.equal(0);
-      expect(asBob.stdout.split('\n')[0]).to.match(/^id\s+\| access_key_id\s+\| description \| created_at\s+\| last_used_at$/);
+      expect(asBob.stdout.split('\n')[0]).to.match(/^id\s+\| access_key_id\s+\| description \| scope\s+\| holds\s+\| expires\s+\| last_used_at\s+\| source$/);
       expect(asBob.stdout).to.contain(accessKeyId).and.contain('| ci ').and.not.contain(secret);
       const mine = await json(['key', 'list']);
       expect(mine.map((k: { access_key_id: string }) => k.access_key_id)).to.deep.equal([admin.accessKeyId]);
