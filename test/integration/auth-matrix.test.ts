@@ -252,6 +252,12 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     res = await attach('vol-mxb', bearer(admin.token));
     expect(res.status, res.text).to.equal(400);
     expect(res.json.message).to.match(/^Validation failed: body\.volume_id: volume vol-mxb belongs to another project than instance inst-mxa/);
+    // A volume is made in a project: one named that does not exist is a 400 naming the field, before the node is looked up.
+    const volume = (project: string) => t.request('POST', '/v1/volumes', { headers: bearer(admin.token), body: { name: 'mx-new', node_id: 'node-mxnobody', folder: '/srv/mx-new', project_id: project } });
+    res = await volume('nope');
+    expect([res.status, res.json?.message]).to.deep.equal([400, 'Validation failed: body.project_id: no project nope']);
+    res = await volume('matrix-a');
+    expect(res.status, res.text).to.equal(404);
     // ?project= narrows a list to one project the caller may see; another is a 400 as one that does not exist.
     res = await t.request('GET', '/v1/services?project=matrix-b', { headers: bearer(admin.token) });
     expect(res.json.data.map((s: { id: string }) => s.id)).to.include('svc-mxb').and.not.include('svc-mxa');
