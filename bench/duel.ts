@@ -33,6 +33,7 @@ import { parseArgs } from 'node:util';
 import https from 'node:https';
 import Database from 'better-sqlite3';
 import { httpRequest as request, type HttpRequestOptions, type HttpResponse } from '../core/http/client.js';
+import { BareNodeServer } from './bare-start.js';
 import { processCpu, processTree, rssMb } from './processes.js';
 
 /** The benchmark's own requests (seeding, checks): a connection each (no pooled sockets between phases). */
@@ -490,6 +491,9 @@ async function main() {
 
   const cold = new Map<string, number[]>();
   const idleRss = new Map<string, number>();
+  // hangar's start is judged against a bare node HTTPS server's, started between its restarts.
+  const bare = new BareNodeServer(await freePort());
+  const bareStarts: number[] = [];
   try {
     for (const t of targets) {
       const first = await t.start();
@@ -499,9 +503,11 @@ async function main() {
       const times: number[] = [];
       for (let i = 0; i < 3; i++) {
         await stopProcess(t.running!.child);
+        if (t.name === 'hangar') bareStarts.push(await bare.start());
         times.push(await t.start());
       }
       cold.set(t.name, times);
+      if (t.name === 'hangar') console.log(`bare node HTTPS server: starts ${bareStarts.map((x) => fmt(x)).join(', ')} ms (between hangar's restarts)`);
       await new Promise((r) => setTimeout(r, 2000));
       idleRss.set(t.name, rssMb(t.running!.child.pid!));
       console.log(`${t.name}: first start ${fmt(first)} ms; restarts ${times.map((x) => fmt(x)).join(', ')} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB${processesNote(t.running!.child.pid!)}`);
@@ -545,11 +551,13 @@ async function main() {
           `RSS after the duel ${fmt(afterDuel.get(t.name)!, 1)} MB, ${SETTLE_MS / 1000} s later ${fmt(settled.get(t.name)!, 1)} MB${processesNote(t.running!.child.pid!)}`,
       );
     }
+    const coldMs = median(cold.get('hangar')!);
     console.log(
-      `targets: cold start < 500 ms → ${fmt(median(cold.get('hangar')!))} ms (${fmt(median(cold.get('hangar')!) / 500, 2)}×); idle RSS < 80 MB → ${fmt(idleRss.get('hangar')!, 1)} MB; ` +
+      `targets: cold start ≤ 8× a bare node server's start → ${fmt(coldMs)} ms ÷ ${fmt(median(bareStarts))} ms = ${fmt(coldMs / median(bareStarts), 1)}× (and < 500 ms: ${fmt(coldMs / 500, 2)}×); idle RSS < 80 MB → ${fmt(idleRss.get('hangar')!, 1)} MB; ` +
         `RSS after the duel < 120 MB → ${fmt(afterDuel.get('hangar')!, 1)} MB (${fmt(settled.get('hangar')!, 1)} MB ${SETTLE_MS / 1000} s later)`,
     );
   } finally {
+    bare.remove();
     for (const t of targets) {
       if (t.running) await stopProcess(t.running.child);
       if (args.values.keep) console.log(`kept ${t.dir}`);
