@@ -17,9 +17,19 @@
 //   list-N      GET /v1/nodes listing N nodes (hangar: ?limit=N; the anchor answers every node; past
 //               100 the anchor's nodes are copies written into its SQLite file: see cloneAnchorNodes)
 //   login       POST /v1/iam/login (password hashing: hangar scrypt, the anchor bcrypt)
-//   write       PATCH /v1/nodes/{id} renaming a node (round robin over the seeded nodes): the one write
-//               both APIs have (nimbus-api 0.2.0 has no tags or SSH profiles, and its key deletion
-//               answers 200 for keys that do not exist)
+//   write       the write set (issue 32), each a write with its audit entry:
+//               rename  PATCH /v1/nodes/{id} renaming a node (round robin over the seeded nodes): the one
+//                       write both APIs have (nimbus-api 0.2.0 has no tags or SSH profiles, and its key
+//                       deletion answers 200 for keys that do not exist)
+//               tag     PUT /v1/tags on the seeded nodes, a new value each time (hangar only: the anchor
+//                       has no tags)
+//               scale   POST /v1/compute/instances/{id}/scale of stopped instances (round robin over 20
+//                       written into hangar's store: an instance needs a cluster and its agent to be
+//                       created through the API; a stopped one only records its count). hangar only: the
+//                       anchor's scale acts on an instance of a real swarm at once (no stopped instance
+//                       that records a count), which this bench does not run
+//               A secret create is not in the set: it creates the secret on the cluster through the
+//               cluster's agent, which this bench does not simulate.
 //
 // Runs interleave hangar and anchor per repetition (h, a, h, a…) so that load from elsewhere on the
 // machine falls on both; medians are reported, and the ratio is the ratio of the medians.
@@ -127,6 +137,8 @@ interface Seeded {
   username: string;
   password: string;
   nodeIds: string[];
+  /** hangar's stopped instances (the scale scenario). */
+  instanceIds?: string[];
 }
 
 interface Target {
@@ -254,6 +266,37 @@ function cloneAnchorNodes(dbFile: string, from: number, upTo: number): string[] 
   }
 }
 
+/**
+ * Stopped instances written into hangar's SQLite store (an instance is created through the API only
+ * on a cluster whose agent runs it), on a swarm record of their own; required columns the bench does
+ * not name get neutral values. Answers their ids.
+ */
+function seedStoppedInstances(target: Target, n: number): string[] {
+  const db = new Database(path.join(target.dir, 'data', 'hangar.db'));
+  try {
+    db.pragma('busy_timeout = 10000');
+    const now = new Date().toISOString();
+    const project = (db.prepare("select id from projects where name = 'default'").get() as { id?: string } | undefined)?.id;
+    const insert = (table: string, row: Record<string, unknown>) => {
+      const full: Record<string, unknown> = { ...row };
+      for (const c of db.prepare(`pragma table_info("${table}")`).all() as Array<{ name: string; type: string; notnull: number; dflt_value: unknown }>) {
+        if (c.name in full || !c.notnull || c.dflt_value !== null) continue;
+        full[c.name] = /int|real|num|bool/i.test(c.type) ? 0 : /json|text/i.test(c.type) ? '[]' : 'x';
+      }
+      const columns = Object.keys(full);
+      db.prepare(`insert into "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) values (${columns.map(() => '?').join(', ')})`).run(...Object.values(full));
+    };
+    insert('clusters', { id: 'swm-duel', name: 'duel-swarm', backend: 'swarm', status: 'empty', ...(project ? { project_id: project } : {}), created_at: now, updated_at: now });
+    const ids = Array.from({ length: n }, (_, i) => `inst-duel${i}`);
+    for (const [i, id] of ids.entries()) {
+      insert('compute_instances', { id, name: `duel-${i}`, cluster_id: 'swm-duel', status: 'stopped', desired: 'stopped', replicas: 1, op_rev: 0, created_at: now, updated_at: now });
+    }
+    return ids;
+  } finally {
+    db.close();
+  }
+}
+
 /** The anchor, driven through its own interfaces (docs of DockNimbus 0.2.0 and its CLI's HMAC signing). */
 function anchorTarget(binary: string): Target {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'duel-anchor-'));
@@ -353,8 +396,8 @@ interface Load {
   path: string;
   headers: Record<string, string>;
   body?: string;
-  /** PATCH /v1/nodes/{id} round robin over these ids, with a fresh name each time. */
-  renameNodes?: string[];
+  /** A request per id, round robin over these ids: `path` and `body` are Lua expressions of `id` and of `i` (a counter) and `tag` (per run). */
+  rotate?: { ids: string[]; path: string; body: string };
 }
 
 interface WrkResult {
@@ -373,18 +416,18 @@ interface WrkResult {
 const luaString = (s: string) => JSON.stringify(s); // JSON string literals are valid Lua string literals for ASCII
 
 function luaScript(load: Load): string {
-  const headers = Object.entries({ ...load.headers, ...(load.body || load.renameNodes ? { 'Content-Type': 'application/json' } : {}) })
+  const headers = Object.entries({ ...load.headers, ...(load.body || load.rotate ? { 'Content-Type': 'application/json' } : {}) })
     .map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}`)
     .join('\n');
-  if (load.renameNodes) {
+  if (load.rotate) {
     return `${headers}
-local ids = { ${load.renameNodes.map(luaString).join(', ')} }
+local ids = { ${load.rotate.ids.map(luaString).join(', ')} }
 local i = 0
 local tag = tostring(math.random(1, 1000000))
 request = function()
   i = i + 1
   local id = ids[(i % #ids) + 1]
-  return wrk.format("PATCH", ${luaString(load.path)} .. id, nil, '{"name":"duel-' .. tag .. '-' .. i .. '"}')
+  return wrk.format(${luaString(load.method)}, ${load.rotate.path}, nil, ${load.rotate.body})
 end
 `;
   }
@@ -460,15 +503,24 @@ function loads(target: Target, scenario: string, n?: number): Load {
       return { method: 'GET', path: target.listPath(n!), headers: auth };
     case 'login':
       return { method: 'POST', path: '/v1/iam/login', headers: {}, body: JSON.stringify({ username: s.username, password: s.password }) };
-    case 'write':
-      return { method: 'PATCH', path: '/v1/nodes/', headers: auth, renameNodes: s.nodeIds.slice(0, 100) };
+    case 'rename':
+      return { method: 'PATCH', path: '/v1/nodes/', headers: auth, rotate: { ids: s.nodeIds.slice(0, 100), path: '"/v1/nodes/" .. id', body: `'{"name":"duel-' .. tag .. '-' .. i .. '"}'` } };
+    case 'tag':
+      return {
+        method: 'PUT',
+        path: '/v1/tags',
+        headers: auth,
+        rotate: { ids: s.nodeIds.slice(0, 100), path: '"/v1/tags"', body: `'{"resource_type":"node","resource_id":"' .. id .. '","key":"duel","value":"v-' .. tag .. '-' .. i .. '"}'` },
+      };
+    case 'scale':
+      return { method: 'POST', path: '/v1/compute/instances/', headers: auth, rotate: { ids: s.instanceIds!, path: '"/v1/compute/instances/" .. id .. "/scale"', body: `'{"replicas":' .. (i % 5 + 1) .. '}'` } };
     default:
       throw new Error(`unknown scenario ${scenario}`);
   }
 }
 
 async function responseBytes(target: Target, load: Load): Promise<number> {
-  if (load.renameNodes) return NaN;
+  if (load.rotate) return NaN;
   const res = await httpRequest(`${target.running!.url}${load.path}`, { method: load.method, ca: false, headers: load.headers, body: load.body });
   if (res.status >= 300) throw new Error(`${target.name} ${load.method} ${load.path}: HTTP ${res.status} ${res.text.slice(0, 200)}`);
   return res.raw.length;
@@ -514,15 +566,15 @@ async function main() {
     }
 
     const rows: Row[] = [];
-    const measure = async (scenario: string, kind: string, n?: number) => {
+    const measure = async (scenario: string, kind: string, n?: number, on = targets) => {
       const row: Row = { scenario, kind, results: new Map(), bytes: new Map() };
-      for (const t of targets) {
+      for (const t of on) {
         row.results.set(t.name, []);
         row.bytes.set(t.name, await responseBytes(t, loads(t, kind, n)));
         await runWrk(t, loads(t, kind, n), 2); // warm-up (JIT, caches, connections)
       }
       for (let r = 0; r < REPEAT; r++) {
-        for (const t of targets) row.results.get(t.name)!.push(await runWrk(t, loads(t, kind, n)));
+        for (const t of on) row.results.get(t.name)!.push(await runWrk(t, loads(t, kind, n)));
       }
       rows.push(row);
       printRow(row, targets);
@@ -537,7 +589,14 @@ async function main() {
       }
     }
     if (SCENARIOS.has('login')) await measure('login', 'login');
-    if (SCENARIOS.has('write')) await measure('write (rename node)', 'write');
+    if (SCENARIOS.has('write')) {
+      await measure('write: rename node', 'rename');
+      // Writes the anchor has no equivalent of (see the top of this file): hangar alone.
+      const hangar = targets.filter((t) => t.name === 'hangar');
+      await measure('write: tag put', 'tag', undefined, hangar);
+      hangar[0]!.seeded!.instanceIds = seedStoppedInstances(hangar[0]!, 20);
+      await measure('write: instance scale', 'scale', undefined, hangar);
+    }
 
     console.log('');
     // RSS right after the last run varies with when the collector last ran; read again after both
@@ -580,7 +639,7 @@ function printRow(row: Row, targets: Target[]) {
   const med = new Map<string, number>();
   let wrkCpu = 0;
   let errors = 0;
-  for (const t of targets) {
+  for (const t of targets.filter((x) => row.results.has(x.name))) {
     const rs = row.results.get(t.name)!;
     const rps = median(rs.map((r) => r.rps));
     med.set(t.name, rps);
@@ -590,7 +649,10 @@ function printRow(row: Row, targets: Target[]) {
       `${fmt(rps).padStart(t.name.length + 6)} ${fmt(median(rs.map((r) => r.p50)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.p99)), 2).padStart(7)} ${fmt(median(rs.map((r) => r.serverCpu)), 2).padStart(4)} ${fmt(median(rs.map((r) => r.cpuPerRequest))).padStart(6)} ${fmt(row.bytes.get(t.name)!).padStart(6)}`.padStart(49),
     );
   }
-  if (targets.length > 1) {
+  if (targets.length > 1 && !row.results.has('anchor')) {
+    cols.push(`${'anchor: no equivalent'.padStart(49)}`);
+    cols.push('   –'.padEnd(15), '       –'.padStart(9));
+  } else if (targets.length > 1) {
     const ratio = med.get('hangar')! / med.get('anchor')!;
     const target = TARGETS[row.kind];
     const cpu = (name: string) => median(row.results.get(name)!.map((r) => r.cpuPerRequest));
@@ -599,7 +661,7 @@ function printRow(row: Row, targets: Target[]) {
   }
   cols.push(`${fmt(wrkCpu, 2).padStart(8)} ${String(errors).padStart(7)}`);
   console.log(cols.join(' '));
-  if (REPEAT > 1 && targets.length > 1) {
+  if (REPEAT > 1 && row.results.has('anchor')) {
     const per = row.results.get('hangar')!.map((r, i) => fmt(r.rps / row.results.get('anchor')![i]!.rps, 2));
     console.log(`${''.padEnd(22)} per-run ratios ${per.join(', ')}`);
   }

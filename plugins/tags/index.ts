@@ -9,6 +9,10 @@ import { RESOURCE_TYPES, TagsRef, type ResourceType, type Tag, type TagsApi } fr
 import { ResourceDeleted } from '../../core/events.js';
 
 const TAGS = 'tags';
+/** A tag set or its value replaced: one prepared statement (core/db/writes.ts). */
+const PUT_TAG =
+  'insert into "tags" ("resource_type", "resource_id", "key", "value", "created_at", "updated_at") values (?, ?, ?, ?, ?, ?) ' +
+  'on conflict ("resource_type", "resource_id", "key") do update set "value" = excluded."value", "updated_at" = excluded."updated_at"';
 
 const ResourceTypeSchema = Type.Union(
   RESOURCE_TYPES.map((t) => Type.Literal(t)),
@@ -115,10 +119,7 @@ export default definePlugin({
             const { resource_type: type, resource_id: ref, key, value } = req.body;
             const id = await resolve(type, ref);
             const now = clock.now().toISOString();
-            await knex()
-              .insert({ resource_type: type, resource_id: id, key, value, created_at: now, updated_at: now })
-              .onConflict(['resource_type', 'resource_id', 'key'])
-              .merge(['value', 'updated_at']);
+            await db.writes.run(TAGS, PUT_TAG, [type, id, key, value, now, now]);
             return { resource_type: type, resource_id: id, key, value };
           },
         }),
