@@ -424,6 +424,15 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     const listed = await hangarCli(['backup', 'schedule', 'list'], { env, timeoutMs: 60_000 });
     expect(listed.code, listed.stderr).to.equal(0);
     expect(listed.stdout).to.contain(named('nightly')).and.to.contain(scheduleId);
+    // A cron schedule of tagged volumes, made with the CLI.
+    const weekly = await hangarCli(['backup', 'schedule', 'create', named('weekly'), '--target', named('sched'), '--volume-tag', `backup=${named('nightly')}`, '--cron', '0 4 * * sun', '--json'], { env, timeoutMs: 60_000 });
+    expect(weekly.code, weekly.stderr).to.equal(0);
+    expect(JSON.parse(weekly.stdout)).to.deep.include({ cron: '0 4 * * sun', every_seconds: null, volume_ids: [], volume_tags: { backup: named('nightly') } });
+    expect(new Date(JSON.parse(weekly.stdout).next_run_at).getUTCDay(), 'a Sunday').to.equal(0);
+    const noWhen = await hangarCli(['backup', 'schedule', 'create', named('never'), '--target', named('sched'), '--volume', volumeId], { env, timeoutMs: 60_000 });
+    expect(noWhen.code).to.equal(1);
+    expect(noWhen.stderr).to.contain('give every_seconds (an interval) or cron (a cron expression), one of them');
+    expect((await hangarCli(['backup', 'schedule', 'delete', named('weekly')], { env, timeoutMs: 60_000 })).code).to.equal(0);
     const removed = await hangarCli(['backup', 'schedule', 'delete', named('nightly')], { env, timeoutMs: 60_000 });
     expect(removed.code, removed.stderr).to.equal(0);
     expect(removed.stdout).to.equal(`deleted backup schedule ${named('nightly')}\n`);
