@@ -1,3 +1,4 @@
+import type { RouteScope } from '../../core/auth/scope.js';
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
@@ -180,6 +181,9 @@ function runView(r: RunRecord) {
   if (r.operation === 'restore') return { ...common, source_id: r.source_id };
   return { ...common, size: num(r.bytes), bytes_added: num(r.bytes_added), files: num(r.files), schedule_id: r.schedule_id ?? null };
 }
+
+/** A volume's backups and restores act in the volume's project (core/auth/scope.ts); a restore takes only the volume's own backups. */
+const OF_VOLUME: RouteScope = { of: [{ kind: 'volume', from: 'params.id' }] };
 
 export default definePlugin({
   name: 'backups',
@@ -399,6 +403,7 @@ export default definePlugin({
         method: 'GET',
         path: `/v1/volumes/{id}/${operation}s`,
         auth: 'authenticated',
+        scope: OF_VOLUME,
         summary,
         schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
         async handler(req) {
@@ -623,6 +628,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes/{id}/backups',
           auth: { role: 'admin' },
+          scope: OF_VOLUME,
           permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,
@@ -639,6 +645,7 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes/{id}/restore',
           auth: { role: 'admin' },
+          scope: OF_VOLUME,
           permission: 'volumes:restore',
           summary: 'Restore one of a volume’s backups into it (202 with the task): its folder then holds exactly the snapshot; 409 while a workload uses the volume',
           status: 202,

@@ -1,3 +1,4 @@
+import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Clock } from '../../core/clock.js';
@@ -160,6 +161,7 @@ export default definePlugin({
     const core = services.clusters;
     const view = (lb: LoadBalancerRecord) => lbView(core, lb);
     const balancers = new LoadBalancerStore(db, clock);
+    services.provided.contribute(ScopeResolvers, tableResolver('loadbalancer', () => db.knex, LOAD_BALANCERS, { via: 'cluster_id' }));
     services.provided.provide(GatewayRef, { balancers });
     const now = () => clock.now().toISOString();
     const lbSettings = { host_config_dir: settings.host_config_dir, container_config_dir: settings.container_config_dir, reload_signal: settings.reload_signal, publish_mode: settings.publish_mode };
@@ -305,6 +307,8 @@ export default definePlugin({
     function lbRoutes(backend: ClusterBackend, profile: LoadBalancerProfile) {
       const { noun, title, path: clustersPath } = core.naming(backend.name);
       const path = `${clustersPath}/{id}/lb`;
+      // The cluster's project decides (core/auth/scope.ts): its maintainers deploy and remove its balancer.
+      const onCluster: RouteScope = { of: [{ kind: 'cluster', from: 'params.id', noun }] };
       const image = () => profile.image(services.config);
       const requireCluster = async (id: string, state?: 'any') => {
         const cluster = await core.clusters.findByIdOrName(id);
@@ -316,6 +320,7 @@ export default definePlugin({
           method: 'POST' as const,
           path,
           auth: { role: 'admin' as const },
+          scope: onCluster,
           summary: `Deploy the ${title}’s load balancer (${profile.runs}) with the current routes; again deploys it anew (the configured image, the routes)`,
           status: 202,
           schemas: { params: IdParams, response: LoadBalancerView },
@@ -348,6 +353,7 @@ export default definePlugin({
           method: 'DELETE' as const,
           path,
           auth: { role: 'admin' as const },
+          scope: onCluster,
           summary: `Remove the ${title}’s load balancer (202; the record goes once its workload is removed)`,
           status: 202,
           schemas: { params: IdParams, response: LoadBalancerView },
@@ -399,11 +405,13 @@ export default definePlugin({
           find: requireBalancer,
           view,
           response: LoadBalancerView,
+          scope: { kind: 'loadbalancer' },
         }),
         defineRoute({
           method: 'POST',
           path: '/v1/loadbalancers/{id}/redeploy',
           auth: { role: 'admin' },
+          scope: { of: [{ kind: 'loadbalancer', from: 'params.id' }] },
           summary: 'Deploy a load balancer anew: with the image configured now (gateway.image for a swarm, gateway.kubernetes_image for a Kubernetes cluster) and the current routes, whatever it last applied; 202, poll for its status',
           status: 202,
           schemas: { params: IdParams, response: LoadBalancerView },

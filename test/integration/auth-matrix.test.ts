@@ -117,7 +117,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
   it('cross-tenant matrix: every operation on a project\'s resource × resources of two projects × {admin, auditor, each project role in the owning project, a role in the other, no membership} answers as the declared permission says', async function () {
     this.timeout(120_000);
     const knex = t.hangar.services.db.knex;
-    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config and a volume.
+    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config, a load balancer and a volume.
     const projects: Record<'a' | 'b', string> = { a: '', b: '' };
     for (const p of ['a', 'b'] as const) {
       const res = await t.request('POST', '/v1/projects', { headers: bearer(admin.token), body: { name: `matrix-${p}` } });
@@ -137,6 +137,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
           'secrets',
           { id: `${kind.slice(0, 3).replace('con', 'cfg')}-mx${p}`, kind, name: `mx-${kind}-${p}`, cluster_id: swarm, namespace: '', runtime_name: `mx-${kind}-${p}`, data_sealed: sealed, created_at: now, updated_at: now },
         ]),
+        ['load_balancers', { id: `lb-mx${p}`, name: `lb-mx-swarm-${p}`, cluster_id: swarm, runtime_name: `mx-lb-${p}`, image: 'x', status: 'failed', routes: '[]', created_at: now, updated_at: now }],
         ['volumes', { id: `vol-mx${p}`, name: `mx-vol-${p}`, node_id: 'node-mxnobody', folder: `/srv/mx-${p}`, type: 'local', status: 'failed', project_id: projects[p], created_at: now, updated_at: now }],
       ] as Array<[string, Record<string, unknown>]>;
     };
@@ -158,7 +159,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     }
     await ensureFixtures();
     const fixture = (route: RegisteredRoute['route'], p: 'a' | 'b', kind: string) =>
-      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol' }[kind]}-mx${p}`;
+      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb' }[kind]}-mx${p}`;
 
     // Callers: a member of project a in each built-in role, a maintainer of b, a user of no project.
     type Who = { name: string; headers: Record<string, string>; role: string; member: Partial<Record<'a' | 'b', string>> };
