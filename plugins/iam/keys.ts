@@ -30,7 +30,7 @@ export const KeyScopeInput = {
     Type.String({
       minLength: 1,
       maxLength: 63,
-      pattern: '^[a-z][a-z0-9_-]*$',
+      pattern: '^[a-z0-9][a-z0-9_-]*$',
       description: 'the key holds what this role grants, within its owner’s: with project, a project role (viewer, deployer, maintainer, owner or one of the project’s custom roles); without, an installation role (admin, auditor, user). Default: whatever its owner holds, as it changes',
     }),
   ),

@@ -104,6 +104,14 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     const added = await sig(owners, 'PUT', '/v1/projects/team-b/members/audrey', { body: { role: 'viewer' } });
     expect(added.status, added.text).to.equal(201);
     expect((await sig(owners, 'PUT', '/v1/projects/team-a/members/audrey', { body: { role: 'viewer' } })).status).to.equal(404);
+
+    // A custom role of the project works as a built-in one.
+    expect((await api('POST', '/v1/projects/team-a/roles', { name: '2nd-line', permissions: ['services:read', 'services:deploy'] })).status).to.equal(201);
+    const custom = await makeKey(bob, { project: 'team-a', role: '2nd-line' });
+    expect(custom.data).to.include({ role: '2nd-line' });
+    expect(custom.data.permissions).to.deep.equal(['account:read', 'services:deploy', 'services:read']);
+    expect((await sig(custom, 'GET', '/v1/iam/whoami')).json.data.permissions).to.deep.equal(['account:read', 'services:deploy', 'services:read']);
+    expect((await sig(custom, 'GET', `/v1/projects/${teamA}`)).status).to.equal(403);
   });
 
   it('reaches the resources of its project only: another project’s cluster is not there for it, even an admin’s key', async () => {
