@@ -4,10 +4,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../../core/config.js';
-import { describeEachDialect } from '../../support/dialects.js';
+import { DIALECTS, TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
-import { requireService } from '../../support/requirements.js';
+import { postgresAvailable, requireService } from '../../support/requirements.js';
 
 /** Where scripts/schemathesis.sh (run by .ci/run and scripts/services.sh) installs the pinned version. */
 const ST = process.env.HANGAR_SCHEMATHESIS ?? '/var/cache/hangar-ci/schemathesis/bin/st';
@@ -104,23 +104,46 @@ function runSchemathesis(args: { schema: string; base: string; token: string; ca
   });
 }
 
-describeEachDialect('schemathesis: the API against its OpenAPI documents', (dialect) => {
-  let t: TestHangar;
-  let admin: Credentials;
-  let user: Credentials;
-  let dir: string;
+/** One dialect's control plane and callers, with its own folder (schemathesis's cache and reports). */
+interface Side {
+  dialect: TestDialect;
+  t: TestHangar;
+  admin: Credentials;
+  user: Credentials;
+  dir: string;
+}
+
+// Both dialects side by side, in one suite: each run is one schemathesis process (Python, one core,
+// most of the time) driving a control plane that leaves the other core half idle, so the SQLite and
+// the PostgreSQL run of each case go at once, against their own control planes, with the same seed
+// and the same cases as one after the other (~3/4 of the time on two cores). Both must pass.
+describe('schemathesis: the API against its OpenAPI documents [sqlite and postgres side by side]', () => {
+  const sides: Side[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
   before(async function () {
+    this.timeout(120_000);
     requireService(this, existsSync(ST), `schemathesis at ${ST} (bash scripts/schemathesis.sh installs it)`);
-    dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-fuzz-'));
-    // Every plugin a default configuration loads; no check here: schemathesis does it.
-    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, openApiCheck: false });
-    admin = await bootstrapAdmin(t);
-    user = await createUser(t, admin, { username: 'fuzz-user', email: 'fuzz-user@example.test' });
-    writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
+    requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
+    for (const name of DIALECTS) {
+      const dialect = new TestDialect(name);
+      const dir = mkdtempSync(path.join(os.tmpdir(), `hangar-fuzz-${name}-`));
+      const started: { t?: TestHangar } = {};
+      cleanups.push(async () => {
+        await started.t?.stop();
+        await dialect.cleanup();
+        rmSync(dir, { recursive: true, force: true });
+      });
+      // Every plugin a default configuration loads; no check here: schemathesis does it.
+      const t = (started.t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, openApiCheck: false }));
+      const admin = await bootstrapAdmin(t);
+      const user = await createUser(t, admin, { username: 'fuzz-user', email: 'fuzz-user@example.test' });
+      writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
+      sides.push({ dialect, t, admin, user, dir });
+    }
   });
-  after(async () => {
-    await t?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+  after(async function () {
+    this.timeout(60_000);
+    for (const cleanup of cleanups.splice(0)) await cleanup();
   });
 
   const documents = [
@@ -133,24 +156,34 @@ describeEachDialect('schemathesis: the API against its OpenAPI documents', (dial
     for (const doc of documents) {
       it(`${doc.listener} API as ${who}: no 5xx, every answer as documented`, async function () {
         this.timeout(1_200_000);
-        const base = t.hangar.url(doc.listener);
-        const outcome = await runSchemathesis({
-          schema: `${base}${doc.path}`,
-          base,
-          token: (who === 'admin' ? admin : user).token,
-          ca: doc.listener === 'control' ? path.join(dir, 'ca.pem') : undefined,
-          dir,
-          label: `${doc.listener}-${who}`,
-          ...PLAN[who],
-        });
-        const histogram = Object.entries(outcome.histogram).sort().map(([s, n]) => `${s}×${n}`).join(' ');
-        console.log(
-          `      schemathesis ${doc.listener} API as ${who} [${dialect.name}] (seed ${SEED}, ${PLAN[who].phases}, ${PLAN[who].examples} examples): ` +
-            `${outcome.requests} requests; statuses ${histogram}`,
+        const outcomes = await Promise.all(
+          sides.map((side) => {
+            const base = side.t.hangar.url(doc.listener);
+            return runSchemathesis({
+              schema: `${base}${doc.path}`,
+              base,
+              token: (who === 'admin' ? side.admin : side.user).token,
+              ca: doc.listener === 'control' ? path.join(side.dir, 'ca.pem') : undefined,
+              dir: side.dir,
+              label: `${doc.listener}-${who}`,
+              ...PLAN[who],
+            });
+          }),
         );
-        expect(outcome.serverErrors, 'answers with a 5xx status').to.deep.equal([]);
-        expect(outcome.code, `schemathesis found answers that do not match the document:\n${outcome.output.slice(-6000)}`).to.equal(0);
-        expect(outcome.requests).to.be.greaterThan(30);
+        for (const [i, outcome] of outcomes.entries()) {
+          const dialect = sides[i]!.dialect.name;
+          const histogram = Object.entries(outcome.histogram).sort().map(([s, n]) => `${s}×${n}`).join(' ');
+          console.log(
+            `      schemathesis ${doc.listener} API as ${who} [${dialect}] (seed ${SEED}, ${PLAN[who].phases}, ${PLAN[who].examples} examples): ` +
+              `${outcome.requests} requests; statuses ${histogram}`,
+          );
+        }
+        for (const [i, outcome] of outcomes.entries()) {
+          const dialect = sides[i]!.dialect.name;
+          expect(outcome.serverErrors, `[${dialect}] answers with a 5xx status`).to.deep.equal([]);
+          expect(outcome.code, `[${dialect}] schemathesis found answers that do not match the document:\n${outcome.output.slice(-6000)}`).to.equal(0);
+          expect(outcome.requests, `[${dialect}] requests`).to.be.greaterThan(30);
+        }
       });
     }
   }
