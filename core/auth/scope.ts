@@ -246,7 +246,7 @@ export function tableResolver(
       const named = new Map<string, string | null>();
       for (const r of rows) {
         const project = r.project_id ?? fallback;
-        out.set(r.id, project);
+        if (refs.includes(r.id)) out.set(r.id, project);
         // A name that several resources share (unique per cluster only) and that leads to different
         // projects belongs to none: only installation roles reach it by that name (its id works).
         if (refs.includes(r.name)) named.set(r.name, named.has(r.name) && named.get(r.name) !== project ? null : project);
