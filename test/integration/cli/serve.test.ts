@@ -72,6 +72,13 @@ describe('hangar CLI: serve', () => {
       const line = await waitForLine(child, /hangar started/);
       const url = JSON.parse(line).urls[0] as string;
       expect(url).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
+      // Each step of the start, in the order done, as wall-clock and CPU ms since the process began.
+      const STEPS = ['entry', 'config_read', 'modules_loaded', 'store_opened', 'plugins_loaded', 'config_checked', 'migrations', 'pki', 'drivers', 'plugins_set_up', 'notices', 'resumed', 'listening'];
+      const { start_ms: wall, start_cpu_ms: cpu } = JSON.parse(line) as Record<string, Record<string, number>>;
+      for (const steps of [wall!, cpu!]) {
+        expect(Object.keys(steps)).to.deep.equal(STEPS);
+        expect(STEPS.map((s) => steps[s]!), 'each step done after the one before').to.deep.equal(STEPS.map((s) => steps[s]!).sort((a, b) => a - b));
+      }
       // The launcher replaced itself with node (exec): the process answering is the one it started.
       const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
       expect(environ, 'glibc is told to return large blocks').to.include(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? '4194304'}`);
