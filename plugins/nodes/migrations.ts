@@ -141,4 +141,11 @@ export const nodeMigrations: Migration[] = [
       });
     },
   },
+  {
+    /** One running agent rollout at a time, also between two requests at once (either dialect has partial indexes). */
+    id: '005_agent_rollouts_one_running',
+    async up(knex) {
+      await knex.raw(`create unique index agent_rollouts_one_running on ${AGENT_ROLLOUTS} (status) where status = 'running'`);
+    },
+  },
 ];

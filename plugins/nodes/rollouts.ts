@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Clock } from '../../core/clock.js';
-import { StampedRepository } from '../../core/db/repository.js';
+import { isUniqueViolation, StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -452,7 +452,7 @@ export function rollouts(ctx: NodesContext): NodesPart {
         };
         const at = now().toISOString();
         const id = newId('arol');
-        const record = await store.insert({
+        const values: RolloutRecord = {
           id,
           name: id,
           status: 'running',
@@ -476,6 +476,12 @@ export function rollouts(ctx: NodesContext): NodesPart {
           op_id: null,
           op_lease_until: null,
           op_rev: 0,
+        };
+        const record = await store.insert(values).catch(async (err: unknown) => {
+          // The index that allows one running rollout (store.insert answers its violation as a 409 of its own words).
+          if (!isUniqueViolation(err) && (err as { status?: number }).status !== 409) throw err;
+          const other = await store.findOne({ status: 'running' });
+          throw conflict(`Agent rollout ${other?.id ?? ''} started meanwhile and is still running: wait for it, or cancel it`);
         });
         const versions = [...new Set(Object.values(targets).map((t) => t.version))].join(', ');
         await note(record, 'started', `updating ${toUpdate.length} of ${selected.length} selected node(s) to ${versions || 'the served version'} in ${waves.length} wave(s) of ${size}`, {

@@ -272,13 +272,16 @@ describeEachDialect('nodes: the agent updated in waves (POST /v1/nodes/update-ag
   it('cancel stops before the next wave; a finished rollout cannot be cancelled (409)', async function () {
     this.timeout(30_000);
     const set = await nodes('cancel', ['good', 'good', 'good']);
-    const started = await api('POST', '/v1/nodes/update-agent', { node_ids: set.map((n) => n.id), wave_size: 1, pause_s: 600 });
-    const id = started.json.data.id as string;
+    // Two requests at once: one starts, the other is refused (one running rollout at a time; this one lasts until cancelled).
+    const both = await Promise.all([1, 2].map(() => api('POST', '/v1/nodes/update-agent', { node_ids: set.map((n) => n.id), wave_size: 1, pause_s: 600 })));
+    expect(both.map((r) => r.status).sort(), both.map((r) => `${r.status} ${r.text}`).join('\n')).to.deep.equal([202, 409]);
+    expect(both.find((r) => r.status === 409)!.json.message).to.match(/^Agent rollout arol-[0-9a-z]+ (is still running|started meanwhile and is still running)/);
+    const id = both.find((r) => r.status === 202)!.json.data.id as string;
     // The first wave done, the pause before the second.
     const paused = await waitFor(async () => {
       const r = await rollout(id);
-      return r.waves_done === 1 ? r : null;
-    }, { timeoutMs: 15_000, what: 'the first wave' });
+      return r.waves_done === 1 && r.next_wave_at ? r : null;
+    }, { timeoutMs: 15_000, what: 'the pause after the first wave' });
     expect(paused).to.include({ status: 'running', current_wave: 2 });
     expect(paused.next_wave_at).to.be.a('string');
     const cancel = await api('POST', `/v1/nodes/update-agent/${id}/cancel`);
