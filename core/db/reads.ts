@@ -73,13 +73,7 @@ export class PreparedReads {
   }
 
   private pgStatement(sql: string): { name: string; text: string } {
-    let statement = this.pgTexts.get(sql);
-    if (!statement) {
-      let n = 0;
-      statement = { name: `hangar_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql.replace(/\?/g, () => `$${++n}`) };
-      this.pgTexts.set(sql, statement);
-    }
-    return statement;
+    return pgNamedStatement(this.pgTexts, sql, 'hangar_');
   }
 
   close(): void {
@@ -94,4 +88,18 @@ function sqliteValue(value: unknown): unknown {
   if (typeof value === 'boolean') return value ? 1 : 0;
   if (value instanceof Date) return value.toISOString();
   return value;
+}
+
+/**
+ * The PostgreSQL named statement of `sql` (its `?` placeholders numbered `$1`, `$2`…; its name a hash
+ * of the text after `prefix`), kept in `cache` while it holds fewer than `max` texts.
+ */
+export function pgNamedStatement(cache: Map<string, { name: string; text: string }>, sql: string, prefix: string, max = Infinity): { name: string; text: string } {
+  let statement = cache.get(sql);
+  if (!statement) {
+    let n = 0;
+    statement = { name: `${prefix}${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql.replace(/\?/g, () => `$${++n}`) };
+    if (cache.size < max) cache.set(sql, statement);
+  }
+  return statement;
 }

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Row } from './repository.js';
 import type { Dialect } from './store.js';
 import { PreparedTransaction } from './prepared-transaction.js';
+import { pgNamedStatement } from './reads.js';
 import { currentWriteScope, noteTransactionChange, outcomeUnknown, wasChange, type WriteScope } from './write-scope.js';
 
 type SqliteStatement = { reader: boolean; all(...params: unknown[]): Row[]; run(...params: unknown[]): { changes: number } };
@@ -156,13 +156,7 @@ export class PreparedWrites {
   }
 
   private pgStatement(sql: string): { name: string; text: string } {
-    let statement = this.pgTexts.get(sql);
-    if (!statement) {
-      let n = 0;
-      statement = { name: `hangar_w_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql.replace(/\?/g, () => `$${++n}`) };
-      if (this.pgTexts.size < MAX_STATEMENTS) this.pgTexts.set(sql, statement);
-    }
-    return statement;
+    return pgNamedStatement(this.pgTexts, sql, 'hangar_w_', MAX_STATEMENTS);
   }
 }
 
