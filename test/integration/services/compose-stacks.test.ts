@@ -10,12 +10,14 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
+import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 import { RoutesChanged } from '../../../core/clusters/topics.js';
 import { ResourceDeleted } from '../../../core/events.js';
 
 // Compose stacks deployed through a real agent on this host into the host engine's swarm.
-// (`sh -c` ignores SIGTERM as PID 1: a short stop_grace_period keeps updates and removals quick.)
+// (`sh -c` ignores SIGTERM as PID 1 unless it traps it: the commands do (stays()), and a short
+// stop_grace_period stays as a bound, so updates and removals are quick.)
 const RUN = randomBytes(3).toString('hex');
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 
@@ -23,19 +25,19 @@ const TWO_SERVICES = `# two busybox services; web is routed by the load balancer
 services:
   web:
     image: ${TEST_IMAGE}
-    command: ['sh', '-c', 'echo hello from web; sleep 3600']
+    command: ${JSON.stringify(stays('echo hello from web'))}
     stop_grace_period: 1s
     x-hangar:
       port: 8080
   worker:
     image: ${TEST_IMAGE}
-    command: ['sh', '-c', 'echo hello from worker; sleep 3600']
+    command: ${JSON.stringify(stays('echo hello from worker'))}
     stop_grace_period: 1s
 `;
 const WEB_ONLY = `services:
   web:
     image: ${TEST_IMAGE}
-    command: ['sh', '-c', 'echo hello again from web; sleep 3600']
+    command: ${JSON.stringify(stays('echo hello again from web'))}
     stop_grace_period: 1s
     x-hangar:
       domain: shop.example.test
@@ -260,7 +262,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     const compose = `services:
   app:
     image: ${TEST_IMAGE}
-    command: ['sh', '-c', 'echo "secret=$$(cat /run/secrets/db_password) config=$$(cat /etc/site.conf)"; sleep 3600']
+    command: ${JSON.stringify(stays('echo "secret=$$(cat /run/secrets/db_password) config=$$(cat /etc/site.conf)"'))}
     stop_grace_period: 1s
     secrets: [db_password]
     configs:
