@@ -164,6 +164,8 @@ export function rolloutView(r: RolloutRecord): Static<typeof RolloutView> {
   const entries = Object.entries(r.nodes);
   const counts = Object.fromEntries(STEPS.map((s) => [s, entries.filter(([, n]) => n.status === s).length])) as Record<NodeStep, number>;
   const failed = r.failed_node_id ? r.nodes[r.failed_node_id] : undefined;
+  // The wave in progress or next: a wave whose nodes are all done counts as done before the record moves past it.
+  const current = r.status === 'running' ? r.waves.findIndex((ids, i) => i >= r.current_wave && waveStatus(r, ids) !== 'completed') : -1;
   return {
     id: r.id,
     status: r.status,
@@ -174,7 +176,7 @@ export function rolloutView(r: RolloutRecord): Static<typeof RolloutView> {
     target_versions: Object.fromEntries(Object.entries(r.targets).map(([arch, t]) => [arch, t.version])),
     waves_total: r.waves.length,
     waves_done: r.waves.filter((ids) => waveStatus(r, ids) === 'completed').length,
-    current_wave: r.status === 'running' && r.current_wave < r.waves.length ? r.current_wave + 1 : null,
+    current_wave: current === -1 ? null : current + 1,
     next_wave_at: r.status === 'running' ? r.next_wave_at : null,
     cancel_requested: r.cancel_requested,
     reason: r.reason,
