@@ -28,10 +28,20 @@ const COMMANDS: Record<string, Commands> = {
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;
 
+/** The names a command answers to: the first word of its command string(s), and its aliases. */
+function namesOf(command: CommandModule<any, any>): string[] {
+  return [command.command ?? [], command.aliases ?? []].flat().map((c) => c.split(' ')[0]!);
+}
+
 async function commandsFor(argv: string[]): Promise<CommandModule<any, any>[]> {
   const named = COMMANDS[argv[0] ?? ''];
   if (named) return named();
-  return (await Promise.all([...Object.values(COMMANDS), resources].map((load) => load()))).flat();
+  // A resource command (hangar node list…) loads the resource commands only: the others bring the
+  // server, the runner and the agent (~0.3 s of CPU at every call). Anything else lists them all.
+  const resourceCommands = await resources();
+  const first = argv[0];
+  if (first && resourceCommands.some((c) => namesOf(c).includes(first))) return resourceCommands;
+  return [...(await Promise.all(Object.values(COMMANDS).map((load) => load()))).flat(), ...resourceCommands];
 }
 
 /** The `hangar` program: control plane, agent, resource commands and the script runner. */
