@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { roleGrants, userGrantsOf } from '../../core/auth/permissions.js';
-import type { RouteScope } from '../../core/auth/scope.js';
+import type { Principal } from '../../core/auth/index.js';
+import { ProjectGrantsRef, type RouteScope } from '../../core/auth/scope.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import type { Migration } from '../../core/db/migrations.js';
@@ -12,6 +13,7 @@ import { defineRoute, type BackgroundLoop, type RouteDef, type Services } from '
 import { K3sKubeconfig, K3sRevokeUserCredential, K3sUserCredential, USER_VIEW_ROLE, USERS_NAMESPACE } from '../../drivers/kubernetes/api.js';
 import { IdentityRef, USER_CHANGES, type UserRecord } from '../iam/api.js';
 import type { NodeRecord } from '../nodes/api.js';
+import { MEMBER_CHANGES } from '../projects/api.js';
 
 /**
  * Kubeconfigs per hangar user (docs/kubernetes.md, "Kubeconfigs"): a ServiceAccount of the user in
@@ -30,6 +32,11 @@ export const ON_CLUSTER: RouteScope = { of: [{ kind: 'cluster', from: 'params.id
 export const KUBECONFIG_TTL = { default: 8 * 3600, min: 600, max: 24 * 3600 };
 /** How often credentials are checked against their users (a notice of a user's change checks at once). */
 const RECONCILE_INTERVAL_MS = 60_000;
+
+/** An admin's own credential, with all its power: not a key limited to a project or to a list of permissions. */
+function unlimitedAdmin(principal: Principal): boolean {
+  return principal.role === 'admin' && !principal.project_id && !principal.permissions;
+}
 
 /**
  * The ClusterRole a hangar role is bound to: cluster-admin for admins, hangar's read-only
@@ -103,13 +110,24 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
   // The route table is whole once set-up is over: what `user` holds is derived from it once, on first use.
   const mayHold = (role: string) => roleGrants(role, 'clusters:credentials', (userGrants ??= userGrantsOf(services.routeTable().map((r) => r.route))));
 
-  /** Why a row's credentials must go now, or null while the user still holds them. */
-  function outdated(row: CredentialRow, user: UserRecord | null, now: number): string | null {
+  /**
+   * Why a row's credentials must go now, or null while the user still holds them. With projects in
+   * force, a user who is not an admin holds a kubeconfig of a cluster while its role in the
+   * cluster's project grants `clusters:credentials` (as the route decides): removed from the project,
+   * or given a role there without it, its credentials go.
+   */
+  async function outdated(row: CredentialRow, user: UserRecord | null, now: number): Promise<string | null> {
     if (!user) return 'the user was deleted';
     if (!mayHold(user.role)) return `the user's role is now ${user.role}, which holds no kubeconfig`;
     const clusterRole = clusterRoleFor(user.role);
     if (clusterRole !== row.cluster_role) return `it is bound to ${row.cluster_role}, and the user's role ${user.role} now to ${clusterRole}`;
     if (Date.parse(row.expires_at) <= now) return 'its last token expired';
+    const projects = services.provided.find(ProjectGrantsRef);
+    if (projects && user.role !== 'admin') {
+      const project = (await core.clusters.get(row.cluster_id))?.project_id;
+      const held = project ? (await projects.grantsOf(user.userid)).get(project) : undefined;
+      if (project && !held?.includes('clusters:credentials')) return `the user holds no kubeconfig in project ${project} any more (not a member, or its role there grants no clusters:credentials)`;
+    }
     return null;
   }
 
@@ -119,7 +137,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
     const users = identity().users;
     const now = services.clock.now().getTime();
     for (const row of rows) {
-      const why = outdated(row, await users.get(row.user_id), now);
+      const why = await outdated(row, await users.get(row.user_id), now);
       if (!why) continue;
       await revoke(row, why).catch((err: Error) =>
         log.warn({ cluster_id: row.cluster_id, user_id: row.user_id, error: err.message }, 'revoking kubeconfig credentials failed; trying again later'),
@@ -129,12 +147,12 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
   const reconcileUser = (userId: string | null) =>
     (userId ? knex()<CredentialRow>(CREDENTIALS).where({ user_id: userId }) : knex()<CredentialRow>(CREDENTIALS)).then(reconcile);
 
-  // A user's change (deleted, another role) is announced to every control plane: revoke at once.
-  const unsubscribe = services.serving
-    ? services.db.notices.subscribe(USER_CHANGES, (userId) => {
-        reconcileUser(userId).catch((err: Error) => log.warn({ user_id: userId, error: err.message }, 'checking kubeconfig credentials failed'));
-      })
-    : () => undefined;
+  // A user's change (deleted, another role) and a change of its project memberships are announced to every control plane: revoke at once.
+  const check = (userId: string | null) => {
+    reconcileUser(userId).catch((err: Error) => log.warn({ user_id: userId, error: err.message }, 'checking kubeconfig credentials failed'));
+  };
+  const unsubscribers = services.serving ? [services.db.notices.subscribe(USER_CHANGES, check), services.db.notices.subscribe(MEMBER_CHANGES, check)] : [];
+  const unsubscribe = () => unsubscribers.forEach((stop) => stop());
 
   const KubeconfigQuery = Type.Object(
     {
@@ -175,7 +193,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
         const { server, url } = await serverOf(cluster);
         const noStore = { 'Cache-Control': 'no-store' };
         if (req.query.admin_certificate) {
-          if (principal.role !== 'admin') throw forbidden('Only an admin may download the cluster’s admin certificate');
+          if (!unlimitedAdmin(principal)) throw forbidden('Only an admin, with a credential not limited to a project or to permissions, may download the cluster’s admin certificate');
           const { kubeconfig } = await core.runTask(server.id, K3sKubeconfig, { server_url: url }, { subject: cluster.id, timeoutMs: 30_000 }).catch((err: unknown) => {
             throw asHttpError(err, `Reading the kubeconfig of cluster ${cluster.name} on ${server.id}`);
           });
@@ -184,6 +202,12 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
         }
         const user = await identity().users.get(principal.id);
         if (!user) throw forbidden('Kubeconfigs are for users: this credential names no user');
+        // An auditor changes nothing: handing out a kubeconfig makes a ServiceAccount in the cluster (whatever its project role).
+        if (!mayHold(user.role)) throw forbidden(`Insufficient permissions: role ${user.role} holds no kubeconfig`);
+        // An admin's account is bound to cluster-admin: a key limited to a project or to permissions must not hand that out.
+        if (user.role === 'admin' && !unlimitedAdmin(principal)) {
+          throw forbidden('An admin’s kubeconfig is bound to cluster-admin: it is handed out to the admin’s own credentials, not to a key limited to a project or to permissions');
+        }
         const clusterRole = clusterRoleFor(user.role);
         const ttl = req.query.ttl ?? KUBECONFIG_TTL.default;
         const issued = await core
@@ -197,7 +221,7 @@ export function userCredentials({ services, requireActive, serverOf }: Credentia
         await knex()(CREDENTIALS).insert(row).onConflict(['cluster_id', 'user_id']).merge();
         // The user may have changed (deleted, demoted) while the agent made the credential, before this
         // record existed for that change's check to find: read it again now that the record is there.
-        const why = outdated(row, await identity().users.get(user.userid), services.clock.now().getTime());
+        const why = await outdated(row, await identity().users.get(user.userid), services.clock.now().getTime());
         if (why) {
           await revoke(row, why).catch((err: Error) =>
             log.warn({ cluster_id: row.cluster_id, user_id: row.user_id, error: err.message }, 'revoking kubeconfig credentials failed; trying again later'),

@@ -6,7 +6,7 @@ import { parse } from 'yaml';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
-import { bearer, createUser, type Credentials } from '../../support/identity.js';
+import { bearer, createUser, signed, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
 import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
@@ -65,9 +65,21 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       return res.json.data as { kubeconfig: string; credential: string; cluster_role: string; service_account: string; expires_at: string };
     }
 
+    /** A user who is a viewer of the cluster's project (`default`): a viewer holds its own kubeconfig (clusters:credentials). */
+    async function member(options: Parameters<typeof createUser>[2]) {
+      const user = await createUser(t, admin, options);
+      const added = await t.request('PUT', `/v1/projects/default/members/${user.userId}`, { body: { role: 'viewer' }, headers: bearer(admin.token) });
+      expect(added.status, added.text).to.equal(201);
+      return user;
+    }
+
     before(async function () {
       this.timeout(90_000);
-      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { name: `kc-${dialect.name}` }));
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { name: `kc-${dialect.name}`, plugins: ['projects'] }));
+      // The adopted cluster (inserted as a cluster made before projects would be) goes in the `default` project.
+      const knex = t.hangar.services.db.knex;
+      const project = await knex('projects').where({ name: 'default' }).first();
+      await knex('clusters').where({ id: cluster.clusterId }).update({ project_id: project.id });
     });
     const temp = new TempDirs();
     after(async function () {
@@ -95,11 +107,21 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
         expect(refused.status, refused.text).to.equal(400);
         expect(refused.json.message).to.contain('ttl');
       }
+
+      // An admin's key limited to permissions (or to a project) gets neither cluster-admin nor the admin certificate.
+      const key = await t.request('POST', `/v1/iam/users/${admin.userId}/keys`, { body: { description: 'kubeconfigs only', permissions: ['clusters:credentials'] }, headers: bearer(admin.token) });
+      expect(key.status, key.text).to.equal(201);
+      const limited = { accessKeyId: key.json.data.access_key_id, secretAccessKey: key.json.data.secret_access_key };
+      for (const query of ['', '?admin_certificate=true']) {
+        const res = await signed(t, limited, 'GET', `${kubeconfigPath()}${query}`);
+        expect(res.status, res.text).to.equal(403);
+        expect(res.text).not.to.contain('kubeconfig":');
+      }
     });
 
     it('any other role gets hangar-user-view: reads workloads’ shapes, not logs, exec, ConfigMaps or Secrets, creates nothing; the admin certificate is refused to it', async function () {
       this.timeout(60_000);
-      const ops = await createUser(t, admin, { username: `ops-${dialect.name}`, role: 'user' });
+      const ops = await member({ username: `ops-${dialect.name}`, role: 'user' });
       const got = await kubeconfigOf(ops);
       expect(got).to.include({ cluster_role: 'hangar-user-view', service_account: `hangar-users/hangar-${ops.userId}` });
       const api = clientOf(got.kubeconfig);
@@ -146,7 +168,7 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
 
     it('hangar cluster kubeconfig writes the user’s own (0600, --ttl); hangar cluster kubeconfig-revoke ends it', async function () {
       this.timeout(60_000);
-      const dev = await createUser(t, admin, { username: `dev-${dialect.name}`, role: 'user' });
+      const dev = await member({ username: `dev-${dialect.name}`, role: 'user' });
       const dir = temp.make('hangar-cli-kubeconfig-');
       writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
       const env = { XDG_CONFIG_HOME: dir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: dev.accessKeyId, HANGAR_SECRET_KEY: dev.secretAccessKey, HANGAR_CA_FILE: path.join(dir, 'ca.pem') };
@@ -167,10 +189,10 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
 
     it('the same token is refused by the API server once the user is deleted, demoted, made an auditor, or revokes it (DELETE)', async function () {
       this.timeout(90_000);
-      const gone = await createUser(t, admin, { username: `gone-${dialect.name}`, role: 'user' });
-      const auditor = await createUser(t, admin, { username: `auditor-${dialect.name}`, role: 'user' });
-      const demoted = await createUser(t, admin, { username: `boss-${dialect.name}`, role: 'admin' });
-      const leaving = await createUser(t, admin, { username: `leaving-${dialect.name}`, role: 'user' });
+      const gone = await member({ username: `gone-${dialect.name}`, role: 'user' });
+      const auditor = await member({ username: `auditor-${dialect.name}`, role: 'user' });
+      const demoted = await member({ username: `boss-${dialect.name}`, role: 'admin' });
+      const leaving = await member({ username: `leaving-${dialect.name}`, role: 'user' });
       const clients = {
         gone: clientOf((await kubeconfigOf(gone)).kubeconfig),
         demoted: clientOf((await kubeconfigOf(demoted)).kubeconfig),
@@ -207,7 +229,7 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
 
     it('a revocation while the cluster has no manager to ask keeps the credential and is tried again (it is not forgotten)', async function () {
       this.timeout(60_000);
-      const boss = await createUser(t, admin, { username: `stranded-${dialect.name}`, role: 'admin' });
+      const boss = await member({ username: `stranded-${dialect.name}`, role: 'admin' });
       const client = clientOf((await kubeconfigOf(boss)).kubeconfig);
       const knex = t.hangar.services.db.knex;
       const row = () => knex('k8s_user_credentials').where({ cluster_id: cluster.clusterId, user_id: boss.userId }).first();
@@ -229,7 +251,7 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
 
     it('a user demoted while its kubeconfig is being made gets a 409, not a credential of the role it lost', async function () {
       this.timeout(60_000);
-      const boss = await createUser(t, admin, { username: `racing-${dialect.name}`, role: 'admin' });
+      const boss = await member({ username: `racing-${dialect.name}`, role: 'admin' });
       const knex = t.hangar.services.db.knex;
       const { pid } = cluster.agent.child;
       // The cluster's agent holds still while the credential is asked for and the user is demoted meanwhile.
@@ -250,9 +272,21 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       await waitFor(async () => ((await knex('k8s_user_credentials').where({ user_id: boss.userId }).first()) === undefined ? true : null), { timeoutMs: 30_000, what: 'the record gone with the account' });
     });
 
+    it('a user removed from the cluster’s project loses its kubeconfig at once (its token is refused)', async function () {
+      this.timeout(60_000);
+      const leaver = await member({ username: `ex-member-${dialect.name}`, role: 'user' });
+      const client = clientOf((await kubeconfigOf(leaver)).kubeconfig);
+      expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
+      const removed = await t.request('DELETE', `/v1/projects/default/members/${leaver.userId}`, { headers: bearer(admin.token) });
+      expect(removed.status, removed.text).to.be.oneOf([200, 204]);
+      await waitFor(async () => (await statusOf(client.listNamespacedPod({ namespace: 'default' }))) === 401 || null, { timeoutMs: 30_000, what: 'the ex-member’s token refused' });
+      expect(t.logs.join('\n')).to.contain('kubeconfig credentials revoked: the user holds no kubeconfig in project');
+      expect((await as(leaver, 'GET', kubeconfigPath())).status, 'a member of no project holds clusters:credentials nowhere').to.equal(403);
+    });
+
     it('a credential an older release bound to Kubernetes’ `view` is revoked on the user’s next change (the check the loop makes at start); asked again, it is hangar-user-view', async function () {
       this.timeout(60_000);
-      const old = await createUser(t, admin, { username: `old-${dialect.name}`, role: 'user' });
+      const old = await member({ username: `old-${dialect.name}`, role: 'user' });
       const got = await kubeconfigOf(old);
       // What the release that brought kubeconfigs per user left: the account bound to `view`, recorded so.
       const name = got.service_account.split('/')[1];
