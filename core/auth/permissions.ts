@@ -196,6 +196,16 @@ export interface PermissionHolder {
   project_id?: string;
 }
 
+/**
+ * An installation admin with all its power: role `admin`, and a credential limited neither to a
+ * project nor to a list of permissions (an admin's project key or listed key is not one). What asks
+ * a machine for more than a workload gets (a bundle's bind mount of a host path, a privileged
+ * container, a cluster-scoped object…) is theirs alone.
+ */
+export function unlimitedAdmin(principal: PermissionHolder | null | undefined): boolean {
+  return principal?.role === 'admin' && !principal.project_id && !principal.permissions;
+}
+
 /** Whether a role grants a permission (before a credential's own narrowing). */
 export function roleGrants(role: string, permission: string, userGrants: UserGrants): boolean {
   const parsed = parsePermission(permission);

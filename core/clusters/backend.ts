@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import type { HangarConfig } from '../../config/schema.js';
+import { badRequest } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ORCHESTRATOR_CALLS, type OrchestratorDriver } from '../orchestrator.js';
 import { isDriverCall, type TaskKind } from '../tasks/kinds.js';
@@ -69,9 +70,21 @@ export interface BundleFormat {
   appliedObjects?: boolean;
   /**
    * Reads and checks the bundle's text (a 400 naming what is wrong): `bundle` is its name in the
-   * runtime, `defaultDomain` the domain a routed part gets when it names none.
+   * runtime, `defaultDomain` the domain a routed part gets when it names none. Unless
+   * `installationAdmin` (core/auth/permissions.ts unlimitedAdmin: the caller is an installation
+   * admin with all its power), the format's privilege check refuses what asks the machines for more
+   * than a workload of a project gets (a host path, a privileged container, the host's network, a
+   * cluster-scoped object…): a 400 naming each such part (docs/tenancy.md).
    */
-  parse(text: string, context: { bundle: string; defaultDomain(part: string): string }): ParsedBundle;
+  parse(text: string, context: { bundle: string; defaultDomain(part: string): string; installationAdmin: boolean }): ParsedBundle;
+}
+
+/**
+ * What a format's privilege check found (problems naming each part, `services.web.privileged: …`),
+ * thrown as the one 400 that lists them all, each a detail on the bundle's field. Nothing: nothing thrown.
+ */
+export function refusePrivileges(problems: readonly string[], field: string): void {
+  if (problems.length) throw badRequest(`Validation failed: ${problems.join('; ')}`, problems.map((message) => ({ path: `body.${field}`, message })));
 }
 
 /**

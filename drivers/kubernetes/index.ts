@@ -7,6 +7,7 @@ import { issueUserCredential, revokeUserCredential } from './credentials.js';
 import { K3S_PATHS } from './k3s.js';
 import { applyLoadBalancer, removeLoadBalancer } from './loadbalancer.js';
 import { logsOf } from './logs.js';
+import { SERVICES_NAMESPACE } from './names.js';
 import { bundleLogs, bundleObjects, deployBundle, removeBundle, type AppliedObject, type ManifestState } from './manifests.js';
 import { listNodes, removeNode, setNodeAvailability, type KubeNode } from './nodes.js';
 import { createObject, deleteObject, objectUsers, putObject, removeObject, restartWorkload, stageVolume, unstageVolume, volumePhase } from './objects.js';
@@ -38,7 +39,7 @@ export type KubernetesDriver = Omit<OrchestratorDriver, 'deployBundle'> &
 export interface KubernetesDriverOptions {
   /** The cluster: a kubeconfig file's path, or a loaded KubeConfig (default: k3s's /etc/rancher/k3s/k3s.yaml). */
   kubeconfig?: string | KubeConfig;
-  /** Where hangar's own workloads, secrets, configs and volume claims go (default `default`). */
+  /** Where hangar's own workloads, secrets, configs and volume claims go (default `default`: names.ts SERVICES_NAMESPACE). */
   namespace?: string;
   /** How long a drain keeps asking for evictions a PodDisruptionBudget refuses (default 60 s). */
   drainTimeoutMs?: number;
@@ -50,7 +51,7 @@ export interface KubernetesDriverOptions {
  * (k3s installed anew on the machine has a new CA and credentials).
  */
 export function createKubernetesDriver(options: KubernetesDriverOptions = {}): KubernetesDriver {
-  const namespace = options.namespace ?? 'default';
+  const namespace = options.namespace ?? SERVICES_NAMESPACE;
   let loaded: { ctx: KubeContext; mtimeMs: number } | undefined;
   const current = (): KubeContext => {
     if (options.kubeconfig instanceof KubeConfig) {

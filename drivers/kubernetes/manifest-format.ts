@@ -5,8 +5,9 @@
  */
 import { Type } from '@sinclair/typebox';
 import { LineCounter, parseAllDocuments } from 'yaml';
-import type { BundleFormat, ParsedBundle } from '../../core/clusters/backend.js';
+import { refusePrivileges, type BundleFormat, type ParsedBundle } from '../../core/clusters/backend.js';
 import { badRequest } from '../../core/errors.js';
+import { SERVICES_NAMESPACE } from './names.js';
 
 /** A manifest document as read: a Kubernetes object (apiVersion, kind and metadata.name at least). */
 export interface ManifestObject {
@@ -57,9 +58,11 @@ const invalid = (message: string) => badRequest(`Validation failed: ${message}`,
  * A manifest checked as far as hangar can without the cluster: valid YAML (400 naming the
  * document, line and column), every document a Kubernetes object. Its parts are its Deployments
  * (replicas: 1 when the manifest leaves them out). What the API server refuses is refused at deploy
- * time, before anything is applied (the driver applies every object as a dry run first).
+ * time, before anything is applied (the driver applies every object as a dry run first). Unless
+ * the caller is an installation admin, the privilege check ({@link manifestPrivileges}) refuses
+ * what reaches beyond a project's workloads: a 400 naming each object and field.
  */
-export function parseManifest(text: string): ParsedBundle {
+export function parseManifest(text: string, installationAdmin: boolean): ParsedBundle {
   let objects: ManifestObject[];
   try {
     objects = readManifest(text);
@@ -67,6 +70,7 @@ export function parseManifest(text: string): ParsedBundle {
     if (!(err instanceof ManifestProblem)) throw err;
     throw invalid(err.document === null ? 'manifest has no objects' : `manifest document ${err.document} ${err.what}`);
   }
+  if (!installationAdmin) refusePrivileges(manifestPrivileges(objects), 'manifest');
   const desired: Record<string, number | null> = {};
   for (const object of objects) {
     if (object.kind !== 'Deployment' || object.apiVersion !== 'apps/v1') continue;
@@ -76,6 +80,101 @@ export function parseManifest(text: string): ParsedBundle {
   return { desired, routes: [], objects: [] };
 }
 
+const FOR_ADMINS = 'is for installation admins';
+const ARE_FOR_ADMINS = 'are for installation admins';
+const RBAC_KINDS = new Set(['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']);
+/** Kinds a manifest of a non-admin may hold, by API group (`` for the core group): namespaced, no RBAC, none that reaches beyond the namespace. */
+const NAMESPACED_KINDS: Record<string, readonly string[]> = {
+  '': ['Pod', 'Service', 'ConfigMap', 'Secret', 'PersistentVolumeClaim', 'ServiceAccount', 'ReplicationController', 'PodTemplate'],
+  apps: ['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet'],
+  batch: ['Job', 'CronJob'],
+  'networking.k8s.io': ['Ingress', 'NetworkPolicy'],
+  autoscaling: ['HorizontalPodAutoscaler'],
+  policy: ['PodDisruptionBudget'],
+};
+/** Cluster-scoped kinds of Kubernetes itself (any other kind not in {@link NAMESPACED_KINDS} is refused as unknown). */
+const CLUSTER_KINDS = new Set([
+  'Namespace', 'Node', 'PersistentVolume', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'StorageClass', 'PriorityClass', 'RuntimeClass', 'IngressClass',
+  'ValidatingWebhookConfiguration', 'MutatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding', 'MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding',
+  'APIService', 'CertificateSigningRequest', 'CSIDriver', 'CSINode', 'VolumeAttachment', 'FlowSchema', 'PriorityLevelConfiguration',
+]);
+/** Where a kind keeps its pod spec, as a path of keys from the object. */
+const POD_SPEC: Record<string, readonly string[]> = {
+  Pod: ['spec'],
+  PodTemplate: ['template', 'spec'],
+  CronJob: ['spec', 'jobTemplate', 'spec', 'template', 'spec'],
+  ...Object.fromEntries(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'ReplicationController'].map((k) => [k, ['spec', 'template', 'spec']])),
+};
+const isMap = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
+
+/** The problems of one pod spec (at `at`: `spec.template.spec`): the host's namespaces and paths, privileged or escalating containers, added capabilities. */
+function podPrivileges(spec: Record<string, any>, at: string): string[] {
+  const problems: string[] = [];
+  const refuse = (where: string, what: string, hint = '') => problems.push(`${at}.${where}: ${what} ${FOR_ADMINS}${hint}`);
+  if (spec.hostNetwork === true) refuse('hostNetwork', "the host's network");
+  if (spec.hostPID === true) refuse('hostPID', "the host's processes");
+  if (spec.hostIPC === true) refuse('hostIPC', "the host's IPC namespace");
+  (Array.isArray(spec.volumes) ? spec.volumes : []).forEach((volume: unknown, i: number) => {
+    if (isMap(volume) && volume.hostPath !== undefined) refuse(`volumes[${i}].hostPath`, `a path of the host (${String(isMap(volume.hostPath) ? volume.hostPath.path : volume.hostPath)})`, '; use a PersistentVolumeClaim');
+  });
+  for (const list of ['initContainers', 'containers', 'ephemeralContainers']) {
+    (Array.isArray(spec[list]) ? spec[list] : []).forEach((container: unknown, i: number) => {
+      const context = isMap(container) && isMap(container.securityContext) ? container.securityContext : {};
+      const where = `${list}[${i}].securityContext`;
+      if (context.privileged === true) refuse(`${where}.privileged`, 'a privileged container');
+      if (context.allowPrivilegeEscalation === true) refuse(`${where}.allowPrivilegeEscalation`, 'privilege escalation');
+      const added = isMap(context.capabilities) && Array.isArray(context.capabilities.add) ? context.capabilities.add : [];
+      if (added.length) refuse(`${where}.capabilities.add`, `adding capabilities (${added.map(String).join(', ')})`);
+      if (context.procMount !== undefined && context.procMount !== 'Default') refuse(`${where}.procMount`, `an unmasked /proc (${String(context.procMount)})`);
+    });
+  }
+  return problems;
+}
+
+/**
+ * The manifest format's privilege check (docs/tenancy.md "What a bundle may ask of the machines"):
+ * every object that reaches beyond a workload of the namespace hangar applies services into, each a
+ * problem naming the object and its field (`Deployment default/x spec.template.spec.hostNetwork: …`,
+ * `ClusterRoleBinding y: …`). Only namespaced kinds hangar knows, no RBAC, no other namespace, no
+ * host paths, host namespaces, privileged or escalating containers, added capabilities, service
+ * account tokens or external IPs. The services plugin refuses such a manifest (400) from any caller
+ * but an installation admin with all its power.
+ */
+export function manifestPrivileges(objects: readonly ManifestObject[]): string[] {
+  const problems: string[] = [];
+  for (const object of objects) {
+    const { kind, apiVersion } = object;
+    const name = object.metadata.name;
+    if (CLUSTER_KINDS.has(kind)) {
+      problems.push(`${kind} ${name}: cluster-scoped objects ${ARE_FOR_ADMINS}`);
+      continue;
+    }
+    const namespace = object.metadata.namespace ?? SERVICES_NAMESPACE;
+    const label = `${kind} ${namespace}/${name}`;
+    if (RBAC_KINDS.has(kind)) {
+      problems.push(`${label}: RBAC objects (Role, RoleBinding, ClusterRole, ClusterRoleBinding) ${ARE_FOR_ADMINS}`);
+      continue;
+    }
+    if (!NAMESPACED_KINDS[groupOf(apiVersion)]?.includes(kind)) {
+      problems.push(`${label}: kind ${kind} of ${apiVersion} ${FOR_ADMINS} (a project's manifest holds ${Object.values(NAMESPACED_KINDS).flat().join(', ')})`);
+      continue;
+    }
+    if (namespace !== SERVICES_NAMESPACE) {
+      problems.push(`${label} metadata.namespace: namespace ${namespace} ${FOR_ADMINS} (services are applied into ${SERVICES_NAMESPACE}: name it or leave namespace out)`);
+    }
+    const path = POD_SPEC[kind];
+    if (path) {
+      const spec = path.reduce<unknown>((at, key) => (isMap(at) ? at[key] : undefined), object);
+      if (isMap(spec)) problems.push(...podPrivileges(spec, `${label} ${path.join('.')}`));
+    }
+    if (kind === 'Secret' && object.type === 'kubernetes.io/service-account-token') problems.push(`${label} type: a service account token ${FOR_ADMINS}`);
+    const service = isMap(object.spec) ? object.spec : {};
+    if (kind === 'Service' && Array.isArray(service.externalIPs) && service.externalIPs.length) problems.push(`${label} spec.externalIPs: external IPs ${FOR_ADMINS}`);
+  }
+  return problems;
+}
+
 /** Manifests: the k8s backend's services (`manifest` in requests, base64), applied server-side; the objects applied are kept. */
 export const manifestFormat: BundleFormat = {
   name: 'manifest',
@@ -83,5 +182,5 @@ export const manifestFormat: BundleFormat = {
   schema: Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the Kubernetes manifest (multi-document YAML), base64-encoded' }),
   describes: 'manifest on a Kubernetes cluster',
   appliedObjects: true,
-  parse: (text) => parseManifest(text),
+  parse: (text, { installationAdmin }) => parseManifest(text, installationAdmin),
 };

@@ -5,6 +5,9 @@
 /** The port k3s's API server listens on. */
 export const K3S_API_PORT = 6443;
 
+/** The namespace hangar applies services' manifests (and its workloads, secrets, configs and volume claims) into. */
+export const SERVICES_NAMESPACE = 'default';
+
 /** Namespaces the cluster's own parts live in, never scanned. */
 export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease'];
 /** The namespace of hangar's own cluster parts (its ingress controller), never scanned. */

@@ -5,7 +5,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { LineCounter, parseDocument } from 'yaml';
-import type { BundleFormat, BundleObjectEntry, BundleRoute, ParsedBundle } from '../../core/clusters/backend.js';
+import { refusePrivileges, type BundleFormat, type BundleObjectEntry, type BundleRoute, type ParsedBundle } from '../../core/clusters/backend.js';
 import { badRequest } from '../../core/errors.js';
 
 type ObjectKind = BundleObjectEntry['kind'];
@@ -135,11 +135,78 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
   return { doc, services: Object.keys(doc.services), objects, routes, desired };
 }
 
+const FOR_ADMINS = 'is for installation admins';
+/** The namespaces of the host (or of another container) a service may not join: `host`, `container:<name>`. */
+const joinsHost = (v: unknown) => typeof v === 'string' && (v === 'host' || v.startsWith('container:'));
+const isHostPath = (source: string) => /^([/.~]|[A-Za-z]:[\\/])/.test(source);
+const nonEmpty = (v: unknown) => (Array.isArray(v) ? v.length > 0 : isMap(v) ? Object.keys(v).length > 0 : v !== undefined && v !== null && v !== '');
+const listed = (v: unknown) => (Array.isArray(v) ? v.map(String).join(', ') : isMap(v) ? Object.keys(v).join(', ') : String(v));
+
+/** Why a service's `volumes[i]` entry asks for the host, or null: a bind mount (short `/src:/dst`, `./src`, `~/src`; long `type: bind`, `npipe`). */
+function hostMount(entry: unknown): string | null {
+  if (typeof entry === 'string') {
+    const parts = entry.split(':');
+    const source = parts.length > 1 ? parts[0]! : '';
+    return isHostPath(source) ? `a bind mount of a host path (${source})` : null;
+  }
+  if (!isMap(entry)) return null;
+  const source = typeof entry.source === 'string' ? entry.source : '';
+  if (entry.type === 'bind' || entry.type === 'npipe' || isHostPath(source)) return `a bind mount of a host path (${source || 'no source'})`;
+  return null;
+}
+
+/**
+ * The compose format's privilege check (docs/tenancy.md "What a bundle may ask of the machines"):
+ * every part of the file that asks a node for more than a container of a project gets, each a
+ * problem naming its place (`services.web.volumes[0]: …`). The services plugin refuses such a file
+ * (400) from any caller but an installation admin with all its power.
+ */
+export function composePrivileges(doc: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  const refuse = (at: string, what: string, hint = '') => problems.push(`${at}: ${what} ${FOR_ADMINS}${hint}`);
+  for (const [key, def] of Object.entries(isMap(doc.services) ? doc.services : {})) {
+    if (!isMap(def)) continue;
+    const at = `services.${key}`;
+    if (def.privileged === true) refuse(`${at}.privileged`, 'a privileged container');
+    if (nonEmpty(def.cap_add)) refuse(`${at}.cap_add`, `adding capabilities (${listed(def.cap_add)})`);
+    if (nonEmpty(def.devices)) refuse(`${at}.devices`, `a device of the host (${listed(def.devices)})`);
+    if (nonEmpty(def.device_cgroup_rules)) refuse(`${at}.device_cgroup_rules`, 'access to devices of the host');
+    const opts = Array.isArray(def.security_opt) ? def.security_opt.map(String).filter((o) => !/^no-new-privileges(:true)?$/.test(o)) : nonEmpty(def.security_opt) ? [listed(def.security_opt)] : [];
+    if (opts.length) refuse(`${at}.security_opt`, `a security option (${opts.join(', ')})`);
+    for (const ns of ['network_mode', 'pid', 'ipc', 'uts', 'userns_mode', 'cgroup'] as const) {
+      if (joinsHost(def[ns])) refuse(`${at}.${ns}`, `sharing the ${ns === 'network_mode' ? 'network' : ns} namespace of ${def[ns] === 'host' ? 'the host' : 'another container'} (${String(def[ns])})`);
+    }
+    if (nonEmpty(def.cgroup_parent)) refuse(`${at}.cgroup_parent`, 'a cgroup of the host');
+    if (nonEmpty(def.volumes_from)) refuse(`${at}.volumes_from`, "another container's volumes");
+    (Array.isArray(def.volumes) ? def.volumes : []).forEach((entry, i) => {
+      const why = hostMount(entry);
+      if (why) refuse(`${at}.volumes[${i}]`, why, '; use a hangar volume');
+    });
+  }
+  for (const [key, def] of Object.entries(isMap(doc.volumes) ? doc.volumes : {})) {
+    if (!isMap(def)) continue;
+    if (nonEmpty(def.driver_opts)) refuse(`volumes.${key}.driver_opts`, 'a volume with driver options (a bind of a host path, a device)', '; use a hangar volume');
+    else if (nonEmpty(def.driver) && def.driver !== 'local') refuse(`volumes.${key}.driver`, `a volume driver (${String(def.driver)})`, '; use a hangar volume');
+  }
+  for (const [key, def] of Object.entries(isMap(doc.networks) ? doc.networks : {})) {
+    if (!isMap(def)) continue;
+    const external = def.external === true || isMap(def.external);
+    const name = isMap(def.external) && def.external.name ? def.external.name : (def.name ?? (external ? key : undefined));
+    if (name === 'host' || def.driver === 'host') refuse(`networks.${key}`, "the host's network");
+    else if (def.driver === 'macvlan' || def.driver === 'ipvlan') refuse(`networks.${key}.driver`, `a network on an interface of the host (${def.driver})`);
+  }
+  return problems;
+}
+
 /** Compose stacks: the swarm backend's services (`compose_file` in requests, base64). */
 export const composeFormat: BundleFormat = {
   name: 'compose',
   field: 'compose_file',
   schema: Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the compose YAML, base64-encoded' }),
   describes: 'compose stack on a swarm',
-  parse: (text, { bundle, defaultDomain }) => parseCompose(text, bundle, defaultDomain),
+  parse: (text, { bundle, defaultDomain, installationAdmin }) => {
+    const parsed = parseCompose(text, bundle, defaultDomain);
+    if (!installationAdmin) refusePrivileges(composePrivileges(parsed.doc), 'compose_file');
+    return parsed;
+  },
 };

@@ -20,6 +20,7 @@ import { SERVICES, serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
 import { objectVersions, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
+import { unlimitedAdmin } from '../../core/auth/permissions.js';
 import { parseAllDocuments } from 'yaml';
 import { RoutesChanged } from '../../core/clusters/topics.js';
 
@@ -172,10 +173,13 @@ export default definePlugin({
     /**
      * A service's spec, read by its format and checked (400 on any problem), as the record and the
      * deploy need it: the parts and their replicas, routes, the hangar secrets and configs it uses
-     * at their current versions, and the bundle call's objects and routed parts.
+     * at their current versions, and the bundle call's objects and routed parts. What asks the
+     * machines for more than a project's workload gets (the format's privilege check) is refused
+     * unless `installationAdmin` (the caller is one with all its power: core/auth/permissions.ts
+     * unlimitedAdmin); a stored spec was checked against its caller when it was accepted.
      */
-    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord) {
-      const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}` });
+    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord, installationAdmin: boolean) {
+      const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}`, installationAdmin });
       const resolved = await resolveObjects(parsed, resolver(cluster.id, format), { noun: core.nounOf(cluster), field: format.field });
       return {
         desired: parsed.desired,
@@ -238,7 +242,8 @@ export default definePlugin({
               try {
                 const cluster = await core.requireActive(service.cluster_id);
                 const format = requireFormat(service);
-                const spec = await prepareSpec(format, service.spec, service.name, cluster);
+                // The stored spec: checked against its caller's rights when it was accepted.
+                const spec = await prepareSpec(format, service.spec, service.name, cluster, true);
                 const health = service.health && Object.keys(service.health).length ? { health: service.health } : {};
                 const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, ...health, prune: true });
                 // A format whose deploy answers the objects it applied (manifests): what is pruned against and deleted.
@@ -367,7 +372,7 @@ export default definePlugin({
 
     /** A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped service keeps it for its start). */
     async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, declared: PartHealth | null | undefined, who: Principal | null, rollbackOf?: number) {
-      const parsed = await prepareSpec(format, text, current.name, cluster);
+      const parsed = await prepareSpec(format, text, current.name, cluster, unlimitedAdmin(who));
       const parts = Object.keys(parsed.desired);
       // Not given: the checks declared so far, for the parts the new spec still has.
       const kept = declared === undefined ? Object.fromEntries(Object.entries(current.health ?? {}).filter(([part]) => parts.includes(part))) : declared;
@@ -405,7 +410,8 @@ export default definePlugin({
           description:
             'Body: `name`, `swarm_id` and `compose_file` (the YAML, base64). Everything is checked before anything is deployed: ' +
             'YAML syntax (400 naming the line), a non-empty services map with an image each, secrets and configs that name hangar objects of the swarm, ' +
-            'and the `x-hangar: {domain, port}` routing extension. Or `name`, `cluster_id` and `manifest` (multi-document YAML, base64): every document a Kubernetes object, ' +
+            'and the `x-hangar: {domain, port}` routing extension; from anyone but an installation admin, nothing that asks the machines for more than a workload ' +
+            '(a bind mount of a host path, a privileged container, the host\'s namespaces; a cluster-scoped, RBAC or other namespace\'s object, a hostPath: a 400 naming each). Or `name`, `cluster_id` and `manifest` (multi-document YAML, base64): every document a Kubernetes object, ' +
             'applied server-side by the field manager hangar (a field another manager owns fails the deploy, naming it); `applied_objects` lists what it made, ' +
             'a PUT prunes what the new manifest lacks, stop and delete delete them.',
           status: 202,
@@ -420,7 +426,7 @@ export default definePlugin({
             if (input.text === undefined) throw required(format.field);
             const text = input.text;
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
-            const parsed = await prepareSpec(format, text, body.name, cluster);
+            const parsed = await prepareSpec(format, text, body.name, cluster, unlimitedAdmin(req.principal));
             const health = checkPartHealth((req.body as { health?: PartHealth | null }).health ?? null, Object.keys(parsed.desired), format.field);
             await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
