@@ -4,9 +4,9 @@ import Koa, { type Context } from 'koa';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
-import { HttpError, reasonPhrase } from '../errors.js';
+import { forbidden, HttpError, reasonPhrase } from '../errors.js';
 import { authorize, type AuthOutcome, type PermissionCheck } from '../auth/index.js';
-import { permissionOf, userGrantsOf, type UserGrants } from '../auth/permissions.js';
+import { parsePermission, permissionOf, userGrantsOf, type UserGrants } from '../auth/permissions.js';
 import { ScopeGate, type ScopeAccess } from '../auth/scope.js';
 import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
@@ -267,6 +267,11 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
   const routeScope = route.scope;
   const gate = routeScope ? new ScopeGate(services.provided) : null;
   const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
+  // A credential limited to one project reaches what a route scopes to projects, its own account, and
+  // the projects plugin's routes (which keep a key to its project themselves); a route on resources not
+  // yet scoped to projects (tags, backup targets, object stores…) would act installation-wide.
+  const kind = parsePermission(permission)?.kind;
+  const openToProjectKeys = Boolean(route.scope) || kind === 'account' || kind === 'projects' || kind === 'public' || kind === 'agent';
   const ownProjectQuery = Boolean(((route.schemas?.query as { properties?: Record<string, unknown> } | undefined)?.properties ?? {}).project);
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {
@@ -278,6 +283,9 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const scoped = routeScope && gate!.active ? routeScope : null;
     const { principal, agent } = await authorize(route.auth, { ctx, body: readBody, listener }, services.auth, services.ca, scoped ? scopedCheck! : check);
     ctx.state.principal = principal?.id ?? agent?.nodeId;
+    if (principal?.project_id && !openToProjectKeys) {
+      throw forbidden(`This credential is limited to a project, and ${route.method} ${route.path} (${permission}) acts on resources not scoped to projects yet: use a credential of the installation`);
+    }
     // 2b: the project of what the path names (404 when it is not the caller's), a list's ?project=.
     const access: ScopeAccess | null = scoped && principal ? await gate!.access(principal, permission) : null;
     const seen = new Map<string, string>();

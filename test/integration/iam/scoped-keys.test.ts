@@ -265,7 +265,7 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect(await used()).to.equal(clock.now().toISOString());
   });
 
-  it('generated from the route table: an expired key is refused (401) on every protected operation, a project’s key on every one of the installation (403)', async function () {
+  it('generated from the route table: an expired key is refused (401) on every protected operation, a project’s key on every one of the installation and on every route of a project’s kind not scoped to projects (403)', async function () {
     this.timeout(120_000);
     const routes = t.hangar.services
       .routeTable()
@@ -283,8 +283,17 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
       const gone = await sig(lapsing, route.method, p);
       requests++;
       if (gone.status !== 401 || !String(gone.json?.message).startsWith(`The API key ${lapsing.accessKeyId} expired at`)) mismatches.push(`expired key ${what}: ${gone.status} ${gone.text.slice(0, 200)}`);
-      const kind = KINDS[parsePermission(permissionOf(route))!.kind];
-      if (kind?.scope === 'project' || permissionOf(route) === 'account:read') continue;
+      const kindName = parsePermission(permissionOf(route))!.kind;
+      const kind = KINDS[kindName];
+      if (permissionOf(route) === 'account:read') continue;
+      if (kind?.scope === 'project') {
+        // A project's kind on a route not scoped to projects (tags, backup targets, object stores…) would act installation-wide: refused.
+        if (route.scope || kindName === 'projects') continue;
+        const unscoped = await sig(scoped, route.method, p);
+        requests++;
+        if (unscoped.status !== 403 || !String(unscoped.json?.message).startsWith('This credential is limited to a project, and ')) mismatches.push(`project key, unscoped ${what}: ${unscoped.status} ${unscoped.text.slice(0, 200)}`);
+        continue;
+      }
       const outside = await sig(scoped, route.method, p);
       requests++;
       if (outside.status !== 403 || outside.json?.message !== `Insufficient permissions: this needs ${permissionOf(route)}, and this credential is limited to other permissions`) {
