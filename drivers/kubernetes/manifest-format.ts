@@ -138,8 +138,8 @@ function podPrivileges(spec: Record<string, any>, at: string): string[] {
  * problem naming the object and its field (`Deployment default/x spec.template.spec.hostNetwork: …`,
  * `ClusterRoleBinding y: …`). Only namespaced kinds hangar knows, no RBAC, no other namespace, no
  * host paths, host namespaces, privileged or escalating containers, added capabilities, service
- * account tokens or external IPs. The services plugin refuses such a manifest (400) from any caller
- * but an installation admin with all its power.
+ * account tokens, external IPs or claims of a given PersistentVolume. The services plugin refuses
+ * such a manifest (400) from any caller but an installation admin with all its power.
  */
 export function manifestPrivileges(objects: readonly ManifestObject[]): string[] {
   const problems: string[] = [];
@@ -165,12 +165,13 @@ export function manifestPrivileges(objects: readonly ManifestObject[]): string[]
     }
     const path = POD_SPEC[kind];
     if (path) {
-      const spec = path.reduce<unknown>((at, key) => (isMap(at) ? at[key] : undefined), object);
-      if (isMap(spec)) problems.push(...podPrivileges(spec, `${label} ${path.join('.')}`));
+      const podSpec = path.reduce<unknown>((at, key) => (isMap(at) ? at[key] : undefined), object);
+      if (isMap(podSpec)) problems.push(...podPrivileges(podSpec, `${label} ${path.join('.')}`));
     }
     if (kind === 'Secret' && object.type === 'kubernetes.io/service-account-token') problems.push(`${label} type: a service account token ${FOR_ADMINS}`);
-    const service = isMap(object.spec) ? object.spec : {};
-    if (kind === 'Service' && Array.isArray(service.externalIPs) && service.externalIPs.length) problems.push(`${label} spec.externalIPs: external IPs ${FOR_ADMINS}`);
+    const spec = isMap(object.spec) ? object.spec : {};
+    if (kind === 'Service' && Array.isArray(spec.externalIPs) && spec.externalIPs.length) problems.push(`${label} spec.externalIPs: external IPs ${FOR_ADMINS}`);
+    if (kind === 'PersistentVolumeClaim' && spec.volumeName) problems.push(`${label} spec.volumeName: binding a given PersistentVolume (${String(spec.volumeName)}) ${FOR_ADMINS}; leave it out to get a new one`);
   }
   return problems;
 }

@@ -50,6 +50,7 @@ const MANIFEST_CASES: Array<[string, string]> = [
   [deployment(`{hostNetwork: true, containers: [{name: c, image: busybox}]}`), `Deployment default/x spec.template.spec.hostNetwork: the host's network ${ADMINS}`],
   [deployment('{initContainers: [{name: i, image: busybox, securityContext: {allowPrivilegeEscalation: true, capabilities: {add: [NET_ADMIN]}}}], containers: [{name: c, image: busybox}]}'), 'spec.template.spec.initContainers[0].securityContext.capabilities.add: adding capabilities (NET_ADMIN)'],
   [manifest('apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n'), "Pod default/p spec.hostPID: the host's processes"],
+  [manifest('apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {volumeName: admins-disk}\n'), `PersistentVolumeClaim default/c spec.volumeName: binding a given PersistentVolume (admins-disk) ${ADMINS}`],
 ];
 
 describeEachDialect('services: what a bundle may ask of the machines (privileged parts are installation admins’)', (dialect) => {
