@@ -40,6 +40,11 @@ export class PreparedReads {
     const connection = await client.acquireConnection();
     try {
       return (await connection.query({ ...statement, values: params })).rows;
+    } catch (err) {
+      // `select *` prepared before another control plane (a newer release) added a column: PostgreSQL
+      // refuses to run it ("cached plan must not change result type"); prepared anew under a new name.
+      if ((err as { code?: string }).code !== PG_CACHED_PLAN_CHANGED) throw err;
+      return (await connection.query({ ...renamePgStatement(this.pgTexts, sql, statement), values: params })).rows;
     } finally {
       await client.releaseConnection(connection);
     }
@@ -88,6 +93,16 @@ function sqliteValue(value: unknown): unknown {
   if (typeof value === 'boolean') return value ? 1 : 0;
   if (value instanceof Date) return value.toISOString();
   return value;
+}
+
+/** PostgreSQL's feature_not_supported, as it refuses a prepared statement whose result type a schema change altered. */
+export const PG_CACHED_PLAN_CHANGED = '0A000';
+
+/** `statement` of `sql` under a new name (its old one stays prepared, unused, on the connections that have it). */
+export function renamePgStatement(cache: Map<string, { name: string; text: string }>, sql: string, statement: { name: string; text: string }): { name: string; text: string } {
+  const renamed = { name: `${statement.name.replace(/_r\d+$/, '')}_r${Date.now().toString(36)}`, text: statement.text };
+  if (cache.has(sql)) cache.set(sql, renamed);
+  return renamed;
 }
 
 /**

@@ -39,12 +39,33 @@ const MAX_STATEMENTS = 1000;
 export class PreparedWrites {
   private readonly sqlite = new WeakMap<object, Map<string, SqliteStatement>>();
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
+  private readonly returned = new Map<string, Promise<string>>();
 
   constructor(
     private readonly knex: Knex,
     private readonly dialect: Dialect,
     private readonly onError: (err: unknown) => void,
   ) {}
+
+  /**
+   * What a write of `table` answers in its RETURNING clause: `*` on SQLite; on PostgreSQL the
+   * table's columns as this process first saw them, named. A prepared statement whose result would
+   * change is refused by PostgreSQL ("cached plan must not change result type"), so `returning *`
+   * would fail every write of a table to which another control plane (a newer release, upgraded
+   * one at a time: docs/upgrading.md) added a column while this one serves.
+   */
+  returning(table: string): Promise<string> {
+    if (this.dialect === 'sqlite') return Promise.resolve('*');
+    let columns = this.returned.get(table);
+    if (!columns) {
+      columns = this.knex
+        .raw('select column_name from information_schema.columns where table_schema = current_schema() and table_name = ? order by ordinal_position', [table])
+        .then((result: { rows: Array<{ column_name: string }> }) => (result.rows.length ? result.rows.map((r) => quoted(r.column_name)).join(', ') : '*'));
+      columns.catch(() => this.returned.delete(table));
+      this.returned.set(table, columns);
+    }
+    return columns;
+  }
 
   /** Runs a write statement (`insert`, `update`, `delete`, with or without `returning`) that writes `table`. */
   async run(table: string, sql: string, params: unknown[], trx?: Knex.Transaction | PreparedTransaction): Promise<Written> {
