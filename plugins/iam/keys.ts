@@ -87,9 +87,9 @@ export function fromNetworks(networks: readonly string[], address: string): bool
   return version !== 0 && list.check(address, version === 4 ? 'ipv4' : 'ipv6');
 }
 
-/** What a key's owner holds in a project: every project permission for an installation admin, else its membership's; null when it is not a member. */
+/** What a key's owner holds in a project: every project permission for an installation admin, else its membership's; null when it is not a member, or the project is gone. */
 export async function projectHoldings(projects: ProjectsApi, projectId: string, owner: Pick<UserRecord, 'userid' | 'role'>): Promise<readonly string[] | null> {
-  if (owner.role === 'admin') return PROJECT_ROLE_PERMISSIONS.owner;
+  if (owner.role === 'admin') return (await projects.find(projectId)) ? PROJECT_ROLE_PERMISSIONS.owner : null;
   const member = await projects.membership(projectId, owner.userid);
   if (!member) return null;
   return member.permissions ?? (await projects.rolePermissions(projectId, member.role)) ?? [];

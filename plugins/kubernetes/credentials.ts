@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
-import { roleGrants, userGrantsOf } from '../../core/auth/permissions.js';
-import type { Principal } from '../../core/auth/index.js';
+import { roleGrants, unlimitedAdmin, userGrantsOf } from '../../core/auth/permissions.js';
 import { ProjectGrantsRef, type RouteScope } from '../../core/auth/scope.js';
 import { asHttpError } from '../../core/clusters/service.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
@@ -32,11 +31,6 @@ export const ON_CLUSTER: RouteScope = { of: [{ kind: 'cluster', from: 'params.id
 export const KUBECONFIG_TTL = { default: 8 * 3600, min: 600, max: 24 * 3600 };
 /** How often credentials are checked against their users (a notice of a user's change checks at once). */
 const RECONCILE_INTERVAL_MS = 60_000;
-
-/** An admin's own credential, with all its power: not a key limited to a project or to a list of permissions. */
-function unlimitedAdmin(principal: Principal): boolean {
-  return principal.role === 'admin' && !principal.project_id && !principal.permissions;
-}
 
 /**
  * The ClusterRole a hangar role is bound to: cluster-admin for admins, hangar's read-only

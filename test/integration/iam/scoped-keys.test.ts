@@ -231,6 +231,15 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect((await api('DELETE', `/v1/iam/users/${carol.userId}`)).status).to.equal(200);
     expect((await sig(carols, 'GET', '/v1/projects/team-a')).status).to.equal(401);
     expect((await sig(carol, 'GET', '/v1/iam/whoami')).status).to.equal(401);
+
+    // An admin needs no membership, but its key of a project that is deleted stops too.
+    expect((await api('POST', '/v1/projects', { name: 'short-lived' })).status).to.equal(201);
+    const admins = await makeKey(admin, { project: 'short-lived' });
+    expect((await sig(admins, 'GET', '/v1/iam/whoami')).status).to.equal(200);
+    expect((await api('DELETE', '/v1/projects/short-lived')).status).to.be.oneOf([200, 204]);
+    const orphaned = await sig(admins, 'GET', '/v1/iam/whoami');
+    expect(orphaned.status, orphaned.text).to.equal(401);
+    expect(orphaned.json.message).to.match(/or that no longer exists/);
   });
 
   it('accepts a key from its source networks only, by the client address the app reads (trusted proxies’ X-Forwarded-For)', async () => {
