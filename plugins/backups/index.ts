@@ -1,4 +1,4 @@
-import type { RouteScope } from '../../core/auth/scope.js';
+import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
@@ -12,9 +12,10 @@ import { Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
+import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
 import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
-import { backupMigrations } from './migrations.js';
+import { BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 import { volumeRunTopic } from './api.js';
@@ -40,6 +41,7 @@ const CreateTarget = Type.Object(
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'default us-east-1' })),
     access_key_id: Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x21-\\x7e]+$' }),
     secret_access_key: Type.String({ minLength: 1, maxLength: 1024, description: 'stored encrypted, never answered' }),
+    project_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the project it belongs to (id or name); default: your default project (with the projects plugin)' })),
   },
   { additionalProperties: false },
 );
@@ -54,6 +56,7 @@ const Target = Type.Object({
   region: Type.String(),
   access_key_id: Type.String(),
   repository: Type.String({ description: 'the restic repository the target holds' }),
+  project_id: Type.Union([Type.String(), Type.Null()], { description: 'the project it belongs to (null: made before projects, the default project’s)' }),
   checked_at: Type.String(),
   created_at: Type.String(),
   updated_at: Type.String(),
@@ -95,6 +98,7 @@ const Schedule = Type.Object({
   id: Type.String(),
   name: Type.String(),
   target_id: Type.String(),
+  project_id: Type.Union([Type.String(), Type.Null()], { description: 'its target’s project (null: made before projects, the default project’s)' }),
   volume_ids: Type.Array(Type.String()),
   volume_tags: Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()]),
   every_seconds: Type.Union([Type.Integer(), Type.Null()]),
@@ -123,6 +127,7 @@ function scheduleView(s: ScheduleRecord) {
     id: s.id,
     name: s.name,
     target_id: s.target_id,
+    project_id: s.project_id ?? null,
     volume_ids: s.volume_ids,
     volume_tags: s.volume_tags ?? null,
     every_seconds: s.every_seconds ?? null,
@@ -156,6 +161,7 @@ function targetView(t: TargetRecord) {
     region: t.region,
     access_key_id: t.access_key_id,
     repository: repositoryOf(t),
+    project_id: t.project_id ?? null,
     checked_at: t.checked_at,
     created_at: t.created_at,
     updated_at: t.updated_at,
@@ -184,6 +190,9 @@ function runView(r: RunRecord) {
 
 /** A volume's backups and restores act in the volume's project (core/auth/scope.ts); a restore takes only the volume's own backups. */
 const OF_VOLUME: RouteScope = { of: [{ kind: 'volume', from: 'params.id' }] };
+/** Backup targets and schedules belong to projects (a schedule to its target's): their resolvers' kinds and what a 404 calls them. */
+const TARGET = { kind: 'backup-target', noun: 'backup target' } as const;
+const SCHEDULE = { kind: 'backup-schedule', noun: 'backup schedule' } as const;
 
 export default definePlugin({
   name: 'backups',
@@ -208,6 +217,11 @@ export default definePlugin({
     const box = services.ca.secretBox('backups');
     const jobs = services.clusters.jobs;
     const now = () => clock.now().toISOString();
+    // Targets and schedules made before projects (project_id null) are read as the `default` project's.
+    const defaultProject = defaultProjectOf(services);
+    services.provided.contribute(ScopeResolvers, tableResolver(TARGET.kind, () => db.knex, BACKUP_TARGETS, { via: 'project_id', defaultProject }));
+    services.provided.contribute(ScopeResolvers, tableResolver(SCHEDULE.kind, () => db.knex, BACKUP_SCHEDULES, { via: 'project_id', defaultProject }));
+    const projectOf = async (kind: string, id: string) => (await services.provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
 
     /**
      * When a new schedule runs: at once and then every `every_seconds`, or on its cron expression
@@ -319,7 +333,13 @@ export default definePlugin({
 
     /** The volumes a schedule backs up now: those it names, and those carrying its tags at this moment. */
     async function volumesOfSchedule(schedule: ScheduleRecord): Promise<string[]> {
-      const tagged = schedule.volume_tags ? await requireTags('the schedule’s volume_tags').withAll('volume', schedule.volume_tags) : [];
+      let tagged = schedule.volume_tags ? await requireTags('the schedule’s volume_tags').withAll('volume', schedule.volume_tags) : [];
+      // Of the volumes carrying its tags, those of its project only (with projects loaded).
+      const project = tagged.length ? await projectOf(SCHEDULE.kind, schedule.id) : null;
+      if (project) {
+        const projects = await services.provided.contributions(ScopeResolvers).find((r) => r.kind === 'volume')!.projectsOf(tagged);
+        tagged = tagged.filter((id) => projects.get(id) === project);
+      }
       return [...new Set([...schedule.volume_ids, ...tagged.sort()])];
     }
 
@@ -465,11 +485,12 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/backups/targets',
           auth: { role: 'admin' },
-          summary: 'Create a backup target: an S3 bucket (and prefix) for a restic repository; checked first by writing, reading and deleting a probe object (400 naming what failed)',
+          summary: 'Create a backup target: an S3 bucket (and prefix) for a restic repository, in a project; checked first by writing, reading and deleting a probe object (400 naming what failed)',
           status: 201,
           schemas: { body: CreateTarget, response: Target },
           async handler(req) {
             const body = req.body;
+            const projectId = await projectForNew(services, req.principal, body.project_id);
             if (await targets.findOne({ name: body.name })) throw conflict(`A backup target named ${body.name} exists`);
             let endpoint: URL;
             try {
@@ -503,6 +524,7 @@ export default definePlugin({
                   access_key_id: body.access_key_id,
                   secret_sealed: box.seal(body.secret_access_key),
                   password_sealed: box.seal(randomBytes(32).toString('base64url')),
+                  project_id: projectId,
                   checked_at: now(),
                   created_at: now(),
                   updated_at: now(),
@@ -521,11 +543,13 @@ export default definePlugin({
           find: requireTarget,
           view: targetView,
           response: Target,
+          scope: TARGET,
         }),
         defineRoute({
           method: 'DELETE',
           path: '/v1/backups/targets/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ ...TARGET, from: 'params.id' }] },
           summary: 'Delete a backup target: 409 while backups recorded on it exist unless force (which forgets them too); the bucket’s objects stay',
           status: 204,
           schemas: {
@@ -553,6 +577,8 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/backups/schedules',
           auth: { role: 'admin' },
+          // In its target's project, backing up volumes of that project (volumes:backup there).
+          scope: { of: [{ ...TARGET, from: 'body.target_id' }, { kind: 'volume', from: 'body.volume_ids[]', permission: 'volumes:backup' }] },
           summary: 'Create a backup schedule: volumes (by id or name, and by tag) backed up to a target every every_seconds (the first at once) or on a cron expression (UTC), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each',
           status: 201,
           schemas: { body: CreateSchedule, response: Schedule },
@@ -564,20 +590,17 @@ export default definePlugin({
               throw badRequest('Validation failed: body: give volume_ids, volume_tags or both (the volumes it backs up)', [{ path: 'body.volume_ids', message: 'give volume_ids or volume_tags' }]);
             }
             if (body.volume_tags) requireTags('body.volume_tags');
-            const target = await targets.findByIdOrName(body.target_id);
-            if (!target) throw badRequest(`No backup target ${body.target_id}: give the id or name of one (GET /v1/backups/targets)`, [{ path: 'body.target_id', message: 'no such target' }]);
+            // One that does not exist answers as another project's (core/auth/scope.ts): 404.
+            const target = await requireTarget(body.target_id);
             const volumeIds: string[] = [];
-            for (const [i, ref] of (body.volume_ids ?? []).entries()) {
-              const volume = await volumes.require(ref).catch(() => null);
-              if (!volume) throw badRequest(`No volume ${ref} (body.volume_ids[${i}])`, [{ path: `body.volume_ids[${i}]`, message: 'no such volume' }]);
-              volumeIds.push(volume.id);
-            }
+            for (const ref of body.volume_ids ?? []) volumeIds.push((await volumes.require(ref)).id);
             try {
               return scheduleView(
                 await schedules.insert({
                   id: newId('bks'),
                   name: body.name,
                   target_id: target.id,
+                  project_id: await projectOf(TARGET.kind, target.id),
                   volume_ids: [...new Set(volumeIds)],
                   volume_tags: body.volume_tags ?? null,
                   every_seconds: body.every_seconds ?? null,
@@ -609,11 +632,13 @@ export default definePlugin({
           },
           view: scheduleView,
           response: Schedule,
+          scope: SCHEDULE,
         }),
         defineRoute({
           method: 'DELETE',
           path: '/v1/backups/schedules/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ ...SCHEDULE, from: 'params.id' }] },
           summary: 'Delete a backup schedule (its backups and the running ones stay)',
           status: 204,
           schemas: { params: IdParams },
@@ -628,7 +653,8 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes/{id}/backups',
           auth: { role: 'admin' },
-          scope: OF_VOLUME,
+          // The target in the volume's project, which the caller sees (backups:read there).
+          scope: { of: [...OF_VOLUME.of!, { ...TARGET, from: 'body.target_id', permission: 'backups:read' }] },
           permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,

@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { adoptIntoDefaultProject } from '../projects/api.js';
 
 export const BACKUP_TARGETS = 'backup_targets';
 export const BACKUP_RUNS = 'backup_runs';
@@ -98,6 +99,21 @@ export const backupMigrations: Migration[] = [
         t.text('volume_tags').nullable();
       });
       await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => t.setNullable('every_seconds'));
+    },
+  },
+  {
+    id: '004_project',
+    async up(knex) {
+      // Backup targets and schedules belong to a project (docs/tenancy.md). Those made before belong
+      // to the project named `default`, as volumes' (volumes/003_project): filled in here when it
+      // exists already, else read so (a null project_id) until then.
+      for (const table of [BACKUP_TARGETS, BACKUP_SCHEDULES]) {
+        await knex.schema.alterTable(table, (t) => {
+          t.string('project_id', 64).nullable();
+          t.index(['project_id']);
+        });
+      }
+      await adoptIntoDefaultProject(knex, [BACKUP_TARGETS, BACKUP_SCHEDULES]);
     },
   },
 ];

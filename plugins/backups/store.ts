@@ -14,6 +14,8 @@ export interface TargetRecord {
   access_key_id: string;
   secret_sealed: string;
   password_sealed: string;
+  /** The project it belongs to (null: made before projects, read as the `default` project's). */
+  project_id?: string | null;
   checked_at: string;
   created_at: string;
   updated_at: string;
@@ -62,6 +64,8 @@ export interface ScheduleRecord {
   id: string;
   name: string;
   target_id: string;
+  /** Its target's project (null: made before projects, read as the `default` project's). */
+  project_id?: string | null;
   volume_ids: string[];
   /** Key → value: the volumes carrying every one of these tags at each run (null: none by tag). */
   volume_tags: Record<string, string> | null;

@@ -1,4 +1,6 @@
+import type { Knex } from 'knex';
 import type { Principal } from '../../core/auth/index.js';
+import { badRequest } from '../../core/errors.js';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 
 /** The projects plugin's contract: what other plugins import of it (importing this never loads the plugin). */
@@ -80,4 +82,32 @@ export const ProjectsRef = defineServiceRef<ProjectsApi>('projects', 'projects a
 
 export function projectsOf(services: Services): ProjectsApi {
   return services.provided.get(ProjectsRef);
+}
+
+/**
+ * The project a new resource of a plugin that may run without projects goes in: `named` (the
+ * request's `project_id`, id or name) or the caller's default project (ProjectsApi.projectForNew);
+ * null when projects are not loaded (a 400 when the request names one then).
+ */
+export async function projectForNew(services: Services, principal: Principal | null, named: string | undefined, field = 'body.project_id'): Promise<string | null> {
+  const projects = services.provided.find(ProjectsRef);
+  if (projects) return projects.projectForNew(principal, named, field);
+  if (named !== undefined) throw badRequest(`Validation failed: ${field} names a project, but no loaded plugin keeps projects (add projects to plugins:)`, [{ path: field, message: 'projects are not loaded' }]);
+  return null;
+}
+
+/** What a resolver reads a resource made before projects as (its project_id null): the `default` project, when projects are loaded. */
+export function defaultProjectOf(services: Services): () => Promise<string | null> {
+  return async () => (await services.provided.find(ProjectsRef)?.find(DEFAULT_PROJECT))?.id ?? null;
+}
+
+/**
+ * Migration step of a plugin whose rows come to belong to projects: the rows made before (a null
+ * `project_id`) go to the project named `default` (the one projects' migration puts an installation
+ * in) when it exists already; else they are read so until then (defaultProjectOf).
+ */
+export async function adoptIntoDefaultProject(knex: Knex, tables: readonly string[]): Promise<void> {
+  if (!(await knex.schema.hasTable(PROJECTS))) return;
+  const row = await knex(PROJECTS).where({ name: DEFAULT_PROJECT }).first('id');
+  if (row) for (const table of tables) await knex(table).whereNull('project_id').update({ project_id: row.id });
 }

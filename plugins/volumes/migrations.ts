@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
+import { adoptIntoDefaultProject } from '../projects/api.js';
 
 export const VOLUMES = 'volumes';
 export const VOLUME_DEFINITIONS = 'volume_definitions';
@@ -64,10 +65,7 @@ export const volumeMigrations: Migration[] = [
         t.string('project_id', 64).nullable();
         t.index(['project_id']);
       });
-      if (await knex.schema.hasTable('projects')) {
-        const row = await knex('projects').where({ name: 'default' }).first('id');
-        if (row) await knex(VOLUMES).whereNull('project_id').update({ project_id: row.id });
-      }
+      await adoptIntoDefaultProject(knex, [VOLUMES]);
     },
   },
 ];
