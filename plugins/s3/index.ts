@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { conflict } from '../../core/errors.js';
@@ -12,7 +13,7 @@ import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { changes, defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { VolumesRef, volumesOf } from '../volumes/api.js';
-import { s3Migrations } from './migrations.js';
+import { S3_INSTANCES, s3Migrations } from './migrations.js';
 import { observedState } from './state.js';
 import { S3Store, type S3Record } from './store.js';
 import { RoutesChanged } from '../../core/clusters/topics.js';
@@ -50,6 +51,8 @@ const CreateBody = Type.Object(
   { additionalProperties: false },
 );
 const Instance = Type.Object({}, { additionalProperties: true });
+/** Object stores belong to projects (core/auth/scope.ts): their resolver's kind and what a 404 calls one. */
+const OBJECT_STORE = { kind: 'object-store', noun: 'object store' } as const;
 
 
 /** A random password of letters and digits (no look-alikes), uniformly drawn. */
@@ -123,6 +126,8 @@ export default definePlugin({
       routes: async (clusterId) => (await store.findAll({ cluster_id: clusterId })).filter((i) => i.status !== 'removing').flatMap(routesOf),
     };
     services.provided.provide(S3Ref, api);
+    // A store is in its cluster's project, which is its volume's: a create joins the two of one project only.
+    services.provided.contribute(ScopeResolvers, tableResolver(OBJECT_STORE.kind, () => db.knex, S3_INSTANCES, { via: 'cluster_id' }));
 
     /** The runtime secret holding a store's root password (MinIO reads it through MINIO_ROOT_PASSWORD_FILE). */
     const passwordSecret = (i: S3Record) => `${i.runtime_name}-root-password`;
@@ -216,6 +221,8 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/s3/instances',
           auth: { role: 'admin' },
+          // On a swarm and a volume of one project (the volume read there), where the caller holds object-stores:write.
+          scope: { of: [{ kind: 'cluster', from: 'body.swarm_id', noun: 'swarm' }, { kind: 'volume', from: 'body.volume_id', permission: 'volumes:read' }] },
           summary: 'Create an object store: MinIO on a swarm with its data on a volume (202; the root password is in this answer only)',
           status: 202,
           schemas: { body: CreateBody, response: Instance },
@@ -268,11 +275,13 @@ export default definePlugin({
           find: (id) => store.require(id),
           view,
           response: Instance,
+          scope: OBJECT_STORE,
         }),
         defineRoute({
           method: 'DELETE',
           path: '/v1/s3/instances/{id}',
           auth: { role: 'admin' },
+          scope: { of: [{ ...OBJECT_STORE, from: 'params.id' }] },
           summary: 'Delete an object store: its workload, then the record (202); the data stays on the volume',
           status: 202,
           schemas: { params: IdParams, response: Instance },

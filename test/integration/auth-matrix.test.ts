@@ -117,7 +117,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
   it('cross-tenant matrix: every operation on a project\'s resource × resources of two projects × {admin, auditor, each project role in the owning project, a role in the other, no membership} answers as the declared permission says', async function () {
     this.timeout(120_000);
     const knex = t.hangar.services.db.knex;
-    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config, a load balancer, a volume, a backup target and schedule.
+    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config, a load balancer, a volume, an object store, a backup target and schedule.
     const projects: Record<'a' | 'b', string> = { a: '', b: '' };
     for (const p of ['a', 'b'] as const) {
       const res = await t.request('POST', '/v1/projects', { headers: bearer(admin.token), body: { name: `matrix-${p}` } });
@@ -140,6 +140,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
         ['load_balancers', { id: `lb-mx${p}`, name: `lb-mx-swarm-${p}`, cluster_id: swarm, runtime_name: `mx-lb-${p}`, image: 'x', status: 'failed', routes: '[]', created_at: now, updated_at: now }],
         ['volumes', { id: `vol-mx${p}`, name: `mx-vol-${p}`, node_id: 'node-mxnobody', folder: `/srv/mx-${p}`, type: 'local', status: 'failed', project_id: projects[p], created_at: now, updated_at: now }],
         ['backup_targets', { id: `bkt-mx${p}`, name: `mx-target-${p}`, kind: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'mx', prefix: p, region: 'us-east-1', access_key_id: 'x', secret_sealed: sealed, password_sealed: sealed, project_id: projects[p], checked_at: now, created_at: now, updated_at: now }],
+        ['s3_instances', { id: `s3-mx${p}`, name: `mx-s3-${p}`, cluster_id: swarm, volume_id: `vol-mx${p}`, runtime_name: `s3-mx-${p}`, image: 'x', root_user: 'x', password_sealed: sealed, domain: `mx-${p}.s3`, console_domain: `console.mx-${p}.s3`, status: 'failed', created_at: now, updated_at: now }],
         // Not due in this test: the schedules loop leaves it alone.
         ['backup_schedules', { id: `bks-mx${p}`, name: `mx-schedule-${p}`, target_id: `bkt-mx${p}`, volume_ids: JSON.stringify([`vol-mx${p}`]), every_seconds: 86_400, next_run_at: '2100-01-01T00:00:00.000Z', project_id: projects[p], created_at: now, updated_at: now }],
       ] as Array<[string, Record<string, unknown>]>;
@@ -162,7 +163,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     }
     await ensureFixtures();
     const fixture = (route: RegisteredRoute['route'], p: 'a' | 'b', kind: string) =>
-      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks' }[kind]}-mx${p}`;
+      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'object-store': 's3' }[kind]}-mx${p}`;
 
     // Callers: a member of project a in each built-in role, a maintainer of b, a user of no project.
     type Who = { name: string; headers: Record<string, string>; role: string; member: Partial<Record<'a' | 'b', string>> };
@@ -292,6 +293,17 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     res = await backUp('bkt-mxb', bearer(admin.token));
     expect(res.status, res.text).to.equal(400);
     expect(res.json.message).to.match(/^Validation failed: body\.target_id: backup target bkt-mxb belongs to another project than volume vol-mxa/);
+    // An object store goes on a swarm and a volume of one project.
+    const store = (h: Record<string, string>, swarm: string, volume: string) => t.request('POST', '/v1/s3/instances', { headers: h, body: { name: 'mx-new', swarm_id: swarm, volume_id: volume } });
+    res = await store(maintainerA.headers, 'swm-mxa', 'vol-mxb');
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
+    res = await store(maintainerA.headers, 'swm-mxb', 'vol-mxa');
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No swarm swm-mxb']);
+    res = await store(bearer(admin.token), 'swm-mxa', 'vol-mxb');
+    expect(res.status, res.text).to.equal(400);
+    expect(res.json.message).to.match(/^Validation failed: body\.volume_id: volume vol-mxb belongs to another project than swarm swm-mxa/);
+    res = await store(deployerA.headers, 'swm-mxa', 'vol-mxa');
+    expect([res.status, res.json?.message], res.text).to.deep.equal([403, 'Insufficient permissions: this needs object-stores:write, and role user does not grant it']);
     // A target is made in a project (default: the caller's); an unknown one is a 400 naming the field, before the endpoint is probed.
     res = await t.request('POST', '/v1/backups/targets', { headers: bearer(admin.token), body: { name: 'mx-new', endpoint: 'http://127.0.0.1:9', bucket: 'mx-new', access_key_id: 'x', secret_access_key: 'y', project_id: 'nope' } });
     expect([res.status, res.json?.message]).to.deep.equal([400, 'Validation failed: body.project_id: no project nope']);
