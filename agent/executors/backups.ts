@@ -117,6 +117,16 @@ export const backupVolume: Executor = async (ctx) => {
   };
 };
 
+/** The one folder a volume's snapshot holds (what it was backed up from): restic's record of it. */
+async function snapshotFolder(ctx: ExecutorContext): Promise<string> {
+  const res = await restic(ctx, ['snapshots', '--json', String(ctx.payload.snapshot_id)]);
+  if (res.code !== 0) throw new Error(`reading snapshot ${ctx.payload.snapshot_id} failed: ${said(res)}`);
+  const line = res.stdout.split('\n').find((l) => l.startsWith('['));
+  const paths = line ? ((JSON.parse(line) as Array<{ paths?: string[] }>)[0]?.paths ?? []) : [];
+  if (paths.length !== 1) throw new Error(`snapshot ${ctx.payload.snapshot_id} holds ${paths.length} folders (${paths.join(', ')}), not one volume's`);
+  return checkFolder(paths[0]);
+}
+
 /**
  * Restores a snapshot into a volume's folder: first into a scratch folder beside it (same file
  * system), then the folder's entries are moved aside and the restored ones moved in, then what was
@@ -125,6 +135,11 @@ export const backupVolume: Executor = async (ctx) => {
 export const restoreVolume: Executor = async (ctx) => {
   const folder = checkFolder(ctx.payload.folder);
   requireRestic();
+  const newVolume = ctx.payload.new_volume === true;
+  // A new volume is made in a missing or empty folder: nothing there is replaced.
+  if (newVolume && existsSync(folder) && (!statSync(folder).isDirectory() || readdirSync(folder).length)) {
+    throw new Error(`the new volume's folder ${folder} exists on this machine and is not empty: a volume restored from a backup is made in a missing or empty folder`);
+  }
   const started = Date.now();
   const tag = `${path.basename(folder)}-${randomBytes(4).toString('hex')}`;
   const scratch = path.join(path.dirname(folder), `.hangar-restore-${tag}`);
@@ -133,9 +148,10 @@ export const restoreVolume: Executor = async (ctx) => {
   try {
     const res = await restic(ctx, ['restore', String(ctx.payload.snapshot_id), '--target', scratch]);
     if (res.code !== 0) throw new Error(`restic restore failed: ${said(res)}`);
-    // restic restores a snapshot's absolute paths under the target.
-    const restored = path.join(scratch, folder);
-    if (!existsSync(restored)) throw new Error(`snapshot ${ctx.payload.snapshot_id} holds no folder ${folder}`);
+    // restic restores a snapshot's absolute paths under the target: the volume's folder, or a new volume's the snapshot's own.
+    const from = newVolume ? await snapshotFolder(ctx) : folder;
+    const restored = path.join(scratch, from);
+    if (!existsSync(restored)) throw new Error(`snapshot ${ctx.payload.snapshot_id} holds no folder ${from}`);
     mkdirSync(folder, { recursive: true });
     mkdirSync(aside);
     movedAside = true;

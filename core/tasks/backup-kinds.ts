@@ -67,14 +67,22 @@ export const VolumeBackup = defineTaskKind({
 /**
  * Replaces a volume's folder contents with a snapshot: restored beside the folder first, then
  * swapped in, so that a failed restore leaves the folder as it was and a finished one holds
- * exactly the snapshot (files added since are gone).
+ * exactly the snapshot (files added since are gone). A new volume's folder (`new_volume`) is
+ * filled the same way with the snapshot's own folder.
  */
 export const VolumeRestore = defineTaskKind({
   name: 'volume.restore',
   description: 'restore a restic snapshot into a volume’s folder (restored beside it, then swapped in)',
   lane: 'maintenance',
   minAgentVersion: BACKUP_AGENT_VERSION,
-  payload: Type.Object({ ...VolumeFolder, snapshot_id: Type.String({ pattern: '^[0-9a-f]{8,64}$' }), ...ResticRepository.properties }),
+  payload: Type.Object({
+    ...VolumeFolder,
+    snapshot_id: Type.String({ pattern: '^[0-9a-f]{8,64}$' }),
+    new_volume: Type.Optional(
+      Type.Boolean({ description: 'a new volume (POST /v1/volumes {restore_from}): its folder must be missing or empty, and the snapshot’s own folder (another volume’s) is what fills it' }),
+    ),
+    ...ResticRepository.properties,
+  }),
   result: Type.Object({ snapshot_id: Type.String(), entries: Type.Integer({ minimum: 0 }), duration_seconds: Type.Number({ minimum: 0 }) }),
 });
 

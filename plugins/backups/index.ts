@@ -14,7 +14,8 @@ import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
-import { VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
+import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
+import { newVolumeRestorer } from './new-volume.js';
 import { BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
@@ -270,16 +271,33 @@ export default definePlugin({
     async function requireVolumeOnResticNode(idOrName: string): Promise<VolumeRecord> {
       const volume = await volumes.require(idOrName);
       if (volume.status !== 'ready') throw conflict(`Volume ${volume.name} is not ready (${volume.status})`);
-      const node = await nodes.requireLive(volume.node_id);
-      if (node.connection === 'pending') throw conflict(`Node ${node.id} holding volume ${volume.name} has no agent yet: join the machine first`);
-      const restic = (node.facts as { restic?: { present?: boolean } | null } | null)?.restic;
-      if (!restic?.present) {
-        throw conflict(`Node ${node.id} holding volume ${volume.name} has no restic, which volume backups run: ${RESTIC_HINT}`, [{ path: 'node.restic', message: RESTIC_HINT }]);
-      }
+      await requireResticNode(volume.node_id, `volume ${volume.name}`);
       const busy = await runs.findOne({ volume_id: volume.id, status: 'running' });
       if (busy) throw conflict(`A ${busy.operation} of volume ${volume.name} is running (${busy.id}); try again when it has finished`);
       return volume;
     }
+
+    /** The node holding `what` (a volume), refused when it cannot run restic (409 saying how to add it). */
+    async function requireResticNode(nodeId: string, what: string): Promise<void> {
+      const node = await nodes.requireLive(nodeId);
+      if (node.connection === 'pending') throw conflict(`Node ${node.id} holding ${what} has no agent yet: join the machine first`);
+      const restic = (node.facts as { restic?: { present?: boolean } | null } | null)?.restic;
+      if (!restic?.present) {
+        throw conflict(`Node ${node.id} holding ${what} has no restic, which volume backups and restores run: ${RESTIC_HINT}`, [{ path: 'node.restic', message: RESTIC_HINT }]);
+      }
+    }
+
+    /** Queues the restore of a backup into a volume's folder (a new volume's: missing or empty, filled with the snapshot's folder); the run and its task. */
+    const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean }) =>
+      start(newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), () =>
+        services.tasks.enqueue({
+          nodeId: volume.node_id,
+          kind: VolumeRestore,
+          subject: volume.id,
+          maxAttempts: 1,
+          payload: { volume_id: volume.id, folder: volume.folder, snapshot_id: source.snapshot_id, ...(options.newVolume ? { new_volume: true } : {}), ...repositoryPayload(target) },
+        }),
+      );
 
     /** Records a run's outcome from its task once (idempotent), then deletes the task: its payload holds the keys. */
     async function record(run: RunRecord, task: Task | null): Promise<void> {
@@ -452,6 +470,9 @@ export default definePlugin({
       for (const fn of services.provided.contributions(VolumeUsersPoint)) all.push(...(await fn(volumeId)));
       return all;
     }
+
+    // POST /v1/volumes {restore_from}: a new volume filled from a backup (plugins/backups/new-volume.ts).
+    services.provided.contribute(VolumeRestorers, newVolumeRestorer({ services, runs, targets, requireResticNode, queueRestore, record, runView, projectOfTarget: (id) => projectOf(TARGET.kind, id) }));
 
     return {
       loops: [
@@ -703,10 +724,7 @@ export default definePlugin({
               );
             }
             await requireVolumeOnResticNode(volume.id);
-            const { task, run } = await start(
-              newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }),
-              () => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeRestore, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, snapshot_id: source.snapshot_id!, ...repositoryPayload(target) } }),
-            );
+            const { task, run } = await queueRestore(volume, target, { id: source.id, snapshot_id: source.snapshot_id! }, { newVolume: false });
             return Reply.accepted({ task_id: task.id, restore: runView(run) });
           },
         }),

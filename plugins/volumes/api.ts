@@ -1,5 +1,5 @@
 import type { VolumeMount } from '../../core/orchestrator.js';
-import { defineServiceRef, type Services } from '../../core/plugin.js';
+import { defineExtensionPoint, defineServiceRef, type Services } from '../../core/plugin.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 
 export interface VolumeRecord {
@@ -69,3 +69,34 @@ export const VolumesRef = defineServiceRef<VolumesApi>('volumes', 'volumes (the 
 export function volumesOf(services: Services): VolumesApi {
   return services.provided.get(VolumesRef);
 }
+
+/** Where a new volume's contents come from: a finished backup (`POST /v1/volumes {restore_from}`), as the backups plugin resolved it. */
+export interface RestoreSource {
+  /** hangar's backup (bak-…). */
+  source_id: string;
+  target_id: string;
+  /** restic's snapshot id. */
+  snapshot_id: string;
+}
+
+/**
+ * Fills new volumes from backups (the backups plugin contributes it; volumes reads it when a create
+ * names `restore_from`). The volume is `restoring` meanwhile: not mountable, not exported, not staged.
+ */
+export interface VolumeRestorer {
+  /**
+   * Resolves `restore_from` for a new volume on `nodeId` in project `projectId` (null: no projects):
+   * 400 naming `body.restore_from.snapshot_id` (or `.target_id`) for an unknown or forgotten backup
+   * or target, or one of another project; 409 when the node cannot run restic (saying how to add it).
+   */
+  resolve(from: { snapshot_id: string; target_id?: string }, nodeId: string, projectId: string | null): Promise<RestoreSource>;
+  /** Starts restoring `source` into the new volume's (missing or empty) folder; answers the restore run as `GET /v1/volumes/{id}/restores` lists it. */
+  start(volume: VolumeRecord, source: RestoreSource): Promise<Record<string, unknown>>;
+  /**
+   * Waits for the volume's restore (starting it when none was: an operation taken over before its
+   * start); throws its reason when it failed.
+   */
+  finish(volume: VolumeRecord, source: RestoreSource, signal: AbortSignal): Promise<void>;
+}
+
+export const VolumeRestorers = defineExtensionPoint<VolumeRestorer>('volume-restorers', 'what fills a new volume from a backup (the backups plugin)');

@@ -14,7 +14,7 @@ import { NfsClient, NfsClientInstall, VolumePrepare, VolumeRelease } from '../..
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
-import { VolumesRef, VolumeUsersPoint, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
+import { VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
 import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { DEFAULT_PROJECT, ProjectsRef } from '../projects/api.js';
@@ -59,6 +59,8 @@ function view(v: StoredVolume) {
     // Ready says the folder and its export entry are written; served, that the node's NFS server lists the export.
     ...(v.type === 'nfs' ? { server_ip: v.server_ip, nfs_export: v.nfs_export, served: v.status === 'ready' && v.nfs_export?.served === true } : {}),
     runtime_name: runtimeVolumeName(v),
+    // Made from a backup: which (its restores: GET /v1/volumes/{id}/restores).
+    ...(v.restore_from ? { restore_from: v.restore_from } : {}),
     status: v.status,
     error: v.error,
     created_at: v.created_at,
@@ -263,6 +265,18 @@ export default definePlugin({
             run: (v) => prepare(v),
             failed: (_v, err) => ({ status: 'failed', error: `preparing failed: ${err.message}` }),
           },
+          // A volume made from a backup: restored into its folder first (the agent restores beside it and moves it in),
+          // then exported and staged as a new one is. Until then it is `restoring`, which nothing mounts (mountFor, attach: 409).
+          restore: {
+            from: ['restoring'],
+            during: 'restoring',
+            label: (v) => `restore volume ${v.name} from ${v.restore_from?.source_id}`,
+            async run(v, ctx) {
+              await restorer().finish(v, v.restore_from!, ctx.signal);
+              return prepare(v);
+            },
+            failed: (_v, err) => ({ status: 'failed', error: `restoring failed: ${err.message}` }),
+          },
           // Unforced, a deletion fails when something is left; forced, it goes on and logs what is left.
           ...Object.fromEntries(
             (['delete', 'force-delete'] as const).map((op) => [
@@ -282,6 +296,13 @@ export default definePlugin({
         },
       }),
     );
+
+    /** What fills new volumes from backups (the backups plugin); 400 naming the field when it is not loaded. */
+    function restorer() {
+      const found = services.provided.contributions(VolumeRestorers)[0];
+      if (!found) throw badRequest('Validation failed: body.restore_from needs the backups plugin, which is not loaded (add backups to plugins:)', [{ path: 'body.restore_from', message: 'backups are not loaded' }]);
+      return found;
+    }
 
     async function requireVolume(idOrName: string): Promise<StoredVolume> {
       const volume = await volumes.find(idOrName);
@@ -460,7 +481,8 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/volumes',
           auth: { role: 'admin' },
-          summary: 'Create a volume: a folder on a node, shared over NFS (default) or bound locally; 202 while it is prepared',
+          summary:
+            'Create a volume: a folder on a node, shared over NFS (default) or bound locally; 202 while it is prepared. With restore_from, filled from a backup first (202 with the volume restoring and its restore run)',
           status: 202,
           schemas: {
             body: Type.Object(
@@ -470,6 +492,15 @@ export default definePlugin({
                 folder: Folder,
                 type: Type.Optional(Type.Union([Type.Literal('nfs'), Type.Literal('local')], { default: 'nfs', description: 'fixed at creation' })),
                 project_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the project it belongs to (id or name); default: your default project (with the projects plugin)' })),
+                restore_from: Type.Optional(
+                  Type.Object(
+                    {
+                      snapshot_id: Type.String({ minLength: 1, maxLength: 64, description: 'a finished backup: its id (bak-…), or restic’s snapshot id (8 or more hex digits) with target_id' }),
+                      target_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the backup target holding it (id or name); needed with a restic snapshot id found on more than one' })),
+                    },
+                    { additionalProperties: false, description: 'fill the new volume from a backup (its folder must be missing or empty on the node): restoring until the restore finished, then ready' },
+                  ),
+                ),
               },
               { additionalProperties: false },
             ),
@@ -488,6 +519,7 @@ export default definePlugin({
             if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
             const serverIp = type === 'nfs' ? core.addressOf(node) : null;
             if (type === 'nfs' && !serverIp) throw conflict(`Node ${node.id} has no address yet to serve NFS from`);
+            const source: RestoreSource | null = req.body.restore_from ? await restorer().resolve(req.body.restore_from, node.id, projectId) : null;
             let volume: StoredVolume;
             try {
               volume = await volumes.insert({
@@ -498,9 +530,10 @@ export default definePlugin({
                 type,
                 project_id: projectId,
                 server_ip: serverIp,
-                status: 'preparing',
+                status: source ? 'restoring' : 'preparing',
                 error: null,
                 nfs_export: null,
+                restore_from: source,
                 created_at: now(),
                 updated_at: now(),
               });
@@ -508,7 +541,16 @@ export default definePlugin({
               if (isUniqueViolation(err)) throw conflict(`A volume named ${req.body.name} exists`);
               throw err;
             }
-            return Reply.accepted(view(await lifecycle.start(volume.id, 'prepare', {}, () => conflict(`Volume ${volume.name} changed meanwhile`))));
+            if (!source) return Reply.accepted(view(await lifecycle.start(volume.id, 'prepare', {}, () => conflict(`Volume ${volume.name} changed meanwhile`))));
+            // The restore is queued first (the answer names it); the operation follows it, then exports and stages the volume.
+            let restore: Record<string, unknown>;
+            try {
+              restore = await restorer().start(volume, source);
+            } catch (err) {
+              await volumes.remove(volume.id);
+              throw err;
+            }
+            return Reply.accepted({ ...view(await lifecycle.start(volume.id, 'restore', {}, () => conflict(`Volume ${volume.name} changed meanwhile`))), restore });
           },
         }),
         ...readRoutes({
@@ -532,7 +574,7 @@ export default definePlugin({
             const volume = await requireVolume(req.params.id);
             const note = `the folder ${volume.folder} and its data stay on node ${volume.node_id}`;
             if (volume.status === 'deleting') return Reply.accepted({ ...view(volume), note });
-            if (volume.status === 'preparing') throw conflict(`Volume ${volume.name} is still being prepared; try again when it is ready or failed`);
+            if (volume.status === 'preparing' || volume.status === 'restoring') throw conflict(`Volume ${volume.name} is still being ${volume.status === 'preparing' ? 'prepared' : 'restored'}; try again when it is ready or failed`);
             const using = await usersOf(volume.id);
             if (using.length) throw conflict(`Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}`, using);
             const deleting = await lifecycle.start(volume.id, req.query.force ? 'force-delete' : 'delete', { error: null }, (v) => conflict(`Volume ${volume.name} is ${v?.status ?? 'gone'}`));

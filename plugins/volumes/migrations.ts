@@ -68,4 +68,14 @@ export const volumeMigrations: Migration[] = [
       await adoptIntoDefaultProject(knex, [VOLUMES]);
     },
   },
+  {
+    id: '004_restore_from',
+    async up(knex) {
+      // A volume made from a backup (POST /v1/volumes {restore_from}): the backup, its target and
+      // restic's snapshot id, as JSON; null for a volume made empty (or of a folder's contents).
+      await knex.schema.alterTable(VOLUMES, (t) => {
+        t.text('restore_from').nullable();
+      });
+    },
+  },
 ];

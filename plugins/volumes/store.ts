@@ -2,7 +2,7 @@ import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { newId } from '../../core/ids.js';
-import type { VolumeRecord } from './api.js';
+import type { RestoreSource, VolumeRecord } from './api.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 import { VOLUME_DEFINITIONS, VOLUMES } from './migrations.js';
 
@@ -14,11 +14,11 @@ export interface NfsExport {
   clients?: string[];
 }
 
-export type StoredVolume = VolumeRecord & LeaseFields & { nfs_export: NfsExport | null };
+export type StoredVolume = VolumeRecord & LeaseFields & { nfs_export: NfsExport | null; restore_from?: RestoreSource | null };
 
 export class VolumeStore extends StampedRepository<StoredVolume> {
   constructor(store: Store, clock: Clock) {
-    super(store, VOLUMES, { json: ['nfs_export'], dates: ['created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, VOLUMES, { json: ['nfs_export', 'restore_from'], dates: ['created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

@@ -326,6 +326,90 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await cli(['backup', 'target', 'delete', named('cli'), '--force'])).stdout).to.equal(`deleted backup target ${named('cli')}\n`);
   });
 
+  it('creates a new volume from a backup (HTTP and CLI): restoring, then ready with the backup’s files byte for byte; a non-empty folder fails it untouched; bad input is a 400 naming the field, a node without restic a 409', async function () {
+    this.timeout(240_000);
+    const copyDir = path.join(work, 'data', 'copy');
+    const create = (over: Record<string, unknown> = {}) => api('POST', '/v1/volumes', { name: named('copy'), node_id: nodeA, folder: copyDir, type: 'local', restore_from: { snapshot_id: backupId }, ...over });
+    for (const [over, status, field, says] of [
+      [{ restore_from: { snapshot_id: 'bak-0000000000000000' } }, 400, 'body.restore_from.snapshot_id', 'no backup bak-0000000000000000'],
+      [{ restore_from: { snapshot_id: 'deadbeef' } }, 400, 'body.restore_from.snapshot_id', 'no backup deadbeef'],
+      [{ restore_from: { snapshot_id: 'latest' } }, 400, 'body.restore_from.snapshot_id', 'neither a backup’s id'],
+      [{ restore_from: { snapshot_id: backupId, target_id: 'nowhere' } }, 400, 'body.restore_from.target_id', 'no backup target nowhere'],
+      [{ restore_from: { snapshot_id: backupId, target_id: named('cli') } }, 400, 'body.restore_from.target_id', 'no backup target'],
+      [{ restore_from: { target_id: targetId } }, 400, null, 'Validation failed'],
+      [{ restore_from: { snapshot_id: backupId, extra: 1 } }, 400, null, 'Validation failed'],
+      [{ node_id: nodeB, folder: path.join(work, 'data', 'copy-on-b') }, 409, 'node.restic', 'has no restic, which volume backups and restores run: install Debian’s restic package'],
+    ] as const) {
+      const res = await create(over);
+      expect(res.status, `${JSON.stringify(over)}: ${res.text}`).to.equal(status);
+      expect(res.json.message, JSON.stringify(over)).to.contain(says);
+      if (field) expect(res.json.details[0].path, res.text).to.equal(field);
+    }
+    expect(((await api('GET', '/v1/volumes?limit=100')).json.data as Array<{ name: string }>).map((v) => v.name), 'nothing was recorded').not.to.include(named('copy'));
+
+    // By hangar's backup id, into a folder that does not exist yet: restoring, its run listed, then ready with the backup's files.
+    const res = await create();
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data).to.include({ name: named('copy'), node_id: nodeA, status: 'restoring' });
+    expect(res.json.data.restore_from).to.deep.equal({ source_id: backupId, target_id: targetId, snapshot_id: snapshotId });
+    expect(res.json.data.restore).to.include({ source_id: backupId, snapshot_id: snapshotId, status: 'running', volume_id: res.json.data.id });
+    expect(res.json.data.restore.task_id).to.match(/^task-/);
+    const copyId = res.json.data.id;
+    const ready = await waitFor(
+      async () => {
+        const v = (await api('GET', `/v1/volumes/${copyId}`)).json.data;
+        return v?.status === 'ready' || v?.status === 'failed' ? v : null;
+      },
+      { timeoutMs: 120_000, intervalMs: 200, what: 'the restored volume to be ready' },
+    );
+    expect(ready.status, ready.error ?? '').to.equal('ready');
+    expect(tree(copyDir)).to.deep.equal(original);
+    const restores = (await api('GET', `/v1/volumes/${copyId}/restores`)).json.data as Array<Record<string, any>>;
+    expect(restores).to.have.length(1);
+    expect(restores[0]).to.include({ id: res.json.data.restore.id, source_id: backupId, status: 'succeeded', error: null, task_id: null });
+    expect(readdirSync(path.dirname(copyDir)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
+
+    // A folder that holds files is not replaced: the volume fails saying so, and the files stay.
+    const busyDir = path.join(work, 'data', 'busy');
+    mkdirSync(busyDir, { recursive: true });
+    writeFileSync(path.join(busyDir, 'keep.txt'), 'mine\n');
+    const busy = await create({ name: named('busy'), folder: busyDir, restore_from: { snapshot_id: snapshotId, target_id: named('t') } });
+    expect(busy.status, busy.text).to.equal(202);
+    const failed = await waitFor(
+      async () => {
+        const v = (await api('GET', `/v1/volumes/${busy.json.data.id}`)).json.data;
+        return v?.status === 'failed' || v?.status === 'ready' ? v : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 200, what: 'the volume over a non-empty folder to fail' },
+    );
+    expect(failed.status).to.equal('failed');
+    expect(failed.error).to.match(/^restoring failed: restore rst-\S+ of backup bak-\S+ failed: .*folder .*busy exists on this machine and is not empty/);
+    expect(tree(busyDir)).to.deep.equal({ 'keep.txt': createHash('sha256').update('mine\n').digest('hex') });
+    expect(((await api('GET', `/v1/volumes/${busy.json.data.id}/restores`)).json.data as Array<Record<string, any>>)[0]).to.include({ status: 'failed' });
+    const backupOfFailed = await api('POST', `/v1/volumes/${busy.json.data.id}/backups`, { target_id: named('t') });
+    expect(backupOfFailed.status, 'a failed volume is not used').to.equal(409);
+    expect((await api('DELETE', `/v1/volumes/${busy.json.data.id}`)).status).to.equal(202);
+
+    // The CLI: by restic's snapshot id on the target, waiting until it is ready.
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca, HANGAR_CLI_POLL_MS: '100' };
+    const cliDir = path.join(work, 'data', 'cli-copy');
+    const args = ['volume', 'create', named('cli-copy'), '--node', nodeA, '--folder', cliDir, '--type', 'local', '--restore-from', snapshotId, '--restore-target', named('t')];
+    const made = await hangarCli([...args, '--wait'], { env, timeoutMs: 120_000 });
+    expect(made.code, made.stderr + made.stdout).to.equal(0);
+    expect(made.stdout).to.match(new RegExp(`^creating volume ${named('cli-copy')} \\(vol-\\S+\\): restoring\\n`));
+    expect(made.stdout).to.contain(`restoring backup ${backupId} (snapshot ${snapshotId}) into it as rst-`);
+    expect(made.stdout).to.contain('is ready');
+    expect(tree(cliDir)).to.deep.equal(original);
+    const noRestic = await hangarCli(['volume', 'create', named('cli-b'), '--node', nodeB, '--folder', path.join(work, 'data', 'cli-b'), '--restore-from', backupId], { env, timeoutMs: 60_000 });
+    expect(noRestic.code).to.equal(1);
+    expect(noRestic.stderr).to.contain('has no restic').and.to.contain('apt-get install restic');
+    const unknown = await hangarCli(['volume', 'create', named('cli-x'), '--node', nodeA, '--folder', path.join(work, 'data', 'cli-x'), '--restore-from', 'bak-0000000000000000'], { env, timeoutMs: 60_000 });
+    expect(unknown.code).to.equal(1);
+    expect(unknown.stderr).to.contain('body.restore_from.snapshot_id: no backup bak-0000000000000000');
+  });
+
   it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
     this.timeout(30_000);
     const refused = await api('DELETE', `/v1/backups/targets/${targetId}`);
@@ -400,6 +484,10 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(manualNow!.status).to.equal('forgotten');
     const restoreForgotten = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: manual.json.data.backup.id });
     expect(restoreForgotten.status).to.equal(404);
+    const newFromForgotten = await api('POST', '/v1/volumes', { name: named('from-forgotten'), node_id: nodeA, folder: path.join(work, 'data', 'from-forgotten'), type: 'local', restore_from: { snapshot_id: manual.json.data.backup.id } });
+    expect(newFromForgotten.status, newFromForgotten.text).to.equal(400);
+    expect(newFromForgotten.json.details[0].path).to.equal('body.restore_from.snapshot_id');
+    expect(newFromForgotten.json.message).to.contain('was forgotten');
     // Claimed once: the next run is an interval later, and no second run started meanwhile.
     const after = (await api('GET', `/v1/backups/schedules/${named('nightly')}`)).json.data;
     expect(Date.parse(after.next_run_at) - Date.parse(after.last_run_at)).to.equal(3600_000);
