@@ -369,6 +369,21 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(restores[0]).to.include({ id: res.json.data.restore.id, source_id: backupId, status: 'succeeded', error: null, task_id: null });
     expect(readdirSync(path.dirname(copyDir)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
 
+    // The restored volume is an ordinary one: backed up to another target, then deleted; its backup still makes new volumes (below, with the CLI).
+    expect((await api('POST', '/v1/backups/targets', targetBody({ name: named('copies'), prefix: 'copies' }))).status).to.equal(201);
+    const copyBackup = await api('POST', `/v1/volumes/${copyId}/backups`, { target_id: named('copies') });
+    expect(copyBackup.status, copyBackup.text).to.equal(202);
+    const copyDone = await waitFor(
+      async () => {
+        const found = ((await api('GET', `/v1/volumes/${copyId}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.id === copyBackup.json.data.backup.id);
+        return found && found.status !== 'running' ? found : null;
+      },
+      { timeoutMs: 120_000, intervalMs: 300, what: 'the backup of the restored volume to finish' },
+    );
+    expect(copyDone.status, copyDone.error ?? '').to.equal('succeeded');
+    expect((await api('DELETE', `/v1/volumes/${copyId}`)).status).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/volumes/${copyId}`)).status === 404, { timeoutMs: 30_000, intervalMs: 200, what: 'the restored volume to be deleted' });
+
     // A folder that holds files is not replaced: the volume fails saying so, and the files stay.
     const busyDir = path.join(work, 'data', 'busy');
     mkdirSync(busyDir, { recursive: true });
@@ -390,16 +405,16 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(backupOfFailed.status, 'a failed volume is not used').to.equal(409);
     expect((await api('DELETE', `/v1/volumes/${busy.json.data.id}`)).status).to.equal(202);
 
-    // The CLI: by restic's snapshot id on the target, waiting until it is ready.
+    // The CLI: by restic's snapshot id on the target (a backup of a volume since deleted), waiting until it is ready.
     const ca = path.join(work, 'ca.pem');
     writeFileSync(ca, t.caPem);
     const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca, HANGAR_CLI_POLL_MS: '100' };
     const cliDir = path.join(work, 'data', 'cli-copy');
-    const args = ['volume', 'create', named('cli-copy'), '--node', nodeA, '--folder', cliDir, '--type', 'local', '--restore-from', snapshotId, '--restore-target', named('t')];
+    const args = ['volume', 'create', named('cli-copy'), '--node', nodeA, '--folder', cliDir, '--type', 'local', '--restore-from', copyDone.snapshot_id, '--restore-target', named('copies')];
     const made = await hangarCli([...args, '--wait'], { env, timeoutMs: 120_000 });
     expect(made.code, made.stderr + made.stdout).to.equal(0);
     expect(made.stdout).to.match(new RegExp(`^creating volume ${named('cli-copy')} \\(vol-\\S+\\): restoring\\n`));
-    expect(made.stdout).to.contain(`restoring backup ${backupId} (snapshot ${snapshotId}) into it as rst-`);
+    expect(made.stdout).to.contain(`restoring backup ${copyDone.id} (snapshot ${copyDone.snapshot_id}) into it as rst-`);
     expect(made.stdout).to.contain('is ready');
     expect(tree(cliDir)).to.deep.equal(original);
     const noRestic = await hangarCli(['volume', 'create', named('cli-b'), '--node', nodeB, '--folder', path.join(work, 'data', 'cli-b'), '--restore-from', backupId], { env, timeoutMs: 60_000 });
@@ -408,6 +423,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     const unknown = await hangarCli(['volume', 'create', named('cli-x'), '--node', nodeA, '--folder', path.join(work, 'data', 'cli-x'), '--restore-from', 'bak-0000000000000000'], { env, timeoutMs: 60_000 });
     expect(unknown.code).to.equal(1);
     expect(unknown.stderr).to.contain('body.restore_from.snapshot_id: no backup bak-0000000000000000');
+    expect((await api('DELETE', `/v1/backups/targets/${named('copies')}?force=true`)).status).to.equal(204);
   });
 
   it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
