@@ -15,7 +15,7 @@ import { requireService } from '../../support/requirements.js';
 import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
 import { hangarCli } from '../runner/support.js';
 
-const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags'];
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags'];
 const SCRAPE_TOKEN = `scrape-token-${randomToken(32)}`;
 
 /** Where restic is on this machine (Debian's package), or null. */
@@ -330,6 +330,9 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     this.timeout(240_000);
     const copyDir = path.join(work, 'data', 'copy');
     const create = (over: Record<string, unknown> = {}) => api('POST', '/v1/volumes', { name: named('copy'), node_id: nodeA, folder: copyDir, type: 'local', restore_from: { snapshot_id: backupId }, ...over });
+    // The backup's target is the default project's: a volume of another project is not filled from it.
+    const other = await api('POST', '/v1/projects', { name: named('other') });
+    expect(other.status, other.text).to.equal(201);
     for (const [over, status, field, says] of [
       [{ restore_from: { snapshot_id: 'bak-0000000000000000' } }, 400, 'body.restore_from.snapshot_id', 'no backup bak-0000000000000000'],
       [{ restore_from: { snapshot_id: 'deadbeef' } }, 400, 'body.restore_from.snapshot_id', 'no backup deadbeef'],
@@ -337,6 +340,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       [{ restore_from: { snapshot_id: backupId, target_id: 'nowhere' } }, 400, 'body.restore_from.target_id', 'no backup target nowhere'],
       [{ restore_from: { snapshot_id: backupId, target_id: named('cli') } }, 400, 'body.restore_from.target_id', 'no backup target'],
       [{ restore_from: { target_id: targetId } }, 400, null, 'Validation failed'],
+      [{ project_id: named('other') }, 400, 'body.restore_from.snapshot_id', 'which belongs to another project than the new volume’s'],
       [{ restore_from: { snapshot_id: backupId, extra: 1 } }, 400, null, 'Validation failed'],
       [{ node_id: nodeB, folder: path.join(work, 'data', 'copy-on-b') }, 409, 'node.restic', 'has no restic, which volume backups and restores run: install Debian’s restic package'],
     ] as const) {
