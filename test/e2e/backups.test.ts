@@ -131,4 +131,21 @@ describe('volume backups in the machine lab: restic on a real machine, to the re
     expect(await m.sh(`readlink ${folder}/data/link`)).to.equal('../conf/app.yaml');
     expect(await m.sh(`ls -A ${path.posix.dirname(folder)}`)).to.equal('app');
   });
+
+  it('makes a new volume on the machine from that backup (POST /v1/volumes {restore_from}): restoring, then ready with the same files and symlink', async function () {
+    this.timeout(600_000);
+    const copy = '/srv/hangar-data/app-copy';
+    const created = await api('POST', '/v1/volumes', { name: 'app-copy', node_id: nodeId, folder: copy, type: 'local', restore_from: { snapshot_id: backupId } });
+    expect(created.status, created.text).to.equal(202);
+    expect(created.json.data.status).to.equal('restoring');
+    const ready = await until('the restored volume to be ready', async () => {
+      const v = (await api('GET', `/v1/volumes/${created.json.data.id}`)).json.data;
+      if (v.status === 'failed') throw new FailNow(`the restored volume failed: ${v.error}`);
+      return v.status === 'ready' ? v : null;
+    });
+    expect(ready.restore_from).to.include({ source_id: backupId });
+    const original = await listing();
+    expect(await m.sh(`cd ${copy} && { find . -type f -exec sha256sum {} + ; find . -type l -printf '%p -> %l\\n'; } | sort`)).to.equal(original);
+    expect(await m.sh(`ls -A ${path.posix.dirname(folder)}`)).to.equal('app\napp-copy');
+  });
 });
