@@ -12,8 +12,18 @@ import { permitted, type Permission } from './permissions.js';
  * matrix and the OpenAPI document read the same declaration.
  */
 
-/** Where a request names a resource: a path parameter, or a body field (`[]` walks an array of objects). */
-export type ScopeSource = `params.${string}` | `body.${string}`;
+/** Where a request names a resource: a path parameter, a body field (`[]` walks an array of objects), or a query parameter. */
+export type ScopeSource = `params.${string}` | `body.${string}` | `query.${string}`;
+
+/**
+ * A kind named by the request itself (the tags' `resource_type`): the value of the first of `from`
+ * present, mapped by `kinds` (`swarm` → `cluster`, `s3` → `object-store`…). A value not listed is a
+ * kind of no project (nodes: the installation's), which only installation roles reach.
+ */
+export interface KindAt {
+  from: readonly ScopeSource[];
+  kinds: Readonly<Record<string, string>>;
+}
 
 /** One resource a request names, whose project must grant the caller the permission. */
 export interface ScopeRef {
@@ -26,6 +36,15 @@ export interface ScopeRef {
   permission?: Permission;
   /** The value names the resource up to this separator (`vol:/data` names volume `vol`). */
   upTo?: string;
+  /** The kind is named by the request (then `kind` only labels the declaration, and the noun is the value named). */
+  kindAt?: KindAt;
+}
+
+/** A list whose items are of several kinds (tags): each item's kind is named by its field `type`, its resource by its field `id`. */
+export interface ListOfKinds {
+  type: string;
+  id: string;
+  kinds: Readonly<Record<string, string>>;
 }
 
 /**
@@ -37,7 +56,7 @@ export interface ScopeRef {
  */
 export interface RouteScope {
   of?: readonly ScopeRef[];
-  list?: string;
+  list?: string | ListOfKinds;
 }
 
 /**
@@ -78,10 +97,17 @@ const EVERYWHERE: Omit<ScopeAccess, 'narrowed'> = { allowed: null, member: null,
 
 const NO_USER_GRANTS = new Set<Permission>();
 
+/** What the scope step reads of a request. */
+interface ScopeInput {
+  params: unknown;
+  body: unknown;
+  query?: unknown;
+}
+
 /** A value at `params.id`, `body.volume_id` or `body.volumes[].volume_id`: every string found. */
-function valuesAt(input: { params: unknown; body: unknown }, from: ScopeSource): string[] {
+function valuesAt(input: ScopeInput, from: ScopeSource): string[] {
   const [root, ...path] = from.split('.');
-  let values: unknown[] = [(input as Record<string, unknown>)[root!]];
+  let values: unknown[] = [(input as unknown as Record<string, unknown>)[root!]];
   for (const step of path) {
     const array = step.endsWith('[]');
     const key = array ? step.slice(0, -2) : step;
@@ -105,6 +131,16 @@ export class ScopeGate {
     const found = this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind);
     if (!found) throw new Error(`no scope resolver for ${kind} (a route declares it; its plugin registers none)`);
     return found;
+  }
+
+  /**
+   * The projects of resources of a kind. A kind the request names (`named`) that no loaded plugin
+   * resolves, or none, is of no project: only installation roles reach its resources.
+   */
+  private async projectsOfKind(kind: string | undefined, refs: readonly string[], named: boolean): Promise<Map<string, string | null>> {
+    const resolver = kind && named ? this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind) : kind ? this.resolver(kind) : undefined;
+    if (!resolver) return new Map(refs.map((r) => [r, null]));
+    return refs.length ? resolver.projectsOf(refs) : new Map();
   }
 
   /** Whether projects are in force: a plugin grants by membership. Without it, routes are decided by installation roles alone. */
@@ -151,15 +187,20 @@ export class ScopeGate {
    * body after it). Not yours answers as not there: 404 `No <noun> <ref>` when the caller is not a
    * member of the resource's project; 403 when it is, and its role there does not grant the
    * permission. A path's resource that does not exist is the same 404; a body's is left to the
-   * handler (which names the field). All must be in one project (400 naming the field).
+   * handler (which names the field). All must be in one project (400 naming the field). Query
+   * parameters are checked with the body.
    */
-  async check(access: ScopeAccess, scope: RouteScope, permission: string, input: { params: unknown; body: unknown }, source: 'params' | 'body', seen: Map<string, string>): Promise<void> {
+  async check(access: ScopeAccess, scope: RouteScope, permission: string, input: ScopeInput, source: 'params' | 'body', seen: Map<string, string>): Promise<void> {
     for (const ref of scope.of ?? []) {
-      if (!ref.from.startsWith(`${source}.`)) continue;
+      if (!ref.from.startsWith(`${source}.`) && !(source === 'body' && ref.from.startsWith('query.'))) continue;
       const values = valuesAt(input, ref.from).map((v) => (ref.upTo && v.includes(ref.upTo) ? v.slice(0, v.indexOf(ref.upTo)) : v));
       if (!values.length) continue;
-      const found = await this.resolver(ref.kind).projectsOf(values);
-      const noun = ref.noun ?? ref.kind;
+      const named = ref.kindAt ? ref.kindAt.from.map((f) => valuesAt(input, f)[0]).find((v) => v !== undefined) : undefined;
+      // A kind the request does not name: the handler refuses it (400).
+      if (ref.kindAt && named === undefined) continue;
+      const kind = ref.kindAt ? ref.kindAt.kinds[named!] : ref.kind;
+      const found = await this.projectsOfKind(kind, values, Boolean(ref.kindAt));
+      const noun = ref.kindAt ? named! : (ref.noun ?? ref.kind);
       for (const value of values) {
         if (!found.has(value)) {
           // Installation roles get the handler's own 404; a member the same words whether it is missing or not its own.
@@ -206,13 +247,26 @@ export class ScopeGate {
     return id;
   }
 
-  /** A list's items the caller may see (and of the project `?project=` names), by their `id`. */
-  async filter(kind: string, access: ScopeAccess, items: unknown[]): Promise<unknown[]> {
+  /**
+   * A list's items the caller may see (and of the project `?project=` names), by their `id` (of
+   * several kinds: by the fields ListOfKinds names; an item of a kind of no project is seen by
+   * installation roles only).
+   */
+  async filter(list: string | ListOfKinds, access: ScopeAccess, items: unknown[]): Promise<unknown[]> {
     if (access.allowed === null && !access.narrowed) return items;
-    const ids = items.map((i) => (i as { id?: unknown })?.id).filter((id): id is string => typeof id === 'string');
-    const found = ids.length ? await this.resolver(kind).projectsOf(ids) : new Map<string, string | null>();
+    const by = typeof list === 'string' ? { type: '', id: 'id', kinds: {} as Record<string, string> } : list;
+    const field = (item: unknown, name: string) => (item as Record<string, unknown> | null)?.[name];
+    const kindOf = (item: unknown) => (typeof list === 'string' ? list : by.kinds[String(field(item, by.type))]);
+    const projects = new Map<unknown, string | null>();
+    for (const kind of new Set(items.map(kindOf))) {
+      if (!kind) continue;
+      const of = items.filter((i) => kindOf(i) === kind);
+      const ids = of.map((i) => field(i, by.id)).filter((id): id is string => typeof id === 'string');
+      const found = await this.projectsOfKind(kind, ids, typeof list !== 'string');
+      for (const item of of) projects.set(item, found.get(field(item, by.id) as string) ?? null);
+    }
     return items.filter((item) => {
-      const project = found.get((item as { id?: string }).id ?? '') ?? null;
+      const project = projects.get(item) ?? null;
       if (access.narrowed && project !== access.narrowed) return false;
       return access.allowed === null || (project !== null && access.allowed.has(project));
     });

@@ -7,7 +7,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { forbidden, HttpError, reasonPhrase } from '../errors.js';
 import { authorize, type AuthOutcome, type PermissionCheck } from '../auth/index.js';
 import { parsePermission, permissionOf, userGrantsOf, type UserGrants } from '../auth/permissions.js';
-import { ScopeGate, type ScopeAccess } from '../auth/scope.js';
+import { ScopeGate, type RouteScope, type ScopeAccess } from '../auth/scope.js';
 import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
@@ -269,7 +269,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
   const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
   // A credential limited to one project reaches what a route scopes to projects, its own account, and
   // the projects plugin's routes (which keep a key to its project themselves); a route on resources not
-  // yet scoped to projects (tags, backup targets, object stores…) would act installation-wide.
+  // yet scoped to projects (the gateway, creating clusters, volumes or backup targets…) would act installation-wide.
   const kind = parsePermission(permission)?.kind;
   const openToProjectKeys = Boolean(route.scope) || kind === 'account' || kind === 'projects' || kind === 'public' || kind === 'agent';
   const ownProjectQuery = Boolean(((route.schemas?.query as { properties?: Record<string, unknown> } | undefined)?.properties ?? {}).project);
@@ -316,8 +316,8 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const params: Record<string, unknown> = { ...(ctx as unknown as { params: Record<string, string> }).params };
     assertAcceptableInput(params, 'path');
     if (v.params) assertValid(v.params, params, 'path');
-    // 4b: the projects of what the body names.
-    if (access) await gate!.check(access, scoped!, permission, { params, body }, 'body', seen);
+    // 4b: the projects of what the body (and the query) names.
+    if (access) await gate!.check(access, scoped!, permission, { params, body, query }, 'body', seen);
     // 5: the handler. A write's handler runs in a write scope: the records that go with its first
     // committed write (the audit entry) are written in that write's transaction (core/db/write-scope.ts).
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
@@ -347,7 +347,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** A scoped list's answer with only the items the caller may see (core/auth/scope.ts). */
-async function visibleOnly(gate: ScopeGate, kind: string, access: ScopeAccess, result: unknown): Promise<unknown> {
+async function visibleOnly(gate: ScopeGate, kind: NonNullable<RouteScope['list']>, access: ScopeAccess, result: unknown): Promise<unknown> {
   const body = result instanceof Reply ? (result.body as { data?: unknown } | null) : null;
   if (result instanceof Reply && !result.type && Array.isArray(body?.data)) {
     return new Reply(result.status, { ...body, data: await gate.filter(kind, access, body.data) }, result.headers);

@@ -9,6 +9,23 @@ export { TaggableResources, type ResourceResolver } from '../../core/resources.j
 export const RESOURCE_TYPES = ['node', 'swarm', 'instance', 'volume', 'secret', 'config', 'service', 's3', 'loadbalancer', 'cluster'] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
+/**
+ * The project scope kind (core/auth/scope.ts) of each type whose resources belong to projects: a
+ * tag acts, and is seen, in its resource's project. Nodes are the installation's: their tags are
+ * installation roles' alone.
+ */
+export const TAGGED_KINDS: Readonly<Partial<Record<ResourceType, string>>> = {
+  swarm: 'cluster',
+  cluster: 'cluster',
+  instance: 'instance',
+  volume: 'volume',
+  secret: 'secret',
+  config: 'config',
+  service: 'service',
+  s3: 'object-store',
+  loadbalancer: 'loadbalancer',
+};
+
 export interface Tag {
   resource_type: ResourceType;
   resource_id: string;

@@ -5,7 +5,8 @@ import { badRequest, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { TaggableResources } from '../../core/resources.js';
-import { RESOURCE_TYPES, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
+import { RESOURCE_TYPES, TAGGED_KINDS, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
+import type { RouteScope } from '../../core/auth/scope.js';
 import { ResourceDeleted } from '../../core/events.js';
 
 const TAGS = 'tags';
@@ -23,6 +24,14 @@ const Key = Type.String({ pattern: '^[a-zA-Z0-9_.:/-]{1,63}$', description: 'let
 const Value = Type.String({ maxLength: 255 });
 const TagView = Type.Object({ resource_type: ResourceTypeSchema, resource_id: Type.String(), key: Type.String(), value: Type.String() });
 const TagRef = { resource_type: ResourceTypeSchema, resource_id: ResourceId, key: Key };
+
+/** A tag acts in its resource's project (the resource's resolver decides; nodes: installation roles only). */
+const kinds = TAGGED_KINDS as Record<string, string>;
+const ON_RESOURCE: RouteScope = { of: [{ kind: 'tagged', from: 'body.resource_id', kindAt: { from: ['body.resource_type'], kinds } }] };
+/** A DELETE names its tag in the body or the query string (the body's fields first, as the handler reads them). */
+const ON_NAMED_RESOURCE: RouteScope = {
+  of: (['body', 'query'] as const).map((at) => ({ kind: 'tagged', from: `${at}.resource_id` as const, kindAt: { from: ['body.resource_type', 'query.resource_type'] as const, kinds } })),
+};
 
 const view = (row: Record<string, unknown>): Tag => ({
   resource_type: row.resource_type as ResourceType,
@@ -113,6 +122,7 @@ export default definePlugin({
           method: 'PUT',
           path: '/v1/tags',
           auth: { role: 'admin' },
+          scope: ON_RESOURCE,
           summary: 'Set a tag on a resource (replaces the value of an existing key)',
           schemas: { body: Type.Object({ ...TagRef, value: Value }, { additionalProperties: false }), response: TagView },
           async handler(req) {
@@ -127,6 +137,8 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/tags',
           auth: 'authenticated',
+          // Only the tags of resources the caller reads (nodes': installation roles).
+          scope: { list: { type: 'resource_type', id: 'resource_id', kinds } },
           summary: 'Find resources by tag: every resource with this key (and value, and type, when given)',
           schemas: {
             query: Type.Object(
@@ -154,6 +166,7 @@ export default definePlugin({
           method: 'DELETE',
           path: '/v1/tags',
           auth: { role: 'admin' },
+          scope: ON_NAMED_RESOURCE,
           summary: 'Remove a tag from a resource (named in the body or the query string)',
           schemas: {
             body: Type.Object({ resource_type: Type.Optional(TagRef.resource_type), resource_id: Type.Optional(TagRef.resource_id), key: Type.Optional(TagRef.key) }, { additionalProperties: false }),

@@ -162,6 +162,33 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
       }
     }
     await ensureFixtures();
+    /**
+     * Waits until no fixture is being removed (an allowed DELETE removes it in the background,
+     * possibly after ensureFixtures looked), at most a few seconds: an operation that cannot finish
+     * here (a task for a machine that never comes) leaves its row, which is what the next caller needs.
+     */
+    async function settled() {
+      for (let i = 0; i < 100; i++) {
+        let busy = false;
+        for (const p of ['a', 'b'] as const) {
+          for (const [table, row] of rows(p)) {
+            if (!columns.has(table)) columns.set(table, (await knex(table).columnInfo()) as never);
+            const op = columns.get(table)!.op ? ((await knex(table).where({ id: row.id }).first('op')) as { op: string | null } | undefined)?.op : null;
+            if (op && /delete|remove/.test(op)) busy = true;
+          }
+        }
+        if (!busy) return;
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    }
+    /** Tags of both volumes and of a node (the installation's), which GET /v1/tags?key=mx-tag lists; put back before it is asked (a volume's deletion takes its tags). */
+    const tagged = [...(['a', 'b'] as const).map((p) => ({ resource_type: 'volume', resource_id: `vol-mx${p}` })), { resource_type: 'node', resource_id: 'node-mxnobody' }];
+    async function ensureTags() {
+      for (const tag of tagged) {
+        const row = { ...tag, key: 'mx-tag' };
+        if (!(await knex('tags').where(row).first('key'))) await knex('tags').insert({ ...row, value: 'x', created_at: new Date().toISOString(), updated_at: new Date().toISOString() });
+      }
+    }
     const fixture = (route: RegisteredRoute['route'], p: 'a' | 'b', kind: string) =>
       kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'object-store': 's3' }[kind]}-mx${p}`;
 
@@ -204,14 +231,16 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
         const ref = route.scope!.of?.find((r) => r.from.startsWith('params.'));
         if (route.scope!.list && p === 'b') continue;
         const ask = async (w: Who) => {
-          const res = await t.request(route.method, ref ? route.path.replace(/\{(\w+)\}/g, (_, name: string) => (name === ref.from.slice('params.'.length) ? fixture(route, p, ref.kind) : sampleParam(undefined))) : route.path, {
+          const path = ref ? route.path.replace(/\{(\w+)\}/g, (_, name: string) => (name === ref.from.slice('params.'.length) ? fixture(route, p, ref.kind) : sampleParam(undefined))) : route.path;
+          const res = await t.request(route.method, typeof route.scope!.list === 'object' ? `${path}?key=mx-tag` : path, {
             headers: w.headers,
             body: { __not_a_field__: true },
           });
           // An allowed write may have removed a fixture: put it back before the next request.
-          if (route.method !== 'GET' && res.status < 300) await ensureFixtures();
+          if (route.method !== 'GET' && res.status < 300) await settled().then(ensureFixtures);
           return res;
         };
+        if (typeof route.scope!.list === 'object') await ensureFixtures().then(ensureTags);
         // Reads change nothing: every caller at once; writes one after the other.
         const answers = route.method === 'GET' ? await Promise.all(who.map(ask)) : [];
         for (const [i, w] of who.entries()) {
@@ -219,10 +248,17 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
           requests++;
           if (route.scope!.list) {
             // A list: 200, with exactly the fixtures of the projects the caller may see.
-            const kind = route.scope!.list;
-            const ids: string[] = (res.json?.data ?? []).map((i: { id: string }) => i.id);
-            const shown = (['a', 'b'] as const).filter((q) => ids.includes(fixture(route, q, kind)));
-            const want = (['a', 'b'] as const).filter((q) => expectedOf(route, w, q) === 'allowed');
+            // A list of several kinds (tags): the volumes' items by project, a node's to installation roles only.
+            const list = route.scope!.list;
+            const kind = typeof list === 'string' ? list : 'volume';
+            const items: Array<Record<string, string>> = res.json?.data ?? [];
+            const ids = items.map((i) => i.id ?? i.resource_id);
+            const shown: string[] = (['a', 'b'] as const).filter((q) => ids.includes(fixture(route, q, kind)));
+            const want: string[] = (['a', 'b'] as const).filter((q) => expectedOf(route, w, q) === 'allowed');
+            if (typeof list === 'object') {
+              if (items.some((i) => i.resource_type === 'node')) shown.push('node');
+              if (w.role === 'admin' || w.role === 'auditor') want.push('node');
+            }
             if (res.status !== 200 || shown.join() !== want.join()) wrong.push(`${w.name} ${label(route)}: expected 200 showing [${want}], got ${res.status} showing [${shown}] ${res.text.slice(0, 200)}`);
             continue;
           }
@@ -304,6 +340,24 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     expect(res.json.message).to.match(/^Validation failed: body\.volume_id: volume vol-mxb belongs to another project than swarm swm-mxa/);
     res = await store(deployerA.headers, 'swm-mxa', 'vol-mxa');
     expect([res.status, res.json?.message], res.text).to.deep.equal([403, 'Insufficient permissions: this needs object-stores:write, and role user does not grant it']);
+    // A tag acts in its resource's project (in the body or, for a DELETE, the query string); a node's tags are installation roles' alone.
+    const tag = (method: string, h: Record<string, string>, body: Record<string, string>, query = '') => t.request(method, `/v1/tags${query}`, { headers: h, body });
+    res = await tag('PUT', maintainerA.headers, { resource_type: 'volume', resource_id: 'vol-mxb', key: 'mx-put', value: 'x' });
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
+    res = await tag('PUT', maintainerA.headers, { resource_type: 'swarm', resource_id: 'mx-swarm-b', key: 'mx-put', value: 'x' });
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No swarm mx-swarm-b']);
+    res = await tag('PUT', maintainerA.headers, { resource_type: 'node', resource_id: 'node-mxnobody', key: 'mx-put', value: 'x' });
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No node node-mxnobody']);
+    res = await tag('PUT', deployerA.headers, { resource_type: 'volume', resource_id: 'vol-mxa', key: 'mx-put', value: 'x' });
+    expect([res.status, res.json?.message], res.text).to.deep.equal([403, 'Insufficient permissions: this needs tags:write, and role user does not grant it']);
+    res = await tag('PUT', maintainerA.headers, { resource_type: 'volume', resource_id: 'mx-vol-a', key: 'mx-put', value: 'x' });
+    expect([res.status, res.json?.data], res.text).to.deep.equal([200, { resource_type: 'volume', resource_id: 'vol-mxa', key: 'mx-put', value: 'x' }]);
+    res = await tag('DELETE', maintainerA.headers, {}, '?resource_type=volume&resource_id=vol-mxb&key=mx-tag');
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
+    res = await tag('DELETE', maintainerA.headers, { resource_id: 'vol-mxb' }, '?resource_type=volume&key=mx-tag');
+    expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
+    res = await tag('DELETE', maintainerA.headers, { resource_type: 'volume', resource_id: 'vol-mxa', key: 'mx-put' });
+    expect(res.status, res.text).to.equal(200);
     // A target is made in a project (default: the caller's); an unknown one is a 400 naming the field, before the endpoint is probed.
     res = await t.request('POST', '/v1/backups/targets', { headers: bearer(admin.token), body: { name: 'mx-new', endpoint: 'http://127.0.0.1:9', bucket: 'mx-new', access_key_id: 'x', secret_access_key: 'y', project_id: 'nope' } });
     expect([res.status, res.json?.message]).to.deep.equal([400, 'Validation failed: body.project_id: no project nope']);

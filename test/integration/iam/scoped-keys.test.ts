@@ -296,7 +296,7 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
       const kind = KINDS[kindName];
       if (permissionOf(route) === 'account:read') continue;
       if (kind?.scope === 'project') {
-        // A project's kind on a route not scoped to projects (tags, backup targets, object stores…) would act installation-wide: refused.
+        // A project's kind on a route not scoped to projects (the gateway, creating clusters, volumes or backup targets…) would act installation-wide: refused.
         if (route.scope || kindName === 'projects') continue;
         const unscoped = await sig(scoped, route.method, p);
         requests++;
