@@ -3,6 +3,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { RegisteredRoute } from '../../core/plugin.js';
 import { parsePermission, permissionOf, PROJECT_ROLE_PERMISSIONS, PROJECT_ROLES, widenedRoutes } from '../../core/auth/permissions.js';
 import { loadConfig } from '../../core/config.js';
+import { waitFor } from '../support/agents.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../support/identity.js';
@@ -63,7 +64,8 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
   let routes: RegisteredRoute[];
   before(async () => {
     // Every plugin a default configuration loads.
-    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins });
+    // Due backup schedules are looked for every second (one by tag is run below).
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { backups: { schedule_check_seconds: 1 } } });
     admin = await bootstrapAdmin(t);
     user = await createUser(t, admin, { username: 'matrix-user', role: 'user' });
     auditor = await createUser(t, admin, { username: 'matrix-auditor', role: 'auditor' });
@@ -358,6 +360,21 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
     expect([res.status, res.json?.message], res.text).to.deep.equal([404, 'No volume vol-mxb']);
     res = await tag('DELETE', maintainerA.headers, { resource_type: 'volume', resource_id: 'vol-mxa', key: 'mx-put' });
     expect(res.status, res.text).to.equal(200);
+    // A schedule by tag backs up the volumes of its project only, though another project's carry the tag.
+    // (vol-mxz sorts after vol-mxb, which would be tried first: once vol-mxz's run is recorded, vol-mxb's would be.)
+    const at = new Date().toISOString();
+    await knex('volumes').insert({ id: 'vol-mxz', name: 'mx-vol-z', node_id: 'node-mxnobody', folder: '/srv/mx-z', type: 'local', status: 'failed', project_id: projects.a, created_at: at, updated_at: at });
+    for (const id of ['vol-mxb', 'vol-mxz']) {
+      res = await tag('PUT', bearer(admin.token), { resource_type: 'volume', resource_id: id, key: 'mx-sched', value: 'x' });
+      expect(res.status, res.text).to.equal(200);
+    }
+    res = await t.request('POST', '/v1/backups/schedules', { headers: bearer(admin.token), body: { name: 'mx-by-tag', target_id: 'bkt-mxa', volume_tags: { 'mx-sched': 'x' }, every_seconds: 86_400 } });
+    expect(res.status, res.text).to.equal(201);
+    const scheduleId: string = res.json.data.id;
+    const runsOf = async (volume: string) => ((await t.request('GET', `/v1/volumes/${volume}/backups`, { headers: bearer(admin.token) })).json.data as Array<{ schedule_id: string; error: string }>).filter((r) => r.schedule_id === scheduleId);
+    const [run] = await waitFor(async () => ((await runsOf('vol-mxz')).length ? runsOf('vol-mxz') : null), { timeoutMs: 20_000, what: 'the schedule to try vol-mxz' });
+    expect(run!.error).to.match(/^scheduled by mx-by-tag: /);
+    expect(await runsOf('vol-mxb')).to.deep.equal([]);
     // A target is made in a project (default: the caller's); an unknown one is a 400 naming the field, before the endpoint is probed.
     res = await t.request('POST', '/v1/backups/targets', { headers: bearer(admin.token), body: { name: 'mx-new', endpoint: 'http://127.0.0.1:9', bucket: 'mx-new', access_key_id: 'x', secret_access_key: 'y', project_id: 'nope' } });
     expect([res.status, res.json?.message]).to.deep.equal([400, 'Validation failed: body.project_id: no project nope']);
