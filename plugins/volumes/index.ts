@@ -17,7 +17,7 @@ import { TaggableResources } from '../tags/api.js';
 import { VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
 import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
-import { DEFAULT_PROJECT, ProjectsRef } from '../projects/api.js';
+import { defaultProjectOf, projectForNew, ProjectsRef } from '../projects/api.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
 
@@ -398,8 +398,7 @@ export default definePlugin({
     };
     services.provided.provide(VolumesRef, api);
     // Volumes made before projects (project_id null) are read as the `default` project's.
-    const defaultProject = async () => (await services.provided.find(ProjectsRef)?.find(DEFAULT_PROJECT))?.id ?? null;
-    services.provided.contribute(ScopeResolvers, tableResolver('volume', () => db.knex, VOLUMES, { via: 'project_id', defaultProject }));
+    services.provided.contribute(ScopeResolvers, tableResolver('volume', () => db.knex, VOLUMES, { via: 'project_id', defaultProject: defaultProjectOf(services) }));
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
@@ -509,9 +508,7 @@ export default definePlugin({
           async handler(req) {
             const type = req.body.type ?? 'nfs';
             const folder = normaliseFolder(req.body.folder);
-            const projects = services.provided.find(ProjectsRef);
-            if (req.body.project_id !== undefined && !projects) throw badRequest('Validation failed: body.project_id names a project, but no loaded plugin keeps projects (add projects to plugins:)', [{ path: 'body.project_id', message: 'projects are not loaded' }]);
-            const projectId = projects ? await projects.projectForNew(req.principal, req.body.project_id) : null;
+            const projectId = await projectForNew(services, req.principal, req.body.project_id);
             if (await volumes.findOne({ name: req.body.name })) throw conflict(`A volume named ${req.body.name} exists`);
             const node: NodeRecord = await nodes.requireLive(req.body.node_id);
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
