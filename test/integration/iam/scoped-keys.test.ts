@@ -147,6 +147,27 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect((await api('DELETE', `/v1/swarms/${b}`)).status).to.equal(200);
   });
 
+  it('uses the routes of backup targets, object stores and tags within its project (a project’s key of team-b: its owner’s role there)', async () => {
+    // Two targets, one per project, written as the store holds them (making one probes an S3 endpoint).
+    const at = clock.now().toISOString();
+    const knex = t.hangar.services.db.knex;
+    const sealed = t.hangar.services.ca.secretBox('backups').seal('x');
+    const teamB = (await api('GET', '/v1/projects/team-b')).json.data.id as string;
+    for (const [id, project] of [['bkt-keya', teamA], ['bkt-keyb', teamB]] as const) {
+      await knex('backup_targets').insert({ id, name: id, kind: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'keys', prefix: id, region: 'us-east-1', access_key_id: 'x', secret_sealed: sealed, password_sealed: sealed, project_id: project, checked_at: at, created_at: at, updated_at: at });
+    }
+    const key = await makeKey(bob, { project: 'team-b', role: 'owner' });
+    const listed = await sig(key, 'GET', '/v1/backups/targets');
+    expect(listed.status, listed.text).to.equal(200);
+    expect(listed.json.data.map((x: { id: string }) => x.id)).to.deep.equal(['bkt-keyb']);
+    expect((await sig(key, 'GET', '/v1/backups/targets/bkt-keya')).status).to.equal(404);
+    expect((await sig(key, 'DELETE', '/v1/backups/targets/bkt-keya')).status).to.equal(404);
+    expect((await sig(key, 'GET', '/v1/s3/instances')).status).to.equal(200);
+    expect((await sig(key, 'GET', '/v1/tags?key=any')).status).to.equal(200);
+    expect((await sig(key, 'DELETE', '/v1/backups/targets/bkt-keyb')).status).to.equal(204);
+    expect((await api('DELETE', '/v1/backups/targets/bkt-keya')).status).to.equal(204);
+  });
+
   it('refuses a key wider than its owner (403 naming what the owner lacks) and malformed scopes (400 naming the field)', async () => {
     const wider = await as(bob)('POST', `/v1/iam/users/${bob.userId}/keys`, { project: 'team-a', role: 'maintainer' });
     expect(wider.status).to.equal(403);
