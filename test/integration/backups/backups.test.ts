@@ -301,12 +301,14 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(code);
       return res;
     };
-    const create = ['backup', 'target', 'create', named('cli'), '--endpoint', s3.endpoint, '--bucket', bucket.name, '--prefix', 'cli', '--access-key-id', s3.credentials.accessKeyId, '--secret-key-file', '-'];
+    const create = ['backup', 'target', 'create', named('cli'), '--endpoint', s3.endpoint, '--bucket', bucket.name, '--prefix', 'cli', '--access-key-id', s3.credentials.accessKeyId, '--secret-key-file', '-', '--project', 'default'];
     const refused = await cli(create, 1, 'not-the-secret-0123456789abcdef\n');
     expect(refused.stderr).to.contain('credentials refused');
     const created = await cli(create, 0, `${s3.credentials.secretAccessKey}\n`);
     expect(created.stdout).to.match(new RegExp(`^created backup target ${named('cli')} \\(bkt-[0-9a-z]+\\): s3:${s3.endpoint}/${bucket.name}/cli\\n$`));
     expect((await cli(['backup', 'target', 'list'])).stdout).to.contain(named('cli')).and.to.contain(named('t'));
+    expect((await api('GET', `/v1/backups/targets/${named('cli')}`)).json.data.project_id).to.equal((await api('GET', '/v1/projects/default')).json.data.id);
+    expect((await cli(['backup', 'target', 'list', '--project', 'default'])).stdout).to.contain(named('cli'));
     expect((await cli(['backup', 'target', 'get', named('cli')])).stdout).not.to.contain(s3.credentials.secretAccessKey);
 
     const started = await cli(['volume', 'backup', named('app'), '--target', named('cli')]);
