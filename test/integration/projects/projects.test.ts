@@ -261,6 +261,9 @@ describeEachDialect('projects: migrating an installation made before projects', 
     let gone: Credentials;
     let swarms: unknown[];
     let clusters: unknown[];
+    let reads: Record<string, unknown[]>;
+    /** What a user reads of backup targets and schedules and of a swarm's tags (a node's tags are installation roles' since projects). */
+    const READS = ['/v1/backups/targets', '/v1/backups/schedules', '/v1/tags?key=old&resource_type=swarm'];
     try {
       admin = await bootstrapAdmin(before);
       user = await createUser(before, admin, { username: 'old-user', role: 'user' });
@@ -269,6 +272,12 @@ describeEachDialect('projects: migrating an installation made before projects', 
       for (const name of ['old-a', 'old-b']) expect((await before.request('POST', '/v1/swarms', { body: { name }, headers: bearer(admin.token) })).status).to.equal(201);
       const stamp = { created_at: NOW, updated_at: NOW };
       await before.hangar.store.knex('clusters').insert({ id: 'cluster-oldk8s', name: 'old-k8s', backend: 'k8s', status: 'empty', manager_node_id: null, runtime_id: null, error: null, ...stamp });
+      await before.hangar.store.knex('backup_targets').insert({ id: 'bkt-old', name: 'old-target', kind: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'old', prefix: '', region: 'us-east-1', access_key_id: 'x', secret_sealed: 'x', password_sealed: 'x', checked_at: NOW, ...stamp });
+      await before.hangar.store.knex('backup_schedules').insert({ id: 'bks-old', name: 'old-schedule', target_id: 'bkt-old', volume_ids: '[]', every_seconds: 86_400, next_run_at: '2100-01-01T00:00:00.000Z', ...stamp });
+      expect((await before.request('PUT', '/v1/tags', { body: { resource_type: 'swarm', resource_id: 'old-a', key: 'old', value: 'x' }, headers: bearer(admin.token) })).status).to.equal(200);
+      reads = {};
+      for (const path of READS) reads[path] = (await before.request('GET', path, { headers: bearer(user.token) })).json.data;
+      expect(Object.values(reads).map((r) => r.length)).to.deep.equal([1, 1, 1]);
       swarms = (await before.request('GET', '/v1/swarms', { headers: bearer(user.token) })).json.data;
       clusters = (await before.request('GET', '/v1/kubernetes/clusters', { headers: bearer(user.token) })).json.data;
       expect(swarms).to.have.length(2);
@@ -294,6 +303,8 @@ describeEachDialect('projects: migrating an installation made before projects', 
       const k8s = await get(user!, '/v1/kubernetes/clusters');
       expect(strip(k8s)).to.deep.equal(clusters);
       expect(k8s[0].project_id).to.equal(project.id);
+      // Backup targets and schedules (made before: the default project's) and tags of its resources, as they were.
+      for (const path of READS) expect(await get(user!, path), path).to.deep.equal(reads![path]);
       // Every live user a member with the migrated role; the deleted one is not.
       const members = await get(admin!, `/v1/projects/${project.id}/members`);
       expect(members.map((m: { username: string; role: string }) => `${m.username}:${m.role}`).sort()).to.deep.equal([`${admin!.username}:viewer`, 'old-user:viewer']);
