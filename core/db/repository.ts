@@ -107,6 +107,14 @@ function normaliseKey(v: unknown): unknown {
 
 const PAGE_KEYS = ['created_at', 'id'];
 
+/**
+ * A key with a NUL character names no row: no id or name hangar stores holds one, and PostgreSQL's
+ * text cannot (it refuses the query: `invalid byte sequence for encoding "UTF8": 0x00`).
+ */
+function namesNoRow(value: unknown): boolean {
+  return typeof value === 'string' && value.includes('\0');
+}
+
 /** A table with a string primary key `id`: the repository every plugin starts from. */
 export class Repository<T extends Row> {
   readonly codec: RowCodec;
@@ -154,11 +162,13 @@ export class Repository<T extends Row> {
   }
 
   async get(id: string, trx?: Knex.Transaction): Promise<T | null> {
+    if (namesNoRow(id)) return null;
     const row = trx ? await this.query(trx).where({ id }).first() : (await this.store.reads.all(this.sql.byId, [id]))[0];
     return row ? this.decode(row) : null;
   }
 
   async findOne(where: Row, trx?: Knex.Transaction): Promise<T | null> {
+    if (Object.values(where).some(namesNoRow)) return null;
     const row = await this.query(trx).where(this.codec.encode(where)).first();
     return row ? this.decode(row) : null;
   }
@@ -176,6 +186,7 @@ export class Repository<T extends Row> {
   }
 
   async findAll(where: Row = {}, trx?: Knex.Transaction): Promise<T[]> {
+    if (Object.values(where).some(namesNoRow)) return [];
     const rows: Row[] = await this.query(trx).where(this.codec.encode(where)).orderBy('id');
     return rows.map(this.decode);
   }

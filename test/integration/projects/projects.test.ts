@@ -214,6 +214,8 @@ describeEachDialect('projects: members, roles, the clusters they own', (dialect)
     expect(names(await api('GET', '/v1/swarms'))).to.deep.equal(['in-a', 'in-default', 'in-bee']);
     expect((await api('GET', '/v1/kubernetes/clusters?project=team-a')).json.data).to.deep.equal([]);
     expect((await api('GET', '/v1/swarms?project=no-such')).status).to.equal(400);
+    // A name no project can have (a NUL character, which PostgreSQL's text refuses) is no project either: 400, not a 500.
+    for (const p of ['/v1/swarms?project=%00', '/v1/projects/%00x']) expect((await api('GET', p)).status, p).to.be.oneOf([400, 404]);
     // A user names only projects it is a member of.
     expect(names(await as(bob)('GET', '/v1/swarms?project=team-a'))).to.deep.equal(['in-a']);
     expect((await as(bob)('GET', '/v1/swarms?project=team-bee')).status).to.equal(400);
