@@ -503,8 +503,11 @@ export class TaskQueue {
   async settle(taskId: string, options: { timeoutMs: number; signal?: AbortSignal; recheckMs?: number; until?: TaskStatus[] }): Promise<Task> {
     const deadline = Date.now() + options.timeoutMs;
     const until = options.until ?? ['completed', 'failed'];
+    // The task as its report announced it here: a read-once task whose caller read (and so deleted) it
+    // the moment it finished is known by its announcement.
+    let announced: Task | null = null;
     for (;;) {
-      const task = await this.get(taskId);
+      const task = (await this.get(taskId)) ?? announced;
       if (!task) throw notFound(`No task ${taskId}`);
       const remaining = deadline - Date.now();
       if (until.includes(task.status) || remaining <= 0 || options.signal?.aborted) return task;
@@ -516,7 +519,11 @@ export class TaskQueue {
           options.signal?.removeEventListener('abort', done);
           resolve();
         };
-        const mine = (task: Task) => task.id === taskId && done();
+        const mine = (task: Task) => {
+          if (task.id !== taskId) return;
+          announced = task;
+          done();
+        };
         const unsubscribeOk = this.events.subscribe(TaskCompleted, mine);
         const unsubscribeFailed = this.events.subscribe(TaskFailed, mine);
         const timer = setTimeout(done, Math.min(remaining, options.recheckMs ?? 2000));
