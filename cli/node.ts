@@ -1,5 +1,5 @@
 import type { ApiClient } from './api-client.js';
-import { fileText, keyValues, many, type Args, type Verb } from './resource-commands.js';
+import { fileText, keyValues, many, POLL_MS, type Args, type Verb } from './resource-commands.js';
 
 /**
  * `hangar node deploy`: the one node verb that is more than a request — it follows the deploy's
@@ -105,7 +105,6 @@ function rolloutEnd(r: RolloutView): number {
 
 /** Follows a rollout: a line whenever its progress changes, until it ends or `timeoutS` passes. */
 async function followRollout(api: ApiClient, first: RolloutView, timeoutS: number): Promise<number> {
-  const poll = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
   const deadline = Date.now() + timeoutS * 1000;
   let r = first;
   let last = '';
@@ -118,7 +117,7 @@ async function followRollout(api: ApiClient, first: RolloutView, timeoutS: numbe
       console.log(`still running after ${timeoutS} s; follow with: hangar node rollout ${r.id} --wait`);
       return 1;
     }
-    await new Promise((resolve) => setTimeout(resolve, poll));
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     r = await api.ok<RolloutView>('GET', `/v1/nodes/update-agent/${encodeURIComponent(r.id)}`);
   }
 }

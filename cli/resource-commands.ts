@@ -313,7 +313,8 @@ async function listAll(api: ApiClient, path: string): Promise<{ items: unknown[]
   }
 }
 
-const POLL_MS = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
+/** How often `--wait` and other followers poll (HANGAR_CLI_POLL_MS: tests make it short). */
+export const POLL_MS = Number(process.env.HANGAR_CLI_POLL_MS) || 1000;
 
 function labelOf(r: Resource, data: any, a: Args): string {
   const id = data?.id ?? a.id;
