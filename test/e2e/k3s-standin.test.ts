@@ -210,10 +210,14 @@ describe('k3s stand-in on lab machines (the upstream control plane; a real kubel
     // The memory limit is the container's cgroup limit (cgroup v1, seen from inside the container).
     const kubectl = (args: string) => server.sh(`k3s kubectl ${args}`);
     expect(await kubectl(`exec ${onAgent.metadata!.name} -- cat /sys/fs/cgroup/memory/memory.limit_in_bytes`)).to.equal(String(48 * 1024 * 1024));
-    // Pod to pod across the machines.
+    // Pod to pod across the machines. Each machine routes the other's pod CIDR once its pod network
+    // has seen the other node (it syncs every 3 s, as flannel follows nodes), which a pod's readiness
+    // (probed by its own machine's kubelet) does not wait for: the first answer may take a sync.
     const get = (pod: string, address: string) => kubectl(`exec ${pod} -- sh -c 'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc ${address}'`);
-    expect(await get(onServer.metadata!.name!, `${onAgent.status!.podIP} 8080`)).to.contain(`hello from ${onAgent.metadata!.name}`);
-    expect(await get(onAgent.metadata!.name!, `${onServer.status!.podIP} 8080`)).to.contain(`hello from ${onServer.metadata!.name}`);
+    const reach = (pod: string, address: string) =>
+      waitFor(() => get(pod, address).catch(() => ''), { what: `${address} answering from pod ${pod}`, timeoutMs: 20_000, intervalMs: 500 });
+    expect(await reach(onServer.metadata!.name!, `${onAgent.status!.podIP} 8080`)).to.contain(`hello from ${onAgent.metadata!.name}`);
+    expect(await reach(onAgent.metadata!.name!, `${onServer.status!.podIP} 8080`)).to.contain(`hello from ${onServer.metadata!.name}`);
 
     // A Service: its cluster IP from a pod (kube-proxy), and as a LoadBalancer (the nodes' addresses) from the host.
     await core.createNamespacedService({
@@ -226,7 +230,7 @@ describe('k3s stand-in on lab machines (the upstream control plane; a real kubel
     }, { what: 'the LoadBalancer Service with both nodes\' addresses', timeoutMs: 30_000, intervalMs: 500 });
     expect(service.status!.loadBalancer!.ingress!.map((i) => i.ip).sort()).to.deep.equal([server.ip, agent.ip].sort());
     const names = pods.map((p) => p.metadata!.name!);
-    expect(await get(onServer.metadata!.name!, `${service.spec!.clusterIP} 8088`)).to.match(new RegExp(`hello from (${names.join('|')})`));
+    expect(await reach(onServer.metadata!.name!, `${service.spec!.clusterIP} 8088`)).to.match(new RegExp(`hello from (${names.join('|')})`));
     const answers = new Set<string>();
     for (const machine of [server, agent, server, agent, server, agent]) {
       const res = await waitFor(async () => {
