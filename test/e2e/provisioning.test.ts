@@ -11,9 +11,12 @@ import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js
 import { FailNow, until as waitUntil } from '../support/agents.js';
 import { requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
+import { Receiver } from '../integration/notifications/receiver.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 const JOIN_PATH_WAIT_SECONDS = 25;
+/** Alerts judged every second; a node_offline fires after 2 s offline and resolves 3 s after its node is back (issue 31's lab proof). */
+const ALERTS = { interval_seconds: 1, hold_down_seconds: 3, rules: { node_offline: { for_seconds: 2 } } };
 
 /** test/support/agents.ts until(): FailNow or a failed assertion ends the wait at once; at the deadline the last error is named. */
 const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> => waitUntil(what, probe, timeoutMs, 500);
@@ -29,6 +32,8 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
   const nodeOf = new Map<string, string>();
   /** What the control plane serves as the agent: the build's files, linked, so a test can serve a broken one. */
   let binaryDir: string;
+  /** A webhook receiver on loopback subscribed to alert.firing and alert.resolved. */
+  const receiver = new Receiver();
 
   before(async function () {
     this.timeout(600_000);
@@ -40,7 +45,7 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     binaryDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-prov-binaries-'));
     for (const file of readdirSync(path.resolve('dist/agent'))) symlinkSync(path.resolve('dist/agent', file), path.join(binaryDir, file));
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'swarms', 'alerts', 'notifications'],
       overrides: {
         drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
@@ -49,13 +54,22 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
         // Swarm members reach each other over the WireGuard overlay (the default); a join gives up on a missing path after this.
         clusters: { join_path_wait_seconds: JOIN_PATH_WAIT_SECONDS },
         system: { agent_binary_dir: binaryDir },
+        alerts: ALERTS,
+        notifications: { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100 },
       },
     });
     admin = await bootstrapAdmin(t);
+    await receiver.start();
+    const channel = await api('POST', '/v1/notifications/channels', { name: 'alerts-hook', kind: 'webhook', url: receiver.url });
+    expect(channel.status, channel.text).to.equal(201);
+    receiver.secret = channel.json.data.secret;
+    const subscribed = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'alerts-hook', event_types: ['alert.firing', 'alert.resolved'] });
+    expect(subscribed.status, subscribed.text).to.equal(201);
   });
   after(async function () {
     this.timeout(120_000);
     await t?.stop();
+    await receiver.stop();
     await lab?.teardown();
     if (binaryDir) rmSync(binaryDir, { recursive: true, force: true });
   });
@@ -156,6 +170,37 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
     expect((await api('POST', `/v1/nodes/${nodeOf.get('m2')}/update-ssh`, { ssh_profile: 'nope' })).status).to.equal(400);
     const bare = await api('POST', '/v1/nodes', { name: 'never-heard-from', ip_address: '192.0.2.44' });
     expect((await api('POST', `/v1/nodes/${bare.json.data.id}/update-ssh`, {})).status).to.equal(409);
+  });
+
+  it('fires node_offline while a machine is frozen (docker pause: its agent falls silent) and resolves it once the machine runs again, announced once each', async function () {
+    this.timeout(180_000);
+    const id = nodeOf.get('m1')!;
+    const nodeOffline = async () => (await api('GET', `/v1/alerts?rule=node_offline&resource_id=${id}`)).json.data as Array<{ id: string; state: string; started_at: string; resolved_at: string | null }>;
+    await waitStatus(id, 'ready', 60_000);
+    const before = new Set((await nodeOffline()).map((a) => a.id));
+
+    await m1.pause();
+    try {
+      await waitStatus(id, 'offline', 60_000);
+      const firing = await until('node_offline to fire for m1', async () => (await nodeOffline()).find((a) => !before.has(a.id) && a.state === 'firing'), 30_000);
+      const heard = (event: string) => receiver.requests.filter((r) => r.event === event && r.body?.data?.id === firing.id);
+      await until('alert.firing at the receiver', async () => heard('alert.firing').length > 0, 15_000);
+      await m1.unpause();
+      await waitStatus(id, 'ready', 60_000);
+      const resolved = await until('node_offline to resolve after the hold-down', async () => (await nodeOffline()).find((a) => a.id === firing.id && a.state === 'resolved'), 30_000);
+      expect(resolved.started_at).to.equal(firing.started_at);
+      expect(Date.parse(resolved.resolved_at!)).to.be.greaterThan(Date.parse(firing.started_at));
+      await until('alert.resolved at the receiver', async () => heard('alert.resolved').length > 0, 15_000);
+      for (const event of ['alert.firing', 'alert.resolved']) {
+        const [delivery, ...more] = heard(event);
+        expect(more, `${event} delivered once`).to.deep.equal([]);
+        expect(delivery!.verified).to.equal(true);
+        expect(delivery!.body.resource).to.deep.equal({ type: 'node', id });
+      }
+      expect(heard('alert.firing')[0]!.body.severity).to.equal('critical');
+    } finally {
+      await m1.unpause().catch(() => undefined);
+    }
   });
 
   it('starts the agent over SSH after stop', async function () {
