@@ -1,4 +1,5 @@
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { CommandModule } from 'yargs';
 import { ConfigError } from '../core/errors.js';
@@ -17,7 +18,12 @@ interface CreateArgs extends CommonArgs {
 }
 
 interface RestoreArgs extends CommonArgs {
-  file: string;
+  file?: string;
+  from?: string;
+  endpoint?: string;
+  region: string;
+  snapshot?: string;
+  list?: boolean;
   force?: boolean;
   'force-while-serving'?: boolean;
 }
@@ -95,7 +101,11 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
           console.log(`control-plane backup written to ${where} (${result.bytes} bytes, encrypted)`);
           console.log(`  made by hangar ${m.hangar_version} at ${m.created_at}; store: ${m.dialect} (${m.schema.migrations.length} migrations); ${m.files} files; secrets kept ${m.keyring === 'shared' ? 'in the store, sealed with the master key (carried in the archive)' : 'as data-dir files'}`);
           for (const what of result.notCarried) console.log(`  not carried (keep it yourself): ${what}`);
-          console.log('  restore it with: hangar restore <file> --passphrase-file <file> (into an empty data dir and database)');
+          console.log(
+            upload
+              ? `  restore it with: hangar restore --from s3://<bucket>[/<prefix>] --endpoint <url> --passphrase-file <file> (keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; into an empty data dir and database)`
+              : '  restore it with: hangar restore <file> --passphrase-file <file> (into an empty data dir and database)',
+          );
         } finally {
           if (scratch) rmSync(scratch, { recursive: true, force: true });
         }
@@ -140,39 +150,118 @@ async function targetUploader(config: import('../config/schema.js').HangarConfig
   }
 }
 
-/** `hangar restore FILE`: a control plane rebuilt from its backup. */
+/** Where control-plane archives are kept under a target's prefix (as `backup create --target` uploads them). */
+const ARCHIVE_FOLDER = 'hangar-control-plane';
+
+/**
+ * `--from s3://BUCKET[/PREFIX][/hangar-control-plane[/NAME.hcpb]]` on a machine that has no store yet:
+ * the bucket's coordinates come from the command line, its keys from the environment as every S3
+ * tool reads them (never an argument: the process list shows arguments).
+ */
+async function archiveSource(args: RestoreArgs) {
+  const match = /^s3:\/\/([^/]+)(?:\/(.*?))?\/?$/.exec(args.from!);
+  if (!match) throw usageError(`--from ${args.from}: give s3://BUCKET[/PREFIX], where hangar backup create --target uploaded (it prints that address)`);
+  if (!args.endpoint) throw usageError('--from needs --endpoint: the S3 server’s URL, e.g. https://s3.example.net (the backup target’s endpoint)');
+  const accessKeyId = process.env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = process.env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) throw usageError('--from reads the bucket’s keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both');
+  const [bucket, rest = ''] = [match[1]!, match[2] ?? ''];
+  const named = rest.endsWith('.hcpb') ? rest : null;
+  const folder = named ? path.posix.dirname(named) : rest.split('/').pop() === ARCHIVE_FOLDER ? rest : rest ? `${rest}/${ARCHIVE_FOLDER}` : ARCHIVE_FOLDER;
+  const { getObject, listObjects, ProbeFailure } = await import('../plugins/backups/probe.js');
+  const location = { endpoint: args.endpoint, bucket, prefix: '', region: args.region, credentials: { accessKeyId, secretAccessKey } };
+  const s3Errors = async <T>(body: () => Promise<T>): Promise<T> => {
+    try {
+      return await body();
+    } catch (err) {
+      if (err instanceof ProbeFailure) throw failure(`--from ${args.from}: ${err.message}`);
+      throw err;
+    }
+  };
+  return {
+    /** The archives there, oldest first (their names carry the time they were made). */
+    list: () => s3Errors(async () => (await listObjects(location, `${folder}/`)).filter((o) => o.key.endsWith('.hcpb') && !o.key.slice(folder.length + 1).includes('/')).sort((a, b) => (a.key < b.key ? -1 : 1))),
+    named,
+    folder,
+    get: (key: string) => s3Errors(() => getObject(location, key)),
+  };
+}
+
+/** The archive file to restore: the positional file, or one downloaded from --from into a private scratch folder. */
+async function archiveToRestore(args: RestoreArgs): Promise<{ file: string; from: string | null; cleanup: () => void } | null> {
+  if (!args.from) return { file: args.file!, from: null, cleanup: () => undefined };
+  const source = await archiveSource(args);
+  const archives = await source.list();
+  if (args.list) {
+    if (archives.length === 0) console.log(`no control-plane archives under s3://${args.from!.slice(5).split('/')[0]}/${source.folder}/`);
+    for (const a of archives) console.log(`${path.posix.basename(a.key)}  ${a.size} bytes  ${a.last_modified}`);
+    return null;
+  }
+  const wanted = source.named ?? (args.snapshot && args.snapshot !== 'latest' ? `${source.folder}/${args.snapshot.endsWith('.hcpb') ? args.snapshot : `${args.snapshot}.hcpb`}` : archives.at(-1)?.key);
+  if (!wanted) throw failure(`--from ${args.from}: no control-plane archive under ${source.folder}/ (hangar backup create --target uploads them there)`);
+  if (!archives.some((a) => a.key === wanted)) {
+    const names = archives.map((a) => path.posix.basename(a.key));
+    throw failure(`--from ${args.from}: no archive ${path.posix.basename(wanted)} under ${source.folder}/${names.length ? ` (there: ${names.slice(-5).join(', ')}${names.length > 5 ? ', …' : ''}; --list shows all)` : ''}`);
+  }
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'hangar-restore-'));
+  const file = path.join(scratch, path.posix.basename(wanted));
+  writeFileSync(file, await source.get(wanted), { mode: 0o600 });
+  return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${wanted}`, cleanup: () => rmSync(scratch, { recursive: true, force: true }) };
+}
+
+/** `hangar restore FILE` or `hangar restore --from s3://…`: a control plane rebuilt from its backup. */
 export const restoreCommand: CommandModule<object, RestoreArgs> = {
-  command: 'restore <file>',
+  command: 'restore [file]',
   describe: 'Restore a control-plane backup (hangar backup create) into an empty data dir and database; then hangar serve starts it',
   builder: (y) =>
     y
-      .positional('file', { type: 'string', demandOption: true, describe: 'the archive' })
+      .positional('file', { type: 'string', describe: 'the archive (or --from)' })
       .options({
         ...COMMON,
+        'passphrase-file': { ...COMMON['passphrase-file'], demandOption: false },
+        from: { type: 'string', describe: 'restore from a bucket instead of a file: s3://BUCKET[/PREFIX] as backup create --target printed (keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)' },
+        endpoint: { type: 'string', describe: 'with --from: the S3 server’s URL (the backup target’s endpoint)' },
+        region: { type: 'string', default: 'us-east-1', describe: 'with --from: the S3 region' },
+        snapshot: { type: 'string', describe: 'with --from: the archive’s name (hangar-control-plane-<time>), default the newest' },
+        list: { type: 'boolean', default: false, describe: 'with --from: list the archives there and restore nothing' },
         force: { type: 'boolean', default: false, describe: 'replace a data dir and database that are not empty (hangar’s files and tables in them are lost; other tables are never dropped)' },
         'force-while-serving': { type: 'boolean', default: false, describe: 'as --force, even while a control plane holds leadership there (serves it): stop it first instead' },
+      })
+      .conflicts('file', 'from')
+      .check((a) => {
+        if (!a.file && !a.from) throw new Error('give the archive file, or --from s3://BUCKET[/PREFIX] with --endpoint');
+        for (const only of ['endpoint', 'snapshot'] as const) if (a[only] !== undefined && !a.from) throw new Error(`--${only} goes with --from`);
+        if (a.list && !a.from) throw new Error('--list goes with --from');
+        if (!a.list && !a['passphrase-file']) throw new Error('Missing required argument: passphrase-file');
+        return true;
       }) as never,
   handler: (args) =>
     runAndExit('restore', false, async () => {
-      const passphrase = readPassphrase(args['passphrase-file']);
-      const [{ restoreControlPlane }, { builtinCatalogue }] = await Promise.all([import('../core/backup/control-plane.js'), import('./catalogue.js')]);
-      const result = await operatorErrors(() =>
-        restoreControlPlane({
-          file: args.file,
-          passphrase,
-          configFile: args.config,
-          env: process.env,
-          dataDir: args['data-dir'],
-          catalogue: builtinCatalogue,
-          force: Boolean(args.force || args['force-while-serving']),
-          forceWhileServing: Boolean(args['force-while-serving']),
-        }),
-      );
-      const m = result.manifest;
-      const across = m.dialect === result.dialect ? result.dialect : `${m.dialect} → ${result.dialect}`;
-      console.log(`restored the control plane backed up at ${m.created_at} (hangar ${m.hangar_version}, ${m.hostname}) into ${result.dataDir}`);
-      console.log(`  store: ${across}${result.rows === null ? ' (the SQLite snapshot)' : ` (${result.rows} rows)`}; ${result.files} data-dir files (CA, server certificate, secrets)`);
-      console.log(`  start it with: hangar serve --config ${result.configFile}`);
+      const passphrase = args.list ? '' : readPassphrase(args['passphrase-file']!);
+      const archive = await archiveToRestore(args);
+      if (!archive) return EXIT.ok;
+      try {
+        const [{ restoreControlPlane }, { builtinCatalogue }] = await Promise.all([import('../core/backup/control-plane.js'), import('./catalogue.js')]);
+        const result = await operatorErrors(() =>
+          restoreControlPlane({
+            file: archive.file,
+            passphrase,
+            configFile: args.config,
+            env: process.env,
+            dataDir: args['data-dir'],
+            catalogue: builtinCatalogue,
+            force: Boolean(args.force || args['force-while-serving']),
+            forceWhileServing: Boolean(args['force-while-serving']),
+          }),
+        );
+        const m = result.manifest;
+        const across = m.dialect === result.dialect ? result.dialect : `${m.dialect} → ${result.dialect}`;
+        console.log(`restored the control plane backed up at ${m.created_at} (hangar ${m.hangar_version}, ${m.hostname})${archive.from ? ` from ${archive.from}` : ''} into ${result.dataDir}`);
+        console.log(`  store: ${across}${result.rows === null ? ' (the SQLite snapshot)' : ` (${result.rows} rows)`}; ${result.files} data-dir files (CA, server certificate, secrets)`);
+        console.log(`  start it with: hangar serve --config ${result.configFile}`);
+      } finally {
+        archive.cleanup();
+      }
       return EXIT.ok;
     }),
 };

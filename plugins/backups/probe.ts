@@ -37,9 +37,10 @@ function s3Code(res: HttpResponse): { code: string | null; message: string | nul
 const CREDENTIAL_CODES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken', 'ExpiredToken', 'AuthorizationHeaderMalformed', 'InvalidSecurity']);
 
 /** One signed request for a key of the bucket (`null`: the bucket itself). */
-async function send(location: S3Location, method: string, key: string | null, body?: Buffer, timeoutMs = PROBE_TIMEOUT_MS): Promise<HttpResponse> {
+async function send(location: S3Location, method: string, key: string | null, body?: Buffer, timeoutMs = PROBE_TIMEOUT_MS, query?: URLSearchParams): Promise<HttpResponse> {
   const objectPath = key === null ? '' : `/${key.split('/').map(uriEncode).join('/')}`;
   const url = new URL(`${location.endpoint.replace(/\/$/, '')}/${uriEncode(location.bucket)}${objectPath}`);
+  if (query) url.search = [...query].map(([k, v]) => `${uriEncode(k)}=${uriEncode(v)}`).join('&');
   const headers = signS3Request({ method, url, region: location.region, credentials: location.credentials, body, headers: body ? { 'content-type': 'application/octet-stream' } : {} });
   try {
     return await httpRequest(url.toString(), { method, headers: { accept: '*/*', ...headers }, body, timeoutMs });
@@ -87,4 +88,39 @@ export async function putObject(location: S3Location, name: string, body: Buffer
   const put = await send(location, 'PUT', key, body, UPLOAD_TIMEOUT_MS);
   if (put.status !== 200) throw refusal(location, `writing ${key}`, put);
   return key;
+}
+
+/** Reads one object of the bucket by its whole key; throws a ProbeFailure naming what failed (`what: 's3_error'` with 404 for a missing one). */
+export async function getObject(location: S3Location, key: string): Promise<Buffer> {
+  const got = await send(location, 'GET', key, undefined, UPLOAD_TIMEOUT_MS);
+  if (got.status === 404 && s3Code(got).code === 'NoSuchKey') throw new ProbeFailure('s3_error', `no object ${key} in bucket ${location.bucket}`);
+  if (got.status !== 200) throw refusal(location, `reading ${key}`, got);
+  return got.raw;
+}
+
+/** An object listed under a prefix. */
+export interface ListedObject {
+  key: string;
+  size: number;
+  last_modified: string;
+}
+
+const xmlText = (text: string) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+
+/** Every object whose key starts with `prefix` (ListObjectsV2, page after page). */
+export async function listObjects(location: S3Location, prefix: string): Promise<ListedObject[]> {
+  const objects: ListedObject[] = [];
+  let token: string | null = null;
+  do {
+    const query = new URLSearchParams({ 'list-type': '2', prefix });
+    if (token) query.set('continuation-token', token);
+    const res = await send(location, 'GET', null, undefined, PROBE_TIMEOUT_MS, query);
+    if (res.status !== 200) throw refusal(location, `listing ${prefix || 'the bucket'}`, res);
+    for (const [, body] of res.text.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
+      const field = (name: string) => xmlText(new RegExp(`<${name}>([^<]*)</${name}>`).exec(body!)?.[1] ?? '');
+      objects.push({ key: field('Key'), size: Number(field('Size')), last_modified: field('LastModified') });
+    }
+    token = /<IsTruncated>true<\/IsTruncated>/.test(res.text) ? xmlText(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(res.text)?.[1] ?? '') || null : null;
+  } while (token);
+  return objects;
 }

@@ -75,6 +75,9 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     for (const s of secrets) expect(text, 'a secret in the CLI output').not.to.include(s);
   };
 
+  /** The bucket's keys as a new machine gives them to `hangar restore --from`: in the environment. */
+  const bucketKeys = (secret = s3.credentials.secretAccessKey) => ({ AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: secret });
+
   before(async function () {
     this.timeout(S3_START_TIMEOUT_MS);
     const available = s3Availability();
@@ -178,6 +181,22 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(unknown.code).to.equal(1);
     expect(unknown.stderr).to.include('no backup target nowhere');
     expect(targetId).to.match(/^bkt-/);
+
+    // What a new machine sees there: `hangar restore --from` lists the bucket's archives with the keys in the environment.
+    const from = ['restore', '--from', `s3://${bucket.name}/prod`, '--endpoint', s3.endpoint];
+    const listed = await cli([...from, '--list'], { ...bucketKeys(), HANGAR_DATA_DIR: work });
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.stdout).to.match(new RegExp(`^${path.posix.basename(keys[0]!).replace(/\./g, '\\.')}  \\d+ bytes  `));
+    const refused = await cli([...from, '--list'], { ...bucketKeys('not-the-secret'), HANGAR_DATA_DIR: work });
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.include('credentials refused');
+    noSecretIn(refused.stderr);
+    const missing = await cli([...from, '--snapshot', 'hangar-control-plane-19990101T000000Z', '--passphrase-file', passphraseFile], { ...bucketKeys(), HANGAR_DATA_DIR: work });
+    expect(missing.code).to.equal(1);
+    expect(missing.stderr).to.include(`no archive hangar-control-plane-19990101T000000Z.hcpb under prod/hangar-control-plane/ (there: ${path.posix.basename(keys[0]!)}`);
+    const noKeys = await cli([...from, '--list'], { HANGAR_DATA_DIR: work });
+    expect(noKeys.code).to.equal(2);
+    expect(noKeys.stderr).to.include('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY');
   });
 
   it('refuses a wrong passphrase, a damaged or truncated archive, a short passphrase and a newer schema, with messages that say so', async function () {
@@ -362,7 +381,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(serveOutput).not.to.include(PASSPHRASE);
   });
 
-  it('restores the same archive into the other dialect', async function () {
+  it('restores the archive uploaded to the target into the other dialect, from the bucket (hangar restore --from)', async function () {
     this.timeout(180_000);
     const otherName: DialectName = dialect.name === 'sqlite' ? 'postgres' : 'sqlite';
     if (otherName === 'postgres') requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
@@ -370,9 +389,16 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     try {
       const fresh = other.freshStorage();
       // A SQLite archive keeps its CA in files: PostgreSQL needs a master key to move them into the store.
-      const res = await cli(['restore', archive, '--passphrase-file', passphraseFile], envFor(otherName, fresh, otherName === 'postgres'));
+      const res = await cli(['restore', '--from', `s3://${bucket.name}/prod`, '--endpoint', s3.endpoint, '--passphrase-file', passphraseFile], {
+        ...envFor(otherName, fresh, otherName === 'postgres'),
+        ...bucketKeys(),
+      });
       expect(res.code, res.stderr).to.equal(0);
+      const [uploaded] = await bucket.list('prod/hangar-control-plane/');
+      expect(res.stdout).to.include(` from s3://${bucket.name}/${uploaded} into ${fresh.dataDir}`);
       expect(res.stdout).to.include(`store: ${dialect.name} → ${otherName}`);
+      // The download was staged and is gone.
+      expect(readdirSync(os.tmpdir()).filter((n) => n.startsWith('hangar-restore-') && readdirSync(path.join(os.tmpdir(), n)).includes(path.posix.basename(uploaded!)))).to.deep.equal([]);
       noSecretIn(res.stdout + res.stderr);
       const restored = YAML.parse(readFileSync(path.join(fresh.dataDir, 'restored-config.yaml'), 'utf8')) as { secrets?: { master_key?: string } };
       const u = await startHangar(other, { plugins: PLUGINS, storage: fresh, overrides: { secrets: { master_key: restored.secrets?.master_key ?? null } } });
