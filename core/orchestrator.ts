@@ -285,6 +285,15 @@ export const ClusterContext = {
   cluster_nodes: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'hangar node id → the runtime’s node id' })),
   settings: Type.Optional(Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'the backend’s policies' })),
 };
+/**
+ * Where a bundle lives, for a backend with namespaces (Kubernetes; swarm ignores both): the
+ * service's namespace (the driver's own when left out), and whether it is applied, read and removed
+ * with its project's own credentials there (a non-admin's bundle) instead of the agent's.
+ */
+export const BundlePlacement = {
+  namespace: Type.Optional(Type.String({ pattern: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$', description: 'the namespace of the bundle’s objects that name none, and of its inventory' })),
+  confined: Type.Optional(Type.Boolean({ description: 'applied as the project’s ServiceAccount of the namespace (impersonated), so the API server refuses what the project may not do' })),
+};
 const Lines = Type.Object({ lines: Type.Array(Type.String()) });
 const Name = Type.String({ minLength: 1 });
 const ObjectKind = Type.Union([Type.Literal('secret'), Type.Literal('config')]);
@@ -358,6 +367,9 @@ export const DeployBundle = defineDriverCall({
     /** Health checks declared for its parts (by part: a compose service, a Deployment), over the bundle's own. */
     health: Type.Optional(Type.Record(Type.String(), HealthSpec)),
     prune: Type.Boolean(),
+    ...BundlePlacement,
+    /** The project the bundle belongs to: a backend with namespaces makes `namespace` for it (labelled with it) on first use. */
+    project: Type.Optional(Type.Object({ id: Type.String({ minLength: 1 }), name: Type.String({ minLength: 1 }) })),
     ...ClusterContext,
   }),
   result: BundleState,
@@ -369,7 +381,7 @@ export const RemoveBundle = defineDriverCall({
   lane: 'orchestrator',
   minAgentVersion: TYPED_TASKS_VERSION,
   method: 'removeBundle',
-  input: Type.Object({ name: Name }),
+  input: Type.Object({ name: Name, ...BundlePlacement }),
   result: Removed,
 });
 
@@ -379,7 +391,7 @@ export const BundleLogs = defineDriverCall({
   lane: 'reads',
   minAgentVersion: TYPED_TASKS_VERSION,
   method: 'bundleLogs',
-  input: Type.Object({ name: Name, ...LogOptions.properties }),
+  input: Type.Object({ name: Name, ...BundlePlacement, ...LogOptions.properties }),
   result: Lines,
 });
 

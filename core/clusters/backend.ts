@@ -74,9 +74,16 @@ export interface BundleFormat {
    * `installationAdmin` (core/auth/permissions.ts unlimitedAdmin: the caller is an installation
    * admin with all its power), the format's privilege check refuses what asks the machines for more
    * than a workload of a project gets (a host path, a privileged container, the host's network, a
-   * cluster-scoped object…): a 400 naming each such part (docs/tenancy.md).
+   * cluster-scoped object…): a 400 naming each such part (docs/tenancy.md). `namespace`: where the
+   * service's objects go, for a format that has {@link namespaceOf} (null: the backend's own).
    */
-  parse(text: string, context: { bundle: string; defaultDomain(part: string): string; installationAdmin: boolean }): ParsedBundle;
+  parse(text: string, context: { bundle: string; defaultDomain(part: string): string; installationAdmin: boolean; namespace?: string | null }): ParsedBundle;
+  /**
+   * For a format whose objects live in namespaces (manifests): the namespace a new service of this
+   * project goes in (`hangar-project-<name>`), kept with the service. A non-admin's bundle is
+   * confined to it: checked here, and applied with the project's own credentials there.
+   */
+  namespaceOf?(project: { id: string; name: string }): string;
 }
 
 /**

@@ -598,9 +598,9 @@ export class Clusters {
   }
 
   /** Queues a log read of a workload or a bundle on the cluster's manager (`lines` last lines, or everything after `since`). */
-  queueLogs(cluster: ClusterRecord, call: typeof WorkloadLogs | typeof BundleLogs, name: string, options: { lines?: number; since?: string }, subject: string) {
+  queueLogs(cluster: ClusterRecord, call: typeof WorkloadLogs | typeof BundleLogs, name: string, options: { lines?: number; since?: string }, subject: string, placement: { namespace?: string; confined?: boolean } = {}) {
     const range = options.since ? { since: new Date(options.since).toISOString() } : { lines: options.lines ?? 100 };
-    return this.queueRead(cluster, call, { name, ...range }, subject);
+    return this.queueRead(cluster, call, { name, ...placement, ...range }, subject);
   }
 
   /** A log read's state, and its lines once done (read once). */

@@ -33,7 +33,7 @@ export type KubernetesDriver = Omit<OrchestratorDriver, 'deployBundle'> &
     /** A bundle on Kubernetes is a manifest (multi-document YAML), applied server-side; the answer lists what it applied. */
     deployBundle(input: Parameters<OrchestratorDriver['deployBundle']>[0]): Promise<ManifestState>;
     /** The objects a bundle's manifest applied, or null for no such bundle. */
-    bundleObjects(input: { name: string }): Promise<{ objects: AppliedObject[] | null }>;
+    bundleObjects(input: { name: string; namespace?: string; confined?: boolean }): Promise<{ objects: AppliedObject[] | null }>;
   };
 
 export interface KubernetesDriverOptions {
@@ -81,8 +81,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     scaleWorkload: ({ name, replicas }) => run((ctx) => scaleWorkload(ctx, name, replicas)),
     workloadLogs: ({ name, ...logOptions }) => run(async (ctx) => logsOf(ctx, [{ prefix: '', deployment: await requireDeployment(ctx, name, 'reading the logs of') }], logOptions)),
     inspectWorkloads: (filter) => run((ctx) => inspectWorkloads(ctx, filter ?? {})),
-    deployBundle: ({ name, spec, prune, health }) => run((ctx) => deployBundle(ctx, name, spec, { prune: !!prune, health })),
-    removeBundle: ({ name }) => run((ctx) => removeBundle(ctx, name)),
+    deployBundle: ({ name, spec, prune, health, namespace, confined, project }) => run((ctx) => deployBundle(ctx, name, spec, { prune: !!prune, health, namespace, confined, project })),
+    removeBundle: ({ name, namespace, confined }) => run((ctx) => removeBundle(ctx, name, { namespace, confined })),
     bundleLogs: ({ name, ...logOptions }) => run((ctx) => bundleLogs(ctx, name, logOptions)),
     applyLoadBalancer: ({ spec, cluster_nodes, settings }) => run((ctx) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings })),
     removeLoadBalancer: ({ name }) => run((ctx) => removeLoadBalancer(ctx, name)),
@@ -99,7 +99,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions = {}): K
     scanUnmanaged: () => run((ctx) => scanUnmanaged(ctx)),
     nodes: () => run((ctx) => listNodes(ctx)),
     removeNode: ({ runtime_node_id }) => run((ctx) => removeNode(ctx, runtime_node_id)),
-    bundleObjects: ({ name }) => run(async (ctx) => ({ objects: await bundleObjects(ctx, name) })),
+    bundleObjects: ({ name, namespace, confined }) => run(async (ctx) => ({ objects: await bundleObjects(ctx, name, { namespace, confined }) })),
     volumePhase: ({ name }) => run(async (ctx) => ({ phase: await volumePhase(ctx, name) })),
     issueUserCredential: (input) => run((ctx) => issueUserCredential(ctx, input)),
     revokeUserCredential: ({ user_id }) => run((ctx) => revokeUserCredential(ctx, { user_id })),

@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { refusePrivileges, type BundleFormat, type ParsedBundle } from '../../core/clusters/backend.js';
 import { badRequest } from '../../core/errors.js';
-import { SERVICES_NAMESPACE } from './names.js';
+import { projectNamespace, SERVICES_NAMESPACE } from './names.js';
 
 /** A manifest document as read: a Kubernetes object (apiVersion, kind and metadata.name at least). */
 export interface ManifestObject {
@@ -62,7 +62,7 @@ const invalid = (message: string) => badRequest(`Validation failed: ${message}`,
  * the caller is an installation admin, the privilege check ({@link manifestPrivileges}) refuses
  * what reaches beyond a project's workloads: a 400 naming each object and field.
  */
-export function parseManifest(text: string, installationAdmin: boolean): ParsedBundle {
+export function parseManifest(text: string, installationAdmin: boolean, namespace: string = SERVICES_NAMESPACE): ParsedBundle {
   let objects: ManifestObject[];
   try {
     objects = readManifest(text);
@@ -70,7 +70,7 @@ export function parseManifest(text: string, installationAdmin: boolean): ParsedB
     if (!(err instanceof ManifestProblem)) throw err;
     throw invalid(err.document === null ? 'manifest has no objects' : `manifest document ${err.document} ${err.what}`);
   }
-  if (!installationAdmin) refusePrivileges(manifestPrivileges(objects), 'manifest');
+  if (!installationAdmin) refusePrivileges(manifestPrivileges(objects, namespace), 'manifest');
   const desired: Record<string, number | null> = {};
   for (const object of objects) {
     if (object.kind !== 'Deployment' || object.apiVersion !== 'apps/v1') continue;
@@ -81,6 +81,8 @@ export function parseManifest(text: string, installationAdmin: boolean): ParsedB
 }
 
 const FOR_ADMINS = 'is for installation admins';
+/** A bundle's inventory ConfigMap is `hangar-bundle-<bundle>` (./manifests.ts). */
+export const INVENTORY_PREFIX = 'hangar-bundle-';
 const ARE_FOR_ADMINS = 'are for installation admins';
 const RBAC_KINDS = new Set(['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']);
 /** Kinds a manifest of a non-admin may hold, by API group (`` for the core group): namespaced, no RBAC, none that reaches beyond the namespace. */
@@ -134,14 +136,17 @@ function podPrivileges(spec: Record<string, any>, at: string): string[] {
 
 /**
  * The manifest format's privilege check (docs/tenancy.md "What a bundle may ask of the machines"):
- * every object that reaches beyond a workload of the namespace hangar applies services into, each a
+ * every object that reaches beyond a workload of `namespace` (the service's: its project's
+ * namespace, or `default` for a service made before project namespaces), each a
  * problem naming the object and its field (`Deployment default/x spec.template.spec.hostNetwork: …`,
  * `ClusterRoleBinding y: …`). Only namespaced kinds hangar knows, no RBAC, no other namespace, no
  * host paths, host namespaces, privileged or escalating containers, added capabilities, service
- * account tokens, external IPs or claims of a given PersistentVolume. The services plugin refuses
- * such a manifest (400) from any caller but an installation admin with all its power.
+ * account tokens, external IPs, claims of a given PersistentVolume or objects named like hangar's
+ * inventory of a service. The services plugin refuses such a manifest (400) from any caller but an
+ * installation admin with all its power; the API server refuses the same to the project's
+ * ServiceAccount it is applied as (RBAC, Pod Security admission `restricted`).
  */
-export function manifestPrivileges(objects: readonly ManifestObject[]): string[] {
+export function manifestPrivileges(objects: readonly ManifestObject[], home: string = SERVICES_NAMESPACE): string[] {
   const problems: string[] = [];
   for (const object of objects) {
     const { kind, apiVersion } = object;
@@ -150,7 +155,7 @@ export function manifestPrivileges(objects: readonly ManifestObject[]): string[]
       problems.push(`${kind} ${name}: cluster-scoped objects ${ARE_FOR_ADMINS}`);
       continue;
     }
-    const namespace = object.metadata.namespace ?? SERVICES_NAMESPACE;
+    const namespace = object.metadata.namespace ?? home;
     const label = `${kind} ${namespace}/${name}`;
     if (RBAC_KINDS.has(kind)) {
       problems.push(`${label}: RBAC objects (Role, RoleBinding, ClusterRole, ClusterRoleBinding) ${ARE_FOR_ADMINS}`);
@@ -160,9 +165,10 @@ export function manifestPrivileges(objects: readonly ManifestObject[]): string[]
       problems.push(`${label}: kind ${kind} of ${apiVersion} ${FOR_ADMINS} (a project's manifest holds ${Object.values(NAMESPACED_KINDS).flat().join(', ')})`);
       continue;
     }
-    if (namespace !== SERVICES_NAMESPACE) {
-      problems.push(`${label} metadata.namespace: namespace ${namespace} ${FOR_ADMINS} (services are applied into ${SERVICES_NAMESPACE}: name it or leave namespace out)`);
+    if (namespace !== home) {
+      problems.push(`${label} metadata.namespace: namespace ${namespace} ${FOR_ADMINS} (this service's objects go in ${home}: name it or leave namespace out)`);
     }
+    if (kind === 'ConfigMap' && name.startsWith(INVENTORY_PREFIX)) problems.push(`${label} metadata.name: the names ${INVENTORY_PREFIX}… are hangar's (the objects a service applied)`);
     const path = POD_SPEC[kind];
     if (path) {
       const podSpec = path.reduce<unknown>((at, key) => (isMap(at) ? at[key] : undefined), object);
@@ -183,5 +189,6 @@ export const manifestFormat: BundleFormat = {
   schema: Type.String({ minLength: 1, maxLength: 1_000_000, description: 'the Kubernetes manifest (multi-document YAML), base64-encoded' }),
   describes: 'manifest on a Kubernetes cluster',
   appliedObjects: true,
-  parse: (text, { installationAdmin }) => parseManifest(text, installationAdmin),
+  parse: (text, { installationAdmin, namespace }) => parseManifest(text, installationAdmin, namespace ?? SERVICES_NAMESPACE),
+  namespaceOf: (project) => projectNamespace(project.name),
 };

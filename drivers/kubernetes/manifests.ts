@@ -2,7 +2,8 @@ import type { KubernetesObject, V1ConfigMap, V1Deployment } from '@kubernetes/cl
 import type { BundleState, LogOptions } from './contract.js';
 import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
 import { logsOf } from './logs.js';
-import { ManifestProblem, readManifest } from './manifest-format.js';
+import { INVENTORY_PREFIX, ManifestProblem, readManifest } from './manifest-format.js';
+import { confinedTo, ensureProjectNamespace } from './tenancy.js';
 import { readinessProbeOf, stateOf } from './workloads.js';
 import type { HealthSpec } from '../../core/orchestrator.js';
 
@@ -26,7 +27,7 @@ const REMOVE_WAIT_MS = 60_000;
  * manifest applied (like kubectl's ApplySet), so that a new manifest prunes what it no longer
  * has and removing the bundle removes exactly those.
  */
-const inventoryName = (bundle: string) => `hangar-bundle-${bundle}`;
+const inventoryName = (bundle: string) => `${INVENTORY_PREFIX}${bundle}`;
 const INVENTORY_KEY = 'objects';
 
 async function readInventory(ctx: KubeContext, bundle: string): Promise<AppliedObject[] | null> {
@@ -84,9 +85,37 @@ async function deleteApplied(ctx: KubeContext, bundle: string, object: AppliedOb
   }
 }
 
+/** The bundle's Deployments: in every namespace, or (confined: a ServiceAccount lists its own namespace only) in the context's. */
+function bundleDeployments(ctx: KubeContext, bundle: string, confined: boolean) {
+  const labelSelector = `${BUNDLE_LABEL}=${bundle}`;
+  return attempt(`listing the workloads of bundle ${bundle}`, () =>
+    confined ? ctx.apps.listNamespacedDeployment({ namespace: ctx.namespace, labelSelector }) : ctx.apps.listDeploymentForAllNamespaces({ labelSelector }),
+  );
+}
+
+/**
+ * Where a bundle's calls work (core/orchestrator.ts BundlePlacement): `namespace` is where its
+ * objects that name none and its inventory go (the driver's own when not given); `confined`, as the
+ * project's ServiceAccount of that namespace instead of the agent's own credentials.
+ */
+export interface Placement {
+  namespace?: string;
+  confined?: boolean;
+}
+
+/** The context a bundle's calls use, by its placement. */
+export function placed(ctx: KubeContext, bundle: string, placement: Placement): KubeContext {
+  const namespace = placement.namespace ?? ctx.namespace;
+  if (placement.confined) {
+    if (!placement.namespace) throw new KubeDriverError(`bundle ${bundle}: a confined bundle needs its namespace`, 400);
+    return confinedTo(ctx, namespace);
+  }
+  return namespace === ctx.namespace ? ctx : { ...ctx, namespace };
+}
+
 /** The bundle's state: each of its Deployments as a workload (component = the Deployment's name), and what it applied. */
-async function bundleState(ctx: KubeContext, bundle: string, applied: AppliedObject[]): Promise<ManifestState> {
-  const list = await attempt(`listing the workloads of bundle ${bundle}`, () => ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` }));
+async function bundleState(ctx: KubeContext, bundle: string, applied: AppliedObject[], confined: boolean): Promise<ManifestState> {
+  const list = await bundleDeployments(ctx, bundle, confined);
   const services = [];
   for (const deployment of list.items.filter((d) => !d.metadata?.deletionTimestamp)) services.push(await stateOf(ctx, deployment));
   return { name: bundle, services, applied_objects: applied };
@@ -112,8 +141,17 @@ export function withReadiness(object: KubernetesObject, health: Record<string, H
   return deployment as KubernetesObject;
 }
 
-export async function deployBundle(ctx: KubeContext, bundle: string, manifest: string, options: { prune: boolean; health?: Record<string, HealthSpec> }): Promise<ManifestState> {
+export async function deployBundle(
+  agent: KubeContext,
+  bundle: string,
+  manifest: string,
+  options: Placement & { prune: boolean; health?: Record<string, HealthSpec>; project?: { id: string; name: string } },
+): Promise<ManifestState> {
   checkName('bundle', bundle);
+  // The project's namespace, its account and their rights are made with the agent's own credentials.
+  if (options.project && options.namespace) await ensureProjectNamespace(agent, options.namespace, options.project);
+  const ctx = placed(agent, bundle, options);
+  const confined = !!options.confined;
   const objects: KubernetesObject[] = [];
   for (const object of parseManifest(bundle, manifest)) objects.push(await prepare(ctx, bundle, withReadiness(object, options.health ?? {})));
   // A namespace the manifest itself creates does not exist during the dry run: its objects are checked when applied.
@@ -129,18 +167,21 @@ export async function deployBundle(ctx: KubeContext, bundle: string, manifest: s
     applied.push(appliedOf(object));
   }
   const dropped = previous.filter((p) => !applied.some((a) => sameObject(a, p)));
-  const kept = options.prune ? applied : [...applied, ...dropped];
+  // Confined, what an admin's manifest made outside the namespace stays listed, for an admin's deploy or removal to delete.
+  const pruned = options.prune ? dropped.filter((o) => !confined || o.namespace === ctx.namespace) : [];
+  const kept = [...applied, ...dropped.filter((o) => !pruned.includes(o))];
   await writeInventory(ctx, bundle, kept);
-  if (options.prune) for (const object of dropped) await deleteApplied(ctx, bundle, object);
-  return bundleState(ctx, bundle, kept);
+  for (const object of pruned) await deleteApplied(ctx, bundle, object);
+  return bundleState(ctx, bundle, kept, confined);
 }
 
 /** Deletes every object of the bundle and waits until its workloads are gone; {removed: false} when there is no such bundle. */
-export async function removeBundle(ctx: KubeContext, bundle: string): Promise<{ removed: boolean }> {
+export async function removeBundle(agent: KubeContext, bundle: string, placement: Placement = {}): Promise<{ removed: boolean }> {
+  const ctx = placed(agent, bundle, placement);
   const inventory = await readInventory(ctx, bundle);
   if (!inventory) return { removed: false };
   for (const object of [...inventory].reverse()) await deleteApplied(ctx, bundle, object);
-  const gone = await waitUntil(async () => (await ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` })).items.length === 0, REMOVE_WAIT_MS);
+  const gone = await waitUntil(async () => (await bundleDeployments(ctx, bundle, !!placement.confined)).items.length === 0, REMOVE_WAIT_MS);
   if (!gone) throw new KubeDriverError(`removing bundle ${bundle}: its workloads are still there after ${REMOVE_WAIT_MS / 1000} s`, 504);
   try {
     await ctx.core.deleteNamespacedConfigMap({ name: inventoryName(bundle), namespace: ctx.namespace });
@@ -151,14 +192,15 @@ export async function removeBundle(ctx: KubeContext, bundle: string): Promise<{ 
 }
 
 /** The objects a bundle applied (its inventory), or null when there is no such bundle. */
-export async function bundleObjects(ctx: KubeContext, bundle: string): Promise<AppliedObject[] | null> {
-  return readInventory(ctx, bundle);
+export async function bundleObjects(agent: KubeContext, bundle: string, placement: Placement = {}): Promise<AppliedObject[] | null> {
+  return readInventory(placed(agent, bundle, placement), bundle);
 }
 
 /** The logs of every Deployment of a bundle, merged in time order, each line `<deployment> | <timestamp> <text>`. */
-export async function bundleLogs(ctx: KubeContext, bundle: string, options: LogOptions): Promise<{ lines: string[] }> {
+export async function bundleLogs(agent: KubeContext, bundle: string, options: LogOptions & Placement): Promise<{ lines: string[] }> {
+  const ctx = placed(agent, bundle, options);
   if (!(await readInventory(ctx, bundle))) throw new KubeDriverError(`reading the logs of bundle ${bundle}: no such bundle`, 404);
-  const list = await attempt(`listing the workloads of bundle ${bundle}`, () => ctx.apps.listDeploymentForAllNamespaces({ labelSelector: `${BUNDLE_LABEL}=${bundle}` }));
+  const list = await bundleDeployments(ctx, bundle, !!options.confined);
   return logsOf(
     ctx,
     list.items.map((deployment: V1Deployment) => ({ prefix: `${deployment.metadata?.name} | `, deployment })),

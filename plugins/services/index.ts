@@ -23,6 +23,7 @@ import type { Principal } from '../../core/auth/index.js';
 import { unlimitedAdmin } from '../../core/auth/permissions.js';
 import { parseAllDocuments } from 'yaml';
 import { RoutesChanged } from '../../core/clusters/topics.js';
+import { ProjectsRef } from '../projects/api.js';
 
 const LogsQuery = Type.Object(
   {
@@ -111,7 +112,7 @@ function replicasOf(stack: string, desired: Record<string, number | null>, workl
 export default definePlugin({
   name: 'services',
   description: 'services: compose stacks on swarms (hangar secrets and configs, x-hangar routing, logs)',
-  optionalDeps: [SecretsRef],
+  optionalDeps: [SecretsRef, ProjectsRef],
   provides: [ServicesRef],
   migrations: serviceMigrations,
   setup(services) {
@@ -120,6 +121,7 @@ export default definePlugin({
     const store = new ServiceStore(db, clock);
     // Secrets and configs in compose files need the secrets plugin; without it a file that uses them is refused.
     const secrets = services.provided.find(SecretsRef) ?? null;
+    const projects = () => services.provided.find(ProjectsRef) ?? null;
     const now = () => clock.now().toISOString();
     const routesChanged = (clusterId: string) => services.events.publish(RoutesChanged, { clusterId });
 
@@ -147,6 +149,17 @@ export default definePlugin({
       return offer.format;
     }
 
+    /**
+     * Where a new service of a format with namespaces goes on this cluster: its project's namespace
+     * (null without projects, or for a format without namespaces: the driver's own).
+     */
+    async function namespaceFor(format: BundleFormat, cluster: ClusterRecord): Promise<string | null> {
+      const project = format.namespaceOf && cluster.project_id ? await projects()?.find(cluster.project_id) : null;
+      return project ? format.namespaceOf!(project) : null;
+    }
+    /** A service's placement in its bundle calls: its namespace, and whether it acts as the project's account there. */
+    const placementOf = (service: ServiceRecord) => (service.namespace ? { namespace: service.namespace, confined: !!service.confined } : {});
+
     function view(s: ServiceRecord) {
       const offer = formatNamed(s.backend);
       return {
@@ -156,6 +169,7 @@ export default definePlugin({
         [offer?.target ?? 'cluster_id']: s.cluster_id,
         [offer?.format.field ?? 'spec']: s.spec,
         ...(offer?.format.appliedObjects ? { applied_objects: s.applied_objects ?? [] } : {}),
+        ...(offer?.format.namespaceOf ? { namespace: s.namespace ?? null, confined: !!s.confined } : {}),
         stack: stackOf(s),
         status: s.status,
         error: s.error,
@@ -178,8 +192,8 @@ export default definePlugin({
      * unless `installationAdmin` (the caller is one with all its power: core/auth/permissions.ts
      * unlimitedAdmin); a stored spec was checked against its caller when it was accepted.
      */
-    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord, installationAdmin: boolean) {
-      const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}`, installationAdmin });
+    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord, installationAdmin: boolean, namespace: string | null) {
+      const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}`, installationAdmin, namespace });
       const resolved = await resolveObjects(parsed, resolver(cluster.id, format), { noun: core.nounOf(cluster), field: format.field });
       return {
         desired: parsed.desired,
@@ -224,7 +238,7 @@ export default definePlugin({
     async function removeStack(service: ServiceRecord): Promise<void> {
       const cluster = await core.clusters.get(service.cluster_id);
       if (!cluster?.manager_node_id) return;
-      await core.callOn(cluster, RemoveBundle, { name: stackOf(service) });
+      await core.callOn(cluster, RemoveBundle, { name: stackOf(service), ...placementOf(service) });
     }
 
     const lifecycle = core.lifecycle(
@@ -243,9 +257,12 @@ export default definePlugin({
                 const cluster = await core.requireActive(service.cluster_id);
                 const format = requireFormat(service);
                 // The stored spec: checked against its caller's rights when it was accepted.
-                const spec = await prepareSpec(format, service.spec, service.name, cluster, true);
+                const spec = await prepareSpec(format, service.spec, service.name, cluster, true, service.namespace ?? null);
                 const health = service.health && Object.keys(service.health).length ? { health: service.health } : {};
-                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, ...health, prune: true });
+                // A service in its project's namespace: the driver makes the namespace, labelled with the project, on first use.
+                const project = service.namespace && cluster.project_id ? await projects()?.find(cluster.project_id) : null;
+                const placement = { ...placementOf(service), ...(project ? { project: { id: project.id, name: project.name } } : {}) };
+                const state = await core.callOn(cluster, DeployBundle, { name: stackOf(service), spec: service.spec, objects: spec.objects, routed: spec.routed, ...health, ...placement, prune: true });
                 // A format whose deploy answers the objects it applied (manifests): what is pruned against and deleted.
                 const applied = (state as { applied_objects?: ServiceRecord['applied_objects'] }).applied_objects;
                 return {
@@ -372,7 +389,14 @@ export default definePlugin({
 
     /** A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped service keeps it for its start). */
     async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, declared: PartHealth | null | undefined, who: Principal | null, rollbackOf?: number) {
-      const parsed = await prepareSpec(format, text, current.name, cluster, unlimitedAdmin(who));
+      const admin = unlimitedAdmin(who);
+      // Made before project namespaces: it stays in `default` (never moved: a move deletes its objects, claims' data with them), where only admins apply.
+      if (!admin && format.namespaceOf && !current.namespace && (await namespaceFor(format, cluster))) {
+        throw conflict(
+          `Service ${current.name} was made before project namespaces and stays in namespace default, where only installation admins apply manifests: ask one to change it, or delete it and create it again to have it in ${await namespaceFor(format, cluster)}`,
+        );
+      }
+      const parsed = await prepareSpec(format, text, current.name, cluster, admin, current.namespace ?? null);
       const parts = Object.keys(parsed.desired);
       // Not given: the checks declared so far, for the parts the new spec still has.
       const kept = declared === undefined ? Object.fromEntries(Object.entries(current.health ?? {}).filter(([part]) => parts.includes(part))) : declared;
@@ -380,6 +404,7 @@ export default definePlugin({
       await checkDomains(cluster.id, parsed.routes, current.id);
       const patch = {
         spec: text,
+        confined: !admin && !!current.namespace,
         health,
         secret_refs: parsed.secret_refs,
         config_refs: parsed.config_refs,
@@ -426,7 +451,9 @@ export default definePlugin({
             if (input.text === undefined) throw required(format.field);
             const text = input.text;
             if (await store.findOne({ name: body.name })) throw conflict(`A service named ${body.name} exists`);
-            const parsed = await prepareSpec(format, text, body.name, cluster, unlimitedAdmin(req.principal));
+            const admin = unlimitedAdmin(req.principal);
+            const namespace = await namespaceFor(format, cluster);
+            const parsed = await prepareSpec(format, text, body.name, cluster, admin, namespace);
             const health = checkPartHealth((req.body as { health?: PartHealth | null }).health ?? null, Object.keys(parsed.desired), format.field);
             await checkDomains(cluster.id, parsed.routes, null);
             let record: ServiceRecord;
@@ -442,6 +469,8 @@ export default definePlugin({
                 secret_refs: parsed.secret_refs,
                 config_refs: parsed.config_refs,
                 applied_objects: format.appliedObjects ? [] : null,
+                namespace,
+                confined: !admin && namespace !== null,
                 replicas: baseline(parsed),
                 routes: parsed.routes,
                 health,
@@ -578,7 +607,7 @@ export default definePlugin({
           handler: async (req) => {
             const service = await store.require(req.params.id);
             if (service.status === 'stopped') throw conflict(`Service ${service.name} is stopped: its stack and logs are gone from the swarm`);
-            return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), req.query, service.id);
+            return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), req.query, service.id, placementOf(service));
           },
         }),
         defineRoute({

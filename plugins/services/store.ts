@@ -28,6 +28,14 @@ export interface ServiceRecord extends LeaseFields {
   applied_objects?: Array<{ api_version: string; kind: string; name: string; namespace: string | null }> | null;
   /** Health checks declared for its parts (by compose service or Deployment name), over the bundle's own; null when none. */
   health?: Record<string, HealthSpec> | null;
+  /**
+   * For a format with namespaces (manifests): where its objects that name none go, its project's
+   * namespace as it was when the service was made; null for a service made before (the driver's
+   * own, `default`) and for the other formats.
+   */
+  namespace?: string | null;
+  /** Its spec is a non-admin's: applied, read and removed as the project's ServiceAccount of its namespace. */
+  confined?: boolean;
   observed_at: string | null;
   created_at: string;
   updated_at: string;
@@ -42,7 +50,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health'], bool: ['confined'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

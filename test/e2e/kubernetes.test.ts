@@ -58,13 +58,14 @@ const serving = (text: string, port: number) => [
  * The shop manifest: a Deployment of two busybox httpd pods answering `shop v<version> (<mode>)`
  * (mode from the ConfigMap shop-settings, through the environment), Ready when `ready` answers,
  * rolled one surge pod at a time with none unavailable; its Service (port 80 → 8080); and, unless
- * left out, the ConfigMap.
+ * left out, the ConfigMap. In `default`, named (an admin's choice): the project's namespace enforces
+ * Pod Security `restricted`, which busybox's root httpd does not meet.
  */
 const shopManifest = (version: number, ready = '/', withConfig = true) => {
   const deployment = [
     'apiVersion: apps/v1',
     'kind: Deployment',
-    'metadata: {name: shop}',
+    'metadata: {name: shop, namespace: default}',
     'spec:',
     '  replicas: 2',
     '  selector: {matchLabels: {app: shop}}',
@@ -81,8 +82,8 @@ const shopManifest = (version: number, ready = '/', withConfig = true) => {
     `        readinessProbe: {httpGet: {path: ${ready}, port: 8080}, periodSeconds: 2}`,
     '',
   ].join('\n');
-  const service = 'apiVersion: v1\nkind: Service\nmetadata: {name: shop}\nspec: {selector: {app: shop}, ports: [{port: 80, targetPort: 8080}]}\n';
-  const config = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings}\ndata: {mode: fast}\n';
+  const service = 'apiVersion: v1\nkind: Service\nmetadata: {name: shop, namespace: default}\nspec: {selector: {app: shop}, ports: [{port: 80, targetPort: 8080}]}\n';
+  const config = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shop-settings, namespace: default}\ndata: {mode: fast}\n';
   return [deployment, service, ...(withConfig ? [config] : [])].join('---\n');
 };
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { AppsV1Api, CoreV1Api, PatchStrategy, PolicyV1Api, setHeaderOptions } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PatchStrategy, PolicyV1Api, RbacAuthorizationV1Api, setHeaderOptions } from '@kubernetes/client-node';
 import { createKubernetesDriver, BUNDLE_LABEL, type KubernetesDriver } from '../../../drivers/kubernetes/index.js';
 import { waitFor } from '../../support/agents.js';
 import { failureOf } from '../../support/failures.js';
@@ -229,6 +229,79 @@ spec:
       expect((await core.listNamespacedService({ namespace: 'default' })).items.map((s) => s.metadata?.name)).to.not.include('shop');
       expect(await driver.removeBundle({ name: 'tools' })).to.deep.equal({ removed: true });
       await waitFor(async () => !(await core.listNamespace()).items.some((n) => n.metadata?.name === 'tools'), { what: 'namespace tools gone', timeoutMs: 60_000 });
+    });
+  });
+
+  describe('a project namespace: a non-admin manifest applied as the project ServiceAccount (RBAC, Pod Security restricted)', () => {
+    const namespace = 'hangar-project-team-a';
+    const project = { id: 'prj-teama0000000000', name: 'team-a' };
+    const confined = { namespace, confined: true } as const;
+    /** A Deployment whose pods meet Pod Security `restricted`, naming no namespace. */
+    const restricted = (name: string, extra = '') => `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${name}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ${name}}}
+  template:
+    metadata: {labels: {app: ${name}}}
+    spec:
+      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
+${extra}      containers:
+      - name: ${name}
+        image: registry.invalid/${name}:1
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+`;
+
+    it('makes the namespace (hangar\'s and the project\'s, Pod Security restricted) with its ServiceAccount, Role and RoleBinding, and applies into it as that account', async () => {
+      const state = await driver.deployBundle({ name: 'team-a-web', spec: restricted('web'), prune: true, project, ...confined });
+      expect(state.applied_objects).to.deep.equal([{ api_version: 'apps/v1', kind: 'Deployment', name: 'web', namespace }]);
+      const ns = await core.readNamespace({ name: namespace });
+      expect(ns.metadata?.labels).to.include({ 'app.kubernetes.io/managed-by': 'hangar', 'io.hangar.project': project.id, 'pod-security.kubernetes.io/enforce': 'restricted' });
+      expect((await core.readNamespacedServiceAccount({ name: 'hangar-project', namespace })).automountServiceAccountToken).to.equal(false);
+      const rbac = kube.api(RbacAuthorizationV1Api);
+      const binding = await rbac.readNamespacedRoleBinding({ name: 'hangar-project', namespace });
+      expect(binding.subjects).to.deep.equal([{ kind: 'ServiceAccount', name: 'hangar-project', namespace }]);
+      expect(binding.roleRef).to.deep.include({ kind: 'Role', name: 'hangar-project' });
+      await waitFor(async () => (await driver.inspectWorkloads({ stacks: ['team-a-web'] })).workloads[0]?.running === 1, { what: 'web running in the project namespace', timeoutMs: 60_000 });
+      kube.appendPodLog([{ text: 'web says hi' }]);
+      const { lines } = await driver.bundleLogs({ name: 'team-a-web', lines: 1, ...confined });
+      expect(lines[0]).to.match(/^web \| \S+Z web says hi$/);
+    });
+
+    it('the API server refuses, to the project account, a ClusterRoleBinding and another namespace (RBAC 403) and a privileged or hostPath pod (Pod Security restricted), and nothing is applied', async () => {
+      const binding = 'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: team-a-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: hangar-project, namespace: hangar-project-team-a}]\n';
+      const crb = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: binding, prune: true, ...confined }));
+      expect(crb.statusCode, crb.message).to.equal(403);
+      expect(crb.message).to.contain('clusterrolebindings.rbac.authorization.k8s.io "team-a-admin" is forbidden: User "system:serviceaccount:hangar-project-team-a:hangar-project" cannot patch resource "clusterrolebindings"');
+
+      const elsewhere = restricted('web').replace('metadata: {name: web}', 'metadata: {name: web, namespace: kube-system}');
+      const other = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: elsewhere, prune: true, ...confined }));
+      expect(other.statusCode, other.message).to.equal(403);
+      expect(other.message).to.contain('cannot patch resource "deployments" in API group "apps" in the namespace "kube-system"');
+
+      const role = 'apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: grab}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}\nsubjects: [{kind: ServiceAccount, name: hangar-project, namespace: hangar-project-team-a}]\n';
+      expect((await failureOf(driver.deployBundle({ name: 'team-a-web', spec: role, prune: true, ...confined }))).statusCode, 'a RoleBinding').to.equal(403);
+
+      const pod = (spec: string) => `apiVersion: v1\nkind: Pod\nmetadata: {name: root}\nspec:\n${spec}`;
+      const privileged = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: pod('  containers: [{name: c, image: registry.invalid/c:1, securityContext: {privileged: true}}]\n'), prune: true, ...confined }));
+      expect(privileged.statusCode, privileged.message).to.equal(403);
+      expect(privileged.message).to.match(/violates PodSecurity "restricted:latest": privileged/);
+      const hostPath = pod('  securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}\n  volumes: [{name: root, hostPath: {path: /}}]\n  containers: [{name: c, image: registry.invalid/c:1, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]\n');
+      const host = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: hostPath, prune: true, ...confined }));
+      expect(host.statusCode, host.message).to.equal(403);
+      expect(host.message).to.contain('violates PodSecurity "restricted:latest": restricted volume types (volume "root" uses restricted volume type "hostPath")');
+
+      expect((await driver.bundleObjects({ name: 'team-a-web', ...confined })).objects?.map((o) => o.name), 'the inventory as before').to.deep.equal(['web']);
+      expect((await kube.api(RbacAuthorizationV1Api).listClusterRoleBinding()).items.map((b) => b.metadata?.name)).to.not.include('team-a-admin');
+    });
+
+    it('an admin\'s manifest (not confined) still goes anywhere: objects that name no namespace go in the project\'s; removal as the project account deletes its own', async () => {
+      const admin = await driver.deployBundle({ name: 'team-a-ops', spec: `${restricted('ops')}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ops-note, namespace: default}\ndata: {a: b}\n`, prune: true, project, namespace });
+      expect(admin.applied_objects.map((o) => `${o.kind} ${o.namespace}/${o.name}`)).to.deep.equal([`Deployment ${namespace}/ops`, 'ConfigMap default/ops-note']);
+      expect(await driver.removeBundle({ name: 'team-a-ops', namespace })).to.deep.equal({ removed: true });
+      expect(await driver.removeBundle({ name: 'team-a-web', ...confined })).to.deep.equal({ removed: true });
+      expect((await apps.listNamespacedDeployment({ namespace })).items.filter((d) => !d.metadata?.deletionTimestamp)).to.deep.equal([]);
     });
   });
 });

@@ -37,20 +37,24 @@ const manifest = (...docs: string[]) => docs.join('---\n');
 const deployment = (pod: string, namespace = '') =>
   `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x${namespace ? `, namespace: ${namespace}` : ''}}\nspec: {template: {spec: ${pod}}}\n`;
 const POD = '{containers: [{name: c, image: busybox}]}';
+/** The namespace of project team-a's manifest services (docs/tenancy.md). */
+const HOME = 'hangar-project-team-a';
 
 /** A manifest of a deployer: each refused with a 400 naming the object and its field. */
 const MANIFEST_CASES: Array<[string, string]> = [
   [manifest('apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: y}\nroleRef: {kind: ClusterRole, name: cluster-admin}\n'), 'ClusterRoleBinding y: cluster-scoped objects are for installation admins'],
   [manifest('apiVersion: v1\nkind: Namespace\nmetadata: {name: mine}\n'), 'Namespace mine: cluster-scoped objects are for installation admins'],
-  [manifest('apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: rb}\nroleRef: {kind: ClusterRole, name: admin}\n'), 'RoleBinding default/rb: RBAC objects'],
-  [manifest('apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n'), 'Widget default/w: kind Widget of example.com/v1 is for installation admins'],
-  [deployment(POD, 'kube-system'), `Deployment kube-system/x metadata.namespace: namespace kube-system ${ADMINS}`],
-  [deployment('{containers: [{name: c, image: busybox}], volumes: [{name: root, hostPath: {path: /}}]}'), `Deployment default/x spec.template.spec.volumes[0].hostPath: a path of the host (/) ${ADMINS}`],
-  [deployment('{containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}'), `Deployment default/x spec.template.spec.containers[0].securityContext.privileged: a privileged container ${ADMINS}`],
-  [deployment(`{hostNetwork: true, containers: [{name: c, image: busybox}]}`), `Deployment default/x spec.template.spec.hostNetwork: the host's network ${ADMINS}`],
+  [manifest('apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: rb}\nroleRef: {kind: ClusterRole, name: admin}\n'), `RoleBinding ${HOME}/rb: RBAC objects`],
+  [manifest('apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n'), `Widget ${HOME}/w: kind Widget of example.com/v1 is for installation admins`],
+  [deployment(POD, 'kube-system'), `Deployment kube-system/x metadata.namespace: namespace kube-system ${ADMINS} (this service's objects go in ${HOME}: name it or leave namespace out)`],
+  [deployment(POD, 'default'), `Deployment default/x metadata.namespace: namespace default ${ADMINS}`],
+  [manifest('apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hangar-bundle-hangar-other}\n'), `ConfigMap ${HOME}/hangar-bundle-hangar-other metadata.name: the names hangar-bundle-… are hangar's`],
+  [deployment('{containers: [{name: c, image: busybox}], volumes: [{name: root, hostPath: {path: /}}]}'), `Deployment ${HOME}/x spec.template.spec.volumes[0].hostPath: a path of the host (/) ${ADMINS}`],
+  [deployment('{containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}'), `Deployment ${HOME}/x spec.template.spec.containers[0].securityContext.privileged: a privileged container ${ADMINS}`],
+  [deployment(`{hostNetwork: true, containers: [{name: c, image: busybox}]}`), `Deployment ${HOME}/x spec.template.spec.hostNetwork: the host's network ${ADMINS}`],
   [deployment('{initContainers: [{name: i, image: busybox, securityContext: {allowPrivilegeEscalation: true, capabilities: {add: [NET_ADMIN]}}}], containers: [{name: c, image: busybox}]}'), 'spec.template.spec.initContainers[0].securityContext.capabilities.add: adding capabilities (NET_ADMIN)'],
-  [manifest('apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n'), "Pod default/p spec.hostPID: the host's processes"],
-  [manifest('apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {volumeName: admins-disk}\n'), `PersistentVolumeClaim default/c spec.volumeName: binding a given PersistentVolume (admins-disk) ${ADMINS}`],
+  [manifest('apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n'), `Pod ${HOME}/p spec.hostPID: the host's processes`],
+  [manifest('apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {volumeName: admins-disk}\n'), `PersistentVolumeClaim ${HOME}/c spec.volumeName: binding a given PersistentVolume (admins-disk) ${ADMINS}`],
 ];
 
 describeEachDialect('services: what a bundle may ask of the machines (privileged parts are installation admins’)', (dialect) => {
@@ -123,9 +127,32 @@ describeEachDialect('services: what a bundle may ask of the machines (privileged
       expect(res.json.message, text).to.contain(message);
     }
     expect(await counts(), 'nothing deployed for a refused manifest').to.deep.equal(before);
-    const clean = manifest(deployment(POD), 'apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: default}\nspec: {ports: [{port: 80}]}\n');
-    expect((await as(deployer)('POST', '/v1/services', { name: 'kshop', cluster_id: 'kube', manifest: b64(clean) })).status).to.equal(202);
-    const res = await as(admin)('POST', '/v1/services', { name: 'kadmin', cluster_id: 'kube', manifest: b64(manifest(MANIFEST_CASES[0]![0], MANIFEST_CASES[6]![0])) });
+    const clean = manifest(deployment(POD), `apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: ${HOME}}\nspec: {ports: [{port: 80}]}\n`);
+    const shop = await as(deployer)('POST', '/v1/services', { name: 'kshop', cluster_id: 'kube', manifest: b64(clean) });
+    expect(shop.status, shop.text).to.equal(202);
+    expect(shop.json.data, 'in its project namespace, applied as the project account').to.deep.include({ namespace: HOME, confined: true });
+    const res = await as(admin)('POST', '/v1/services', { name: 'kadmin', cluster_id: 'kube', manifest: b64(manifest(MANIFEST_CASES[0]![0], MANIFEST_CASES[8]![0])) });
     expect(res.status, res.text).to.equal(202);
+    expect(res.json.data, 'an admin’s: in the project namespace, with the agent’s own credentials').to.deep.include({ namespace: HOME, confined: false });
+
+    // What the agent is asked: the namespace, the project it is made for, and (a deployer's) to act as the project's account.
+    const rows = await t.hangar.store.knex(TASKS).where({ kind: 'bundle.deploy', subject: 'cluster-privileges' }).orderBy('created_at');
+    const deploys = await Promise.all(rows.map(async (row) => (await t.hangar.services.tasks.get(row.id))!.payload as Record<string, unknown>));
+    const project = (await as(admin)('GET', '/v1/projects/team-a')).json.data.id;
+    expect(deploys.map((p) => [p.name, p.namespace, p.confined, p.project])).to.deep.equal([
+      ['hangar-kshop', HOME, true, { id: project, name: 'team-a' }],
+      ['hangar-kadmin', HOME, false, { id: project, name: 'team-a' }],
+    ]);
+
+    // A service made before project namespaces (none recorded) stays in default: a deployer cannot change it (409 saying why), an admin can.
+    await t.hangar.store.knex(SERVICES).where({ name: 'kshop' }).update({ namespace: null, confined: false, status: 'failed' });
+    const legacy = await as(deployer)('PUT', '/v1/services/kshop', { manifest: b64(deployment(POD)) });
+    expect(legacy.status, legacy.text).to.equal(409);
+    expect(legacy.json.message).to.equal(
+      `Service kshop was made before project namespaces and stays in namespace default, where only installation admins apply manifests: ask one to change it, or delete it and create it again to have it in ${HOME}`,
+    );
+    const byAdmin = await as(admin)('PUT', '/v1/services/kshop', { manifest: b64(deployment(POD)) });
+    expect(byAdmin.status, byAdmin.text).to.equal(202);
+    expect(byAdmin.json.data).to.deep.include({ namespace: null, confined: false });
   });
 });
