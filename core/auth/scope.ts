@@ -167,19 +167,32 @@ export class ScopeGate {
    * installation role counts too).
    */
   async access(principal: Principal | null, permission: string): Promise<ScopeAccess> {
+    return (await this.accessTo(principal, [permission])).get(permission)!;
+  }
+
+  /** {@link access} for several permissions at once, reading the caller's memberships once (the event stream's filter). */
+  async accessTo(principal: Principal | null, permissions: readonly string[]): Promise<Map<string, ScopeAccess>> {
     const installation = (p: string) => Boolean(principal && permitted(principal, p, NO_USER_GRANTS));
-    if (!principal || !this.projects || (installation(permission) && !principal.project_id)) return { ...EVERYWHERE };
-    const grants = await this.projects.grantsOf(principal.id);
-    const limitedTo = typeof principal.project_id === 'string' ? principal.project_id : null;
-    const within = (p: string) => !Array.isArray(principal.permissions) || principal.permissions.includes(p);
-    const holds = (project: string, p: string) =>
-      (!limitedTo || project === limitedTo) && within(p) && (Boolean(grants.get(project)?.includes(p)) || (limitedTo !== null && installation(p)));
-    const projects = limitedTo ? [limitedTo] : [...grants.keys()];
-    return {
-      allowed: new Set(projects.filter((id) => holds(id, permission))),
-      member: new Set(projects.filter((id) => grants.has(id) || installation(permission))),
-      holds,
-    };
+    const out = new Map<string, ScopeAccess>();
+    let grants: Map<string, readonly string[]> | undefined;
+    for (const permission of permissions) {
+      if (!principal || !this.projects || (installation(permission) && !principal.project_id)) {
+        out.set(permission, { ...EVERYWHERE });
+        continue;
+      }
+      const held = (grants ??= await this.projects.grantsOf(principal.id));
+      const limitedTo = typeof principal.project_id === 'string' ? principal.project_id : null;
+      const within = (p: string) => !Array.isArray(principal.permissions) || principal.permissions.includes(p);
+      const holds = (project: string, p: string) =>
+        (!limitedTo || project === limitedTo) && within(p) && (Boolean(held.get(project)?.includes(p)) || (limitedTo !== null && installation(p)));
+      const projects = limitedTo ? [limitedTo] : [...held.keys()];
+      out.set(permission, {
+        allowed: new Set(projects.filter((id) => holds(id, permission))),
+        member: new Set(projects.filter((id) => held.has(id) || installation(permission))),
+        holds,
+      });
+    }
+    return out;
   }
 
   /**

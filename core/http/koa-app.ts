@@ -293,6 +293,8 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
       await gate!.check(access, scoped!, permission, { params: (ctx as unknown as { params: unknown }).params, body: undefined }, 'params', seen);
       if (scoped!.list) access.narrowed = await gate!.narrowing(ctx, access, ownProjectQuery);
     }
+    // A scoped list whose answer is not an array (GET /v1/gateway) filters itself with what was decided here.
+    ctx.state.scope = access;
     // 3: the content type, before a byte of the body is read: JSON (XML where declared), nothing a web page can send cross-site.
     const unsupported = unsupportedContentType(ctx, Boolean(route.xml));
     if (unsupported) throw unsupported;

@@ -6,7 +6,9 @@ import { Reply } from '../../core/http/reply.js';
 import { definePlugin, type HangarRequest, defineRoute } from '../../core/plugin.js';
 import { EventsJournalRef } from './api.js';
 import type { Principal } from '../../core/auth/index.js';
-import { readsEverything } from '../../core/auth/permissions.js';
+import { userGrantsOf } from '../../core/auth/permissions.js';
+import { ScopeGate } from '../../core/auth/scope.js';
+import { Attributor, Viewer, type Audience } from './audience.js';
 import { Journal, LIVE_EVENT_TYPES, type LiveEvent, type LiveEventType } from './journal.js';
 import { EventStreams, type StreamConnection, type StreamLimits } from './streams.js';
 import { NodeEventRecorded } from '../nodes/api.js';
@@ -41,7 +43,7 @@ interface EventsConfig extends StreamLimits {
   revalidate_seconds: number;
 }
 
-/** Store tables whose changes are announced, by the resource type clients know them as. */
+/** Store tables whose changes are announced, by the resource type clients know them as (who may see them: audience.ts). */
 const RESOURCE_TYPES: Record<string, string> = {
   alerts: 'alert',
   nodes: 'node',
@@ -52,10 +54,8 @@ const RESOURCE_TYPES: Record<string, string> = {
   volumes: 'volume',
   load_balancers: 'loadbalancer',
   ssh_profiles: 'ssh_profile',
+  projects: 'project',
 };
-/** Resource types only admins may list, so only admins hear of their changes. */
-const ADMIN_ONLY = new Set(['ssh_profile']);
-
 /** secrets and configs share one table; their ids say which. */
 function resourceType(table: string, id: string): string {
   if (table === 'secrets') return id.startsWith('cfg-') ? 'config' : 'secret';
@@ -70,9 +70,8 @@ const TypesQuery = Type.Optional(
 
 const LiveEventView = Type.Object({ id: Type.String(), type: Type.String(), at: Type.String(), data: Type.Record(Type.String(), Type.Unknown()) });
 
-function visibleTo(principal: Principal | null, types: ReadonlySet<string> | null) {
-  const all = Boolean(principal && readsEverything(principal));
-  return (event: LiveEvent) => (all || !event.adminOnly) && (!types || types.has(event.type));
+function visibleTo(viewer: Viewer, types: ReadonlySet<string> | null) {
+  return (event: LiveEvent) => viewer.sees(event.audience) && (!types || types.has(event.type));
 }
 
 /** The connection of a request's answer: its socket (HTTP/1.1), or its stream of an HTTP/2 session. */
@@ -85,6 +84,10 @@ function connectionOf(req: HangarRequest): StreamConnection {
   const { stream } = res as unknown as http2.Http2ServerResponse;
   return { buffered: () => stream.writableLength, cut: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
 }
+
+/** Node events go to whoever may list nodes; alerts to whoever may list alerts (installation things, never a project's key). */
+const NODES: Audience = { permission: 'nodes:read' };
+const ALERTS: Audience = { permission: 'alerts:read' };
 
 const typesOf = (req: HangarRequest<unknown, { types?: string }>) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
 const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data });
@@ -111,34 +114,41 @@ export default definePlugin({
     services.provided.provide(EventsJournalRef, journal);
     // With workers (api.workers) every worker journals every worker's events, numbered by the
     // primary, so any stream sees them all and a Last-Event-ID from one worker resumes on another.
-    const emit = (type: LiveEventType, data: Record<string, unknown>, adminOnly = false) => {
-      if (peers.active) peers.sequence(PEER_CHANNEL, { type, data, adminOnly, at: services.clock.now().toISOString() });
-      else journal.append(type, data, adminOnly);
+    const emit = (type: LiveEventType, data: Record<string, unknown>, audience: Audience) => {
+      if (peers.active) peers.sequence(PEER_CHANNEL, { type, data, audience, at: services.clock.now().toISOString() });
+      else journal.append(type, data, audience);
     };
+    // Who may see a change: its resource's project, found once per record (audience.ts).
+    const attributor = new Attributor(services.provided, () => services.db.knex);
+    const gate = new ScopeGate(services.provided);
+    let userGrants: ReturnType<typeof userGrantsOf> | undefined;
+    const viewerOf = (principal: Principal) => Viewer.of(principal, gate, (userGrants ??= userGrantsOf(services.routeTable().map((r) => r.route))));
 
     const unsubscribers = [
       peers.subscribe(PEER_CHANNEL, (payload, seq) => {
-        const { type, data, adminOnly, at } = payload as { type: LiveEventType; data: Record<string, unknown>; adminOnly: boolean; at: string };
-        journal.append(type, data, adminOnly, { seq: seq!, at });
+        const { type, data, audience, at } = payload as { type: LiveEventType; data: Record<string, unknown>; audience: Audience; at: string };
+        journal.append(type, data, audience, { seq: seq!, at });
       }),
       services.db.changes.subscribe(({ table, id, op }) => {
         const type = resourceType(table, id);
-        emit('resource.changed', { type, id, op }, ADMIN_ONLY.has(type));
+        attributor.attribute(table, id, op, (audience) =>
+          emit('resource.changed', { type, id, op, ...(audience.project !== undefined ? { project_id: audience.project } : {}) }, audience),
+        );
       }),
       services.events.subscribe(NodeEventRecorded, (e) => {
-        emit('node.event', { id: e.id, node_id: e.node_id, identifier: e.identifier, kind: e.kind, message: e.message, created_at: e.created_at });
-        if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null });
+        emit('node.event', { id: e.id, node_id: e.node_id, identifier: e.identifier, kind: e.kind, message: e.message, created_at: e.created_at }, NODES);
+        if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null }, NODES);
       }),
       // The alerts plugin's announcements (plugins/alerts), as they are published.
-      ...([[AlertFiring, 'alert.firing'], [AlertResolved, 'alert.resolved']] as const).map(([topic, type]) => services.events.subscribe(topic, (alert) => emit(type, { ...alert }))),
+      ...([[AlertFiring, 'alert.firing'], [AlertResolved, 'alert.resolved']] as const).map(([topic, type]) => services.events.subscribe(topic, (alert) => emit(type, { ...alert }, ALERTS))),
       ...[TaskQueued, TaskLeased, TaskCompleted, TaskFailed].map((topic) =>
         services.events.subscribe(topic, (t) => {
-          emit('task.state', { task_id: t.id, node_id: t.node_id, kind: t.kind, status: t.status, subject: t.subject }, true);
+          emit('task.state', { task_id: t.id, node_id: t.node_id, kind: t.kind, status: t.status, subject: t.subject }, { adminOnly: true });
         }),
       ),
     ];
 
-    const streams = new EventStreams(journal, settings, services.auth, services.db.notices, services.metrics, services.log);
+    const streams = new EventStreams(journal, settings, services.auth, services.db.notices, services.metrics, services.log, viewerOf);
 
     return {
       async close() {
@@ -159,7 +169,7 @@ export default definePlugin({
           produces: 'text/event-stream',
           errors: [406, 429],
           description:
-            'Each event is `id: <id>`, `event: <type>`, `data: <JSON>`. Types: resource.changed {type, id, op}, node.status {node_id, from, to}, ' +
+            'Each event is `id: <id>`, `event: <type>`, `data: <JSON>`, of what the caller may read (a project’s resources where its role reads their kind). Types: resource.changed {type, id, op, project_id}, node.status {node_id, from, to}, ' +
             'node.event {id, node_id, kind, message, created_at}, task.state {task_id, node_id, kind, status, subject} (admins only). ' +
             'A reconnecting client sends Last-Event-ID (EventSource does) and gets what it missed; when that is no longer kept it gets a `reset` event ' +
             'and should reload what it shows. The server ends a stream with a last `end` event {reason, message}: `revoked` when its credentials are ' +
@@ -170,14 +180,14 @@ export default definePlugin({
           schemas: {
             query: Type.Object({ types: TypesQuery, last_event_id: Type.Optional(Type.String({ maxLength: 100, description: 'as the Last-Event-ID header, for clients that cannot set it' })) }, { additionalProperties: false }),
           },
-          handler(req) {
+          async handler(req) {
             if (!req.ctx.accepts('text/event-stream')) {
               throw new HttpError(406, 'This route answers a Server-Sent Events stream: send Accept: text/event-stream (EventSource does); GET /v1/events lists recent events as JSON');
             }
             const lastId = (req.headers['last-event-id'] as string | undefined) ?? req.query.last_event_id;
             const resume = journal.resumeAfter(lastId === undefined ? undefined : String(lastId));
             // Over a limit: the 429, before anything is written.
-            const stream = streams.open(req.principal!, req.ip, connectionOf(req), typesOf(req), 'seq' in resume ? resume.seq : journal.last);
+            const stream = streams.open(await viewerOf(req.principal!), req.ip, connectionOf(req), typesOf(req), 'seq' in resume ? resume.seq : journal.last);
             stream.write(`retry: 2000\n: hangar events, run ${journal.boot}\n\n`);
             if ('reset' in resume) stream.write(`event: reset\ndata: ${JSON.stringify({ message: resume.reset })}\n\n`);
             const keepalive = setInterval(() => stream.write(': keep-alive\n\n'), settings.keepalive_seconds * 1000);
@@ -213,10 +223,10 @@ export default definePlugin({
             query: Type.Object({ types: TypesQuery, after: Type.Optional(Type.String({ maxLength: 100, description: 'an event id: only later events' })) }, { additionalProperties: false }),
             response: Type.Array(LiveEventView),
           },
-          handler(req) {
+          async handler(req) {
             const replay = journal.after(req.query.after);
             if ('reset' in replay) throw new HttpError(410, replay.reset);
-            return replay.events.filter(visibleTo(req.principal, typesOf(req))).map(view);
+            return replay.events.filter(visibleTo(await viewerOf(req.principal!), typesOf(req))).map(view);
           },
         }),
       ],

@@ -1,4 +1,5 @@
 import { randomToken } from '../../core/ids.js';
+import type { Audience } from './audience.js';
 
 export type LiveEventType = 'resource.changed' | 'node.status' | 'node.event' | 'task.state' | 'alert.firing' | 'alert.resolved';
 export const LIVE_EVENT_TYPES: readonly LiveEventType[] = ['resource.changed', 'node.status', 'node.event', 'task.state', 'alert.firing', 'alert.resolved'];
@@ -9,8 +10,8 @@ export interface LiveEvent {
   type: LiveEventType;
   at: string;
   data: Record<string, unknown>;
-  /** Only admins and auditors see it (e.g. a change to an SSH profile, a task). */
-  adminOnly: boolean;
+  /** Who may receive it (audience.ts): what reading it needs, and the project of what it is about. */
+  audience: Audience;
 }
 
 /** What a reconnecting client gets: the events after its last one, or `reset` when they are no longer kept. */
@@ -65,12 +66,12 @@ export class Journal {
    * Appends an event, numbered next; a worker's journal is given the primary's number (they only
    * grow) and the time it happened in the worker where it did.
    */
-  append(type: LiveEventType, data: Record<string, unknown>, adminOnly = false, numbered?: { seq: number; at: string }): LiveEvent {
+  append(type: LiveEventType, data: Record<string, unknown>, audience: Audience = {}, numbered?: { seq: number; at: string }): LiveEvent {
     const seq = numbered?.seq ?? this.seq + 1;
     // Numbers missing in between (none should be): what came before is not to be replayed as whole.
     if (seq !== this.seq + 1) this.ring.length = 0;
     this.seq = seq;
-    const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: numbered?.at ?? this.now().toISOString(), data, adminOnly };
+    const event: LiveEvent = { id: `${this.boot}-${seq}`, type, at: numbered?.at ?? this.now().toISOString(), data, audience };
     const frame = `id: ${event.id}\nevent: ${type}\ndata: ${JSON.stringify({ ...data, at: event.at })}\n\n`;
     this.ring.push({ seq, event, frame, start: this.bytes });
     this.bytes += Buffer.byteLength(frame);

@@ -2,7 +2,8 @@ import { PassThrough } from 'node:stream';
 import type { Counter } from 'prom-client';
 import { addressHolder } from '../../core/addresses.js';
 import type { AuthRegistry, Principal } from '../../core/auth/index.js';
-import { readsEverything } from '../../core/auth/permissions.js';
+import { MEMBER_CHANGES } from '../projects/api.js';
+import type { Viewer } from './audience.js';
 import type { Notices } from '../../core/db/notices.js';
 import { HttpError } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
@@ -61,8 +62,8 @@ export class EventStream {
 
   constructor(
     private readonly owner: EventStreams,
-    /** Who reads the stream, as last revalidated (its role decides what it sees). */
-    public principal: Principal,
+    /** Who reads the stream, as last revalidated: its role and its memberships decide what it sees. */
+    public viewer: Viewer,
     readonly address: string,
     private readonly connection: StreamConnection,
     private readonly types: ReadonlySet<string> | null,
@@ -80,13 +81,17 @@ export class EventStream {
     return !this.closed;
   }
 
+  get principal(): Principal {
+    return this.viewer.principal;
+  }
+
   /** Runs `fn` when the stream closes, however it does. */
   onClose(fn: () => void): void {
     this.cleanups.push(fn);
   }
 
   private visible(event: LiveEvent): boolean {
-    return (readsEverything(this.principal) || !event.adminOnly) && (!this.types || this.types.has(event.type));
+    return this.viewer.sees(event.audience) && (!this.types || this.types.has(event.type));
   }
 
   /**
@@ -166,6 +171,8 @@ export class EventStreams {
     private readonly notices: Notices,
     metrics: Metrics,
     private readonly log: Logger,
+    /** What a principal may see, read anew (its memberships) when a notice says it may have changed. */
+    private readonly viewerOf: (principal: Principal) => Promise<Viewer>,
   ) {
     metrics.gauge('hangar_event_streams_open', 'Server-Sent Events streams (GET /v1/events/stream) open on this control plane', [], (set) => set({}, this.streams.size));
     this.dropped = metrics.counter(
@@ -185,7 +192,8 @@ export class EventStreams {
    * the 429 naming the limit when the principal or the address holds as many as allowed. An IPv6
    * address counts as its /64 (core/addresses.ts).
    */
-  open(principal: Principal, address: string, connection: StreamConnection, types: ReadonlySet<string> | null, after: number): EventStream {
+  open(viewer: Viewer, address: string, connection: StreamConnection, types: ReadonlySet<string> | null, after: number): EventStream {
+    const { principal } = viewer;
     const holder = addressHolder(address);
     const byPrincipal = this.perPrincipal.get(principal.id) ?? 0;
     if (byPrincipal >= this.limits.streams_per_principal) {
@@ -198,7 +206,7 @@ export class EventStreams {
       throw new HttpError(429, `Too many event streams: ${byAddress} are open from ${holder}, the limit (events.streams_per_address) is ${this.limits.streams_per_address}; close one first`);
     }
     this.watch();
-    const stream = new EventStream(this, principal, address, connection, types, after);
+    const stream = new EventStream(this, viewer, address, connection, types, after);
     this.streams.add(stream);
     this.perPrincipal.set(principal.id, byPrincipal + 1);
     this.perAddress.set(holder, byAddress + 1);
@@ -234,7 +242,8 @@ export class EventStreams {
   private watch(): void {
     if (this.watching) return;
     this.watching = true;
-    for (const topic of this.auth.revocationTopics) {
+    // A change of a user's memberships (projects.members) changes what its streams carry, whatever its credential.
+    for (const topic of new Set([...this.auth.revocationTopics, MEMBER_CHANGES])) {
       this.unsubscribers.push(
         this.notices.subscribe(topic, (key) => {
           const concerned = [...this.streams].filter((s) => key === null || s.principal.id === key);
@@ -256,6 +265,7 @@ export class EventStreams {
    */
   async revalidate(streams: EventStream[]): Promise<void> {
     let verdicts = new Map<string, Promise<Principal>>();
+    let viewers = new Map<Principal, Promise<Viewer>>();
     const check = async (stream: EventStream): Promise<void> => {
       if (stream.checking) {
         stream.again = true;
@@ -264,7 +274,10 @@ export class EventStreams {
       stream.checking = true;
       try {
         do {
-          if (stream.again) verdicts = new Map();
+          if (stream.again) {
+            verdicts = new Map();
+            viewers = new Map();
+          }
           stream.again = false;
           const key = JSON.stringify(stream.principal);
           let verdict = verdicts.get(key);
@@ -276,7 +289,12 @@ export class EventStreams {
             this.log.info({ principal: now.id, method: now.method, ip: stream.address, role: now.role }, 'event stream ended: its user’s role changed');
             return this.end(stream, 'role_changed', `the user’s role is now ${now.role}: reconnect (with Last-Event-ID) to see what it may see`);
           }
-          stream.principal = now;
+          // What it may see now: its memberships, read again (a member removed from a project stops receiving its events).
+          let viewer = viewers.get(now);
+          if (!viewer) viewers.set(now, (viewer = this.viewerOf(now)));
+          const seeing = await viewer;
+          if (!stream.open) return;
+          stream.viewer = seeing;
         } while (stream.again);
       } catch (err) {
         if (err instanceof HttpError && err.status === 401) {

@@ -1,4 +1,4 @@
-import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
+import { ScopeResolvers, tableResolver, type RouteScope, type ScopeAccess } from '../../core/auth/scope.js';
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Clock } from '../../core/clock.js';
@@ -276,10 +276,10 @@ export default definePlugin({
       return lb;
     }
 
-    async function allRoutes(lbs: LoadBalancerRecord[]) {
+    async function allRoutes(clusters: ClusterRecord[], lbs: LoadBalancerRecord[]) {
       const lbOf = new Map(lbs.map((lb) => [lb.cluster_id, lb.id]));
       const out: Array<Route & ({ swarm_id: string } | { cluster_id: string }) & { load_balancer_id: string | null }> = [];
-      for (const cluster of await core.clusters.findAll()) {
+      for (const cluster of clusters) {
         const placement = await core.placement(cluster.id);
         for (const r of await collectRoutes(services, cluster.id)) out.push({ ...r, ...placement, load_balancer_id: lbOf.get(cluster.id) ?? null });
       }
@@ -391,11 +391,22 @@ export default definePlugin({
           method: 'GET',
           path: '/v1/gateway',
           auth: 'authenticated',
-          summary: 'The routing table of every cluster (swarms and Kubernetes) and the load balancers serving it',
+          // Routes and balancers belong to their cluster's project: a caller sees those of the projects where it reads load balancers.
+          scope: { list: 'loadbalancer' },
+          summary: 'The routing table of every cluster (swarms and Kubernetes) the caller may see and the load balancers serving it',
           schemas: { response: Type.Object({ routes: Type.Array(GatewayRoute), load_balancers: Type.Array(LoadBalancerView) }) },
-          handler: async () => {
-            const lbs = await balancers.findAll();
-            return { routes: await allRoutes(lbs), load_balancers: await Promise.all(lbs.map(view)) };
+          handler: async (req) => {
+            // What the scope step decided (core/http/koa-app.ts): the projects the caller reads load balancers in, and ?project=.
+            const access = req.ctx.state.scope as ScopeAccess | null | undefined;
+            const sees = (cluster: ClusterRecord) => {
+              const project = cluster.project_id ?? null;
+              if (access?.narrowed && project !== access.narrowed) return false;
+              return !access || access.allowed === null || (project !== null && access.allowed.has(project));
+            };
+            const clusters = (await core.clusters.findAll()).filter(sees);
+            const visible = new Set(clusters.map((c) => c.id));
+            const lbs = (await balancers.findAll()).filter((lb) => visible.has(lb.cluster_id));
+            return { routes: await allRoutes(clusters, lbs), load_balancers: await Promise.all(lbs.map(view)) };
           },
         }),
         ...readRoutes({

@@ -8,7 +8,7 @@ describe('plugins/events journal: numbered by the workers’ primary', () => {
   it('keeps the numbers it is given, so an id from one worker resumes on another with the same run', () => {
     const a = new Journal(10, now, 'run1');
     const b = new Journal(10, now, 'run1');
-    for (const journal of [a, b]) for (let seq = 1; seq <= 3; seq++) journal.append('resource.changed', { id: `thing-${seq}` }, false, { seq, at });
+    for (const journal of [a, b]) for (let seq = 1; seq <= 3; seq++) journal.append('resource.changed', { id: `thing-${seq}` }, {}, { seq, at });
     const seen = a.after(undefined);
     expect('events' in seen && seen.events.map((e) => e.id)).to.deep.equal(['run1-1', 'run1-2', 'run1-3']);
     const missed = b.after('run1-1');
@@ -17,10 +17,10 @@ describe('plugins/events journal: numbered by the workers’ primary', () => {
 
   it('answers a reset, never a replay with a hole, for an id from before numbers it did not get', () => {
     const journal = new Journal(10, now, 'run1');
-    journal.append('resource.changed', { id: 'thing-1' }, false, { seq: 1, at });
-    journal.append('resource.changed', { id: 'thing-2' }, false, { seq: 2, at });
+    journal.append('resource.changed', { id: 'thing-1' }, {}, { seq: 1, at });
+    journal.append('resource.changed', { id: 'thing-2' }, {}, { seq: 2, at });
     // 3 and 4 never reached this worker.
-    journal.append('resource.changed', { id: 'thing-5' }, false, { seq: 5, at });
+    journal.append('resource.changed', { id: 'thing-5' }, {}, { seq: 5, at });
     expect(journal.after('run1-2')).to.have.property('reset');
     const after4 = journal.after('run1-4');
     expect('events' in after4 && after4.events.map((e) => e.data.id)).to.deep.equal(['thing-5']);

@@ -1,0 +1,155 @@
+import type { Knex } from 'knex';
+import type { Principal } from '../../core/auth/index.js';
+import { permitted, readsEverything, type UserGrants } from '../../core/auth/permissions.js';
+import { ProjectGrantsRef, ScopeGate, ScopeResolvers, type ScopeAccess } from '../../core/auth/scope.js';
+import type { ServiceRegistry } from '../../core/provided.js';
+
+/**
+ * Who may receive an event: the reading permission of what it is about and, for a resource of a
+ * project, that project (null: of no project the store could name, so installation roles only).
+ * `adminOnly`: admins and auditors with a credential of the installation (tasks, SSH profiles).
+ */
+export interface Audience {
+  adminOnly?: boolean;
+  permission?: string;
+  /** Present for the resources of a project's kind: its project id, or null when none was found. */
+  project?: string | null;
+}
+
+/** How a table's records are read and find their project. */
+interface TableAudience {
+  permission: string | ((id: string) => string);
+  /** The scope resolver's kind (core/auth/scope.ts ScopeResolvers); absent: an installation thing. */
+  kind?: string | ((id: string) => string);
+  /** The record leads to its project through another one: this column names a record of `kind`. */
+  via?: string;
+  /** The record is a project itself. */
+  project?: true;
+}
+
+const config = (id: string) => id.startsWith('cfg-');
+
+/** The tables whose changes stream, by what reading them needs. A table not listed is for admins and auditors. */
+const TABLES: Readonly<Record<string, TableAudience>> = {
+  clusters: { permission: 'clusters:read', kind: 'cluster' },
+  cluster_members: { permission: 'clusters:read', kind: 'cluster', via: 'cluster_id' },
+  compute_instances: { permission: 'instances:read', kind: 'instance' },
+  services: { permission: 'services:read', kind: 'service' },
+  s3_instances: { permission: 'object-stores:read', kind: 'object-store' },
+  volumes: { permission: 'volumes:read', kind: 'volume' },
+  backup_runs: { permission: 'volumes:read', kind: 'volume', via: 'volume_id' },
+  backup_targets: { permission: 'backups:read', kind: 'backup-target' },
+  backup_schedules: { permission: 'backups:read', kind: 'backup-schedule' },
+  secrets: { permission: (id) => (config(id) ? 'configs:read' : 'secrets:read-metadata'), kind: (id) => (config(id) ? 'config' : 'secret') },
+  load_balancers: { permission: 'loadbalancers:read', kind: 'loadbalancer' },
+  projects: { permission: 'projects:read', project: true },
+  nodes: { permission: 'nodes:read' },
+  agent_rollouts: { permission: 'nodes:read' },
+  alerts: { permission: 'alerts:read' },
+  notification_channels: { permission: 'notifications:read' },
+  notification_subscriptions: { permission: 'notifications:read' },
+  notification_deliveries: { permission: 'notifications:read' },
+};
+
+/** Every reading permission of a project's kind an event may need (what a stream's caller is asked for once). */
+export const PROJECT_READS: readonly string[] = [
+  ...new Set(Object.values(TABLES).flatMap((t) => (t.kind || t.project ? (typeof t.permission === 'string' ? [t.permission] : ['configs:read', 'secrets:read-metadata']) : []))),
+];
+
+/** Records' projects kept, at most: a change of a record seen before is attributed without asking the store. */
+const CACHED = 10_000;
+
+/**
+ * Attributes each change of a record to its audience, asking the kind's scope resolver once per
+ * record and keeping the answer (a record stays in its project; a deleted one is forgotten once its
+ * deletion is attributed). Changes are attributed in the order they came, so the stream keeps it.
+ */
+export class Attributor {
+  private readonly projects = new Map<string, string | null>();
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly provided: ServiceRegistry,
+    private readonly knex: () => Knex,
+  ) {}
+
+  /** Whether projects are in force (the projects plugin is loaded). */
+  get active(): boolean {
+    return Boolean(this.provided.find(ProjectGrantsRef));
+  }
+
+  /**
+   * Hands `deliver` the change's audience, in the order of the calls (a record's project may take
+   * a store round trip the first time it is seen).
+   */
+  attribute(table: string, id: string, op: string, deliver: (audience: Audience) => void): void {
+    const of = TABLES[table];
+    if (!of) return void this.enqueue(() => deliver({ adminOnly: true }));
+    const permission = typeof of.permission === 'function' ? of.permission(id) : of.permission;
+    if (!of.kind && !of.project) return void this.enqueue(() => deliver({ permission }));
+    if (of.project) return void this.enqueue(() => deliver({ permission, project: id }));
+    const key = `${table}:${id}`;
+    const cached = this.projects.get(key);
+    if (cached !== undefined || !this.active) {
+      if (op === 'delete') this.projects.delete(key);
+      return void this.enqueue(() => deliver({ permission, project: cached ?? null }));
+    }
+    const resolving = this.projectOf(table, of, id).catch(() => null);
+    this.enqueue(async () => {
+      const project = await resolving;
+      if (op === 'delete') this.projects.delete(key);
+      else this.remember(key, project);
+      deliver({ permission, project });
+    });
+  }
+
+  private enqueue(step: () => void | Promise<void>): void {
+    this.queue = this.queue.then(step).catch(() => undefined);
+  }
+
+  private remember(key: string, project: string | null): void {
+    if (project === null) return;
+    if (this.projects.size >= CACHED) this.projects.delete(this.projects.keys().next().value!);
+    this.projects.set(key, project);
+  }
+
+  private async projectOf(table: string, of: TableAudience, id: string): Promise<string | null> {
+    const kind = typeof of.kind === 'function' ? of.kind(id) : of.kind!;
+    let ref = id;
+    if (of.via) {
+      const row = (await this.knex()(table).where({ id }).first(of.via)) as Record<string, unknown> | undefined;
+      if (typeof row?.[of.via] !== 'string') return null;
+      ref = row[of.via] as string;
+    }
+    const resolver = this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind);
+    return resolver ? ((await resolver.projectsOf([ref])).get(ref) ?? null) : null;
+  }
+}
+
+/**
+ * What one caller may receive, decided once (its memberships read once) and again when a notice
+ * says they changed: the events of the installation its role reads, and those of the resources of
+ * projects where its role grants reading their kind.
+ */
+export class Viewer {
+  private constructor(
+    readonly principal: Principal,
+    /** By permission; null when projects are not in force (installation roles alone decide, as before them). */
+    private readonly access: ReadonlyMap<string, ScopeAccess> | null,
+    private readonly userGrants: UserGrants,
+  ) {}
+
+  static async of(principal: Principal, gate: ScopeGate, userGrants: UserGrants): Promise<Viewer> {
+    return new Viewer(principal, gate.active ? await gate.accessTo(principal, PROJECT_READS) : null, userGrants);
+  }
+
+  sees(audience: Audience): boolean {
+    const p = this.principal;
+    if (audience.adminOnly) return readsEverything(p) && !p.project_id;
+    // Before projects: what any caller could list, as it was.
+    if (!this.access || !audience.permission) return true;
+    if (audience.project === undefined) return !p.project_id && permitted(p, audience.permission, this.userGrants);
+    const access = this.access.get(audience.permission);
+    return Boolean(access) && (access!.allowed === null || (audience.project !== null && access!.allowed.has(audience.project)));
+  }
+}
