@@ -66,6 +66,8 @@ const CACHED = 10_000;
  */
 export class Attributor {
   private readonly projects = new Map<string, string | null>();
+  /** Records being looked up: their other changes meanwhile wait for the same answer. */
+  private readonly resolving = new Map<string, Promise<string | null>>();
   private queue: Promise<void> = Promise.resolve();
 
   constructor(
@@ -86,19 +88,28 @@ export class Attributor {
     const of = TABLES[table];
     if (!of) return void this.enqueue(() => deliver({ adminOnly: true }));
     const permission = typeof of.permission === 'function' ? of.permission(id) : of.permission;
-    if (!of.kind && !of.project) return void this.enqueue(() => deliver({ permission }));
+    // Without projects (or for the installation's things) no project is named: installation roles decide.
+    if ((!of.kind && !of.project) || !this.active) return void this.enqueue(() => deliver({ permission }));
     if (of.project) return void this.enqueue(() => deliver({ permission, project: id }));
     const key = `${table}:${id}`;
     const cached = this.projects.get(key);
-    if (cached !== undefined || !this.active) {
+    if (cached !== undefined) {
       if (op === 'delete') this.projects.delete(key);
-      return void this.enqueue(() => deliver({ permission, project: cached ?? null }));
+      return void this.enqueue(() => deliver({ permission, project: cached }));
     }
-    const resolving = this.projectOf(table, of, id).catch(() => null);
+    let resolving = this.resolving.get(key);
+    if (!resolving) {
+      const asked = this.projectOf(table, of, id).catch(() => null);
+      this.resolving.set(key, (resolving = asked));
+      void asked.then((project) => {
+        this.resolving.delete(key);
+        if (op !== 'delete') this.remember(key, project);
+      });
+    }
+    const answer = resolving;
     this.enqueue(async () => {
-      const project = await resolving;
+      const project = await answer;
       if (op === 'delete') this.projects.delete(key);
-      else this.remember(key, project);
       deliver({ permission, project });
     });
   }

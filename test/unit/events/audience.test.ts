@@ -1,0 +1,58 @@
+import { expect } from 'chai';
+import { ProjectGrantsRef, ScopeResolvers } from '../../../core/auth/scope.js';
+import { ServiceRegistry } from '../../../core/provided.js';
+import { Attributor, type Audience } from '../../../plugins/events/audience.js';
+
+/** Changes attributed to their project: once per record from the store, in the order they came. */
+describe('plugins/events audience: the project of a change', () => {
+  function setup(projects: Record<string, string>) {
+    const provided = new ServiceRegistry();
+    const asked: string[][] = [];
+    provided.provide(ProjectGrantsRef, { grantsOf: async () => new Map(), find: async () => null });
+    provided.contribute(ScopeResolvers, {
+      kind: 'service',
+      async projectsOf(refs) {
+        asked.push([...refs]);
+        // The first answer comes last: the order of delivery must not follow it.
+        await new Promise((resolve) => setTimeout(resolve, refs.includes('svc-slow') ? 20 : 0));
+        return new Map(refs.filter((r) => r in projects).map((r) => [r, projects[r]!]));
+      },
+    });
+    const attributor = new Attributor(provided, () => {
+      throw new Error('no store in this test');
+    });
+    const delivered: Array<[string, Audience]> = [];
+    const change = (table: string, id: string, op: string) => attributor.attribute(table, id, op, (a) => delivered.push([`${id} ${op}`, a]));
+    const settled = () => new Promise((resolve) => setTimeout(resolve, 50));
+    return { asked, delivered, change, settled };
+  }
+
+  it('asks the store once per record, keeps the answer for its later changes and its deletion, and delivers in order', async () => {
+    const { asked, delivered, change, settled } = setup({ 'svc-slow': 'prj-a', 'svc-fast': 'prj-b' });
+    change('services', 'svc-slow', 'insert');
+    change('nodes', 'node-1', 'update');
+    change('services', 'svc-fast', 'insert');
+    change('services', 'svc-slow', 'update');
+    change('services', 'svc-slow', 'delete');
+    await settled();
+    expect(delivered).to.deep.equal([
+      ['svc-slow insert', { permission: 'services:read', project: 'prj-a' }],
+      ['node-1 update', { permission: 'nodes:read' }],
+      ['svc-fast insert', { permission: 'services:read', project: 'prj-b' }],
+      ['svc-slow update', { permission: 'services:read', project: 'prj-a' }],
+      ['svc-slow delete', { permission: 'services:read', project: 'prj-a' }],
+    ]);
+    expect(asked).to.deep.equal([['svc-slow'], ['svc-fast']]);
+  });
+
+  it('attributes to no project what the store does not know (installation roles only), and asks again next time; other tables are for admins', async () => {
+    const { asked, delivered, change, settled } = setup({});
+    change('services', 'svc-gone', 'update');
+    await settled();
+    change('services', 'svc-gone', 'update');
+    change('spec_revisions', 'rev-1', 'insert');
+    await settled();
+    expect(delivered.map(([, a]) => a)).to.deep.equal([{ permission: 'services:read', project: null }, { permission: 'services:read', project: null }, { adminOnly: true }]);
+    expect(asked).to.have.length(2);
+  });
+});
