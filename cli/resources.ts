@@ -305,7 +305,18 @@ const keyVerb = (verb: Partial<Verb>): Partial<Verb> => ({
 });
 
 /** The columns of a volume's backups. */
-const RUN_COLUMNS: Column[] = ['id', 'status', 'snapshot=snapshot_id', 'time', 'size', 'files', 'duration=duration_seconds', 'target=target_id', 'error'];
+const RUN_COLUMNS: Column[] = [
+  'id',
+  'status',
+  'snapshot=snapshot_id',
+  'time',
+  'size',
+  'files',
+  'duration=duration_seconds',
+  'target=target_id',
+  ['verified', (r) => (r.verified === true ? 'yes' : r.verified === false ? `no: ${r.verify_error}` : r.verify && r.status === 'running' ? 'pending' : '-')],
+  'error',
+];
 
 /** Backup targets: `hangar backup target <verb>` (an S3 bucket holding a restic repository; docs/backups.md). */
 export const BACKUP_TARGETS: Resource = {
@@ -355,6 +366,7 @@ export const BACKUP_SCHEDULES: Resource = {
         'keep-daily': { type: 'number', describe: 'keep one snapshot a day for N days' },
         'keep-weekly': { type: 'number', describe: 'keep one snapshot a week for N weeks' },
         'keep-monthly': { type: 'number', describe: 'keep one snapshot a month for N months' },
+        verify: { type: 'boolean', describe: 'prove each backup restorable (a restore drill after it: restic check and a restore into a scratch folder compared with the snapshot)' },
       },
       body: (a) => ({
         name: a.name,
@@ -367,6 +379,7 @@ export const BACKUP_SCHEDULES: Resource = {
         keep_daily: a['keep-daily'],
         keep_weekly: a['keep-weekly'],
         keep_monthly: a['keep-monthly'],
+        verify: a.verify ? true : undefined,
       }),
       label: (_a, d) => `backup schedule ${d.name} (${d.id}): ${d.cron ? `cron "${d.cron}" (UTC)` : `every ${d.every_seconds} s`}, next ${d.next_run_at}`,
     }),
@@ -766,8 +779,11 @@ export const RESOURCES: Resource[] = [
       removeForced('delete the record even when its node does not answer', { describe: 'Delete a volume (the folder and its data stay on the node)', wait: 'gone' }),
       action('backup', 'Back a volume up to a backup target with restic, on its node’s agent (202: follow with volume backups)', ['backed up', 'backing up'], {
         path: '/{id}/backups',
-        options: { target: { type: 'string', demandOption: true, describe: 'the backup target (id or name): hangar backup target list' } },
-        body: { target_id: 'target' },
+        options: {
+          target: { type: 'string', demandOption: true, describe: 'the backup target (id or name): hangar backup target list' },
+          verify: { type: 'boolean', describe: 'prove the backup restorable after it is taken (a restore drill; hangar volume backups shows verified)' },
+        },
+        body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined) },
         label: (a, d) => `volume ${a.id} to target ${a.target} as ${d.backup?.id} (task ${d.task_id})`,
         follow: (a) => `volume backups ${a.id}`,
       }),

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
 import { runCommand, type RunResult } from '../../core/process.js';
@@ -105,8 +105,11 @@ export const backupVolume: Executor = async (ctx) => {
       retentionError = (err as Error).message;
     }
   }
+  // The drill runs after the retention: what it proves is the snapshot as the repository now holds it.
+  const drill = ctx.payload.verify === true ? await verifySnapshot(ctx, folder, summary.snapshot_id) : undefined;
   return {
     snapshot_id: summary.snapshot_id,
+    ...(drill ?? {}),
     ...(forgotten ? { forgotten } : {}),
     ...(retentionError ? { retention_error: retentionError } : {}),
     files: Number(summary.total_files_processed ?? 0),
@@ -116,6 +119,92 @@ export const backupVolume: Executor = async (ctx) => {
     restic_version: await resticVersion(),
   };
 };
+
+/** How often, and how long apart, a drill's restic check tries again while another process holds the repository's lock. */
+const CHECK_LOCK_TRIES = 20;
+const CHECK_LOCK_WAIT_MS = 3000;
+
+/** What restic ls --json lists of a snapshot: one node per entry, by absolute path. */
+interface ListedNode {
+  path: string;
+  type: string;
+  size?: number;
+}
+
+/**
+ * A restore drill of a snapshot just taken: proves it restorable, never throws (the backup stands
+ * either way), and always removes its scratch folder.
+ *
+ * 1. `restic check --read-data-subset=5%`: the repository's structure (every index, pack and tree
+ *    the snapshots need exists) and a random twentieth of its pack files read and their blobs'
+ *    hashes checked.
+ * 2. `restic restore <snapshot> --verify` into a scratch folder beside the volume's (same file
+ *    system): every blob of the snapshot is downloaded and authenticated, and --verify reads each
+ *    restored file back and compares its content with the snapshot's blob hashes (SHA-256).
+ * 3. The restored tree is compared with restic's listing of the snapshot (`restic ls --json`):
+ *    every entry there with the same type (and size for files), nothing more.
+ *
+ * Not against the volume's folder: it is live, and anything written since the snapshot would be
+ * reported as a failure of a good backup.
+ */
+async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: string): Promise<{ verified: boolean; verified_at: string; verify_error?: string }> {
+  const scratch = path.join(path.dirname(folder), `.hangar-verify-${path.basename(folder)}-${randomBytes(4).toString('hex')}`);
+  try {
+    let check = await restic(ctx, ['check', '--read-data-subset=5%']);
+    for (let i = 1; i < CHECK_LOCK_TRIES && check.code !== 0 && /already locked|unable to create lock/i.test(check.stderr); i++) {
+      await new Promise((resolve) => setTimeout(resolve, CHECK_LOCK_WAIT_MS));
+      check = await restic(ctx, ['check', '--read-data-subset=5%']);
+    }
+    if (check.code !== 0) throw new Error(`restic check failed: ${said(check)}`);
+    const restored = await restic(ctx, ['restore', snapshotId, '--target', scratch, '--verify']);
+    if (restored.code !== 0) throw new Error(`restoring snapshot ${snapshotId} into a scratch folder failed: ${said(restored)}`);
+    const listed = await restic(ctx, ['ls', '--json', snapshotId]);
+    if (listed.code !== 0) throw new Error(`listing snapshot ${snapshotId} failed: ${said(listed)}`);
+    const nodes = listed.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as ListedNode & { struct_type?: string })
+      .filter((n) => n.struct_type === 'node');
+    const mismatch = compareRestored(scratch, nodes);
+    if (mismatch) throw new Error(`the restored snapshot ${snapshotId} differs from restic’s listing of it: ${mismatch}`);
+    return { verified: true, verified_at: new Date().toISOString() };
+  } catch (err) {
+    return { verified: false, verified_at: new Date().toISOString(), verify_error: (err as Error).message.slice(0, 2000) };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The first difference between a restored tree and the snapshot's listing (null: none). */
+function compareRestored(scratch: string, nodes: ListedNode[]): string | null {
+  const kinds: Record<string, (s: Stats) => boolean> = {
+    file: (s) => s.isFile(),
+    dir: (s) => s.isDirectory(),
+    symlink: (s) => s.isSymbolicLink(),
+  };
+  const expected = new Set<string>();
+  for (const node of nodes) {
+    const at = path.join(scratch, node.path);
+    expected.add(at);
+    const stat = lstatSync(at, { throwIfNoEntry: false });
+    if (!stat) return `${node.path} is missing`;
+    const is = kinds[node.type];
+    if (is && !is(stat)) return `${node.path} is not a ${node.type}`;
+    if (node.type === 'file' && node.size !== undefined && stat.size !== node.size) return `${node.path} has ${stat.size} bytes, the snapshot ${node.size}`;
+  }
+  const extra = (dir: string): string | null => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const at = path.join(dir, entry.name);
+      if (!expected.has(at)) return `${path.relative(scratch, at)} is not in the snapshot`;
+      if (entry.isDirectory()) {
+        const found = extra(at);
+        if (found) return found;
+      }
+    }
+    return null;
+  };
+  return nodes.length ? extra(scratch) : 'the snapshot lists nothing';
+}
 
 /** The one folder a volume's snapshot holds (what it was backed up from): restic's record of it. */
 async function snapshotFolder(ctx: ExecutorContext): Promise<string> {

@@ -51,6 +51,12 @@ export const VolumeBackup = defineTaskKind({
     backup_id: Type.String({ minLength: 1, maxLength: 64 }),
     ...ResticRepository.properties,
     retention: Type.Optional(Retention),
+    verify: Type.Optional(
+      Type.Boolean({
+        description:
+          'a restore drill after the backup (and its retention): restic check with a data subset, the snapshot restored into a scratch folder with --verify, and the restored tree compared with restic’s listing of the snapshot',
+      }),
+    ),
   }),
   result: Type.Object({
     snapshot_id: Type.String({ minLength: 1 }),
@@ -61,6 +67,9 @@ export const VolumeBackup = defineTaskKind({
     bytes_added: Type.Number({ minimum: 0 }),
     duration_seconds: Type.Number({ minimum: 0 }),
     restic_version: Nullable(Type.String()),
+    verified: Type.Optional(Type.Boolean({ description: 'the restore drill’s outcome (only when verify was asked)' })),
+    verified_at: Type.Optional(Type.String({ description: 'when the drill ended' })),
+    verify_error: Type.Optional(Type.String({ description: 'why the drill failed' })),
   }),
 });
 

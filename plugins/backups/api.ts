@@ -12,3 +12,9 @@ export type VolumeRunAnnouncement = { id: string; volume_id: string; status: str
 export function volumeRunTopic(operation: 'backup' | 'restore', status: 'succeeded' | 'failed' | 'forgotten'): Topic<VolumeRunAnnouncement> {
   return defineTopic<VolumeRunAnnouncement>(`volume.${operation}.${status}`);
 }
+
+/**
+ * `volume.backup.verify_failed`: a backup's restore drill (`verify`) failed; the run says why in
+ * `verify_error` (the backup itself succeeded: its snapshot is recorded, but not proven restorable).
+ */
+export const BackupVerifyFailed: Topic<VolumeRunAnnouncement> = defineTopic<VolumeRunAnnouncement>('volume.backup.verify_failed');

@@ -1,5 +1,6 @@
 import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
 import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
@@ -16,10 +17,11 @@ import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
 import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
 import { newVolumeRestorer } from './new-volume.js';
-import { BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
+import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
+import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBackupConfig } from './control-plane.js';
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
-import { volumeRunTopic } from './api.js';
+import { BackupVerifyFailed, volumeRunTopic } from './api.js';
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
 export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
@@ -72,6 +74,7 @@ const BackupsConfigSchema = Type.Object(
   {
     schedule_check_seconds: Type.Integer({ minimum: 1, maximum: 3600, default: 30, description: 'how often one control plane looks for schedules that are due' }),
     min_schedule_seconds: Type.Integer({ minimum: 1, default: 300, description: 'the shortest every_seconds a schedule may have' }),
+    control_plane: ControlPlaneBackupSettings,
   },
   { additionalProperties: false, default: {} },
 );
@@ -82,6 +85,12 @@ const VolumeTags = Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.:/-]{1,63}$'
   description: 'tags (key → value): every volume carrying all of them when a backup is due (tags: PUT /v1/tags)',
 });
 
+const Verify = Type.Optional(
+  Type.Boolean({
+    description: 'prove each backup restorable after it is taken (a restore drill: restic check with a data subset, a restore into a scratch folder compared with the snapshot); the backup gets verified, verified_at, verify_error',
+  }),
+);
+
 const CreateSchedule = Type.Object(
   {
     name: TargetName,
@@ -90,6 +99,7 @@ const CreateSchedule = Type.Object(
     volume_tags: Type.Optional(VolumeTags),
     every_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 366 * 86_400, description: 'the interval between backups; the first runs at once (give this or cron)' })),
     cron: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a cron expression (five fields or @daily…, in UTC): when backups run (give this or every_seconds)' })),
+    verify: Verify,
     ...Retention.properties,
   },
   { additionalProperties: false },
@@ -105,6 +115,7 @@ const Schedule = Type.Object({
   every_seconds: Type.Union([Type.Integer(), Type.Null()]),
   cron: Type.Union([Type.String(), Type.Null()]),
   retention: Type.Object({}, { additionalProperties: true, description: 'keep_last, keep_daily, keep_weekly, keep_monthly as given' }),
+  verify: Type.Boolean({ description: 'each backup is verified by a restore drill' }),
   next_run_at: Type.String(),
   last_run_at: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String(),
@@ -134,6 +145,7 @@ function scheduleView(s: ScheduleRecord) {
     every_seconds: s.every_seconds ?? null,
     cron: s.cron ?? null,
     retention: retentionOf(s),
+    verify: s.verify === true,
     next_run_at: s.next_run_at,
     last_run_at: s.last_run_at,
     created_at: s.created_at,
@@ -186,7 +198,17 @@ function runView(r: RunRecord) {
     duration_seconds: num(r.duration_seconds),
   };
   if (r.operation === 'restore') return { ...common, source_id: r.source_id };
-  return { ...common, size: num(r.bytes), bytes_added: num(r.bytes_added), files: num(r.files), schedule_id: r.schedule_id ?? null };
+  return {
+    ...common,
+    size: num(r.bytes),
+    bytes_added: num(r.bytes_added),
+    files: num(r.files),
+    schedule_id: r.schedule_id ?? null,
+    verify: r.verify === true,
+    verified: r.verified ?? null,
+    verified_at: r.verified_at ?? null,
+    verify_error: r.verify_error ?? null,
+  };
 }
 
 /** A volume's backups and restores act in the volume's project (core/auth/scope.ts); a restore takes only the volume's own backups. */
@@ -203,7 +225,7 @@ export default definePlugin({
   configSchema: BackupsConfigSchema,
   setup(services: Services) {
     const { db, clock, log } = services;
-    const settings = services.config.backups as { schedule_check_seconds: number; min_schedule_seconds: number };
+    const settings = services.config.backups as { schedule_check_seconds: number; min_schedule_seconds: number; control_plane: ControlPlaneBackupConfig };
     const schedules = new ScheduleStore(db, clock);
     const { nodes } = nodesOf(services);
     const volumes = volumesOf(services);
@@ -315,6 +337,7 @@ export default definePlugin({
           finished_at: finished,
           duration_seconds: Number(result.duration_seconds ?? 0),
           ...(run.operation === 'backup' ? { bytes: Number(result.bytes ?? 0), bytes_added: Number(result.bytes_added ?? 0), files: Number(result.files ?? 0) } : {}),
+          ...(run.operation === 'backup' && run.verify ? drillOf(result) : {}),
         };
       }
       const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
@@ -324,10 +347,21 @@ export default definePlugin({
       if (changed && result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
       if (changed) {
         services.events.publish(volumeRunTopic(run.operation, changed.status as 'succeeded' | 'failed'), runView(changed));
+        if (changed.verified === false) {
+          verifyFailures.inc({ volume: run.volume_id });
+          services.events.publish(BackupVerifyFailed, runView(changed));
+          log.warn({ run_id: run.id, volume_id: run.volume_id, target_id: run.target_id, snapshot_id: changed.snapshot_id, verify_error: changed.verify_error }, 'volume backup restore drill failed');
+        }
         const line = { run_id: run.id, volume_id: run.volume_id, target_id: run.target_id, node_id: run.node_id, snapshot_id: changed.snapshot_id, error: changed.error };
         if (changed.status === 'failed') log.warn(line, `volume ${run.operation} failed`);
         else log.info(line, `volume ${run.operation} finished`);
       }
+    }
+
+    /** A restore drill's outcome from the agent's result; an agent that ran none (older than the drills) fails it, saying so. */
+    function drillOf(result: Record<string, unknown>): Pick<RunRecord, 'verified' | 'verified_at' | 'verify_error'> {
+      if (typeof result.verified !== 'boolean') return { verified: false, verified_at: now(), verify_error: 'the node’s agent ran no restore drill: update the agent (hangar node update-agent)' };
+      return { verified: result.verified, verified_at: typeof result.verified_at === 'string' ? result.verified_at : now(), verify_error: result.verified ? null : String(result.verify_error ?? 'the drill failed') };
     }
 
     /** Marks the backups whose snapshots a retention removed as forgotten (they can no longer be restored). */
@@ -340,12 +374,18 @@ export default definePlugin({
     }
 
     /** Queues a volume's backup to a target (`retention` applied after it); the run and its task. */
-    async function backUp(volume: VolumeRecord, target: TargetRecord, from: { schedule_id?: string; retention?: Record<string, number> } = {}): Promise<{ task: Task; run: RunRecord }> {
+    async function backUp(volume: VolumeRecord, target: TargetRecord, from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean } = {}): Promise<{ task: Task; run: RunRecord }> {
       await requireVolumeOnResticNode(volume.id);
       const retention = from.retention && Object.keys(from.retention).length ? { retention: from.retention } : {};
-      return start(
-        { ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null },
-        (r) => services.tasks.enqueue({ nodeId: volume.node_id, kind: VolumeBackup, subject: volume.id, maxAttempts: 1, payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target), ...retention } }),
+      const verify = from.verify ? { verify: true } : {};
+      return start({ ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null, verify: from.verify === true, verified: null, verified_at: null, verify_error: null }, (r) =>
+        services.tasks.enqueue({
+          nodeId: volume.node_id,
+          kind: VolumeBackup,
+          subject: volume.id,
+          maxAttempts: 1,
+          payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target), ...retention, ...verify },
+        }),
       );
     }
 
@@ -376,7 +416,7 @@ export default definePlugin({
           try {
             if (!target) throw conflict(`its backup target ${schedule.target_id} is gone`);
             const volume = await volumes.require(volumeId);
-            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule) });
+            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule), verify: schedule.verify === true });
           } catch (err) {
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
@@ -388,6 +428,7 @@ export default definePlugin({
       }
     }
 
+    const verifyFailures = services.metrics.counter('hangar_backup_verify_failures_total', 'Restore drills (verify) that failed, by volume, since this control plane started', ['volume']);
     services.metrics.gauge(
       'hangar_backup_last_success_timestamp_seconds',
       'When the last successful backup of each volume finished (Unix seconds); alert when it is too long ago',
@@ -398,6 +439,40 @@ export default definePlugin({
       },
       'store',
     );
+
+    /**
+     * Per volume, `column` of its latest backup among `runsOf` (the one that finished, or was
+     * verified, last): what the last-backup gauges read from the store at each scrape.
+     */
+    async function latestPerVolume(column: string, by: 'finished_at' | 'verified_at', runsOf: (q: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<Array<{ volume_id: string; value: unknown }>> {
+      const latest = runsOf(runs.query().where({ operation: 'backup' })).groupBy('volume_id').select('volume_id').max({ last: by }).as('latest');
+      return runsOf(db.knex(`${BACKUP_RUNS} as r`).where('r.operation', 'backup'))
+        .join(latest, (on) => on.on('r.volume_id', '=', 'latest.volume_id').andOn(`r.${by}`, '=', 'latest.last'))
+        .select('r.volume_id as volume_id', `r.${column} as value`);
+    }
+    const finishedBackups = (q: Knex.QueryBuilder) => q.whereIn('status', ['succeeded', 'forgotten']);
+    for (const [name, help, column, of, value] of [
+      ['hangar_backup_last_duration_seconds', 'How long the last successful backup of each volume took (restic’s own duration, seconds)', 'duration_seconds', finishedBackups, Number],
+      ['hangar_backup_last_bytes', 'How many bytes the last successful backup of each volume read (restic’s bytes processed: the volume’s size then)', 'bytes', finishedBackups, Number],
+      [
+        'hangar_backup_last_verified',
+        'The last restore drill of each volume’s backups: 1 when the snapshot was proven restorable, 0 when the drill failed (volumes never verified have none)',
+        'verified',
+        (q: Knex.QueryBuilder) => q.whereNotNull('verified'),
+        (v: unknown) => (v === true || Number(v) === 1 ? 1 : 0),
+      ],
+    ] as const) {
+      services.metrics.gauge(
+        name,
+        help,
+        ['volume'],
+        async (set) => {
+          const by = name === 'hangar_backup_last_verified' ? 'verified_at' : 'finished_at';
+          for (const r of await latestPerVolume(column, by, of)) if (r.value !== null && r.value !== undefined) set({ volume: r.volume_id }, value(r.value));
+        },
+        'store',
+      );
+    }
 
     /** Waits for a run's task in the background of this process (the settle loop covers any other process and restarts). */
     function follow(run: RunRecord): void {
@@ -474,8 +549,18 @@ export default definePlugin({
     // POST /v1/volumes {restore_from}: a new volume filled from a backup (plugins/backups/new-volume.ts).
     services.provided.contribute(VolumeRestorers, newVolumeRestorer({ services, runs, targets, requireResticNode, queueRestore, record, runView, projectOfTarget: (id) => projectOf(TARGET.kind, id) }));
 
+    // The control plane's own backups (plugins/backups/control-plane.ts).
+    const controlPlane = controlPlaneBackups({ services, settings: settings.control_plane, findTarget: (idOrName) => targets.findByIdOrName(idOrName), box });
+
     return {
       loops: [
+        {
+          // The control plane's own backup when backups.control_plane.cron says it is due.
+          name: 'backups:control-plane',
+          once: true,
+          intervalMs: settings.schedule_check_seconds * 1000,
+          run: () => controlPlane.checkDue(),
+        },
         {
           // Starts the backups of the schedules that are due.
           name: 'backups:schedules',
@@ -502,6 +587,7 @@ export default definePlugin({
         return running.map((r) => `volume ${r.volume_id}: ${r.operation} ${r.id} (task ${r.task_id})`);
       },
       routes: [
+        ...controlPlane.routes,
         defineRoute({
           method: 'POST',
           path: '/v1/backups/targets',
@@ -630,6 +716,7 @@ export default definePlugin({
                   keep_daily: body.keep_daily ?? null,
                   keep_weekly: body.keep_weekly ?? null,
                   keep_monthly: body.keep_monthly ?? null,
+                  verify: body.verify === true,
                   next_run_at: when.first,
                   last_run_at: null,
                   created_at: at,
@@ -679,11 +766,11 @@ export default definePlugin({
           permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,
-          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }) }, { additionalProperties: false }), response: Run },
+          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }), verify: Verify }, { additionalProperties: false }), response: Run },
           async handler(req) {
             const volume = await volumes.require(req.params.id);
             const target = await requireTarget(req.body.target_id);
-            const { task, run } = await backUp(volume, target);
+            const { task, run } = await backUp(volume, target, { verify: req.body.verify === true });
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
         }),

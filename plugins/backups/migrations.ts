@@ -116,4 +116,21 @@ export const backupMigrations: Migration[] = [
       await adoptIntoDefaultProject(knex, [BACKUP_TARGETS, BACKUP_SCHEDULES]);
     },
   },
+  {
+    id: '005_restore_drills',
+    async up(knex) {
+      // A backup may be proven restorable after it is taken (a restore drill): asked by its schedule or its request.
+      await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => {
+        t.boolean('verify').notNullable().defaultTo(false);
+      });
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        /** Whether the backup was asked to be verified (a restore drill after it). */
+        t.boolean('verify').notNullable().defaultTo(false);
+        /** The drill's outcome: true (restorable), false (verify_error says why), null (not verified). */
+        t.boolean('verified').nullable();
+        t.timestamp('verified_at', { useTz: true }).nullable();
+        t.text('verify_error').nullable();
+      });
+    },
+  },
 ];

@@ -41,6 +41,12 @@ export interface RunRecord {
   bytes_added: number | null;
   files: number | null;
   duration_seconds: number | null;
+  /** A backup asked to be verified by a restore drill after it (migration 005). */
+  verify?: boolean;
+  /** The drill's outcome: true (restorable), false (verify_error says why), null (not verified, or not yet). */
+  verified?: boolean | null;
+  verified_at?: string | null;
+  verify_error?: string | null;
   started_at: string;
   finished_at: string | null;
   created_at: string;
@@ -56,7 +62,7 @@ export class TargetStore extends StampedRepository<TargetRecord> {
 
 export class RunStore extends StampedRepository<RunRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, BACKUP_RUNS, { dates: ['started_at', 'finished_at', 'created_at', 'updated_at'] }, clock);
+    super(store, BACKUP_RUNS, { bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'created_at', 'updated_at'] }, clock);
   }
 }
 
@@ -76,6 +82,8 @@ export interface ScheduleRecord {
   keep_daily: number | null;
   keep_weekly: number | null;
   keep_monthly: number | null;
+  /** Each backup it takes is verified by a restore drill (migration 005). */
+  verify?: boolean;
   next_run_at: string;
   last_run_at: string | null;
   created_at: string;
@@ -85,6 +93,6 @@ export interface ScheduleRecord {
 
 export class ScheduleStore extends StampedRepository<ScheduleRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
+    super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags'], bool: ['verify'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
   }
 }

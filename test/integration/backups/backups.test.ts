@@ -1,18 +1,19 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
+import { BackupVerifyFailed } from '../../../plugins/backups/api.js';
 import { VolumeUsersPoint } from '../../../plugins/volumes/api.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
-import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
+import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availability, sharedS3Server, type S3Bucket } from '../../support/s3-server.js';
 import { hangarCli } from '../runner/support.js';
 
 const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags'];
@@ -104,13 +105,20 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       { timeoutMs: 120_000, intervalMs: 300, what: `${kind} ${runId} to finish` },
     );
 
+  /** The CLI's environment: this control plane, the admin's key, its CA. */
+  const cliEnv = () => {
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    return { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca, HANGAR_CLI_POLL_MS: '100' };
+  };
+
   before(async function () {
     this.timeout(S3_START_TIMEOUT_MS);
     const available = s3Availability();
     requireService(this, available.ok, available.why);
     const restic = resticPath();
     requireService(this, !!restic, 'restic on this machine (apt-get install restic; .ci/run installs it)');
-    s3 = await S3Server.start();
+    s3 = await sharedS3Server(); // one for both dialects and both backups files; buckets of their own
     bucket = await s3.bucket(`backups-${run}`);
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-backups-'));
     // Node A's agent finds restic (and nothing else) on its PATH; node B's PATH is empty.
@@ -133,7 +141,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     this.timeout(60_000);
     await cleanupAgents();
     await t?.stop();
-    await s3?.stop();
+    if (s3) releaseSharedS3Server();
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
@@ -289,6 +297,79 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(tree(folder)).to.deep.equal(original);
     // Nothing left beside the folder.
     expect(readdirSync(path.dirname(folder)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
+  });
+
+  it('restore drills: a backup asked to verify is proven restorable (verified, no scratch folder left); one whose pack files were corrupted in the bucket is verified false with restic’s reason, an event and metrics', async function () {
+    this.timeout(180_000);
+    const heard: string[] = [];
+    const unsubscribe = t.hangar.services.events.subscribe(BackupVerifyFailed, (run) => heard.push(run.id));
+    try {
+      // Volume one is backed up with a drill to a repository of its own; then its data pack files are overwritten
+      // in the bucket (the same size, other bytes). Volume two holds the same bytes: restic deduplicates them
+      // against its index, so its snapshot refers to the corrupted packs — a backup that "succeeds" and cannot
+      // be restored, which only the drill sees.
+      expect((await api('POST', '/v1/backups/targets', targetBody({ name: named('drill'), prefix: 'drill' }))).status).to.equal(201);
+      const bytes = randomBytes(300_000);
+      const [one, two] = [path.join(work, 'data', 'drill-one'), path.join(work, 'data', 'drill-two')];
+      for (const dir of [one, two]) {
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(path.join(dir, 'data.bin'), bytes);
+      }
+      const first = await localVolume('drill-one', nodeA, one);
+      const second = await localVolume('drill-two', nodeA, two);
+      const backUp = async (volume: string) => {
+        const started = await api('POST', `/v1/volumes/${volume}/backups`, { target_id: named('drill'), verify: true });
+        expect(started.status, started.text).to.equal(202);
+        expect(started.json.data.backup).to.include({ verify: true, verified: null });
+        return waitFor(
+          async () => {
+            const list = (await api('GET', `/v1/volumes/${volume}/backups`)).json.data as Array<Record<string, any>>;
+            const found = list.find((r) => r.id === started.json.data.backup.id);
+            return found && found.status !== 'running' ? found : null;
+          },
+          { timeoutMs: 120_000, intervalMs: 300, what: `the backup of ${volume} to finish` },
+        );
+      };
+      const good = await backUp(first.id);
+      expect(good, good.error ?? good.verify_error ?? '').to.include({ status: 'succeeded', verify: true, verified: true, verify_error: null });
+      expect(Date.parse(good.verified_at)).to.be.at.least(Date.parse(good.time));
+      expect(readdirSync(path.dirname(one)).filter((e) => e.startsWith('.hangar-')), 'the scratch folder is removed').to.deep.equal([]);
+
+      let corrupted = 0;
+      for (const key of await bucket.list('drill/data/')) {
+        const pack = await bucket.get(key);
+        if (pack.length < 200_000) continue; // tree packs are small; the file's data pack is not
+        await bucket.put(key, randomBytes(pack.length));
+        corrupted++;
+      }
+      expect(corrupted).to.equal(1);
+      const broken = await backUp(second.id);
+      expect(broken, broken.error ?? '').to.include({ status: 'succeeded', verify: true, verified: false });
+      // restic check reads a random 5% of the packs: it finds the corrupted one, or the restore does.
+      expect(broken.verify_error).to.match(/^(restic check failed: .*Pack ID does not match|restoring snapshot \S+ into a scratch folder failed: .*ciphertext verification failed)/);
+      expect(broken.verified_at).to.be.a('string');
+      expect(heard).to.deep.equal([broken.id]);
+      expect(readdirSync(path.dirname(two)).filter((e) => e.startsWith('.hangar-')), 'the scratch folder is removed').to.deep.equal([]);
+      const listed = await hangarCli(['volume', 'backups', second.id], { env: cliEnv(), timeoutMs: 60_000 });
+      expect(listed.stdout, listed.stderr).to.contain(`no: ${broken.verify_error.split(':')[0]}`);
+
+      const metrics = (await t.request('GET', '/metrics', { headers: bearer(SCRAPE_TOKEN) })).text;
+      const value = (name: string, volume: string) => {
+        const line = metrics.split('\n').find((l) => l.startsWith(`${name}{volume="${volume}"}`));
+        expect(line, `${name} of ${volume}`).to.be.a('string');
+        return Number(line!.split(' ')[1]);
+      };
+      expect(value('hangar_backup_verify_failures_total', second.id)).to.equal(1);
+      expect(metrics).not.to.contain(`hangar_backup_verify_failures_total{volume="${first.id}"}`);
+      expect(value('hangar_backup_last_verified', first.id)).to.equal(1);
+      expect(value('hangar_backup_last_verified', second.id)).to.equal(0);
+      expect(metrics, 'never verified').not.to.contain(`hangar_backup_last_verified{volume="${volumeId}"}`);
+      expect(value('hangar_backup_last_bytes', first.id)).to.equal(300_000);
+      expect(value('hangar_backup_last_duration_seconds', first.id)).to.equal(good.duration_seconds);
+      expect((await api('DELETE', `/v1/backups/targets/${named('drill')}?force=true`)).status).to.equal(204);
+    } finally {
+      unsubscribe();
+    }
   });
 
   it('the CLI: hangar backup target create|list|get|delete, hangar volume backup|backups|restore|restores', async function () {
@@ -484,9 +565,9 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
 
     // The schedule names no volume: it backs up those carrying its tag when it runs.
     expect((await api('PUT', '/v1/tags', { resource_type: 'volume', resource_id: volumeId, key: 'backup', value: named('nightly') })).status).to.equal(200);
-    const res = await api('POST', '/v1/backups/schedules', schedule({ volume_ids: undefined, volume_tags: { backup: named('nightly') } }));
+    const res = await api('POST', '/v1/backups/schedules', schedule({ volume_ids: undefined, volume_tags: { backup: named('nightly') }, verify: true }));
     expect(res.status, res.text).to.equal(201);
-    expect(res.json.data).to.include({ name: named('nightly'), every_seconds: 3600, cron: null, last_run_at: null });
+    expect(res.json.data).to.include({ name: named('nightly'), every_seconds: 3600, cron: null, last_run_at: null, verify: true });
     expect(res.json.data.volume_ids).to.deep.equal([]);
     expect(res.json.data.volume_tags).to.deep.equal({ backup: named('nightly') });
     expect(res.json.data.retention).to.deep.equal({ keep_last: 1 });
@@ -500,6 +581,8 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     );
     expect(scheduled.status, scheduled.error ?? '').to.equal('succeeded');
     expect(scheduled.error).to.equal(null);
+    // Its backups are verified by a drill (after the retention): proven restorable.
+    expect(scheduled, scheduled.verify_error ?? '').to.include({ verify: true, verified: true });
     // Only the scheduled snapshot is left in the repository; the manual backup is recorded as forgotten.
     expect(await snapshots()).to.equal(1);
     const manualNow = ((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.id === manual.json.data.backup.id);
@@ -541,9 +624,12 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(listed.code, listed.stderr).to.equal(0);
     expect(listed.stdout).to.contain(named('nightly')).and.to.contain(scheduleId);
     // A cron schedule of tagged volumes, made with the CLI.
-    const weekly = await hangarCli(['backup', 'schedule', 'create', named('weekly'), '--target', named('sched'), '--volume-tag', `backup=${named('nightly')}`, '--cron', '0 4 * * sun', '--json'], { env, timeoutMs: 60_000 });
+    const weekly = await hangarCli(['backup', 'schedule', 'create', named('weekly'), '--target', named('sched'), '--volume-tag', `backup=${named('nightly')}`, '--cron', '0 4 * * sun', '--verify', '--json'], {
+      env,
+      timeoutMs: 60_000,
+    });
     expect(weekly.code, weekly.stderr).to.equal(0);
-    expect(JSON.parse(weekly.stdout)).to.deep.include({ cron: '0 4 * * sun', every_seconds: null, volume_ids: [], volume_tags: { backup: named('nightly') } });
+    expect(JSON.parse(weekly.stdout)).to.deep.include({ cron: '0 4 * * sun', every_seconds: null, volume_ids: [], volume_tags: { backup: named('nightly') }, verify: true });
     expect(new Date(JSON.parse(weekly.stdout).next_run_at).getUTCDay(), 'a Sunday').to.equal(0);
     const noWhen = await hangarCli(['backup', 'schedule', 'create', named('never'), '--target', named('sched'), '--volume', volumeId], { env, timeoutMs: 60_000 });
     expect(noWhen.code).to.equal(1);
