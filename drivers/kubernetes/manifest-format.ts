@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { refusePrivileges, type BundleFormat, type ParsedBundle } from '../../core/clusters/backend.js';
 import { badRequest } from '../../core/errors.js';
-import { projectNamespace, SERVICES_NAMESPACE } from './names.js';
+import { PROJECT_NAMESPACE_PREFIX, projectNamespace, SERVICES_NAMESPACE } from './names.js';
 
 /** A manifest document as read: a Kubernetes object (apiVersion, kind and metadata.name at least). */
 export interface ManifestObject {
@@ -134,6 +134,45 @@ function podPrivileges(spec: Record<string, any>, at: string): string[] {
   return problems;
 }
 
+/** The volume types Pod Security `restricted` allows. */
+const RESTRICTED_VOLUMES = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
+const CONTAINER_LISTS = ['initContainers', 'containers', 'ephemeralContainers'] as const;
+
+/**
+ * What Pod Security admission `restricted` (enforced in a project's namespace) would refuse in a pod
+ * spec that {@link podPrivileges} does not already name: said up front, with what to set, instead of
+ * a Deployment the API server accepts and whose pods it then refuses. The API server stays the judge
+ * (its version's profile).
+ */
+function podRestricted(spec: Record<string, any>, at: string, namespace: string): string[] {
+  const problems: string[] = [];
+  const need = (where: string, what: string) => problems.push(`${at}.${where}: ${namespace} enforces Pod Security restricted: ${what}`);
+  const pod = isMap(spec.securityContext) ? spec.securityContext : {};
+  const containers = CONTAINER_LISTS.flatMap((list) => (Array.isArray(spec[list]) ? spec[list] : []).map((c: unknown, i: number) => ({ where: `${list}[${i}]`, c: isMap(c) ? c : {} })));
+  const contextOf = (c: Record<string, any>) => (isMap(c.securityContext) ? c.securityContext : {});
+  if (pod.runAsNonRoot !== true && !containers.every(({ c }) => contextOf(c).runAsNonRoot === true)) need('securityContext.runAsNonRoot', 'set runAsNonRoot: true (the pod, or every container)');
+  const seccomp = (context: Record<string, any>) => (isMap(context.seccompProfile) ? context.seccompProfile.type : undefined);
+  const allowed = (type: unknown) => type === 'RuntimeDefault' || type === 'Localhost';
+  if (!allowed(seccomp(pod)) && !containers.every(({ c }) => allowed(seccomp(contextOf(c))))) need('securityContext.seccompProfile', 'set seccompProfile: {type: RuntimeDefault} (the pod, or every container)');
+  if (pod.runAsUser === 0) need('securityContext.runAsUser', 'not as root (0)');
+  for (const { where, c } of containers) {
+    const context = contextOf(c);
+    if (context.allowPrivilegeEscalation !== false && context.allowPrivilegeEscalation !== true) need(`${where}.securityContext.allowPrivilegeEscalation`, 'set allowPrivilegeEscalation: false');
+    const drop = isMap(context.capabilities) && Array.isArray(context.capabilities.drop) ? context.capabilities.drop : [];
+    if (!drop.includes('ALL')) need(`${where}.securityContext.capabilities.drop`, 'drop ALL capabilities (capabilities: {drop: [ALL]})');
+    if (context.runAsUser === 0) need(`${where}.securityContext.runAsUser`, 'not as root (0)');
+    (Array.isArray(c.ports) ? c.ports : []).forEach((port: unknown, j: number) => {
+      if (isMap(port) && port.hostPort) need(`${where}.ports[${j}].hostPort`, `no port of the host (${String(port.hostPort)})`);
+    });
+  }
+  (Array.isArray(spec.volumes) ? spec.volumes : []).forEach((volume: unknown, i: number) => {
+    if (!isMap(volume) || volume.hostPath !== undefined) return;
+    const type = Object.keys(volume).find((key) => key !== 'name');
+    if (type && !RESTRICTED_VOLUMES.includes(type)) need(`volumes[${i}].${type}`, `no ${type} volume (${RESTRICTED_VOLUMES.join(', ')} only)`);
+  });
+  return problems;
+}
+
 /**
  * The manifest format's privilege check (docs/tenancy.md "What a bundle may ask of the machines"):
  * every object that reaches beyond a workload of `namespace` (the service's: its project's
@@ -173,6 +212,8 @@ export function manifestPrivileges(objects: readonly ManifestObject[], home: str
     if (path) {
       const podSpec = path.reduce<unknown>((at, key) => (isMap(at) ? at[key] : undefined), object);
       if (isMap(podSpec)) problems.push(...podPrivileges(podSpec, `${label} ${path.join('.')}`));
+      // A project's namespace enforces Pod Security restricted (a service made before is in default, which does not).
+      if (isMap(podSpec) && home.startsWith(PROJECT_NAMESPACE_PREFIX)) problems.push(...podRestricted(podSpec, `${label} ${path.join('.')}`, home));
     }
     if (kind === 'Secret' && object.type === 'kubernetes.io/service-account-token') problems.push(`${label} type: a service account token ${FOR_ADMINS}`);
     const spec = isMap(object.spec) ? object.spec : {};

@@ -39,6 +39,9 @@ const deployment = (pod: string, namespace = '') =>
 const POD = '{containers: [{name: c, image: busybox}]}';
 /** The namespace of project team-a's manifest services (docs/tenancy.md). */
 const HOME = 'hangar-project-team-a';
+/** A pod that meets Pod Security `restricted`, which a project's namespace enforces. */
+const SAFE_POD =
+  '{securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}, containers: [{name: c, image: busybox, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}';
 
 /** A manifest of a deployer: each refused with a 400 naming the object and its field. */
 const MANIFEST_CASES: Array<[string, string]> = [
@@ -55,6 +58,9 @@ const MANIFEST_CASES: Array<[string, string]> = [
   [deployment('{initContainers: [{name: i, image: busybox, securityContext: {allowPrivilegeEscalation: true, capabilities: {add: [NET_ADMIN]}}}], containers: [{name: c, image: busybox}]}'), 'spec.template.spec.initContainers[0].securityContext.capabilities.add: adding capabilities (NET_ADMIN)'],
   [manifest('apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n'), `Pod ${HOME}/p spec.hostPID: the host's processes`],
   [manifest('apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {volumeName: admins-disk}\n'), `PersistentVolumeClaim ${HOME}/c spec.volumeName: binding a given PersistentVolume (admins-disk) ${ADMINS}`],
+  // Said up front: what Pod Security restricted, enforced in the project's namespace, would refuse.
+  [deployment(POD), `Deployment ${HOME}/x spec.template.spec.securityContext.runAsNonRoot: ${HOME} enforces Pod Security restricted: set runAsNonRoot: true (the pod, or every container); Deployment ${HOME}/x spec.template.spec.securityContext.seccompProfile: ${HOME} enforces Pod Security restricted: set seccompProfile: {type: RuntimeDefault} (the pod, or every container); Deployment ${HOME}/x spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation: ${HOME} enforces Pod Security restricted: set allowPrivilegeEscalation: false; Deployment ${HOME}/x spec.template.spec.containers[0].securityContext.capabilities.drop: ${HOME} enforces Pod Security restricted: drop ALL capabilities (capabilities: {drop: [ALL]})`],
+  [deployment(SAFE_POD.replace('containers: [{name: c,', 'volumes: [{name: v, nfs: {server: 10.0.0.1, path: /}}], containers: [{name: c, ports: [{containerPort: 80, hostPort: 80}],')), `Deployment ${HOME}/x spec.template.spec.containers[0].ports[0].hostPort: ${HOME} enforces Pod Security restricted: no port of the host (80); Deployment ${HOME}/x spec.template.spec.volumes[0].nfs: ${HOME} enforces Pod Security restricted: no nfs volume`],
 ];
 
 describeEachDialect('services: what a bundle may ask of the machines (privileged parts are installation admins’)', (dialect) => {
@@ -127,7 +133,7 @@ describeEachDialect('services: what a bundle may ask of the machines (privileged
       expect(res.json.message, text).to.contain(message);
     }
     expect(await counts(), 'nothing deployed for a refused manifest').to.deep.equal(before);
-    const clean = manifest(deployment(POD), `apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: ${HOME}}\nspec: {ports: [{port: 80}]}\n`);
+    const clean = manifest(deployment(SAFE_POD), `apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: ${HOME}}\nspec: {ports: [{port: 80}]}\n`);
     const shop = await as(deployer)('POST', '/v1/services', { name: 'kshop', cluster_id: 'kube', manifest: b64(clean) });
     expect(shop.status, shop.text).to.equal(202);
     expect(shop.json.data, 'in its project namespace, applied as the project account').to.deep.include({ namespace: HOME, confined: true });
