@@ -5,7 +5,7 @@ import { resourceCommand, usageExit, type Args, type Resource } from './resource
  * `hangar alerts [--state firing]` lists alerts; `hangar alerts silence <id> --minutes N` and
  * `hangar alerts unsilence <id>` silence one or end its silence (docs/alerts.md).
  */
-const COLUMNS = ['id', 'state', 'severity', 'rule', 'resource=resource_id', 'subject', 'started_at', 'resolved_at', 'silenced_until', 'message'];
+const COLUMNS = ['id', 'state', 'severity', 'rule', 'resource=resource_id', 'project=project_id', 'subject', 'started_at', 'resolved_at', 'silenced_until', 'message'];
 const alertResource = (noun: string, verbs: Resource['verbs']): Resource => ({ noun, plural: 'alerts', describe: 'Alerts of the built-in rules', base: '/v1/alerts', columns: COLUMNS, verbs });
 
 const LIST = alertResource('$0', [
@@ -18,8 +18,9 @@ const LIST = alertResource('$0', [
       state: { type: 'string', choices: ['firing', 'resolved', 'pending'], describe: 'only alerts in this state' },
       rule: { type: 'string', describe: 'only alerts of this rule (node_offline, node_disk, certificate_expiry…)' },
       resource: { type: 'string', describe: 'only alerts on this resource (its id)' },
+      project: { type: 'string', describe: 'only alerts on resources of this project (id or name)' },
     },
-    query: { state: 'state', rule: 'rule', resource_id: 'resource' },
+    query: { state: 'state', rule: 'rule', resource_id: 'resource', project: 'project' },
     empty: 'no alerts',
   },
 ]);

@@ -88,7 +88,7 @@ const CHANNELS: Resource = {
   ],
 };
 
-const SUBSCRIPTION_COLUMNS: Column[] = ['id', 'channel=channel_id', 'events=event_types', 'resources=resource_ids', 'tags', 'min_severity', 'created_at'];
+const SUBSCRIPTION_COLUMNS: Column[] = ['id', 'channel=channel_id', 'events=event_types', 'resources=resource_ids', 'tags', 'min_severity', 'project=project_id', 'created_at'];
 const subscriptions = (noun: string, verb: Resource['verbs'][number]): Resource => ({
   noun,
   plural: 'subscriptions',
@@ -108,8 +108,9 @@ const SUBSCRIBE = subscriptions('subscribe', {
     resource: { type: 'string', describe: 'only events about this resource id (repeatable)' },
     tag: { type: 'string', describe: 'only events whose resource carries this tag KEY=VALUE (repeatable)' },
     'min-severity': { type: 'string', choices: ['info', 'warning', 'critical'], describe: 'the least severe event delivered (default info)' },
+    project: { type: 'string', describe: 'only events about resources of this project (id or name)' },
   },
-  body: { channel_id: 'channel', event_types: many('event'), resource_ids: many('resource'), tags: keyValues('tag'), min_severity: 'min-severity' },
+  body: { channel_id: 'channel', event_types: many('event'), resource_ids: many('resource'), tags: keyValues('tag'), min_severity: 'min-severity', project: 'project' },
   output: (d: Record<string, any>) => `subscribed channel ${d.channel_id} to ${d.event_types.join(', ')} (${d.id})`,
 });
 const SUBSCRIPTIONS = subscriptions('subscriptions', {

@@ -8,6 +8,8 @@ export interface AlertAnnouncement {
   rule: string;
   resource_type: string;
   resource_id: string;
+  /** The project of the resource (null: a node, a certificate, or a resource of no project). */
+  project_id?: string | null;
   subject: string | null;
   severity: string;
   started_at: string | null;

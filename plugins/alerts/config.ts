@@ -19,6 +19,28 @@ function rule(defaults: { severity: Severity; for_seconds: number }, description
 }
 
 const percent = (value: number, what: string) => Type.Number({ exclusiveMinimum: 0, maximum: 100, default: value, description: `fires above this percentage of ${what} in use` });
+const within_days = Type.Number({ exclusiveMinimum: 0, default: 21, description: 'fires when a certificate expires within this many days' });
+const after_hours = Type.Number({ exclusiveMinimum: 0, default: 26, description: 'fires when a volume’s last successful backup is older than this' });
+
+/** The rules judging resources that belong to a project, with the thresholds of their own (a project's overrides take these). */
+const PROJECT_RULES: Record<string, TProperties> = {
+  instance_not_running: {},
+  service_not_running: {},
+  backup_stale: { after_hours: Type.Number({ exclusiveMinimum: 0, description: after_hours.description }) },
+};
+
+/** A project's override of one rule: any of its settings, the rest the installation's. */
+function override(own: TProperties = {}) {
+  return Type.Object(
+    {
+      enabled: Type.Optional(Type.Boolean()),
+      severity: Type.Optional(Type.Union(SEVERITIES.map((s) => Type.Literal(s)))),
+      for_seconds: Type.Optional(Type.Integer({ minimum: 0 })),
+      ...Object.fromEntries(Object.entries(own).map(([k, t]) => [k, Type.Optional(t)])),
+    },
+    { additionalProperties: false },
+  );
+}
 
 export const AlertsConfigSchema = Type.Object(
   {
@@ -36,16 +58,29 @@ export const AlertsConfigSchema = Type.Object(
         node_memory: rule({ severity: 'warning', for_seconds: 300 }, 'a node’s memory in use above the threshold', { threshold_percent: percent(95, 'its memory') }),
         instance_not_running: rule({ severity: 'critical', for_seconds: 300 }, 'an instance meant to run that does not (stopped, failed, drifted, still deploying)'),
         service_not_running: rule({ severity: 'critical', for_seconds: 300 }, 'a service that failed, or runs fewer replicas than it wants'),
-        certificate_expiry: rule({ severity: 'warning', for_seconds: 0 }, 'the server certificate, the CA or a node’s client certificate expiring soon', {
-          within_days: Type.Number({ exclusiveMinimum: 0, default: 21, description: 'fires when a certificate expires within this many days' }),
-        }),
-        backup_stale: rule({ severity: 'warning', for_seconds: 0 }, 'a volume that has been backed up before with no successful backup for too long', {
-          after_hours: Type.Number({ exclusiveMinimum: 0, default: 26, description: 'fires when a volume’s last successful backup is older than this' }),
-        }),
+        certificate_expiry: rule({ severity: 'warning', for_seconds: 0 }, 'the server certificate, the CA or a node’s client certificate expiring soon', { within_days }),
+        backup_stale: rule({ severity: 'warning', for_seconds: 0 }, 'a volume that has been backed up before with no successful backup for too long', { after_hours }),
         agent_outdated: rule({ severity: 'info', for_seconds: 0 }, 'a node whose agent is older than the control plane'),
         cluster_member_not_ready: rule({ severity: 'critical', for_seconds: 300 }, 'a member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats'),
       },
       { additionalProperties: false, default: {} },
+    ),
+    projects: Type.Record(
+      Type.String({ minLength: 1, maxLength: 100, description: 'a project, by id or name' }),
+      Type.Object(
+        {
+          rules: Type.Object(
+            Object.fromEntries(Object.entries(PROJECT_RULES).map(([name, r]) => [name, Type.Optional(override(r))])),
+            { additionalProperties: false, default: {} },
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      {
+        default: {},
+        description:
+          'per project (id or name): overrides of the rules on its resources (instance_not_running, service_not_running, backup_stale) — enabled, severity, for_seconds, after_hours; unset ones are the installation’s',
+      },
     ),
   },
   { additionalProperties: false, default: {} },
@@ -63,9 +98,14 @@ export interface RuleSettings {
 export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated' | 'cluster_member_not_ready';
 export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready'];
 
+/** The rules whose resources belong to projects: a project may override their settings (alerts.projects). */
+export const PROJECT_RULE_NAMES = Object.keys(PROJECT_RULES) as RuleName[];
+
 export interface AlertsConfig {
   interval_seconds: number;
   hold_down_seconds: number;
   retention_days: number;
   rules: Record<RuleName, RuleSettings>;
+  /** Project (id or name) → its overrides of the rules on its resources. */
+  projects: Record<string, { rules: Partial<Record<RuleName, Partial<RuleSettings>>> }>;
 }

@@ -4,7 +4,7 @@ import type { Store } from '../../core/db/store.js';
 import type { EventBus } from '../../core/events.js';
 import { newId } from '../../core/ids.js';
 import type { Logger } from '../../core/log.js';
-import { RULE_NAMES, type AlertsConfig, type Severity } from './config.js';
+import { RULE_NAMES, type AlertsConfig, type RuleName, type RuleSettings, type Severity } from './config.js';
 import { ALERTS } from './migrations.js';
 import type { Condition, Observation, Rule } from './rules.js';
 import { alertTopic, type AlertAnnouncement } from './api.js';
@@ -16,6 +16,8 @@ export interface AlertRecord {
   rule: string;
   resource_type: string;
   resource_id: string;
+  /** The project of the resource when the alert was last judged (null: a node, a certificate, or a resource of no project). */
+  project_id: string | null;
   subject: string;
   open_key: string;
   severity: Severity;
@@ -51,6 +53,7 @@ export function alertPayload(a: AlertRecord): AlertAnnouncement {
     rule: a.rule,
     resource_type: a.resource_type,
     resource_id: a.resource_id,
+    project_id: a.project_id ?? null,
     subject: a.subject || null,
     severity: a.severity,
     started_at: a.started_at,
@@ -72,7 +75,25 @@ export function alertPayload(a: AlertRecord): AlertAnnouncement {
  * - `alert.firing` is published once per alert, `alert.resolved` once after it (only for an alert
  *   whose firing was announced); a silenced alert announces nothing until its silence ends.
  */
+/** A condition as judged: its resource's project and the settings that apply to it (the project's overrides, else the installation's). */
+interface Judged extends Condition {
+  project_id: string | null;
+  severity: Severity;
+  for_seconds: number;
+}
+
+/** Where the engine learns of projects (the projects plugin and the resources' scope resolvers; both absent without projects). */
+export interface ProjectLookup {
+  /** A project's id by id or name; null when there is none (or projects are not loaded). */
+  find(ref: string): Promise<string | null>;
+  /** The projects of resources by `type|id` (null: of no project). */
+  of(refs: ReadonlyArray<{ type: string; id: string }>): Promise<Map<string, string | null>>;
+}
+
 export class AlertEngine {
+  /** Project refs of alerts.projects already warned about (named no project). */
+  private readonly unknownProjects = new Set<string>();
+
   constructor(
     private readonly alerts: AlertStore,
     private readonly settings: AlertsConfig,
@@ -80,51 +101,92 @@ export class AlertEngine {
     private readonly clock: Clock,
     private readonly bus: EventBus,
     private readonly log: Logger,
+    private readonly projects: ProjectLookup = { find: async () => null, of: async (refs) => new Map(refs.map((r) => [`${r.type}|${r.id}`, null])) },
   ) {}
 
   async run(): Promise<void> {
+    const overrides = await this.projectOverrides();
     for (const name of RULE_NAMES) {
-      const settings = this.settings.rules[name];
       const rule = this.rules[name];
-      let observed: Observation = { conditions: [], unknown: new Set() };
-      if (rule && settings.enabled) {
+      let judged: { conditions: Judged[]; unknown: Set<string> } = { conditions: [], unknown: new Set() };
+      if (rule) {
         try {
-          observed = await rule(settings);
+          judged = await this.judge(name, rule, overrides);
         } catch (err) {
           // A rule that cannot look this turn changes nothing (its alerts neither fire nor resolve).
           this.log.warn({ rule: name, err: (err as Error).message }, 'alert rule failed; its alerts are left as they are this turn');
           continue;
         }
       }
-      await this.apply(name, settings.severity, settings.for_seconds, observed);
+      await this.apply(name, judged.conditions, judged.unknown);
     }
     await this.announce();
   }
 
-  private async apply(rule: string, severity: Severity, forSeconds: number, observed: Observation): Promise<void> {
+  /** alerts.projects by project id (refs that name no project are skipped, with one warning each). */
+  private async projectOverrides(): Promise<Map<string, Partial<Record<RuleName, Partial<RuleSettings>>>>> {
+    const out = new Map<string, Partial<Record<RuleName, Partial<RuleSettings>>>>();
+    for (const [ref, { rules }] of Object.entries(this.settings.projects ?? {})) {
+      const id = await this.projects.find(ref);
+      if (id) {
+        out.set(id, { ...out.get(id), ...rules });
+      } else if (!this.unknownProjects.has(ref)) {
+        this.unknownProjects.add(ref);
+        this.log.warn({ project: ref }, 'alerts.projects names no project (or projects are not loaded): its overrides are not applied');
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Runs a rule with the installation's settings and with each project's that overrides them, and
+   * keeps each condition from the run whose settings are its resource's project's. A rule disabled
+   * for a project reports nothing on its resources (their alerts resolve after the hold-down).
+   */
+  private async judge(name: RuleName, rule: Rule, overrides: Map<string, Partial<Record<RuleName, Partial<RuleSettings>>>>): Promise<{ conditions: Judged[]; unknown: Set<string> }> {
+    const base = this.settings.rules[name];
+    const byProject = new Map<string, RuleSettings>();
+    for (const [project, rules] of overrides) if (rules[name]) byProject.set(project, { ...base, ...rules[name] });
+    const runs = new Map<RuleSettings, Observation>();
+    for (const settings of new Set([base, ...byProject.values()])) if (settings.enabled) runs.set(settings, await rule(settings));
+    const unknown = new Set([...runs.values()].flatMap((o) => [...o.unknown]));
+    const found = [...runs.values()].flatMap((o) => o.conditions);
+    const projects = found.length ? await this.projects.of(found.map((c) => ({ type: c.resource_type, id: c.resource_id }))) : new Map<string, string | null>();
+    const conditions: Judged[] = [];
+    for (const [settings, observed] of runs) {
+      for (const c of observed.conditions) {
+        const project = projects.get(`${c.resource_type}|${c.resource_id}`) ?? null;
+        if (((project !== null && byProject.get(project)) || base) !== settings) continue;
+        conditions.push({ ...c, project_id: project, severity: settings.severity, for_seconds: settings.for_seconds });
+      }
+    }
+    return { conditions, unknown };
+  }
+
+  private async apply(rule: string, conditions: Judged[], unknown: Set<string>): Promise<void> {
     const now = this.clock.now();
     const at = now.toISOString();
     const rows: Record<string, unknown>[] = await this.alerts.query().where({ rule }).whereIn('state', ['pending', 'firing']);
     const open = rows.map(this.alerts.decode);
     const byKey = new Map<string, AlertRecord>(open.map((a) => [a.open_key, a]));
     const seen = new Set<string>();
-    const due = (since: string) => now.getTime() - Date.parse(since) >= forSeconds * 1000;
 
-    for (const c of observed.conditions) {
+    for (const c of conditions) {
       const key = keyOf(rule, c);
       if (seen.has(key)) continue;
       seen.add(key);
       const existing = byKey.get(key);
       if (!existing) {
-        const firing = forSeconds === 0;
+        const firing = c.for_seconds === 0;
         await this.alerts.insert({
           id: newId('alert'),
           rule,
           resource_type: c.resource_type,
           resource_id: c.resource_id,
+          project_id: c.project_id,
           subject: c.subject,
           open_key: key,
-          severity,
+          severity: c.severity,
           state: firing ? 'firing' : 'pending',
           message: c.message,
           observed_at: at,
@@ -140,14 +202,15 @@ export class AlertEngine {
       }
       const patch: Partial<AlertRecord> = {};
       if (existing.message !== c.message) patch.message = c.message;
-      if (existing.severity !== severity) patch.severity = severity;
-      if (existing.state === 'pending' && due(existing.observed_at)) Object.assign(patch, { state: 'firing', started_at: at });
+      if (existing.severity !== c.severity) patch.severity = c.severity;
+      if ((existing.project_id ?? null) !== c.project_id) patch.project_id = c.project_id;
+      if (existing.state === 'pending' && now.getTime() - Date.parse(existing.observed_at) >= c.for_seconds * 1000) Object.assign(patch, { state: 'firing', started_at: at });
       if (existing.state === 'firing' && existing.cleared_at) patch.cleared_at = null;
       if (Object.keys(patch).length) await this.alerts.change(existing.id, patch);
     }
 
     for (const a of open) {
-      if (seen.has(a.open_key) || observed.unknown.has(`${a.resource_type}|${a.resource_id}`)) continue;
+      if (seen.has(a.open_key) || unknown.has(`${a.resource_type}|${a.resource_id}`)) continue;
       if (a.state === 'pending') {
         await this.alerts.remove(a.id);
         continue;

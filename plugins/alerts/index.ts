@@ -1,4 +1,7 @@
 import { retentionLoops } from '../../core/retention.js';
+import { ProjectGrantsRef } from '../../core/auth/scope.js';
+import { badRequest } from '../../core/errors.js';
+import { projectsOfResources } from '../tags/api.js';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -16,6 +19,7 @@ const AlertView = Type.Object({
   rule: Type.String(),
   resource_type: Type.String(),
   resource_id: Type.String(),
+  project_id: Type.Union([Type.String(), Type.Null()], { description: 'the project of the resource (null: a node, a certificate, or a resource of no project)' }),
   subject: Type.Union([Type.String(), Type.Null()], { description: 'what on the resource: a mount point; null for the resource as a whole' }),
   severity: Type.String(),
   state: Type.String({ description: 'pending (seen, not yet for the rule’s for_seconds) | firing | resolved' }),
@@ -36,6 +40,7 @@ const ListQuery = Type.Object(
     state: Type.Optional(Type.Union(STATES.map((s) => Type.Literal(s)), { description: 'only alerts in this state (default: firing and resolved)' })),
     rule: Type.Optional(Type.Union(RULE_NAMES.map((r) => Type.Literal(r)), { description: 'only alerts of this rule' })),
     resource_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'only alerts on this resource' })),
+    project: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only alerts on resources of this project (id or name)' })),
   },
   { additionalProperties: false },
 );
@@ -54,13 +59,18 @@ export default definePlugin({
     const settings = services.config.alerts as AlertsConfig;
     const { clock } = services;
     const alerts = new AlertStore(services.db, clock);
-    const engine = new AlertEngine(alerts, settings, builtinRules(services), clock, services.events, services.log);
+    const findProject = async (ref: string) => (await services.provided.find(ProjectGrantsRef)?.find(ref)) ?? null;
+    const engine = new AlertEngine(alerts, settings, builtinRules(services), clock, services.events, services.log, {
+      find: findProject,
+      of: (refs) => projectsOfResources(services.provided, refs),
+    });
 
     const view = (a: AlertRecord) => ({
       id: a.id,
       rule: a.rule,
       resource_type: a.resource_type,
       resource_id: a.resource_id,
+      project_id: a.project_id ?? null,
       subject: a.subject || null,
       severity: a.severity,
       state: a.state,
@@ -108,7 +118,9 @@ export default definePlugin({
         summary: 'Alerts, oldest first: firing and resolved (state=pending: conditions seen but not yet held long enough)',
         schemas: { query: ListQuery, response: Type.Array(AlertView) },
         async handler(req) {
-          const { limit, cursor, state, rule, resource_id } = req.query;
+          const { limit, cursor, state, rule, resource_id, project } = req.query;
+          const projectId = project === undefined ? undefined : await findProject(project);
+          if (projectId === null) throw badRequest(`Validation failed: query.project: no project ${project}`, [{ path: 'query.project', message: 'names no project' }]);
           const page = await alerts.page({
             limit,
             cursor,
@@ -117,6 +129,7 @@ export default definePlugin({
               else q.whereIn('state', ['firing', 'resolved']);
               if (rule) q.where({ rule });
               if (resource_id) q.where({ resource_id });
+              if (projectId) q.where({ project_id: projectId });
             },
           });
           return Reply.page(page, view);

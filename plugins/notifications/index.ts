@@ -7,7 +7,8 @@ import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
-import { TagsRef, type ResourceType } from '../tags/api.js';
+import { ProjectGrantsRef } from '../../core/auth/scope.js';
+import { projectsOfResources, TagsRef, type ResourceType } from '../tags/api.js';
 import { checkReceiverUrl, type AddressPolicy } from './address.js';
 import { NotificationsRef } from './api.js';
 import { Dispatcher } from './dispatcher.js';
@@ -89,6 +90,9 @@ const CreateSubscription = Type.Object(
     resource_ids: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 100, description: 'only events about these resources (default: any)' })),
     tags: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 63 }), Type.String({ maxLength: 255 }), { maxProperties: 20, description: 'only events whose resource carries every one of these tags (the tags plugin)' })),
     min_severity: Type.Optional(Type.Union(SEVERITIES.map((s) => Type.Literal(s)), { description: 'the least severe event delivered (default info: all)' })),
+    project: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 100, description: 'only events about resources of this project (id or name): its clusters, workloads, volumes, secrets… (never nodes or certificates, which are the installation’s)' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -100,6 +104,7 @@ const SubscriptionView = Type.Object({
   resource_ids: Type.Array(Type.String()),
   tags: Type.Record(Type.String(), Type.String()),
   min_severity: Type.String(),
+  project_id: Type.Union([Type.String(), Type.Null()], { description: 'only events about resources of this project; null: any' }),
   created_at: Type.String(),
 });
 
@@ -217,6 +222,7 @@ export default definePlugin({
       resource_ids: s.resource_ids,
       tags: s.tags,
       min_severity: s.min_severity,
+      project_id: s.project_id ?? null,
       created_at: s.created_at,
     });
 
@@ -275,10 +281,26 @@ export default definePlugin({
       return cache.list;
     };
 
-    async function matches(s: SubscriptionRecord, event: NotificationEvent): Promise<boolean> {
+    /**
+     * The project of an event's resource, looked up once per event: what the event carries
+     * (`data.project_id`: an alert's), else the resource's scope resolver; null for none.
+     */
+    const projectOf = (event: NotificationEvent): (() => Promise<string | null>) => {
+      let found: Promise<string | null> | null = null;
+      return () =>
+        (found ??= (async () => {
+          if (typeof event.data.project_id === 'string' && event.data.project_id) return event.data.project_id;
+          if (!event.resource) return null;
+          const { type, id } = event.resource;
+          return (await projectsOfResources(services.provided, [{ type, id }]).catch(() => new Map<string, string | null>())).get(`${type}|${id}`) ?? null;
+        })());
+    };
+
+    async function matches(s: SubscriptionRecord, event: NotificationEvent, project: () => Promise<string | null>): Promise<boolean> {
       if (!s.event_types.includes(event.type)) return false;
       if (severityRank(event.severity) < severityRank(s.min_severity)) return false;
       if (s.resource_ids.length && !(event.resource && s.resource_ids.includes(event.resource.id))) return false;
+      if (s.project_id && (await project()) !== s.project_id) return false;
       const wanted = Object.entries(s.tags);
       if (wanted.length) {
         if (!event.resource || !tags) return false;
@@ -291,8 +313,9 @@ export default definePlugin({
     /** One delivery per channel that a subscription matching the event names. */
     async function targetsOf(event: NotificationEvent) {
       const byChannel = new Map<string, string>();
+      const project = projectOf(event);
       for (const s of await currentSubscriptions()) {
-        if (!byChannel.has(s.channel_id) && (await matches(s, event))) byChannel.set(s.channel_id, s.id);
+        if (!byChannel.has(s.channel_id) && (await matches(s, event, project))) byChannel.set(s.channel_id, s.id);
       }
       return [...byChannel].map(([channel_id, subscription_id]) => ({ channel_id, subscription_id }));
     }
@@ -462,6 +485,13 @@ export default definePlugin({
             if (body.tags && Object.keys(body.tags).length && !tags) throw field('body.tags', 'need the tags plugin, which this control plane does not load');
             const channel = await channels.findByIdOrName(body.channel_id);
             if (!channel) throw field('body.channel_id', `names no notification channel (${body.channel_id})`);
+            let projectId: string | null = null;
+            if (body.project !== undefined) {
+              const grants = services.provided.find(ProjectGrantsRef);
+              if (!grants) throw field('body.project', 'needs the projects plugin, which this control plane does not load');
+              projectId = await grants.find(body.project);
+              if (!projectId) throw field('body.project', `names no project (${body.project})`);
+            }
             const created = await subscriptions.insert({
               id: newId('nsub'),
               channel_id: channel.id,
@@ -469,6 +499,7 @@ export default definePlugin({
               resource_ids: [...new Set(body.resource_ids ?? [])],
               tags: body.tags ?? {},
               min_severity: body.min_severity ?? 'info',
+              project_id: projectId,
               created_at: now(),
               updated_at: now(),
             });

@@ -81,4 +81,13 @@ export const notificationMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '002_subscription_project',
+    async up(knex) {
+      // A subscription may name a project: it receives only events about that project's resources.
+      await knex.schema.alterTable(SUBSCRIPTIONS, (t) => {
+        t.string('project_id', 64).nullable();
+      });
+    },
+  },
 ];

@@ -28,6 +28,8 @@ export interface SubscriptionRecord {
   resource_ids: string[];
   tags: Record<string, string>;
   min_severity: Severity;
+  /** Only events about resources of this project (null: any). */
+  project_id: string | null;
   created_at: string;
   updated_at: string;
   [key: string]: unknown;

@@ -1,4 +1,6 @@
+import { ScopeResolvers } from '../../core/auth/scope.js';
 import { badRequest } from '../../core/errors.js';
+import type { ServiceRegistry } from '../../core/provided.js';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { ResourceResolver } from '../../core/resources.js';
 
@@ -25,6 +27,45 @@ export const TAGGED_KINDS: Readonly<Partial<Record<ResourceType, string>>> = {
   s3: 'object-store',
   loadbalancer: 'loadbalancer',
 };
+
+/**
+ * The kind of resource an event or an alert names by `type`: a resource type above, or an audit
+ * entry's permission kind (core/auth/permissions.ts: `volumes`, `instances`…).
+ */
+const PROJECT_KIND_OF: Readonly<Record<string, string>> = {
+  ...(TAGGED_KINDS as Record<string, string>),
+  clusters: 'cluster',
+  instances: 'instance',
+  volumes: 'volume',
+  secrets: 'secret',
+  configs: 'config',
+  services: 'service',
+  'object-stores': 'object-store',
+  loadbalancers: 'loadbalancer',
+};
+
+/**
+ * The projects of resources named by type and id, through the scope resolvers of the loaded
+ * plugins (core/auth/scope.ts `ScopeResolvers`): `type|id` → project id, or null for a resource of
+ * no project (a node, a certificate), one that is gone, or a kind no loaded plugin resolves.
+ */
+export async function projectsOfResources(provided: ServiceRegistry, refs: ReadonlyArray<{ type: string; id: string }>): Promise<Map<string, string | null>> {
+  const out = new Map<string, string | null>();
+  const byKind = new Map<string, Set<string>>();
+  for (const { type, id } of refs) {
+    out.set(`${type}|${id}`, null);
+    const kind = PROJECT_KIND_OF[type];
+    if (kind) byKind.set(kind, (byKind.get(kind) ?? new Set()).add(id));
+  }
+  const resolvers = provided.contributions(ScopeResolvers);
+  for (const [kind, ids] of byKind) {
+    const resolver = resolvers.find((r) => r.kind === kind);
+    if (!resolver) continue;
+    const found = await resolver.projectsOf([...ids]);
+    for (const { type, id } of refs) if (PROJECT_KIND_OF[type] === kind && found.has(id)) out.set(`${type}|${id}`, found.get(id) ?? null);
+  }
+  return out;
+}
 
 export interface Tag {
   resource_type: ResourceType;

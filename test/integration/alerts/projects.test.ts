@@ -1,0 +1,165 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { hangarCli } from '../runner/support.js';
+import { FakeAgent, waitFor } from '../../support/agents.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { swarmDouble } from '../../support/swarm-double.js';
+import { Receiver } from '../notifications/receiver.js';
+
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'compute', 'tags', 'alerts', 'notifications'];
+const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
+
+/**
+ * Alerts and notifications by project (issue 31): the installation's instance_not_running waits an
+ * hour and is critical, project `default` overrides it (at once, a warning); an instance of
+ * `default` that failed fires at once with the project's settings and is listed by
+ * `GET /v1/alerts?project=`; a subscription naming a project receives the events of its
+ * resources only (not another project's subscription, not a node's event); and a subscription
+ * filtered by tags gets the tagged node's status change, not an untagged one's.
+ */
+describeEachDialect('alerts and notifications by project (and subscriptions by tag)', (dialect) => {
+  const receiver = new Receiver();
+  let t: TestHangar;
+  let admin: Credentials;
+  let manager: Awaited<ReturnType<typeof swarmDouble>>;
+  let work = '';
+  const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  const cli = async (args: string[]) => {
+    const ca = path.join(work, 'ca.pem');
+    writeFileSync(ca, t.caPem);
+    const env = { XDG_CONFIG_HOME: work, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: admin.accessKeyId, HANGAR_SECRET_KEY: admin.secretAccessKey, HANGAR_CA_FILE: ca };
+    const res = await hangarCli(args, { env, timeoutMs: 60_000 });
+    expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(0);
+    return res.stdout;
+  };
+  /** What the receiver heard on a channel (each channel has its own path). */
+  const heard = (channel: string, type: string, resourceId?: string) =>
+    receiver.requests.filter((r) => r.headers['x-channel'] === channel && r.event === type && (!resourceId || r.body?.resource?.id === resourceId));
+
+  before(async function () {
+    this.timeout(60_000);
+    work = mkdtempSync(path.join(os.tmpdir(), 'hangar-alerts-projects-'));
+    await receiver.start();
+    t = await startHangar(dialect, {
+      plugins: PLUGINS,
+      overrides: {
+        clusters: { observe_interval_seconds: 1 },
+        notifications: LOOPBACK,
+        alerts: {
+          interval_seconds: 1,
+          rules: { instance_not_running: { for_seconds: 3600 } },
+          projects: { default: { rules: { instance_not_running: { for_seconds: 0, severity: 'warning' } } } },
+        },
+      },
+    });
+    admin = await bootstrapAdmin(t);
+    manager = await swarmDouble(t, admin.token, {
+      refusals: { deployWorkload: (input) => (String(input.spec.image).startsWith('missing/') ? `No such image: ${input.spec.image}` : undefined) },
+    });
+    expect((await api('POST', '/v1/projects', { name: 'team-b' })).status).to.equal(201);
+    // Three channels to one receiver, told apart by a header: default's, team-b's, and one of no project.
+    for (const [name, project] of [['of-default', 'default'], ['of-team-b', 'team-b'], ['of-any', undefined]] as const) {
+      const channel = await api('POST', '/v1/notifications/channels', { name, kind: 'webhook', url: receiver.url, headers: { 'X-Channel': name } });
+      expect(channel.status, channel.text).to.equal(201);
+      const subscription = await api('POST', '/v1/notifications/subscriptions', { channel_id: name, event_types: ['workload.failed', 'alert.firing', 'node.created'], ...(project ? { project } : {}) });
+      expect(subscription.status, subscription.text).to.equal(201);
+      expect(subscription.json.data.project_id).to.equal(project ? (await api('GET', `/v1/projects/${project}`)).json.data.id : null);
+    }
+  });
+  after(async () => {
+    await manager?.stop();
+    await t?.stop();
+    await receiver.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('fires with the project’s rule settings, lists by ?project=, and notifies only the subscription of the resource’s project', async function () {
+    this.timeout(60_000);
+    const defaultId = (await api('GET', '/v1/projects/default')).json.data.id as string;
+    const created = await api('POST', '/v1/compute/instances', { name: 'broken', swarm_id: manager.swarmId, image: 'missing/app:1' });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+
+    // The installation waits an hour; default's override fires at once, as a warning.
+    const alert = await waitFor(async () => ((await api('GET', `/v1/alerts?rule=instance_not_running&resource_id=${id}`)).json.data as any[]).find((a) => a.state === 'firing'), {
+      timeoutMs: 20_000,
+      what: 'instance_not_running to fire',
+    });
+    expect(alert).to.include({ resource_type: 'instance', project_id: defaultId, severity: 'warning' });
+    for (const project of ['default', defaultId]) {
+      const listed = await api('GET', `/v1/alerts?project=${project}`);
+      expect(listed.status, listed.text).to.equal(200);
+      expect(listed.json.data.map((a: { id: string }) => a.id)).to.include(alert.id);
+    }
+    const other = await api('GET', '/v1/alerts?project=team-b');
+    expect(other.status, other.text).to.equal(200);
+    expect(other.json.data).to.deep.equal([]);
+    const unknown = await api('GET', '/v1/alerts?project=no-such');
+    expect(unknown.status).to.equal(400);
+    expect(unknown.json.message).to.contain('query.project');
+
+    // default's subscription and the one of no project hear the failure and the alert; team-b's does not.
+    await waitFor(async () => ['of-default', 'of-any'].every((c) => heard(c, 'workload.failed', id).length && heard(c, 'alert.firing', id).length), { timeoutMs: 20_000, what: 'both events at both channels' });
+    expect(heard('of-default', 'alert.firing', id)[0]!.body.data).to.include({ project_id: defaultId, rule: 'instance_not_running' });
+    const deliveries = async (type: string) => ((await api('GET', `/v1/notifications/deliveries?event_type=${type}`)).json.data as Array<{ channel_id: string; event: { resource: { id: string } } }>).filter((d) => d.event.resource?.id === id);
+    const teamB = (await api('GET', '/v1/notifications/channels/of-team-b')).json.data.id as string;
+    // All of an event's deliveries are written in one transaction: none is team-b's.
+    for (const type of ['workload.failed', 'alert.firing']) {
+      const channels = (await deliveries(type)).map((d) => d.channel_id);
+      expect(channels).to.have.length(2);
+      expect(channels).not.to.include(teamB);
+    }
+
+    // A node is the installation's: its events reach the subscription of no project only.
+    const node = await api('POST', '/v1/nodes', { name: `bare-${dialect.name}` });
+    expect(node.status, node.text).to.equal(201);
+    await waitFor(async () => heard('of-any', 'node.created', node.json.data.id).length > 0, { timeoutMs: 20_000, what: 'node.created at the channel of no project' });
+    const nodeDeliveries = ((await api('GET', '/v1/notifications/deliveries?event_type=node.created')).json.data as Array<{ channel_id: string; event: { resource: { id: string } } }>).filter(
+      (d) => d.event.resource?.id === node.json.data.id,
+    );
+    expect(nodeDeliveries.map((d) => d.channel_id)).to.deep.equal([(await api('GET', '/v1/notifications/channels/of-any')).json.data.id]);
+  });
+
+  it('lists alerts by project and subscribes by project through the CLI', async function () {
+    this.timeout(60_000);
+    const firing = ((await api('GET', '/v1/alerts?rule=instance_not_running&state=firing')).json.data as Array<{ id: string }>).map((a) => a.id);
+    expect(firing).to.have.length.above(0);
+    const ofDefault = JSON.parse(await cli(['alerts', '--project', 'default', '--json'])) as Array<{ id: string }>;
+    expect(ofDefault.map((a) => a.id)).to.include.members(firing);
+    expect(await cli(['notify', 'subscribe', 'of-any', '--event', 'alert.resolved', '--project', 'team-b'])).to.match(/^subscribed channel nch-\S+ to alert.resolved \(nsub-/);
+    const teamB = (await api('GET', '/v1/projects/team-b')).json.data.id as string;
+    const listed = (await api('GET', '/v1/notifications/subscriptions')).json.data as Array<{ event_types: string[]; project_id: string | null }>;
+    expect(listed.filter((s) => s.event_types.includes('alert.resolved')).map((s) => s.project_id)).to.deep.equal([teamB]);
+  });
+
+  it('delivers to a subscription filtered by tags only the events of resources carrying them', async function () {
+    this.timeout(60_000);
+    const channel = await api('POST', '/v1/notifications/channels', { name: 'of-red', kind: 'webhook', url: receiver.url, headers: { 'X-Channel': 'of-red' } });
+    expect(channel.status, channel.text).to.equal(201);
+    expect((await api('POST', '/v1/notifications/subscriptions', { channel_id: 'of-red', event_types: ['node.status_changed'], tags: { team: 'red' } })).status).to.equal(201);
+    const [red, plain] = await Promise.all(
+      ['red', 'plain'].map(async (name) => {
+        const res = await api('POST', '/v1/nodes', { name: `${name}-${dialect.name}` });
+        expect(res.status, res.text).to.equal(201);
+        return FakeAgent.forNode(t, res.json.data.id as string);
+      }),
+    );
+    expect((await api('PUT', '/v1/tags', { resource_type: 'node', resource_id: red!.nodeId, key: 'team', value: 'red' })).status).to.equal(200);
+    // The untagged node becomes ready first; then the tagged one, whose change is delivered.
+    expect((await plain!.heartbeat()).status).to.equal(200);
+    await waitFor(async () => (await api('GET', `/v1/nodes/${plain!.nodeId}`)).json.data.status === 'ready', { timeoutMs: 15_000, what: 'the untagged node ready' });
+    expect((await red!.heartbeat()).status).to.equal(200);
+    await waitFor(async () => heard('of-red', 'node.status_changed', red!.nodeId).length > 0, { timeoutMs: 20_000, what: 'the tagged node’s change at the channel' });
+    expect(heard('of-red', 'node.status_changed', plain!.nodeId)).to.deep.equal([]);
+  });
+
+  it('refuses a subscription naming no project with a 400 naming body.project', async () => {
+    const res = await api('POST', '/v1/notifications/subscriptions', { channel_id: 'of-any', event_types: ['alert.firing'], project: 'no-such' });
+    expect(res.status, res.text).to.equal(400);
+    expect(res.json.message).to.contain('body.project').and.to.contain('no-such');
+  });
+});
