@@ -30,6 +30,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from './agents.js';
 import { S3Client, type S3Credentials } from './s3-client.js';
+import { SharedService } from './shared-service.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const S3_BUILD_SCRIPT = join(REPO, 'scripts', 's3-build.sh');
@@ -313,4 +314,19 @@ function installExitHook(): void {
   process.on('exit', () => {
     for (const server of running) server.stopSync();
   });
+}
+
+const sharedOnLoopback = new SharedService('the S3 server', () => S3Server.start(), (server) => server.stop());
+
+/**
+ * The S3 server on 127.0.0.1 that the suites of this process share (test/support/shared-service.ts):
+ * started by the first, kept for the next; each suite uses buckets of its own. Give it back with
+ * releaseSharedS3Server() in the after hook of the suite that got it.
+ */
+export function sharedS3Server(): Promise<S3Server> {
+  return sharedOnLoopback.acquire();
+}
+
+export function releaseSharedS3Server(): void {
+  sharedOnLoopback.release();
 }

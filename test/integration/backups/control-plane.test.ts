@@ -14,7 +14,7 @@ import { describeEachDialect, TEST_MASTER_KEY, TestDialect, type DialectName } f
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, GOOD_PASSWORD, type Credentials } from '../../support/identity.js';
 import { PG_URL, postgresAvailable, requireService } from '../../support/requirements.js';
-import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../../support/s3-server.js';
+import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availability, sharedS3Server, type S3Bucket } from '../../support/s3-server.js';
 import { BIN, hangarCli } from '../runner/support.js';
 import { signRequest } from '../../../core/auth/hmac.js';
 
@@ -82,7 +82,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     this.timeout(S3_START_TIMEOUT_MS);
     const available = s3Availability();
     requireService(this, available.ok, available.why);
-    s3 = await S3Server.start();
+    s3 = await sharedS3Server(); // one for both dialects and both backups files; buckets of their own
     bucket = await s3.bucket(`cp-${randomToken(6).toLowerCase()}`);
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-cp-backup-'));
     passphraseFile = path.join(work, 'passphrase');
@@ -122,7 +122,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
       await new Promise((r) => serve!.once('exit', r));
     }
     await t?.stop().catch(() => undefined);
-    await s3?.stop();
+    if (s3) releaseSharedS3Server();
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
