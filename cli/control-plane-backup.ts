@@ -61,10 +61,6 @@ async function operatorErrors<T>(body: () => Promise<T>): Promise<T> {
   }
 }
 
-function stamp(): string {
-  return new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
-}
-
 /** `hangar backup create`: the control plane's own backup (docs/backups.md#the-control-plane). */
 export const backupCreateCommand: CommandModule<object, CreateArgs> = {
   command: 'create',
@@ -81,15 +77,16 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
   handler: (args) =>
     runAndExit('backup create', false, async () => {
       const passphrase = readPassphrase(args['passphrase-file']);
-      const [{ loadConfig }, { createControlPlaneBackup, makeStaging, operatorConfiguration }, { checkPassphrase }] = await Promise.all([
+      const [{ loadConfig }, { createControlPlaneBackup, makeStaging, operatorConfiguration }, { checkPassphrase }, { archiveName }] = await Promise.all([
         import('../core/config.js'),
         import('../core/backup/control-plane.js'),
         import('../core/backup/archive.js'),
+        import('../plugins/backups/control-plane.js'),
       ]);
       await operatorErrors(async () => {
         checkPassphrase(passphrase);
         const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
-        const name = `hangar-control-plane-${stamp()}.hcpb`;
+        const name = archiveName(new Date());
         const upload = args.target ? await targetUploader(config, args.target) : null;
         // Uploading, the archive and the store's copy are staged in the data dir (not in a shared /tmp); the backup skips them.
         const scratch = upload ? makeStaging(config.data_dir) : null;
@@ -116,12 +113,13 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
 
 /** Uploads to a backup target with its sealed credentials, opened with this control plane's keys. */
 async function targetUploader(config: import('../config/schema.js').HangarConfig, idOrName: string): Promise<(name: string, body: Buffer) => Promise<string>> {
-  const [{ openStore }, { Pki }, { systemClock }, { TargetStore }, { putObject, ProbeFailure }] = await Promise.all([
+  const [{ openStore }, { Pki }, { systemClock }, { TargetStore }, { putObject, ProbeFailure }, { archiveLocation }] = await Promise.all([
     import('../core/db/store.js'),
     import('../core/pki/pki.js'),
     import('../core/clock.js'),
     import('../plugins/backups/store.js'),
     import('../plugins/backups/probe.js'),
+    import('../plugins/backups/control-plane.js'),
   ]);
   const store = await openStore(config);
   try {
@@ -129,14 +127,7 @@ async function targetUploader(config: import('../config/schema.js').HangarConfig
     const target = (await store.knex.schema.hasTable('backup_targets')) ? await targets.findByIdOrName(idOrName) : null;
     if (!target) throw failure(`no backup target ${idOrName}: hangar backup target list shows them`);
     const pki = await Pki.open({ dataDir: config.data_dir, store, clock: systemClock, tlsCertFile: config.api.tls_cert, tlsKeyFile: config.api.tls_key, masterKey: config.secrets.master_key });
-    const box = pki.secretBox('backups');
-    const location = {
-      endpoint: target.endpoint,
-      bucket: target.bucket,
-      prefix: target.prefix ? `${target.prefix}/hangar-control-plane` : 'hangar-control-plane',
-      region: target.region,
-      credentials: { accessKeyId: target.access_key_id, secretAccessKey: box.openString(target.secret_sealed) },
-    };
+    const location = archiveLocation(target, pki.secretBox('backups'));
     return async (name, body) => {
       try {
         return `s3://${target.bucket}/${await putObject(location, name, body)}`;
@@ -149,9 +140,6 @@ async function targetUploader(config: import('../config/schema.js').HangarConfig
     await store.close();
   }
 }
-
-/** Where control-plane archives are kept under a target's prefix (as `backup create --target` uploads them). */
-const ARCHIVE_FOLDER = 'hangar-control-plane';
 
 /**
  * `--from s3://BUCKET[/PREFIX][/hangar-control-plane[/NAME.hcpb]]` on a machine that has no store yet:
@@ -167,9 +155,9 @@ async function archiveSource(args: RestoreArgs) {
   if (!accessKeyId || !secretAccessKey) throw usageError('--from reads the bucket’s keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both');
   const [bucket, rest = ''] = [match[1]!, match[2] ?? ''];
   const named = rest.endsWith('.hcpb') ? rest : null;
+  const [{ getObject, ProbeFailure }, { ARCHIVE_FOLDER, listArchives }] = await Promise.all([import('../plugins/backups/probe.js'), import('../plugins/backups/control-plane.js')]);
   const folder = named ? path.posix.dirname(named) : rest.split('/').pop() === ARCHIVE_FOLDER ? rest : rest ? `${rest}/${ARCHIVE_FOLDER}` : ARCHIVE_FOLDER;
-  const { getObject, listObjects, ProbeFailure } = await import('../plugins/backups/probe.js');
-  const location = { endpoint: args.endpoint, bucket, prefix: '', region: args.region, credentials: { accessKeyId, secretAccessKey } };
+  const location = { endpoint: args.endpoint, bucket, prefix: folder, region: args.region, credentials: { accessKeyId, secretAccessKey } };
   const s3Errors = async <T>(body: () => Promise<T>): Promise<T> => {
     try {
       return await body();
@@ -180,10 +168,10 @@ async function archiveSource(args: RestoreArgs) {
   };
   return {
     /** The archives there, oldest first (their names carry the time they were made). */
-    list: () => s3Errors(async () => (await listObjects(location, `${folder}/`)).filter((o) => o.key.endsWith('.hcpb') && !o.key.slice(folder.length + 1).includes('/')).sort((a, b) => (a.key < b.key ? -1 : 1))),
+    list: () => s3Errors(() => listArchives(location)),
     named,
     folder,
-    get: (key: string) => s3Errors(() => getObject(location, key)),
+    get: (key: string) => s3Errors(() => getObject({ ...location, prefix: '' }, key)),
   };
 }
 

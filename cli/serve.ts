@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
+import path from 'node:path';
 import type { CommandModule } from 'yargs';
 import { loadConfig } from '../core/config.js';
 import type { Hangar } from '../core/app.js';
@@ -48,6 +49,8 @@ export async function serve(args: ServeArgs): Promise<void> {
   let hangar: Hangar;
   try {
     startStep('entry');
+    // The control plane's own scheduled backups carry the operator's configuration file (plugins/backups/control-plane.ts).
+    if (args.config) process.env.HANGAR_CONFIG = path.resolve(args.config);
     const config = loadConfig({ file: args.config, dataDir: args['data-dir'] });
     startStep('config_read');
     if (config.api.workers > 1 && cluster.isPrimary) {

@@ -124,3 +124,9 @@ export async function listObjects(location: S3Location, prefix: string): Promise
   } while (token);
   return objects;
 }
+
+/** Deletes one object by its whole key (a missing one is no error, as S3 answers). */
+export async function deleteObject(location: S3Location, key: string): Promise<void> {
+  const deleted = await send(location, 'DELETE', key);
+  if (deleted.status !== 204 && deleted.status !== 200) throw refusal(location, `deleting ${key}`, deleted);
+}

@@ -92,7 +92,9 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     // A fixed port, as an installation has: the restored control plane serves at the same address
     // (the agent's, and the issuer of the tokens handed out before the backup).
     port = await freePort();
-    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...FAST_NODES, api: { port } } });
+    // The control plane's own backups go to the target made below (looked up when one is asked for).
+    const controlPlane = { target: 'offsite', passphrase_file: passphraseFile, keep_last: 2 };
+    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...FAST_NODES, api: { port }, backups: { control_plane: controlPlane } } });
     caPem = t.caPem;
     admin = await bootstrapAdmin(t);
     alice = await createUser(t, admin, { username: `alice-${randomToken(4).toLowerCase()}`, role: 'user' });
@@ -197,6 +199,32 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     const noKeys = await cli([...from, '--list'], { HANGAR_DATA_DIR: work });
     expect(noKeys.code).to.equal(2);
     expect(noKeys.stderr).to.include('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY');
+  });
+
+  it('backs itself up on POST /v1/backups/control-plane into backups.control_plane.target, keeping keep_last archives, and lists them', async function () {
+    this.timeout(120_000);
+    const [byCli] = await bucket.list('prod/hangar-control-plane/');
+    const made: Array<{ key: string; bytes: number; created_at: string }> = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await t.request('POST', '/v1/backups/control-plane', { headers: bearer(admin.token) });
+      expect(res.status, res.text).to.equal(201);
+      noSecretIn(res.text);
+      made.push(res.json.data);
+    }
+    for (const archive of made) expect(archive.key).to.match(/^prod\/hangar-control-plane\/hangar-control-plane-\d{8}T\d{6}\.\d{3}Z\.hcpb$/);
+    // keep_last 2: the one hangar backup create --target uploaded before is gone, the two new ones are there.
+    expect(await bucket.list('prod/hangar-control-plane/')).to.deep.equal(made.map((a) => a.key));
+    expect(byCli).to.be.a('string');
+    const listed = await t.request('GET', '/v1/backups/control-plane', { headers: bearer(admin.token) });
+    expect(listed.status, listed.text).to.equal(200);
+    expect(listed.json.data).to.deep.equal(made);
+    // What it uploaded is an archive of this installation that the passphrase opens.
+    const file = path.join(work, 'by-server.hcpb');
+    writeFileSync(file, await bucket.get(made[1]!.key));
+    expect((await extractArchive(file, PASSPHRASE, mkdtempSync(path.join(work, 'y-')))).dialect).to.equal(dialect.name);
+    // Admins' only.
+    const signed = signRequest({ accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretAccessKey }, { method: 'POST', pathAndQuery: '/v1/backups/control-plane' });
+    expect((await t.request('POST', '/v1/backups/control-plane', { headers: signed })).status).to.equal(403);
   });
 
   it('refuses a wrong passphrase, a damaged or truncated archive, a short passphrase and a newer schema, with messages that say so', async function () {
@@ -394,7 +422,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
         ...bucketKeys(),
       });
       expect(res.code, res.stderr).to.equal(0);
-      const [uploaded] = await bucket.list('prod/hangar-control-plane/');
+      const uploaded = (await bucket.list('prod/hangar-control-plane/')).at(-1);
       expect(res.stdout).to.include(` from s3://${bucket.name}/${uploaded} into ${fresh.dataDir}`);
       expect(res.stdout).to.include(`store: ${dialect.name} → ${otherName}`);
       // The download was staged and is gone.
@@ -410,6 +438,10 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
         const node = await u.request('GET', `/v1/nodes/${nodeId}`, { headers: signed });
         expect(node.status, node.text).to.equal(200);
         expect((await u.request('GET', '/v1/backups/targets', { headers: bearer(login.json.data.token) })).json.data[0].id).to.equal(targetId);
+        // Not configured there (its configuration has no backups.control_plane): a 409 that says what to set.
+        const unconfigured = await u.request('POST', '/v1/backups/control-plane', { headers: bearer(login.json.data.token) });
+        expect(unconfigured.status).to.equal(409);
+        expect(unconfigured.json.message).to.include('set backups.control_plane.target and backups.control_plane.passphrase_file');
       } finally {
         await u.stop();
       }

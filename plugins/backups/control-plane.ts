@@ -1,0 +1,210 @@
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { Type } from '@sinclair/typebox';
+import { nextCronRun, parseCron, type CronSchedule } from '../../core/cron.js';
+import { ConfigError, conflict } from '../../core/errors.js';
+import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
+import type { SecretBox } from '../../core/crypto.js';
+import { deleteObject, listObjects, ProbeFailure, putObject, type ListedObject, type S3Location } from './probe.js';
+import type { TargetRecord } from './store.js';
+
+/** Where control-plane archives are kept under a target's prefix (`hangar backup create --target` and the schedule). */
+export const ARCHIVE_FOLDER = 'hangar-control-plane';
+
+/** `hangar-control-plane-20261128T030000.250Z.hcpb`: the archive's name carries when it was made (UTC, sortable, two in one second apart). */
+export function archiveName(at: Date): string {
+  return `${ARCHIVE_FOLDER}-${at.toISOString().replace(/[-:]/g, '')}.hcpb`;
+}
+
+/** When an archive named by archiveName was made (null for another name); names of older releases have no milliseconds. */
+export function archiveTime(key: string): Date | null {
+  const m = /hangar-control-plane-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(?:\.(\d{3}))?Z\.hcpb$/.exec(key);
+  return m ? new Date(Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!, +(m[7] ?? 0))) : null;
+}
+
+/**
+ * When the next scheduled archive is due: the cron expression's first time after the newest
+ * archive, or — with none yet — after the control plane started (null: the expression never comes).
+ */
+export function nextArchiveDue(cron: CronSchedule, newest: Date | null, startedAt: Date): Date | null {
+  return nextCronRun(cron, newest ?? startedAt);
+}
+
+/** The folder of a target's control-plane archives, with the target's own keys (opened with this control plane's box). */
+export function archiveLocation(target: TargetRecord, box: SecretBox): S3Location {
+  return {
+    endpoint: target.endpoint,
+    bucket: target.bucket,
+    prefix: target.prefix ? `${target.prefix}/${ARCHIVE_FOLDER}` : ARCHIVE_FOLDER,
+    region: target.region,
+    credentials: { accessKeyId: target.access_key_id, secretAccessKey: box.openString(target.secret_sealed) },
+  };
+}
+
+/** The archives in a folder, oldest first. */
+export async function listArchives(location: S3Location): Promise<ListedObject[]> {
+  const folder = location.prefix ? `${location.prefix}/` : '';
+  const inFolder = await listObjects({ ...location, prefix: '' }, folder);
+  return inFolder.filter((o) => o.key.endsWith('.hcpb') && !o.key.slice(folder.length).includes('/')).sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+/** `backups.control_plane`: the control plane's own backups on a cron expression, to a target. */
+export const ControlPlaneBackupSettings = Type.Object(
+  {
+    target: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'the backup target (id or name) the archives go to; null: no scheduled control-plane backups' }),
+    cron: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'when (five cron fields or @daily…, UTC), e.g. "0 3 * * *"' }),
+    passphrase_file: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'a file holding the archives’ passphrase (12 characters or more; one trailing newline dropped)' }),
+    keep_last: Type.Integer({ minimum: 1, maximum: 1000, default: 7, description: 'how many archives to keep in the target; older ones are deleted after a backup' }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export interface ControlPlaneBackupConfig {
+  target: string | null;
+  cron: string | null;
+  passphrase_file: string | null;
+  keep_last: number;
+}
+
+const Archive = Type.Object({
+  key: Type.String({ description: 'the object key in the bucket' }),
+  bytes: Type.Integer(),
+  created_at: Type.String({ description: 'when it was made (from its name)' }),
+});
+
+/** backups.control_plane.cron, or a configuration error naming it (hangar serve exits 2 with the message). */
+function parsedCron(expression: string): CronSchedule {
+  try {
+    return parseCron(expression, 'backups.control_plane.cron');
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
+interface Deps {
+  services: Services;
+  settings: ControlPlaneBackupConfig;
+  findTarget(idOrName: string): Promise<TargetRecord | null>;
+  box: SecretBox;
+}
+
+/**
+ * The control plane's own backup, made by the server: on `backups.control_plane.cron` (one control
+ * plane at a time) and on `POST /v1/backups/control-plane`. What is due is read from the bucket
+ * itself (the newest archive's time), so a restarted or another control plane carries on the same
+ * schedule, and one missed while every control plane was down runs once at the next check.
+ */
+export function controlPlaneBackups({ services, settings, findTarget, box }: Deps): { routes: RouteDef[]; checkDue(): Promise<void> } {
+  const log = services.log.child({ plugin: 'backups', part: 'control-plane' });
+  const cron = settings.cron ? parsedCron(settings.cron) : null;
+  const startedAt = services.clock.now();
+  /** The newest archive's time this process has seen (the one running the schedule lists them at each check). */
+  let lastSuccessSeconds: number | null = null;
+  const lastSuccess = { set: (seconds: number) => (lastSuccessSeconds = Math.max(lastSuccessSeconds ?? 0, seconds)) };
+  services.metrics.gauge(
+    'hangar_control_plane_backup_last_success_timestamp_seconds',
+    'When the newest control-plane archive in backups.control_plane.target was made (Unix seconds), as the control plane that checks the schedule saw it',
+    [],
+    (set) => {
+      if (lastSuccessSeconds !== null) set({}, lastSuccessSeconds);
+    },
+  );
+  let running: Promise<unknown> | null = null;
+
+  async function configured(): Promise<{ target: TargetRecord; location: S3Location; passphrase: string }> {
+    if (!settings.target || !settings.passphrase_file) {
+      throw conflict('Control-plane backups are not configured: set backups.control_plane.target and backups.control_plane.passphrase_file (docs/backups.md#the-control-plane)');
+    }
+    const target = await findTarget(settings.target);
+    if (!target) throw conflict(`backups.control_plane.target names no backup target: ${settings.target}`);
+    let passphrase: string;
+    try {
+      passphrase = readFileSync(settings.passphrase_file, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw conflict(`backups.control_plane.passphrase_file ${settings.passphrase_file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    return { target, location: archiveLocation(target, box), passphrase };
+  }
+
+  const s3Conflict = (err: unknown, doing: string) => (err instanceof ProbeFailure ? conflict(`${doing} failed: ${err.message}`) : err);
+
+  /** One archive, uploaded, then the oldest beyond keep_last deleted. One at a time in this process. */
+  async function backUpNow(): Promise<{ key: string; bytes: number; created_at: string }> {
+    if (running) throw conflict('A control-plane backup is running: wait for it');
+    const work = (async () => {
+      const { target, location, passphrase } = await configured();
+      const [{ createControlPlaneBackup, makeStaging, operatorConfiguration }, { checkPassphrase }] = await Promise.all([import('../../core/backup/control-plane.js'), import('../../core/backup/archive.js')]);
+      checkPassphrase(passphrase);
+      const at = services.clock.now();
+      const name = archiveName(at);
+      const staging = makeStaging(services.config.data_dir);
+      try {
+        const file = path.join(staging, name);
+        const made = await createControlPlaneBackup({ config: services.config, operatorConfig: operatorConfiguration(undefined, process.env), passphrase, file, overwrite: true, stagingParent: staging });
+        let key: string;
+        try {
+          key = await putObject(location, name, readFileSync(file));
+        } catch (err) {
+          throw s3Conflict(err, `uploading to backup target ${target.name}`);
+        }
+        lastSuccess.set(Math.floor(at.getTime() / 1000));
+        const archives = await listArchives(location).catch(() => []);
+        for (const old of archives.slice(0, Math.max(0, archives.length - settings.keep_last))) {
+          await deleteObject({ ...location, prefix: '' }, old.key).catch((err: Error) => log.warn({ key: old.key, error: err.message }, 'an old control-plane archive was not deleted'));
+        }
+        log.info({ target_id: target.id, key, bytes: made.bytes }, 'control-plane backup uploaded');
+        return { key, bytes: made.bytes, created_at: at.toISOString() };
+      } finally {
+        rmSync(staging, { recursive: true, force: true });
+      }
+    })();
+    running = work;
+    try {
+      return await work;
+    } catch (err) {
+      log.warn({ error: (err as Error).message }, 'control-plane backup failed');
+      throw err;
+    } finally {
+      running = null;
+    }
+  }
+
+  async function checkDue(): Promise<void> {
+    if (!cron || !settings.target) return;
+    const { location } = await configured();
+    const archives = await listArchives(location);
+    const newest = archives.length ? archiveTime(archives.at(-1)!.key) : null;
+    if (newest) lastSuccess.set(Math.floor(newest.getTime() / 1000));
+    const due = nextArchiveDue(cron, newest, startedAt);
+    if (due && due.getTime() <= services.clock.now().getTime()) await backUpNow();
+  }
+
+  const routes: RouteDef[] = [
+    defineRoute({
+      method: 'POST',
+      path: '/v1/backups/control-plane',
+      auth: { role: 'admin' },
+      summary: 'Back the control plane up now into an encrypted archive, uploaded to backups.control_plane.target (409 when that is not configured or a backup runs); answers when it is uploaded',
+      status: 201,
+      schemas: { response: Archive },
+      handler: () => backUpNow(),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/v1/backups/control-plane',
+      auth: { role: 'admin' },
+      summary: 'List the control-plane archives in backups.control_plane.target, oldest first (409 when it is not configured)',
+      schemas: { response: Type.Array(Archive) },
+      errors: [409],
+      async handler() {
+        const { target, location } = await configured();
+        try {
+          return (await listArchives(location)).map((a) => ({ key: a.key, bytes: a.size, created_at: archiveTime(a.key)?.toISOString() ?? a.last_modified }));
+        } catch (err) {
+          throw s3Conflict(err, `listing backup target ${target.name}`);
+        }
+      },
+    }),
+  ];
+  return { routes, checkDue };
+}

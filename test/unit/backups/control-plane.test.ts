@@ -1,0 +1,24 @@
+import { expect } from 'chai';
+import { parseCron } from '../../../core/cron.js';
+import { archiveName, archiveTime, nextArchiveDue } from '../../../plugins/backups/control-plane.js';
+
+describe('control-plane archives: names and the schedule (plugins/backups/control-plane.ts)', () => {
+  it('names an archive by its UTC time to the millisecond, sortable, and reads the time back (older names without milliseconds too)', () => {
+    const at = new Date('2026-11-28T03:00:00.250Z');
+    expect(archiveName(at)).to.equal('hangar-control-plane-20261128T030000.250Z.hcpb');
+    expect(archiveTime(`prod/hangar-control-plane/${archiveName(at)}`)?.toISOString()).to.equal(at.toISOString());
+    expect(archiveTime('hangar-control-plane-20261127T235959Z.hcpb')?.toISOString()).to.equal('2026-11-27T23:59:59.000Z');
+    expect(archiveTime('notes.txt')).to.equal(null);
+    const names = ['2026-11-28T03:00:00.999Z', '2026-11-28T03:00:01.000Z', '2026-12-01T00:00:00.000Z'].map((t) => archiveName(new Date(t)));
+    expect([...names].sort()).to.deep.equal(names);
+  });
+
+  it('is due at the first cron time after the newest archive, or after the control plane started when there is none', () => {
+    const daily = parseCron('0 3 * * *');
+    const started = new Date('2026-11-28T10:00:00Z');
+    expect(nextArchiveDue(daily, null, started)?.toISOString()).to.equal('2026-11-29T03:00:00.000Z');
+    // The newest archive was made before a day the control planes were all down: one run is due at once.
+    expect(nextArchiveDue(daily, new Date('2026-11-26T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-27T03:00:00.000Z');
+    expect(nextArchiveDue(daily, new Date('2026-11-28T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-29T03:00:00.000Z');
+  });
+});
