@@ -3,7 +3,7 @@ import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
-import { bearer, type Credentials } from '../../support/identity.js';
+import { bearer, createUser, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
 import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
@@ -33,8 +33,12 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
 
     before(async function () {
       this.timeout(60_000);
-      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['services'] }));
+      ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: ['services', 'projects'] }));
       await kube.api(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+      // The adopted cluster (inserted as a cluster made before projects would be) goes in the `default` project.
+      const knex = t.hangar.services.db.knex;
+      const project = await knex('projects').where({ name: 'default' }).first();
+      await knex('clusters').where({ id: cluster.clusterId }).update({ project_id: project.id });
     });
     after(async function () {
       this.timeout(30_000);
@@ -109,6 +113,56 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
       const left = await kube.api(AppsV1Api).listNamespacedDeployment({ namespace });
       const stillThere = left.items.filter((d) => !d.metadata?.deletionTimestamp).map((d) => d.metadata?.name);
       expect(stillThere, 'its Deployment deleted').to.deep.equal([]);
+    });
+
+    it('a deployer’s manifest goes in its project’s namespace, made on first use (hangar’s, Pod Security restricted), applied, read and deleted as the project’s ServiceAccount', async function () {
+      this.timeout(120_000);
+      const home = 'hangar-project-default';
+      const dana = await createUser(t, admin, { username: 'dana', role: 'user' });
+      expect((await api('PUT', '/v1/projects/default/members/dana', { role: 'deployer' })).status).to.equal(201);
+      const as = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(dana.token) });
+      const name = `web-${dialect.name}`;
+      // Pods of a project namespace meet Pod Security `restricted`; the manifest names no namespace.
+      const web = `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: ${name}}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: ${name}}}\n  template:\n    metadata: {labels: {app: ${name}}}\n    spec:\n      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}\n      containers: [{name: web, image: registry.invalid/web:1, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]\n`;
+      const created = await as('POST', '/v1/services', { name, cluster_id: cluster.clusterName, manifest: b64(web) });
+      expect(created.status, created.text).to.equal(202);
+      expect(created.json.data).to.deep.include({ namespace: home, confined: true });
+      const id = created.json.data.id as string;
+      const running = await waitFor(
+        async () => {
+          const sv = (await as('GET', `/v1/services/${id}`)).json.data;
+          if (sv.status === 'failed') throw new Error(`the service failed: ${sv.error}\n${cluster.agent.output()}`);
+          return sv.status === 'running' && sv.replicas[name]?.running === 1 ? sv : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 500, what: 'the deployer’s service running' },
+      );
+      expect(running.applied_objects).to.deep.equal([{ api_version: 'apps/v1', kind: 'Deployment', name, namespace: home }]);
+      const ns = await kube.api(CoreV1Api).readNamespace({ name: home });
+      const project = (await api('GET', '/v1/projects/default')).json.data.id;
+      expect(ns.metadata?.labels).to.include({ 'app.kubernetes.io/managed-by': 'hangar', 'io.hangar.project': project, 'pod-security.kubernetes.io/enforce': 'restricted' });
+      const pods = await kube.api(CoreV1Api).listNamespacedPod({ namespace: home, labelSelector: `app=${name}` });
+      expect(pods.items.filter((p) => p.status?.phase === 'Running')).to.have.length(1);
+
+      // Its logs, read as the project's account in its namespace.
+      kube.appendPodLog([{ text: `${name} says hi` }]);
+      const queued = await as('POST', `/v1/services/${id}/logs?lines=1`);
+      expect(queued.status, queued.text).to.equal(202);
+      const read = await waitFor(
+        async () => {
+          const r = await as('GET', `/v1/services/${id}/logs/${queued.json.data.task_id}`);
+          if (r.json.data?.status === 'failed') throw new Error(`the log read failed: ${r.json.data.error}`);
+          return r.json.data?.status === 'completed' ? r.json.data : null;
+        },
+        { timeoutMs: 30_000, intervalMs: 300, what: 'the log read' },
+      );
+      expect(read.lines).to.have.length(1);
+      expect(read.lines[0]).to.match(new RegExp(`^${name} \\| \\S+Z ${name} says hi$`));
+
+      const removed = await as('DELETE', `/v1/services/${id}`);
+      expect(removed.status, removed.text).to.equal(202);
+      await waitFor(async () => (await as('GET', `/v1/services/${id}`)).status === 404, { timeoutMs: 60_000, intervalMs: 500, what: 'the service gone' });
+      const left = (await kube.api(AppsV1Api).listNamespacedDeployment({ namespace: home })).items.filter((d) => !d.metadata?.deletionTimestamp);
+      expect(left.map((d) => d.metadata?.name), 'its Deployment deleted').to.deep.equal([]);
     });
   });
 });
