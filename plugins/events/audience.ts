@@ -156,7 +156,8 @@ export class Viewer {
 
   sees(audience: Audience): boolean {
     const p = this.principal;
-    if (audience.adminOnly) return readsEverything(p) && !p.project_id;
+    // Not to a key narrowed to a permission list: admin-only events (tasks, users, keys) are no permission it can name.
+    if (audience.adminOnly) return readsEverything(p) && !p.project_id && !p.permissions;
     // Before projects: what any caller could list, as it was.
     if (!this.access || !audience.permission) return true;
     if (audience.project === undefined) return !p.project_id && permitted(p, audience.permission, this.userGrants);

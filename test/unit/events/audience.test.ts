@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { ProjectGrantsRef, ScopeResolvers } from '../../../core/auth/scope.js';
 import { ServiceRegistry } from '../../../core/provided.js';
-import { Attributor, type Audience } from '../../../plugins/events/audience.js';
+import { Attributor, Viewer, type Audience } from '../../../plugins/events/audience.js';
+import type { ScopeGate } from '../../../core/auth/scope.js';
 
 /** Changes attributed to their project: once per record from the store, in the order they came. */
 describe('plugins/events audience: the project of a change', () => {
@@ -54,5 +55,19 @@ describe('plugins/events audience: the project of a change', () => {
     await settled();
     expect(delivered.map(([, a]) => a)).to.deep.equal([{ permission: 'services:read', project: null }, { permission: 'services:read', project: null }, { adminOnly: true }]);
     expect(asked).to.have.length(2);
+  });
+});
+
+describe('plugins/events audience: who sees admins\' events', () => {
+  const beforeProjects = { active: false } as unknown as ScopeGate;
+  const sees = async (principal: Record<string, unknown>) => (await Viewer.of(principal as never, beforeProjects, { permissions: new Set() } as never)).sees({ adminOnly: true });
+
+  it('an admin and an auditor do; a user, a project key and an admin key narrowed to a permission list do not', async () => {
+    expect(await sees({ role: 'admin' })).to.equal(true);
+    expect(await sees({ role: 'auditor' })).to.equal(true);
+    expect(await sees({ role: 'user' })).to.equal(false);
+    expect(await sees({ role: 'admin', project_id: 'prj-a' })).to.equal(false);
+    // A key made for reading events only: tasks, users and keys are nothing it was given.
+    expect(await sees({ role: 'admin', permissions: ['events:read'] })).to.equal(false);
   });
 });
