@@ -4,7 +4,7 @@
 // loopback, and a steady stream of events (a node record made through the API: node.created).
 //
 //   npm run bench:notify -- [--n 5000] [--subscriptions 1000] [--channels 20] [--dialects sqlite,postgres]
-//                           [--duration 60] [--events-per-second 5] [--reads-per-second 20]
+//                           [--duration 60] [--events-per-second 5] [--reads-per-second 20] [--slow-seconds 5]
 //
 // Of the S subscriptions, one per channel takes node.created; the others take node.created only for
 // resources that do not exist (each is still matched against every event). So each event is
@@ -12,6 +12,8 @@
 //   ok       the receiver answers 204 at once: event → receiver latency (from the request that made
 //            the event to the receiver having the delivery) p50/p99, and the API's p99 (GET /v1/nodes/{id})
 //   failing  the receiver answers 503 to everything (deliveries retry with backoff): the API's p99 again
+//   slow     the receiver holds every request --slow-seconds before it answers 204 (with --channels 100:
+//            a hundred slow receivers, issue 31's proof): the API's p99 again
 // Printed with the load average: on a busy machine the figures are the machine's as much as hangar's.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -34,6 +36,7 @@ const args = parseArgs({
     'events-per-second': { type: 'string', default: '5' },
     'reads-per-second': { type: 'string', default: '20' },
     interval: { type: 'string', default: '10' },
+    'slow-seconds': { type: 'string', default: '5' },
     generators: { type: 'string', default: '2' },
     'no-build': { type: 'boolean', default: false },
     'pg-url': { type: 'string', default: process.env.HANGAR_TEST_PG_URL ?? 'postgres://hangar:hangar@127.0.0.1:5432/hangar_test' },
@@ -46,18 +49,20 @@ const DURATION_S = Number(args.values.duration);
 const EVENTS_PER_S = Number(args.values['events-per-second']);
 const READS_PER_S = Number(args.values['reads-per-second']);
 const INTERVAL_S = Number(args.values.interval);
+const SLOW_MS = Number(args.values['slow-seconds']) * 1000;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
 /** A webhook receiver on loopback: when each delivery of each node's node.created arrived, per channel path. */
 class Receiver {
-  failing = false;
+  mode: 'ok' | 'failing' | 'slow' = 'ok';
   /** node id → arrival times (epoch ms), one per channel. */
   readonly arrivals = new Map<string, number[]>();
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (this.failing) return void res.writeHead(503).end();
+      if (this.mode === 'failing') return void res.writeHead(503).end();
+      if (this.mode === 'slow') return void setTimeout(() => res.writeHead(204).end(), SLOW_MS);
       const at = epochMs();
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { type?: string; resource?: { id?: string } };
       const id = body.resource?.id;
@@ -115,8 +120,8 @@ async function run(dialect: string) {
     // The subscriptions are read again at most every 2 s.
     await new Promise((r) => setTimeout(r, 2500));
 
-    const phase = async (name: 'ok' | 'failing') => {
-      receiver.failing = name === 'failing';
+    const phase = async (name: 'ok' | 'failing' | 'slow') => {
+      receiver.mode = name;
       const made = new Map<string, number>();
       const reads: number[] = [];
       let errors = 0;
@@ -143,7 +148,7 @@ async function run(dialect: string) {
       const latencies = [...made].flatMap(([id, at]) => (receiver.arrivals.get(id) ?? []).map((arrived) => arrived - at));
       return { name, events: made.size, deliveries: latencies.length, expected: made.size * CHANNELS, p50: percentile(latencies, 50), p99: percentile(latencies, 99), readP50: percentile(reads, 50), readP99: percentile(reads, 99), reads: reads.length, errors, cpu, rss: rssMb(cp.child.pid!) };
     };
-    return [await phase('ok'), await phase('failing')];
+    return [await phase('ok'), await phase('failing'), await phase('slow')];
   } finally {
     for (const g of generators) g.child.kill('SIGKILL');
     await cp.stop();
