@@ -292,7 +292,7 @@ export const ClusterContext = {
  */
 export const BundlePlacement = {
   namespace: Type.Optional(Type.String({ pattern: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$', description: 'the namespace of the bundle’s objects that name none, and of its inventory' })),
-  confined: Type.Optional(Type.Boolean({ description: 'applied as the project’s ServiceAccount of the namespace (impersonated), so the API server refuses what the project may not do' })),
+  confined: Type.Optional(Type.Boolean({ description: 'applied as the project’s user of the namespace (impersonated: hangar:project:<namespace>, which has no token), so the API server refuses what the project may not do' })),
 };
 const Lines = Type.Object({ lines: Type.Array(Type.String()) });
 const Name = Type.String({ minLength: 1 });

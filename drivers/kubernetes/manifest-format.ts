@@ -117,8 +117,17 @@ function podPrivileges(spec: Record<string, any>, at: string): string[] {
   if (spec.hostNetwork === true) refuse('hostNetwork', "the host's network");
   if (spec.hostPID === true) refuse('hostPID', "the host's processes");
   if (spec.hostIPC === true) refuse('hostIPC', "the host's IPC namespace");
+  // A pod runs as its namespace's default ServiceAccount: another one's token (that of an account
+  // someone bound to rights) would let the pod call the API server as it.
+  for (const field of ['serviceAccountName', 'serviceAccount']) {
+    if (spec[field] !== undefined && spec[field] !== 'default') refuse(field, `running as the ServiceAccount ${String(spec[field])}`, '; leave it out (the namespace\'s default account)');
+  }
   (Array.isArray(spec.volumes) ? spec.volumes : []).forEach((volume: unknown, i: number) => {
     if (isMap(volume) && volume.hostPath !== undefined) refuse(`volumes[${i}].hostPath`, `a path of the host (${String(isMap(volume.hostPath) ? volume.hostPath.path : volume.hostPath)})`, '; use a PersistentVolumeClaim');
+    const sources = isMap(volume) && isMap(volume.projected) && Array.isArray(volume.projected.sources) ? volume.projected.sources : [];
+    sources.forEach((source: unknown, j: number) => {
+      if (isMap(source) && source.serviceAccountToken !== undefined) refuse(`volumes[${i}].projected.sources[${j}].serviceAccountToken`, 'a ServiceAccount token');
+    });
   });
   for (const list of ['initContainers', 'containers', 'ephemeralContainers']) {
     (Array.isArray(spec[list]) ? spec[list] : []).forEach((container: unknown, i: number) => {
@@ -180,10 +189,13 @@ function podRestricted(spec: Record<string, any>, at: string, namespace: string)
  * problem naming the object and its field (`Deployment default/x spec.template.spec.hostNetwork: …`,
  * `ClusterRoleBinding y: …`). Only namespaced kinds hangar knows, no RBAC, no other namespace, no
  * host paths, host namespaces, privileged or escalating containers, added capabilities, service
- * account tokens, external IPs, claims of a given PersistentVolume or objects named like hangar's
+ * account tokens (a Secret of one, a projected one, a pod naming a ServiceAccount), external IPs, claims of a given PersistentVolume or objects named like hangar's
  * inventory of a service. The services plugin refuses such a manifest (400) from any caller but an
- * installation admin with all its power; the API server refuses the same to the project's
- * ServiceAccount it is applied as (RBAC, Pod Security admission `restricted`).
+ * installation admin with all its power; the API server refuses most of the same to the project's
+ * user it is applied as (RBAC, Pod Security admission `restricted`). Not external IPs, a claim's
+ * volumeName, an inventory's name or a pod's ServiceAccount: RBAC cannot say them (the Role grants
+ * Services, claims, ConfigMaps and pods whole), and no admission policy is installed, so this check
+ * alone refuses them.
  */
 export function manifestPrivileges(objects: readonly ManifestObject[], home: string = SERVICES_NAMESPACE): string[] {
   const problems: string[] = [];

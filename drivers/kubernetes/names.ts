@@ -27,9 +27,10 @@ export function projectNamespace(projectName: string): string {
 }
 
 /**
- * In each project namespace: the project's ServiceAccount, and the Role and RoleBinding of the same
- * name that limit it to the namespace's workloads. A non-admin's manifest is applied as it
- * (impersonation), so the API server refuses what the project may not do.
+ * In each project namespace: the Role and RoleBinding that limit the project's user
+ * (`hangar:project:<namespace>`, drivers/kubernetes/tenancy.ts) to the namespace's workloads. A
+ * non-admin's manifest is applied as that user (impersonation), so the API server refuses what the
+ * project may not do. No ServiceAccount of that name is kept (a pod could mount its token).
  */
 export const PROJECT_ACCOUNT = 'hangar-project';
 /** On a project namespace: the project's id (and `app.kubernetes.io/managed-by: hangar`). */

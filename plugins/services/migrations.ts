@@ -77,7 +77,7 @@ export const serviceMigrations: Migration[] = [
     async up(knex) {
       // Manifests inside their project (issue 30): the namespace a service's objects go in (its
       // project's, kept from its creation; null for the services made before: `default`, where they
-      // stay), and whether its spec is a non-admin's, applied as the project's ServiceAccount there.
+      // stay), and whether its spec is a non-admin's, applied as the project's user there.
       await knex.schema.alterTable(SERVICES, (t) => {
         t.string('namespace', 63).nullable();
         t.boolean('confined').notNullable().defaultTo(false);

@@ -34,7 +34,7 @@ export interface ServiceRecord extends LeaseFields {
    * own, `default`) and for the other formats.
    */
   namespace?: string | null;
-  /** Its spec is a non-admin's: applied, read and removed as the project's ServiceAccount of its namespace. */
+  /** Its spec is a non-admin's: applied, read and removed as the project's user of its namespace (hangar:project:<namespace>). */
   confined?: boolean;
   observed_at: string | null;
   created_at: string;

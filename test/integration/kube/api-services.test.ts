@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
@@ -115,7 +115,7 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
       expect(stillThere, 'its Deployment deleted').to.deep.equal([]);
     });
 
-    it('a deployer’s manifest goes in its project’s namespace, made on first use (hangar’s, Pod Security restricted), applied, read and deleted as the project’s ServiceAccount', async function () {
+    it('a deployer’s manifest goes in its project’s namespace, made on first use (hangar’s, Pod Security restricted), applied, read and deleted as the project’s user (no token: a pod naming a ServiceAccount is refused)', async function () {
       this.timeout(120_000);
       const home = 'hangar-project-default';
       const dana = await createUser(t, admin, { username: 'dana', role: 'user' });
@@ -142,8 +142,15 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
       expect(ns.metadata?.labels).to.include({ 'app.kubernetes.io/managed-by': 'hangar', 'io.hangar.project': project, 'pod-security.kubernetes.io/enforce': 'restricted' });
       const pods = await kube.api(CoreV1Api).listNamespacedPod({ namespace: home, labelSelector: `app=${name}` });
       expect(pods.items.filter((p) => p.status?.phase === 'Running')).to.have.length(1);
+      // Applied as a user bound in the namespace, not a ServiceAccount whose token a pod could mount.
+      const binding = await kube.api(RbacAuthorizationV1Api).readNamespacedRoleBinding({ name: 'hangar-project', namespace: home });
+      expect(binding.subjects).to.deep.equal([{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: `hangar:project:${home}` }]);
+      expect((await kube.api(CoreV1Api).listNamespacedServiceAccount({ namespace: home })).items.map((a) => a.metadata?.name)).to.not.include('hangar-project');
+      const mounting = await as('PUT', `/v1/services/${id}`, { manifest: b64(web.replace('    spec:\n', '    spec:\n      serviceAccountName: hangar-project\n      automountServiceAccountToken: true\n')) });
+      expect(mounting.status, mounting.text).to.equal(400);
+      expect(mounting.json.message).to.contain(`Deployment ${home}/${name} spec.template.spec.serviceAccountName: running as the ServiceAccount hangar-project is for installation admins`);
 
-      // Its logs, read as the project's account in its namespace.
+      // Its logs, read as the project's user in its namespace.
       kube.appendPodLog([{ text: `${name} says hi` }]);
       const queued = await as('POST', `/v1/services/${id}/logs?lines=1`);
       expect(queued.status, queued.text).to.equal(202);

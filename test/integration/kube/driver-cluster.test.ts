@@ -232,7 +232,7 @@ spec:
     });
   });
 
-  describe('a project namespace: a non-admin manifest applied as the project ServiceAccount (RBAC, Pod Security restricted)', () => {
+  describe('a project namespace: a non-admin manifest applied as the project user (RBAC, Pod Security restricted)', () => {
     const namespace = 'hangar-project-team-a';
     const project = { id: 'prj-teama0000000000', name: 'team-a' };
     const confined = { namespace, confined: true } as const;
@@ -253,15 +253,18 @@ ${extra}      containers:
         securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 `;
 
-    it('makes the namespace (hangar\'s and the project\'s, Pod Security restricted) with its ServiceAccount, Role and RoleBinding, and applies into it as that account', async () => {
+    it('makes the namespace (hangar\'s and the project\'s, Pod Security restricted) with its Role and a RoleBinding to the project user (no ServiceAccount: no token to mount), and applies into it as that user', async () => {
+      // A namespace made before had the ServiceAccount hangar-project, whose token a pod could mount: it goes.
+      await core.createNamespace({ body: { metadata: { name: namespace } } });
+      await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'hangar-project' } } });
       const state = await driver.deployBundle({ name: 'team-a-web', spec: restricted('web'), prune: true, project, ...confined });
       expect(state.applied_objects).to.deep.equal([{ api_version: 'apps/v1', kind: 'Deployment', name: 'web', namespace }]);
       const ns = await core.readNamespace({ name: namespace });
       expect(ns.metadata?.labels).to.include({ 'app.kubernetes.io/managed-by': 'hangar', 'io.hangar.project': project.id, 'pod-security.kubernetes.io/enforce': 'restricted' });
-      expect((await core.readNamespacedServiceAccount({ name: 'hangar-project', namespace })).automountServiceAccountToken).to.equal(false);
+      expect((await failureOf(core.readNamespacedServiceAccount({ name: 'hangar-project', namespace })) as { code?: number }).code, 'the ServiceAccount of before is deleted').to.equal(404);
       const rbac = kube.api(RbacAuthorizationV1Api);
       const binding = await rbac.readNamespacedRoleBinding({ name: 'hangar-project', namespace });
-      expect(binding.subjects).to.deep.equal([{ kind: 'ServiceAccount', name: 'hangar-project', namespace }]);
+      expect(binding.subjects).to.deep.equal([{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: `hangar:project:${namespace}` }]);
       expect(binding.roleRef).to.deep.include({ kind: 'Role', name: 'hangar-project' });
       await waitFor(async () => (await driver.inspectWorkloads({ stacks: ['team-a-web'] })).workloads[0]?.running === 1, { what: 'web running in the project namespace', timeoutMs: 60_000 });
       kube.appendPodLog([{ text: 'web says hi' }]);
@@ -269,11 +272,11 @@ ${extra}      containers:
       expect(lines[0]).to.match(/^web \| \S+Z web says hi$/);
     });
 
-    it('the API server refuses, to the project account, a ClusterRoleBinding and another namespace (RBAC 403) and a privileged or hostPath pod (Pod Security restricted), and nothing is applied', async () => {
+    it('the API server refuses, to the project user, a ClusterRoleBinding and another namespace (RBAC 403) and a privileged or hostPath pod (Pod Security restricted), and nothing is applied', async () => {
       const binding = 'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: team-a-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: hangar-project, namespace: hangar-project-team-a}]\n';
       const crb = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: binding, prune: true, ...confined }));
       expect(crb.statusCode, crb.message).to.equal(403);
-      expect(crb.message).to.contain('clusterrolebindings.rbac.authorization.k8s.io "team-a-admin" is forbidden: User "system:serviceaccount:hangar-project-team-a:hangar-project" cannot patch resource "clusterrolebindings"');
+      expect(crb.message).to.contain('clusterrolebindings.rbac.authorization.k8s.io "team-a-admin" is forbidden: User "hangar:project:hangar-project-team-a" cannot patch resource "clusterrolebindings"');
 
       const elsewhere = restricted('web').replace('metadata: {name: web}', 'metadata: {name: web, namespace: kube-system}');
       const other = await failureOf(driver.deployBundle({ name: 'team-a-web', spec: elsewhere, prune: true, ...confined }));
@@ -296,7 +299,7 @@ ${extra}      containers:
       expect((await kube.api(RbacAuthorizationV1Api).listClusterRoleBinding()).items.map((b) => b.metadata?.name)).to.not.include('team-a-admin');
     });
 
-    it('an admin\'s manifest (not confined) still goes anywhere: objects that name no namespace go in the project\'s; removal as the project account deletes its own', async () => {
+    it('an admin\'s manifest (not confined) still goes anywhere: objects that name no namespace go in the project\'s; removal as the project user deletes its own', async () => {
       const admin = await driver.deployBundle({ name: 'team-a-ops', spec: `${restricted('ops')}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ops-note, namespace: default}\ndata: {a: b}\n`, prune: true, project, namespace });
       expect(admin.applied_objects.map((o) => `${o.kind} ${o.namespace}/${o.name}`)).to.deep.equal([`Deployment ${namespace}/ops`, 'ConfigMap default/ops-note']);
       expect(await driver.removeBundle({ name: 'team-a-ops', namespace })).to.deep.equal({ removed: true });

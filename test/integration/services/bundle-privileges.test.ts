@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { TASKS } from '../../../core/tasks/migrations.js';
 import { SERVICES } from '../../../plugins/services/migrations.js';
+import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
@@ -58,6 +59,10 @@ const MANIFEST_CASES: Array<[string, string]> = [
   [deployment('{initContainers: [{name: i, image: busybox, securityContext: {allowPrivilegeEscalation: true, capabilities: {add: [NET_ADMIN]}}}], containers: [{name: c, image: busybox}]}'), 'spec.template.spec.initContainers[0].securityContext.capabilities.add: adding capabilities (NET_ADMIN)'],
   [manifest('apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostPID: true, containers: [{name: c, image: busybox}]}\n'), `Pod ${HOME}/p spec.hostPID: the host's processes`],
   [manifest('apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {volumeName: admins-disk}\n'), `PersistentVolumeClaim ${HOME}/c spec.volumeName: binding a given PersistentVolume (admins-disk) ${ADMINS}`],
+  [manifest('apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {externalIPs: [192.0.2.1], ports: [{port: 80}]}\n'), `Service ${HOME}/s spec.externalIPs: external IPs ${ADMINS}`],
+  // No pod holds a credential it could call the API server with: no other ServiceAccount (hangar applies a project's manifests as a user, which has no token), no projected token.
+  [deployment(SAFE_POD.replace('{securityContext', '{serviceAccountName: hangar-project, automountServiceAccountToken: true, securityContext')), `Deployment ${HOME}/x spec.template.spec.serviceAccountName: running as the ServiceAccount hangar-project ${ADMINS}; leave it out (the namespace's default account)`],
+  [deployment(SAFE_POD.replace('containers: [{name: c,', 'volumes: [{name: t, projected: {sources: [{serviceAccountToken: {path: token}}]}}], containers: [{name: c,')), `Deployment ${HOME}/x spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken: a ServiceAccount token ${ADMINS}`],
   // Said up front: what Pod Security restricted, enforced in the project's namespace, would refuse.
   [deployment(POD), `Deployment ${HOME}/x spec.template.spec.securityContext.runAsNonRoot: ${HOME} enforces Pod Security restricted: set runAsNonRoot: true (the pod, or every container); Deployment ${HOME}/x spec.template.spec.securityContext.seccompProfile: ${HOME} enforces Pod Security restricted: set seccompProfile: {type: RuntimeDefault} (the pod, or every container); Deployment ${HOME}/x spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation: ${HOME} enforces Pod Security restricted: set allowPrivilegeEscalation: false; Deployment ${HOME}/x spec.template.spec.containers[0].securityContext.capabilities.drop: ${HOME} enforces Pod Security restricted: drop ALL capabilities (capabilities: {drop: [ALL]})`],
   [deployment(SAFE_POD.replace('containers: [{name: c,', 'volumes: [{name: v, nfs: {server: 10.0.0.1, path: /}}], containers: [{name: c, ports: [{containerPort: 80, hostPort: 80}],')), `Deployment ${HOME}/x spec.template.spec.containers[0].ports[0].hostPort: ${HOME} enforces Pod Security restricted: no port of the host (80); Deployment ${HOME}/x spec.template.spec.volumes[0].nfs: ${HOME} enforces Pod Security restricted: no nfs volume`],
@@ -142,7 +147,10 @@ describeEachDialect('services: what a bundle may ask of the machines (privileged
     expect(res.json.data, 'an admin’s: in the project namespace, with the agent’s own credentials').to.deep.include({ namespace: HOME, confined: false });
 
     // What the agent is asked: the namespace, the project it is made for, and (a deployer's) to act as the project's account.
-    const rows = await t.hangar.store.knex(TASKS).where({ kind: 'bundle.deploy', subject: 'cluster-privileges' }).orderBy('created_at');
+    // The deploy task is queued by the lifecycle after the 202 answered (both are asked for).
+    const deployTasks = () => t.hangar.store.knex(TASKS).where({ kind: 'bundle.deploy', subject: 'cluster-privileges' }).orderBy('created_at');
+    await waitFor(async () => (await deployTasks()).length === 2, { what: 'both deploy tasks queued', timeoutMs: 10_000 });
+    const rows = await deployTasks();
     const deploys = await Promise.all(rows.map(async (row) => (await t.hangar.services.tasks.get(row.id))!.payload as Record<string, unknown>));
     const project = (await as(admin)('GET', '/v1/projects/team-a')).json.data.id;
     expect(deploys.map((p) => [p.name, p.namespace, p.confined, p.project])).to.deep.equal([
