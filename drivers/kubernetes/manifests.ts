@@ -1,6 +1,6 @@
 import type { KubernetesObject, V1ConfigMap, V1Deployment } from '@kubernetes/client-node';
 import type { BundleState, LogOptions } from './contract.js';
-import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
+import { apply, attempt, BUNDLE_LABEL, checkName, describeObject, failure, isConflict, isNotFound, KubeDriverError, readOrNull, waitUntil, type KubeContext } from './client.js';
 import { logsOf } from './logs.js';
 import { INVENTORY_PREFIX, ManifestProblem, readManifest } from './manifest-format.js';
 import { confinedTo, ensureProjectNamespace } from './tenancy.js';
@@ -76,16 +76,30 @@ function appliedOf(object: KubernetesObject): AppliedObject {
   return { api_version: object.apiVersion!, kind: object.kind!, name: object.metadata!.name!, namespace: object.metadata?.namespace ?? null };
 }
 
+/**
+ * Deletes one object the inventory lists, if the live object is the bundle's: it carries the label
+ * `io.hangar.bundle=<bundle>`. The inventory is a ConfigMap in the bundle's namespace, which the
+ * project's Role lets its members edit (RBAC cannot grant a kind's objects but those of one name
+ * prefix); an admin's bundle in a project namespace deletes with the agent's own credentials, so an
+ * entry a member added (a Namespace, a ClusterRoleBinding…) must not be deleted. Only the bundle's
+ * own objects carry its label, and labelling one outside the namespace takes more than the
+ * project's rights. The delete names the uid read, so another object made meanwhile under the name
+ * is not deleted either.
+ */
 async function deleteApplied(ctx: KubeContext, bundle: string, object: AppliedObject): Promise<void> {
   const spec: KubernetesObject = { apiVersion: object.api_version, kind: object.kind, metadata: { name: object.name, ...(object.namespace ? { namespace: object.namespace } : {}) } };
+  const what = `bundle ${bundle}: deleting ${describeObject(ctx, spec)}`;
   try {
-    await ctx.objects.delete(spec, undefined, undefined, undefined, undefined, 'Foreground');
+    const live = await ctx.objects.read(spec as KubernetesObject & { metadata: { name: string } });
+    if (live.metadata?.labels?.[BUNDLE_LABEL] !== bundle) return;
+    const options = { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Foreground', preconditions: { uid: live.metadata.uid } };
+    await ctx.objects.delete(spec, undefined, undefined, undefined, undefined, undefined, options);
   } catch (err) {
-    if (!isNotFound(err)) throw failure(`bundle ${bundle}: deleting ${describeObject(ctx, spec)}`, err);
+    if (!isNotFound(err) && !isConflict(err)) throw failure(what, err);
   }
 }
 
-/** The bundle's Deployments: in every namespace, or (confined: a ServiceAccount lists its own namespace only) in the context's. */
+/** The bundle's Deployments: in every namespace, or (confined: the project's user lists its own namespace only) in the context's. */
 function bundleDeployments(ctx: KubeContext, bundle: string, confined: boolean) {
   const labelSelector = `${BUNDLE_LABEL}=${bundle}`;
   return attempt(`listing the workloads of bundle ${bundle}`, () =>
@@ -96,7 +110,7 @@ function bundleDeployments(ctx: KubeContext, bundle: string, confined: boolean) 
 /**
  * Where a bundle's calls work (core/orchestrator.ts BundlePlacement): `namespace` is where its
  * objects that name none and its inventory go (the driver's own when not given); `confined`, as the
- * project's ServiceAccount of that namespace instead of the agent's own credentials.
+ * project's user of that namespace (drivers/kubernetes/tenancy.ts) instead of the agent's own credentials.
  */
 export interface Placement {
   namespace?: string;
@@ -148,7 +162,7 @@ export async function deployBundle(
   options: Placement & { prune: boolean; health?: Record<string, HealthSpec>; project?: { id: string; name: string } },
 ): Promise<ManifestState> {
   checkName('bundle', bundle);
-  // The project's namespace, its account and their rights are made with the agent's own credentials.
+  // The project's namespace and its user's rights are made with the agent's own credentials.
   if (options.project && options.namespace) await ensureProjectNamespace(agent, options.namespace, options.project);
   const ctx = placed(agent, bundle, options);
   const confined = !!options.confined;

@@ -299,10 +299,18 @@ ${extra}      containers:
       expect((await kube.api(RbacAuthorizationV1Api).listClusterRoleBinding()).items.map((b) => b.metadata?.name)).to.not.include('team-a-admin');
     });
 
-    it('an admin\'s manifest (not confined) still goes anywhere: objects that name no namespace go in the project\'s; removal as the project user deletes its own', async () => {
+    it('an admin\'s manifest (not confined) still goes anywhere: objects that name no namespace go in the project\'s; its removal deletes only what carries its label, not what a member added to its inventory; removal as the project user deletes its own', async () => {
       const admin = await driver.deployBundle({ name: 'team-a-ops', spec: `${restricted('ops')}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ops-note, namespace: default}\ndata: {a: b}\n`, prune: true, project, namespace });
       expect(admin.applied_objects.map((o) => `${o.kind} ${o.namespace}/${o.name}`)).to.deep.equal([`Deployment ${namespace}/ops`, 'ConfigMap default/ops-note']);
+      // The inventory lives in the project's namespace, where its members may edit ConfigMaps: one lists a Namespace and a ClusterRoleBinding in it.
+      await core.createNamespace({ body: { metadata: { name: 'victim' } } });
+      const inventory = await core.readNamespacedConfigMap({ name: 'hangar-bundle-team-a-ops', namespace });
+      const poisoned = [...JSON.parse(inventory.data!.objects!), { api_version: 'v1', kind: 'Namespace', name: 'victim', namespace: null }, { api_version: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', name: 'system:basic-user', namespace: null }];
+      await core.patchNamespacedConfigMap({ name: 'hangar-bundle-team-a-ops', namespace, body: { data: { objects: JSON.stringify(poisoned) } } }, mergePatch);
       expect(await driver.removeBundle({ name: 'team-a-ops', namespace })).to.deep.equal({ removed: true });
+      expect((await core.readNamespace({ name: 'victim' })).metadata?.deletionTimestamp, 'the Namespace listed is not deleted').to.equal(undefined);
+      expect((await kube.api(RbacAuthorizationV1Api).readClusterRoleBinding({ name: 'system:basic-user' })).metadata?.deletionTimestamp, 'nor the ClusterRoleBinding').to.equal(undefined);
+      expect((await core.listNamespacedConfigMap({ namespace: 'default' })).items.map((c) => c.metadata?.name), 'its own objects are').to.not.include('ops-note');
       expect(await driver.removeBundle({ name: 'team-a-web', ...confined })).to.deep.equal({ removed: true });
       expect((await apps.listNamespacedDeployment({ namespace })).items.filter((d) => !d.metadata?.deletionTimestamp)).to.deep.equal([]);
     });
