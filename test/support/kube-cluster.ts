@@ -13,9 +13,11 @@
  *   describe('…', function () {
  *     let kube: KubeControlPlane;
  *     before(async function () {
- *       kube = await startKubeForSuite(this);            // one harness for both dialects
+ *       kube = await sharedKubeForSuite(this);           // one harness for both dialects (and the next suites)
  *     });
- *     after(() => kube?.stop());
+ *     after(() => {
+ *       if (kube) releaseSharedKube();
+ *     });
  *     describeEachDialect('…', (dialect) => {
  *       let t: TestHangar;
  *       let admin: Credentials;
@@ -36,6 +38,7 @@ import { startHangar, type TestHangar } from './hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from './identity.js';
 import { KUBE_START_TIMEOUT_MS, KubeControlPlane, kubeAvailability, type KubeStartOptions } from './kube.js';
 import { requireService } from './requirements.js';
+import { SharedService } from './shared-service.js';
 
 /** The plugins a control plane needs to hold a Kubernetes cluster and reach it through an agent. */
 export const KUBE_CLUSTER_PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'kubernetes'];
@@ -95,6 +98,25 @@ export async function startKubeForSuite(ctx: Mocha.Context, options: KubeStartOp
   const available = await kubeAvailability();
   requireService(ctx, available.ok, available.why);
   return KubeControlPlane.start(options);
+}
+
+const shared = new SharedService('the Kubernetes control plane', () => KubeControlPlane.start({ nodes: 2 }), (kube) => kube.stop());
+
+/**
+ * startKubeForSuite's control plane (two kwok nodes), shared by the suites of this process that
+ * take it one after the other (test/support/shared-service.ts) instead of one each: a suite that
+ * takes it uses namespaces and names of its own, leaves the nodes schedulable and removes what it
+ * made. Give it back with releaseSharedKube() in the after hook of the suite that got it.
+ */
+export async function sharedKubeForSuite(ctx: Mocha.Context): Promise<KubeControlPlane> {
+  ctx.timeout(KUBE_START_TIMEOUT_MS);
+  const available = await kubeAvailability();
+  requireService(ctx, available.ok, available.why);
+  return shared.acquire();
+}
+
+export function releaseSharedKube(): void {
+  shared.release();
 }
 
 /** A control plane with an adopted cluster, and its bootstrap admin. */

@@ -7,7 +7,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // A cluster's nodes through the nodes API, and its deletion, on a Kubernetes cluster that is the real
 // upstream control plane with kwok's nodes (test/support/kube-cluster.ts). The server member is
@@ -35,9 +35,11 @@ describe('a Kubernetes cluster’s members through the nodes API, and deleting t
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('availability reaches the cluster before hangar records it; scans from any member; deletion names what kubectl made', (dialect) => {
     let t: TestHangar;

@@ -5,7 +5,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // The cluster's load balancer through the HTTP API on a Kubernetes cluster that is the real
 // upstream control plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no
@@ -16,9 +16,11 @@ describe('the load balancer of a Kubernetes cluster through the API (real contro
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('POST/DELETE /v1/kubernetes/clusters/{id}/lb, GET /v1/gateway and /v1/loadbalancers', (dialect) => {
     let t: TestHangar;

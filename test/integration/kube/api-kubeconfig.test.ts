@@ -8,7 +8,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, createUser, signed, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
 
 // Kubeconfigs per user against the real upstream API server (test/support/kube.ts): each is a
@@ -22,9 +22,11 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this, { nodes: 0 });
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('issue, limit, revoke', (dialect) => {
     let t: TestHangar;

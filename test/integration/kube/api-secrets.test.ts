@@ -8,7 +8,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, createUser, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs } from '../runner/support.js';
 
 // Secrets and configs with cluster_id through the HTTP API and the CLI, on a Kubernetes cluster
@@ -23,9 +23,11 @@ describe('secrets and configs through the API on a Kubernetes cluster (real cont
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('a Secret/ConfigMap in a namespace, rolled out to its users on PUT', (dialect) => {
     const temp = new TempDirs();

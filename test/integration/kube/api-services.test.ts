@@ -5,7 +5,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, createUser, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // Manifest services through the HTTP API on a Kubernetes cluster that is the real upstream control
 // plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no container runs),
@@ -19,9 +19,11 @@ describe('manifest services through the API on a Kubernetes cluster (real contro
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('apply, prune on PUT, stop and start, delete', (dialect) => {
     let t: TestHangar;

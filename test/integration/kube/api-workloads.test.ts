@@ -10,7 +10,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import { bearer, type Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 
 // Compute instances and NFS volumes through the HTTP API on a Kubernetes cluster that is the real
 // upstream control plane (API server, controllers, scheduler; kwok's simulated nodes and pods — no
@@ -27,13 +27,13 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
   const previousExportsDir = process.env.HANGAR_EXPORTS_DIR;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-kube-workloads-'));
     // The agents write NFS export entries here instead of /etc/exports.d (they read it at start).
     process.env.HANGAR_EXPORTS_DIR = path.join(work, 'exports.d');
   });
   after(async () => {
-    await kube?.stop();
+    if (kube) releaseSharedKube();
     if (previousExportsDir === undefined) delete process.env.HANGAR_EXPORTS_DIR;
     else process.env.HANGAR_EXPORTS_DIR = previousExportsDir;
     if (work) rmSync(work, { recursive: true, force: true });

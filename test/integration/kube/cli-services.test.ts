@@ -7,7 +7,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import type { TestHangar } from '../../support/hangar.js';
 import type { Credentials } from '../../support/identity.js';
 import type { KubeControlPlane } from '../../support/kube.js';
-import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
+import { releaseSharedKube, sharedKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../../support/kube-cluster.js';
 import { hangarCli, TempDirs, type CliResult } from '../runner/support.js';
 
 // `hangar service create --cluster C --manifest FILE` as an operator runs it: the real
@@ -19,9 +19,11 @@ describe('hangar service with --cluster and --manifest on a Kubernetes cluster (
   let kube: KubeControlPlane;
 
   before(async function () {
-    kube = await startKubeForSuite(this);
+    kube = await sharedKubeForSuite(this);
   });
-  after(() => kube?.stop());
+  after(() => {
+    if (kube) releaseSharedKube();
+  });
 
   describeEachDialect('create, get, update, delete', (dialect) => {
     const temp = new TempDirs();
