@@ -34,3 +34,17 @@ export type VolumeUsers = (volumeId: string) => Promise<VolumeUser[]>;
 
 /** What uses volumes (the volumes plugin reads it at a DELETE). */
 export const VolumeUsersPoint = defineExtensionPoint<VolumeUsers>('volumes.users', 'volume users');
+
+/**
+ * How a workload kind is stopped for a restore of a volume it mounts and brought back after
+ * (`POST /v1/volumes/{id}/restore {stop_workloads: true}`): `stop` scales the record to zero and
+ * answers once its runtime has settled there, with the replicas it had (null: it ran none, so
+ * nothing is to bring back); `start` scales it back to those.
+ */
+export interface VolumeUserStopper {
+  type: string;
+  stop(id: string): Promise<number | null>;
+  start(id: string, replicas: number): Promise<void>;
+}
+
+export const VolumeUserStoppers = defineExtensionPoint<VolumeUserStopper>('volumes.user-stoppers', 'volume user stoppers');

@@ -15,12 +15,12 @@ import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
-import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord } from '../volumes/api.js';
+import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, VolumeUserStoppers, type VolumeRecord, type VolumeUser } from '../volumes/api.js';
 import { newVolumeRestorer } from './new-volume.js';
 import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBackupConfig } from './control-plane.js';
-import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
+import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type StoppedWorkload, type TargetRecord } from './store.js';
 import { BackupVerifyFailed, volumeRunTopic } from './api.js';
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
@@ -197,7 +197,16 @@ function runView(r: RunRecord) {
     finished_at: r.finished_at,
     duration_seconds: num(r.duration_seconds),
   };
-  if (r.operation === 'restore') return { ...common, source_id: r.source_id };
+  if (r.operation === 'restore') {
+    return {
+      ...common,
+      source_id: r.source_id,
+      workloads: r.workloads ?? null,
+      workloads_stopped_at: r.workloads_stopped_at ?? null,
+      workloads_started_at: r.workloads_started_at ?? null,
+      gap_seconds: num(r.gap_seconds),
+    };
+  }
   return {
     ...common,
     size: num(r.bytes),
@@ -310,8 +319,8 @@ export default definePlugin({
     }
 
     /** Queues the restore of a backup into a volume's folder (a new volume's: missing or empty, filled with the snapshot's folder); the run and its task. */
-    const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean }) =>
-      start(newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), () =>
+    const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean; stopped?: Pick<RunRecord, 'workloads' | 'workloads_stopped_at'> }) =>
+      start({ ...newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), ...options.stopped }, () =>
         services.tasks.enqueue({
           nodeId: volume.node_id,
           kind: VolumeRestore,
@@ -342,7 +351,9 @@ export default definePlugin({
       }
       const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
       if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
-      const changed = await runs.changeIf(run.id, ['running'], patch);
+      let changed = await runs.changeIf(run.id, ['running'], patch);
+      // A restore that stopped the volume's workloads brings them back, whatever its outcome.
+      if (changed?.workloads?.length) changed = await bringBack(changed);
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
       if (changed && result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
       if (changed) {
@@ -356,6 +367,52 @@ export default definePlugin({
         if (changed.status === 'failed') log.warn(line, `volume ${run.operation} failed`);
         else log.info(line, `volume ${run.operation} finished`);
       }
+    }
+
+    /**
+     * Stops the workloads using a volume for a restore into it (each kind's VolumeUserStoppers),
+     * one after the other; answers what was stopped. One that cannot be stopped brings back those
+     * stopped before it and answers 409 saying why.
+     */
+    async function stopWorkloads(using: VolumeUser[]): Promise<StoppedWorkload[]> {
+      const stoppers = services.provided.contributions(VolumeUserStoppers);
+      const stopped: StoppedWorkload[] = [];
+      for (const user of using) {
+        try {
+          const replicas = await stoppers.find((s) => s.type === user.type)!.stop(user.id);
+          if (replicas !== null) stopped.push({ type: user.type, id: user.id, name: user.name, replicas });
+        } catch (err) {
+          const back = await startWorkloads(stopped);
+          throw conflict(`Stopping ${user.type} ${user.name} for the restore failed: ${(err as Error).message}; nothing was restored${stopped.length ? (back ? `, and bringing back those stopped before failed: ${back}` : ', and those stopped before are back') : ''}`);
+        }
+      }
+      return stopped;
+    }
+
+    /** Brings stopped workloads back to their replicas, every one tried; answers what failed (null: none). */
+    async function startWorkloads(stopped: StoppedWorkload[]): Promise<string | null> {
+      const stoppers = services.provided.contributions(VolumeUserStoppers);
+      const failed: string[] = [];
+      for (const w of stopped) {
+        try {
+          const stopper = stoppers.find((s) => s.type === w.type);
+          if (!stopper) throw new Error(`no ${w.type} plugin is loaded`);
+          await stopper.start(w.id, w.replicas);
+        } catch (err) {
+          failed.push(`${w.type} ${w.name}: ${(err as Error).message}`);
+        }
+      }
+      return failed.length ? failed.join('; ') : null;
+    }
+
+    /** After a restore that stopped workloads: they are brought back, and the run says when and how long they were down. */
+    async function bringBack(run: RunRecord): Promise<RunRecord> {
+      const failed = await startWorkloads(run.workloads ?? []);
+      const at = now();
+      const patch: Partial<RunRecord> = { workloads_started_at: at, gap_seconds: (Date.parse(at) - Date.parse(run.workloads_stopped_at ?? run.started_at)) / 1000 };
+      if (failed) patch.error = `${run.error ?? 'restored'}; bringing the workloads back failed: ${failed}`;
+      if (failed) log.warn({ run_id: run.id, volume_id: run.volume_id, error: failed }, 'workloads stopped for a restore not brought back');
+      return runs.change(run.id, patch);
     }
 
     /** A restore drill's outcome from the agent's result; an agent that ran none (older than the drills) fails it, saying so. */
@@ -781,14 +838,16 @@ export default definePlugin({
           auth: { role: 'admin' },
           scope: OF_VOLUME,
           permission: 'volumes:restore',
-          summary: 'Restore one of a volume’s backups into it (202 with the task): its folder then holds exactly the snapshot; 409 while a workload uses the volume',
+          summary: 'Restore one of a volume’s backups into it (202 with the task): its folder then holds exactly the snapshot; 409 while a workload uses the volume, unless stop_workloads (they are stopped first and brought back after)',
           status: 202,
           schemas: {
             params: VolumeIdParams,
             body: Type.Object(
               {
                 snapshot_id: Type.String({ minLength: 1, maxLength: 64, description: 'a backup of this volume: its id (bak-…) or restic’s snapshot id (8 or more hex digits)' }),
-                stop_workloads: Type.Optional(Type.Boolean({ description: 'not built yet: a volume in use is refused either way (docs/backups.md)' })),
+                stop_workloads: Type.Optional(
+                  Type.Boolean({ description: 'a volume in use: its workloads are scaled to zero first and brought back to their replicas after the restore, also when it fails (without it: 409)' }),
+                ),
               },
               { additionalProperties: false },
             ),
@@ -804,15 +863,23 @@ export default definePlugin({
               throw conflict(`The target of backup ${source.id} is gone`);
             });
             const using = await usersOf(volume.id);
-            if (using.length) {
-              throw conflict(
-                `Volume ${volume.name} is in use by ${using.map((u) => `${u.type} ${u.name}`).join(', ')}: stop or remove them before a restore${req.body.stop_workloads ? ' (stopping them for a restore, stop_workloads, is not built yet)' : ''}`,
-                using,
-              );
+            const named = (users: VolumeUser[]) => users.map((u) => `${u.type} ${u.name}`).join(', ');
+            if (using.length && !req.body.stop_workloads) {
+              throw conflict(`Volume ${volume.name} is in use by ${named(using)}: stop or remove them before a restore, or give stop_workloads: true to have them stopped for it and brought back after`, using);
             }
+            const stoppable = new Set(services.provided.contributions(VolumeUserStoppers).map((s) => s.type));
+            const cannot = using.filter((u) => !stoppable.has(u.type));
+            if (cannot.length) throw conflict(`Volume ${volume.name} is in use by ${named(cannot)}, which hangar cannot stop for a restore: stop or remove them first`, cannot);
             await requireVolumeOnResticNode(volume.id);
-            const { task, run } = await queueRestore(volume, target, { id: source.id, snapshot_id: source.snapshot_id! }, { newVolume: false });
-            return Reply.accepted({ task_id: task.id, restore: runView(run) });
+            const stoppedAt = now();
+            const stopped = using.length ? await stopWorkloads(using) : [];
+            try {
+              const { task, run } = await queueRestore(volume, target, { id: source.id, snapshot_id: source.snapshot_id! }, { newVolume: false, stopped: stopped.length ? { workloads: stopped, workloads_stopped_at: stoppedAt } : undefined });
+              return Reply.accepted({ task_id: task.id, restore: runView(run) });
+            } catch (err) {
+              await startWorkloads(stopped);
+              throw err;
+            }
           },
         }),
         listRuns('restore', 'A volume’s restores, oldest first, with their status'),

@@ -133,4 +133,18 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '006_restore_stops_workloads',
+    async up(knex) {
+      // A restore into a volume in use may stop its workloads and bring them back after (stop_workloads).
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        /** The workloads a restore stopped (JSON: type, id, name, the replicas they had), null: none. */
+        t.text('workloads').nullable();
+        t.timestamp('workloads_stopped_at', { useTz: true }).nullable();
+        t.timestamp('workloads_started_at', { useTz: true }).nullable();
+        /** Seconds from the first workload stopped to the last brought back. */
+        t.float('gap_seconds').nullable();
+      });
+    },
+  },
 ];

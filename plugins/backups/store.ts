@@ -47,6 +47,11 @@ export interface RunRecord {
   verified?: boolean | null;
   verified_at?: string | null;
   verify_error?: string | null;
+  /** A restore with stop_workloads: the workloads it stopped and brought back (migration 006). */
+  workloads?: StoppedWorkload[] | null;
+  workloads_stopped_at?: string | null;
+  workloads_started_at?: string | null;
+  gap_seconds?: number | null;
   started_at: string;
   finished_at: string | null;
   created_at: string;
@@ -60,9 +65,22 @@ export class TargetStore extends StampedRepository<TargetRecord> {
   }
 }
 
+/** A workload a restore stopped: what it was, and the replicas it is brought back to. */
+export interface StoppedWorkload {
+  type: string;
+  id: string;
+  name: string;
+  replicas: number;
+}
+
 export class RunStore extends StampedRepository<RunRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, BACKUP_RUNS, { bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'created_at', 'updated_at'] }, clock);
+    super(
+      store,
+      BACKUP_RUNS,
+      { json: ['workloads'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'created_at', 'updated_at'] },
+      clock,
+    );
   }
 }
 

@@ -11,9 +11,9 @@ import { asHttpError, PlacementFilterQuery } from '../../core/clusters/service.j
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
-import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
+import { defineLifecycle, REMOVED, TROUBLED_STATUSES } from '../../core/lifecycle.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
-import { VolumesRef, type VolumesApi } from '../volumes/api.js';
+import { VolumesRef, VolumeUserStoppers, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations, INSTANCES } from './migrations.js';
 import { instanceSpec, InstanceStore, type InstanceRecord, type InstanceSpec } from './store.js';
@@ -373,6 +373,30 @@ export default definePlugin({
       routes: { source: 'instance', routes },
       volumeUsers: async (volumeId) =>
         (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name, cluster_id: i.cluster_id })),
+    });
+
+    /**
+     * A restore of a volume an instance mounts, with stop_workloads (plugins/backups): the instance
+     * is scaled to zero by the same deploy as POST …/scale, waited for until it has settled, and
+     * scaled back to the replicas it had after the restore.
+     */
+    async function scaleNow(i: InstanceRecord, replicas: number, reason: string): Promise<void> {
+      const done = await lifecycle.runNow(i.id, 'deploy', { replicas, reason });
+      if (!done) throw refused(await instances.get(i.id));
+      if (TROUBLED_STATUSES.has(String(done.status))) throw conflict(`Scaling instance ${i.name} to ${replicas} ended ${done.status}${done.reason ? `: ${String(done.reason)}` : ''}`);
+    }
+    services.provided.contribute(VolumeUserStoppers, {
+      type: 'instance',
+      async stop(id) {
+        const i = await instances.get(id);
+        if (!i || i.desired !== 'running' || i.replicas === 0) return null;
+        await scaleNow(i, 0, 'stopped for a restore of a volume it mounts');
+        return i.replicas;
+      },
+      async start(id, replicas) {
+        const i = await instances.get(id);
+        if (i) await scaleNow(i, replicas, 'back after a restore of a volume it mounts');
+      },
     });
 
     const LogQuery = Type.Object(

@@ -29,7 +29,7 @@ export interface VolumeAttachment {
   node_id: string;
 }
 
-export { VolumeUsersPoint, type VolumeUser, type VolumeUsers } from '../../core/resources.js';
+export { VolumeUsersPoint, VolumeUserStoppers, type VolumeUser, type VolumeUsers, type VolumeUserStopper } from '../../core/resources.js';
 
 export interface VolumesApi {
   /** By id, or by name when exactly one volume has it (409 when ambiguous). */

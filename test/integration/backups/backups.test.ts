@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomToken } from '../../../core/ids.js';
 import { BackupVerifyFailed } from '../../../plugins/backups/api.js';
-import { VolumeUsersPoint } from '../../../plugins/volumes/api.js';
+import { VolumeUsersPoint, VolumeUserStoppers } from '../../../plugins/volumes/api.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
@@ -66,6 +66,8 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
   const run = randomToken(6);
   const named = (n: string) => `${n}-${run}`;
   const users = new Map<string, Array<{ type: string; id: string; name: string }>>();
+  const STOPPABLE = 'test-workload';
+  const stoppers: { calls: string[]; treeAtStart: Record<string, string> | null } = { calls: [], treeAtStart: null };
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const targetBody = (over: Record<string, unknown> = {}) => ({
@@ -133,6 +135,18 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     });
     admin = await bootstrapAdmin(t);
     t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
+    // A workload kind that can be stopped for a restore (as compute's instances are): it had 2 replicas.
+    t.hangar.services.provided.contribute(VolumeUserStoppers, {
+      type: STOPPABLE,
+      stop: async (id) => {
+        stoppers.calls.push(`stop ${id}`);
+        return 2;
+      },
+      start: async (id, replicas) => {
+        stoppers.calls.push(`start ${id} ${replicas}`);
+        stoppers.treeAtStart = tree(folder);
+      },
+    });
     ({ agent: agentA, id: nodeA } = await joinAgent(withRestic));
     ({ id: nodeB } = await joinAgent(empty));
   });
@@ -283,9 +297,13 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, extra: true })).status).to.equal(400);
 
     users.set(volumeId, [{ type: 'instance', id: 'inst-test', name: 'web' }]);
-    const inUse = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, stop_workloads: true });
+    const inUse = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId });
     expect(inUse.status, inUse.text).to.equal(409);
-    expect(inUse.json.message).to.contain('in use by instance web').and.to.contain('not built yet');
+    expect(inUse.json.message).to.contain('in use by instance web').and.to.contain('give stop_workloads: true');
+    // This control plane loads no compute plugin: nothing can stop an instance.
+    const unstoppable = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, stop_workloads: true });
+    expect(unstoppable.status, unstoppable.text).to.equal(409);
+    expect(unstoppable.json.message).to.contain('in use by instance web, which hangar cannot stop for a restore');
     users.delete(volumeId);
 
     // By restic's short snapshot id.
@@ -297,6 +315,26 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(tree(folder)).to.deep.equal(original);
     // Nothing left beside the folder.
     expect(readdirSync(path.dirname(folder)).filter((e) => e.startsWith('.hangar-'))).to.deep.equal([]);
+
+    // In use, with stop_workloads: the workload is stopped before the restore and brought back to its replicas once
+    // the folder holds the snapshot again; the run reports which, when, and the gap.
+    writeFileSync(path.join(folder, 'hello.txt'), 'changed again\n');
+    users.set(volumeId, [{ type: STOPPABLE, id: 'wl-restore', name: 'worker' }]);
+    try {
+      const stopping = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, stop_workloads: true });
+      expect(stopping.status, stopping.text).to.equal(202);
+      expect(stoppers.calls).to.deep.equal(['stop wl-restore']);
+      expect(stopping.json.data.restore.workloads).to.deep.equal([{ type: STOPPABLE, id: 'wl-restore', name: 'worker', replicas: 2 }]);
+      const back = await finished('restores', stopping.json.data.restore.id);
+      expect(back.status, back.error ?? '').to.equal('succeeded');
+      expect(stoppers.calls).to.deep.equal(['stop wl-restore', 'start wl-restore 2']);
+      expect(stoppers.treeAtStart, 'brought back once the folder holds the snapshot').to.deep.equal(original);
+      expect(back.gap_seconds).to.be.a('number').and.at.least(0);
+      expect(Date.parse(back.workloads_started_at)).to.be.at.least(Date.parse(back.workloads_stopped_at));
+    } finally {
+      users.delete(volumeId);
+      stoppers.calls.length = 0;
+    }
   });
 
   it('restore drills: a backup asked to verify is proven restorable (verified, no scratch folder left); one whose pack files were corrupted in the bucket is verified false with restic’s reason, an event and metrics', async function () {
@@ -353,6 +391,29 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       const listed = await hangarCli(['volume', 'backups', second.id], { env: cliEnv(), timeoutMs: 60_000 });
       expect(listed.stdout, listed.stderr).to.contain(`no: ${broken.verify_error.split(':')[0]}`);
 
+      // A restore of that backup fails (restic cannot read the pack); the workload stopped for it is brought back all the same.
+      users.set(second.id, [{ type: STOPPABLE, id: 'wl-drill', name: 'worker' }]);
+      try {
+        const restoring = await api('POST', `/v1/volumes/${second.id}/restore`, { snapshot_id: broken.id, stop_workloads: true });
+        expect(restoring.status, restoring.text).to.equal(202);
+        const failed = await waitFor(
+          async () => {
+            const list = (await api('GET', `/v1/volumes/${second.id}/restores`)).json.data as Array<Record<string, any>>;
+            const found = list.find((r) => r.id === restoring.json.data.restore.id);
+            return found && found.status !== 'running' ? found : null;
+          },
+          { timeoutMs: 120_000, intervalMs: 300, what: 'the restore of the broken backup to finish' },
+        );
+        expect(failed.status).to.equal('failed');
+        expect(failed.error).to.contain('restic restore failed');
+        expect(stoppers.calls).to.deep.equal(['stop wl-drill', 'start wl-drill 2']);
+        expect(failed.workloads_started_at).to.be.a('string');
+        expect(readFileSync(path.join(two, 'data.bin')).equals(bytes), 'the folder as it was').to.equal(true);
+      } finally {
+        users.delete(second.id);
+        stoppers.calls.length = 0;
+      }
+
       const metrics = (await t.request('GET', '/metrics', { headers: bearer(SCRAPE_TOKEN) })).text;
       const value = (name: string, volume: string) => {
         const line = metrics.split('\n').find((l) => l.startsWith(`${name}{volume="${volume}"}`));
@@ -398,10 +459,16 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await finished('backups', runId)).status).to.equal('succeeded');
     const listed = (await cli(['volume', 'backups', named('app')])).stdout;
     expect(listed).to.contain(backupId).and.to.contain(runId).and.to.contain('succeeded');
-    const restoring = await cli(['volume', 'restore', named('app'), runId]);
+    // In use: refused without --stop-workloads; with it, the workload is stopped and brought back.
+    users.set(volumeId, [{ type: STOPPABLE, id: 'wl-cli', name: 'cli-worker' }]);
+    expect((await cli(['volume', 'restore', named('app'), runId], 1)).stderr).to.contain('give stop_workloads: true');
+    const restoring = await cli(['volume', 'restore', named('app'), runId, '--stop-workloads']);
     expect(restoring.stdout).to.match(/^restoring volume \S+ from bak-\S+ as rst-\S+ \(task task-\S+\); follow with: hangar volume restores /);
     const restoreId = /as (rst-\S+)/.exec(restoring.stdout)![1]!;
     expect((await finished('restores', restoreId)).status).to.equal('succeeded');
+    expect(stoppers.calls).to.deep.equal(['stop wl-cli', 'start wl-cli 2']);
+    users.delete(volumeId);
+    stoppers.calls.length = 0;
     expect(tree(folder)).to.deep.equal(original);
     expect((await cli(['volume', 'restores', named('app')])).stdout).to.contain(restoreId);
 

@@ -6,6 +6,7 @@ import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
+import { VolumeUserStoppers } from '../../../plugins/volumes/api.js';
 import { requireService } from '../../support/requirements.js';
 import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
@@ -183,6 +184,20 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       expect(JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas).to.equal(0);
       expect((await api('POST', `/v1/compute/instances/${webId}/start`)).status).to.equal(202);
       await waitInstance(webId, 'running 3 again', (i) => i.status === 'running' && i.running === 3);
+    });
+
+    it('is stopped for a restore of a volume it mounts and brought back to its replicas (what a restore with stop_workloads calls)', async function () {
+      this.timeout(120_000);
+      // The backups plugin calls this between its HTTP request and the restore (test/integration/backups drives that part).
+      const stopper = t.hangar.services.provided.contributions(VolumeUserStoppers).find((s) => s.type === 'instance')!;
+      expect(await stopper.stop(webId), 'the replicas it had').to.equal(3);
+      // Answered once the deploy to zero has settled: the service asks for none.
+      expect(JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas).to.equal(0);
+      expect(await instance(webId)).to.include({ replicas: 0, desired_state: 'running' });
+      await stopper.start(webId, 3);
+      expect(JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas).to.equal(3);
+      await waitInstance(webId, 'running 3 after the restore', (i) => i.status === 'running' && i.running === 3);
+      expect(await stopper.stop(named('nothing')), 'an instance that is gone: nothing to bring back').to.equal(null);
     });
 
     it('shows drift when the runtime is changed behind hangar’s back, and start puts hangar’s spec back', async function () {
