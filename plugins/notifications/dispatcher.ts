@@ -15,6 +15,8 @@ export class Dispatcher {
   private claiming = false;
   private again = false;
   private closed = false;
+  /** The turn that follows finished attempts, when one is scheduled. */
+  private next: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly outbox: Outbox,
@@ -27,6 +29,12 @@ export class Dispatcher {
       log: Logger;
       /** Whether this process holds the sending leadership now: a turn of one that lost it claims nothing. */
       isLeader: () => Promise<boolean>;
+      /**
+       * How long after an attempt finishes its freed slot is filled (default 100 ms): the attempts
+       * that finish meanwhile share one claim. A claim reads the outbox's due deliveries (on SQLite,
+       * synchronously, on the event loop): one per finished attempt held the API under a backlog.
+       */
+      refillMs?: number;
     },
   ) {}
 
@@ -87,14 +95,26 @@ export class Dispatcher {
         if (left > 0) this.perChannel.set(delivery.channel_id, left);
         else this.perChannel.delete(delivery.channel_id);
       }
-      // A slot is free: what else is due goes now rather than at the next turn.
-      if (!this.closed) await this.turn().catch(() => undefined);
+      // A slot is free: what else is due goes soon rather than at the next turn of the loop.
+      this.refill();
     })();
+  }
+
+  /** Schedules one turn shortly: the attempts finishing until then free their slots for it together. */
+  private refill(): void {
+    if (this.closed || this.next) return;
+    this.next = setTimeout(() => {
+      this.next = null;
+      void this.turn().catch(() => undefined);
+    }, this.options.refillMs ?? 100);
+    this.next.unref?.();
   }
 
   /** Stops sending: attempts in flight are abandoned (not recorded) and their deliveries given back. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.next) clearTimeout(this.next);
+    this.next = null;
     const ids = [...this.inFlight.keys()];
     for (const controller of this.inFlight.values()) controller.abort();
     await this.outbox.release(ids).catch((err: Error) => this.options.log.warn({ err: { message: err.message } }, 'giving back notifications in flight failed; they are taken again after their hold'));

@@ -90,10 +90,12 @@ describe('notifications: the dispatcher of a control plane that lost the lease',
       retry: { baseMs: 10, maxMs: 10, periodMs: 1000 },
       log,
       isLeader: async () => leader,
+      refillMs: 1,
     });
     await dispatcher.turn();
     await finished;
-    await new Promise((resolve) => setImmediate(resolve));
+    // The turn that refills the freed slot (after refillMs) has asked for the lease and claimed nothing.
+    await new Promise((resolve) => setTimeout(resolve, 50));
     expect(claims).to.have.length(1);
     expect(settled).to.have.length(1);
     expect(settled[0]).to.include({ ok: false, status_code: null });
