@@ -120,9 +120,32 @@ export const backupVolume: Executor = async (ctx) => {
   };
 };
 
-/** How often, and how long apart, a drill's restic check tries again while another process holds the repository's lock. */
-const CHECK_LOCK_TRIES = 20;
-const CHECK_LOCK_WAIT_MS = 3000;
+/** How often, and how long apart, a drill's restic check is tried again when it failed while another process held a lock on the repository. */
+const CHECK_TRIES = 20;
+const CHECK_WAIT_MS = 3000;
+
+/** Whether any process holds a lock on the repository now (another volume's backup, a retention's prune). */
+async function repositoryLocked(ctx: ExecutorContext): Promise<boolean> {
+  const res = await restic(ctx, ['list', 'locks', '--no-lock']);
+  return res.code === 0 && res.stdout.trim() !== '';
+}
+
+/**
+ * restic check without taking restic's exclusive lock: with it, the backups of other volumes to the
+ * same target that start meanwhile would fail. Packs that a concurrent backup adds are reported as
+ * unreferenced, which restic does not count as an error; a concurrent prune (another volume's
+ * retention) may remove what the check had listed, so a check that fails while another process
+ * holds a lock is tried again once the repository is quiet (a minute at most) before the drill fails.
+ */
+async function checkRepository(ctx: ExecutorContext): Promise<RunResult> {
+  const check = () => restic(ctx, ['check', '--no-lock', '--read-data-subset=5%']);
+  let res = await check();
+  for (let i = 1; i < CHECK_TRIES && res.code !== 0 && (await repositoryLocked(ctx)); i++) {
+    await new Promise((resolve) => setTimeout(resolve, CHECK_WAIT_MS));
+    if (!(await repositoryLocked(ctx))) res = await check();
+  }
+  return res;
+}
 
 /** What restic ls --json lists of a snapshot: one node per entry, by absolute path. */
 interface ListedNode {
@@ -135,7 +158,7 @@ interface ListedNode {
  * A restore drill of a snapshot just taken: proves it restorable, never throws (the backup stands
  * either way), and always removes its scratch folder.
  *
- * 1. `restic check --read-data-subset=5%`: the repository's structure (every index, pack and tree
+ * 1. `restic check --read-data-subset=5%` (without restic's exclusive lock: {@link checkRepository}): the repository's structure (every index, pack and tree
  *    the snapshots need exists) and a random twentieth of its pack files read and their blobs'
  *    hashes checked.
  * 2. `restic restore <snapshot> --verify` into a scratch folder beside the volume's (same file
@@ -150,11 +173,7 @@ interface ListedNode {
 async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: string): Promise<{ verified: boolean; verified_at: string; verify_error?: string }> {
   const scratch = path.join(path.dirname(folder), `.hangar-verify-${path.basename(folder)}-${randomBytes(4).toString('hex')}`);
   try {
-    let check = await restic(ctx, ['check', '--read-data-subset=5%']);
-    for (let i = 1; i < CHECK_LOCK_TRIES && check.code !== 0 && /already locked|unable to create lock/i.test(check.stderr); i++) {
-      await new Promise((resolve) => setTimeout(resolve, CHECK_LOCK_WAIT_MS));
-      check = await restic(ctx, ['check', '--read-data-subset=5%']);
-    }
+    const check = await checkRepository(ctx);
     if (check.code !== 0) throw new Error(`restic check failed: ${said(check)}`);
     const restored = await restic(ctx, ['restore', snapshotId, '--target', scratch, '--verify']);
     if (restored.code !== 0) throw new Error(`restoring snapshot ${snapshotId} into a scratch folder failed: ${said(restored)}`);
