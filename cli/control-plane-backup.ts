@@ -155,7 +155,7 @@ async function archiveSource(args: RestoreArgs) {
   if (!accessKeyId || !secretAccessKey) throw usageError('--from reads the bucket’s keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both');
   const [bucket, rest = ''] = [match[1]!, match[2] ?? ''];
   const named = rest.endsWith('.hcpb') ? rest : null;
-  const [{ getObject, ProbeFailure }, { ARCHIVE_FOLDER, listArchives }] = await Promise.all([import('../plugins/backups/probe.js'), import('../plugins/backups/control-plane.js')]);
+  const [{ getObject, ProbeFailure }, { ARCHIVE_FOLDER, believedArchives, listArchives }] = await Promise.all([import('../plugins/backups/probe.js'), import('../plugins/backups/control-plane.js')]);
   const folder = named ? path.posix.dirname(named) : rest.split('/').pop() === ARCHIVE_FOLDER ? rest : rest ? `${rest}/${ARCHIVE_FOLDER}` : ARCHIVE_FOLDER;
   const location = { endpoint: args.endpoint, bucket, prefix: folder, region: args.region, credentials: { accessKeyId, secretAccessKey } };
   const s3Errors = async <T>(body: () => Promise<T>): Promise<T> => {
@@ -169,6 +169,8 @@ async function archiveSource(args: RestoreArgs) {
   return {
     /** The archives there, oldest first (their names carry the time they were made). */
     list: () => s3Errors(() => listArchives(location)),
+    /** The newest archive whose name is not in the future (a clock ahead, or a name anyone with the keys wrote). */
+    newest: (archives: Awaited<ReturnType<typeof listArchives>>) => believedArchives(archives, new Date()).at(-1)?.key,
     named,
     folder,
     get: (key: string) => s3Errors(() => getObject({ ...location, prefix: '' }, key)),
@@ -185,16 +187,24 @@ async function archiveToRestore(args: RestoreArgs): Promise<{ file: string; from
     for (const a of archives) console.log(`${path.posix.basename(a.key)}  ${a.size} bytes  ${a.last_modified}`);
     return null;
   }
-  const wanted = source.named ?? (args.snapshot && args.snapshot !== 'latest' ? `${source.folder}/${args.snapshot.endsWith('.hcpb') ? args.snapshot : `${args.snapshot}.hcpb`}` : archives.at(-1)?.key);
+  const wanted = source.named ?? (args.snapshot && args.snapshot !== 'latest' ? `${source.folder}/${args.snapshot.endsWith('.hcpb') ? args.snapshot : `${args.snapshot}.hcpb`}` : source.newest(archives));
   if (!wanted) throw failure(`--from ${args.from}: no control-plane archive under ${source.folder}/ (hangar backup create --target uploads them there)`);
   if (!archives.some((a) => a.key === wanted)) {
     const names = archives.map((a) => path.posix.basename(a.key));
     throw failure(`--from ${args.from}: no archive ${path.posix.basename(wanted)} under ${source.folder}/${names.length ? ` (there: ${names.slice(-5).join(', ')}${names.length > 5 ? ', …' : ''}; --list shows all)` : ''}`);
   }
+  const body = await source.get(wanted);
+  // Staged in a private folder (0700) of the machine's temporary space, removed after the restore; the archive is encrypted.
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'hangar-restore-'));
+  const cleanup = () => rmSync(scratch, { recursive: true, force: true });
   const file = path.join(scratch, path.posix.basename(wanted));
-  writeFileSync(file, await source.get(wanted), { mode: 0o600 });
-  return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${wanted}`, cleanup: () => rmSync(scratch, { recursive: true, force: true }) };
+  try {
+    writeFileSync(file, body, { mode: 0o600 });
+  } catch (err) {
+    cleanup();
+    throw failure(`--from ${args.from}: cannot stage the archive in ${scratch} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${wanted}`, cleanup };
 }
 
 /** `hangar restore FILE` or `hangar restore --from s3://…`: a control plane rebuilt from its backup. */

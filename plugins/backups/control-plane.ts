@@ -41,6 +41,24 @@ export function archiveLocation(target: TargetRecord, box: SecretBox): S3Locatio
   };
 }
 
+/** How far ahead of this machine's clock an archive's name may be (another machine's clock) before it is not believed. */
+const CLOCK_SKEW_MS = 10 * 60_000;
+
+/**
+ * When the archives in a folder were made, as far as the schedule believes them: the newest whose
+ * name is not in the future (a name written by a machine whose clock ran ahead, or by anyone with
+ * the bucket's keys, must not stop the schedule or hold the gauge).
+ */
+export function newestArchiveTime(archives: readonly ListedObject[], now: Date): Date | null {
+  const believed = believedArchives(archives, now);
+  return believed.length ? archiveTime(believed.at(-1)!.key) : null;
+}
+
+/** The archives (oldest first) whose names say when they were made, not later than now (and a clock's skew). */
+export function believedArchives(archives: readonly ListedObject[], now: Date): ListedObject[] {
+  return archives.filter((a) => (archiveTime(a.key)?.getTime() ?? Infinity) <= now.getTime() + CLOCK_SKEW_MS);
+}
+
 /** The archives in a folder, oldest first. */
 export async function listArchives(location: S3Location): Promise<ListedObject[]> {
   const folder = location.prefix ? `${location.prefix}/` : '';
@@ -51,7 +69,10 @@ export async function listArchives(location: S3Location): Promise<ListedObject[]
 /** `backups.control_plane`: the control plane's own backups on a cron expression, to a target. */
 export const ControlPlaneBackupSettings = Type.Object(
   {
-    target: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'the backup target (id or name) the archives go to; null: no scheduled control-plane backups' }),
+    target: Type.Union([Type.String({ pattern: '^bkt-[A-Za-z0-9]+$' }), Type.Null()], {
+      default: null,
+      description: 'the id (bkt-…) of the backup target the archives go to — an id, not a name, which a project maintainer could free and take again; null: no control-plane backups',
+    }),
     cron: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'when (five cron fields or @daily…, UTC), e.g. "0 3 * * *"' }),
     passphrase_file: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { default: null, description: 'a file holding the archives’ passphrase (12 characters or more; one trailing newline dropped)' }),
     keep_last: Type.Integer({ minimum: 1, maximum: 1000, default: 7, description: 'how many archives to keep in the target; older ones are deleted after a backup' }),
@@ -84,7 +105,8 @@ function parsedCron(expression: string): CronSchedule {
 interface Deps {
   services: Services;
   settings: ControlPlaneBackupConfig;
-  findTarget(idOrName: string): Promise<TargetRecord | null>;
+  /** The target by id (never by name: a name can be freed and taken again by a project's maintainer). */
+  findTarget(id: string): Promise<TargetRecord | null>;
   box: SecretBox;
 }
 
@@ -100,7 +122,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
   const startedAt = services.clock.now();
   /** The newest archive's time this process has seen (the one running the schedule lists them at each check). */
   let lastSuccessSeconds: number | null = null;
-  const lastSuccess = { set: (seconds: number) => (lastSuccessSeconds = Math.max(lastSuccessSeconds ?? 0, seconds)) };
+  const lastSuccess = { set: (seconds: number) => (lastSuccessSeconds = seconds) };
   services.metrics.gauge(
     'hangar_control_plane_backup_last_success_timestamp_seconds',
     'When the newest control-plane archive in backups.control_plane.target was made (Unix seconds), as the control plane that checks the schedule saw it',
@@ -116,7 +138,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       throw conflict('Control-plane backups are not configured: set backups.control_plane.target and backups.control_plane.passphrase_file (docs/backups.md#the-control-plane)');
     }
     const target = await findTarget(settings.target);
-    if (!target) throw conflict(`backups.control_plane.target names no backup target: ${settings.target}`);
+    if (!target) throw conflict(`backups.control_plane.target names no backup target: ${settings.target} (hangar backup target list shows their ids)`);
     let passphrase: string;
     try {
       passphrase = readFileSync(settings.passphrase_file, 'utf8').replace(/\r?\n$/, '');
@@ -148,7 +170,8 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
           throw s3Conflict(err, `uploading to backup target ${target.name}`);
         }
         lastSuccess.set(Math.floor(at.getTime() / 1000));
-        const archives = await listArchives(location).catch(() => []);
+        // keep_last counts the archives whose names it believes; one named in the future is left alone (not ours to judge).
+        const archives = believedArchives(await listArchives(location).catch(() => []), services.clock.now());
         for (const old of archives.slice(0, Math.max(0, archives.length - settings.keep_last))) {
           await deleteObject({ ...location, prefix: '' }, old.key).catch((err: Error) => log.warn({ key: old.key, error: err.message }, 'an old control-plane archive was not deleted'));
         }
@@ -173,7 +196,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
     if (!cron || !settings.target) return;
     const { location } = await configured();
     const archives = await listArchives(location);
-    const newest = archives.length ? archiveTime(archives.at(-1)!.key) : null;
+    const newest = newestArchiveTime(archives, services.clock.now());
     if (newest) lastSuccess.set(Math.floor(newest.getTime() / 1000));
     const due = nextArchiveDue(cron, newest, startedAt);
     if (due && due.getTime() <= services.clock.now().getTime()) await backUpNow();
@@ -184,6 +207,8 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       method: 'POST',
       path: '/v1/backups/control-plane',
       auth: { role: 'admin' },
+      // The installation's own kind: no project role grants it, and backups:read (which users hold for volumes' backups) does not open it.
+      permission: 'control-plane:backup',
       summary: 'Back the control plane up now into an encrypted archive, uploaded to backups.control_plane.target (409 when that is not configured or a backup runs); answers when it is uploaded',
       status: 201,
       schemas: { response: Archive },
@@ -193,6 +218,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       method: 'GET',
       path: '/v1/backups/control-plane',
       auth: { role: 'admin' },
+      permission: 'control-plane:read',
       summary: 'List the control-plane archives in backups.control_plane.target, oldest first (409 when it is not configured)',
       schemas: { response: Type.Array(Archive) },
       errors: [409],

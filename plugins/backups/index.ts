@@ -607,7 +607,7 @@ export default definePlugin({
     services.provided.contribute(VolumeRestorers, newVolumeRestorer({ services, runs, targets, requireResticNode, queueRestore, record, runView, projectOfTarget: (id) => projectOf(TARGET.kind, id) }));
 
     // The control plane's own backups (plugins/backups/control-plane.ts).
-    const controlPlane = controlPlaneBackups({ services, settings: settings.control_plane, findTarget: (idOrName) => targets.findByIdOrName(idOrName), box });
+    const controlPlane = controlPlaneBackups({ services, settings: settings.control_plane, findTarget: (id) => targets.get(id), box });
 
     return {
       loops: [
@@ -722,6 +722,7 @@ export default definePlugin({
           },
           async handler(req) {
             const target = await requireTarget(req.params.id);
+            if (settings.control_plane.target === target.id) throw conflict(`Backup target ${target.name} holds the control plane's own backups (backups.control_plane.target): name another target there first`);
             const scheduled = (await schedules.findAll({ target_id: target.id })).map((x) => x.name);
             if (scheduled.length) throw conflict(`Backup target ${target.name} is used by backup schedule(s) ${scheduled.join(', ')}: delete them first`);
             const running = await runs.findOne({ target_id: target.id, status: 'running' });

@@ -107,10 +107,14 @@ export interface ListedObject {
 
 const xmlText = (text: string) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
 
+/** 1 000 keys a page: a million objects at most. */
+const MAX_LIST_PAGES = 1000;
+
 /** Every object whose key starts with `prefix` (ListObjectsV2, page after page). */
 export async function listObjects(location: S3Location, prefix: string): Promise<ListedObject[]> {
   const objects: ListedObject[] = [];
   let token: string | null = null;
+  const seen = new Set<string>();
   do {
     const query = new URLSearchParams({ 'list-type': '2', prefix });
     if (token) query.set('continuation-token', token);
@@ -121,6 +125,9 @@ export async function listObjects(location: S3Location, prefix: string): Promise
       objects.push({ key: field('Key'), size: Number(field('Size')), last_modified: field('LastModified') });
     }
     token = /<IsTruncated>true<\/IsTruncated>/.test(res.text) ? xmlText(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(res.text)?.[1] ?? '') || null : null;
+    // A server that answers the same page again, or without end, is not followed round.
+    if (token && (seen.has(token) || seen.size >= MAX_LIST_PAGES)) throw new ProbeFailure('s3_error', `listing ${prefix || 'the bucket'} failed: the S3 server's pages do not end (${seen.size + 1} pages)`);
+    if (token) seen.add(token);
   } while (token);
   return objects;
 }

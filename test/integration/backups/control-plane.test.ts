@@ -92,9 +92,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     // A fixed port, as an installation has: the restored control plane serves at the same address
     // (the agent's, and the issuer of the tokens handed out before the backup).
     port = await freePort();
-    // The control plane's own backups go to the target made below (looked up when one is asked for).
-    const controlPlane = { target: 'offsite', passphrase_file: passphraseFile, keep_last: 2 };
-    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...FAST_NODES, api: { port }, backups: { control_plane: controlPlane } } });
+    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...FAST_NODES, api: { port } } });
     caPem = t.caPem;
     admin = await bootstrapAdmin(t);
     alice = await createUser(t, admin, { username: `alice-${randomToken(4).toLowerCase()}`, role: 'user' });
@@ -203,6 +201,13 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
 
   it('backs itself up on POST /v1/backups/control-plane into backups.control_plane.target, keeping keep_last archives, and lists them', async function () {
     this.timeout(120_000);
+    // As an operator does: the target's id into the configuration, and the control plane restarted at its address.
+    await t.stop();
+    t = await startHangar(dialect, {
+      plugins: PLUGINS,
+      storage,
+      overrides: { ...FAST_NODES, api: { port }, backups: { control_plane: { target: targetId, passphrase_file: passphraseFile, keep_last: 2 } } },
+    });
     const [byCli] = await bucket.list('prod/hangar-control-plane/');
     const made: Array<{ key: string; bytes: number; created_at: string }> = [];
     for (let i = 0; i < 2; i++) {
@@ -225,6 +230,17 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     // Admins' only.
     const signed = signRequest({ accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretAccessKey }, { method: 'POST', pathAndQuery: '/v1/backups/control-plane' });
     expect((await t.request('POST', '/v1/backups/control-plane', { headers: signed })).status).to.equal(403);
+    // The target that holds them is not deleted from under them.
+    const deleted = await t.request('DELETE', `/v1/backups/targets/${targetId}?force=true`, { headers: bearer(admin.token) });
+    expect(deleted.status).to.equal(409);
+    expect(deleted.json.message).to.include("holds the control plane's own backups (backups.control_plane.target)");
+    // An archive named in the future (a machine whose clock ran ahead) does not stop the schedule: it is not the newest believed.
+    await bucket.put('prod/hangar-control-plane/hangar-control-plane-99991231T000000.000Z.hcpb', 'not an archive');
+    const future = 'prod/hangar-control-plane/hangar-control-plane-99991231T000000.000Z.hcpb';
+    const again = await t.request('POST', '/v1/backups/control-plane', { headers: bearer(admin.token) });
+    expect(again.status, again.text).to.equal(201);
+    // keep_last counts the archives it believes: the oldest of those goes, the one from the future is left alone.
+    expect(await bucket.list('prod/hangar-control-plane/')).to.deep.equal([made[1]!.key, again.json.data.key, future]);
   });
 
   it('refuses a wrong passphrase, a damaged or truncated archive, a short passphrase and a newer schema, with messages that say so', async function () {
@@ -422,7 +438,8 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
         ...bucketKeys(),
       });
       expect(res.code, res.stderr).to.equal(0);
-      const uploaded = (await bucket.list('prod/hangar-control-plane/')).at(-1);
+      // The newest there but the one named in the year 9999 (not believed: no clock says it is made yet).
+      const uploaded = (await bucket.list('prod/hangar-control-plane/')).filter((k) => !k.includes('-9999')).at(-1);
       expect(res.stdout).to.include(` from s3://${bucket.name}/${uploaded} into ${fresh.dataDir}`);
       expect(res.stdout).to.include(`store: ${dialect.name} → ${otherName}`);
       // The download was staged and is gone.

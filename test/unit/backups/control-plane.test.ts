@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { parseCron } from '../../../core/cron.js';
-import { archiveName, archiveTime, nextArchiveDue } from '../../../plugins/backups/control-plane.js';
+import { archiveName, archiveTime, newestArchiveTime, nextArchiveDue } from '../../../plugins/backups/control-plane.js';
 
 describe('control-plane archives: names and the schedule (plugins/backups/control-plane.ts)', () => {
   it('names an archive by its UTC time to the millisecond, sortable, and reads the time back (older names without milliseconds too)', () => {
@@ -20,5 +20,14 @@ describe('control-plane archives: names and the schedule (plugins/backups/contro
     // The newest archive was made before a day the control planes were all down: one run is due at once.
     expect(nextArchiveDue(daily, new Date('2026-11-26T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-27T03:00:00.000Z');
     expect(nextArchiveDue(daily, new Date('2026-11-28T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-29T03:00:00.000Z');
+  });
+
+  it('believes no archive named in the future (a clock ahead, or anyone with the bucket’s keys): the newest is the newest up to now', () => {
+    const now = new Date('2026-11-28T10:00:00Z');
+    const listed = (...times: string[]) => times.map((t) => ({ key: `p/hangar-control-plane/${archiveName(new Date(t))}`, size: 1, last_modified: t }));
+    expect(newestArchiveTime(listed('2026-11-27T03:00:00Z', '2026-11-28T03:00:00Z', '9999-12-31T00:00:00Z'), now)?.toISOString()).to.equal('2026-11-28T03:00:00.000Z');
+    expect(newestArchiveTime(listed('2026-11-28T10:05:00Z'), now)?.toISOString(), 'within a clock’s skew').to.equal('2026-11-28T10:05:00.000Z');
+    expect(newestArchiveTime(listed('2026-11-28T11:00:00Z'), now)).to.equal(null);
+    expect(newestArchiveTime([{ key: 'p/hangar-control-plane/notes.hcpb', size: 1, last_modified: '' }], now)).to.equal(null);
   });
 });
