@@ -200,7 +200,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     let current = '';
     const onError = (err: Error) => thrown.push(`${current}: ${err.message}`);
     page.on('pageerror', onError);
-    for (const view of ['fleet', `nodes/${nodeId}`, 'swarms', 'instances', 'services', 'volumes', 'secrets', 'configs', 's3', 'gateway', 'users', 'ssh-profiles', 'audit']) {
+    for (const view of ['fleet', `nodes/${nodeId}`, 'swarms', 'instances', 'services', 'volumes', 'backups', 'secrets', 'configs', 's3', 'gateway', 'users', 'ssh-profiles', 'audit']) {
       current = view;
       await page.goto(`${t.url}/ui#/${view}`);
       await page.locator('#page-title').waitFor();

@@ -4,6 +4,7 @@ import { startLive, stopLive, useLiveConnected } from './live';
 import { href, useRoute } from './router';
 import { Field, Notices, useAction } from './ui';
 import { Alerts } from './views/alerts';
+import { Backups } from './views/backups';
 import { Fleet, NodeDetail } from './views/fleet';
 import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail, Users, Volumes } from './views/resources';
 import { Notifications } from './views/notifications';
@@ -21,6 +22,7 @@ const NAV: Array<[string, string, boolean]> = [
   ['instances', 'Instances', false],
   ['services', 'Services', false],
   ['volumes', 'Volumes', false],
+  ['backups', 'Backups', false],
   ['secrets', 'Secrets', false],
   ['configs', 'Configs', false],
   ['s3', 'Object stores', false],
@@ -51,6 +53,8 @@ function View({ route, user }: { route: string[]; user: User }) {
       return id ? <ServiceDetail id={id} /> : <Services />;
     case 'volumes':
       return <Volumes />;
+    case 'backups':
+      return <Backups role={user.role} />;
     case 'secrets':
       return <Secrets />;
     case 'configs':

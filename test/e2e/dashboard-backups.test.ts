@@ -1,0 +1,124 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { randomToken } from '../../core/ids.js';
+import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '../support/agents.js';
+import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { TestDialect } from '../support/dialects.js';
+import { startHangar, type TestHangar } from '../support/hangar.js';
+import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { requireService } from '../support/requirements.js';
+import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Server } from '../support/s3-server.js';
+import { loadConfig } from '../../core/config.js';
+
+/**
+ * The dashboard's Backups page in chromium against a real control plane, a real agent with restic
+ * and the real S3 server: a volume's last backup with its size and restore drill, the targets and
+ * schedules, the control plane's archives (not configured: the page says what to set), and a
+ * restore started from the page with its confirmation, after which the folder holds the backup
+ * again. SQLite; the backups themselves are test/integration/backups.
+ */
+describe('the dashboard in chromium: backups [sqlite]', function () {
+  this.timeout(60_000);
+  const dialect = new TestDialect('sqlite');
+  let t: TestHangar;
+  let admin: Credentials;
+  let s3: S3Server | undefined;
+  let page: Page;
+  let shot: (name: string) => Promise<unknown>;
+  let closeBrowser: (() => Promise<void>) | undefined;
+  let work: string;
+  let folder: string;
+  let volumeId: string;
+  let backupId: string;
+  const api = (method: string, url: string, body?: unknown) => t.request(method, url, { headers: bearer(admin.token), body });
+
+  before(async function () {
+    this.timeout(S3_START_TIMEOUT_MS + 90_000);
+    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
+    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    const restic = spawnSync('sh', ['-c', 'command -v restic'], { encoding: 'utf8' }).stdout.trim();
+    requireService(this, !!restic, 'restic on this machine (apt-get install restic; .ci/run installs it)');
+    const available = s3Availability();
+    requireService(this, available.ok, available.why);
+    s3 = await sharedS3Server();
+    const bucket = await s3.bucket(`dash-${randomToken(6).toLowerCase()}`);
+    work = mkdtempSync(path.join(os.tmpdir(), 'hangar-dash-backups-'));
+    const bin = path.join(work, 'bin');
+    mkdirSync(bin);
+    symlinkSync(restic, path.join(bin, 'restic'));
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } } });
+    admin = await bootstrapAdmin(t);
+    const token = await api('POST', '/v1/nodes/token', {});
+    const nodeId = await joinedNodeId(spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: bin }));
+    await waitFor(async () => (await api('GET', `/v1/nodes/${nodeId}`)).json.data?.status === 'ready', { timeoutMs: 30_000, what: 'the node to be ready' });
+    const target = await api('POST', '/v1/backups/targets', {
+      name: 'offsite',
+      endpoint: s3.endpoint,
+      bucket: bucket.name,
+      access_key_id: s3.credentials.accessKeyId,
+      secret_access_key: s3.credentials.secretAccessKey,
+    });
+    expect(target.status, target.text).to.equal(201);
+    folder = path.join(work, 'data', 'pgdata');
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(path.join(folder, 'table.dat'), 'the rows as backed up\n');
+    const volume = await api('POST', '/v1/volumes', { name: 'pgdata', node_id: nodeId, folder, type: 'local' });
+    expect(volume.status, volume.text).to.equal(202);
+    volumeId = volume.json.data.id;
+    await waitFor(async () => (await api('GET', `/v1/volumes/${volumeId}`)).json.data?.status === 'ready', { timeoutMs: 30_000, what: 'the volume to be ready' });
+    const backup = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: 'offsite', verify: true });
+    expect(backup.status, backup.text).to.equal(202);
+    backupId = backup.json.data.backup.id;
+    await waitFor(
+      async () => ((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<{ id: string; verified: boolean | null }>).find((r) => r.id === backupId && r.verified !== null),
+      { timeoutMs: 60_000, intervalMs: 300, what: 'the backup and its drill to finish' },
+    );
+    const opened = await openBrowser();
+    ({ page, shot } = opened);
+    closeBrowser = opened.close;
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await closeBrowser?.();
+    await cleanupAgents();
+    await t?.stop();
+    await dialect.cleanup();
+    if (s3) releaseSharedS3Server();
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('shows the volume’s last backup (size, verified), the target and the control plane’s state', async function () {
+    await logIn(page, t.url, admin.username, admin.password);
+    await navigate(page, 'Backups');
+    await page.getByRole('heading', { name: 'Backups' }).waitFor();
+    const row = tableRow(page, 'Volume backups', 'pgdata');
+    await row.getByText('succeeded').waitFor();
+    const text = await row.textContent();
+    expect(text).to.contain('1 files').and.to.contain('yes');
+    expect(await tableRow(page, 'Backup targets', 'offsite').textContent()).to.contain(s3!.endpoint);
+    await page.getByText('No backup schedules.').waitFor();
+    // Not configured here: the section says what to set.
+    await page.getByText('set backups.control_plane.target and backups.control_plane.passphrase_file').waitFor();
+    await shot('backups');
+  });
+
+  it('restores the volume from the page after its confirmation: the folder holds the backup again', async function () {
+    writeFileSync(path.join(folder, 'table.dat'), 'rows written after the backup\n');
+    const row = tableRow(page, 'Volume backups', 'pgdata');
+    await row.getByRole('button', { name: 'Restore' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Restore volume pgdata' });
+    expect(await dialog.textContent()).to.contain(backupId).and.to.contain('what was written since is lost');
+    await dialog.getByRole('button', { name: 'Restore' }).click();
+    await page.getByText('restore of pgdata started').waitFor();
+    await waitFor(async () => ((await api('GET', `/v1/volumes/${volumeId}/restores`)).json.data as Array<{ status: string }>).at(-1)?.status === 'succeeded', {
+      timeoutMs: 30_000,
+      intervalMs: 300,
+      what: 'the restore to succeed',
+    });
+    expect(readFileSync(path.join(folder, 'table.dat'), 'utf8')).to.equal('the rows as backed up\n');
+  });
+});

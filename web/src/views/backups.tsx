@@ -1,0 +1,247 @@
+import { useEffect, useState } from 'preact/hooks';
+import { call } from '../api';
+import { useLive } from '../live';
+import { Ago, Badge, bytes, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList } from '../ui';
+
+type Run = { id: string; status: string; snapshot_id: string | null; time: string | null; finished_at: string | null; size: number | null; files: number | null; error: string | null; verify?: boolean; verified?: boolean | null; verify_error?: string | null };
+type Volume = { id: string; name: string; status: string; node_id: string | null };
+type Target = { id: string; name: string; endpoint: string; bucket: string; prefix: string; project_id: string | null; checked_at: string };
+type Schedule = { id: string; name: string; target_id: string; volume_ids: string[]; volume_tags: Record<string, string> | null; every_seconds: number | null; cron: string | null; retention: Record<string, unknown>; verify: boolean; next_run_at: string; last_run_at: string | null };
+
+const isBackupEvent = (e: { type: string; data?: any }) => e.type.startsWith('volume.backup.') || e.type.startsWith('volume.restore.') || (e.type === 'resource.changed' && ['backup_run', 'volume', 'backup_target', 'backup_schedule'].includes(e.data?.type));
+
+/** A drill's outcome as the CLI prints it: yes, no (why), pending, or – when none was asked. */
+function verified(run: Run): string {
+  if (!run.verify) return '–';
+  if (run.verified === true) return 'yes';
+  if (run.verified === false) return `no: ${run.verify_error ?? 'failed'}`;
+  return 'pending';
+}
+
+/** A volume's backups, newest last (the API answers oldest first, a page at a time). */
+async function readBackups(volumeId: string): Promise<Run[]> {
+  const runs: Run[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 10; page++) {
+    const res = await call('GET /v1/volumes/{id}/backups', { params: { id: volumeId }, query: { limit: 200, cursor } });
+    runs.push(...(res.data as Run[]));
+    cursor = (res as { next_cursor?: string | null }).next_cursor ?? undefined;
+    if (!cursor) break;
+  }
+  return runs;
+}
+
+/** One read of a volume's backups for the cells of its row, until a backup event says they changed. */
+const readings = new Map<string, Promise<Run[]>>();
+const backupsOf = (volumeId: string) => readings.get(volumeId) ?? readings.set(volumeId, readBackups(volumeId).catch(() => [])).get(volumeId)!;
+
+/** The newest backup of the volume, and its newest one that can be restored. */
+function LastBackup({ volume, render }: { volume: Volume; render: (last: Run | null, restorable: Run | null, reload: () => void) => any }) {
+  const [runs, setRuns] = useState<Run[] | null>(null);
+  const load = () => void backupsOf(volume.id).then(setRuns);
+  const reload = () => {
+    readings.delete(volume.id);
+    load();
+  };
+  useEffect(load, [volume.id]);
+  useLive(
+    (e) => {
+      if (isBackupEvent(e)) readings.delete(volume.id);
+      return isBackupEvent(e);
+    },
+    load,
+    [volume.id],
+  );
+  if (!runs) return <span>…</span>;
+  const restorable = [...runs].reverse().find((r) => r.status === 'succeeded' && r.snapshot_id) ?? null;
+  return render(runs.at(-1) ?? null, restorable, reload);
+}
+
+function VolumeBackups({ admin }: { admin: boolean }) {
+  return (
+    <ResourceList
+      route="GET /v1/volumes"
+      label="Volume backups"
+      filters={[NAME_FILTER]}
+      live={isBackupEvent}
+      empty="No volumes."
+      columns={[
+        { label: 'Volume', render: (v: Volume) => v.name },
+        { label: 'Status', render: (v: Volume) => <Badge status={v.status} /> },
+        {
+          label: 'Last backup',
+          render: (v: Volume) => (
+            <LastBackup
+              volume={v}
+              render={(last) =>
+                last ? (
+                  <span>
+                    <Badge status={last.status} /> <Ago at={last.finished_at ?? last.time} />
+                    {last.error ? <span class="muted"> {last.error}</span> : null}
+                  </span>
+                ) : (
+                  'never'
+                )
+              }
+            />
+          ),
+        },
+        { label: 'Size', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last?.size != null ? `${bytes(last.size)} · ${last.files ?? 0} files` : '–')} /> },
+        { label: 'Verified', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last ? verified(last) : '–')} /> },
+      ]}
+      actions={
+        admin
+          ? (v: Volume) => (
+              <LastBackup
+                volume={v}
+                render={(_last, restorable, reload) => (
+                  <span class="row-actions">
+                    <FormButton
+                      label="Back up"
+                      title={`Back volume ${v.name} up`}
+                      small
+                      submitLabel="Back up"
+                      done={`backup of ${v.name} started`}
+                      onSubmit={(f) => call('POST /v1/volumes/{id}/backups', { params: { id: v.id }, body: { target_id: String(f.get('target_id')), verify: f.get('verify') === 'on' } }).then(reload)}
+                    >
+                      <Field label="Target (id or name)">
+                        <input name="target_id" required />
+                      </Field>
+                      <Field label="Verify" hint="a restore drill after the backup proves it restorable">
+                        <input name="verify" type="checkbox" />
+                      </Field>
+                    </FormButton>
+                    {restorable ? (
+                      <ConfirmButton
+                        label="Restore"
+                        title={`Restore volume ${v.name}`}
+                        danger
+                        verb="Restore"
+                        confirm={
+                          <p>
+                            The folder of {v.name} is replaced by its backup {restorable.id} (snapshot {restorable.snapshot_id}) of {new Date(restorable.finished_at ?? restorable.time ?? '').toLocaleString()}: what was written since is lost.
+                            The workloads using it are stopped first and started again after.
+                          </p>
+                        }
+                        onConfirm={() => call('POST /v1/volumes/{id}/restore', { params: { id: v.id }, body: { snapshot_id: restorable.id, stop_workloads: true } })}
+                        done={`restore of ${v.name} started`}
+                      />
+                    ) : null}
+                  </span>
+                )}
+              />
+            )
+          : undefined
+      }
+    />
+  );
+}
+
+function Targets({ admin }: { admin: boolean }) {
+  return (
+    <ResourceList
+      route="GET /v1/backups/targets"
+      label="Backup targets"
+      filters={[NAME_FILTER]}
+      live={isBackupEvent}
+      empty="No backup targets: hangar backup target create adds one (docs/backups.md)."
+      columns={[
+        { label: 'Name', render: (t: Target) => t.name },
+        { label: 'Where', render: (t: Target) => `${t.endpoint} · ${t.bucket}${t.prefix ? `/${t.prefix}` : ''}` },
+        { label: 'Checked', render: (t: Target) => <Ago at={t.checked_at} /> },
+      ]}
+      actions={
+        admin
+          ? (t: Target) => (
+              <ConfirmButton label="Delete" title="Delete backup target" danger confirm={<p>Target {t.name} is forgotten by hangar (the bucket and its snapshots stay).</p>} onConfirm={() => call('DELETE /v1/backups/targets/{id}', { params: { id: t.id } })} />
+            )
+          : undefined
+      }
+    />
+  );
+}
+
+function Schedules({ admin }: { admin: boolean }) {
+  return (
+    <ResourceList
+      route="GET /v1/backups/schedules"
+      label="Backup schedules"
+      filters={[NAME_FILTER]}
+      live={isBackupEvent}
+      empty="No backup schedules."
+      columns={[
+        { label: 'Name', render: (s: Schedule) => s.name },
+        { label: 'Target', render: (s: Schedule) => s.target_id },
+        {
+          label: 'Volumes',
+          render: (s: Schedule) => [...s.volume_ids, ...Object.entries(s.volume_tags ?? {}).map(([k, v]) => `tag ${k}=${v}`)].join(', ') || '–',
+        },
+        { label: 'When', render: (s: Schedule) => (s.cron ? `cron ${s.cron} (UTC)` : `every ${s.every_seconds} s`) },
+        { label: 'Keeps', render: (s: Schedule) => Object.entries(s.retention ?? {}).map(([k, v]) => `${k.replace('keep_', '')} ${v}`).join(', ') || 'all' },
+        { label: 'Verify', render: (s: Schedule) => (s.verify ? 'yes' : 'no') },
+        { label: 'Next', render: (s: Schedule) => <Ago at={s.next_run_at} /> },
+      ]}
+      actions={
+        admin
+          ? (s: Schedule) => (
+              <ConfirmButton label="Delete" title="Delete backup schedule" danger confirm={<p>Schedule {s.name} makes no more backups (those made stay).</p>} onConfirm={() => call('DELETE /v1/backups/schedules/{id}', { params: { id: s.id } })} />
+            )
+          : undefined
+      }
+    />
+  );
+}
+
+/** The control plane's own archives in backups.control_plane.target (admins and auditors). */
+function ControlPlaneArchives({ admin }: { admin: boolean }) {
+  return (
+    <ResourceList
+      route="GET /v1/backups/control-plane"
+      label="Control-plane archives"
+      paged={false}
+      live={() => false}
+      rowKey={(a: { key: string }) => a.key}
+      empty="No control-plane archives yet."
+      columns={[
+        { label: 'Archive', render: (a: { key: string }) => a.key },
+        { label: 'Size', render: (a: { bytes: number }) => bytes(a.bytes) },
+        { label: 'Made', render: (a: { created_at: string }) => <Ago at={a.created_at} /> },
+      ]}
+      toolbar={
+        admin
+          ? (reload) => (
+              <ConfirmButton
+                label="Back up the control plane"
+                title="Back the control plane up now"
+                verb="Back up"
+                confirm={<p>An encrypted archive of the store, the CA and keys and the configuration goes to backups.control_plane.target.</p>}
+                onConfirm={() => call('POST /v1/backups/control-plane').then(reload)}
+                done="control-plane archive uploaded"
+              />
+            )
+          : undefined
+      }
+    />
+  );
+}
+
+/** Backups (docs/backups.md): the last backup of every volume with a restore, targets, schedules and the control plane's archives. */
+export function Backups({ role }: { role: string }) {
+  const admin = role === 'admin';
+  return (
+    <Page title="Backups">
+      <h2>Volumes</h2>
+      <VolumeBackups admin={admin} />
+      <h2>Schedules</h2>
+      <Schedules admin={admin} />
+      <h2>Targets</h2>
+      <Targets admin={admin} />
+      {admin || role === 'auditor' ? (
+        <>
+          <h2>The control plane</h2>
+          <ControlPlaneArchives admin={admin} />
+        </>
+      ) : null}
+    </Page>
+  );
+}
