@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
 import { runCommand, type RunResult } from '../../core/process.js';
@@ -106,7 +106,7 @@ export const backupVolume: Executor = async (ctx) => {
     }
   }
   // The drill runs after the retention: what it proves is the snapshot as the repository now holds it.
-  const drill = ctx.payload.verify === true ? await verifySnapshot(ctx, folder, summary.snapshot_id) : undefined;
+  const drill = ctx.payload.verify === true ? await verifySnapshot(ctx, folder, summary.snapshot_id, Number(summary.total_bytes_processed ?? 0)) : undefined;
   return {
     snapshot_id: summary.snapshot_id,
     ...(drill ?? {}),
@@ -170,9 +170,16 @@ interface ListedNode {
  * Not against the volume's folder: it is live, and anything written since the snapshot would be
  * reported as a failure of a good backup.
  */
-async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: string): Promise<{ verified: boolean; verified_at: string; verify_error?: string }> {
-  const scratch = path.join(path.dirname(folder), `.hangar-verify-${path.basename(folder)}-${randomBytes(4).toString('hex')}`);
+async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: string, bytes: number): Promise<{ verified: boolean; verified_at: string; verify_error?: string }> {
+  const prefix = `.hangar-verify-${path.basename(folder)}-`;
+  const scratch = path.join(path.dirname(folder), `${prefix}${randomBytes(4).toString('hex')}`);
   try {
+    // A drill of this volume that an agent killed mid-way left its copy behind: gone first (one operation runs on a volume at a time).
+    for (const left of readdirSync(path.dirname(folder)).filter((n) => n.startsWith(prefix))) rmSync(path.join(path.dirname(folder), left), { recursive: true, force: true });
+    // The copy goes on the volume's file system, beside its live data: never filled by a drill.
+    const free = freeBytes(path.dirname(folder));
+    const wanted = Math.ceil(bytes * 1.1) + 64 * 2 ** 20;
+    if (free !== null && free < wanted) throw new Error(`not enough free space for the drill's copy beside ${folder}: ${free} bytes free, the snapshot needs ${bytes} (and a margin); the backup itself stands`);
     const check = await checkRepository(ctx);
     if (check.code !== 0) throw new Error(`restic check failed: ${said(check)}`);
     const restored = await restic(ctx, ['restore', snapshotId, '--target', scratch, '--verify']);
@@ -191,6 +198,16 @@ async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: 
     return { verified: false, verified_at: new Date().toISOString(), verify_error: (err as Error).message.slice(0, 2000) };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Bytes an unprivileged writer may still use on the file system holding `dir` (null: not known). */
+function freeBytes(dir: string): number | null {
+  try {
+    const fs = statfsSync(dir);
+    return Number(fs.bavail) * Number(fs.bsize);
+  } catch {
+    return null;
   }
 }
 
