@@ -37,6 +37,14 @@ export interface KindDef {
    * nothing else, and a person's credential does not sit there.
    */
   dedicated?: boolean;
+  /**
+   * A project's kind whose resources of no project are the installation's (alerts: those on a
+   * project's resources are the project's, those on nodes and certificates the installation's).
+   * Those are reached as an installation kind's are: by the installation role the route's auth
+   * lets in (`user`'s grants counting on an `authenticated` route), with a credential of the
+   * installation (core/auth/scope.ts).
+   */
+  unowned?: 'installation';
   about: string;
 }
 
@@ -59,7 +67,7 @@ const kind = (scope: KindScope, verbs: readonly string[], about: string, extra: 
 /** The resource kinds of the built-in plugins and their verbs. */
 export const KINDS: Readonly<Record<string, KindDef>> = {
   account: kind('caller', ['read', 'write'], "the caller's own session and tokens, and who it is (GET /v1/iam/whoami)"),
-  alerts: kind('installation', ['read', 'write'], 'alerts; write silences them'),
+  alerts: kind('project', ['read', 'write'], "alerts; write silences them. An alert on a project's resource is the project's, one on a node or a certificate the installation's", { unowned: 'installation' }),
   audit: kind('installation', ['read'], 'the audit log'),
   backups: kind('project', ['read', 'write'], 'backup targets and schedules'),
   cleanup: kind('installation', ['write'], 'removal of unmanaged things a scan found on a machine'),

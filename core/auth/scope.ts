@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { defineExtensionPoint, defineServiceRef, type ServiceRegistry } from '../provided.js';
 import type { Principal } from './index.js';
-import { permitted, type Permission } from './permissions.js';
+import { KINDS, parsePermission, permitted, type Permission, type UserGrants } from './permissions.js';
 
 /**
  * Project scopes (docs/tenancy.md "Project roles on resources"): a route on a resource that belongs
@@ -89,11 +89,22 @@ export interface ScopeAccess {
   member: ReadonlySet<string> | null;
   /** Whether the caller holds a permission in a project (for refs declaring their own permission). */
   holds(project: string, permission: string): boolean;
+  /**
+   * Whether the caller reaches the installation's resources of a kind that keeps them beside its
+   * projects' (alerts on nodes and certificates: KindDef.unowned): its installation role grants the
+   * permission (`user`'s grants counting) on a credential of the installation.
+   */
+  installation: boolean;
   /** `?project=` of a list, resolved. */
   narrowed?: string;
 }
 
-const EVERYWHERE: Omit<ScopeAccess, 'narrowed'> = { allowed: null, member: null, holds: () => true };
+const EVERYWHERE: Omit<ScopeAccess, 'narrowed'> = { allowed: null, member: null, holds: () => true, installation: true };
+
+/** Whether a permission's kind keeps resources of no project as the installation's (KindDef.unowned). */
+function installationOwns(permission: string): boolean {
+  return KINDS[parsePermission(permission)?.kind ?? '']?.unowned === 'installation';
+}
 
 const NO_USER_GRANTS = new Set<Permission>();
 
@@ -121,7 +132,11 @@ function valuesAt(input: ScopeInput, from: ScopeSource): string[] {
 
 /** The project scope step of the pipeline (core/http/koa-app.ts): one per application. */
 export class ScopeGate {
-  constructor(private readonly provided: ServiceRegistry) {}
+  /** `userGrants`: what `user` holds (core/auth/permissions.ts), for the installation's resources of a kind that keeps them beside its projects'. */
+  constructor(
+    private readonly provided: ServiceRegistry,
+    private readonly userGrants: () => UserGrants = () => NO_USER_GRANTS,
+  ) {}
 
   private get projects(): ProjectGrants | undefined {
     return this.provided.find(ProjectGrantsRef);
@@ -157,7 +172,7 @@ export class ScopeGate {
     if (Array.isArray(principal.permissions) && !principal.permissions.includes(permission)) return false;
     if (scope.list) return true;
     const access = await this.access(principal, permission);
-    return access.allowed === null || access.allowed.size > 0;
+    return access.allowed === null || access.allowed.size > 0 || access.installation;
   }
 
   /**
@@ -190,6 +205,7 @@ export class ScopeGate {
         allowed: new Set(projects.filter((id) => holds(id, permission))),
         member: new Set(projects.filter((id) => held.has(id) || installation(permission))),
         holds,
+        installation: !limitedTo && installationOwns(permission) && permitted(principal, permission, this.userGrants()),
       });
     }
     return out;
@@ -222,6 +238,12 @@ export class ScopeGate {
         }
         const project = found.get(value) ?? null;
         const needs = ref.permission ?? permission;
+        // The installation's resource of a kind that keeps them beside its projects' (an alert on a node): as its route's auth says.
+        if (project === null && needs === permission && access.installation) continue;
+        // One the caller reads, but its installation role does not grant this on (a member silencing a node's alert): a 403, not a 404.
+        if (project === null && access.member && installationOwns(needs)) {
+          throw forbidden(`Insufficient permissions: this needs ${needs}, and ${noun} ${value} is the installation's: your installation role does not grant it`);
+        }
         if (access.member) {
           if (project === null || !access.member.has(project)) throw notFound(`No ${noun} ${value}`);
           if (!access.holds(project, needs)) {
@@ -263,7 +285,8 @@ export class ScopeGate {
   /**
    * A list's items the caller may see (and of the project `?project=` names), by their `id` (of
    * several kinds: by the fields ListOfKinds names; an item of a kind of no project is seen by
-   * installation roles only).
+   * installation roles only; an item of no project of a kind that keeps the installation's beside
+   * its projects', alerts, by whoever `access.installation` says).
    */
   async filter(list: string | ListOfKinds, access: ScopeAccess, items: unknown[]): Promise<unknown[]> {
     if (access.allowed === null && !access.narrowed) return items;
@@ -281,7 +304,7 @@ export class ScopeGate {
     return items.filter((item) => {
       const project = projects.get(item) ?? null;
       if (access.narrowed && project !== access.narrowed) return false;
-      return access.allowed === null || (project !== null && access.allowed.has(project));
+      return access.allowed === null || (project === null ? access.installation : access.allowed.has(project));
     });
   }
 }

@@ -265,7 +265,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
   const check: PermissionCheck = { permission, userGrants };
   // A route on a project's resources (route.scope): memberships open it too, once projects are loaded.
   const routeScope = route.scope;
-  const gate = routeScope ? new ScopeGate(services.provided) : null;
+  const gate = routeScope ? new ScopeGate(services.provided, () => userGrants) : null;
   const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
   // A credential limited to one project reaches what a route scopes to projects, its own account, and
   // the projects plugin's routes (which keep a key to its project themselves); a route on resources not

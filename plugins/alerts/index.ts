@@ -1,5 +1,5 @@
 import { retentionLoops } from '../../core/retention.js';
-import { ProjectGrantsRef } from '../../core/auth/scope.js';
+import { ProjectGrantsRef, ScopeResolvers, type RouteScope, type ScopeAccess } from '../../core/auth/scope.js';
 import { badRequest } from '../../core/errors.js';
 import { projectsOfResources } from '../tags/api.js';
 import { Type } from '@sinclair/typebox';
@@ -85,6 +85,17 @@ export default definePlugin({
       updated_at: a.updated_at,
     });
 
+    // An alert is its resource's project's (alerts.project_id); one of no project (a node's, a
+    // certificate's) is the installation's, read as the route's auth says (core/auth/scope.ts, KindDef.unowned).
+    services.provided.contribute(ScopeResolvers, {
+      kind: 'alert',
+      async projectsOf(refs) {
+        const rows: Array<{ id: string; project_id: string | null }> = await alerts.query().whereIn('id', [...refs]).select('id', 'project_id');
+        return new Map(rows.map((r) => [r.id, r.project_id ?? null]));
+      },
+    });
+    const oneAlert: RouteScope = { of: [{ kind: 'alert', from: 'params.id' }] };
+
     async function requireAlert(id: string): Promise<AlertRecord> {
       const alert = await alerts.get(id);
       if (!alert) throw notFound(`No alert ${id}`);
@@ -115,12 +126,18 @@ export default definePlugin({
         method: 'GET',
         path: '/v1/alerts',
         auth: 'authenticated',
+        // A member sees the alerts of its projects where its role reads alerts, and the installation's (nodes, certificates) as before.
+        scope: { list: 'alert' },
         summary: 'Alerts, oldest first: firing and resolved (state=pending: conditions seen but not yet held long enough)',
         schemas: { query: ListQuery, response: Type.Array(AlertView) },
         async handler(req) {
           const { limit, cursor, state, rule, resource_id, project } = req.query;
-          const projectId = project === undefined ? undefined : await findProject(project);
+          // What the scope step decided (core/http/koa-app.ts): ?project= resolved through it (a 400 for one the caller is
+          // not a member of), and the projects the caller reads alerts in; the page holds only those (the step filters it again).
+          const access = req.ctx.state.scope as ScopeAccess | null | undefined;
+          const projectId = access ? access.narrowed : project === undefined ? undefined : await findProject(project);
           if (projectId === null) throw badRequest(`Validation failed: query.project: no project ${project}`, [{ path: 'query.project', message: 'names no project' }]);
+          const allowed = access?.allowed ? [...access.allowed] : null;
           const page = await alerts.page({
             limit,
             cursor,
@@ -130,6 +147,7 @@ export default definePlugin({
               if (rule) q.where({ rule });
               if (resource_id) q.where({ resource_id });
               if (projectId) q.where({ project_id: projectId });
+              if (allowed) q.where((w) => void (access!.installation ? w.whereIn('project_id', allowed).orWhereNull('project_id') : w.whereIn('project_id', allowed)));
             },
           });
           return Reply.page(page, view);
@@ -139,6 +157,7 @@ export default definePlugin({
         method: 'GET',
         path: '/v1/alerts/{id}',
         auth: 'authenticated',
+        scope: oneAlert,
         summary: 'One alert',
         schemas: { params: IdParams, response: AlertView },
         handler: async (req) => view(await requireAlert(req.params.id)),
@@ -147,6 +166,7 @@ export default definePlugin({
         method: 'POST',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
+        scope: oneAlert,
         summary: 'Silence an alert for some minutes: it announces nothing (alert.firing / alert.resolved wait until the silence ends) and leaves hangar_alerts_firing',
         schemas: { params: IdParams, body: SilenceBody, response: AlertView },
         async handler(req) {
@@ -160,6 +180,7 @@ export default definePlugin({
         method: 'DELETE',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
+        scope: oneAlert,
         summary: 'End an alert’s silence: what it did not announce meanwhile is announced at the next check',
         schemas: { params: IdParams, response: AlertView },
         handler: async (req) => view(await alerts.change((await requireAlert(req.params.id)).id, { silenced_until: null })),

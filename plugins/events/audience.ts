@@ -45,7 +45,7 @@ const TABLES: Readonly<Record<string, TableAudience>> = {
   projects: { permission: 'projects:read', project: true },
   nodes: { permission: 'nodes:read' },
   agent_rollouts: { permission: 'nodes:read' },
-  alerts: { permission: 'alerts:read' },
+  alerts: { permission: 'alerts:read', kind: 'alert' },
   notification_channels: { permission: 'notifications:read' },
   notification_subscriptions: { permission: 'notifications:read' },
   notification_deliveries: { permission: 'notifications:read' },
@@ -162,6 +162,7 @@ export class Viewer {
     if (!this.access || !audience.permission) return true;
     if (audience.project === undefined) return !p.project_id && permitted(p, audience.permission, this.userGrants);
     const access = this.access.get(audience.permission);
-    return Boolean(access) && (access!.allowed === null || (audience.project !== null && access!.allowed.has(audience.project)));
+    // Of no project: installation roles', and for a kind that keeps the installation's beside its projects' (alerts) whoever may list those.
+    return Boolean(access) && (access!.allowed === null || (audience.project === null ? access!.installation : access!.allowed.has(audience.project)));
   }
 }

@@ -85,9 +85,10 @@ function connectionOf(req: HangarRequest): StreamConnection {
   return { buffered: () => stream.writableLength, cut: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
 }
 
-/** Node events go to whoever may list nodes; alerts to whoever may list alerts (installation things, never a project's key). */
+/** Node events go to whoever may list nodes (installation things, never a project's key). */
 const NODES: Audience = { permission: 'nodes:read' };
-const ALERTS: Audience = { permission: 'alerts:read' };
+/** An alert goes to whoever may read it: one on a project's resource to the project's readers of alerts, one of no project to whoever may list the installation's. */
+const alertAudience = (alert: { project_id?: string | null }): Audience => ({ permission: 'alerts:read', project: alert.project_id ?? null });
 
 const typesOf = (req: HangarRequest<unknown, { types?: string }>) => (req.query.types ? new Set<string>(String(req.query.types).split(',')) : null);
 const view = (e: LiveEvent) => ({ id: e.id, type: e.type, at: e.at, data: e.data });
@@ -120,9 +121,10 @@ export default definePlugin({
     };
     // Who may see a change: its resource's project, found once per record (audience.ts).
     const attributor = new Attributor(services.provided, () => services.db.knex);
-    const gate = new ScopeGate(services.provided);
     let userGrants: ReturnType<typeof userGrantsOf> | undefined;
-    const viewerOf = (principal: Principal) => Viewer.of(principal, gate, (userGrants ??= userGrantsOf(services.routeTable().map((r) => r.route))));
+    const grants = () => (userGrants ??= userGrantsOf(services.routeTable().map((r) => r.route)));
+    const gate = new ScopeGate(services.provided, grants);
+    const viewerOf = (principal: Principal) => Viewer.of(principal, gate, grants());
 
     const unsubscribers = [
       peers.subscribe(PEER_CHANNEL, (payload, seq) => {
@@ -140,7 +142,7 @@ export default definePlugin({
         if (e.kind === 'node_status_changed' && e.node_id) emit('node.status', { node_id: e.node_id, from: e.data?.from ?? null, to: e.data?.to ?? null }, NODES);
       }),
       // The alerts plugin's announcements (plugins/alerts), as they are published.
-      ...([[AlertFiring, 'alert.firing'], [AlertResolved, 'alert.resolved']] as const).map(([topic, type]) => services.events.subscribe(topic, (alert) => emit(type, { ...alert }, ALERTS))),
+      ...([[AlertFiring, 'alert.firing'], [AlertResolved, 'alert.resolved']] as const).map(([topic, type]) => services.events.subscribe(topic, (alert) => emit(type, { ...alert }, alertAudience(alert)))),
       ...[TaskQueued, TaskLeased, TaskCompleted, TaskFailed].map((topic) =>
         services.events.subscribe(topic, (t) => {
           emit('task.state', { task_id: t.id, node_id: t.node_id, kind: t.kind, status: t.status, subject: t.subject }, { adminOnly: true });

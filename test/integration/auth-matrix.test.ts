@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { TSchema } from '@sinclair/typebox';
 import type { RegisteredRoute } from '../../core/plugin.js';
-import { parsePermission, permissionOf, PROJECT_ROLE_PERMISSIONS, PROJECT_ROLES, widenedRoutes } from '../../core/auth/permissions.js';
+import { KINDS, parsePermission, permissionOf, PROJECT_ROLE_PERMISSIONS, PROJECT_ROLES, widenedRoutes } from '../../core/auth/permissions.js';
 import { loadConfig } from '../../core/config.js';
 import { waitFor } from '../support/agents.js';
 import { describeEachDialect } from '../support/dialects.js';
@@ -45,8 +45,14 @@ function expected(route: RegisteredRoute['route'], caller: Caller): Outcome {
   if (kind === 'account' || caller === 'admin') return 'allowed';
   if (caller === 'auditor') return AUDITOR_VERBS.has(verb) ? 'allowed' : 'refused';
   // A route on a project's resource opens by membership (this user is a member of nothing); a list answers what it may see.
-  if (route.scope?.of) return 'refused';
+  // A kind that keeps the installation's resources beside its projects' (alerts) opens as its auth says: the installation's are read so.
+  if (route.scope?.of && !installationToo(route)) return 'refused';
   return route.auth === 'authenticated' ? 'allowed' : 'refused';
+}
+
+/** A route on a kind whose resources of no project are the installation's (alerts on nodes), open to any authenticated caller. */
+function installationToo(route: RegisteredRoute['route']): boolean {
+  return route.auth === 'authenticated' && KINDS[parsePermission(permissionOf(route))!.kind]?.unowned === 'installation';
 }
 
 /** What the answer says the authentication and permission steps did (a handler's own 401/403 has other words). */
@@ -145,6 +151,11 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
         ['s3_instances', { id: `s3-mx${p}`, name: `mx-s3-${p}`, cluster_id: swarm, volume_id: `vol-mx${p}`, runtime_name: `s3-mx-${p}`, image: 'x', root_user: 'x', password_sealed: sealed, domain: `mx-${p}.s3`, console_domain: `console.mx-${p}.s3`, status: 'failed', created_at: now, updated_at: now }],
         // Not due in this test: the schedules loop leaves it alone.
         ['backup_schedules', { id: `bks-mx${p}`, name: `mx-schedule-${p}`, target_id: `bkt-mx${p}`, volume_ids: JSON.stringify([`vol-mx${p}`]), every_seconds: 86_400, next_run_at: '2100-01-01T00:00:00.000Z', project_id: projects[p], created_at: now, updated_at: now }],
+        // An alert on the instance (its own open_key: the rules leave it alone), and the installation's on a node, which every caller that lists alerts sees.
+        ...[[`alert-mx${p}`, 'instance', `inst-mx${p}`, projects[p]], ...(p === 'a' ? [['alert-mxnode', 'node', 'node-mxnobody', null]] : [])].map(([id, type, resource, project]): [string, Record<string, unknown>] => [
+          'alerts',
+          { id, rule: type === 'node' ? 'node_offline' : 'instance_not_running', resource_type: type, resource_id: resource, subject: '', open_key: `mx|${id}`, severity: 'critical', state: 'firing', message: `mx ${resource}`, observed_at: now, started_at: now, project_id: project, created_at: now, updated_at: now },
+        ]),
       ] as Array<[string, Record<string, unknown>]>;
     };
     const columns = new Map<string, Record<string, { type: string; nullable: boolean; defaultValue: unknown }>>();
@@ -192,7 +203,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
       }
     }
     const fixture = (route: RegisteredRoute['route'], p: 'a' | 'b', kind: string) =>
-      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'object-store': 's3' }[kind]}-mx${p}`;
+      kind === 'cluster' ? (route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`) : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'object-store': 's3', alert: 'alert' }[kind]}-mx${p}`;
 
     // Callers: a member of project a in each built-in role, a maintainer of b, a user of no project.
     type Who = { name: string; headers: Record<string, string>; role: string; member: Partial<Record<'a' | 'b', string>> };
@@ -221,8 +232,8 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
       if (w.role === 'auditor') return 'refused';
       if (grants(w, p, permission)) return 'allowed';
       if (w.member[p]) return 'refused';
-      // Not a member of the resource's project: hidden when its role elsewhere grants the permission, else refused before any lookup.
-      return (['a', 'b'] as const).some((q) => grants(w, q, permission)) ? 'hidden' : 'refused';
+      // Not a member of the resource's project: hidden when its role elsewhere grants the permission (or it reads the installation's of the kind), else refused before any lookup.
+      return (['a', 'b'] as const).some((q) => grants(w, q, permission)) || installationToo(route) ? 'hidden' : 'refused';
     }
     const scoped = routes.filter(({ route }) => route.scope?.of?.some((r) => r.from.startsWith('params.')) || route.scope?.list);
     expect(scoped.length).to.be.greaterThan(30);
@@ -262,6 +273,11 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
             if (typeof list === 'object') {
               if (items.some((i) => i.resource_type === 'node')) shown.push('node');
               if (w.role === 'admin' || w.role === 'auditor') want.push('node');
+            }
+            // The installation's alert: to every caller (each holds alerts:read by its installation role, `user`'s grants counting).
+            if (installationToo(route)) {
+              if (ids.includes('alert-mxnode')) shown.push('node');
+              want.push('node');
             }
             if (res.status !== 200 || shown.join() !== want.join()) wrong.push(`${w.name} ${label(route)}: expected 200 showing [${want}], got ${res.status} showing [${shown}] ${res.text.slice(0, 200)}`);
             continue;

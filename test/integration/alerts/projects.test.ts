@@ -6,11 +6,12 @@ import { hangarCli } from '../runner/support.js';
 import { FakeAgent, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { Stream } from '../../support/event-stream.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 import { swarmDouble } from '../../support/swarm-double.js';
 import { Receiver } from '../notifications/receiver.js';
 
-const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'compute', 'tags', 'alerts', 'notifications'];
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'compute', 'tags', 'alerts', 'notifications', 'events'];
 const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
 
 /**
@@ -122,6 +123,91 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
       (d) => d.event.resource?.id === node.json.data.id,
     );
     expect(nodeDeliveries.map((d) => d.channel_id)).to.deep.equal([(await api('GET', '/v1/notifications/channels/of-any')).json.data.id]);
+  });
+
+  it('answers a project member the alerts of its projects and the installation’s, on the list, by id and on the stream; another project’s are hidden', async function () {
+    this.timeout(60_000);
+    // A viewer of default, a maintainer of team-b (a member of another project), a user of no project.
+    const member = async (username: string, project?: string, role?: string) => {
+      const creds = await createUser(t, admin, { username: `${username}-${dialect.name}`, role: 'user' });
+      if (project) expect((await api('PUT', `/v1/projects/${project}/members/${creds.username}`, { role })).status).to.equal(201);
+      return bearer(creds.token);
+    };
+    const viewer = await member('al-viewer', 'default', 'viewer');
+    const other = await member('al-other', 'team-b', 'maintainer');
+    const nobody = await member('al-nobody');
+    const maintainer = await member('al-maint', 'default', 'maintainer');
+    const as = (headers: Record<string, string>, method: string, p: string, body?: unknown) => t.request(method, p, { headers, body });
+    // The installation's alert (a node's): every caller that lists alerts sees it, as before projects.
+    const at = new Date().toISOString();
+    const nodeAlert = `alert-node${dialect.name}`;
+    await t.hangar.services.db.knex('alerts').insert({
+      id: nodeAlert, rule: 'node_offline', resource_type: 'node', resource_id: 'node-gone', subject: '', open_key: nodeAlert, severity: 'critical', state: 'resolved',
+      message: 'node gone (node-gone) is offline', observed_at: at, started_at: at, resolved_at: at, project_id: null, created_at: at, updated_at: at,
+    });
+    const streams = await Promise.all([bearer(admin.token), viewer, other].map((headers) => Stream.open(t, headers)));
+    const [asAdmin, asViewer, asOther] = streams;
+    try {
+      const created = await api('POST', '/v1/compute/instances', { name: 'broken-again', swarm_id: manager.swarmId, image: 'missing/app:2' });
+      expect(created.status, created.text).to.equal(202);
+      const id = created.json.data.id as string;
+      const fired = await asAdmin!.until('default’s alert, for the admin', 'alert.firing', (d) => d.resource_id === id);
+      const alertId = fired.json.id as string;
+      expect(fired.json.project_id).to.equal((await api('GET', '/v1/projects/default')).json.data.id);
+      await asViewer!.until('default’s alert, for a viewer of default', 'alert.firing', (d) => d.id === alertId);
+
+      const listed = async (headers: Record<string, string>, query = '') => {
+        const res = await as(headers, 'GET', `/v1/alerts?limit=1000${query}`);
+        expect(res.status, res.text).to.equal(200);
+        return res.json.data as Array<{ id: string; project_id: string | null }>;
+      };
+      const ids = async (headers: Record<string, string>, query = '') => (await listed(headers, query)).map((a) => a.id);
+      // An admin sees all; default's viewer its project's and the installation's; team-b's maintainer and a user of no project the installation's only.
+      expect(await ids(bearer(admin.token))).to.include.members([alertId, nodeAlert]);
+      expect(await ids(viewer)).to.include.members([alertId, nodeAlert]);
+      for (const outsider of [other, nobody]) {
+        const seen = await ids(outsider);
+        expect(seen).to.include(nodeAlert);
+        expect(seen).not.to.include(alertId);
+        expect((await listed(outsider)).filter((a) => a.project_id !== null)).to.deep.equal([]);
+        // By id: another project's alert is a 404 as a missing one; the installation's is read.
+        let res = await as(outsider, 'GET', `/v1/alerts/${alertId}`);
+        expect([res.status, res.json?.message], res.text).to.deep.equal([404, `No alert ${alertId}`]);
+        res = await as(outsider, 'GET', `/v1/alerts/${nodeAlert}`);
+        expect([res.status, res.json?.data?.id], res.text).to.deep.equal([200, nodeAlert]);
+        // ?project= of a project it is not a member of: the 400 of one that does not exist.
+        for (const project of ['default', 'no-such']) {
+          res = await as(outsider, 'GET', `/v1/alerts?project=${project}`);
+          expect([res.status, res.json?.message], res.text).to.deep.equal([400, `Validation failed: query.project: no project ${project}`]);
+        }
+        res = await as(outsider, 'POST', `/v1/alerts/${alertId}/silence`, { minutes: 5 });
+        expect(res.status, res.text).to.equal(other === outsider ? 404 : 403);
+      }
+      expect(await ids(viewer, '&project=default')).to.include(alertId).and.not.include(nodeAlert);
+      expect((await as(viewer, 'GET', `/v1/alerts/${alertId}`)).json.data).to.include({ id: alertId, resource_id: id });
+      expect((await as(other, 'GET', '/v1/alerts?project=team-b')).json.data).to.deep.equal([]);
+      // Silencing is alerts:write: a viewer of default may not; a maintainer of its project may (team-b's may not: above).
+      let res = await as(viewer, 'POST', `/v1/alerts/${alertId}/silence`, { minutes: 5 });
+      expect([res.status, res.json?.message], res.text).to.deep.equal([403, 'Insufficient permissions: this needs alerts:write, and role user does not grant it']);
+      res = await as(maintainer, 'POST', `/v1/alerts/${alertId}/silence`, { minutes: 5 });
+      expect([res.status, res.json?.data?.silenced], res.text).to.deep.equal([200, true]);
+      res = await as(maintainer, 'DELETE', `/v1/alerts/${alertId}/silence`);
+      expect([res.status, res.json?.data?.silenced], res.text).to.deep.equal([200, false]);
+      // The installation's alert stays admins' to silence.
+      res = await as(maintainer, 'POST', `/v1/alerts/${nodeAlert}/silence`, { minutes: 5 });
+      expect([res.status, res.json?.message], res.text).to.deep.equal([403, `Insufficient permissions: this needs alerts:write, and alert ${nodeAlert} is the installation's: your installation role does not grant it`]);
+
+      // The stream: a change the outsider receives, after the alert's events, shows it was passed over.
+      const node = await api('POST', '/v1/nodes', { name: `after-alert-${dialect.name}` });
+      expect(node.status, node.text).to.equal(201);
+      await asOther!.until('the node, after the alert', 'resource.changed', (d) => d.id === node.json.data.id);
+      await asViewer!.until('the node, after the alert', 'resource.changed', (d) => d.id === node.json.data.id);
+      expect(asOther!.of('alert.firing', (d) => d.id === alertId)).to.deep.equal([]);
+      expect(asOther!.of('resource.changed', (d) => d.id === alertId)).to.deep.equal([]);
+      expect(asViewer!.of('resource.changed', (d) => d.id === alertId && d.project_id === fired.json.project_id)).to.not.deep.equal([]);
+    } finally {
+      for (const s of streams) s.close();
+    }
   });
 
   it('lists alerts by project and subscribes by project through the CLI', async function () {

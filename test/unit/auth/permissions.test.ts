@@ -83,10 +83,10 @@ describe('permissions', () => {
   });
 
   it('checks a custom role’s list, naming each bad entry', () => {
-    expect(projectPermissionProblems(['services:deploy', 'volumes:restore'])).to.deep.equal([]);
+    expect(projectPermissionProblems(['services:deploy', 'volumes:restore', 'alerts:read'])).to.deep.equal([]);
     expect(projectPermissionProblems(['services', 'nodes:write', 'services:fly'])).to.deep.equal([
       '[0] "services" is not <kind>:<verb>',
-      '[1] "nodes:write": nodes is not a project\'s kind (one of backups, clusters, configs, instances, loadbalancers, object-stores, projects, secrets, services, tags, volumes)',
+      '[1] "nodes:write": nodes is not a project\'s kind (one of alerts, backups, clusters, configs, instances, loadbalancers, object-stores, projects, secrets, services, tags, volumes)',
       '[2] "services:fly": services has the verbs read, deploy, logs',
     ]);
     expect(parsePermission('Services:read')).to.equal(null);
