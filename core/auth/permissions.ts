@@ -67,7 +67,9 @@ const kind = (scope: KindScope, verbs: readonly string[], about: string, extra: 
 /** The resource kinds of the built-in plugins and their verbs. */
 export const KINDS: Readonly<Record<string, KindDef>> = {
   account: kind('caller', ['read', 'write'], "the caller's own session and tokens, and who it is (GET /v1/iam/whoami)"),
-  alerts: kind('project', ['read', 'write'], "alerts; write silences them. An alert on a project's resource is the project's, one on a node or a certificate the installation's", { unowned: 'installation' }),
+  alerts: kind('project', ['read'], "alerts. An alert on a project's resource is the project's, one on a node or a certificate the installation's", { unowned: 'installation' }),
+  // The installation's: a silence keeps an alert from the operator's notifications and from hangar_alerts_firing, not only from its project.
+  'alert-silences': kind('installation', ['write'], 'silences of alerts (what the installation is told, and its metric)'),
   audit: kind('installation', ['read'], 'the audit log'),
   backups: kind('project', ['read', 'write'], 'backup targets and schedules'),
   cleanup: kind('installation', ['write'], 'removal of unmanaged things a scan found on a machine'),

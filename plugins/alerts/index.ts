@@ -166,7 +166,7 @@ export default definePlugin({
         method: 'POST',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
-        scope: oneAlert,
+        permission: 'alert-silences:write',
         summary: 'Silence an alert for some minutes: it announces nothing (alert.firing / alert.resolved wait until the silence ends) and leaves hangar_alerts_firing',
         schemas: { params: IdParams, body: SilenceBody, response: AlertView },
         async handler(req) {
@@ -180,7 +180,7 @@ export default definePlugin({
         method: 'DELETE',
         path: '/v1/alerts/{id}/silence',
         auth: { role: 'admin' },
-        scope: oneAlert,
+        permission: 'alert-silences:write',
         summary: 'End an alert’s silence: what it did not announce meanwhile is announced at the next check',
         schemas: { params: IdParams, response: AlertView },
         handler: async (req) => view(await alerts.change((await requireAlert(req.params.id)).id, { silenced_until: null })),
