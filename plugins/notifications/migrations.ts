@@ -90,4 +90,14 @@ export const notificationMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '003_outbox_claim_by_channel',
+    async up(knex) {
+      // The claim reads each channel's oldest due deliveries of one status from here, in order, a few rows
+      // each: its cost no longer grows with the backlog (a window over every due delivery did).
+      await knex.schema.alterTable(DELIVERIES, (t) => {
+        t.index(['channel_id', 'status', 'due_ms', 'id'], 'notification_deliveries_claim_idx');
+      });
+    },
+  },
 ];

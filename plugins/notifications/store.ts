@@ -93,6 +93,16 @@ export interface RetryPolicy {
 /** The wait after the n-th failed attempt: base × 2^(n−1), at most max. */
 export const backoffMs = (policy: RetryPolicy, attempts: number) => Math.min(policy.maxMs, policy.baseMs * 2 ** Math.max(0, attempts - 1));
 
+/** Channels read per claim statement: two arms each, under SQLite's 500 selects in one compound select. */
+const CLAIM_CHANNELS_PER_QUERY = 100;
+
+/** Oldest first: by due time, then by id (of the delivery, or of a channel's oldest one). */
+const byAge = (a: { due_ms: number; id: string; first?: string }, b: { due_ms: number; id: string; first?: string }) => {
+  const x = a.first ?? a.id;
+  const y = b.first ?? b.id;
+  return a.due_ms - b.due_ms || (x < y ? -1 : x > y ? 1 : 0);
+};
+
 /**
  * The outbox: the deliveries still to make and those made, with each attempt. A delivery is
  * claimed by setting it `sending` until a deadline (one statement, guarded by the state read, so
@@ -142,34 +152,79 @@ export class Outbox extends StampedRepository<DeliveryRecord> {
 
   /**
    * Takes up to `limit` due deliveries (pending and due, or held by a sender whose deadline passed)
-   * until `holdMs` from now: at most `perChannel` of one channel counting the `busy` ones this
-   * sender has in flight (a channel whose receiver is slow or down does not take every slot, nor
-   * hide the others' deliveries behind its backlog), never one of `busy`'s ids.
-   * The candidates are picked in SQL, the oldest `perChannel` of each channel that has room
-   * (row_number() over a partition: SQLite ≥ 3.25 and PostgreSQL).
+   * until `holdMs` from now, the oldest first: at most `perChannel` of one channel counting the
+   * `busy` ones this sender has in flight (a channel whose receiver is slow or down does not take
+   * every slot, nor hide the others' deliveries behind its backlog), never one of `busy`'s ids.
+   * Read from the index (channel_id, status, due_ms, id), a few rows at a time: each channel's oldest
+   * due delivery (a probe per channel and status), then the oldest `perChannel` of each status of the
+   * `limit` channels whose oldest is oldest (no other channel can be among the `limit` oldest). The
+   * claim's cost follows the number of channels, not the backlog: a window over every due delivery
+   * held SQLite's event loop for seconds under a backlog of thousands. Each is taken by an update
+   * guarded by the state read.
    */
   async claim(limit: number, holdMs: number, sending: { perChannel: number; busy: Map<string, number>; ids: string[] } = { perChannel: limit, busy: new Map(), ids: [] }): Promise<DeliveryRecord[]> {
     if (limit <= 0) return [];
     const now = Date.now();
     const { perChannel, busy, ids } = sending;
-    const full = [...busy].filter(([, n]) => n >= perChannel).map(([channel]) => channel);
     const knex = this.store.knex;
-    const ranked = knex(DELIVERIES)
-      .select('*', knex.raw('row_number() over (partition by channel_id order by due_ms, id) as channel_rank'))
-      .whereIn('status', ['pending', 'sending'])
-      .where('due_ms', '<=', now)
+    // Each channel with room: its oldest due delivery of each status (when, and its id), an index probe each.
+    const oldest = (status: 'pending' | 'sending', column: 'due_ms' | 'id') =>
+      knex(DELIVERIES)
+        .select(column)
+        .where('channel_id', knex.ref('ch.id'))
+        .where({ status })
+        .where('due_ms', '<=', now)
+        .modify((q) => {
+          if (ids.length) void q.whereNotIn('id', ids);
+        })
+        .orderBy('due_ms')
+        .orderBy('id')
+        .limit(1)
+        .as(`${status}_${column}`);
+    const full = [...busy].filter(([, n]) => n >= perChannel).map(([channel]) => channel);
+    // The channels of the outbox's rows, one index probe each (a loose index scan): a delivery whose
+    // channel row is gone (deleted by another control plane while the event was matched) is claimed
+    // too, and fails at once.
+    const heads: Row[] = await knex
+      .withRecursive('ch', ['id'], knex.raw(`select min(channel_id) from ${DELIVERIES} union all select (select min(channel_id) from ${DELIVERIES} where channel_id > ch.id) from ch where ch.id is not null`))
+      .from('ch')
+      .select('id', oldest('pending', 'due_ms'), oldest('pending', 'id'), oldest('sending', 'due_ms'), oldest('sending', 'id'))
+      .whereNotNull('id')
       .modify((q) => {
-        if (ids.length) void q.whereNotIn('id', ids);
-        if (full.length) void q.whereNotIn('channel_id', full);
+        if (full.length) void q.whereNotIn('id', full);
       });
-    // Each channel with some in flight may use fewer than perChannel of its candidates: enough rows for `limit` either way.
-    const spare = [...busy.values()].reduce((a, b) => a + b, 0);
-    const due: Row[] = await knex.from(ranked.as('due')).where('channel_rank', '<=', perChannel).orderBy('due_ms').orderBy('id').limit(limit + spare);
+    const channels = heads
+      .flatMap((c) => {
+        const firsts = (['pending', 'sending'] as const).filter((s) => c[`${s}_id`] !== null && c[`${s}_id`] !== undefined).map((s) => ({ id: String(c.id), due_ms: Number(c[`${s}_due_ms`]), first: String(c[`${s}_id`]) }));
+        return firsts.sort(byAge).slice(0, 1);
+      })
+      .sort(byAge);
+    // The oldest `limit` deliveries (at most perChannel of a channel) all come from the `limit` channels whose oldest due delivery is oldest.
+    const chosen = channels.slice(0, limit).map((c) => c.id);
+    const candidates: Row[] = [];
+    for (let i = 0; i < chosen.length; i += CLAIM_CHANNELS_PER_QUERY) {
+      const arms = chosen.slice(i, i + CLAIM_CHANNELS_PER_QUERY).flatMap((channel) =>
+        (['pending', 'sending'] as const).map((status) =>
+          knex(DELIVERIES)
+            .where({ channel_id: channel, status })
+            .where('due_ms', '<=', now)
+            .modify((q) => {
+              if (ids.length) void q.whereNotIn('id', ids);
+            })
+            .orderBy('due_ms')
+            .orderBy('id')
+            .limit(perChannel),
+        ),
+      );
+      // select * from (…) union all select * from (…): SQLite takes no parenthesised select in a compound one.
+      const [first, ...rest] = arms.map((arm, n) => knex.select('*').from(arm.as(`c${n}`)));
+      candidates.push(...((await (rest.length ? first!.unionAll(rest) : first!)) as Row[]));
+    }
+    const due = candidates.map((row) => this.decode(row)).sort(byAge);
     const claimed: DeliveryRecord[] = [];
     const taking = new Map<string, number>();
-    for (const { channel_rank: _rank, ...fields } of due) {
+    for (const row of due) {
       if (claimed.length >= limit) break;
-      const row = this.decode(fields);
       const already = taking.get(row.channel_id) ?? 0;
       if (already + (busy.get(row.channel_id) ?? 0) >= perChannel) continue;
       const taken = await this.query()
