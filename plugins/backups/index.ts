@@ -860,6 +860,9 @@ export default definePlugin({
             const backups = await runs.findAll({ volume_id: volume.id, operation: 'backup', status: 'succeeded' });
             const source = backups.find((b) => b.id === ref) ?? (/^[0-9a-f]{8,64}$/.test(ref) ? backups.find((b) => b.snapshot_id?.startsWith(ref)) : undefined);
             if (!source) throw notFound(`No finished backup ${ref} of volume ${volume.name}`);
+            // One restore of a volume at a time: a second one's stop_workloads would find them stopped already, and the first's return would bring them back under it.
+            const restoring = await runs.findOne({ volume_id: volume.id, operation: 'restore', status: 'running' });
+            if (restoring) throw conflict(`Volume ${volume.name} is being restored (${restoring.id}): wait for it to finish`);
             const target = await requireTarget(source.target_id).catch(() => {
               throw conflict(`The target of backup ${source.id} is gone`);
             });

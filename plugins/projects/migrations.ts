@@ -48,4 +48,27 @@ export const projectMigrations: Migration[] = [
       }
     },
   },
+  {
+    // Alerts became a project's kind (a project's alerts are read by the roles that read the project):
+    // a custom role made before held no alerts:read, and so counted as narrower than viewer (its
+    // members could no longer grant viewer) and read none of its project's alerts. Every custom role
+    // that reads something of its project reads its alerts too — no wider than before, when every
+    // signed-in user read every alert.
+    id: '002_custom_roles_read_alerts',
+    async up(knex) {
+      const roles: Array<{ project_id: string; name: string; permissions: string }> = await knex(PROJECT_ROLES).select('project_id', 'name', 'permissions');
+      for (const role of roles) {
+        let held: unknown;
+        try {
+          held = JSON.parse(role.permissions);
+        } catch {
+          continue;
+        }
+        if (!Array.isArray(held) || held.includes('alerts:read') || !held.some((p) => typeof p === 'string' && /^[a-z0-9-]+:read(-metadata)?$/.test(p))) continue;
+        await knex(PROJECT_ROLES)
+          .where({ project_id: role.project_id, name: role.name })
+          .update({ permissions: JSON.stringify([...held, 'alerts:read'].sort()) });
+      }
+    },
+  },
 ];

@@ -326,6 +326,10 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       expect(stopping.status, stopping.text).to.equal(202);
       expect(stoppers.calls).to.deep.equal(['stop wl-restore']);
       expect(stopping.json.data.restore.workloads).to.deep.equal([{ type: STOPPABLE, id: 'wl-restore', name: 'worker', replicas: 2 }]);
+      // A second restore while this one runs: refused, nothing stopped again.
+      const second = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backupId, stop_workloads: true });
+      expect([second.status, second.json.message], second.text).to.deep.equal([409, `Volume ${named('app')} is being restored (${stopping.json.data.restore.id}): wait for it to finish`]);
+      expect(stoppers.calls).to.deep.equal(['stop wl-restore']);
       const back = await finished('restores', stopping.json.data.restore.id);
       expect(back.status, back.error ?? '').to.equal('succeeded');
       expect(stoppers.calls).to.deep.equal(['stop wl-restore', 'start wl-restore 2']);
