@@ -25,7 +25,7 @@ describe('projects migration 002: custom roles made before read their project’
       broken: 'not json',
     };
     await knex(PROJECT_ROLES).insert(Object.entries(rows).map(([name, p]) => ({ project_id: 'prj-1', name, permissions: typeof p === 'string' ? p : JSON.stringify(p) })));
-    await projectMigrations.find((m) => m.id === '002_custom_roles_read_alerts')!.up(knex);
+    await projectMigrations.find((m) => m.id === '002_custom_roles_read_alerts')!.up(knex, undefined as never); // it needs no store
     const after = Object.fromEntries((await knex(PROJECT_ROLES).select('name', 'permissions')).map((r: { name: string; permissions: string }) => [r.name, r.permissions]));
     expect(JSON.parse(after.lead)).to.deep.equal(['alerts:read', 'projects:members', 'services:read', 'volumes:read-metadata']);
     expect(JSON.parse(after.writer)).to.deep.equal(['tags:write']);
