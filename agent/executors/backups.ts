@@ -175,7 +175,9 @@ async function verifySnapshot(ctx: ExecutorContext, folder: string, snapshotId: 
   const scratch = path.join(path.dirname(folder), `${prefix}${randomBytes(4).toString('hex')}`);
   try {
     // A drill of this volume that an agent killed mid-way left its copy behind: gone first (one operation runs on a volume at a time).
-    for (const left of readdirSync(path.dirname(folder)).filter((n) => n.startsWith(prefix))) rmSync(path.join(path.dirname(folder), left), { recursive: true, force: true });
+    // Exactly the names a drill of this volume makes (not another volume's folder or scratch that merely starts alike: `web` vs `web-2`).
+    const ours = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[0-9a-f]{8}$`);
+    for (const left of readdirSync(path.dirname(folder)).filter((n) => ours.test(n))) rmSync(path.join(path.dirname(folder), left), { recursive: true, force: true });
     // The copy goes on the volume's file system, beside its live data: never filled by a drill.
     const free = freeBytes(path.dirname(folder));
     const wanted = Math.ceil(bytes * 1.1) + 64 * 2 ** 20;
