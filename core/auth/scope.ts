@@ -240,10 +240,6 @@ export class ScopeGate {
         const needs = ref.permission ?? permission;
         // The installation's resource of a kind that keeps them beside its projects' (an alert on a node): as its route's auth says.
         if (project === null && needs === permission && access.installation) continue;
-        // One the caller reads, but its installation role does not grant this on (a member silencing a node's alert): a 403, not a 404.
-        if (project === null && access.member && installationOwns(needs)) {
-          throw forbidden(`Insufficient permissions: this needs ${needs}, and ${noun} ${value} is the installation's: your installation role does not grant it`);
-        }
         if (access.member) {
           if (project === null || !access.member.has(project)) throw notFound(`No ${noun} ${value}`);
           if (!access.holds(project, needs)) {

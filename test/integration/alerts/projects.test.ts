@@ -10,6 +10,7 @@ import { Stream } from '../../support/event-stream.js';
 import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 import { swarmDouble } from '../../support/swarm-double.js';
 import { Receiver } from '../notifications/receiver.js';
+import { signRequest } from '../../../core/auth/hmac.js';
 
 const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'compute', 'tags', 'alerts', 'notifications', 'events'];
 const LOOPBACK = { allow_http: true, allow_private_addresses: true, retry_base_seconds: 0.2, retry_max_seconds: 0.5, poll_interval_ms: 100, timeout_seconds: 5 };
@@ -183,6 +184,13 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
         res = await as(outsider, 'POST', `/v1/alerts/${alertId}/silence`, { minutes: 5 });
         expect(res.status, res.text).to.equal(403);
       }
+      // An admin's key limited to default (as a viewer there): its project's alert, and the installation's is none of its business — a 404 as a missing one.
+      const key = await api('POST', `/v1/iam/users/${admin.userId}/keys`, { project: 'default', role: 'viewer' });
+      expect(key.status, key.text).to.equal(201);
+      const byKey = (p: string) => t.request('GET', p, { headers: signRequest({ accessKeyId: key.json.data.access_key_id, secretAccessKey: key.json.data.secret_access_key }, { method: 'GET', pathAndQuery: p }) });
+      expect((await byKey(`/v1/alerts/${alertId}`)).json.data?.id).to.equal(alertId);
+      const hidden = await byKey(`/v1/alerts/${nodeAlert}`);
+      expect([hidden.status, hidden.json?.message], hidden.text).to.deep.equal([404, `No alert ${nodeAlert}`]);
       expect(await ids(viewer, '&project=default')).to.include(alertId).and.not.include(nodeAlert);
       expect((await as(viewer, 'GET', `/v1/alerts/${alertId}`)).json.data).to.include({ id: alertId, resource_id: id });
       expect((await as(other, 'GET', '/v1/alerts?project=team-b')).json.data).to.deep.equal([]);
