@@ -122,7 +122,6 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
   const startedAt = services.clock.now();
   /** The newest archive's time this process has seen (the one running the schedule lists them at each check). */
   let lastSuccessSeconds: number | null = null;
-  const lastSuccess = { set: (seconds: number) => (lastSuccessSeconds = seconds) };
   services.metrics.gauge(
     'hangar_control_plane_backup_last_success_timestamp_seconds',
     'When the newest control-plane archive in backups.control_plane.target was made (Unix seconds), as the control plane that checks the schedule saw it',
@@ -169,7 +168,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
         } catch (err) {
           throw s3Conflict(err, `uploading to backup target ${target.name}`);
         }
-        lastSuccess.set(Math.floor(at.getTime() / 1000));
+        lastSuccessSeconds = Math.floor(at.getTime() / 1000);
         // keep_last counts the archives whose names it believes; one named in the future is left alone (not ours to judge).
         const archives = believedArchives(await listArchives(location).catch(() => []), services.clock.now());
         for (const old of archives.slice(0, Math.max(0, archives.length - settings.keep_last))) {
@@ -197,7 +196,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
     const { location } = await configured();
     const archives = await listArchives(location);
     const newest = newestArchiveTime(archives, services.clock.now());
-    if (newest) lastSuccess.set(Math.floor(newest.getTime() / 1000));
+    if (newest) lastSuccessSeconds = Math.floor(newest.getTime() / 1000);
     const due = nextArchiveDue(cron, newest, startedAt);
     if (due && due.getTime() <= services.clock.now().getTime()) await backUpNow();
   }
