@@ -13,6 +13,9 @@ import { Nullable } from './validation.js';
 
 /** The version whose agents run the typed orchestrator calls below (instead of `orchestrator.call`). */
 export const TYPED_TASKS_VERSION = '0.2.0';
+/** The first agents that place a bundle in its project's namespace with the project's credentials (namespace, confined). */
+export const BUNDLE_PLACEMENT_VERSION = '0.3.0';
+const PLACED_SINCE = { namespace: BUNDLE_PLACEMENT_VERSION, confined: BUNDLE_PLACEMENT_VERSION, project: BUNDLE_PLACEMENT_VERSION };
 
 /** Labels hangar puts on what it creates; the unmanaged scan tells hangar's workloads apart by them. */
 export const HANGAR_LABELS = {
@@ -355,6 +358,7 @@ export const DeployBundle = defineDriverCall({
   description: 'deploy a bundle (a compose stack on swarm) with hangar’s secrets and configs; prune removes parts no longer in it',
   lane: 'orchestrator',
   minAgentVersion: TYPED_TASKS_VERSION,
+  fieldsSince: PLACED_SINCE,
   method: 'deployBundle',
   input: Type.Object({
     name: Name,
@@ -380,6 +384,7 @@ export const RemoveBundle = defineDriverCall({
   description: 'remove a bundle and wait until its parts are gone',
   lane: 'orchestrator',
   minAgentVersion: TYPED_TASKS_VERSION,
+  fieldsSince: PLACED_SINCE,
   method: 'removeBundle',
   input: Type.Object({ name: Name, ...BundlePlacement }),
   result: Removed,
@@ -390,6 +395,7 @@ export const BundleLogs = defineDriverCall({
   description: 'the logs of every service of a bundle, merged in time order, each line prefixed with its service',
   lane: 'reads',
   minAgentVersion: TYPED_TASKS_VERSION,
+  fieldsSince: PLACED_SINCE,
   method: 'bundleLogs',
   input: Type.Object({ name: Name, ...BundlePlacement, ...LogOptions.properties }),
   result: Lines,

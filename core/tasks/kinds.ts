@@ -25,6 +25,12 @@ export interface TaskKind<P extends TSchema = TSchema, R extends TSchema = TSche
   readonly result: R;
   /** The oldest agent version that runs this kind; an older agent is refused with a 409 when it is queued. */
   readonly minAgentVersion: string;
+  /**
+   * Payload fields added after the kind itself, each with the first agent version that honours it.
+   * An older agent would ignore such a field and do something else than asked (e.g. apply a
+   * project's bundle with its own credentials), so a task that sets one is refused for it.
+   */
+  readonly fieldsSince?: Readonly<Record<string, string>>;
 }
 
 export type PayloadOf<K extends TaskKind> = Static<K['payload']>;
@@ -137,10 +143,17 @@ function describe(validate: ValidateFunction, where: string): string {
  * Why an agent with these capabilities cannot run `kind`, or null when it can (or when nothing is
  * known yet: an agent that never sent a heartbeat is judged by the agent itself).
  */
-export function cannotRun(kind: TaskKind, capabilities: AgentCapabilities | null): string | null {
+export function cannotRun(kind: TaskKind, capabilities: AgentCapabilities | null, payload?: Record<string, unknown>): string | null {
   if (!capabilities) return null;
   if (compareVersions(capabilities.version, kind.minAgentVersion) < 0) {
     return `its agent (version ${capabilities.version}) is older than ${kind.name} needs (${kind.minAgentVersion} or later): update the agent first`;
+  }
+  for (const [field, since] of Object.entries(kind.fieldsSince ?? {})) {
+    const value = payload?.[field];
+    if (value === undefined || value === null || value === false) continue;
+    if (compareVersions(capabilities.version, since) < 0) {
+      return `its agent (version ${capabilities.version}) would ignore ${kind.name}'s ${field} (agents ${since} or later honour it): update the agent first`;
+    }
   }
   if (capabilities.kinds && !capabilities.kinds.includes(kind.name)) {
     return `its agent (version ${capabilities.version}) does not run ${kind.name}: update the agent first`;

@@ -259,10 +259,10 @@ export class TaskQueue {
    * A 409 unless the node's agent can run every one of these kinds, as far as its heartbeats tell:
    * for work that will queue them later (in the background), so that the request is refused now.
    */
-  async requireCapable(nodeId: string, kinds: readonly TaskKind[]): Promise<void> {
+  async requireCapable(nodeId: string, kinds: readonly TaskKind[], payload?: Record<string, unknown>): Promise<void> {
     const capabilities = await this.capabilities(nodeId);
     for (const kind of kinds) {
-      const refusal = cannotRun(kind, capabilities);
+      const refusal = cannotRun(kind, capabilities, payload);
       if (refusal) throw conflict(`Node ${nodeId} cannot run this (${kind.name}): ${refusal}`);
     }
   }
@@ -271,7 +271,7 @@ export class TaskQueue {
     const kind = typeof input.kind === 'string' ? this.kinds.require(input.kind) : input.kind;
     const invalid = this.kinds.checkPayload(kind, input.payload ?? {});
     if (invalid) throw new TaskPayloadError(`a ${kind.name} task for node ${input.nodeId} was built wrong: ${invalid}`);
-    await this.requireCapable(input.nodeId, [kind]);
+    await this.requireCapable(input.nodeId, [kind], input.payload);
     const now = this.clock.now().toISOString();
     const row = {
       id: newId('task'),

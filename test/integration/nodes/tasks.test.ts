@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { DeployWorkload } from '../../../core/orchestrator.js';
+import { BUNDLE_PLACEMENT_VERSION, DeployBundle, DeployWorkload } from '../../../core/orchestrator.js';
 import { HttpError } from '../../../core/errors.js';
 import { FAST_NODES, FakeAgent, NODE_PLUGINS, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -203,6 +203,30 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     // Once it is updated (its heartbeat says so), the same kind is accepted.
     expect((await agent.heartbeat()).status).to.equal(200);
     await t.hangar.services.tasks.requireCapable(agent.nodeId, [DeployWorkload]);
+  });
+
+  it('an agent that would ignore a field of a task (a bundle placed in its project namespace, applied with the project account) is refused that task with a 409; the same task without the field still goes', async function () {
+    this.timeout(20_000);
+    const agent = await FakeAgent.forNode(t, await createNode('pre-placement'));
+    // An agent of 0.2.0 runs bundle.deploy but knows nothing of namespace/confined: it would apply a
+    // project's manifest with its own credentials in the default namespace.
+    expect((await agent.heartbeat({ agent_version: '0.2.0' })).status).to.equal(200);
+    const bundle = { backend: 'k8s', name: 'shop', spec: 'kind: ConfigMap', prune: true };
+    const refused = await t.hangar.services.tasks
+      .enqueue({ nodeId: agent.nodeId, kind: DeployBundle, payload: { ...bundle, namespace: 'hangar-project-blue', confined: true } })
+      .catch((err: HttpError) => err);
+    expect(refused).to.be.instanceOf(HttpError);
+    expect((refused as HttpError).status).to.equal(409);
+    expect((refused as HttpError).message).to.equal(
+      `Node ${agent.nodeId} cannot run this (bundle.deploy): its agent (version 0.2.0) would ignore bundle.deploy's namespace (agents ${BUNDLE_PLACEMENT_VERSION} or later honour it): update the agent first`,
+    );
+    expect((await agent.poll(0)).json.data, 'nothing was queued').to.deep.equal([]);
+    const plain = await t.hangar.services.tasks.enqueue({ nodeId: agent.nodeId, kind: DeployBundle, payload: bundle });
+    expect(plain.status).to.equal('pending');
+    // Updated, the same agent takes the placed bundle.
+    expect((await agent.heartbeat()).status).to.equal(200);
+    const placed = await t.hangar.services.tasks.enqueue({ nodeId: agent.nodeId, kind: DeployBundle, payload: { ...bundle, namespace: 'hangar-project-blue', confined: true } });
+    expect(placed.status).to.equal('pending');
   });
 
   it('os-update, check-updates and reboot answer 202 and queue a task for the node; the test double’s report of pending updates and reboot_required makes the node needs_reboot', async function () {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Value } from '@sinclair/typebox/value';
 import { agentTaskKinds, builtinExecutors } from '../../../agent/executors/index.js';
-import { CreateObject, DeployWorkload, InspectWorkloads, ORCHESTRATOR_CALLS } from '../../../core/orchestrator.js';
+import { BUNDLE_PLACEMENT_VERSION, CreateObject, DeployBundle, DeployWorkload, InspectWorkloads, ORCHESTRATOR_CALLS } from '../../../core/orchestrator.js';
 import { SwarmJoin } from '../../../drivers/swarm/membership-calls.js';
 import { AgentLogs, HOST_KINDS, OsUpdate } from '../../../core/tasks/host-kinds.js';
 import { cannotRun, defineTaskKind, isDriverCall, LANES, TaskKindRegistry } from '../../../core/tasks/kinds.js';
@@ -76,6 +76,14 @@ describe('typed task kinds (core/tasks/kinds.ts)', () => {
       const old = { version: '0.1.0', kinds: null, backends: [] };
       expect(cannotRun(OsUpdate, old)).to.equal(null);
       expect(cannotRun(DeployWorkload, old)).to.equal(`its agent (version 0.1.0) is older than workload.deploy needs (${DeployWorkload.minAgentVersion} or later): update the agent first`);
+    });
+    it('a field added after its kind is refused to an agent older than the field, and only when the task sets it', () => {
+      const before = { version: '0.2.0', kinds: null, backends: ['k8s'] };
+      expect(cannotRun(DeployBundle, before, { name: 'shop', namespace: 'hangar-project-blue', confined: true })).to.contain("would ignore bundle.deploy's namespace");
+      expect(cannotRun(DeployBundle, before, { name: 'shop', confined: true })).to.contain("would ignore bundle.deploy's confined");
+      expect(cannotRun(DeployBundle, before, { name: 'shop', confined: false })).to.equal(null);
+      expect(cannotRun(DeployBundle, before, { name: 'shop' })).to.equal(null);
+      expect(cannotRun(DeployBundle, { ...before, version: BUNDLE_PLACEMENT_VERSION }, { name: 'shop', namespace: 'n', confined: true })).to.equal(null);
     });
     it('a current agent that does not list a kind is refused it', () => {
       const current = { version: versionInfo.version, kinds: ['agent.logs'], backends: ['swarm'] };
