@@ -49,7 +49,9 @@ describeEachDialect('provisioning over SSH in the machine lab', (dialect) => {
       overrides: {
         drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
-        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 6 },
+        // The agent update that halts at a broken agent waits its grace_seconds (15) and this margin: the watchdog put the
+        // previous executable back at the grace's end, and systemd (RestartSec=3) starts it, heard from within seconds.
+        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 6, agent_rollout_margin_seconds: 15 },
         tasks: { poll_wait_seconds: 10 },
         // Swarm members reach each other over the WireGuard overlay (the default); a join gives up on a missing path after this.
         clusters: { join_path_wait_seconds: JOIN_PATH_WAIT_SECONDS },
