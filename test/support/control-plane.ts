@@ -33,6 +33,8 @@ export interface ServeOptions {
   env?: Record<string, string>;
   /** The log message that says it serves (default `hangar started`; `hangar workers serving` with api.workers). */
   readyMessage?: string;
+  /** The hangar tree to run (default this checkout): another release's sources, for upgrade tests. */
+  root?: string;
 }
 
 /**
@@ -43,7 +45,9 @@ export interface ServeOptions {
  */
 export async function serveControlPlane(options: ServeOptions): Promise<ControlPlane> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `hangar-cp-${options.name}-`));
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', dataDir], {
+  const bin = options.root ? path.join(options.root, 'bin/hangar.mjs') : BIN;
+  const child = spawn(process.execPath, [bin, 'serve', '--data-dir', dataDir], {
+    cwd: options.root ?? process.cwd(),
     env: {
       ...process.env,
       NODE_ENV: 'test',
