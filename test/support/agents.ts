@@ -165,6 +165,8 @@ export function spawnAgent(
     path?: string;
     /** More environment for the agent process (e.g. HANGAR_KUBECONFIG). */
     env?: Record<string, string>;
+    /** The hangar tree whose agent runs (default this checkout): another release's sources, for version-skew tests. */
+    root?: string;
   } = {},
 ): AgentProcess {
   const dataDir = options.dataDir ?? agentDataDir();
@@ -172,9 +174,9 @@ export function spawnAgent(
   // `--token=T` by default: a token may begin with "-", which the documented `--token T` form cannot carry.
   const join = options.join;
   const tokenArgs = !join ? [] : join.tokenArg === 'stdin' ? ['--token-stdin'] : join.tokenArg === 'separate' ? ['--token', join.token] : [`--token=${join.token}`];
-  const args = [HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
+  const args = [options.root ? path.join(options.root, 'bin/hangar.mjs') : HANGAR_BIN, 'agent', '--data-dir', dataDir, ...(join ? ['--join', ...tokenArgs, '--api', join.api] : []), ...(options.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
-    cwd: process.cwd(),
+    cwd: options.root ?? process.cwd(),
     env: { ...process.env, ...options.env, PATH: options.path ?? safePath(), NODE_ENV: 'test', NODE_OPTIONS: '' },
     stdio: [join?.tokenArg === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });

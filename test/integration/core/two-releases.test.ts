@@ -7,6 +7,7 @@ import knexFactory from 'knex';
 import { httpRequest } from '../../../core/http/client.js';
 import { randomToken } from '../../../core/ids.js';
 import { versionInfo } from '../../../core/version.js';
+import { cleanupAgents, joinedNodeId, spawnAgent, waitFor } from '../../support/agents.js';
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { PG_URL, postgresAvailable, requireService, skipLoudly } from '../../support/requirements.js';
@@ -34,8 +35,9 @@ describe('upgrading in place: the previous release and this one on one PostgreSQ
   let admin: Credentials;
   const knex = knexFactory({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 2 } });
   const migrations = async () => (await knex.withSchema(schema).table('hangar_migrations').select('id', 'release').orderBy('id')) as Array<{ id: string; release: string | null }>;
+  // Alert rules checked every second: an agent of the previous release is reported at once.
   const serve = (name: string, root?: string) =>
-    serveControlPlane({ name, schema, caPem: () => caPem, root, env: { HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: '5' } });
+    serveControlPlane({ name, schema, caPem: () => caPem, root, env: { HANGAR_NODES__HEARTBEAT_INTERVAL_SECONDS: '2', HANGAR_ALERTS__INTERVAL_SECONDS: '1' } });
   const as = (plane: ControlPlane) => (method: string, p: string, body?: unknown) =>
     plane.client.request(method, p, { body, headers: bearer(admin.token) });
 
@@ -51,6 +53,7 @@ describe('upgrading in place: the previous release and this one on one PostgreSQ
   });
 
   after(async () => {
+    await cleanupAgents();
     for (const plane of planes) if (plane.child.exitCode === null) plane.child.kill('SIGKILL');
     await knex.raw(`drop schema if exists "${schema}" cascade`).catch(() => undefined);
     await knex.destroy();
@@ -126,5 +129,36 @@ describe('upgrading in place: the previous release and this one on one PostgreSQ
     expect(again).to.contain(`migrated by hangar ${versionInfo.version}, newer than this hangar ${PREVIOUS_RELEASE.version}`);
     // This release goes on serving.
     expect((await as(current)('GET', '/v1/nodes')).status).to.equal(200);
+  });
+
+  it('an agent of the previous release serves this control plane: it joins, heartbeats, runs a task, and is reported as outdated', async () => {
+    const token = await as(current)('POST', '/v1/nodes/token', {});
+    expect(token.status, token.text).to.equal(201);
+    const agent = spawnAgent({ root: tree, join: { token: token.json.data.token, api: current.url } });
+    const nodeId = await joinedNodeId(agent, 60_000);
+    const node = await waitFor(
+      async () => {
+        const res = await as(current)('GET', `/v1/nodes/${nodeId}`);
+        return res.json.data?.status === 'ready' ? res.json.data : null;
+      },
+      { timeoutMs: 60_000, what: 'the previous release\'s agent to be ready' },
+    );
+    expect(node.agent_version).to.equal(PREVIOUS_RELEASE.version);
+    const queued = await as(current)('POST', `/v1/nodes/${nodeId}/logs?lines=5`);
+    expect(queued.status, queued.text).to.equal(202);
+    const done = await waitFor(
+      async () => {
+        const res = await as(current)('GET', `/v1/nodes/${nodeId}/logs/${queued.json.data.task_id}`);
+        return res.json.data?.status === 'completed' || res.json.data?.status === 'failed' ? res.json.data : null;
+      },
+      { timeoutMs: 60_000, what: 'the log task to finish' },
+    );
+    expect(done.status, JSON.stringify(done)).to.equal('completed');
+    expect(done.result.lines).to.be.an('array');
+    const alert = await waitFor(
+      async () => (await as(current)('GET', '/v1/alerts')).json.data?.find((a: { rule: string; resource_id: string }) => a.rule === 'agent_outdated' && a.resource_id === nodeId),
+      { timeoutMs: 30_000, what: 'the agent_outdated alert' },
+    );
+    expect(alert.message).to.contain(`runs agent ${PREVIOUS_RELEASE.version}, older than the control plane’s ${versionInfo.version}`);
   });
 });
