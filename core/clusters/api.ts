@@ -11,7 +11,9 @@ import type { DriverCall, TaskKind } from '../tasks/kinds.js';
 import { NodeAvailabilityActors, NodeAvailabilityRecorders, recordObservedAvailability, type HangarAvailability } from '../node-availability.js';
 import { SetNodeAvailability } from '../orchestrator.js';
 import { defineMembership, DRIVER_AVAILABILITY, nodeAvailabilityActor, type Membership } from './membership.js';
-import { ClusterObservers, ClusterRemovals, type ClusterNaming } from './service.js';
+import { ClusterObservers } from './observation.js';
+import { ClusterRemovals } from './directory.js';
+import type { ClusterNaming } from './backend-registry.js';
 import { ClusterProjectsRef } from './projects.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 

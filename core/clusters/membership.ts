@@ -5,7 +5,8 @@ import { defineLifecycle, REMOVED, type Lifecycle, type Operation } from '../lif
 import type { AvailabilityOutcome, AvailabilityTask, HangarAvailability, NodeAvailabilityActor } from '../node-availability.js';
 import { ScanUnmanaged, SetNodeAvailability, type NodeAvailability, type UnmanagedResource } from '../orchestrator.js';
 import { taskView } from '../tasks/queue.js';
-import { asHttpError, OrchestratorError, type CallOptions, type Clusters } from './service.js';
+import { asHttpError, OrchestratorError, type CallOptions } from './calls.js';
+import type { Clusters } from './service.js';
 import type { ClusterRecord } from './store.js';
 
 /** A node's availability as drivers take it (the nodes API says `active` for schedulable). */

@@ -4,7 +4,45 @@ import type { LeasedRecord, Lifecycle } from '../lifecycle.js';
 import type { Services } from '../plugin.js';
 import { TaggableResources, VolumeUsersPoint, type ResourceResolver, type VolumeUser } from '../resources.js';
 import { RouteSources, type RouteProvider } from './routes.js';
-import { ClusterObservers, ClusterWorkloads, type ObservedCluster } from './service.js';
+import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
+import { ClusterObservers, type ObservedCluster } from './observation.js';
+
+/** A kind of workload plugins run on clusters: named in 409s, removed by forced deletes and cleanup. */
+export interface WorkloadKind {
+  /** The resource type as cleanup names it: instance, service, s3, loadbalancer. */
+  type: string;
+  inCluster(clusterId: string): Promise<Array<{ id: string; name: string }>>;
+  /** Removes whatever exists of the resource in the runtime, then its record; false when unknown. */
+  forceRemove(id: string): Promise<boolean>;
+}
+
+/** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
+export const ClusterWorkloads = defineExtensionPoint<WorkloadKind>('clusters.workloads', 'workload kinds on clusters');
+
+/** The workloads of every kind on a cluster (what a delete is refused for, what a forced one removes). */
+export class ClusterWorkloadKinds {
+  constructor(private readonly provided: ServiceRegistry) {}
+
+  private kinds(): readonly WorkloadKind[] {
+    return this.provided.contributions(ClusterWorkloads);
+  }
+
+  workloadKind(type: string): WorkloadKind | undefined {
+    return this.kinds().find((k) => k.type === type);
+  }
+
+  /** Everything of every kind running on a cluster. */
+  async workloadsIn(clusterId: string): Promise<Array<{ type: string; id: string; name: string }>> {
+    const all: Array<{ type: string; id: string; name: string }> = [];
+    for (const kind of this.kinds()) for (const w of await kind.inCluster(clusterId)) all.push({ type: kind.type, ...w });
+    return all;
+  }
+
+  /** Forced removal of every workload of every kind on the cluster. */
+  async removeWorkloads(clusterId: string): Promise<void> {
+    for (const w of await this.workloadsIn(clusterId)) await this.workloadKind(w.type)!.forceRemove(w.id);
+  }
+}
 
 /** The record of a workload on a cluster (an instance, a service, an object store, a load balancer). */
 export interface WorkloadRecord extends LeasedRecord {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../core/errors.js';
-import { ClusterRemovals } from '../../core/clusters/service.js';
+import { ClusterRemovals } from '../../core/clusters/directory.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { TaggableResources } from '../tags/api.js';
 import { VolumesRef } from '../volumes/api.js';

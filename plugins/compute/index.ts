@@ -7,7 +7,8 @@ import { DeployWorkload, HealthSpec, healthFault, RemoveWorkload, RolloutSpec, t
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
-import { asHttpError, PlacementFilterQuery } from '../../core/clusters/service.js';
+import { asHttpError } from '../../core/clusters/calls.js';
+import { PlacementFilterQuery } from '../../core/clusters/directory.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';

@@ -10,7 +10,8 @@ import { ApplyLoadBalancer, latestTask, RemoveLoadBalancer, Route, taskFailure, 
 import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
 import { GatewayRef } from './api.js';
 import { IdParams, readRoutes } from '../../core/http/resources.js';
-import { ClusterViewFields, type Clusters } from '../../core/clusters/service.js';
+import { ClusterViewFields } from '../../core/clusters/directory.js';
+import type { Clusters } from '../../core/clusters/service.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { servedRoutes } from '../../core/clusters/routes.js';
 import type { ClusterBackend, LoadBalancerProfile } from '../../core/clusters/backend.js';

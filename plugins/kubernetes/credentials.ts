@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { roleGrants, unlimitedAdmin, userGrantsOf } from '../../core/auth/permissions.js';
 import { ProjectGrantsRef, type RouteScope } from '../../core/auth/scope.js';
-import { asHttpError } from '../../core/clusters/service.js';
+import { asHttpError } from '../../core/clusters/calls.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import type { Migration } from '../../core/db/migrations.js';
 import { conflict, forbidden } from '../../core/errors.js';

@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
-import { OrchestratorError } from '../../core/clusters/service.js';
+import { OrchestratorError } from '../../core/clusters/calls.js';
 import { defineClusterApi } from '../../core/clusters/api.js';
 import { Reply } from '../../core/http/reply.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import type { Principal } from '../../core/auth/index.js';
 import { PROJECT_ROLE_PERMISSIONS, projectPermissionProblems } from '../../core/auth/permissions.js';
-import { ClusterViewFields } from '../../core/clusters/service.js';
+import { ClusterViewFields } from '../../core/clusters/directory.js';
 import { CLUSTERS } from '../../core/clusters/migrations.js';
 import { ClusterProjectsRef } from '../../core/clusters/projects.js';
 import { ProjectGrantsRef, ScopeResolvers } from '../../core/auth/scope.js';

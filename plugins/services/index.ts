@@ -8,7 +8,8 @@ import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault,
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
-import { asHttpError, FIELD_NOUNS } from '../../core/clusters/service.js';
+import { asHttpError } from '../../core/clusters/calls.js';
+import { FIELD_NOUNS } from '../../core/clusters/backend-registry.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';

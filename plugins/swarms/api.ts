@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
-import type { AddressableNode } from '../../core/clusters/service.js';
+import type { AddressableNode } from '../../core/clusters/reach.js';
 
 /** The swarms plugin's contract: what other plugins import of it (importing this never loads the plugin). */
 

@@ -6,7 +6,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { HANGAR_LABELS, StageVolume, UnstageVolume, type VolumeMount } from '../../core/orchestrator.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
-import { asHttpError } from '../../core/clusters/service.js';
+import { asHttpError } from '../../core/clusters/calls.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { recordRemover } from '../../core/events.js';
 import { definePlugin, type Services, defineRoute } from '../../core/plugin.js';
