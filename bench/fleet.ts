@@ -45,6 +45,8 @@ export interface ControlPlane {
   child: ChildProcess;
   url: string;
   ca: string;
+  /** Where its store is, for a bench that seeds records no API makes without a real cluster. */
+  store: { dialect: string; sqliteFile: string; pgUrl: string; schema: string };
   stop(): Promise<void>;
 }
 
@@ -94,6 +96,7 @@ export async function startControlPlane(dialect: string, options: ControlPlaneOp
     child,
     url,
     ca: readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8'),
+    store: { dialect, sqliteFile: path.join(dataDir, 'hangar.db'), pgUrl: PG_URL, schema },
     async stop() {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
