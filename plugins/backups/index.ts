@@ -15,13 +15,14 @@ import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
-import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, VolumeUserStoppers, type VolumeRecord, type VolumeUser } from '../volumes/api.js';
+import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord, type VolumeUser } from '../volumes/api.js';
 import { newVolumeRestorer } from './new-volume.js';
 import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBackupConfig } from './control-plane.js';
-import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type StoppedWorkload, type TargetRecord } from './store.js';
+import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 import { BackupVerifyFailed, volumeRunTopic } from './api.js';
+import { awaitsWorkloads, workloadStops, workloadsView } from './workloads.js';
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
 export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
@@ -201,7 +202,7 @@ function runView(r: RunRecord) {
     return {
       ...common,
       source_id: r.source_id,
-      workloads: r.workloads ?? null,
+      workloads: workloadsView(r.workloads),
       workloads_stopped_at: r.workloads_stopped_at ?? null,
       workloads_started_at: r.workloads_started_at ?? null,
       gap_seconds: num(r.gap_seconds),
@@ -246,6 +247,7 @@ export default definePlugin({
       return found;
     };
     const runs = new RunStore(db, clock);
+    const stops = workloadStops({ services, runs, what: (r) => `the ${r.operation} ${r.id} of volume ${r.volume_id}` });
     const box = services.ca.secretBox('backups');
     const jobs = services.clusters.jobs;
     const now = () => clock.now().toISOString();
@@ -303,9 +305,15 @@ export default definePlugin({
       const volume = await volumes.require(idOrName);
       if (volume.status !== 'ready') throw conflict(`Volume ${volume.name} is not ready (${volume.status})`);
       await requireResticNode(volume.node_id, `volume ${volume.name}`);
-      const busy = await runs.findOne({ volume_id: volume.id, status: 'running' });
-      if (busy) throw conflict(`A ${busy.operation} of volume ${volume.name} is running (${busy.id}); try again when it has finished`);
+      const busy = await busyRun(volume.id);
+      if (busy) throw conflict(`A ${busy.operation} of volume ${volume.name} is ${busy.status === 'stopping' ? 'stopping its workloads' : busy.status === 'running' ? 'running' : 'bringing its workloads back'} (${busy.id}); try again when it has finished`);
       return volume;
+    }
+
+    /** A run of the volume in progress: stopping its workloads, running, or finished with its workloads not back yet. */
+    async function busyRun(volumeId: string): Promise<RunRecord | null> {
+      const rows: RunRecord[] = (await runs.query().where({ volume_id: volumeId }).where((q) => q.whereIn('status', ['stopping', 'running']).orWhere((p) => p.whereNotNull('workloads').whereNull('workloads_started_at')))).map(runs.decode);
+      return rows.find((r) => r.status === 'stopping' || r.status === 'running' || awaitsWorkloads(r)) ?? null;
     }
 
     /** The node holding `what` (a volume), refused when it cannot run restic (409 saying how to add it). */
@@ -319,8 +327,8 @@ export default definePlugin({
     }
 
     /** Queues the restore of a backup into a volume's folder (a new volume's: missing or empty, filled with the snapshot's folder); the run and its task. */
-    const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean; stopped?: Pick<RunRecord, 'workloads' | 'workloads_stopped_at'> }) =>
-      start({ ...newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), ...options.stopped }, () =>
+    const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean; stopping?: RunRecord }) =>
+      start(options.stopping ?? newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), () =>
         services.tasks.enqueue({
           nodeId: volume.node_id,
           kind: VolumeRestore,
@@ -353,7 +361,7 @@ export default definePlugin({
       if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
       let changed = await runs.changeIf(run.id, ['running'], patch);
       // A restore that stopped the volume's workloads brings them back, whatever its outcome.
-      if (changed?.workloads?.length) changed = await bringBack(changed);
+      if (changed?.workloads?.length) changed = await stops.bringBack(changed);
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
       if (changed && result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
       if (changed) {
@@ -367,52 +375,6 @@ export default definePlugin({
         if (changed.status === 'failed') log.warn(line, `volume ${run.operation} failed`);
         else log.info(line, `volume ${run.operation} finished`);
       }
-    }
-
-    /**
-     * Stops the workloads using a volume for a restore into it (each kind's VolumeUserStoppers),
-     * one after the other; answers what was stopped. One that cannot be stopped brings back those
-     * stopped before it and answers 409 saying why.
-     */
-    async function stopWorkloads(using: VolumeUser[]): Promise<StoppedWorkload[]> {
-      const stoppers = services.provided.contributions(VolumeUserStoppers);
-      const stopped: StoppedWorkload[] = [];
-      for (const user of using) {
-        try {
-          const replicas = await stoppers.find((s) => s.type === user.type)!.stop(user.id);
-          if (replicas !== null) stopped.push({ type: user.type, id: user.id, name: user.name, replicas });
-        } catch (err) {
-          const back = await startWorkloads(stopped);
-          throw conflict(`Stopping ${user.type} ${user.name} for the restore failed: ${(err as Error).message}; nothing was restored${stopped.length ? (back ? `, and bringing back those stopped before failed: ${back}` : ', and those stopped before are back') : ''}`);
-        }
-      }
-      return stopped;
-    }
-
-    /** Brings stopped workloads back to their replicas, every one tried; answers what failed (null: none). */
-    async function startWorkloads(stopped: StoppedWorkload[]): Promise<string | null> {
-      const stoppers = services.provided.contributions(VolumeUserStoppers);
-      const failed: string[] = [];
-      for (const w of stopped) {
-        try {
-          const stopper = stoppers.find((s) => s.type === w.type);
-          if (!stopper) throw new Error(`no ${w.type} plugin is loaded`);
-          await stopper.start(w.id, w.replicas);
-        } catch (err) {
-          failed.push(`${w.type} ${w.name}: ${(err as Error).message}`);
-        }
-      }
-      return failed.length ? failed.join('; ') : null;
-    }
-
-    /** After a restore that stopped workloads: they are brought back, and the run says when and how long they were down. */
-    async function bringBack(run: RunRecord): Promise<RunRecord> {
-      const failed = await startWorkloads(run.workloads ?? []);
-      const at = now();
-      const patch: Partial<RunRecord> = { workloads_started_at: at, gap_seconds: (Date.parse(at) - Date.parse(run.workloads_stopped_at ?? run.started_at)) / 1000 };
-      if (failed) patch.error = `${run.error ?? 'restored'}; bringing the workloads back failed: ${failed}`;
-      if (failed) log.warn({ run_id: run.id, volume_id: run.volume_id, error: failed }, 'workloads stopped for a restore not brought back');
-      return runs.change(run.id, patch);
     }
 
     /** A restore drill's outcome from the agent's result; an agent that ran none (older than the drills) fails it, saying so. */
@@ -583,16 +545,31 @@ export default definePlugin({
       });
     }
 
-    async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'>, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
-      const inserted = await runs.insert({ ...run, task_id: null, created_at: now(), updated_at: now() });
+    /**
+     * Queues a run's task: a new run's row first (its id names the snapshot), removed again when the
+     * agent is refused; or a run that stopped its workloads (`stopping`, recorded), failed and its
+     * workloads brought back when the task cannot be queued.
+     */
+    async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'> | RunRecord, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
+      const stopping = run.status === 'stopping' ? (run as RunRecord) : null;
+      const inserted = stopping ?? (await runs.insert({ ...run, task_id: null, created_at: now(), updated_at: now() }));
       let task: Task;
       try {
         task = await queue(inserted);
       } catch (err) {
-        await runs.remove(inserted.id);
+        if (!stopping) await runs.remove(inserted.id);
+        else {
+          const failed = await runs.changeIf(inserted.id, ['stopping'], { status: 'failed', lease_until: null, finished_at: now(), error: `not started: ${(err as Error).message}` });
+          if (failed) await stops.bringBack(failed);
+        }
         throw err;
       }
-      const withTask = await runs.change(inserted.id, { task_id: task.id });
+      const withTask = stopping ? await runs.changeIf(inserted.id, ['stopping'], { status: 'running', task_id: task.id, lease_until: null }) : await runs.change(inserted.id, { task_id: task.id });
+      if (!withTask) {
+        // Taken over meanwhile (this control plane's lease ran out): its workloads are brought back by whoever took it; the task must not run.
+        await db.knex(TASKS).where({ id: task.id }).delete();
+        throw conflict(`The ${inserted.operation} ${inserted.id} was taken over by another control plane while its workloads were stopped: nothing was run`);
+      }
       follow(withTask);
       return { task, run: withTask };
     }
@@ -635,12 +612,16 @@ export default definePlugin({
               if (!run.task_id) continue;
               await record(run, await services.tasks.get(run.task_id));
             }
+            // Runs whose control plane died while stopping their workloads, and workloads not brought back.
+            await stops.settle();
           },
         },
       ],
       async resume() {
         const running = await runs.findAll({ status: 'running' });
         for (const run of running) follow(run);
+        // Workloads a previous process stopped and did not bring back: in the background (a busy one is waited for).
+        jobs.run('bringing back workloads stopped for backups and restores', async () => void (await stops.settleAtStart()), (err) => log.warn({ error: err.message }, 'bringing back stopped workloads failed; the settle loop tries again'), { resumable: false });
         return running.map((r) => `volume ${r.volume_id}: ${r.operation} ${r.id} (task ${r.task_id})`);
       },
       routes: [
@@ -725,7 +706,7 @@ export default definePlugin({
             if (settings.control_plane.target === target.id) throw conflict(`Backup target ${target.name} holds the control plane's own backups (backups.control_plane.target): name another target there first`);
             const scheduled = (await schedules.findAll({ target_id: target.id })).map((x) => x.name);
             if (scheduled.length) throw conflict(`Backup target ${target.name} is used by backup schedule(s) ${scheduled.join(', ')}: delete them first`);
-            const running = await runs.findOne({ target_id: target.id, status: 'running' });
+            const running = (await runs.query().where({ target_id: target.id }).whereIn('status', ['stopping', 'running']).first().then((r) => (r ? runs.decode(r) : null))) as RunRecord | null;
             if (running) throw conflict(`Backup target ${target.name} is in use by a running ${running.operation} (${running.id}); try again when it has finished`);
             const snapshots = await runs.findAll({ target_id: target.id, operation: 'backup', status: 'succeeded' });
             if (snapshots.length && !req.query.force) {
@@ -871,19 +852,19 @@ export default definePlugin({
             if (using.length && !req.body.stop_workloads) {
               throw conflict(`Volume ${volume.name} is in use by ${named(using)}: stop or remove them before a restore, or give stop_workloads: true to have them stopped for it and brought back after`, using);
             }
-            const stoppable = new Set(services.provided.contributions(VolumeUserStoppers).map((s) => s.type));
-            const cannot = using.filter((u) => !stoppable.has(u.type));
+            const cannot = stops.unstoppable(using);
             if (cannot.length) throw conflict(`Volume ${volume.name} is in use by ${named(cannot)}, which hangar cannot stop for a restore: stop or remove them first`, cannot);
             await requireVolumeOnResticNode(volume.id);
-            const stoppedAt = now();
-            const stopped = using.length ? await stopWorkloads(using) : [];
-            try {
-              const { task, run } = await queueRestore(volume, target, { id: source.id, snapshot_id: source.snapshot_id! }, { newVolume: false, stopped: stopped.length ? { workloads: stopped, workloads_stopped_at: stoppedAt } : undefined });
-              return Reply.accepted({ task_id: task.id, restore: runView(run) });
-            } catch (err) {
-              await startWorkloads(stopped);
-              throw err;
+            const source_ = { id: source.id, snapshot_id: source.snapshot_id! };
+            // The run is recorded with the workloads and their replicas before any is stopped: whatever happens to this control plane, they come back.
+            const workloads = using.length ? await stops.plan(using) : [];
+            let stopping: RunRecord | undefined;
+            if (workloads.length) {
+              const fresh = { ...newRun('restore', volume, target.id, { snapshot_id: source_.snapshot_id, source_id: source_.id }), ...stops.stoppingFields(workloads) };
+              stopping = await stops.stopAll(await runs.insert({ ...fresh, task_id: null, created_at: now(), updated_at: now() }), 'restore');
             }
+            const { task, run } = await queueRestore(volume, target, source_, { newVolume: false, stopping });
+            return Reply.accepted({ task_id: task.id, restore: runView(run) });
           },
         }),
         listRuns('restore', 'A volume’s restores, oldest first, with their status'),

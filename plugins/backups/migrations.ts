@@ -147,4 +147,15 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '007_stopping_lease',
+    async up(knex) {
+      // A run that stops workloads is recorded before it stops any (status `stopping`), held by its
+      // control plane's lease: one whose lease ran out (its control plane died) is taken over and
+      // its workloads brought back.
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        t.timestamp('lease_until', { useTz: true }).nullable();
+      });
+    },
+  },
 ];

@@ -23,7 +23,8 @@ export interface TargetRecord {
 }
 
 /** `forgotten`: a backup whose snapshot a schedule's retention removed (restic forget --prune). */
-export type RunStatus = 'running' | 'succeeded' | 'failed' | 'forgotten';
+/** `stopping`: a run stopping the volume's workloads before its task is queued (held by lease_until). */
+export type RunStatus = 'stopping' | 'running' | 'succeeded' | 'failed' | 'forgotten';
 
 export interface RunRecord {
   id: string;
@@ -52,6 +53,8 @@ export interface RunRecord {
   workloads_stopped_at?: string | null;
   workloads_started_at?: string | null;
   gap_seconds?: number | null;
+  /** While `stopping`: until when the control plane stopping the workloads holds the run (migration 007). */
+  lease_until?: string | null;
   started_at: string;
   finished_at: string | null;
   created_at: string;
@@ -71,16 +74,28 @@ export interface StoppedWorkload {
   id: string;
   name: string;
   replicas: number;
+  /** Brought back (or given up on: `error` says why); a run is done bringing back when every one is. */
+  back?: boolean;
+  error?: string;
 }
 
 export class RunStore extends StampedRepository<RunRecord> {
-  constructor(store: Store, clock: Clock) {
+  constructor(
+    store: Store,
+    private readonly runClock: Clock,
+  ) {
     super(
       store,
       BACKUP_RUNS,
-      { json: ['workloads'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'created_at', 'updated_at'] },
-      clock,
+      { json: ['workloads'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'lease_until', 'created_at', 'updated_at'] },
+      runClock,
     );
+  }
+
+  /** Takes a `stopping` run over once its lease has run out (the control plane stopping its workloads is gone): the run after, or null. */
+  takeOverStopping(id: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
+    const now = this.runClock.now().toISOString();
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: now }), ` and "status" = ? and ("lease_until" is null or "lease_until" < ?)`, ['stopping', now]);
   }
 }
 

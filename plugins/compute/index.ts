@@ -388,6 +388,10 @@ export default definePlugin({
     }
     services.provided.contribute(VolumeUserStoppers, {
       type: 'instance',
+      async replicas(id) {
+        const i = await instances.get(id);
+        return !i || i.desired !== 'running' || i.replicas === 0 ? null : i.replicas;
+      },
       async stop(id) {
         const i = await instances.get(id);
         if (!i || i.desired !== 'running' || i.replicas === 0) return null;

@@ -5,18 +5,20 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, sy
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { httpRequest } from '../../../core/http/client.js';
 import { randomToken } from '../../../core/ids.js';
 import { BackupVerifyFailed } from '../../../plugins/backups/api.js';
-import { VolumeUsersPoint, VolumeUserStoppers } from '../../../plugins/volumes/api.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
+import { STOPPABLE, STOPPABLE_WORKLOADS_PLUGIN, workloads } from '../../support/fixtures/stoppable-workloads-plugin.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availability, sharedS3Server, type S3Bucket } from '../../support/s3-server.js';
 import { hangarCli } from '../runner/support.js';
 
-const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags'];
+// The fixture declares the volumes' users (workloads.users) and a workload kind that can be stopped for a restore (as compute's instances are; it had 2 replicas).
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'volumes', 'backups', 'metrics', 'tags', STOPPABLE_WORKLOADS_PLUGIN];
 const SCRAPE_TOKEN = `scrape-token-${randomToken(32)}`;
 
 /** Where restic is on this machine (Debian's package), or null. */
@@ -53,6 +55,9 @@ function closedPort(): Promise<number> {
  */
 describeEachDialect('backups: S3 targets checked with real requests, volume backups and restores with restic through real agents', (dialect) => {
   let t: TestHangar;
+  /** The store: the last case restarts the control plane on it. A run stopping workloads holds it for op_lease_seconds unless renewed. */
+  let storage: { dataDir: string; schema: string | null };
+  const OVERRIDES = { ...FAST_NODES, tasks: { poll_wait_seconds: 5 }, clusters: { op_lease_seconds: 2 }, backups: { schedule_check_seconds: 1, min_schedule_seconds: 120 }, metrics: { scrape_token: SCRAPE_TOKEN } };
   let admin: Credentials;
   let s3: S3Server;
   let bucket: S3Bucket;
@@ -65,9 +70,8 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
   let folder: string;
   const run = randomToken(6);
   const named = (n: string) => `${n}-${run}`;
-  const users = new Map<string, Array<{ type: string; id: string; name: string }>>();
-  const STOPPABLE = 'test-workload';
-  const stoppers: { calls: string[]; treeAtStart: Record<string, string> | null } = { calls: [], treeAtStart: null };
+  const users = workloads.users;
+  const stoppers = { calls: workloads.calls, treeAtStart: null as Record<string, string> | null };
 
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const targetBody = (over: Record<string, unknown> = {}) => ({
@@ -130,24 +134,13 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     symlinkSync(restic!, path.join(withRestic, 'restic'));
     const empty = path.join(work, 'bin-empty');
     mkdirSync(empty);
-    t = await startHangar(dialect, {
-      plugins: PLUGINS,
-      overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 }, backups: { schedule_check_seconds: 1, min_schedule_seconds: 120 }, metrics: { scrape_token: SCRAPE_TOKEN } },
-    });
+    storage = dialect.freshStorage();
+    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: OVERRIDES });
     admin = await bootstrapAdmin(t);
-    t.hangar.services.provided.contribute(VolumeUsersPoint, async (volumeId) => users.get(volumeId) ?? []);
-    // A workload kind that can be stopped for a restore (as compute's instances are): it had 2 replicas.
-    t.hangar.services.provided.contribute(VolumeUserStoppers, {
-      type: STOPPABLE,
-      stop: async (id) => {
-        stoppers.calls.push(`stop ${id}`);
-        return 2;
-      },
-      start: async (id, replicas) => {
-        stoppers.calls.push(`start ${id} ${replicas}`);
-        stoppers.treeAtStart = tree(folder);
-      },
-    });
+    workloads.reset();
+    workloads.onStart = () => {
+      stoppers.treeAtStart = tree(folder);
+    };
     ({ agent: agentA, id: nodeA } = await joinAgent(withRestic));
     ({ id: nodeB } = await joinAgent(empty));
   });
@@ -721,5 +714,87 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect(removed.stdout).to.equal(`deleted backup schedule ${named('nightly')}\n`);
     expect((await api('GET', `/v1/backups/schedules/${scheduleId}`)).status).to.equal(404);
     expect((await api('DELETE', `/v1/backups/targets/${named('sched')}?force=true`)).status).to.equal(204);
+  });
+
+  // Last: it stops the control plane and starts another on the same store.
+  it('stop_workloads never leaves workloads at zero: a busy one is tried again; a control plane that dies after the restore or while stopping them is followed by one that brings them back', async function () {
+    this.timeout(180_000);
+    const target = await api('POST', '/v1/backups/targets', targetBody({ name: named('crash'), prefix: 'crash' }));
+    expect(target.status, target.text).to.equal(201);
+    // Two volumes with a backup each (made side by side).
+    const vols = await Promise.all(
+      ['crash-a', 'crash-b'].map(async (name) => {
+        const dir = path.join(work, name);
+        mkdirSync(dir);
+        writeFileSync(path.join(dir, 'f.txt'), `${name}\n`);
+        const v = await localVolume(name, nodeA, dir);
+        const b = await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: named('crash') });
+        expect(b.status, b.text).to.equal(202);
+        const done = await waitFor(async () => ((await api('GET', `/v1/volumes/${v.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.status !== 'running'), { timeoutMs: 60_000, intervalMs: 200, what: `the backup of ${name}` });
+        expect(done!.status, done!.error ?? '').to.equal('succeeded');
+        return { id: v.id as string, backup: b.json.data.backup.id as string };
+      }),
+    );
+    const [a, b] = vols as [(typeof vols)[0], (typeof vols)[0]];
+    workloads.onStart = null;
+    stoppers.calls.length = 0;
+
+    // Busy (409: another operation holds it) twice when brought back: tried again, and back.
+    users.set(a.id, [{ type: STOPPABLE, id: 'wl-busy', name: 'busy' }]);
+    workloads.busyStarts.set('wl-busy', 2);
+    const busy = await api('POST', `/v1/volumes/${a.id}/restore`, { snapshot_id: a.backup, stop_workloads: true });
+    expect(busy.status, busy.text).to.equal(202);
+    volumeId = a.id;
+    const busyDone = await finished('restores', busy.json.data.restore.id);
+    expect([busyDone.status, busyDone.error]).to.deep.equal(['succeeded', null]);
+    expect(stoppers.calls).to.deep.equal(['stop wl-busy', 'start wl-busy 2', 'start wl-busy 2', 'start wl-busy 2']);
+    expect(workloads.replicas.get('wl-busy')).to.equal(2);
+    users.delete(a.id);
+    stoppers.calls.length = 0;
+
+    workloads.replicas.set('wl-after', 2);
+    workloads.replicas.set('wl-during', 2);
+    // Volume a: restored, and the control plane dies while bringing its workload back.
+    users.set(a.id, [{ type: STOPPABLE, id: 'wl-after', name: 'after' }]);
+    workloads.hangOnStart.add('wl-after');
+    const after = await api('POST', `/v1/volumes/${a.id}/restore`, { snapshot_id: a.backup, stop_workloads: true });
+    expect(after.status, after.text).to.equal(202);
+    await waitFor(async () => stoppers.calls.includes('start wl-after 2'), { timeoutMs: 60_000, intervalMs: 200, what: 'the restore to end and its workload to be started' });
+    // Volume b: the control plane dies while stopping its workload (the request never answers).
+    users.set(b.id, [{ type: STOPPABLE, id: 'wl-during', name: 'during' }]);
+    workloads.hangOnStop.add('wl-during');
+    const unanswered = httpRequest(`${t.url}/v1/volumes/${b.id}/restore`, { method: 'POST', ca: t.caPem, body: { snapshot_id: b.backup, stop_workloads: true }, headers: bearer(admin.token) }).catch(() => null);
+    await waitFor(async () => stoppers.calls.includes('stop wl-during'), { timeoutMs: 30_000, intervalMs: 100, what: 'the workload of volume b to be stopping' });
+    // Recorded before anything was stopped: the workload and the replicas it had.
+    const stopping = ((await api('GET', `/v1/volumes/${b.id}/restores`)).json.data as Array<Record<string, any>>).find((r) => r.status === 'stopping');
+    expect(stopping?.workloads).to.deep.equal([{ type: STOPPABLE, id: 'wl-during', name: 'during', replicas: 2 }]);
+    expect(workloads.replicas.get('wl-after'), 'still at zero when the control plane dies').to.equal(0);
+    expect(workloads.replicas.get('wl-during')).to.equal(2);
+
+    await t.stop();
+    await unanswered;
+    workloads.hangOnStart.clear();
+    workloads.hangOnStop.clear();
+    stoppers.calls.length = 0;
+    workloads.replicas.set('wl-during', 0); // as if its stop had ended just as the control plane died
+    t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: OVERRIDES });
+
+    const runOf = async (volume: string, id: string) => ((await api('GET', `/v1/volumes/${volume}/restores`)).json.data as Array<Record<string, any>>).find((r) => r.id === id);
+    const afterDone = await waitFor(async () => ((await runOf(a.id, after.json.data.restore.id))?.workloads_started_at ? runOf(a.id, after.json.data.restore.id) : null), {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      what: 'the workload of volume a to be brought back by the next control plane',
+    });
+    expect([afterDone!.status, afterDone!.error]).to.deep.equal(['succeeded', null]);
+    const duringDone = await waitFor(async () => ((await runOf(b.id, stopping!.id))?.workloads_started_at ? runOf(b.id, stopping!.id) : null), {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      what: 'the workload of volume b to be brought back by the next control plane',
+    });
+    expect(duringDone!.status).to.equal('failed');
+    expect(duringDone!.error).to.contain('stopped before it was run: nothing was restored');
+    expect(stoppers.calls.sort()).to.deep.equal(['start wl-after 2', 'start wl-during 2']);
+    expect([workloads.replicas.get('wl-after'), workloads.replicas.get('wl-during')]).to.deep.equal([2, 2]);
+    users.clear();
   });
 });
