@@ -280,7 +280,8 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
     it('rolls an update out as its declared rollout says; a revision whose pods fail readiness is rolled back by hangar to the one before (rolled_back, naming it); the next update clears that', async function () {
       this.timeout(180_000);
       const name = `roll-${dialect.name}`;
-      const rollout = { parallelism: 2, monitor_s: 5, order: 'start-first', on_failure: 'rollback' };
+      // monitor_s is waited out by every rollout of this test (and is part of the failing one's deadline): short, yet long enough to be seen rolling_out.
+      const rollout = { parallelism: 2, monitor_s: 3, order: 'start-first', on_failure: 'rollback' };
       const health = { tcp: { port: 80 }, interval_s: 1, timeout_s: 1, retries: 1 };
       const created = await api('POST', '/v1/compute/instances', { name, cluster_id: cluster.clusterName, image: 'registry.invalid/roll:1', replicas: 1, rollout, health });
       expect(created.status, created.text).to.equal(202);
@@ -312,7 +313,7 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
       const first = await read();
       expect(first.spec?.strategy).to.deep.equal({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 2, maxUnavailable: 0 } });
       // monitor_s; then the health check's own time (1 × 1 s + 1 s timeout) and the slack (10 s).
-      expect(first.spec).to.include({ minReadySeconds: 5, progressDeadlineSeconds: 17 });
+      expect(first.spec).to.include({ minReadySeconds: 3, progressDeadlineSeconds: 15 });
       expect(first.spec?.template.metadata?.annotations).to.include({ 'io.hangar.revision': '1' });
 
       let res = await api('PATCH', `/v1/compute/instances/${id}`, { image: 'registry.invalid/roll:2' });
@@ -347,7 +348,7 @@ describe('compute instances and volumes through the API on a Kubernetes cluster 
         { timeoutMs: 120_000, intervalMs: 250, what: 'rolled back' },
       );
       expect(failing.size, 'the pods of revision 3 were made to fail readiness').to.be.greaterThan(0);
-      expect(rolledBack.reason).to.contain('revision 3 did not become available within 17 s').and.to.contain('what runs is revision 2');
+      expect(rolledBack.reason).to.contain('revision 3 did not become available within 15 s').and.to.contain('what runs is revision 2');
       const back = await read();
       expect(back.spec?.template.spec?.containers[0]?.image).to.equal('registry.invalid/roll:2');
       expect(back.spec?.template.metadata?.annotations).to.include({ 'io.hangar.revision': '2' });
