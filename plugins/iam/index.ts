@@ -25,6 +25,10 @@ import { KeyScopeInput, resolveScope } from './keys.js';
 import { userGrantsOf, type UserGrants } from '../../core/auth/permissions.js';
 import { ProjectsRef } from '../projects/api.js';
 import { whoamiRoute } from './whoami.js';
+import { loadOidcConfig, OidcConfigSchema, type OidcSettings } from './oidc/config.js';
+import { ssoMigrations } from './oidc/migrations.js';
+import { ssoRoutes } from './oidc/routes.js';
+import { SingleSignOn } from './oidc/sso.js';
 
 const IamConfigSchema = Type.Object(
   {
@@ -52,6 +56,7 @@ const IamConfigSchema = Type.Object(
       description: 'the longest an API key made from now on may live, in days: a longer expiry is refused (400) and a key made without one expires then; null: no maximum (keys without expiry never expire)',
     }),
     signature_failures_per_address: rateLimitSetting(50, 900, 'signed requests with an unknown access key or a wrong signature per client address (an IPv6 /64) before its failed signatures are answered 429 instead of 401 (a right signature still goes through)'),
+    oidc: OidcConfigSchema,
     bootstrap_from_loopback: Type.Boolean({
       default: true,
       description: 'accept POST /v1/bootstrap from 127.0.0.1/::1 without the secret; turn off when a reverse proxy on this host forwards requests',
@@ -75,6 +80,7 @@ interface IamConfig {
   login_failures_per_account: RateLimit;
   signature_failures_per_address: RateLimit;
   api_key_max_lifetime_days: number | null;
+  oidc?: OidcSettings;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -84,7 +90,7 @@ export default definePlugin({
   description: 'users, API keys (HMAC), JWTs, bootstrap',
   provides: [IdentityRef],
   configSchema: IamConfigSchema,
-  migrations: [...iamMigrations, ...sessionMigrations],
+  migrations: [...iamMigrations, ...sessionMigrations, ...ssoMigrations],
   async setup(services) {
     const { config, db, clock, ca, log } = services;
     const settings = config.iam as IamConfig;
@@ -108,6 +114,10 @@ export default definePlugin({
     const keyView = async (key: ApiKeyRecord) => publicKey(key, key.project_id ? ((await projects()?.find(key.project_id))?.name ?? null) : null, clock.now());
     const sessions = new Sessions(db, clock, identity, ca.deriveKey('iam-session-csrf'), settings.session_lifetime_seconds);
     services.auth.register(sessions.authenticator());
+    // Single sign-on (docs/sso.md): the configuration is checked here, the provider asked at the first login.
+    const sso = settings.oidc
+      ? new SingleSignOn(loadOidcConfig(settings.oidc), { store: db, clock, users, box: ca.secretBox('iam-sso-flows'), log, projects })
+      : null;
 
     /** A change to one's own account needs its password (checked and limited as a login is): a stolen token alone cannot take it over. */
     const confirmOwnPassword = async (user: UserRecord, password: string | undefined, what: string, address: string): Promise<void> => {
@@ -164,17 +174,35 @@ export default definePlugin({
           },
         },
         { name: 'iam:purge-sessions', intervalMs: 600_000, once: true, run: async () => void (await sessions.purgeExpired()) },
+        ...(sso ? [{ name: 'iam:purge-sso-flows', intervalMs: 600_000, once: true, run: async () => void (await sso.purgeExpired()) }] : []),
       ],
       routes: [
         ...sessions.routes(view),
+        ...ssoRoutes({
+          sso: () => sso,
+          sessions,
+          users,
+          apiUrl,
+          caPem: () => (ca.operatorCertificates ? null : ca.caPem),
+          keyExpiry: () => {
+            const hours = Math.min(sso?.config.cli_key_lifetime_hours ?? 12, (settings.api_key_max_lifetime_days ?? Infinity) * 24);
+            return new Date(clock.now().getTime() + hours * 3600_000).toISOString();
+          },
+        }),
         whoamiRoute(services, identity, async (id) => (await projects()?.find(id))?.name ?? null),
         defineRoute({
           method: 'GET',
           path: '/v1/bootstrap',
           auth: 'public',
           summary: 'Whether hangar is bootstrapped, and whether this caller may bootstrap without the secret (the dashboard’s first-run screen)',
-          schemas: { response: Type.Object({ bootstrapped: Type.Boolean(), from_loopback: Type.Boolean({ description: 'POST /v1/bootstrap from here needs no X-Bootstrap-Secret' }) }) },
-          handler: async (req) => ({ bootstrapped: await users.bootstrapClaimed(), from_loopback: settings.bootstrap_from_loopback && LOOPBACK.has(req.ip) }),
+          schemas: {
+            response: Type.Object({
+              bootstrapped: Type.Boolean(),
+              from_loopback: Type.Boolean({ description: 'POST /v1/bootstrap from here needs no X-Bootstrap-Secret' }),
+              sso: Type.Boolean({ description: 'single sign-on is configured (iam.oidc): the login screen offers it (GET /v1/auth/oidc/start)' }),
+            }),
+          },
+          handler: async (req) => ({ bootstrapped: await users.bootstrapClaimed(), from_loopback: settings.bootstrap_from_loopback && LOOPBACK.has(req.ip), sso: sso !== null }),
         }),
         defineRoute({
           method: 'POST',

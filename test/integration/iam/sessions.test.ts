@@ -24,7 +24,7 @@ describeEachDialect('dashboard sessions (cookie + CSRF) and the first-run check'
 
   it('says whether hangar is bootstrapped, and refuses a bootstrap posted by another site', async () => {
     const before = await t.request('GET', '/v1/bootstrap');
-    expect(before.json.data).to.deep.equal({ bootstrapped: false, from_loopback: true });
+    expect(before.json.data).to.deep.equal({ bootstrapped: false, from_loopback: true, sso: false });
     const foreign = await t.request('POST', '/v1/bootstrap', { body: {}, headers: { origin: 'https://evil.example' } });
     expect(foreign.status).to.equal(403);
     expect(foreign.json.message).to.contain('own dashboard only');
