@@ -14,7 +14,8 @@ import { Lab, type Machine } from './lab/lab.js';
 import { Receiver } from '../integration/notifications/receiver.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
-const JOIN_PATH_WAIT_SECONDS = 25;
+/** A worker retries its path to the manager this long (attempts at ~0, 1, 2, 5, 11 s and at the end): the m2 case re-adds its peer within seconds. */
+const JOIN_PATH_WAIT_SECONDS = 12;
 /** Alerts judged every second; a node_offline fires after 2 s offline and resolves 3 s after its node is back (issue 31's lab proof). */
 const ALERTS = { interval_seconds: 1, hold_down_seconds: 3, rules: { node_offline: { for_seconds: 2 } } };
 
