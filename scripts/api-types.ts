@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { assembleServices } from '../core/app.js';
+import { assembleServices } from '../core/assembly.js';
 import { loadConfig } from '../core/config.js';
 import { openStore } from '../core/db/store.js';
 import { createLogger } from '../core/log.js';

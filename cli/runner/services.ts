@@ -1,5 +1,5 @@
 import type { HangarConfig } from '../../config/schema.js';
-import { assembleServices, loadPlugins as loadFrom, migrateAll, type Assembly } from '../../core/app.js';
+import { assembleServices, loadPlugins as loadFrom, migrateAll, type Assembly } from '../../core/assembly.js';
 import type { Store } from '../../core/db/store.js';
 import type { Logger } from '../../core/log.js';
 import type { Plugin } from '../../core/plugin.js';

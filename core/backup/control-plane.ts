@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import type { HangarConfig } from '../../config/schema.js';
-import { loadPlugins } from '../app.js';
+import { loadPlugins } from '../assembly.js';
 import { configFromEnv, deepMerge, loadConfig } from '../config.js';
 import { coreMigrations } from '../db/core-migrations.js';
 import { runMigrations, type MigrationSet } from '../db/migrations.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { orderPlugins } from '../../../core/app.js';
+import { orderPlugins } from '../../../core/assembly.js';
 import { ConfigError } from '../../../core/errors.js';
 import { defineServiceRef, type Plugin } from '../../../core/plugin.js';
 
