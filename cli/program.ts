@@ -24,6 +24,7 @@ const COMMANDS: Record<string, Commands> = {
   restore: async () => [(await import('./control-plane-backup.js')).restoreCommand],
   alerts: async () => [(await import('./alerts.js')).alertsCommand],
   whoami: async () => [(await import('./whoami.js')).whoamiCommand],
+  login: async () => [(await import('./login.js')).loginCommand],
   project: async () => [(await import('./resource-commands.js')).resourceCommand((await import('./projects.js')).projectResource)],
 };
 const resources: Commands = async () => (await import('./resources.js')).resourceCommands;

@@ -171,4 +171,37 @@ export class Browserish {
     }
     throw new Error('too many redirects at the provider');
   }
+
+  /**
+   * Approves a device login at the provider as its user would in a browser: the verification page
+   * (the code filled in), the confirmation, the login form answered as `login`, until a page with
+   * no form (the provider's success page), whose text is returned.
+   */
+  async approveDevice(start: string, login: string): Promise<string> {
+    let res = await this.fetch(start);
+    let url = start;
+    for (let hops = 0; hops < 20; hops++) {
+      if (res.status >= 300 && res.status < 400) {
+        url = new URL(res.headers.get('location')!, url).href;
+        res = await this.fetch(url);
+        continue;
+      }
+      const html = await res.text();
+      if (res.status !== 200) throw new Error(`provider answered ${res.status} at ${url}: ${html.slice(0, 300)}`);
+      const formTag = /<form\b[^>]*>/.exec(html)?.[0];
+      if (!formTag) return html;
+      const attr = (tag: string, name: string) => new RegExp(`\\b${name}="([^"]*)"`).exec(tag)?.[1];
+      const fields: Record<string, string> = {};
+      for (const input of html.match(/<input\b[^>]*>/g) ?? []) {
+        const name = attr(input, 'name');
+        if (name && attr(input, 'type') === 'hidden') fields[name] = (attr(input, 'value') ?? '').replace(/&amp;/g, '&');
+      }
+      if (html.includes('name="login"')) Object.assign(fields, { prompt: 'login', login, password: 'any' });
+      const code = new URL(start).searchParams.get('user_code');
+      if (code && fields.user_code === undefined && html.includes('name="user_code"')) fields.user_code = code;
+      url = new URL((attr(formTag, 'action') ?? url).replace(/&amp;/g, '&'), url).href;
+      res = await this.fetch(url, { form: fields });
+    }
+    throw new Error('too many pages at the provider');
+  }
 }
