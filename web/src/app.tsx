@@ -123,7 +123,12 @@ function Shell({ user, onSignOut }: { user: User; onSignOut: () => void }) {
 
 function Login({ onIn }: { onIn: (user: User, csrf: string) => void }) {
   const [error, setError] = useState<string | null>(null);
+  const [sso, setSso] = useState(false);
   const [busy, run] = useAction();
+  useEffect(() => {
+    // Single sign-on (iam.oidc) is offered when configured: a plain navigation to the provider and back.
+    call('GET /v1/bootstrap').then((boot) => setSso(boot.data.sso), () => undefined);
+  }, []);
   return (
     <main class="center">
       <form
@@ -157,6 +162,11 @@ function Login({ onIn }: { onIn: (user: User, csrf: string) => void }) {
         <button type="submit" class="primary" disabled={busy}>
           Log in
         </button>
+        {sso && (
+          <p class="sso">
+            <a href="/v1/auth/oidc/start">Sign in with SSO</a>
+          </p>
+        )}
       </form>
     </main>
   );
