@@ -1,7 +1,12 @@
 import { Type } from '@sinclair/typebox';
+import type { Clock } from '../../core/clock.js';
+import { leaseColumns } from '../../core/clusters/migrations.js';
+import { StampedRepository } from '../../core/db/repository.js';
+import type { Store } from '../../core/db/store.js';
 import { conflict, HttpError } from '../../core/errors.js';
 import { newId } from '../../core/ids.js';
 import { recordRemover } from '../../core/events.js';
+import { defineLifecycle, LEASE_DATES, REMOVED, type LeasedRecord, type Operation } from '../../core/lifecycle.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshDriverRef, SshError, type HostKeyStore, type SshSession } from '../../drivers/ssh/api.js';
 import { IpAddress, NodeName, NodeParams, NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
@@ -10,6 +15,52 @@ import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
 
 const HOST_KEYS = 'ssh_host_keys';
+const SSH_JOBS = 'provisioning_ssh_jobs';
+
+/**
+ * The SSH job running on a node (a deploy, an update or a start of its agent): one at a time per
+ * node, under an operation lease (core/lifecycle.ts), so that a second request is a 409 and a job
+ * a dead control plane left is run again by another one (or the next start). Its row lives while
+ * the job runs; the credentials it needs are sealed in it and go with it.
+ */
+interface SshJobRecord extends LeasedRecord {
+  /** The node's id. */
+  id: string;
+  /** The node's name (resume lines). */
+  name: string;
+  /** The address SSH goes to. */
+  address: string;
+  /** The SshCredentials, sealed (null once the job ended). */
+  credentials: string | null;
+  host_key: string | null;
+  /** When it was asked for: the agent's first heartbeat after it says it is done. */
+  requested_at: string;
+  created_at: string;
+  updated_at: string;
+}
+
+class SshJobStore extends StampedRepository<SshJobRecord> {
+  constructor(store: Store, clock: Clock) {
+    super(store, SSH_JOBS, { dates: ['requested_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+  }
+}
+
+type SshJobKind = 'deploy' | 'update-ssh' | 'start';
+
+/** The node event an SSH job ends with. */
+interface Outcome {
+  nodeId: string;
+  identifier?: string;
+  kind: string;
+  message: string;
+}
+
+/** The node events a job of each kind ends with (named in the 409 of a second request). */
+const OUTCOMES: Record<SshJobKind, string> = {
+  deploy: 'deploy_completed or deploy_failed',
+  'update-ssh': 'ssh_update_completed or ssh_update_failed',
+  start: 'agent_started or agent_start_failed',
+};
 
 export const ProvisioningConfigSchema = Type.Object(
   {
@@ -67,6 +118,22 @@ export default definePlugin({
         });
       },
     },
+    {
+      id: '002_ssh_jobs',
+      async up(knex) {
+        await knex.schema.createTable(SSH_JOBS, (t) => {
+          t.string('id', 64).primary();
+          t.string('name', 255).notNullable();
+          t.string('address', 255).notNullable();
+          t.text('credentials').nullable();
+          t.string('host_key', 100).nullable();
+          t.timestamp('requested_at', { useTz: true }).notNullable();
+          t.timestamp('created_at', { useTz: true }).notNullable();
+          t.timestamp('updated_at', { useTz: true }).notNullable();
+          leaseColumns(t);
+        });
+      },
+    },
   ],
   setup(services) {
     const { db, clock, ca, log, config } = services;
@@ -77,7 +144,8 @@ export default definePlugin({
     const profiles = sshProfilesOf(services);
     const ssh = services.drivers.get(SshDriverRef);
     const binaries = services.provided.get(AgentBinariesRef);
-    const running = new Set<Promise<void>>();
+    const jobs = new SshJobStore(db, clock);
+    const sealed = ca.secretBox('provisioning-ssh-jobs');
 
     const hostKeys: HostKeyStore = {
       async get(host, port) {
@@ -87,12 +155,6 @@ export default definePlugin({
       async set(host, port, fingerprint) {
         await db.knex(HOST_KEYS).insert({ host, port, fingerprint, recorded_at: clock.now().toISOString() }).onConflict(['host', 'port']).merge();
       },
-    };
-
-    /** Runs background work so shutdown can wait for it; failures are reported through events. */
-    const background = (work: () => Promise<void>) => {
-      const run = work().finally(() => running.delete(run));
-      running.add(run);
     };
 
     const connect = (ip: string, creds: SshCredentials, hostKey: { pinned?: string; requireKnown?: boolean } = {}) =>
@@ -141,7 +203,7 @@ export default definePlugin({
       await step('deploy_agent_started', `agent started (${how}); waiting for its first heartbeat`);
     }
 
-    async function deploy(nodeId: string, ip: string, creds: SshCredentials, pinned: string | undefined, requestedAt: string) {
+    async function deploy(nodeId: string, ip: string, creds: SshCredentials, pinned: string | undefined, requestedAt: string): Promise<Outcome> {
       // Every step is the node's event from the first one (and names the address it went to).
       let current = nodeId;
       const step = async (kind: string, message: string) => {
@@ -170,10 +232,10 @@ export default definePlugin({
         await step('deploy_node', known && node.id === known.id ? `re-deploying node ${node.id}` : `node ${node.id} created for ${ip}`);
         await installAgent(session, machine, node, step);
         await waitForHeartbeat(node.id, requestedAt);
-        await step('deploy_completed', `node ${node.id} is ready`);
+        return { nodeId: current, identifier: ip, kind: 'deploy_completed', message: `node ${node.id} is ready` };
       } catch (err) {
         // The node stays (pending) with its events, so the operator can read why and deploy again.
-        await step('deploy_failed', describe(err)).catch(() => undefined);
+        return { nodeId: current, identifier: ip, kind: 'deploy_failed', message: describe(err) };
       } finally {
         session?.close();
       }
@@ -185,38 +247,93 @@ export default definePlugin({
     }
 
     /**
-     * An SSH job on a known node, in the background: an event when it starts, the work, the first
-     * heartbeat after it, then an event saying it completed or why it failed.
+     * An SSH job on a known node: an event when it starts, the work, the first heartbeat after it;
+     * answers the outcome (completed, or why it failed).
      */
-    function nodeJob(
+    async function nodeJob(
       node: NodeRecord,
-      creds: SshCredentials,
-      hostKey: string | undefined,
+      job: { address: string; creds: SshCredentials; hostKey: string | undefined; requestedAt: string },
       kinds: { started: [string, string]; completed: [string, string]; failed: string },
       work: (session: SshSession, machine: MachineFacts, step: (kind: string, message: string) => Promise<void>) => Promise<void>,
-    ): void {
-      const requestedAt = clock.now().toISOString();
+    ): Promise<Outcome> {
       const step = (kind: string, message: string) => events.record({ nodeId: node.id, kind, message }).then(() => undefined);
-      background(async () => {
-        let session: SshSession | undefined;
-        try {
-          await step(...kinds.started);
-          session = await connect(node.ip_address!, creds, { pinned: hostKey, requireKnown: true });
-          await work(session, await detectMachine(session), step);
-          await waitForHeartbeat(node.id, requestedAt);
-          await step(...kinds.completed);
-        } catch (err) {
-          await step(kinds.failed, describe(err)).catch(() => undefined);
-        } finally {
-          session?.close();
-        }
+      let session: SshSession | undefined;
+      try {
+        await step(...kinds.started);
+        session = await connect(job.address, job.creds, { pinned: job.hostKey, requireKnown: true });
+        await work(session, await detectMachine(session), step);
+        await waitForHeartbeat(node.id, job.requestedAt);
+        return { nodeId: node.id, kind: kinds.completed[0], message: kinds.completed[1] };
+      } catch (err) {
+        return { nodeId: node.id, kind: kinds.failed, message: describe(err) };
+      } finally {
+        session?.close();
+      }
+    }
+
+    /** The job's work on the node it is for (a node deleted meanwhile: nothing). */
+    async function runJob(kind: SshJobKind, job: SshJobRecord): Promise<Outcome | null> {
+      const creds = JSON.parse(sealed.openString(job.credentials!)) as SshCredentials;
+      const args = { address: job.address, creds, hostKey: job.host_key ?? undefined, requestedAt: job.requested_at };
+      if (kind === 'deploy') return deploy(job.id, job.address, creds, args.hostKey, job.requested_at);
+      const node = await nodes.get(job.id);
+      if (!node || node.removing) return null;
+      if (kind === 'update-ssh') {
+        return nodeJob(
+          node,
+          args,
+          {
+            started: ['ssh_update_started', `updating the agent on ${job.address} over SSH as ${creds.username}`],
+            completed: ['ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`],
+            failed: 'ssh_update_failed',
+          },
+          async (session, machine, step) => {
+            await ca.revokeNode(node.id);
+            await installAgent(session, machine, node, step);
+          },
+        );
+      }
+      return nodeJob(
+        node,
+        args,
+        {
+          started: ['agent_start_requested', `starting the agent on ${job.address} over SSH`],
+          completed: ['agent_started', `node ${node.id} is sending heartbeats again`],
+          failed: 'agent_start_failed',
+        },
+        async (session, machine) => void (await startAgent(session, machine)),
+      );
+    }
+
+    const operation = (kind: SshJobKind): Operation<SshJobRecord> => ({
+      from: '*',
+      label: (job: SshJobRecord) => `${kind} of node ${job.id} over SSH`,
+      async run(job) {
+        // Its outcome is a node event, recorded once the row (and the sealed credentials) went:
+        // a request that follows the event is never refused for this job.
+        const outcome = await runJob(kind, job);
+        await jobs.remove(job.id);
+        if (outcome) await events.record(outcome).catch((err: Error) => log.warn({ node_id: outcome.nodeId, error: err.message }, 'recording the outcome of an SSH job failed'));
+        return REMOVED;
+      },
+      failed: () => ({ credentials: null }),
+    });
+    const lifecycle = services.clusters.lifecycle(
+      jobs,
+      defineLifecycle<SshJobRecord>({ noun: 'SSH job on node', operations: { deploy: operation('deploy'), 'update-ssh': operation('update-ssh'), start: operation('start') } }),
+    );
+
+    /** Starts an SSH job on a node; a 409 while another one runs there. */
+    async function startJob(kind: SshJobKind, node: { id: string; name: string }, address: string, creds: SshCredentials, hostKey: string | undefined, requestedAt: string): Promise<void> {
+      await db.knex(SSH_JOBS).insert(jobs.codec.encode({ id: node.id, name: node.name, address, requested_at: requestedAt, created_at: requestedAt, updated_at: requestedAt })).onConflict('id').ignore();
+      const patch = { name: node.name, address, credentials: sealed.seal(JSON.stringify(creds)), host_key: hostKey ?? null, requested_at: requestedAt };
+      await lifecycle.start(node.id, kind, patch, (current) => {
+        const running = (current?.op ?? kind) as SshJobKind;
+        return conflict(`Node ${node.id} has an SSH job running already (${running}, asked for at ${current?.requested_at ?? 'an earlier request'}): wait for its outcome (node event ${OUTCOMES[running] ?? 'of its end'}), then ask again`);
       });
     }
 
     return {
-      async close() {
-        await Promise.allSettled([...running]);
-      },
       routes: [
         defineRoute({
           method: 'POST',
@@ -247,7 +364,7 @@ export default definePlugin({
               const overlayIp = await nodesApi.overlay.reserve(id);
               await nodes.insert({ id, name: name ?? ip_address, ip_address, overlay_ip: overlayIp, connection: 'pending', availability: 'active', created_at: now, updated_at: now });
             }
-            background(() => deploy(id, ip_address, creds, ssh_host_key, now));
+            await startJob('deploy', { id, name: retry?.name ?? name ?? ip_address }, ip_address, creds, ssh_host_key, now);
             log.info({ node_id: id, ip_address, user: creds.username, profile: creds.profile }, 'deploy started');
             return { node_id: id, ip_address, status: 'deploying', started_at: now };
           },
@@ -265,20 +382,7 @@ export default definePlugin({
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const { ssh_host_key, ...fields } = req.body;
             const creds = await profiles.resolve(fields);
-            nodeJob(
-              node,
-              creds,
-              ssh_host_key,
-              {
-                started: ['ssh_update_started', `updating the agent on ${node.ip_address} over SSH as ${creds.username}`],
-                completed: ['ssh_update_completed', `agent updated with a new certificate; node ${node.id} is ready`],
-                failed: 'ssh_update_failed',
-              },
-              async (session, machine, step) => {
-                await ca.revokeNode(node.id);
-                await installAgent(session, machine, node, step);
-              },
-            );
+            await startJob('update-ssh', node, node.ip_address, creds, ssh_host_key, clock.now().toISOString());
             return { node_id: node.id, status: 'updating' };
           },
         }),
@@ -294,17 +398,7 @@ export default definePlugin({
             if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
             const { ssh_host_key, ...fields } = req.body;
             const creds = await profiles.resolve(fields);
-            nodeJob(
-              node,
-              creds,
-              ssh_host_key,
-              {
-                started: ['agent_start_requested', `starting the agent on ${node.ip_address} over SSH`],
-                completed: ['agent_started', `node ${node.id} is sending heartbeats again`],
-                failed: 'agent_start_failed',
-              },
-              async (session, machine) => void (await startAgent(session, machine)),
-            );
+            await startJob('start', node, node.ip_address, creds, ssh_host_key, clock.now().toISOString());
             return { node_id: node.id, status: 'starting' };
           },
         }),

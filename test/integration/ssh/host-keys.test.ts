@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash, generateKeyPairSync } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import ssh2 from 'ssh2';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -163,6 +163,42 @@ describeEachDialect('SSH to a node hangar did not deploy: its host key, and the 
       await impostor.close();
       sshd = new RecordingSshServer(sshd.hostKey);
       await sshd.listen(port);
+    }
+  });
+
+  it('runs one SSH job on a node at a time: a second update-ssh (or a start) while one runs is a 409 naming it; once its outcome is recorded, the next is accepted', async function () {
+    this.timeout(30_000);
+    // A machine that accepts the connection and never says a word: the first job waits there until the test lets go.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => {
+      socket.on('error', () => undefined);
+      sockets.push(socket);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const body = { ssh_user: 'root', ssh_port: (silent.address() as AddressInfo).port, ssh_key: CLIENT_KEY.private, ssh_host_key: sshd.fingerprint };
+    try {
+      const after = await lastEventId();
+      const both = await Promise.all([api('POST', `/v1/nodes/${nodeId}/update-ssh`, body), api('POST', `/v1/nodes/${nodeId}/update-ssh`, body)]);
+      expect(both.map((r) => r.status).sort(), both.map((r) => r.text).join('\n')).to.deep.equal([202, 409]);
+      const refused = both.find((r) => r.status === 409)!;
+      expect(refused.json.message).to.match(new RegExp(`^Node ${nodeId} has an SSH job running already \\(update-ssh, asked for at .+\\): wait for its outcome \\(node event ssh_update_completed or ssh_update_failed\\), then ask again$`));
+      const start = await api('POST', `/v1/nodes/${nodeId}/start`, body);
+      expect(start.status, start.text).to.equal(409);
+      expect(start.json.message).to.contain('(update-ssh,');
+      await waitFor(async () => sockets.length > 0, { timeoutMs: 10_000, what: 'the job connecting' });
+      expect(sockets, 'one job connected').to.have.length(1);
+
+      // The machine hangs up: the job fails, and from its outcome on the node takes the next one.
+      for (const socket of sockets) socket.destroy();
+      const failed = await outcome(['ssh_update_failed'], after);
+      const next = await api('POST', `/v1/nodes/${nodeId}/start`, body);
+      expect(next.status, next.text).to.equal(202);
+      await waitFor(async () => sockets.length > 1, { timeoutMs: 10_000, what: 'the start connecting' });
+      for (const socket of sockets) socket.destroy();
+      await outcome(['agent_start_failed'], failed.id);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
