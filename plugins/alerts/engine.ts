@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
@@ -35,8 +36,26 @@ export interface AlertRecord {
 }
 
 export class AlertStore extends StampedRepository<AlertRecord> {
-  constructor(store: Store, clock: Clock) {
-    super(store, ALERTS, { dates: ['observed_at', 'started_at', 'cleared_at', 'resolved_at', 'silenced_until', 'created_at', 'updated_at'] }, clock);
+  constructor(
+    store: Store,
+    private readonly clockOf: Clock,
+  ) {
+    super(store, ALERTS, { dates: ['observed_at', 'started_at', 'cleared_at', 'resolved_at', 'silenced_until', 'created_at', 'updated_at'] }, clockOf);
+  }
+
+  /**
+   * Marks an alert's state announced, with `write` (its notification's outbox rows) in the same
+   * transaction: both or neither. Guarded by the mark read (`a.notified_state`): null, and nothing
+   * written, when it changed meanwhile.
+   */
+  async markAnnounced(a: AlertRecord, state: 'firing' | 'resolved', write: ((trx: Knex.Transaction) => Promise<void>) | null): Promise<AlertRecord | null> {
+    const values = this.codec.encode({ notified_state: state, updated_at: this.clockOf.now().toISOString() });
+    const guard = a.notified_state === null ? ' and "notified_state" is null' : ' and "notified_state" = ?';
+    return this.store.knex.transaction(async (trx) => {
+      const changed = await this.updateWhere(a.id, values, guard, a.notified_state === null ? [] : [a.notified_state], trx);
+      if (changed && write) await write(trx);
+      return changed;
+    });
   }
 }
 
@@ -73,7 +92,8 @@ export function alertPayload(a: AlertRecord): AlertAnnouncement {
  *   condition therefore fires once and resolves once.
  * - Resources a rule could not judge this turn (an offline node's disks) keep their alerts as they are.
  * - `alert.firing` is published once per alert, `alert.resolved` once after it (only for an alert
- *   whose firing was announced); a silenced alert announces nothing until its silence ends.
+ *   whose firing was announced); a silenced alert announces nothing until its silence ends. The
+ *   announcement's notification is written in the transaction that marks it announced.
  */
 /** A condition as judged: its resource's project and the settings that apply to it (the project's overrides, else the installation's). */
 interface Judged extends Condition {
@@ -102,6 +122,8 @@ export class AlertEngine {
     private readonly bus: EventBus,
     private readonly log: Logger,
     private readonly projects: ProjectLookup = { find: async () => null, of: async (refs) => new Map(refs.map((r) => [`${r.type}|${r.id}`, null])) },
+    /** The write of an announcement's notification (plugins/notifications: NotificationsApi.prepare), absent without notifications. */
+    private readonly notify?: (state: 'firing' | 'resolved', a: AlertAnnouncement) => Promise<((trx: Knex.Transaction) => Promise<void>) | null>,
   ) {}
 
   async run(): Promise<void> {
@@ -151,11 +173,12 @@ export class AlertEngine {
     for (const settings of new Set([base, ...byProject.values()])) if (settings.enabled) runs.set(settings, await rule(settings));
     const unknown = new Set([...runs.values()].flatMap((o) => [...o.unknown]));
     const found = [...runs.values()].flatMap((o) => o.conditions);
-    const projects = found.length ? await this.projects.of(found.map((c) => ({ type: c.resource_type, id: c.resource_id }))) : new Map<string, string | null>();
+    const lookedUp = found.filter((c) => c.project_id === undefined);
+    const projects = lookedUp.length ? await this.projects.of(lookedUp.map((c) => ({ type: c.resource_type, id: c.resource_id }))) : new Map<string, string | null>();
     const conditions: Judged[] = [];
     for (const [settings, observed] of runs) {
       for (const c of observed.conditions) {
-        const project = projects.get(`${c.resource_type}|${c.resource_id}`) ?? null;
+        const project = c.project_id !== undefined ? c.project_id : (projects.get(`${c.resource_type}|${c.resource_id}`) ?? null);
         if (((project !== null && byProject.get(project)) || base) !== settings) continue;
         conditions.push({ ...c, project_id: project, severity: settings.severity, for_seconds: settings.for_seconds });
       }
@@ -242,8 +265,12 @@ export class AlertEngine {
     ).map(this.alerts.decode);
     for (const a of rows) {
       if (silenced(a, now)) continue;
-      const changed = await this.alerts.change(a.id, { notified_state: a.state as 'firing' | 'resolved' });
-      this.bus.publish(alertTopic(a.state as 'firing' | 'resolved'), alertPayload(changed));
+      const state = a.state as 'firing' | 'resolved';
+      // The notification's outbox rows are written with the mark (the subscriptions matched first, outside the transaction).
+      const write = (await this.notify?.(state, alertPayload(a))) ?? null;
+      const changed = await this.alerts.markAnnounced(a, state, write);
+      if (!changed) continue;
+      this.bus.publish(alertTopic(state), alertPayload(changed));
       this.log.info({ alert: a.id, rule: a.rule, resource_id: a.resource_id, subject: a.subject || undefined, severity: a.severity }, `alert ${a.state}: ${a.message}`);
     }
   }

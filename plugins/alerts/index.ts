@@ -2,6 +2,7 @@ import { retentionLoops } from '../../core/retention.js';
 import { ProjectGrantsRef, ScopeResolvers, type RouteScope, type ScopeAccess } from '../../core/auth/scope.js';
 import { badRequest } from '../../core/errors.js';
 import { projectsOfResources } from '../tags/api.js';
+import { alertNotification, NotificationsRef } from '../notifications/api.js';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -63,7 +64,7 @@ export default definePlugin({
     const engine = new AlertEngine(alerts, settings, builtinRules(services), clock, services.events, services.log, {
       find: findProject,
       of: (refs) => projectsOfResources(services.provided, refs),
-    });
+    }, async (state, announcement) => (await services.provided.find(NotificationsRef)?.prepare(alertNotification(state, announcement))) ?? null);
 
     const view = (a: AlertRecord) => ({
       id: a.id,

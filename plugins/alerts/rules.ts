@@ -11,6 +11,11 @@ export interface Condition {
   /** A mount point, a certificate…; '' for the resource as a whole. */
   subject: string;
   message: string;
+  /**
+   * The project the alert is recorded under when it is not its resource's (absent: the resource's):
+   * a cluster member's readiness is the cluster's project's business — its message names the cluster.
+   */
+  project_id?: string | null;
 }
 
 /** What a rule saw this turn: the conditions that hold, and the resources it could not judge (their alerts stay as they are). */
@@ -109,11 +114,11 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
     });
     // A member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats; an offline node is node_offline's.
     rules.cluster_member_not_ready = async () => {
-      const rows: Array<{ node_id: string; node_name: string; connection: string; cluster_name: string; backend: string; readiness_reason: string | null }> = await knex('cluster_members as m')
+      const rows: Array<{ node_id: string; node_name: string; connection: string; cluster_name: string; backend: string; readiness_reason: string | null; project_id: string | null }> = await knex('cluster_members as m')
         .join('clusters as c', 'c.id', 'm.cluster_id')
         .join('nodes as n', 'n.id', 'm.node_id')
         .where({ 'm.status': 'active', 'm.readiness': 'not_ready' })
-        .select('m.node_id', 'n.name as node_name', 'n.connection', 'c.name as cluster_name', 'c.backend', 'm.readiness_reason');
+        .select('m.node_id', 'n.name as node_name', 'n.connection', 'c.name as cluster_name', 'c.backend', 'm.readiness_reason', 'c.project_id');
       const offline = rows.filter((r) => r.connection === 'offline');
       return {
         conditions: rows
@@ -122,6 +127,8 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
             resource_type: 'node',
             resource_id: r.node_id,
             subject: '',
+            // The cluster's project's (its name is theirs), not the installation's every user reads.
+            project_id: r.project_id ?? null,
             message: `node ${r.node_name} (${r.node_id}) is not ready in ${r.backend === 'swarm' ? 'swarm' : 'cluster'} ${r.cluster_name}${r.readiness_reason ? `: ${r.readiness_reason}` : ''}`,
           })),
         unknown: new Set(offline.map((r) => `node|${r.node_id}`)),

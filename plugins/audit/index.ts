@@ -2,8 +2,10 @@ import { Type } from '@sinclair/typebox';
 import type { FinishedRequest } from '../../core/http/observers.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
-import { KINDS, parsePermission, permissionOf } from '../../core/auth/permissions.js';
-import { AuditRecorded } from './api.js';
+import { KINDS, parsePermission, permissionOf, type PermissionRoute } from '../../core/auth/permissions.js';
+import { AuditRecorded, type AuditRecordedEvent } from './api.js';
+import { auditNotification, NotificationsRef } from '../notifications/api.js';
+import type { Knex } from 'knex';
 import { AnonymousFlood } from './flood.js';
 import { AuditLog, auditMigrations, type NewAuditEntry } from './store.js';
 
@@ -167,11 +169,11 @@ export default definePlugin({
     // Once the answer is known: the entry of a request that wrote nothing, or, for one written with
     // its write, what the answer decided (always: the entry is settled, and closed to changes, even
     // when the answer is what it was written with).
-    /** Tells the bus of a request's entry (notifications subscribe to it as `audit.<kind>`). */
-    const announce = (request: FinishedRequest, entry: NewAuditEntry) => {
-      const permission = permissionOf(request.route!);
+    /** What the bus is told of an entry (and its notification says): the kind of its route's permission. */
+    const recordedOf = (route: PermissionRoute, entry: NewAuditEntry): AuditRecordedEvent => {
+      const permission = permissionOf(route);
       const kind = parsePermission(permission)?.kind;
-      services.events.publish(AuditRecorded, {
+      return {
         kind: kind && KINDS[kind] && KINDS[kind].scope !== 'none' ? kind : 'other',
         permission,
         method: entry.method,
@@ -182,8 +184,24 @@ export default definePlugin({
         status: entry.status,
         request_id: entry.request_id,
         created_at: entry.created_at,
+      };
+    };
+    /**
+     * Writes what settles an entry (`change`: its append, its settlement, its closing after a crash) and
+     * the entry's notification (plugins/notifications, when loaded and subscribed to) in one
+     * transaction: an entry as answered has its notification, or neither is written. Answers what `change` did.
+     */
+    const withNotification = async <R>(recorded: AuditRecordedEvent, change: (trx?: Knex.Transaction) => Promise<R>, wanted: (done: R) => boolean = () => true): Promise<R> => {
+      const write = await services.provided.find(NotificationsRef)?.prepare(auditNotification(recorded));
+      if (!write) return change();
+      return services.db.knex.transaction(async (trx) => {
+        const done = await change(trx);
+        if (wanted(done)) await write(trx);
+        return done;
       });
     };
+    /** Tells the bus of a request's entry. */
+    const announce = (recorded: AuditRecordedEvent) => services.events.publish(AuditRecorded, recorded);
     services.requests.add('audit', async (request) => {
       if (!isAudited(request)) return;
       const now = services.clock.now();
@@ -198,16 +216,18 @@ export default definePlugin({
         // A change that committed keeps its success status (what the entry was written with) when only the answer failed after it.
         const answer = (request.committed || request.uncertain) && entry.status >= 500 ? { ...entry, status: begun.entry.status } : entry;
         const settled = { status: answer.status, resource_id: answer.resource_id, principal_id: answer.principal_id, principal_name: answer.principal_name, auth_method: answer.auth_method };
-        if ((await log.settle(begun.id, settled)) || carried) {
+        const recorded = recordedOf(request.route!, { ...entry, ...settled });
+        if (await withNotification(recorded, async (trx) => (await log.settle(begun.id, settled, trx)) || carried, (done) => done)) {
           auditLog.info({ entry: { ...entry, ...settled } }, 'audit');
-          announce(request, { ...entry, ...settled });
+          announce(recorded);
           return;
         }
       }
       if (!request.principal && !ownPlace && !flood.admit(entry, now)) return;
       auditLog.info({ entry }, 'audit');
-      await log.append(entry);
-      announce(request, entry);
+      const recorded = recordedOf(request.route!, entry);
+      await withNotification(recorded, (trx) => log.append(entry, trx));
+      announce(recorded);
     });
     /** Writes the counted anonymous entries of minutes that are over. */
     const flush = async (all = false) => {
@@ -216,9 +236,27 @@ export default definePlugin({
       for (const entry of due) auditLog.info({ entry }, 'audit');
       await log.append(due);
     };
-    /** Closes entries left pending by a process that stopped before their answer (a crash). */
+    /**
+     * Closes entries left pending by a process that stopped before their answer (a crash): as
+     * written (their write committed with them), each with its notification when notifications are
+     * loaded (the route's kind read from the route table; an entry of a route no longer served is `other`).
+     */
     const closeUnsettled = async () => {
-      const closed = await log.closeUnsettled(new Date(services.clock.now().getTime() - UNSETTLED_AFTER_MS));
+      const before = new Date(services.clock.now().getTime() - UNSETTLED_AFTER_MS);
+      let closed = 0;
+      if (!services.provided.find(NotificationsRef)) {
+        closed = await log.closeUnsettled(before);
+      } else {
+        const routes = new Map(services.routeTable().map(({ route }) => [`${route.method} ${route.path}`, route]));
+        for (;;) {
+          const entries = await log.unsettledBefore(before, 100);
+          for (const entry of entries) {
+            const route = routes.get(`${entry.method} ${entry.route}`) ?? { method: entry.method, path: entry.route, auth: 'public' as const };
+            if (await withNotification(recordedOf(route, entry), (trx) => (trx ? log.close(entry.id, trx) : services.db.knex.transaction((t) => log.close(entry.id, t))), (done) => done)) closed += 1;
+          }
+          if (entries.length < 100) break;
+        }
+      }
       if (closed) services.log.warn({ closed }, 'audit: entries whose answer never came (their process stopped) closed as written');
       return closed;
     };

@@ -138,9 +138,9 @@ export class AuditLog {
   constructor(private readonly store: Store) {}
 
   /** Appends entries whose answer is known. */
-  async append(entries: NewAuditEntry | NewAuditEntry[]): Promise<void> {
+  async append(entries: NewAuditEntry | NewAuditEntry[], trx?: Knex.Transaction): Promise<void> {
     const rows = (Array.isArray(entries) ? entries : [entries]).map((e) => codec.encode({ ...e, pending: false }));
-    if (rows.length) await this.store.knex(AUDIT_LOG).insert(rows);
+    if (rows.length) await (trx ?? this.store.knex)(AUDIT_LOG).insert(rows);
   }
 
   /** Writes the entry of a request in `trx`, with the write it records, pending until its answer settles it; answers its id. */
@@ -157,10 +157,10 @@ export class AuditLog {
    * its account). Once: the mark goes, and the table refuses any later change. Answers whether the
    * entry was there, pending (an entry whose write's COMMIT was lost is there only if it committed).
    */
-  async settle(id: number, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>): Promise<boolean> {
+  async settle(id: number, outcome: Pick<AuditEntry, 'status' | 'resource_id' | 'principal_id' | 'principal_name' | 'auth_method'>, trx?: Knex.Transaction): Promise<boolean> {
     const sql = `update ${quoted(AUDIT_LOG)} set "status" = ?, "resource_id" = ?, "principal_id" = ?, "principal_name" = ?, "auth_method" = ?, "pending" = ? where "id" = ? and "pending" = ?`;
     const { status, resource_id, principal_id, principal_name, auth_method } = outcome;
-    return (await this.store.writes.run(AUDIT_LOG, sql, [status, resource_id ?? null, principal_id ?? null, principal_name ?? null, auth_method ?? null, false, id, true])).count > 0;
+    return (await this.store.writes.run(AUDIT_LOG, sql, [status, resource_id ?? null, principal_id ?? null, principal_name ?? null, auth_method ?? null, false, id, true], trx)).count > 0;
   }
 
   /**
@@ -171,6 +171,22 @@ export class AuditLog {
   async closeUnsettled(before: Date): Promise<number> {
     const pending = this.store.dialect === 'postgres' ? 'pending' : 'pending = 1';
     return this.store.knex(AUDIT_LOG).whereRaw(pending).andWhere('created_at', '<', before.toISOString()).update({ pending: false });
+  }
+
+  /** Entries still pending that were written before `before`, oldest first, at most `limit`. */
+  async unsettledBefore(before: Date, limit: number): Promise<AuditEntry[]> {
+    const pending = this.store.dialect === 'postgres' ? 'pending' : 'pending = 1';
+    const rows: Row[] = await this.store.knex(AUDIT_LOG).whereRaw(pending).andWhere('created_at', '<', before.toISOString()).orderBy('id').limit(limit);
+    return rows.map((r) => {
+      const { pending: _pending, ...e } = codec.decode<AuditEntry & { pending: boolean }>(r);
+      return { ...e, id: Number(e.id), status: Number(e.status), count: Number(e.count) };
+    });
+  }
+
+  /** Closes one pending entry as written, in `trx`; answers whether it was still pending. */
+  async close(id: number, trx: Knex.Transaction): Promise<boolean> {
+    const pending = this.store.dialect === 'postgres' ? 'pending' : 'pending = 1';
+    return (await trx(AUDIT_LOG).where({ id }).whereRaw(pending).update({ pending: false })) > 0;
   }
 
   /** Newest first; `next_cursor` continues with older entries. */

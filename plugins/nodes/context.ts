@@ -2,6 +2,7 @@ import type { PluginParts, Services } from '../../core/plugin.js';
 import { OverlayPeers } from '../../core/tasks/host-kinds.js';
 import { HeartbeatCadence } from './cadence.js';
 import type { NodesConfig } from './config.js';
+import { NotificationsRef } from '../notifications/api.js';
 import { EventLog } from './events.js';
 import { NodeStore, nodeStatus, nodeView, type NodeRecord } from './nodes.js';
 import { OverlayAddresses } from './overlay.js';
@@ -38,7 +39,7 @@ export type NodesPart = Pick<PluginParts, 'routes' | 'loops'>;
 export function createNodesContext(services: Services, settings: NodesConfig): NodesContext {
   const { db, clock, tasks } = services;
   const nodes = new NodeStore(db, clock);
-  const events = new EventLog(db, clock, services.events);
+  const events = new EventLog(db, clock, services.events, () => services.provided.find(NotificationsRef) ?? null);
   const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
   const cadence = new HeartbeatCadence({
     floorSeconds: settings.heartbeat_interval_seconds,

@@ -1,9 +1,11 @@
+import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import { RowCodec, type Row } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { EventBus } from '../../core/events.js';
 import { NODE_EVENTS, NODES } from './migrations.js';
 import { NodeEventRecorded } from './api.js';
+import { nodeEventNotification, type NotificationsApi } from '../notifications/api.js';
 
 export interface NodeEvent {
   id: number;
@@ -33,6 +35,8 @@ export class EventLog {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly bus: EventBus,
+    /** The notifications plugin, when loaded: an event's notification is written with its row. */
+    private readonly notifications: () => NotificationsApi | null = () => null,
   ) {}
 
   async record(event: { nodeId?: string | null; identifier?: string | null; kind: string; message?: string | null; data?: Record<string, unknown> | null }): Promise<NodeEvent> {
@@ -44,7 +48,17 @@ export class EventLog {
       data: event.data ?? null,
       created_at: this.clock.now().toISOString(),
     };
-    const [inserted] = await this.store.knex(NODE_EVENTS).insert(codec.encode(row)).returning('id');
+    const notification = nodeEventNotification(row);
+    const write = notification ? await this.notifications()?.prepare(notification) : null;
+    const insert = (k: Knex | Knex.Transaction) => k(NODE_EVENTS).insert(codec.encode(row)).returning('id');
+    // The event's row and its notification's outbox rows commit together.
+    const [inserted] = write
+      ? await this.store.knex.transaction(async (trx) => {
+          const ids = await insert(trx);
+          await write(trx);
+          return ids;
+        })
+      : await insert(this.store.knex);
     const id = typeof inserted === 'object' ? (inserted as { id: number }).id : inserted;
     const recorded = { ...row, id: Number(id) };
     this.bus.publish(NodeEventRecorded, recorded);

@@ -3,11 +3,8 @@ import type { EventBus, Topic } from '../../core/events.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
 import { ResourceTroubled } from '../../core/lifecycle.js';
 import { KINDS, READ_VERBS } from '../../core/auth/permissions.js';
-import { AuditRecorded } from '../audit/api.js';
 import { TaskFailed } from '../../core/tasks/queue.js';
-import { alertTopic } from '../alerts/api.js';
 import { volumeRunTopic } from '../backups/api.js';
-import { NodeEventRecorded } from '../nodes/api.js';
 
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -30,17 +27,6 @@ export interface NotificationEvent {
 /** An event as a producer describes it (the id and time are filled in). */
 export type NewEvent = Omit<NotificationEvent, 'id' | 'occurred_at'> & { occurred_at?: string };
 
-/** A node event kind (plugins/nodes, bus topic `node.event`) that is also a notification type. */
-const NODE_KINDS: Record<string, { type: string; severity: (data: Record<string, unknown> | null) => Severity }> = {
-  node_created: { type: 'node.created', severity: () => 'info' },
-  node_joined: { type: 'node.joined', severity: () => 'info' },
-  node_status_changed: { type: 'node.status_changed', severity: (d) => (d?.to === 'offline' ? 'critical' : d?.to === 'ready' ? 'info' : 'warning') },
-  node_removed: { type: 'node.removed', severity: () => 'info' },
-  join_failed: { type: 'node.join_failed', severity: () => 'warning' },
-  certificate_issued: { type: 'certificate.issued', severity: () => 'info' },
-  certificates_revoked: { type: 'certificate.revoked', severity: () => 'warning' },
-};
-
 /**
  * Audited writes by the kind of resource their route acts on (core/auth/permissions.ts): `audit.secrets`,
  * `audit.iam`…, and `audit.other` for routes of no kind (the login API).
@@ -53,8 +39,9 @@ const AUDIT_EVENT_TYPES: Record<string, string> = Object.fromEntries([
 ]);
 
 /**
- * The event types a subscription may name, with what each says. Each comes from a topic of the
- * in-process event bus (core/events.ts), translated by {@link bridgeEvents}.
+ * The event types a subscription may name, with what each says. Most come from a topic of the
+ * in-process event bus (core/events.ts), translated by {@link bridgeEvents}; `node.*`, `certificate.*`, `alert.*`
+ * and `audit.*` are written by their producers in the transaction of their change (api.ts: NotificationsApi.prepare).
  */
 export const EVENT_TYPES: Record<string, string> = {
   'node.created': 'a node record was created',
@@ -87,8 +74,6 @@ const WHAT_HAPPENED: Record<string, string> = { failed: 'failed', rolled_back: '
 /** A lifecycle noun's resource type where the two differ (the tags plugin's RESOURCE_TYPES). */
 const RESOURCE_TYPE_OF_NOUN: Record<string, string> = { 'load balancer': 'loadbalancer', 'object store': 's3' };
 
-const str = (v: unknown): string | null => (typeof v === 'string' && v ? v : null);
-const asSeverity = (v: unknown, fallback: Severity): Severity => (SEVERITIES.includes(v as Severity) ? (v as Severity) : fallback);
 
 /** Completes an event a producer describes. */
 export function eventOf(e: NewEvent, now: Date): NotificationEvent {
@@ -108,17 +93,6 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
         if (event) emit(event);
       }),
     );
-  on(NodeEventRecorded, (e) => {
-    const kind = NODE_KINDS[e.kind];
-    if (!kind) return null;
-    return {
-      type: kind.type,
-      severity: kind.severity(e.data),
-      resource: e.node_id ? { type: 'node', id: e.node_id } : null,
-      message: e.message ?? `${kind.type}${e.node_id ? ` ${e.node_id}` : ''}`,
-      data: { node_id: e.node_id, identifier: e.identifier, ...(e.data ?? {}) },
-    };
-  });
   on(TaskFailed, (t) => ({
     type: 'task.failed',
     severity: 'warning',
@@ -146,13 +120,6 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       }));
     }
   }
-  on(AuditRecorded, (a) => ({
-    type: `audit.${a.kind}`,
-    severity: a.status >= 400 ? 'warning' : 'info',
-    resource: a.resource_id ? { type: a.kind, id: a.resource_id } : null,
-    message: `${a.principal_name ?? 'an anonymous caller'}: ${a.method} ${a.route}${a.resource_id ? ` (${a.resource_id})` : ''} answered ${a.status}`,
-    data: { ...a },
-  }));
   on(ResourceTroubled, (r) => {
     const workload = WORKLOAD_NOUNS.has(r.noun);
     if (!workload && r.to !== 'failed') return null;
@@ -165,18 +132,5 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       data: { ...r },
     };
   });
-  for (const state of ['firing', 'resolved'] as const) {
-    on(alertTopic(state), (a) => {
-      const type = str(a.resource_type);
-      const id = str(a.resource_id);
-      return {
-        type: `alert.${state}`,
-        severity: state === 'resolved' ? 'info' : asSeverity(a.severity, 'warning'),
-        resource: type && id ? { type, id } : null,
-        message: `${state === 'firing' ? 'FIRING' : 'resolved'}: ${str(a.message) ?? str(a.rule) ?? 'an alert'}`,
-        data: { ...a, rule: a.rule ?? null, resource_type: type, resource_id: id, severity: asSeverity(a.severity, 'warning'), started_at: a.started_at ?? null, message: a.message ?? null },
-      };
-    });
-  }
   return () => offs.forEach((off) => off());
 }

@@ -320,15 +320,25 @@ export default definePlugin({
       return [...byChannel].map(([channel_id, subscription_id]) => ({ channel_id, subscription_id }));
     }
 
-    async function record(described: NewEvent, trx?: Knex.Transaction): Promise<void> {
+    async function record(described: NewEvent): Promise<void> {
       const event = eventOf(described, clock.now());
-      const written = await outbox.enqueue(event, await targetsOf(event), retry.periodMs, trx);
-      if (written.length) {
-        if (trx) void trx.executionPromise?.then(() => poke(), () => undefined);
-        else poke();
-      }
+      if ((await outbox.enqueue(event, await targetsOf(event), retry.periodMs)).length) poke();
     }
-    services.provided.provide(NotificationsRef, { record: (event, trx) => record(event, trx) });
+
+    /** NotificationsApi.prepare: the matching now, the outbox rows in the producer's transaction; sent once it commits. */
+    async function prepare(described: NewEvent): Promise<((trx: Knex.Transaction) => Promise<void>) | null> {
+      const event = eventOf(described, clock.now());
+      const targets = await targetsOf(event);
+      if (!targets.length) return null;
+      return async (trx) => {
+        await outbox.enqueue(event, targets, retry.periodMs, trx);
+        void trx.executionPromise?.then(
+          () => poke(),
+          () => undefined,
+        );
+      };
+    }
+    services.provided.provide(NotificationsRef, { prepare });
 
     // ——— sending ———
 

@@ -29,6 +29,8 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
   let admin: Credentials;
   let manager: Awaited<ReturnType<typeof swarmDouble>>;
   let work = '';
+  /** The state the swarm reports its one member in. */
+  let memberState = 'ready';
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const cli = async (args: string[]) => {
     const ca = path.join(work, 'ca.pem');
@@ -37,6 +39,12 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
     const res = await hangarCli(args, { env, timeoutMs: 60_000 });
     expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(0);
     return res.stdout;
+  };
+  /** A user of role user, a member of `project` as `role` when given: its bearer header. */
+  const member = async (username: string, project?: string, role?: string) => {
+    const creds = await createUser(t, admin, { username: `${username}-${dialect.name}`, role: 'user' });
+    if (project) expect((await api('PUT', `/v1/projects/${project}/members/${creds.username}`, { role })).status).to.equal(201);
+    return bearer(creds.token);
   };
   /** What the receiver heard on a channel (each channel has its own path). */
   const heard = (channel: string, type: string, resourceId?: string) =>
@@ -53,7 +61,7 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
         notifications: LOOPBACK,
         alerts: {
           interval_seconds: 1,
-          rules: { instance_not_running: { for_seconds: 3600 } },
+          rules: { instance_not_running: { for_seconds: 3600 }, cluster_member_not_ready: { for_seconds: 0 } },
           projects: { default: { rules: { instance_not_running: { for_seconds: 0, severity: 'warning' } } } },
         },
       },
@@ -61,6 +69,7 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
     admin = await bootstrapAdmin(t);
     manager = await swarmDouble(t, admin.token, {
       refusals: { deployWorkload: (input) => (String(input.spec.image).startsWith('missing/') ? `No such image: ${input.spec.image}` : undefined) },
+      answers: { members: () => ({ members: [{ runtime_node_id: 'fake-runtime-node', hostname: 'fake-host', address: null, role: 'manager', state: memberState, availability: 'active', leader: true }] }) },
     });
     expect((await api('POST', '/v1/projects', { name: 'team-b' })).status).to.equal(201);
     // Three channels to one receiver, told apart by a header: default's, team-b's, and one of no project.
@@ -129,11 +138,6 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
   it('answers a project member the alerts of its projects and the installation’s, on the list, by id and on the stream; another project’s are hidden', async function () {
     this.timeout(60_000);
     // A viewer of default, a maintainer of team-b (a member of another project), a user of no project.
-    const member = async (username: string, project?: string, role?: string) => {
-      const creds = await createUser(t, admin, { username: `${username}-${dialect.name}`, role: 'user' });
-      if (project) expect((await api('PUT', `/v1/projects/${project}/members/${creds.username}`, { role })).status).to.equal(201);
-      return bearer(creds.token);
-    };
     const viewer = await member('al-viewer', 'default', 'viewer');
     const other = await member('al-other', 'team-b', 'maintainer');
     const nobody = await member('al-nobody');
@@ -218,6 +222,36 @@ describeEachDialect('alerts and notifications by project (and subscriptions by t
       expect(asViewer!.of('resource.changed', (d) => d.id === alertId && d.project_id === fired.json.project_id)).to.not.deep.equal([]);
     } finally {
       for (const s of streams) s.close();
+    }
+  });
+
+  it('records a cluster member’s readiness alert (its message names the cluster) under the cluster’s project: another project’s member and a user of no project neither list nor read it', async function () {
+    this.timeout(60_000);
+    const defaultId = (await api('GET', '/v1/projects/default')).json.data.id as string;
+    const viewer = await member('cm-viewer', 'default', 'viewer');
+    const other = await member('cm-other', 'team-b', 'maintainer');
+    const nobody = await member('cm-nobody');
+    const as = (headers: Record<string, string>, p: string) => t.request('GET', p, { headers });
+    const query = `/v1/alerts?rule=cluster_member_not_ready&resource_id=${manager.nodeId}&limit=1000`;
+    // The manager's agent heartbeats (an offline node's readiness is not judged) and the swarm reports it down.
+    expect((await manager.agent.heartbeat()).status).to.equal(200);
+    memberState = 'down';
+    try {
+      const firing = await waitFor(async () => ((await api('GET', query)).json.data as Array<Record<string, any>>).find((a) => a.state === 'firing'), { timeoutMs: 20_000, what: 'cluster_member_not_ready to fire' });
+      expect(firing).to.include({ resource_type: 'node', resource_id: manager.nodeId, project_id: defaultId });
+      expect(firing.message).to.contain('swarm live');
+      expect(((await as(viewer, query)).json.data as Array<{ id: string }>).map((a) => a.id)).to.include(firing.id);
+      expect((await as(viewer, `/v1/alerts/${firing.id}`)).json.data).to.include({ id: firing.id });
+      for (const outsider of [other, nobody]) {
+        const listed = await as(outsider, '/v1/alerts?limit=1000');
+        expect(listed.status, listed.text).to.equal(200);
+        expect((listed.json.data as Array<{ id: string }>).map((a) => a.id)).not.to.include(firing.id);
+        expect(listed.text).not.to.contain('swarm live');
+        const one = await as(outsider, `/v1/alerts/${firing.id}`);
+        expect([one.status, one.json?.message], one.text).to.deep.equal([404, `No alert ${firing.id}`]);
+      }
+    } finally {
+      memberState = 'ready';
     }
   });
 

@@ -10,7 +10,8 @@ import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity
 import { TestSmtpServer } from '../../support/smtp.js';
 import { hangarCli } from '../runner/support.js';
 import { Receiver } from './receiver.js';
-import { AlertFiring, AlertResolved } from '../../../plugins/alerts/api.js';
+import type { AlertAnnouncement } from '../../../plugins/alerts/api.js';
+import { alertNotification, NotificationsRef } from '../../../plugins/notifications/api.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'notifications'];
 
@@ -41,6 +42,11 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
     const res = await api('POST', '/v1/nodes', { name: `n${++nodes}-${run}` });
     expect(res.status, res.text).to.equal(201);
     return res.json.data.id as string;
+  };
+  /** An alert's announcement as plugins/alerts writes it: its notification in a transaction of the store (NotificationsApi.prepare). */
+  const announce = async (state: 'firing' | 'resolved', a: AlertAnnouncement) => {
+    const write = await t.hangar.services.provided.find(NotificationsRef)!.prepare(alertNotification(state, a));
+    if (write) await t.hangar.services.db.knex.transaction(write);
   };
   const deliveriesOf = async (nodeId: string) =>
     ((await api('GET', `/v1/notifications/deliveries?limit=1000`)).json.data as Array<Record<string, any>>).filter((d) => d.event.resource?.id === nodeId);
@@ -121,13 +127,12 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
   it('delivers alerts the alerts plugin publishes, filtered by resource and least severity', async () => {
     const sub = await api('POST', '/v1/notifications/subscriptions', { channel_id: channelId, event_types: ['alert.firing', 'alert.resolved'], resource_ids: [`node-a${run}`], min_severity: 'critical' });
     expect(sub.status, sub.text).to.equal(201);
-    // As plugins/alerts publishes them on the bus.
+    // As plugins/alerts announces them.
     const alert = (resource: string, severity: string, message: string) => ({ id: `alert-${message}`, rule: 'node_offline', resource_type: 'node', resource_id: resource, subject: null, severity, started_at: new Date().toISOString(), resolved_at: null, message });
-    const bus = t.hangar.services.events;
-    bus.publish(AlertFiring, alert(`node-a${run}`, 'warning', `low-${run}`));
-    bus.publish(AlertFiring, alert(`node-b${run}`, 'critical', `other-${run}`));
-    bus.publish(AlertResolved, alert(`node-a${run}`, 'critical', `resolved-${run}`));
-    bus.publish(AlertFiring, alert(`node-a${run}`, 'critical', `down-${run}`));
+    await announce('firing', alert(`node-a${run}`, 'warning', `low-${run}`));
+    await announce('firing', alert(`node-b${run}`, 'critical', `other-${run}`));
+    await announce('resolved', alert(`node-a${run}`, 'critical', `resolved-${run}`));
+    await announce('firing', alert(`node-a${run}`, 'critical', `down-${run}`));
     const done = await delivered(`node-a${run}`);
     expect(done.event).to.include({ type: 'alert.firing', severity: 'critical' });
     expect(done.event.data).to.include({ rule: 'node_offline', id: `alert-down-${run}` });
@@ -239,7 +244,7 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       const backlog: string[] = [];
       for (let i = 0; i < 40; i++) backlog.push(await newNode());
       await waitFor(() => receiver.holding > 0, { timeoutMs: 10_000, what: 'the receiver to hold a delivery' });
-      t.hangar.services.events.publish(AlertFiring, { id: `alert-backlog-${run}`, rule: 'node_offline', resource_type: 'node', resource_id: `node-backlog${run}`, subject: null, severity: 'critical', started_at: new Date().toISOString(), resolved_at: null, message: `backlog-${run}` });
+      await announce('firing', { id: `alert-backlog-${run}`, rule: 'node_offline', resource_type: 'node', resource_id: `node-backlog${run}`, subject: null, severity: 'critical', started_at: new Date().toISOString(), resolved_at: null, message: `backlog-${run}` });
       await delivered(`node-backlog${run}`, otherId);
       expect(other.requests.filter((r) => r.body.message?.includes(`backlog-${run}`))).to.have.length(1);
       const waiting = (await Promise.all(backlog.map(deliveriesOf))).flat().filter((d) => d.channel_id === channelId && d.status !== 'delivered');
