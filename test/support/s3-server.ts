@@ -316,7 +316,9 @@ function installExitHook(): void {
   });
 }
 
-const sharedOnLoopback = new SharedService('the S3 server', () => S3Server.start(), (server) => server.stop());
+// Kept until the process exits (its exit hook ends it): its suites are far apart in a full run
+// (integration/backups, integration/s3, e2e/dashboard-backups) and an idle one costs next to nothing.
+const sharedOnLoopback = new SharedService('the S3 server', () => S3Server.start(), (server) => server.stop(), null);
 
 /**
  * The S3 server on 127.0.0.1 that the suites of this process share (test/support/shared-service.ts):
