@@ -2,6 +2,8 @@ import type { PortSpec, WorkloadState, WorkloadTask } from '../../core/orchestra
 import { attempt, isNotFound, failure, segment, type Raw, type SwarmContext } from './client.js';
 
 export const STACK_LABEL = 'com.docker.stack.namespace';
+/** The service label holding hangar's revision of its spec: after the engine rolls an update back, the spec it returned to names it. */
+export const REVISION_LABEL = 'io.hangar.revision';
 
 /** Desired states of a task that is meant to run (or is being placed). */
 const LIVE_DESIRED = new Set(['running', 'ready', 'accepted', 'pending', 'assigned', 'new']);
@@ -56,7 +58,14 @@ function rolloutOf(service: Raw): WorkloadState['rollout'] {
   const status = service.UpdateStatus;
   if (!status?.State) return null;
   if (status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt)) return null;
-  return { state: String(status.State), message: status.Message ? String(status.Message) : null };
+  const state = String(status.State);
+  const revision = Number(service.Spec?.Labels?.[REVISION_LABEL]);
+  return {
+    state,
+    message: status.Message ? String(status.Message) : null,
+    // What the spec names runs (or is being rolled out); a paused rollout runs a mix of two.
+    ...(!state.endsWith('paused') && Number.isInteger(revision) && revision > 0 ? { revision } : {}),
+  };
 }
 
 /** WorkloadState from a service's inspect answer and its tasks. */

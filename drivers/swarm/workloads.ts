@@ -2,7 +2,7 @@ import { HANGAR_LABELS, healthTimings, type HealthSpec, type RolloutSpec, type L
 import { attempt, body, checkName, failure, isNotFound, SwarmDriverError, type Raw, type SwarmContext } from './client.js';
 import { logLineCount, mergeLines, serviceLogLines } from './logs.js';
 import { ensureNetwork, findObjectId, HANGAR_EDGE_NETWORK, nfsOptions, type ObjectKind } from './objects.js';
-import { findService, listServices, stackServices, stateOf, statesOf } from './state.js';
+import { findService, listServices, REVISION_LABEL, stackServices, stateOf, statesOf } from './state.js';
 
 const MB = 1024 * 1024;
 
@@ -127,6 +127,8 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, conte
     ...(spec.exposure?.domain ? { [DOMAIN_LABEL]: spec.exposure.domain } : {}),
     ...(spec.labels ?? {}),
   };
+  // On the service only (not its tasks): a new revision alone restarts no task.
+  const serviceLabels = spec.revision ? { ...labels, [REVISION_LABEL]: String(spec.revision) } : labels;
   const container: Raw = { Image: spec.image, Labels: { ...labels } };
   if (spec.env) container.Env = Object.entries(spec.env).map(([k, v]) => `${k}=${v}`);
   if (spec.command?.length) container.Command = [...spec.command];
@@ -157,7 +159,7 @@ export async function serviceSpecOf(ctx: SwarmContext, spec: WorkloadSpec, conte
 
   return {
     Name: spec.name,
-    Labels: labels,
+    Labels: serviceLabels,
     TaskTemplate: {
       ContainerSpec: container,
       Resources: resources,

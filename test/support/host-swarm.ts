@@ -6,12 +6,16 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { docker, dockerAvailable, dockerOk } from '../../lab/docker.js';
 import { sealAvailable, sealBridge, sealedBridges, unsealBridge } from '../../lab/seal.js';
 
 export const TEST_IMAGE = 'hangar-test/busybox:latest';
 const BUSYBOX_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-busybox-image');
+/** HAProxy as the lab machines run it, built on the host from Debian's haproxy (lab-haproxy-image). */
+export const HAPROXY_IMAGE = 'hangar-test/haproxy:latest';
+const HAPROXY_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-haproxy-image');
 
 let initialisedHere = false;
 let ready: Promise<string | null> | undefined;
@@ -76,6 +80,24 @@ export async function testImage(): Promise<string | null> {
   const built = spawnSync('bash', [BUSYBOX_IMAGE_SCRIPT, TEST_IMAGE], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`building ${TEST_IMAGE} failed: ${built.stderr}`);
   return null;
+}
+
+/** Builds HAPROXY_IMAGE when the engine lacks it; null when it is there, or what is missing (for requireService). */
+export async function haproxyImage(): Promise<string | null> {
+  if ((await docker(['image', 'inspect', HAPROXY_IMAGE])).code === 0) return null;
+  if (!spawnSync('sh', ['-c', 'command -v haproxy']).stdout.length) return 'haproxy on the host (apt-get install haproxy) to build the balancer image';
+  const built = spawnSync('bash', [HAPROXY_IMAGE_SCRIPT, HAPROXY_IMAGE], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`building ${HAPROXY_IMAGE} failed: ${built.stderr}`);
+  return null;
+}
+
+/** A TCP port nothing listens on now (for a control plane kept across a restart, a balancer's published port). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
 /** Leaves the swarm if this run created it (mocha root hook / after). */

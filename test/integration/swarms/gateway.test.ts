@@ -1,15 +1,13 @@
 import { expect } from 'chai';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { docker, dockerOk } from '../../../lab/docker.js';
 import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
+import { freePort, haproxyImage, hostSwarm, HAPROXY_IMAGE, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
@@ -17,28 +15,6 @@ import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../s
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'compute', 'gateway', 'cleanup'];
 /** An image nobody has, and nothing can pull: the swarm rejects every task of it. */
 const MISSING_IMAGE = 'hangar-test/no-such-lb-image:never';
-/** HAProxy as the lab machines run it, built on the host from Debian's haproxy (lab-haproxy-image). */
-const HAPROXY_IMAGE = 'hangar-test/haproxy:latest';
-const HAPROXY_IMAGE_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-haproxy-image');
-
-/** A port nothing listens on now (the control plane's, kept across its restart; the balancer's). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Builds HAPROXY_IMAGE when the engine lacks it; null when it is there, or what is missing. */
-async function haproxyImage(): Promise<string | null> {
-  if ((await docker(['image', 'inspect', HAPROXY_IMAGE])).code === 0) return null;
-  if (!spawnSync('sh', ['-c', 'command -v haproxy']).stdout.length) return 'haproxy on the host (apt-get install haproxy) to build the balancer image';
-  const built = spawnSync('bash', [HAPROXY_IMAGE_SCRIPT, HAPROXY_IMAGE], { encoding: 'utf8' });
-  if (built.status !== 0) throw new Error(`building ${HAPROXY_IMAGE} failed: ${built.stderr}`);
-  return null;
-}
-
 /**
  * A swarm's load balancer through the HTTP API, run for real on the host engine's swarm: one whose
  * image nobody has fails with the swarm's reason (as an instance does) and stays failed; the list,
