@@ -38,7 +38,7 @@ export const sessionMigrations: Migration[] = [
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** The value of one cookie in a Cookie header. */
-function cookie(header: string | undefined, name: string): string | null {
+export function cookie(header: string | undefined, name: string): string | null {
   for (const part of (header ?? '').split(';')) {
     const eq = part.indexOf('=');
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();

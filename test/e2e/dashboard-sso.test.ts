@@ -1,13 +1,10 @@
 import { expect } from 'chai';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { chromiumInstalled, CHROMIUM, openBrowser, UI_BUILT } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
-import { startHangar, type TestHangar } from '../support/hangar.js';
+import type { TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
-import { startProvider, type TestProvider } from '../support/oidc-provider.js';
+import { startHangarWithProvider, type TestProvider } from '../support/oidc-provider.js';
 import { requireService } from '../support/requirements.js';
 
 /**
@@ -31,16 +28,10 @@ describe('the dashboard in chromium: single sign-on [sqlite]', function () {
     this.timeout(120_000);
     requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
     requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
-    idp = await startProvider();
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-sso-ui-'));
-    writeFileSync(path.join(dir, 'client-secret'), idp.clientSecret, { mode: 0o600 });
-    t = await startHangar(dialect, {
+    ({ idp, t } = await startHangarWithProvider(dialect, {
       plugins: ['system', 'iam', 'projects', 'audit', 'nodes', 'dashboard'],
-      overrides: {
-        iam: { oidc: { issuer: idp.issuer, client_id: idp.clientId, client_secret_file: path.join(dir, 'client-secret'), allow_http: true, roles: [{ group: 'ops', role: 'admin' }] } },
-      },
-    });
-    idp.serve([`${t.url}/v1/auth/oidc/callback`]);
+      oidc: { roles: [{ group: 'ops', role: 'admin' }] },
+    }));
     admin = await bootstrapAdmin(t);
     const opened = await openBrowser();
     ({ page, shot } = opened);

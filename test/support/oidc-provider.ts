@@ -1,7 +1,11 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import Provider from 'oidc-provider';
+import type { TestDialect } from './dialects.js';
+import { startHangar, type TestHangar } from './hangar.js';
 
 /**
  * A real OpenID provider for tests: the certified `oidc-provider` package in this process, on
@@ -98,6 +102,25 @@ function serve(handle: TestProvider, server: Server, redirectUris: string[]): vo
     }
   });
   server.on('request', provider.callback());
+}
+
+/**
+ * A provider and a control plane configured to log in through it (iam.oidc: its issuer over http on
+ * loopback, its client, the client secret in a file of the control plane's data dir, and `oidc`'s
+ * mapping), the provider knowing hangar's redirect URI.
+ */
+export async function startHangarWithProvider(dialect: TestDialect, options: { plugins: string[]; oidc: Record<string, unknown> }): Promise<{ idp: TestProvider; t: TestHangar }> {
+  const idp = await startProvider();
+  const storage = dialect.freshStorage();
+  const secretFile = path.join(storage.dataDir, 'oidc-client-secret');
+  writeFileSync(secretFile, `${idp.clientSecret}\n`, { mode: 0o600 });
+  const oidc = { issuer: idp.issuer, client_id: idp.clientId, client_secret_file: secretFile, allow_http: true, ...options.oidc };
+  const t = await startHangar(dialect, { plugins: options.plugins, storage, overrides: { iam: { oidc } } }).catch(async (err: unknown) => {
+    await idp.stop();
+    throw err;
+  });
+  idp.serve([`${t.url}/v1/auth/oidc/callback`]);
+  return { idp, t };
 }
 
 /** A cookie jar and manual redirects, for driving the provider's pages (and hangar's callback) the way a browser would. */

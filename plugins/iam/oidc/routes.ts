@@ -3,7 +3,7 @@ import { establishPrincipal } from '../../../core/auth/index.js';
 import { notFound } from '../../../core/errors.js';
 import { Reply } from '../../../core/http/reply.js';
 import { defineRoute, type HangarRequest, type RouteDef } from '../../../core/plugin.js';
-import type { Sessions } from '../sessions.js';
+import { cookie, type Sessions } from '../sessions.js';
 import type { UserRecord, UserStore } from '../users.js';
 import type { SingleSignOn } from './sso.js';
 
@@ -14,14 +14,6 @@ const COOKIE_PATH = '/v1/auth/oidc';
 const DASHBOARD = '/ui/';
 
 const bindingCookie = (value: string, maxAge: number) => `${SSO_COOKIE}=${value}; Path=${COOKIE_PATH}; HttpOnly; Secure; SameSite=Lax; Max-Age=${maxAge}`;
-
-function cookie(header: string | undefined, name: string): string | null {
-  for (const part of (header ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return null;
-}
 
 export interface SsoRouteDeps {
   sso: () => SingleSignOn | null;

@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeEachDialect } from '../../support/dialects.js';
-import { startHangar, type TestHangar } from '../../support/hangar.js';
+import type { TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { Browserish, startProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { Browserish, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
 import { BIN, hangarCli, TempDirs } from '../runner/support.js';
 
 /**
@@ -23,26 +23,11 @@ describeEachDialect('hangar login --sso (device flow) against a real provider', 
 
   before(async function () {
     this.timeout(30_000);
-    idp = await startProvider();
-    const dir = temp.make('hangar-cli-sso-');
-    writeFileSync(path.join(dir, 'client-secret'), idp.clientSecret, { mode: 0o600 });
-    t = await startHangar(dialect, {
+    ({ idp, t } = await startHangarWithProvider(dialect, {
       plugins: ['system', 'iam', 'projects', 'audit'],
-      overrides: {
-        iam: {
-          oidc: {
-            issuer: idp.issuer,
-            client_id: idp.clientId,
-            client_secret_file: path.join(dir, 'client-secret'),
-            allow_http: true,
-            roles: [{ group: 'audit', role: 'auditor' }],
-            projects: [{ group: 'team-a-dev', project: 'team-a', role: 'deployer' }],
-            cli_key_lifetime_hours: 2,
-          },
-        },
-      },
-    });
-    idp.serve([`${t.url}/v1/auth/oidc/callback`]);
+      oidc: { roles: [{ group: 'audit', role: 'auditor' }], projects: [{ group: 'team-a-dev', project: 'team-a', role: 'deployer' }], cli_key_lifetime_hours: 2 },
+    }));
+    const dir = temp.make('hangar-cli-sso-');
     admin = await bootstrapAdmin(t);
     expect((await t.request('POST', '/v1/projects', { body: { name: 'team-a' }, headers: bearer(admin.token) })).status).to.equal(201);
     caFile = path.join(dir, 'ca.pem');

@@ -1,13 +1,10 @@
 import { expect } from 'chai';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT, decodeJwt, importJWK } from 'jose';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { Browserish, startProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { Browserish, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
 
 const cookiePair = (header: string | string[] | undefined, name: string) =>
   ([] as string[])
@@ -29,32 +26,20 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
 
   before(async function () {
     this.timeout(30_000);
-    idp = await startProvider();
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'hangar-sso-'));
-    writeFileSync(path.join(dir, 'client-secret'), `${idp.clientSecret}\n`, { mode: 0o600 });
-    t = await startHangar(dialect, {
+    ({ idp, t } = await startHangarWithProvider(dialect, {
       plugins: ['system', 'iam', 'projects', 'audit'],
-      overrides: {
-        iam: {
-          oidc: {
-            issuer: idp.issuer,
-            client_id: idp.clientId,
-            client_secret_file: path.join(dir, 'client-secret'),
-            allow_http: true,
-            roles: [
-              { group: 'ops', role: 'admin' },
-              { group: 'audit', role: 'auditor' },
-            ],
-            projects: [
-              { group: 'team-a-dev', project: 'team-a', role: 'deployer' },
-              { group: 'team-a-leads', project: 'team-a', role: 'owner' },
-            ],
-          },
-        },
+      oidc: {
+        roles: [
+          { group: 'ops', role: 'admin' },
+          { group: 'audit', role: 'auditor' },
+        ],
+        projects: [
+          { group: 'team-a-dev', project: 'team-a', role: 'deployer' },
+          { group: 'team-a-leads', project: 'team-a', role: 'owner' },
+        ],
       },
-    });
+    }));
     callback = `${t.url}/v1/auth/oidc/callback`;
-    idp.serve([callback]);
     admin = await bootstrapAdmin(t);
     const made = await t.request('POST', '/v1/projects', { body: { name: 'team-a' }, headers: bearer(admin.token) });
     expect(made.status, made.text).to.equal(201);
