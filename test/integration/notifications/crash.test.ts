@@ -1,10 +1,10 @@
 import { expect } from 'chai';
+import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
 import { waitFor } from '../../support/agents.js';
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
-import { TestDialect } from '../../support/dialects.js';
+import { describeEachDialect, TEST_MASTER_KEY } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { postgresAvailable, requireService } from '../../support/requirements.js';
 import { Receiver } from './receiver.js';
 
 const ENV = {
@@ -14,26 +14,35 @@ const ENV = {
   HANGAR_NOTIFICATIONS__RETRY_BASE_SECONDS: '0.2',
   HANGAR_NOTIFICATIONS__RETRY_MAX_SECONDS: '0.5',
   HANGAR_NOTIFICATIONS__POLL_INTERVAL_MS: '200',
-  HANGAR_NOTIFICATIONS__TIMEOUT_SECONDS: '5',
+  HANGAR_NOTIFICATIONS__TIMEOUT_SECONDS: '2',
 };
 
+interface Delivery {
+  id: string;
+  status: string;
+  event: { resource: { type: string; id: string } };
+  attempts: Array<{ status_code: number | null; error: string | null }>;
+}
+
 /**
- * A control plane killed (SIGKILL) while the receiver holds its delivery unanswered, and another
- * control plane on the same PostgreSQL: once the dead one's leadership lease and the delivery's
- * hold run out, the other sends it, with the same idempotency key (at least once). Two
- * `hangar serve` processes with data dirs of their own (so two holders of the lease).
+ * A control plane killed (SIGKILL) in the middle of retrying a delivery — the receiver failing it,
+ * then holding the next attempt unanswered — and the receiver down while another control plane
+ * takes over the store; once the dead one's leadership lease and the delivery's hold ran out the
+ * other retries (refused while the receiver is down) and delivers it once the receiver is up, with
+ * the same idempotency key and the same bytes on every attempt. Two `hangar serve` processes with
+ * data dirs of their own (two holders of the lease): on PostgreSQL the same schema; on SQLite the
+ * same database file (`database.sqlite_file`), the second started after the first was killed — one
+ * SQLite file is one control plane's at a time (docs/high-availability.md), so this is a restart on
+ * the same file by a process that does not hold the dead one's lease.
  */
-describe('notifications: a control plane killed mid-delivery, another on the same store delivers [postgres]', function () {
-  this.timeout(180_000);
-  const dialect = new TestDialect('postgres');
+describeEachDialect('notifications: a control plane killed mid-retry, the receiver down, another on the same store delivers', (dialect) => {
   const receiver = new Receiver();
   let a: ControlPlane | undefined;
   let c: ControlPlane | undefined;
   let caPem = '';
   let admin: Credentials;
 
-  before(async function () {
-    requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
+  before(async () => {
     await receiver.start();
   });
 
@@ -42,12 +51,13 @@ describe('notifications: a control plane killed mid-delivery, another on the sam
     a?.child.kill('SIGKILL');
     c?.child.kill('SIGKILL');
     await receiver.stop();
-    await dialect.cleanup();
   });
 
-  it('delivers what the killed control plane was sending, with the same key', async () => {
-    const { schema } = dialect.freshStorage();
-    a = await serveControlPlane({ name: 'notify-a', schema, caPem: () => caPem, env: ENV });
+  it('delivers what the killed control plane was retrying, with the same key, once the receiver is back', async function () {
+    this.timeout(180_000);
+    const { schema, dataDir } = dialect.freshStorage();
+    const store: Record<string, string> = schema === null ? { HANGAR_DATABASE__SQLITE_FILE: path.join(dataDir, 'shared.db'), HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY } : {};
+    a = await serveControlPlane({ name: 'notify-a', schema, caPem: () => caPem, env: { ...ENV, ...store } });
     caPem = (await httpRequest(`${a.url}/v1/ca`, { ca: false })).text;
     admin = await bootstrapAdmin(a.client);
     const viaA = (method: string, p: string, body?: unknown) => a!.client.request(method, p, { body, headers: bearer(admin.token) });
@@ -57,30 +67,51 @@ describe('notifications: a control plane killed mid-delivery, another on the sam
     receiver.secret = channel.json.data.secret;
     expect((await viaA('POST', '/v1/notifications/subscriptions', { channel_id: 'hook', event_types: ['node.created'] })).status).to.equal(201);
 
-    receiver.mode = 'hold';
+    // The receiver fails the first attempts (503): the delivery is being retried…
+    receiver.mode = 'fail';
     const node = await viaA('POST', '/v1/nodes', { name: 'crash' });
     expect(node.status, node.text).to.equal(201);
-    await waitFor(() => receiver.holding > 0, { timeoutMs: 20_000, what: 'the receiver to hold the delivery' });
-    const key = receiver.requests.at(-1)!.key!;
-    expect(key).to.match(/^ndl-/);
-    // Killed mid-attempt: the attempt is never recorded, the delivery stays taken until its hold runs out.
+    const failed = await waitFor(
+      async () => ((await viaA('GET', '/v1/notifications/deliveries')).json.data as Delivery[]).find((d) => d.event.resource?.id === node.json.data.id && d.attempts.length >= 2),
+      { timeoutMs: 20_000, intervalMs: 100, what: 'two failed attempts' },
+    );
+    expect(failed.status).to.equal('pending');
+    expect(failed.attempts.every((t) => t.status_code === 503)).to.equal(true);
+    // …and the next attempt is held unanswered when the control plane is killed: that attempt is never recorded.
+    receiver.mode = 'hold';
+    await waitFor(() => receiver.holding > 0, { timeoutMs: 20_000, what: 'the receiver to hold an attempt' });
+    const key = failed.id;
+    expect(receiver.requests.at(-1)!.key).to.equal(key);
     a.child.kill('SIGKILL');
     await new Promise((resolve) => a!.child.once('exit', resolve));
+    // The receiver goes down (the held attempt's connection dropped).
+    await receiver.stop();
     receiver.mode = 'ok';
-    receiver.release();
+    const before = receiver.requests.length;
 
-    c = await serveControlPlane({ name: 'notify-c', schema, caPem: () => caPem, env: ENV });
+    c = await serveControlPlane({ name: 'notify-c', schema, caPem: () => caPem, env: { ...ENV, ...store } });
     const viaC = (method: string, p: string) => c!.client.request(method, p, { headers: bearer(admin.token) });
-    const done = await waitFor(
-      async () => ((await viaC('GET', '/v1/notifications/deliveries')).json.data as Array<Record<string, any>>).find((d) => d.id === key && d.status === 'delivered'),
-      { timeoutMs: 90_000, intervalMs: 500, what: 'the other control plane to deliver it' },
-    );
+    const ofKey = async () => ((await viaC('GET', `/v1/notifications/deliveries/${key}`)).json.data as Delivery | undefined) ?? null;
+    // The other control plane retries while the receiver is down: a refused attempt is recorded.
+    const refused = await waitFor(async () => {
+      const d = await ofKey();
+      return d && d.attempts.length > failed.attempts.length ? d : null;
+    }, { timeoutMs: 90_000, intervalMs: 500, what: 'the other control plane to retry against the receiver down' });
+    expect(refused.attempts.at(-1)).to.include({ status_code: null });
+    expect(refused.attempts.at(-1)!.error).to.be.a('string');
+    expect(receiver.requests.length).to.equal(before);
+
+    await receiver.start();
+    const done = await waitFor(async () => {
+      const d = await ofKey();
+      return d?.status === 'delivered' ? d : null;
+    }, { timeoutMs: 30_000, intervalMs: 200, what: 'the delivery once the receiver is up' });
     expect(done.event.resource).to.deep.equal({ type: 'node', id: node.json.data.id });
-    expect(done.attempts).to.have.length(1);
-    expect(done.attempts[0]).to.include({ status_code: 200 });
-    const got = receiver.withKey(key);
-    expect(got).to.have.length(2);
-    expect(got.every((r) => r.verified)).to.equal(true);
-    expect(got[1]!.raw).to.equal(got[0]!.raw);
+    expect(done.attempts.at(-1)).to.include({ status_code: 200 });
+    // Every request the receiver got for the event carried one key and the same signed bytes.
+    const ofNode = receiver.requests.filter((r) => r.body?.resource?.id === node.json.data.id);
+    expect(ofNode.length).to.be.at.least(4);
+    expect(new Set(ofNode.map((r) => r.key))).to.deep.equal(new Set([key]));
+    expect(ofNode.every((r) => r.verified && r.raw === ofNode[0]!.raw)).to.equal(true);
   });
 });
