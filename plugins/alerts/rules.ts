@@ -129,7 +129,7 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
             subject: '',
             // The cluster's project's (its name is theirs), not the installation's every user reads.
             project_id: r.project_id ?? null,
-            message: `node ${r.node_name} (${r.node_id}) is not ready in ${r.backend === 'swarm' ? 'swarm' : 'cluster'} ${r.cluster_name}${r.readiness_reason ? `: ${r.readiness_reason}` : ''}`,
+            message: `node ${r.node_name} (${r.node_id}) is not ready in ${services.clusters.nounOf(r)} ${r.cluster_name}${r.readiness_reason ? `: ${r.readiness_reason}` : ''}`,
           })),
         unknown: new Set(offline.map((r) => `node|${r.node_id}`)),
       };
