@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
@@ -12,6 +12,18 @@ import { requireService } from '../../support/requirements.js';
 
 const DIST = path.resolve('dist/agent');
 const built = () => existsSync(path.join(DIST, 'manifest.json')) && existsSync(path.join(DIST, 'hangar-agent-linux-amd64'));
+
+/** The running watchdogs of the agent of `dataDir` (`hangar-agent --update-watchdog <dataDir> <id>`); an ended one has no command line. */
+function watchdogsOf(dataDir: string): string[] {
+  return readdirSync('/proc').filter((pid) => {
+    try {
+      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return /^\d+$/.test(pid) && args.includes('--update-watchdog') && args.includes(dataDir);
+    } catch {
+      return false;
+    }
+  });
+}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -115,7 +127,9 @@ describeEachDialect('agent executable (npm run build)', (dialect) => {
     expect(again.id).to.equal(node.id);
     // Its first answered heartbeat confirmed the update: the watchdog finds nothing to put back.
     await until('the update confirmed', async () => !existsSync(path.join(dir, 'data', 'update-pending.json')));
-    await new Promise((r) => setTimeout(r, 16_000));
+    // The watchdog waits out the grace period, finds the update confirmed and ends: what it left is what stays.
+    expect(watchdogsOf(path.join(dir, 'data')), 'the update’s watchdog runs').to.have.length(1);
+    await until('the watchdog to end after the grace period', async () => watchdogsOf(path.join(dir, 'data')).length === 0, 30_000);
     expect(createHash('sha256').update(readFileSync(exe)).digest('hex'), 'the new executable stays').to.equal(manifest.executables.amd64.sha256);
     expect(existsSync(path.join(dir, 'data', 'update-rolled-back.json'))).to.equal(false);
   });
