@@ -144,13 +144,16 @@ function describe(validate: ValidateFunction, where: string): string {
  * known yet: an agent that never sent a heartbeat is judged by the agent itself).
  */
 export function cannotRun(kind: TaskKind, capabilities: AgentCapabilities | null, payload?: Record<string, unknown>): string | null {
-  if (!capabilities) return null;
+  if (!capabilities) {
+    // An agent judged by itself, except for a field it may not know: that needs its version first.
+    const field = Object.keys(kind.fieldsSince ?? {}).find((f) => isSet(payload?.[f]));
+    return field ? `its agent has not reported its version yet, and ${kind.name}'s ${field} needs ${kind.fieldsSince![field]} or later: wait for its first heartbeat` : null;
+  }
   if (compareVersions(capabilities.version, kind.minAgentVersion) < 0) {
     return `its agent (version ${capabilities.version}) is older than ${kind.name} needs (${kind.minAgentVersion} or later): update the agent first`;
   }
   for (const [field, since] of Object.entries(kind.fieldsSince ?? {})) {
-    const value = payload?.[field];
-    if (value === undefined || value === null || value === false) continue;
+    if (!isSet(payload?.[field])) continue;
     if (compareVersions(capabilities.version, since) < 0) {
       return `its agent (version ${capabilities.version}) would ignore ${kind.name}'s ${field} (agents ${since} or later honour it): update the agent first`;
     }
@@ -160,6 +163,9 @@ export function cannotRun(kind: TaskKind, capabilities: AgentCapabilities | null
   }
   return null;
 }
+
+/** A payload field an agent would act on: given, and not null or false. */
+const isSet = (value: unknown) => value !== undefined && value !== null && value !== false;
 
 /** Marks a payload field that carries a secret value (a task view never shows it; it may be sealed at rest). */
 export function sensitive<T extends TSchema>(schema: T): T {

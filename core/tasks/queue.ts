@@ -319,9 +319,28 @@ export class TaskQueue {
 
   /** Claims up to `batch` pending tasks of a node (announced as `task.leased`); concurrent pollers never get the same task. */
   async lease(nodeId: string): Promise<Task[]> {
-    const leased = await this.claim(nodeId);
+    const leased = await this.refuseUnknownFields(nodeId, await this.claim(nodeId));
     for (const task of leased) this.events.publish(TaskLeased, task);
     return leased;
+  }
+
+  /**
+   * Tasks of kinds with fields added later are judged again when their agent takes them: it may
+   * have gone back to an older executable since they were queued (an update rolled back). One it
+   * would misapply fails with the reason instead of being handed out.
+   */
+  private async refuseUnknownFields(nodeId: string, leased: Task[]): Promise<Task[]> {
+    const judged = leased.filter((task) => this.kinds.get(task.kind)?.fieldsSince);
+    if (!judged.length) return leased;
+    const capabilities = await this.capabilities(nodeId);
+    const refused = new Set<string>();
+    for (const task of judged) {
+      const refusal = cannotRun(this.kinds.get(task.kind)!, capabilities, task.payload as Record<string, unknown>);
+      if (!refusal) continue;
+      refused.add(task.id);
+      await this.report(task.id, nodeId, { ok: false, error: `Node ${nodeId} cannot run this (${task.kind}): ${refusal}` });
+    }
+    return leased.filter((task) => !refused.has(task.id));
   }
 
   private async claim(nodeId: string): Promise<Task[]> {

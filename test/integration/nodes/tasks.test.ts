@@ -227,6 +227,21 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     expect((await agent.heartbeat()).status).to.equal(200);
     const placed = await t.hangar.services.tasks.enqueue({ nodeId: agent.nodeId, kind: DeployBundle, payload: { ...bundle, namespace: 'hangar-project-blue', confined: true } });
     expect(placed.status).to.equal('pending');
+    // The agent goes back to its previous executable (an update rolled back) before it takes the task:
+    // the task is judged again when leased, and fails with the reason instead of being handed out.
+    expect((await agent.heartbeat({ agent_version: '0.2.0' })).status).to.equal(200);
+    const leased = (await agent.poll(0)).json.data.map((task: { task_id: string }) => task.task_id);
+    expect(leased).to.include(plain.id).and.not.include(placed.id);
+    const failed = await t.hangar.services.tasks.get(placed.id);
+    expect(failed).to.include({ status: 'failed' });
+    expect(failed!.error).to.contain("would ignore bundle.deploy's namespace");
+    // A node whose agent has not said its version yet gets no placed bundle either.
+    const silent = await createNode('never-heard');
+    const unheard = await t.hangar.services.tasks
+      .enqueue({ nodeId: silent, kind: DeployBundle, payload: { ...bundle, namespace: 'hangar-project-blue', confined: true } })
+      .catch((err: HttpError) => err);
+    expect((unheard as HttpError).status).to.equal(409);
+    expect((unheard as HttpError).message).to.contain("its agent has not reported its version yet, and bundle.deploy's namespace needs");
   });
 
   it('os-update, check-updates and reboot answer 202 and queue a task for the node; the test double’s report of pending updates and reboot_required makes the node needs_reboot', async function () {

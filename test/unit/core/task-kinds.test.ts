@@ -84,6 +84,9 @@ describe('typed task kinds (core/tasks/kinds.ts)', () => {
       expect(cannotRun(DeployBundle, before, { name: 'shop', confined: false })).to.equal(null);
       expect(cannotRun(DeployBundle, before, { name: 'shop' })).to.equal(null);
       expect(cannotRun(DeployBundle, { ...before, version: BUNDLE_PLACEMENT_VERSION }, { name: 'shop', namespace: 'n', confined: true })).to.equal(null);
+      // An agent not heard from yet: judged by itself, but not with a field it may not know.
+      expect(cannotRun(DeployBundle, null, { name: 'shop' })).to.equal(null);
+      expect(cannotRun(DeployBundle, null, { name: 'shop', confined: true })).to.contain('has not reported its version yet');
     });
     it('a current agent that does not list a kind is refused it', () => {
       const current = { version: versionInfo.version, kinds: ['agent.logs'], backends: ['swarm'] };
