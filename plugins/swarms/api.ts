@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { defineServiceRef, type Services } from '../../core/plugin.js';
-import type { AddressableNode } from '../../core/clusters/reach.js';
+import { defineServiceRef } from '../../core/plugin.js';
 
 /** The swarms plugin's contract: what other plugins import of it (importing this never loads the plugin). */
 
@@ -29,19 +28,13 @@ export interface SwarmsConfig {
   drain_wait_seconds: number;
 }
 
-/** What the swarms plugin provides: its settings and the swarm-specific parts other plugins use. */
+/**
+ * What the swarms plugin provides: its settings (a plugin that needs swarms loaded names SwarmsRef
+ * in its deps). What runs on a swarm, how members reach each other and forced removal are core's
+ * (services.clusters: workloadsIn, addressOf; cleanup through ClusterRemovals).
+ */
 export interface SwarmsApi {
   settings: SwarmsConfig;
-  /** Everything of every kind running on a swarm. */
-  workloadsIn(swarmId: string): Promise<Array<{ type: string; id: string; name: string }>>;
-  /** The address a node is reached at by other members: its overlay address while its overlay works and `advertise` is `overlay` (core's reachOf). */
-  addressOf(node: AddressableNode): string | null;
-  /** Removes a swarm whatever its state: forced removal of its workloads, members leave where they can, the record goes. */
-  forceRemove(id: string): Promise<boolean>;
 }
 
 export const SwarmsRef = defineServiceRef<SwarmsApi>('swarms', 'swarm groups (the swarms plugin)');
-
-export function swarmsOf(services: Services): SwarmsApi {
-  return services.provided.get(SwarmsRef);
-}

@@ -221,12 +221,7 @@ export default definePlugin({
       },
     });
 
-    const api: SwarmsApi = {
-      settings,
-      workloadsIn: (swarmId) => core.workloadsIn(swarmId),
-      addressOf: (node) => core.addressOf(node),
-      forceRemove: (id) => clusterApi.forceRemove(id),
-    };
+    const api: SwarmsApi = { settings };
     services.provided.provide(SwarmsRef, api);
     services.provided.contribute(TaggableResources, {
       type: 'swarm',

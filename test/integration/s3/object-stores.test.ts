@@ -6,7 +6,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { docker } from '../../../lab/docker.js';
 import type { S3Api } from '../../../plugins/s3/api.js';
-import { swarmsOf } from '../../../plugins/swarms/api.js';
 import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
@@ -208,7 +207,7 @@ describeEachDialect('object stores: MinIO (the lab stand-in, real S3) on a swarm
       { domain: `console.${domain}`, service: runtime, port: 9001, source: 's3', source_id: storeId },
     ]);
     expect(routeEvents).to.deep.include({ clusterId: member.swarmId });
-    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 's3', id: storeId, name });
+    expect(await t.hangar.services.clusters.workloadsIn(member.swarmId)).to.deep.include({ type: 's3', id: storeId, name });
     const volumeDelete = await api('DELETE', `/v1/volumes/${volumeId}`);
     expect(volumeDelete.status).to.equal(409);
     expect(volumeDelete.json.message).to.contain(`s3 ${name}`);

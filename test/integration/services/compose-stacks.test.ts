@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { docker, dockerOk } from '../../../lab/docker.js';
 import type { Route } from '../../../core/orchestrator.js';
-import { swarmsOf } from '../../../plugins/swarms/api.js';
 import type { ServicesApi } from '../../../plugins/services/index.js';
 import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
@@ -123,7 +122,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     const routes: Route[] = await routesOf();
     expect(routes).to.deep.equal([{ domain, service: `${stack}_web`, port: 8080, source: 'service', source_id: serviceId }]);
     expect(routeEvents).to.deep.include({ clusterId: member.swarmId });
-    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.include({ type: 'service', id: serviceId, name });
+    expect(await t.hangar.services.clusters.workloadsIn(member.swarmId)).to.deep.include({ type: 'service', id: serviceId, name });
 
     const list = await api('GET', '/v1/services');
     expect(list.json.data.map((s: { id: string }) => s.id)).to.deep.equal([serviceId]);
@@ -247,7 +246,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     await waitFor(async () => (await api('GET', `/v1/services/${serviceId}`)).status === 404, { timeoutMs: 30_000, what: 'the record to go' });
     await waitFor(async () => (await stackServices(stack)).length === 0, { timeoutMs: 30_000, what: 'the stack to be removed' });
     expect(await routesOf()).to.deep.equal([]);
-    expect(await swarmsOf(t.hangar.services).workloadsIn(member.swarmId)).to.deep.equal([]);
+    expect(await t.hangar.services.clusters.workloadsIn(member.swarmId)).to.deep.equal([]);
     expect(deletedEvents, 'tags and the like forget it').to.deep.include({ type: 'service', id: serviceId });
   });
 
