@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { versionInfo } from '../../core/version.js';
 import { beginUpdate, startWatchdog } from '../update-guard.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { AgentLogs, AgentStop, AgentUpdate } from '../../core/tasks/host-kinds.js';
 
 /** How long a new executable has to reach the control plane before the previous one is put back, unless the task says. */
 export const UPDATE_GRACE_SECONDS = 120;
@@ -11,7 +12,7 @@ export const UPDATE_GRACE_SECONDS = 120;
 export const EXIT_RESTART = 75;
 
 /** The agent's own log: the last `lines`, or every line after `since`. */
-export const fetchLogs: Executor = async ({ payload, logFile }) => {
+export const fetchLogs: KindExecutor<typeof AgentLogs> = async ({ payload, logFile }) => {
   if (!existsSync(logFile)) return { lines: [] };
   const all = readFileSync(logFile, 'utf8').split('\n').filter(Boolean);
   if (payload.since) {
@@ -30,7 +31,7 @@ export const fetchLogs: Executor = async ({ payload, logFile }) => {
 };
 
 /** Stops the agent once the result is reported; workloads on the machine keep running. */
-export const stopAgent: Executor = async ({ after, log, quiesce }) => {
+export const stopAgent: KindExecutor<typeof AgentStop> = async ({ after, log, quiesce }) => {
   // A heartbeat after the stop is reported would show the node ready again.
   await quiesce();
   after(() => {
@@ -50,7 +51,7 @@ function isSingleExecutable(): boolean {
 }
 
 /** Downloads the new executable, checks its checksum, replaces this one and restarts. */
-export const updateAgent: Executor = async ({ payload, download, after, log, dataDir }) => {
+export const updateAgent: KindExecutor<typeof AgentUpdate> = async ({ payload, download, after, log, dataDir }) => {
   if (!isSingleExecutable()) {
     throw new Error(`this agent runs from a source checkout (${process.execPath}); update it there, or install the agent executable`);
   }

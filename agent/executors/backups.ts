@@ -3,7 +3,8 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, stat
 import path from 'node:path';
 import { onPath } from '../facts.js';
 import { runCommand, type RunResult } from '../../core/process.js';
-import type { Executor, ExecutorContext } from './types.js';
+import type { ExecutorContext, KindExecutor } from './types.js';
+import type { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 
 /** What the control plane says when a node has no restic; the agent says the same when it is gone meanwhile. */
 export const RESTIC_MISSING = 'restic is not installed on this machine: install Debian’s restic package (apt-get install restic) — the agent reports it at its next heartbeat';
@@ -85,7 +86,7 @@ async function applyRetention(ctx: ExecutorContext, retention: Record<string, nu
 }
 
 /** Backs a volume's folder up (tagged with the volume and the backup's ids); answers restic's summary. */
-export const backupVolume: Executor = async (ctx) => {
+export const backupVolume: KindExecutor<typeof VolumeBackup> = async (ctx) => {
   const folder = checkFolder(ctx.payload.folder);
   requireRestic();
   if (!existsSync(folder) || !statSync(folder).isDirectory()) throw new Error(`the volume's folder ${folder} does not exist on this machine`);
@@ -259,7 +260,7 @@ async function snapshotFolder(ctx: ExecutorContext): Promise<string> {
  * system), then the folder's entries are moved aside and the restored ones moved in, then what was
  * moved aside is removed. A restore that fails leaves the folder untouched.
  */
-export const restoreVolume: Executor = async (ctx) => {
+export const restoreVolume: KindExecutor<typeof VolumeRestore> = async (ctx) => {
   const folder = checkFolder(ctx.payload.folder);
   requireRestic();
   const newVolume = ctx.payload.new_volume === true;

@@ -1,5 +1,5 @@
 import { ORCHESTRATOR_CALLS } from '../../core/orchestrator.js';
-import { isDriverCall, type DriverCall } from '../../core/tasks/kinds.js';
+import { isDriverCall } from '../../core/tasks/kinds.js';
 import { AgentLogs, AgentStop, AgentUpdate, HOST_KINDS, NetworkConfirmPath, OsCheckUpdates, OsReboot, OsUpdate, NfsClientInstall, OverlayPeers, VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 import { TaskKindRegistry } from '../../core/tasks/kinds.js';
 import { fetchLogs, stopAgent, updateAgent } from './agent.js';
@@ -11,35 +11,36 @@ import { prepareVolume, releaseVolume } from './volumes.js';
 import { ensureNfsClient } from './nfs.js';
 import { backupVolume, restoreVolume } from './backups.js';
 import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
-import type { Executor } from './types.js';
+import { executorFor, type Executor, type ExecutorEntry } from './types.js';
 
 /** Every task kind this agent knows (the same definitions the control plane queues them by). */
 export function agentTaskKinds(): TaskKindRegistry {
   return new TaskKindRegistry([...HOST_KINDS, ...ORCHESTRATOR_CALLS, ...Object.values(AGENT_DRIVERS).flatMap((d) => d.kinds)]);
 }
 
-/** The executors this agent has, by task kind. */
+/** The executors this agent has, by task kind (each typed by its kind: {@link executorFor}). */
 export function builtinExecutors(): Map<string, Executor> {
-  return new Map<string, Executor>([
-    [AgentLogs.name, fetchLogs],
-    [AgentStop.name, stopAgent],
-    [AgentUpdate.name, updateAgent],
-    [OsCheckUpdates.name, checkUpdates],
-    [OsUpdate.name, osUpdate],
-    [OsReboot.name, reboot],
-    [OverlayPeers.name, applyPeers],
-    [NetworkConfirmPath.name, confirmPathExecutor],
-    [VolumePrepare.name, prepareVolume],
-    [VolumeRelease.name, releaseVolume],
-    [NfsClientInstall.name, ensureNfsClient],
-    [VolumeBackup.name, backupVolume],
-    [VolumeRestore.name, restoreVolume],
+  const entries: ExecutorEntry[] = [
+    executorFor(AgentLogs, fetchLogs),
+    executorFor(AgentStop, stopAgent),
+    executorFor(AgentUpdate, updateAgent),
+    executorFor(OsCheckUpdates, checkUpdates),
+    executorFor(OsUpdate, osUpdate),
+    executorFor(OsReboot, reboot),
+    executorFor(OverlayPeers, applyPeers),
+    executorFor(NetworkConfirmPath, confirmPathExecutor),
+    executorFor(VolumePrepare, prepareVolume),
+    executorFor(VolumeRelease, releaseVolume),
+    executorFor(NfsClientInstall, ensureNfsClient),
+    executorFor(VolumeBackup, backupVolume),
+    executorFor(VolumeRestore, restoreVolume),
     ...agentTaskKinds()
       .all()
       .filter(isDriverCall)
-      .map((call) => [call.name, driverExecutor(call as DriverCall)] as [string, Executor]),
-    ...Object.values(AGENT_DRIVERS).flatMap((backend) => (backend.executors ?? []).map(([kind, executor]) => [kind.name, executor as Executor] as [string, Executor])),
-  ]);
+      .map((call) => [call, driverExecutor(call)] as const),
+    ...Object.values(AGENT_DRIVERS).flatMap((backend) => backend.executors ?? []),
+  ];
+  return new Map(entries.map(([kind, executor]) => [kind.name, executor]));
 }
 
 export { agentBackends, loadAgentDrivers, runtimeFacts };

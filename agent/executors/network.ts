@@ -4,7 +4,8 @@ import type { Logger } from '../../core/log.js';
 import { handshakeIsLive } from '../../core/overlay.js';
 import type { PathTarget } from '../../core/tasks/host-kinds.js';
 import { OVERLAY_INTERFACE, readPeers, type PeerHandshake } from './overlay.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { NetworkConfirmPath } from '../../core/tasks/host-kinds.js';
 
 /** The longest pause between two tries. */
 const MAX_PAUSE_MS = 10_000;
@@ -126,4 +127,4 @@ export async function confirmPath(
   throw new Error(missing.map((m, i) => explain(payload.targets[i]!, m, waited)).join('; '));
 }
 
-export const confirmPathExecutor: Executor = ({ payload, log }) => confirmPath(payload as { targets: PathTarget[]; wait_seconds: number }, { log });
+export const confirmPathExecutor: KindExecutor<typeof NetworkConfirmPath> = ({ payload, log }) => confirmPath(payload, { log });

@@ -1,6 +1,7 @@
 import { onPath } from '../facts.js';
 import { runCommand } from '../../core/process.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { NfsClientInstall } from '../../core/tasks/host-kinds.js';
 
 /**
  * The NFS packages a machine needs for hangar's volumes (Debian's): the client on every member of a
@@ -48,4 +49,4 @@ export async function ensureNfsPackage(role: keyof typeof NFS_PACKAGES): Promise
 }
 
 /** host.nfs-client: the NFS client on a cluster member an NFS volume is staged for, installed when missing (never asked of a cluster without NFS volumes: nfs-common brings rpcbind, port 111). */
-export const ensureNfsClient: Executor = async () => ensureNfsPackage('client');
+export const ensureNfsClient: KindExecutor<typeof NfsClientInstall> = async () => ensureNfsPackage('client');

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { onPath } from '../facts.js';
 import { runCommand } from '../../core/process.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 
 const APT_ENV = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
 
@@ -18,7 +19,7 @@ async function countPending(): Promise<number> {
 
 const rebootRequired = () => existsSync('/var/run/reboot-required');
 
-export const checkUpdates: Executor = async ({ setPendingUpdates }) => {
+export const checkUpdates: KindExecutor<typeof OsCheckUpdates> = async ({ setPendingUpdates }) => {
   requireApt();
   const refresh = await runCommand('apt-get', ['update', '-q'], { env: APT_ENV, timeoutMs: 300_000 });
   const pending = await countPending();
@@ -26,7 +27,7 @@ export const checkUpdates: Executor = async ({ setPendingUpdates }) => {
   return { pending_updates: pending, reboot_required: rebootRequired(), index_refreshed: refresh.code === 0 };
 };
 
-export const osUpdate: Executor = async ({ setPendingUpdates }) => {
+export const osUpdate: KindExecutor<typeof OsUpdate> = async ({ setPendingUpdates }) => {
   requireApt();
   const refresh = await runCommand('apt-get', ['update', '-q'], { env: APT_ENV, timeoutMs: 300_000 });
   if (refresh.code !== 0) throw new Error(`apt-get update failed: ${refresh.stderr.trim().split('\n').pop()}`);
@@ -40,7 +41,7 @@ export const osUpdate: Executor = async ({ setPendingUpdates }) => {
   return { upgraded: upgrade.stdout.split('\n').filter((l) => l.startsWith('Setting up ')).length, pending_updates: pending, reboot_required: rebootRequired() };
 };
 
-export const reboot: Executor = async ({ after, log, quiesce }) => {
+export const reboot: KindExecutor<typeof OsReboot> = async ({ after, log, quiesce }) => {
   await quiesce();
   const command = onPath('systemctl') ? ['systemctl', ['reboot']] : ['reboot', []];
   after(async () => {

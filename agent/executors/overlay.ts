@@ -3,7 +3,8 @@ import path from 'node:path';
 import { onPath } from '../facts.js';
 import { summarizeOverlay, type OverlaySummary } from '../../core/overlay.js';
 import { runCommand, startDetached } from '../../core/process.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { OverlayPeers } from '../../core/tasks/host-kinds.js';
 
 export const OVERLAY_INTERFACE = 'hangar0';
 
@@ -14,7 +15,7 @@ async function must(command: string, args: string[], what: string): Promise<stri
 }
 
 /** Brings the WireGuard overlay interface in line with the control plane's peer list. */
-export const applyPeers: Executor = async ({ payload, dataDir }) => {
+export const applyPeers: KindExecutor<typeof OverlayPeers> = async ({ payload, dataDir }) => {
   if (!onPath('wg')) throw new Error('WireGuard is not present on this machine (wg not found); the overlay is unavailable here');
   const links = await runCommand('ip', ['link', 'show', OVERLAY_INTERFACE]);
   if (links.code !== 0) {

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { onPath } from '../facts.js';
 import { ensureNfsPackage } from './nfs.js';
 import { runCommand } from '../../core/process.js';
-import type { Executor } from './types.js';
+import type { KindExecutor } from './types.js';
+import type { VolumePrepare, VolumeRelease } from '../../core/tasks/host-kinds.js';
 
 const EXPORTS_DIR = process.env.HANGAR_EXPORTS_DIR ?? '/etc/exports.d';
 const exportsFile = (volumeId: string) => path.join(EXPORTS_DIR, `hangar-${volumeId}.exports`);
@@ -60,7 +61,7 @@ async function notServed(folder: string): Promise<string | null> {
  * says whether the export is served: listed by the server (exportfs -v, showmount -e), not merely
  * written.
  */
-export const prepareVolume: Executor = async ({ payload, log }) => {
+export const prepareVolume: KindExecutor<typeof VolumePrepare> = async ({ payload, log }) => {
   const folder = checkFolder(payload.folder);
   const clients = checkClients(payload.clients);
   mkdirSync(folder, { recursive: true, mode: 0o755 });
@@ -79,7 +80,7 @@ export const prepareVolume: Executor = async ({ payload, log }) => {
 };
 
 /** Removes an NFS volume's export entry; the folder and its data stay. */
-export const releaseVolume: Executor = async ({ payload }) => {
+export const releaseVolume: KindExecutor<typeof VolumeRelease> = async ({ payload }) => {
   rmSync(exportsFile(String(payload.volume_id)), { force: true });
   if (onPath('exportfs')) await runCommand('exportfs', ['-ra'], { timeoutMs: 60_000 });
   return { released: true };

@@ -3,7 +3,7 @@ import type { HangarConfig } from '../../config/schema.js';
 import { badRequest } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ORCHESTRATOR_CALLS, type OrchestratorDriver } from '../orchestrator.js';
-import { isDriverCall, type TaskKind } from '../tasks/kinds.js';
+import { isDriverCall, type PayloadOf, type ResultOf, type TaskKind } from '../tasks/kinds.js';
 
 /** The request and view field that names a cluster of a backend: `swarm_id` for swarms, `cluster_id` for every other kind. */
 export type ClusterField = 'swarm_id' | 'cluster_id';
@@ -191,12 +191,15 @@ export interface AgentDriver {
    * Its kinds that are no driver calls because they need the agent's own context (downloads from
    * the control plane, the data dir), by kind (k3s installs: drivers/kubernetes/k3s-executors.ts).
    */
-  executors?: ReadonlyArray<readonly [TaskKind, AgentExecutor]>;
+  executors?: ReadonlyArray<ExecutorEntry>;
 }
 
-/** What a task the agent runs with its own context is given (agent/executors/types.ts calls it `ExecutorContext`). */
-export interface AgentExecutorContext {
-  payload: Record<string, any>;
+/**
+ * What a task the agent runs with its own context is given (agent/executors/types.ts calls it
+ * `ExecutorContext`); `payload` is its kind's payload ({@link KindExecutor}).
+ */
+export interface AgentExecutorContext<P = Record<string, unknown>> {
+  payload: P;
   log: Logger;
   dataDir: string;
   /** The agent's own log file (JSON lines). */
@@ -212,7 +215,22 @@ export interface AgentExecutorContext {
 }
 
 /** A task the agent runs with its own context: what it returns is the task's output, what it throws fails the task. */
-export type AgentExecutor = (context: AgentExecutorContext) => Promise<unknown>;
+export type AgentExecutor<P = Record<string, unknown>, R = unknown> = (context: AgentExecutorContext<P>) => Promise<R>;
+
+/** The executor of one declared kind: it receives the kind's payload and answers its result, as the kind declares them. */
+export type KindExecutor<K extends TaskKind> = AgentExecutor<PayloadOf<K>, ResultOf<K>>;
+
+/** A kind with its executor, as the agent keeps them (by the kind's name). */
+export type ExecutorEntry = readonly [TaskKind, AgentExecutor];
+
+/**
+ * Pairs a kind with its typed executor. The agent checks a task's payload against its kind's schema
+ * before it runs the executor (agent/agent.ts), and the control plane checks the result when it is
+ * reported, so the executor gets and gives what the kind declares.
+ */
+export function executorFor<K extends TaskKind>(kind: K, run: KindExecutor<K>): ExecutorEntry {
+  return [kind, run as unknown as AgentExecutor];
+}
 
 export function defineAgentDriver(driver: AgentDriver): AgentDriver {
   return driver;

@@ -4,7 +4,7 @@ import type { Store } from '../db/store.js';
 import { HttpError, conflict } from '../errors.js';
 import type { Logger } from '../log.js';
 import { BundleLogs, WorkloadLogs } from '../orchestrator.js';
-import type { DriverCall, PayloadOf, ResultOf, TaskKind } from '../tasks/kinds.js';
+import { callPayload, type DriverCall, type PayloadOf, type ResultOf, type TaskKind } from '../tasks/kinds.js';
 import { TASKS } from '../tasks/migrations.js';
 import { consumesReadOnce, taskView, type Task, type TaskQueue } from '../tasks/queue.js';
 import type { BackendRegistry } from './backend-registry.js';
@@ -71,7 +71,7 @@ export class ClusterCalls {
     const what = (kind as unknown as Partial<DriverCall>).method ?? kind.name;
     let task;
     try {
-      task = await this.deps.tasks.enqueue({ nodeId, kind, payload: payload as Record<string, unknown>, subject: options.subject, readOnce: options.keep !== undefined });
+      task = await this.deps.tasks.enqueue({ nodeId, kind, payload, subject: options.subject, readOnce: options.keep !== undefined });
     } catch (err) {
       // The node's agent cannot run it (too old): another manager may.
       if (err instanceof HttpError && err.status === 409) throw new OrchestratorError(what, err.message, true);
@@ -100,7 +100,7 @@ export class ClusterCalls {
   /** Runs a driver call of `backend` on a node's agent (the payload is the backend plus the call's input). */
   call<C extends DriverCall>(nodeId: string, call: C, input: Static<C['input']>, options: CallOptions & { backend: string }): Promise<Static<C['result']>> {
     const { backend, ...rest } = options;
-    return this.runTask(nodeId, call, { backend, ...input } as never, rest) as Promise<Static<C['result']>>;
+    return this.runTask(nodeId, call, callPayload(call, backend, input), rest);
   }
 
   /** The nodes asked for a cluster's orchestrator calls: its manager, then its other active managers. */
@@ -150,8 +150,7 @@ export class ClusterCalls {
   /** Queues a read (logs) on the cluster's manager as a read-once task about `subject`; the task view for a 202. */
   async queueRead<C extends DriverCall>(cluster: ClusterRecord, call: C, input: Static<C['input']>, subject: string) {
     if (!cluster.manager_node_id) throw conflict(`${this.deps.registry.named(cluster)} has no manager`);
-    const payload = { backend: cluster.backend, ...input } as Record<string, unknown>;
-    return taskView(await this.deps.tasks.enqueue({ nodeId: cluster.manager_node_id, kind: call, payload, readOnce: true, subject }));
+    return taskView(await this.deps.tasks.enqueue({ nodeId: cluster.manager_node_id, kind: call, payload: callPayload(call, cluster.backend, input), readOnce: true, subject }));
   }
 
   /** A queued read's state, and its result once done (read once: a second read is a 404; an auditor's read leaves it). */

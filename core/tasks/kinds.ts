@@ -33,7 +33,13 @@ export interface TaskKind<P extends TSchema = TSchema, R extends TSchema = TSche
   readonly fieldsSince?: Readonly<Record<string, string>>;
 }
 
-export type PayloadOf<K extends TaskKind> = Static<K['payload']>;
+/**
+ * What a task of kind `K` carries, from its declaration: a driver call's is the backend it is for and
+ * the call's named input; any other kind's is its payload schema's type. `enqueue` and the agent's
+ * executors are typed by it.
+ */
+export type PayloadOf<K extends TaskKind> = K extends DriverCall<string, infer I, TSchema> ? { backend: string } & Static<I> : Static<K['payload']>;
+/** What the agent answers for a task of kind `K` (checked against the schema when it reports it). */
 export type ResultOf<K extends TaskKind> = Static<K['result']>;
 
 export function defineTaskKind<P extends TSchema, R extends TSchema>(kind: TaskKind<P, R>): TaskKind<P, R> {
@@ -59,6 +65,13 @@ export function defineDriverCall<const M extends string, I extends TObject, R ex
 }
 
 export const isDriverCall = (kind: TaskKind): kind is DriverCall => typeof (kind as DriverCall).method === 'string';
+
+/** The payload of a driver call: the backend whose driver runs it and the call's named input. */
+export function callPayload<C extends DriverCall>(_call: C, backend: string, input: Static<C['input']>): PayloadOf<C> {
+  // For a call type still generic here, PayloadOf<C> is a conditional type TypeScript leaves
+  // unresolved, so the object (which is exactly its driver-call branch) is asserted to it.
+  return { backend, ...input } as PayloadOf<C>;
+}
 
 /** The methods a driver implements for a list of calls: each takes the call's named input and answers its result. */
 export type DriverMethods<Calls extends readonly DriverCall[]> = {

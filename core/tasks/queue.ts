@@ -8,7 +8,7 @@ import { conflict, notFound } from '../errors.js';
 import { defineTopic, type EventBus } from '../events.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
-import { cannotRun, type AgentCapabilities, type TaskKind, type TaskKindRegistry } from './kinds.js';
+import { cannotRun, type AgentCapabilities, type PayloadOf, type ResultOf, type TaskKind, type TaskKindRegistry } from './kinds.js';
 import { AGENT_CAPABILITIES, TASKS } from './migrations.js';
 
 export type TaskStatus = 'pending' | 'leased' | 'completed' | 'failed';
@@ -38,16 +38,43 @@ export const TaskLeased = defineTopic<Task>('task.leased');
 export const TaskCompleted = defineTopic<Task>('task.completed');
 export const TaskFailed = defineTopic<Task>('task.failed');
 
-export interface EnqueueInput<K extends TaskKind = TaskKind> {
+interface EnqueueOptions {
   nodeId: string;
-  /** A registered kind (or its name): the payload is checked against its schema. */
-  kind: K | string;
-  payload?: Record<string, unknown>;
   maxAttempts?: number;
   readOnce?: boolean;
   subject?: string;
   /** Drop this node's not-yet-leased tasks of the same kind first (the new one supersedes them). */
   replacePending?: boolean;
+}
+
+/** A task to queue: its kind's declaration types the payload at compile time (and its schema checks it when queued). */
+export interface EnqueueInput<K extends TaskKind = TaskKind> extends EnqueueOptions {
+  kind: K;
+  payload: PayloadOf<K>;
+}
+
+/**
+ * A task queued by its kind's name, untyped: for what knows no kind declaration at compile time (a
+ * third party's driver loaded by module path, the runner's terminal). The payload is checked
+ * against the registered kind's schema when queued, as a typed one is.
+ */
+export interface NamedEnqueueInput extends EnqueueOptions {
+  kind: string;
+  payload?: Record<string, unknown>;
+}
+
+/**
+ * The result of a completed task of `kind`, typed by the kind's result schema (which the agent's
+ * report was checked against, {@link TaskQueue.report}); undefined for a task of another kind or
+ * one not completed.
+ */
+export function resultOf<K extends TaskKind>(task: Pick<Task, 'kind' | 'status' | 'result'>, kind: K): ResultOf<K> | undefined {
+  return isTaskOf(task, kind) && task.status === 'completed' ? (task.result as ResultOf<K>) : undefined;
+}
+
+/** Whether a task is of `kind` (its name on the wire). */
+export function isTaskOf(task: Pick<Task, 'kind'>, kind: TaskKind): boolean {
+  return task.kind === kind.name;
 }
 
 export interface TaskQueueOptions {
@@ -267,17 +294,29 @@ export class TaskQueue {
     }
   }
 
-  async enqueue(input: EnqueueInput): Promise<Task> {
-    const kind = typeof input.kind === 'string' ? this.kinds.require(input.kind) : input.kind;
-    const invalid = this.kinds.checkPayload(kind, input.payload ?? {});
+  /** Queues a task of a declared kind for a node's agent; its payload is typed by the kind. */
+  enqueue<K extends TaskKind>(input: EnqueueInput<K>): Promise<Task> {
+    // A name is still taken at run time (what the runner's terminal types), as enqueueNamed does.
+    const { kind, payload } = input as EnqueueOptions & { kind: TaskKind | string; payload?: unknown };
+    return this.queue(typeof kind === 'string' ? this.kinds.require(kind) : kind, payload, input);
+  }
+
+  /** Queues a task by its kind's name (the untyped path: {@link NamedEnqueueInput}). */
+  enqueueNamed(input: NamedEnqueueInput): Promise<Task> {
+    return this.queue(this.kinds.require(input.kind), input.payload, input);
+  }
+
+  private async queue(kind: TaskKind, given: unknown, input: EnqueueOptions): Promise<Task> {
+    const invalid = this.kinds.checkPayload(kind, given ?? {});
     if (invalid) throw new TaskPayloadError(`a ${kind.name} task for node ${input.nodeId} was built wrong: ${invalid}`);
-    await this.requireCapable(input.nodeId, [kind], input.payload);
+    const payload = given as Record<string, unknown> | undefined;
+    await this.requireCapable(input.nodeId, [kind], payload);
     const now = this.clock.now().toISOString();
     const row = {
       id: newId('task'),
       node_id: input.nodeId,
       kind: kind.name,
-      payload: this.seal(input.payload),
+      payload: this.seal(payload),
       status: 'pending',
       attempts: 0,
       max_attempts: input.maxAttempts ?? 3,

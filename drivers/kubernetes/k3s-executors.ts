@@ -1,10 +1,10 @@
 // The k3s membership kinds the agent runs with its own context (downloads from the control plane,
 // the data dir): installs, joins, the token, the kubeconfig, uninstalls. The k8s backend's agent half
 // (./agent.ts) hands them to the agent as executors.
-import type { TaskKind } from '../../core/tasks/kinds.js';
+import type { PayloadOf } from '../../core/tasks/kinds.js';
 import { adminKubeconfig, installAgent, installServer, k3sPaths, serverToken, uninstall, type K3sBinarySource, type K3sImagesSource } from './k3s.js';
 import { K3sInstallServer, K3sJoin, K3sKubeconfig, K3sToken, K3sUninstall } from './membership-calls.js';
-import type { AgentExecutor as Executor, AgentExecutorContext as ExecutorContext } from '../../core/clusters/backend.js';
+import { executorFor, type AgentExecutorContext as ExecutorContext, type ExecutorEntry } from '../../core/clusters/backend.js';
 
 /**
  * The cluster's admin kubeconfig on a server node: k3s's, or the file HANGAR_KUBECONFIG names (a
@@ -43,9 +43,9 @@ export async function downloadK3s(url: string): Promise<Buffer> {
  * the task names one: the SHA-256 is the operator's either way) and the images tarball when the
  * operator placed one.
  */
-export function k3sSources(ctx: Pick<ExecutorContext, 'payload' | 'download'>): { binary: K3sBinarySource; images: K3sImagesSource | null } {
-  const { sha256, architecture, url } = ctx.payload.binary as { sha256: string; architecture: string; url?: string };
-  const images = ctx.payload.images as { sha256: string; file_name: string; architecture: string } | undefined;
+export function k3sSources(ctx: Pick<ExecutorContext<Pick<PayloadOf<typeof K3sInstallServer>, 'binary' | 'images'>>, 'payload' | 'download'>): { binary: K3sBinarySource; images: K3sImagesSource | null } {
+  const { sha256, architecture, url } = ctx.payload.binary;
+  const images = ctx.payload.images;
   const arch = encodeURIComponent(architecture);
   return {
     binary: { sha256, fetch: () => (url ? downloadK3s(url) : fromControlPlane(ctx, 'the k3s binary', `${K3S_BINARY_PATH}?arch=${arch}`)) },
@@ -60,36 +60,27 @@ export function k3sSources(ctx: Pick<ExecutorContext, 'payload' | 'download'>): 
 }
 
 /** The k8s backend's host tasks: installing k3s (the binary and images from the control plane), its token and kubeconfig, uninstalling. */
-export const K3S_EXECUTORS: Array<[TaskKind, Executor]> = [
-  [
-    K3sInstallServer,
-    async (ctx) => {
-      const { node_name, node_ip, tls_sans } = ctx.payload as { node_name: string; node_ip: string | null; tls_sans: string[] };
-      ctx.log.info({ node_name, node_ip }, 'installing the k3s server');
-      return installServer({ node_name, node_ip, tls_sans, ...k3sSources(ctx) });
-    },
-  ],
-  [
-    K3sJoin,
-    async (ctx) => {
-      const { node_name, node_ip, server_url, token } = ctx.payload as { node_name: string; node_ip: string | null; server_url: string; token: string };
-      ctx.log.info({ node_name, node_ip, server_url }, 'joining the k3s cluster as an agent');
-      return installAgent({ node_name, node_ip, server_url, token, ...k3sSources(ctx) });
-    },
-  ],
-  [K3sToken, async () => serverToken()],
-  [K3sKubeconfig, async ({ payload }) => adminKubeconfig(payload.server_url as string, clusterKubeconfig())],
-  [
-    K3sUninstall,
-    async ({ log }) => {
-      // A cluster this agent reaches through HANGAR_KUBECONFIG is one it did not install: leaving it
-      // (or deleting it in hangar) must not remove whatever runs Kubernetes on this machine.
-      if (process.env.HANGAR_KUBECONFIG) {
-        log.info({ kubeconfig: process.env.HANGAR_KUBECONFIG }, 'not uninstalling k3s: this agent reaches a cluster it did not install (HANGAR_KUBECONFIG)');
-        return { uninstalled: false };
-      }
-      log.info('uninstalling k3s');
-      return uninstall();
-    },
-  ],
+export const K3S_EXECUTORS: ExecutorEntry[] = [
+  executorFor(K3sInstallServer, async (ctx) => {
+    const { node_name, node_ip, tls_sans } = ctx.payload;
+    ctx.log.info({ node_name, node_ip }, 'installing the k3s server');
+    return installServer({ node_name, node_ip, tls_sans, ...k3sSources(ctx) });
+  }),
+  executorFor(K3sJoin, async (ctx) => {
+    const { node_name, node_ip, server_url, token } = ctx.payload;
+    ctx.log.info({ node_name, node_ip, server_url }, 'joining the k3s cluster as an agent');
+    return installAgent({ node_name, node_ip, server_url, token, ...k3sSources(ctx) });
+  }),
+  executorFor(K3sToken, async () => serverToken()),
+  executorFor(K3sKubeconfig, async ({ payload }) => adminKubeconfig(payload.server_url, clusterKubeconfig())),
+  executorFor(K3sUninstall, async ({ log }) => {
+    // A cluster this agent reaches through HANGAR_KUBECONFIG is one it did not install: leaving it
+    // (or deleting it in hangar) must not remove whatever runs Kubernetes on this machine.
+    if (process.env.HANGAR_KUBECONFIG) {
+      log.info({ kubeconfig: process.env.HANGAR_KUBECONFIG }, 'not uninstalling k3s: this agent reaches a cluster it did not install (HANGAR_KUBECONFIG)');
+      return { uninstalled: false };
+    }
+    log.info('uninstalling k3s');
+    return uninstall();
+  }),
 ];

@@ -63,7 +63,7 @@ export function createNodesContext(services: Services, settings: NodesConfig): N
   }
 
   async function publishPeers(): Promise<void> {
-    const members = (await nodes.findAll({ removing: false })).filter((n) => n.wg_public_key && n.overlay_ip);
+    const members = (await nodes.findAll({ removing: false })).filter((n): n is NodeRecord & { wg_public_key: string; overlay_ip: string } => Boolean(n.wg_public_key && n.overlay_ip));
     const peers = members.map((n) => ({
       node_id: n.id,
       public_key: n.wg_public_key,

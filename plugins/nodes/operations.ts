@@ -4,8 +4,8 @@ import { Reply } from '../../core/http/reply.js';
 import { ScanUnmanaged } from '../../core/orchestrator.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
-import type { TaskKind } from '../../core/tasks/kinds.js';
-import { consumesReadOnce, taskView } from '../../core/tasks/queue.js';
+import type { PayloadOf, TaskKind } from '../../core/tasks/kinds.js';
+import { consumesReadOnce, isTaskOf, resultOf, taskView } from '../../core/tasks/queue.js';
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
@@ -22,15 +22,15 @@ export function operations(ctx: NodesContext): NodesPart {
   const { tasks, log } = services;
 
   services.events.subscribe(TaskCompleted, (task) => {
-    const result = (task.result ?? {}) as Record<string, any>;
+    const packages = resultOf(task, OsUpdate) ?? resultOf(task, OsCheckUpdates);
     const apply = async () => {
       const node = await nodes.get(task.node_id);
       if (!node) return;
-      if (task.kind === AgentStop.name) await setConnection(node, 'stopped', 'agent stopped on request');
-      if (task.kind === OsUpdate.name || task.kind === OsCheckUpdates.name) {
-        const facts = { ...(node.facts ?? {}), pending_updates: result.pending_updates ?? null };
-        const why = `${task.kind} reports ${result.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
-        await changeNode(node, { facts, reboot_required: Boolean(result.reboot_required) }, why);
+      if (isTaskOf(task, AgentStop)) await setConnection(node, 'stopped', 'agent stopped on request');
+      if (packages) {
+        const facts = { ...(node.facts ?? {}), pending_updates: packages.pending_updates ?? null };
+        const why = `${task.kind} reports ${packages.reboot_required ? 'that a reboot is required' : 'no reboot required'}`;
+        await changeNode(node, { facts, reboot_required: Boolean(packages.reboot_required) }, why);
       }
     };
     apply().catch((err: Error) => log.error({ task_id: task.id, err: { message: err.message } }, 'applying a task result failed'));
@@ -42,13 +42,13 @@ export function operations(ctx: NodesContext): NodesPart {
   });
 
   /** Queues a task for a node the caller got from requireLive (a removing node has no certificate to fetch it with). */
-  const queue = async (node: NodeRecord, kind: TaskKind, payload: Record<string, unknown> = {}, readOnce = false) =>
+  const queue = async <K extends TaskKind>(node: NodeRecord, kind: K, payload: PayloadOf<K>, readOnce = false) =>
     Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
 
   /** A task about the node (queued for it, or for its cluster's manager: subject = the node), read once once finished. */
-  async function readTask(nodeId: string, taskId: string, kind: string, reader: { role: string } | null) {
+  async function readTask(nodeId: string, taskId: string, kind: TaskKind, reader: { role: string } | null) {
     await nodes.require(nodeId);
-    return taskView(await tasks.take(taskId, { subject: nodeId, kind, consume: consumesReadOnce(reader) }));
+    return tasks.take(taskId, { subject: nodeId, kind: kind.name, consume: consumesReadOnce(reader) });
   }
 
   /**
@@ -79,9 +79,11 @@ export function operations(ctx: NodesContext): NodesPart {
         const node = await nodes.require(req.params.id);
         if (nodeStatus(node) !== 'ready') throw conflict(`Node ${node.id} is ${nodeStatus(node)}; update-agent needs it ready`);
         const binaries = services.provided.find(AgentBinariesRef);
-        const binary = node.architecture ? binaries?.describe(node.architecture) : null;
-        if (!binary) throw conflict(node.architecture ? missingExecutable(node.architecture) : `Node ${node.id} has not reported its architecture yet; try again after its next heartbeat`);
-        return queue(node, AgentUpdate, { architecture: node.architecture, version: binary.version, sha256: binary.sha256, ...(req.body.grace_seconds ? { grace_seconds: req.body.grace_seconds } : {}) });
+        const { architecture } = node;
+        if (!architecture) throw conflict(`Node ${node.id} has not reported its architecture yet; try again after its next heartbeat`);
+        const binary = binaries?.describe(architecture);
+        if (!binary) throw conflict(missingExecutable(architecture));
+        return queue(node, AgentUpdate, { architecture, version: binary.version, sha256: binary.sha256, ...(req.body.grace_seconds ? { grace_seconds: req.body.grace_seconds } : {}) });
       },
     }),
     ...(
@@ -99,7 +101,7 @@ export function operations(ctx: NodesContext): NodesPart {
       status: 202,
       schemas: { params: NodeParams, response: TaskRef },
       async handler(req: { params: { id: string } }) {
-        return queue(await nodes.requireLive(req.params.id), kind);
+        return queue(await nodes.requireLive(req.params.id), kind, {});
       },
     }))),
     defineRoute({
@@ -130,7 +132,7 @@ export function operations(ctx: NodesContext): NodesPart {
       permission: 'nodes:logs',
       summary: 'The log fetch: status, and the lines once completed (read once)',
       schemas: { params: NodeTaskParams },
-      handler: (req) => readTask(req.params.id, req.params.taskId, AgentLogs.name, req.principal),
+      handler: async (req) => taskView(await readTask(req.params.id, req.params.taskId, AgentLogs, req.principal)),
     }),
     defineRoute({
       method: 'POST',
@@ -158,9 +160,9 @@ export function operations(ctx: NodesContext): NodesPart {
       summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
       schemas: { params: NodeTaskParams },
       async handler(req) {
-        const view = await readTask(req.params.id, req.params.taskId, ScanUnmanaged.name, req.principal);
-        const result = (view.result ?? {}) as { resources?: unknown[] };
-        return { task_id: view.task_id, status: view.status, ...(view.status === 'completed' ? { resources: result.resources ?? [] } : {}), ...(view.error ? { error: view.error } : {}) };
+        const task = await readTask(req.params.id, req.params.taskId, ScanUnmanaged, req.principal);
+        const result = resultOf(task, ScanUnmanaged);
+        return { task_id: task.id, status: task.status, ...(result ? { resources: result.resources } : {}), ...(task.error ? { error: task.error } : {}) };
       },
     }),
   ];
