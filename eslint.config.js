@@ -15,6 +15,13 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  // Types stop at no edge of the product (docs/architecture.md, "Types at the edges"): no `any` in
+  // core, plugins, drivers or the agent; a third party's type hole that must stay says why on an
+  // eslint-disable-next-line. Tests, benches and the CLI's scripts are exempt.
+  {
+    files: ['core/**/*.ts', 'plugins/**/*.ts', 'drivers/**/*.ts', 'agent/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'error' },
+  },
   // The layering (docs/architecture.md, "Layers and the rules that keep them"): core is the kernel
   // and imports none of the rooms built on it; a plugin reaches another plugin or a driver only
   // through its contract file (api.ts: refs, extension points, types, error classes), so importing a

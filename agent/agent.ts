@@ -22,6 +22,27 @@ export interface AgentOptions {
   maxBackoffSeconds?: number;
 }
 
+/** An answer of the control API: `{data}` on success, `{message}` on an error (docs: API conventions). */
+interface Answer<T> {
+  data: T;
+  message?: string;
+}
+
+/** What POST /v1/nodes/join answers (plugins/nodes/join.ts). */
+interface JoinAnswer {
+  node_id: string;
+  certificate: string;
+  ca_pem?: string | null;
+  overlay_ip?: string | null;
+  overlay_prefix?: number | null;
+}
+
+/** What POST /v1/internal/heartbeat answers (what the agent reads of it). */
+interface HeartbeatAnswer {
+  heartbeat_interval_seconds?: number;
+  poll_wait_seconds?: number;
+}
+
 interface PolledTask {
   task_id: string;
   kind: string;
@@ -59,7 +80,7 @@ export async function joinControlPlane(options: { apiUrl: string; token: string;
   let caPem = options.caPem;
   if (!caPem) {
     if (!caSha256) throw new Error('the token pins no CA (operator certificates?): pass --ca-file with the CA that signed the server certificate');
-    const res = await httpRequest(`${apiUrl}/v1/ca`, { ca: false });
+    const res = await httpRequest<unknown>(`${apiUrl}/v1/ca`, { ca: false });
     if (res.status !== 200) throw new Error(`GET ${apiUrl}/v1/ca answered ${res.status}`);
     const fingerprint = createHash('sha256').update(new X509Certificate(res.text).raw).digest('hex');
     if (fingerprint !== caSha256) throw new Error(`the control plane's CA (sha256 ${fingerprint}) is not the one the token pins (${caSha256}); refusing to join`);
@@ -68,7 +89,7 @@ export async function joinControlPlane(options: { apiUrl: string; token: string;
   const keys = newKeyPair();
   const wg = await wireguardKeys().catch(() => null);
   const facts = collectFacts({ pendingUpdates: null });
-  const res = await httpRequest(`${apiUrl}/v1/nodes/join`, {
+  const res = await httpRequest<Answer<JoinAnswer>>(`${apiUrl}/v1/nodes/join`, {
     method: 'POST',
     ca: caPem,
     body: {
@@ -147,8 +168,8 @@ export class Agent {
     return this.options.log;
   }
 
-  private request(method: string, path: string, body?: unknown, timeoutMs = 30_000, headers?: Record<string, string>): Promise<HttpResponse> {
-    return this.connection.request(path, { method, body, headers, timeoutMs, signal: this.controller.signal });
+  private request<T = unknown>(method: string, path: string, body?: unknown, timeoutMs = 30_000, headers?: Record<string, string>): Promise<HttpResponse<Answer<T> | undefined>> {
+    return this.connection.request<Answer<T> | undefined>(path, { method, body, headers, timeoutMs, signal: this.controller.signal });
   }
 
   /** Runs until stop(): the heartbeat loop and the task loop side by side. */
@@ -179,19 +200,20 @@ export class Agent {
       this.log.debug({ error: err.message }, 'reading the overlay state failed');
       return null;
     });
-    const res = await this.request('POST', '/v1/internal/heartbeat', {
+    const res = await this.request<HeartbeatAnswer>('POST', '/v1/internal/heartbeat', {
       ...collectFacts(this.state),
       capabilities,
       ...(overlay ? { overlay } : {}),
       ...(held.length ? { held_tasks: held } : {}),
     });
     if (res.status !== 200) throw new Error(`heartbeat answered ${res.status}: ${res.json?.message ?? res.text}`);
-    const announced = Number(res.json.data.heartbeat_interval_seconds) || this.heartbeatSeconds;
+    const answer = res.json?.data;
+    const announced = Number(answer?.heartbeat_interval_seconds) || this.heartbeatSeconds;
     // A longer interval (the fleet grew): the next beat comes anywhere between the old and the new one,
     // so that a fleet that started together (a restart) spreads over the interval instead of arriving in waves.
     this.nextHeartbeatMs = announced > this.heartbeatSeconds ? (this.heartbeatSeconds + Math.random() * (announced - this.heartbeatSeconds)) * 1000 : announced * 1000;
     this.heartbeatSeconds = announced;
-    this.pollWaitSeconds = Number(res.json.data.poll_wait_seconds) || this.pollWaitSeconds;
+    this.pollWaitSeconds = Number(answer?.poll_wait_seconds) || this.pollWaitSeconds;
   }
 
   private async heartbeatLoop(): Promise<void> {
@@ -223,10 +245,10 @@ export class Agent {
       try {
         // Tasks stuck behind a long one in their lane are held (their leases renewed): hold no more than this.
         while (this.heldTasks.size >= MAX_HELD_TASKS && !this.controller.signal.aborted) await new Promise<void>((resolve) => (this.released = resolve));
-        const res = await this.request('GET', `/v1/internal/tasks/${this.identity.nodeId}?wait=${this.pollWaitSeconds}`, undefined, (this.pollWaitSeconds + 15) * 1000);
+        const res = await this.request<PolledTask[]>('GET', `/v1/internal/tasks/${this.identity.nodeId}?wait=${this.pollWaitSeconds}`, undefined, (this.pollWaitSeconds + 15) * 1000);
         if (res.status !== 200) throw new Error(`task poll answered ${res.status}: ${res.json?.message ?? res.text}`);
         failures = 0;
-        for (const task of res.json.data as PolledTask[]) this.dispatch(task);
+        for (const task of res.json?.data ?? []) this.dispatch(task);
       } catch (err) {
         if (this.controller.signal.aborted) return;
         failures++;

@@ -65,7 +65,7 @@ export class AgentConnection {
     return this.http1 ? 'http/1.1' : 'h2';
   }
 
-  async request<T = any>(path: string, options: AgentRequest = {}): Promise<HttpResponse<T>> {
+  async request<T = unknown>(path: string, options: AgentRequest = {}): Promise<HttpResponse<T>> {
     if (!this.http1) {
       try {
         return await this.overHttp2<T>(path, options);

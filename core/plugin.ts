@@ -177,11 +177,11 @@ export interface Plugin {
   name: string;
   description?: string;
   /** What this plugin needs from others: set up after their providers; a start-up without one fails naming it. */
-  deps?: readonly ServiceRef<any>[];
+  deps?: readonly ServiceRef<unknown>[];
   /** What it uses when present (set up after their providers when they are loaded). */
-  optionalDeps?: readonly ServiceRef<any>[];
+  optionalDeps?: readonly ServiceRef<unknown>[];
   /** What it provides (`services.provided.provide(ref, value)` in setup). */
-  provides?: readonly ServiceRef<any>[];
+  provides?: readonly ServiceRef<unknown>[];
   /** Schema of this plugin's configuration section (`config[name]`), defaults filled in. */
   configSchema?: TSchema;
   migrations?: Migration[];

@@ -99,7 +99,20 @@ export function assertValid(validate: ValidateFunction, value: unknown, where: s
   throw badRequest(validationMessage(details), details);
 }
 
-type SchemaNode = Record<string, any> | undefined;
+/** The parts of a JSON schema these walks read (any other keyword is carried along as it is). */
+export interface JsonSchemaNode {
+  type?: unknown;
+  const?: unknown;
+  enum?: unknown;
+  anyOf?: JsonSchemaNode[];
+  oneOf?: JsonSchemaNode[];
+  allOf?: JsonSchemaNode[];
+  items?: JsonSchemaNode;
+  properties?: Record<string, JsonSchemaNode>;
+  required?: string[];
+  [keyword: string]: unknown;
+}
+type SchemaNode = JsonSchemaNode | undefined;
 
 /** Whether a JSON schema accepts `null`. */
 export function allowsNull(schema: SchemaNode): boolean {
@@ -123,11 +136,11 @@ function branchFor(schema: SchemaNode, value: object): SchemaNode {
  */
 export function dropNulls(value: unknown, schema?: SchemaNode): unknown {
   if (Array.isArray(value)) {
-    const items = branchFor(schema, value)?.items as SchemaNode;
+    const items = branchFor(schema, value)?.items;
     return value.map((v) => dropNulls(v, items));
   }
   if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
-    const properties = branchFor(schema, value)?.properties as Record<string, SchemaNode> | undefined;
+    const properties = branchFor(schema, value)?.properties;
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
       if (v === null) {
@@ -145,14 +158,17 @@ export function dropNulls(value: unknown, schema?: SchemaNode): unknown {
  */
 export function nullableOptionals(schema: SchemaNode): SchemaNode {
   if (!schema || typeof schema !== 'object') return schema;
-  const out: Record<string, any> = { ...schema };
-  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) if (Array.isArray(out[key])) out[key] = out[key].map(nullableOptionals);
+  const out: JsonSchemaNode = { ...schema };
+  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) {
+    const branches = out[key];
+    if (Array.isArray(branches)) out[key] = branches.map((b) => nullableOptionals(b) ?? b);
+  }
   if (out.items) out.items = nullableOptionals(out.items);
   if (out.properties) {
     const required = new Set<string>(out.required ?? []);
     out.properties = Object.fromEntries(
-      Object.entries(out.properties as Record<string, SchemaNode>).map(([name, sub]) => {
-        const walked = nullableOptionals(sub);
+      Object.entries(out.properties).map(([name, sub]) => {
+        const walked = nullableOptionals(sub) ?? sub;
         return [name, required.has(name) || allowsNull(walked) ? walked : { anyOf: [walked, { type: 'null', description: 'the same as leaving the property out' }] }];
       }),
     );

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { scopedClient, scopedTransaction } from './write-scope.js';
+import { scopedClient, scopedTransaction, type MixinBase, type RunnerClient, type TransactionMembers } from './write-scope.js';
 // knex's better-sqlite3 client, except that a transaction takes SQLite's write lock when it begins
 // (BEGIN IMMEDIATE) instead of at its first write. Several processes write one SQLite file: the
 // workers of a control plane (api.workers) and the runner's tools. A deferred transaction that read
@@ -11,8 +11,12 @@ import BetterSqlite3ClientModule from 'knex/lib/dialects/better-sqlite3/index.js
 // @ts-expect-error knex ships no types for its dialect modules
 import SqliteTransactionModule from 'knex/lib/dialects/sqlite3/execution/sqlite-transaction.js';
 
-const SqliteTransaction = SqliteTransactionModule as new (...args: any[]) => { query(connection: unknown, sql: string): Promise<unknown> };
-const BetterSqlite3Client = BetterSqlite3ClientModule as new (...args: any[]) => object;
+/** What is used here and by the write scope's mixin of knex's SQLite transaction class. */
+interface SqliteTransactionMembers extends TransactionMembers {
+  query(connection: unknown, sql: string): Promise<unknown>;
+}
+const SqliteTransaction = SqliteTransactionModule as MixinBase<SqliteTransactionMembers>;
+const BetterSqlite3Client = BetterSqlite3ClientModule as MixinBase<RunnerClient>;
 
 class ImmediateTransaction extends SqliteTransaction {
   begin(connection: unknown): Promise<unknown> {
@@ -21,12 +25,12 @@ class ImmediateTransaction extends SqliteTransaction {
 }
 
 // The audit entry of a request goes in with its first committed write (core/db/write-scope.ts).
-const ScopedImmediateTransaction = scopedTransaction(ImmediateTransaction as any);
+const ScopedImmediateTransaction = scopedTransaction(ImmediateTransaction);
 
 class ImmediateClient extends BetterSqlite3Client {
-  transaction(...args: any[]): ImmediateTransaction {
-    return new ScopedImmediateTransaction(this, ...args) as unknown as ImmediateTransaction;
+  transaction(...args: unknown[]): ImmediateTransaction {
+    return new ScopedImmediateTransaction(this, ...args);
   }
 }
 
-export const ImmediateSqliteClient = scopedClient(ImmediateClient as any) as unknown as typeof Knex.Client;
+export const ImmediateSqliteClient = scopedClient(ImmediateClient) as unknown as typeof Knex.Client;

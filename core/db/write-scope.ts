@@ -194,12 +194,24 @@ export function outcomeUnknown(err: unknown): boolean {
   return !(typeof e?.message === 'string' && /not queryable/i.test(e.message));
 }
 
-type TransactionClass = new (...args: any[]) => {
+/**
+ * The arguments of a mixin's base class constructor: knex's client and transaction classes, which
+ * ship no types. TypeScript accepts a class built on a type parameter only when this is `any[]`
+ * (TS2545: "A mixin class must have a constructor with a single rest parameter of type 'any[]'").
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- TS2545 requires any[] for a mixin's constructor (unknown[] is refused)
+export type MixinArgs = any[];
+/** A class of knex's (untyped) extended by a mixin here, seen as the members the mixin uses. */
+export type MixinBase<I> = new (...args: MixinArgs) => I;
+
+/** What the transaction mixin uses of knex's transaction class (a transaction is a promise of its outcome). */
+export interface TransactionMembers extends PromiseLike<unknown> {
   commit(conn: unknown, value: unknown): Promise<unknown>;
   rollback(conn: unknown, error: unknown): Promise<unknown>;
-  then(onResolve: (v: unknown) => unknown, onReject: (e: unknown) => unknown): Promise<unknown>;
-};
-type RunnerClient = { runner(builder: unknown): { run(): Promise<unknown> }; transacting?: boolean; transaction(container: (trx: any) => unknown): PromiseLike<unknown> };
+}
+type TransactionClass = MixinBase<TransactionMembers>;
+/** What the client mixin uses of knex's client class. */
+export type RunnerClient = { runner(builder: unknown): { run(): Promise<unknown> }; transacting?: boolean; transaction(container: (trx: unknown) => unknown): PromiseLike<unknown> };
 
 /**
  * The clients of transactions (knex makes one per transaction, a savepoint's included) that made a
@@ -227,7 +239,7 @@ interface TransactionState {
  */
 export function scopedTransaction<T extends TransactionClass>(Base: T): T {
   return class ScopedTransaction extends Base {
-    constructor(...args: any[]) {
+    constructor(...args: MixinArgs) {
       super(...args);
       const scope = currentWriteScope();
       const self = this as unknown as TransactionState;
@@ -274,7 +286,7 @@ export function scopedTransaction<T extends TransactionClass>(Base: T): T {
  * (or, made on its own, on the scope), and a read outside one is made again when its connection
  * was lost.
  */
-export function scopedClient<T extends new (...args: any[]) => RunnerClient>(Base: T, retries = 2): T {
+export function scopedClient<T extends MixinBase<RunnerClient>>(Base: T, retries = 2): T {
   return class ScopedClient extends Base {
     runner(builder: unknown): { run(): Promise<unknown> } {
       if (this.transacting) {

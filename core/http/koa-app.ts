@@ -221,9 +221,9 @@ class Request implements HangarRequest {
   #signal?: AbortSignal;
 
   constructor(
-    readonly body: any,
-    readonly query: any,
-    readonly params: any,
+    readonly body: unknown,
+    readonly query: Record<string, unknown>,
+    readonly params: Record<string, unknown>,
     readonly principal: Principal | null,
     readonly agent: AgentIdentity | null,
     readonly rawBody: Buffer,

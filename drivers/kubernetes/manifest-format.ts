@@ -41,9 +41,9 @@ export function readManifest(text: string): ManifestObject[] {
       const at = lines.linePos(error.pos[0]);
       throw new ManifestProblem(i + 1, `is not valid YAML: line ${at.line}, column ${at.col}: ${error.message.split('\n')[0]}`);
     }
-    const value = document.toJS({ maxAliasCount: 1000 }) as Record<string, any> | null;
+    const value: unknown = document.toJS({ maxAliasCount: 1000 });
     if (value === null || value === undefined) return;
-    if (typeof value !== 'object' || Array.isArray(value) || typeof value.apiVersion !== 'string' || typeof value.kind !== 'string' || typeof value.metadata?.name !== 'string') {
+    if (!isMap(value) || typeof value.apiVersion !== 'string' || typeof value.kind !== 'string' || !isMap(value.metadata) || typeof value.metadata.name !== 'string') {
       throw new ManifestProblem(i + 1, 'is not a Kubernetes object (it needs apiVersion, kind and metadata.name)');
     }
     objects.push(value as ManifestObject);
@@ -107,11 +107,11 @@ const POD_SPEC: Record<string, readonly string[]> = {
   CronJob: ['spec', 'jobTemplate', 'spec', 'template', 'spec'],
   ...Object.fromEntries(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'ReplicationController'].map((k) => [k, ['spec', 'template', 'spec']])),
 };
-const isMap = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
 
 /** The problems of one pod spec (at `at`: `spec.template.spec`): the host's namespaces and paths, privileged or escalating containers, added capabilities. */
-function podPrivileges(spec: Record<string, any>, at: string): string[] {
+function podPrivileges(spec: Record<string, unknown>, at: string): string[] {
   const problems: string[] = [];
   const refuse = (where: string, what: string, hint = '') => problems.push(`${at}.${where}: ${what} ${FOR_ADMINS}${hint}`);
   if (spec.hostNetwork === true) refuse('hostNetwork', "the host's network");
@@ -153,14 +153,14 @@ const CONTAINER_LISTS = ['initContainers', 'containers', 'ephemeralContainers'] 
  * a Deployment the API server accepts and whose pods it then refuses. The API server stays the judge
  * (its version's profile).
  */
-function podRestricted(spec: Record<string, any>, at: string, namespace: string): string[] {
+function podRestricted(spec: Record<string, unknown>, at: string, namespace: string): string[] {
   const problems: string[] = [];
   const need = (where: string, what: string) => problems.push(`${at}.${where}: ${namespace} enforces Pod Security restricted: ${what}`);
   const pod = isMap(spec.securityContext) ? spec.securityContext : {};
   const containers = CONTAINER_LISTS.flatMap((list) => (Array.isArray(spec[list]) ? spec[list] : []).map((c: unknown, i: number) => ({ where: `${list}[${i}]`, c: isMap(c) ? c : {} })));
-  const contextOf = (c: Record<string, any>) => (isMap(c.securityContext) ? c.securityContext : {});
+  const contextOf = (c: Record<string, unknown>) => (isMap(c.securityContext) ? c.securityContext : {});
   if (pod.runAsNonRoot !== true && !containers.every(({ c }) => contextOf(c).runAsNonRoot === true)) need('securityContext.runAsNonRoot', 'set runAsNonRoot: true (the pod, or every container)');
-  const seccomp = (context: Record<string, any>) => (isMap(context.seccompProfile) ? context.seccompProfile.type : undefined);
+  const seccomp = (context: Record<string, unknown>) => (isMap(context.seccompProfile) ? context.seccompProfile.type : undefined);
   const allowed = (type: unknown) => type === 'RuntimeDefault' || type === 'Localhost';
   if (!allowed(seccomp(pod)) && !containers.every(({ c }) => allowed(seccomp(contextOf(c))))) need('securityContext.seccompProfile', 'set seccompProfile: {type: RuntimeDefault} (the pod, or every container)');
   if (pod.runAsUser === 0) need('securityContext.runAsUser', 'not as root (0)');

@@ -101,5 +101,10 @@ export function body<T extends object>(payload: T, query: Record<string, unknown
 /** A name or id as a path segment (dockerode puts it into the URL as it is). */
 export const segment = (value: string) => encodeURIComponent(String(value));
 
-/** Raw engine JSON: the shapes the driver reads, loosely typed. */
+/**
+ * Raw engine JSON: the shapes the driver reads and writes (service specs, tasks, nodes, swarm info),
+ * loosely typed. It crosses no edge: what leaves the driver is typed by the call's result schema
+ * (core/orchestrator.ts), which the control plane checks when the result is reported.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the Docker Engine API's JSON, read through dockerode, whose types (@types/dockerode) leave most of these shapes open; 56 reads in drivers/swarm walk it
 export type Raw = Record<string, any>;

@@ -2,13 +2,14 @@ import { defineTopic } from '../../core/events.js';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { NodeEvent } from './events.js';
 import type { NodeRecord } from './nodes.js';
+import type { HeartbeatFacts } from './schemas.js';
 
 /** The nodes plugin's contract: what other plugins import of it (importing this never loads the plugin). */
 
 export type { NodeEvent } from './events.js';
 export type { NodeRecord } from './nodes.js';
 /** Request fields and the heartbeat's schema other plugins' routes share with nodes' (schemas only). */
-export { heartbeatSchema, IpAddress, NodeName, NodeParams } from './schemas.js';
+export { heartbeatSchema, IpAddress, NodeName, NodeParams, type HeartbeatFacts } from './schemas.js';
 
 /**
  * Node records as other plugins read and write them: these operations, not the store behind them
@@ -60,7 +61,7 @@ export interface NodesApi {
   overlay: OverlayLeases;
   cadence: HeartbeatCadence;
   /** Applies an agent heartbeat to the node (as just read by the caller); returns the node after it. */
-  heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord>;
+  heartbeat(node: NodeRecord, facts: HeartbeatFacts): Promise<NodeRecord>;
   /** Queues a fresh peer list to every overlay member. */
   publishPeers(): Promise<void>;
 }

@@ -5,6 +5,7 @@ import type { NodesContext } from './context.js';
 import { HeartbeatWrites } from './heartbeats.js';
 import { NODES } from './migrations.js';
 import type { NodeRecord } from './nodes.js';
+import type { HeartbeatFacts } from './schemas.js';
 
 /** How often the heartbeats of online nodes are written (together); what readers see lags by this much at most. */
 const HEARTBEAT_FLUSH_MS = 250;
@@ -42,7 +43,7 @@ export function presence(ctx: NodesContext) {
     cadence.setFleet(Number(row?.n ?? 0));
   };
 
-  async function heartbeat(node: NodeRecord, facts: Record<string, any>): Promise<NodeRecord> {
+  async function heartbeat(node: NodeRecord, facts: HeartbeatFacts): Promise<NodeRecord> {
     const patch: Partial<NodeRecord> = {
       hostname: facts.hostname,
       architecture: architectureName(String(facts.architecture)),

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { NodeFact } from '../../core/clusters/backend.js';
 import { OverlayReport, OverlayState } from '../../core/overlay.js';
 
@@ -85,3 +85,6 @@ export const heartbeatSchema = (runtimeFacts: readonly NodeFact[]) =>
     },
     { additionalProperties: true },
   );
+
+/** A heartbeat's facts as validated by {@link heartbeatSchema} (a backend's runtime fact under its own name). */
+export type HeartbeatFacts = Static<ReturnType<typeof heartbeatSchema>> & { [runtimeFact: string]: unknown };

@@ -124,14 +124,14 @@ export async function checkReceiverUrl(value: string, field: string, policy: Add
  */
 export function guardedLookup(policy: AddressPolicy): LookupFunction | undefined {
   if (policy.allowPrivate) return undefined;
-  return ((hostname: string, options: any, callback: any) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+  const lookup: LookupFunction = (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (err, list) => {
       if (err) return callback(err, '', 0);
-      const list = addresses as unknown as Array<{ address: string; family: number }>;
       const bad = list.find((a) => isPrivateAddress(a.address));
       if (bad) return callback(Object.assign(new Error(`${hostname} resolves to ${bad.address}, a private address (notifications.allow_private_addresses is false)`), { code: 'EPRIVATE' }), '', 0);
       if (options?.all) return callback(null, list);
       callback(null, list[0]!.address, list[0]!.family);
     });
-  }) as LookupFunction;
+  };
+  return lookup;
 }

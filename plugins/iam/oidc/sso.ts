@@ -52,6 +52,15 @@ export interface BrowserStart {
 
 export type DevicePoll = { status: 'pending'; interval: number } | { status: 'approved'; user: UserRecord };
 
+/** A row of the SSO flows table (./migrations.ts) as read back (timestamps as the driver gives them). */
+interface FlowRow {
+  id: string;
+  kind: string;
+  binding: string | null;
+  sealed: string;
+  expires_at: string | Date;
+}
+
 /**
  * Single sign-on with an OpenID Connect provider (openid-client): its discovery read lazily and
  * kept, the dashboard's authorization code flow with PKCE, the CLI's device flow (RFC 8628) run
@@ -134,7 +143,7 @@ export class SingleSignOn {
    * Takes the flow a handle names out of the store: it is used once (a replayed state or a second
    * poll that won finds nothing). Null when there is none, it has expired, or another took it.
    */
-  private async takeFlow(handle: string, kind: 'browser' | 'device'): Promise<{ row: Record<string, any>; secret: Record<string, string> } | null> {
+  private async takeFlow(handle: string, kind: 'browser' | 'device'): Promise<{ row: FlowRow; secret: Record<string, string> } | null> {
     const id = sha256Hex(handle);
     const row = await this.deps.store.knex(SSO_FLOWS).where({ id, kind }).first();
     if (!row) return null;
