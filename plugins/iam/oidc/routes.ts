@@ -13,6 +13,8 @@ const COOKIE_PATH = '/v1/auth/oidc';
 /** Where the dashboard is served (plugins/dashboard). */
 const DASHBOARD = '/ui/';
 
+const ASCII = '^[\\x20-\\x7e]*$';
+
 const bindingCookie = (value: string, maxAge: number) => `${SSO_COOKIE}=${value}; Path=${COOKIE_PATH}; HttpOnly; Secure; SameSite=Lax; Max-Age=${maxAge}`;
 
 export interface SsoRouteDeps {
@@ -68,14 +70,16 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
       produces: 'text/plain',
       errors: [401, 403, 404, 409, 502],
       schemas: {
+        // OAuth's characters (RFC 6749 Appendix A: visible ASCII and space), short enough that any
+        // accepted query stays far below the HTTP parser's header limit.
         query: Type.Object(
           {
-            code: Type.Optional(Type.String({ maxLength: 4096 })),
-            state: Type.Optional(Type.String({ maxLength: 200 })),
-            iss: Type.Optional(Type.String({ maxLength: 2000 })),
-            error: Type.Optional(Type.String({ maxLength: 200 })),
-            error_description: Type.Optional(Type.String({ maxLength: 2000 })),
-            session_state: Type.Optional(Type.String({ maxLength: 500 })),
+            code: Type.Optional(Type.String({ maxLength: 2048, pattern: ASCII })),
+            state: Type.Optional(Type.String({ maxLength: 200, pattern: ASCII })),
+            iss: Type.Optional(Type.String({ maxLength: 500, pattern: ASCII })),
+            error: Type.Optional(Type.String({ maxLength: 100, pattern: ASCII })),
+            error_description: Type.Optional(Type.String({ maxLength: 500, pattern: ASCII })),
+            session_state: Type.Optional(Type.String({ maxLength: 200, pattern: ASCII })),
           },
           { additionalProperties: false },
         ),
@@ -98,6 +102,8 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
       description: 'hangar asks the provider (the client secret stays on the server) and keeps the device code; the caller gets its own handle to poll POST /v1/auth/oidc/device/token with.',
       status: 201,
       errors: [404, 501, 502],
+      // A body is `{}`: `{"x": null}` is refused as any other property, not read as `{}`.
+      preserveNullValues: true,
       schemas: {
         body: Type.Object({}, { additionalProperties: false }),
         response: Type.Object(
@@ -128,6 +134,7 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
       status: 200,
       otherStatuses: [202],
       errors: [403, 404, 409, 502],
+      preserveNullValues: true,
       schemas: {
         body: Type.Object({ device_request: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
         response: Type.Object(

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT, decodeJwt, importJWK } from 'jose';
-import { describeEachDialect } from '../../support/dialects.js';
+import { describeEachDialect, TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { Browserish, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
@@ -194,23 +194,6 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
     }
   });
 
-  it('stops the start on a bad iam.oidc, naming the key', async () => {
-    const base = { issuer: idp.issuer, client_id: 'c', client_secret_file: '/nonexistent/secret' };
-    const refused = async (oidc: Record<string, unknown>) => {
-      try {
-        const started = await startHangar(dialect, { plugins: ['system', 'iam'], overrides: { iam: { oidc } } });
-        await started.stop();
-      } catch (err) {
-        return (err as Error).message;
-      }
-      return 'started';
-    };
-    expect(await refused(base)).to.match(/iam\.oidc\.issuer must be an https URL.*allow_http/);
-    expect(await refused({ ...base, allow_http: true })).to.match(/iam\.oidc\.client_secret_file: cannot read \/nonexistent\/secret: ENOENT/);
-    expect(await refused({ ...base, issuer: 'not a url' })).to.contain('iam.oidc.issuer');
-    expect(await refused({ ...base, allow_http: true, roles: [{ group: 'x', role: 'root' }] })).to.match(/^invalid configuration: iam\.oidc\.roles\W+0\W+role/);
-  });
-
   it('answers 404 on every SSO route when iam.oidc is not configured', async function () {
     this.timeout(20_000);
     const plain = await startHangar(dialect, { plugins: ['system', 'iam'] });
@@ -225,5 +208,28 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
       await plain.stop();
     }
     expect((await t.request('GET', '/v1/bootstrap')).json.data.sso).to.equal(true);
+  });
+});
+
+/** The configuration is checked at start, the same on either store: once. */
+describe('single sign-on: a bad iam.oidc [sqlite]', () => {
+  const dialect = new TestDialect('sqlite');
+  after(() => dialect.cleanup());
+
+  it('stops the start on a bad iam.oidc, naming the key', async () => {
+    const base = { issuer: 'http://127.0.0.1:9/', client_id: 'c', client_secret_file: '/nonexistent/secret' };
+    const refused = async (oidc: Record<string, unknown>) => {
+      try {
+        const started = await startHangar(dialect, { plugins: ['system', 'iam'], overrides: { iam: { oidc } } });
+        await started.stop();
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'started';
+    };
+    expect(await refused(base)).to.match(/iam\.oidc\.issuer must be an https URL.*allow_http/);
+    expect(await refused({ ...base, allow_http: true })).to.match(/iam\.oidc\.client_secret_file: cannot read \/nonexistent\/secret: ENOENT/);
+    expect(await refused({ ...base, issuer: 'not a url' })).to.contain('iam.oidc.issuer');
+    expect(await refused({ ...base, allow_http: true, roles: [{ group: 'x', role: 'root' }] })).to.match(/^invalid configuration: iam\.oidc\.roles\W+0\W+role/);
   });
 });
