@@ -11,6 +11,7 @@ import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
+import { answersOnly, describeLoop, RequestLoop } from '../support/request-loop.js';
 import { hangarCli } from '../integration/runner/support.js';
 
 const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
@@ -99,6 +100,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
   const overlayOf = new Map<string, string>();
   let clusterId: string;
   let shopId: string;
+  let lbId: string;
 
   before(async function () {
     this.timeout(KUBE_START_TIMEOUT_MS);
@@ -604,7 +606,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const lb = await api('POST', `/v1/kubernetes/clusters/${clusterId}/lb`);
     expect(lb.status, lb.text).to.equal(202);
     expect(lb.json.data).to.include({ cluster_id: clusterId, image: 'lab/hangar-ingress:1', http_port: 80 });
-    const lbId = lb.json.data.id as string;
+    lbId = lb.json.data.id as string;
     await until('the load balancer running', async () => {
       const got = (await api('GET', `/v1/loadbalancers/${lbId}`)).json.data;
       if (got.status === 'failed') throw new FailNow(got.error);
@@ -669,6 +671,77 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect((await api('DELETE', `/v1/compute/instances/${instanceId}`)).status).to.equal(202);
     await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${instanceId}`)).status === 404, 120_000);
     await until('its host no longer routed', async () => (await get(`${machines[0]!.ip}:80`, 'hello.kube.test')).status === 404, 60_000);
+  });
+
+  it('zero downtime through the load balancer: an instance of two pods goes v1 → v2 with 0 failed requests; a v3 whose readiness never passes is rolled back to v2 by hangar with 0 failed requests and no answer from v3', async function () {
+    this.timeout(300_000);
+    const url = `http://${machines[0]!.ip}:80/`;
+    const domain = 'versions.kube.test';
+    const created = await api('POST', '/v1/compute/instances', {
+      name: 'versions',
+      cluster_id: clusterId,
+      image: 'lab/busybox:1',
+      replicas: 2,
+      domain,
+      http_port: 80,
+      env: { VERSION: 'v1' },
+      // busybox httpd answering $VERSION; /ready (the readiness check's path) unless READY=no; ends at once on SIGTERM.
+      command: ['sh', '-c', 'mkdir -p /www; echo "$VERSION" >/www/index.html; [ "$READY" = no ] || echo ok >/www/ready; httpd -f -p 80 -h /www & trap "exit 0" TERM; wait'],
+      health: { http: { path: '/ready', port: 80 }, interval_s: 1, timeout_s: 1, retries: 1 },
+      rollout: { order: 'start-first', on_failure: 'rollback', parallelism: 1, monitor_s: 2 },
+    });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    const instance = async () => (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+    const settled = (version: string) =>
+      until(`two ${version} pods Ready and nothing else`, async () => {
+        const pods = podsOf(`io.hangar.workload=${created.json.data.runtime_name}`);
+        return pods.length === 2 && pods.every(isReady);
+      }, 180_000);
+    await until('the instance running with 2 replicas', async () => {
+      const i = await instance();
+      if (i.status === 'failed') throw new FailNow(i.reason);
+      return i.status === 'running' && i.running === 2;
+    }, 180_000);
+    await settled('v1');
+    await answersOnly(url, domain, 'v1', 120_000);
+
+    const update = new RequestLoop(url, domain);
+    const t0 = Date.now();
+    const v2 = await api('PATCH', `/v1/compute/instances/${id}`, { env: { VERSION: 'v2' } });
+    expect(v2.status, v2.text).to.equal(202);
+    await until('the instance running v2', async () => {
+      const i = await instance();
+      return i.status === 'running' && i.running === 2 && i.env.VERSION === 'v2';
+    }, 180_000);
+    await settled('v2');
+    const updatedIn = Date.now() - t0;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const updated = await update.stop();
+    console.log(`      v1 → v2 in ${(updatedIn / 1000).toFixed(1)} s: ${describeLoop(updated)}`);
+    expect(updated.failures, 'failed requests during v1 → v2').to.deep.equal([]);
+    expect(Object.keys(updated.answers)).to.have.members(['v1', 'v2']);
+    expect(updated.sequence.at(-1)).to.equal('v2');
+
+    const failing = new RequestLoop(url, domain);
+    const t1 = Date.now();
+    const v3 = await api('PATCH', `/v1/compute/instances/${id}`, { env: { VERSION: 'v3', READY: 'no' } });
+    expect(v3.status, v3.text).to.equal(202);
+    const rolledBack = await until('the instance rolled_back', async () => {
+      const i = await instance();
+      return i.status === 'rolled_back' ? i : null;
+    }, 180_000);
+    const rolledBackIn = Date.now() - t1;
+    expect(rolledBack.reason).to.match(/what runs is revision 2/);
+    await settled('v2 again');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const rollback = await failing.stop();
+    console.log(`      v3 rolled back after ${(rolledBackIn / 1000).toFixed(1)} s (${rolledBack.reason}): ${describeLoop(rollback)}`);
+    expect(rollback.failures, 'failed requests during the failed update and its rollback').to.deep.equal([]);
+    expect(Object.keys(rollback.answers)).to.deep.equal(['v2']);
+
+    expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
+    await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, 120_000);
     expect((await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/lb`)).status).to.equal(202);
     await until('the load balancer gone', async () => (await api('GET', `/v1/loadbalancers/${lbId}`)).status === 404, 120_000);
     await until('nothing answering on port 80', async () => (await get(`${machines[0]!.ip}:80`, 'hello.kube.test')).status === 0, 60_000);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { KubeContext } from '../../../drivers/kubernetes/client.js';
-import { deploymentOf } from '../../../drivers/kubernetes/workloads.js';
+import { deploymentOf, DRAIN_SECONDS } from '../../../drivers/kubernetes/workloads.js';
 import type { SwarmContext } from '../../../drivers/swarm/client.js';
 import { serviceSpecOf } from '../../../drivers/swarm/workloads.js';
 import { healthFault, type WorkloadSpec } from '../../../core/orchestrator.js';
@@ -70,6 +70,22 @@ describe('workload health checks in the drivers', () => {
     expect(paused.UpdateConfig).to.include({ Order: 'stop-first', FailureAction: 'pause', Monitor: 30 * S });
     const plain = await serviceSpecOf({} as SwarmContext, base, {});
     expect(plain.UpdateConfig).to.include({ Order: 'stop-first', FailureAction: 'pause' });
+  });
+
+  it('kubernetes: a pod reached through a Service drains before it stops (preStop sleep); one no Service reaches stops at once', () => {
+    const ctx = { namespace: 'hangar' } as KubeContext;
+    const container = (spec: WorkloadSpec) => deploymentOf(ctx, spec, {}).spec!.template.spec!.containers[0]!;
+    const drain = { preStop: { sleep: { seconds: DRAIN_SECONDS } } };
+    expect(container({ ...base, exposure: { routed: true, domain: 'web.example.test' } }).lifecycle).to.deep.equal(drain);
+    expect(container({ ...base, exposure: { ports: [{ published: 8080, target: 80, protocol: 'tcp' }] } }).lifecycle).to.deep.equal(drain);
+    expect(container(base)).to.not.have.property('lifecycle');
+  });
+
+  it('swarm: the service (not its tasks) carries hangar’s revision, which a rolled-back spec names', async () => {
+    const spec = await serviceSpecOf({} as SwarmContext, { ...base, revision: 4 }, {});
+    expect(spec.Labels).to.include({ 'io.hangar.revision': '4' });
+    expect(spec.TaskTemplate.ContainerSpec.Labels).to.not.have.property('io.hangar.revision');
+    expect((await serviceSpecOf({} as SwarmContext, base, {})).Labels).to.not.have.property('io.hangar.revision');
   });
 
   it('a check is one probe whose timeout fits its interval', () => {
