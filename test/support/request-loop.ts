@@ -79,7 +79,9 @@ export class RequestLoop {
 }
 
 /** One line for a test's output: how many requests, how many failed, the answers and the last one. */
-export const describeLoop = (r: LoopReport) => `${r.requests} requests, ${r.failures.length} failed, answers ${JSON.stringify(r.answers)}, ending on ${r.sequence.at(-1)}`;
+export const describeLoop = (r: LoopReport) =>
+  `${r.requests} requests, ${r.failures.length} failed, answers ${JSON.stringify(r.answers)}, ending on ${r.sequence.at(-1)}` +
+  (r.failures.length ? ` (failures: ${r.failures.slice(0, 3).map((f) => `${f.at_ms} ms ${f.what.slice(0, 60)}`).join('; ')} … ${r.failures.at(-1)!.at_ms} ms)` : '');
 
 /**
  * Waits until `url` answers `version` for `host`, and nothing else, for half a second of a loop (a
