@@ -113,31 +113,44 @@ export const backupCreateCommand: CommandModule<object, CreateArgs> = {
 
 /** Uploads to a backup target with its sealed credentials, opened with this control plane's keys. */
 async function targetUploader(config: import('../config/schema.js').HangarConfig, idOrName: string): Promise<(name: string, body: Buffer) => Promise<string>> {
-  const [{ openStore }, { Pki }, { systemClock }, { TargetStore }, { putObject, ProbeFailure }, { archiveLocation }] = await Promise.all([
+  const [{ openStore }, { Pki }, { systemClock }, { TargetStore, ArchiveStore }, { putObjectTagged, ProbeFailure }, { archiveLocation, archiveTime }, { newId }] = await Promise.all([
     import('../core/db/store.js'),
     import('../core/pki/pki.js'),
     import('../core/clock.js'),
     import('../plugins/backups/store.js'),
     import('../plugins/backups/probe.js'),
     import('../plugins/backups/control-plane.js'),
+    import('../core/ids.js'),
   ]);
   const store = await openStore(config);
+  let closed = false;
+  const close = async () => {
+    if (!closed) await store.close();
+    closed = true;
+  };
   try {
     const targets = new TargetStore(store, systemClock);
     const target = (await store.knex.schema.hasTable('backup_targets')) ? await targets.findByIdOrName(idOrName) : null;
     if (!target) throw failure(`no backup target ${idOrName}: hangar backup target list shows them`);
     const pki = await Pki.open({ dataDir: config.data_dir, store, clock: systemClock, tlsCertFile: config.api.tls_cert, tlsKeyFile: config.api.tls_key, masterKey: config.secrets.master_key });
     const location = archiveLocation(target, pki.secretBox('backups'));
+    // The store stays open for the upload's record (the control plane's schedule and keep_last believe recorded uploads only).
     return async (name, body) => {
       try {
-        return `s3://${target.bucket}/${await putObject(location, name, body)}`;
+        const { key, etag } = await putObjectTagged(location, name, body);
+        const made = archiveTime(key) ?? new Date();
+        if (await store.knex.schema.hasTable('backup_control_plane_archives')) await new ArchiveStore(store).insert({ id: newId('cpa'), target_id: target.id, key, bytes: body.length, etag, made_at: made.toISOString(), created_at: new Date().toISOString() });
+        return `s3://${target.bucket}/${key}`;
       } catch (err) {
         if (err instanceof ProbeFailure) throw failure(`uploading to backup target ${target.name} failed: ${err.message}`);
         throw err;
+      } finally {
+        await close();
       }
     };
-  } finally {
-    await store.close();
+  } catch (err) {
+    await close();
+    throw err;
   }
 }
 
@@ -169,8 +182,8 @@ async function archiveSource(args: RestoreArgs) {
   return {
     /** The archives there, oldest first (their names carry the time they were made). */
     list: () => s3Errors(() => listArchives(location)),
-    /** The newest archive whose name is not in the future (a clock ahead, or a name anyone with the keys wrote). */
-    newest: (archives: Awaited<ReturnType<typeof listArchives>>) => believedArchives(archives, new Date()).at(-1)?.key,
+    /** The archives whose names are not in the future (a clock ahead, or a name anyone with the keys wrote), newest first. */
+    candidates: (archives: Awaited<ReturnType<typeof listArchives>>) => believedArchives(archives, new Date()).reverse().map((a) => a.key),
     named,
     folder,
     get: (key: string) => s3Errors(() => getObject({ ...location, prefix: '' }, key)),
@@ -178,7 +191,7 @@ async function archiveSource(args: RestoreArgs) {
 }
 
 /** The archive file to restore: the positional file, or one downloaded from --from into a private scratch folder. */
-async function archiveToRestore(args: RestoreArgs): Promise<{ file: string; from: string | null; cleanup: () => void } | null> {
+async function archiveToRestore(args: RestoreArgs, passphrase: string): Promise<{ file: string; from: string | null; cleanup: () => void } | null> {
   if (!args.from) return { file: args.file!, from: null, cleanup: () => undefined };
   const source = await archiveSource(args);
   const archives = await source.list();
@@ -187,24 +200,46 @@ async function archiveToRestore(args: RestoreArgs): Promise<{ file: string; from
     for (const a of archives) console.log(`${path.posix.basename(a.key)}  ${a.size} bytes  ${a.last_modified}`);
     return null;
   }
-  const wanted = source.named ?? (args.snapshot && args.snapshot !== 'latest' ? `${source.folder}/${args.snapshot.endsWith('.hcpb') ? args.snapshot : `${args.snapshot}.hcpb`}` : source.newest(archives));
-  if (!wanted) throw failure(`--from ${args.from}: no control-plane archive under ${source.folder}/ (hangar backup create --target uploads them there)`);
-  if (!archives.some((a) => a.key === wanted)) {
+  const named = source.named ?? (args.snapshot && args.snapshot !== 'latest' ? `${source.folder}/${args.snapshot.endsWith('.hcpb') ? args.snapshot : `${args.snapshot}.hcpb`}` : null);
+  const candidates = named ? [named] : source.candidates(archives);
+  if (!candidates.length) throw failure(`--from ${args.from}: no control-plane archive under ${source.folder}/ (hangar backup create --target uploads them there)`);
+  if (named && !archives.some((a) => a.key === named)) {
     const names = archives.map((a) => path.posix.basename(a.key));
-    throw failure(`--from ${args.from}: no archive ${path.posix.basename(wanted)} under ${source.folder}/${names.length ? ` (there: ${names.slice(-5).join(', ')}${names.length > 5 ? ', …' : ''}; --list shows all)` : ''}`);
+    throw failure(`--from ${args.from}: no archive ${path.posix.basename(named)} under ${source.folder}/${names.length ? ` (there: ${names.slice(-5).join(', ')}${names.length > 5 ? ', …' : ''}; --list shows all)` : ''}`);
   }
-  const body = await source.get(wanted);
   // Staged in a private folder (0700) of the machine's temporary space, removed after the restore; the archive is encrypted.
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'hangar-restore-'));
   const cleanup = () => rmSync(scratch, { recursive: true, force: true });
-  const file = path.join(scratch, path.posix.basename(wanted));
+  const { checkArchive, ArchiveError } = await import('../core/backup/archive.js');
+  // Without --snapshot: the newest that the passphrase opens and that authenticates throughout (anyone with the bucket's keys can write a name there, not an archive).
+  const skipped: string[] = [];
   try {
-    writeFileSync(file, body, { mode: 0o600 });
+    for (const key of candidates) {
+      const file = path.join(scratch, path.posix.basename(key));
+      try {
+        writeFileSync(file, await source.get(key), { mode: 0o600 });
+      } catch (err) {
+        throw failure(`--from ${args.from}: cannot stage the archive in ${scratch} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      }
+      if (named) return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${key}`, cleanup };
+      try {
+        await checkArchive(file, passphrase);
+      } catch (err) {
+        if (!(err instanceof ArchiveError)) throw err;
+        const why = err.message.split(file).join('it');
+        skipped.push(path.posix.basename(key));
+        console.error(`skipped ${path.posix.basename(key)}: ${why}`);
+        rmSync(file, { force: true });
+        continue;
+      }
+      return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${key}`, cleanup };
+    }
   } catch (err) {
     cleanup();
-    throw failure(`--from ${args.from}: cannot stage the archive in ${scratch} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw err;
   }
-  return { file, from: `s3://${args.from!.slice(5).split('/')[0]}/${wanted}`, cleanup };
+  cleanup();
+  throw failure(`--from ${args.from}: no archive under ${source.folder}/ opens with this passphrase (skipped ${skipped.join(', ')}); give another --passphrase-file, or --snapshot NAME to see why one fails`);
 }
 
 /** `hangar restore FILE` or `hangar restore --from s3://…`: a control plane rebuilt from its backup. */
@@ -236,7 +271,7 @@ export const restoreCommand: CommandModule<object, RestoreArgs> = {
   handler: (args) =>
     runAndExit('restore', false, async () => {
       const passphrase = args.list ? '' : readPassphrase(args['passphrase-file']!);
-      const archive = await archiveToRestore(args);
+      const archive = await archiveToRestore(args, passphrase);
       if (!archive) return EXIT.ok;
       try {
         const [{ restoreControlPlane }, { builtinCatalogue }] = await Promise.all([import('../core/backup/control-plane.js'), import('./catalogue.js')]);

@@ -367,6 +367,7 @@ export const BACKUP_SCHEDULES: Resource = {
         'keep-weekly': { type: 'number', describe: 'keep one snapshot a week for N weeks' },
         'keep-monthly': { type: 'number', describe: 'keep one snapshot a month for N months' },
         verify: { type: 'boolean', describe: 'prove each backup restorable (a restore drill after it: restic check and a restore into a scratch folder compared with the snapshot)' },
+        consistency: { type: 'string', choices: ['live', 'stop'], describe: 'stop: scale the workloads using each volume to zero for its snapshot and bring them back after (default live)' },
       },
       body: (a) => ({
         name: a.name,
@@ -380,6 +381,7 @@ export const BACKUP_SCHEDULES: Resource = {
         keep_weekly: a['keep-weekly'],
         keep_monthly: a['keep-monthly'],
         verify: a.verify ? true : undefined,
+        consistency: a.consistency,
       }),
       label: (_a, d) => `backup schedule ${d.name} (${d.id}): ${d.cron ? `cron "${d.cron}" (UTC)` : `every ${d.every_seconds} s`}, next ${d.next_run_at}`,
     }),
@@ -782,8 +784,9 @@ export const RESOURCES: Resource[] = [
         options: {
           target: { type: 'string', demandOption: true, describe: 'the backup target (id or name): hangar backup target list' },
           verify: { type: 'boolean', describe: 'prove the backup restorable after it is taken (a restore drill; hangar volume backups shows verified)' },
+          consistency: { type: 'string', choices: ['live', 'stop'], describe: 'stop: scale the workloads using the volume to zero for the snapshot and bring them back after (default live)' },
         },
-        body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined) },
+        body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined), consistency: 'consistency' },
         label: (a, d) => `volume ${a.id} to target ${a.target} as ${d.backup?.id} (task ${d.task_id})`,
         follow: (a) => `volume backups ${a.id}`,
       }),

@@ -339,6 +339,14 @@ async function* decrypted(file: string, passphrase: string): AsyncGenerator<Buff
   }
 }
 
+/**
+ * Whether the passphrase opens an archive and every part of it authenticates (nothing is written):
+ * throws the ArchiveError saying why not.
+ */
+export async function checkArchive(file: string, passphrase: string): Promise<void> {
+  for await (const part of decrypted(file, passphrase)) void part;
+}
+
 /** What an archive's manifest says about itself (plus `files`, checked on extraction). */
 export interface ArchiveFile {
   name: string;

@@ -5,8 +5,9 @@ import { nextCronRun, parseCron, type CronSchedule } from '../../core/cron.js';
 import { ConfigError, conflict } from '../../core/errors.js';
 import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
 import type { SecretBox } from '../../core/crypto.js';
-import { deleteObject, listObjects, ProbeFailure, putObject, type ListedObject, type S3Location } from './probe.js';
-import type { TargetRecord } from './store.js';
+import { newId } from '../../core/ids.js';
+import { deleteObject, listObjects, ProbeFailure, putObjectTagged, type ListedObject, type S3Location } from './probe.js';
+import { ArchiveStore, type ArchiveRecord, type TargetRecord } from './store.js';
 
 /** Where control-plane archives are kept under a target's prefix (`hangar backup create --target` and the schedule). */
 export const ARCHIVE_FOLDER = 'hangar-control-plane';
@@ -59,6 +60,19 @@ export function believedArchives(archives: readonly ListedObject[], now: Date): 
   return archives.filter((a) => (archiveTime(a.key)?.getTime() ?? Infinity) <= now.getTime() + CLOCK_SKEW_MS);
 }
 
+/**
+ * The listed archives this installation recorded uploading (same key, same size, and the same ETag
+ * when both are known), oldest first: what the schedule and keep_last believe. A name anyone with
+ * the bucket's keys writes there, or an archive of ours overwritten, is not among them.
+ */
+export function recordedArchives(listed: readonly ListedObject[], recorded: readonly ArchiveRecord[]): ListedObject[] {
+  const byKey = new Map(recorded.map((r) => [r.key, r]));
+  return listed.filter((o) => {
+    const r = byKey.get(o.key);
+    return !!r && r.bytes === o.size && (!r.etag || !o.etag || r.etag === o.etag);
+  });
+}
+
 /** The archives in a folder, oldest first. */
 export async function listArchives(location: S3Location): Promise<ListedObject[]> {
   const folder = location.prefix ? `${location.prefix}/` : '';
@@ -91,6 +105,11 @@ const Archive = Type.Object({
   key: Type.String({ description: 'the object key in the bucket' }),
   bytes: Type.Integer(),
   created_at: Type.String({ description: 'when it was made (from its name)' }),
+});
+
+const ListedArchive = Type.Object({
+  ...Archive.properties,
+  recorded: Type.Boolean({ description: 'this installation recorded uploading it (key, size, ETag): the schedule and keep_last believe only these' }),
 });
 
 /** backups.control_plane.cron, or a configuration error naming it (hangar serve exits 2 with the message). */
@@ -131,6 +150,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
     },
   );
   let running: Promise<unknown> | null = null;
+  const uploads = new ArchiveStore(services.db);
 
   async function configured(): Promise<{ target: TargetRecord; location: S3Location; passphrase: string }> {
     if (!settings.target || !settings.passphrase_file) {
@@ -162,17 +182,24 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       try {
         const file = path.join(staging, name);
         const made = await createControlPlaneBackup({ config: services.config, operatorConfig: operatorConfiguration(undefined, process.env), passphrase, file, overwrite: true, stagingParent: staging });
-        let key: string;
+        let uploaded: { key: string; etag: string | null };
         try {
-          key = await putObject(location, name, readFileSync(file));
+          uploaded = await putObjectTagged(location, name, readFileSync(file));
         } catch (err) {
           throw s3Conflict(err, `uploading to backup target ${target.name}`);
         }
+        const key = uploaded.key;
+        await uploads.insert({ id: newId('cpa'), target_id: target.id, key, bytes: made.bytes, etag: uploaded.etag, made_at: at.toISOString(), created_at: services.clock.now().toISOString() });
         lastSuccessSeconds = Math.floor(at.getTime() / 1000);
-        // keep_last counts the archives whose names it believes; one named in the future is left alone (not ours to judge).
-        const archives = believedArchives(await listArchives(location).catch(() => []), services.clock.now());
-        for (const old of archives.slice(0, Math.max(0, archives.length - settings.keep_last))) {
-          await deleteObject({ ...location, prefix: '' }, old.key).catch((err: Error) => log.warn({ key: old.key, error: err.message }, 'an old control-plane archive was not deleted'));
+        // keep_last counts the archives it recorded uploading; another name there (anyone with the bucket's keys may write one) is left alone.
+        const recorded = await uploads.ofTarget(target.id);
+        for (const old of recorded.slice(0, Math.max(0, recorded.length - settings.keep_last))) {
+          try {
+            await deleteObject({ ...location, prefix: '' }, old.key);
+            await uploads.remove(old.id);
+          } catch (err) {
+            log.warn({ key: old.key, error: (err as Error).message }, 'an old control-plane archive was not deleted');
+          }
         }
         log.info({ target_id: target.id, key, bytes: made.bytes }, 'control-plane backup uploaded');
         return { key, bytes: made.bytes, created_at: at.toISOString() };
@@ -193,8 +220,9 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
 
   async function checkDue(): Promise<void> {
     if (!cron || !settings.target) return;
-    const { location } = await configured();
-    const archives = await listArchives(location);
+    const { target, location } = await configured();
+    // The newest archive it recorded uploading that is still there as uploaded: a name written by anyone else does not hold the schedule back.
+    const archives = recordedArchives(await listArchives(location), await uploads.ofTarget(target.id));
     const newest = newestArchiveTime(archives, services.clock.now());
     if (newest) lastSuccessSeconds = Math.floor(newest.getTime() / 1000);
     const due = nextArchiveDue(cron, newest, startedAt);
@@ -218,13 +246,15 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       path: '/v1/backups/control-plane',
       auth: { role: 'admin' },
       permission: 'control-plane:read',
-      summary: 'List the control-plane archives in backups.control_plane.target, oldest first (409 when it is not configured)',
-      schemas: { response: Type.Array(Archive) },
+      summary: 'List the control-plane archives in backups.control_plane.target, oldest first, each saying whether this installation recorded uploading it (409 when it is not configured)',
+      schemas: { response: Type.Array(ListedArchive) },
       errors: [409],
       async handler() {
         const { target, location } = await configured();
         try {
-          return (await listArchives(location)).map((a) => ({ key: a.key, bytes: a.size, created_at: archiveTime(a.key)?.toISOString() ?? a.last_modified }));
+          const listed = await listArchives(location);
+          const ours = new Set(recordedArchives(listed, await uploads.ofTarget(target.id)).map((a) => a.key));
+          return listed.map((a) => ({ key: a.key, bytes: a.size, created_at: archiveTime(a.key)?.toISOString() ?? a.last_modified, recorded: ours.has(a.key) }));
         } catch (err) {
           throw s3Conflict(err, `listing backup target ${target.name}`);
         }

@@ -92,6 +92,12 @@ const Verify = Type.Optional(
   }),
 );
 
+const Consistency = Type.Optional(
+  Type.Union([Type.Literal('live'), Type.Literal('stop')], {
+    description: 'live (the default): the volume is backed up while in use; stop: the workloads using it are scaled to zero for the snapshot and brought back after (the gap reported on the run)',
+  }),
+);
+
 const CreateSchedule = Type.Object(
   {
     name: TargetName,
@@ -101,6 +107,7 @@ const CreateSchedule = Type.Object(
     every_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 366 * 86_400, description: 'the interval between backups; the first runs at once (give this or cron)' })),
     cron: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a cron expression (five fields or @daily…, in UTC): when backups run (give this or every_seconds)' })),
     verify: Verify,
+    consistency: Consistency,
     ...Retention.properties,
   },
   { additionalProperties: false },
@@ -117,6 +124,7 @@ const Schedule = Type.Object({
   cron: Type.Union([Type.String(), Type.Null()]),
   retention: Type.Object({}, { additionalProperties: true, description: 'keep_last, keep_daily, keep_weekly, keep_monthly as given' }),
   verify: Type.Boolean({ description: 'each backup is verified by a restore drill' }),
+  consistency: Type.String({ description: 'live or stop' }),
   next_run_at: Type.String(),
   last_run_at: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String(),
@@ -147,6 +155,7 @@ function scheduleView(s: ScheduleRecord) {
     cron: s.cron ?? null,
     retention: retentionOf(s),
     verify: s.verify === true,
+    consistency: s.consistency ?? 'live',
     next_run_at: s.next_run_at,
     last_run_at: s.last_run_at,
     created_at: s.created_at,
@@ -214,6 +223,11 @@ function runView(r: RunRecord) {
     bytes_added: num(r.bytes_added),
     files: num(r.files),
     schedule_id: r.schedule_id ?? null,
+    consistency: r.consistency ?? 'live',
+    workloads: workloadsView(r.workloads),
+    workloads_stopped_at: r.workloads_stopped_at ?? null,
+    workloads_started_at: r.workloads_started_at ?? null,
+    gap_seconds: num(r.gap_seconds),
     verify: r.verify === true,
     verified: r.verified ?? null,
     verified_at: r.verified_at ?? null,
@@ -393,11 +407,28 @@ export default definePlugin({
     }
 
     /** Queues a volume's backup to a target (`retention` applied after it); the run and its task. */
-    async function backUp(volume: VolumeRecord, target: TargetRecord, from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean } = {}): Promise<{ task: Task; run: RunRecord }> {
+    async function backUp(
+      volume: VolumeRecord,
+      target: TargetRecord,
+      from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean; consistency?: 'live' | 'stop' } = {},
+    ): Promise<{ task: Task; run: RunRecord }> {
       await requireVolumeOnResticNode(volume.id);
       const retention = from.retention && Object.keys(from.retention).length ? { retention: from.retention } : {};
       const verify = from.verify ? { verify: true } : {};
-      return start({ ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null, verify: from.verify === true, verified: null, verified_at: null, verify_error: null }, (r) =>
+      const consistency = from.consistency ?? 'live';
+      const fields = { ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null, consistency, verify: from.verify === true, verified: null, verified_at: null, verify_error: null };
+      let run: typeof fields | RunRecord = fields;
+      if (consistency === 'stop') {
+        // The workloads using the volume are stopped for the snapshot, recorded first (as a restore's stop_workloads), and brought back once it is taken.
+        const using = await usersOf(volume.id);
+        const cannot = stops.unstoppable(using);
+        if (cannot.length) {
+          throw conflict(`Volume ${volume.name} is in use by ${cannot.map((u) => `${u.type} ${u.name}`).join(', ')}, which hangar cannot stop for a backup with consistency stop: stop or remove them first, or back it up live`, cannot);
+        }
+        const workloads = await stops.plan(using);
+        if (workloads.length) run = await stops.stopAll(await runs.insert({ ...fields, ...stops.stoppingFields(workloads), task_id: null, created_at: now(), updated_at: now() }), 'backup');
+      }
+      return start(run, (r) =>
         services.tasks.enqueue({
           nodeId: volume.node_id,
           kind: VolumeBackup,
@@ -435,7 +466,7 @@ export default definePlugin({
           try {
             if (!target) throw conflict(`its backup target ${schedule.target_id} is gone`);
             const volume = await volumes.require(volumeId);
-            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule), verify: schedule.verify === true });
+            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule), verify: schedule.verify === true, consistency: schedule.consistency ?? 'live' });
           } catch (err) {
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
@@ -756,6 +787,7 @@ export default definePlugin({
                   keep_weekly: body.keep_weekly ?? null,
                   keep_monthly: body.keep_monthly ?? null,
                   verify: body.verify === true,
+                  consistency: body.consistency ?? 'live',
                   next_run_at: when.first,
                   last_run_at: null,
                   created_at: at,
@@ -805,11 +837,11 @@ export default definePlugin({
           permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,
-          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }), verify: Verify }, { additionalProperties: false }), response: Run },
+          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }), verify: Verify, consistency: Consistency }, { additionalProperties: false }), response: Run },
           async handler(req) {
             const volume = await volumes.require(req.params.id);
             const target = await requireTarget(req.body.target_id);
-            const { task, run } = await backUp(volume, target, { verify: req.body.verify === true });
+            const { task, run } = await backUp(volume, target, { verify: req.body.verify === true, consistency: req.body.consistency });
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
         }),

@@ -4,6 +4,7 @@ import { adoptIntoDefaultProject } from '../projects/api.js';
 export const BACKUP_TARGETS = 'backup_targets';
 export const BACKUP_RUNS = 'backup_runs';
 export const BACKUP_SCHEDULES = 'backup_schedules';
+export const CONTROL_PLANE_ARCHIVES = 'backup_control_plane_archives';
 
 export const backupMigrations: Migration[] = [
   {
@@ -155,6 +156,39 @@ export const backupMigrations: Migration[] = [
       // its workloads brought back.
       await knex.schema.alterTable(BACKUP_RUNS, (t) => {
         t.timestamp('lease_until', { useTz: true }).nullable();
+      });
+    },
+  },
+  {
+    id: '008_control_plane_archives',
+    async up(knex) {
+      // The control plane's own archives as it uploaded them: the schedule and keep_last believe
+      // these only, not whatever names anyone with the bucket's keys writes there.
+      await knex.schema.createTable(CONTROL_PLANE_ARCHIVES, (t) => {
+        t.string('id', 64).primary();
+        t.string('target_id', 64).notNullable();
+        /** The object's whole key in the bucket. */
+        t.string('key', 1024).notNullable();
+        t.bigInteger('bytes').notNullable();
+        /** The ETag the server answered the upload with (unquoted); null: it gave none. */
+        t.string('etag', 200).nullable();
+        /** When the archive was made (its name's time). */
+        t.timestamp('made_at', { useTz: true }).notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.index(['target_id', 'made_at']);
+      });
+    },
+  },
+  {
+    id: '009_backup_consistency',
+    async up(knex) {
+      // A backup may stop the volume's workloads for its snapshot (consistency `stop`), asked by its request or its schedule.
+      await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => {
+        t.string('consistency', 10).notNullable().defaultTo('live');
+      });
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        /** live | stop (null: a restore, or a backup made before) */
+        t.string('consistency', 10).nullable();
       });
     },
   },

@@ -84,11 +84,20 @@ export async function probeTarget(location: S3Location): Promise<void> {
 
 /** Writes one object under the target's prefix (the control plane's backup archive); throws a ProbeFailure naming what failed. */
 export async function putObject(location: S3Location, name: string, body: Buffer): Promise<string> {
+  return (await putObjectTagged(location, name, body)).key;
+}
+
+/** Writes one object under the location's prefix; answers its whole key and the ETag the server gave it (unquoted; null: none). */
+export async function putObjectTagged(location: S3Location, name: string, body: Buffer): Promise<{ key: string; etag: string | null }> {
   const key = keyUnder(location.prefix, name);
   const put = await send(location, 'PUT', key, body, UPLOAD_TIMEOUT_MS);
   if (put.status !== 200) throw refusal(location, `writing ${key}`, put);
-  return key;
+  const etag = put.headers.etag;
+  return { key, etag: typeof etag === 'string' ? unquoted(etag) : null };
 }
+
+/** An ETag without its quotes (S3 quotes them, in headers and listings alike). */
+export const unquoted = (etag: string) => etag.replace(/^"|"$/g, '');
 
 /** Reads one object of the bucket by its whole key; throws a ProbeFailure naming what failed (`what: 's3_error'` with 404 for a missing one). */
 export async function getObject(location: S3Location, key: string): Promise<Buffer> {
@@ -103,9 +112,18 @@ export interface ListedObject {
   key: string;
   size: number;
   last_modified: string;
+  /** Unquoted; absent when the listing gives none. */
+  etag?: string;
 }
 
-const xmlText = (text: string) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, '&');
+const xmlText = (text: string) =>
+  text
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&apos;/g, "'")
+    .replace(/&#(x[0-9a-fA-F]+|[0-9]+);/g, (_, n: string) => String.fromCodePoint(n.startsWith('x') ? parseInt(n.slice(1), 16) : Number(n)))
+    .replace(/&amp;/g, '&');
 
 /** 1 000 keys a page: a million objects at most. */
 const MAX_LIST_PAGES = 1000;
@@ -122,7 +140,8 @@ export async function listObjects(location: S3Location, prefix: string): Promise
     if (res.status !== 200) throw refusal(location, `listing ${prefix || 'the bucket'}`, res);
     for (const [, body] of res.text.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
       const field = (name: string) => xmlText(new RegExp(`<${name}>([^<]*)</${name}>`).exec(body!)?.[1] ?? '');
-      objects.push({ key: field('Key'), size: Number(field('Size')), last_modified: field('LastModified') });
+      const etag = unquoted(field('ETag'));
+      objects.push({ key: field('Key'), size: Number(field('Size')), last_modified: field('LastModified'), ...(etag ? { etag } : {}) });
     }
     token = /<IsTruncated>true<\/IsTruncated>/.test(res.text) ? xmlText(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(res.text)?.[1] ?? '') || null : null;
     // A server that answers the same page again, or without end, is not followed round.

@@ -1,7 +1,8 @@
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
-import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS } from './migrations.js';
+import { Repository } from '../../core/db/repository.js';
+import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, CONTROL_PLANE_ARCHIVES } from './migrations.js';
 
 export interface TargetRecord {
   id: string;
@@ -48,7 +49,9 @@ export interface RunRecord {
   verified?: boolean | null;
   verified_at?: string | null;
   verify_error?: string | null;
-  /** A restore with stop_workloads: the workloads it stopped and brought back (migration 006). */
+  /** A backup's consistency (migration 009): `live`, or `stop` (its workloads stopped for the snapshot). */
+  consistency?: 'live' | 'stop' | null;
+  /** A restore with stop_workloads, or a backup with consistency stop: the workloads it stopped and brought back (migration 006). */
   workloads?: StoppedWorkload[] | null;
   workloads_stopped_at?: string | null;
   workloads_started_at?: string | null;
@@ -117,6 +120,8 @@ export interface ScheduleRecord {
   keep_monthly: number | null;
   /** Each backup it takes is verified by a restore drill (migration 005). */
   verify?: boolean;
+  /** Its backups' consistency (migration 009). */
+  consistency?: 'live' | 'stop';
   next_run_at: string;
   last_run_at: string | null;
   created_at: string;
@@ -127,5 +132,28 @@ export interface ScheduleRecord {
 export class ScheduleStore extends StampedRepository<ScheduleRecord> {
   constructor(store: Store, clock: Clock) {
     super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags'], bool: ['verify'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
+  }
+}
+
+/** A control-plane archive this installation uploaded (migration 008): what its schedule and keep_last believe. */
+export interface ArchiveRecord {
+  id: string;
+  target_id: string;
+  key: string;
+  bytes: number;
+  etag: string | null;
+  made_at: string;
+  created_at: string;
+  [key: string]: unknown;
+}
+
+export class ArchiveStore extends Repository<ArchiveRecord> {
+  constructor(store: Store) {
+    super(store, CONTROL_PLANE_ARCHIVES, { dates: ['made_at', 'created_at'] });
+  }
+
+  /** A target's recorded archives, oldest first. */
+  async ofTarget(targetId: string): Promise<ArchiveRecord[]> {
+    return (await this.query().where({ target_id: targetId }).orderBy([{ column: 'made_at' }, { column: 'id' }])).map((r: Record<string, unknown>) => ({ ...this.decode(r), bytes: Number(r.bytes) }));
   }
 }

@@ -717,7 +717,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
   });
 
   // Last: it stops the control plane and starts another on the same store.
-  it('stop_workloads never leaves workloads at zero: a busy one is tried again; a control plane that dies after the restore or while stopping them is followed by one that brings them back', async function () {
+  it('stopping workloads never leaves them at zero: a busy one is tried again; a backup with consistency stop brings its workload back after the snapshot; a control plane that dies after a restore or while stopping them is followed by one that brings them back', async function () {
     this.timeout(180_000);
     const target = await api('POST', '/v1/backups/targets', targetBody({ name: named('crash'), prefix: 'crash' }));
     expect(target.status, target.text).to.equal(201);
@@ -749,6 +749,31 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect([busyDone.status, busyDone.error]).to.deep.equal(['succeeded', null]);
     expect(stoppers.calls).to.deep.equal(['stop wl-busy', 'start wl-busy 2', 'start wl-busy 2', 'start wl-busy 2']);
     expect(workloads.replicas.get('wl-busy')).to.equal(2);
+    users.delete(a.id);
+    stoppers.calls.length = 0;
+
+    // A backup with consistency stop: the workload is stopped before its snapshot (before the 202) and brought back after it, the gap reported.
+    users.set(a.id, [{ type: STOPPABLE, id: 'wl-consistent', name: 'consistent' }]);
+    const stopped = await api('POST', `/v1/volumes/${a.id}/backups`, { target_id: named('crash'), consistency: 'stop' });
+    expect(stopped.status, stopped.text).to.equal(202);
+    expect(stoppers.calls).to.deep.equal(['stop wl-consistent']);
+    expect(stopped.json.data.backup).to.include({ consistency: 'stop', status: 'running' });
+    const consistent = await waitFor(
+      async () => {
+        const found = ((await api('GET', `/v1/volumes/${a.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.id === stopped.json.data.backup.id);
+        return found?.status !== 'running' && found?.workloads_started_at ? found : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 200, what: 'the backup with consistency stop to finish and its workload to be back' },
+    );
+    expect([consistent.status, consistent.error]).to.deep.equal(['succeeded', null]);
+    expect(consistent.workloads).to.deep.equal([{ type: STOPPABLE, id: 'wl-consistent', name: 'consistent', replicas: 2 }]);
+    expect(consistent.gap_seconds).to.be.a('number').and.at.least(0);
+    expect(stoppers.calls).to.deep.equal(['stop wl-consistent', 'start wl-consistent 2']);
+    // Used by a kind hangar cannot stop: refused before anything is stopped.
+    users.set(a.id, [{ type: 'instance', id: 'inst-x', name: 'web' }]);
+    const refused = await api('POST', `/v1/volumes/${a.id}/backups`, { target_id: named('crash'), consistency: 'stop' });
+    expect([refused.status, refused.json.message]).to.deep.equal([409, `Volume ${named('crash-a')} is in use by instance web, which hangar cannot stop for a backup with consistency stop: stop or remove them first, or back it up live`]);
+    expect((await api('POST', `/v1/volumes/${a.id}/backups`, { target_id: named('crash'), consistency: 'paused' })).status).to.equal(400);
     users.delete(a.id);
     stoppers.calls.length = 0;
 

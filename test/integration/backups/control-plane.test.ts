@@ -17,6 +17,7 @@ import { PG_URL, postgresAvailable, requireService } from '../../support/require
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availability, sharedS3Server, type S3Bucket } from '../../support/s3-server.js';
 import { BIN, hangarCli } from '../runner/support.js';
 import { signRequest } from '../../../core/auth/hmac.js';
+import { archiveName } from '../../../plugins/backups/control-plane.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
 const PASSPHRASE = `drill-${randomToken(16)}`;
@@ -66,6 +67,8 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
   let targetId: string;
   let port: number;
   let caPem: string;
+  /** An archive name written by someone with the bucket's keys (not an archive), newer than every real one. */
+  let fake: string;
   let serve: ChildProcess | null = null;
   let serveOutput = '';
   const secrets: string[] = [];
@@ -222,7 +225,7 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     expect(byCli, 'the archive hangar backup create --target uploaded before, which keep_last removed').to.match(/\/hangar-control-plane-\d{8}T\d{6}(\.\d{3})?Z\.hcpb$/);
     const listed = await t.request('GET', '/v1/backups/control-plane', { headers: bearer(admin.token) });
     expect(listed.status, listed.text).to.equal(200);
-    expect(listed.json.data).to.deep.equal(made);
+    expect(listed.json.data).to.deep.equal(made.map((a) => ({ ...a, recorded: true })));
     // What it uploaded is an archive of this installation that the passphrase opens.
     const file = path.join(work, 'by-server.hcpb');
     writeFileSync(file, await bucket.get(made[1]!.key));
@@ -237,10 +240,20 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
     // An archive named in the future (a machine whose clock ran ahead) does not stop the schedule: it is not the newest believed.
     await bucket.put('prod/hangar-control-plane/hangar-control-plane-99991231T000000.000Z.hcpb', 'not an archive');
     const future = 'prod/hangar-control-plane/hangar-control-plane-99991231T000000.000Z.hcpb';
+    // Nor does a name anyone with the bucket's keys writes for the recent past (here five minutes ahead: within a clock's skew).
+    fake = `prod/hangar-control-plane/${archiveName(new Date(Date.now() + 5 * 60_000))}`;
+    await bucket.put(fake, 'not an archive either');
     const again = await t.request('POST', '/v1/backups/control-plane', { headers: bearer(admin.token) });
     expect(again.status, again.text).to.equal(201);
-    // keep_last counts the archives it believes: the oldest of those goes, the one from the future is left alone.
-    expect(await bucket.list('prod/hangar-control-plane/')).to.deep.equal([made[1]!.key, again.json.data.key, future]);
+    // keep_last counts the archives it recorded uploading: the oldest of those goes; the future and the fake names are left alone and counted for nothing.
+    expect(await bucket.list('prod/hangar-control-plane/')).to.deep.equal([made[1]!.key, again.json.data.key, fake, future]);
+    const recorded = (await t.request('GET', '/v1/backups/control-plane', { headers: bearer(admin.token) })).json.data as Array<{ key: string; recorded: boolean }>;
+    expect(recorded.map((a) => [a.key, a.recorded])).to.deep.equal([
+      [made[1]!.key, true],
+      [again.json.data.key, true],
+      [fake, false],
+      [future, false],
+    ]);
   });
 
   it('refuses a wrong passphrase, a damaged or truncated archive, a short passphrase and a newer schema, with messages that say so', async function () {
@@ -438,8 +451,9 @@ describeEachDialect('control-plane backup and restore (hangar backup create, han
         ...bucketKeys(),
       });
       expect(res.code, res.stderr).to.equal(0);
-      // The newest there but the one named in the year 9999 (not believed: no clock says it is made yet).
-      const uploaded = (await bucket.list('prod/hangar-control-plane/')).filter((k) => !k.includes('-9999')).at(-1);
+      // The newest there that the passphrase opens: not the one named in the year 9999 (no clock says it is made yet), and the newer fake skipped, saying why.
+      expect(res.stderr).to.include(`skipped ${path.posix.basename(fake)}: it is not a hangar control-plane backup`);
+      const uploaded = (await bucket.list('prod/hangar-control-plane/')).filter((k) => !k.includes('-9999') && k !== fake).at(-1);
       expect(res.stdout).to.include(` from s3://${bucket.name}/${uploaded} into ${fresh.dataDir}`);
       expect(res.stdout).to.include(`store: ${dialect.name} → ${otherName}`);
       // The download was staged and is gone.
