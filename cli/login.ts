@@ -22,6 +22,19 @@ interface DeviceStart {
   interval: number;
 }
 
+/** POST /v1/auth/oidc/device/token's answer: pending, or approved with the key. */
+interface DeviceToken {
+  status: 'pending' | 'approved';
+  interval?: number;
+  username: string;
+  user_id: string;
+  role: string;
+  access_key_id: string;
+  secret_access_key: string;
+  expires_at: string;
+  ca_pem: string | null;
+}
+
 /**
  * `hangar login --sso`: the OpenID provider's device flow, run by the control plane (which keeps
  * the client secret): prints where to approve the login and the code, polls until the user did,
@@ -67,7 +80,7 @@ export const loginCommand: CommandModule<object, LoginArgs> = {
       const deadline = Date.now() + device.expires_in * 1000;
       while (Date.now() < deadline) {
         await sleep(interval * 1000);
-        const polled = await post<Record<string, any>>('/v1/auth/oidc/device/token', { device_request: device.device_request });
+        const polled = await post<DeviceToken>('/v1/auth/oidc/device/token', { device_request: device.device_request });
         if (polled.status === 202) {
           interval = Math.max(1, Number(polled.json?.data?.interval ?? interval));
           continue;
