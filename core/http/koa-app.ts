@@ -18,6 +18,7 @@ import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, unsupportedContentType, type BodyGates, type BodyHolder, type BodyLimits } from './body.js';
 import type { FinishedRequest } from './observers.js';
 import { Reply } from './reply.js';
+import { responseCheck } from './response-check.js';
 import { RouteTree } from './router.js';
 import { CorsPolicy } from './cors.js';
 import { XmlDocument } from './xml.js';
@@ -261,6 +262,12 @@ function holderOf(ctx: Context, principal: Principal | null, agent: AgentIdentit
 
 function routeMiddleware(route: RouteDef, listener: ListenerName, services: Services, limits: BodyLimits, gates: BodyGates, signals: RequestSignals, userGrants: UserGrants) {
   const compiled = validators(route);
+  // In tests, answers are checked against the declared response schema (core/http/response-check.ts); never in production.
+  const checkResponse = services.config.env === 'test' ? responseCheck(route) : null;
+  const answer = (ctx: Context, result: unknown) => {
+    checkResponse?.(result);
+    send(ctx, result, route);
+  };
   const permission = permissionOf(route);
   const check: PermissionCheck = { permission, userGrants };
   // A route on a project's resources (route.scope): memberships open it too, once projects are loaded.
@@ -325,7 +332,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
     const req = new Request(body, query, params, principal, agent, rawBody, ctx, signals);
     if (!WRITES.has(ctx.method)) {
       const result = await route.handler(req);
-      return send(ctx, access && scoped!.list ? await visibleOnly(gate!, scoped!.list, access, result) : result, route);
+      return answer(ctx, access && scoped!.list ? await visibleOnly(gate!, scoped!.list, access, result) : result);
     }
     const started = finishedRequest(ctx, listener, 0, route.status ?? 200);
     const companions = services.requests.companionsFor(started);
@@ -342,7 +349,7 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
         : null,
     );
     ctx.state.writes = { scope, companions: companions.map((c) => c.name) };
-    send(ctx, await inWriteScope(scope, () => route.handler(req)), route);
+    answer(ctx, await inWriteScope(scope, () => route.handler(req)));
   };
 }
 
