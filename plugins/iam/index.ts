@@ -21,7 +21,7 @@ import {
 import { BootstrapSecret, loadJwtSecret } from './secrets.js';
 import { sameOrigin, sessionMigrations, Sessions } from './sessions.js';
 import { publicKey, publicUser, UserStore, type ApiKeyRecord, type UserRecord } from './users.js';
-import { KeyScopeInput, resolveScope } from './keys.js';
+import { daysCap, KeyScopeInput, resolveScope, tightestLifetime } from './keys.js';
 import { userGrantsOf, type UserGrants } from '../../core/auth/permissions.js';
 import { ProjectsRef } from '../projects/api.js';
 import { whoamiRoute } from './whoami.js';
@@ -185,8 +185,8 @@ export default definePlugin({
           apiUrl,
           caPem: () => (ca.operatorCertificates ? null : ca.caPem),
           keyExpiry: () => {
-            const hours = Math.min(sso?.config.cli_key_lifetime_hours ?? 12, (settings.api_key_max_lifetime_days ?? Infinity) * 24);
-            return new Date(clock.now().getTime() + hours * 3600_000).toISOString();
+            const cap = tightestLifetime(sso?.keyCap() ?? null, daysCap(settings.api_key_max_lifetime_days))!;
+            return new Date(clock.now().getTime() + cap.ms).toISOString();
           },
         }),
         whoamiRoute(services, identity, async (id) => (await projects()?.find(id))?.name ?? null),
@@ -504,7 +504,8 @@ export default definePlugin({
               routes: routeTable(),
               userGrants: grants,
               now: clock.now(),
-              maxLifetimeDays: settings.api_key_max_lifetime_days,
+              // An SSO user's access follows the provider's groups, read at its logins only: its keys live no longer than a CLI login's.
+              maxLifetime: tightestLifetime(daysCap(settings.api_key_max_lifetime_days), sso && (await sso.linked(user.userid)) ? sso.keyCap() : null),
             });
             const { key, secret } = await users.createKey(user.userid, description ?? null, undefined, scope);
             return { ...(await keyView(key)), secret_access_key: secret };

@@ -104,6 +104,22 @@ function wider(missing: string[], whose: string): HttpError {
   ]);
 }
 
+/** A cap on a new key's lifetime: its length, and in words with the setting that sets it ("90 days (iam.api_key_max_lifetime_days)"). */
+export interface MaxLifetime {
+  ms: number;
+  says: string;
+}
+
+/** The tighter of the caps that apply (null ones do not); null when none does. */
+export function tightestLifetime(...caps: Array<MaxLifetime | null>): MaxLifetime | null {
+  return caps.reduce<MaxLifetime | null>((best, cap) => (cap && (!best || cap.ms < best.ms) ? cap : best), null);
+}
+
+/** The cap iam.api_key_max_lifetime_days sets (null: none). */
+export function daysCap(days: number | null): MaxLifetime | null {
+  return days === null ? null : { ms: days * UNITS.d!, says: `${days} days (iam.api_key_max_lifetime_days)` };
+}
+
 export interface ScopeRequest {
   project?: string;
   role?: string;
@@ -137,7 +153,8 @@ export async function resolveScope(input: {
   routes: readonly PermissionRoute[];
   userGrants: UserGrants;
   now: Date;
-  maxLifetimeDays: number | null;
+  /** The longest a new key may live, and the setting that says so (the tighter of iam.api_key_max_lifetime_days and, for an SSO user, iam.oidc.cli_key_lifetime_hours); null: no maximum. */
+  maxLifetime: MaxLifetime | null;
 }): Promise<KeyScope> {
   const { request, owner, caller, projects, routes, userGrants, now } = input;
   const invalid = (path: string, message: string) => badRequest(`Validation failed: ${path}: ${message}`, [{ path, message }]);
@@ -154,11 +171,11 @@ export async function resolveScope(input: {
     if (!ms) throw invalid('body.expires_in', 'must be a positive number and a unit (s, m, h, d, w): 30d');
     expires = now.getTime() + ms;
   }
-  if (input.maxLifetimeDays !== null) {
-    const latest = now.getTime() + input.maxLifetimeDays * UNITS.d!;
+  if (input.maxLifetime !== null) {
+    const latest = now.getTime() + input.maxLifetime.ms;
     if (expires === null) expires = latest;
     else if (expires > latest) {
-      throw invalid(request.expires_at !== undefined ? 'body.expires_at' : 'body.expires_in', `is later than the longest lifetime allowed here, ${input.maxLifetimeDays} days (iam.api_key_max_lifetime_days)`);
+      throw invalid(request.expires_at !== undefined ? 'body.expires_at' : 'body.expires_in', `is later than the longest lifetime allowed here, ${input.maxLifetime.says}`);
     }
   }
 

@@ -310,6 +310,34 @@ export class UserStore {
   }
 
   /**
+   * Takes every credential a user holds away and lowers its role, in one transaction: its API keys
+   * deleted, its token epoch moved on (its sessions and tokens end), its role set to `role` (the
+   * last live admin keeps its role: hangar is never left without one), and `also` (memberships) in
+   * the same transaction. Single sign-on's answer to a user the provider no longer gives a role.
+   */
+  async cutOff(userid: string, role: string, also: (trx: Knex.Transaction) => Promise<void>): Promise<{ user: UserRecord; keys_deleted: number; demoted: boolean }> {
+    const outcome = await this.knex.transaction(async (trx) => {
+      await lockForTransaction(trx, this.store.dialect, 'iam:admins');
+      const current = await this.get(userid, { trx });
+      if (!current) throw notFound(`No user ${userid}`);
+      let demoted = current.role !== role;
+      if (demoted && current.role === 'admin') {
+        const [row] = await trx(USERS).where({ role: 'admin' }).whereNull('deleted_at').whereNot({ userid }).count<{ n: string | number }[]>({ n: '*' });
+        demoted = Number(row?.n ?? 0) > 0;
+      }
+      await trx(USERS)
+        .where({ userid })
+        .update({ ...(demoted ? { role } : {}), token_epoch: trx.raw('token_epoch + 1'), updated_at: this.now() });
+      const keysDeleted = await trx(API_KEYS).where({ userid }).delete();
+      await also(trx);
+      return { keys_deleted: keysDeleted, demoted };
+    });
+    await this.changed(userid);
+    await this.store.notices.publish(KEY_CHANGES, userid);
+    return { user: (await this.get(userid))!, ...outcome };
+  }
+
+  /**
    * Soft delete: the user can no longer log in, and its tokens and keys stop working. The last
    * live admin is never deleted: the check and the delete are one step (two admins deleting each
    * other at the same moment leave one), serialised across control planes.

@@ -228,3 +228,27 @@ export class Browserish {
     throw new Error('too many pages at the provider');
   }
 }
+
+/** The cookie binding a dashboard login to the browser that began it (plugins/iam/oidc/routes.ts). */
+export const SSO_BINDING_COOKIE = 'hangar_sso';
+
+/** The name=value pair of cookie `name` among Set-Cookie headers. */
+export const cookiePair = (header: string | string[] | undefined, name: string) =>
+  ([] as string[])
+    .concat(header ?? [])
+    .map((h) => h.split(';')[0]!)
+    .find((p) => p.startsWith(`${name}=`));
+
+/**
+ * The whole dashboard login through hangar's routes: GET /v1/auth/oidc/start, the provider's login
+ * page answered as `login`, and hangar's callback with the binding cookie (its answer in `res`).
+ */
+export async function ssoLogin(t: TestHangar, login: string) {
+  const start = await t.request('GET', '/v1/auth/oidc/start');
+  if (start.status !== 302) throw new Error(`GET /v1/auth/oidc/start answered ${start.status}: ${start.text}`);
+  const binding = cookiePair(start.headers['set-cookie'], SSO_BINDING_COOKIE)!;
+  const back = await new Browserish().logInAtProvider(String(start.headers.location), login, `${t.url}/v1/auth/oidc/callback`);
+  const pathAndQuery = back.slice(t.url.length);
+  const res = await t.request('GET', pathAndQuery, { headers: { cookie: binding } });
+  return { start, res, session: cookiePair(res.headers['set-cookie'], 'hangar_session'), pathAndQuery, binding };
+}

@@ -47,7 +47,7 @@ export const OidcSettingsSchema = Type.Object(
       },
     ),
     allow_http: Type.Boolean({ default: false, description: 'accept an http issuer (tests on loopback only: tokens would cross the network in the clear)' }),
-    cli_key_lifetime_hours: Type.Integer({ minimum: 1, maximum: 24 * 90, default: 12, description: 'how long the API key `hangar login --sso` stores lives' }),
+    cli_key_lifetime_hours: Type.Integer({ minimum: 1, maximum: 24 * 90, default: 12, description: 'how long the API key `hangar login --sso` stores lives, and the longest any API key of an SSO user may (its access follows the provider only at its logins)' }),
     login_timeout_seconds: Type.Integer({ minimum: 60, maximum: 3600, default: 600, description: 'how long a login begun at the dashboard or the CLI may take at the provider' }),
   },
   { additionalProperties: false, description: 'single sign-on with an OpenID Connect provider (docs/sso.md); leave it out to turn it off' },

@@ -6,6 +6,7 @@ import { badRequest, conflict, forbidden, HttpError, unauthorized } from '../../
 import { randomToken } from '../../../core/ids.js';
 import type { Logger } from '../../../core/log.js';
 import { MEMBER_CHANGES, PROJECT_MEMBERS, type ProjectsApi } from '../../projects/api.js';
+import type { MaxLifetime } from '../keys.js';
 import type { UserRecord, UserStore } from '../users.js';
 import type { OidcConfig } from './config.js';
 import { groupsOf, mapGroups } from './mapping.js';
@@ -94,6 +95,17 @@ export class SingleSignOn {
       this.deps.log.warn({ err: { message: (err as Error).message }, issuer: this.config.issuer }, 'sso: the provider’s discovery failed');
       throw providerFailed(`at ${this.config.issuer} did not answer its discovery (/.well-known/openid-configuration)`);
     }
+  }
+
+  /** The longest an API key of an SSO user lives (its CLI login's, or one it makes itself): iam.oidc.cli_key_lifetime_hours. */
+  keyCap(): MaxLifetime {
+    const hours = this.config.cli_key_lifetime_hours;
+    return { ms: hours * 3600_000, says: `${hours} hours for a single sign-on user (iam.oidc.cli_key_lifetime_hours)` };
+  }
+
+  /** Whether the user is linked to a provider account (an SSO user). */
+  async linked(userid: string): Promise<boolean> {
+    return Boolean(await this.deps.store.knex(SSO_IDENTITIES).where({ userid }).first('userid'));
   }
 
   private now(): Date {
@@ -281,9 +293,13 @@ export class SingleSignOn {
     const { store, users, clock, log } = this.deps;
     const groups = groupsOf(claims, this.config.groups_claim);
     const mapped = mapGroups(this.config, groups);
-    if (!mapped.role) throw forbidden('None of your groups at the provider gives you a role in this hangar (iam.oidc.roles; iam.oidc.default_role is null): ask its administrators');
-    const now = clock.now().toISOString();
     const link = await store.knex(SSO_IDENTITIES).where({ issuer, subject }).first();
+    if (!mapped.role) {
+      // Removed at the provider: what it had here goes before the refusal, not at some later login.
+      if (link) await this.cutOff(link.userid, mapped.projects);
+      throw forbidden('None of your groups at the provider gives you a role in this hangar (iam.oidc.roles; iam.oidc.default_role is null): ask its administrators');
+    }
+    const now = clock.now().toISOString();
     const name = typeof claims.name === 'string' ? claims.name.slice(0, 50) : null;
     let user: UserRecord;
     if (link) {
@@ -312,6 +328,27 @@ export class SingleSignOn {
     }
     await this.applyMemberships(user, mapped.projects);
     return user;
+  }
+
+  /**
+   * A linked user the provider gives no role any more: in one transaction its API keys deleted, its
+   * sessions and tokens ended, its memberships of the projects the mapping manages removed, and its
+   * role lowered to user (no password, no key, no session: nothing logs it in until the provider
+   * gives it a role again).
+   */
+  private async cutOff(userid: string, managed: Map<string, string | null>): Promise<void> {
+    if (!(await this.deps.users.get(userid))) return; // deleted: nothing left to take
+    const projects = this.deps.projects();
+    const ids: string[] = [];
+    for (const ref of managed.keys()) {
+      const project = await projects?.find(ref);
+      if (project) ids.push(project.id);
+    }
+    const { keys_deleted, demoted, user } = await this.deps.users.cutOff(userid, 'user', async (trx) => {
+      if (ids.length) await trx(PROJECT_MEMBERS).where({ userid }).whereIn('project_id', ids).delete();
+    });
+    if (ids.length) await this.deps.store.notices.publish(MEMBER_CHANGES, userid);
+    this.deps.log.warn({ user_id: userid, keys_deleted, role: user.role, demoted }, 'sso: the provider gives this user no role any more: its keys, sessions and managed memberships are gone');
   }
 
   /** Sets the user's memberships of the projects the mapping names (removing those no group maps to now); other projects' are left alone. */

@@ -4,13 +4,7 @@ import { SignJWT, decodeJwt, importJWK } from 'jose';
 import { describeEachDialect, TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { Browserish, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
-
-const cookiePair = (header: string | string[] | undefined, name: string) =>
-  ([] as string[])
-    .concat(header ?? [])
-    .map((h) => h.split(';')[0]!)
-    .find((p) => p.startsWith(`${name}=`));
+import { Browserish, SSO_BINDING_COOKIE, ssoLogin as logIn, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
 
 /**
  * Single sign-on against a real OpenID provider (the certified oidc-provider package, in this
@@ -50,22 +44,16 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
     await idp?.stop();
   });
 
-  /** The whole dashboard login: start at hangar, log in at the provider's page, back to hangar's callback. */
-  async function ssoLogin(login: string, options: { keepState?: (path: string, binding: string) => void } = {}) {
-    const start = await t.request('GET', '/v1/auth/oidc/start');
-    expect(start.status, start.text).to.equal(302);
-    const binding = cookiePair(start.headers['set-cookie'], 'hangar_sso')!;
-    expect(String(start.headers['set-cookie'])).to.match(/hangar_sso=[\w-]+; Path=\/v1\/auth\/oidc; HttpOnly; Secure; SameSite=Lax; Max-Age=600/);
-    const location = new URL(String(start.headers.location));
+  /** The whole dashboard login (start at hangar, log in at the provider's page, back to hangar's callback), checking what the start sent. */
+  async function ssoLogin(login: string) {
+    const login_ = await logIn(t, login);
+    expect(String(login_.start.headers['set-cookie'])).to.match(new RegExp(`${SSO_BINDING_COOKIE}=[\\w-]+; Path=/v1/auth/oidc; HttpOnly; Secure; SameSite=Lax; Max-Age=600`));
+    const location = new URL(String(login_.start.headers.location));
     expect(location.origin).to.equal(idp.issuer);
     expect(location.searchParams.get('code_challenge_method')).to.equal('S256');
     expect(location.searchParams.get('redirect_uri')).to.equal(callback);
     expect(location.searchParams.get('nonce')).to.match(/^[\w-]{20,}$/);
-    const back = await new Browserish().logInAtProvider(location.href, login, callback);
-    const pathAndQuery = back.slice(t.url.length);
-    options.keepState?.(pathAndQuery, binding);
-    const res = await t.request('GET', pathAndQuery, { headers: { cookie: binding } });
-    return { res, session: cookiePair(res.headers['set-cookie'], 'hangar_session'), pathAndQuery, binding };
+    return login_;
   }
 
   const whoami = async (cookie: string) => {
