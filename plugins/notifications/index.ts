@@ -28,7 +28,7 @@ export const NotificationsConfigSchema = Type.Object(
     retry_base_seconds: Type.Number({ minimum: 0.05, maximum: 3600, default: 10, description: 'the wait after the first failed attempt; it doubles after each one' }),
     retry_max_seconds: Type.Number({ minimum: 0.05, maximum: 86_400, default: 3600, description: 'the longest wait between two attempts' }),
     timeout_seconds: Type.Number({ minimum: 0.1, maximum: 120, default: 10, description: 'how long one attempt may take (connect, send, the answer)' }),
-    concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 8, description: 'deliveries sent at once by the control plane that sends' }),
+    concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 32, description: 'deliveries sent at once by the control plane that sends (each waits on its receiver, not on the control plane: more slots send more per second to slow receivers)' }),
     channel_concurrency: Type.Integer({ minimum: 1, maximum: 256, default: 2, description: 'of those, how many to one channel: a slow or dead receiver holds no more slots than this' }),
     poll_interval_ms: Type.Integer({ minimum: 50, maximum: 60_000, default: 1000, description: 'how often the outbox is looked at for due deliveries (besides at once when this process writes one)' }),
     retention_days: Type.Integer({ minimum: 0, maximum: 3650, default: 30, description: 'delivered and failed deliveries (and their attempts) older than this are deleted; 0 keeps them for ever' }),

@@ -73,12 +73,12 @@ describe('notifications: the dispatcher of a control plane that lost the lease',
         claims.push(limit);
         return claims.length === 1 ? [delivery('ndl-a')] : [];
       },
-      settle: async (_d: DeliveryRecord, result: AttemptResult) => {
-        settled.push(result);
+      settleAll: async (finished: Array<{ delivery: DeliveryRecord; result: AttemptResult }>) => {
+        settled.push(...finished.map((f) => f.result));
         // The lease went to another control plane while the attempt was on its way.
         leader = false;
         setImmediate(done);
-        return 'pending';
+        return finished.map(() => 'pending');
       },
       release: async () => undefined,
     } as unknown as Outbox;
