@@ -180,6 +180,7 @@ export default definePlugin({
         ...sessions.routes(view),
         ...ssoRoutes({
           sso: () => sso,
+          limits: services.limits,
           sessions,
           users,
           apiUrl,

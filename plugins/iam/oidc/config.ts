@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from '../../../core/errors.js';
+import { rateLimitSetting } from '../../../core/ratelimit.js';
 
 const GroupName = Type.String({ minLength: 1, maxLength: 256, description: 'a value of the groups claim' });
 
@@ -49,6 +50,17 @@ export const OidcSettingsSchema = Type.Object(
     allow_http: Type.Boolean({ default: false, description: 'accept an http issuer (tests on loopback only: tokens would cross the network in the clear)' }),
     cli_key_lifetime_hours: Type.Integer({ minimum: 1, maximum: 24 * 90, default: 12, description: 'how long the API key `hangar login --sso` stores lives, and the longest any API key of an SSO user may (its access follows the provider only at its logins)' }),
     login_timeout_seconds: Type.Integer({ minimum: 60, maximum: 3600, default: 600, description: 'how long a login begun at the dashboard or the CLI may take at the provider' }),
+    logins_begun_per_address: rateLimitSetting(
+      30,
+      600,
+      'SSO logins begun (GET /v1/auth/oidc/start and POST /v1/auth/oidc/device together) per client address; past it they are refused (429) until the window ends',
+    ),
+    max_open_logins: Type.Integer({
+      minimum: 1,
+      maximum: 1_000_000,
+      default: 10_000,
+      description: 'SSO logins under way (begun, not finished or expired) in the whole installation; past it a new one is refused (503 with Retry-After) until one ends',
+    }),
   },
   { additionalProperties: false, description: 'single sign-on with an OpenID Connect provider (docs/sso.md); leave it out to turn it off' },
 );

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { establishPrincipal } from '../../../core/auth/index.js';
 import { notFound } from '../../../core/errors.js';
 import { Reply } from '../../../core/http/reply.js';
+import { addressKey, type RateLimiter } from '../../../core/ratelimit.js';
 import { defineRoute, type HangarRequest, type RouteDef } from '../../../core/plugin.js';
 import { cookie, type Sessions } from '../sessions.js';
 import type { UserRecord, UserStore } from '../users.js';
@@ -24,6 +25,8 @@ export interface SsoRouteDeps {
   /** The control API's public URL (api.public_url), else this request's own origin. */
   apiUrl: (req: HangarRequest) => string;
   caPem: () => string | null;
+  /** The store's counters (core/ratelimit.ts): logins begun per client address. */
+  limits: RateLimiter;
   /** When the API key of a CLI login expires (iam.oidc.cli_key_lifetime_hours, within iam.api_key_max_lifetime_days). */
   keyExpiry: () => string;
 }
@@ -40,6 +43,12 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
     if (!sso) throw notFound('Single sign-on is not configured on this hangar (iam.oidc)');
     return sso;
   };
+  /** A login about to begin: counted against the caller's address (each stores a row, a device one also asks the provider). */
+  const beginning = async (req: HangarRequest) => {
+    const sso = configured();
+    await deps.limits.count([[addressKey('sso-login', req.ip), sso.config.logins_begun_per_address]], 'SSO logins begun from this address (iam.oidc.logins_begun_per_address)');
+    return sso;
+  };
   const redirectUri = (req: HangarRequest) => `${deps.apiUrl(req)}/v1/auth/oidc/callback`;
   return [
     defineRoute({
@@ -50,9 +59,9 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
       description: 'Sets a short-lived HttpOnly cookie binding the login to this browser; the provider sends the browser back to GET /v1/auth/oidc/callback.',
       status: 302,
       produces: 'text/plain',
-      errors: [404, 502],
+      errors: [404, 429, 502, 503],
       handler: async (req) => {
-        const sso = configured();
+        const sso = await beginning(req);
         const started = await sso.startBrowser(redirectUri(req));
         return Reply.raw('', 'text/plain', { Location: started.location, 'Cache-Control': 'no-store', 'Set-Cookie': bindingCookie(started.binding, sso.config.login_timeout_seconds) }, 302);
       },
@@ -101,7 +110,7 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
       summary: 'Begin a CLI login (hangar login --sso) with the OpenID provider’s device flow: the code to enter and where',
       description: 'hangar asks the provider (the client secret stays on the server) and keeps the device code; the caller gets its own handle to poll POST /v1/auth/oidc/device/token with.',
       status: 201,
-      errors: [404, 501, 502],
+      errors: [404, 429, 501, 502, 503],
       // A body is `{}`: `{"x": null}` is refused as any other property, not read as `{}`.
       preserveNullValues: true,
       schemas: {
@@ -118,8 +127,8 @@ export function ssoRoutes(deps: SsoRouteDeps): RouteDef[] {
           { additionalProperties: false },
         ),
       },
-      handler: async () => {
-        const { handle, ...started } = await configured().startDevice();
+      handler: async (req) => {
+        const { handle, ...started } = await (await beginning(req)).startDevice();
         return { device_request: handle, ...started };
       },
     }),

@@ -113,8 +113,8 @@ export class SingleSignOn {
   }
 
   private async saveFlow(kind: 'browser' | 'device', secret: Record<string, unknown>, extra: { binding?: string; interval?: number; expiresIn?: number } = {}): Promise<string> {
-    const handle = randomToken(43);
     const now = this.now();
+    const handle = randomToken(43);
     const lifetime = Math.min(extra.expiresIn ?? Infinity, this.config.login_timeout_seconds);
     await this.deps.store.knex(SSO_FLOWS).insert({
       id: sha256Hex(handle),
@@ -129,12 +129,28 @@ export class SingleSignOn {
     return handle;
   }
 
+  /**
+   * Refuses a new login while iam.oidc.max_open_logins are under way (each is a row; an unauthenticated
+   * caller must not fill the store): 503 with Retry-After, the time until the first of them expires.
+   * Counted then inserted: concurrent starts may pass the cap by a few, which is all it needs.
+   */
+  private async assertRoom(now: Date): Promise<void> {
+    const max = this.config.max_open_logins;
+    const open = () => this.deps.store.knex(SSO_FLOWS).where('expires_at', '>', now.toISOString());
+    const [row] = await open().count<{ n: string | number }[]>({ n: '*' });
+    if (Number(row?.n ?? 0) < max) return;
+    const first = await open().min<{ at: string | Date | null }[]>({ at: 'expires_at' });
+    const seconds = Math.max(1, Math.ceil((new Date(first[0]?.at ?? now).getTime() - now.getTime()) / 1000));
+    throw new HttpError(503, `Too many SSO logins under way (${max}, iam.oidc.max_open_logins); try again in ${seconds} s`, undefined, { 'Retry-After': String(seconds) });
+  }
+
   async purgeExpired(): Promise<number> {
     return this.deps.store.knex(SSO_FLOWS).where('expires_at', '<', this.now().toISOString()).delete();
   }
 
   /** Begins a dashboard login: the provider's authorization URL (state, nonce, S256 code challenge) and the value of the browser's binding cookie. */
   async startBrowser(redirectUri: string): Promise<BrowserStart> {
+    await this.assertRoom(this.now());
     const provider = await this.provider();
     const nonce = oidc.randomNonce();
     const verifier = oidc.randomPKCECodeVerifier();
@@ -209,6 +225,7 @@ export class SingleSignOn {
 
   /** Begins a CLI login (device flow) at the provider; hangar keeps the device code and hands out its own poll handle. */
   async startDevice(): Promise<{ handle: string; user_code: string; verification_uri: string; verification_uri_complete: string | null; expires_in: number; interval: number }> {
+    await this.assertRoom(this.now());
     const provider = await this.provider();
     if (!provider.serverMetadata().device_authorization_endpoint) throw new HttpError(501, 'The OpenID provider offers no device authorization (RFC 8628): hangar login --sso cannot use it');
     let answer: Awaited<ReturnType<typeof oidc.initiateDeviceAuthorization>>;
