@@ -265,13 +265,21 @@ export class AlertEngine {
     ).map(this.alerts.decode);
     for (const a of rows) {
       if (silenced(a, now)) continue;
-      const state = a.state as 'firing' | 'resolved';
-      // The notification's outbox rows are written with the mark (the subscriptions matched first, outside the transaction).
-      const write = (await this.notify?.(state, alertPayload(a))) ?? null;
-      const changed = await this.alerts.markAnnounced(a, state, write);
-      if (!changed) continue;
-      this.bus.publish(alertTopic(state), alertPayload(changed));
-      this.log.info({ alert: a.id, rule: a.rule, resource_id: a.resource_id, subject: a.subject || undefined, severity: a.severity }, `alert ${a.state}: ${a.message}`);
+      // Each alert on its own: one whose announcement fails (its matching, its outbox insert) stays
+      // unannounced and is tried again at the next check; it holds back no other alert's.
+      await this.announceOne(a).catch((err: Error) =>
+        this.log.error({ alert: a.id, rule: a.rule, err: { message: err.message } }, `alert ${a.state}: its announcement failed; tried again at the next check`),
+      );
     }
+  }
+
+  private async announceOne(a: AlertRecord): Promise<void> {
+    const state = a.state as 'firing' | 'resolved';
+    // The notification's outbox rows are written with the mark (the subscriptions matched first, outside the transaction).
+    const write = (await this.notify?.(state, alertPayload(a))) ?? null;
+    const changed = await this.alerts.markAnnounced(a, state, write);
+    if (!changed) return;
+    this.bus.publish(alertTopic(state), alertPayload(changed));
+    this.log.info({ alert: a.id, rule: a.rule, resource_id: a.resource_id, subject: a.subject || undefined, severity: a.severity }, `alert ${a.state}: ${a.message}`);
   }
 }
