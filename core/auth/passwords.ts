@@ -54,6 +54,11 @@ export const sha1Hasher: PasswordHasher = {
 
 export const PASSWORD_HASHERS: Record<string, PasswordHasher> = { scrypt: scryptHasher, sha1: sha1Hasher };
 
+/** Whether `stored` is a hash one of the mappers made (an SSO user's `!sso` is not). */
+export function isPasswordHash(stored: string | null | undefined): stored is string {
+  return Boolean(stored) && Object.values(PASSWORD_HASHERS).some((h) => h.recognises(stored!));
+}
+
 /** Verifies with whichever mapper made the stored hash; says whether it should be rehashed with `preferred`. */
 export async function verifyPassword(
   password: string,

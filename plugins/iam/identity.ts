@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import type { JwtService } from '../../core/auth/jwt.js';
 import { passwordProblems, type PasswordPolicy } from '../../core/auth/password-policy.js';
-import { verifyPassword, type PasswordHasher } from '../../core/auth/passwords.js';
+import { isPasswordHash, verifyPassword, type PasswordHasher } from '../../core/auth/passwords.js';
 import { badRequest } from '../../core/errors.js';
 import { LoginLockouts } from './lockouts.js';
 import type { LoginIdentifier, UserRecord, UserStore } from './users.js';
@@ -79,7 +79,11 @@ export class Identity {
     const attempt = await this.lockouts.begin(LoginLockouts.account(user?.userid ?? null, identifier), address);
     let verdict: { ok: boolean; rehash: boolean };
     try {
-      verdict = await verifyPassword(password, user?.password ?? DECOY_HASH, this.hasher);
+      // No user, or one with no password hash (an SSO user's `!sso`): the decoy is hashed all the
+      // same, so the answer's time does not tell which usernames exist or sign on through SSO.
+      const real = isPasswordHash(user?.password);
+      verdict = await verifyPassword(password, real ? user!.password : DECOY_HASH, this.hasher);
+      if (!real) verdict = { ok: false, rehash: false };
     } catch (err) {
       await attempt.abandon();
       throw err;

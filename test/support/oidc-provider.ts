@@ -25,6 +25,8 @@ export interface TestProvider {
    * wrong-audience tokens): the provider's own answer, one claim changed, re-signed.
    */
   tamper: ((idToken: string) => Promise<string>) | null;
+  /** When set, the userinfo endpoint answers 500 (a provider failing where the groups come from). */
+  failUserinfo: boolean;
   /** Registers hangar's redirect URI (known once hangar listens) and starts answering. */
   serve(redirectUris: string[]): void;
   stop(): Promise<void>;
@@ -40,7 +42,7 @@ export async function startProvider(options: { clientId?: string; clientSecret?:
   const clientId = options.clientId ?? 'hangar-test';
   const clientSecret = options.clientSecret ?? 'a-client-secret-only-the-provider-and-hangar-know';
   const accounts = new Map<string, { groups: string[]; name?: string; preferred_username?: string }>();
-  const handle: TestProvider = { issuer, clientId, clientSecret, signingJwk, accounts, tamper: null, serve: () => undefined, stop: async () => undefined };
+  const handle: TestProvider = { issuer, clientId, clientSecret, signingJwk, accounts, tamper: null, failUserinfo: false, serve: () => undefined, stop: async () => undefined };
   handle.serve = (redirectUris) => serve(handle, server, redirectUris);
   handle.stop = () =>
     new Promise<void>((resolve) => {
@@ -95,6 +97,11 @@ function serve(handle: TestProvider, server: Server, redirectUris: string[]): vo
   });
   // The test's hook on the token endpoint's answer (provider.use: koa middleware around the provider's own).
   provider.use(async (ctx, next) => {
+    if (ctx.path === '/me' && handle.failUserinfo) {
+      ctx.status = 500;
+      ctx.body = { error: 'server_error' };
+      return;
+    }
     await next();
     if (ctx.path === '/token' && handle.tamper && ctx.status === 200 && ctx.body && typeof (ctx.body as { id_token?: unknown }).id_token === 'string') {
       const body = ctx.body as { id_token: string };
@@ -230,7 +237,7 @@ export class Browserish {
 }
 
 /** The cookie binding a dashboard login to the browser that began it (plugins/iam/oidc/routes.ts). */
-export const SSO_BINDING_COOKIE = 'hangar_sso';
+export const SSO_BINDING_COOKIE = '__Host-hangar_sso';
 
 /** The name=value pair of cookie `name` among Set-Cookie headers. */
 export const cookiePair = (header: string | string[] | undefined, name: string) =>

@@ -8,15 +8,18 @@ import { cookie, type Sessions } from '../sessions.js';
 import type { UserRecord, UserStore } from '../users.js';
 import type { SingleSignOn } from './sso.js';
 
-/** The cookie that binds a dashboard login to the browser that began it (login CSRF: a callback URL sent to a victim finds no cookie). */
-export const SSO_COOKIE = 'hangar_sso';
-const COOKIE_PATH = '/v1/auth/oidc';
+/**
+ * The cookie that binds a dashboard login to the browser that began it (login CSRF: a callback URL
+ * sent to a victim finds no cookie). `__Host-`: Secure, Path=/ and no Domain, so a sibling
+ * subdomain cannot set one for this host.
+ */
+export const SSO_COOKIE = '__Host-hangar_sso';
 /** Where the dashboard is served (plugins/dashboard). */
 const DASHBOARD = '/ui/';
 
 const ASCII = '^[\\x20-\\x7e]*$';
 
-const bindingCookie = (value: string, maxAge: number) => `${SSO_COOKIE}=${value}; Path=${COOKIE_PATH}; HttpOnly; Secure; SameSite=Lax; Max-Age=${maxAge}`;
+const bindingCookie = (value: string, maxAge: number) => `${SSO_COOKIE}=${value}; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=${maxAge}`;
 
 export interface SsoRouteDeps {
   sso: () => SingleSignOn | null;

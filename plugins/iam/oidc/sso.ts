@@ -168,14 +168,20 @@ export class SingleSignOn {
   }
 
   /**
-   * Takes the flow a handle names out of the store: it is used once (a replayed state or a second
-   * poll that won finds nothing). Null when there is none, it has expired, or another took it.
+   * Takes the browser flow a state names out of the store, if the binding cookie is its own: it is
+   * used once (a replayed state finds nothing), and only by the browser that began it (one without
+   * its cookie burns nothing: the flow stays for its browser). Null when there is none, it has
+   * expired, or another took it.
    */
-  private async takeFlow(handle: string, kind: 'browser' | 'device'): Promise<{ row: FlowRow; secret: Record<string, string> } | null> {
-    const id = sha256Hex(handle);
-    const row = await this.deps.store.knex(SSO_FLOWS).where({ id, kind }).first();
+  private async takeFlow(state: string, bindingCookie: string | null): Promise<{ row: FlowRow; secret: Record<string, string> } | null> {
+    const id = sha256Hex(state);
+    const row = await this.deps.store.knex(SSO_FLOWS).where({ id, kind: 'browser' }).first();
     if (!row) return null;
-    const taken = await this.deps.store.knex(SSO_FLOWS).where({ id }).delete();
+    const binding = bindingCookie ? sha256Hex(bindingCookie) : null;
+    if (!binding || binding !== row.binding) {
+      throw badRequest('This login was begun in another browser (its cookie is missing): sign in again from this one');
+    }
+    const taken = await this.deps.store.knex(SSO_FLOWS).where({ id, kind: 'browser', binding }).delete();
     if (!taken || new Date(row.expires_at).getTime() <= this.now().getTime()) return null;
     return { row, secret: JSON.parse(this.deps.box.openString(row.sealed)) as Record<string, string> };
   }
@@ -184,11 +190,8 @@ export class SingleSignOn {
   async finishBrowser(query: Record<string, unknown>, search: string, bindingCookie: string | null): Promise<UserRecord> {
     const state = typeof query.state === 'string' ? query.state : '';
     if (!state) throw badRequest('Validation failed: query.state is missing: begin the login at GET /v1/auth/oidc/start', [{ path: 'query.state', message: 'is required' }]);
-    const flow = await this.takeFlow(state, 'browser');
+    const flow = await this.takeFlow(state, bindingCookie);
     if (!flow) throw badRequest('This login’s state is unknown, used already or expired: sign in again');
-    if (!bindingCookie || sha256Hex(bindingCookie) !== flow.row.binding) {
-      throw badRequest('This login was begun in another browser (its cookie is missing): sign in again from this one');
-    }
     if (typeof query.error === 'string') {
       const code = /^[a-z_]{1,64}$/.test(query.error) ? ` (${query.error})` : '';
       throw unauthorized(`The provider did not log you in${code}: sign in again`);
@@ -295,7 +298,9 @@ export class SingleSignOn {
       try {
         all = { ...(await oidc.fetchUserInfo(provider, tokens.access_token, claims.sub)), ...all };
       } catch (err) {
+        // Logging in without them would take the user's role and memberships away.
         this.deps.log.warn({ err: { message: (err as Error).message } }, 'sso: the userinfo endpoint did not answer the groups');
+        throw providerFailed(`did not answer its userinfo request, where the groups (${this.config.groups_claim}) come from; nobody was logged in`);
       }
     }
     return this.account(String(claims.iss), String(claims.sub), all);

@@ -4,7 +4,7 @@ import { SignJWT, decodeJwt, importJWK } from 'jose';
 import { describeEachDialect, TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { Browserish, SSO_BINDING_COOKIE, ssoLogin as logIn, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
+import { Browserish, cookiePair, SSO_BINDING_COOKIE, ssoLogin as logIn, startHangarWithProvider, type TestProvider } from '../../support/oidc-provider.js';
 
 /**
  * Single sign-on against a real OpenID provider (the certified oidc-provider package, in this
@@ -47,7 +47,7 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
   /** The whole dashboard login (start at hangar, log in at the provider's page, back to hangar's callback), checking what the start sent. */
   async function ssoLogin(login: string) {
     const login_ = await logIn(t, login);
-    expect(String(login_.start.headers['set-cookie'])).to.match(new RegExp(`${SSO_BINDING_COOKIE}=[\\w-]+; Path=/v1/auth/oidc; HttpOnly; Secure; SameSite=Lax; Max-Age=600`));
+    expect(String(login_.start.headers['set-cookie'])).to.match(new RegExp(`${SSO_BINDING_COOKIE}=[\\w-]+; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=600`));
     const location = new URL(String(login_.start.headers.location));
     expect(location.origin).to.equal(idp.issuer);
     expect(location.searchParams.get('code_challenge_method')).to.equal('S256');
@@ -55,6 +55,14 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
     expect(location.searchParams.get('nonce')).to.match(/^[\w-]{20,}$/);
     return login_;
   }
+
+  /** An ID token of the provider's with its claims changed, re-signed (with the provider's own key unless `key`). */
+  const resign = async (idToken: string, change: (claims: Record<string, unknown>) => void, key?: Record<string, unknown>) => {
+    const claims = decodeJwt(idToken) as Record<string, unknown>;
+    change(claims);
+    const jwk = key ?? idp.signingJwk;
+    return new SignJWT(claims as never).setProtectedHeader({ alg: 'RS256', kid: String(jwk.kid) }).sign(await importJWK(jwk as never, 'RS256'));
+  };
 
   const whoami = async (cookie: string) => {
     const res = await t.request('GET', '/v1/iam/whoami', { headers: { cookie } });
@@ -113,6 +121,26 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
     expect(users.filter((u) => u.username === 'dana')).to.have.length(1);
   });
 
+  it('takes the groups from userinfo when the ID token has none, and logs nobody in (502) when userinfo fails then', async function () {
+    this.timeout(20_000);
+    idp.accounts.set('uma', { groups: ['ops'] });
+    idp.tamper = (tok) => resign(tok, (c) => delete c.groups);
+    try {
+      const first = await ssoLogin('uma');
+      expect(first.res.status, first.res.text).to.equal(302);
+      expect((await whoami(first.session!)).role, 'the groups as userinfo answered them').to.equal('admin');
+      idp.failUserinfo = true;
+      const failed = await ssoLogin('uma');
+      expect(failed.res.status, failed.res.text).to.equal(502);
+      expect(failed.res.json.message).to.match(/^The OpenID provider did not answer its userinfo request, where the groups \(groups\) come from; nobody was logged in/);
+      expect(failed.res.headers['set-cookie'] ?? '').not.to.contain('hangar_session');
+      expect((await whoami(first.session!)).role, 'not demoted for want of groups').to.equal('admin');
+    } finally {
+      idp.tamper = null;
+      idp.failUserinfo = false;
+    }
+  });
+
   it('never hands a local user to an SSO login of the same name', async function () {
     this.timeout(20_000);
     const local = await t.request('POST', '/v1/iam/users', { body: { username: 'lars', password: 'Correct-Horse-97-Battery!', role: 'user' }, headers: bearer(admin.token) });
@@ -137,23 +165,23 @@ describeEachDialect('single sign-on (OpenID Connect) against a real provider', (
     // A callback URL sent to another browser (no binding cookie) logs nobody in.
     const start = await t.request('GET', '/v1/auth/oidc/start');
     const fresh = await new Browserish().logInAtProvider(String(start.headers.location), 'rita', callback);
-    const foreign = await t.request('GET', fresh.slice(t.url.length));
-    expect(foreign.status).to.equal(400);
-    expect(foreign.json.message).to.contain('another browser');
-    expect(foreign.headers['set-cookie'] ?? '').not.to.contain('hangar_session');
+    for (const cookie of [undefined, binding]) {
+      const foreign = await t.request('GET', fresh.slice(t.url.length), cookie ? { headers: { cookie } } : {});
+      expect(foreign.status).to.equal(400);
+      expect(foreign.json.message).to.contain('another browser');
+      expect(foreign.headers['set-cookie'] ?? '').not.to.contain('hangar_session');
+    }
+    // Whoever learnt the state burnt nothing: the browser that began the login finishes it.
+    const own = await t.request('GET', fresh.slice(t.url.length), { headers: { cookie: cookiePair(start.headers['set-cookie'], SSO_BINDING_COOKIE)! } });
+    expect(own.status, own.text).to.equal(302);
+    expect(String(own.headers['set-cookie'])).to.contain('hangar_session=');
     const forged = await t.request('GET', '/v1/auth/oidc/callback?state=not-one-hangar-issued&code=x', { headers: { cookie: binding } });
     expect(forged.status).to.equal(400);
     expect(forged.json.message).to.contain('unknown');
-    for (const r of [replay, foreign, forged]) expect(r.text).not.to.match(/code=|id_token|eyJ/);
+    for (const r of [replay, forged]) expect(r.text).not.to.match(/code=|id_token|eyJ/);
   });
 
   describe('ID tokens wrong in one way each are refused, and nobody is created', () => {
-    const resign = async (idToken: string, change: (claims: Record<string, unknown>) => void, key?: Record<string, unknown>) => {
-      const claims = decodeJwt(idToken) as Record<string, unknown>;
-      change(claims);
-      const jwk = key ?? idp.signingJwk;
-      return new SignJWT(claims as never).setProtectedHeader({ alg: 'RS256', kid: String(jwk.kid) }).sign(await importJWK(jwk as never, 'RS256'));
-    };
     const cases: Array<[string, (token: string) => Promise<string>, RegExp]> = [
       ['forged (signed by another key under the provider’s key id)', (tok) => resign(tok, () => undefined, { ...generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' }), kid: 'test-signing-key' }), /signature/],
       ['expired', (tok) => resign(tok, (c) => ((c.exp = Math.floor(Date.now() / 1000) - 3600), (c.iat = Math.floor(Date.now() / 1000) - 7200))), /expired/],
