@@ -7,12 +7,16 @@ import { Reply } from './reply.js';
 /** Answers' validators: as declared (no coercion, no defaults, nothing removed: the answer is never changed). */
 const ajv = createAjv();
 
-/** What an answer carries that its route's `schemas.response` describes, or `unchecked` for an answer it does not (no content, a raw body, an error). */
-function declaredPart(result: unknown): { data: unknown } | 'unchecked' {
+/**
+ * What an answer carries that its route's `schemas.response` describes — its `data`, or the whole
+ * body for a route whose schema describes the body (the login API's `{token, data}`) — or
+ * `unchecked` for an answer it does not (no content, a raw body, an error).
+ */
+function declaredPart(result: unknown): { data: unknown; body?: unknown } | 'unchecked' {
   if (!(result instanceof Reply)) return { data: result ?? null };
   if (result.type || result.status === 204 || result.status < 200 || result.status > 299) return 'unchecked';
   const body = result.body as { data?: unknown } | null;
-  return body && typeof body === 'object' && 'data' in body ? { data: body.data } : 'unchecked';
+  return body && typeof body === 'object' && 'data' in body ? { data: body.data, body } : 'unchecked';
 }
 
 /**
@@ -32,6 +36,9 @@ export function responseCheck(route: RouteDef): ((result: unknown) => void) | nu
     if (part === 'unchecked') return;
     validate ??= ajv.compile(schema);
     if (validate(part.data)) return;
+    const problemsOfData = validate.errors;
+    if (part.body !== undefined && validate(part.body)) return;
+    validate.errors = problemsOfData;
     const problems = describeErrors(validate.errors, 'data')
       .slice(0, 5)
       .map((d) => `${d.path} ${d.message}`)

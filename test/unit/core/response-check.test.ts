@@ -43,6 +43,14 @@ describe('answers checked against their declared response schema in tests (core/
     expect(failure(check, Reply.accepted({ id: 7, size: 1 }))?.message).to.contain('data.id');
   });
 
+  it('checks the whole body of a route whose schema describes it (the login API answers {token, data})', () => {
+    const login = responseCheck({ ...route, schemas: { response: Type.Object({ token: Type.String(), data: Type.Object({ userid: Type.String() }) }, { additionalProperties: false }) } })!;
+    expect(failure(login, new Reply(200, { token: 't', data: { userid: 'u-1' } }))).to.equal(null);
+    const err = failure(login, new Reply(200, { token: 't', data: { userid: 7 } }));
+    expect(err?.status).to.equal(500);
+    expect(err!.message).to.contain('data.');
+  });
+
   it('leaves raw bodies, 204s and routes without a response schema unchecked', () => {
     const check = responseCheck(route)!;
     expect(failure(check, Reply.raw('not json', 'text/plain'))).to.equal(null);
