@@ -4,7 +4,7 @@ import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { KINDS, parsePermission, permissionOf, type PermissionRoute } from '../../core/auth/permissions.js';
 import { AuditRecorded, type AuditRecordedEvent } from './api.js';
-import { auditNotification, NotificationsRef } from '../notifications/api.js';
+import { auditNotification, keepWithNotification, NotificationsRef } from '../notifications/api.js';
 import type { Knex } from 'knex';
 import { AnonymousFlood } from './flood.js';
 import { AuditLog, auditMigrations, type NewAuditEntry } from './store.js';
@@ -189,17 +189,23 @@ export default definePlugin({
     /**
      * Writes what settles an entry (`change`: its append, its settlement, its closing after a crash) and
      * the entry's notification (plugins/notifications, when loaded and subscribed to) in one
-     * transaction: an entry as answered has its notification, or neither is written. Answers what `change` did.
+     * transaction. The entry wins over its notification: when the notification cannot be written
+     * (its matching or its outbox insert fails), the entry is written alone and the loss logged
+     * (the route, status and request id; the error's message). Answers what `change` did.
      */
-    const withNotification = async <R>(recorded: AuditRecordedEvent, change: (trx?: Knex.Transaction) => Promise<R>, wanted: (done: R) => boolean = () => true): Promise<R> => {
-      const write = await services.provided.find(NotificationsRef)?.prepare(auditNotification(recorded));
-      if (!write) return change();
-      return services.db.knex.transaction(async (trx) => {
-        const done = await change(trx);
-        if (wanted(done)) await write(trx);
-        return done;
-      });
-    };
+    const withNotification = <R>(recorded: AuditRecordedEvent, change: (trx?: Knex.Transaction) => Promise<R>, wanted: (done: R) => boolean = () => true): Promise<R> =>
+      keepWithNotification(
+        services.db.knex,
+        services.provided.find(NotificationsRef),
+        auditNotification(recorded),
+        change,
+        (err) =>
+          services.log.error(
+            { audit: { method: recorded.method, route: recorded.route, status: recorded.status, request_id: recorded.request_id }, err: { message: err.message } },
+            `audit: the notification of an entry was not written (audit.${recorded.kind}); the entry is`,
+          ),
+        wanted,
+      );
     /** Tells the bus of a request's entry. */
     const announce = (recorded: AuditRecordedEvent) => services.events.publish(AuditRecorded, recorded);
     services.requests.add('audit', async (request) => {

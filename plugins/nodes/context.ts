@@ -39,7 +39,7 @@ export type NodesPart = Pick<PluginParts, 'routes' | 'loops'>;
 export function createNodesContext(services: Services, settings: NodesConfig): NodesContext {
   const { db, clock, tasks } = services;
   const nodes = new NodeStore(db, clock);
-  const events = new EventLog(db, clock, services.events, () => services.provided.find(NotificationsRef) ?? null);
+  const events = new EventLog(db, clock, services.events, () => services.provided.find(NotificationsRef) ?? null, services.log);
   const overlay = new OverlayAddresses(db, clock, settings.overlay_subnet);
   const cadence = new HeartbeatCadence({
     floorSeconds: settings.heartbeat_interval_seconds,

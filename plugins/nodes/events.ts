@@ -5,7 +5,8 @@ import type { Store } from '../../core/db/store.js';
 import type { EventBus } from '../../core/events.js';
 import { NODE_EVENTS, NODES } from './migrations.js';
 import { NodeEventRecorded } from './api.js';
-import { nodeEventNotification, type NotificationsApi } from '../notifications/api.js';
+import { keepWithNotification, nodeEventNotification, type NotificationsApi } from '../notifications/api.js';
+import type { Logger } from '../../core/log.js';
 
 export interface NodeEvent {
   id: number;
@@ -36,7 +37,9 @@ export class EventLog {
     private readonly clock: Clock,
     private readonly bus: EventBus,
     /** The notifications plugin, when loaded: an event's notification is written with its row. */
-    private readonly notifications: () => NotificationsApi | null = () => null,
+    private readonly notifications: () => NotificationsApi | null,
+    /** Where a notification that could not be written is told. */
+    private readonly log: Logger,
   ) {}
 
   async record(event: { nodeId?: string | null; identifier?: string | null; kind: string; message?: string | null; data?: Record<string, unknown> | null }): Promise<NodeEvent> {
@@ -49,16 +52,15 @@ export class EventLog {
       created_at: this.clock.now().toISOString(),
     };
     const notification = nodeEventNotification(row);
-    const write = notification ? await this.notifications()?.prepare(notification) : null;
-    const insert = (k: Knex | Knex.Transaction) => k(NODE_EVENTS).insert(codec.encode(row)).returning('id');
-    // The event's row and its notification's outbox rows commit together.
-    const [inserted] = write
-      ? await this.store.knex.transaction(async (trx) => {
-          const ids = await insert(trx);
-          await write(trx);
-          return ids;
-        })
-      : await insert(this.store.knex);
+    const insert = (k: Knex | Knex.Transaction = this.store.knex) => k(NODE_EVENTS).insert(codec.encode(row)).returning('id');
+    // The event's row and its notification's outbox rows commit together. The change the event
+    // reports is committed already (every caller records after it): when the notification cannot
+    // be written, the event is recorded alone and the loss logged, and the caller goes on.
+    const [inserted] = notification
+      ? await keepWithNotification(this.store.knex, this.notifications(), notification, insert, (err) =>
+          this.log.error({ node_id: row.node_id, kind: row.kind, err: { message: err.message } }, `the notification of a node event was not written (${notification.type}); the event is`),
+        )
+      : await insert();
     const id = typeof inserted === 'object' ? (inserted as { id: number }).id : inserted;
     const recorded = { ...row, id: Number(id) };
     this.bus.publish(NodeEventRecorded, recorded);

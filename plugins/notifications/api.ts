@@ -82,3 +82,49 @@ export function auditNotification(a: AuditRecordedEvent): NewEvent {
     data: { ...a },
   };
 }
+
+/**
+ * For a record that must be kept even when its notification cannot be written (an audit entry, a
+ * node event): `change` and the event's outbox rows in one transaction (both or neither, as
+ * `prepare` promises); when the matching or the outbox write fails, `change` alone, and `lost` is
+ * told why (log it, naming the record: the notification is not written, the record is). `change`
+ * answers what it did; `wanted` says from that whether the notification is wanted (a guarded
+ * change that changed nothing: not). A failure of `change` itself, or of the COMMIT, is thrown as
+ * it is (the COMMIT's may have committed: running `change` again could write it twice).
+ */
+export async function keepWithNotification<R>(
+  knex: Knex,
+  notifications: NotificationsApi | null | undefined,
+  event: NewEvent,
+  change: (trx?: Knex.Transaction) => Promise<R>,
+  lost: (err: Error) => void,
+  wanted: (done: R) => boolean = () => true,
+): Promise<R> {
+  let write: OutboxWrite | null = null;
+  try {
+    write = (await notifications?.prepare(event)) ?? null;
+  } catch (err) {
+    lost(err as Error);
+  }
+  if (!write) return change();
+  const outbox = write;
+  let failed: Error | null = null;
+  try {
+    return await knex.transaction(async (trx) => {
+      const done = await change(trx);
+      if (wanted(done)) {
+        try {
+          await outbox(trx);
+        } catch (err) {
+          failed = err as Error;
+          throw err;
+        }
+      }
+      return done;
+    });
+  } catch (err) {
+    if (!failed) throw err;
+    lost(failed);
+    return change();
+  }
+}
