@@ -45,6 +45,12 @@ interface EnqueueOptions {
   subject?: string;
   /** Drop this node's not-yet-leased tasks of the same kind first (the new one supersedes them). */
   replacePending?: boolean;
+  /**
+   * A write that must commit with the task or not at all: run in the transaction that inserts it
+   * (the task's id given), before the node is woken. One that throws rolls the task back, and
+   * enqueue throws that error. Only queries through `trx` (on SQLite a read beside it waits for it).
+   */
+  within?: (trx: Knex.Transaction, taskId: string) => Promise<void>;
 }
 
 /** A task to queue: its kind's declaration types the payload at compile time (and its schema checks it when queued). */
@@ -325,8 +331,17 @@ export class TaskQueue {
       created_at: now,
       updated_at: now,
     };
-    if (input.replacePending) await this.knex(TASKS).where({ node_id: input.nodeId, kind: kind.name, status: 'pending' }).delete();
-    await this.knex(TASKS).insert(codec.encode(row));
+    const insert = async (q: Knex | Knex.Transaction) => {
+      if (input.replacePending) await q(TASKS).where({ node_id: input.nodeId, kind: kind.name, status: 'pending' }).delete();
+      await q(TASKS).insert(codec.encode(row));
+    };
+    const { within } = input;
+    if (within)
+      await this.knex.transaction(async (trx) => {
+        await insert(trx);
+        await within(trx, row.id);
+      });
+    else await insert(this.knex);
     await this.wake(input.nodeId);
     const queued = (await this.get(row.id))!;
     this.events.publish(TaskQueued, queued);

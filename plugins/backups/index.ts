@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
-import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
@@ -23,6 +23,9 @@ import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBacku
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 import { BackupVerifyFailed, volumeRunTopic } from './api.js';
 import { awaitsWorkloads, workloadStops, workloadsView } from './workloads.js';
+
+/** A write committed with a task (TaskQueue.enqueue's `within`). */
+type Within = (trx: Knex.Transaction, taskId: string) => Promise<void>;
 
 /** How to add restic to a node (also what its agent says if it is gone by the time a task runs). */
 export const RESTIC_HINT = 'install Debian’s restic package on the machine (apt-get install restic); its agent reports it at the next heartbeat';
@@ -342,8 +345,9 @@ export default definePlugin({
 
     /** Queues the restore of a backup into a volume's folder (a new volume's: missing or empty, filled with the snapshot's folder); the run and its task. */
     const queueRestore = (volume: VolumeRecord, target: TargetRecord, source: { id: string; snapshot_id: string }, options: { newVolume: boolean; stopping?: RunRecord }) =>
-      start(options.stopping ?? newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), () =>
+      start(options.stopping ?? newRun('restore', volume, target.id, { snapshot_id: source.snapshot_id, source_id: source.id }), (_, within) =>
         services.tasks.enqueue({
+          within,
           nodeId: volume.node_id,
           kind: VolumeRestore,
           subject: volume.id,
@@ -426,10 +430,11 @@ export default definePlugin({
           throw conflict(`Volume ${volume.name} is in use by ${cannot.map((u) => `${u.type} ${u.name}`).join(', ')}, which hangar cannot stop for a backup with consistency stop: stop or remove them first, or back it up live`, cannot);
         }
         const workloads = await stops.plan(using);
-        if (workloads.length) run = await stops.stopAll(await runs.insert({ ...fields, ...stops.stoppingFields(workloads), task_id: null, created_at: now(), updated_at: now() }), 'backup');
+        if (workloads.length) run = await stops.stopAll(await insertRun({ ...fields, ...stops.stoppingFields(workloads), task_id: null, created_at: now(), updated_at: now() }), 'backup');
       }
-      return start(run, (r) =>
+      return start(run, (r, within) =>
         services.tasks.enqueue({
+          within,
           nodeId: volume.node_id,
           kind: VolumeBackup,
           subject: volume.id,
@@ -581,13 +586,22 @@ export default definePlugin({
      * agent is refused; or a run that stopped its workloads (`stopping`, recorded), failed and its
      * workloads brought back when the task cannot be queued.
      */
-    async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'> | RunRecord, queue: (run: RunRecord) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
+    async function start(run: Omit<RunRecord, 'task_id' | 'created_at' | 'updated_at'> | RunRecord, queue: (run: RunRecord, within: Within) => Promise<Task>): Promise<{ task: Task; run: RunRecord }> {
       const stopping = run.status === 'stopping' ? (run as RunRecord) : null;
-      const inserted = stopping ?? (await runs.insert({ ...run, task_id: null, created_at: now(), updated_at: now() }));
+      const inserted = stopping ?? (await insertRun({ ...run, task_id: null, created_at: now(), updated_at: now() }));
+      let withTask: RunRecord | null = null;
+      const takenOver = conflict(`The ${inserted.operation} ${inserted.id} was taken over by another control plane while its workloads were stopped: nothing was run`);
       let task: Task;
       try {
-        task = await queue(inserted);
+        // The task and the run's move to `running` with it commit together: no control plane dying between them leaves a
+        // task queued for a run taken over (failed, its workloads brought back), and one taken over meanwhile gets no task.
+        task = await queue(inserted, async (trx, taskId) => {
+          withTask = await runs.attachTask(inserted.id, stopping ? 'stopping' : 'running', { status: 'running', task_id: taskId, lease_until: null }, trx);
+          if (!withTask) throw takenOver;
+        });
       } catch (err) {
+        // Taken over: its workloads are brought back by whoever took it.
+        if (err === takenOver) throw err;
         if (!stopping) await runs.remove(inserted.id);
         else {
           const failed = await runs.changeIf(inserted.id, ['stopping'], { status: 'failed', lease_until: null, finished_at: now(), error: `not started: ${(err as Error).message}` });
@@ -595,14 +609,23 @@ export default definePlugin({
         }
         throw err;
       }
-      const withTask = stopping ? await runs.changeIf(inserted.id, ['stopping'], { status: 'running', task_id: task.id, lease_until: null }) : await runs.change(inserted.id, { task_id: task.id });
-      if (!withTask) {
-        // Taken over meanwhile (this control plane's lease ran out): its workloads are brought back by whoever took it; the task must not run.
-        await db.knex(TASKS).where({ id: task.id }).delete();
-        throw conflict(`The ${inserted.operation} ${inserted.id} was taken over by another control plane while its workloads were stopped: nothing was run`);
+      follow(withTask!);
+      return { task, run: withTask! };
+    }
+
+    /**
+     * Inserts a run (`running`, or `stopping`) unless another run of its volume is in progress: the
+     * store's unique index on a volume's active run (migration 010) refuses a second one started at
+     * the same instant, past the busy check (409 naming the run in progress).
+     */
+    async function insertRun(values: Partial<RunRecord>): Promise<RunRecord> {
+      try {
+        return await runs.insert(values);
+      } catch (err) {
+        if (!(err instanceof HttpError && err.status === 409)) throw err;
+        const busy = await busyRun(String(values.volume_id));
+        throw conflict(`A ${busy?.operation ?? 'backup or restore'} of volume ${String(values.volume_id)} is in progress${busy ? ` (${busy.id})` : ''}; try again when it has finished`);
       }
-      follow(withTask);
-      return { task, run: withTask };
     }
 
     async function usersOf(volumeId: string) {
@@ -893,7 +916,7 @@ export default definePlugin({
             let stopping: RunRecord | undefined;
             if (workloads.length) {
               const fresh = { ...newRun('restore', volume, target.id, { snapshot_id: source_.snapshot_id, source_id: source_.id }), ...stops.stoppingFields(workloads) };
-              stopping = await stops.stopAll(await runs.insert({ ...fresh, task_id: null, created_at: now(), updated_at: now() }), 'restore');
+              stopping = await stops.stopAll(await insertRun({ ...fresh, task_id: null, created_at: now(), updated_at: now() }), 'restore');
             }
             const { task, run } = await queueRestore(volume, target, source_, { newVolume: false, stopping });
             return Reply.accepted({ task_id: task.id, restore: runView(run) });

@@ -192,4 +192,19 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '010_one_active_run_per_volume',
+    async up(knex) {
+      // One run of a volume in progress (stopping its workloads, or running) at a time, held by the
+      // store: two requests at the same instant both past the busy check, the second insert is refused.
+      // Any second active run left by that race before is failed first (the newest of a volume stays).
+      const active: Array<{ id: string; volume_id: string }> = await knex(BACKUP_RUNS).whereIn('status', ['stopping', 'running']).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).select('id', 'volume_id');
+      const seen = new Set<string>();
+      for (const r of active) {
+        if (!seen.has(r.volume_id)) seen.add(r.volume_id);
+        else await knex(BACKUP_RUNS).where({ id: r.id }).update({ status: 'failed', lease_until: null, error: 'another run of the volume was in progress at the same time; this one is no longer followed' });
+      }
+      await knex.raw(`create unique index "${BACKUP_RUNS}_one_active_per_volume" on "${BACKUP_RUNS}" ("volume_id") where "status" in ('stopping', 'running')`);
+    },
+  },
 ];

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
@@ -93,6 +94,14 @@ export class RunStore extends StampedRepository<RunRecord> {
       { json: ['workloads'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'lease_until', 'created_at', 'updated_at'] },
       runClock,
     );
+  }
+
+  /**
+   * Gives a run its task in the transaction that queues it, while the run is `from` (a `stopping`
+   * run not taken over meanwhile): the run after, or null (then the task is rolled back).
+   */
+  attachTask(id: string, from: RunStatus, patch: Partial<RunRecord>, trx: Knex.Transaction): Promise<RunRecord | null> {
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.runClock.now().toISOString() }), ` and "status" = ?`, [from], trx);
   }
 
   /** Takes a `stopping` run over once its lease has run out (the control plane stopping its workloads is gone): the run after, or null. */

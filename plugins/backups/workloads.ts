@@ -54,25 +54,40 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
   const stoppingFields = (workloads: StoppedWorkload[]) => ({ status: 'stopping' as const, workloads, workloads_stopped_at: now(), lease_until: leaseUntil() });
 
   /**
-   * Stops the workloads of a `stopping` run one after the other, renewing its lease meanwhile. One
-   * that cannot be stopped: those before it are brought back, the run is failed, and a 409 says why.
+   * Stops the workloads of a `stopping` run one after the other, renewing its lease meanwhile and
+   * before each stop. One that cannot be stopped: those before it are brought back, the run is
+   * failed, and a 409 says why. The run no longer held (taken over by another control plane, which
+   * brings its workloads back): nothing more is stopped, those this process stopped are brought
+   * back by it too (the taker may have started them before they were stopped), and a 409 says so.
    */
   async function stopAll(run: RunRecord, purpose: string): Promise<RunRecord> {
+    let lost = false;
+    const renewed = async () => {
+      if (!lost && !(await runs.changeIf(run.id, ['stopping'], { lease_until: leaseUntil() }))) lost = true;
+      return !lost;
+    };
     const renew = setInterval(() => {
       if (services.shutdown.aborted) return clearInterval(renew);
-      runs.changeIf(run.id, ['stopping'], { lease_until: leaseUntil() }).catch((err: Error) => log.warn({ run_id: run.id, error: err.message }, 'renewing a run’s lease failed'));
+      renewed().catch((err: Error) => log.warn({ run_id: run.id, error: err.message }, 'renewing a run’s lease failed'));
     }, Math.max(200, Math.floor(leaseMs / 3)));
     renew.unref();
     const workloads = (run.workloads ?? []).map((w) => ({ ...w }));
+    const nothing = purpose === 'restore' ? 'restored' : 'backed up';
+    /** Gives the run up to its taker: brings back what this process stopped (the first `count`), and says so (409). */
+    const givenUp = async (count: number) => {
+      const notBack = await startAgain(workloads.slice(0, count));
+      log.warn({ run_id: run.id, volume_id: run.volume_id, not_back: notBack }, `${what(run)} taken over by another control plane while this one stopped its workloads: stopped stopping them, those it stopped brought back`);
+      return conflict(
+        `The ${purpose} ${run.id} was taken over by another control plane while its workloads were being stopped: nothing was ${nothing}${count ? (notBack.length ? `, and bringing back those stopped failed: ${notBack.join('; ')}` : ', and those stopped are back') : ''}`,
+      );
+    };
     try {
       for (let i = 0; i < workloads.length; i++) {
         const w = workloads[i]!;
+        if (!(await renewed())) throw await givenUp(i);
+        let ran: number | null;
         try {
-          // One that ran nothing by now (scaled to zero meanwhile) is not brought back.
-          if ((await stopperOf(w.type)!.stop(w.id)) === null) {
-            workloads.splice(i--, 1);
-            run = await runs.change(run.id, { workloads });
-          }
+          ran = await stopperOf(w.type)!.stop(w.id);
         } catch (err) {
           // Cut short by this control plane's shutdown: the run stays `stopping`, and its lease runs out for the next one to take it over.
           if (services.shutdown.aborted) throw err;
@@ -84,13 +99,23 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
             finished_at: now(),
             error: `stopping ${w.type} ${w.name} failed: ${(err as Error).message}; nothing was run`,
           });
-          const back = failed ? await bringBack(failed) : null;
-          const notBack = back?.workloads?.filter((x) => x.error).map((x) => `${x.type} ${x.name}: ${x.error}`) ?? [];
+          if (!failed) throw await givenUp(i);
+          const back = await bringBack(failed);
+          const notBack = back.workloads?.filter((x) => x.error).map((x) => `${x.type} ${x.name}: ${x.error}`) ?? [];
           throw conflict(
-            `Stopping ${w.type} ${w.name} for the ${purpose} failed: ${(err as Error).message}; nothing was ${purpose === 'restore' ? 'restored' : 'backed up'}${stopped.length ? (notBack.length ? `, and bringing back those stopped before failed: ${notBack.join('; ')}` : back?.workloads_started_at ? ', and those stopped before are back' : ', and those stopped before are being brought back') : ''}`,
+            `Stopping ${w.type} ${w.name} for the ${purpose} failed: ${(err as Error).message}; nothing was ${nothing}${stopped.length ? (notBack.length ? `, and bringing back those stopped before failed: ${notBack.join('; ')}` : back.workloads_started_at ? ', and those stopped before are back' : ', and those stopped before are being brought back') : ''}`,
           );
         }
+        // One that ran nothing by now (scaled to zero meanwhile) is not brought back.
+        if (ran === null) {
+          workloads.splice(i--, 1);
+          const changed = await runs.changeIf(run.id, ['stopping'], { workloads });
+          if (!changed) throw await givenUp(i + 1);
+          run = changed;
+        }
       }
+      // Still held once all are stopped (the task is queued with the run's move to `running`, which checks it again).
+      if (!(await renewed())) throw await givenUp(workloads.length);
     } finally {
       clearInterval(renew);
     }
@@ -98,6 +123,41 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
   }
 
   const isBusy = (err: unknown) => err instanceof HttpError && err.status === 409;
+
+  /**
+   * Starts a stopped workload again at its replicas: a 409 is tried again with a backoff. Answers
+   * `back`, `busy` (still refused then), `stopped` (cut short by this control plane's shutdown)
+   * or the error.
+   */
+  async function startOne(w: StoppedWorkload): Promise<'back' | 'stopped' | { busy: string } | { error: string }> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const stopper = stopperOf(w.type);
+        if (!stopper) throw new Error(`no ${w.type} plugin is loaded`);
+        await stopper.start(w.id, w.replicas);
+        return 'back';
+      } catch (err) {
+        // Cut short by this control plane's shutdown: not a verdict; the next one brings it back.
+        if (services.shutdown.aborted) return 'stopped';
+        if (isBusy(err) && attempt < BUSY_BACKOFF_MS.length) {
+          await sleep(BUSY_BACKOFF_MS[attempt]!, undefined, { signal: services.shutdown }).catch(() => undefined);
+          if (services.shutdown.aborted) return 'stopped';
+          continue;
+        }
+        return isBusy(err) ? { busy: (err as Error).message } : { error: (err as Error).message };
+      }
+    }
+  }
+
+  /** Starts workloads again outside any run's record (a run taken over); what was not brought back, one line each. */
+  async function startAgain(list: StoppedWorkload[]): Promise<string[]> {
+    const notBack: string[] = [];
+    for (const w of list) {
+      const outcome = await startOne(w);
+      if (outcome !== 'back') notBack.push(`${w.type} ${w.name}: ${outcome === 'stopped' ? 'this control plane stopped' : 'busy' in outcome ? outcome.busy : outcome.error}`);
+    }
+    return notBack;
+  }
 
   /**
    * Brings a run's stopped workloads back to their replicas, every one tried, each marked `back` as
@@ -113,25 +173,11 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
       const waiting: string[] = [];
       for (const w of workloads) {
         if (w.back) continue;
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const stopper = stopperOf(w.type);
-            if (!stopper) throw new Error(`no ${w.type} plugin is loaded`);
-            await stopper.start(w.id, w.replicas);
-            w.back = true;
-          } catch (err) {
-            // Cut short by this control plane's shutdown: not a verdict; the next one brings it back.
-            if (services.shutdown.aborted) return run;
-            if (isBusy(err) && attempt < BUSY_BACKOFF_MS.length && !services.shutdown.aborted) {
-              await sleep(BUSY_BACKOFF_MS[attempt]!, undefined, { signal: services.shutdown }).catch(() => undefined);
-              if (services.shutdown.aborted) return run;
-              continue;
-            }
-            if (isBusy(err)) waiting.push(`${w.type} ${w.name}: ${(err as Error).message}`);
-            else Object.assign(w, { back: true, error: (err as Error).message });
-          }
-          break;
-        }
+        const outcome = await startOne(w);
+        if (outcome === 'stopped') return run;
+        if (outcome === 'back') w.back = true;
+        else if ('busy' in outcome) waiting.push(`${w.type} ${w.name}: ${outcome.busy}`);
+        else Object.assign(w, { back: true, error: outcome.error });
         run = await runs.change(run.id, { workloads });
       }
       if (waiting.length) {

@@ -101,6 +101,18 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       { timeoutMs: 30_000, intervalMs: 200, what: `volume ${name} to be ready` },
     );
   };
+  /** A local volume on node A (a folder of one file) with one backup to the target named `target`: its id and the backup's. */
+  const volumeWithBackup = async (name: string, target: string) => {
+    const dir = path.join(work, name);
+    mkdirSync(dir);
+    writeFileSync(path.join(dir, 'f.txt'), `${name}\n`);
+    const v = await localVolume(name, nodeA, dir);
+    const b = await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: target });
+    expect(b.status, b.text).to.equal(202);
+    const done = await waitFor(async () => ((await api('GET', `/v1/volumes/${v.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.status !== 'running'), { timeoutMs: 60_000, intervalMs: 200, what: `the backup of ${name}` });
+    expect(done!.status, done!.error ?? '').to.equal('succeeded');
+    return { id: v.id as string, backup: b.json.data.backup.id as string };
+  };
   const finished = (kind: 'backups' | 'restores', runId: string) =>
     waitFor(
       async () => {
@@ -717,24 +729,94 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
   });
 
   // Last: it stops the control plane and starts another on the same store.
+  it('a run taken over while stopping workloads stops no more and brings back those it stopped; a control plane failing between queueing the task and recording it leaves no task; two runs of a volume at the same instant: one, the others 409', async function () {
+    this.timeout(120_000);
+    const knex = () => t.hangar.services.db.knex;
+    const target = await api('POST', '/v1/backups/targets', targetBody({ name: named('taken'), prefix: 'taken' }));
+    expect(target.status, target.text).to.equal(201);
+    const volume = await volumeWithBackup('taken', named('taken'));
+    workloads.onStart = null;
+    const tasksOfVolume = async () => (await knex()('tasks').where({ subject: volume.id }).select('kind', 'status')) as unknown[];
+    const restoresOf = async () => (await api('GET', `/v1/volumes/${volume.id}/restores`)).json.data as Array<Record<string, any>>;
+    expect(await tasksOfVolume()).to.deep.equal([]);
+    stoppers.calls.length = 0;
+
+    // Lost lease: another control plane takes the run over (failed, as backups:settle writes once its lease ran out, and its
+    // workloads brought back) while this one stops the second of three workloads.
+    const ids = ['wl-lost-1', 'wl-lost-2', 'wl-lost-3'];
+    users.set(volume.id, ids.map((id) => ({ type: STOPPABLE, id, name: id })));
+    for (const id of ids) workloads.replicas.set(id, 2);
+    let release!: () => void;
+    workloads.stopGates.set('wl-lost-2', new Promise<void>((resolve) => (release = resolve)));
+    const lostRequest = api('POST', `/v1/volumes/${volume.id}/restore`, { snapshot_id: volume.backup, stop_workloads: true });
+    await waitFor(async () => stoppers.calls.includes('stop wl-lost-2'), { timeoutMs: 30_000, intervalMs: 50, what: 'the second workload to be stopping' });
+    const at = new Date().toISOString();
+    const taken = await knex()('backup_runs').where({ volume_id: volume.id, status: 'stopping' }).update({ status: 'failed', lease_until: null, finished_at: at, workloads_started_at: at, error: 'taken over by another control plane (the test)' });
+    expect(taken).to.equal(1);
+    release();
+    const lost = await lostRequest;
+    expect([lost.status, lost.json.message]).to.deep.equal([409, `The restore ${(await restoresOf()).at(-1)!.id} was taken over by another control plane while its workloads were being stopped: nothing was restored, and those stopped are back`]);
+    // The third never stopped; the two it stopped brought back by it (the taker had started them before wl-lost-2's stop ended).
+    expect(stoppers.calls).to.deep.equal(['stop wl-lost-1', 'stop wl-lost-2', 'start wl-lost-1 2', 'start wl-lost-2 2']);
+    expect(ids.map((id) => workloads.replicas.get(id))).to.deep.equal([2, 2, 2]);
+    expect(await tasksOfVolume()).to.deep.equal([]);
+    stoppers.calls.length = 0;
+
+    // A failure between queueing the restore task and moving the run to running (as a control plane dying there): a trigger
+    // refuses that move. No task is left queued for the run, failed with its workload brought back.
+    users.set(volume.id, [{ type: STOPPABLE, id: 'wl-queued', name: 'queued' }]);
+    const FORCED = 'the control plane died here (test trigger)';
+    if (dialect.name === 'postgres') {
+      await knex().raw(`create function fail_running() returns trigger language plpgsql as $$ begin if old.status = 'stopping' and new.status = 'running' then raise exception '${FORCED}'; end if; return new; end $$`);
+      await knex().raw('create trigger fail_running before update on backup_runs for each row execute function fail_running()');
+    } else {
+      await knex().raw(`create trigger fail_running before update on backup_runs when old.status = 'stopping' and new.status = 'running' begin select raise(abort, '${FORCED}'); end`);
+    }
+    let died;
+    try {
+      died = await api('POST', `/v1/volumes/${volume.id}/restore`, { snapshot_id: volume.backup, stop_workloads: true });
+    } finally {
+      await knex().raw(dialect.name === 'postgres' ? 'drop trigger fail_running on backup_runs' : 'drop trigger fail_running');
+      if (dialect.name === 'postgres') await knex().raw('drop function fail_running()');
+    }
+    expect(died.status, died.text).to.not.equal(202);
+    expect(await tasksOfVolume(), 'no restore task of a failed run').to.deep.equal([]);
+    const failed = (await restoresOf()).at(-1)!;
+    expect(failed.status).to.equal('failed');
+    expect(failed.error).to.contain(`not started: `).and.contain(FORCED);
+    expect(failed.workloads_started_at).to.be.a('string');
+    expect(stoppers.calls).to.deep.equal(['stop wl-queued', 'start wl-queued 2']);
+    users.clear();
+
+    // Two backups of the volume (consistency stop) both past the busy check (held where they ask the workload's replicas, before
+    // their run is inserted): the store's index lets one run, the other is a 409 and stops nothing.
+    users.set(volume.id, [{ type: STOPPABLE, id: 'wl-twice', name: 'twice' }]);
+    stoppers.calls.length = 0;
+    let go!: () => void;
+    workloads.replicasGate = new Promise<void>((resolve) => (go = resolve));
+    const asking = [1, 2].map(() => api('POST', `/v1/volumes/${volume.id}/backups`, { target_id: named('taken'), consistency: 'stop' }));
+    await waitFor(async () => workloads.replicasWaiting === 2, { timeoutMs: 30_000, intervalMs: 50, what: 'both backups to be past the busy check' });
+    workloads.replicasGate = null;
+    go();
+    const asked = await Promise.all(asking);
+    expect(asked.map((r) => r.status).sort(), asked.map((r) => r.text).join('\n')).to.deep.equal([202, 409]);
+    expect(asked.find((r) => r.status === 409)!.json.message).to.match(new RegExp(`^A backup of volume ${volume.id} is in progress \\(bak-`));
+    const one = asked.find((r) => r.status === 202)!.json.data.backup.id as string;
+    const done = await waitFor(
+      async () => ((await api('GET', `/v1/volumes/${volume.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.id === one && r.status !== 'running' && r.workloads_started_at),
+      { timeoutMs: 60_000, intervalMs: 200, what: 'the one backup to finish and its workload to be back' },
+    );
+    expect([done!.status, done!.error]).to.deep.equal(['succeeded', null]);
+    expect(stoppers.calls).to.deep.equal(['stop wl-twice', 'start wl-twice 2']);
+    users.clear();
+  });
+
   it('stopping workloads never leaves them at zero: a busy one is tried again; a backup with consistency stop brings its workload back after the snapshot; a control plane that dies after a restore or while stopping them is followed by one that brings them back', async function () {
     this.timeout(180_000);
     const target = await api('POST', '/v1/backups/targets', targetBody({ name: named('crash'), prefix: 'crash' }));
     expect(target.status, target.text).to.equal(201);
     // Two volumes with a backup each (made side by side).
-    const vols = await Promise.all(
-      ['crash-a', 'crash-b'].map(async (name) => {
-        const dir = path.join(work, name);
-        mkdirSync(dir);
-        writeFileSync(path.join(dir, 'f.txt'), `${name}\n`);
-        const v = await localVolume(name, nodeA, dir);
-        const b = await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: named('crash') });
-        expect(b.status, b.text).to.equal(202);
-        const done = await waitFor(async () => ((await api('GET', `/v1/volumes/${v.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.status !== 'running'), { timeoutMs: 60_000, intervalMs: 200, what: `the backup of ${name}` });
-        expect(done!.status, done!.error ?? '').to.equal('succeeded');
-        return { id: v.id as string, backup: b.json.data.backup.id as string };
-      }),
-    );
+    const vols = await Promise.all(['crash-a', 'crash-b'].map((name) => volumeWithBackup(name, named('crash'))));
     const [a, b] = vols as [(typeof vols)[0], (typeof vols)[0]];
     workloads.onStart = null;
     stoppers.calls.length = 0;
