@@ -330,7 +330,21 @@ export default definePlugin({
     /** A run of the volume in progress: stopping its workloads, running, or finished with its workloads not back yet. */
     async function busyRun(volumeId: string): Promise<RunRecord | null> {
       const rows: RunRecord[] = (await runs.query().where({ volume_id: volumeId }).where((q) => q.whereIn('status', ['stopping', 'running']).orWhere((p) => p.whereNotNull('workloads').whereNull('workloads_started_at')))).map(runs.decode);
+      for (const r of rows) if (await abandoned(r)) r.status = 'failed';
       return rows.find((r) => r.status === 'stopping' || r.status === 'running' || awaitsWorkloads(r)) ?? null;
+    }
+
+    /**
+     * A `running` run without its task for longer than a control plane's lease: its control plane
+     * stopped between recording it and queueing the task (they are milliseconds apart). Failed, so
+     * that it no longer holds its volume; a control plane merely slow gets no task after this (the
+     * task's transaction moves the run only while it is `running`). Whether it was.
+     */
+    async function abandoned(run: RunRecord): Promise<boolean> {
+      if (run.status !== 'running' || run.task_id || Date.parse(run.started_at) > clock.now().getTime() - services.config.clusters.op_lease_seconds * 1000) return false;
+      const failed = await runs.abandonUnqueued(run.id, { status: 'failed', finished_at: now(), error: 'its control plane stopped before queueing its task: nothing was run' });
+      if (failed) log.warn({ run_id: run.id, volume_id: run.volume_id }, `volume ${run.operation} never queued (its control plane stopped): failed`);
+      return !!failed;
     }
 
     /** The node holding `what` (a volume), refused when it cannot run restic (409 saying how to add it). */
@@ -590,7 +604,11 @@ export default definePlugin({
       const stopping = run.status === 'stopping' ? (run as RunRecord) : null;
       const inserted = stopping ?? (await insertRun({ ...run, task_id: null, created_at: now(), updated_at: now() }));
       let withTask: RunRecord | null = null;
-      const takenOver = conflict(`The ${inserted.operation} ${inserted.id} was taken over by another control plane while its workloads were stopped: nothing was run`);
+      const takenOver = conflict(
+        stopping
+          ? `The ${inserted.operation} ${inserted.id} was taken over by another control plane while its workloads were stopped: nothing was run`
+          : `The ${inserted.operation} ${inserted.id} was failed by another control plane before its task was queued (this one was too slow): nothing was run`,
+      );
       let task: Task;
       try {
         // The task and the run's move to `running` with it commit together: no control plane dying between them leaves a
@@ -663,7 +681,10 @@ export default definePlugin({
           intervalMs: 15_000,
           async run() {
             for (const run of await runs.findAll({ status: 'running' })) {
-              if (!run.task_id) continue;
+              if (!run.task_id) {
+                await abandoned(run);
+                continue;
+              }
               await record(run, await services.tasks.get(run.task_id));
             }
             // Runs whose control plane died while stopping their workloads, and workloads not brought back.
