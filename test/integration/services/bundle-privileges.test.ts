@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { versionInfo } from '../../../core/version.js';
 import { TASKS } from '../../../core/tasks/migrations.js';
 import { SERVICES } from '../../../plugins/services/migrations.js';
 import { waitFor } from '../../support/agents.js';
@@ -93,6 +94,9 @@ describeEachDialect('services: what a bundle may ask of the machines (privileged
     for (const c of clusters) {
       await t.hangar.store.knex('clusters').insert({ ...c, project_id: project, status: 'active', manager_node_id: 'node-nobodyanswers', error: null, created_at: NOW, updated_at: NOW });
     }
+    // The manager's agent as its last heartbeat told it (this release's): a bundle placed in a project's
+    // namespace goes only to an agent known to honour the placement (core/tasks/kinds.ts fieldsSince).
+    await t.hangar.services.tasks.recordCapabilities('node-nobodyanswers', { version: versionInfo.version, kinds: null, backends: ['swarm', 'k8s'] });
     const key = await as(admin)('POST', `/v1/iam/users/${admin.userId}/keys`, { description: 'team-a as owner', project: 'team-a', role: 'owner' });
     expect(key.status, key.text).to.equal(201);
     adminProjectKey = { accessKeyId: key.json.data.access_key_id, secretAccessKey: key.json.data.secret_access_key };
