@@ -316,9 +316,7 @@ function installExitHook(): void {
   });
 }
 
-// Kept until the process exits (its exit hook ends it): its suites are far apart in a full run
-// (integration/backups, integration/s3, e2e/dashboard-backups) and an idle one costs next to nothing.
-const sharedOnLoopback = new SharedService('the S3 server', () => S3Server.start(), (server) => server.stop(), null);
+const sharedOnLoopback = new SharedService('the S3 server', () => S3Server.start(), (server) => server.stop());
 
 /**
  * The S3 server on 127.0.0.1 that the suites of this process share (test/support/shared-service.ts):

@@ -23,11 +23,8 @@ export class SharedService<T> {
     readonly what: string,
     private readonly startService: () => Promise<T>,
     private readonly stopService: (service: T) => Promise<void>,
-    /**
-     * How long it stays up with no user, for the next suite to pick it up; null: until the process
-     * exits (for a cheap idle service whose suites are far apart in the run, e.g. the S3 server).
-     */
-    private readonly idleMs: number | null = 5_000,
+    /** How long it stays up with no user, for the next suite to pick it up. */
+    private readonly idleMs = 5_000,
   ) {}
 
   async acquire(): Promise<T> {
@@ -51,7 +48,7 @@ export class SharedService<T> {
   release(): void {
     if (this.users === 0) return;
     this.users--;
-    if (this.users > 0 || !this.current || this.idleMs === null) return;
+    if (this.users > 0 || !this.current) return;
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined;
       const running = this.current;

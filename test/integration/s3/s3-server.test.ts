@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
 import { S3Error } from '../../support/s3-client.js';
-import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Server } from '../../support/s3-server.js';
+import { S3_START_TIMEOUT_MS, S3Server, s3Availability } from '../../support/s3-server.js';
 import { requireService } from '../../support/requirements.js';
 
 const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
@@ -27,11 +27,12 @@ describe('S3 server (SeaweedFS, built from the Go module proxy): real S3 with pe
     this.timeout(S3_START_TIMEOUT_MS);
     const available = s3Availability();
     requireService(this, available.ok, available.why);
-    s3 = await sharedS3Server(); // the one the backups suites started, when they ran before
+    s3 = await S3Server.start();
     console.log(`      weed answered S3 in ${s3.startSeconds.toFixed(1)} s`);
   });
-  after(() => {
-    if (s3) releaseSharedS3Server();
+  after(async function () {
+    this.timeout(30_000);
+    await s3?.stop();
   });
 
   it('creates a bucket, puts, gets, lists and deletes objects', async function () {
