@@ -26,6 +26,20 @@ export interface ControlPlaneOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+/** Runs `work` every 1/perSecond seconds for `seconds`, not waiting for one to finish before the next. */
+export async function paced(perSecond: number, seconds: number, work: (i: number) => Promise<void>): Promise<void> {
+  if (perSecond <= 0) return;
+  const gap = 1000 / perSecond;
+  const end = Date.now() + seconds * 1000;
+  const running: Array<Promise<void>> = [];
+  let i = 0;
+  for (let next = Date.now(); next < end; next += gap) {
+    await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+    running.push(work(i++).catch(() => undefined));
+  }
+  await Promise.all(running);
+}
+
 export function percentile(values: number[], p: number): number {
   if (!values.length) return NaN;
   const sorted = [...values].sort((a, b) => a - b);

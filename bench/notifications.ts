@@ -23,7 +23,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { httpRequest } from '../core/http/client.js';
 import { epochMs } from './agents-generator.js';
-import { ms, percentile, startControlPlane, startFleet, type Generator } from './fleet.js';
+import { ms, paced, percentile, startControlPlane, startFleet, type Generator } from './fleet.js';
 import { processCpu, rssMb } from './processes.js';
 
 const args = parseArgs({
@@ -77,18 +77,6 @@ class Receiver {
   stop(): Promise<void> {
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
-}
-
-/** Runs `work` every 1/perSecond seconds for `seconds`, without waiting for one to finish before the next. */
-async function paced(perSecond: number, seconds: number, work: () => Promise<void>): Promise<void> {
-  const gap = 1000 / perSecond;
-  const end = Date.now() + seconds * 1000;
-  const running: Array<Promise<void>> = [];
-  for (let next = Date.now(); next < end; next += gap) {
-    await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
-    running.push(work().catch(() => undefined));
-  }
-  await Promise.all(running);
 }
 
 async function run(dialect: string) {

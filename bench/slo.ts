@@ -30,7 +30,7 @@ import knexFactory, { type Knex } from 'knex';
 import { loadConfig } from '../core/config.js';
 import { httpRequest } from '../core/http/client.js';
 import { epochMs } from './agents-generator.js';
-import { mergeCounts, ms, ONLINE_LIMIT_S, percentile, startControlPlane, startFleet, type ControlPlane, type Generator } from './fleet.js';
+import { mergeCounts, ms, ONLINE_LIMIT_S, paced, percentile, startControlPlane, startFleet, type ControlPlane, type Generator } from './fleet.js';
 import { processCpu, rssMb } from './processes.js';
 
 const args = parseArgs({
@@ -58,20 +58,6 @@ const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 /** The goals of issue 32: p99 of each, in milliseconds. */
 const GOALS = { mutating: 100, read: 50, list: 250, heartbeat: 50, dispatch: 100 } as const;
 type Category = keyof typeof GOALS;
-
-/** Runs `work` every 1/perSecond seconds for `seconds`, not waiting for one to finish before the next. */
-async function paced(perSecond: number, seconds: number, work: (i: number) => Promise<void>): Promise<void> {
-  if (perSecond <= 0) return;
-  const gap = 1000 / perSecond;
-  const end = Date.now() + seconds * 1000;
-  const running: Array<Promise<void>> = [];
-  let i = 0;
-  for (let next = Date.now(); next < end; next += gap) {
-    await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
-    running.push(work(i++).catch(() => undefined));
-  }
-  await Promise.all(running);
-}
 
 function storeOf(cp: ControlPlane): Knex {
   return cp.store.dialect === 'postgres'
