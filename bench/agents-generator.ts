@@ -145,9 +145,9 @@ async function run(start: GeneratorStart) {
       lag.disable();
       clearInterval(flush);
       if (heartbeatsInFlight) reasons['heartbeat unanswered at the end'] = heartbeatsInFlight;
-      send({ type: 'stats', heartbeatMs, errors, reasons, lagP99Ms: lag.percentile(99) / 1e6, intervals });
       for (const a of agents) a.close();
-      setTimeout(() => process.exit(0), 200);
+      // The stats of a long run are megabytes: exit once the IPC channel has taken all of them.
+      process.send!({ type: 'stats', heartbeatMs, errors, reasons, lagP99Ms: lag.percentile(99) / 1e6, intervals } satisfies FromGenerator, () => process.exit(0));
     }
   });
 

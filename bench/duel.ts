@@ -521,7 +521,8 @@ function loads(target: Target, scenario: string, n?: number): Load {
 
 async function responseBytes(target: Target, load: Load): Promise<number> {
   if (load.rotate) return NaN;
-  const res = await httpRequest(`${target.running!.url}${load.path}`, { method: load.method, ca: false, headers: load.headers, body: load.body });
+  const headers = load.body ? { ...load.headers, 'Content-Type': 'application/json' } : load.headers;
+  const res = await httpRequest(`${target.running!.url}${load.path}`, { method: load.method, ca: false, headers, body: load.body });
   if (res.status >= 300) throw new Error(`${target.name} ${load.method} ${load.path}: HTTP ${res.status} ${res.text.slice(0, 200)}`);
   return res.raw.length;
 }
