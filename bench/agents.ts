@@ -8,6 +8,10 @@
 //                           [--workers N]  (hangar serve processes, api.workers; cp_cpu and cp_rss_mb sum them)
 //   npm run bench:agents -- --footprint   the agent executable (dist/agent, npm run build): its size,
 //                                         compressed and not, and its RSS once joined and idle
+//                           [--soak 3600 [--task-every 3]]  …then for that many seconds a task every few
+//                                         seconds: RSS every 10 s, its growth over the soak (target < 5 %)
+//                                         and the agent's CPU per task
+//                           [--agent-node-options '--jitless']  V8/Node flags for the agent (NODE_OPTIONS)
 //
 // Target (docs/performance.md): 5 000 agents with heartbeat p99 < 50 ms and dispatch p99 < 100 ms;
 // joining 5 000 machines in < 30 s. The simulated agents run in --generators processes of their own
@@ -34,6 +38,9 @@ const args = parseArgs({
     workers: { type: 'string', default: '1' },
     protocol: { type: 'string', default: 'h2' },
     footprint: { type: 'boolean', default: false },
+    soak: { type: 'string', default: '0' },
+    'task-every': { type: 'string', default: '3' },
+    'agent-node-options': { type: 'string', default: '' },
     'no-build': { type: 'boolean', default: false },
     'pg-url': { type: 'string', default: process.env.HANGAR_TEST_PG_URL ?? 'postgres://hangar:hangar@127.0.0.1:5432/hangar_test' },
   },
@@ -119,38 +126,90 @@ async function run(dialect: string, n: number) {
   }
 }
 
-/** The real agent executable joined to a real control plane (SQLite), idle: what a machine pays for it. */
+/** The real agent executable joined to a real control plane (SQLite), idle, then (--soak) busy: what a machine pays for it. */
 async function footprint(): Promise<void> {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, 'dist', 'agent', 'manifest.json'), 'utf8'));
   const exe = manifest.executables.amd64;
+  const soakS = Number(args.values.soak);
+  const taskEveryS = Number(args.values['task-every']);
+  const nodeOptions = args.values['agent-node-options']!;
   const cp = await startControlPlane('sqlite', { pgUrl: PG_URL, workers: '1', intervalS: INTERVAL_S });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'hangar-footprint-'));
   try {
     const boot = await httpRequest(`${cp.url}/v1/bootstrap`, { method: 'POST', ca: cp.ca, body: {} });
     const login = await httpRequest(`${cp.url}/v1/iam/login`, { method: 'POST', ca: cp.ca, body: { username: 'admin', password: boot.json.data.password } });
-    const token = await httpRequest(`${cp.url}/v1/nodes/token`, { method: 'POST', ca: cp.ca, headers: { authorization: `Bearer ${login.json.data.token}` }, body: {} });
+    const auth = { authorization: `Bearer ${login.json.data.token}` };
+    const token = await httpRequest(`${cp.url}/v1/nodes/token`, { method: 'POST', ca: cp.ca, headers: auth, body: {} });
     const started = performance.now();
-    const agent = spawn(path.join(ROOT, 'dist', 'agent', exe.file), ['--join', '--token', token.json.data.token, '--api', cp.url, '--data-dir', dataDir], { stdio: 'ignore' });
+    const env = { ...process.env, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}) };
+    const agent = spawn(path.join(ROOT, 'dist', 'agent', exe.file), ['--join', '--token', token.json.data.token, '--api', cp.url, '--data-dir', dataDir], { stdio: 'ignore', env });
+    const status = () => readFileSync(`/proc/${agent.pid}/status`, 'utf8');
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(status())![1]) / 1024;
     const samples: number[] = [];
-    let hwm = 0;
     for (let s = 0; s < 30; s++) {
       await new Promise((r) => setTimeout(r, 1000));
-      const status = readFileSync(`/proc/${agent.pid}/status`, 'utf8');
-      samples.push(Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024);
-      hwm = Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024;
+      samples.push(rss());
     }
-    const nodes = await httpRequest(`${cp.url}/v1/nodes`, { ca: cp.ca, headers: { authorization: `Bearer ${login.json.data.token}` } });
-    const ready = nodes.json.data.some((n: { status: string }) => n.status === 'ready');
-    agent.kill('SIGTERM');
+    const nodes = await httpRequest(`${cp.url}/v1/nodes`, { ca: cp.ca, headers: auth });
+    const node = nodes.json.data.find((n: { status: string }) => n.status === 'ready') as { id: string } | undefined;
     const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
     console.log(`agent executable (node ${manifest.node_version}, built ${manifest.built_at}): ${mb(exe.size)}, served ${exe.compressed ? `${mb(exe.compressed.size)} (${exe.compressed.encoding})` : 'uncompressed'}; target < 40 MB compressed`);
     console.log(
-      `agent RSS, joined (${ready ? 'ready' : 'NOT ready'}) and idle ${((performance.now() - started) / 1000).toFixed(0)} s: ${samples.at(-1)!.toFixed(1)} MB (median ${percentile(samples.slice(10), 50).toFixed(1)} MB over the last 20 s, peak ${hwm.toFixed(1)} MB); target < 40 MB`,
+      `agent RSS${nodeOptions ? ` (NODE_OPTIONS ${nodeOptions})` : ''}, joined (${node ? 'ready' : 'NOT ready'}) and idle ${((performance.now() - started) / 1000).toFixed(0)} s: ${samples.at(-1)!.toFixed(1)} MB (median ${percentile(samples.slice(10), 50).toFixed(1)} MB over the last 20 s, peak ${(Number(/VmHWM:\s+(\d+)/.exec(status())![1]) / 1024).toFixed(1)} MB); target < 40 MB`,
     );
+    if (soakS > 0 && node) await soak(agent.pid!, node.id, { soakS, taskEveryS, rss, api: (method, p) => httpRequest(`${cp.url}${p}`, { method, ca: cp.ca, headers: auth }) });
+    agent.kill('SIGTERM');
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
     await cp.stop();
   }
+}
+
+/**
+ * A task every few seconds (a node's logs, the task bench:slo dispatches) for soakS seconds; RSS every 10 s.
+ * The growth is the median of the last ten minutes' samples (or the last tenth) against the first's, so a
+ * collection's saw-tooth does not decide it.
+ */
+async function soak(pid: number, nodeId: string, o: { soakS: number; taskEveryS: number; rss(): number; api(method: string, path: string): Promise<{ status: number; json?: any }> }): Promise<void> {
+  const window = Math.max(3, Math.min(60, Math.round(o.soakS / 100)));
+  const samples: Array<[number, number]> = [];
+  const queued: string[] = [];
+  let refused = 0;
+  const cpu0 = processCpu(pid);
+  const t0 = Date.now();
+  let nextSample = 0;
+  let nextTask = 0;
+  console.log(`soak: ${o.soakS} s, a task every ${o.taskEveryS} s; RSS every 10 s (MB):`);
+  while (Date.now() - t0 < o.soakS * 1000) {
+    const at = (Date.now() - t0) / 1000;
+    if (at >= nextTask) {
+      nextTask += o.taskEveryS;
+      const res = await o.api('POST', `/v1/nodes/${nodeId}/logs?lines=1`).catch(() => null);
+      if (res?.json?.data?.task_id) queued.push(res.json.data.task_id as string);
+      else refused++;
+    }
+    if (at >= nextSample) {
+      nextSample += 10;
+      samples.push([at, o.rss()]);
+      if (samples.length % 30 === 0) console.log(`  ${at.toFixed(0)} s: ${samples.at(-1)![1].toFixed(1)} MB`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const cpuS = processCpu(pid) - cpu0;
+  const last = queued.slice(-5);
+  let done = 0;
+  for (const id of last) {
+    const t = await o.api('GET', `/v1/nodes/${nodeId}/logs/${id}`).catch(() => null);
+    if (['completed', 'failed'].includes(String(t?.json?.data?.status))) done++;
+  }
+  const rssOf = (part: Array<[number, number]>) => percentile(part.map(([, v]) => v), 50);
+  const first = rssOf(samples.slice(0, window));
+  const lastRss = rssOf(samples.slice(-window));
+  const growth = ((lastRss - first) / first) * 100;
+  console.log(
+    `soak: ${queued.length} tasks queued (${refused} refused; the last ${last.length}: ${done} finished), agent CPU ${((cpuS * 1e3) / Math.max(1, queued.length)).toFixed(1)} ms a task (${((cpuS / o.soakS) * 100).toFixed(2)} % of a core); ` +
+      `RSS median of the first ${window} samples ${first.toFixed(1)} MB, of the last ${window} ${lastRss.toFixed(1)} MB, max ${Math.max(...samples.map(([, v]) => v)).toFixed(1)} MB: growth ${growth.toFixed(1)} % (target < 5 %) ${growth < 5 ? 'yes' : 'NO'}`,
+  );
 }
 
 if (!args.values['no-build']) {

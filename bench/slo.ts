@@ -55,6 +55,9 @@ const INTERVAL_S = Number(args.values.interval);
 const INSTANCES = Number(args.values.instances);
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
+/** The control plane's metrics scrape token (metrics.scrape_token), for its loops' figures. */
+const SCRAPE_TOKEN = 'slo-bench-scrape-token';
+
 /** The goals of issue 32: p99 of each, in milliseconds. */
 const GOALS = { mutating: 100, read: 50, list: 250, heartbeat: 50, dispatch: 100 } as const;
 type Category = keyof typeof GOALS;
@@ -91,12 +94,30 @@ async function seedStoppedInstances(cp: ControlPlane, n: number): Promise<string
   }
 }
 
+/** The control plane's background loops over the run, from its own /metrics: runs, mean and total seconds, the costliest first. */
+function loopFigures(res: { status: number; text?: string } | null): string[] {
+  if (res?.status !== 200 || !res.text) return [];
+  const sums = new Map<string, number>();
+  const counts = new Map<string, number>();
+  for (const line of res.text.split('\n')) {
+    const m = /^hangar_loop_duration_seconds_(sum|count)\{[^}]*loop="([^"]+)"[^}]*\} ([0-9.e+-]+)$/.exec(line);
+    if (!m) continue;
+    const into = m[1] === 'sum' ? sums : counts;
+    into.set(m[2]!, (into.get(m[2]!) ?? 0) + Number(m[3]));
+  }
+  return [...sums]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([loop, sum]) => `${loop} ${counts.get(loop) ?? 0}× ${((sum / Math.max(1, counts.get(loop) ?? 0)) * 1000).toFixed(1)} ms (${sum.toFixed(1)} s)`);
+}
+
 async function run(dialect: string) {
   const cp = await startControlPlane(dialect, {
     pgUrl: args.values['pg-url']!,
     workers: '1',
     intervalS: INTERVAL_S,
     plugins: loadConfig({ env: {} }).plugins.join(','),
+    env: { HANGAR_METRICS__SCRAPE_TOKEN: SCRAPE_TOKEN },
   });
   const generators: Generator[] = [];
   try {
@@ -106,11 +127,15 @@ async function run(dialect: string) {
     const instanceIds = await seedStoppedInstances(cp, INSTANCES);
     const api = (method: string, p: string, body?: unknown) => httpRequest(`${cp.url}${p}`, { method, ca: cp.ca, headers: { authorization: `Bearer ${fleet.jwt}` }, body });
     const times: Record<Exclude<Category, 'heartbeat' | 'dispatch'>, number[]> = { mutating: [], read: [], list: [] };
+    const byCall: Record<string, number[]> = {};
     const failures: Record<string, number> = {};
     const timed = async (category: keyof typeof times, what: string, call: () => Promise<{ status: number; json?: any }>, ok = 200) => {
       const started = epochMs();
       const res = await call().catch((err: Error) => ({ status: 0, json: { message: err.message } }));
-      if (res.status === ok) times[category].push(epochMs() - started);
+      if (res.status === ok) {
+        times[category].push(epochMs() - started);
+        (byCall[what] ??= []).push(epochMs() - started);
+      }
       else failures[`${what} ${res.status} ${String(res.json?.message ?? '').slice(0, 60)}`] = (failures[`${what} ${res.status} ${String(res.json?.message ?? '').slice(0, 60)}`] ?? 0) + 1;
       return res;
     };
@@ -144,6 +169,7 @@ async function run(dialect: string) {
     const seconds = (Date.now() - t0) / 1000;
     const cpu = (processCpu(cp.child.pid!) - cpu0) / seconds;
     const rss = rssMb(cp.child.pid!);
+    const loops = loopFigures(await httpRequest(`${cp.url}/metrics`, { ca: cp.ca, headers: { authorization: `Bearer ${SCRAPE_TOKEN}` } }).catch(() => null));
     await new Promise((r) => setTimeout(r, 2000));
     const statsPromise = Promise.all(generators.map((g) => g.next('stats')));
     for (const g of generators) g.send({ type: 'stop' });
@@ -154,7 +180,7 @@ async function run(dialect: string) {
       dispatch: [...sent].filter(([id]) => arrived.has(id)).map(([id, at]) => arrived.get(id)! - at),
     };
     const lost = sent.size - samples.dispatch.length;
-    return { dialect, samples, cpu, rss, onlineS: fleet.onlineS, load: [load0, os.loadavg()[0]!], failures: mergeCounts([failures, ...stats.map((s) => s.reasons)]), lost };
+    return { dialect, samples, byCall, loops, cpu, rss, onlineS: fleet.onlineS, load: [load0, os.loadavg()[0]!], failures: mergeCounts([failures, ...stats.map((s) => s.reasons)]), lost };
   } finally {
     for (const g of generators) g.child.kill('SIGKILL');
     await cp.stop();
@@ -191,6 +217,8 @@ for (const dialect of args.values.dialects!.split(',')) {
   }
   const online = r.onlineS >= ONLINE_LIMIT_S ? `>${ONLINE_LIMIT_S}` : r.onlineS.toFixed(1);
   console.log(`${dialect.padEnd(8)}  control plane ${r.cpu.toFixed(2)} CPU, ${r.rss.toFixed(0)} MB RSS; fleet online in ${online} s; load average ${r.load.map((l) => l.toFixed(1)).join(' → ')}`);
+  console.log(`${dialect.padEnd(8)}  by call (p50/p99/max ms): ${Object.entries(r.byCall).map(([what, v]) => `${what} ${ms(percentile(v, 50))}/${ms(percentile(v, 99))}/${ms(Math.max(...v))}`).join(', ')}`);
+  if (r.loops.length) console.log(`${dialect.padEnd(8)}  background loops since the start (runs, mean, total): ${r.loops.join('; ')}`);
   const reasons = Object.entries(r.failures).filter(([, count]) => count > 0);
   if (reasons.length || r.lost) console.log(`  failures: ${[...reasons.map(([why, count]) => `${why} ×${count}`), ...(r.lost ? [`dispatched, never arrived ×${r.lost}`] : [])].join(', ')}`);
 }

@@ -1,4 +1,4 @@
-import * as oidc from 'openid-client';
+import type * as OpenidClient from 'openid-client';
 import type { Clock } from '../../../core/clock.js';
 import { sha256Hex, type SecretBox } from '../../../core/crypto.js';
 import type { Store } from '../../../core/db/store.js';
@@ -11,6 +11,12 @@ import type { UserRecord, UserStore } from '../users.js';
 import type { OidcConfig } from './config.js';
 import { groupsOf, mapGroups } from './mapping.js';
 import { SSO_FLOWS, SSO_IDENTITIES } from './migrations.js';
+
+/**
+ * openid-client (with oauth4webapi and jose) is loaded by the first SSO login's discovery
+ * (`SingleSignOn.provider`, which every use below follows), not with every start of a control plane.
+ */
+let oidc: typeof OpenidClient;
 
 /** What an SSO user's password column holds: no password hash verifies against it, so a password login never succeeds. */
 export const NO_PASSWORD = '!sso';
@@ -70,7 +76,7 @@ interface FlowRow {
  * claims, their groups mapped to roles at every login.
  */
 export class SingleSignOn {
-  private discovered: Promise<oidc.Configuration> | null = null;
+  private discovered: Promise<OpenidClient.Configuration> | null = null;
 
   constructor(
     readonly config: OidcConfig,
@@ -78,8 +84,9 @@ export class SingleSignOn {
   ) {}
 
   /** The provider's configuration, discovered at first use and kept; a failed discovery is tried again next time. */
-  private async provider(): Promise<oidc.Configuration> {
+  private async provider(): Promise<OpenidClient.Configuration> {
     this.discovered ??= (async () => {
+      oidc ??= await import('openid-client');
       const c = await oidc.discovery(this.config.issuerUrl, this.config.client_id, undefined, oidc.ClientSecretBasic(this.config.clientSecret), {
         execute: this.config.allow_http ? [oidc.allowInsecureRequests] : [],
         timeout: 10,
@@ -290,7 +297,7 @@ export class SingleSignOn {
   }
 
   /** The verified claims of a token answer (and the userinfo's groups when the ID token carries none); then the user. */
-  private async signIn(provider: oidc.Configuration, tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): Promise<UserRecord> {
+  private async signIn(provider: OpenidClient.Configuration, tokens: OpenidClient.TokenEndpointResponse & OpenidClient.TokenEndpointResponseHelpers): Promise<UserRecord> {
     const claims = tokens.claims();
     if (!claims) throw unauthorized('The provider answered no ID token: nobody was logged in');
     let all: Record<string, unknown> = { ...claims };
