@@ -1,5 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
+import { can, forgetAccess, loadAccess, useAccess } from './access';
 import { call, useCsrf, whenSignedOut } from './api';
+import type { Route } from './api.gen';
 import { startLive, stopLive, useLiveConnected } from './live';
 import { href, useRoute } from './router';
 import { Field, Notices, useAction } from './ui';
@@ -8,28 +10,31 @@ import { Backups } from './views/backups';
 import { Fleet, NodeDetail } from './views/fleet';
 import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail, Users, Volumes } from './views/resources';
 import { Notifications } from './views/notifications';
+import { ProjectDetail, Projects, ProjectSwitcher } from './views/projects';
 import { KubernetesClusterDetail, KubernetesClusters } from './views/kubernetes';
 import { Instances, ServiceDetail, Services, SwarmDetail, Swarms } from './views/workloads';
 
 type User = { id: string; username: string; name?: string | null; role: string };
 
-const NAV: Array<[string, string, boolean]> = [
-  ['fleet', 'Fleet', false],
-  ['alerts', 'Alerts', false],
-  ['notifications', 'Notifications', true],
-  ['swarms', 'Swarms', false],
-  ['kubernetes', 'Kubernetes', false],
-  ['instances', 'Instances', false],
-  ['services', 'Services', false],
-  ['volumes', 'Volumes', false],
-  ['backups', 'Backups', false],
-  ['secrets', 'Secrets', false],
-  ['configs', 'Configs', false],
-  ['s3', 'Object stores', false],
-  ['gateway', 'Gateway', false],
-  ['users', 'Users & keys', false],
-  ['ssh-profiles', 'SSH profiles', true],
-  ['audit', 'Audit log', true],
+/** The main navigation: path, label, and the list a page shows when only some roles may read it (null: every user). */
+const NAV: Array<[string, string, Route | null]> = [
+  ['fleet', 'Fleet', null],
+  ['alerts', 'Alerts', null],
+  ['notifications', 'Notifications', 'GET /v1/notifications/channels'],
+  ['projects', 'Projects', null],
+  ['swarms', 'Swarms', null],
+  ['kubernetes', 'Kubernetes', null],
+  ['instances', 'Instances', null],
+  ['services', 'Services', null],
+  ['volumes', 'Volumes', null],
+  ['backups', 'Backups', null],
+  ['secrets', 'Secrets', null],
+  ['configs', 'Configs', null],
+  ['s3', 'Object stores', null],
+  ['gateway', 'Gateway', null],
+  ['users', 'Users & keys', null],
+  ['ssh-profiles', 'SSH profiles', 'GET /v1/ssh-profiles'],
+  ['audit', 'Audit log', 'GET /v1/audit'],
 ];
 
 function View({ route, user }: { route: string[]; user: User }) {
@@ -40,9 +45,11 @@ function View({ route, user }: { route: string[]; user: User }) {
     case 'nodes':
       return id ? <NodeDetail id={id} /> : <Fleet />;
     case 'alerts':
-      return <Alerts admin={user.role === 'admin'} />;
+      return <Alerts admin={can('POST /v1/alerts/{id}/silence')} />;
     case 'notifications':
       return <Notifications />;
+    case 'projects':
+      return id ? <ProjectDetail id={id} /> : <Projects />;
     case 'swarms':
       return id ? <SwarmDetail id={id} /> : <Swarms />;
     case 'kubernetes':
@@ -64,7 +71,7 @@ function View({ route, user }: { route: string[]; user: User }) {
     case 'gateway':
       return <Gateway />;
     case 'users':
-      return id ? <UserDetail id={id} /> : user.role === 'admin' ? <Users /> : <UserDetail id={user.id} />;
+      return id ? <UserDetail id={id} /> : can('GET /v1/iam/users') ? <Users /> : <UserDetail id={user.id} />;
     case 'ssh-profiles':
       return <SshProfiles />;
     case 'audit':
@@ -77,8 +84,11 @@ function View({ route, user }: { route: string[]; user: User }) {
 function Shell({ user, onSignOut }: { user: User; onSignOut: () => void }) {
   const route = useRoute();
   const live = useLiveConnected();
+  const access = useAccess();
+  const [accessError, setAccessError] = useState<string | null>(null);
   useEffect(() => {
     startLive();
+    loadAccess().catch((err: Error) => setAccessError(err.message));
     return stopLive;
   }, []);
   // A new view puts the keyboard focus on its heading.
@@ -95,6 +105,7 @@ function Shell({ user, onSignOut }: { user: User; onSignOut: () => void }) {
         <span class={`live ${live ? 'on' : 'off'}`} role="status">
           {live ? 'Live' : 'Reconnecting…'}
         </span>
+        <ProjectSwitcher />
         <span class="who">
           {user.name ?? user.username} ({user.role})
         </span>
@@ -104,7 +115,7 @@ function Shell({ user, onSignOut }: { user: User; onSignOut: () => void }) {
       </header>
       <nav class="side" aria-label="Main">
         <ul>
-          {NAV.filter(([, , adminOnly]) => !adminOnly || user.role === 'admin').map(([path, label]) => (
+          {NAV.filter(([, , reads]) => !reads || can(reads)).map(([path, label]) => (
             <li key={path}>
               <a href={href(path)} aria-current={route[0] === path || (path === 'fleet' && route[0] === 'nodes') ? 'page' : undefined}>
                 {label}
@@ -114,7 +125,8 @@ function Shell({ user, onSignOut }: { user: User; onSignOut: () => void }) {
         </ul>
       </nav>
       <main id="main">
-        <View route={route} user={user} />
+        {/* Every view is made anew for the chosen project: its lists are read again, narrowed to it. */}
+        {access ? <View key={access.project ?? ''} route={route} user={user} /> : <p role={accessError ? 'alert' : undefined}>{accessError ?? 'Loading…'}</p>}
       </main>
       <Notices />
     </div>
@@ -280,7 +292,10 @@ export function App() {
     setState({ kind: 'in', user });
   };
   useEffect(() => {
-    whenSignedOut(() => setState({ kind: 'login' }));
+    whenSignedOut(() => {
+      forgetAccess();
+      setState({ kind: 'login' });
+    });
     (async () => {
       try {
         const me = await call('GET /v1/iam/session');
@@ -301,6 +316,7 @@ export function App() {
       onSignOut={async () => {
         await call('DELETE /v1/iam/session').catch(() => undefined);
         useCsrf(null);
+        forgetAccess();
         setState({ kind: 'login' });
       }}
     />

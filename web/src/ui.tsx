@@ -1,5 +1,6 @@
 import { cloneElement, isValidElement, type ComponentChildren, type VNode } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { can } from './access';
 import { ApiError, call, type Answer } from './api';
 import type { Api, Route } from './api.gen';
 import { useLive, type LiveEvent } from './live';
@@ -23,7 +24,14 @@ export function notify(text: string, kind: Notice['kind'] = 'ok'): void {
   }, kind === 'error' ? 12_000 : 5_000);
 }
 
-export const failed = (err: unknown) => notify(err instanceof ApiError ? `${err.message} (HTTP ${err.status})` : String((err as Error).message ?? err), 'error');
+/** What a refusal says: its message, and the details its message does not already say (a 403 names there what the role lacks). */
+export function refusal(err: unknown): string {
+  if (!(err instanceof ApiError)) return String((err as Error).message ?? err);
+  const more = err.details.map((d) => d.message ?? '').filter((m) => m && !err.message.includes(m));
+  return `${[err.message, ...more].join(': ')} (HTTP ${err.status})`;
+}
+
+export const failed = (err: unknown) => notify(refusal(err), 'error');
 
 export function Notices() {
   const [list, setList] = useState(notices);
@@ -216,10 +224,21 @@ export function useAction(): [boolean, (fn: () => Promise<unknown>) => Promise<b
   return [busy, run];
 }
 
+/**
+ * What a button does, for showing it only to those whose roles grant it: the operation it calls,
+ * and the project of the resource it acts on where the record says (else the header's project).
+ */
+export interface Needs {
+  needs?: Route;
+  project?: string | null;
+}
+const granted = (props: Needs) => !props.needs || can(props.needs, props.project);
+
 /** A button that asks for confirmation in a dialog before it acts. */
-export function ConfirmButton(props: { label: string; title: string; confirm: ComponentChildren; verb?: string; danger?: boolean; onConfirm: () => Promise<unknown>; done?: string }) {
+export function ConfirmButton(props: { label: string; title: string; confirm: ComponentChildren; verb?: string; danger?: boolean; onConfirm: () => Promise<unknown>; done?: string } & Needs) {
   const [open, setOpen] = useState(false);
   const [busy, run] = useAction();
+  if (!granted(props)) return null;
   return (
     <>
       <button type="button" class={props.danger ? 'danger small' : 'small'} onClick={() => setOpen(true)}>
@@ -253,9 +272,10 @@ export function ConfirmButton(props: { label: string; title: string; confirm: Co
 }
 
 /** A button opening a form in a dialog; `submit` returns true to close it. */
-export function FormButton(props: { label: string; title: string; primary?: boolean; small?: boolean; submitLabel: string; children: ComponentChildren; onSubmit: (form: FormData) => Promise<unknown>; done?: string; wide?: boolean }) {
+export function FormButton(props: { label: string; title: string; primary?: boolean; small?: boolean; submitLabel: string; children: ComponentChildren; onSubmit: (form: FormData) => Promise<unknown>; done?: string; wide?: boolean } & Needs) {
   const [open, setOpen] = useState(false);
   const [busy, run] = useAction();
+  if (!granted(props)) return null;
   return (
     <>
       <button type="button" class={[props.primary ? 'primary' : '', props.small ? 'small' : ''].join(' ')} onClick={() => setOpen(true)}>
@@ -290,7 +310,7 @@ export function FormButton(props: { label: string; title: string; primary?: bool
 }
 
 /** Log lines read through an agent (a queued read), shown in a dialog. */
-export function LogsButton({ title, read }: { title: string; read: () => Promise<unknown> }) {
+export function LogsButton({ title, read, ...needs }: { title: string; read: () => Promise<unknown> } & Needs) {
   const [open, setOpen] = useState(false);
   const [text, setText] = useState<string | null>(null);
   const show = async () => {
@@ -304,6 +324,7 @@ export function LogsButton({ title, read }: { title: string; read: () => Promise
       setText(`Could not read the logs: ${(err as Error).message}`);
     }
   };
+  if (!granted(needs)) return null;
   return (
     <>
       <button type="button" class="small" onClick={show}>
