@@ -43,6 +43,20 @@ export interface SpecChange {
   new: unknown;
 }
 
+/** A revision as `GET …/revisions` answers it ({@link revisionView}); the list is newest first. */
+export const RevisionAnswer = Type.Object(
+  {
+    number: Type.Integer({ minimum: 1 }),
+    time: Type.String({ description: 'when it was made (ISO 8601)' }),
+    who: Type.Union([Type.Object({ id: Type.String(), name: Type.Union([Type.String(), Type.Null()]) }), Type.Null()], { description: 'who made it; null for a revision 1 kept by the upgrade that started revisions' }),
+    rollback_of: Type.Optional(Type.Integer({ minimum: 1, description: 'the revision a rollback rolled out again' })),
+    objects: Type.Array(Type.Object({ kind: Type.Union([Type.Literal('secret'), Type.Literal('config')]), id: Type.String(), name: Type.String(), version: Type.Integer() }), { description: 'the secret and config versions it used' }),
+    changes: Type.Array(Type.Object({ path: Type.String(), old: Type.Unknown(), new: Type.Unknown() }), { description: 'what differs from the revision before (JSON paths; null where a side has none; (hidden) for a value never shown)' }),
+  },
+  { additionalProperties: false },
+);
+export const RevisionList = Type.Array(RevisionAnswer);
+
 /** What the body of a rollback takes. */
 export const RollbackBody = Type.Object({ revision: Type.Integer({ minimum: 1, description: 'the revision to roll out again (GET …/revisions)' }) }, { additionalProperties: false });
 

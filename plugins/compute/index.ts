@@ -18,7 +18,7 @@ import { VolumesRef, VolumeUserStoppers, type VolumesApi } from '../volumes/api.
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
 import { computeMigrations, INSTANCES } from './migrations.js';
 import { instanceSpec, InstanceStore, type InstanceRecord, type InstanceSpec } from './store.js';
-import { revisionsView, RollbackBody } from '../../core/clusters/revisions.js';
+import { RevisionList, revisionsView, RollbackBody } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
 import { RoutesChanged } from '../../core/clusters/topics.js';
 
@@ -545,7 +545,7 @@ export default definePlugin({
           auth: 'authenticated',
           scope: { of: [{ kind: 'instance', from: 'params.id' }] },
           summary: 'An instance’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths, old and new values)',
-          schemas: { params: IdParams },
+          schemas: { params: IdParams, response: RevisionList },
           handler: async (req) => revisionsView(core.revisions, 'instance', (await requireInstance(req.params.id)).id),
         }),
         defineRoute({

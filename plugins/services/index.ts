@@ -19,7 +19,7 @@ import { ServicesRef, type ServicesApi } from './api.js';
 import { decodeBase64Text, resolveObjects } from './bundles.js';
 import { SERVICES, serviceMigrations } from './migrations.js';
 import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
-import { objectVersions, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
+import { objectVersions, RevisionList, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
 import { unlimitedAdmin } from '../../core/auth/permissions.js';
 import { parseAllDocuments } from 'yaml';
@@ -526,7 +526,7 @@ export default definePlugin({
           auth: 'authenticated',
           scope: { of: [{ kind: 'service', from: 'params.id' }] },
           summary: 'A service’s kept spec revisions, newest first: number, time, who, the secret and config versions used, and what changed against the revision before (JSON paths of the YAML read as data; a manifest object’s data is never shown)',
-          schemas: { params: IdParams },
+          schemas: { params: IdParams, response: RevisionList },
           handler: async (req) => {
             const service = await store.require(req.params.id);
             return revisionsView(core.revisions, 'service', service.id, diffable(service), hidden);
