@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Migration } from '../db/migrations.js';
+import { namedRecord, recordId, recordTimes } from '../db/columns.js';
 
 export const CLUSTERS = 'clusters';
 export const CLUSTER_MEMBERS = 'cluster_members';
@@ -58,8 +59,7 @@ export const clusterMigrations: Migration[] = [
         return;
       }
       await knex.schema.createTable(CLUSTERS, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         /** empty | forming | active | deleting | failed */
         t.string('status', 20).notNullable();
         /** The node whose agent is asked first (a manager / server node). */
@@ -67,15 +67,13 @@ export const clusterMigrations: Migration[] = [
         /** The orchestrator's own id of the cluster (a swarm's cluster id). */
         t.string('runtime_id', 100).nullable();
         t.text('error').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         /** swarm | k8s */
         t.string('backend', 20).notNullable().defaultTo('swarm');
         leaseColumns(t);
       });
       await knex.schema.createTable(CLUSTER_MEMBERS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('cluster_id', 64).notNullable().references('id').inTable(CLUSTERS).onDelete('CASCADE');
         t.string('node_id', 64).notNullable().unique();
         /** manager | worker */
@@ -85,8 +83,7 @@ export const clusterMigrations: Migration[] = [
         t.string('runtime_node_id', 100).nullable();
         t.string('advertise_address', 64).nullable();
         t.text('error').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         t.index(['cluster_id']);
         leaseColumns(t);
       });
@@ -99,7 +96,7 @@ export const specRevisionsMigration: Migration = {
   id: '010_spec_revisions',
   async up(knex) {
     await knex.schema.createTable(SPEC_REVISIONS, (t) => {
-      t.string('id', 64).primary();
+      recordId(t);
       /** instance | service */
       t.string('resource_type', 40).notNullable();
       t.string('resource_id', 64).notNullable();

@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const ALERTS = 'alerts';
 
@@ -10,7 +11,7 @@ export const alertMigrations: Migration[] = [
       // (pending) through firing to resolved. Resolved rows are the history; at most one row per
       // key is open (pending or firing) at a time.
       await knex.schema.createTable(ALERTS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('rule', 40).notNullable();
         t.string('resource_type', 40).notNullable();
         t.string('resource_id', 200).notNullable();
@@ -31,9 +32,7 @@ export const alertMigrations: Migration[] = [
         t.timestamp('silenced_until', { useTz: true }).nullable();
         /** The last state announced (alert.firing / alert.resolved): null, firing or resolved. */
         t.string('notified_state', 20).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['state']);
       });
     },

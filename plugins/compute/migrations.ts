@@ -2,6 +2,7 @@ import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { jsonColumn, seedRevisions } from '../../core/clusters/revisions.js';
 import { instanceSpec, type InstanceRecord } from './store.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const INSTANCES = 'compute_instances';
 
@@ -10,7 +11,7 @@ export const computeMigrations: Migration[] = [
     id: '001_compute_instances',
     async up(knex) {
       await knex.schema.createTable(INSTANCES, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('name', 63).notNullable();
         t.string('swarm_id', 64).notNullable();
         t.string('runtime_name', 100).notNullable();
@@ -34,8 +35,7 @@ export const computeMigrations: Migration[] = [
         t.json('placement').nullable();
         t.integer('running').nullable();
         t.timestamp('observed_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         t.unique(['swarm_id', 'name']);
         t.index(['created_at', 'id']);
       });

@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const LOAD_BALANCERS = 'load_balancers';
 
@@ -8,7 +9,7 @@ export const gatewayMigrations: Migration[] = [
     id: '001_load_balancers',
     async up(knex) {
       await knex.schema.createTable(LOAD_BALANCERS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('name', 100).notNullable();
         /** Exactly one of swarm_id and cluster_id is set. */
         t.string('swarm_id', 64).nullable().unique();
@@ -25,9 +26,7 @@ export const gatewayMigrations: Migration[] = [
         t.integer('config_version').notNullable().defaultTo(0);
         t.json('routes').nullable();
         t.timestamp('applied_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
       });
     },
   },

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Migration } from '../../core/db/migrations.js';
 import { USERS } from './api.js';
+import { recordId } from '../../core/db/columns.js';
 
 export { USERS };
 export const USER_PROPERTIES = 'user_properties';
@@ -63,7 +64,7 @@ export const iamMigrations: Migration[] = [
         t.index(['userid']);
       });
       await knex.schema.createTable(API_KEYS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('access_key_id', 40).notNullable().unique();
         t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
         t.text('secret_sealed').notNullable();

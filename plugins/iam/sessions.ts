@@ -11,6 +11,7 @@ import { defineRoute, type HangarRequest, type RouteDef } from '../../core/plugi
 import type { Identity } from './identity.js';
 import { Password, UserView } from './schemas.js';
 import { USER_CHANGES, type UserRecord } from './users.js';
+import { recordId } from '../../core/db/columns.js';
 
 export const SESSIONS = 'iam_sessions';
 export const SESSION_COOKIE = 'hangar_session';
@@ -24,7 +25,7 @@ export const sessionMigrations: Migration[] = [
     async up(knex) {
       await knex.schema.createTable(SESSIONS, (t) => {
         /** sha256 of the cookie's value: the value itself is never stored. */
-        t.string('id', 64).primary();
+        recordId(t);
         t.uuid('userid').notNullable().index();
         /** The user's token epoch when the session began: a password change ends it. */
         t.integer('token_epoch').notNullable();

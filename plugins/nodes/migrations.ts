@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns } from '../../core/clusters/migrations.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const NODES = 'nodes';
 export const JOIN_TOKENS = 'join_tokens';
@@ -13,7 +14,7 @@ export const nodeMigrations: Migration[] = [
     id: '001_nodes',
     async up(knex) {
       await knex.schema.createTable(NODES, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('name', 100).notNullable();
         t.string('hostname', 255).nullable();
         t.string('ip_address', 64).nullable();
@@ -34,13 +35,11 @@ export const nodeMigrations: Migration[] = [
         t.timestamp('last_heartbeat_at', { useTz: true }).nullable();
         t.json('resources').nullable();
         t.json('facts').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['connection', 'last_heartbeat_at']);
       });
       await knex.schema.createTable(JOIN_TOKENS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('token_hash', 64).notNullable().unique();
         t.string('node_id', 64).nullable();
         t.string('overlay_ip', 64).nullable();
@@ -112,7 +111,7 @@ export const nodeMigrations: Migration[] = [
     id: '004_agent_rollouts',
     async up(knex) {
       await knex.schema.createTable(AGENT_ROLLOUTS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('name', 100).notNullable();
         /** running | completed | halted | cancelled | failed */
         t.string('status', 20).notNullable();
@@ -133,8 +132,7 @@ export const nodeMigrations: Migration[] = [
         t.string('failed_node_id', 64).nullable();
         t.string('created_by', 100).nullable();
         t.timestamp('finished_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         leaseColumns(t);
         t.index(['created_at', 'id']);
         t.index(['status']);

@@ -1,4 +1,5 @@
 import type { Migration } from '../../core/db/migrations.js';
+import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
 
 export const CHANNELS = 'notification_channels';
 export const SUBSCRIPTIONS = 'notification_subscriptions';
@@ -11,8 +12,7 @@ export const notificationMigrations: Migration[] = [
     id: '001_channels_subscriptions_outbox',
     async up(knex) {
       await knex.schema.createTable(CHANNELS, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         /** webhook | email | slack | discord | teams */
         t.string('kind', 20).notNullable();
         /** The receiver's URL, encrypted (a chat webhook's URL is its credential); null for email. */
@@ -25,12 +25,10 @@ export const notificationMigrations: Migration[] = [
         t.text('recipients').notNullable();
         /** A webhook's signing secret, encrypted; shown once, at creation. */
         t.text('secret_sealed').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
       });
       await knex.schema.createTable(SUBSCRIPTIONS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('channel_id', 64).notNullable();
         /** JSON array of event types. */
         t.text('event_types').notNullable();
@@ -40,13 +38,11 @@ export const notificationMigrations: Migration[] = [
         t.text('tags').notNullable();
         /** info | warning | critical: the least severe event delivered. */
         t.string('min_severity', 10).notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['channel_id']);
       });
       await knex.schema.createTable(DELIVERIES, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('channel_id', 64).notNullable();
         t.string('subscription_id', 64).nullable();
         t.string('event_id', 64).notNullable();
@@ -62,8 +58,7 @@ export const notificationMigrations: Migration[] = [
         t.bigInteger('give_up_ms').notNullable();
         t.text('last_error').nullable();
         t.timestamp('delivered_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         t.unique(['event_id', 'channel_id']);
         t.index(['created_at', 'id']);
         t.index(['status', 'due_ms']);

@@ -3,18 +3,16 @@ import { CLUSTERS } from '../../core/clusters/migrations.js';
 import { newId } from '../../core/ids.js';
 import { USERS } from '../iam/api.js';
 import { DEFAULT_PROJECT, MIGRATED_ROLE, PROJECTS, PROJECT_MEMBERS, PROJECT_ROLES } from './api.js';
+import { namedRecord, recordTimes } from '../../core/db/columns.js';
 
 export const projectMigrations: Migration[] = [
   {
     id: '001_projects',
     async up(knex) {
       await knex.schema.createTable(PROJECTS, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         t.string('description', 500).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
       });
       await knex.schema.createTable(PROJECT_ROLES, (t) => {
         t.string('project_id', 64).notNullable().references('id').inTable(PROJECTS).onDelete('CASCADE');
@@ -30,8 +28,7 @@ export const projectMigrations: Migration[] = [
         t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
         /** A built-in role or the name of one of the project's custom roles. */
         t.string('role', 63).notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         t.primary(['project_id', 'userid']);
         t.index(['userid']);
       });

@@ -13,6 +13,7 @@ import { IpAddress, NodeName, NodeParams, NodesRef, nodesOf, type NodeRecord } f
 import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials } from '../ssh-profiles/api.js';
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 const HOST_KEYS = 'ssh_host_keys';
 const SSH_JOBS = 'provisioning_ssh_jobs';
@@ -122,14 +123,13 @@ export default definePlugin({
       id: '002_ssh_jobs',
       async up(knex) {
         await knex.schema.createTable(SSH_JOBS, (t) => {
-          t.string('id', 64).primary();
+          recordId(t);
           t.string('name', 255).notNullable();
           t.string('address', 255).notNullable();
           t.text('credentials').nullable();
           t.string('host_key', 100).nullable();
           t.timestamp('requested_at', { useTz: true }).notNullable();
-          t.timestamp('created_at', { useTz: true }).notNullable();
-          t.timestamp('updated_at', { useTz: true }).notNullable();
+          recordTimes(t);
           leaseColumns(t);
         });
       },

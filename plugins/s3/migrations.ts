@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
+import { namedRecord, recordTimes } from '../../core/db/columns.js';
 
 export const S3_INSTANCES = 's3_instances';
 
@@ -8,8 +9,7 @@ export const s3Migrations: Migration[] = [
     id: '001_s3_instances',
     async up(knex) {
       await knex.schema.createTable(S3_INSTANCES, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         t.string('swarm_id', 64).notNullable();
         t.string('volume_id', 64).notNullable();
         t.string('runtime_name', 100).notNullable();
@@ -26,9 +26,7 @@ export const s3Migrations: Migration[] = [
         t.text('error').nullable();
         t.integer('running').nullable();
         t.timestamp('observed_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['swarm_id']);
         t.index(['volume_id']);
       });

@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns } from '../../core/clusters/migrations.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const SECRETS = 'secrets';
 
@@ -8,7 +9,7 @@ export const secretMigrations: Migration[] = [
     id: '001_secrets',
     async up(knex) {
       await knex.schema.createTable(SECRETS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         /** secret | config */
         t.string('kind', 10).notNullable();
         t.string('name', 63).notNullable();
@@ -25,8 +26,7 @@ export const secretMigrations: Migration[] = [
         t.text('data_sealed').notNullable();
         /** Runtime objects of earlier versions not removed yet (JSON array of names). */
         t.text('retired').notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
+        recordTimes(t);
         t.unique(['kind', 'swarm_id', 'name']);
         t.unique(['kind', 'cluster_id', 'namespace', 'name']);
         t.index(['kind', 'created_at', 'id']);

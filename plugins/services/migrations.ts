@@ -1,6 +1,7 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { seedRevisions } from '../../core/clusters/revisions.js';
+import { namedRecord, recordTimes } from '../../core/db/columns.js';
 
 export const SERVICES = 'services';
 
@@ -9,8 +10,7 @@ export const serviceMigrations: Migration[] = [
     id: '001_services',
     async up(knex) {
       await knex.schema.createTable(SERVICES, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         /** compose (a stack on a swarm); k8s comes later with cluster_id. */
         t.string('backend', 20).notNullable();
         t.string('swarm_id', 64).nullable();
@@ -27,9 +27,7 @@ export const serviceMigrations: Migration[] = [
         /** [{service, domain, port}] from the x-hangar extension. */
         t.json('routes').notNullable();
         t.timestamp('observed_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['swarm_id']);
       });
     },

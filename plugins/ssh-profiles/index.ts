@@ -5,6 +5,7 @@ import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshCredentialFields, SshProfilesRef, type SshProfilesApi } from './api.js';
+import { recordId, recordTimes } from '../../core/db/columns.js';
 
 const TABLE = 'ssh_profiles';
 
@@ -61,15 +62,13 @@ export default definePlugin({
       id: '001_ssh_profiles',
       async up(knex) {
         await knex.schema.createTable(TABLE, (t) => {
-          t.string('id', 64).primary();
+          recordId(t);
           t.string('name', 100).notNullable().unique();
           t.string('user', 32).notNullable();
           t.integer('port').notNullable();
           t.text('key_sealed').nullable();
           t.text('password_sealed').nullable();
-          t.timestamp('created_at', { useTz: true }).notNullable();
-          t.timestamp('updated_at', { useTz: true }).notNullable();
-          t.index(['created_at', 'id']);
+          recordTimes(t, { paged: true });
         });
       },
     },

@@ -8,6 +8,7 @@ import { TaggableResources } from '../../core/resources.js';
 import { RESOURCE_TYPES, TAGGED_KINDS, TagsRef, type ResourceType, type Tag, type TagsApi } from './api.js';
 import type { RouteScope } from '../../core/auth/scope.js';
 import { ResourceDeleted } from '../../core/events.js';
+import { recordTimes } from '../../core/db/columns.js';
 
 const TAGS = 'tags';
 /** A tag set or its value replaced: one prepared statement (core/db/writes.ts). */
@@ -53,8 +54,7 @@ export default definePlugin({
           t.string('resource_id', 100).notNullable();
           t.string('key', 63).notNullable();
           t.string('value', 255).notNullable();
-          t.timestamp('created_at', { useTz: true }).notNullable();
-          t.timestamp('updated_at', { useTz: true }).notNullable();
+          recordTimes(t);
           t.primary(['resource_type', 'resource_id', 'key']);
           t.index(['key', 'value']);
         });

@@ -1,6 +1,7 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { adoptIntoDefaultProject } from '../projects/api.js';
+import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
 
 export const VOLUMES = 'volumes';
 export const VOLUME_DEFINITIONS = 'volume_definitions';
@@ -10,8 +11,7 @@ export const volumeMigrations: Migration[] = [
     id: '001_volumes',
     async up(knex) {
       await knex.schema.createTable(VOLUMES, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         t.string('node_id', 64).notNullable();
         t.string('folder', 1024).notNullable();
         /** nfs | local; fixed at creation */
@@ -22,14 +22,12 @@ export const volumeMigrations: Migration[] = [
         t.text('error').nullable();
         /** What the host node reported about the NFS export: {file, served, reason}. */
         t.text('nfs_export').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['node_id']);
       });
       // Where a volume is defined (a named volume on that node's engine), so deletion removes each one.
       await knex.schema.createTable(VOLUME_DEFINITIONS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('volume_id', 64).notNullable().references('id').inTable(VOLUMES).onDelete('CASCADE');
         t.string('node_id', 64).notNullable();
         t.timestamp('created_at', { useTz: true }).notNullable();

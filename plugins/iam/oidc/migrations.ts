@@ -1,5 +1,6 @@
 import type { Migration } from '../../../core/db/migrations.js';
 import { USERS } from '../api.js';
+import { recordId } from '../../../core/db/columns.js';
 
 /** Which provider account (issuer, subject) is which hangar user: the one link an SSO login follows. */
 export const SSO_IDENTITIES = 'iam_sso_identities';
@@ -20,7 +21,7 @@ export const ssoMigrations: Migration[] = [
       });
       await knex.schema.createTable(SSO_FLOWS, (t) => {
         /** sha256 of the handle the browser (state) or the CLI (device request) holds: the handle itself is never stored. */
-        t.string('id', 64).primary();
+        recordId(t);
         /** `browser` (authorization code + PKCE) or `device` (RFC 8628). */
         t.string('kind', 16).notNullable();
         /** sha256 of the browser's binding cookie: the callback must come from the browser that began. */
