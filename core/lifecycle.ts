@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Clock } from './clock.js';
 import type { StampedRepository } from './db/repository.js';
-import { defineTopic, type EventBus } from './events.js';
+import { defineTopic, notice, type EventBus } from './events.js';
 import { randomToken } from './ids.js';
 import type { BackgroundJobs } from './jobs.js';
 import type { Logger } from './log.js';
@@ -26,9 +26,17 @@ export const TROUBLED_STATUSES: ReadonlySet<string> = new Set(['failed', 'rolled
 /**
  * A resource of a lifecycle entered a status of {@link TROUBLED_STATUSES}: an operation failed, or
  * an observation found it failed, rolled back or its rollout paused. Published once, by the process whose write made
- * the change.
+ * the change; its durable listeners (the notification) write in the transaction of that change.
  */
-export const ResourceTroubled = defineTopic<{ noun: string; id: string; name: string | null; from: string | null; to: string; reason: string | null }>('resource.troubled');
+export interface Trouble {
+  noun: string;
+  id: string;
+  name: string | null;
+  from: string | null;
+  to: string;
+  reason: string | null;
+}
+export const ResourceTroubled = defineTopic<Trouble>('resource.troubled');
 
 /** The columns of an operation lease (core/clusters/migrations.ts `leaseColumns`). */
 export interface LeaseFields {
@@ -138,14 +146,29 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
     return new Date(this.env.clock.now().getTime() + this.env.leaseMs).toISOString();
   }
 
-  /** Announces the record entering a troubled status through `patch`, which was just written over `before`. */
-  private announce(before: R, patch: Partial<R>): void {
+  /** What {@link ResourceTroubled} says of `patch` written over `before`: null unless it enters a troubled status. */
+  private troubleOf(before: R, patch: Partial<R>): Trouble | null {
     const to = patch.status;
-    if (!this.env.bus || typeof to !== 'string' || to === before.status || !TROUBLED_STATUSES.has(to)) return;
+    if (typeof to !== 'string' || to === before.status || !TROUBLED_STATUSES.has(to)) return null;
     const fields = { ...before, ...patch } as Record<string, unknown>;
     const reason = [fields.reason, fields.error].find((v): v is string => typeof v === 'string' && v !== '') ?? null;
     const name = typeof fields.name === 'string' ? fields.name : null;
-    this.env.bus.publish(ResourceTroubled, { noun: this.def.noun, id: before.id, name, from: before.status ?? null, to, reason });
+    return { noun: this.def.noun, id: before.id, name, from: before.status ?? null, to, reason };
+  }
+
+  /**
+   * Writes `patch` over `before` by `write` (a guarded update answering how many rows it changed).
+   * When the record enters a troubled status, in one transaction with what the durable listeners of
+   * {@link ResourceTroubled} keep of it (its notification; a loss is logged and the record written
+   * alone), and announced on the bus once written.
+   */
+  private async write(before: R, patch: Partial<R>, write: (q: Knex.QueryBuilder) => Promise<number>): Promise<number> {
+    const trouble = this.troubleOf(before, patch);
+    const bus = this.env.bus;
+    if (!trouble || !bus) return write(this.repo.query());
+    const written = await bus.keepWith(this.env.knex, [notice(ResourceTroubled, trouble)], (trx) => write(this.repo.query(trx)), { log: this.env.log, wanted: (n) => n > 0 });
+    if (written) bus.publish(ResourceTroubled, trouble);
+    return written;
   }
 
   private operation(op: string): Operation<R> {
@@ -250,13 +273,11 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       for (;;) {
         const result = await operation.run(record, { opId, signal, unrecorded });
         if (result === REMOVED) return;
-        const settled = await this.repo
-          .query()
-          .where({ id: record.id, op_id: opId, op_rev: record.op_rev })
-          .update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+        const settled = await this.write(record, result, async (q) =>
+          q.where({ id: record.id, op_id: opId, op_rev: record.op_rev }).update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now })),
+        );
         if (settled) {
           this.repo.changed(record.id, 'update');
-          this.announce(record, result);
           return;
         }
         const current = await this.repo.get(record.id);
@@ -275,12 +296,8 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       const current = await this.repo.get(record.id);
       if (current?.op_id === opId) {
         const failure = operation.failed(current, err as Error);
-        await this.repo
-          .query()
-          .where({ id: record.id, op_id: opId })
-          .update(this.repo.codec.encode({ ...failure, op: null, op_id: null, op_lease_until: null, updated_at: this.now }));
+        await this.write(current, failure, async (q) => q.where({ id: record.id, op_id: opId }).update(this.repo.codec.encode({ ...failure, op: null, op_id: null, op_lease_until: null, updated_at: this.now })));
         this.repo.changed(record.id, 'update');
-        this.announce(current, failure);
       }
       throw err;
     } finally {
@@ -296,14 +313,9 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
     if (!this.def.reconcile || record.op_id) return null;
     const patch = changes(record, this.def.reconcile(record, observed));
     if (!patch) return null;
-    const written = await this.repo
-      .query()
-      .where({ id: record.id, op_rev: record.op_rev })
-      .whereNull('op_id')
-      .update(this.repo.codec.encode({ ...patch, updated_at: this.now }));
+    const written = await this.write(record, patch, async (q) => q.where({ id: record.id, op_rev: record.op_rev }).whereNull('op_id').update(this.repo.codec.encode({ ...patch, updated_at: this.now })));
     if (!written) return null;
     this.repo.changed(record.id, 'update');
-    this.announce(record, patch);
     return this.repo.get(record.id);
   }
 

@@ -1,7 +1,8 @@
 import type { HangarConfig } from '../../config/schema.js';
 import type { Clock } from '../clock.js';
 import type { Store } from '../db/store.js';
-import type { EventBus } from '../events.js';
+import type { Knex } from 'knex';
+import { notice, type EventBus, type Notice } from '../events.js';
 import { BackgroundJobs } from '../jobs.js';
 import type { Logger } from '../log.js';
 import type { ServiceRegistry } from '../provided.js';
@@ -14,7 +15,8 @@ import { ClusterLifecycles } from './lifecycles.js';
 import { ClusterObservation } from './observation.js';
 import { MemberReach } from './reach.js';
 import { RevisionStore } from './revisions.js';
-import { ClusterStore, MemberStore } from './store.js';
+import { ClusterStore, MemberStore, type MemberRecord } from './store.js';
+import { ClusterMemberJoined, ClusterMemberLeft } from './topics.js';
 import { ClusterWorkloadKinds } from './workloads.js';
 
 export interface ClusterSettings {
@@ -126,7 +128,10 @@ export class Clusters {
   // observation (./observation.ts)
   readonly observe: ClusterObservation['observe'];
 
-  constructor(deps: ClustersDeps, settings: ClusterSettings) {
+  constructor(
+    private readonly deps: ClustersDeps,
+    settings: ClusterSettings,
+  ) {
     const { config, db, clock, tasks, events, log, shutdown, provided, peers } = deps;
     this.settings = { ...settings };
     const tuned = this.settings;
@@ -181,6 +186,25 @@ export class Clusters {
     this.resume = this.lifecycles.resume.bind(this.lifecycles);
     this.hasLifecycles = this.lifecycles.hasLifecycles.bind(this.lifecycles);
     this.observe = this.observation.observe.bind(this.observation);
+  }
+
+  /**
+   * Makes a member active in its cluster (`patch`: what the join found), in one transaction with what
+   * the durable listeners of {@link ClusterMemberJoined} keep of it (its notification; a loss is
+   * logged, the member changed alone). The backend's plugin publishes the topic once its join is done.
+   */
+  memberJoined(member: MemberRecord, patch: Partial<MemberRecord>): Promise<MemberRecord> {
+    return this.keepMemberChange(notice(ClusterMemberJoined, { clusterId: member.cluster_id, nodeId: member.node_id }), (trx) => this.members.change(member.id, { ...patch, status: 'active' }, trx));
+  }
+
+  /** Removes a member that left its cluster, as {@link memberJoined} writes a join: with {@link ClusterMemberLeft}'s durable listeners. */
+  memberLeft(member: MemberRecord): Promise<boolean> {
+    return this.keepMemberChange(notice(ClusterMemberLeft, { clusterId: member.cluster_id, nodeId: member.node_id }), (trx) => this.members.remove(member.id, trx), (removed) => removed);
+  }
+
+  private keepMemberChange<R>(said: Notice, change: (trx?: Knex.Transaction) => Promise<R>, wanted?: (done: R) => boolean): Promise<R> {
+    const { events, db, log } = this.deps;
+    return events.keepWith(db.knex, [said], change, { log, wanted });
   }
 
   /** Changes settings before start-up ends (a plugin's older configuration keys). */

@@ -270,19 +270,19 @@ export class StampedRepository<T extends Row> extends Repository<T> {
   }
 
   /** Updates the row and returns it (the row must exist). */
-  async change(id: string, patch: Partial<T>): Promise<T> {
-    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }))!;
+  async change(id: string, patch: Partial<T>, trx?: Knex.Transaction): Promise<T> {
+    return (await this.update(id, { ...patch, updated_at: this.clock.now().toISOString() }, trx))!;
   }
 
   /**
    * Updates the row only while its `status` is one of `statuses` (or, with `{ not }`, none of
    * them); the row after, or null when the guard did not hold. One statement: no lost updates.
    */
-  async changeIf(id: string, statuses: string[] | { not: string[] }, patch: Partial<T>): Promise<T | null> {
+  async changeIf(id: string, statuses: string[] | { not: string[] }, patch: Partial<T>, trx?: Knex.Transaction): Promise<T | null> {
     const list = Array.isArray(statuses) ? statuses : statuses.not;
     // `not in ()` holds for every row, `in ()` for none (what knex's whereIn / whereNotIn of nothing do).
     const condition = list.length ? ` and "status" ${Array.isArray(statuses) ? 'in' : 'not in'} (${list.map(() => '?').join(', ')})` : Array.isArray(statuses) ? ' and 1 = 0' : '';
-    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }), condition, list);
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.clock.now().toISOString() }), condition, list, trx);
   }
 }
 

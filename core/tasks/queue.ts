@@ -5,7 +5,7 @@ import type { SecretBox } from '../crypto.js';
 import { RowCodec, type Row } from '../db/repository.js';
 import type { Store } from '../db/store.js';
 import { conflict, notFound } from '../errors.js';
-import { defineTopic, type EventBus } from '../events.js';
+import { defineTopic, notice, type EventBus } from '../events.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { cannotRun, type AgentCapabilities, type PayloadOf, type ResultOf, type TaskKind, type TaskKindRegistry } from './kinds.js';
@@ -499,23 +499,34 @@ export class TaskQueue {
       outcome = { ok: false, error: `the agent on node ${nodeId} answered a malformed ${task.kind} result: ${malformed}` };
     }
     const now = this.clock.now().toISOString();
-    const updated = await this.knex(TASKS)
-      .where({ id: taskId })
-      .whereIn('status', ['leased', 'pending'])
-      .update(
-        codec.encode({
-          status: outcome.ok ? 'completed' : 'failed',
-          result: this.seal(outcome.output),
-          error: outcome.ok ? null : (outcome.error ?? 'the agent reported a failure without a reason'),
-          lease_expires_at: null,
-          updated_at: now,
-          completed_at: now,
-        }),
-      );
+    const settled = {
+      status: outcome.ok ? 'completed' : 'failed',
+      result: outcome.output ?? null,
+      error: outcome.ok ? null : (outcome.error ?? 'the agent reported a failure without a reason'),
+      lease_expires_at: null,
+      updated_at: now,
+      completed_at: now,
+    } as const;
+    const write = async (k: Knex | Knex.Transaction = this.knex): Promise<number> =>
+      k(TASKS)
+        .where({ id: taskId })
+        .whereIn('status', ['leased', 'pending'])
+        .update(codec.encode({ ...settled, result: this.seal(outcome.output) }));
+    // A failure's durable listeners (its notification) write in the transaction that records it.
+    const updated = outcome.ok ? await write() : await this.keepFailure({ ...task, ...settled }, write);
     if (!updated) throw conflict(`Task ${taskId} is already ${task.status}`);
     const done = (await this.get(taskId))!;
     this.events.publish(outcome.ok ? TaskCompleted : TaskFailed, done);
     return done;
+  }
+
+  /**
+   * Settles a task as failed by `write` (a guarded update answering how many rows it changed), in one
+   * transaction with what the durable listeners of {@link TaskFailed} keep of `failed` (its
+   * notification); when that cannot be written, the task is settled alone and the loss logged.
+   */
+  private keepFailure(failed: Task, write: (k?: Knex.Transaction) => Promise<number>): Promise<number> {
+    return this.events.keepWith(this.knex, [notice(TaskFailed, failed)], write, { log: this.log, wanted: (changed) => changed > 0 });
   }
 
   /** Returns expired leases to pending, or fails tasks that used up their attempts. */
@@ -526,14 +537,11 @@ export class TaskQueue {
     let failed = 0;
     for (const row of expired.map((r) => this.decode(r))) {
       const exhausted = row.attempts >= row.max_attempts;
-      const changed = await this.knex(TASKS)
-        .where({ id: row.id, status: 'leased' })
-        .where('lease_expires_at', '<', now)
-        .update(
-          exhausted
-            ? { status: 'failed', error: `no result after ${row.attempts} attempt(s): the agent's lease expired each time`, updated_at: now, completed_at: now, lease_expires_at: null }
-            : { status: 'pending', updated_at: now, lease_expires_at: null },
-        );
+      const patch = exhausted
+        ? ({ status: 'failed', error: `no result after ${row.attempts} attempt(s): the agent's lease expired each time`, updated_at: now, completed_at: now, lease_expires_at: null } as const)
+        : ({ status: 'pending', updated_at: now, lease_expires_at: null } as const);
+      const write = async (k: Knex | Knex.Transaction = this.knex): Promise<number> => k(TASKS).where({ id: row.id, status: 'leased' }).where('lease_expires_at', '<', now).update(patch);
+      const changed = exhausted ? await this.keepFailure({ ...row, ...patch }, write) : await write();
       if (!changed) continue;
       if (exhausted) {
         failed++;

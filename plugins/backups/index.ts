@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { Type } from '@sinclair/typebox';
 import { isUniqueViolation } from '../../core/db/repository.js';
+import { notice } from '../../core/events.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
@@ -391,7 +392,10 @@ export default definePlugin({
       }
       const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
       if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
-      let changed = await runs.changeIf(run.id, ['running'], patch);
+      // The outcome and its notifications (volume.<operation>.<status>, a failed drill's) commit together.
+      const ended = runView({ ...run, ...patch });
+      const said = [notice(volumeRunTopic(run.operation, patch.status as 'succeeded' | 'failed'), ended), ...(patch.verified === false ? [notice(BackupVerifyFailed, ended)] : [])];
+      let changed = await services.events.keepWith(db.knex, said, (trx) => runs.changeIf(run.id, ['running'], patch, trx), { log, wanted: (done) => done !== null });
       // A restore that stopped the volume's workloads brings them back, whatever its outcome.
       if (changed?.workloads?.length) changed = await stops.bringBack(changed);
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
@@ -489,7 +493,8 @@ export default definePlugin({
           } catch (err) {
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
-            const failed = await runs.insert({ ...newRun('backup', { id: volumeId, node_id: '' }, schedule.target_id), schedule_id: schedule.id, status: 'failed', error: message, finished_at: at.toISOString(), task_id: null, created_at: at.toISOString(), updated_at: at.toISOString() });
+            const row: Partial<RunRecord> = { ...newRun('backup', { id: volumeId, node_id: '' }, schedule.target_id), schedule_id: schedule.id, status: 'failed', error: message, finished_at: at.toISOString(), task_id: null, created_at: at.toISOString(), updated_at: at.toISOString() };
+            const failed = await services.events.keepWith(db.knex, [notice(volumeRunTopic('backup', 'failed'), runView(row as RunRecord))], (trx) => runs.insert(row, trx), { log });
             services.events.publish(volumeRunTopic('backup', 'failed'), runView(failed));
             log.warn({ schedule_id: schedule.id, volume_id: volumeId, error: message }, 'scheduled volume backup not started');
           }

@@ -186,7 +186,7 @@ export default definePlugin({
             { node_name: node.id, node_ip: address, tls_sans: [...new Set(sans)], ...(await installFiles(node)) },
             { subject: cluster.id, timeoutMs: installTimeoutMs },
           );
-          await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
+          await core.memberJoined(member, { runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
           await clusters.change(cluster.id, { status: 'active', manager_node_id: node.id, error: null });
           await knex(K8S_CLUSTERS).where({ cluster_id: cluster.id }).update({ version: result.version });
         } catch (err) {
@@ -204,7 +204,7 @@ export default definePlugin({
           { node_name: node.id, node_ip: address, server_url: serverUrl(addressOf(server)!), token, ...(await installFiles(node)) },
           { subject: cluster.id, timeoutMs: installTimeoutMs },
         );
-        await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
+        await core.memberJoined(member, { runtime_node_id: result.runtime_node_id, advertise_address: address, error: null });
       }
       await record(node.id, 'k8s_joined', `joined Kubernetes cluster ${cluster.name} as ${member.role === 'manager' ? 'the k3s server' : 'a k3s agent'}`, { cluster_id: cluster.id });
       services.events.publish(ClusterMemberJoined, { clusterId: cluster.id, nodeId: node.id });
@@ -250,7 +250,7 @@ export default definePlugin({
         await record(member.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: cluster.id });
       });
       if (!isServer && member.runtime_node_id && cluster.manager_node_id) await core.callOn(cluster, K3sRemoveNode, { runtime_node_id: member.runtime_node_id });
-      await members.remove(member.id);
+      await core.memberLeft(member);
       if (isServer) await clusters.change(cluster.id, { manager_node_id: null, status: cluster.status === 'deleting' ? 'deleting' : 'empty' });
       await record(member.node_id, 'k8s_left', `left Kubernetes cluster ${cluster.name}`, { cluster_id: cluster.id });
       services.events.publish(ClusterMemberLeft, { clusterId: cluster.id, nodeId: member.node_id });
@@ -320,7 +320,7 @@ export default definePlugin({
           await core.runTask(m.node_id, K3sUninstall, {}, { subject: cluster.id, timeoutMs: installTimeoutMs }).catch(async (err: Error) => {
             await record(m.node_id, 'k8s_uninstall_failed', `uninstalling k3s failed: ${err.message}`, { cluster_id: current.id });
           });
-          await members.remove(m.id);
+          await core.memberLeft(m);
           await record(m.node_id, 'k8s_left', `left Kubernetes cluster ${current.name} (deleted)`, { cluster_id: current.id });
           services.events.publish(ClusterMemberLeft, { clusterId: current.id, nodeId: m.node_id });
         }

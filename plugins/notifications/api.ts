@@ -1,11 +1,12 @@
 import type { Knex } from 'knex';
+import { keepWithWrite, type DurableWrite } from '../../core/events.js';
 import { defineServiceRef } from '../../core/plugin.js';
 import type { AlertAnnouncement } from '../alerts/api.js';
 import type { AuditRecordedEvent } from '../audit/api.js';
 import type { NewEvent, Severity } from './events.js';
 
 /** Writes an event's outbox rows in the producer's transaction (its COMMIT makes them due). */
-export type OutboxWrite = (trx: Knex.Transaction) => Promise<void>;
+export type OutboxWrite = DurableWrite;
 
 /**
  * The notifications plugin's contract: what other plugins import of it (importing this never loads the plugin).
@@ -16,9 +17,11 @@ export type OutboxWrite = (trx: Knex.Transaction) => Promise<void>;
  *     const write = await notifications?.prepare(event);   // before the transaction: reads
  *     await knex.transaction(async (trx) => { …the change…; await write?.(trx); });
  *
- * Such a producer's bus topic is not bridged (plugins/notifications/events.ts): the alert engine's
- * alert.firing / alert.resolved and the audit log's audit.<kind> come this way; the others (state a
- * process holds in memory, or written where no transaction reaches) come from the in-process bus.
+ * The alert engine's alert.firing / alert.resolved, the audit log's audit.<kind> and the node
+ * events come this way; the events of core and of plugins that know no notifications (task.failed,
+ * workload.*, cluster.member.*, volume.*) come the same way through the bus's durable listeners
+ * (core/events.ts `EventBus.keep`, filled by plugins/notifications/events.ts): every event's outbox
+ * rows are written in the transaction of its change.
  */
 export interface NotificationsApi {
   /**
@@ -87,44 +90,16 @@ export function auditNotification(a: AuditRecordedEvent): NewEvent {
  * For a record that must be kept even when its notification cannot be written (an audit entry, a
  * node event): `change` and the event's outbox rows in one transaction (both or neither, as
  * `prepare` promises); when the matching or the outbox write fails, `change` alone, and `lost` is
- * told why (log it, naming the record: the notification is not written, the record is). `change`
- * answers what it did; `wanted` says from that whether the notification is wanted (a guarded
- * change that changed nothing: not). A failure of `change` itself, or of the COMMIT, is thrown as
- * it is (the COMMIT's may have committed: running `change` again could write it twice).
+ * told why (log it, naming the record: the notification is not written, the record is). The rest as
+ * core's keepWithWrite (core/events.ts), which this is over.
  */
-export async function keepWithNotification<R>(
+export function keepWithNotification<R>(
   knex: Knex,
   notifications: NotificationsApi | null | undefined,
   event: NewEvent,
   change: (trx?: Knex.Transaction) => Promise<R>,
   lost: (err: Error) => void,
-  wanted: (done: R) => boolean = () => true,
+  wanted?: (done: R) => boolean,
 ): Promise<R> {
-  let write: OutboxWrite | null = null;
-  try {
-    write = (await notifications?.prepare(event)) ?? null;
-  } catch (err) {
-    lost(err as Error);
-  }
-  if (!write) return change();
-  const outbox = write;
-  let failed: Error | null = null;
-  try {
-    return await knex.transaction(async (trx) => {
-      const done = await change(trx);
-      if (wanted(done)) {
-        try {
-          await outbox(trx);
-        } catch (err) {
-          failed = err as Error;
-          throw err;
-        }
-      }
-      return done;
-    });
-  } catch (err) {
-    if (!failed) throw err;
-    lost(failed);
-    return change();
-  }
+  return keepWithWrite(knex, async () => (await notifications?.prepare(event)) ?? null, change, lost, wanted);
 }

@@ -1,10 +1,10 @@
 import { newId } from '../../core/ids.js';
-import type { EventBus, Topic } from '../../core/events.js';
+import type { DurableWrite, EventBus, Topic } from '../../core/events.js';
 import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topics.js';
 import { ResourceTroubled } from '../../core/lifecycle.js';
 import { KINDS, READ_VERBS } from '../../core/auth/permissions.js';
 import { TaskFailed } from '../../core/tasks/queue.js';
-import { volumeRunTopic } from '../backups/api.js';
+import { BackupVerifyFailed, volumeRunTopic } from '../backups/api.js';
 
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -39,9 +39,10 @@ const AUDIT_EVENT_TYPES: Record<string, string> = Object.fromEntries([
 ]);
 
 /**
- * The event types a subscription may name, with what each says. Most come from a topic of the
- * in-process event bus (core/events.ts), translated by {@link bridgeEvents}; `node.*`, `certificate.*`, `alert.*`
- * and `audit.*` are written by their producers in the transaction of their change (api.ts: NotificationsApi.prepare).
+ * The event types a subscription may name, with what each says. Every one is written to the outbox
+ * in the transaction of the change it reports: `node.*`, `certificate.*`, `alert.*` and `audit.*` by
+ * their producers (api.ts: NotificationsApi.prepare), the others by the publisher of a topic of the
+ * event bus that this plugin listens to durably ({@link keepEvents}; core/events.ts `EventBus.keep`).
  */
 export const EVENT_TYPES: Record<string, string> = {
   'node.created': 'a node record was created',
@@ -56,6 +57,7 @@ export const EVENT_TYPES: Record<string, string> = {
   'cluster.member.left': 'a node left a swarm or Kubernetes cluster',
   'volume.backup.succeeded': 'a volume backup finished',
   'volume.backup.failed': 'a volume backup failed (critical)',
+  'volume.backup.verify_failed': 'a volume backup’s restore drill (verify) failed: the snapshot is made but not proven restorable (critical)',
   'volume.restore.succeeded': 'a volume restore finished',
   'volume.restore.failed': 'a volume restore failed (critical)',
   'workload.failed': 'an instance or service failed (critical): its deploy, update or removal, or the runtime found it failed',
@@ -81,16 +83,17 @@ export function eventOf(e: NewEvent, now: Date): NotificationEvent {
 }
 
 /**
- * Subscribes to the bus topics the declared types come from; `emit` is called at once with each
- * (it must not block: the bus is synchronous). Answers the unsubscriber.
+ * Listens durably to the bus topics the declared types come from: each payload's event is matched by
+ * `prepare` before its publisher's transaction and its outbox rows are written in it
+ * (core/events.ts `EventBus.keepWith`). Answers the unsubscriber.
  */
-export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): () => void {
+export function keepEvents(bus: EventBus, prepare: (event: NewEvent) => Promise<DurableWrite | null>): () => void {
   const offs: Array<() => void> = [];
   const on = <T>(topic: Topic<T>, translate: (payload: T) => NewEvent | null) =>
     offs.push(
-      bus.subscribe(topic, (payload) => {
+      bus.keep(topic, async (payload) => {
         const event = translate(payload);
-        if (event) emit(event);
+        return event ? prepare(event) : null;
       }),
     );
   on(TaskFailed, (t) => ({
@@ -120,6 +123,13 @@ export function bridgeEvents(bus: EventBus, emit: (event: NewEvent) => void): ()
       }));
     }
   }
+  on(BackupVerifyFailed, (r) => ({
+    type: 'volume.backup.verify_failed',
+    severity: 'critical',
+    resource: { type: 'volume', id: r.volume_id },
+    message: `the restore drill of backup ${r.id} of volume ${r.volume_id} failed${typeof r.verify_error === 'string' ? `: ${r.verify_error}` : ''}`,
+    data: { ...r },
+  }));
   on(ResourceTroubled, (r) => {
     const workload = WORKLOAD_NOUNS.has(r.noun);
     if (!workload && r.to !== 'failed') return null;

@@ -12,7 +12,7 @@ import { projectsOfResources, TagsRef, type ResourceType } from '../tags/api.js'
 import { checkReceiverUrl, type AddressPolicy } from './address.js';
 import { NotificationsRef } from './api.js';
 import { Dispatcher } from './dispatcher.js';
-import { bridgeEvents, EVENT_TYPES, eventOf, SEVERITIES, severityRank, type NewEvent, type NotificationEvent } from './events.js';
+import { EVENT_TYPES, keepEvents, eventOf, SEVERITIES, severityRank, type NewEvent, type NotificationEvent } from './events.js';
 import { notificationMigrations } from './migrations.js';
 import { CHANNEL_KINDS, HEADERS, mailTo, postTo, type AttemptResult, type OpenChannel } from './send.js';
 import { ChannelStore, Outbox, SubscriptionStore, type ChannelRecord, type DeliveryRecord, type RetryPolicy, type SubscriptionRecord } from './store.js';
@@ -320,11 +320,6 @@ export default definePlugin({
       return [...byChannel].map(([channel_id, subscription_id]) => ({ channel_id, subscription_id }));
     }
 
-    async function record(described: NewEvent): Promise<void> {
-      const event = eventOf(described, clock.now());
-      if ((await outbox.enqueue(event, await targetsOf(event), retry.periodMs)).length) poke();
-    }
-
     /** NotificationsApi.prepare: the matching now, the outbox rows in the producer's transaction; sent once it commits. */
     async function prepare(described: NewEvent): Promise<((trx: Knex.Transaction) => Promise<void>) | null> {
       const event = eventOf(described, clock.now());
@@ -366,14 +361,12 @@ export default definePlugin({
       void dispatcher.turn().catch((err: Error) => log.warn({ err: { message: err.message } }, 'notifications: looking at the outbox failed'));
     }
 
-    // Events from the bus: the bus is synchronous, so the outbox write runs after the publisher's turn, never inside it.
-    const unbridge = bridgeEvents(services.events, (event) => {
-      void record(event).catch((err: Error) => log.error({ event_type: event.type, err: { message: err.message } }, 'notifications: an event’s deliveries could not be written to the outbox'));
-    });
+    // Events of bus topics: their outbox rows are written by their publishers, in the transaction of the change (core/events.ts keepWith).
+    const unkeep = keepEvents(services.events, prepare);
 
     return {
       async close() {
-        unbridge();
+        unkeep();
         await dispatcher.close();
       },
       loops: [

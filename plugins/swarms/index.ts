@@ -98,7 +98,7 @@ export default definePlugin({
         }
         try {
           const result = await call(node.id, SwarmInit, { advertise_address: advertise }, { subject: swarm.id });
-          await members.change(member.id, { status: 'active', role: 'manager', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
+          await core.memberJoined(member, { role: 'manager', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
           await swarms.change(swarm.id, { status: 'active', manager_node_id: node.id, runtime_id: result.cluster_id, error: null });
         } catch (err) {
           await swarms.change(swarm.id, { status: 'failed', error: `initialising the swarm on ${node.id} failed: ${(err as Error).message}` });
@@ -121,7 +121,7 @@ export default definePlugin({
         const remotes = [first, ...targets.filter((t) => t !== first)].map((t) => joinHostPort(t.address, t.port));
         const token = member.role === 'manager' ? tokens.manager : tokens.worker;
         const result = await call(node.id, SwarmJoin, { remote_addresses: remotes, token, advertise_address: advertise }, { subject: swarm.id });
-        await members.change(member.id, { status: 'active', runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
+        await core.memberJoined(member, { runtime_node_id: result.runtime_node_id, advertise_address: advertise, error: null });
       }
       await recordNodeEvent(node.id, 'swarm_joined', `joined swarm ${swarm.name} as ${member.role}${advertised}`, { swarm_id: swarm.id, advertise_address: advertise });
       services.events.publish(ClusterMemberJoined, { clusterId: swarm.id, nodeId: node.id });
@@ -150,7 +150,7 @@ export default definePlugin({
       if (!isManager && member.runtime_node_id && swarm.manager_node_id) {
         await core.callOn(swarm, SwarmRemoveMember, { runtime_node_id: member.runtime_node_id, force: true });
       }
-      await members.remove(member.id);
+      await core.memberLeft(member);
       if (isManager) {
         const rest = await members.of(swarm.id);
         const next = rest.find((m) => m.role === 'manager' && m.status === 'active');

@@ -262,7 +262,7 @@ export async function cleanupAgents(): Promise<void> {
  */
 export class FakeAgent {
   private constructor(
-    private readonly t: TestHangar,
+    private readonly t: Pick<TestHangar, 'request'>,
     readonly nodeId: string,
     readonly certPem: string,
     readonly keyPem: string,
@@ -271,6 +271,11 @@ export class FakeAgent {
   static async forNode(t: TestHangar, nodeId: string): Promise<FakeAgent> {
     const issued = await t.hangar.services.ca.issueClientCertificate(nodeId);
     return new FakeAgent(t, nodeId, issued.cert_pem, issued.key_pem!);
+  }
+
+  /** For a node whose certificate an admin had issued over the API (`POST /v1/nodes/{id}/cert`): a control plane in another process. */
+  static withCertificate(t: Pick<TestHangar, 'request'>, nodeId: string, certPem: string, keyPem: string): FakeAgent {
+    return new FakeAgent(t, nodeId, certPem, keyPem);
   }
 
   request<T = any>(method: string, pathAndQuery: string, options: HttpRequestOptions = {}): Promise<HttpResponse<T>> {
