@@ -67,6 +67,12 @@ export const CoreConfigSchema = Type.Object(
         schema: Type.Union([Type.String({ pattern: '^[a-z_][a-z0-9_]*$' }), Type.Null()], { default: null, description: 'PostgreSQL schema (search_path)' }),
         sqlite_file: Type.Union([Type.String(), Type.Null()], { default: null, description: 'defaults to <data_dir>/hangar.db' }),
         pool_max: Type.Integer({ minimum: 1, default: 10 }),
+        acquire_timeout_seconds: Type.Integer({
+          minimum: 1,
+          maximum: 600,
+          default: 60,
+          description: 'PostgreSQL: how long a request waits for a free connection of the pool before it is answered 503 with Retry-After',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

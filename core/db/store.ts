@@ -97,6 +97,7 @@ export async function openStore(config: HangarConfig): Promise<Store> {
       connection: db.url,
       searchPath: schema ? [schema] : undefined,
       pool: { min: 0, max: db.pool_max },
+      acquireConnectionTimeout: db.acquire_timeout_seconds * 1000,
       // A failed statement's message carries its SQL with placeholders, never the values (a password hash, an email).
       compileSqlOnError: false,
     });

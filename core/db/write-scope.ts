@@ -183,6 +183,15 @@ export function isConnectionLost(err: unknown): boolean {
 }
 
 /**
+ * Whether a request waited for a connection of the store's pool longer than knex allows (every one
+ * of `database.pool_max` in use all that time): nothing of that statement was sent.
+ */
+export function isPoolExhausted(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown } | null;
+  return e?.name === 'KnexTimeoutError' && typeof e.message === 'string' && /Timeout acquiring a connection/.test(e.message);
+}
+
+/**
  * Whether a statement (a COMMIT included) that failed so may have been applied all the same: its
  * connection was lost after it was sent. A connection refused, or one known dead before the
  * statement went out (node-postgres: "not queryable"), sent nothing.

@@ -12,7 +12,7 @@ import { randomToken } from '../ids.js';
 import type { AgentIdentity, HangarRequest, ListenerName, RouteDef, Services } from '../plugin.js';
 import type { Principal } from '../auth/index.js';
 import { isStoreFull } from '../db/health.js';
-import { inWriteScope, isConnectionLost, WriteScope } from '../db/write-scope.js';
+import { inWriteScope, isConnectionLost, isPoolExhausted, WriteScope } from '../db/write-scope.js';
 import { uniqueViolationConflict } from '../db/repository.js';
 import { assertValid, createAjv, dropNulls } from '../validation.js';
 import { assertAcceptableInput, BodyGate, parseBody, parseSize, RequestBody, unsupportedContentType, type BodyGates, type BodyHolder, type BodyLimits } from './body.js';
@@ -148,6 +148,12 @@ function errorBody(ctx: Context, err: unknown, services: Services): void {
       message = 'The connection to the store was lost and nothing was saved; send the request again';
       ctx.set('Retry-After', '1');
       services.log.warn({ request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message } }, 'request failed: the store connection was lost');
+    } else if (isPoolExhausted(err)) {
+      // Load, not a fault: the request waited for a store connection as long as knex allows.
+      status = 503;
+      message = 'The store is busy (every connection of its pool stayed in use while this request waited) and nothing was saved; send the request again shortly';
+      ctx.set('Retry-After', '2');
+      services.log.warn({ request_id: ctx.state.requestId, path: ctx.path }, 'request refused: no store connection became free in time (database.pool_max)');
     } else {
       services.log.error(
         { request_id: ctx.state.requestId, err: { type: e?.name, message: e?.message, stack: e?.stack } },

@@ -185,3 +185,38 @@ describeEachDialect('what a failure answers after a commit: saved, maybe saved, 
     expect(after.status, after.text).to.equal(201);
   });
 });
+
+describeEachDialect('a store whose pool stays busy: 503 with Retry-After, nothing saved, never a 500', (dialect) => {
+  // SQLite has one connection, shared by every request in turn: nothing waits for a pool there.
+  if (dialect.name !== 'postgres') return;
+  let t: TestHangar;
+  let admin: Credentials;
+
+  before(async () => {
+    t = await startHangar(dialect, { plugins: ['system', 'iam', 'audit'], overrides: { database: { pool_max: 1, acquire_timeout_seconds: 1 } } });
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  it('answers a request that waited database.acquire_timeout_seconds for a connection 503 with Retry-After, and saves nothing', async () => {
+    const client = t.hangar.services.db.knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(c: unknown): Promise<void> };
+    // Every connection of the pool (one) held, as a fleet's burst of joins would hold them all.
+    const held = await client.acquireConnection();
+    let read, write;
+    try {
+      read = await t.request('GET', '/v1/iam/users', { headers: bearer(admin.token) });
+      write = await t.request('POST', '/v1/iam/users', { body: { username: 'queued', password: GOOD_PASSWORD }, headers: bearer(admin.token) });
+    } finally {
+      await client.releaseConnection(held);
+    }
+    for (const [what, res] of [['a read', read], ['a write', write]] as const) {
+      expect(res.status, `${what}: ${res.text}`).to.equal(503);
+      expect(res.headers['retry-after'], what).to.equal('2');
+      expect(res.json.message, what).to.match(/^The store is busy .* nothing was saved; send the request again shortly$/);
+    }
+    const users = await t.request('GET', '/v1/iam/users?limit=1000', { headers: bearer(admin.token) });
+    expect(users.status).to.equal(200);
+    expect((users.json.data as Array<{ username: string }>).map((u) => u.username)).not.to.include('queued');
+    console.log('      a busy pool: a read and a write that waited 1 s for a connection → 503, Retry-After: 2; then served');
+  });
+});
