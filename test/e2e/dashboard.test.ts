@@ -145,7 +145,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     const made = (await adminApi('GET', `/v1/iam/users/${connection.user_id}/keys`)).json.data.find((k: { access_key_id: string }) => k.access_key_id === keyId);
     expect(Date.parse(made.expires_at) - Date.parse(made.created_at)).to.be.closeTo(30 * 86_400_000, 5_000);
     const shown = await row('API keys', 'from the dashboard').textContent();
-    expect(shown).to.contain('installation').and.contain('its owner’s permissions').and.contain(made.expires_at);
+    expect(shown).to.contain('installation').and.contain('its owner’s permissions').and.contain(`${made.expires_at.slice(0, 16).replace('T', ' ')} UTC`);
     expect(await page.content()).not.to.contain(secret);
     expect((await signed(t, { accessKeyId: keyId, secretAccessKey: secret }, 'GET', '/v1/nodes')).status).to.equal(200);
   });
@@ -182,7 +182,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     await page.getByRole('heading', { name: 'Instances' }).waitFor();
     expect(await focusedId()).to.equal('page-title');
     // The skip link is the first stop and jumps to the content.
-    for (let i = 0; i < 20 && (await focused()) !== 'Skip to content'; i++) await page.keyboard.press('Shift+Tab');
+    for (let i = 0; i < 30 && (await focused()) !== 'Skip to content'; i++) await page.keyboard.press('Shift+Tab');
     expect(await focused()).to.equal('Skip to content');
     await page.keyboard.press('Enter');
     expect(await focusedId()).to.equal('page-title');
@@ -200,7 +200,7 @@ describe('the dashboard in chromium [sqlite]', function () {
     let current = '';
     const onError = (err: Error) => thrown.push(`${current}: ${err.message}`);
     page.on('pageerror', onError);
-    for (const view of ['fleet', `nodes/${nodeId}`, 'swarms', 'instances', 'services', 'volumes', 'backups', 'secrets', 'configs', 's3', 'gateway', 'users', 'ssh-profiles', 'audit']) {
+    for (const view of ['fleet', `nodes/${nodeId}`, 'projects', 'projects/default', 'swarms', 'instances', 'services', 'volumes', 'backups', 'secrets', 'configs', 's3', 'gateway', 'users', 'ssh-profiles', 'audit']) {
       current = view;
       await page.goto(`${t.url}/ui#/${view}`);
       await page.locator('#page-title').waitFor();

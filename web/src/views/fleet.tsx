@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { can } from '../access';
 import { call, settle } from '../api';
 import { changed, useLive } from '../live';
 import { href } from '../router';
@@ -17,16 +18,17 @@ export function NodeActions({ node }: { node: Node }) {
   return (
     <div class="row-actions" role="group" aria-label={`Actions for node ${node.name}`}>
       {node.status === 'cordoned' || node.status === 'drained' ? (
-        <ConfirmButton label="Uncordon" title="Uncordon node" confirm={<p>New workloads may be placed on {who} again.</p>} onConfirm={act('uncordon')} done={`${node.name} uncordoned`} />
+        <ConfirmButton label="Uncordon" needs="POST /v1/nodes/{id}/uncordon" title="Uncordon node" confirm={<p>New workloads may be placed on {who} again.</p>} onConfirm={act('uncordon')} done={`${node.name} uncordoned`} />
       ) : (
         <>
-          <ConfirmButton label="Cordon" title="Cordon node" confirm={<p>No new workloads will be placed on {who}; what runs there keeps running.</p>} onConfirm={act('cordon')} done={`${node.name} cordoned`} />
-          <ConfirmButton label="Drain" title="Drain node" danger confirm={<p>{who} is cordoned and its workloads move to other nodes.</p>} onConfirm={act('drain')} done={`${node.name} draining`} />
+          <ConfirmButton label="Cordon" needs="POST /v1/nodes/{id}/cordon" title="Cordon node" confirm={<p>No new workloads will be placed on {who}; what runs there keeps running.</p>} onConfirm={act('cordon')} done={`${node.name} cordoned`} />
+          <ConfirmButton label="Drain" needs="POST /v1/nodes/{id}/drain" title="Drain node" danger confirm={<p>{who} is cordoned and its workloads move to other nodes.</p>} onConfirm={act('drain')} done={`${node.name} draining`} />
         </>
       )}
-      <ConfirmButton label="Update agent" title="Update the agent" confirm={<p>{who} downloads this control plane's agent executable and restarts its agent.</p>} onConfirm={act('update-agent')} done="agent update queued" />
-      <ConfirmButton label="Reboot" title="Reboot the machine" danger confirm={<p>The machine {who} reboots now. Its workloads stop until it is back.</p>} onConfirm={act('reboot')} done="reboot queued" />
+      <ConfirmButton label="Update agent" needs="POST /v1/nodes/{id}/update-agent" title="Update the agent" confirm={<p>{who} downloads this control plane's agent executable and restarts its agent.</p>} onConfirm={act('update-agent')} done="agent update queued" />
+      <ConfirmButton label="Reboot" needs="POST /v1/nodes/{id}/reboot" title="Reboot the machine" danger confirm={<p>The machine {who} reboots now. Its workloads stop until it is back.</p>} onConfirm={act('reboot')} done="reboot queued" />
       <LogsButton
+        needs="POST /v1/nodes/{id}/logs"
         title={`Agent logs of ${node.name}`}
         read={async () => settle('GET /v1/nodes/{id}/logs/{taskId}', { id: node.id, taskId: (await call('POST /v1/nodes/{id}/logs', { params: { id: node.id }, query: { lines: 200 } })).data.task_id })}
       />
@@ -102,9 +104,11 @@ export function Fleet() {
     <Page
       title="Fleet"
       actions={
-        <button type="button" class="primary" onClick={() => setJoining(true)}>
-          Add a machine
-        </button>
+        can('POST /v1/nodes/token') && (
+          <button type="button" class="primary" onClick={() => setJoining(true)}>
+            Add a machine
+          </button>
+        )
       }
     >
       <ResourceList

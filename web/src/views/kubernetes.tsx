@@ -1,11 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
+import { can } from '../access';
 import { call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
+import { ProjectName } from './projects';
 import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, Page, ResourceList, useAction, useRecord } from '../ui';
 
 type ClusterNode = { node_id: string; role: 'server' | 'agent'; status: string; address?: string | null; error?: string | null };
-type Cluster = { id: string; name: string; status: string; server_node_id: string | null; nodes: ClusterNode[]; version: string | null; kubeconfig_endpoint: string; error: string | null; created_at: string };
+type Cluster = { id: string; name: string; status: string; project_id?: string | null; server_node_id: string | null; nodes: ClusterNode[]; version: string | null; kubeconfig_endpoint: string; error: string | null; created_at: string };
 type ReportedNode = ClusterNode & { ready: boolean | null; roles: string[]; kubelet_version: string | null; availability: string | null };
 
 const CLUSTER_EVENTS = changed('cluster', 'swarm_member');
@@ -39,6 +41,7 @@ export function KubernetesClusters() {
         <FormButton
           label="Create cluster"
           title="Create a Kubernetes (k3s) cluster"
+          needs="POST /v1/kubernetes/clusters"
           primary
           submitLabel="Create"
           done="cluster accepted: installing k3s"
@@ -75,6 +78,7 @@ export function KubernetesClusters() {
         columns={[
           { label: 'Name', render: (c: Cluster) => <a href={href('kubernetes', c.id)}>{c.name}</a> },
           { label: 'Status', render: (c: Cluster) => <Badge status={c.status} /> },
+          { label: 'Project', render: (c: Cluster) => <ProjectName id={c.project_id} /> },
           { label: 'Server', render: (c: Cluster) => (c.server_node_id ? <a href={href('nodes', c.server_node_id)}>{c.server_node_id}</a> : '–') },
           { label: 'Nodes', render: (c: Cluster) => String(c.nodes.length) },
           { label: 'Version', render: (c: Cluster) => c.version ?? '–' },
@@ -119,8 +123,8 @@ export function KubernetesClusterDetail({ id }: { id: string; admin: boolean }) 
       title={`Kubernetes cluster ${c.name}`}
       actions={
         <div class="row-actions" role="group" aria-label={`Actions for cluster ${c.name}`}>
-          {c.status === 'active' && <KubeconfigButton cluster={c} />}
-          <FormButton label="Add a node" small title={`Add a node to ${c.name}`} submitLabel="Add" done="node accepted: installing k3s agent" onSubmit={(f) => call('POST /v1/kubernetes/clusters/{id}/nodes', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
+          {c.status === 'active' && can('GET /v1/kubernetes/clusters/{id}/kubeconfig', c.project_id) && <KubeconfigButton cluster={c} />}
+          <FormButton label="Add a node" small needs="POST /v1/kubernetes/clusters/{id}/nodes" project={c.project_id} title={`Add a node to ${c.name}`} submitLabel="Add" done="node accepted: installing k3s agent" onSubmit={(f) => call('POST /v1/kubernetes/clusters/{id}/nodes', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
             <Field label="Node">
               <select name="node_id" required>
                 <NodeOptions nodes={nodes} />
@@ -130,6 +134,8 @@ export function KubernetesClusterDetail({ id }: { id: string; admin: boolean }) 
           <ConfirmButton
             label="Delete"
             title="Delete cluster"
+            needs="DELETE /v1/kubernetes/clusters/{id}"
+            project={c.project_id}
             danger
             confirm={<p>k3s is uninstalled from every node of {c.name}. A cluster with workloads is refused: remove them first.</p>}
             onConfirm={async () => {
@@ -171,7 +177,7 @@ export function KubernetesClusterDetail({ id }: { id: string; admin: boolean }) 
         ]}
         actions={(n: ReportedNode) =>
           n.role === 'server' ? null : (
-            <ConfirmButton label="Remove" title="Remove the node" danger confirm={<p>Node {n.node_id} is drained (its pods evicted, disruption budgets honoured) and k3s is uninstalled from it.</p>} onConfirm={() => call('DELETE /v1/kubernetes/clusters/{id}/nodes/{nodeId}', { params: { id, nodeId: n.node_id } })} done="removal accepted" />
+            <ConfirmButton label="Remove" title="Remove the node" danger needs="DELETE /v1/kubernetes/clusters/{id}/nodes/{nodeId}" project={c.project_id} confirm={<p>Node {n.node_id} is drained (its pods evicted, disruption budgets honoured) and k3s is uninstalled from it.</p>} onConfirm={() => call('DELETE /v1/kubernetes/clusters/{id}/nodes/{nodeId}', { params: { id, nodeId: n.node_id } })} done="removal accepted" />
           )
         }
       />

@@ -1,4 +1,5 @@
 import { useState } from 'preact/hooks';
+import { can } from '../access';
 import { call } from '../api';
 import { Ago, Badge, ConfirmButton, Field, FormButton, Modal, notify, Page, ResourceList, ShownOnce, useAction } from '../ui';
 
@@ -48,6 +49,7 @@ function Channels() {
           <FormButton
             label="Add channel"
             title="Add a notification channel"
+            needs="POST /v1/notifications/channels"
             primary
             submitLabel="Add"
             done="channel added"
@@ -86,10 +88,11 @@ function Channels() {
         ]}
         actions={(c: Row, reload) => (
           <div class="row-actions" role="group" aria-label={`Actions for channel ${c.name}`}>
-            <TestButton channel={c} />
+            {can('POST /v1/notifications/channels/{id}/test') && <TestButton channel={c} />}
             <ConfirmButton
               label="Delete"
               title="Delete the channel"
+              needs="DELETE /v1/notifications/channels/{id}"
               danger
               confirm={<p>Channel {c.name}, its subscriptions and its deliveries are removed.</p>}
               onConfirm={() => call('DELETE /v1/notifications/channels/{id}', { params: { id: c.id } }).then(reload)}
@@ -122,6 +125,7 @@ function Subscriptions() {
         <FormButton
           label="Subscribe"
           title="Subscribe a channel to events"
+          needs="POST /v1/notifications/subscriptions"
           submitLabel="Subscribe"
           done="subscription added"
           onSubmit={async (f) => {
@@ -161,6 +165,7 @@ function Subscriptions() {
         <ConfirmButton
           label="Unsubscribe"
           title="Delete the subscription"
+          needs="DELETE /v1/notifications/subscriptions/{id}"
           danger
           confirm={<p>The channel hears no more of {(s.event_types ?? []).join(', ')}; deliveries already on their way are still made.</p>}
           onConfirm={() => call('DELETE /v1/notifications/subscriptions/{id}', { params: { id: s.id } }).then(reload)}
@@ -240,6 +245,7 @@ function Deliveries() {
             <ConfirmButton
               label="Redeliver"
               title="Send the delivery again"
+              needs="POST /v1/notifications/deliveries/{id}/redeliver"
               confirm={<p>The {d.event_type} event is sent again with the same idempotency key, retried for a new period.</p>}
               onConfirm={() => call('POST /v1/notifications/deliveries/{id}/redeliver', { params: { id: d.id } }).then(reload)}
               done="delivery queued again"

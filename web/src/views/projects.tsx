@@ -39,15 +39,11 @@ export function ProjectSwitcher() {
   );
 }
 
-/** The project a record belongs to, by name, linked to its page (its id until the name is known). */
-export function ProjectLink({ id }: { id?: string | null }) {
+/** The project a record belongs to, by name (its id where the caller does not see the project), the id as its title. */
+export function ProjectName({ id }: { id?: string | null }) {
   const access = useAccess();
   if (!id) return <>–</>;
-  return (
-    <a href={href('projects', id)} title={id}>
-      {access?.projects.find((p) => p.id === id)?.name ?? id}
-    </a>
-  );
+  return <span title={id}>{access?.projects.find((p) => p.id === id)?.name ?? id}</span>;
 }
 
 const NameField = ({ value }: { value?: string }) => (

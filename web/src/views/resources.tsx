@@ -1,7 +1,9 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { useAccess } from '../access';
 import { b64encode, call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
+import { ProjectName } from './projects';
 import { Ago, Badge, ClusterLink, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList, ShownOnce } from '../ui';
 
 type Row = Record<string, any>;
@@ -21,10 +23,11 @@ export function Volumes() {
           { label: 'Name', render: (v: Row) => v.name },
           { label: 'Status', render: (v: Row) => <Badge status={v.status} /> },
           { label: 'Kind', render: (v: Row) => v.kind ?? v.type ?? '–' },
+          { label: 'Project', render: (v: Row) => <ProjectName id={v.project_id} /> },
           { label: 'Cluster', render: (v: Row) => <ClusterLink of={v} /> },
           { label: 'Created', render: (v: Row) => <Ago at={v.created_at} /> },
         ]}
-        actions={(v: Row) => <ConfirmButton label="Delete" title="Delete volume" danger confirm={<p>Volume {v.name} is removed (its data too, where hangar made the folder).</p>} onConfirm={() => call('DELETE /v1/volumes/{id}', { params: { id: v.id }, query: {} })} />}
+        actions={(v: Row) => <ConfirmButton label="Delete" title="Delete volume" danger needs="DELETE /v1/volumes/{id}" project={v.project_id} confirm={<p>Volume {v.name} is removed (its data too, where hangar made the folder).</p>} onConfirm={() => call('DELETE /v1/volumes/{id}', { params: { id: v.id }, query: {} })} />}
       />
     </Page>
   );
@@ -48,6 +51,7 @@ function ObjectList({ kind }: { kind: 'secret' | 'config' }) {
           label={`Create ${kind}`}
           title={`Create a ${kind}`}
           primary
+          needs={`POST ${base}` as 'POST /v1/secrets'}
           submitLabel="Create"
           done={`${kind} created`}
           onSubmit={(f) => call(`POST ${base}` as 'POST /v1/secrets', { body: { name: String(f.get('name')), swarm_id: String(f.get('swarm_id')), data: b64encode(String(f.get('value'))) } as never })}
@@ -76,10 +80,10 @@ function ObjectList({ kind }: { kind: 'secret' | 'config' }) {
         ]}
         actions={(s: Row) => (
           <div class="row-actions" role="group" aria-label={`Actions for ${kind} ${s.name}`}>
-            <FormButton label="Rotate" small title={`New value for ${s.name}`} submitLabel="Rotate" done={`${kind} rotated`} onSubmit={(f) => call(`PUT ${base}/{id}` as 'PUT /v1/secrets/{id}', { params: { id: s.id }, body: { data: b64encode(String(f.get('value'))) } as never })}>
+            <FormButton label="Rotate" small needs={`PUT ${base}/{id}` as 'PUT /v1/secrets/{id}'} title={`New value for ${s.name}`} submitLabel="Rotate" done={`${kind} rotated`} onSubmit={(f) => call(`PUT ${base}/{id}` as 'PUT /v1/secrets/{id}', { params: { id: s.id }, body: { data: b64encode(String(f.get('value'))) } as never })}>
               {value}
             </FormButton>
-            <ConfirmButton label="Delete" title={`Delete ${kind}`} danger confirm={<p>{s.name} is removed from its swarm.</p>} onConfirm={() => call(`DELETE ${base}/{id}` as 'DELETE /v1/secrets/{id}', { params: { id: s.id } })} />
+            <ConfirmButton label="Delete" title={`Delete ${kind}`} danger needs={`DELETE ${base}/{id}` as 'DELETE /v1/secrets/{id}'} confirm={<p>{s.name} is removed from its swarm.</p>} onConfirm={() => call(`DELETE ${base}/{id}` as 'DELETE /v1/secrets/{id}', { params: { id: s.id } })} />
           </div>
         )}
       />
@@ -108,7 +112,7 @@ export function ObjectStores() {
           { label: 'Cluster', render: (s: Row) => <ClusterLink of={s} /> },
           { label: 'Created', render: (s: Row) => <Ago at={s.created_at} /> },
         ]}
-        actions={(s: Row) => <ConfirmButton label="Delete" title="Delete object store" danger confirm={<p>{s.name} is removed.</p>} onConfirm={() => call('DELETE /v1/s3/instances/{id}', { params: { id: s.id } })} />}
+        actions={(s: Row) => <ConfirmButton label="Delete" title="Delete object store" danger needs="DELETE /v1/s3/instances/{id}" confirm={<p>{s.name} is removed.</p>} onConfirm={() => call('DELETE /v1/s3/instances/{id}', { params: { id: s.id } })} />}
       />
     </Page>
   );
@@ -168,6 +172,7 @@ export function Gateway() {
           <ConfirmButton
             label="Redeploy"
             title="Redeploy the load balancer"
+            needs="POST /v1/loadbalancers/{id}/redeploy"
             confirm={<p>{l.name} is deployed anew with the image the control plane is configured with now and the current routes.</p>}
             onConfirm={() => call('POST /v1/loadbalancers/{id}/redeploy', { params: { id: l.id } })}
             done="redeploy accepted"
@@ -188,6 +193,7 @@ export function Users() {
         <FormButton
           label="Create user"
           title="Create a user"
+          needs="POST /v1/iam/users"
           primary
           submitLabel="Create"
           done="user created"
@@ -209,6 +215,7 @@ export function Users() {
           <Field label="Role">
             <select name="role">
               <option value="user">user</option>
+              <option value="auditor">auditor</option>
               <option value="admin">admin</option>
             </select>
           </Field>
@@ -232,18 +239,66 @@ export function Users() {
   );
 }
 
-/** The fields of a new API key: name, label, longest value, hint (docs/api-auth.md "API keys"). */
-const KEY_FIELDS: Array<[string, string, number, string | undefined]> = [
-  ['description', 'Description', 200, undefined],
-  ['project', 'Project', 100, 'id or name: the key acts in this project only; empty: the installation'],
-  ['role', 'Role', 63, 'a project role (viewer, deployer, maintainer, owner…) with a project, else admin, auditor or user; empty: everything its owner holds'],
-  ['expires_in', 'Expires in', 7, '30d, 12h, 2w; empty: never (unless the installation sets a maximum)'],
-  ['source_networks', 'Source networks', 1000, 'CIDRs, separated by spaces or commas; empty: anywhere'],
-];
+/** Lifetimes offered for a new key (docs/api-auth.md "API keys"); the installation may cap them (iam.api_key_max_lifetime_days). */
+const KEY_LIFETIMES = ['12h', '1d', '7d', '30d', '90d', '365d'];
+const INSTALLATION_ROLES = ['admin', 'auditor', 'user'];
+
+/**
+ * Where a new key acts and what it holds: the installation or one of the projects the signed-in
+ * user sees (the header's by default), and a role of that scope or a permission list; the API
+ * refuses one wider than the key's owner, and says what the owner lacks.
+ */
+function KeyScopeFields() {
+  const access = useAccess();
+  const [project, setProject] = useState(access?.project ?? '');
+  const [roles, setRoles] = useState<string[]>(INSTALLATION_ROLES);
+  useEffect(() => {
+    if (!project) return setRoles(INSTALLATION_ROLES);
+    let current = true;
+    call('GET /v1/projects/{id}/roles', { params: { id: project } }).then(
+      (r) => current && setRoles(r.data.map((role) => role.name)),
+      () => current && setRoles([]),
+    );
+    return () => void (current = false);
+  }, [project]);
+  return (
+    <>
+      <Field label="Project" hint="the key acts in this project only; the installation: wherever its owner may">
+        <select name="project" value={project} onChange={(e) => setProject((e.currentTarget as HTMLSelectElement).value)}>
+          <option value="">the installation</option>
+          {access?.projects.map((p) => (
+            <option key={p.id} value={p.id}>
+              {p.name}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field label="Role" hint="the key holds what this role grants, within its owner’s">
+        <select name="role">
+          <option value="">everything its owner holds</option>
+          {roles.map((r) => (
+            <option key={r} value={r}>
+              {r}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field label="Permissions" hint="instead of a role: permissions such as services:read services:deploy, separated by spaces">
+        <input name="permissions" maxLength={2000} autocomplete="off" spellcheck={false} />
+      </Field>
+    </>
+  );
+}
+
+const words = (value: FormDataEntryValue | null) => String(value ?? '').split(/[\s,]+/).filter(Boolean);
+/** A moment as an operator reads it: `2026-12-29 04:15 UTC`. */
+const utc = (at: string) => `${at.slice(0, 16).replace('T', ' ')} UTC`;
 
 export function UserDetail({ id }: { id: string }) {
   const [created, setCreated] = useState<{ keyId: string; secret: string } | null>(null);
   const [reload, setReload] = useState(0);
+  // Your own keys are yours whatever your role; another user's are an admin's (iam:admin).
+  const mine = useAccess()?.userId === id;
   return (
     <Page
       title="API keys"
@@ -251,24 +306,42 @@ export function UserDetail({ id }: { id: string }) {
         <FormButton
           label="Create API key"
           title="Create an API key"
+          needs={mine ? undefined : 'POST /v1/iam/users/{id}/keys'}
           primary
           submitLabel="Create"
           onSubmit={async (f) => {
             const text = (name: string) => String(f.get(name) || '').trim() || undefined;
-            const networks = text('source_networks')?.split(/[\s,]+/).filter(Boolean);
+            const [permissions, networks] = [words(f.get('permissions')), words(f.get('source_networks'))];
             const res = await call('POST /v1/iam/users/{id}/keys', {
               params: { id },
-              body: { description: text('description'), project: text('project'), role: text('role'), expires_in: text('expires_in'), source_networks: networks },
+              body: {
+                description: text('description'),
+                project: text('project'),
+                role: text('role'),
+                permissions: permissions.length ? permissions : undefined,
+                expires_in: text('expires_in'),
+                source_networks: networks.length ? networks : undefined,
+              },
             });
             setCreated({ keyId: res.data.access_key_id as string, secret: res.data.secret_access_key });
             setReload((n) => n + 1);
           }}
         >
-          {KEY_FIELDS.map(([name, label, maxLength, hint]) => (
-            <Field key={name} label={label} hint={hint}>
-              <input name={name} maxLength={maxLength} />
-            </Field>
-          ))}
+          <Field label="Description">
+            <input name="description" maxLength={200} />
+          </Field>
+          <KeyScopeFields />
+          <Field label="Expires in" hint="a number and a unit (s, m, h, d, w): 30d, 12h; empty: never (unless the installation sets a longest lifetime)">
+            <input name="expires_in" maxLength={7} pattern="[0-9]{1,6}[smhdw]" list="key-lifetimes" autocomplete="off" />
+          </Field>
+          <datalist id="key-lifetimes">
+            {KEY_LIFETIMES.map((value) => (
+              <option key={value} value={value} />
+            ))}
+          </datalist>
+          <Field label="Source networks" hint="CIDRs, separated by spaces or commas; empty: anywhere">
+            <input name="source_networks" maxLength={1000} autocomplete="off" />
+          </Field>
         </FormButton>
       }
     >
@@ -286,15 +359,15 @@ export function UserDetail({ id }: { id: string }) {
         columns={[
           { label: 'Access key id', render: (k: Row) => <code>{k.access_key_id}</code> },
           { label: 'Description', render: (k: Row) => k.description ?? '–' },
-          { label: 'Scope', render: (k: Row) => (k.scope === 'project' ? `project ${k.project_name ?? k.project_id}` : 'installation') },
+          { label: 'Scope', render: (k: Row) => (k.scope === 'project' ? <a href={href('projects', k.project_id)}>project {k.project_name ?? k.project_id}</a> : 'installation') },
           { label: 'Holds', render: (k: Row) => k.role ?? (k.permissions ? (k.permissions as string[]).join(' ') : 'its owner’s permissions') },
-          { label: 'Expires', render: (k: Row) => (k.expires_at ? (k.expired ? <span class="badge bad">expired {k.expires_at}</span> : k.expires_at) : 'never') },
+          { label: 'Expires', render: (k: Row) => (k.expires_at ? <time dateTime={k.expires_at} class={k.expired ? 'badge bad' : undefined}>{k.expired ? `expired ${utc(k.expires_at)}` : utc(k.expires_at)}</time> : 'never') },
           { label: 'Source', render: (k: Row) => (k.source_networks as string[]).join(' ') || 'anywhere' },
           { label: 'Created', render: (k: Row) => <Ago at={k.created_at} /> },
           { label: 'Last used', render: (k: Row) => <Ago at={k.last_used_at} /> },
         ]}
         actions={(k: Row, again: () => void) => (
-          <ConfirmButton label="Delete" title="Delete API key" danger confirm={<p>Requests signed with {k.access_key_id} fail from now on.</p>} onConfirm={async () => { await call('DELETE /v1/iam/users/{id}/keys/{keyId}', { params: { id, keyId: k.id } }); again(); }} />
+          <ConfirmButton label="Delete" title="Delete API key" danger needs={mine ? undefined : 'DELETE /v1/iam/users/{id}/keys/{keyId}'} confirm={<p>Requests signed with {k.access_key_id} fail from now on.</p>} onConfirm={async () => { await call('DELETE /v1/iam/users/{id}/keys/{keyId}', { params: { id, keyId: k.id } }); again(); }} />
         )}
       />
       {created && (
@@ -329,7 +402,7 @@ export function SshProfiles() {
           { label: 'Port', render: (p: Row) => String(p.ssh_port ?? p.port ?? 22) },
           { label: 'Created', render: (p: Row) => <Ago at={p.created_at} /> },
         ]}
-        actions={(p: Row) => <ConfirmButton label="Delete" title="Delete SSH profile" danger confirm={<p>The profile {p.name} and its stored credentials are deleted.</p>} onConfirm={() => call('DELETE /v1/ssh-profiles/{id}', { params: { id: p.id } })} />}
+        actions={(p: Row) => <ConfirmButton label="Delete" title="Delete SSH profile" danger needs="DELETE /v1/ssh-profiles/{id}" confirm={<p>The profile {p.name} and its stored credentials are deleted.</p>} onConfirm={() => call('DELETE /v1/ssh-profiles/{id}', { params: { id: p.id } })} />}
       />
     </Page>
   );

@@ -4,9 +4,10 @@ import { b64encode, call, settle } from '../api';
 import { lineDiff } from '../diff';
 import { changed } from '../live';
 import { href } from '../router';
+import { ProjectName } from './projects';
 import { Ago, Badge, ClusterLink, ConfirmButton, Facts, Field, FormButton, knownClusters, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
 
-type Swarm = { id: string; name: string; status: string; manager?: { node_id: string } | null; members?: unknown[]; created_at: string };
+type Swarm = { id: string; name: string; status: string; project_id?: string | null; manager?: { node_id: string } | null; members?: unknown[]; created_at: string };
 
 /** The swarms, for the selects of create forms. */
 function useSwarms(): Swarm[] {
@@ -47,7 +48,7 @@ export function Swarms() {
     <Page
       title="Swarms"
       actions={
-        <FormButton label="Create swarm" title="Create a swarm" primary submitLabel="Create" done="swarm created" onSubmit={(f) => call('POST /v1/swarms', { body: { name: text(f, 'name') } })}>
+        <FormButton label="Create swarm" title="Create a swarm" primary needs="POST /v1/swarms" submitLabel="Create" done="swarm created" onSubmit={(f) => call('POST /v1/swarms', { body: { name: text(f, 'name') } })}>
           <Field label="Name" hint="a DNS label: lower-case letters, digits and -">
             <input name="name" required pattern="[a-z0-9]([a-z0-9-]*[a-z0-9])?" />
           </Field>
@@ -61,7 +62,10 @@ export function Swarms() {
         empty="No swarms yet."
         columns={[
           { label: 'Name', render: (s: Swarm) => <a href={href('swarms', s.id)}>{s.name}</a> },
-          { label: 'Status', render: (s: Swarm) => <Badge status={s.status} /> },
+ <Badge status={s.status} /> },
+=>          { label: 'Status', render: (s: Swarm) => <Badge status={s.status} /> },
+          { label: 'Project', render: (s: Swarm) => <ProjectName id={s.project_id} /> },
+=> <Badge status={s.status} /> },
           { label: 'Manager', render: (s: Swarm) => (s.manager ? <a href={href('nodes', s.manager.node_id)}>{s.manager.node_id}</a> : '–') },
           { label: 'Members', render: (s: Swarm) => String(s.members?.length ?? 0) },
           { label: 'Created', render: (s: Swarm) => <Ago at={s.created_at} /> },
@@ -84,7 +88,7 @@ export function SwarmDetail({ id }: { id: string }) {
     <Page
       title={`Swarm ${s.name}`}
       actions={
-        <FormButton label="Join a node" title={`Join a node to ${s.name}`} submitLabel="Join" done="join accepted" onSubmit={(f) => call('POST /v1/swarms/{id}/join', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
+        <FormButton label="Join a node" needs="POST /v1/swarms/{id}/join" project={s.project_id} title={`Join a node to ${s.name}`} submitLabel="Join" done="join accepted" onSubmit={(f) => call('POST /v1/swarms/{id}/join', { params: { id }, body: { node_id: text(f, 'node_id') } })}>
           <Field label="Node">
             <select name="node_id" required>
               {nodes.map((n) => (
@@ -116,7 +120,7 @@ export function SwarmDetail({ id }: { id: string }) {
           { label: 'Error', render: (m: Member) => m.error ?? '' },
         ]}
         actions={(m: Member) => (
-          <ConfirmButton label="Leave" title="Leave the swarm" danger confirm={<p>Node {m.node_id} is drained and leaves {s.name}.</p>} onConfirm={() => call('POST /v1/swarms/{id}/leave', { params: { id }, body: { node_id: m.node_id } })} done="leave accepted" />
+          <ConfirmButton label="Leave" title="Leave the swarm" danger needs="POST /v1/swarms/{id}/leave" project={s.project_id} confirm={<p>Node {m.node_id} is drained and leaves {s.name}.</p>} onConfirm={() => call('POST /v1/swarms/{id}/leave', { params: { id }, body: { node_id: m.node_id } })} done="leave accepted" />
         )}
       />
     </Page>
@@ -132,6 +136,7 @@ function ScaleButton({ instance }: { instance: Instance }) {
     <FormButton
       label="Scale"
       small
+      needs="POST /v1/compute/instances/{id}/scale"
       title={`Scale ${instance.name}`}
       submitLabel="Scale"
       done={`scaling ${instance.name}`}
@@ -153,6 +158,7 @@ export function Instances() {
         <FormButton
           label="Create instance"
           title="Create an instance"
+          needs="POST /v1/compute/instances"
           primary
           submitLabel="Create"
           done="instance accepted: deploying"
@@ -211,12 +217,12 @@ export function Instances() {
           <div class="row-actions" role="group" aria-label={`Actions for instance ${i.name}`}>
             <ScaleButton instance={i} />
             {i.status === 'stopped' ? (
-              <ConfirmButton label="Start" title="Start instance" confirm={<p>{i.name} starts with {i.replicas} replicas.</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/start', { params: { id: i.id } })} />
+              <ConfirmButton label="Start" title="Start instance" needs="POST /v1/compute/instances/{id}/start" confirm={<p>{i.name} starts with {i.replicas} replicas.</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/start', { params: { id: i.id } })} />
             ) : (
-              <ConfirmButton label="Stop" title="Stop instance" confirm={<p>{i.name} stops (its replicas go to 0; the record stays).</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/stop', { params: { id: i.id } })} />
+              <ConfirmButton label="Stop" title="Stop instance" needs="POST /v1/compute/instances/{id}/stop" confirm={<p>{i.name} stops (its replicas go to 0; the record stays).</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/stop', { params: { id: i.id } })} />
             )}
-            <LogsButton title={`Logs of ${i.name}`} read={async () => settle('GET /v1/compute/instances/{id}/logs/{taskId}', { id: i.id, taskId: ((await call('POST /v1/compute/instances/{id}/logs', { params: { id: i.id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
-            <ConfirmButton label="Delete" title="Delete instance" danger confirm={<p>{i.name} and its swarm service are removed.</p>} onConfirm={() => call('DELETE /v1/compute/instances/{id}', { params: { id: i.id } })} />
+            <LogsButton title={`Logs of ${i.name}`} needs="POST /v1/compute/instances/{id}/logs" read={async () => settle('GET /v1/compute/instances/{id}/logs/{taskId}', { id: i.id, taskId: ((await call('POST /v1/compute/instances/{id}/logs', { params: { id: i.id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
+            <ConfirmButton label="Delete" title="Delete instance" danger needs="DELETE /v1/compute/instances/{id}" confirm={<p>{i.name} and its swarm service are removed.</p>} onConfirm={() => call('DELETE /v1/compute/instances/{id}', { params: { id: i.id } })} />
           </div>
         )}
       />
@@ -273,6 +279,7 @@ function CreateServiceButton({ form }: { form: (typeof SERVICE_FORMS)[keyof type
     <FormButton
       label={form.label}
       title={form.title}
+      needs="POST /v1/services"
       primary={form.primary}
       wide
       submitLabel={form.submitLabel}
@@ -366,12 +373,12 @@ export function ServiceDetail({ id }: { id: string }) {
       actions={
         <div class="row-actions" role="group" aria-label={`Actions for service ${s.name}`}>
           {s.status === 'stopped' ? (
-            <ConfirmButton label="Start" title="Start service" confirm={<p>{s.name} is {manifest ? 'applied' : 'deployed'} again.</p>} onConfirm={() => call('POST /v1/services/{id}/start', { params: { id } })} />
+            <ConfirmButton label="Start" title="Start service" needs="POST /v1/services/{id}/start" confirm={<p>{s.name} is {manifest ? 'applied' : 'deployed'} again.</p>} onConfirm={() => call('POST /v1/services/{id}/start', { params: { id } })} />
           ) : (
-            <ConfirmButton label="Stop" title="Stop service" confirm={<p>{manifest ? `${s.name}'s objects are deleted from the cluster (start applies them again).` : `${s.name}'s services scale to 0.`}</p>} onConfirm={() => call('POST /v1/services/{id}/stop', { params: { id } })} />
+            <ConfirmButton label="Stop" title="Stop service" needs="POST /v1/services/{id}/stop" confirm={<p>{manifest ? `${s.name}'s objects are deleted from the cluster (start applies them again).` : `${s.name}'s services scale to 0.`}</p>} onConfirm={() => call('POST /v1/services/{id}/stop', { params: { id } })} />
           )}
-          <LogsButton title={`Logs of ${s.name}`} read={async () => settle('GET /v1/services/{id}/logs/{taskId}', { id, taskId: ((await call('POST /v1/services/{id}/logs', { params: { id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
-          <ConfirmButton label="Delete" title="Delete service" danger confirm={<p>{manifest ? `Its objects are deleted from cluster ${s.cluster_id}.` : `The stack ${s.stack} is removed from its swarm.`}</p>} onConfirm={async () => { await call('DELETE /v1/services/{id}', { params: { id } }); location.hash = href('services'); }} />
+          <LogsButton title={`Logs of ${s.name}`} needs="POST /v1/services/{id}/logs" read={async () => settle('GET /v1/services/{id}/logs/{taskId}', { id, taskId: ((await call('POST /v1/services/{id}/logs', { params: { id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
+          <ConfirmButton label="Delete" title="Delete service" danger needs="DELETE /v1/services/{id}" confirm={<p>{manifest ? `Its objects are deleted from cluster ${s.cluster_id}.` : `The stack ${s.stack} is removed from its swarm.`}</p>} onConfirm={async () => { await call('DELETE /v1/services/{id}', { params: { id } }); location.hash = href('services'); }} />
         </div>
       }
     >

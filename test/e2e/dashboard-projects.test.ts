@@ -1,0 +1,196 @@
+import { expect } from 'chai';
+import type { Page } from 'playwright-core';
+import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { TestDialect } from '../support/dialects.js';
+import { startHangar, type TestHangar } from '../support/hangar.js';
+import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../support/identity.js';
+import { requireService } from '../support/requirements.js';
+import { loadConfig } from '../../core/config.js';
+
+/**
+ * Projects through the dashboard in chromium against a real control plane (no machines: swarms are
+ * records until a node joins): an admin makes a project on the Projects page, adds a user to it as
+ * viewer and makes a custom role; the header's project switcher narrows the swarms list and is the
+ * project of the swarm created under it, and is kept across a reload. The viewer logs in, sees only
+ * its project in the switcher and only that project's swarm, and none of the buttons its role does
+ * not grant (create, join, members, roles, machines); it makes an API key limited to the project
+ * with a role and an expiry, which the keys list shows and which works only there; a key wider than
+ * the viewer is refused with the API's words. SQLite (as the other dashboard suites); the API's
+ * rules on both dialects are test/integration/projects and test/integration/iam.
+ */
+describe('the dashboard in chromium: projects, members, roles and scoped keys [sqlite]', function () {
+  this.timeout(60_000);
+  const dialect = new TestDialect('sqlite');
+  let t: TestHangar;
+  let admin: Credentials;
+  let viewer: Credentials;
+  let page: Page;
+  let shot: (name: string) => Promise<unknown>;
+  let closeBrowser: (() => Promise<void>) | undefined;
+  const projects: Record<'alpha' | 'beta', string> = { alpha: '', beta: '' };
+  const row = (table: string, text: string) => tableRow(page, table, text);
+  const nav = (name: string) => navigate(page, name);
+  const dialog = () => page.getByRole('dialog');
+  const switcher = () => page.getByRole('banner').getByLabel('Project');
+  const adminApi = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  /** The names in a table's first column (its rows but the "nothing here" one). */
+  const names = async (table: string) => (await page.getByRole('table', { name: table }).locator('tbody tr[data-id] td:first-child').allInnerTexts()).map((s) => s.trim());
+
+  before(async function () {
+    this.timeout(120_000);
+    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
+    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { login: { port: 0 } } });
+    admin = await bootstrapAdmin(t);
+    viewer = await createUser(t, admin, { username: 'vera', name: 'Vera Viewer' });
+    const beta = await adminApi('POST', '/v1/projects', { name: 'beta' });
+    expect(beta.status, beta.text).to.equal(201);
+    projects.beta = beta.json.data.id;
+    const opened = await openBrowser();
+    ({ page, shot } = opened);
+    closeBrowser = opened.close;
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await closeBrowser?.();
+    await t?.stop();
+    await dialect.cleanup();
+  });
+  afterEach(async function () {
+    if (this.currentTest?.state !== 'failed' || !page) return;
+    for (const text of await page.locator('dialog[open], .notice').allInnerTexts().catch(() => [])) console.log(`    on the page: ${text.slice(0, 2000)}`);
+  });
+
+  it('an admin makes a project, adds a user to it as viewer and makes a custom role', async () => {
+    await logIn(page, t.url, admin.username, admin.password);
+    await nav('Projects');
+    await page.getByRole('button', { name: 'Create project' }).click();
+    await dialog().getByLabel('Name').fill('alpha');
+    await dialog().getByLabel('Description').fill('team alpha');
+    await dialog().getByRole('button', { name: 'Create' }).click();
+    await page.getByRole('heading', { name: 'Project alpha' }).waitFor();
+    projects.alpha = ((await adminApi('GET', '/v1/projects/alpha')).json.data as { id: string }).id;
+
+    await page.getByRole('button', { name: 'Add member' }).click();
+    await dialog().getByLabel('User').fill('vera');
+    await dialog().getByLabel('Role').selectOption('viewer');
+    await dialog().getByRole('button', { name: 'Add' }).click();
+    await row('Members', 'vera').getByText('viewer', { exact: true }).waitFor();
+    const members = (await adminApi('GET', '/v1/projects/alpha/members')).json.data as Array<{ username: string; role: string }>;
+    expect(members.map((m) => [m.username, m.role])).to.deep.equal([['vera', 'viewer']]);
+
+    await page.getByRole('button', { name: 'Create role' }).click();
+    await dialog().getByLabel('Name').fill('releaser');
+    await dialog().getByLabel('services:read', { exact: true }).check();
+    await dialog().getByLabel('services:deploy', { exact: true }).check();
+    await dialog().getByRole('button', { name: 'Create' }).click();
+    await row('Roles', 'releaser').getByText('services:deploy services:read').waitFor();
+    const roles = (await adminApi('GET', '/v1/projects/alpha/roles')).json.data as Array<{ name: string; permissions: string[] }>;
+    expect(roles.find((r) => r.name === 'releaser')?.permissions).to.deep.equal(['services:deploy', 'services:read']);
+    await shot('projects-01-project');
+  });
+
+  it('the header’s project narrows the lists, is the project of what is created under it, and is kept across a reload', async () => {
+    expect(await switcher().locator('option').allInnerTexts()).to.include.members(['All projects', 'alpha', 'beta']);
+    for (const project of ['alpha', 'beta'] as const) {
+      await switcher().selectOption({ label: project });
+      await nav('Swarms');
+      await page.getByRole('button', { name: 'Create swarm' }).click();
+      await dialog().getByLabel('Name').fill(`${project}-swarm`);
+      await dialog().getByRole('button', { name: 'Create' }).click();
+      await row('Swarms', `${project}-swarm`).waitFor();
+      expect(await names('Swarms')).to.deep.equal([`${project}-swarm`]);
+    }
+    const swarms = (await adminApi('GET', '/v1/swarms')).json.data as Array<{ name: string; project_id: string }>;
+    expect(Object.fromEntries(swarms.map((s) => [s.name, s.project_id]))).to.deep.equal({ 'alpha-swarm': projects.alpha, 'beta-swarm': projects.beta });
+
+    await switcher().selectOption({ label: 'All projects' });
+    await row('Swarms', 'alpha-swarm').waitFor();
+    expect((await names('Swarms')).sort()).to.deep.equal(['alpha-swarm', 'beta-swarm']);
+
+    await switcher().selectOption({ label: 'alpha' });
+    await page.reload();
+    await page.getByRole('heading', { name: 'Swarms' }).waitFor();
+    await row('Swarms', 'alpha-swarm').waitFor();
+    expect(await switcher().inputValue()).to.equal(projects.alpha);
+    expect(await names('Swarms')).to.deep.equal(['alpha-swarm']);
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByRole('heading', { name: 'Log in to hangar' }).waitFor();
+  });
+
+  it('the viewer sees only its project and its resources, and no button its role does not grant', async () => {
+    await logIn(page, t.url, viewer.username, viewer.password);
+    expect(await switcher().locator('option').allInnerTexts()).to.deep.equal(['alpha']);
+    expect(await switcher().inputValue()).to.equal(projects.alpha);
+    // Machines are the installation's: a user reads them and changes nothing.
+    expect(await page.getByRole('button', { name: 'Add a machine' }).count()).to.equal(0);
+    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit log' }).count()).to.equal(0);
+
+    await nav('Swarms');
+    await row('Swarms', 'alpha-swarm').waitFor();
+    expect(await names('Swarms')).to.deep.equal(['alpha-swarm']);
+    expect(await page.getByRole('button', { name: 'Create swarm' }).count()).to.equal(0);
+    await row('Swarms', 'alpha-swarm').getByRole('link').click();
+    await page.getByRole('heading', { name: 'Swarm alpha-swarm' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Join a node' }).count()).to.equal(0);
+
+    await nav('Projects');
+    await row('Projects', 'alpha').getByText('viewer').waitFor();
+    expect(await names('Projects')).to.deep.equal(['alpha']);
+    await row('Projects', 'alpha').getByRole('link').click();
+    await page.getByRole('heading', { name: 'Project alpha' }).waitFor();
+    await row('Members', 'vera').waitFor();
+    await row('Roles', 'releaser').waitFor();
+    for (const name of ['Add member', 'Change role', 'Remove', 'Create role', 'Delete', 'Edit']) {
+      expect(await page.getByRole('button', { name, exact: true }).count(), name).to.equal(0);
+    }
+    // Beta is not the viewer's: its page answers as a project that does not exist.
+    await page.goto(`${t.url}/ui#/projects/beta`);
+    await page.getByRole('alert').filter({ hasText: 'beta' }).waitFor();
+    await shot('projects-02-viewer');
+  });
+
+  it('the viewer makes a key limited to its project with a role and an expiry; the list shows them, and a wider key is refused with the API’s words', async () => {
+    await nav('Users & keys');
+    await page.getByRole('heading', { name: 'API keys' }).waitFor();
+    await page.getByRole('button', { name: 'Create API key' }).click();
+    await dialog().getByLabel('Description').fill('alpha reader');
+    expect(await dialog().getByLabel('Project').inputValue(), 'the header’s project is the default').to.equal(projects.alpha);
+    await dialog().getByLabel('Role').selectOption('viewer');
+    await dialog().getByLabel('Expires in').fill('30d');
+    await dialog().getByLabel('Source networks').fill('127.0.0.0/8');
+    await dialog().getByRole('button', { name: 'Create' }).click();
+    const secret = await page.getByTestId('key-secret').inputValue();
+    const keyId = await dialog().getByLabel('Access key id').inputValue();
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    await row('API keys', 'alpha reader').waitFor();
+
+    const made = ((await adminApi('GET', `/v1/iam/users/${viewer.userId}/keys`)).json.data as Array<Record<string, any>>).find((k) => k.access_key_id === keyId)!;
+    expect(made).to.include({ scope: 'project', project_id: projects.alpha, role: 'viewer' });
+    expect(Date.parse(made.expires_at) - Date.parse(made.created_at)).to.be.closeTo(30 * 86_400_000, 5_000);
+    const shown = await row('API keys', 'alpha reader').textContent();
+    expect(shown).to.contain('project alpha').and.contain('viewer').and.contain(`${made.expires_at.slice(0, 16).replace('T', ' ')} UTC`).and.contain('127.0.0.0/8');
+    expect(await page.content()).not.to.contain(secret);
+
+    // The key works in its project only.
+    const key = { accessKeyId: keyId, secretAccessKey: secret };
+    const listed = await signed(t, key, 'GET', '/v1/swarms');
+    expect(listed.status, listed.text).to.equal(200);
+    expect((listed.json.data as Array<{ name: string }>).map((s) => s.name)).to.deep.equal(['alpha-swarm']);
+    expect((await signed(t, key, 'GET', `/v1/projects/${projects.beta}`)).status).to.equal(404);
+    // Its last use is shown once the page reads the list again.
+    await nav('Swarms');
+    await nav('Users & keys');
+    await row('API keys', 'alpha reader').locator('td[data-label="Last used"] time').waitFor();
+
+    // No key wider than its owner: the refusal says what the viewer lacks.
+    await page.getByRole('button', { name: 'Create API key' }).click();
+    await dialog().getByLabel('Description').fill('too wide');
+    await dialog().getByLabel('Role').selectOption('owner');
+    await dialog().getByRole('button', { name: 'Create' }).click();
+    await page.locator('.notice.error').filter({ hasText: 'Insufficient permissions: the key would hold' }).filter({ hasText: 'HTTP 403' }).waitFor();
+    await dialog().getByRole('button', { name: 'Cancel' }).click();
+    expect(((await adminApi('GET', `/v1/iam/users/${viewer.userId}/keys`)).json.data as Array<{ description: string }>).map((k) => k.description)).not.to.include('too wide');
+    await shot('projects-03-keys');
+  });
+});
