@@ -136,34 +136,34 @@ function Members({ project, roles }: { project: Project; roles: Role[] }) {
         live={changed('project')}
         empty="No members."
         rowKey={(m: Member) => m.user_id}
-        toolbar={(reload) =>
-          manages && (
-            <FormButton
-              label="Add member"
-              title={`Add a member to ${project.name}`}
-              primary
-              submitLabel="Add"
-              done="member added"
-              onSubmit={async (f) => {
-                await call('PUT /v1/projects/{id}/members/{user}', { params: { id: project.id, user: text(f, 'user') }, body: { role: text(f, 'role') } });
-                reload();
-                await refreshAccess();
-              }}
-            >
-              <Field label="User" hint="a username or user id">
-                <input name="user" required maxLength={100} list="project-usernames" autocomplete="off" />
-              </Field>
-              <datalist id="project-usernames">
-                {usernames.map((u) => (
-                  <option key={u} value={u} />
-                ))}
-              </datalist>
-              <Field label="Role">
-                <RoleSelect roles={roles} value="viewer" />
-              </Field>
-            </FormButton>
-          )
-        }
+        toolbar={(reload) => (
+          <FormButton
+            label="Add member"
+            title={`Add a member to ${project.name}`}
+            primary
+            needs="PUT /v1/projects/{id}/members/{user}"
+            project={project.id}
+            submitLabel="Add"
+            done="member added"
+            onSubmit={async (f) => {
+              await call('PUT /v1/projects/{id}/members/{user}', { params: { id: project.id, user: text(f, 'user') }, body: { role: text(f, 'role') } });
+              reload();
+              await refreshAccess();
+            }}
+          >
+            <Field label="User" hint="a username or user id">
+              <input name="user" required maxLength={100} list="project-usernames" autocomplete="off" />
+            </Field>
+            <datalist id="project-usernames">
+              {usernames.map((u) => (
+                <option key={u} value={u} />
+              ))}
+            </datalist>
+            <Field label="Role">
+              <RoleSelect roles={roles} value="viewer" />
+            </Field>
+          </FormButton>
+        )}
         columns={[
           { label: 'User', render: (m: Member) => m.username },
           { label: 'Name', render: (m: Member) => m.name ?? '–' },
@@ -233,24 +233,24 @@ function Roles({ project, roles, reload }: { project: Project; roles: Role[]; re
       <div class="page-head">
         <h2>Roles</h2>
         <div class="toolbar">
-          {manages && (
-            <FormButton
-              label="Create role"
-              title={`Create a role of ${project.name}`}
-              wide
-              submitLabel="Create"
-              done="role created"
-              onSubmit={async (f) => {
-                const permissions = f.getAll('permissions').map(String);
-                await call('POST /v1/projects/{id}/roles', { params: { id: project.id }, body: { name: text(f, 'name'), description: text(f, 'description') || undefined, permissions } });
-                reload();
-              }}
-            >
-              <NameField />
-              <DescriptionField />
-              <PermissionChecks catalogue={catalogue} />
-            </FormButton>
-          )}
+          <FormButton
+            label="Create role"
+            title={`Create a role of ${project.name}`}
+            wide
+            needs="POST /v1/projects/{id}/roles"
+            project={project.id}
+            submitLabel="Create"
+            done="role created"
+            onSubmit={async (f) => {
+              const permissions = f.getAll('permissions').map(String);
+              await call('POST /v1/projects/{id}/roles', { params: { id: project.id }, body: { name: text(f, 'name'), description: text(f, 'description') || undefined, permissions } });
+              reload();
+            }}
+          >
+            <NameField />
+            <DescriptionField />
+            <PermissionChecks catalogue={catalogue} />
+          </FormButton>
         </div>
       </div>
       <table aria-label="Roles">
