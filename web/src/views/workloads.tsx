@@ -62,10 +62,8 @@ export function Swarms() {
         empty="No swarms yet."
         columns={[
           { label: 'Name', render: (s: Swarm) => <a href={href('swarms', s.id)}>{s.name}</a> },
- <Badge status={s.status} /> },
-=>          { label: 'Status', render: (s: Swarm) => <Badge status={s.status} /> },
+          { label: 'Status', render: (s: Swarm) => <Badge status={s.status} /> },
           { label: 'Project', render: (s: Swarm) => <ProjectName id={s.project_id} /> },
-=> <Badge status={s.status} /> },
           { label: 'Manager', render: (s: Swarm) => (s.manager ? <a href={href('nodes', s.manager.node_id)}>{s.manager.node_id}</a> : '–') },
           { label: 'Members', render: (s: Swarm) => String(s.members?.length ?? 0) },
           { label: 'Created', render: (s: Swarm) => <Ago at={s.created_at} /> },
