@@ -155,7 +155,7 @@ export class Repository<T extends Row> {
   async insert(values: Partial<T>, trx?: Knex.Transaction): Promise<T> {
     const encoded = this.codec.encode(values);
     const columns = Object.keys(encoded);
-    const sql = `insert into ${this.quotedTable} (${columns.map(quoted).join(', ')}) values (${columns.map(() => '?').join(', ')}) returning ${await this.store.writes.returning(this.table)}`;
+    const sql = `insert into ${this.quotedTable} (${columns.map(quoted).join(', ')}) values (${columns.map(() => '?').join(', ')}) returning ${await this.store.writes.returning(this.table, trx)}`;
     const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, Object.values(encoded), trx));
     this.changed(values.id as string, 'insert');
     return this.decode(rows[0]!);
@@ -203,7 +203,7 @@ export class Repository<T extends Row> {
   protected async updateWhere(id: string, values: Row, condition: string, conditionParams: unknown[], trx?: Knex.Transaction): Promise<T | null> {
     const columns = Object.keys(values);
     if (!columns.length) return this.get(id, trx);
-    const sql = `update ${this.quotedTable} set ${columns.map((c) => `${quoted(c)} = ?`).join(', ')} where "id" = ?${condition} returning ${await this.store.writes.returning(this.table)}`;
+    const sql = `update ${this.quotedTable} set ${columns.map((c) => `${quoted(c)} = ?`).join(', ')} where "id" = ?${condition} returning ${await this.store.writes.returning(this.table, trx)}`;
     const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, [...Object.values(values), id, ...conditionParams], trx));
     if (!rows.length) return null;
     this.changed(id, 'update');

@@ -39,7 +39,8 @@ const MAX_STATEMENTS = 1000;
 export class PreparedWrites {
   private readonly sqlite = new WeakMap<object, Map<string, SqliteStatement>>();
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
-  private readonly returned = new Map<string, Promise<string>>();
+  /** Each table's RETURNING columns, once read (see `returning`). */
+  private readonly returned = new Map<string, string>();
 
   constructor(
     private readonly knex: Knex,
@@ -54,17 +55,23 @@ export class PreparedWrites {
    * would fail every write of a table to which another control plane (a newer release, upgraded
    * one at a time: docs/upgrading.md) added a column while this one serves.
    */
-  returning(table: string): Promise<string> {
+  returning(table: string, trx?: Knex.Transaction | PreparedTransaction): Promise<string> {
     if (this.dialect === 'sqlite') return Promise.resolve('*');
-    let columns = this.returned.get(table);
-    if (!columns) {
-      columns = this.knex
-        .raw('select column_name from information_schema.columns where table_schema = current_schema() and table_name = ? order by ordinal_position', [table])
-        .then((result: { rows: Array<{ column_name: string }> }) => (result.rows.length ? result.rows.map((r) => quoted(r.column_name)).join(', ') : '*'));
-      columns.catch(() => this.returned.delete(table));
+    const known = this.returned.get(table);
+    if (known !== undefined) return Promise.resolve(known);
+    // Read on the caller's transaction when there is one: from the pool, a transaction holding its
+    // connection would wait for a second, and a burst of them (a fleet joining a control plane that
+    // had not written the table yet) waited for each other until the pool's acquire timeout.
+    const sql = 'select column_name from information_schema.columns where table_schema = current_schema() and table_name = $1 order by ordinal_position';
+    const read: Promise<{ rows: Array<{ column_name: string }> }> =
+      trx instanceof PreparedTransaction
+        ? (trx.connection as { query(text: string, values: unknown[]): Promise<{ rows: Array<{ column_name: string }> }> }).query(sql, [table])
+        : (trx ?? this.knex).raw(sql.replace('$1', '?'), [table]);
+    return read.then((result) => {
+      const columns = result.rows.length ? result.rows.map((r) => quoted(r.column_name)).join(', ') : '*';
       this.returned.set(table, columns);
-    }
-    return columns;
+      return columns;
+    });
   }
 
   /** Runs a write statement (`insert`, `update`, `delete`, with or without `returning`) that writes `table`. */

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import knexFactory from 'knex';
 import { randomToken } from '../../core/ids.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { NODE_PLUGINS } from '../support/agents.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { FIXTURE_PLUGIN, startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, GOOD_PASSWORD, type Credentials } from '../support/identity.js';
@@ -218,5 +220,29 @@ describeEachDialect('a store whose pool stays busy: 503 with Retry-After, nothin
     expect(users.status).to.equal(200);
     expect((users.json.data as Array<{ username: string }>).map((u) => u.username)).not.to.include('queued');
     console.log('      a busy pool: a read and a write that waited 1 s for a connection → 503, Retry-After: 2; then served');
+  });
+});
+
+describeEachDialect('machines joining a control plane with one store connection', (dialect) => {
+  if (dialect.name !== 'postgres') return;
+  let t: TestHangar;
+  let admin: Credentials;
+
+  before(async () => {
+    t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides: { database: { pool_max: 1, acquire_timeout_seconds: 3 } } });
+    admin = await bootstrapAdmin(t);
+  });
+  after(() => t?.stop());
+
+  // A join's transaction holds its connection; what it writes must not ask the pool for another (the
+  // first write of a table read that table's columns from the pool: with every connection held by a
+  // join, each waited for the others until the acquire timeout — 5 000 agents joining, ~2 500 failed).
+  it('joins three machines at once: no statement of a join waits for a second connection', async () => {
+    const key = () => generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    const tokens = await Promise.all([0, 1, 2].map(async () => (await t.request('POST', '/v1/nodes/token', { body: {}, headers: bearer(admin.token) })).json.data.token as string));
+    const joins = await Promise.all(tokens.map((token, i) => t.request('POST', '/v1/nodes/join', { body: { token, hostname: `one-connection-${i}`, public_key: key() } })));
+    expect(joins.map((j) => `${j.status} ${j.json.message ?? ''}`.trim())).to.deep.equal(['201', '201', '201']);
+    const nodes = await t.request('GET', '/v1/nodes', { headers: bearer(admin.token) });
+    expect((nodes.json.data as Array<{ hostname: string }>).map((n) => n.hostname).sort()).to.deep.equal(['one-connection-0', 'one-connection-1', 'one-connection-2']);
   });
 });
