@@ -122,6 +122,8 @@ export async function joinControlPlane(options: { apiUrl: string; token: string;
 
 /** Most tasks an agent holds (running or waiting in their lanes) before it stops polling for more. */
 const MAX_HELD_TASKS = 64;
+/** The least time between two progress reports of one task. */
+const PROGRESS_INTERVAL_MS = 1000;
 
 /**
  * The machine agent: heartbeats on the interval the server sets (saying which task kinds and
@@ -306,6 +308,7 @@ export class Agent {
             return { status: res.status, body: res.raw, headers: res.headers };
           },
           setPendingUpdates: (count) => (this.state.pendingUpdates = count),
+          progress: this.progressReporter(task.task_id),
           quiesce: async () => {
             this.heartbeatsPaused = true;
             await this.heartbeatInFlight?.catch(() => undefined);
@@ -319,6 +322,29 @@ export class Agent {
     this.log.info({ task_id: task.task_id, kind: task.kind, status: outcome.status, ms: Date.now() - started }, 'task done');
     await this.reportWithRetry(task.task_id, outcome);
     for (const action of afterwards) await action();
+  }
+
+  /**
+   * What a running task says of its progress, sent to the control plane at most once every
+   * PROGRESS_INTERVAL_MS (the latest value then): one failed send is not retried, the next one
+   * carries newer figures anyway.
+   */
+  private progressReporter(taskId: string): (value: Record<string, number | string | null>) => void {
+    let latest: Record<string, number | string | null> | null = null;
+    let timer: NodeJS.Timeout | null = null;
+    let lastSent = 0;
+    const send = () => {
+      timer = null;
+      const value = latest;
+      latest = null;
+      if (!value || this.controller.signal.aborted) return;
+      lastSent = Date.now();
+      this.request('POST', `/v1/internal/tasks/${taskId}/progress`, { progress: value }).catch((err: Error) => this.log.debug({ task_id: taskId, error: err.message }, 'reporting progress failed'));
+    };
+    return (value) => {
+      latest = value;
+      if (!timer) timer = setTimeout(send, Math.max(0, lastSent + PROGRESS_INTERVAL_MS - Date.now()));
+    };
   }
 
   /** Results matter: retry a few times before leaving the task to its lease expiry. */

@@ -16,8 +16,16 @@ export function startDetached(command: string, args: string[], env: NodeJS.Proce
   child.unref();
 }
 
-/** Runs a command without a shell; never throws for a non-zero exit, only for a missing command. */
-export function runCommand(command: string, args: string[], options: { timeoutMs?: number; env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<RunResult> {
+/**
+ * Runs a command without a shell; never throws for a non-zero exit, only for a missing command.
+ * `onStdoutLine` hears each line of standard output as it comes (restic's status lines); a line it
+ * answers `false` for is not kept in `stdout`.
+ */
+export function runCommand(
+  command: string,
+  args: string[],
+  options: { timeoutMs?: number; env?: NodeJS.ProcessEnv; input?: string; onStdoutLine?: (line: string) => boolean | void } = {},
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env: options.env ?? process.env, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     // A command that exits without reading its input must not take the agent down with EPIPE.
@@ -31,7 +39,14 @@ export function runCommand(command: string, args: string[], options: { timeoutMs
           child.kill('SIGKILL');
         }, options.timeoutMs)
       : undefined;
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    let partial = '';
+    const hear = options.onStdoutLine;
+    child.stdout!.on('data', (c: Buffer) => {
+      if (!hear) return void (stdout += c.toString());
+      const lines = (partial + c.toString()).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) if (hear(line) !== false) stdout += `${line}\n`;
+    });
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('error', (err) => {
       clearTimeout(timer);
@@ -39,6 +54,7 @@ export function runCommand(command: string, args: string[], options: { timeoutMs
     });
     child.on('close', (code) => {
       clearTimeout(timer);
+      if (partial && (!hear || hear(partial) !== false)) stdout += partial;
       resolve({ code, stdout, stderr, timedOut });
     });
     child.stdin?.end(options.input);

@@ -50,8 +50,30 @@ function requireRestic(): string {
 /** The last lines of restic's error output (never the environment it ran with). */
 const said = (res: RunResult) => (res.timedOut ? 'timed out' : res.stderr.trim().split('\n').slice(-3).join(' / ') || `exited with ${res.code}`);
 
-async function restic(ctx: ExecutorContext, args: string[]): Promise<RunResult> {
-  return runCommand(requireRestic(), ['-o', `s3.region=${String(ctx.payload.region)}`, ...args], { env: resticEnv(ctx), timeoutMs: RESTIC_TIMEOUT_MS });
+async function restic(ctx: ExecutorContext, args: string[], options: { onStdoutLine?: (line: string) => boolean | void; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+  return runCommand(requireRestic(), ['-o', `s3.region=${String(ctx.payload.region)}`, ...args], { env: { ...resticEnv(ctx), ...options.env }, timeoutMs: RESTIC_TIMEOUT_MS, onStdoutLine: options.onStdoutLine });
+}
+
+/** How often restic writes a status line while it backs up (RESTIC_PROGRESS_FPS; its default with --json is 60 a second). */
+const STATUS_LINES_PER_SECOND = '2';
+
+/**
+ * Hears restic backup's `--json` status lines and tells the control plane the bytes done of the
+ * total (and the files), as the task's progress; the status lines are not kept (only the summary
+ * and the errors are read after).
+ */
+function statusReporter(ctx: ExecutorContext): (line: string) => boolean {
+  return (line) => {
+    if (!line.startsWith('{') || !line.includes('"message_type":"status"')) return true;
+    try {
+      const status = JSON.parse(line) as Record<string, unknown>;
+      const figure = (key: string) => (typeof status[key] === 'number' ? (status[key] as number) : null);
+      ctx.progress({ bytes_done: figure('bytes_done') ?? 0, bytes_total: figure('total_bytes'), files_done: figure('files_done') ?? 0, files_total: figure('total_files') });
+    } catch {
+      return true;
+    }
+    return false;
+  };
 }
 
 /** Opens the repository, initialising it when there is none yet (another agent may do so at the same time). */
@@ -91,7 +113,10 @@ export const backupVolume: KindExecutor<typeof VolumeBackup> = async (ctx) => {
   requireRestic();
   if (!existsSync(folder) || !statSync(folder).isDirectory()) throw new Error(`the volume's folder ${folder} does not exist on this machine`);
   await openRepository(ctx);
-  const res = await restic(ctx, ['backup', '--json', '--tag', `hangar-volume=${ctx.payload.volume_id}`, '--tag', `hangar-backup=${ctx.payload.backup_id}`, folder]);
+  const res = await restic(ctx, ['backup', '--json', '--tag', `hangar-volume=${ctx.payload.volume_id}`, '--tag', `hangar-backup=${ctx.payload.backup_id}`, folder], {
+    onStdoutLine: statusReporter(ctx),
+    env: { RESTIC_PROGRESS_FPS: STATUS_LINES_PER_SECOND },
+  });
   const lines = res.stdout.split('\n').filter((l) => l.startsWith('{'));
   const summary = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((m) => m.message_type === 'summary');
   // restic exits with 3 when some files could not be read: the snapshot exists but is incomplete.

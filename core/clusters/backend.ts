@@ -212,6 +212,8 @@ export interface AgentExecutorContext<P = Record<string, unknown>> {
   quiesce(): Promise<void>;
   /** Asks the agent to refresh its view of OS updates in the next heartbeat. */
   setPendingUpdates(count: number | null): void;
+  /** Tells the control plane how far the task is (plain numbers and words, no secret): sent at most once a second, the latest wins. */
+  progress(value: Record<string, number | string | null>): void;
 }
 
 /** A task the agent runs with its own context: what it returns is the task's output, what it throws fails the task. */

@@ -1,6 +1,6 @@
 import type { MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
-import { agentCapabilitiesMigration, taskMigration } from '../tasks/migrations.js';
+import { agentCapabilitiesMigration, taskMigration, taskProgressMigration } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
 import { noticesMigration } from './notices.js';
 import { keyringMigration } from '../pki/keyring.js';
@@ -35,5 +35,6 @@ export const coreMigrations: MigrationSet = {
     specRevisionsMigration,
     clusterProjectsMigration,
     memberReadinessMigration,
+    taskProgressMigration,
   ],
 };

@@ -1,4 +1,5 @@
 import type { Migration } from '../db/migrations.js';
+import { recordId, recordTimes } from '../db/columns.js';
 
 export const TASKS = 'tasks';
 export const AGENT_CAPABILITIES = 'agent_capabilities';
@@ -7,7 +8,7 @@ export const taskMigration: Migration = {
   id: '002_tasks',
   async up(knex) {
     await knex.schema.createTable(TASKS, (t) => {
-      t.string('id', 64).primary();
+      recordId(t);
       t.string('node_id', 64).notNullable();
       t.string('kind', 100).notNullable();
       t.json('payload').nullable();
@@ -19,8 +20,7 @@ export const taskMigration: Migration = {
       t.json('result').nullable();
       t.text('error').nullable();
       t.string('subject', 128).nullable();
-      t.timestamp('created_at', { useTz: true }).notNullable();
-      t.timestamp('updated_at', { useTz: true }).notNullable();
+      recordTimes(t);
       t.timestamp('completed_at', { useTz: true }).nullable();
       t.index(['node_id', 'status', 'created_at']);
       t.index(['status', 'lease_expires_at']);
@@ -40,6 +40,16 @@ export const agentCapabilitiesMigration: Migration = {
       /** JSON array of orchestrator backends the agent has a driver for. */
       t.text('backends').notNullable();
       t.timestamp('updated_at', { useTz: true }).notNullable();
+    });
+  },
+};
+
+export const taskProgressMigration: Migration = {
+  id: '013_task_progress',
+  async up(knex) {
+    // What a running task's agent last said of its progress (a backup's bytes done of its total): JSON, no secrets.
+    await knex.schema.alterTable(TASKS, (t) => {
+      t.json('progress').nullable();
     });
   },
 };

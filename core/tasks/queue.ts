@@ -27,6 +27,8 @@ export interface Task {
   error: string | null;
   /** What the task is about (a resource id), so result endpoints can check it belongs to them. */
   subject: string | null;
+  /** What its agent last said of its progress while it ran (a backup's `bytes_done` of `bytes_total`); null when it said nothing. */
+  progress?: Record<string, unknown> | null;
   created_at: string;
   updated_at: string;
   completed_at: string | null;
@@ -102,7 +104,7 @@ const WAKE_TOPIC = 'tasks.wake';
 /** Notice: a node's agent capabilities were written (the key: the node id, a space, the writing queue's id). */
 const CAPABILITIES_TOPIC = 'tasks.capabilities';
 
-const codec = new RowCodec({ json: ['payload', 'result'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
+const codec = new RowCodec({ json: ['payload', 'result', 'progress'], bool: ['read_once'], dates: ['lease_expires_at', 'created_at', 'updated_at', 'completed_at'] });
 
 /** A payload or result as the tasks table stores it: its JSON sealed (what an older version left is plain). */
 interface SealedJson {
@@ -123,6 +125,7 @@ export function taskView(task: Task) {
     completed_at: task.completed_at,
     ...(task.status === 'completed' ? { result: task.result } : {}),
     ...(task.error ? { error: task.error } : {}),
+    ...(task.progress ? { progress: task.progress } : {}),
   };
 }
 
@@ -440,6 +443,17 @@ export class TaskQueue {
       .whereIn('id', taskIds)
       .where('created_at', '>', queuedAfter)
       .update({ lease_expires_at: until, updated_at: now.toISOString() });
+  }
+
+  /**
+   * Records what a node's agent says of a task it runs (its progress: plain numbers and words, never
+   * a secret; kept unsealed). Only while the task is leased by that node: answers whether it was.
+   */
+  async reportProgress(taskId: string, nodeId: string, progress: Record<string, unknown>): Promise<boolean> {
+    const updated = await this.knex(TASKS)
+      .where({ id: taskId, node_id: nodeId, status: 'leased' })
+      .update({ progress: JSON.stringify(progress), updated_at: this.clock.now().toISOString() });
+    return updated > 0;
   }
 
   /**

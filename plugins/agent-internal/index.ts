@@ -97,6 +97,29 @@ export default definePlugin({
             return { task_id: task.id, status: task.status };
           },
         }),
+        defineRoute({
+          method: 'POST',
+          path: '/v1/internal/tasks/{taskId}/progress',
+          auth: 'agent',
+          summary: 'Report a running task’s progress (a backup’s bytes done of its total); recorded only while this node holds the task',
+          schemas: {
+            params: Type.Object({ taskId: Type.String({ pattern: '^task-[0-9a-z]+$' }) }),
+            body: Type.Object(
+              {
+                progress: Type.Record(Type.String({ pattern: '^[a-z_]{1,40}$' }), Type.Union([Type.Number(), Type.String({ maxLength: 200 }), Type.Null()]), {
+                  maxProperties: 20,
+                  additionalProperties: false,
+                  description: 'plain numbers and words (never a secret): what the task has done so far',
+                }),
+              },
+              { additionalProperties: false },
+            ),
+            response: Type.Object({ task_id: Type.String(), recorded: Type.Boolean({ description: 'false: the task is no longer this node’s running one' }) }),
+          },
+          async handler(req) {
+            return { task_id: req.params.taskId, recorded: await tasks.reportProgress(req.params.taskId, req.agent!.nodeId, req.body.progress) };
+          },
+        }),
       ],
     };
   },

@@ -130,6 +130,29 @@ describeEachDialect('nodes: the task queue over the agent API, with a test doubl
     expect((await api('GET', `/v1/nodes/${q.nodeId}/logs/${task.task_id}`)).status, 'a failed result is read once too').to.equal(404);
   });
 
+  it('progress: a running task’s agent reports how far it is, recorded only while that node holds it; other nodes and bad input are refused', async () => {
+    const p = await FakeAgent.forNode(t, await createNode('p-progress'));
+    const q = await FakeAgent.forNode(t, await createNode('q-progress'));
+    const queued = await api('POST', `/v1/nodes/${q.nodeId}/logs`);
+    const progress = (agent: FakeAgent, taskId: string, body: unknown) => agent.request('POST', `/v1/internal/tasks/${taskId}/progress`, { body });
+    const [task] = (await q.poll(0)).json.data;
+    expect(task.task_id).to.equal(queued.json.data.task_id);
+    const first = await progress(q, task.task_id, { progress: { bytes_done: 10, bytes_total: 100 } });
+    expect(first.status, first.text).to.equal(200);
+    expect(first.json.data).to.deep.equal({ task_id: task.task_id, recorded: true });
+    expect((await progress(q, task.task_id, { progress: { bytes_done: 55, bytes_total: 100 } })).json.data.recorded).to.equal(true);
+    // The latest figures are what a read of the task shows while it runs.
+    const read = await api('GET', `/v1/nodes/${q.nodeId}/logs/${task.task_id}`);
+    expect(read.json.data).to.deep.include({ status: 'leased', progress: { bytes_done: 55, bytes_total: 100 } });
+    expect((await progress(p, task.task_id, { progress: { bytes_done: 99 } })).json.data.recorded, 'another node’s task').to.equal(false);
+    for (const bad of [{}, { progress: { 'Not-A-Name': 1 } }, { progress: { bytes: { nested: 1 } } }, { progress: {}, extra: 1 }]) {
+      expect((await progress(q, task.task_id, bad)).status, JSON.stringify(bad)).to.equal(400);
+    }
+    expect((await t.request('POST', `/v1/internal/tasks/${task.task_id}/progress`, { body: { progress: {} }, headers: bearer(admin.token) })).status, 'an admin JWT is not an agent').to.equal(401);
+    expect((await q.report(task.task_id, { status: 'completed', output: { lines: [] } })).status).to.equal(200);
+    expect((await progress(q, task.task_id, { progress: { bytes_done: 100 } })).json.data.recorded, 'once it has ended').to.equal(false);
+  });
+
   it('lease expiry: an unreported task returns to pending and is handed out again, then fails after the last attempt with the reason and a task_failed event', async function () {
     this.timeout(30_000);
     const agent = await FakeAgent.forNode(t, await createNode('forgetful'));
