@@ -560,6 +560,45 @@ export const RestartWorkload = defineDriverCall({
 export const IN_PLACE_OBJECT_CALLS = [PutObject, DeleteObject, ObjectUsers, RestartWorkload] as const;
 export type InPlaceObjectDriver = DriverMethods<typeof IN_PLACE_OBJECT_CALLS>;
 
+// ---- commands in a workload's container (an optional interface) ---------------------------------
+//
+// A backup's pre and post commands (a database dump before the snapshot) run in a running container
+// of a workload. The call is queued on the node that runs one (a task of the workload there, as the
+// cluster's inspection says) and runs against that machine's runtime. A backend that can do it lists
+// these calls among its own task kinds; the control plane refuses the commands on one that does not.
+
+/** The most of a command's output kept (its end): what a run shows of it. */
+export const EXEC_OUTPUT_BYTES = 64 * 1024;
+
+export const ExecInWorkload = defineDriverCall({
+  name: 'workload.exec',
+  description: 'run a command in a running container of a workload on this machine (no shell unless the command is one), answering its exit code and the end of its output',
+  lane: 'maintenance',
+  minAgentVersion: BUNDLE_PLACEMENT_VERSION,
+  method: 'execInWorkload',
+  input: Type.Object({
+    /** The runtime's workload names to look for a container of (an instance's one, a bundle's parts). */
+    names: Type.Array(Name, { minItems: 1, maxItems: 100 }),
+    command: Type.Array(Type.String({ maxLength: 8192 }), { minItems: 1, maxItems: 256 }),
+    timeout_s: Type.Integer({ minimum: 1, maximum: 86_400 }),
+  }),
+  result: Type.Object({
+    /** The command's exit code; null when it was still running at its timeout. */
+    exit_code: Nullable(Type.Integer()),
+    timed_out: Type.Boolean(),
+    /** The end of its standard output and error, interleaved as written (at most EXEC_OUTPUT_BYTES). */
+    output: Type.String(),
+    /** Whether output before what is kept was dropped. */
+    truncated: Type.Boolean(),
+    /** The container it ran in (the runtime's id, short). */
+    container: Type.String(),
+    duration_seconds: Type.Number({ minimum: 0 }),
+  }),
+});
+
+export const EXEC_CALLS = [ExecInWorkload] as const;
+export type ExecDriver = DriverMethods<typeof EXEC_CALLS>;
+
 // ---- the scan interface -------------------------------------------------------------------------
 
 export const ScanUnmanaged = defineDriverCall({

@@ -14,6 +14,18 @@ export interface WorkloadKind {
   inCluster(clusterId: string): Promise<Array<{ id: string; name: string }>>;
   /** Removes whatever exists of the resource in the runtime, then its record; false when unknown. */
   forceRemove(id: string): Promise<boolean>;
+  /** A record by id or name with where it runs in the runtime (kinds that declare {@link WorkloadKindDef.runtime}); null when unknown. */
+  runtimeOf?(ref: string): Promise<WorkloadRuntime | null>;
+}
+
+/** A workload record and what of the runtime is its: the workloads it runs by name, or the bundles (stacks) whose parts are its. */
+export interface WorkloadRuntime {
+  type: string;
+  id: string;
+  name: string;
+  cluster_id: string;
+  names?: string[];
+  stacks?: string[];
 }
 
 /** The kinds of workload that run on clusters (compute, services, s3 and the gateway contribute). */
@@ -29,6 +41,15 @@ export class ClusterWorkloadKinds {
 
   workloadKind(type: string): WorkloadKind | undefined {
     return this.kinds().find((k) => k.type === type);
+  }
+
+  /** A workload of any kind that tells where it runs (an instance, a service), by id or by name; null when none is. */
+  async findRuntime(ref: string): Promise<WorkloadRuntime | null> {
+    for (const kind of this.kinds()) {
+      const found = await kind.runtimeOf?.(ref);
+      if (found) return found;
+    }
+    return null;
   }
 
   /** Everything of every kind running on a cluster. */
@@ -76,6 +97,8 @@ export interface WorkloadKindDef<R extends WorkloadRecord, O> {
   routes?: RouteProvider;
   /** Its records that use a volume. */
   volumeUsers?(volumeId: string): Promise<VolumeUser[]>;
+  /** What the runtime runs of a record: its workloads by name, or its bundles (where a command runs in one of its containers: a backup's pre and post). */
+  runtime?(record: R): { names?: string[]; stacks?: string[] };
 }
 
 /** What defineWorkloadKind answers: what the plugin's own operations use. */
@@ -105,6 +128,15 @@ export function defineWorkloadKind<R extends WorkloadRecord, O>(services: Servic
       def.removed?.(record);
       return true;
     },
+    ...(def.runtime
+      ? {
+          async runtimeOf(ref: string) {
+            const id = await def.resolve(ref);
+            const record = id ? await def.store.get(id) : null;
+            return record ? { type: def.type, id: record.id, name: record.name, cluster_id: record.cluster_id, ...def.runtime!(record) } : null;
+          },
+        }
+      : {}),
   });
   // What the cluster shows of each record no operation holds (the lifecycle never lets an observation overwrite one).
   provided.contribute(ClusterObservers, async (observation) => {

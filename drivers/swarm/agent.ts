@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { defineAgentDriver } from '../../core/clusters/backend.js';
+import { EXEC_CALLS } from '../../core/orchestrator.js';
 import { SWARM_MEMBERSHIP_CALLS } from './membership-calls.js';
 
 /** The Docker Engine's socket on this machine. */
@@ -12,7 +13,7 @@ const socketPath = () => process.env.HANGAR_DOCKER_SOCKET ?? '/var/run/docker.so
  */
 export default defineAgentDriver({
   backend: 'swarm',
-  kinds: SWARM_MEMBERSHIP_CALLS,
+  kinds: [...SWARM_MEMBERSHIP_CALLS, ...EXEC_CALLS],
   create: () => import('./index.js').then(({ createSwarmDriver }) => createSwarmDriver({ socketPath: socketPath() })),
   nodeFact: { name: 'docker', probe: () => ({ present: existsSync('/var/run/docker.sock') }) },
 });

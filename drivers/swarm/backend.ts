@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { defineBackend } from '../../core/clusters/backend.js';
 import { defineDriver } from '../../core/plugin.js';
 import { composeFormat } from './compose-file.js';
+import { EXEC_CALLS } from '../../core/orchestrator.js';
 import { SWARM_MEMBERSHIP_CALLS } from './membership-calls.js';
 
 /** Docker's limit for secret and config names, which a version's suffix must fit in. */
@@ -23,7 +24,8 @@ export const swarmBackend = defineBackend({
     join: (id) => `POST /v1/swarms/${id}/join`,
     leave: (id) => `POST /v1/swarms/${id}/leave`,
   },
-  taskKinds: SWARM_MEMBERSHIP_CALLS,
+  // Its membership calls, and commands in a workload's container (a backup's pre and post).
+  taskKinds: [...SWARM_MEMBERSHIP_CALLS, ...EXEC_CALLS],
   // Deleting a swarm makes every member leave it: the services someone made with `docker service create` go with it.
   deleteChecksUnmanaged: true,
   // `docker stack deploy` names a stack's services <stack>_<service>.

@@ -1,5 +1,5 @@
 import { SwarmDriverError } from './client.js';
-import type { OrchestratorDriver } from '../../core/orchestrator.js';
+import type { ExecDriver, OrchestratorDriver } from '../../core/orchestrator.js';
 import type { NodeAvailability } from '../../core/orchestrator.js';
 import type { RuntimeAvailability, SwarmMembership } from './membership-calls.js';
 import { createContext } from './client.js';
@@ -9,10 +9,11 @@ import { createObject, removeObject, removeVolumeDefinition, stageVolume } from 
 import { scanUnmanaged } from './scan.js';
 import { bundleLogs, deployBundle, removeBundle } from './stacks.js';
 import { deployWorkload, inspectWorkloads, removeWorkload, scaleWorkload, workloadLogs } from './workloads.js';
+import { execInWorkload } from './exec.js';
 
 export { SwarmDriverError } from './client.js';
 
-export type SwarmDriver = OrchestratorDriver & SwarmMembership;
+export type SwarmDriver = OrchestratorDriver & SwarmMembership & ExecDriver;
 
 /** hangar's availability as the engine has it. */
 const ENGINE_AVAILABILITY: Record<NodeAvailability, RuntimeAvailability> = { schedulable: 'active', cordoned: 'pause', drained: 'drain' };
@@ -52,6 +53,7 @@ export function createSwarmDriver(options: SwarmDriverOptions = {}): SwarmDriver
       return { availability };
     },
     scanUnmanaged: () => scanUnmanaged(ctx),
+    execInWorkload: (input) => execInWorkload(ctx, input),
     applyLoadBalancer: ({ spec, cluster_nodes, settings }) => applyLoadBalancer(ctx, spec, { cluster_nodes, settings }),
     removeLoadBalancer: ({ name }) => removeLoadBalancer(ctx, name),
     init: ({ advertise_address }) => init(ctx, advertise_address ?? null),

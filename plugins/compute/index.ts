@@ -372,6 +372,7 @@ export default definePlugin({
       observed: (i, { cluster, workloads, nodeIds }) => ({ workload: workloads.find((w) => w.name === i.runtime_name), nodeIds, where: core.nounOf(cluster) }),
       resolve: async (ref) => ((await instances.get(ref)) ?? (await instances.byName(ref)))?.id ?? null,
       routes: { source: 'instance', routes },
+      runtime: (i) => ({ names: [i.runtime_name] }),
       volumeUsers: async (volumeId) =>
         (await instances.findAll()).filter((i) => i.volumes.some((v) => v.volume_id === volumeId)).map((i) => ({ type: 'instance', id: i.id, name: i.name, cluster_id: i.cluster_id })),
     });

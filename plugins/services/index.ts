@@ -343,6 +343,7 @@ export default definePlugin({
       observed: (_service, { workloads }) => workloads,
       resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null,
       routes: { source: 'service', routes: api.routes, claims: api.claims },
+      runtime: (service) => ({ stacks: [stackOf(service)] }),
     });
 
     services.provided.contribute(SecretUsersPoint, {

@@ -8,6 +8,7 @@ import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { requireService } from '../support/requirements.js';
+import { VERSIONED_HEALTH, VERSIONED_HTTPD } from '../support/request-loop.js';
 import { loadConfig } from '../../core/config.js';
 import { Lab, type Machine } from './lab/lab.js';
 
@@ -27,9 +28,11 @@ const JOIN_LOG = '/var/log/hangar-join.log';
  * sshd and their own dockerd) join the control plane with the command the dashboard's "Add a
  * machine" dialog shows, run as an operator would paste it (the agent downloaded from the control
  * plane); a swarm is created and both nodes join it from the swarm's page; then an instance is
- * created, scaled (the replicas showing live), stopped, started and its logs read; and a service
+ * created, scaled (the replicas showing live), stopped, started and its logs read; another's page
+ * follows two updates and a failing one the swarm rolls back (the revisions with their diffs, the
+ * rollout live) and rolls it back to its first revision, which an auditor is not offered; a service
  * is deployed, found with the list's name filter, and its YAML edited with a diff of the change
- * before it is applied; the Gateway page shows the swarm's routes and its load balancer (by the
+ * before it is applied, then rolled back to its first revision from its page; the Gateway page shows the swarm's routes and its load balancer (by the
  * swarm's name) and redeploys it. SQLite.
  */
 describe('the dashboard in chromium: swarms, instances and services [sqlite, lab swarm]', function () {
@@ -192,6 +195,125 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     await page.getByRole('dialog').waitFor({ state: 'detached' });
   });
 
+  /**
+   * Records, in the page, every status the Rollout region shows (a MutationObserver: no state is
+   * missed between two reads); seenRollout() answers them in order, repeats collapsed.
+   */
+  const watchRollout = () =>
+    // A string: functions compiled here get esbuild's __name() helper, which the page does not have.
+    page.evaluate(`(() => {
+      window.__rollout = [];
+      const note = () => {
+        const badge = document.querySelector('[role="status"][aria-label="Rollout"] .badge')?.textContent ?? '';
+        if (badge && window.__rollout[window.__rollout.length - 1] !== badge) window.__rollout.push(badge);
+      };
+      window.__rolloutObserver?.disconnect();
+      window.__rolloutObserver = new MutationObserver(note);
+      window.__rolloutObserver.observe(document.body, { subtree: true, childList: true, characterData: true });
+      note();
+    })()`);
+  const seenRollout = (): Promise<string[]> => page.evaluate(() => (window as any).__rollout.slice());
+
+  it('an instance’s page: its revisions with what changed, the rollout live (a failing update rolled back by the swarm, saying why), and Roll back to this revision', async function () {
+    this.timeout(300_000);
+    // Two replicas of an httpd answering its VERSION, health-checked, rolled out start-first and rolled back by the swarm on a failure (as the zero-downtime test).
+    const created = await adminApi('POST', '/v1/compute/instances', {
+      name: 'rev',
+      swarm_id: swarmId,
+      image: IMAGE,
+      type: 'nano',
+      replicas: 2,
+      env: { VERSION: 'v1' },
+      command: VERSIONED_HTTPD,
+      health: VERSIONED_HEALTH,
+      rollout: { order: 'start-first', on_failure: 'rollback', parallelism: 1, monitor_s: 2 },
+    });
+    expect(created.status, created.text).to.equal(202);
+    const { id, runtime_name: runtime } = created.json.data;
+    await nav('Instances');
+    await row('Instances', 'rev').getByRole('link', { name: 'rev', exact: true }).click();
+    await page.getByRole('heading', { name: 'Instance rev' }).waitFor();
+    const rollout = page.getByRole('status', { name: 'Rollout' });
+    const revisions = page.getByRole('table', { name: 'Revisions' });
+    const revision = (n: number) => revisions.locator(`tr[data-revision="${n}"]`);
+    await rollout.getByText('Revision 1 runs.').waitFor({ timeout: 90_000 });
+    await markDocument();
+
+    // Two updates, as an operator makes them (hangar instance update, or the API): each a revision, the page following live.
+    await watchRollout();
+    const v2 = await adminApi('PATCH', `/v1/compute/instances/${id}`, { env: { VERSION: 'v2' } });
+    expect(v2.status, v2.text).to.equal(202);
+    await rollout.getByText('Revision 2 runs.').waitFor({ timeout: 120_000 });
+    const seenV2 = await seenRollout();
+    console.log(`      the rollout to revision 2 as the page showed it: ${seenV2.join(' → ')}`);
+    expect(seenV2.at(-1)).to.equal('running');
+    expect(seenV2.some((status) => status !== 'running'), 'the page showed the update under way before running').to.equal(true);
+    const changes2 = revision(2).getByLabel('Changes of revision 2');
+    expect(await changes2.locator('.del').allTextContents()).to.deep.equal(['- env.VERSION: "v1"']);
+    expect(await changes2.locator('.add').allTextContents()).to.deep.equal(['+ env.VERSION: "v2"']);
+
+    // v3 never becomes healthy: the swarm rolls it back, and the page says so, why, and what runs.
+    await watchRollout();
+    const v3 = await adminApi('PATCH', `/v1/compute/instances/${id}`, { env: { VERSION: 'v3', READY: 'no' } });
+    expect(v3.status, v3.text).to.equal(202);
+    await rollout.locator('.badge', { hasText: 'rolled back' }).waitFor({ timeout: 120_000 });
+    expect(await rollout.textContent()).to.match(/rolled the update back.*what runs is revision 2/);
+    console.log(`      the failing rollout of revision 3 as the page showed it: ${(await seenRollout()).join(' → ')}`);
+    const changes3 = revision(3).getByLabel('Changes of revision 3');
+    expect(await changes3.locator('.del').allTextContents()).to.deep.equal(['- env.VERSION: "v2"']);
+    expect(await changes3.locator('.add').allTextContents()).to.deep.equal(['+ env.READY: "no"', '+ env.VERSION: "v3"']);
+    await shot('12-instance-rolled-back');
+
+    // Back to revision 1 from the page: it becomes revision 4, rolled out, and the instance runs it.
+    await watchRollout();
+    expect(await revision(4).count()).to.equal(0);
+    await revision(1).getByRole('button', { name: 'Roll back to this revision' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Roll rev back to revision 1' });
+    await confirm.getByText('rolled out again as a new revision').waitFor();
+    await confirm.getByRole('button', { name: 'Roll back' }).click();
+    await page.getByText('rev: rolling back to revision 1').waitFor();
+    await revision(4).getByText('(rollback to 1)').waitFor({ timeout: 30_000 });
+    await rollout.getByText('Revision 4 runs (the spec of revision 1, rolled out again).').waitFor({ timeout: 120_000 });
+    console.log(`      the rollback to revision 1 as the page showed it: ${(await seenRollout()).join(' → ')}`);
+    const changes4 = revision(4).getByLabel('Changes of revision 4');
+    expect(await changes4.locator('.del').allTextContents()).to.have.members(['- env.READY: "no"', '- env.VERSION: "v3"']);
+    expect(await changes4.locator('.add').allTextContents()).to.deep.equal(['+ env.VERSION: "v1"']);
+    // The newest revision offers no rollback to itself; every older one does.
+    expect(await revision(4).getByRole('button', { name: 'Roll back to this revision' }).count()).to.equal(0);
+    expect(await revision(2).getByRole('button', { name: 'Roll back to this revision' }).count()).to.equal(1);
+    expect(await sameDocument(), 'no reload').to.equal(true);
+    await shot('13-instance-revisions');
+    // The swarm on the machines runs revision 1's spec, labelled with hangar's revision 4.
+    const env = JSON.parse(await machines[0]!.sh(`docker service inspect ${runtime} --format '{{json .Spec.TaskTemplate.ContainerSpec.Env}}'`)) as string[];
+    expect(env).to.include('VERSION=v1');
+    expect(env).not.to.include('READY=no');
+    const kept = (await adminApi('GET', `/v1/compute/instances/${id}/revisions`)).json.data as Array<{ number: number; rollback_of?: number; who: { name: string } }>;
+    expect(kept.map((r) => [r.number, r.rollback_of ?? null])).to.deep.equal([[4, 1], [3, null], [2, null], [1, null]]);
+    // Who made each: the admin, by the name the API gives.
+    for (const r of kept) expect(await revision(r.number).locator('td[data-label="By"]').textContent()).to.equal(r.who.name);
+  });
+
+  it('an auditor sees an instance’s revisions and rollout but is offered no rollback', async function () {
+    this.timeout(60_000);
+    const password = 'Correct-Horse-97-Battery!';
+    const made = await adminApi('POST', '/v1/iam/users', { username: 'audra', password, role: 'auditor' });
+    expect(made.status, made.text).to.equal(201);
+    const id = (await adminApi('GET', '/v1/compute/instances?limit=1000')).json.data.find((i: { name: string }) => i.name === 'rev').id as string;
+    const auditor = await openBrowser();
+    try {
+      await logIn(auditor.page, url, 'audra', password);
+      await auditor.page.goto(`${url}/ui#/instances/${id}`);
+      await auditor.page.getByRole('heading', { name: 'Instance rev' }).waitFor();
+      const revisions = auditor.page.getByRole('table', { name: 'Revisions' });
+      await revisions.locator('tr[data-revision="4"]').waitFor();
+      expect(await revisions.locator('tr[data-revision]').count()).to.equal(4);
+      await auditor.page.getByRole('status', { name: 'Rollout' }).getByText('Revision 4 runs').waitFor();
+      expect(await auditor.page.getByRole('button', { name: 'Roll back to this revision' }).count()).to.equal(0);
+    } finally {
+      await auditor.close();
+    }
+  });
+
   it('edits a service: the YAML, a diff of the change, then applied', async function () {
     this.timeout(180_000);
     const compose = `services:\n  app:\n    image: ${IMAGE}\n    command: ["sleep", "3600"]\n`;
@@ -227,6 +349,34 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
     // The swarm on the machines runs the edited command.
     const stack = (await adminApi('GET', `/v1/services/${id}`)).json.data.stack as string;
     await waitFor(async () => (await machines[0]!.sh(`docker service inspect ${stack}_app --format '{{json .Spec.TaskTemplate.ContainerSpec.Args}}'`)).includes('7200'), { timeoutMs: 60_000, what: 'the stack running the edited command' });
+  });
+
+  it('a service’s page: its revisions with what changed in the YAML, and Roll back to this revision', async function () {
+    this.timeout(180_000);
+    await nav('Services');
+    await row('Services', 'stack').getByRole('link', { name: 'stack', exact: true }).click();
+    await page.getByRole('heading', { name: 'Service stack' }).waitFor();
+    const id = decodeURIComponent(page.url().split('/').pop()!);
+    const revisions = page.getByRole('table', { name: 'Revisions' });
+    const revision = (n: number) => revisions.locator(`tr[data-revision="${n}"]`);
+    const rollout = page.getByRole('status', { name: 'Rollout' });
+    // The edit of the test before is revision 2: the compose file read as data, the changed argument.
+    const changes2 = revision(2).getByLabel('Changes of revision 2');
+    await changes2.waitFor();
+    expect(await changes2.locator('.del').allTextContents()).to.deep.equal(['- compose_file.services.app.command[1]: "3600"']);
+    expect(await changes2.locator('.add').allTextContents()).to.deep.equal(['+ compose_file.services.app.command[1]: "7200"']);
+    await rollout.getByText('Newest revision: 2.').waitFor({ timeout: 60_000 });
+
+    await revision(1).getByRole('button', { name: 'Roll back to this revision' }).click();
+    await page.getByRole('dialog', { name: 'Roll stack back to revision 1' }).getByRole('button', { name: 'Roll back' }).click();
+    await revision(3).getByText('(rollback to 1)').waitFor({ timeout: 30_000 });
+    await rollout.locator('.badge', { hasText: 'running' }).waitFor({ timeout: 90_000 });
+    await rollout.getByText('Newest revision: 3 (the spec of revision 1, rolled out again).').waitFor();
+    expect(await revision(3).getByLabel('Changes of revision 3').locator('.add').allTextContents()).to.deep.equal(['+ compose_file.services.app.command[1]: "3600"']);
+    await page.getByLabel('Compose file', { exact: true }).getByText('3600').waitFor();
+    const stack = (await adminApi('GET', `/v1/services/${id}`)).json.data.stack as string;
+    await waitFor(async () => (await machines[0]!.sh(`docker service inspect ${stack}_app --format '{{json .Spec.TaskTemplate.ContainerSpec.Args}}'`)).includes('3600'), { timeoutMs: 60_000, what: 'the stack running revision 1’s command again' });
+    await shot('14-service-revisions');
   });
 
   it('shows the gateway: the swarm’s routes and its load balancer by the swarm’s name, and redeploys it', async function () {

@@ -7,6 +7,15 @@
 import http from 'node:http';
 import { httpRequest } from '../../core/http/client.js';
 import { waitFor } from './agents.js';
+import { stays } from './stays.js';
+
+/**
+ * The workload the loops talk to: busybox httpd answering its $VERSION on 8080; /ready exists (the
+ * health check's path) unless READY=no. It stops at once on SIGTERM (stays()).
+ */
+export const VERSIONED_HTTPD = stays('mkdir -p /www; echo "$VERSION" > /www/index.html; [ "$READY" = no ] || echo ok > /www/ready', 'httpd -f -p 8080 -h /www');
+/** Its health check: /ready answers (a version started with READY=no never becomes healthy). */
+export const VERSIONED_HEALTH = { http: { path: '/ready', port: 8080 }, interval_s: 1, timeout_s: 1, retries: 1 };
 
 export interface LoopFailure {
   at_ms: number;

@@ -12,7 +12,7 @@ import { Audit, Configs, Gateway, ObjectStores, Secrets, SshProfiles, UserDetail
 import { Notifications } from './views/notifications';
 import { ProjectDetail, Projects, ProjectSwitcher } from './views/projects';
 import { KubernetesClusterDetail, KubernetesClusters } from './views/kubernetes';
-import { Instances, ServiceDetail, Services, SwarmDetail, Swarms } from './views/workloads';
+import { InstanceDetail, Instances, ServiceDetail, Services, SwarmDetail, Swarms } from './views/workloads';
 
 type User = { id: string; username: string; name?: string | null; role: string };
 
@@ -55,7 +55,7 @@ function View({ route, user }: { route: string[]; user: User }) {
     case 'kubernetes':
       return id ? <KubernetesClusterDetail id={id} admin={user.role === 'admin'} /> : <KubernetesClusters />;
     case 'instances':
-      return <Instances />;
+      return id ? <InstanceDetail id={id} /> : <Instances />;
     case 'services':
       return id ? <ServiceDetail id={id} /> : <Services />;
     case 'volumes':

@@ -24,3 +24,18 @@ export function lineDiff(before: string, after: string): DiffLine[] {
   while (j < b.length) out.push({ op: '+', text: b[j++]! });
   return out;
 }
+
+/** One changed JSON path of a revision (GET …/revisions: `changes`). */
+export interface SpecChange {
+  path: string;
+  old: unknown;
+  new: unknown;
+}
+
+/** A revision's changes as diff lines: `- env.MODE: "a"`, `+ env.MODE: "b"` (a side that has none shows no line). */
+export function changeLines(changes: SpecChange[]): DiffLine[] {
+  return changes.flatMap((c) => [
+    ...(c.old === null ? [] : [{ op: '-' as const, text: `${c.path}: ${JSON.stringify(c.old)}` }]),
+    ...(c.new === null ? [] : [{ op: '+' as const, text: `${c.path}: ${JSON.stringify(c.new)}` }]),
+  ]);
+}

@@ -58,7 +58,7 @@ export function Badge({ status }: { status: string | null | undefined }) {
     ? 'good'
     : /^(failed|offline|error|drifted|removing|deleting|failure)$/.test(s)
       ? 'bad'
-      : /^(cordoned|drained|stopped|needs_reboot|pending|paused)$/.test(s)
+      : /^(cordoned|drained|stopped|needs_reboot|pending|paused|rolled_back)$/.test(s)
         ? 'warn'
         : 'busy';
   return <span class={`badge ${tone}`}>{s.replace(/_/g, ' ')}</span>;

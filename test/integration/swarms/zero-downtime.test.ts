@@ -9,20 +9,12 @@ import { TestDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { freePort, haproxyImage, hostSwarm, HAPROXY_IMAGE, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-import { answersOnly as answersOnlyAt, describeLoop, RequestLoop } from '../../support/request-loop.js';
+import { answersOnly as answersOnlyAt, describeLoop, RequestLoop, VERSIONED_HEALTH as HEALTH, VERSIONED_HTTPD } from '../../support/request-loop.js';
 import { requireService } from '../../support/requirements.js';
-import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'compute', 'services', 'gateway', 'cleanup'];
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
-
-/**
- * busybox httpd answering its $VERSION on 8080; /ready exists (the health check's path) unless
- * READY=no. It stops at once on SIGTERM (stays()).
- */
-const VERSIONED_HTTPD = stays('mkdir -p /www; echo "$VERSION" > /www/index.html; [ "$READY" = no ] || echo ok > /www/ready', 'httpd -f -p 8080 -h /www');
-const HEALTH = { http: { path: '/ready', port: 8080 }, interval_s: 1, timeout_s: 1, retries: 1 };
 
 /** A compose stack of that httpd, two replicas, rolled out start-first and rolled back by the swarm on a failure ($$: no interpolation at deploy). */
 const versionedStack = (version: string, ready = true) => `services:

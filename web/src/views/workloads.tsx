@@ -4,6 +4,7 @@ import { b64encode, call, settle } from '../api';
 import { lineDiff } from '../diff';
 import { changed } from '../live';
 import { href } from '../router';
+import { DiffLines, Revisions, type Workload } from './revisions';
 import { ProjectName } from './projects';
 import { Ago, Badge, ClusterLink, ConfirmButton, Facts, Field, FormButton, knownClusters, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
 
@@ -127,7 +128,21 @@ export function SwarmDetail({ id }: { id: string }) {
 
 // ——— instances ———
 
-type Instance = { id: string; name: string; swarm_id?: string; cluster_id?: string; image: string; status: string; replicas: number; running?: number | null; type: string; error?: string | null; updated_at: string };
+type Instance = {
+  id: string;
+  name: string;
+  swarm_id?: string;
+  cluster_id?: string;
+  image: string;
+  status: string;
+  reason?: string | null;
+  replicas: number;
+  running?: number | null;
+  type: string;
+  domain?: string | null;
+  env?: Record<string, string>;
+  updated_at: string;
+};
 
 function ScaleButton({ instance }: { instance: Instance }) {
   return (
@@ -144,6 +159,32 @@ function ScaleButton({ instance }: { instance: Instance }) {
         <input name="replicas" type="number" min={0} max={100} required value={String(instance.replicas)} />
       </Field>
     </FormButton>
+  );
+}
+
+/** What an instance's row and its page offer: scale, stop or start, logs, delete (`deleted`: what follows a delete). */
+function InstanceActions({ instance: i, deleted }: { instance: Instance; deleted?: () => void }) {
+  return (
+    <div class="row-actions" role="group" aria-label={`Actions for instance ${i.name}`}>
+      <ScaleButton instance={i} />
+      {i.status === 'stopped' ? (
+        <ConfirmButton label="Start" title="Start instance" needs="POST /v1/compute/instances/{id}/start" confirm={<p>{i.name} starts with {i.replicas} replicas.</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/start', { params: { id: i.id } })} />
+      ) : (
+        <ConfirmButton label="Stop" title="Stop instance" needs="POST /v1/compute/instances/{id}/stop" confirm={<p>{i.name} stops (its replicas go to 0; the record stays).</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/stop', { params: { id: i.id } })} />
+      )}
+      <LogsButton title={`Logs of ${i.name}`} needs="POST /v1/compute/instances/{id}/logs" read={async () => settle('GET /v1/compute/instances/{id}/logs/{taskId}', { id: i.id, taskId: ((await call('POST /v1/compute/instances/{id}/logs', { params: { id: i.id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
+      <ConfirmButton
+        label="Delete"
+        title="Delete instance"
+        needs="DELETE /v1/compute/instances/{id}"
+        danger
+        confirm={<p>{i.name} and its swarm service are removed.</p>}
+        onConfirm={async () => {
+          await call('DELETE /v1/compute/instances/{id}', { params: { id: i.id } });
+          deleted?.();
+        }}
+      />
+    </div>
   );
 }
 
@@ -203,27 +244,41 @@ export function Instances() {
         filters={[{ name: 'swarm_id', label: 'Swarm', options: swarms.map((s) => [s.id, s.name]) }]}
         empty="No instances."
         columns={[
-          { label: 'Name', render: (i: Instance) => i.name },
+          { label: 'Name', render: (i: Instance) => <a href={href('instances', i.id)}>{i.name}</a> },
           { label: 'Status', render: (i: Instance) => <Badge status={i.status} /> },
           { label: 'Replicas', render: (i: Instance) => `${i.running ?? '?'} / ${i.replicas}` },
           { label: 'Image', render: (i: Instance) => <code>{i.image}</code> },
           { label: 'Type', render: (i: Instance) => i.type },
           { label: 'Cluster', render: (i: Instance) => <ClusterLink of={i} /> },
-          { label: 'Error', render: (i: Instance) => i.error ?? '' },
+          { label: 'Reason', render: (i: Instance) => i.reason ?? '' },
         ]}
-        actions={(i: Instance) => (
-          <div class="row-actions" role="group" aria-label={`Actions for instance ${i.name}`}>
-            <ScaleButton instance={i} />
-            {i.status === 'stopped' ? (
-              <ConfirmButton label="Start" title="Start instance" needs="POST /v1/compute/instances/{id}/start" confirm={<p>{i.name} starts with {i.replicas} replicas.</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/start', { params: { id: i.id } })} />
-            ) : (
-              <ConfirmButton label="Stop" title="Stop instance" needs="POST /v1/compute/instances/{id}/stop" confirm={<p>{i.name} stops (its replicas go to 0; the record stays).</p>} onConfirm={() => call('POST /v1/compute/instances/{id}/stop', { params: { id: i.id } })} />
-            )}
-            <LogsButton title={`Logs of ${i.name}`} needs="POST /v1/compute/instances/{id}/logs" read={async () => settle('GET /v1/compute/instances/{id}/logs/{taskId}', { id: i.id, taskId: ((await call('POST /v1/compute/instances/{id}/logs', { params: { id: i.id }, query: { lines: 200 } })).data as { task_id: string }).task_id })} />
-            <ConfirmButton label="Delete" title="Delete instance" danger needs="DELETE /v1/compute/instances/{id}" confirm={<p>{i.name} and its swarm service are removed.</p>} onConfirm={() => call('DELETE /v1/compute/instances/{id}', { params: { id: i.id } })} />
-          </div>
-        )}
+        actions={(i: Instance) => <InstanceActions instance={i} />}
       />
+    </Page>
+  );
+}
+
+/** An instance's page: what it runs, its rollout live, and its revisions with rollback. */
+export function InstanceDetail({ id }: { id: string }) {
+  const [instance, error] = useRecord('GET /v1/compute/instances/{id}', { id }, (e) => changed('instance')(e) && e.data.id === id);
+  const i = instance as Instance | null;
+  if (error) return <Page title="Instance"><p role="alert" class="error">{error}</p></Page>;
+  if (!i) return <Page title="Instance">Loading…</Page>;
+  return (
+    <Page title={`Instance ${i.name}`} actions={<InstanceActions instance={i} deleted={() => (location.hash = href('instances'))} />}>
+      <Facts
+        label="Instance"
+        rows={[
+          ['Id', <code>{i.id}</code>],
+          ['Status', <Badge status={i.status} />],
+          ['Image', <code>{i.image}</code>],
+          ['Replicas', `${i.running ?? '?'} / ${i.replicas}`],
+          ['Type', i.type],
+          ['Cluster', <ClusterLink of={i} />],
+          ['Domain', i.domain ?? '–'],
+        ]}
+      />
+      <Revisions workload={{ kind: 'instance', id: i.id, name: i.name, status: i.status, reason: i.reason, running: i.running, desired: i.replicas, updated_at: i.updated_at }} />
     </Page>
   );
 }
@@ -352,13 +407,19 @@ function composeText(value: string | undefined): string {
   return value;
 }
 
+/** A service as its rollout and revisions see it: replicas summed over its parts (compose services, Deployments). */
+function serviceWorkload(s: Service): Workload {
+  const parts = Object.values(s.replicas ?? {});
+  return { kind: 'service', id: s.id, name: s.name, status: s.status, reason: s.error, running: parts.reduce((n, r) => n + r.running, 0), desired: parts.reduce((n, r) => n + (r.desired ?? 0), 0), updated_at: s.updated_at };
+}
+
 export function ServiceDetail({ id }: { id: string }) {
   const [service, error] = useRecord('GET /v1/services/{id}', { id }, (e) => changed('service')(e) && e.data.id === id);
   const [draft, setDraft] = useState<string | null>(null);
   const [reviewing, setReviewing] = useState(false);
   const [busy, run] = useAction();
-  if (error) return <Page title="Service"><p role="alert" class="error">{error}</p></Page>;
   const s = service as Service | null;
+  if (error) return <Page title="Service"><p role="alert" class="error">{error}</p></Page>;
   if (!s) return <Page title="Service">Loading…</Page>;
   const manifest = isManifest(s);
   const source = manifest ? 'Manifests' : 'Compose file';
@@ -416,6 +477,7 @@ export function ServiceDetail({ id }: { id: string }) {
           </table>
         </>
       )}
+      <Revisions workload={serviceWorkload(s)} />
       <h2>{source}</h2>
       {draft === null ? (
         <>
@@ -434,13 +496,7 @@ export function ServiceDetail({ id }: { id: string }) {
           {reviewing && (
             <section aria-labelledby="diff-title">
               <h3 id="diff-title">Changes to apply ({changes} line{changes === 1 ? '' : 's'})</h3>
-              <pre class="diff" tabIndex={0} aria-label={`Difference between the deployed and the edited ${source.toLowerCase()}`}>
-                {diff.map((d, i) => (
-                  <div key={i} class={d.op === '+' ? 'add' : d.op === '-' ? 'del' : 'same'}>
-                    {d.op} {d.text}
-                  </div>
-                ))}
-              </pre>
+              <DiffLines lines={diff} label={`Difference between the deployed and the edited ${source.toLowerCase()}`} />
             </section>
           )}
           <div class="buttons">
