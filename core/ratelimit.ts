@@ -78,18 +78,27 @@ export class RateLimiter {
   /** Counts one event for `key`; answers seconds until it may be used again (0 while under the limit). */
   async hit(key: string, limit: RateLimit): Promise<number> {
     key = counted(key);
+    const { windowStart, hits } = await this.countHit(key, limit, `else ${RATE_LIMITS}.hits + 1`, []);
+    return this.remaining(windowStart, hits, limit);
+  }
+
+  /**
+   * Counts `key` in one statement: a new key or a window older than `limit.window_seconds` starts
+   * again at 1; in a window still open, `open` (SQL with its `bindings`) says what hits becomes.
+   */
+  private async countHit(key: string, limit: RateLimit, open: string, bindings: number[]): Promise<{ windowStart: number; hits: number }> {
     const now = this.clock.now().getTime();
     const expired = now - limit.window_seconds * 1000;
     const result = await this.store.knex.raw(
       `insert into ${RATE_LIMITS} (key, window_start, hits) values (?, ?, 1)
        on conflict (key) do update set
-         hits = case when ${RATE_LIMITS}.window_start <= ? then 1 else ${RATE_LIMITS}.hits + 1 end,
+         hits = case when ${RATE_LIMITS}.window_start <= ? then 1 ${open} end,
          window_start = case when ${RATE_LIMITS}.window_start <= ? then excluded.window_start else ${RATE_LIMITS}.window_start end
        returning window_start, hits`,
-      [key, now, expired, expired],
+      [key, now, expired, ...bindings, expired],
     );
     const row = (Array.isArray(result) ? result[0] : result.rows[0]) as { window_start: string | number; hits: number };
-    return this.remaining(Number(row.window_start), Number(row.hits), limit);
+    return { windowStart: Number(row.window_start), hits: Number(row.hits) };
   }
 
   /**
@@ -100,21 +109,7 @@ export class RateLimiter {
    */
   async reserve(key: string, limit: RateLimit): Promise<Reservation> {
     key = counted(key);
-    const now = this.clock.now().getTime();
-    const expired = now - limit.window_seconds * 1000;
-    const result = await this.store.knex.raw(
-      `insert into ${RATE_LIMITS} (key, window_start, hits) values (?, ?, 1)
-       on conflict (key) do update set
-         hits = case when ${RATE_LIMITS}.window_start <= ? then 1
-                     when ${RATE_LIMITS}.hits <= ? then ${RATE_LIMITS}.hits + 1
-                     else ${RATE_LIMITS}.hits end,
-         window_start = case when ${RATE_LIMITS}.window_start <= ? then excluded.window_start else ${RATE_LIMITS}.window_start end
-       returning window_start, hits`,
-      [key, now, expired, limit.max, expired],
-    );
-    const row = (Array.isArray(result) ? result[0] : result.rows[0]) as { window_start: string | number; hits: number };
-    const hits = Number(row.hits);
-    const windowStart = Number(row.window_start);
+    const { windowStart, hits } = await this.countHit(key, limit, `when ${RATE_LIMITS}.hits <= ? then ${RATE_LIMITS}.hits + 1 else ${RATE_LIMITS}.hits`, [limit.max]);
     const reserved = hits <= limit.max;
     return { key, windowStart, hits, reserved, wait: reserved ? 0 : this.remaining(windowStart, hits, limit) };
   }

@@ -9,6 +9,16 @@ export interface Migration {
   up(knex: Knex, store: Store): Promise<void>;
 }
 
+/** A migration that only changes one table's columns (most expand steps: a nullable column added). */
+export function alterColumns(id: string, table: string, change: (t: Knex.AlterTableBuilder) => void): Migration {
+  return {
+    id,
+    async up(knex) {
+      await knex.schema.alterTable(table, change);
+    },
+  };
+}
+
 export interface MigrationSet {
   owner: string;
   migrations: Migration[];

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { defineTaskKind } from './kinds.js';
 import { Nullable } from '../validation.js';
 import { BACKUP_KINDS } from './backup-kinds.js';
@@ -7,6 +7,10 @@ import { BACKUP_KINDS } from './backup-kinds.js';
 export const FIRST_AGENT_VERSION = '0.1.0';
 
 const Empty = Type.Object({});
+
+/** An operation on the machine that every agent has had: the maintenance lane, no payload; what it does and answers. */
+const machineOperation = <R extends TSchema>(name: string, description: string, result: R) =>
+  defineTaskKind({ name, description, lane: 'maintenance', minAgentVersion: FIRST_AGENT_VERSION, payload: Empty, result });
 
 /** The agent's own log: the last `lines`, or every line after `since`. */
 export const AgentLogs = defineTaskKind({
@@ -18,14 +22,7 @@ export const AgentLogs = defineTaskKind({
   result: Type.Object({ lines: Type.Array(Type.String()) }),
 });
 
-export const AgentStop = defineTaskKind({
-  name: 'agent.stop',
-  description: 'stop the agent once the result is reported (workloads keep running)',
-  lane: 'maintenance',
-  minAgentVersion: FIRST_AGENT_VERSION,
-  payload: Empty,
-  result: Type.Object({ stopping: Type.Optional(Type.Boolean()) }),
-});
+export const AgentStop = machineOperation('agent.stop', 'stop the agent once the result is reported (workloads keep running)', Type.Object({ stopping: Type.Optional(Type.Boolean()) }));
 
 export const AgentUpdate = defineTaskKind({
   name: 'agent.update',
@@ -49,32 +46,9 @@ const OsPackages = Type.Object({
   index_refreshed: Type.Optional(Type.Boolean()),
 });
 
-export const OsCheckUpdates = defineTaskKind({
-  name: 'os.check-updates',
-  description: 'refresh the package index and count pending updates',
-  lane: 'maintenance',
-  minAgentVersion: FIRST_AGENT_VERSION,
-  payload: Empty,
-  result: OsPackages,
-});
-
-export const OsUpdate = defineTaskKind({
-  name: 'os.update',
-  description: 'full OS package upgrade (may take an hour)',
-  lane: 'maintenance',
-  minAgentVersion: FIRST_AGENT_VERSION,
-  payload: Empty,
-  result: OsPackages,
-});
-
-export const OsReboot = defineTaskKind({
-  name: 'os.reboot',
-  description: 'reboot the machine once the result is reported',
-  lane: 'maintenance',
-  minAgentVersion: FIRST_AGENT_VERSION,
-  payload: Empty,
-  result: Type.Object({ rebooting: Type.Optional(Type.Boolean()) }),
-});
+export const OsCheckUpdates = machineOperation('os.check-updates', 'refresh the package index and count pending updates', OsPackages);
+export const OsUpdate = machineOperation('os.update', 'full OS package upgrade (may take an hour)', OsPackages);
+export const OsReboot = machineOperation('os.reboot', 'reboot the machine once the result is reported', Type.Object({ rebooting: Type.Optional(Type.Boolean()) }));
 
 export const OverlayPeers = defineTaskKind({
   name: 'overlay.peers',

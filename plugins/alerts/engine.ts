@@ -65,8 +65,8 @@ export const silenced = (a: Pick<AlertRecord, 'silenced_until'>, now: Date) => a
 /** The key of an open alert: one rule's condition on one resource (and subject). */
 const keyOf = (rule: string, c: Pick<Condition, 'resource_type' | 'resource_id' | 'subject'>) => `${rule}|${c.resource_type}|${c.resource_id}|${c.subject}`;
 
-/** What `alert.firing` and `alert.resolved` carry on the EventBus (and the live events stream). */
-export function alertPayload(a: AlertRecord): AlertAnnouncement {
+/** Which alert it is, as the API and the events name it: its rule's condition on one resource. */
+export function alertIdentity(a: AlertRecord) {
   return {
     id: a.id,
     rule: a.rule,
@@ -75,6 +75,13 @@ export function alertPayload(a: AlertRecord): AlertAnnouncement {
     project_id: a.project_id ?? null,
     subject: a.subject || null,
     severity: a.severity,
+  };
+}
+
+/** What `alert.firing` and `alert.resolved` carry on the EventBus (and the live events stream). */
+export function alertPayload(a: AlertRecord): AlertAnnouncement {
+  return {
+    ...alertIdentity(a),
     started_at: a.started_at,
     resolved_at: a.resolved_at,
     message: a.message,

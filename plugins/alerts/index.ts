@@ -9,7 +9,7 @@ import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
 import { AlertsConfigSchema, RULE_NAMES, type AlertsConfig } from './config.js';
-import { AlertEngine, AlertStore, silenced, type AlertRecord } from './engine.js';
+import { AlertEngine, alertIdentity, AlertStore, silenced, type AlertRecord } from './engine.js';
 import { alertMigrations } from './migrations.js';
 import { builtinRules } from './rules.js';
 
@@ -67,13 +67,7 @@ export default definePlugin({
     }, async (state, announcement) => (await services.provided.find(NotificationsRef)?.prepare(alertNotification(state, announcement))) ?? null);
 
     const view = (a: AlertRecord) => ({
-      id: a.id,
-      rule: a.rule,
-      resource_type: a.resource_type,
-      resource_id: a.resource_id,
-      project_id: a.project_id ?? null,
-      subject: a.subject || null,
-      severity: a.severity,
+      ...alertIdentity(a),
       state: a.state,
       message: a.message,
       observed_at: a.observed_at,

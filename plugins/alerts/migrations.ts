@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const ALERTS = 'alerts';
@@ -37,15 +37,10 @@ export const alertMigrations: Migration[] = [
       });
     },
   },
-  {
-    id: '002_project',
-    async up(knex) {
-      // The project of the alert's resource (issue 31: GET /v1/alerts?project=, per-project rules);
-      // null for nodes and certificates. Open alerts get theirs at the next check.
-      await knex.schema.alterTable(ALERTS, (t) => {
-        t.string('project_id', 64).nullable();
-        t.index(['project_id']);
-      });
-    },
-  },
+  // The project of the alert's resource (issue 31: GET /v1/alerts?project=, per-project rules);
+  // null for nodes and certificates. Open alerts get theirs at the next check.
+  alterColumns('002_project', ALERTS, (t) => {
+    t.string('project_id', 64).nullable();
+    t.index(['project_id']);
+  }),
 ];

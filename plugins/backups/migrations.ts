@@ -1,5 +1,6 @@
 import type { Migration } from '../../core/db/migrations.js';
 import { adoptIntoDefaultProject } from '../projects/api.js';
+import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
 
 export const BACKUP_TARGETS = 'backup_targets';
 export const BACKUP_RUNS = 'backup_runs';
@@ -12,8 +13,7 @@ export const backupMigrations: Migration[] = [
     async up(knex) {
       // Where backups go: an S3 bucket (and prefix) holding one restic repository per target.
       await knex.schema.createTable(BACKUP_TARGETS, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         /** s3 */
         t.string('kind', 20).notNullable();
         t.string('endpoint', 512).notNullable();
@@ -26,13 +26,11 @@ export const backupMigrations: Migration[] = [
         /** The restic repository's password, generated at creation, encrypted the same way; never answered. */
         t.text('password_sealed').notNullable();
         t.timestamp('checked_at', { useTz: true }).notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
       });
       // One backup (a restic snapshot once it succeeds) or restore of a volume, run as an agent's task.
       await knex.schema.createTable(BACKUP_RUNS, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         /** backup | restore */
         t.string('operation', 10).notNullable();
         t.string('volume_id', 64).notNullable();
@@ -53,9 +51,7 @@ export const backupMigrations: Migration[] = [
         t.float('duration_seconds').nullable();
         t.timestamp('started_at', { useTz: true }).notNullable();
         t.timestamp('finished_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['volume_id', 'operation']);
         t.index(['target_id']);
         t.index(['status']);
@@ -67,8 +63,7 @@ export const backupMigrations: Migration[] = [
     async up(knex) {
       // Backups taken at an interval, with a retention policy applied by restic forget --prune.
       await knex.schema.createTable(BACKUP_SCHEDULES, (t) => {
-        t.string('id', 64).primary();
-        t.string('name', 63).notNullable().unique();
+        namedRecord(t);
         t.string('target_id', 64).notNullable();
         /** The volumes it backs up (ids), as JSON. */
         t.text('volume_ids').notNullable();
@@ -79,9 +74,7 @@ export const backupMigrations: Migration[] = [
         t.integer('keep_monthly').nullable();
         t.timestamp('next_run_at', { useTz: true }).notNullable();
         t.timestamp('last_run_at', { useTz: true }).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).notNullable();
-        t.index(['created_at', 'id']);
+        recordTimes(t, { paged: true });
         t.index(['next_run_at']);
       });
       await knex.schema.alterTable(BACKUP_RUNS, (t) => {
@@ -165,7 +158,7 @@ export const backupMigrations: Migration[] = [
       // The control plane's own archives as it uploaded them: the schedule and keep_last believe
       // these only, not whatever names anyone with the bucket's keys writes there.
       await knex.schema.createTable(CONTROL_PLANE_ARCHIVES, (t) => {
-        t.string('id', 64).primary();
+        recordId(t);
         t.string('target_id', 64).notNullable();
         /** The object's whole key in the bucket. */
         t.string('key', 1024).notNullable();

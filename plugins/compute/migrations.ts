@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { jsonColumn, seedRevisions } from '../../core/clusters/revisions.js';
 import { instanceSpec, type InstanceRecord } from './store.js';
@@ -66,13 +66,8 @@ export const computeMigrations: Migration[] = [
       );
     },
   },
-  {
-    id: '004_rollout',
-    async up(knex) {
-      // How an instance's updates roll out (issue 29).
-      await knex.schema.alterTable(INSTANCES, (t) => {
-        t.json('rollout').nullable();
-      });
-    },
-  },
+  // How an instance's updates roll out (issue 29).
+  alterColumns('004_rollout', INSTANCES, (t) => {
+    t.json('rollout').nullable();
+  }),
 ];

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { USERS } from './api.js';
 import { recordId } from '../../core/db/columns.js';
 
@@ -92,15 +92,10 @@ export const iamMigrations: Migration[] = [
       if (admin) await knex(BOOTSTRAP_CLAIM).insert({ id: BOOTSTRAP_CLAIM_ID, userid: admin.userid, claimed_at: new Date().toISOString() });
     },
   },
-  {
-    id: '003_token_epoch',
-    async up(knex) {
-      // Bumped by every password change: tokens carry the epoch they were issued in (claim `ep`).
-      await knex.schema.alterTable(USERS, (t) => {
-        t.integer('token_epoch').notNullable().defaultTo(0);
-      });
-    },
-  },
+  // Bumped by every password change: tokens carry the epoch they were issued in (claim `ep`).
+  alterColumns('003_token_epoch', USERS, (t) => {
+    t.integer('token_epoch').notNullable().defaultTo(0);
+  }),
   {
     id: '004_live_unique_names',
     async up(knex) {
@@ -123,24 +118,19 @@ export const iamMigrations: Migration[] = [
       await ensureEmailIndex(knex);
     },
   },
-  {
-    id: '006_scoped_keys',
-    async up(knex) {
-      // Scoped, expiring keys (keys.ts). Every existing key keeps working as before: the
-      // installation's (no project), its owner's role (no role, no permission list), no expiry,
-      // from anywhere (no source networks): all null.
-      await knex.schema.alterTable(API_KEYS, (t) => {
-        /** The project the key is limited to (a project's id; no reference: projects are a plugin of their own). */
-        t.string('project_id', 64).nullable();
-        /** The role it was made with (a project's or the installation's), for the record: `permissions` holds what it granted. */
-        t.string('role', 63).nullable();
-        /** JSON array of the permissions it is limited to; null: its owner's. */
-        t.text('permissions').nullable();
-        t.timestamp('expires_at', { useTz: true }).nullable();
-        /** JSON array of CIDRs it is accepted from; null: anywhere. */
-        t.text('source_networks').nullable();
-        t.index(['project_id']);
-      });
-    },
-  },
+  // Scoped, expiring keys (keys.ts). Every existing key keeps working as before: the
+  // installation's (no project), its owner's role (no role, no permission list), no expiry,
+  // from anywhere (no source networks): all null.
+  alterColumns('006_scoped_keys', API_KEYS, (t) => {
+    /** The project the key is limited to (a project's id; no reference: projects are a plugin of their own). */
+    t.string('project_id', 64).nullable();
+    /** The role it was made with (a project's or the installation's), for the record: `permissions` holds what it granted. */
+    t.string('role', 63).nullable();
+    /** JSON array of the permissions it is limited to; null: its owner's. */
+    t.text('permissions').nullable();
+    t.timestamp('expires_at', { useTz: true }).nullable();
+    /** JSON array of CIDRs it is accepted from; null: anywhere. */
+    t.text('source_networks').nullable();
+    t.index(['project_id']);
+  }),
 ];

@@ -9,6 +9,7 @@ import { openApiRoute } from '../../core/openapi.js';
 import { Email, IdentityRef, identityOf, KeepApiKeys, Password, passwordPrincipal, USERS, type LoginIdentifier, type UserRecord } from '../iam/api.js';
 import { PASSWORD_RESET_PAIRS, PASSWORD_RESETS, PasswordResets } from './resets.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
+import { alterColumns } from '../../core/db/migrations.js';
 
 const DEFAULT_TEMPLATE = `Hello {{name}},
 
@@ -125,16 +126,11 @@ export default definePlugin({
         await knex.schema.dropTable(PASSWORD_RESETS);
       },
     },
-    {
-      id: '003_password_reset_mailed_to',
-      async up(knex) {
-        // The address each pair was mailed to (hashed): a pair ends when the account's email changes.
-        // Pending pairs of before have none and are refused: their owners request new ones.
-        await knex.schema.alterTable(PASSWORD_RESET_PAIRS, (t) => {
-          t.string('mailed_to_hash', 64).nullable();
-        });
-      },
-    },
+    // The address each pair was mailed to (hashed): a pair ends when the account's email changes.
+    // Pending pairs of before have none and are refused: their owners request new ones.
+    alterColumns('003_password_reset_mailed_to', PASSWORD_RESET_PAIRS, (t) => {
+      t.string('mailed_to_hash', 64).nullable();
+    }),
   ],
   setup(services) {
     const { config, clock, log, db, mail } = services;

@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
 
 export const CHANNELS = 'notification_channels';
@@ -76,23 +76,13 @@ export const notificationMigrations: Migration[] = [
       });
     },
   },
-  {
-    id: '002_subscription_project',
-    async up(knex) {
-      // A subscription may name a project: it receives only events about that project's resources.
-      await knex.schema.alterTable(SUBSCRIPTIONS, (t) => {
-        t.string('project_id', 64).nullable();
-      });
-    },
-  },
-  {
-    id: '003_outbox_claim_by_channel',
-    async up(knex) {
-      // The claim reads each channel's oldest due deliveries of one status from here, in order, a few rows
-      // each: its cost no longer grows with the backlog (a window over every due delivery did).
-      await knex.schema.alterTable(DELIVERIES, (t) => {
-        t.index(['channel_id', 'status', 'due_ms', 'id'], 'notification_deliveries_claim_idx');
-      });
-    },
-  },
+  // A subscription may name a project: it receives only events about that project's resources.
+  alterColumns('002_subscription_project', SUBSCRIPTIONS, (t) => {
+    t.string('project_id', 64).nullable();
+  }),
+  // The claim reads each channel's oldest due deliveries of one status from here, in order, a few rows
+  // each: its cost no longer grows with the backlog (a window over every due delivery did).
+  alterColumns('003_outbox_claim_by_channel', DELIVERIES, (t) => {
+    t.index(['channel_id', 'status', 'due_ms', 'id'], 'notification_deliveries_claim_idx');
+  }),
 ];

@@ -369,39 +369,31 @@ export default definePlugin({
             return { node_id: id, ip_address, status: 'deploying', started_at: now };
           },
         }),
-        defineRoute({
-          method: 'POST',
-          path: '/v1/nodes/{id}/update-ssh',
-          auth: { role: 'admin' },
-          summary: 'For an agent that is down: replace its executable and client certificate over SSH and restart it',
-          status: 202,
-          schemas: { params: NodeParams, body: Credentials },
-          async handler(req) {
-            const node = await nodes.requireLive(req.params.id);
-            if (!node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
-            if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
-            const { ssh_host_key, ...fields } = req.body;
-            const creds = await profiles.resolve(fields);
-            await startJob('update-ssh', node, node.ip_address, creds, ssh_host_key, clock.now().toISOString());
-            return { node_id: node.id, status: 'updating' };
-          },
-        }),
-        defineRoute({
-          method: 'POST',
-          path: '/v1/nodes/{id}/start',
-          auth: { role: 'admin' },
-          summary: 'Start the agent over SSH (after stop, or when it is down)',
-          status: 202,
-          schemas: { params: NodeParams, body: Credentials },
-          async handler(req) {
-            const node = await nodes.requireLive(req.params.id);
-            if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
-            const { ssh_host_key, ...fields } = req.body;
-            const creds = await profiles.resolve(fields);
-            await startJob('start', node, node.ip_address, creds, ssh_host_key, clock.now().toISOString());
-            return { node_id: node.id, status: 'starting' };
-          },
-        }),
+        // An agent on a node hangar knows, over SSH: replaced (the executable of the architecture it reported) or started.
+        ...(
+          [
+            ['update-ssh', 'updating', 'For an agent that is down: replace its executable and client certificate over SSH and restart it'],
+            ['start', 'starting', 'Start the agent over SSH (after stop, or when it is down)'],
+          ] as const
+        ).map(([kind, status, summary]) =>
+          defineRoute({
+            method: 'POST',
+            path: `/v1/nodes/{id}/${kind}`,
+            auth: { role: 'admin' },
+            summary,
+            status: 202,
+            schemas: { params: NodeParams, body: Credentials },
+            async handler(req) {
+              const node = await nodes.requireLive(req.params.id);
+              if (kind === 'update-ssh' && !node.architecture) throw conflict(`Node ${node.id} has not reported its architecture yet`);
+              if (!node.ip_address) throw conflict(`Node ${node.id} has no address to reach it over SSH`);
+              const { ssh_host_key, ...fields } = req.body;
+              const creds = await profiles.resolve(fields);
+              await startJob(kind, node, node.ip_address, creds, ssh_host_key, clock.now().toISOString());
+              return { node_id: node.id, status };
+            },
+          }),
+        ),
       ],
     };
   },

@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { seedRevisions } from '../../core/clusters/revisions.js';
 import { namedRecord, recordTimes } from '../../core/db/columns.js';
@@ -45,15 +45,10 @@ export const serviceMigrations: Migration[] = [
       await markForTakeOver(knex, SERVICES, { deploying: 'deploy', removing: 'remove' });
     },
   },
-  {
-    id: '003_applied_objects',
-    async up(knex) {
-      // Manifest services (Kubernetes): the objects the last apply made.
-      await knex.schema.alterTable(SERVICES, (t) => {
-        t.json('applied_objects').nullable();
-      });
-    },
-  },
+  // Manifest services (Kubernetes): the objects the last apply made.
+  alterColumns('003_applied_objects', SERVICES, (t) => {
+    t.json('applied_objects').nullable();
+  }),
   {
     id: '004_revisions',
     async up(knex) {
@@ -61,25 +56,15 @@ export const serviceMigrations: Migration[] = [
       await seedRevisions(knex, 'service', SERVICES, (row) => ({ spec: row.spec }));
     },
   },
-  {
-    id: '005_health',
-    async up(knex) {
-      // Health checks declared for a service's parts (issue 29).
-      await knex.schema.alterTable(SERVICES, (t) => {
-        t.json('health').nullable();
-      });
-    },
-  },
-  {
-    id: '006_namespace',
-    async up(knex) {
-      // Manifests inside their project (issue 30): the namespace a service's objects go in (its
-      // project's, kept from its creation; null for the services made before: `default`, where they
-      // stay), and whether its spec is a non-admin's, applied as the project's user there.
-      await knex.schema.alterTable(SERVICES, (t) => {
-        t.string('namespace', 63).nullable();
-        t.boolean('confined').notNullable().defaultTo(false);
-      });
-    },
-  },
+  // Health checks declared for a service's parts (issue 29).
+  alterColumns('005_health', SERVICES, (t) => {
+    t.json('health').nullable();
+  }),
+  // Manifests inside their project (issue 30): the namespace a service's objects go in (its
+  // project's, kept from its creation; null for the services made before: `default`, where they
+  // stay), and whether its spec is a non-admin's, applied as the project's user there.
+  alterColumns('006_namespace', SERVICES, (t) => {
+    t.string('namespace', 63).nullable();
+    t.boolean('confined').notNullable().defaultTo(false);
+  }),
 ];

@@ -77,6 +77,12 @@ export default definePlugin({
     const profiles = new Repository<ProfileRecord>(services.db, TABLE, { dates: ['created_at', 'updated_at'] });
     const box = services.ca.secretBox('ssh-profiles');
     const find = (ref: string) => profiles.findByIdOrName(ref);
+    /** The profile `{id}` names (its id or name); 404 otherwise. */
+    async function requireProfile(ref: string): Promise<ProfileRecord> {
+      const profile = await find(ref);
+      if (!profile) throw notFound(`No SSH profile ${ref}`);
+      return profile;
+    }
 
     const api: SshProfilesApi = {
       async resolve(body) {
@@ -153,11 +159,7 @@ export default definePlugin({
           auth: { role: 'admin' },
           summary: 'Get an SSH profile by id or name',
           schemas: { params: Params, response: ProfileView },
-          async handler(req) {
-            const profile = await find(req.params.id);
-            if (!profile) throw notFound(`No SSH profile ${req.params.id}`);
-            return view(profile);
-          },
+          handler: async (req) => view(await requireProfile(req.params.id)),
         }),
         defineRoute({
           method: 'DELETE',
@@ -166,8 +168,7 @@ export default definePlugin({
           summary: 'Delete an SSH profile',
           schemas: { params: Params, response: Type.Object({ id: Type.String(), deleted: Type.Literal(true) }, { additionalProperties: false }) },
           async handler(req) {
-            const profile = await find(req.params.id);
-            if (!profile) throw notFound(`No SSH profile ${req.params.id}`);
+            const profile = await requireProfile(req.params.id);
             await profiles.remove(profile.id);
             return { id: profile.id, deleted: true };
           },

@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { alterColumns, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { adoptIntoDefaultProject } from '../projects/api.js';
 import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
@@ -66,14 +66,9 @@ export const volumeMigrations: Migration[] = [
       await adoptIntoDefaultProject(knex, [VOLUMES]);
     },
   },
-  {
-    id: '004_restore_from',
-    async up(knex) {
-      // A volume made from a backup (POST /v1/volumes {restore_from}): the backup, its target and
-      // restic's snapshot id, as JSON; null for a volume made empty (or of a folder's contents).
-      await knex.schema.alterTable(VOLUMES, (t) => {
-        t.text('restore_from').nullable();
-      });
-    },
-  },
+  // A volume made from a backup (POST /v1/volumes {restore_from}): the backup, its target and
+  // restic's snapshot id, as JSON; null for a volume made empty (or of a folder's contents).
+  alterColumns('004_restore_from', VOLUMES, (t) => {
+    t.text('restore_from').nullable();
+  }),
 ];
