@@ -40,6 +40,20 @@ export const conflict = (message: string, details?: unknown[]) => new HttpError(
 export const unavailable = (message: string) => new HttpError(503, message);
 
 /** A configuration problem found at start-up; the message names the key. */
+/**
+ * A backend's `attempt(what, call)`: runs the call and turns its failure into `failure(what, err)`,
+ * the driver's own error with the backend's reason (`<what>: <reason>`).
+ */
+export function attemptWith(failure: (what: string, err: unknown) => Error) {
+  return async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+    try {
+      return await call();
+    } catch (err) {
+      throw failure(what, err);
+    }
+  };
+}
+
 export class ConfigError extends Error {
   constructor(message: string) {
     super(message);

@@ -7,28 +7,25 @@
  * their order does not matter.
  */
 
-/** A value one plugin provides and others use. `T` only types it. */
-export interface ServiceRef<T> {
+/** A name plugins share, typed: `T` only types it. */
+interface TypedName<T> {
   readonly name: string;
   readonly description: string;
   /** Phantom: carries the type, never set. */
   readonly type?: T;
 }
 
-export function defineServiceRef<T>(name: string, description = name): ServiceRef<T> {
+function typedName<T>(name: string, description = name): TypedName<T> {
   return Object.freeze({ name, description });
 }
+
+/** A value one plugin provides and others use. */
+export type ServiceRef<T> = TypedName<T>;
+export const defineServiceRef: <T>(name: string, description?: string) => ServiceRef<T> = typedName;
 
 /** Something plugins contribute to (many), read by the one that owns it. */
-export interface ExtensionPoint<T> {
-  readonly name: string;
-  readonly description: string;
-  readonly type?: T;
-}
-
-export function defineExtensionPoint<T>(name: string, description = name): ExtensionPoint<T> {
-  return Object.freeze({ name, description });
-}
+export type ExtensionPoint<T> = TypedName<T>;
+export const defineExtensionPoint: <T>(name: string, description?: string) => ExtensionPoint<T> = typedName;
 
 /** The values plugins share and the contributions to extension points. */
 export class ServiceRegistry {

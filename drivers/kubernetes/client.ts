@@ -11,6 +11,7 @@ import {
   type V1APIResource,
 } from '@kubernetes/client-node';
 import { sleep } from '../../core/clock.js';
+import { attemptWith } from '../../core/errors.js';
 import { KubeDriverError } from './errors.js';
 
 /** The field manager of everything hangar applies (server-side apply records it on each field it sets). */
@@ -117,13 +118,7 @@ export function failure(what: string, err: unknown): KubeDriverError {
 }
 
 /** Runs an API call, turning its failure into `<what>: <reason>`. */
-export async function attempt<T>(what: string, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw failure(what, err);
-  }
-}
+export const attempt = attemptWith(failure);
 
 /** An API read that answers null for 404. */
 export async function readOrNull<T>(what: string, call: () => Promise<T>): Promise<T | null> {

@@ -1,5 +1,6 @@
 import Docker from 'dockerode';
 import { sleep } from '../../core/clock.js';
+import { attemptWith } from '../../core/errors.js';
 
 /** What every part of the swarm driver works with: the engine's API and the docker CLI against the same socket. */
 export interface SwarmContext {
@@ -63,13 +64,7 @@ export function failure(what: string, err: unknown): SwarmDriverError {
 }
 
 /** Runs an engine call, turning its failure into `<what>: <reason>`. */
-export async function attempt<T>(what: string, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw failure(what, err);
-  }
-}
+export const attempt = attemptWith(failure);
 
 
 /** Polls `check` until it returns true or `timeoutMs` passes; returns whether it became true. */

@@ -8,6 +8,7 @@ import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
 import { asHttpError } from '../../core/clusters/calls.js';
+import { workloadLogRoutes } from '../../core/clusters/log-routes.js';
 import { PlacementFilterQuery } from '../../core/clusters/directory.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
@@ -405,11 +406,6 @@ export default definePlugin({
       },
     });
 
-    const LogQuery = Type.Object(
-      { lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), since: Type.Optional(Type.String({ format: 'date-time' })) },
-      { additionalProperties: false },
-    );
-
     return {
       routes: [
         defineRoute({
@@ -595,29 +591,20 @@ export default definePlugin({
             return redeploy(i, { replicas: req.body.replicas, reason: `scaling to ${req.body.replicas}` }, 'scaling');
           },
         }),
-        defineRoute({
-          method: 'POST',
-          path: '/v1/compute/instances/{id}/logs',
-          auth: { role: 'admin' },
-          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
+        ...workloadLogRoutes({
+          path: '/v1/compute/instances/{id}',
+          kind: 'instance',
           permission: 'instances:logs',
-          summary: 'Queue a read of the instance’s logs: the last `lines` (default 100, max 10000) or everything after `since`',
-          status: 202,
-          schemas: { params: IdParams, query: LogQuery },
-          handler: async (req) => {
-            const i = await requireInstance(req.params.id);
-            return core.queueLogs(await core.requireActive(i.cluster_id), WorkloadLogs, i.runtime_name, req.query, i.id);
+          summaries: {
+            queue: 'Queue a read of the instance’s logs: the last `lines` (default 100, max 10000) or everything after `since`',
+            read: 'The log read: status, and the lines once completed (read once)',
           },
-        }),
-        defineRoute({
-          method: 'GET',
-          path: '/v1/compute/instances/{id}/logs/{taskId}',
-          auth: { role: 'admin' },
-          scope: { of: [{ kind: 'instance', from: 'params.id' }] },
-          permission: 'instances:logs',
-          summary: 'The log read: status, and the lines once completed (read once)',
-          schemas: { params: Type.Object({ id: Type.String({ maxLength: 100 }), taskId: Type.String({ maxLength: 100 }) }) },
-          handler: async (req) => core.readLogs(req.params.taskId, (await requireInstance(req.params.id)).id, req.principal),
+          async queue(id, range) {
+            const i = await requireInstance(id);
+            return core.queueLogs(await core.requireActive(i.cluster_id), WorkloadLogs, i.runtime_name, range, i.id);
+          },
+          subject: async (id) => (await requireInstance(id)).id,
+          clusters: core,
         }),
         defineRoute({
           method: 'POST',

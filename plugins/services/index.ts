@@ -9,6 +9,7 @@ import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
 import { asHttpError } from '../../core/clusters/calls.js';
+import { workloadLogRoutes } from '../../core/clusters/log-routes.js';
 import { FIELD_NOUNS } from '../../core/clusters/backend-registry.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
@@ -26,14 +27,6 @@ import { parseAllDocuments } from 'yaml';
 import { RoutesChanged } from '../../core/clusters/topics.js';
 import { ProjectsRef } from '../projects/api.js';
 
-const LogsQuery = Type.Object(
-  {
-    lines: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 100, description: 'last lines (over all services of the stack)' })),
-    since: Type.Optional(Type.String({ format: 'date-time', description: 'only lines from this time on (RFC 3339)' })),
-  },
-  { additionalProperties: false },
-);
-const LogParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }), taskId: Type.String({ minLength: 1, maxLength: 100 }) });
 const Service = Type.Object({}, { additionalProperties: true });
 
 /** What a service may be: a bundle format and the field that names the clusters of the backend that deploys it. */
@@ -597,32 +590,21 @@ export default definePlugin({
             return view(removing);
           },
         }),
-        defineRoute({
-          method: 'POST',
-          path: '/v1/services/{id}/logs',
-          auth: { role: 'admin' },
-          scope: { of: [{ kind: 'service', from: 'params.id' }] },
+        ...workloadLogRoutes({
+          path: '/v1/services/{id}',
+          kind: 'service',
           permission: 'services:logs',
-          summary: 'Fetch the stack’s logs (all its services, in time order): 202 with a task id; read the lines once from GET …/logs/{taskId}',
-          status: 202,
-          schemas: { params: IdParams, query: LogsQuery },
-          handler: async (req) => {
-            const service = await store.require(req.params.id);
+          summaries: {
+            queue: 'Fetch the stack’s logs (all its services, in time order): 202 with a task id; read the lines once from GET …/logs/{taskId}',
+            read: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
+          },
+          async queue(id, range) {
+            const service = await store.require(id);
             if (service.status === 'stopped') throw conflict(`Service ${service.name} is stopped: its stack and logs are gone from the swarm`);
-            return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), req.query, service.id, placementOf(service));
+            return core.queueLogs(await core.requireActive(service.cluster_id), BundleLogs, stackOf(service), range, service.id, placementOf(service));
           },
-        }),
-        defineRoute({
-          method: 'GET',
-          path: '/v1/services/{id}/logs/{taskId}',
-          auth: { role: 'admin' },
-          scope: { of: [{ kind: 'service', from: 'params.id' }] },
-          permission: 'services:logs',
-          summary: 'Read a log fetch: its status, and its lines once done (handed over once, then deleted)',
-          schemas: { params: LogParams },
-          handler: async (req) => {
-            return core.readLogs(req.params.taskId, (await store.require(req.params.id)).id, req.principal);
-          },
+          subject: async (id) => (await store.require(id)).id,
+          clusters: core,
         }),
       ],
     };
