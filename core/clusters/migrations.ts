@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Migration } from '../db/migrations.js';
+import { createTables, type Migration } from '../db/migrations.js';
 import { namedRecord, recordId, recordTimes } from '../db/columns.js';
 
 export const CLUSTERS = 'clusters';
@@ -92,29 +92,26 @@ export const clusterMigrations: Migration[] = [
 ];
 
 /** The table of spec revisions (after the store probe, 009, in core's list). */
-export const specRevisionsMigration: Migration = {
-  id: '010_spec_revisions',
-  async up(knex) {
-    await knex.schema.createTable(SPEC_REVISIONS, (t) => {
-      recordId(t);
-      /** instance | service */
-      t.string('resource_type', 40).notNullable();
-      t.string('resource_id', 64).notNullable();
-      t.integer('number').notNullable();
-      /** Who asked for it (null: made by a migration). */
-      t.string('principal_id', 64).nullable();
-      t.string('principal_name', 255).nullable();
-      /** The spec as the resource's plugin keeps it. */
-      t.json('spec').notNullable();
-      /** The secret and config versions it used: [{kind, id, name, version}]. */
-      t.json('objects').notNullable();
-      /** The revision a rollback returned to (null for any other change). */
-      t.integer('rollback_of').nullable();
-      t.timestamp('created_at', { useTz: true }).notNullable();
-      t.unique(['resource_type', 'resource_id', 'number']);
-    });
+export const specRevisionsMigration: Migration = createTables('010_spec_revisions', {
+  [SPEC_REVISIONS]: (t) => {
+    recordId(t);
+    /** instance | service */
+    t.string('resource_type', 40).notNullable();
+    t.string('resource_id', 64).notNullable();
+    t.integer('number').notNullable();
+    /** Who asked for it (null: made by a migration). */
+    t.string('principal_id', 64).nullable();
+    t.string('principal_name', 255).nullable();
+    /** The spec as the resource's plugin keeps it. */
+    t.json('spec').notNullable();
+    /** The secret and config versions it used: [{kind, id, name, version}]. */
+    t.json('objects').notNullable();
+    /** The revision a rollback returned to (null for any other change). */
+    t.integer('rollback_of').nullable();
+    t.timestamp('created_at', { useTz: true }).notNullable();
+    t.unique(['resource_type', 'resource_id', 'number']);
   },
-};
+});
 
 /**
  * The project that owns each cluster (plugins/projects; null while no project plugin assigned it).

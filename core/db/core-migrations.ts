@@ -1,4 +1,4 @@
-import type { MigrationSet } from './migrations.js';
+import { createTables, type MigrationSet } from './migrations.js';
 import { CERTIFICATES_TABLE } from '../pki/pki.js';
 import { agentCapabilitiesMigration, taskMigration, taskProgressMigration } from '../tasks/migrations.js';
 import { rateLimitMigration } from '../ratelimit.js';
@@ -12,18 +12,15 @@ import { storeProbeMigration } from './health.js';
 export const coreMigrations: MigrationSet = {
   owner: 'core',
   migrations: [
-    {
-      id: '001_certificates',
-      async up(knex) {
-        await knex.schema.createTable(CERTIFICATES_TABLE, (t) => {
-          t.string('serial', 64).primary();
-          t.string('node_id', 64).notNullable().index();
-          t.string('issued_at', 40).notNullable();
-          t.string('expires_at', 40).notNullable();
-          t.string('revoked_at', 40).nullable();
-        });
+    createTables('001_certificates', {
+      [CERTIFICATES_TABLE]: (t) => {
+        t.string('serial', 64).primary();
+        t.string('node_id', 64).notNullable().index();
+        t.string('issued_at', 40).notNullable();
+        t.string('expires_at', 40).notNullable();
+        t.string('revoked_at', 40).nullable();
       },
-    },
+    }),
     taskMigration,
     rateLimitMigration,
     noticesMigration,

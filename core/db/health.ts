@@ -1,19 +1,16 @@
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
-import type { Migration } from './migrations.js';
+import { createTables, type Migration } from './migrations.js';
 
 /** One row per control plane (its leadership holder name): the write a health check makes while the store refuses writes. */
 export const STORE_PROBE = 'store_probe';
 
-export const storeProbeMigration: Migration = {
-  id: '009_store_probe',
-  async up(knex) {
-    await knex.schema.createTable(STORE_PROBE, (t) => {
-      t.string('holder', 200).primary();
-      t.string('written_at', 40).notNullable();
-    });
+export const storeProbeMigration: Migration = createTables('009_store_probe', {
+  [STORE_PROBE]: (t) => {
+    t.string('holder', 200).primary();
+    t.string('written_at', 40).notNullable();
   },
-};
+});
 
 /**
  * Whether a store error says its disk is full: SQLite's SQLITE_FULL (the database, its WAL or a

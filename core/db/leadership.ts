@@ -1,22 +1,19 @@
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { workerIndex } from '../workers.js';
-import type { Migration } from './migrations.js';
+import { createTables, type Migration } from './migrations.js';
 import type { Store } from './store.js';
 
 /** One row per piece of work that runs in a single control plane at a time: who holds it, until when. */
 export const LEADER_LEASES_TABLE = 'leader_leases';
 
-export const leadershipMigration: Migration = {
-  id: '006_leader_leases',
-  async up(knex) {
-    await knex.schema.createTable(LEADER_LEASES_TABLE, (t) => {
-      t.string('name', 200).primary();
-      t.string('holder', 200).notNullable();
-      t.bigInteger('expires_ms').notNullable();
-    });
+export const leadershipMigration: Migration = createTables('006_leader_leases', {
+  [LEADER_LEASES_TABLE]: (t) => {
+    t.string('name', 200).primary();
+    t.string('holder', 200).notNullable();
+    t.bigInteger('expires_ms').notNullable();
   },
-};
+});
 
 /**
  * Leadership for work that must run once across the control planes sharing a store (observation,

@@ -9,6 +9,16 @@ export interface Migration {
   up(knex: Knex, store: Store): Promise<void>;
 }
 
+/** A migration that only creates tables: each table's name and its columns, created in this order. */
+export function createTables(id: string, tables: Record<string, (t: Knex.CreateTableBuilder) => void>): Migration {
+  return {
+    id,
+    async up(knex) {
+      for (const [table, build] of Object.entries(tables)) await knex.schema.createTable(table, build);
+    },
+  };
+}
+
 /** A migration that only changes one table's columns (most expand steps: a nullable column added). */
 export function alterColumns(id: string, table: string, change: (t: Knex.AlterTableBuilder) => void): Migration {
   return {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type pg from 'pg';
-import type { Migration } from './migrations.js';
+import { createTables, type Migration } from './migrations.js';
 import type { Dialect } from './store.js';
 import { alone, type Peers } from '../workers.js';
 
@@ -21,18 +21,15 @@ const PEER_CHANNEL = 'notice';
 /** How long a SQLite notice row is kept for processes to read. */
 const SQLITE_KEEP_MS = 60_000;
 
-export const noticesMigration: Migration = {
-  id: '004_store_notices',
-  async up(knex) {
-    await knex.schema.createTable(NOTICES_TABLE, (t) => {
-      t.increments('id').primary();
-      t.string('origin', 64).notNullable();
-      t.string('topic', 100).notNullable();
-      t.string('key', 200).nullable();
-      t.bigInteger('created_ms').notNullable();
-    });
+export const noticesMigration: Migration = createTables('004_store_notices', {
+  [NOTICES_TABLE]: (t) => {
+    t.increments('id').primary();
+    t.string('origin', 64).notNullable();
+    t.string('topic', 100).notNullable();
+    t.string('key', 200).nullable();
+    t.bigInteger('created_ms').notNullable();
   },
-};
+});
 
 /**
  * Notices between the processes sharing one store (control planes, and the runner's tools): a topic

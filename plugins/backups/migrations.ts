@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import { adoptIntoDefaultProject } from '../projects/api.js';
 import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
 
@@ -8,56 +8,53 @@ export const BACKUP_SCHEDULES = 'backup_schedules';
 export const CONTROL_PLANE_ARCHIVES = 'backup_control_plane_archives';
 
 export const backupMigrations: Migration[] = [
-  {
-    id: '001_targets_and_runs',
-    async up(knex) {
-      // Where backups go: an S3 bucket (and prefix) holding one restic repository per target.
-      await knex.schema.createTable(BACKUP_TARGETS, (t) => {
-        namedRecord(t);
-        /** s3 */
-        t.string('kind', 20).notNullable();
-        t.string('endpoint', 512).notNullable();
-        t.string('bucket', 63).notNullable();
-        t.string('prefix', 512).notNullable();
-        t.string('region', 64).notNullable();
-        t.string('access_key_id', 256).notNullable();
-        /** The S3 secret key, encrypted (AES-256-GCM, key derived for this purpose); never answered. */
-        t.text('secret_sealed').notNullable();
-        /** The restic repository's password, generated at creation, encrypted the same way; never answered. */
-        t.text('password_sealed').notNullable();
-        t.timestamp('checked_at', { useTz: true }).notNullable();
-        recordTimes(t, { paged: true });
-      });
-      // One backup (a restic snapshot once it succeeds) or restore of a volume, run as an agent's task.
-      await knex.schema.createTable(BACKUP_RUNS, (t) => {
-        recordId(t);
-        /** backup | restore */
-        t.string('operation', 10).notNullable();
-        t.string('volume_id', 64).notNullable();
-        t.string('target_id', 64).notNullable();
-        t.string('node_id', 64).notNullable();
-        /** The agent's task while it runs (deleted once its outcome is recorded: its payload holds the keys). */
-        t.string('task_id', 64).nullable();
-        /** running | succeeded | failed */
-        t.string('status', 20).notNullable();
-        t.text('error').nullable();
-        /** restic's snapshot id: what a backup made, or what a restore restored. */
-        t.string('snapshot_id', 64).nullable();
-        /** For a restore: the backup it restored. */
-        t.string('source_id', 64).nullable();
-        t.bigInteger('bytes').nullable();
-        t.bigInteger('bytes_added').nullable();
-        t.integer('files').nullable();
-        t.float('duration_seconds').nullable();
-        t.timestamp('started_at', { useTz: true }).notNullable();
-        t.timestamp('finished_at', { useTz: true }).nullable();
-        recordTimes(t, { paged: true });
-        t.index(['volume_id', 'operation']);
-        t.index(['target_id']);
-        t.index(['status']);
-      });
+  // Where backups go: an S3 bucket (and prefix) holding one restic repository per target.
+  createTables('001_targets_and_runs', {
+    [BACKUP_TARGETS]: (t) => {
+      namedRecord(t);
+      /** s3 */
+      t.string('kind', 20).notNullable();
+      t.string('endpoint', 512).notNullable();
+      t.string('bucket', 63).notNullable();
+      t.string('prefix', 512).notNullable();
+      t.string('region', 64).notNullable();
+      t.string('access_key_id', 256).notNullable();
+      /** The S3 secret key, encrypted (AES-256-GCM, key derived for this purpose); never answered. */
+      t.text('secret_sealed').notNullable();
+      /** The restic repository's password, generated at creation, encrypted the same way; never answered. */
+      t.text('password_sealed').notNullable();
+      t.timestamp('checked_at', { useTz: true }).notNullable();
+      recordTimes(t, { paged: true });
     },
-  },
+    // One backup (a restic snapshot once it succeeds) or restore of a volume, run as an agent's task.
+    [BACKUP_RUNS]: (t) => {
+      recordId(t);
+      /** backup | restore */
+      t.string('operation', 10).notNullable();
+      t.string('volume_id', 64).notNullable();
+      t.string('target_id', 64).notNullable();
+      t.string('node_id', 64).notNullable();
+      /** The agent's task while it runs (deleted once its outcome is recorded: its payload holds the keys). */
+      t.string('task_id', 64).nullable();
+      /** running | succeeded | failed */
+      t.string('status', 20).notNullable();
+      t.text('error').nullable();
+      /** restic's snapshot id: what a backup made, or what a restore restored. */
+      t.string('snapshot_id', 64).nullable();
+      /** For a restore: the backup it restored. */
+      t.string('source_id', 64).nullable();
+      t.bigInteger('bytes').nullable();
+      t.bigInteger('bytes_added').nullable();
+      t.integer('files').nullable();
+      t.float('duration_seconds').nullable();
+      t.timestamp('started_at', { useTz: true }).notNullable();
+      t.timestamp('finished_at', { useTz: true }).nullable();
+      recordTimes(t, { paged: true });
+      t.index(['volume_id', 'operation']);
+      t.index(['target_id']);
+      t.index(['status']);
+    },
+  }),
   {
     id: '002_schedules',
     async up(knex) {
@@ -152,26 +149,23 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
-  {
-    id: '008_control_plane_archives',
-    async up(knex) {
-      // The control plane's own archives as it uploaded them: the schedule and keep_last believe
-      // these only, not whatever names anyone with the bucket's keys writes there.
-      await knex.schema.createTable(CONTROL_PLANE_ARCHIVES, (t) => {
-        recordId(t);
-        t.string('target_id', 64).notNullable();
-        /** The object's whole key in the bucket. */
-        t.string('key', 1024).notNullable();
-        t.bigInteger('bytes').notNullable();
-        /** The ETag the server answered the upload with (unquoted); null: it gave none. */
-        t.string('etag', 200).nullable();
-        /** When the archive was made (its name's time). */
-        t.timestamp('made_at', { useTz: true }).notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.index(['target_id', 'made_at']);
-      });
+  // The control plane's own archives as it uploaded them: the schedule and keep_last believe
+  // these only, not whatever names anyone with the bucket's keys writes there.
+  createTables('008_control_plane_archives', {
+    [CONTROL_PLANE_ARCHIVES]: (t) => {
+      recordId(t);
+      t.string('target_id', 64).notNullable();
+      /** The object's whole key in the bucket. */
+      t.string('key', 1024).notNullable();
+      t.bigInteger('bytes').notNullable();
+      /** The ETag the server answered the upload with (unquoted); null: it gave none. */
+      t.string('etag', 200).nullable();
+      /** When the archive was made (its name's time). */
+      t.timestamp('made_at', { useTz: true }).notNullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.index(['target_id', 'made_at']);
     },
-  },
+  }),
   {
     id: '009_backup_consistency',
     async up(knex) {

@@ -1,4 +1,4 @@
-import { alterColumns, type Migration } from '../../core/db/migrations.js';
+import { alterColumns, createTables, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { jsonColumn, seedRevisions } from '../../core/clusters/revisions.js';
 import { instanceSpec, type InstanceRecord } from './store.js';
@@ -7,40 +7,37 @@ import { recordId, recordTimes } from '../../core/db/columns.js';
 export const INSTANCES = 'compute_instances';
 
 export const computeMigrations: Migration[] = [
-  {
-    id: '001_compute_instances',
-    async up(knex) {
-      await knex.schema.createTable(INSTANCES, (t) => {
-        recordId(t);
-        t.string('name', 63).notNullable();
-        t.string('swarm_id', 64).notNullable();
-        t.string('runtime_name', 100).notNullable();
-        t.string('image', 255).notNullable();
-        t.string('type', 20).notNullable();
-        t.integer('replicas').notNullable();
-        /** running | stopped: what the operator asked for. */
-        t.string('desired', 20).notNullable();
-        /** deploying | running | stopped | drifted | failed | terminating: what the runtime shows. */
-        t.string('status', 20).notNullable();
-        t.text('reason').nullable();
-        t.string('domain', 253).nullable();
-        t.integer('http_port').nullable();
-        t.json('ports').notNullable();
-        t.json('env').notNullable();
-        t.json('command').nullable();
-        t.string('platform', 40).nullable();
-        t.integer('gpu').notNullable().defaultTo(0);
-        t.json('volumes').notNullable();
-        /** Where each task runs, as last observed: [{node_id, state}]. */
-        t.json('placement').nullable();
-        t.integer('running').nullable();
-        t.timestamp('observed_at', { useTz: true }).nullable();
-        recordTimes(t);
-        t.unique(['swarm_id', 'name']);
-        t.index(['created_at', 'id']);
-      });
+  createTables('001_compute_instances', {
+    [INSTANCES]: (t) => {
+      recordId(t);
+      t.string('name', 63).notNullable();
+      t.string('swarm_id', 64).notNullable();
+      t.string('runtime_name', 100).notNullable();
+      t.string('image', 255).notNullable();
+      t.string('type', 20).notNullable();
+      t.integer('replicas').notNullable();
+      /** running | stopped: what the operator asked for. */
+      t.string('desired', 20).notNullable();
+      /** deploying | running | stopped | drifted | failed | terminating: what the runtime shows. */
+      t.string('status', 20).notNullable();
+      t.text('reason').nullable();
+      t.string('domain', 253).nullable();
+      t.integer('http_port').nullable();
+      t.json('ports').notNullable();
+      t.json('env').notNullable();
+      t.json('command').nullable();
+      t.string('platform', 40).nullable();
+      t.integer('gpu').notNullable().defaultTo(0);
+      t.json('volumes').notNullable();
+      /** Where each task runs, as last observed: [{node_id, state}]. */
+      t.json('placement').nullable();
+      t.integer('running').nullable();
+      t.timestamp('observed_at', { useTz: true }).nullable();
+      recordTimes(t);
+      t.unique(['swarm_id', 'name']);
+      t.index(['created_at', 'id']);
     },
-  },
+  }),
   {
     id: '002_cluster_id',
     async up(knex) {

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { alterColumns, type Migration } from '../../core/db/migrations.js';
+import { alterColumns, createTables, type Migration } from '../../core/db/migrations.js';
 import { USERS } from './api.js';
 import { recordId } from '../../core/db/columns.js';
 
@@ -40,45 +40,42 @@ export async function ensureEmailIndex(db: Knex | Knex.Transaction): Promise<Awa
 }
 
 export const iamMigrations: Migration[] = [
-  {
-    id: '001_users',
-    async up(knex) {
-      await knex.schema.createTable(USERS, (t) => {
-        t.uuid('userid').primary();
-        t.string('name', 50).nullable();
-        t.string('email', 120).nullable().unique();
-        t.string('username', 20).notNullable().unique();
-        t.string('password', 255).notNullable();
-        t.string('role', 50).notNullable().defaultTo('user');
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('updated_at', { useTz: true }).nullable();
-        t.timestamp('deleted_at', { useTz: true }).nullable();
-        t.index(['role', 'deleted_at']);
-        t.index(['created_at', 'userid']);
-      });
-      await knex.schema.createTable(USER_PROPERTIES, (t) => {
-        t.increments('id').primary();
-        t.string('name', 50).notNullable();
-        t.string('value', 250).nullable();
-        t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
-        t.index(['userid']);
-      });
-      await knex.schema.createTable(API_KEYS, (t) => {
-        recordId(t);
-        t.string('access_key_id', 40).notNullable().unique();
-        t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
-        t.text('secret_sealed').notNullable();
-        t.string('description', 200).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('last_used_at', { useTz: true }).nullable();
-        t.index(['userid']);
-      });
-      await knex.schema.createTable(HMAC_NONCES, (t) => {
-        t.string('signature', 64).primary();
-        t.timestamp('expires_at', { useTz: true }).notNullable().index();
-      });
+  createTables('001_users', {
+    [USERS]: (t) => {
+      t.uuid('userid').primary();
+      t.string('name', 50).nullable();
+      t.string('email', 120).nullable().unique();
+      t.string('username', 20).notNullable().unique();
+      t.string('password', 255).notNullable();
+      t.string('role', 50).notNullable().defaultTo('user');
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.timestamp('updated_at', { useTz: true }).nullable();
+      t.timestamp('deleted_at', { useTz: true }).nullable();
+      t.index(['role', 'deleted_at']);
+      t.index(['created_at', 'userid']);
     },
-  },
+    [USER_PROPERTIES]: (t) => {
+      t.increments('id').primary();
+      t.string('name', 50).notNullable();
+      t.string('value', 250).nullable();
+      t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
+      t.index(['userid']);
+    },
+    [API_KEYS]: (t) => {
+      recordId(t);
+      t.string('access_key_id', 40).notNullable().unique();
+      t.uuid('userid').notNullable().references('userid').inTable(USERS).onDelete('CASCADE');
+      t.text('secret_sealed').notNullable();
+      t.string('description', 200).nullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.timestamp('last_used_at', { useTz: true }).nullable();
+      t.index(['userid']);
+    },
+    [HMAC_NONCES]: (t) => {
+      t.string('signature', 64).primary();
+      t.timestamp('expires_at', { useTz: true }).notNullable().index();
+    },
+  }),
   {
     id: '002_bootstrap_claim',
     async up(knex) {

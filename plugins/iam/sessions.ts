@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { establishPrincipal, type Authenticator } from '../../core/auth/index.js';
 import type { Clock } from '../../core/clock.js';
 import { safeEqual, sha256Hex } from '../../core/crypto.js';
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import type { Store } from '../../core/db/store.js';
 import { forbidden, unauthorized } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -20,20 +20,17 @@ export const CSRF_HEADER = 'x-csrf-token';
 export const SESSION_CHANGES = 'iam.sessions';
 
 export const sessionMigrations: Migration[] = [
-  {
-    id: '004_sessions',
-    async up(knex) {
-      await knex.schema.createTable(SESSIONS, (t) => {
-        /** sha256 of the cookie's value: the value itself is never stored. */
-        recordId(t);
-        t.uuid('userid').notNullable().index();
-        /** The user's token epoch when the session began: a password change ends it. */
-        t.integer('token_epoch').notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.timestamp('expires_at', { useTz: true }).notNullable().index();
-      });
+  createTables('004_sessions', {
+    [SESSIONS]: (t) => {
+      /** sha256 of the cookie's value: the value itself is never stored. */
+      recordId(t);
+      t.uuid('userid').notNullable().index();
+      /** The user's token epoch when the session began: a password change ends it. */
+      t.integer('token_epoch').notNullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.timestamp('expires_at', { useTz: true }).notNullable().index();
     },
-  },
+  }),
 ];
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);

@@ -4,7 +4,7 @@ import { roleGrants, unlimitedAdmin, userGrantsOf } from '../../core/auth/permis
 import { ProjectGrantsRef, type RouteScope } from '../../core/auth/scope.js';
 import { asHttpError } from '../../core/clusters/calls.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import { conflict, forbidden } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams } from '../../core/http/resources.js';
@@ -51,21 +51,18 @@ interface CredentialRow {
   expires_at: string;
 }
 
-export const credentialsMigration: Migration = {
-  id: '002_k8s_user_credentials',
-  async up(knex) {
-    await knex.schema.createTable(CREDENTIALS, (t) => {
-      t.string('cluster_id', 64).notNullable().references('id').inTable('clusters').onDelete('CASCADE');
-      t.string('user_id', 64).notNullable();
-      t.string('service_account', 100).notNullable();
-      t.string('cluster_role', 100).notNullable();
-      t.string('issued_at', 40).notNullable();
-      t.string('expires_at', 40).notNullable();
-      t.primary(['cluster_id', 'user_id']);
-      t.index(['user_id']);
-    });
+export const credentialsMigration: Migration = createTables('002_k8s_user_credentials', {
+  [CREDENTIALS]: (t) => {
+    t.string('cluster_id', 64).notNullable().references('id').inTable('clusters').onDelete('CASCADE');
+    t.string('user_id', 64).notNullable();
+    t.string('service_account', 100).notNullable();
+    t.string('cluster_role', 100).notNullable();
+    t.string('issued_at', 40).notNullable();
+    t.string('expires_at', 40).notNullable();
+    t.primary(['cluster_id', 'user_id']);
+    t.index(['user_id']);
   },
-};
+});
 
 export interface CredentialsContext {
   services: Services;

@@ -9,7 +9,7 @@ import { openApiRoute } from '../../core/openapi.js';
 import { Email, IdentityRef, identityOf, KeepApiKeys, Password, passwordPrincipal, USERS, type LoginIdentifier, type UserRecord } from '../iam/api.js';
 import { PASSWORD_RESET_PAIRS, PASSWORD_RESETS, PasswordResets } from './resets.js';
 import { rateLimitSetting, type RateLimit } from '../../core/ratelimit.js';
-import { alterColumns } from '../../core/db/migrations.js';
+import { alterColumns, createTables } from '../../core/db/migrations.js';
 
 const DEFAULT_TEMPLATE = `Hello {{name}},
 
@@ -92,20 +92,17 @@ export default definePlugin({
   deps: [IdentityRef],
   configSchema: LoginConfigSchema,
   migrations: [
-    {
-      id: '001_password_resets',
-      async up(knex) {
-        await knex.schema.createTable(PASSWORD_RESETS, (t) => {
-          t.uuid('userid').primary().references('userid').inTable(USERS).onDelete('CASCADE');
-          t.string('token_hash', 64).notNullable();
-          t.string('code_hash', 64).notNullable();
-          t.timestamp('expires_at', { useTz: true }).notNullable();
-          t.integer('attempts').notNullable().defaultTo(0);
-          t.timestamp('confirmed_at', { useTz: true }).nullable();
-          t.timestamp('created_at', { useTz: true }).notNullable();
-        });
+    createTables('001_password_resets', {
+      [PASSWORD_RESETS]: (t) => {
+        t.uuid('userid').primary().references('userid').inTable(USERS).onDelete('CASCADE');
+        t.string('token_hash', 64).notNullable();
+        t.string('code_hash', 64).notNullable();
+        t.timestamp('expires_at', { useTz: true }).notNullable();
+        t.integer('attempts').notNullable().defaultTo(0);
+        t.timestamp('confirmed_at', { useTz: true }).nullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
       },
-    },
+    }),
     {
       id: '002_password_reset_pairs',
       async up(knex) {

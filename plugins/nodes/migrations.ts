@@ -1,4 +1,4 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns } from '../../core/clusters/migrations.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
 
@@ -10,65 +10,62 @@ export const NODE_EVENTS = 'node_events';
 export const AGENT_ROLLOUTS = 'agent_rollouts';
 
 export const nodeMigrations: Migration[] = [
-  {
-    id: '001_nodes',
-    async up(knex) {
-      await knex.schema.createTable(NODES, (t) => {
-        recordId(t);
-        t.string('name', 100).notNullable();
-        t.string('hostname', 255).nullable();
-        t.string('ip_address', 64).nullable();
-        t.string('interface', 64).nullable();
-        t.string('architecture', 20).nullable();
-        t.integer('gpu_overcommit_factor').notNullable().defaultTo(1);
-        /** pending | online | offline | stopped — what the agent's heartbeats say. */
-        t.string('connection', 20).notNullable().defaultTo('pending');
-        /** active | cordoned | drained — what the operator asked for. */
-        t.string('availability', 20).notNullable().defaultTo('active');
-        t.boolean('reboot_required').notNullable().defaultTo(false);
-        t.boolean('removing').notNullable().defaultTo(false);
-        t.boolean('is_control_plane').notNullable().defaultTo(false);
-        t.string('overlay_ip', 64).nullable().unique();
-        t.string('wg_public_key', 64).nullable();
-        t.integer('wg_port').nullable();
-        t.string('agent_version', 40).nullable();
-        t.timestamp('last_heartbeat_at', { useTz: true }).nullable();
-        t.json('resources').nullable();
-        t.json('facts').nullable();
-        recordTimes(t, { paged: true });
-        t.index(['connection', 'last_heartbeat_at']);
-      });
-      await knex.schema.createTable(JOIN_TOKENS, (t) => {
-        recordId(t);
-        t.string('token_hash', 64).notNullable().unique();
-        t.string('node_id', 64).nullable();
-        t.string('overlay_ip', 64).nullable();
-        t.timestamp('expires_at', { useTz: true }).notNullable();
-        t.timestamp('used_at', { useTz: true }).nullable();
-        t.string('used_by_node', 64).nullable();
-        t.string('created_by', 64).nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-      });
-      await knex.schema.createTable(OVERLAY_LEASES, (t) => {
-        t.string('ip', 64).primary();
-        /** `tok-…` while a join token reserves it, `node-…` once a node holds it. */
-        t.string('holder', 64).notNullable().index();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-      });
-      await knex.schema.createTable(NODE_EVENTS, (t) => {
-        t.bigIncrements('id').primary();
-        t.string('node_id', 64).nullable();
-        t.string('identifier', 255).nullable();
-        t.string('kind', 64).notNullable();
-        t.text('message').nullable();
-        t.json('data').nullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.index(['node_id', 'id']);
-        t.index(['identifier', 'id']);
-        t.index(['created_at']);
-      });
+  createTables('001_nodes', {
+    [NODES]: (t) => {
+      recordId(t);
+      t.string('name', 100).notNullable();
+      t.string('hostname', 255).nullable();
+      t.string('ip_address', 64).nullable();
+      t.string('interface', 64).nullable();
+      t.string('architecture', 20).nullable();
+      t.integer('gpu_overcommit_factor').notNullable().defaultTo(1);
+      /** pending | online | offline | stopped — what the agent's heartbeats say. */
+      t.string('connection', 20).notNullable().defaultTo('pending');
+      /** active | cordoned | drained — what the operator asked for. */
+      t.string('availability', 20).notNullable().defaultTo('active');
+      t.boolean('reboot_required').notNullable().defaultTo(false);
+      t.boolean('removing').notNullable().defaultTo(false);
+      t.boolean('is_control_plane').notNullable().defaultTo(false);
+      t.string('overlay_ip', 64).nullable().unique();
+      t.string('wg_public_key', 64).nullable();
+      t.integer('wg_port').nullable();
+      t.string('agent_version', 40).nullable();
+      t.timestamp('last_heartbeat_at', { useTz: true }).nullable();
+      t.json('resources').nullable();
+      t.json('facts').nullable();
+      recordTimes(t, { paged: true });
+      t.index(['connection', 'last_heartbeat_at']);
     },
-  },
+    [JOIN_TOKENS]: (t) => {
+      recordId(t);
+      t.string('token_hash', 64).notNullable().unique();
+      t.string('node_id', 64).nullable();
+      t.string('overlay_ip', 64).nullable();
+      t.timestamp('expires_at', { useTz: true }).notNullable();
+      t.timestamp('used_at', { useTz: true }).nullable();
+      t.string('used_by_node', 64).nullable();
+      t.string('created_by', 64).nullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+    },
+    [OVERLAY_LEASES]: (t) => {
+      t.string('ip', 64).primary();
+      /** `tok-…` while a join token reserves it, `node-…` once a node holds it. */
+      t.string('holder', 64).notNullable().index();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+    },
+    [NODE_EVENTS]: (t) => {
+      t.bigIncrements('id').primary();
+      t.string('node_id', 64).nullable();
+      t.string('identifier', 255).nullable();
+      t.string('kind', 64).notNullable();
+      t.text('message').nullable();
+      t.json('data').nullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.index(['node_id', 'id']);
+      t.index(['identifier', 'id']);
+      t.index(['created_at']);
+    },
+  }),
   {
     /**
      * The node's status as a column, so that lists filter by it in SQL (it was derived from four

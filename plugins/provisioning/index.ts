@@ -14,6 +14,7 @@ import { SshCredentialFields, SshProfilesRef, sshProfilesOf, type SshCredentials
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import { detectMachine, existingNodeId, installPrerequisites, machineWireguardKey, REMOTE, startAgent, stopAgent, type MachineFacts } from './remote.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
+import { createTables } from '../../core/db/migrations.js';
 
 const HOST_KEYS = 'ssh_host_keys';
 const SSH_JOBS = 'provisioning_ssh_jobs';
@@ -107,33 +108,27 @@ export default definePlugin({
   deps: [NodesRef, SshProfilesRef, AgentBinariesRef],
   configSchema: ProvisioningConfigSchema,
   migrations: [
-    {
-      id: '001_ssh_host_keys',
-      async up(knex) {
-        await knex.schema.createTable(HOST_KEYS, (t) => {
-          t.string('host', 255).notNullable();
-          t.integer('port').notNullable();
-          t.string('fingerprint', 100).notNullable();
-          t.timestamp('recorded_at', { useTz: true }).notNullable();
-          t.primary(['host', 'port']);
-        });
+    createTables('001_ssh_host_keys', {
+      [HOST_KEYS]: (t) => {
+        t.string('host', 255).notNullable();
+        t.integer('port').notNullable();
+        t.string('fingerprint', 100).notNullable();
+        t.timestamp('recorded_at', { useTz: true }).notNullable();
+        t.primary(['host', 'port']);
       },
-    },
-    {
-      id: '002_ssh_jobs',
-      async up(knex) {
-        await knex.schema.createTable(SSH_JOBS, (t) => {
-          recordId(t);
-          t.string('name', 255).notNullable();
-          t.string('address', 255).notNullable();
-          t.text('credentials').nullable();
-          t.string('host_key', 100).nullable();
-          t.timestamp('requested_at', { useTz: true }).notNullable();
-          recordTimes(t);
-          leaseColumns(t);
-        });
+    }),
+    createTables('002_ssh_jobs', {
+      [SSH_JOBS]: (t) => {
+        recordId(t);
+        t.string('name', 255).notNullable();
+        t.string('address', 255).notNullable();
+        t.text('credentials').nullable();
+        t.string('host_key', 100).nullable();
+        t.timestamp('requested_at', { useTz: true }).notNullable();
+        recordTimes(t);
+        leaseColumns(t);
       },
-    },
+    }),
   ],
   setup(services) {
     const { db, clock, ca, log, config } = services;

@@ -1,39 +1,36 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns } from '../../core/clusters/migrations.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const SECRETS = 'secrets';
 
 export const secretMigrations: Migration[] = [
-  {
-    id: '001_secrets',
-    async up(knex) {
-      await knex.schema.createTable(SECRETS, (t) => {
-        recordId(t);
-        /** secret | config */
-        t.string('kind', 10).notNullable();
-        t.string('name', 63).notNullable();
-        // A swarm's objects go with the swarm (its runtime objects die with it too). Swarms became
-        // clusters (core/008_clusters, which runs first); 002 moves this column into cluster_id.
-        t.string('swarm_id', 64).nullable().references('id').inTable('clusters').onDelete('CASCADE');
-        /** For Kubernetes clusters, later: the cluster and namespace the object lives in. */
-        t.string('cluster_id', 64).nullable();
-        t.string('namespace', 63).nullable();
-        t.integer('version').notNullable();
-        /** The runtime object of the current version. */
-        t.string('runtime_name', 100).notNullable();
-        /** The value, encrypted (AES-256-GCM, key derived for this purpose). */
-        t.text('data_sealed').notNullable();
-        /** Runtime objects of earlier versions not removed yet (JSON array of names). */
-        t.text('retired').notNullable();
-        recordTimes(t);
-        t.unique(['kind', 'swarm_id', 'name']);
-        t.unique(['kind', 'cluster_id', 'namespace', 'name']);
-        t.index(['kind', 'created_at', 'id']);
-        t.index(['kind', 'name']);
-      });
+  createTables('001_secrets', {
+    [SECRETS]: (t) => {
+      recordId(t);
+      /** secret | config */
+      t.string('kind', 10).notNullable();
+      t.string('name', 63).notNullable();
+      // A swarm's objects go with the swarm (its runtime objects die with it too). Swarms became
+      // clusters (core/008_clusters, which runs first); 002 moves this column into cluster_id.
+      t.string('swarm_id', 64).nullable().references('id').inTable('clusters').onDelete('CASCADE');
+      /** For Kubernetes clusters, later: the cluster and namespace the object lives in. */
+      t.string('cluster_id', 64).nullable();
+      t.string('namespace', 63).nullable();
+      t.integer('version').notNullable();
+      /** The runtime object of the current version. */
+      t.string('runtime_name', 100).notNullable();
+      /** The value, encrypted (AES-256-GCM, key derived for this purpose). */
+      t.text('data_sealed').notNullable();
+      /** Runtime objects of earlier versions not removed yet (JSON array of names). */
+      t.text('retired').notNullable();
+      recordTimes(t);
+      t.unique(['kind', 'swarm_id', 'name']);
+      t.unique(['kind', 'cluster_id', 'namespace', 'name']);
+      t.index(['kind', 'created_at', 'id']);
+      t.index(['kind', 'name']);
     },
-  },
+  }),
   {
     id: '002_cluster_id',
     async up(knex) {

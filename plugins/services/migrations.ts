@@ -1,4 +1,4 @@
-import { alterColumns, type Migration } from '../../core/db/migrations.js';
+import { alterColumns, createTables, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { seedRevisions } from '../../core/clusters/revisions.js';
 import { namedRecord, recordTimes } from '../../core/db/columns.js';
@@ -6,32 +6,29 @@ import { namedRecord, recordTimes } from '../../core/db/columns.js';
 export const SERVICES = 'services';
 
 export const serviceMigrations: Migration[] = [
-  {
-    id: '001_services',
-    async up(knex) {
-      await knex.schema.createTable(SERVICES, (t) => {
-        namedRecord(t);
-        /** compose (a stack on a swarm); k8s comes later with cluster_id. */
-        t.string('backend', 20).notNullable();
-        t.string('swarm_id', 64).nullable();
-        /** The spec exactly as the operator gave it (compose YAML text). */
-        t.text('spec').notNullable();
-        /** deploying | running | stopped | failed | removing */
-        t.string('status', 20).notNullable();
-        t.text('error').nullable();
-        /** hangar secret and config ids the spec uses. */
-        t.json('secret_refs').notNullable();
-        t.json('config_refs').notNullable();
-        /** {service: {desired, running}}, as last observed. */
-        t.json('replicas').notNullable();
-        /** [{service, domain, port}] from the x-hangar extension. */
-        t.json('routes').notNullable();
-        t.timestamp('observed_at', { useTz: true }).nullable();
-        recordTimes(t, { paged: true });
-        t.index(['swarm_id']);
-      });
+  createTables('001_services', {
+    [SERVICES]: (t) => {
+      namedRecord(t);
+      /** compose (a stack on a swarm); k8s comes later with cluster_id. */
+      t.string('backend', 20).notNullable();
+      t.string('swarm_id', 64).nullable();
+      /** The spec exactly as the operator gave it (compose YAML text). */
+      t.text('spec').notNullable();
+      /** deploying | running | stopped | failed | removing */
+      t.string('status', 20).notNullable();
+      t.text('error').nullable();
+      /** hangar secret and config ids the spec uses. */
+      t.json('secret_refs').notNullable();
+      t.json('config_refs').notNullable();
+      /** {service: {desired, running}}, as last observed. */
+      t.json('replicas').notNullable();
+      /** [{service, domain, port}] from the x-hangar extension. */
+      t.json('routes').notNullable();
+      t.timestamp('observed_at', { useTz: true }).nullable();
+      recordTimes(t, { paged: true });
+      t.index(['swarm_id']);
     },
-  },
+  }),
   {
     id: '002_cluster_id',
     async up(knex) {

@@ -6,6 +6,7 @@ import { newId } from '../../core/ids.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshCredentialFields, SshProfilesRef, type SshProfilesApi } from './api.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
+import { createTables } from '../../core/db/migrations.js';
 
 const TABLE = 'ssh_profiles';
 
@@ -58,20 +59,17 @@ export default definePlugin({
   description: 'stored SSH credentials for deploy, update-ssh and start',
   provides: [SshProfilesRef],
   migrations: [
-    {
-      id: '001_ssh_profiles',
-      async up(knex) {
-        await knex.schema.createTable(TABLE, (t) => {
-          recordId(t);
-          t.string('name', 100).notNullable().unique();
-          t.string('user', 32).notNullable();
-          t.integer('port').notNullable();
-          t.text('key_sealed').nullable();
-          t.text('password_sealed').nullable();
-          recordTimes(t, { paged: true });
-        });
+    createTables('001_ssh_profiles', {
+      [TABLE]: (t) => {
+        recordId(t);
+        t.string('name', 100).notNullable().unique();
+        t.string('user', 32).notNullable();
+        t.integer('port').notNullable();
+        t.text('key_sealed').nullable();
+        t.text('password_sealed').nullable();
+        recordTimes(t, { paged: true });
       },
-    },
+    }),
   ],
   setup(services) {
     const profiles = new Repository<ProfileRecord>(services.db, TABLE, { dates: ['created_at', 'updated_at'] });

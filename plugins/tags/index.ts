@@ -9,6 +9,7 @@ import { RESOURCE_TYPES, TAGGED_KINDS, TagsRef, type ResourceType, type Tag, typ
 import type { RouteScope } from '../../core/auth/scope.js';
 import { ResourceDeleted } from '../../core/events.js';
 import { recordTimes } from '../../core/db/columns.js';
+import { createTables } from '../../core/db/migrations.js';
 
 const TAGS = 'tags';
 /** A tag set or its value replaced: one prepared statement (core/db/writes.ts). */
@@ -46,20 +47,17 @@ export default definePlugin({
   description: 'key/value tags on any resource, and finding resources by tag',
   provides: [TagsRef],
   migrations: [
-    {
-      id: '001_tags',
-      async up(knex) {
-        await knex.schema.createTable(TAGS, (t) => {
-          t.string('resource_type', 20).notNullable();
-          t.string('resource_id', 100).notNullable();
-          t.string('key', 63).notNullable();
-          t.string('value', 255).notNullable();
-          recordTimes(t);
-          t.primary(['resource_type', 'resource_id', 'key']);
-          t.index(['key', 'value']);
-        });
+    createTables('001_tags', {
+      [TAGS]: (t) => {
+        t.string('resource_type', 20).notNullable();
+        t.string('resource_id', 100).notNullable();
+        t.string('key', 63).notNullable();
+        t.string('value', 255).notNullable();
+        recordTimes(t);
+        t.primary(['resource_type', 'resource_id', 'key']);
+        t.index(['key', 'value']);
       },
-    },
+    }),
   ],
   setup(services) {
     const { db, clock } = services;

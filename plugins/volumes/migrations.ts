@@ -1,4 +1,4 @@
-import { alterColumns, type Migration } from '../../core/db/migrations.js';
+import { alterColumns, createTables, type Migration } from '../../core/db/migrations.js';
 import { leaseColumns, markForTakeOver } from '../../core/clusters/migrations.js';
 import { adoptIntoDefaultProject } from '../projects/api.js';
 import { namedRecord, recordId, recordTimes } from '../../core/db/columns.js';
@@ -7,35 +7,32 @@ export const VOLUMES = 'volumes';
 export const VOLUME_DEFINITIONS = 'volume_definitions';
 
 export const volumeMigrations: Migration[] = [
-  {
-    id: '001_volumes',
-    async up(knex) {
-      await knex.schema.createTable(VOLUMES, (t) => {
-        namedRecord(t);
-        t.string('node_id', 64).notNullable();
-        t.string('folder', 1024).notNullable();
-        /** nfs | local; fixed at creation */
-        t.string('type', 10).notNullable();
-        t.string('server_ip', 64).nullable();
-        /** preparing | ready | failed | deleting */
-        t.string('status', 20).notNullable();
-        t.text('error').nullable();
-        /** What the host node reported about the NFS export: {file, served, reason}. */
-        t.text('nfs_export').nullable();
-        recordTimes(t, { paged: true });
-        t.index(['node_id']);
-      });
-      // Where a volume is defined (a named volume on that node's engine), so deletion removes each one.
-      await knex.schema.createTable(VOLUME_DEFINITIONS, (t) => {
-        recordId(t);
-        t.string('volume_id', 64).notNullable().references('id').inTable(VOLUMES).onDelete('CASCADE');
-        t.string('node_id', 64).notNullable();
-        t.timestamp('created_at', { useTz: true }).notNullable();
-        t.unique(['volume_id', 'node_id']);
-        t.index(['node_id']);
-      });
+  createTables('001_volumes', {
+    [VOLUMES]: (t) => {
+      namedRecord(t);
+      t.string('node_id', 64).notNullable();
+      t.string('folder', 1024).notNullable();
+      /** nfs | local; fixed at creation */
+      t.string('type', 10).notNullable();
+      t.string('server_ip', 64).nullable();
+      /** preparing | ready | failed | deleting */
+      t.string('status', 20).notNullable();
+      t.text('error').nullable();
+      /** What the host node reported about the NFS export: {file, served, reason}. */
+      t.text('nfs_export').nullable();
+      recordTimes(t, { paged: true });
+      t.index(['node_id']);
     },
-  },
+    // Where a volume is defined (a named volume on that node's engine), so deletion removes each one.
+    [VOLUME_DEFINITIONS]: (t) => {
+      recordId(t);
+      t.string('volume_id', 64).notNullable().references('id').inTable(VOLUMES).onDelete('CASCADE');
+      t.string('node_id', 64).notNullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.unique(['volume_id', 'node_id']);
+      t.index(['node_id']);
+    },
+  }),
   {
     id: '002_leases',
     async up(knex) {
