@@ -141,6 +141,12 @@ export class Agent {
   private readonly laneTails = new Map<Lane, Promise<void>>();
   /** Resolved whenever a held task finishes (the poll loop waits on it when it holds too many). */
   private released: () => void = () => undefined;
+  /**
+   * Ends the task loop's wait after failed polls: called when a heartbeat is answered again (the
+   * control plane is back, or a new one restored at its address), so that the agent takes its
+   * tasks at once instead of sleeping out a backoff of up to maxBackoffSeconds.
+   */
+  private endPollBackoff: () => void = () => undefined;
   private readonly state: MachineState = { pendingUpdates: null };
   private heartbeatSeconds = 10;
   /** When the next heartbeat is due, after the last reply. */
@@ -228,7 +234,10 @@ export class Agent {
           confirmUpdate(this.options.dataDir, this.log);
           this.updateConfirmed = true;
         }
-        if (failures) this.log.info('control plane reachable again');
+        if (failures) {
+          this.log.info('control plane reachable again');
+          this.endPollBackoff();
+        }
         failures = 0;
       } catch (err) {
         if (this.controller.signal.aborted) return;
@@ -255,7 +264,10 @@ export class Agent {
         if (this.controller.signal.aborted) return;
         failures++;
         this.log.warn({ failures, error: (err as Error).message }, 'task poll failed; retrying');
-        await sleep(this.backoff(failures), this.controller.signal);
+        const backoff = new AbortController();
+        this.endPollBackoff = () => backoff.abort();
+        await sleep(this.backoff(failures), AbortSignal.any([this.controller.signal, backoff.signal]));
+        this.endPollBackoff = () => undefined;
       }
     }
   }

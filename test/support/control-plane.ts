@@ -35,18 +35,22 @@ export interface ServeOptions {
   readyMessage?: string;
   /** The hangar tree to run (default this checkout): another release's sources, for upgrade tests. */
   root?: string;
+  /** The data dir to serve (the caller's: kept when the process exits); default a new one, removed at exit. */
+  dataDir?: string;
+  /** More arguments of `hangar serve` (`--config FILE`). */
+  args?: string[];
 }
 
 /**
  * Starts `hangar serve` as a separate process on `schema` (or SQLite), with a data dir of its own (so that it is
  * a holder of leadership leases of its own, core/db/leadership.ts) and the test master key (the CA,
  * the JWT secret and sealed values are shared through the store's keyring). The data dir goes when
- * the process exits.
+ * the process exits, unless the caller gave it.
  */
 export async function serveControlPlane(options: ServeOptions): Promise<ControlPlane> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), `hangar-cp-${options.name}-`));
+  const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), `hangar-cp-${options.name}-`));
   const bin = options.root ? path.join(options.root, 'bin/hangar.mjs') : BIN;
-  const child = spawn(process.execPath, [bin, 'serve', '--data-dir', dataDir], {
+  const child = spawn(process.execPath, [bin, 'serve', '--data-dir', dataDir, ...(options.args ?? [])], {
     cwd: options.root ?? process.cwd(),
     env: {
       ...process.env,
@@ -66,7 +70,7 @@ export async function serveControlPlane(options: ServeOptions): Promise<ControlP
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+  if (!options.dataDir) child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const started = await waitFor(
     () => {
       if (child.exitCode !== null) throw new Error(`control plane ${options.name} exited (code ${child.exitCode}):\n${output}`);
