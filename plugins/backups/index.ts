@@ -343,9 +343,24 @@ export default definePlugin({
      */
     async function abandoned(run: RunRecord): Promise<boolean> {
       if (run.status !== 'running' || run.task_id || Date.parse(run.started_at) > clock.now().getTime() - services.config.clusters.op_lease_seconds * 1000) return false;
-      const failed = await runs.abandonUnqueued(run.id, { status: 'failed', finished_at: now(), error: 'its control plane stopped before queueing its task: nothing was run' });
-      if (failed) log.warn({ run_id: run.id, volume_id: run.volume_id }, `volume ${run.operation} never queued (its control plane stopped): failed`);
+      const patch = { status: 'failed', finished_at: now(), error: 'its control plane stopped before queueing its task: nothing was run' } as const;
+      const failed = await keepRunEnd({ ...run, ...patch }, (trx) => runs.abandonUnqueued(run.id, patch, trx));
+      if (failed) {
+        log.warn({ run_id: run.id, volume_id: run.volume_id }, `volume ${run.operation} never queued (its control plane stopped): failed`);
+        services.events.publish(volumeRunTopic(run.operation, 'failed'), runView(failed));
+      }
       return !!failed;
+    }
+
+    /**
+     * Writes a run's end by `change` in one transaction with its notifications — volume.<operation>.<status>
+     * and a failed drill's volume.backup.verify_failed (`ended`: the run as it will be) — through the
+     * bus's durable listeners; the caller publishes them once written. The run after, or null when `change` changed nothing.
+     */
+    function keepRunEnd(ended: RunRecord, change: (trx?: Knex.Transaction) => Promise<RunRecord | null>): Promise<RunRecord | null> {
+      const view = runView(ended);
+      const said = [notice(volumeRunTopic(ended.operation, ended.status as 'succeeded' | 'failed'), view), ...(ended.verified === false ? [notice(BackupVerifyFailed, view)] : [])];
+      return services.events.keepWith(db.knex, said, change, { log, wanted: (done) => done !== null });
     }
 
     /** The node holding `what` (a volume), refused when it cannot run restic (409 saying how to add it). */
@@ -393,9 +408,7 @@ export default definePlugin({
       const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
       if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
       // The outcome and its notifications (volume.<operation>.<status>, a failed drill's) commit together.
-      const ended = runView({ ...run, ...patch });
-      const said = [notice(volumeRunTopic(run.operation, patch.status as 'succeeded' | 'failed'), ended), ...(patch.verified === false ? [notice(BackupVerifyFailed, ended)] : [])];
-      let changed = await services.events.keepWith(db.knex, said, (trx) => runs.changeIf(run.id, ['running'], patch, trx), { log, wanted: (done) => done !== null });
+      let changed = await keepRunEnd({ ...run, ...patch }, (trx) => runs.changeIf(run.id, ['running'], patch, trx));
       // A restore that stopped the volume's workloads brings them back, whatever its outcome.
       if (changed?.workloads?.length) changed = await stops.bringBack(changed);
       if (run.task_id) await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
@@ -494,7 +507,7 @@ export default definePlugin({
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
             const row: Partial<RunRecord> = { ...newRun('backup', { id: volumeId, node_id: '' }, schedule.target_id), schedule_id: schedule.id, status: 'failed', error: message, finished_at: at.toISOString(), task_id: null, created_at: at.toISOString(), updated_at: at.toISOString() };
-            const failed = await services.events.keepWith(db.knex, [notice(volumeRunTopic('backup', 'failed'), runView(row as RunRecord))], (trx) => runs.insert(row, trx), { log });
+            const failed = (await keepRunEnd(row as RunRecord, (trx) => runs.insert(row, trx)))!;
             services.events.publish(volumeRunTopic('backup', 'failed'), runView(failed));
             log.warn({ schedule_id: schedule.id, volume_id: volumeId, error: message }, 'scheduled volume backup not started');
           }

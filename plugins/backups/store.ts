@@ -105,8 +105,8 @@ export class RunStore extends StampedRepository<RunRecord> {
   }
 
   /** Fails a `running` run that never got its task (its control plane stopped between recording it and queueing the task): the run after, or null. */
-  abandonUnqueued(id: string, patch: Partial<RunRecord>): Promise<RunRecord | null> {
-    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.runClock.now().toISOString() }), ` and "status" = ? and "task_id" is null`, ['running']);
+  abandonUnqueued(id: string, patch: Partial<RunRecord>, trx?: Knex.Transaction): Promise<RunRecord | null> {
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.runClock.now().toISOString() }), ` and "status" = ? and "task_id" is null`, ['running'], trx);
   }
 
   /** Takes a `stopping` run over once its lease has run out (the control plane stopping its workloads is gone): the run after, or null. */

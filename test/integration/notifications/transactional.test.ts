@@ -118,7 +118,7 @@ describeEachDialect('notifications: every event written with its change, none ca
     expect(dropped).to.include.members(['resource.troubled', 'task.failed']);
   });
 
-  it('volume backups: succeeded, verify_failed (the drill failed), failed', async function () {
+  it('volume backups: succeeded, verify_failed (the drill failed), failed, and a run never queued failed by the next one', async function () {
     this.timeout(90_000);
     const node = await api('POST', '/v1/nodes', { name: 'volume-node', ip_address: '192.0.2.30' });
     expect(node.status, node.text).to.equal(201);
@@ -159,6 +159,14 @@ describeEachDialect('notifications: every event written with its change, none ca
     const failed = await deliveredOnce('volume.backup.failed', (b) => b.data?.id === broken);
     expect(failed).to.deep.include({ severity: 'critical' });
     expect(failed.message).to.contain('restic: repository is locked');
+
+    // A run recorded by a control plane that stopped before queueing its task (a row as it leaves it, older than a
+    // lease) is failed by the next backup's busy check: that failure is announced too.
+    const long = new Date(Date.now() - 3600_000).toISOString();
+    await t.hangar.services.db.knex('backup_runs').insert({ id: 'bak-neverqueued', operation: 'backup', volume_id: volumeId, target_id: target.json.data.id, node_id: nodeId, status: 'running', started_at: long, created_at: long, updated_at: long });
+    await backUp(false);
+    const abandoned = await deliveredOnce('volume.backup.failed', (b) => b.data?.id === 'bak-neverqueued');
+    expect(abandoned.message).to.contain('its control plane stopped before queueing its task');
     expect(dropped).to.include.members(['volume.backup.succeeded', 'volume.backup.verify_failed', 'volume.backup.failed']);
   });
 
