@@ -1,7 +1,8 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule, Options } from 'yargs';
 import { deployVerb, rolloutCancelVerb, rolloutVerb, updateAgentVerb } from './node.js';
-import { fileText, keyValues, many, readInput, renderRecord, resourceCommand, shellWords, table, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
+import { fileText, keyValues, many, POLL_MS, readInput, renderRecord, resourceCommand, shellWords, table, usageExit, type Args, type Column, type Lookup, type Resource, type Verb } from './resource-commands.js';
+import type { ApiClient } from './api-client.js';
 import { usageError } from './runner/errors.js';
 import { backupCreateCommand } from './control-plane-backup.js';
 import { projectFilter, projectOf, projectOption } from './projects.js';
@@ -315,8 +316,81 @@ const RUN_COLUMNS: Column[] = [
   'duration=duration_seconds',
   'target=target_id',
   ['verified', (r) => (r.verified === true ? 'yes' : r.verified === false ? `no: ${r.verify_error}` : r.verify && r.status === 'running' ? 'pending' : '-')],
+  ['commands', (r) => (['pre', 'post'] as const).flatMap((w) => (r[w] ? [`${w} ${r[w].exit_code !== null && r[w].exit_code !== undefined ? `exit ${r[w].exit_code}` : r[w].status}`] : [])).join(', ') || '-'],
   'error',
 ];
+
+/**
+ * `--pre-workload W --pre-command "…"` (and `--post-…`): a backup's command in a workload's
+ * container, its command line split into words as a shell would (no shell runs it: give
+ * `sh -c '…'` for one).
+ */
+const hookOptions = (when: 'pre' | 'post'): Record<string, Options> => ({
+  [`${when}-workload`]: { type: 'string', implies: `${when}-command`, describe: `the instance or service (id or name) in a running container of which the ${when} command runs` },
+  [`${when}-command`]: {
+    type: 'string',
+    implies: `${when}-workload`,
+    describe: when === 'pre' ? 'a command run before the backup (e.g. "sh -c \'pg_dump app > /data/dump.sql\'"); one that fails fails the backup' : 'a command run after the backup, whether it succeeded or not',
+  },
+  [`${when}-timeout`]: { type: 'number', implies: `${when}-command`, describe: `seconds the ${when} command may run (default 600)` },
+});
+const hookOf = (when: 'pre' | 'post') => (a: Args) =>
+  a[`${when}-command`] === undefined ? undefined : { workload: a[`${when}-workload`], command: shellWords(String(a[`${when}-command`])), timeout_s: a[`${when}-timeout`] };
+
+/** A progress bar of `done` of `total` bytes: `[########------------]  40%  400.0 MB of 1.0 GB`. */
+export function progressBar(done: number, total: number, width = 24): string {
+  const share = total > 0 ? Math.min(1, done / total) : 0;
+  const filled = Math.round(share * width);
+  return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${String(Math.floor(share * 100)).padStart(3)}%  ${megabytes(done)} of ${megabytes(total)}`;
+}
+const megabytes = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
+
+/**
+ * `hangar volume backup --wait`: the run followed until it ends, with its phase (a pre or post
+ * command) and a progress bar of the bytes restic has read on standard error (redrawn in place on
+ * a terminal, a line per tenth otherwise); exit 1 when it failed.
+ */
+async function followBackup(data: any, a: Args, api: ApiClient): Promise<string | number> {
+  const runId = String(data.backup?.id);
+  const accepted = `backing up volume ${a.id} to target ${a.target} as ${runId} (task ${data.task_id})`;
+  if (!a.wait) return `${accepted}; follow with: hangar volume backups ${a.id}`;
+  console.log(accepted);
+  const tty = Boolean(process.stderr.isTTY);
+  const deadline = Date.now() + (a.timeout as number) * 1000;
+  let shown = '';
+  for (;;) {
+    const runs = (await api.ok<Array<Record<string, any>>>('GET', `/v1/volumes/${encodeURIComponent(String(a.id))}/backups?limit=1000`)) ?? [];
+    const run = runs.find((r) => r.id === runId);
+    if (!run) throw usageError(`backup ${runId} is no longer listed`);
+    if (run.status !== 'running') {
+      if (tty && shown) process.stderr.write('\n');
+      if (run.status === 'failed') {
+        console.error(`hangar volume: backup ${runId} failed: ${run.error ?? 'no reason given'}`);
+        return 1;
+      }
+      return `backed up volume ${a.id} as ${runId}: snapshot ${run.snapshot_id}, ${megabytes(Number(run.size ?? 0))} read, ${megabytes(Number(run.bytes_added ?? 0))} added${run.error ? ` (${run.error})` : ''}`;
+    }
+    const line =
+      run.phase === 'pre' || run.phase === 'post'
+        ? `running the ${run.phase} command in ${run[run.phase]?.workload?.type} ${run[run.phase]?.workload?.name}`
+        : run.bytes_total
+          ? progressBar(Number(run.bytes_done ?? 0), Number(run.bytes_total))
+          : 'restic is scanning the folder';
+    // Off a terminal: a line when the phase changes or another tenth is done.
+    const step = tty ? line : line.replace(/\] +(\d+)%.*/, (_, pct: string) => `] ${Math.floor(Number(pct) / 10) * 10}%`);
+    if (step !== shown) {
+      if (tty) process.stderr.write(`\r${line.padEnd(shown.length)}`);
+      else console.error(line);
+      shown = step;
+    }
+    if (Date.now() > deadline) {
+      if (tty) process.stderr.write('\n');
+      console.error(`hangar volume: backup ${runId} still running after ${a.timeout} s; follow with: hangar volume backups ${a.id}`);
+      return 1;
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
 
 /** Backup targets: `hangar backup target <verb>` (an S3 bucket holding a restic repository; docs/backups.md). */
 export const BACKUP_TARGETS: Resource = {
@@ -368,6 +442,8 @@ export const BACKUP_SCHEDULES: Resource = {
         'keep-monthly': { type: 'number', describe: 'keep one snapshot a month for N months' },
         verify: { type: 'boolean', describe: 'prove each backup restorable (a restore drill after it: restic check and a restore into a scratch folder compared with the snapshot)' },
         consistency: { type: 'string', choices: ['live', 'stop'], describe: 'stop: scale the workloads using each volume to zero for its snapshot and bring them back after (default live)' },
+        ...hookOptions('pre'),
+        ...hookOptions('post'),
       },
       body: (a) => ({
         name: a.name,
@@ -382,6 +458,8 @@ export const BACKUP_SCHEDULES: Resource = {
         keep_monthly: a['keep-monthly'],
         verify: a.verify ? true : undefined,
         consistency: a.consistency,
+        pre: hookOf('pre')(a),
+        post: hookOf('post')(a),
       }),
       label: (_a, d) => `backup schedule ${d.name} (${d.id}): ${d.cron ? `cron "${d.cron}" (UTC)` : `every ${d.every_seconds} s`}, next ${d.next_run_at}`,
     }),
@@ -779,15 +857,19 @@ export const RESOURCES: Resource[] = [
       list(),
       get(),
       removeForced('delete the record even when its node does not answer', { describe: 'Delete a volume (the folder and its data stay on the node)', wait: 'gone' }),
-      action('backup', 'Back a volume up to a backup target with restic, on its node’s agent (202: follow with volume backups)', ['backed up', 'backing up'], {
+      action('backup', 'Back a volume up to a backup target with restic, on its node’s agent (202: follow with volume backups, or --wait for a progress bar)', ['backed up', 'backing up'], {
         path: '/{id}/backups',
         options: {
           target: { type: 'string', demandOption: true, describe: 'the backup target (id or name): hangar backup target list' },
           verify: { type: 'boolean', describe: 'prove the backup restorable after it is taken (a restore drill; hangar volume backups shows verified)' },
           consistency: { type: 'string', choices: ['live', 'stop'], describe: 'stop: scale the workloads using the volume to zero for the snapshot and bring them back after (default live)' },
+          ...hookOptions('pre'),
+          ...hookOptions('post'),
+          wait: { type: 'boolean', default: false, describe: 'follow the backup until it ends: its commands, and a progress bar of the bytes read on standard error' },
+          timeout: { type: 'number', default: 3600, describe: 'seconds to wait with --wait' },
         },
-        body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined), consistency: 'consistency' },
-        label: (a, d) => `volume ${a.id} to target ${a.target} as ${d.backup?.id} (task ${d.task_id})`,
+        body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined), consistency: 'consistency', pre: hookOf('pre'), post: hookOf('post') },
+        output: followBackup,
         follow: (a) => `volume backups ${a.id}`,
       }),
       list({ command: 'backups <id>', describe: 'List a volume’s backups (restic snapshots), oldest first', path: '/{id}/backups', columns: RUN_COLUMNS, empty: 'no backups' }),

@@ -31,7 +31,8 @@ export async function placeExec(clusters: Clusters, workload: WorkloadRuntime, c
   const byRuntime = await clusters.nodeIdsByRuntime(cluster.id);
   for (const w of workloads) {
     for (const task of w.tasks) {
-      const nodeId = task.state === 'running' && task.runtime_node_id ? byRuntime.get(task.runtime_node_id) : undefined;
+      // Running and meant to go on running (one being stopped is not a place to run a command).
+      const nodeId = task.state === 'running' && task.desired_state === 'running' && task.runtime_node_id ? byRuntime.get(task.runtime_node_id) : undefined;
       if (nodeId) return { node_id: nodeId, payload: callPayload(ExecInWorkload, cluster.backend, { names: [w.name], command, timeout_s: timeoutS }) };
     }
   }

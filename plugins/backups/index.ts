@@ -24,6 +24,8 @@ import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBacku
 import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 import { BackupVerifyFailed, volumeRunTopic } from './api.js';
 import { awaitsWorkloads, workloadStops, workloadsView } from './workloads.js';
+import { backupHooks, Hook, HookRunField, hookRunView, HookSpecField, hookSpecView, lastLine, pendingHook, type HookRun, type HookSpec } from './hooks.js';
+import { ExecInWorkload } from '../../core/orchestrator.js';
 
 /** A write committed with a task (TaskQueue.enqueue's `within`). */
 type Within = (trx: Knex.Transaction, taskId: string) => Promise<void>;
@@ -70,7 +72,19 @@ const Target = Type.Object({
   updated_at: Type.String(),
 });
 
-const Run = Type.Object({}, { additionalProperties: true });
+const Run = Type.Object(
+  {
+    pre: Type.Optional(HookRunField),
+    post: Type.Optional(HookRunField),
+    phase: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'a running backup with commands: pre, backup or post' })),
+    bytes_done: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it has read so far (null before its first report, and once the run ended)' })),
+    bytes_total: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it will read (null until it has scanned the folder)' })),
+  },
+  { additionalProperties: true, description: 'a backup or restore run (docs/backups.md)' },
+);
+
+/** What a run's agent last said of its progress (task.progress), while it runs. */
+type RunProgress = { bytes_done?: unknown; bytes_total?: unknown } | null | undefined;
 
 const VolumeIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
@@ -102,6 +116,9 @@ const Consistency = Type.Optional(
   }),
 );
 
+const PreHook = Type.Object(Hook.properties, { additionalProperties: false, description: 'a command run in a workload’s container before the backup (a database dump): one that fails (or times out) fails the backup, and nothing is snapshotted' });
+const PostHook = Type.Object(Hook.properties, { additionalProperties: false, description: 'a command run in a workload’s container after the backup, whether it succeeded or not (and after a failed pre command)' });
+
 const CreateSchedule = Type.Object(
   {
     name: TargetName,
@@ -112,6 +129,8 @@ const CreateSchedule = Type.Object(
     cron: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'a cron expression (five fields or @daily…, in UTC): when backups run (give this or every_seconds)' })),
     verify: Verify,
     consistency: Consistency,
+    pre: Type.Optional(PreHook),
+    post: Type.Optional(PostHook),
     ...Retention.properties,
   },
   { additionalProperties: false },
@@ -129,6 +148,8 @@ const Schedule = Type.Object({
   retention: Type.Object({}, { additionalProperties: true, description: 'keep_last, keep_daily, keep_weekly, keep_monthly as given' }),
   verify: Type.Boolean({ description: 'each backup is verified by a restore drill' }),
   consistency: Type.String({ description: 'live or stop' }),
+  pre: HookSpecField,
+  post: HookSpecField,
   next_run_at: Type.String(),
   last_run_at: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String(),
@@ -160,6 +181,8 @@ function scheduleView(s: ScheduleRecord) {
     retention: retentionOf(s),
     verify: s.verify === true,
     consistency: s.consistency ?? 'live',
+    pre: hookSpecView(s.pre),
+    post: hookSpecView(s.post),
     next_run_at: s.next_run_at,
     last_run_at: s.last_run_at,
     created_at: s.created_at,
@@ -197,7 +220,7 @@ function targetView(t: TargetRecord) {
 
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
-function runView(r: RunRecord) {
+function runView(r: RunRecord, progress?: RunProgress) {
   const common = {
     id: r.id,
     volume_id: r.volume_id,
@@ -236,6 +259,11 @@ function runView(r: RunRecord) {
     verified: r.verified ?? null,
     verified_at: r.verified_at ?? null,
     verify_error: r.verify_error ?? null,
+    pre: hookRunView(r.pre),
+    post: hookRunView(r.post),
+    phase: r.status === 'running' ? (r.phase ?? 'backup') : null,
+    bytes_done: r.status === 'running' ? num(progress?.bytes_done) : null,
+    bytes_total: r.status === 'running' ? num(progress?.bytes_total) : null,
   };
 }
 
@@ -265,6 +293,7 @@ export default definePlugin({
       return found;
     };
     const runs = new RunStore(db, clock);
+    const hooks = backupHooks(services);
     const stops = workloadStops({ services, runs, what: (r) => `the ${r.operation} ${r.id} of volume ${r.volume_id}` });
     const box = services.ca.secretBox('backups');
     const jobs = services.clusters.jobs;
@@ -389,9 +418,13 @@ export default definePlugin({
     /** Records a run's outcome from its task once (idempotent), then deletes the task: its payload holds the keys. */
     async function record(run: RunRecord, task: Task | null): Promise<void> {
       if (task && task.status !== 'completed' && task.status !== 'failed') return;
+      // A backup's pre or post command ended (recordStep): the run moves on, or this is its end.
+      const step = run.operation === 'backup' && (run.phase === 'pre' || run.phase === 'post') ? await recordStep(run, task) : null;
+      if (step === 'moved') return;
       const finished = now();
       let patch: Partial<RunRecord>;
-      if (!task) patch = { status: 'failed', error: 'its task is gone: the agent’s outcome was never recorded', finished_at: finished };
+      if (step) patch = step;
+      else if (!task) patch = { status: 'failed', error: 'its task is gone: the agent’s outcome was never recorded', finished_at: finished };
       else if (task.status === 'failed') patch = { status: 'failed', error: task.error ?? 'the agent reported a failure', finished_at: finished };
       else {
         const result = task.result as Record<string, unknown>;
@@ -407,6 +440,16 @@ export default definePlugin({
       }
       const result = (task?.status === 'completed' ? task.result : null) as { forgotten?: string[]; retention_error?: string } | null;
       if (result?.retention_error) patch.error = `the snapshot was made; the retention failed: ${result.retention_error}`;
+      if (run.phase === 'backup' && run.post) {
+        // The backup's outcome is kept while its post command runs.
+        if (!(await stillOn(run))) return;
+        const next = await toPost(run, patch);
+        if (next === 'moved') {
+          if (result?.forgotten?.length) await forget(run.volume_id, result.forgotten);
+          return;
+        }
+        patch = next;
+      }
       // The outcome and its notifications (volume.<operation>.<status>, a failed drill's) commit together.
       let changed = await keepRunEnd({ ...run, ...patch }, (trx) => runs.changeIf(run.id, ['running'], patch, trx));
       // A restore that stopped the volume's workloads brings them back, whatever its outcome.
@@ -445,13 +488,19 @@ export default definePlugin({
     async function backUp(
       volume: VolumeRecord,
       target: TargetRecord,
-      from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean; consistency?: 'live' | 'stop' } = {},
+      from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean; consistency?: 'live' | 'stop'; pre?: HookSpec | null; post?: HookSpec | null } = {},
     ): Promise<{ task: Task; run: RunRecord }> {
       await requireVolumeOnResticNode(volume.id);
-      const retention = from.retention && Object.keys(from.retention).length ? { retention: from.retention } : {};
-      const verify = from.verify ? { verify: true } : {};
       const consistency = from.consistency ?? 'live';
-      const fields = { ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null, consistency, verify: from.verify === true, verified: null, verified_at: null, verify_error: null };
+      // With commands, the run goes through its phases (pre, backup, post), a task each (recordStep).
+      const commands = from.pre || from.post ? { pre: from.pre ? pendingHook(from.pre) : null, post: from.post ? pendingHook(from.post) : null, phase: from.pre ? ('pre' as const) : ('backup' as const) } : {};
+      const fields = { ...newRun('backup', volume, target.id), schedule_id: from.schedule_id ?? null, consistency, verify: from.verify === true, verified: null, verified_at: null, verify_error: null, ...commands };
+      if (from.pre) {
+        // The pre command runs first, in a container of its workload (on the node running one); the backup is queued once it exited with 0.
+        const placement = await hooks.place(from.pre);
+        const started = { ...fields, pre: { ...pendingHook(from.pre), status: 'running' as const, node_id: placement.node_id, started_at: now() } };
+        return start(started, (_, within) => services.tasks.enqueue({ within, nodeId: placement.node_id, kind: ExecInWorkload, subject: volume.id, maxAttempts: 1, payload: placement.payload }));
+      }
       let run: typeof fields | RunRecord = fields;
       if (consistency === 'stop') {
         // The workloads using the volume are stopped for the snapshot, recorded first (as a restore's stop_workloads), and brought back once it is taken.
@@ -463,16 +512,108 @@ export default definePlugin({
         const workloads = await stops.plan(using);
         if (workloads.length) run = await stops.stopAll(await insertRun({ ...fields, ...stops.stoppingFields(workloads), task_id: null, created_at: now(), updated_at: now() }), 'backup');
       }
-      return start(run, (r, within) =>
-        services.tasks.enqueue({
-          within,
-          nodeId: volume.node_id,
-          kind: VolumeBackup,
-          subject: volume.id,
-          maxAttempts: 1,
-          payload: { volume_id: volume.id, folder: volume.folder, backup_id: r.id, ...repositoryPayload(target), ...retention, ...verify },
-        }),
-      );
+      return start(run, (r, within) => queueBackup(volume, target, r.id, from, within));
+    }
+
+    /** Queues the restic backup of a volume for the run `runId` (`retention` applied and `verify` drilled after it). */
+    function queueBackup(volume: VolumeRecord, target: TargetRecord, runId: string, options: { retention?: Record<string, number>; verify?: boolean }, within: Within): Promise<Task> {
+      const retention = options.retention && Object.keys(options.retention).length ? { retention: options.retention } : {};
+      return services.tasks.enqueue({
+        within,
+        nodeId: volume.node_id,
+        kind: VolumeBackup,
+        subject: volume.id,
+        maxAttempts: 1,
+        payload: { volume_id: volume.id, folder: volume.folder, backup_id: runId, ...repositoryPayload(target), ...retention, ...(options.verify ? { verify: true } : {}) },
+      });
+    }
+
+    /**
+     * Moves a running run on from the task it waited for to the next one (its next phase), queued in
+     * the same transaction, then follows it. Null when another process following the run moved it
+     * first (the run no longer waits for that task): nothing is queued then.
+     */
+    async function advance(run: RunRecord, patch: Partial<RunRecord>, queue: (within: Within) => Promise<Task>): Promise<RunRecord | null> {
+      let moved: RunRecord | null = null;
+      const lost = new Error('the run was moved on by another process');
+      try {
+        await queue(async (trx, taskId) => {
+          moved = await runs.changeWhileOn(run.id, run.task_id!, { ...patch, task_id: taskId }, trx);
+          if (!moved) throw lost;
+        });
+      } catch (err) {
+        if (err === lost) return null;
+        throw err;
+      }
+      await db.knex(TASKS).where({ id: run.task_id }).whereIn('status', ['completed', 'failed']).delete();
+      follow(moved!);
+      return moved;
+    }
+
+    /** The values a command's output must never show: the target's keys (which no command gets). */
+    async function secretsOf(targetId: string): Promise<string[]> {
+      const target = await targets.get(targetId);
+      return target ? [box.openString(target.secret_sealed), box.openString(target.password_sealed)] : [];
+    }
+
+    /**
+     * The end of a backup's task when it has commands (plugins/backups/hooks.ts): after its pre
+     * command, the backup is queued (it exited with 0) or the run fails (nothing snapshotted); after
+     * its post command, the run ends as its backup did, the post's failure added to its error.
+     * Answers `moved` when the run went on to its next task (or another process got there first),
+     * else the run's final patch.
+     */
+    async function recordStep(run: RunRecord, task: Task | null): Promise<'moved' | Partial<RunRecord>> {
+      if (!(await stillOn(run))) return 'moved';
+      const at = now();
+      const hook = run.phase === 'pre' ? run.pre! : run.post!;
+      const done = hooks.outcome(hook, task, await secretsOf(run.target_id), at);
+      const said = `${done.error}${lastLine(done) ? ` (${lastLine(done)})` : ''}`;
+      if (run.phase === 'post') {
+        const failure = done.status === 'failed' ? `${run.post!.then === 'succeeded' ? 'the snapshot was made; ' : ''}the post command failed: ${said}` : null;
+        return { post: done, status: run.post!.then ?? 'failed', error: [run.error, failure].filter(Boolean).join('; ') || null, finished_at: at };
+      }
+      if (done.status === 'succeeded') {
+        try {
+          const volume = await volumes.require(run.volume_id);
+          const target = await requireTarget(run.target_id);
+          await requireResticNode(volume.node_id, `volume ${volume.name}`);
+          const schedule = run.schedule_id ? await schedules.get(run.schedule_id) : null;
+          await advance(run, { pre: done, phase: 'backup' }, (within) => queueBackup(volume, target, run.id, { retention: schedule ? retentionOf(schedule) : undefined, verify: run.verify === true }, within));
+          return 'moved';
+        } catch (err) {
+          return toPost(run, { pre: done, status: 'failed', error: `the backup could not start after the pre command: ${(err as Error).message}`, finished_at: at });
+        }
+      }
+      return toPost(run, { pre: done, status: 'failed', error: `the pre command failed: ${said}; nothing was backed up`, finished_at: at });
+    }
+
+    /** Whether a run still waits for the task it was read with: a stale read (the settle loop's, of a run another process moved on since) has nothing to do. */
+    async function stillOn(run: RunRecord): Promise<boolean> {
+      const current = await runs.get(run.id);
+      return !!current && current.status === 'running' && current.task_id === run.task_id;
+    }
+
+    /**
+     * A backup's outcome (`ended`: its status, fields and error) when it has a post command: kept on
+     * the run, which stays running while the command runs in its workload's container (`moved`). A
+     * post command that cannot start (its workload runs nothing now) ends the run at once, saying so.
+     */
+    async function toPost(run: RunRecord, ended: Partial<RunRecord>): Promise<'moved' | Partial<RunRecord>> {
+      if (!run.post) return ended;
+      const { status, finished_at: _finished, ...kept } = ended;
+      try {
+        const placement = await hooks.place(run.post);
+        const post: HookRun = { ...run.post, status: 'running', node_id: placement.node_id, started_at: now(), then: status as 'succeeded' | 'failed' };
+        await advance(run, { ...kept, phase: 'post', post }, (within) =>
+          services.tasks.enqueue({ within, nodeId: placement.node_id, kind: ExecInWorkload, subject: run.volume_id, maxAttempts: 1, payload: placement.payload }),
+        );
+        return 'moved';
+      } catch (err) {
+        const reason = (err as Error).message;
+        const post: HookRun = { ...run.post, status: 'failed', error: `it could not start: ${reason}`, finished_at: now() };
+        return { ...ended, post, error: [ended.error, `the post command could not start: ${reason}`].filter(Boolean).join('; ') };
+      }
     }
 
     /** The volumes a schedule backs up now: those it names, and those carrying its tags at this moment. */
@@ -502,7 +643,7 @@ export default definePlugin({
           try {
             if (!target) throw conflict(`its backup target ${schedule.target_id} is gone`);
             const volume = await volumes.require(volumeId);
-            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule), verify: schedule.verify === true, consistency: schedule.consistency ?? 'live' });
+            await backUp(volume, target, { schedule_id: schedule.id, retention: retentionOf(schedule), verify: schedule.verify === true, consistency: schedule.consistency ?? 'live', pre: schedule.pre, post: schedule.post });
           } catch (err) {
             // Recorded as a failed backup (visible in the volume's list, an event and the log), and tried again at the next run.
             const message = `scheduled by ${schedule.name}: ${(err as Error).message}`;
@@ -608,7 +749,11 @@ export default definePlugin({
         schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
         async handler(req) {
           const volume = await volumes.require(req.params.id);
-          return Reply.page(await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor }), runView);
+          const page = await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor });
+          // A running backup's bytes done of its total, as its agent last said (its task's progress).
+          const progress = new Map<string, RunProgress>();
+          for (const r of page.items) if (r.status === 'running' && r.task_id && (r.phase ?? 'backup') === 'backup') progress.set(r.id, (await services.tasks.get(r.task_id))?.progress as RunProgress);
+          return Reply.page(page, (r: RunRecord) => runView(r, progress.get(r.id)));
         },
       });
     }
@@ -833,6 +978,7 @@ export default definePlugin({
             const target = await requireTarget(body.target_id);
             const volumeIds: string[] = [];
             for (const ref of body.volume_ids ?? []) volumeIds.push((await volumes.require(ref)).id);
+            const commands = await hooks.resolveBoth(body, { kind: TARGET.kind, id: target.id, permission: 'backups:write' }, req.principal);
             try {
               return scheduleView(
                 await schedules.insert({
@@ -850,6 +996,7 @@ export default definePlugin({
                   keep_monthly: body.keep_monthly ?? null,
                   verify: body.verify === true,
                   consistency: body.consistency ?? 'live',
+                  ...commands,
                   next_run_at: when.first,
                   last_run_at: null,
                   created_at: at,
@@ -899,11 +1046,16 @@ export default definePlugin({
           permission: 'volumes:backup',
           summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
           status: 202,
-          schemas: { params: VolumeIdParams, body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }), verify: Verify, consistency: Consistency }, { additionalProperties: false }), response: Run },
+          schemas: {
+            params: VolumeIdParams,
+            body: Type.Object({ target_id: Type.String({ minLength: 1, maxLength: 100 }), verify: Verify, consistency: Consistency, pre: Type.Optional(PreHook), post: Type.Optional(PostHook) }, { additionalProperties: false }),
+            response: Run,
+          },
           async handler(req) {
             const volume = await volumes.require(req.params.id);
             const target = await requireTarget(req.body.target_id);
-            const { task, run } = await backUp(volume, target, { verify: req.body.verify === true, consistency: req.body.consistency });
+            const commands = await hooks.resolveBoth(req.body, { kind: 'volume', id: volume.id, permission: 'volumes:backup' }, req.principal);
+            const { task, run } = await backUp(volume, target, { verify: req.body.verify === true, consistency: req.body.consistency, ...commands });
             return Reply.accepted({ task_id: task.id, backup: runView(run) });
           },
         }),

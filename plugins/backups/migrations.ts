@@ -194,4 +194,20 @@ export const backupMigrations: Migration[] = [
       await knex.raw(`create unique index "${BACKUP_RUNS}_one_active_per_volume" on "${BACKUP_RUNS}" ("volume_id") where "status" in ('stopping', 'running')`);
     },
   },
+  {
+    id: '011_pre_post_commands',
+    async up(knex) {
+      // Commands run in a workload's container before and after a backup (a database dump), kept with their outcome on the run.
+      await knex.schema.alterTable(BACKUP_SCHEDULES, (t) => {
+        t.json('pre').nullable();
+        t.json('post').nullable();
+      });
+      await knex.schema.alterTable(BACKUP_RUNS, (t) => {
+        t.json('pre').nullable();
+        t.json('post').nullable();
+        /** pre | backup | post: the task a running backup with commands waits for (null: one without) */
+        t.string('phase', 10).nullable();
+      });
+    },
+  },
 ];

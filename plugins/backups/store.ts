@@ -4,6 +4,7 @@ import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import { Repository } from '../../core/db/repository.js';
 import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, CONTROL_PLANE_ARCHIVES } from './migrations.js';
+import type { HookRun, HookSpec } from './hooks.js';
 
 export interface TargetRecord {
   id: string;
@@ -59,6 +60,11 @@ export interface RunRecord {
   gap_seconds?: number | null;
   /** While `stopping`: until when the control plane stopping the workloads holds the run (migration 007). */
   lease_until?: string | null;
+  /** A backup's pre and post commands and their outcomes (migration 011). */
+  pre?: HookRun | null;
+  post?: HookRun | null;
+  /** A running backup with commands: which task it waits for, `pre`, `backup` or `post` (null: a run without commands). */
+  phase?: 'pre' | 'backup' | 'post' | null;
   started_at: string;
   finished_at: string | null;
   created_at: string;
@@ -91,7 +97,7 @@ export class RunStore extends StampedRepository<RunRecord> {
     super(
       store,
       BACKUP_RUNS,
-      { json: ['workloads'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'lease_until', 'created_at', 'updated_at'] },
+      { json: ['workloads', 'pre', 'post'], bool: ['verify', 'verified'], dates: ['started_at', 'finished_at', 'verified_at', 'workloads_stopped_at', 'workloads_started_at', 'lease_until', 'created_at', 'updated_at'] },
       runClock,
     );
   }
@@ -102,6 +108,15 @@ export class RunStore extends StampedRepository<RunRecord> {
    */
   attachTask(id: string, from: RunStatus, patch: Partial<RunRecord>, trx: Knex.Transaction): Promise<RunRecord | null> {
     return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.runClock.now().toISOString() }), ` and "status" = ?`, [from], trx);
+  }
+
+  /**
+   * Changes a `running` run still waiting for the task `taskId` (none of the other processes that
+   * follow it got there first): the run after, or null. With `trx`, in the transaction queueing its
+   * next task.
+   */
+  changeWhileOn(id: string, taskId: string, patch: Partial<RunRecord>, trx?: Knex.Transaction): Promise<RunRecord | null> {
+    return this.updateWhere(id, this.codec.encode({ ...patch, updated_at: this.runClock.now().toISOString() }), ` and "status" = ? and "task_id" = ?`, ['running', taskId], trx);
   }
 
   /** Fails a `running` run that never got its task (its control plane stopped between recording it and queueing the task): the run after, or null. */
@@ -136,6 +151,9 @@ export interface ScheduleRecord {
   verify?: boolean;
   /** Its backups' consistency (migration 009). */
   consistency?: 'live' | 'stop';
+  /** Commands run before and after each of its backups (migration 011). */
+  pre?: HookSpec | null;
+  post?: HookSpec | null;
   next_run_at: string;
   last_run_at: string | null;
   created_at: string;
@@ -145,7 +163,7 @@ export interface ScheduleRecord {
 
 export class ScheduleStore extends StampedRepository<ScheduleRecord> {
   constructor(store: Store, clock: Clock) {
-    super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags'], bool: ['verify'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
+    super(store, BACKUP_SCHEDULES, { json: ['volume_ids', 'volume_tags', 'pre', 'post'], bool: ['verify'], dates: ['next_run_at', 'last_run_at', 'created_at', 'updated_at'] }, clock);
   }
 }
 

@@ -22,12 +22,15 @@ export interface SwarmMember {
   swarmName: string;
 }
 
-/** Joins a fresh agent on this host to the control plane and makes it the manager of a new swarm group. */
-export async function hostSwarmMember(t: TestHangar, admin: Credentials, swarmName: string): Promise<SwarmMember> {
+/**
+ * Joins a fresh agent on this host to the control plane and makes it the manager of a new swarm
+ * group. `path`: the agent's PATH (default: the docker CLI's folder only).
+ */
+export async function hostSwarmMember(t: TestHangar, admin: Credentials, swarmName: string, options: { path?: string } = {}): Promise<SwarmMember> {
   const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
   const token = await api('POST', '/v1/nodes/token', {});
   if (token.status !== 201) throw new Error(`join token: ${token.status} ${token.text}`);
-  const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: dockerOnlyPath() });
+  const agent = spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: options.path ?? dockerOnlyPath() });
   const nodeId = await joinedNodeId(agent);
   await waitFor(async () => (await api('GET', `/v1/nodes/${nodeId}`)).json.data?.status === 'ready', { timeoutMs: 20_000, what: `node ${nodeId} to be ready` });
   const swarm = await api('POST', '/v1/swarms', { name: swarmName });
