@@ -51,13 +51,19 @@ function taskOf(task: Raw): WorkloadTask {
 const time = (task: Raw) => Date.parse(task.UpdatedAt ?? task.Status?.Timestamp ?? '') || 0;
 
 /**
+ * How long after a rollout's end a change of the service is still that rollout's: the engine stamps
+ * the service again as it records a rollback's end, a few milliseconds after CompletedAt.
+ */
+const ROLLOUT_END_STAMP_MS = 1000;
+
+/**
  * The service's last rollout as the engine tells it, unless the service was changed since it ended
  * (an update of the same spec after a rollback leaves the engine's UpdateStatus as it was).
  */
-function rolloutOf(service: Raw): WorkloadState['rollout'] {
+export function rolloutOf(service: Raw): WorkloadState['rollout'] {
   const status = service.UpdateStatus;
   if (!status?.State) return null;
-  if (status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt)) return null;
+  if (status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt) + ROLLOUT_END_STAMP_MS) return null;
   const state = String(status.State);
   const revision = Number(service.Spec?.Labels?.[REVISION_LABEL]);
   return {

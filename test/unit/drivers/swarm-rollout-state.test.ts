@@ -1,0 +1,29 @@
+import { expect } from 'chai';
+import { rolloutOf } from '../../../drivers/swarm/state.js';
+
+/**
+ * A swarm's rollout as hangar reads it from `docker service inspect` (drivers/swarm/state.ts). The
+ * engine stamps the service once more as it records a rollback's end: UpdatedAt a few ms after
+ * UpdateStatus.CompletedAt (seen on a lab swarm: 3.5 ms). That is still the rollback — the instance
+ * is rolled_back — while a change of the service later than that (an update of the same spec, which
+ * leaves UpdateStatus as it was) ends what the status tells.
+ */
+describe('a swarm service’s rollout state', () => {
+  const rolledBack = (updatedAt: string) => ({
+    UpdatedAt: updatedAt,
+    UpdateStatus: { State: 'rollback_completed', StartedAt: '2026-11-29T05:23:49.081052014Z', CompletedAt: '2026-11-29T05:23:53.083146629Z', Message: 'rollback completed' },
+    Spec: { Labels: { 'io.hangar.revision': '2' } },
+  });
+
+  it('is the rollback when the engine stamped the service as it recorded the rollback’s end', () => {
+    expect(rolloutOf(rolledBack('2026-11-29T05:23:53.086622209Z'))).to.deep.equal({ state: 'rollback_completed', message: 'rollback completed', revision: 2 });
+  });
+
+  it('is none once the service changed after the rollout ended (an update of the same spec)', () => {
+    expect(rolloutOf(rolledBack('2026-11-29T05:24:20.000000000Z'))).to.equal(null);
+  });
+
+  it('is none before any rollout', () => {
+    expect(rolloutOf({ UpdatedAt: '2026-11-29T05:24:20Z', Spec: {} })).to.equal(null);
+  });
+});
