@@ -1,12 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
-import type { CommandModule } from 'yargs';
 import { signRequest } from '../core/auth/hmac.js';
 import { httpRequest, type HttpResponse } from '../core/http/client.js';
 import { jsonSyntaxError } from '../core/json-syntax.js';
 import { asList } from './runner/args.js';
 import { CONNECTION_ENV, resolveConnection } from './runner/connection.js';
-import { EXIT, RunnerError, runAndExit, usageError } from './runner/errors.js';
+import { EXIT, runnerCommand, RunnerError, usageError } from './runner/errors.js';
 import { jsonReplacer } from './runner/output.js';
 import { CLI_USER_AGENT } from './api-client.js';
 
@@ -82,7 +81,7 @@ function print(res: HttpResponse, raw: boolean, include: boolean): void {
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
-export const endpointCommand: CommandModule<object, EndpointArgs> = {
+export const endpointCommand = runnerCommand<EndpointArgs>({
   command: 'endpoint <method> <url>',
   describe: 'Call a REST endpoint; requests to the configured control plane are HMAC-signed with its API key',
   builder: (y) =>
@@ -94,62 +93,61 @@ export const endpointCommand: CommandModule<object, EndpointArgs> = {
       .option('raw', { type: 'boolean', describe: 'print the response body exactly as received, nothing else' })
       .option('include', { alias: 'i', type: 'boolean', describe: 'print the response headers too' })
       .option('timeout', { type: 'number', default: 30, describe: 'seconds to wait for the answer' })
-      .option('verbose', { type: 'boolean', describe: 'print stack traces of errors' })
       .example('$0 endpoint GET /v1/iam/users', 'signed with the configured API key')
       .example('$0 endpoint POST /v1/iam/users --body @user.json', 'a body from a file')
       .example('$0 endpoint GET /v1/iam/users --header "Authorization: Bearer $TOKEN"', 'your own credentials instead'),
-  handler: (args) =>
-    runAndExit('endpoint', args.verbose, async () => {
-      const method = String(args.method).toUpperCase();
-      if (!/^[A-Z]+$/.test(method)) throw usageError(`"${args.method}" is not an HTTP method`);
-      const conn = resolveConnection();
-      let target: URL;
-      if (args.url.startsWith('/')) {
-        if (!conn.api_url) {
-          throw usageError(`no control plane configured for the path ${args.url}: run hangar configure --from <connection.json>, or set ${CONNECTION_ENV.api_url}`);
-        }
-        target = new URL(`${conn.api_url}${args.url}`);
-      } else {
-        try {
-          target = new URL(args.url);
-        } catch {
-          throw usageError(`"${args.url}" is neither a path (/v1/…) nor a URL`);
-        }
-        if (target.protocol !== 'https:' && target.protocol !== 'http:') throw usageError(`"${args.url}" must be an http(s) URL`);
+  async run(args) {
+    const method = String(args.method).toUpperCase();
+    if (!/^[A-Z]+$/.test(method)) throw usageError(`"${args.method}" is not an HTTP method`);
+    const conn = resolveConnection();
+    let target: URL;
+    if (args.url.startsWith('/')) {
+      if (!conn.api_url) {
+        throw usageError(`no control plane configured for the path ${args.url}: run hangar configure --from <connection.json>, or set ${CONNECTION_ENV.api_url}`);
       }
-      const controlPlane = Boolean(conn.api_url) && new URL(conn.api_url!).origin === target.origin;
-      const headers = parseHeaders(asList(args.header));
-      if (!has(headers, 'user-agent')) headers['User-Agent'] = CLI_USER_AGENT;
-      const body = readBody(args.body);
-      if (body) {
-        const type = Object.entries(headers).find(([name]) => name.toLowerCase() === 'content-type')?.[1];
-        if (type === undefined) headers['Content-Type'] = 'application/json';
-        if (type === undefined || isJsonType(type)) checkJson(body, args.body!);
+      target = new URL(`${conn.api_url}${args.url}`);
+    } else {
+      try {
+        target = new URL(args.url);
+      } catch {
+        throw usageError(`"${args.url}" is neither a path (/v1/…) nor a URL`);
       }
-      if (controlPlane && !has(headers, 'authorization') && !has(headers, 'x-signature')) {
-        if (!conn.access_key_id || !conn.secret_access_key) {
-          throw usageError(
-            `no API key configured to sign the request: run hangar configure, or set ${CONNECTION_ENV.access_key_id} and ${CONNECTION_ENV.secret_access_key} (or pass --header "Authorization: …")`,
-          );
-        }
-        Object.assign(
-          headers,
-          signRequest({ accessKeyId: conn.access_key_id, secretAccessKey: conn.secret_access_key }, { method, pathAndQuery: `${target.pathname}${target.search}`, body }),
+      if (target.protocol !== 'https:' && target.protocol !== 'http:') throw usageError(`"${args.url}" must be an http(s) URL`);
+    }
+    const controlPlane = Boolean(conn.api_url) && new URL(conn.api_url!).origin === target.origin;
+    const headers = parseHeaders(asList(args.header));
+    if (!has(headers, 'user-agent')) headers['User-Agent'] = CLI_USER_AGENT;
+    const body = readBody(args.body);
+    if (body) {
+      const type = Object.entries(headers).find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+      if (type === undefined) headers['Content-Type'] = 'application/json';
+      if (type === undefined || isJsonType(type)) checkJson(body, args.body!);
+    }
+    if (controlPlane && !has(headers, 'authorization') && !has(headers, 'x-signature')) {
+      if (!conn.access_key_id || !conn.secret_access_key) {
+        throw usageError(
+          `no API key configured to sign the request: run hangar configure, or set ${CONNECTION_ENV.access_key_id} and ${CONNECTION_ENV.secret_access_key} (or pass --header "Authorization: …")`,
         );
       }
-      let res: HttpResponse;
-      try {
-        res = await httpRequest(target.href, {
-          method,
-          headers,
-          body,
-          ca: controlPlane ? (conn.ca_pem ?? undefined) : undefined,
-          timeoutMs: Math.max(1, args.timeout) * 1000,
-        });
-      } catch (err) {
-        throw new RunnerError(`cannot reach ${target.origin}: ${(err as Error).message}`, EXIT.network, err);
-      }
-      print(res, Boolean(args.raw), Boolean(args.include));
-      return res.status >= 400 ? EXIT.failed : EXIT.ok;
-    }),
-};
+      Object.assign(
+        headers,
+        signRequest({ accessKeyId: conn.access_key_id, secretAccessKey: conn.secret_access_key }, { method, pathAndQuery: `${target.pathname}${target.search}`, body }),
+      );
+    }
+    let res: HttpResponse;
+    try {
+      res = await httpRequest(target.href, {
+        method,
+        headers,
+        body,
+        ca: controlPlane ? (conn.ca_pem ?? undefined) : undefined,
+        timeoutMs: Math.max(1, args.timeout) * 1000,
+      });
+    } catch (err) {
+      throw new RunnerError(`cannot reach ${target.origin}: ${(err as Error).message}`, EXIT.network, err);
+    }
+    print(res, Boolean(args.raw), Boolean(args.include));
+    return res.status >= 400 ? EXIT.failed : EXIT.ok;
+
+  },
+});

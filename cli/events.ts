@@ -1,12 +1,11 @@
 import https from 'node:https';
 import http from 'node:http';
-import type { CommandModule } from 'yargs';
 import { signRequest } from '../core/auth/hmac.js';
 import { sleep } from '../core/clock.js';
 import { SseParser, type ServerSentEvent } from '../core/http/sse.js';
 import { apiClient, CLI_USER_AGENT } from './api-client.js';
 import { resolveConnection } from './runner/connection.js';
-import { failure, runAndExit } from './runner/errors.js';
+import { failure, runnerCommand } from './runner/errors.js';
 
 interface EventsArgs {
   follow?: boolean;
@@ -89,7 +88,7 @@ async function follow(args: EventsArgs): Promise<never> {
   }
 }
 
-export const eventsCommand: CommandModule<object, EventsArgs> = {
+export const eventsCommand = runnerCommand<EventsArgs>({
   command: 'events',
   describe: 'Print the control plane’s recent live events (resource changes, node status and events, task states); --follow streams them',
   builder: (y) =>
@@ -97,13 +96,12 @@ export const eventsCommand: CommandModule<object, EventsArgs> = {
       .option('follow', { alias: 'f', type: 'boolean', describe: 'keep streaming new events until interrupted (reconnects by itself)' })
       .option('types', { type: 'string', describe: 'only these types, comma-separated: resource.changed, node.status, node.event, task.state' })
       .option('json', { type: 'boolean', describe: 'one JSON object per line' })
-      .option('verbose', { type: 'boolean', describe: 'print stack traces of errors' })
       .example('$0 events --follow', 'watch the fleet change')
       .example('$0 events -f --types node.status,node.event --json', 'node changes only, as JSON lines'),
-  handler: (args) =>
-    runAndExit('events', args.verbose, async () => {
-      if (args.follow) await follow(args);
-      const events = await apiClient().ok<Array<{ id: string; type: string; at: string; data: Record<string, unknown> }>>('GET', `/v1/events${args.types ? `?types=${encodeURIComponent(args.types)}` : ''}`);
-      for (const e of events) print({ type: e.type, id: e.id, data: { ...e.data, at: e.at } }, Boolean(args.json));
-    }),
-};
+  async run(args) {
+    if (args.follow) await follow(args);
+    const events = await apiClient().ok<Array<{ id: string; type: string; at: string; data: Record<string, unknown> }>>('GET', `/v1/events${args.types ? `?types=${encodeURIComponent(args.types)}` : ''}`);
+    for (const e of events) print({ type: e.type, id: e.id, data: { ...e.data, at: e.at } }, Boolean(args.json));
+
+  },
+});

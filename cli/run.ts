@@ -1,9 +1,8 @@
-import type { CommandModule } from 'yargs';
 import { ConfigError } from '../core/errors.js';
 import { asList, parseEnvPairs } from './runner/args.js';
 import { RunnerContext } from './runner/context.js';
 import { applyEnv, enterRootdir } from './runner/environment.js';
-import { EXIT, RunnerError, runAndExit } from './runner/errors.js';
+import { EXIT, runnerCommand, RunnerError } from './runner/errors.js';
 import { checkArity, convertArgs, loadBootstrap, resolveTarget } from './runner/invoke.js';
 import { formatResult } from './runner/output.js';
 import { builtinRegistry, describeRegistry } from './runner/registry.js';
@@ -25,7 +24,7 @@ function describeThrown(err: unknown): string {
   return String(err);
 }
 
-export const runCommand: CommandModule<object, RunArgs> = {
+export const runCommand = runnerCommand<RunArgs>({
   command: 'run [method]',
   describe: 'Call a public method: "Class::method" of a registered class, or "path/to/module.js#Class::method"',
   builder: (y) =>
@@ -38,40 +37,39 @@ export const runCommand: CommandModule<object, RunArgs> = {
       .option('config', { type: 'string', describe: 'YAML configuration file (as for hangar serve)' })
       .option('data-dir', { type: 'string', describe: 'data directory (as for hangar serve)' })
       .option('list', { type: 'boolean', describe: 'list the registered classes and their methods' })
-      .option('verbose', { type: 'boolean', describe: 'print stack traces of errors' })
       .example('$0 run "Runner::add" --arg 2 --arg 3', 'prints 5')
       .example('$0 run "Store::tables"', "lists the database's tables")
       .example('$0 run "./jobs/report.ts#Report::monthly" --arg 2024', "calls the operator's own code"),
-  handler: (args) =>
-    runAndExit('run', args.verbose, async () => {
-      applyEnv(parseEnvPairs(asList(args.env)));
-      if (args.rootdir) enterRootdir(args.rootdir);
-      const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
-      const registry = builtinRegistry();
-      try {
-        if (args.bootstrap) await loadBootstrap(args.bootstrap, registry, ctx);
-        if (args.list || !args.method) {
-          if (!args.list) throw new RunnerError('name a method: hangar run "Class::method" [--arg V]… (hangar run --list shows them)');
-          console.log(describeRegistry(registry));
-          return EXIT.ok;
-        }
-        const target = await resolveTarget(args.method, registry, ctx);
-        const raw = asList(args.arg);
-        checkArity(target, raw.length);
-        const values = convertArgs(target, raw);
-        let result: unknown;
-        try {
-          result = await target.call(values);
-        } catch (err) {
-          if (err instanceof RunnerError) throw err;
-          if (err instanceof ConfigError) throw new RunnerError(`${target.label}: ${err.message}`, EXIT.usage, err);
-          throw new RunnerError(`${target.label} threw ${describeThrown(err)}`, EXIT.failed, err);
-        }
-        const text = formatResult(result);
-        if (text !== null) process.stdout.write(`${text}\n`);
+  async run(args) {
+    applyEnv(parseEnvPairs(asList(args.env)));
+    if (args.rootdir) enterRootdir(args.rootdir);
+    const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
+    const registry = builtinRegistry();
+    try {
+      if (args.bootstrap) await loadBootstrap(args.bootstrap, registry, ctx);
+      if (args.list || !args.method) {
+        if (!args.list) throw new RunnerError('name a method: hangar run "Class::method" [--arg V]… (hangar run --list shows them)');
+        console.log(describeRegistry(registry));
         return EXIT.ok;
-      } finally {
-        await ctx.close();
       }
-    }),
-};
+      const target = await resolveTarget(args.method, registry, ctx);
+      const raw = asList(args.arg);
+      checkArity(target, raw.length);
+      const values = convertArgs(target, raw);
+      let result: unknown;
+      try {
+        result = await target.call(values);
+      } catch (err) {
+        if (err instanceof RunnerError) throw err;
+        if (err instanceof ConfigError) throw new RunnerError(`${target.label}: ${err.message}`, EXIT.usage, err);
+        throw new RunnerError(`${target.label} threw ${describeThrown(err)}`, EXIT.failed, err);
+      }
+      const text = formatResult(result);
+      if (text !== null) process.stdout.write(`${text}\n`);
+      return EXIT.ok;
+    } finally {
+      await ctx.close();
+    }
+
+  },
+});

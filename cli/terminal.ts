@@ -1,10 +1,9 @@
 import { existsSync } from 'node:fs';
-import type { CommandModule } from 'yargs';
 import { asList, parseEnvPairs } from './runner/args.js';
 import { RunnerContext } from './runner/context.js';
 import { readEnvFile } from './runner/envfile.js';
 import { applyEnv, enterRootdir } from './runner/environment.js';
-import { failure, runAndExit } from './runner/errors.js';
+import { failure, runnerCommand } from './runner/errors.js';
 import { builtinRegistry } from './runner/registry.js';
 import { checkName, readManifest } from './runner/system.js';
 import { servicePaths } from './runner/templates.js';
@@ -22,7 +21,7 @@ interface TerminalArgs {
   verbose?: boolean;
 }
 
-export const terminalCommand: CommandModule<object, TerminalArgs> = {
+export const terminalCommand = runnerCommand<TerminalArgs>({
   command: 'terminal [service]',
   describe: "Interactive terminal (node REPL, top-level await) with hangar's services, the store and helpers loaded",
   builder: (y) =>
@@ -35,28 +34,27 @@ export const terminalCommand: CommandModule<object, TerminalArgs> = {
       .option('data-dir', { type: 'string', describe: 'data directory (as for hangar serve)' })
       .option('helpers', { type: 'string', describe: 'project helper script (default: terminal.helpers in the configuration, else config/terminal.ts); --no-helpers skips it' })
       .option('root-prefix', { type: 'string', default: '/', describe: 'where installed services are looked up (tests)' })
-      .option('verbose', { type: 'boolean', describe: 'print stack traces of errors' })
       .example('$0 terminal', 'then: qq("select * from hangar_migrations")')
       .example('$0 terminal billing-report', 'with the environment of the installed service billing-report')
       .example('echo \'qq("select 1")\' | $0 terminal', 'scripted: lines from stdin, each awaited'),
-  handler: (args) =>
-    runAndExit('terminal', args.verbose, async () => {
-      if (args.service) {
-        checkName(args.service);
-        const paths = servicePaths(args['root-prefix'] ?? '/', args.service);
-        const manifest = readManifest(paths);
-        if (!existsSync(paths.env)) throw failure(`no service named ${args.service} is installed (no ${paths.env}); hangar services lists them`);
-        applyEnv(readEnvFile(paths.env));
-        if (manifest?.rootdir && !args.rootdir && existsSync(manifest.rootdir)) process.chdir(manifest.rootdir);
-      }
-      applyEnv(parseEnvPairs(asList(args.env)));
-      if (args.rootdir) enterRootdir(args.rootdir);
-      const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
-      try {
-        const helpers = args.helpers === false || args.helpers === 'false' ? false : typeof args.helpers === 'string' ? args.helpers : undefined;
-        return await startTerminal({ ctx, registry: builtinRegistry(), helpers, preload: asList(args.preload), service: args.service });
-      } finally {
-        await ctx.close();
-      }
-    }),
-};
+  async run(args) {
+    if (args.service) {
+      checkName(args.service);
+      const paths = servicePaths(args['root-prefix'] ?? '/', args.service);
+      const manifest = readManifest(paths);
+      if (!existsSync(paths.env)) throw failure(`no service named ${args.service} is installed (no ${paths.env}); hangar services lists them`);
+      applyEnv(readEnvFile(paths.env));
+      if (manifest?.rootdir && !args.rootdir && existsSync(manifest.rootdir)) process.chdir(manifest.rootdir);
+    }
+    applyEnv(parseEnvPairs(asList(args.env)));
+    if (args.rootdir) enterRootdir(args.rootdir);
+    const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
+    try {
+      const helpers = args.helpers === false || args.helpers === 'false' ? false : typeof args.helpers === 'string' ? args.helpers : undefined;
+      return await startTerminal({ ctx, registry: builtinRegistry(), helpers, preload: asList(args.preload), service: args.service });
+    } finally {
+      await ctx.close();
+    }
+
+  },
+});

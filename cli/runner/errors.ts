@@ -1,3 +1,4 @@
+import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { ConfigError } from '../../core/errors.js';
 
 /** Exit codes of the runner commands (docs/runner.md, "Exit codes"). */
@@ -52,4 +53,24 @@ export async function runAndExit(command: string, verbose: boolean | undefined, 
     code = reportError(command, err, verbose);
   }
   process.exit(code);
+}
+
+/**
+ * A command that runs through runAndExit (hangar configure, run, terminal, install…): its flags and
+ * examples (`builder`), `--verbose` after them, and its work, whose failure is printed (its stack
+ * with --verbose) and becomes the exit code.
+ */
+export function runnerCommand<A extends { verbose?: boolean }>(c: {
+  command: string;
+  describe: string;
+  builder: (y: Argv<object>) => Argv<A>;
+  run: (args: ArgumentsCamelCase<A>) => Promise<number | void>;
+}): CommandModule<object, A> {
+  const name = c.command.split(' ')[0]!;
+  return {
+    command: c.command,
+    describe: c.describe,
+    builder: (y) => c.builder(y).option('verbose', { type: 'boolean', describe: 'print stack traces of errors' }) as Argv<A>,
+    handler: (args) => runAndExit(name, args.verbose, () => c.run(args)),
+  };
 }
