@@ -3,11 +3,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { httpRequest } from '../../core/http/client.js';
 import { randomToken } from '../../core/ids.js';
 import { FailNow, until as waitUntil } from '../support/agents.js';
 import { serveControlPlane, type ControlPlane } from '../support/control-plane.js';
+import { TEST_MASTER_KEY, TestDialect } from '../support/dialects.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
-import { requireService } from '../support/requirements.js';
+import { PG_URL, postgresAvailable, requireService } from '../support/requirements.js';
 import { S3_START_TIMEOUT_MS, type S3Bucket, S3Server, s3Availability } from '../support/s3-server.js';
 import { stays } from '../support/stays.js';
 import { hangarCli } from '../integration/runner/support.js';
@@ -38,11 +40,14 @@ function freePort(): Promise<number> {
  * come back by themselves (the same CA), the swarm and the instance are there and observed running
  * by the new control plane, nothing on the machines was redeployed (the swarm service's id and
  * version, its tasks and their containers are the same), it manages them (a scale), and the volume
- * backup taken before the loss restores. PostgreSQL (a restore into a new database) is the
- * integration suite's (test/integration/backups/control-plane.test.ts); Kubernetes clusters are not
- * drilled here (their lab needs the Kubernetes build and minutes more).
+ * backup taken before the loss restores. Then the same again into PostgreSQL: the restored control
+ * plane backed up, stopped, restored from the bucket into a new database (a master key) and started
+ * at the same address. Kubernetes clusters are not drilled here (their lab needs the Kubernetes build
+ * and minutes more).
  */
-describe('the control plane destroyed and restored from the bucket while a fleet runs in the machine lab [sqlite]', function () {
+describe('the control plane destroyed and restored from the bucket while a fleet runs in the machine lab [sqlite, then postgres]', function () {
+  /** The PostgreSQL schema (and data dir) the last leg restores into. */
+  const postgres = new TestDialect('postgres');
   let lab: Lab;
   let machines: Machine[];
   let m1: Machine;
@@ -108,6 +113,7 @@ describe('the control plane destroyed and restored from the bucket while a fleet
     // A hook that failed (or a case not run) shows what the control plane logged as an error, as afterEach does for a failed case.
     if (cp && this.test?.parent?.tests.some((t) => t.state !== 'passed')) printErrors();
     await stop(cp);
+    await postgres.cleanup();
     await lab?.teardown();
     await s3?.stop();
     if (work) rmSync(work, { recursive: true, force: true });
@@ -123,7 +129,9 @@ describe('the control plane destroyed and restored from the bucket while a fleet
   /** `hangar serve --config <file> --data-dir <dir>` at the fixed address. */
   async function serve(name: string, dataDir: string, config = configFile): Promise<ControlPlane> {
     const started = await serveControlPlane({ name, schema: null, port, dataDir, args: ['--config', config], env: { HANGAR_API__HOST: '0.0.0.0' }, caPem: () => caPem });
-    caPem = readFileSync(path.join(dataDir, 'pki', 'ca.crt'), 'utf8');
+    // On PostgreSQL the CA is in the store (sealed with the master key), not a data-dir file: as the server hands it out.
+    const file = path.join(dataDir, 'pki', 'ca.crt');
+    caPem = existsSync(file) ? readFileSync(file, 'utf8') : (await httpRequest(`${started.url}/v1/ca`, { ca: false })).text;
     return started;
   }
   async function stop(plane: ControlPlane | undefined): Promise<void> {
@@ -146,6 +154,49 @@ describe('the control plane destroyed and restored from the bucket while a fleet
     const containers = await Promise.all(machines.map((m) => m.sh("docker ps --no-trunc --filter label=com.docker.swarm.service.name=inst-web --format '{{.ID}} {{.CreatedAt}}' | sort")));
     return [service, tasks, ...containers.map((c, i) => `${machines[i]!.name}: ${c}`)].join('\n');
   };
+
+  /** `hangar restore --from` the bucket into `dataDir` (`env`: the new installation's store), then `hangar serve` on it at the same port; when it started. */
+  async function restoreFromBucket(name: string, dataDir: string, env: Record<string, string> = {}): Promise<string> {
+    const keys = { AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey };
+    const restored = await cli(['restore', '--from', `s3://${bucket.name}/prod`, '--endpoint', s3.endpoint, '--passphrase-file', passphraseFile, '--data-dir', dataDir], { ...keys, ...env });
+    expect(restored.code, restored.stderr).to.equal(0);
+    const config = path.join(dataDir, 'restored-config.yaml');
+    expect(restored.stdout).to.include(`start it with: hangar serve --config ${config}`);
+    const caBefore = caPem;
+    const restartedAt = new Date().toISOString();
+    cp = await serve(name, dataDir, config);
+    expect(caPem, 'the same CA').to.equal(caBefore);
+    return restartedAt;
+  }
+  /**
+   * The fleet as the control plane started at `restartedAt` finds it: the agents reconnected on their own (their
+   * client certificates verified against the restored CA) and ready; the swarm and its members as its manager
+   * reports them; the instance observed running twice (a reconcile after the first observation had its chance to
+   * redeploy); and on the machines the same service at the same version, the same tasks, the same containers.
+   */
+  async function fleetCameBack(restartedAt: string, replicas: number): Promise<void> {
+    for (const m of machines) {
+      await until(`${m.name}'s agent to heartbeat to the restored control plane`, async () => {
+        const node = await get(`/v1/nodes/${nodeOf.get(m.name)}`);
+        return node.status === 'ready' && node.last_heartbeat_at > restartedAt;
+      });
+    }
+    const swarm = await get(`/v1/swarms/${swarmId}`);
+    expect(swarm.status).to.equal('active');
+    expect(swarm.manager.node_id).to.equal(nodeOf.get('m1'));
+    const members = await get(`/v1/swarms/${swarmId}/members`);
+    expect(members.map((m: { hostname: string; state: string }) => `${m.hostname} ${m.state}`).sort()).to.deep.equal(['m1 ready', 'm2 ready']);
+    const first = await until('the instance observed by the restored control plane', async () => {
+      const i = await get(`/v1/compute/instances/${instanceId}`);
+      return i.observed_at > restartedAt ? i : null;
+    });
+    const second = await until('a second observation', async () => {
+      const i = await get(`/v1/compute/instances/${instanceId}`);
+      return i.observed_at > first.observed_at ? i : null;
+    });
+    for (const seen of [first, second]) expect(seen, JSON.stringify(seen)).to.include({ status: 'running', running: replicas, desired_state: 'running' });
+    expect(await runtime()).to.equal(runtimeBefore);
+  }
 
   it('runs a fleet: two machines with agents deployed over SSH, a swarm of both, an instance of two replicas', async function () {
     this.timeout(600_000);
@@ -220,44 +271,8 @@ describe('the control plane destroyed and restored from the bucket while a fleet
 
   it('restores a new control plane from the bucket (hangar restore --from … --data-dir NEW) and starts it at the same address: the agents come back by themselves, the swarm and the instance are observed running, nothing was redeployed', async function () {
     this.timeout(300_000);
-    const fresh = path.join(work, 'restored');
-    const restored = await cli(['restore', '--from', `s3://${bucket.name}/prod`, '--endpoint', s3.endpoint, '--passphrase-file', passphraseFile, '--data-dir', fresh], {
-      AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
-    });
-    expect(restored.code, restored.stderr).to.equal(0);
-    const config = path.join(fresh, 'restored-config.yaml');
-    expect(restored.stdout).to.include(`start it with: hangar serve --config ${config}`);
-    const caBefore = caPem;
-    const restartedAt = new Date().toISOString();
-    cp = await serve('restored', fresh, config);
-    expect(caPem, 'the same CA').to.equal(caBefore);
-
-    // The agents reconnect on their own (their client certificates verified against the restored CA) and are ready.
-    for (const m of machines) {
-      await until(`${m.name}'s agent to heartbeat to the restored control plane`, async () => {
-        const node = await get(`/v1/nodes/${nodeOf.get(m.name)}`);
-        return node.status === 'ready' && node.last_heartbeat_at > restartedAt;
-      });
-    }
-    // The swarm and its members, as the manager reports them to the new control plane.
-    const swarm = await get(`/v1/swarms/${swarmId}`);
-    expect(swarm.status).to.equal('active');
-    expect(swarm.manager.node_id).to.equal(nodeOf.get('m1'));
-    const members = await get(`/v1/swarms/${swarmId}/members`);
-    expect(members.map((m: { hostname: string; state: string }) => `${m.hostname} ${m.state}`).sort()).to.deep.equal(['m1 ready', 'm2 ready']);
-    // The instance observed running by the new control plane, twice (a reconcile after the first observation had its chance to redeploy).
-    const first = await until('the instance observed by the restored control plane', async () => {
-      const i = await get(`/v1/compute/instances/${instanceId}`);
-      return i.observed_at > restartedAt ? i : null;
-    });
-    const second = await until('a second observation', async () => {
-      const i = await get(`/v1/compute/instances/${instanceId}`);
-      return i.observed_at > first.observed_at ? i : null;
-    });
-    for (const seen of [first, second]) expect(seen, JSON.stringify(seen)).to.include({ status: 'running', running: 2, desired_state: 'running' });
-    // Not redeployed: the same service at the same version, the same tasks, the same containers.
-    expect(await runtime()).to.equal(runtimeBefore);
+    const restartedAt = await restoreFromBucket('restored', path.join(work, 'restored'));
+    await fleetCameBack(restartedAt, 2);
   });
 
   it('manages the fleet from the restored control plane: the instance scales to three; the volume backup taken before the loss restores into a new volume', async function () {
@@ -278,5 +293,19 @@ describe('the control plane destroyed and restored from the bucket while a fleet
       return v.status === 'ready';
     }, 180_000);
     expect(await listing(`${folder}-copy`)).to.equal(await listing(folder));
+  });
+
+  it('moves it to PostgreSQL the same way: backed up again, restored from the bucket into a new database, started at the same address; the agents come back, nothing redeployed', async function () {
+    this.timeout(300_000);
+    requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
+    const pg = postgres.freshStorage();
+    const backup = await cli(['backup', 'create', '--config', path.join(cp.dataDir, 'restored-config.yaml'), '--data-dir', cp.dataDir, '--target', 'offsite', '--passphrase-file', passphraseFile]);
+    expect(backup.code, backup.stderr).to.equal(0);
+    runtimeBefore = await runtime();
+    await stop(cp);
+    // A SQLite archive restored into PostgreSQL: a master key seals the CA and the secrets there (written to the restored configuration).
+    const restartedAt = await restoreFromBucket('postgres', pg.dataDir, { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: pg.schema!, HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY });
+    expect((await cp.client.request('GET', '/healthz')).json.data.store).to.equal('postgres');
+    await fleetCameBack(restartedAt, 3);
   });
 });
