@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
@@ -10,6 +11,7 @@ import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { holdingRestic } from '../support/holding-restic.js';
 import { requireService } from '../support/requirements.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Server } from '../support/s3-server.js';
 import { loadConfig } from '../../core/config.js';
@@ -34,6 +36,7 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
   let folder: string;
   let volumeId: string;
   let backupId: string;
+  let hold: string;
   const api = (method: string, url: string, body?: unknown) => t.request(method, url, { headers: bearer(admin.token), body });
 
   before(async function () {
@@ -49,7 +52,9 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-dash-backups-'));
     const bin = path.join(work, 'bin');
     mkdirSync(bin);
-    symlinkSync(restic, path.join(bin, 'restic'));
+    // The real restic, which the progress case holds mid-backup while it looks at the page.
+    hold = path.join(work, 'hold');
+    holdingRestic(bin, restic, hold);
     t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } } });
     admin = await bootstrapAdmin(t);
     const token = await api('POST', '/v1/nodes/token', {});
@@ -120,5 +125,29 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
       what: 'the restore to succeed',
     });
     expect(readFileSync(path.join(folder, 'table.dat'), 'utf8')).to.equal('the rows as backed up\n');
+  });
+
+  it('a backup started from the page shows its progress while restic reads: the share and the bytes', async function () {
+    writeFileSync(path.join(folder, 'big.dat'), randomBytes(6 * 2 ** 20));
+    writeFileSync(hold, String(6 * 2 ** 20 + 'the rows as backed up\n'.length));
+    try {
+      const row = tableRow(page, 'Volume backups', 'pgdata');
+      await row.getByRole('button', { name: 'Back up' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Back volume pgdata up' });
+      await dialog.getByLabel('Target (id or name)').fill('offsite');
+      await dialog.getByRole('button', { name: 'Back up' }).click();
+      await page.getByText('backup of pgdata started').waitFor();
+      // restic is held once it has scanned the folder; the row reads the figures its agent reports.
+      await row.getByText(/\d+% · \d+ MiB of 6 MiB/).waitFor({ timeout: 30_000 });
+      await shot('backup-progress');
+    } finally {
+      rmSync(hold, { force: true });
+    }
+    await waitFor(async () => ((await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<{ status: string }>).at(-1)?.status === 'succeeded', {
+      timeoutMs: 30_000,
+      intervalMs: 300,
+      what: 'the backup to succeed',
+    });
+    rmSync(path.join(folder, 'big.dat'));
   });
 });

@@ -1,14 +1,35 @@
+import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { call } from '../api';
 import { useLive } from '../live';
 import { Ago, Badge, bytes, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList } from '../ui';
 
-type Run = { id: string; status: string; snapshot_id: string | null; time: string | null; finished_at: string | null; size: number | null; files: number | null; error: string | null; verify?: boolean; verified?: boolean | null; verify_error?: string | null };
+type Command = { workload: { type: string; name: string }; status: string; exit_code: number | null; error: string | null };
+type Run = {
+  id: string;
+  status: string;
+  snapshot_id: string | null;
+  time: string | null;
+  finished_at: string | null;
+  size: number | null;
+  files: number | null;
+  error: string | null;
+  verify?: boolean;
+  verified?: boolean | null;
+  verify_error?: string | null;
+  phase?: string | null;
+  bytes_done?: number | null;
+  bytes_total?: number | null;
+  pre?: Command | null;
+  post?: Command | null;
+};
 type Volume = { id: string; name: string; status: string; node_id: string | null };
 type Target = { id: string; name: string; endpoint: string; bucket: string; prefix: string; project_id: string | null; checked_at: string };
 type Schedule = { id: string; name: string; target_id: string; volume_ids: string[]; volume_tags: Record<string, string> | null; every_seconds: number | null; cron: string | null; retention: Record<string, unknown>; verify: boolean; next_run_at: string; last_run_at: string | null };
 
-const isBackupEvent = (e: { type: string; data?: any }) => e.type.startsWith('volume.backup.') || e.type.startsWith('volume.restore.') || (e.type === 'resource.changed' && ['backup_run', 'volume', 'backup_target', 'backup_schedule'].includes(e.data?.type));
+/** A change of a volume, a run, a target or a schedule (the live stream names the backups' tables as they are). */
+const isBackupEvent = (e: { type: string; data?: any }) =>
+  e.type.startsWith('volume.backup.') || e.type.startsWith('volume.restore.') || (e.type === 'resource.changed' && ['backup_runs', 'volume', 'backup_targets', 'backup_schedules'].includes(e.data?.type));
 
 /** A drill's outcome as the CLI prints it: yes, no (why), pending, or – when none was asked. */
 function verified(run: Run): string {
@@ -16,6 +37,25 @@ function verified(run: Run): string {
   if (run.verified === true) return 'yes';
   if (run.verified === false) return `no: ${run.verify_error ?? 'failed'}`;
   return 'pending';
+}
+
+/** Where a running backup is: its pre or post command, or the share of the bytes restic has read (`45% · 460 MiB of 1.0 GiB`). */
+function progress(run: Run): string {
+  if (run.phase === 'pre' || run.phase === 'post') return `running the ${run.phase} command in ${run[run.phase]?.workload.type} ${run[run.phase]?.workload.name}`;
+  if (!run.bytes_total) return 'scanning the folder';
+  return `${Math.floor((100 * (run.bytes_done ?? 0)) / run.bytes_total)}% · ${bytes(run.bytes_done ?? 0)} of ${bytes(run.bytes_total)}`;
+}
+
+/** A backup's commands and how they ended: `pre exit 0 · post exit 0`. */
+const commands = (run: Run) =>
+  (['pre', 'post'] as const)
+    .flatMap((w) => (run[w] ? [`${w} ${run[w]!.exit_code !== null ? `exit ${run[w]!.exit_code}` : run[w]!.status}`] : []))
+    .join(' · ');
+
+/** A command for a backup from the form: run with sh -c in a container of the workload (none when the command is empty). */
+function commandOf(f: FormData, when: 'pre' | 'post') {
+  const text = String(f.get(`${when}_command`) ?? '').trim();
+  return text ? { workload: String(f.get(`${when}_workload`) ?? '').trim(), command: ['sh', '-c', text] } : undefined;
 }
 
 /** A volume's backups, newest last (the API answers oldest first, a page at a time). */
@@ -44,6 +84,13 @@ function LastBackup({ volume, render }: { volume: Volume; render: (last: Run | n
     load();
   };
   useEffect(load, [volume.id]);
+  // A running backup's progress is read again every few seconds (it changes no record, so no event says so).
+  const running = runs?.at(-1)?.status === 'running';
+  useEffect(() => {
+    if (!running) return undefined;
+    const timer = setInterval(reload, 2000);
+    return () => clearInterval(timer);
+  }, [volume.id, running]);
   useLive(
     (e) => {
       if (isBackupEvent(e)) readings.delete(volume.id);
@@ -77,6 +124,8 @@ function VolumeBackups({ admin }: { admin: boolean }) {
                 last ? (
                   <span>
                     <Badge status={last.status} /> <Ago at={last.finished_at ?? last.time} />
+                    {last.status === 'running' ? <span class="muted"> {progress(last)}</span> : null}
+                    {commands(last) ? <span class="muted"> {commands(last)}</span> : null}
                     {last.error ? <span class="muted"> {last.error}</span> : null}
                   </span>
                 ) : (
@@ -102,7 +151,12 @@ function VolumeBackups({ admin }: { admin: boolean }) {
                       small
                       submitLabel="Back up"
                       done={`backup of ${v.name} started`}
-                      onSubmit={(f) => call('POST /v1/volumes/{id}/backups', { params: { id: v.id }, body: { target_id: String(f.get('target_id')), verify: f.get('verify') === 'on' } }).then(reload)}
+                      onSubmit={(f) =>
+                        call('POST /v1/volumes/{id}/backups', {
+                          params: { id: v.id },
+                          body: { target_id: String(f.get('target_id')), verify: f.get('verify') === 'on', pre: commandOf(f, 'pre'), post: commandOf(f, 'post') },
+                        }).then(reload)
+                      }
                     >
                       <Field label="Target (id or name)">
                         <input name="target_id" required />
@@ -110,6 +164,19 @@ function VolumeBackups({ admin }: { admin: boolean }) {
                       <Field label="Verify" hint="a restore drill after the backup proves it restorable">
                         <input name="verify" type="checkbox" />
                       </Field>
+                      {(['pre', 'post'] as const).map((when) => (
+                        <Fragment key={when}>
+                          <Field label={`${when === 'pre' ? 'Before' : 'After'}: workload`} hint="an instance or service (id or name) of the volume’s project, running">
+                            <input name={`${when}_workload`} />
+                          </Field>
+                          <Field
+                            label={`${when === 'pre' ? 'Before' : 'After'}: command`}
+                            hint={when === 'pre' ? 'run with sh -c in its container before the snapshot (a dump); if it fails, nothing is backed up' : 'run with sh -c in its container after the backup, whatever its outcome'}
+                          >
+                            <input name={`${when}_command`} />
+                          </Field>
+                        </Fragment>
+                      ))}
                     </FormButton>
                     {restorable ? (
                       <ConfirmButton
