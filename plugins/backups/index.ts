@@ -963,7 +963,7 @@ export default definePlugin({
           auth: { role: 'admin' },
           // In its target's project, backing up volumes of that project (volumes:backup there).
           scope: { of: [{ ...TARGET, from: 'body.target_id' }, { kind: 'volume', from: 'body.volume_ids[]', permission: 'volumes:backup' }] },
-          summary: 'Create a backup schedule: volumes (by id or name, and by tag) backed up to a target every every_seconds (the first at once) or on a cron expression (UTC), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each',
+          summary: 'Create a backup schedule: volumes (by id or name, and by tag) backed up to a target every every_seconds (the first at once) or on a cron expression (UTC), with a retention (keep_last/daily/weekly/monthly) applied by restic forget --prune after each, and optional pre/post commands around each',
           status: 201,
           schemas: { body: CreateSchedule, response: Schedule },
           async handler(req) {
@@ -1044,7 +1044,7 @@ export default definePlugin({
           // The target in the volume's project, which the caller sees (backups:read there).
           scope: { of: [...OF_VOLUME.of!, { ...TARGET, from: 'body.target_id', permission: 'backups:read' }] },
           permission: 'volumes:backup',
-          summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task); 409 when that node has no restic',
+          summary: 'Back a volume up to a target with restic, on the agent of the node holding its folder (202 with the task), optionally between a pre and a post command run in a workload’s container (a dump); 409 when that node has no restic, or the workload runs no container',
           status: 202,
           schemas: {
             params: VolumeIdParams,
