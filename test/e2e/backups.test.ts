@@ -1,15 +1,12 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { FailNow, until as waitUntil } from '../support/agents.js';
-import { requireService } from '../support/requirements.js';
-import { S3_START_TIMEOUT_MS, S3Server, s3Availability, type S3Bucket } from '../support/s3-server.js';
+import { S3_START_TIMEOUT_MS, S3Server, type S3Bucket } from '../support/s3-server.js';
 import { Lab, type Machine } from './lab/lab.js';
-
-const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
+import { requireLab } from './lab/requirements.js';
 
 /** test/support/agents.ts until(): FailNow or a failed assertion ends the wait at once. */
 const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> => waitUntil(what, probe, timeoutMs, 500);
@@ -39,11 +36,7 @@ describe('volume backups in the machine lab: restic on a real machine, to the re
 
   before(async function () {
     this.timeout(Math.max(S3_START_TIMEOUT_MS, 600_000));
-    const available = await Lab.availability();
-    requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
-    requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
-    const s3Available = s3Availability();
-    requireService(this, s3Available.ok, s3Available.why);
+    await requireLab(this, { agents: true, s3: true });
     lab = new Lab({ name: 'backups', subnet: '172.31.83.0/24', log: () => undefined });
     [m] = await lab.start({ machines: 1 });
     s3 = await S3Server.start({ host: lab.gateway });

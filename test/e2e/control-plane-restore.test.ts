@@ -10,12 +10,11 @@ import { serveControlPlane, type ControlPlane } from '../support/control-plane.j
 import { TEST_MASTER_KEY, TestDialect } from '../support/dialects.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { PG_URL, postgresAvailable, requireService } from '../support/requirements.js';
-import { S3_START_TIMEOUT_MS, type S3Bucket, S3Server, s3Availability } from '../support/s3-server.js';
+import { S3_START_TIMEOUT_MS, type S3Bucket, S3Server } from '../support/s3-server.js';
 import { stays } from '../support/stays.js';
 import { hangarCli } from '../integration/runner/support.js';
 import { Lab, type Machine } from './lab/lab.js';
-
-const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
+import { requireLab } from './lab/requirements.js';
 
 /** test/support/agents.ts until(): FailNow or a failed assertion ends the wait at once. */
 const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> => waitUntil(what, probe, timeoutMs, 500);
@@ -73,11 +72,7 @@ describe('the control plane destroyed and restored from the bucket while a fleet
 
   before(async function () {
     this.timeout(Math.max(S3_START_TIMEOUT_MS, 600_000));
-    const available = await Lab.availability();
-    requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
-    requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
-    const s3Available = s3Availability();
-    requireService(this, s3Available.ok, s3Available.why);
+    await requireLab(this, { agents: true, s3: true });
     lab = new Lab({ name: 'cp-restore', subnet: '172.31.84.0/24', log: () => undefined });
     machines = await lab.start({ machines: 2 });
     [m1, m2] = machines as [Machine, Machine];
