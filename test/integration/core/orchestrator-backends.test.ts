@@ -7,6 +7,11 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor, waitForExit } from '.
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { requireService } from '../../support/requirements.js';
+import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Server } from '../../support/s3-server.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 const FIXTURE = 'test/support/fixtures/toy-orchestrator';
 const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64');
@@ -25,6 +30,8 @@ describeEachDialect('a backend added by configuration: the toy backend, through 
   let manager: string;
   let worker: string;
   let clusterId: string;
+  let s3: S3Server | undefined;
+  let work: string | undefined;
   const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
   const ok = async (method: string, path: string, body?: unknown, status = 200) => {
     const res = await api(method, path, body);
@@ -41,7 +48,7 @@ describeEachDialect('a backend added by configuration: the toy backend, through 
   before(async function () {
     this.timeout(90_000);
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'secrets', 'compute', 'services', 'gateway', 'cleanup', `${FIXTURE}/plugin.ts`],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'secrets', 'compute', 'services', 'gateway', 'cleanup', 'volumes', 'backups', `${FIXTURE}/plugin.ts`],
       overrides: { drivers: ['swarm', 'k8s', `${FIXTURE}/backend.ts`], nodes: { heartbeat_interval_seconds: 1 } },
     });
     admin = await bootstrapAdmin(t);
@@ -58,6 +65,8 @@ describeEachDialect('a backend added by configuration: the toy backend, through 
     this.timeout(30_000);
     await cleanupAgents();
     await t?.stop();
+    if (s3) releaseSharedS3Server();
+    if (work) rmSync(work, { recursive: true, force: true });
   });
 
   it('is a backend like the built-in ones: its cluster API, its bundle field and its nodes’ fact are in the API', async () => {
@@ -152,6 +161,22 @@ describeEachDialect('a backend added by configuration: the toy backend, through 
     const gateway = await ok('GET', '/v1/gateway');
     expect(gateway.routes.every((r: { cluster_id?: string; swarm_id?: string }) => r.cluster_id === clusterId && r.swarm_id === undefined)).to.equal(true);
     expect((await api('GET', `/v1/toy/clusters/${clusterId}`)).json.data.load_balancer).to.include({ id: lb.id, status: 'running' });
+  });
+
+  it('refuses a backup’s pre command in a workload of a backend whose driver runs no commands in containers (409, as on Kubernetes), recording nothing', async function () {
+    this.timeout(S3_START_TIMEOUT_MS);
+    const available = s3Availability();
+    requireService(this, available.ok, available.why);
+    s3 = await sharedS3Server();
+    const bucket = await s3.bucket(`toy-${dialect.name.slice(0, 2)}-${Date.now().toString(36)}`);
+    const target = await ok('POST', '/v1/backups/targets', { name: 'toy-offsite', endpoint: s3.endpoint, bucket: bucket.name, access_key_id: s3.credentials.accessKeyId, secret_access_key: s3.credentials.secretAccessKey }, 201);
+    work = mkdtempSync(path.join(os.tmpdir(), 'hangar-toy-backup-'));
+    const volume = await ok('POST', '/v1/volumes', { name: 'toy-data', node_id: manager, folder: work, type: 'local' }, 202);
+    await until('the volume to be ready', `/v1/volumes/${volume.id}`, (v) => v.status === 'ready');
+    const refused = await api('POST', `/v1/volumes/${volume.id}/backups`, { target_id: target.id, pre: { workload: 'hello', command: ['true'] } });
+    expect(refused.status, refused.text).to.equal(409);
+    expect(refused.json.message).to.equal('instance hello runs on toy cluster toybox, where hangar does not run commands in containers yet (pre and post commands run on swarms only)');
+    expect(await ok('GET', `/v1/volumes/${volume.id}/backups`)).to.deep.equal([]);
   });
 
   it('refuses to delete the cluster while it runs workloads, naming them; a member leaves; forced, everything goes', async function () {
