@@ -155,7 +155,9 @@ export class ScopeGate {
   private async projectsOfKind(kind: string | undefined, refs: readonly string[], named: boolean): Promise<Map<string, string | null>> {
     const resolver = kind && named ? this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind) : kind ? this.resolver(kind) : undefined;
     if (!resolver) return new Map(refs.map((r) => [r, null]));
-    return refs.length ? resolver.projectsOf(refs) : new Map();
+    // A ref with a NUL character names nothing hangar stores (and PostgreSQL's text refuses it): not found.
+    const storable = refs.filter((r) => !r.includes('\0'));
+    return storable.length ? resolver.projectsOf(storable) : new Map();
   }
 
   /** Whether projects are in force: a plugin grants by membership. Without it, routes are decided by installation roles alone. */

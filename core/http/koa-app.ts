@@ -280,11 +280,11 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
   const routeScope = route.scope;
   const gate = routeScope ? new ScopeGate(services.provided, () => userGrants) : null;
   const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
-  // A credential limited to one project reaches what a route scopes to projects, its own account, and
-  // the projects plugin's routes (which keep a key to its project themselves); a route on resources not
-  // yet scoped to projects (the gateway, creating clusters, volumes or backup targets…) would act installation-wide.
+  // A credential limited to one project reaches what a route scopes to projects (the projects' own
+  // routes too) and its own account; a route on resources not scoped to projects (creating clusters,
+  // volumes or backup targets…) would act installation-wide.
   const kind = parsePermission(permission)?.kind;
-  const openToProjectKeys = Boolean(route.scope) || kind === 'account' || kind === 'projects' || kind === 'public' || kind === 'agent';
+  const openToProjectKeys = Boolean(route.scope) || kind === 'account' || kind === 'public' || kind === 'agent';
   const ownProjectQuery = Boolean(((route.schemas?.query as { properties?: Record<string, unknown> } | undefined)?.properties ?? {}).project);
   const bodyIsObject = (route.schemas?.body as { type?: string } | undefined)?.type === 'object';
   return async (ctx: Context) => {

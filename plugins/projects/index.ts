@@ -6,7 +6,7 @@ import { ClusterViewFields } from '../../core/clusters/directory.js';
 import { CLUSTERS } from '../../core/clusters/migrations.js';
 import { ClusterProjectsRef } from '../../core/clusters/projects.js';
 import { ProjectGrantsRef, ScopeResolvers } from '../../core/auth/scope.js';
-import { clusterResolver, projectGrants } from './grants.js';
+import { clusterResolver, ONE_PROJECT, PROJECT_LIST, projectGrants, projectResolver } from './grants.js';
 import { paginate, StampedRepository } from '../../core/db/repository.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
@@ -202,6 +202,7 @@ export default definePlugin({
     services.provided.provide(ProjectsRef, api);
     services.provided.provide(ProjectGrantsRef, projectGrants(api));
     services.provided.contribute(ScopeResolvers, clusterResolver(db));
+    services.provided.contribute(ScopeResolvers, projectResolver(db));
     services.provided.provide(ClusterProjectsRef, {
       forNew: (principal, named) => api.projectForNew(principal, named),
       resolve: (principal, ref) => usable(principal, ref, 'query.project', '', seesEveryProject),
@@ -275,6 +276,7 @@ export default definePlugin({
         defineRoute({
           method: 'GET',
           path: '/v1/projects',
+          scope: PROJECT_LIST,
           auth: 'authenticated',
           summary: 'List the projects the caller is a member of (installation admins: every project)',
           schemas: { query: PageQuery, response: Type.Array(ProjectView) },
@@ -299,6 +301,7 @@ export default definePlugin({
         defineRoute({
           method: 'GET',
           path: '/v1/projects/{id}',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           summary: 'Get a project (its members and installation admins)',
           schemas: { params: ProjectParams, response: ProjectView },
@@ -310,6 +313,7 @@ export default definePlugin({
         defineRoute({
           method: 'PATCH',
           path: '/v1/projects/{id}',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           errors: [403],
           summary: 'Rename a project or change its description (installation admins, and members whose role grants projects:write: owners)',
@@ -332,6 +336,7 @@ export default definePlugin({
         defineRoute({
           method: 'DELETE',
           path: '/v1/projects/{id}',
+          scope: ONE_PROJECT,
           auth: { role: 'admin' },
           permission: 'projects:delete',
           summary: 'Delete a project (installation admins): refused (409) while it owns clusters; its members and roles go with it',
@@ -356,6 +361,7 @@ export default definePlugin({
         defineRoute({
           method: 'GET',
           path: '/v1/projects/{id}/members',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           summary: 'List the members of a project with their roles and permissions (its members and installation admins)',
           schemas: { params: ProjectParams, query: PageQuery, response: Type.Array(MemberView) },
@@ -375,6 +381,7 @@ export default definePlugin({
         defineRoute({
           method: 'PUT',
           path: '/v1/projects/{id}/members/{user}',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           permission: 'projects:members',
           errors: [403],
@@ -410,6 +417,7 @@ export default definePlugin({
         defineRoute({
           method: 'DELETE',
           path: '/v1/projects/{id}/members/{user}',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           permission: 'projects:members',
           errors: [403],
@@ -430,6 +438,7 @@ export default definePlugin({
         defineRoute({
           method: 'GET',
           path: '/v1/projects/{id}/roles',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           summary: 'List the roles of a project: the built-in ones and its custom roles, with their permissions',
           schemas: { params: ProjectParams, response: Type.Array(RoleView) },
@@ -445,6 +454,7 @@ export default definePlugin({
         defineRoute({
           method: 'POST',
           path: '/v1/projects/{id}/roles',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           permission: 'projects:members',
           errors: [403],
@@ -482,6 +492,7 @@ export default definePlugin({
         defineRoute({
           method: 'DELETE',
           path: '/v1/projects/{id}/roles/{name}',
+          scope: ONE_PROJECT,
           auth: 'authenticated',
           permission: 'projects:members',
           errors: [403],

@@ -1,5 +1,6 @@
 import { signRequest } from '../../core/auth/hmac.js';
 import type { HttpRequestOptions, HttpResponse } from '../../core/http/client.js';
+import type { ListenerName } from '../../core/plugin.js';
 import type { TestHangar } from './hangar.js';
 
 /** A password that satisfies the default policy. */
@@ -61,7 +62,7 @@ export function signed<T = any>(
   creds: Pick<Credentials, 'accessKeyId' | 'secretAccessKey'>,
   method: string,
   pathAndQuery: string,
-  options: HttpRequestOptions & { timestamp?: number; nonce?: string } = {},
+  options: HttpRequestOptions & { timestamp?: number; nonce?: string; listener?: ListenerName } = {},
 ): Promise<HttpResponse<T>> {
   const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   const headers = signRequest(

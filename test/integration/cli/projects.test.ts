@@ -60,7 +60,8 @@ describeEachDialect('hangar project, and the project new clusters go in', (diale
     await fails(['project', 'add-member', 'web-team', 'dana', '--role', 'king'], 'project web-team has no role king');
 
     expect(await ok(['project', 'remove-member', 'web-team', 'dana'])).to.equal('removed dana from project web-team\n');
-    await fails(['project', 'show', 'web-team'], 'HTTP 404: No project web-team', danaEnv);
+    // A member of no project now: refused before the project is looked up (as one that does not exist would be).
+    await fails(['project', 'show', 'web-team'], 'HTTP 403: Insufficient permissions: this needs projects:read, and role user does not grant it', danaEnv);
     expect(await ok(['project', 'list'], danaEnv)).to.equal('no projects (you are a member of none)\n');
   });
 
