@@ -202,3 +202,19 @@ export async function startFleet(cp: ControlPlane, options: { n: number; count: 
   await new Promise((r) => setTimeout(r, announced * 1000));
   return { jwt, generators, nodeIds, enrolS, onlineS };
 }
+
+/**
+ * The first admin of a control plane just started: claims it (POST /v1/bootstrap), logs in, and
+ * answers a caller of its API with that token (the answer's `data`; a status of 300 or more throws,
+ * with the body).
+ */
+export async function adminApi(plane: Pick<ControlPlane, 'url' | 'ca'>): Promise<(method: string, path: string, body?: unknown) => Promise<any>> {
+  const boot = await httpRequest(`${plane.url}/v1/bootstrap`, { method: 'POST', ca: plane.ca, body: {} });
+  const login = await httpRequest(`${plane.url}/v1/iam/login`, { method: 'POST', ca: plane.ca, body: { username: 'admin', password: boot.json.data.password } });
+  const headers = { authorization: `Bearer ${login.json.data.token as string}` };
+  return async (method, p, body) => {
+    const res = await httpRequest(`${plane.url}${p}`, { method, ca: plane.ca, headers, body });
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${res.text}`);
+    return res.json?.data;
+  };
+}
