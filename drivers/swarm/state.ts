@@ -56,16 +56,25 @@ const time = (task: Raw) => Date.parse(task.UpdatedAt ?? task.Status?.Timestamp 
  */
 const ROLLOUT_END_STAMP_MS = 1000;
 
+/** What a task runs, as its spec or the service's task template says it. */
+const containerOf = (taskSpec: Raw | undefined) => JSON.stringify(taskSpec?.ContainerSpec ?? null);
+
 /**
  * The service's last rollout as the engine tells it, unless the service was changed since it ended
- * (an update of the same spec after a rollback leaves the engine's UpdateStatus as it was).
+ * (an update of the same spec after a rollback leaves the engine's UpdateStatus as it was). A
+ * change the engine has not started rolling out yet — its UpdateStatus still tells the rollout
+ * before, or none, while tasks of the spec before still run — is `updating` already.
  */
-export function rolloutOf(service: Raw): WorkloadState['rollout'] {
+export function rolloutOf(service: Raw, tasks: Raw[] = []): WorkloadState['rollout'] {
   const status = service.UpdateStatus;
-  if (!status?.State) return null;
-  if (status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt) + ROLLOUT_END_STAMP_MS) return null;
-  const state = String(status.State);
   const revision = Number(service.Spec?.Labels?.[REVISION_LABEL]);
+  const told = status?.State && !(status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt) + ROLLOUT_END_STAMP_MS);
+  if (!told) {
+    const wanted = containerOf(service.Spec?.TaskTemplate);
+    const pending = tasks.some((t) => t.DesiredState === 'running' && t.Spec && containerOf(t.Spec) !== wanted);
+    return pending ? { state: 'updating', message: null, ...(Number.isInteger(revision) && revision > 0 ? { revision } : {}) } : null;
+  }
+  const state = String(status.State);
   return {
     state,
     message: status.Message ? String(status.Message) : null,
@@ -96,7 +105,7 @@ export function toState(service: Raw, tasks: Raw[]): WorkloadState {
       memoryMb: typeof limits.MemoryBytes === 'number' && limits.MemoryBytes > 0 ? limits.MemoryBytes / (1024 * 1024) : null,
     },
     stack: labels[STACK_LABEL] ?? null,
-    rollout: rolloutOf(service),
+    rollout: rolloutOf(service, tasks),
     // `docker stack deploy` names a stack's services <stack>_<key>.
     component: labels[STACK_LABEL] && String(spec.Name).startsWith(`${labels[STACK_LABEL]}_`) ? String(spec.Name).slice(labels[STACK_LABEL].length + 1) : null,
   };

@@ -26,4 +26,19 @@ describe('a swarm service’s rollout state', () => {
   it('is none before any rollout', () => {
     expect(rolloutOf({ UpdatedAt: '2026-11-29T05:24:20Z', Spec: {} })).to.equal(null);
   });
+
+  // The engine sets UpdateStatus to updating a moment after a new spec is written: until then it
+  // still tells the rollout before (seen by bench:rollout: `running` 0.1 s after an update).
+  const v = (version: string) => ({ ContainerSpec: { Image: 'app:1', Env: [`VERSION=${version}`] } });
+  const updated = { UpdatedAt: '2026-11-29T05:30:00Z', UpdateStatus: { State: 'completed', CompletedAt: '2026-11-29T05:29:00Z' }, Spec: { Labels: { 'io.hangar.revision': '3' }, TaskTemplate: v('v2') } };
+
+  it('is updating once the spec changed while tasks of the spec before still run, before the engine says so', () => {
+    const tasks = [{ DesiredState: 'running', Spec: v('v1') }, { DesiredState: 'running', Spec: v('v1') }];
+    expect(rolloutOf(updated, tasks)).to.deep.equal({ state: 'updating', message: null, revision: 3 });
+  });
+
+  it('is none when every running task runs the spec (a change of the service alone, its labels)', () => {
+    const tasks = [{ DesiredState: 'running', Spec: v('v2') }, { DesiredState: 'shutdown', Spec: v('v1') }];
+    expect(rolloutOf(updated, tasks)).to.equal(null);
+  });
 });
