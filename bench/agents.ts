@@ -174,7 +174,7 @@ async function soak(pid: number, nodeId: string, o: { soakS: number; taskEveryS:
   const window = Math.max(3, Math.min(60, Math.round(o.soakS / 100)));
   const samples: Array<[number, number]> = [];
   const queued: string[] = [];
-  let refused = 0;
+  const refused: Record<string, number> = {};
   const cpu0 = processCpu(pid);
   const t0 = Date.now();
   let nextSample = 0;
@@ -186,7 +186,10 @@ async function soak(pid: number, nodeId: string, o: { soakS: number; taskEveryS:
       nextTask += o.taskEveryS;
       const res = await o.api('POST', `/v1/nodes/${nodeId}/logs?lines=1`).catch(() => null);
       if (res?.json?.data?.task_id) queued.push(res.json.data.task_id as string);
-      else refused++;
+      else {
+        const why = `${res?.status ?? 'error'} ${String(res?.json?.message ?? '').slice(0, 80)}`;
+        refused[why] = (refused[why] ?? 0) + 1;
+      }
     }
     if (at >= nextSample) {
       nextSample += 10;
@@ -196,18 +199,22 @@ async function soak(pid: number, nodeId: string, o: { soakS: number; taskEveryS:
     await new Promise((r) => setTimeout(r, 250));
   }
   const cpuS = processCpu(pid) - cpu0;
+  // The last tasks, given the agent a few seconds to finish them: what became of them.
+  await new Promise((r) => setTimeout(r, 5000));
   const last = queued.slice(-5);
-  let done = 0;
+  const ends: Record<string, number> = {};
   for (const id of last) {
     const t = await o.api('GET', `/v1/nodes/${nodeId}/logs/${id}`).catch(() => null);
-    if (['completed', 'failed'].includes(String(t?.json?.data?.status))) done++;
+    const status = String(t?.json?.data?.status ?? t?.status);
+    ends[status] = (ends[status] ?? 0) + 1;
   }
+  const refusedCount = Object.values(refused).reduce((a, b) => a + b, 0);
   const rssOf = (part: Array<[number, number]>) => percentile(part.map(([, v]) => v), 50);
   const first = rssOf(samples.slice(0, window));
   const lastRss = rssOf(samples.slice(-window));
   const growth = ((lastRss - first) / first) * 100;
   console.log(
-    `soak: ${queued.length} tasks queued (${refused} refused; the last ${last.length}: ${done} finished), agent CPU ${((cpuS * 1e3) / Math.max(1, queued.length)).toFixed(1)} ms a task (${((cpuS / o.soakS) * 100).toFixed(2)} % of a core); ` +
+    `soak: ${queued.length} tasks queued (${refusedCount} refused${refusedCount ? `: ${Object.entries(refused).map(([why, n]) => `${why} ×${n}`).join(', ')}` : ''}; the last ${last.length}: ${Object.entries(ends).map(([st, n]) => `${st} ×${n}`).join(', ')}), agent CPU ${((cpuS * 1e3) / Math.max(1, queued.length)).toFixed(1)} ms a task (${((cpuS / o.soakS) * 100).toFixed(2)} % of a core); ` +
       `RSS median of the first ${window} samples ${first.toFixed(1)} MB, of the last ${window} ${lastRss.toFixed(1)} MB, max ${Math.max(...samples.map(([, v]) => v)).toFixed(1)} MB: growth ${growth.toFixed(1)} % (target < 5 %) ${growth < 5 ? 'yes' : 'NO'}`,
   );
 }
