@@ -56,7 +56,7 @@ const INSTANCES = Number(args.values.instances);
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
 /** The control plane's metrics scrape token (metrics.scrape_token), for its loops' figures. */
-const SCRAPE_TOKEN = 'slo-bench-scrape-token';
+const SCRAPE_TOKEN = 'slo-bench-scrape-token-of-32-characters';
 
 /** The goals of issue 32: p99 of each, in milliseconds. */
 const GOALS = { mutating: 100, read: 50, list: 250, heartbeat: 50, dispatch: 100 } as const;
