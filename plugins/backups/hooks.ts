@@ -1,9 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Principal } from '../../core/auth/index.js';
-import { userGrantsOf, type Permission } from '../../core/auth/permissions.js';
+import { permitted, userGrantsOf, type Permission } from '../../core/auth/permissions.js';
 import { ScopeGate, ScopeResolvers, type RouteScope } from '../../core/auth/scope.js';
 import { execSupported, placeExec, type ExecPlacement } from '../../core/clusters/exec.js';
-import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { badRequest, conflict, forbidden, notFound } from '../../core/errors.js';
 import type { Services } from '../../core/plugin.js';
 import type { Task } from '../../core/tasks/queue.js';
 
@@ -108,8 +108,13 @@ export function backupHooks(services: Services) {
   async function resolve(field: 'pre' | 'post', input: HookInput, anchor: { kind: string; id: string; permission: Permission }, principal: Principal | null): Promise<HookSpec> {
     const workload = await clusters.workloads.findRuntime(input.workload);
     if (!workload) throw notFound(`No workload ${input.workload} (body.${field}.workload: a compute instance or a service, by id or name)`);
+    const deploy = `${workload.type}s:deploy` as Permission;
+    // The command runs in the workload's container: the caller must be able to deploy the workload
+    // itself, not only to back the volume up (a key limited to backups runs no command anywhere).
+    if (principal && !gate.active && !permitted(principal, deploy, (grants ??= userGrantsOf(services.routeTable().map((r) => r.route))))) {
+      throw forbidden(`Insufficient permissions: body.${field} runs a command in ${workload.type} ${workload.name}, which needs ${deploy}`);
+    }
     if (gate.active && principal) {
-      const deploy = `${workload.type}s:deploy` as Permission;
       if (!services.provided.contributions(ScopeResolvers).some((r) => r.kind === workload.type)) throw conflict(`${workload.type} ${workload.name} belongs to no project hangar can tell: it cannot run a backup’s commands`);
       const scope: RouteScope = {
         of: [
@@ -118,7 +123,12 @@ export function backupHooks(services: Services) {
         ],
       };
       const access = await gate.access(principal, anchor.permission);
-      await gate.check(access, scope, anchor.permission, { params: {}, body: { anchor: anchor.id, [field]: { workload: workload.id } } }, 'body', new Map());
+      const request = { params: {}, body: { anchor: anchor.id, [field]: { workload: workload.id } } };
+      await gate.check(access, scope, anchor.permission, request, 'body', new Map());
+      // Access worked out for the backup's permission can be everywhere (an admin's key limited to
+      // backups): the workload is checked again with what the caller may deploy.
+      const workloadOnly: RouteScope = { of: [{ kind: workload.type, from: `body.${field}.workload`, noun: workload.type, permission: deploy }] };
+      await gate.check(await gate.access(principal, deploy), workloadOnly, deploy, request, 'body', new Map());
     }
     const cluster = await clusters.require(workload.cluster_id);
     if (!execSupported(clusters, cluster.backend)) {

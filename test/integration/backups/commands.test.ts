@@ -10,7 +10,7 @@ import { cleanupAgents, waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { dockerOnlyPath, hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
-import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
+import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
 import { holdingRestic } from '../../support/holding-restic.js';
 import { requireService } from '../../support/requirements.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Bucket, type S3Server } from '../../support/s3-server.js';
@@ -211,6 +211,16 @@ describeEachDialect('backups: pre and post commands in a workload’s container,
     expect(asAdmin.status, asAdmin.text).to.equal(400);
     expect(asAdmin.json.message).to.contain('body.pre.workload').and.to.contain('another project');
     expect((await backups(volume.json.data.id)).length, 'nothing recorded').to.equal(0);
+    // An admin's key limited to backing volumes up runs no command in a workload (it cannot deploy it).
+    const key = await api('POST', `/v1/iam/users/${admin.userId}/keys`, { permissions: ['volumes:backup', 'backups:read'] });
+    expect(key.status, key.text).to.equal(201);
+    const backupOnly = { accessKeyId: key.json.data.access_key_id as string, secretAccessKey: key.json.data.secret_access_key as string };
+    const before = (await backups()).length;
+    const withCommand = await signed(t, backupOnly, 'POST', `/v1/volumes/${volumeId}/backups`, { body: { target_id: targetId, pre: { workload: instanceId, command: ['true'] } } });
+    console.log(`      a key limited to volumes:backup naming a pre command → ${withCommand.status} ${withCommand.json.message}`);
+    expect(withCommand.status, withCommand.text).to.equal(404);
+    expect(withCommand.json.message).to.equal(`No instance ${instanceId}`);
+    expect((await backups()).length, 'nothing recorded').to.equal(before);
   });
 
   it('shows the bytes restic has read of its total while it backs up (the agent’s task progress)', async function () {
