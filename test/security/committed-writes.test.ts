@@ -229,7 +229,7 @@ describeEachDialect('machines joining a control plane with one store connection'
   let admin: Credentials;
 
   before(async () => {
-    t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides: { database: { pool_max: 1, acquire_timeout_seconds: 3 } } });
+    t = await startHangar(dialect, { plugins: NODE_PLUGINS, overrides: { database: { pool_max: 1, acquire_timeout_seconds: 20 } } });
     admin = await bootstrapAdmin(t);
   });
   after(() => t?.stop());
