@@ -92,7 +92,8 @@ export async function startControlPlane(dialect: string, options: ControlPlaneOp
     HANGAR_NODES__OFFLINE_AFTER_SECONDS: String(options.intervalS * 4),
     HANGAR_IAM__ANNOUNCE_BOOTSTRAP_SECRET: 'false',
     ...options.env,
-    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: '10', HANGAR_SECRETS__MASTER_KEY: Buffer.alloc(32, 'bench').toString('base64') } : {}),
+    // BENCH_PG_POOL_MAX: database.pool_max on PostgreSQL (10, the default, unless set).
+    ...(dialect === 'postgres' ? { HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: schema, HANGAR_DATABASE__POOL_MAX: process.env.BENCH_PG_POOL_MAX ?? '10', HANGAR_SECRETS__MASTER_KEY: Buffer.alloc(32, 'bench').toString('base64') } : {}),
   };
   const logFile = process.env.BENCH_ACCESS_LOG ? (await import('node:fs')).openSync(`/tmp/bench-access-${dialect}.log`, 'w') : 'inherit';
   // BENCH_CPU_PROF=DIR: the control plane writes a CPU profile there when it stops (node --cpu-prof).
