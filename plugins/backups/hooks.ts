@@ -13,9 +13,10 @@ const DEFAULT_TIMEOUT_S = 600;
 export const Hook = Type.Object(
   {
     workload: Type.String({ minLength: 1, maxLength: 100, description: 'the compute instance or service (id or name), in the volume’s project, in a running container of which the command runs' }),
-    command: Type.Array(Type.String({ maxLength: 8192 }), {
+    // At most 64 words of 4 KiB: pre and post together stay far under the API's 1 MiB body limit.
+    command: Type.Array(Type.String({ maxLength: 4096 }), {
       minItems: 1,
-      maxItems: 256,
+      maxItems: 64,
       description: 'the program and its arguments, run without a shell (["sh", "-c", "pg_dump … > /data/dump.sql"] for one); shown on the run, so put no secret here (the container’s own environment has them)',
     }),
     timeout_s: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400, description: `how long it may run (default ${DEFAULT_TIMEOUT_S}); then it is killed and counts as failed` })),
