@@ -4,11 +4,10 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Page } from 'playwright-core';
 import { FakeAgent, FAST_NODES, waitFor } from '../support/agents.js';
-import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
-import { requireService } from '../support/requirements.js';
 import { loadConfig } from '../../core/config.js';
 
 /**
@@ -35,8 +34,7 @@ describe('the dashboard in chromium: alerts and notifications [sqlite]', functio
 
   before(async function () {
     this.timeout(120_000);
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     receiver = createServer((req, res) => {
       let body = '';
       req.on('data', (chunk: Buffer) => (body += chunk.toString()));

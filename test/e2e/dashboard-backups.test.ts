@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { randomToken } from '../../core/ids.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '../support/agents.js';
-import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
@@ -41,8 +41,7 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
 
   before(async function () {
     this.timeout(S3_START_TIMEOUT_MS + 90_000);
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     const restic = spawnSync('sh', ['-c', 'command -v restic'], { encoding: 'utf8' }).stdout.trim();
     requireService(this, !!restic, 'restic on this machine (apt-get install restic; .ci/run installs it)');
     const available = s3Availability();

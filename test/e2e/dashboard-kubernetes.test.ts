@@ -3,13 +3,12 @@ import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { waitFor } from '../support/agents.js';
-import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import type { TestHangar } from '../support/hangar.js';
 import { bearer, type Credentials } from '../support/identity.js';
 import type { KubeControlPlane } from '../support/kube.js';
 import { startKubeForSuite, startOnAdoptedCluster, stopOnAdoptedCluster, type KubeCluster } from '../support/kube-cluster.js';
-import { requireService } from '../support/requirements.js';
 import { loadConfig } from '../../core/config.js';
 
 /**
@@ -34,8 +33,7 @@ describe('the dashboard in chromium: Kubernetes clusters and manifest services [
   const api = (method: string, p: string) => t.request(method, p, { headers: bearer(admin.token) });
 
   before(async function () {
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     kube = await startKubeForSuite(this);
     ({ t, admin, cluster } = await startOnAdoptedCluster(dialect, kube, { plugins: loadConfig({ env: {} }).plugins, overrides: { login: { port: 0 } }, name: 'kube-ui', reportedAs: 'kwok-node-1' }));
     const opened = await openBrowser();

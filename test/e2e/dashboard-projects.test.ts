@@ -1,10 +1,9 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../support/identity.js';
-import { requireService } from '../support/requirements.js';
 import { loadConfig } from '../../core/config.js';
 
 /**
@@ -38,8 +37,7 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
 
   before(async function () {
     this.timeout(120_000);
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { login: { port: 0 } } });
     admin = await bootstrapAdmin(t);
     viewer = await createUser(t, admin, { username: 'vera', name: 'Vera Viewer' });

@@ -1,11 +1,10 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { chromiumInstalled, CHROMIUM, openBrowser, UI_BUILT } from '../support/browser.js';
+import { openBrowser, requireBrowser } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import type { TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { startHangarWithProvider, type TestProvider } from '../support/oidc-provider.js';
-import { requireService } from '../support/requirements.js';
 
 /**
  * The dashboard's "Sign in with SSO" in chromium: the login screen offers it when iam.oidc is set,
@@ -26,8 +25,7 @@ describe('the dashboard in chromium: single sign-on [sqlite]', function () {
 
   before(async function () {
     this.timeout(120_000);
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     ({ idp, t } = await startHangarWithProvider(dialect, {
       plugins: ['system', 'iam', 'projects', 'audit', 'nodes', 'dashboard'],
       oidc: { roles: [{ group: 'ops', role: 'admin' }] },

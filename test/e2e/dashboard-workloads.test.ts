@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { FAST_NODES, waitFor } from '../support/agents.js';
-import { chromiumInstalled, CHROMIUM, logIn, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
@@ -55,8 +55,7 @@ describe('the dashboard in chromium: swarms, instances and services [sqlite, lab
 
   before(async function () {
     this.timeout(15 * 60_000); // the first run after a recipe change builds the lab image
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     requireService(this, AGENT_BUILT(), 'the agent executables (npm run build)');
     const available = await Lab.availability();
     requireService(this, available.docker, 'Docker (dockerd)');

@@ -3,11 +3,10 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { Page } from 'playwright-core';
 import { cleanupAgents, joinedNodeId, spawnAgent } from '../support/agents.js';
-import { chromiumInstalled, CHROMIUM, navigate, openBrowser, tableRow, UI_BUILT } from '../support/browser.js';
+import { navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { GOOD_PASSWORD, signed } from '../support/identity.js';
-import { requireService } from '../support/requirements.js';
 import { FAST_NODES } from '../support/agents.js';
 import { loadConfig } from '../../core/config.js';
 import { reachableLocalAddresses } from '../../plugins/nodes/join-command.js';
@@ -41,8 +40,7 @@ describe('the dashboard in chromium [sqlite]', function () {
 
   before(async function () {
     this.timeout(120_000);
-    requireService(this, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
-    requireService(this, UI_BUILT(), 'the dashboard built (npm run build)');
+    requireBrowser(this);
     t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...FAST_NODES, login: { port: 0 } } });
     const opened = await openBrowser();
     ({ page, shot } = opened);

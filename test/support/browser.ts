@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { requireService } from './requirements.js';
 
 /** Debian's chromium (installed by .ci/run); HANGAR_CHROMIUM names another. */
 export const CHROMIUM = process.env.HANGAR_CHROMIUM ?? '/usr/bin/chromium';
@@ -9,6 +10,12 @@ export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--
 export const ARTIFACTS = path.resolve('test-artifacts/dashboard');
 export const UI_BUILT = () => existsSync(path.resolve('dist/ui/index.html'));
 export const chromiumInstalled = () => existsSync(CHROMIUM);
+
+/** Skips a dashboard suite loudly (a failure under HANGAR_REQUIRE_ALL=1) without chromium or the built dashboard. */
+export function requireBrowser(ctx: Mocha.Context): void {
+  requireService(ctx, chromiumInstalled(), `chromium at ${CHROMIUM} (apt-get install chromium)`);
+  requireService(ctx, UI_BUILT(), 'the dashboard built (npm run build)');
+}
 
 /**
  * A headless chromium with a fresh profile (playwright makes a new temporary one per launch), and
