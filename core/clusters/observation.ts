@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { InspectWorkloads, type WorkloadState } from '../orchestrator.js';
 import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
@@ -8,6 +9,8 @@ import type { ClusterRecord, ClusterStore } from './store.js';
 export interface ObservedCluster {
   cluster: ClusterRecord;
   workloads: WorkloadState[];
+  /** When the cluster was asked: a record changed since may be newer than what it answered. */
+  askedAt: Date;
   /** Runtime node id → hangar node id. */
   nodeIds: Map<string, string>;
 }
@@ -21,6 +24,7 @@ export interface ObservationDeps {
   calls: ClusterCalls;
   provided: ServiceRegistry;
   log: Logger;
+  clock: Clock;
   /** How often every active cluster is asked (a call may take that long, 5 s at least). */
   intervalMs(): number;
 }
@@ -36,8 +40,9 @@ export class ClusterObservation {
     for (const cluster of await this.deps.clusters.findAll({ status: 'active' })) {
       if (signal.aborted) return;
       try {
+        const askedAt = this.deps.clock.now();
         const { workloads } = await this.deps.calls.callOn(cluster, InspectWorkloads, {}, { timeoutMs: Math.max(5000, this.deps.intervalMs()) });
-        const observed = { cluster, workloads, nodeIds: await this.deps.directory.nodeIdsByRuntime(cluster.id) };
+        const observed = { cluster, workloads, askedAt, nodeIds: await this.deps.directory.nodeIdsByRuntime(cluster.id) };
         for (const observer of observers) await observer(observed);
       } catch (err) {
         this.deps.log.warn({ cluster_id: cluster.id, error: (err as Error).message }, 'observing a cluster failed');

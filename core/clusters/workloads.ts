@@ -140,7 +140,7 @@ export function defineWorkloadKind<R extends WorkloadRecord, O>(services: Servic
   });
   // What the cluster shows of each record no operation holds (the lifecycle never lets an observation overwrite one).
   provided.contribute(ClusterObservers, async (observation) => {
-    for (const record of await onCluster(observation.cluster.id)) await def.lifecycle.observe(record, def.observed(record, observation));
+    for (const record of await onCluster(observation.cluster.id)) await def.lifecycle.observe(record, def.observed(record, observation), observation.askedAt);
   });
   provided.contribute(TaggableResources, { type: def.type, resolve: def.resolve });
   if (def.routes) provided.contribute(RouteSources, def.routes);

@@ -200,6 +200,21 @@ describeEachDialect('core/lifecycle: operation leases on a record', (dialect) =>
     expect(await lifecycle.observe((await repo.get('thing-f'))!, { running: null })).to.include({ status: 'failed', error: 'gone' });
   });
 
+  it('an observation asked before an operation settled does not judge the record it settled (what the operation made may be newer than the answer)', async () => {
+    let release!: () => void;
+    const { lifecycle, jobs } = controlPlane(lifecycleOf([], { wait: new Promise((r) => (release = r)) }));
+    await insert('late');
+    await lifecycle.start('thing-late', 'deploy', {}, () => new Error('refused'));
+    const askedAt = new Date();
+    release();
+    await jobs.drain();
+    const settled = (await repo.get('thing-late'))!;
+    expect(settled.op_id).to.equal(null);
+    expect(await lifecycle.observe(settled, { running: null }, askedAt), 'asked before it settled: not written').to.equal(null);
+    expect((await repo.get('thing-late'))!.status).not.to.equal('failed');
+    expect(await lifecycle.observe(settled, { running: null }, new Date(Date.now() + 1))).to.include({ status: 'failed', error: 'gone' });
+  });
+
   it('a lease whose process died is taken over by another once it expires, not before; the work then completes once', async () => {
     const clock = new ManualClock();
     const appliedA: number[] = [];
