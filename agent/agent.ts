@@ -266,8 +266,11 @@ export class Agent {
         this.log.warn({ failures, error: (err as Error).message }, 'task poll failed; retrying');
         const backoff = new AbortController();
         this.endPollBackoff = () => backoff.abort();
-        await sleep(this.backoff(failures), AbortSignal.any([this.controller.signal, backoff.signal]));
+        const wait = this.backoff(failures);
+        const began = Date.now();
+        await sleep(wait, AbortSignal.any([this.controller.signal, backoff.signal]));
         this.endPollBackoff = () => undefined;
+        if (backoff.signal.aborted && !this.controller.signal.aborted) this.log.info({ failures, skipped_ms: Math.max(0, Math.round(wait - (Date.now() - began))) }, 'task poll backoff ended: the control plane answers again');
       }
     }
   }
