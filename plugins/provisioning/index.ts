@@ -212,7 +212,7 @@ export default definePlugin({
         const machine = await detectMachine(session);
         await step('deploy_detected', `${machine.os} ${machine.osVersion} on ${machine.architecture}, ${machine.systemd ? 'systemd' : 'no systemd'}`);
         const installed = await installPrerequisites(session);
-        await step('deploy_prerequisites', installed.length ? `installed ${installed.join(', ')}` : 'Docker and WireGuard already present');
+        await step('deploy_prerequisites', installed.length ? `installed ${installed.join(', ')}` : 'Docker, WireGuard and restic already present');
         // Re-deploying keeps the node the machine already is.
         const previous = await existingNodeId(session);
         const known = previous ? await nodes.get(previous) : null;

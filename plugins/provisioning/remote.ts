@@ -57,16 +57,24 @@ export async function detectMachine(ssh: SshSession): Promise<MachineFacts> {
   const architecture = ({ x86_64: 'amd64', amd64: 'amd64', aarch64: 'arm64', arm64: 'arm64' } as const)[machine as 'x86_64'];
   if (!architecture) throw new SshError('command', `unsupported architecture ${machine} on ${ssh.target.host}: hangar runs on amd64 and arm64`);
   if (!['debian', 'ubuntu', 'raspbian'].includes(id ?? '')) {
-    throw new SshError('command', `unsupported OS ${id || 'unknown'} on ${ssh.target.host}: hangar installs Docker and WireGuard on Debian and Ubuntu`);
+    throw new SshError('command', `unsupported OS ${id || 'unknown'} on ${ssh.target.host}: hangar installs Docker, WireGuard and restic on Debian and Ubuntu`);
   }
   return { os: id!, osVersion: version ?? '', architecture, hostname: hostname ?? '', systemd: init === 'systemd' };
 }
 
-/** Docker and WireGuard, installed with apt when missing. */
+/** The commands a managed machine needs and the Debian package that provides each: the engine, the overlay, volume backups. */
+const PREREQUISITES: ReadonlyArray<{ command: string; debianPackage: string }> = [
+  { command: 'docker', debianPackage: 'docker.io' },
+  { command: 'wg', debianPackage: 'wireguard-tools' },
+  { command: 'restic', debianPackage: 'restic' },
+];
+
+/** The prerequisites missing on the machine, installed with apt; the packages installed. */
 export async function installPrerequisites(ssh: SshSession): Promise<string[]> {
-  const missing = (await ssh.must('checking for Docker and WireGuard', `for c in docker wg; do command -v $c >/dev/null 2>&1 || echo $c; done`)).split('\n').filter(Boolean);
-  if (!missing.length) return [];
-  const packages = missing.map((c) => (c === 'docker' ? 'docker.io' : 'wireguard-tools'));
+  const commands = PREREQUISITES.map((p) => p.command).join(' ');
+  const missing = (await ssh.must('checking for Docker, WireGuard and restic', `for c in ${commands}; do command -v $c >/dev/null 2>&1 || echo $c; done`)).split('\n').filter(Boolean);
+  const packages = PREREQUISITES.filter((p) => missing.includes(p.command)).map((p) => p.debianPackage);
+  if (!packages.length) return [];
   await ssh.must(`installing ${packages.join(', ')}`, `DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ${packages.join(' ')}`, { sudo: true, timeoutMs: 900_000 });
   return packages;
 }

@@ -73,8 +73,16 @@ describe('volume backups in the machine lab: restic on a real machine, to the re
       return found && found.status !== 'running' ? found : null;
     }, 300_000);
 
-  it('deploys the machine’s agent over SSH; it reports restic', async function () {
+  it('deploys the machine’s agent over SSH, installing Debian’s restic where it is missing; it reports restic', async function () {
     this.timeout(300_000);
+    // The lab image has restic and no route to a Debian mirror: restic is put aside, and an apt-get ahead of the real one on
+    // root's PATH records how it is called and puts restic back when asked to install the package (what Debian's would do).
+    await m.sh([
+      'mv "$(command -v restic)" /root/restic.debian',
+      `printf '%s\\n' '#!/bin/sh' 'echo "$*" >>/root/apt-get.calls' 'case " $* " in *" install "*" restic "*) install -m 0755 /root/restic.debian /usr/bin/restic;; esac' >/usr/local/sbin/apt-get`,
+      'chmod 0755 /usr/local/sbin/apt-get',
+    ].join(' && '));
+    expect(await m.sh('command -v restic || echo missing')).to.contain('missing');
     const res = await api('POST', '/v1/nodes/deploy', { ip_address: m.ip, ssh_user: 'root', ssh_key: m.ssh.root.privateKey });
     expect(res.status, res.text).to.equal(202);
     nodeId = res.json.data.node_id;
@@ -86,6 +94,10 @@ describe('volume backups in the machine lab: restic on a real machine, to the re
       return null;
     }, 240_000);
     expect(ready.restic).to.deep.equal({ present: true });
+    const prerequisites = ((await api('GET', `/v1/nodes/events?node_id=${nodeId}`)).json.data as Array<{ kind: string; message: string }>).find((e) => e.kind === 'deploy_prerequisites');
+    expect(prerequisites?.message).to.equal('installed restic');
+    expect((await m.sh('cat /root/apt-get.calls')).trim().split('\n')).to.deep.equal(['update -q', 'install -y -q restic']);
+    await m.sh('rm /usr/local/sbin/apt-get');
   });
 
   it('backs a local volume on the machine up to the S3 server on the lab’s gateway, changes it, and restores it byte for byte', async function () {
