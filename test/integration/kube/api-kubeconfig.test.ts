@@ -286,6 +286,24 @@ describe('kubeconfigs per user: a short-lived token of the user’s ServiceAccou
       expect((await as(leaver, 'GET', kubeconfigPath())).status, 'a member of no project holds clusters:credentials nowhere').to.equal(403);
     });
 
+    it('a member given a role in the cluster’s project without clusters:credentials loses its kubeconfig at once, and gets no new one', async function () {
+      this.timeout(60_000);
+      const role = `reader-${dialect.name}`;
+      const made = await t.request('POST', '/v1/projects/default/roles', { body: { name: role, permissions: ['clusters:read', 'services:read'] }, headers: bearer(admin.token) });
+      expect(made.status, made.text).to.equal(201);
+      const narrowed = await member({ username: `narrowed-${dialect.name}`, role: 'user' });
+      const client = clientOf((await kubeconfigOf(narrowed)).kubeconfig);
+      expect(await statusOf(client.listNamespacedPod({ namespace: 'default' }))).to.equal(200);
+      const changed = await t.request('PUT', `/v1/projects/default/members/${narrowed.userId}`, { body: { role }, headers: bearer(admin.token) });
+      expect(changed.status, changed.text).to.equal(200);
+      await waitFor(async () => (await statusOf(client.listNamespacedPod({ namespace: 'default' }))) === 401 || null, { timeoutMs: 30_000, what: 'the narrowed member’s token refused' });
+      const knex = t.hangar.services.db.knex;
+      expect(await knex('k8s_user_credentials').where({ user_id: narrowed.userId }).first(), 'its record gone').to.equal(undefined);
+      const again = await as(narrowed, 'GET', kubeconfigPath());
+      expect(again.status, again.text).to.equal(403);
+      expect(again.json.message).to.contain('clusters:credentials');
+    });
+
     it('a credential an older release bound to Kubernetes’ `view` is revoked on the user’s next change (the check the loop makes at start); asked again, it is hangar-user-view', async function () {
       this.timeout(60_000);
       const old = await member({ username: `old-${dialect.name}`, role: 'user' });
