@@ -56,8 +56,27 @@ const time = (task: Raw) => Date.parse(task.UpdatedAt ?? task.Status?.Timestamp 
  */
 const ROLLOUT_END_STAMP_MS = 1000;
 
-/** What a task runs, as its spec or the service's task template says it. */
-const containerOf = (taskSpec: Raw | undefined) => JSON.stringify(taskSpec?.ContainerSpec ?? null);
+/** A value as JSON with its keys in order; an empty one (none, [], {}, '') as null. */
+function canonical(value: unknown): string {
+  if (value === undefined || value === null || value === '' || (Array.isArray(value) && !value.length)) return 'null';
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (typeof value === 'object') {
+    const entries = Object.entries(value as Raw).filter(([, v]) => canonical(v) !== 'null');
+    return entries.length ? `{${entries.sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}` : 'null';
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Whether a task runs the container the service's task template asks for: each field the template
+ * sets (what hangar or the stack deploy wrote) is the task's too. Fields only the task's spec has,
+ * which the engine may add, do not count.
+ */
+function runsTemplate(template: Raw | undefined, task: Raw | undefined): boolean {
+  const wanted: Raw = template?.ContainerSpec ?? {};
+  const running: Raw = task?.ContainerSpec ?? {};
+  return Object.keys(wanted).every((field) => canonical(wanted[field]) === canonical(running[field]));
+}
 
 /**
  * The service's last rollout as the engine tells it, unless the service was changed since it ended
@@ -70,8 +89,7 @@ export function rolloutOf(service: Raw, tasks: Raw[] = []): WorkloadState['rollo
   const revision = Number(service.Spec?.Labels?.[REVISION_LABEL]);
   const told = status?.State && !(status.CompletedAt && service.UpdatedAt && Date.parse(service.UpdatedAt) > Date.parse(status.CompletedAt) + ROLLOUT_END_STAMP_MS);
   if (!told) {
-    const wanted = containerOf(service.Spec?.TaskTemplate);
-    const pending = tasks.some((t) => t.DesiredState === 'running' && t.Spec && containerOf(t.Spec) !== wanted);
+    const pending = tasks.some((t) => t.DesiredState === 'running' && t.Spec && !runsTemplate(service.Spec?.TaskTemplate, t.Spec));
     return pending ? { state: 'updating', message: null, ...(Number.isInteger(revision) && revision > 0 ? { revision } : {}) } : null;
   }
   const state = String(status.State);

@@ -41,4 +41,17 @@ describe('a swarm service’s rollout state', () => {
     const tasks = [{ DesiredState: 'running', Spec: v('v2') }, { DesiredState: 'shutdown', Spec: v('v1') }];
     expect(rolloutOf(updated, tasks)).to.equal(null);
   });
+
+  // A task's spec may carry fields its service's template does not (an engine's defaults): they
+  // are no update, or the status would read rolling_out for ever.
+  it('is none when the running tasks differ from the spec only by fields the engine added', () => {
+    const engineAdded = { ContainerSpec: { Image: 'app:1', Env: ['VERSION=v2'], Isolation: 'default', Init: false, Mounts: [] } };
+    const tasks = [{ DesiredState: 'running', Spec: engineAdded }, { DesiredState: 'running', Spec: { ContainerSpec: { Env: ['VERSION=v2'], Image: 'app:1', DNSConfig: {} } } }];
+    expect(rolloutOf(updated, tasks)).to.equal(null);
+  });
+
+  it('is updating when a field the spec sets differs, or one it sets is missing from a task', () => {
+    expect(rolloutOf(updated, [{ DesiredState: 'running', Spec: { ContainerSpec: { Image: 'app:1', Env: ['VERSION=v2', 'EXTRA=1'], Isolation: 'default' } } }])).to.deep.equal({ state: 'updating', message: null, revision: 3 });
+    expect(rolloutOf(updated, [{ DesiredState: 'running', Spec: { ContainerSpec: { Image: 'app:1' } } }])).to.deep.equal({ state: 'updating', message: null, revision: 3 });
+  });
 });
