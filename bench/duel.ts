@@ -17,7 +17,8 @@
 //   list-N      GET /v1/nodes listing N nodes (hangar: ?limit=N; the anchor answers every node; past
 //               100 the anchor's nodes are copies written into its SQLite file: see cloneAnchorNodes)
 //   login       POST /v1/iam/login (password hashing: hangar scrypt, the anchor bcrypt)
-//   write       the write set (issue 32), each a write with its audit entry:
+//   write       the write set (issue 32), each a write with its audit entry (each also a scenario of
+//               its own: --scenarios rename, tag, scale…):
 //               rename  PATCH /v1/nodes/{id} renaming a node (round robin over the seeded nodes): the one
 //                       write both APIs have (nimbus-api 0.2.0 has no tags or SSH profiles, and its key
 //                       deletion answers 200 for keys that do not exist)
@@ -597,11 +598,12 @@ async function main() {
       }
     }
     if (SCENARIOS.has('login')) await measure('login', 'login');
-    if (SCENARIOS.has('write')) {
-      await measure('write: rename node', 'rename');
-      // Writes the anchor has no equivalent of (see the top of this file): hangar alone.
-      const hangar = targets.filter((t) => t.name === 'hangar');
-      await measure('write: tag put', 'tag', undefined, hangar);
+    const writes = (name: string) => SCENARIOS.has('write') || SCENARIOS.has(name);
+    if (writes('rename')) await measure('write: rename node', 'rename');
+    // Writes the anchor has no equivalent of (see the top of this file): hangar alone.
+    const hangar = targets.filter((t) => t.name === 'hangar');
+    if (writes('tag')) await measure('write: tag put', 'tag', undefined, hangar);
+    if (writes('scale')) {
       hangar[0]!.seeded!.instanceIds = seedStoppedInstances(hangar[0]!, 20);
       await measure('write: instance scale', 'scale', undefined, hangar);
     }

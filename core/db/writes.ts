@@ -16,6 +16,17 @@ export interface Written {
   count: number;
 }
 
+/** A write waiting for its group's transaction (SQLite, core/db/writes.ts `grouped`). */
+interface QueuedWrite {
+  table: string;
+  sql: string;
+  params: unknown[];
+  scope: WriteScope | undefined;
+  withRecord: boolean;
+  resolve(written: Written): void;
+  reject(err: unknown): void;
+}
+
 /** Statements kept per connection; past this many texts a statement is prepared for its one use (a guard: texts come from code). */
 const MAX_STATEMENTS = 1000;
 
@@ -41,6 +52,8 @@ export class PreparedWrites {
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
   /** Each table's RETURNING columns, once read (see `returning`). */
   private readonly returned = new Map<string, string>();
+  /** SQLite: the writes of this turn of the event loop, to be committed together (see `grouped`). */
+  private queued: QueuedWrite[] | null = null;
 
   constructor(
     private readonly knex: Knex,
@@ -91,20 +104,101 @@ export class PreparedWrites {
     }
     const scope = currentWriteScope();
     if (scope?.wantsRecord()) {
-      if (scope.recordsPrepared) return this.withRecord(scope, table, sql, params);
-      return this.knex.transaction((t) => this.run(table, sql, params, t));
+      if (!scope.recordsPrepared) return this.knex.transaction((t) => this.run(table, sql, params, t));
+      if (this.dialect === 'sqlite') return this.grouped(table, sql, params, scope, true);
+      return this.withRecord(scope, table, sql, params);
     }
+    if (this.dialect === 'sqlite') return this.grouped(table, sql, params, scope, false);
     const client = this.knex.client as unknown as PoolClient;
     const connection = await client.acquireConnection();
     try {
       const written = await this.execute(connection, sql, params);
-      if (scope && wasChange(table)) scope.noteCommitted();
+      if (scope && wasChange(table) && written.count > 0) scope.noteCommitted();
       return written;
     } catch (err) {
       if (scope && wasChange(table) && outcomeUnknown(err)) scope.noteUncertain();
       throw err;
     } finally {
       await client.releaseConnection(connection);
+    }
+  }
+
+  /**
+   * SQLite: the write joins the writes queued in this turn of the event loop, committed together in
+   * one transaction (a group commit: one `BEGIN IMMEDIATE` … `COMMIT` for all, each write in a
+   * savepoint of its own when there are several). SQLite takes one writer at a time, so writes sent
+   * at once wait for each other anyway; what a COMMIT costs (the WAL's pages written, the lock taken
+   * and let go) is paid once for the group. Each write keeps its own outcome: one that fails is
+   * rolled back to its savepoint (its record with it) and answers its error, the others go on; a
+   * failed COMMIT fails them all. With `withRecord`, the scope's record (the audit entry) goes in
+   * with the write, unless the write changed no row (then the record is written after the answer,
+   * as for a request that wrote nothing).
+   */
+  private grouped(table: string, sql: string, params: unknown[], scope: WriteScope | undefined, withRecord: boolean): Promise<Written> {
+    return new Promise<Written>((resolve, reject) => {
+      if (!this.queued) {
+        this.queued = [];
+        setImmediate(() => {
+          const writes = this.queued!;
+          this.queued = null;
+          this.commitGroup(writes).catch((err: unknown) => {
+            for (const write of writes) write.reject(err);
+          });
+        });
+      }
+      this.queued.push({ table, sql, params, scope, withRecord, resolve, reject });
+    });
+  }
+
+  private async commitGroup(writes: QueuedWrite[]): Promise<void> {
+    const client = this.knex.client as unknown as PoolClient;
+    let connection: unknown;
+    try {
+      connection = await client.acquireConnection();
+    } catch (err) {
+      for (const write of writes) write.reject(err);
+      return;
+    }
+    const done: Array<{ write: QueuedWrite; written: Written; changed: boolean; settle: ((committed: boolean) => void) | null }> = [];
+    const savepoints = writes.length > 1;
+    let committing = false;
+    try {
+      await this.control(connection, 'BEGIN IMMEDIATE');
+      for (const write of writes) {
+        const tx = new PreparedTransaction(connection);
+        let settle: ((committed: boolean) => void) | null = null;
+        try {
+          if (savepoints) await this.control(connection, 'SAVEPOINT hangar_write');
+          const written = await this.run(write.table, write.sql, write.params, tx);
+          if (write.withRecord && written.count > 0 && write.scope?.wantsRecord()) settle = await write.scope.writeRecord(tx);
+          if (savepoints) await this.control(connection, 'RELEASE hangar_write');
+          done.push({ write, written, changed: tx.changed && written.count > 0, settle });
+        } catch (err) {
+          settle?.(false);
+          if (!savepoints) throw err;
+          await this.control(connection, 'ROLLBACK TO hangar_write');
+          await this.control(connection, 'RELEASE hangar_write');
+          write.reject(err);
+        }
+      }
+      committing = true;
+      await this.control(connection, 'COMMIT');
+    } catch (err) {
+      await this.control(connection, 'ROLLBACK').catch(() => undefined);
+      for (const { write, changed, settle } of done) {
+        settle?.(false);
+        if (committing && changed && outcomeUnknown(err)) write.scope?.noteUncertain();
+      }
+      // Every write not answered yet fails with the group (one already refused keeps its own error).
+      for (const write of writes) write.reject(err);
+      return;
+    } finally {
+      await client.releaseConnection(connection);
+    }
+    for (const { write, written, changed, settle } of done) {
+      settle?.(true);
+      if (changed) write.scope?.noteCommitted();
+      write.resolve(written);
     }
   }
 
@@ -124,12 +218,13 @@ export class PreparedWrites {
     try {
       await this.control(connection, this.dialect === 'sqlite' ? 'BEGIN IMMEDIATE' : 'BEGIN');
       const written = await this.run(table, sql, params, tx);
-      settle = await scope.writeRecord(tx);
+      // A write that changed no row carries no record: the request's record is written after its answer.
+      if (written.count > 0) settle = await scope.writeRecord(tx);
       committing = true;
       tx.completed = true;
       await this.control(connection, 'COMMIT');
-      settle(true);
-      if (tx.changed) scope.noteCommitted();
+      settle?.(true);
+      if (tx.changed && written.count > 0) scope.noteCommitted();
       return written;
     } catch (err) {
       if (committing && tx.changed && outcomeUnknown(err)) scope.noteUncertain();

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { badRequest, conflict } from '../../core/errors.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
@@ -82,8 +82,10 @@ export function records(ctx: NodesContext): NodesPart {
       summary: 'Rename the node’s display label (never the machine, swarm or Kubernetes)',
       schemas: { params: NodeParams, body: Type.Object({ name: NodeName }, { additionalProperties: false }), response: NodeView },
       async handler(req) {
-        await nodes.require(req.params.id);
-        return ctx.view(await nodes.change(req.params.id, { name: req.body.name }));
+        // One statement: the row as renamed, or none when there is no such node.
+        const renamed = await nodes.update(req.params.id, { name: req.body.name, updated_at: now() });
+        if (!renamed) throw notFound(`No node ${req.params.id}`);
+        return ctx.view(renamed);
       },
     }),
     defineRoute({
