@@ -9,7 +9,7 @@ const WHOAMI: Resource = {
   verbs: [
     {
       command: '',
-      describe: 'Who the configured API key signs as: user, installation role, its permissions, and the credential (kind, expiry)',
+      describe: 'Who the configured API key signs as: user, installation role, its permissions, its projects (role and permissions in each), and the credential (kind, expiry)',
       method: 'GET',
       output: (d) =>
         [
@@ -22,6 +22,9 @@ const WHOAMI: Resource = {
               ]
             : []),
           `permissions: ${(d.permissions as string[]).join(' ')}`,
+          ...(d.projects as Array<{ id: string; name: string; role: string | null; permissions: string[] }>).map(
+            (p) => `project:     ${p.name} (${p.id})${p.role ? `, role ${p.role}` : ''}: ${p.permissions.join(' ')}`,
+          ),
         ].join('\n'),
     },
   ],

@@ -190,7 +190,7 @@ export default definePlugin({
             return new Date(clock.now().getTime() + cap.ms).toISOString();
           },
         }),
-        whoamiRoute(services, identity, async (id) => (await projects()?.find(id))?.name ?? null),
+        whoamiRoute(services, identity, projects),
         defineRoute({
           method: 'GET',
           path: '/v1/bootstrap',

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { Principal } from '../../core/auth/index.js';
 import { INSTALLATION_ROLE_ABOUT, INSTALLATION_ROLES, permissionsHeld, userGrantsOf, type InstallationRole } from '../../core/auth/permissions.js';
 import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
+import type { ProjectsApi } from '../projects/api.js';
 import type { Identity } from './identity.js';
 
 /** How a credential of each authenticator's principals is called in the answer. */
@@ -36,12 +37,50 @@ export const WhoamiView = Type.Object(
       { additionalProperties: false },
     ),
     permissions: Type.Array(Type.String(), { description: 'every permission the caller holds, sorted (docs/tenancy.md); a project’s key: what it holds in its project' }),
+    projects: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          name: Type.String(),
+          role: Type.Union([Type.String(), Type.Null()], { description: 'the caller’s role in the project (built-in or custom); null for an admin’s key limited to a project it is no member of' }),
+          permissions: Type.Array(Type.String(), { description: 'what this credential holds in the project by that role (within an API key’s list), sorted' }),
+        },
+        { additionalProperties: false },
+      ),
+      {
+        description:
+          'the projects the caller is a member of (a project’s key: its project only), each with the caller’s role and what it grants there; empty without the projects plugin. The installation role’s `permissions` hold everywhere besides',
+      },
+    ),
   },
   { additionalProperties: false },
 );
 
+type ProjectGrant = { id: string; name: string; role: string | null; permissions: string[] };
+
+/**
+ * The caller's projects and what it holds in each: its memberships (a project's key: its one
+ * project, where `principal.permissions` is already what the key holds), each role's permissions
+ * within an API key's list. Read from the store at each request, as every check is.
+ */
+async function grantsByProject(principal: Principal, projects: ProjectsApi | undefined): Promise<ProjectGrant[]> {
+  if (!projects) return [];
+  const memberships = await projects.membershipsOf(principal.id);
+  const limitedTo = typeof principal.project_id === 'string' ? principal.project_id : null;
+  const list = Array.isArray(principal.permissions) ? new Set<string>(principal.permissions) : null;
+  const out: ProjectGrant[] = [];
+  for (const projectId of limitedTo ? [limitedTo] : memberships.map((m) => m.project_id)) {
+    const project = await projects.find(projectId);
+    if (!project) continue;
+    const role = memberships.find((m) => m.project_id === projectId)?.role ?? null;
+    const byRole = limitedTo ? [...(list ?? [])] : ((await projects.rolePermissions(projectId, role!)) ?? []);
+    out.push({ id: project.id, name: project.name, role, permissions: byRole.filter((p) => limitedTo || !list || list.has(p)).sort() });
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
 /** `GET /v1/iam/whoami`: who the caller is, with which credential until when, and what it may do. */
-export function whoamiRoute(services: Services, identity: Identity, projectName: (id: string) => Promise<string | null>): RouteDef {
+export function whoamiRoute(services: Services, identity: Identity, projects: () => ProjectsApi | undefined): RouteDef {
   let grants: ReturnType<typeof userGrantsOf> | undefined;
   const routes = () => services.routeTable().map((r) => r.route);
   return defineRoute({
@@ -49,7 +88,7 @@ export function whoamiRoute(services: Services, identity: Identity, projectName:
     path: '/v1/iam/whoami',
     auth: 'authenticated',
     permission: 'account:read',
-    summary: 'Who you are: your user, installation role and its permissions, and the credential this request used (kind, expiry)',
+    summary: 'Who you are: your user, installation role and its permissions, your projects with your role and its permissions in each, and the credential this request used (kind, expiry)',
     description: 'Never answers a secret: for an API key, its access key id and description only.',
     schemas: { response: WhoamiView },
     async handler(req) {
@@ -71,7 +110,7 @@ export function whoamiRoute(services: Services, identity: Identity, projectName:
             key_description: key.description,
             scope: key.project_id ? 'project' : 'installation',
             project_id: key.project_id,
-            project_name: key.project_id ? await projectName(key.project_id) : null,
+            project_name: key.project_id ? ((await projects()?.find(key.project_id))?.name ?? null) : null,
             key_role: key.role,
             limited: Boolean(key.permissions),
             source_networks: key.source_networks ?? [],
@@ -86,6 +125,7 @@ export function whoamiRoute(services: Services, identity: Identity, projectName:
         credential,
         // A project's key holds what its list names in its project (checked against its owner's membership by the authenticator).
         permissions: principal.project_id ? [...(principal.permissions ?? [])] : permissionsHeld(principal, routes(), grants),
+        projects: await grantsByProject(principal, projects()),
       };
     },
   });

@@ -191,4 +191,55 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
     expect(((await adminApi('GET', `/v1/iam/users/${viewer.userId}/keys`)).json.data as Array<{ description: string }>).map((k) => k.description)).not.to.include('too wide');
     await shot('projects-03-keys');
   });
+
+  it('a member’s buttons follow its roles as whoami says them: a custom role without projects:read, and the Backups page by the role in the volume’s project', async () => {
+    // A volume of alpha with a backup that restores, a target and a schedule (records: no machine here; the API judges each button's request).
+    const knex = t.hangar.services.db.knex;
+    const at = new Date().toISOString();
+    const sealed = t.hangar.services.ca.secretBox('secrets').seal(Buffer.from('dash'));
+    await knex('volumes').insert({ id: 'vol-dashalpha', name: 'alpha-data', node_id: 'node-dashnobody', folder: '/srv/alpha-data', type: 'local', status: 'ready', project_id: projects.alpha, created_at: at, updated_at: at });
+    await knex('backup_targets').insert({ id: 'bkt-dashalpha', name: 'alpha-target', kind: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'alpha', prefix: '', region: 'us-east-1', access_key_id: 'x', secret_sealed: sealed, password_sealed: sealed, project_id: projects.alpha, checked_at: at, created_at: at, updated_at: at });
+    await knex('backup_schedules').insert({ id: 'bks-dashalpha', name: 'alpha-nightly', target_id: 'bkt-dashalpha', volume_ids: JSON.stringify(['vol-dashalpha']), every_seconds: 86_400, next_run_at: '2100-01-01T00:00:00.000Z', project_id: projects.alpha, created_at: at, updated_at: at });
+    await knex('backup_runs').insert({ id: 'bak-dashalpha', operation: 'backup', volume_id: 'vol-dashalpha', target_id: 'bkt-dashalpha', node_id: 'node-dashnobody', status: 'succeeded', snapshot_id: 'abcdef12', bytes: 1024, files: 3, started_at: at, finished_at: at, created_at: at, updated_at: at });
+    const role = await adminApi('POST', '/v1/projects/alpha/roles', { name: 'backer', permissions: ['volumes:read', 'volumes:backup', 'backups:read'] });
+    expect(role.status, role.text).to.equal(201);
+    const bea = await createUser(t, admin, { username: 'bea', name: 'Bea Backer' });
+    const mia = await createUser(t, admin, { username: 'mia', name: 'Mia Maintainer' });
+    expect((await adminApi('PUT', '/v1/projects/alpha/members/bea', { role: 'backer' })).status).to.equal(201);
+    expect((await adminApi('PUT', '/v1/projects/alpha/members/mia', { role: 'maintainer' })).status).to.equal(201);
+    expect((await t.request('GET', '/v1/projects', { headers: bearer(bea.token) })).json.data, 'bea reads no project').to.deep.equal([]);
+
+    /** The Backups page as the user sees it once the volume's backups are read: which buttons each table shows. */
+    async function backupButtons() {
+      await nav('Backups');
+      await row('Volume backups', 'alpha-data').getByText('succeeded').waitFor();
+      // Its buttons wait for the same read ('…' until then).
+      await row('Volume backups', 'alpha-data').locator('td.actions').filter({ hasNotText: '…' }).waitFor();
+      await row('Backup targets', 'alpha-target').waitFor();
+      await row('Backup schedules', 'alpha-nightly').waitFor();
+      const count = async (table: string, text: string, name: string) => ((await row(table, text).getByRole('button', { name, exact: true }).count()) > 0 ? [`${table}: ${name}`] : []);
+      return [
+        ...(await count('Volume backups', 'alpha-data', 'Back up')),
+        ...(await count('Volume backups', 'alpha-data', 'Restore')),
+        ...(await count('Backup targets', 'alpha-target', 'Delete')),
+        ...(await count('Backup schedules', 'alpha-nightly', 'Delete')),
+      ];
+    }
+
+    // The viewer (still logged in) reads and changes nothing.
+    expect(await backupButtons(), 'viewer').to.deep.equal([]);
+    await page.getByRole('button', { name: 'Log out' }).click();
+
+    // bea's role reads no project, yet whoami tells the dashboard her project and what she may do there.
+    await logIn(page, t.url, 'bea', bea.password);
+    expect(await switcher().locator('option').allInnerTexts()).to.deep.equal(['alpha']);
+    expect(await backupButtons(), 'backer').to.deep.equal(['Volume backups: Back up']);
+    await page.getByRole('button', { name: 'Log out' }).click();
+
+    // A maintainer of the project is not an installation admin, and gets every button of its project's backups.
+    await logIn(page, t.url, 'mia', mia.password);
+    expect(await backupButtons(), 'maintainer').to.deep.equal(['Volume backups: Back up', 'Volume backups: Restore', 'Backup targets: Delete', 'Backup schedules: Delete']);
+    await shot('projects-04-backups-maintainer');
+    await page.getByRole('button', { name: 'Log out' }).click();
+  });
 });

@@ -39,20 +39,20 @@ export const seesEveryProject = (a: Pick<Access, 'role'>) => a.role === 'admin' 
 const storageKey = (userId: string) => `hangar.project.${userId}`;
 
 /**
- * Reads who the caller is and the projects it sees (with its role's permissions in each, for the
- * members; an admin's or auditor's are its installation role's), and keeps the chosen project if it
- * is still one of them. A member of a single project works in it; others start with every project.
+ * Reads who the caller is and the projects it works in, and keeps the chosen project if it is still
+ * one of them. A member's projects and what its role grants in each come from whoami (so a custom
+ * role without `projects:read` still gets the buttons its other permissions allow); admins and
+ * auditors choose among every project, with their installation role's permissions. A member of a
+ * single project works in it; others start with every project.
  */
 export async function loadAccess(): Promise<Access> {
-  // Without the projects plugin (plugins: leaves it out) there are no projects to choose.
-  const [me, list] = await Promise.all([call('GET /v1/iam/whoami'), call('GET /v1/projects', { query: { limit: 1000 } }).catch(() => null)]);
+  const me = await call('GET /v1/iam/whoami');
   const everyProject = seesEveryProject(me.data);
-  const projects = await Promise.all(
-    (list?.data ?? []).map(async (p): Promise<ProjectAccess> => {
-      const granted = p.role && !everyProject ? ((await call('GET /v1/projects/{id}/roles', { params: { id: p.id } })).data.find((r) => r.name === p.role)?.permissions ?? []) : [];
-      return { id: p.id, name: p.name, role: p.role, permissions: new Set(granted) };
-    }),
-  );
+  // Without the projects plugin (plugins: leaves it out) there are no projects to choose.
+  const every = everyProject ? ((await call('GET /v1/projects', { query: { limit: 1000 } }).catch(() => null))?.data ?? []) : [];
+  const projects: ProjectAccess[] = everyProject
+    ? every.map((p) => ({ id: p.id, name: p.name, role: p.role, permissions: new Set<string>() }))
+    : me.data.projects.map((p) => ({ id: p.id, name: p.name, role: p.role, permissions: new Set(p.permissions) }));
   const stored = localStorage.getItem(storageKey(me.data.user.id));
   const project = projects.some((p) => p.id === stored) ? stored : !everyProject && projects.length === 1 ? projects[0]!.id : null;
   const next = { userId: me.data.user.id, role: me.data.role, permissions: new Set(me.data.permissions), projects, project };

@@ -61,7 +61,7 @@ function View({ route, user }: { route: string[]; user: User }) {
     case 'volumes':
       return <Volumes />;
     case 'backups':
-      return <Backups role={user.role} />;
+      return <Backups />;
     case 'secrets':
       return <Secrets />;
     case 'configs':

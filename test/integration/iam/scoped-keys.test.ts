@@ -114,6 +114,39 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect((await sig(custom, 'GET', `/v1/projects/${teamA}`)).status).to.equal(403);
   });
 
+  it('whoami answers the caller’s projects with its role and what it grants in each, as the credential holds it', async () => {
+    type Grant = { id: string; name: string; role: string | null; permissions: string[] };
+    const projectsOf = async (res: Promise<{ status: number; text: string; json: any }>) => {
+      const me = await res;
+      expect(me.status, me.text).to.equal(200);
+      return Object.fromEntries((me.json.data.projects as Grant[]).map((p) => [p.name, { role: p.role, permissions: p.permissions }]));
+    };
+    const sorted = (list: readonly string[]) => [...list].sort();
+    // bob's own credential: both memberships, each role's permissions.
+    expect(await projectsOf(as(bob)('GET', '/v1/iam/whoami'))).to.deep.equal({
+      'team-a': { role: 'deployer', permissions: sorted(PROJECT_ROLE_PERMISSIONS.deployer) },
+      'team-b': { role: 'owner', permissions: sorted(PROJECT_ROLE_PERMISSIONS.owner) },
+    });
+    // A custom role without projects:read: whoami still says what it grants (the dashboard decides its buttons from it).
+    const carla = await createUser(t, admin, { username: 'carla', role: 'user' });
+    expect((await api('PUT', '/v1/projects/team-a/members/carla', { role: '2nd-line' })).status).to.equal(201);
+    expect((await as(carla)('GET', `/v1/projects/${teamA}`)).status, 'no projects:read').to.equal(403);
+    const carlas = (await as(carla)('GET', '/v1/iam/whoami')).json.data;
+    expect(carlas.projects).to.deep.equal([{ id: teamA, name: 'team-a', role: '2nd-line', permissions: ['services:deploy', 'services:read'] }]);
+    // A project's key: its project only, what the key holds there.
+    const viewerKey = await makeKey(bob, { project: 'team-a', role: 'viewer' });
+    expect(await projectsOf(sig(viewerKey, 'GET', '/v1/iam/whoami'))).to.deep.equal({ 'team-a': { role: 'deployer', permissions: viewerKey.data.permissions } });
+    // An installation key with a list: each membership within the list.
+    const listed = await makeKey(bob, { permissions: ['services:read', 'projects:members'] });
+    expect(await projectsOf(sig(listed, 'GET', '/v1/iam/whoami'))).to.deep.equal({
+      'team-a': { role: 'deployer', permissions: ['services:read'] },
+      'team-b': { role: 'owner', permissions: ['projects:members', 'services:read'] },
+    });
+    // A member removed is no longer told the project; a user of no project gets an empty list.
+    expect((await api('DELETE', '/v1/projects/team-a/members/carla')).status).to.be.oneOf([200, 204]);
+    expect((await as(carla)('GET', '/v1/iam/whoami')).json.data.projects).to.deep.equal([]);
+  });
+
   it('reaches the resources of its project only: another project’s cluster is not there for it, even an admin’s key', async () => {
     const inA = await api('POST', '/v1/swarms', { name: 'sw-a', project_id: 'team-a' });
     const inB = await api('POST', '/v1/swarms', { name: 'sw-b', project_id: 'team-b' });
@@ -354,6 +387,9 @@ describeEachDialect('scoped, expiring API keys', (dialect) => {
     expect(who.code, who.stderr).to.equal(0);
     expect(who.stdout).to.match(/^scope: +project team-a \(prj-[0-9a-z]+\), role viewer; from 10\.0\.0\.0\/8, 127\.0\.0\.1\/32 only$/m);
     expect(who.stdout).to.match(/^credential: +api_key \S+ \(cli\), expires \d{4}-/m);
+    // bob is a deployer of team-a; the key holds a viewer's permissions there.
+    expect(who.stdout).to.match(/^project: +team-a \(prj-[0-9a-z]+\), role deployer: account:read alerts:read backups:read clusters:credentials clusters:read /m);
+    expect(who.stdout).not.to.contain('services:deploy');
     // (What it is refused, and a key wider than its owner, are the API's answers, tested above; each CLI run costs seconds.)
     const both = await hangarCli(['key', 'create', '--role', 'user', '--permission', 'nodes:read'], { env });
     expect(both.code).not.to.equal(0);

@@ -1,5 +1,6 @@
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { can } from '../access';
 import { call } from '../api';
 import { useLive } from '../live';
 import { Ago, Badge, bytes, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList } from '../ui';
@@ -23,9 +24,9 @@ type Run = {
   pre?: Command | null;
   post?: Command | null;
 };
-type Volume = { id: string; name: string; status: string; node_id: string | null };
+type Volume = { id: string; name: string; status: string; node_id: string | null; project_id: string | null };
 type Target = { id: string; name: string; endpoint: string; bucket: string; prefix: string; project_id: string | null; checked_at: string };
-type Schedule = { id: string; name: string; target_id: string; volume_ids: string[]; volume_tags: Record<string, string> | null; every_seconds: number | null; cron: string | null; retention: Record<string, unknown>; verify: boolean; next_run_at: string; last_run_at: string | null };
+type Schedule = { id: string; name: string; project_id: string | null; target_id: string; volume_ids: string[]; volume_tags: Record<string, string> | null; every_seconds: number | null; cron: string | null; retention: Record<string, unknown>; verify: boolean; next_run_at: string; last_run_at: string | null };
 
 /** A change of a volume, a run, a target or a schedule (the live stream names the backups' tables as they are). */
 const isBackupEvent = (e: { type: string; data?: any }) =>
@@ -104,7 +105,8 @@ function LastBackup({ volume, render }: { volume: Volume; render: (last: Run | n
   return render(runs.at(-1) ?? null, restorable, reload);
 }
 
-function VolumeBackups({ admin }: { admin: boolean }) {
+/** The buttons follow the caller's role in each volume's project (docs/tenancy.md), as the API judges them. */
+function VolumeBackups() {
   return (
     <ResourceList
       route="GET /v1/volumes"
@@ -138,73 +140,73 @@ function VolumeBackups({ admin }: { admin: boolean }) {
         { label: 'Size', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last?.size != null ? `${bytes(last.size)} · ${last.files ?? 0} files` : '–')} /> },
         { label: 'Verified', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last ? verified(last) : '–')} /> },
       ]}
-      actions={
-        admin
-          ? (v: Volume) => (
-              <LastBackup
-                volume={v}
-                render={(_last, restorable, reload) => (
-                  <span class="row-actions">
-                    <FormButton
-                      label="Back up"
-                      title={`Back volume ${v.name} up`}
-                      small
-                      submitLabel="Back up"
-                      done={`backup of ${v.name} started`}
-                      onSubmit={(f) =>
-                        call('POST /v1/volumes/{id}/backups', {
-                          params: { id: v.id },
-                          body: { target_id: String(f.get('target_id')), verify: f.get('verify') === 'on', pre: commandOf(f, 'pre'), post: commandOf(f, 'post') },
-                        }).then(reload)
-                      }
-                    >
-                      <Field label="Target (id or name)">
-                        <input name="target_id" required />
-                      </Field>
-                      <Field label="Verify" hint="a restore drill after the backup proves it restorable">
-                        <input name="verify" type="checkbox" />
-                      </Field>
-                      {(['pre', 'post'] as const).map((when) => (
-                        <Fragment key={when}>
-                          <Field label={`${when === 'pre' ? 'Before' : 'After'}: workload`} hint="an instance or service (id or name) of the volume’s project, running">
-                            <input name={`${when}_workload`} />
-                          </Field>
-                          <Field
-                            label={`${when === 'pre' ? 'Before' : 'After'}: command`}
-                            hint={when === 'pre' ? 'run with sh -c in its container before the snapshot (a dump); if it fails, nothing is backed up' : 'run with sh -c in its container after the backup, whatever its outcome'}
-                          >
-                            <input name={`${when}_command`} />
-                          </Field>
-                        </Fragment>
-                      ))}
-                    </FormButton>
-                    {restorable ? (
-                      <ConfirmButton
-                        label="Restore"
-                        title={`Restore volume ${v.name}`}
-                        danger
-                        verb="Restore"
-                        confirm={
-                          <p>
-                            The folder of {v.name} is replaced by its backup {restorable.id} (snapshot {restorable.snapshot_id}) of {new Date(restorable.finished_at ?? restorable.time ?? '').toLocaleString()}: what was written since is lost.
-                            The workloads using it are stopped first and started again after.
-                          </p>
-                        }
-                        onConfirm={() => call('POST /v1/volumes/{id}/restore', { params: { id: v.id }, body: { snapshot_id: restorable.id, stop_workloads: true } })}
-                        done={`restore of ${v.name} started`}
-                      />
-                    ) : null}
-                  </span>
-                )}
-              />
-            )
-          : undefined
+      actions={(v: Volume) =>
+        can('POST /v1/volumes/{id}/backups', v.project_id) || can('POST /v1/volumes/{id}/restore', v.project_id) ? (
+          <LastBackup
+            volume={v}
+            render={(_last, restorable, reload) => (
+              <span class="row-actions">
+                {can('POST /v1/volumes/{id}/backups', v.project_id) ? (
+                  <FormButton
+                    label="Back up"
+                    title={`Back volume ${v.name} up`}
+                    small
+                    submitLabel="Back up"
+                    done={`backup of ${v.name} started`}
+                    onSubmit={(f) =>
+                      call('POST /v1/volumes/{id}/backups', {
+                        params: { id: v.id },
+                        body: { target_id: String(f.get('target_id')), verify: f.get('verify') === 'on', pre: commandOf(f, 'pre'), post: commandOf(f, 'post') },
+                      }).then(reload)
+                    }
+                  >
+                    <Field label="Target (id or name)">
+                      <input name="target_id" required />
+                    </Field>
+                    <Field label="Verify" hint="a restore drill after the backup proves it restorable">
+                      <input name="verify" type="checkbox" />
+                    </Field>
+                    {(['pre', 'post'] as const).map((when) => (
+                      <Fragment key={when}>
+                        <Field label={`${when === 'pre' ? 'Before' : 'After'}: workload`} hint="an instance or service (id or name) of the volume’s project, running">
+                          <input name={`${when}_workload`} />
+                        </Field>
+                        <Field
+                          label={`${when === 'pre' ? 'Before' : 'After'}: command`}
+                          hint={when === 'pre' ? 'run with sh -c in its container before the snapshot (a dump); if it fails, nothing is backed up' : 'run with sh -c in its container after the backup, whatever its outcome'}
+                        >
+                          <input name={`${when}_command`} />
+                        </Field>
+                      </Fragment>
+                    ))}
+                  </FormButton>
+                ) : null}
+                {restorable && can('POST /v1/volumes/{id}/restore', v.project_id) ? (
+                  <ConfirmButton
+                    label="Restore"
+                    title={`Restore volume ${v.name}`}
+                    danger
+                    verb="Restore"
+                    confirm={
+                      <p>
+                        The folder of {v.name} is replaced by its backup {restorable.id} (snapshot {restorable.snapshot_id}) of {new Date(restorable.finished_at ?? restorable.time ?? '').toLocaleString()}: what was written since is lost.
+                        The workloads using it are stopped first and started again after.
+                      </p>
+                    }
+                    onConfirm={() => call('POST /v1/volumes/{id}/restore', { params: { id: v.id }, body: { snapshot_id: restorable.id, stop_workloads: true } })}
+                    done={`restore of ${v.name} started`}
+                  />
+                ) : null}
+              </span>
+            )}
+          />
+        ) : null
       }
     />
   );
 }
 
-function Targets({ admin }: { admin: boolean }) {
+function Targets() {
   return (
     <ResourceList
       route="GET /v1/backups/targets"
@@ -217,18 +219,16 @@ function Targets({ admin }: { admin: boolean }) {
         { label: 'Where', render: (t: Target) => `${t.endpoint} · ${t.bucket}${t.prefix ? `/${t.prefix}` : ''}` },
         { label: 'Checked', render: (t: Target) => <Ago at={t.checked_at} /> },
       ]}
-      actions={
-        admin
-          ? (t: Target) => (
-              <ConfirmButton label="Delete" title="Delete backup target" danger confirm={<p>Target {t.name} is forgotten by hangar (the bucket and its snapshots stay).</p>} onConfirm={() => call('DELETE /v1/backups/targets/{id}', { params: { id: t.id } })} />
-            )
-          : undefined
+      actions={(t: Target) =>
+        can('DELETE /v1/backups/targets/{id}', t.project_id) ? (
+          <ConfirmButton label="Delete" title="Delete backup target" danger confirm={<p>Target {t.name} is forgotten by hangar (the bucket and its snapshots stay).</p>} onConfirm={() => call('DELETE /v1/backups/targets/{id}', { params: { id: t.id } })} />
+        ) : null
       }
     />
   );
 }
 
-function Schedules({ admin }: { admin: boolean }) {
+function Schedules() {
   return (
     <ResourceList
       route="GET /v1/backups/schedules"
@@ -248,12 +248,10 @@ function Schedules({ admin }: { admin: boolean }) {
         { label: 'Verify', render: (s: Schedule) => (s.verify ? 'yes' : 'no') },
         { label: 'Next', render: (s: Schedule) => <Ago at={s.next_run_at} /> },
       ]}
-      actions={
-        admin
-          ? (s: Schedule) => (
-              <ConfirmButton label="Delete" title="Delete backup schedule" danger confirm={<p>Schedule {s.name} makes no more backups (those made stay).</p>} onConfirm={() => call('DELETE /v1/backups/schedules/{id}', { params: { id: s.id } })} />
-            )
-          : undefined
+      actions={(s: Schedule) =>
+        can('DELETE /v1/backups/schedules/{id}', s.project_id) ? (
+          <ConfirmButton label="Delete" title="Delete backup schedule" danger confirm={<p>Schedule {s.name} makes no more backups (those made stay).</p>} onConfirm={() => call('DELETE /v1/backups/schedules/{id}', { params: { id: s.id } })} />
+        ) : null
       }
     />
   );
@@ -292,21 +290,24 @@ function ControlPlaneArchives({ admin }: { admin: boolean }) {
   );
 }
 
-/** Backups (docs/backups.md): the last backup of every volume with a restore, targets, schedules and the control plane's archives. */
-export function Backups({ role }: { role: string }) {
-  const admin = role === 'admin';
+/**
+ * Backups (docs/backups.md): the last backup of every volume with a restore, targets, schedules and
+ * the control plane's archives; each button shown where the caller's roles grant it (a project's
+ * rows by the role in its project).
+ */
+export function Backups() {
   return (
     <Page title="Backups">
       <h2>Volumes</h2>
-      <VolumeBackups admin={admin} />
+      <VolumeBackups />
       <h2>Schedules</h2>
-      <Schedules admin={admin} />
+      <Schedules />
       <h2>Targets</h2>
-      <Targets admin={admin} />
-      {admin || role === 'auditor' ? (
+      <Targets />
+      {can('GET /v1/backups/control-plane') ? (
         <>
           <h2>The control plane</h2>
-          <ControlPlaneArchives admin={admin} />
+          <ControlPlaneArchives admin={can('POST /v1/backups/control-plane')} />
         </>
       ) : null}
     </Page>
