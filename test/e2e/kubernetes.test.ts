@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,10 +11,11 @@ import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
 import { postgresAvailable, requireService } from '../support/requirements.js';
 import { Lab, type Machine } from './lab/lab.js';
+import { requireLab } from './lab/requirements.js';
+import { S3Server, type S3Bucket } from '../support/s3-server.js';
 import { answersOnly, describeLoop, RequestLoop } from '../support/request-loop.js';
 import { hangarCli } from '../integration/runner/support.js';
 
-const AGENT_BUILT = existsSync(path.resolve('dist/agent/manifest.json'));
 
 /**
  * Kubernetes clusters end to end on real machines through the HTTP API: three lab machines get
@@ -101,13 +102,13 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
   let clusterId: string;
   let shopId: string;
   let lbId: string;
+  let s3: S3Server;
+  let bucket: S3Bucket;
 
   before(async function () {
     this.timeout(KUBE_START_TIMEOUT_MS);
     requireService(this, await postgresAvailable(), 'PostgreSQL (HANGAR_TEST_PG_URL, or run scripts/services.sh as root)');
-    const available = await Lab.availability();
-    requireService(this, available.docker && available.image, available.why ?? 'the machine lab');
-    requireService(this, AGENT_BUILT, 'the agent executables (npm run build)');
+    await requireLab(this, { agents: true, s3: true });
     const kube = await kubeAvailability();
     requireService(this, kube.ok, kube.why);
     const executable = await ensureKubeBuild();
@@ -127,8 +128,11 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     await machines[0]!.sh(`lab-k8s-images --ingress /opt/hangar-kube/hangar-ingress ${archive}`, { timeoutMs: 180_000 });
     const copied = spawnSync('docker', ['cp', `${machines[0]!.container}:${archive}`, path.join(k3sDir, 'k3s-airgap-images-amd64.tar')], { encoding: 'utf8' });
     expect(copied.status, copied.stderr).to.equal(0);
+    // The real S3 server on the lab's gateway address: the backups' target.
+    s3 = await S3Server.start({ host: lab.gateway });
+    bucket = await s3.bucket('kube-backups');
     t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags'],
+      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags', 'backups'],
       overrides: {
         drivers: ['ssh', 'swarm', 'k8s'],
         api: { host: '0.0.0.0' },
@@ -166,6 +170,7 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     this.timeout(180_000);
     await t?.stop();
     await lab?.teardown();
+    await s3?.stop();
     await dialect.cleanup();
     if (k3sDir) rmSync(k3sDir, { recursive: true, force: true });
   });
@@ -745,6 +750,89 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     expect((await api('DELETE', `/v1/kubernetes/clusters/${clusterId}/lb`)).status).to.equal(202);
     await until('the load balancer gone', async () => (await api('GET', `/v1/loadbalancers/${lbId}`)).status === 404, 120_000);
     await until('nothing answering on port 80', async () => (await get(`${machines[0]!.ip}:80`, 'hello.kube.test')).status === 0, 60_000);
+  });
+
+  it('backs up a local volume an instance’s pod writes with consistency stop (the Deployment scaled to zero for the snapshot, then back), and restores it with stop_workloads: the new pod reads the restored files', async function () {
+    this.timeout(600_000);
+    const m2 = machines[1]!;
+    const folder = '/srv/hangar-data/keeper';
+    const target = await api('POST', '/v1/backups/targets', { name: 'kube', endpoint: s3.endpoint, bucket: bucket.name, prefix: 'kube', access_key_id: s3.credentials.accessKeyId, secret_access_key: s3.credentials.secretAccessKey });
+    expect(target.status, target.text).to.equal(201);
+    const volume = await api('POST', '/v1/volumes', { name: 'keeper-data', node_id: nodeOf.get(m2.name), folder, type: 'local' });
+    expect(volume.status, volume.text).to.equal(202);
+    const volumeId = volume.json.data.id as string;
+    await until('the volume ready', async () => {
+      const v = (await api('GET', `/v1/volumes/${volumeId}`)).json.data;
+      if (v.status === 'failed') throw new FailNow(v.error);
+      return v.status === 'ready';
+    });
+    await m2.sh(`echo precious >${folder}/precious.txt && head -c 2000000 /dev/urandom >${folder}/blob.bin`);
+    const blobSum = await m2.sh(`sha256sum <${folder}/blob.bin`);
+
+    // Each pod that starts appends its name and what it reads in the volume to /data/starts.
+    const created = await api('POST', '/v1/compute/instances', {
+      name: 'keeper',
+      cluster_id: clusterId,
+      image: 'lab/busybox:1',
+      command: ['sh', '-c', 'echo "$(hostname): $(cat /data/precious.txt)" >>/data/starts; trap "exit 0" TERM; while :; do sleep 1; done'],
+    });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    const instance = async () => (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+    const runningOne = (what: string) =>
+      until(what, async () => {
+        const i = await instance();
+        if (i.status === 'failed') throw new FailNow(i.reason);
+        return i.status === 'running' && i.running === 1 ? i : null;
+      }, 180_000);
+    await runningOne('the instance running');
+    const mounted = await api('POST', `/v1/compute/instances/${id}/volumes`, { volume_id: volumeId, path: '/data' });
+    expect([200, 202], mounted.text).to.include(mounted.status);
+    const starts = async () => (await m2.sh(`cat ${folder}/starts 2>/dev/null || true`)).split('\n').filter(Boolean);
+    await until('a pod on the volume’s node that read it', async () => (await starts()).length === 1);
+    expect((await starts())[0]).to.match(/: precious$/);
+    const runs = (kind: 'backups' | 'restores', runId: string) =>
+      until(`the ${kind} run ${runId} finished`, async () => {
+        const found = ((await api('GET', `/v1/volumes/${volumeId}/${kind}`)).json.data as Array<Record<string, any>>).find((r) => r.id === runId);
+        return found && !['running', 'stopping'].includes(found.status) ? found : null;
+      }, 300_000);
+
+    // consistency stop: no pod runs while restic reads the folder; one runs again after.
+    const backup = await api('POST', `/v1/volumes/${volumeId}/backups`, { target_id: 'kube', consistency: 'stop' });
+    expect(backup.status, backup.text).to.equal(202);
+    const backedUp = await runs('backups', backup.json.data.backup.id);
+    expect(backedUp.status, backedUp.error ?? '').to.equal('succeeded');
+    expect(backedUp).to.include({ consistency: 'stop', node_id: nodeOf.get(m2.name) });
+    expect(backedUp.workloads).to.deep.equal([{ type: 'instance', id, name: 'keeper', replicas: 1 }]);
+    expect(backedUp.gap_seconds).to.be.a('number');
+    await runningOne('the instance running again after the backup');
+    await until('the pod started again after the snapshot', async () => (await starts()).length === 2);
+
+    // Lost data; a restore while the instance uses the volume needs stop_workloads.
+    await m2.sh(`echo ruined >${folder}/precious.txt && rm ${folder}/blob.bin`);
+    const refused = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backup.json.data.backup.id });
+    expect(refused.status, refused.text).to.equal(409);
+    expect(refused.json.message).to.contain('give stop_workloads: true');
+    const restore = await api('POST', `/v1/volumes/${volumeId}/restore`, { snapshot_id: backup.json.data.backup.id, stop_workloads: true });
+    expect(restore.status, restore.text).to.equal(202);
+    const restored = await runs('restores', restore.json.data.restore.id);
+    expect(restored.status, restored.error ?? '').to.equal('succeeded');
+    expect(restored.workloads).to.deep.equal([{ type: 'instance', id, name: 'keeper', replicas: 1 }]);
+    expect(await m2.sh(`cat ${folder}/precious.txt`)).to.equal('precious');
+    expect(await m2.sh(`sha256sum <${folder}/blob.bin`)).to.equal(blobSum);
+    // The snapshot was taken with no pod running: its starts file held the first pod's line only; the pod started after the restore reads the restored file.
+    await runningOne('the instance running again after the restore');
+    const after = await until('the pod started after the restore', async () => {
+      const lines = await starts();
+      return lines.length === 2 ? lines : null;
+    });
+    expect(after[1]).to.match(/: precious$/);
+    expect(after[1]!.split(':')[0]).not.to.equal(after[0]!.split(':')[0]);
+
+    expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
+    await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, 120_000);
+    expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
+    await until('the volume deleted', async () => (await api('GET', `/v1/volumes/${volumeId}`)).status === 404);
   });
 
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
