@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { httpRequest } from '../../core/http/client.js';
@@ -15,19 +14,10 @@ import { stays } from '../support/stays.js';
 import { hangarCli } from '../integration/runner/support.js';
 import { Lab, type Machine } from './lab/lab.js';
 import { requireLab } from './lab/requirements.js';
+import { freePort } from '../support/ports.js';
 
 /** test/support/agents.ts until(): FailNow or a failed assertion ends the wait at once. */
 const until = <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 120_000): Promise<T> => waitUntil(what, probe, timeoutMs, 500);
-
-/** A TCP port free now on every address (taken, then released): the control plane's fixed port. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '0.0.0.0', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * The control plane's restore drill (issue 28, "Done when"): a fleet on lab machines is running — two
@@ -82,7 +72,7 @@ describe('the control plane destroyed and restored from the bucket while a fleet
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-cp-drill-'));
     passphraseFile = path.join(work, 'passphrase');
     writeFileSync(passphraseFile, `drill-${randomToken(16)}\n`, { mode: 0o600 });
-    port = await freePort();
+    port = await freePort('0.0.0.0');
     // The operator's configuration: every default plugin, at a fixed address the machines reach (the host's on the lab network).
     configFile = path.join(work, 'hangar.yaml');
     writeFileSync(

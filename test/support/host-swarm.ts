@@ -6,7 +6,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { docker, dockerAvailable, dockerOk } from '../../lab/docker.js';
 import { sealAvailable, sealBridge, sealedBridges, unsealBridge } from '../../lab/seal.js';
@@ -89,15 +88,6 @@ export async function haproxyImage(): Promise<string | null> {
   const built = spawnSync('bash', [HAPROXY_IMAGE_SCRIPT, HAPROXY_IMAGE], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`building ${HAPROXY_IMAGE} failed: ${built.stderr}`);
   return null;
-}
-
-/** A TCP port nothing listens on now (for a control plane kept across a restart, a balancer's published port). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Leaves the swarm if this run created it (mocha root hook / after). */

@@ -24,12 +24,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from './agents.js';
 import { S3Client, type S3Credentials } from './s3-client.js';
+import { freePort } from './ports.js';
 import { SharedService } from './shared-service.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -91,18 +91,6 @@ export function ensureS3Build(): Promise<string> {
 /** The folder holding weed and minio-standin (what the lab mounts at /opt/hangar-s3). */
 export async function ensureS3BuildFolder(): Promise<string> {
   return dirname(await ensureS3Build());
-}
-
-/** A free TCP port on `host`. */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function pidAlive(pid: number): boolean {

@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import knexFactory from 'knex';
@@ -18,19 +17,10 @@ import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availabili
 import { BIN, hangarCli } from '../runner/support.js';
 import { signRequest } from '../../../core/auth/hmac.js';
 import { archiveName } from '../../../plugins/backups/control-plane.js';
+import { freePort } from '../../support/ports.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'volumes', 'backups'];
 const PASSPHRASE = `drill-${randomToken(16)}`;
-
-/** A TCP port free now (taken, then released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 type Storage = { dataDir: string; schema: string | null };
 

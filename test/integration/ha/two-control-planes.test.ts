@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import knexFactory from 'knex';
@@ -11,16 +10,9 @@ import { cleanupAgents, joinedNodeId, spawnAgent, waitFor, type AgentProcess } f
 import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { bearer, bootstrapAdmin, signed, type Credentials } from '../../support/identity.js';
 import { PG_URL, postgresAvailable, requireService } from '../../support/requirements.js';
+import { freePort } from '../../support/ports.js';
 
 const PLUGINS = 'system,iam,nodes,agent-internal';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /**
  * A control plane of the test: the test's plugins, short task leases, quick heartbeats, and the

@@ -1,19 +1,9 @@
 import { expect } from 'chai';
-import net from 'node:net';
 import { cleanupAgents, FAST_NODES, joinedNodeId, NODE_PLUGINS, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-
-/** A TCP port free now (taken, then released): the control plane comes back at the same address. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../../support/ports.js';
 
 /** The agent's JSON log entries so far. */
 function logEntries(agent: AgentProcess): Array<Record<string, unknown>> {

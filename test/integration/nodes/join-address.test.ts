@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import { httpRequest } from '../../../core/http/client.js';
 import { reachableLocalAddresses } from '../../../plugins/nodes/join-command.js';
@@ -7,18 +6,7 @@ import { cleanupAgents, FAST_NODES, joinedNodeId, NODE_PLUGINS, spawnAgent, wait
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
-
-/** A free TCP port on loopback (for a control plane whose port must be known before it starts). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../../support/ports.js';
 
 /**
  * How a machine is told to reach the control plane: the join token's answer names the URL and the

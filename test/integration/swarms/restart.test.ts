@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { docker, dockerOk } from '../../../lab/docker.js';
@@ -13,6 +12,7 @@ import { exportLines, NFS_OPTIONS, OUTSIDE } from '../../support/nfs-exports.js'
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
+import { freePort } from '../../support/ports.js';
 
 const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'cleanup'];
 const STACK = `services:
@@ -21,15 +21,6 @@ const STACK = `services:
     command: ['sleep', '3600']
     stop_grace_period: 1s
 `;
-
-/** A port nothing listens on now, so the restarted control plane can take the same one its agent knows. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const logged = (t: TestHangar, msg: string) => t.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === msg);
 
