@@ -8,6 +8,15 @@ type Statement = { all(...params: unknown[]): Row[] };
 type SqliteDatabase = { prepare(sql: string): RawStatement; pragma(sql: string): unknown; close(): void };
 type PgConnection = { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: Row[] }> };
 
+/** Most ids one read of rows by id names (PostgreSQL, `byId`). */
+const MAX_IDS = 500;
+
+/** The callers waiting for rows of one table by id (PostgreSQL, `byId`): id → its callers. */
+interface IdReads {
+  waiting: Map<string, Array<{ resolve(row: Row | undefined): void; reject(err: unknown): void }>>;
+  reading: boolean;
+}
+
 /**
  * The hottest reads (a page of a list, a record by id), outside any transaction, as statements
  * prepared once and kept: knex builds and the driver prepares every query anew, which is most of
@@ -22,6 +31,8 @@ export class PreparedReads {
   private sqlite: SqliteDatabase | null = null;
   private readonly statements = new Map<string, Statement>();
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
+  /** PostgreSQL: rows by id asked for, by the SQL that reads them together (see `byId`). */
+  private readonly idReads = new Map<string, IdReads>();
 
   constructor(
     private readonly knex: Knex,
@@ -47,6 +58,51 @@ export class PreparedReads {
       return (await connection.query({ ...renamePgStatement(this.pgTexts, sql, statement), values: params })).rows;
     } finally {
       await client.releaseConnection(connection);
+    }
+  }
+
+  /**
+   * The row whose `"id"` is `id`: `one` reads it (`… where "id" = ? limit 1`), `any` reads several
+   * (`… where "id" = any(?)`). On PostgreSQL the ids asked for while a read of the same `any` waits
+   * for a connection or runs are read together by the next one, so each table's reads by id hold at
+   * most one connection of the pool: a fleet's heartbeats that arrive together (each reads its node)
+   * do not fill the pool with one read each, and the API's requests do not queue behind them. A
+   * caller's read starts after it asked, so it sees every write committed before. SQLite reads on
+   * its own connection, at once.
+   */
+  byId(one: string, any: string, id: string): Promise<Row | undefined> {
+    if (this.dialect === 'sqlite') return this.all(one, [id]).then((rows) => rows[0]);
+    let reads = this.idReads.get(any);
+    if (!reads) this.idReads.set(any, (reads = { waiting: new Map(), reading: false }));
+    const waiting = reads.waiting;
+    return new Promise((resolve, reject) => {
+      const callers = waiting.get(id);
+      if (callers) callers.push({ resolve, reject });
+      else waiting.set(id, [{ resolve, reject }]);
+      if (!reads.reading) void this.readIds(any, reads);
+    });
+  }
+
+  /** Reads the rows `reads` waits for, up to MAX_IDS at a time, until nobody waits. */
+  private async readIds(any: string, reads: IdReads): Promise<void> {
+    reads.reading = true;
+    try {
+      while (reads.waiting.size) {
+        const batch = new Map<string, Array<{ resolve(row: Row | undefined): void; reject(err: unknown): void }>>();
+        for (const [id, callers] of reads.waiting) {
+          if (batch.size === MAX_IDS) break;
+          batch.set(id, callers);
+        }
+        for (const id of batch.keys()) reads.waiting.delete(id);
+        try {
+          const rows = new Map((await this.all(any, [[...batch.keys()]])).map((row) => [String(row.id), row]));
+          for (const [id, callers] of batch) for (const caller of callers) caller.resolve(rows.get(id));
+        } catch (err) {
+          for (const callers of batch.values()) for (const caller of callers) caller.reject(err);
+        }
+      }
+    } finally {
+      reads.reading = false;
     }
   }
 

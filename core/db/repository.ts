@@ -163,7 +163,7 @@ export class Repository<T extends Row> {
 
   async get(id: string, trx?: Knex.Transaction): Promise<T | null> {
     if (namesNoRow(id)) return null;
-    const row = trx ? await this.query(trx).where({ id }).first() : (await this.store.reads.all(this.sql.byId, [id]))[0];
+    const row = trx ? await this.query(trx).where({ id }).first() : await this.store.reads.byId(this.sql.byId, this.sql.byIds, id);
     return row ? this.decode(row) : null;
   }
 
@@ -244,6 +244,7 @@ export class Repository<T extends Row> {
     const table = this.quotedTable;
     const value = {
       byId: `select * from ${table} where "id" = ? limit 1`,
+      byIds: `select * from ${table} where "id" = any(?)`,
       page: `select * from ${table} order by "created_at" asc, "id" asc limit ?`,
       // (created_at, id) > (?, ?), written out so both dialects use the index.
       pageAfter: `select * from ${table} where ("created_at" > ? or ("created_at" = ? and "id" > ?)) order by "created_at" asc, "id" asc limit ?`,

@@ -150,4 +150,52 @@ describeEachDialect('nodes: heartbeats at fleet scale', (dialect) => {
     expect(changed.updated_at > first.updated_at).to.equal(true);
     expect(changed.updated_at).to.equal(changed.last_heartbeat_at);
   });
+
+  it('many reads of nodes at once (a fleet’s heartbeats, the API’s GETs) each answer their own node, and an unknown id 404', async function () {
+    this.timeout(20_000);
+    const made = await Promise.all(Array.from({ length: 12 }, (_, i) => api('POST', '/v1/nodes', { name: `many-${i}` })));
+    const ids = made.map((res) => res.json.data.id as string);
+    const answers = await Promise.all([...ids, ...ids, 'node-doesnotexist0'].map((id) => api('GET', `/v1/nodes/${id}`)));
+    expect(answers.map((res) => res.json.data?.id ?? res.status)).to.deep.equal([...ids, ...ids, 404]);
+    expect(answers.slice(0, 12).map((res) => res.json.data.name)).to.deep.equal(ids.map((_, i) => `many-${i}`));
+  });
+
+  // PostgreSQL locks rows; SQLite has one writer at a time and no row locks to skip.
+  if (dialect.name === 'postgres') {
+    it('a node whose row another transaction holds does not hold up the fleet’s heartbeat times; its own is written once the row is free', async function () {
+      this.timeout(30_000);
+      const facts = { hostname: 'held-host', architecture: 'amd64', agent_version: '1.0.0' };
+      const nodes = await Promise.all(
+        ['held', 'free'].map(async (name) => {
+          const node = (await api('POST', '/v1/nodes', { name })).json.data;
+          const { certificate: cert, private_key: key } = (await api('POST', `/v1/nodes/${node.id}/cert`)).json.data;
+          const beat = async () => expect((await t.request('POST', '/v1/internal/heartbeat', { cert, key, body: facts })).status).to.equal(200);
+          await beat(); // pending → online: written at once
+          return { id: node.id as string, beat, first: (await lastHeartbeat(node.id))! };
+        }),
+      );
+      const [held, free] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
+      await sleep(20);
+      // An API write in progress on the held node: its row locked until the transaction ends.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
+      const holder = t.hangar.services.db.knex.transaction(async (trx) => {
+        await trx('nodes').where({ id: held.id }).forUpdate().first('id');
+        locked();
+        await released;
+      });
+      try {
+        await isLocked;
+        await Promise.all([held.beat(), free.beat()]);
+        await waitFor(async () => ((await lastHeartbeat(free.id))! > free.first ? true : null), { what: 'the free node’s heartbeat written while the other’s row is held' });
+        expect(await lastHeartbeat(held.id), 'not written while its row is held').to.equal(held.first);
+      } finally {
+        release();
+        await holder;
+      }
+      await waitFor(async () => ((await lastHeartbeat(held.id))! > held.first ? true : null), { what: 'the held node’s heartbeat written once its row is free' });
+    });
+  }
 });
