@@ -345,37 +345,58 @@ export function progressBar(done: number, total: number, width = 24): string {
 }
 const megabytes = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB` : `${(bytes / 1e6).toFixed(1)} MB`);
 
+/** What `hangar volume backup|restore` says of a run: accepted, ended, and while restic is at the folder before any byte is reported. */
+const RUN_WORDS = {
+  backup: {
+    list: 'backups',
+    accepted: (a: Args, d: any) => `backing up volume ${a.id} to target ${a.target} as ${d.backup?.id} (task ${d.task_id})`,
+    ended: (a: Args, run: Record<string, any>) =>
+      `backed up volume ${a.id} as ${run.id}: snapshot ${run.snapshot_id}, ${megabytes(Number(run.size ?? 0))} read, ${megabytes(Number(run.bytes_added ?? 0))} added${run.error ? ` (${run.error})` : ''}`,
+    starting: 'restic is scanning the folder',
+  },
+  restore: {
+    list: 'restores',
+    accepted: (a: Args, d: any) => `restoring volume ${a.id} from ${a.snapshot} as ${d.restore?.id} (task ${d.task_id})`,
+    ended: (a: Args, run: Record<string, any>) => `restored volume ${a.id} from snapshot ${run.snapshot_id} as ${run.id} in ${Number(run.duration_seconds ?? 0).toFixed(1)} s`,
+    starting: 'restic is reading the snapshot',
+  },
+} as const;
+
 /**
- * `hangar volume backup --wait`: the run followed until it ends, with its phase (a pre or post
- * command) and a progress bar of the bytes restic has read on standard error (redrawn in place on
- * a terminal, a line per tenth otherwise); exit 1 when it failed.
+ * `hangar volume backup|restore --wait`: the run followed until it ends, with its phase (stopping
+ * workloads, a pre or post command) and a progress bar of the bytes restic has read (a backup) or
+ * written (a restore) on standard error (redrawn in place on a terminal, a line per tenth
+ * otherwise); exit 1 when it failed.
  */
-async function followBackup(data: any, a: Args, api: ApiClient): Promise<string | number> {
-  const runId = String(data.backup?.id);
-  const accepted = `backing up volume ${a.id} to target ${a.target} as ${runId} (task ${data.task_id})`;
-  if (!a.wait) return `${accepted}; follow with: hangar volume backups ${a.id}`;
+const followRun = (operation: 'backup' | 'restore') => async (data: any, a: Args, api: ApiClient): Promise<string | number> => {
+  const words = RUN_WORDS[operation];
+  const runId = String(data[operation]?.id);
+  const accepted = words.accepted(a, data);
+  if (!a.wait) return `${accepted}; follow with: hangar volume ${words.list} ${a.id}`;
   console.log(accepted);
   const tty = Boolean(process.stderr.isTTY);
   const deadline = Date.now() + (a.timeout as number) * 1000;
   let shown = '';
   for (;;) {
-    const runs = (await api.ok<Array<Record<string, any>>>('GET', `/v1/volumes/${encodeURIComponent(String(a.id))}/backups?limit=1000`)) ?? [];
+    const runs = (await api.ok<Array<Record<string, any>>>('GET', `/v1/volumes/${encodeURIComponent(String(a.id))}/${words.list}?limit=1000`)) ?? [];
     const run = runs.find((r) => r.id === runId);
-    if (!run) throw usageError(`backup ${runId} is no longer listed`);
-    if (run.status !== 'running') {
+    if (!run) throw usageError(`${operation} ${runId} is no longer listed`);
+    if (run.status !== 'running' && run.status !== 'stopping') {
       if (tty && shown) process.stderr.write('\n');
       if (run.status === 'failed') {
-        console.error(`hangar volume: backup ${runId} failed: ${run.error ?? 'no reason given'}`);
+        console.error(`hangar volume: ${operation} ${runId} failed: ${run.error ?? 'no reason given'}`);
         return 1;
       }
-      return `backed up volume ${a.id} as ${runId}: snapshot ${run.snapshot_id}, ${megabytes(Number(run.size ?? 0))} read, ${megabytes(Number(run.bytes_added ?? 0))} added${run.error ? ` (${run.error})` : ''}`;
+      return words.ended(a, run);
     }
     const line =
-      run.phase === 'pre' || run.phase === 'post'
-        ? `running the ${run.phase} command in ${run[run.phase]?.workload?.type} ${run[run.phase]?.workload?.name}`
-        : run.bytes_total
-          ? progressBar(Number(run.bytes_done ?? 0), Number(run.bytes_total))
-          : 'restic is scanning the folder';
+      run.status === 'stopping'
+        ? 'stopping the workloads using the volume'
+        : run.phase === 'pre' || run.phase === 'post'
+          ? `running the ${run.phase} command in ${run[run.phase]?.workload?.type} ${run[run.phase]?.workload?.name}`
+          : run.bytes_total
+            ? progressBar(Number(run.bytes_done ?? 0), Number(run.bytes_total))
+            : words.starting;
     // Off a terminal: a line when the phase changes or another tenth is done.
     const step = tty ? line : line.replace(/\] +(\d+)%.*/, (_, pct: string) => `] ${Math.floor(Number(pct) / 10) * 10}%`);
     if (step !== shown) {
@@ -385,12 +406,12 @@ async function followBackup(data: any, a: Args, api: ApiClient): Promise<string 
     }
     if (Date.now() > deadline) {
       if (tty) process.stderr.write('\n');
-      console.error(`hangar volume: backup ${runId} still running after ${a.timeout} s; follow with: hangar volume backups ${a.id}`);
+      console.error(`hangar volume: ${operation} ${runId} still running after ${a.timeout} s; follow with: hangar volume ${words.list} ${a.id}`);
       return 1;
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
-}
+};
 
 /** Backup targets: `hangar backup target <verb>` (an S3 bucket holding a restic repository; docs/backups.md). */
 export const BACKUP_TARGETS: Resource = {
@@ -869,16 +890,20 @@ export const RESOURCES: Resource[] = [
           timeout: { type: 'number', default: 3600, describe: 'seconds to wait with --wait' },
         },
         body: { target_id: 'target', verify: (a) => (a.verify ? true : undefined), consistency: 'consistency', pre: hookOf('pre'), post: hookOf('post') },
-        output: followBackup,
+        output: followRun('backup'),
         follow: (a) => `volume backups ${a.id}`,
       }),
       list({ command: 'backups <id>', describe: 'List a volume’s backups (restic snapshots), oldest first', path: '/{id}/backups', columns: RUN_COLUMNS, empty: 'no backups' }),
       action('restore', 'Restore one of a volume’s backups into it: its folder then holds exactly the snapshot (409 while a workload uses it)', ['restored', 'restoring'], {
         command: 'restore <id> <snapshot>',
         positionals: { snapshot: { describe: 'the backup: its id (bak-…) or restic’s snapshot id (hangar volume backups <id>)' } },
-        options: { 'stop-workloads': { type: 'boolean', describe: 'a volume in use: its workloads are scaled to zero first and brought back after (hangar volume restores shows the gap)' } },
+        options: {
+          'stop-workloads': { type: 'boolean', describe: 'a volume in use: its workloads are scaled to zero first and brought back after (hangar volume restores shows the gap)' },
+          wait: { type: 'boolean', default: false, describe: 'follow the restore until it ends: a progress bar of the bytes written on standard error' },
+          timeout: { type: 'number', default: 3600, describe: 'seconds to wait with --wait' },
+        },
         body: { snapshot_id: 'snapshot', stop_workloads: (a) => (a['stop-workloads'] ? true : undefined) },
-        label: (a, d) => `volume ${a.id} from ${a.snapshot} as ${d.restore?.id} (task ${d.task_id})`,
+        output: followRun('restore'),
         follow: (a) => `volume restores ${a.id}`,
       }),
       list({ command: 'restores <id>', describe: 'List a volume’s restores, oldest first', path: '/{id}/restores', columns: ['id', 'status', 'snapshot=snapshot_id', 'backup=source_id', 'time', 'duration=duration_seconds', 'gap=gap_seconds', 'error'], empty: 'no restores' }),

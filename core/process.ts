@@ -19,15 +19,17 @@ export function startDetached(command: string, args: string[], env: NodeJS.Proce
 /**
  * Runs a command without a shell; never throws for a non-zero exit, only for a missing command.
  * `onStdoutLine` hears each line of standard output as it comes (restic's status lines); a line it
- * answers `false` for is not kept in `stdout`.
+ * answers `false` for is not kept in `stdout`. `onSpawn` is told the child's process id (a restore
+ * reads what it has written so far from /proc).
  */
 export function runCommand(
   command: string,
   args: string[],
-  options: { timeoutMs?: number; env?: NodeJS.ProcessEnv; input?: string; onStdoutLine?: (line: string) => boolean | void } = {},
+  options: { timeoutMs?: number; env?: NodeJS.ProcessEnv; input?: string; onStdoutLine?: (line: string) => boolean | void; onSpawn?: (pid: number) => void } = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env: options.env ?? process.env, stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (child.pid !== undefined) options.onSpawn?.(child.pid);
     // A command that exits without reading its input must not take the agent down with EPIPE.
     child.stdin?.on('error', () => undefined);
     let stdout = '';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync, type Stats } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
 import { runCommand, type RunResult } from '../../core/process.js';
@@ -50,30 +50,78 @@ function requireRestic(): string {
 /** The last lines of restic's error output (never the environment it ran with). */
 const said = (res: RunResult) => (res.timedOut ? 'timed out' : res.stderr.trim().split('\n').slice(-3).join(' / ') || `exited with ${res.code}`);
 
-async function restic(ctx: ExecutorContext, args: string[], options: { onStdoutLine?: (line: string) => boolean | void; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
-  return runCommand(requireRestic(), ['-o', `s3.region=${String(ctx.payload.region)}`, ...args], { env: { ...resticEnv(ctx), ...options.env }, timeoutMs: RESTIC_TIMEOUT_MS, onStdoutLine: options.onStdoutLine });
+async function restic(ctx: ExecutorContext, args: string[], options: { onStdoutLine?: (line: string) => boolean | void; onSpawn?: (pid: number) => void; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+  return runCommand(requireRestic(), ['-o', `s3.region=${String(ctx.payload.region)}`, ...args], { env: { ...resticEnv(ctx), ...options.env }, timeoutMs: RESTIC_TIMEOUT_MS, onStdoutLine: options.onStdoutLine, onSpawn: options.onSpawn });
 }
 
 /** How often restic writes a status line while it backs up (RESTIC_PROGRESS_FPS; its default with --json is 60 a second). */
 const STATUS_LINES_PER_SECOND = '2';
 
+/** Which figures of restic's `--json` status lines are the bytes and files done and their totals: a backup's, and a restore's (restic 0.16 and later; Debian bookworm's 0.14 writes none while it restores). */
+const BACKUP_STATUS = { bytesDone: 'bytes_done', filesDone: 'files_done' } as const;
+const RESTORE_STATUS = { bytesDone: 'bytes_restored', filesDone: 'files_restored' } as const;
+
 /**
- * Hears restic backup's `--json` status lines and tells the control plane the bytes done of the
- * total (and the files), as the task's progress; the status lines are not kept (only the summary
- * and the errors are read after).
+ * Hears restic's `--json` status lines and tells the control plane the bytes done of the total (and
+ * the files), as the task's progress; the status lines are not kept (only the summary and the
+ * errors are read after). `heard` is called at each one.
  */
-function statusReporter(ctx: ExecutorContext): (line: string) => boolean {
+function statusReporter(ctx: ExecutorContext, keys: typeof BACKUP_STATUS | typeof RESTORE_STATUS, heard?: () => void): (line: string) => boolean {
   return (line) => {
     if (!line.startsWith('{') || !line.includes('"message_type":"status"')) return true;
     try {
       const status = JSON.parse(line) as Record<string, unknown>;
       const figure = (key: string) => (typeof status[key] === 'number' ? (status[key] as number) : null);
-      ctx.progress({ bytes_done: figure('bytes_done') ?? 0, bytes_total: figure('total_bytes'), files_done: figure('files_done') ?? 0, files_total: figure('total_files') });
+      ctx.progress({ bytes_done: figure(keys.bytesDone) ?? 0, bytes_total: figure('total_bytes'), files_done: figure(keys.filesDone) ?? 0, files_total: figure('total_files') });
+      heard?.();
     } catch {
       return true;
     }
     return false;
   };
+}
+
+/** The bytes a process has written so far (Linux's I/O accounting, `wchar` of /proc/<pid>/io); null once it is gone. */
+function writtenBytes(pid: number): number | null {
+  try {
+    const written = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return written ? Number(written[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** How often a restore's written bytes are read while restic says nothing of its progress. */
+const RESTORE_PROGRESS_MS = 1000;
+
+/**
+ * restic restore, reporting the task's progress in bytes of the snapshot's size (`restic stats`):
+ * restic's own status lines when it writes them (0.16 and later), else the bytes the restic process
+ * has written so far (the files' contents, and its cache of the repository's index and trees: at
+ * most the total is reported).
+ */
+async function restoreReporting(ctx: ExecutorContext, snapshotId: string, target: string): Promise<RunResult> {
+  const stats = await restic(ctx, ['stats', '--json', snapshotId]);
+  const line = stats.code === 0 ? stats.stdout.split('\n').find((l) => l.startsWith('{')) : undefined;
+  const size = (line ? JSON.parse(line) : {}) as { total_size?: number; total_file_count?: number };
+  const total = typeof size.total_size === 'number' ? size.total_size : null;
+  const report = (written: number) => ctx.progress({ bytes_done: total === null ? written : Math.min(written, total), bytes_total: total, files_done: null, files_total: size.total_file_count ?? null });
+  report(0);
+  let pid: number | undefined;
+  let resticReports = false;
+  const poll = setInterval(() => {
+    const written = pid === undefined || resticReports ? null : writtenBytes(pid);
+    if (written !== null) report(written);
+  }, RESTORE_PROGRESS_MS);
+  try {
+    return await restic(ctx, ['restore', '--json', snapshotId, '--target', target], {
+      onStdoutLine: statusReporter(ctx, RESTORE_STATUS, () => (resticReports = true)),
+      onSpawn: (child) => (pid = child),
+      env: { RESTIC_PROGRESS_FPS: STATUS_LINES_PER_SECOND },
+    });
+  } finally {
+    clearInterval(poll);
+  }
 }
 
 /** Opens the repository, initialising it when there is none yet (another agent may do so at the same time). */
@@ -114,7 +162,7 @@ export const backupVolume: KindExecutor<typeof VolumeBackup> = async (ctx) => {
   if (!existsSync(folder) || !statSync(folder).isDirectory()) throw new Error(`the volume's folder ${folder} does not exist on this machine`);
   await openRepository(ctx);
   const res = await restic(ctx, ['backup', '--json', '--tag', `hangar-volume=${ctx.payload.volume_id}`, '--tag', `hangar-backup=${ctx.payload.backup_id}`, folder], {
-    onStdoutLine: statusReporter(ctx),
+    onStdoutLine: statusReporter(ctx, BACKUP_STATUS),
     env: { RESTIC_PROGRESS_FPS: STATUS_LINES_PER_SECOND },
   });
   const lines = res.stdout.split('\n').filter((l) => l.startsWith('{'));
@@ -299,7 +347,7 @@ export const restoreVolume: KindExecutor<typeof VolumeRestore> = async (ctx) => 
   const aside = path.join(path.dirname(folder), `.hangar-replaced-${tag}`);
   let movedAside = false;
   try {
-    const res = await restic(ctx, ['restore', String(ctx.payload.snapshot_id), '--target', scratch]);
+    const res = await restoreReporting(ctx, String(ctx.payload.snapshot_id), scratch);
     if (res.code !== 0) throw new Error(`restic restore failed: ${said(res)}`);
     // restic restores a snapshot's absolute paths under the target: the volume's folder, or a new volume's the snapshot's own.
     const from = newVolume ? await snapshotFolder(ctx) : folder;

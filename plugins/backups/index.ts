@@ -77,8 +77,8 @@ const Run = Type.Object(
     pre: Type.Optional(HookRunField),
     post: Type.Optional(HookRunField),
     phase: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'a running backup with commands: pre, backup or post' })),
-    bytes_done: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it has read so far (null before its first report, and once the run ended)' })),
-    bytes_total: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it will read (null until it has scanned the folder)' })),
+    bytes_done: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it has read so far; while it restores: the bytes it has written (null before its first report, and once the run ended)' })),
+    bytes_total: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'while restic backs up: the bytes it will read (null until it has scanned the folder); while it restores: the snapshot’s size' })),
   },
   { additionalProperties: true, description: 'a backup or restore run (docs/backups.md)' },
 );
@@ -242,6 +242,7 @@ function runView(r: RunRecord, progress?: RunProgress) {
       workloads_stopped_at: r.workloads_stopped_at ?? null,
       workloads_started_at: r.workloads_started_at ?? null,
       gap_seconds: num(r.gap_seconds),
+      ...bytesProgress(r, progress),
     };
   }
   return {
@@ -262,10 +263,15 @@ function runView(r: RunRecord, progress?: RunProgress) {
     pre: hookRunView(r.pre),
     post: hookRunView(r.post),
     phase: r.status === 'running' ? (r.phase ?? 'backup') : null,
-    bytes_done: r.status === 'running' ? num(progress?.bytes_done) : null,
-    bytes_total: r.status === 'running' ? num(progress?.bytes_total) : null,
+    ...bytesProgress(r, progress),
   };
 }
+
+/** A running run's bytes done of its total, as its agent last said; null once it ended. */
+const bytesProgress = (r: RunRecord, progress?: RunProgress) => ({
+  bytes_done: r.status === 'running' ? num(progress?.bytes_done) : null,
+  bytes_total: r.status === 'running' ? num(progress?.bytes_total) : null,
+});
 
 /** A volume's backups and restores act in the volume's project (core/auth/scope.ts); a restore takes only the volume's own backups. */
 const OF_VOLUME: RouteScope = { of: [{ kind: 'volume', from: 'params.id' }] };
@@ -750,7 +756,7 @@ export default definePlugin({
         async handler(req) {
           const volume = await volumes.require(req.params.id);
           const page = await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor });
-          // A running backup's bytes done of its total, as its agent last said (its task's progress).
+          // A running backup's or restore's bytes done of its total, as its agent last said (its task's progress).
           const progress = new Map<string, RunProgress>();
           for (const r of page.items) if (r.status === 'running' && r.task_id && (r.phase ?? 'backup') === 'backup') progress.set(r.id, (await services.tasks.get(r.task_id))?.progress as RunProgress);
           return Reply.page(page, (r: RunRecord) => runView(r, progress.get(r.id)));

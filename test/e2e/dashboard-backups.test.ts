@@ -149,4 +149,25 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
     });
     rmSync(path.join(folder, 'big.dat'));
   });
+
+  it('a restore started from the page shows its progress while restic writes: the share and the bytes of the snapshot', async function () {
+    const restores = async () => (await api('GET', `/v1/volumes/${volumeId}/restores`)).json.data as Array<{ id: string; status: string }>;
+    const earlier = new Set((await restores()).map((r) => r.id));
+    // restic is stopped once it has written 1 MiB of the backup just taken (6 MiB and the rows).
+    writeFileSync(hold, String(2 ** 20));
+    try {
+      const row = tableRow(page, 'Volume backups', 'pgdata');
+      // The row has read the backup's end (its size): the restore button restores that backup.
+      await row.getByText('6 MiB · 2 files').waitFor();
+      await row.getByRole('button', { name: 'Restore' }).click();
+      await page.getByRole('dialog', { name: 'Restore volume pgdata' }).getByRole('button', { name: 'Restore' }).click();
+      await page.getByText('restore of pgdata started').waitFor();
+      await row.getByText(/\d+% · [\d.]+ MiB of 6 MiB/).waitFor({ timeout: 30_000 });
+      await shot('restore-progress');
+    } finally {
+      rmSync(hold, { force: true });
+    }
+    await waitFor(async () => (await restores()).find((r) => !earlier.has(r.id))?.status === 'succeeded', { timeoutMs: 30_000, intervalMs: 300, what: 'the restore to succeed' });
+    expect(readFileSync(path.join(folder, 'big.dat')).length).to.equal(6 * 2 ** 20);
+  });
 });

@@ -1,6 +1,6 @@
 /**
  * A stand-in for restic on an agent's PATH that IS the real restic, except that it can hold a backup
- * mid-way, so that a test sees a backup while restic is at it (its progress) without timing anything.
+ * or a restore mid-way, so that a test sees it while restic is at it (its progress) without timing anything.
  */
 import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -8,15 +8,35 @@ import path from 'node:path';
 /**
  * restic as the agent runs it, held while the file `hold` exists: a backup's output stops after its
  * first status line whose total is the number of bytes `hold` holds (the folder scanned; restic then
- * blocks writing, mid-backup), so that the test sees the run while restic is at it. Everything else
- * is the real restic, as it is.
+ * blocks writing, mid-backup); a restore reads at most 1 MiB/s (restic writes as it reads) and is
+ * stopped (SIGSTOP, then SIGCONT once `hold` is gone) when the restic process has written at least
+ * that many bytes (its /proc/<pid>/io, which the agent reads too: the wrapper execs restic, keeping
+ * its process id). Everything else is the real restic, as it is.
  */
 export function holdingRestic(dir: string, restic: string, hold: string): void {
   writeFileSync(
     path.join(dir, 'restic'),
     `#!/bin/sh
-[ "$3" = backup ] && [ -e '${hold}' ] || exec '${restic}' "$@"
 PATH="$PATH:/usr/bin:/bin"
+if [ "$3" = restore ] && [ -e '${hold}' ]; then
+  pid=$$
+  least=$(cat '${hold}')
+  (
+    while [ -e '${hold}' ]; do
+      written=$(sed -n 's/^wchar: //p' /proc/$pid/io 2>/dev/null)
+      [ -n "$written" ] || exit 0
+      if [ "$written" -ge "$least" ]; then
+        kill -STOP $pid
+        while [ -e '${hold}' ]; do sleep 0.1; done
+        kill -CONT $pid
+        exit 0
+      fi
+      sleep 0.05
+    done
+  ) >/dev/null 2>&1 </dev/null &
+  exec '${restic}' "$@" --limit-download 1024
+fi
+[ "$3" = backup ] && [ -e '${hold}' ] || exec '${restic}' "$@"
 export RESTIC_PROGRESS_FPS=60
 total=$(cat '${hold}')
 code='${dir}/code.'$$

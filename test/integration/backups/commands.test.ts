@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { docker } from '../../../lab/docker.js';
@@ -282,6 +282,84 @@ describeEachDialect('backups: pre and post commands in a workload’s container,
       await release();
       rmSync(path.join(folder, 'big.bin'), { force: true });
     }
+  });
+
+  describe('a restore’s progress: the bytes restic has written of the snapshot’s size', function () {
+    let filesVolume: string;
+    let filesFolder: string;
+    let backupId: string;
+    const size = 6 * 2 ** 20;
+    const restores = async () => (await api('GET', `/v1/volumes/${filesVolume}/restores`)).json.data as Array<Record<string, any>>;
+    /** Lets a held restore go on and waits until none of the volume runs. */
+    const releaseRestore = async () => {
+      rmSync(hold, { force: true });
+      await waitFor(async () => !(await restores()).some((r) => r.status === 'running'), { timeoutMs: 120_000, intervalMs: 300, what: 'the volume’s restores to end' });
+    };
+
+    before(async function () {
+      this.timeout(120_000);
+      // A volume no workload uses, holding one file of 6 MiB, backed up (nothing held).
+      filesFolder = path.join(work, 'files');
+      mkdirSync(filesFolder);
+      writeFileSync(path.join(filesFolder, 'blob.bin'), randomBytes(size));
+      const volume = await api('POST', '/v1/volumes', { name: named('files'), node_id: member.nodeId, folder: filesFolder, type: 'local' });
+      expect(volume.status, volume.text).to.equal(202);
+      filesVolume = volume.json.data.id;
+      await waitFor(async () => (await api('GET', `/v1/volumes/${filesVolume}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the volume to be ready' });
+      const backup = await api('POST', `/v1/volumes/${filesVolume}/backups`, { target_id: targetId });
+      expect(backup.status, backup.text).to.equal(202);
+      backupId = backup.json.data.backup.id;
+      const done = await ended(backupId, filesVolume);
+      expect(done.status, done.error).to.equal('succeeded');
+    });
+
+    it('shows them in the restore run while it runs (the agent’s task progress), null once it ended', async function () {
+      this.timeout(120_000);
+      writeFileSync(path.join(filesFolder, 'blob.bin'), 'changed since');
+      // restic is stopped once it has written 1 MiB (the restored file's bytes, past its cache of the repository's trees).
+      writeFileSync(hold, String(2 ** 20));
+      try {
+        const res = await api('POST', `/v1/volumes/${filesVolume}/restore`, { snapshot_id: backupId });
+        expect(res.status, res.text).to.equal(202);
+        const runId = res.json.data.restore.id;
+        expect(res.json.data.restore).to.include({ status: 'running', bytes_done: null, bytes_total: null });
+        const running = await waitFor(async () => (await restores()).find((r) => r.id === runId && r.bytes_done >= 2 ** 20) ?? null, { timeoutMs: 60_000, intervalMs: 200, what: 'the restore to report its progress' });
+        expect(running).to.include({ status: 'running', bytes_total: size });
+        expect(running.bytes_done).to.be.at.most(size);
+        await releaseRestore();
+        const done = (await restores()).find((r) => r.id === runId)!;
+        expect(done.status, done.error).to.equal('succeeded');
+        expect(done).to.include({ bytes_done: null, bytes_total: null });
+        expect(readdirSync(filesFolder)).to.deep.equal(['blob.bin']);
+        expect(statSync(path.join(filesFolder, 'blob.bin')).size).to.equal(size);
+      } finally {
+        await releaseRestore();
+      }
+    });
+
+    it('the CLI: volume restore --wait draws a progress bar of the bytes written and says when it is restored', async function () {
+      this.timeout(120_000);
+      writeFileSync(hold, String(2 ** 20));
+      let cli: ReturnType<typeof spawn> | undefined;
+      try {
+        cli = spawn(process.execPath, [BIN, 'volume', 'restore', named('files'), backupId, '--wait'], { env: { ...process.env, ...cliEnv() }, stdio: ['ignore', 'pipe', 'pipe'] });
+        const out = { code: null as number | null, stdout: '', stderr: '' };
+        cli.stdout!.on('data', (c: Buffer) => (out.stdout += c.toString()));
+        cli.stderr!.on('data', (c: Buffer) => (out.stderr += c.toString()));
+        const exited = new Promise<void>((resolve) => cli!.on('close', (code) => resolve(void (out.code = code))));
+        // restic is stopped mid-restore until the CLI has drawn its bar.
+        await waitFor(async () => /\[#*-*\] +\d+%/.test(out.stderr) || out.code !== null, { timeoutMs: 60_000, intervalMs: 100, what: 'the CLI’s progress bar' });
+        expect(out.stderr, `${out.stdout}${out.stderr}`).to.match(/\[#*-*\] +\d+% {2}[\d.]+ MB of 6\.3 MB/);
+        await releaseRestore();
+        await exited;
+        expect(out.code, out.stderr).to.equal(0);
+        expect(out.stdout).to.match(new RegExp(`^restoring volume ${named('files')} from ${backupId} as rst-\\S+ \\(task task-\\S+\\)\\n`));
+        expect(out.stdout).to.match(new RegExp(`restored volume ${named('files')} from snapshot [0-9a-f]{8} as rst-\\S+ in [\\d.]+ s`));
+      } finally {
+        cli?.kill();
+        await releaseRestore();
+      }
+    });
   });
 
   it('a schedule runs its commands around each backup', async function () {

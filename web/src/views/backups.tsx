@@ -40,10 +40,10 @@ function verified(run: Run): string {
   return 'pending';
 }
 
-/** Where a running backup is: its pre or post command, or the share of the bytes restic has read (`45% · 460 MiB of 1.0 GiB`). */
+/** Where a running backup or restore is: its pre or post command, or the share of the bytes restic has read or written (`45% · 460 MiB of 1.0 GiB`). */
 function progress(run: Run): string {
   if (run.phase === 'pre' || run.phase === 'post') return `running the ${run.phase} command in ${run[run.phase]?.workload.type} ${run[run.phase]?.workload.name}`;
-  if (!run.bytes_total) return 'scanning the folder';
+  if (!run.bytes_total) return run.phase ? 'scanning the folder' : 'reading the snapshot';
   return `${Math.floor((100 * (run.bytes_done ?? 0)) / run.bytes_total)}% · ${bytes(run.bytes_done ?? 0)} of ${bytes(run.bytes_total)}`;
 }
 
@@ -59,12 +59,14 @@ function commandOf(f: FormData, when: 'pre' | 'post') {
   return text ? { workload: String(f.get(`${when}_workload`) ?? '').trim(), command: ['sh', '-c', text] } : undefined;
 }
 
-/** A volume's backups, newest last (the API answers oldest first, a page at a time). */
-async function readBackups(volumeId: string): Promise<Run[]> {
+type Operation = 'backups' | 'restores';
+
+/** A volume's backups or restores, newest last (the API answers oldest first, a page at a time). */
+async function readRuns(volumeId: string, operation: Operation): Promise<Run[]> {
   const runs: Run[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 10; page++) {
-    const res = await call('GET /v1/volumes/{id}/backups', { params: { id: volumeId }, query: { limit: 200, cursor } });
+    const res = await call(`GET /v1/volumes/{id}/${operation}`, { params: { id: volumeId }, query: { limit: 200, cursor } });
     runs.push(...(res.data as Run[]));
     cursor = (res as { next_cursor?: string | null }).next_cursor ?? undefined;
     if (!cursor) break;
@@ -72,38 +74,52 @@ async function readBackups(volumeId: string): Promise<Run[]> {
   return runs;
 }
 
-/** One read of a volume's backups for the cells of its row, until a backup event says they changed. */
+/** One read of a volume's backups (or restores) for the cells of its row, until a backup event says they changed. */
 const readings = new Map<string, Promise<Run[]>>();
-const backupsOf = (volumeId: string) => readings.get(volumeId) ?? readings.set(volumeId, readBackups(volumeId).catch(() => [])).get(volumeId)!;
+const runsOf = (key: string, volumeId: string, operation: Operation) => readings.get(key) ?? readings.set(key, readRuns(volumeId, operation).catch(() => [])).get(key)!;
 
-/** The newest backup of the volume, and its newest one that can be restored. */
-function LastBackup({ volume, render }: { volume: Volume; render: (last: Run | null, restorable: Run | null, reload: () => void) => any }) {
+/** The newest backup (or restore) of the volume, and its newest backup that can be restored. */
+function LastRun({ volume, operation = 'backups', render }: { volume: Volume; operation?: Operation; render: (last: Run | null, restorable: Run | null, reload: () => void) => any }) {
+  const key = `${operation}:${volume.id}`;
   const [runs, setRuns] = useState<Run[] | null>(null);
-  const load = () => void backupsOf(volume.id).then(setRuns);
+  const load = () => void runsOf(key, volume.id, operation).then(setRuns);
   const reload = () => {
-    readings.delete(volume.id);
+    readings.delete(key);
     load();
   };
-  useEffect(load, [volume.id]);
-  // A running backup's progress is read again every few seconds (it changes no record, so no event says so).
+  useEffect(load, [key]);
+  // A running run's progress is read again every few seconds (it changes no record, so no event says so).
   const running = runs?.at(-1)?.status === 'running';
   useEffect(() => {
     if (!running) return undefined;
     const timer = setInterval(reload, 2000);
     return () => clearInterval(timer);
-  }, [volume.id, running]);
+  }, [key, running]);
   useLive(
     (e) => {
-      if (isBackupEvent(e)) readings.delete(volume.id);
+      if (isBackupEvent(e)) readings.delete(key);
       return isBackupEvent(e);
     },
     load,
-    [volume.id],
+    [key],
   );
   if (!runs) return <span>…</span>;
   const restorable = [...runs].reverse().find((r) => r.status === 'succeeded' && r.snapshot_id) ?? null;
   return render(runs.at(-1) ?? null, restorable, reload);
 }
+
+/** A run's status, when, where it is while it runs, its commands and its error. */
+const runCell = (last: Run | null) =>
+  last ? (
+    <span>
+      <Badge status={last.status} /> <Ago at={last.finished_at ?? last.time} />
+      {last.status === 'running' ? <span class="muted"> {progress(last)}</span> : null}
+      {commands(last) ? <span class="muted"> {commands(last)}</span> : null}
+      {last.error ? <span class="muted"> {last.error}</span> : null}
+    </span>
+  ) : (
+    'never'
+  );
 
 /** The buttons follow the caller's role in each volume's project (docs/tenancy.md), as the API judges them. */
 function VolumeBackups() {
@@ -117,32 +133,14 @@ function VolumeBackups() {
       columns={[
         { label: 'Volume', render: (v: Volume) => v.name },
         { label: 'Status', render: (v: Volume) => <Badge status={v.status} /> },
-        {
-          label: 'Last backup',
-          render: (v: Volume) => (
-            <LastBackup
-              volume={v}
-              render={(last) =>
-                last ? (
-                  <span>
-                    <Badge status={last.status} /> <Ago at={last.finished_at ?? last.time} />
-                    {last.status === 'running' ? <span class="muted"> {progress(last)}</span> : null}
-                    {commands(last) ? <span class="muted"> {commands(last)}</span> : null}
-                    {last.error ? <span class="muted"> {last.error}</span> : null}
-                  </span>
-                ) : (
-                  'never'
-                )
-              }
-            />
-          ),
-        },
-        { label: 'Size', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last?.size != null ? `${bytes(last.size)} · ${last.files ?? 0} files` : '–')} /> },
-        { label: 'Verified', render: (v: Volume) => <LastBackup volume={v} render={(last) => (last ? verified(last) : '–')} /> },
+        { label: 'Last backup', render: (v: Volume) => <LastRun volume={v} render={runCell} /> },
+        { label: 'Size', render: (v: Volume) => <LastRun volume={v} render={(last) => (last?.size != null ? `${bytes(last.size)} · ${last.files ?? 0} files` : '–')} /> },
+        { label: 'Verified', render: (v: Volume) => <LastRun volume={v} render={(last) => (last ? verified(last) : '–')} /> },
+        { label: 'Last restore', render: (v: Volume) => <LastRun volume={v} operation="restores" render={runCell} /> },
       ]}
       actions={(v: Volume) =>
         can('POST /v1/volumes/{id}/backups', v.project_id) || can('POST /v1/volumes/{id}/restore', v.project_id) ? (
-          <LastBackup
+          <LastRun
             volume={v}
             render={(_last, restorable, reload) => (
               <span class="row-actions">
