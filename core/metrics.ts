@@ -27,6 +27,38 @@ function processMetrics(): client.Registry {
 type Collect = (set: (labels: Record<string, string>, value: number) => void) => Promise<void> | void;
 
 /**
+ * The labels that name a resource by id: its kind (the scope resolver's, core/auth/scope.ts) and the
+ * permission that reads it. A series carrying one belongs to that resource's project, and a
+ * project's metrics (`GET /v1/projects/{id}/metrics`, docs/metrics.md) answer it to the members
+ * whose role reads that kind. A plugin labelling a series with another resource adds it here.
+ */
+export const RESOURCE_LABELS: Readonly<Record<string, { kind: string; permission: string }>> = {
+  volume: { kind: 'volume', permission: 'volumes:read' },
+};
+
+/** Metrics as prom-client's getMetricsAsJSON answers them. */
+export type MetricsJson = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
+type LabelValues = Record<string, string | number | undefined>;
+
+const escapeHelp = (text: string) => text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+const escapeLabel = (text: string) => escapeHelp(text).replace(/"/g, '\\"');
+const formatValue = (value: number) => (Number.isNaN(value) ? 'NaN' : value === Infinity ? '+Inf' : value === -Infinity ? '-Inf' : String(value));
+
+/** The exposition text (Prometheus 0.0.4) of metrics as JSON. */
+export function exposition(metrics: MetricsJson): string {
+  const lines: string[] = [];
+  for (const metric of metrics) {
+    lines.push(`# HELP ${metric.name} ${escapeHelp(metric.help)}`, `# TYPE ${metric.name} ${metric.type}`);
+    for (const sample of metric.values as Array<{ metricName?: string; labels: LabelValues; value: number }>) {
+      const labels = Object.entries(sample.labels).filter(([, v]) => v !== undefined);
+      const labelText = labels.length ? `{${labels.map(([k, v]) => `${k}="${escapeLabel(String(v))}"`).join(',')}}` : '';
+      lines.push(`${sample.metricName ?? metric.name}${labelText} ${formatValue(sample.value)}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/**
  * The control plane's Prometheus metrics (services.metrics): one registry per control plane.
  * Core records HTTP requests, background loops, the task queue and the store's pool; plugins add
  * gauges computed at scrape time with {@link gauge}. `GET /metrics` (the metrics plugin) serves it.
@@ -119,11 +151,29 @@ export class Metrics {
    * (api.workers) every worker's, summed (a gauge read from the store is taken once).
    */
   async text(): Promise<string> {
-    const own = async () => [...(await this.registry.getMetricsAsJSON()), ...(await processMetrics().getMetricsAsJSON())];
-    const all = await this.peers.collectMetrics(own);
+    const all = await this.peers.collectMetrics(this.own);
     if (all) return client.AggregatorRegistry.aggregate(all as Parameters<typeof client.AggregatorRegistry.aggregate>[0]).metrics();
     return `${await this.registry.metrics()}\n${await processMetrics().metrics()}`;
   }
+
+  /**
+   * The samples `keep` keeps, with their metrics' help and type, as JSON (every worker's, summed as
+   * in {@link text}); metrics left with no sample are left out.
+   */
+  async select(keep: (labels: LabelValues) => boolean | Promise<boolean>): Promise<MetricsJson> {
+    const all = await this.peers.collectMetrics(this.own);
+    const metrics = all ? await client.AggregatorRegistry.aggregate(all as Parameters<typeof client.AggregatorRegistry.aggregate>[0]).getMetricsAsJSON() : await this.own();
+    const out: MetricsJson = [];
+    for (const metric of metrics) {
+      const values = [];
+      for (const sample of metric.values as Array<{ labels: LabelValues }>) if (await keep(sample.labels)) values.push(sample);
+      if (values.length) out.push({ ...metric, values } as MetricsJson[number]);
+    }
+    return out;
+  }
+
+  /** This process's metrics as JSON: what a worker answers the primary (one function, the first caller's, answers for it). */
+  private readonly own = async (): Promise<MetricsJson> => [...(await this.registry.getMetricsAsJSON()), ...(await processMetrics().getMetricsAsJSON())];
 
   readonly contentType = this.registry.contentType;
 }

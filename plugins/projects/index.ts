@@ -27,6 +27,7 @@ import {
   type ProjectRecord,
   type ProjectsApi,
 } from './api.js';
+import { projectMetricsRoute } from './metrics.js';
 import { projectMigrations } from './migrations.js';
 
 const Description = Type.String({ maxLength: 500 });
@@ -509,6 +510,7 @@ export default definePlugin({
             return { name, deleted: true as const };
           },
         }),
+        projectMetricsRoute(services),
       ],
     };
   },

@@ -1,0 +1,117 @@
+import { expect } from 'chai';
+import { loadConfig } from '../../../core/config.js';
+import { describeEachDialect } from '../../support/dialects.js';
+import { startHangar, type TestHangar } from '../../support/hangar.js';
+import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
+
+const SCRAPE_TOKEN = 'scrape-0123456789abcdef0123456789abcdef';
+
+/** The sample lines of an exposition text (comments left out), each checked to be one. */
+function samples(text: string): string[] {
+  const lines = text.split('\n').filter((l) => l && !l.startsWith('#'));
+  for (const line of lines) expect(line, 'an exposition sample').to.match(/^[a-zA-Z_:][\w:]*(\{.*\})? \S+$/);
+  return lines;
+}
+
+/**
+ * Issue 30, "/metrics labels": `/metrics` is the operator's (the scrape token's), refused to every
+ * user credential, project members' and keys of a project included; a project's members read their
+ * project's share at `GET /v1/projects/{id}/metrics`: the series naming its resources (its volumes'
+ * backups), where their role reads that kind, and nothing of another project or of the installation.
+ */
+describeEachDialect('metrics by project: /metrics is the scrape token’s, a project’s metrics its members’', (dialect) => {
+  let t: TestHangar;
+  let admin: Credentials;
+  let vera: Credentials;
+  let rolf: Credentials;
+  let nobody: Credentials;
+  const as = (creds: Credentials, path: string) => t.request('GET', path, { headers: bearer(creds.token) });
+  const api = (method: string, path: string, body?: unknown) => t.request(method, path, { body, headers: bearer(admin.token) });
+
+  before(async function () {
+    this.timeout(60_000);
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { metrics: { scrape_token: SCRAPE_TOKEN } } });
+    admin = await bootstrapAdmin(t);
+    const knex = t.hangar.services.db.knex;
+    const at = new Date().toISOString();
+    for (const p of ['a', 'b'] as const) {
+      const made = await api('POST', '/v1/projects', { name: `team-${p}` });
+      expect(made.status, made.text).to.equal(201);
+      await knex('volumes').insert({ id: `vol-metrics${p}`, name: `metrics-${p}`, node_id: 'node-metricsnobody', folder: `/srv/metrics-${p}`, type: 'local', status: 'ready', project_id: made.json.data.id, created_at: at, updated_at: at });
+      await knex('backup_runs').insert({
+        id: `bak-metrics${p}`,
+        operation: 'backup',
+        volume_id: `vol-metrics${p}`,
+        target_id: 'bkt-metricsnone',
+        node_id: 'node-metricsnobody',
+        status: 'succeeded',
+        snapshot_id: 'abcdef12',
+        bytes: p === 'a' ? 1000 : 2000,
+        files: 1,
+        duration_seconds: 3,
+        started_at: at,
+        finished_at: at,
+        created_at: at,
+        updated_at: at,
+      });
+    }
+    vera = await createUser(t, admin, { username: 'vera' });
+    rolf = await createUser(t, admin, { username: 'rolf' });
+    nobody = await createUser(t, admin, { username: 'nobody' });
+    expect((await api('PUT', '/v1/projects/team-a/members/vera', { role: 'viewer' })).status).to.equal(201);
+    // A role that reads the project and its services, not its volumes.
+    expect((await api('POST', '/v1/projects/team-a/roles', { name: 'service-watch', permissions: ['projects:read', 'services:read'] })).status).to.equal(201);
+    expect((await api('PUT', '/v1/projects/team-a/members/rolf', { role: 'service-watch' })).status).to.equal(201);
+  });
+  after(async () => {
+    await t?.stop();
+  });
+
+  it('/metrics answers the scrape token alone: every project’s series there, and a 403 to admins, members and keys of a project', async () => {
+    const scraped = await t.request('GET', '/metrics', { headers: bearer(SCRAPE_TOKEN) });
+    expect(scraped.status, scraped.text).to.equal(200);
+    expect(samples(scraped.text)).to.include.members(['hangar_backup_last_bytes{volume="vol-metricsa"} 1000', 'hangar_backup_last_bytes{volume="vol-metricsb"} 2000']);
+    const key = await api('POST', `/v1/iam/users/${vera.userId}/keys`, { description: 'team a', project: 'team-a', role: 'viewer' });
+    expect(key.status, key.text).to.equal(201);
+    const refusals = [
+      await as(admin, '/metrics'),
+      await as(vera, '/metrics'),
+      await signed(t, { accessKeyId: key.json.data.access_key_id, secretAccessKey: key.json.data.secret_access_key }, 'GET', '/metrics'),
+    ];
+    for (const res of refusals) {
+      expect(res.status, res.text).to.equal(403);
+      expect(res.text).not.to.contain('hangar_backup');
+    }
+  });
+
+  it('a project’s metrics: its volumes’ series to a member whose role reads volumes, nothing of another project or of the installation', async () => {
+    const res = await as(vera, '/v1/projects/team-a/metrics');
+    expect(res.status, res.text).to.equal(200);
+    expect(res.headers['content-type']).to.match(/^text\/plain; version=0\.0\.4/);
+    expect(res.headers['cache-control']).to.equal('no-store');
+    const lines = samples(res.text);
+    expect(lines).to.include.members(['hangar_backup_last_bytes{volume="vol-metricsa"} 1000', 'hangar_backup_last_duration_seconds{volume="vol-metricsa"} 3']);
+    expect(lines.filter((l) => l.startsWith('hangar_backup_last_success_timestamp_seconds{volume="vol-metricsa"}'))).to.have.length(1);
+    expect(res.text).to.contain('# TYPE hangar_backup_last_bytes gauge');
+    // Only series naming the project's resources: none of team-b's volume, no requests, agents or process.
+    expect(lines.every((l) => l.includes('volume="vol-metricsa"')), lines.join('\n')).to.equal(true);
+
+    const asAdmin = samples((await as(admin, '/v1/projects/team-b/metrics')).text);
+    expect(asAdmin).to.include('hangar_backup_last_bytes{volume="vol-metricsb"} 2000');
+    expect(asAdmin.every((l) => l.includes('volume="vol-metricsb"'))).to.equal(true);
+  });
+
+  it('another project answers as one that does not exist (404), a member of none gets a 403, and a role that reads no volumes gets none of their series', async () => {
+    const other = await as(vera, '/v1/projects/team-b/metrics');
+    expect(other.status, other.text).to.equal(404);
+    const none = await as(nobody, '/v1/projects/team-a/metrics');
+    expect(none.status, none.text).to.equal(403);
+    expect(none.json.message).to.contain('projects:read');
+    const watcher = await as(rolf, '/v1/projects/team-a/metrics');
+    expect(watcher.status, watcher.text).to.equal(200);
+    expect(samples(watcher.text)).to.deep.equal([]);
+    // Removed from the project, the member reads it no more.
+    expect((await api('DELETE', '/v1/projects/team-a/members/vera')).status).to.equal(200);
+    expect((await as(vera, '/v1/projects/team-a/metrics')).status).to.equal(403);
+  });
+});
