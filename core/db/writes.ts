@@ -125,12 +125,12 @@ export class PreparedWrites {
 
   /**
    * SQLite: the write joins the writes queued in this turn of the event loop, committed together in
-   * one transaction (a group commit: one `BEGIN IMMEDIATE` … `COMMIT` for all, each write in a
-   * savepoint of its own when there are several). SQLite takes one writer at a time, so writes sent
-   * at once wait for each other anyway; what a COMMIT costs (the WAL's pages written, the lock taken
-   * and let go) is paid once for the group. Each write keeps its own outcome: one that fails is
-   * rolled back to its savepoint (its record with it) and answers its error, the others go on; a
-   * failed COMMIT fails them all. With `withRecord`, the scope's record (the audit entry) goes in
+   * one transaction (a group commit: one `BEGIN IMMEDIATE` … `COMMIT` for all). SQLite takes one
+   * writer at a time, so writes sent at once wait for each other anyway; what a COMMIT costs (the
+   * WAL's pages written, the lock taken and let go) is paid once for the group. Each write keeps its
+   * own outcome: when one fails (a unique name taken…), the group is rolled back and each write made
+   * again in a transaction of its own, so the others are answered as if alone; a failed COMMIT of a
+   * group fails them all. With `withRecord`, the scope's record (the audit entry) goes in
    * with the write, unless the write changed no row (then the record is written after the answer,
    * as for a request that wrote nothing).
    */
@@ -159,27 +159,31 @@ export class PreparedWrites {
       for (const write of writes) write.reject(err);
       return;
     }
+    let answered: boolean;
+    try {
+      answered = await this.commitTogether(connection, writes);
+    } finally {
+      await client.releaseConnection(connection);
+    }
+    // A write of the group failed, so nothing of it was committed: each is made in a transaction of its own.
+    if (!answered) for (const write of writes) await this.commitGroup([write]);
+  }
+
+  /**
+   * `writes` (each with its record) in one transaction. Answers false when a write of several failed:
+   * the transaction was rolled back and no write answered, to be made one by one (without a
+   * savepoint each, which would cost every write two statements more for what seldom happens).
+   */
+  private async commitTogether(connection: unknown, writes: QueuedWrite[]): Promise<boolean> {
     const done: Array<{ write: QueuedWrite; written: Written; changed: boolean; settle: ((committed: boolean) => void) | null }> = [];
-    const savepoints = writes.length > 1;
     let committing = false;
     try {
       await this.control(connection, 'BEGIN IMMEDIATE');
       for (const write of writes) {
         const tx = new PreparedTransaction(connection);
-        let settle: ((committed: boolean) => void) | null = null;
-        try {
-          if (savepoints) await this.control(connection, 'SAVEPOINT hangar_write');
-          const written = await this.run(write.table, write.sql, write.params, tx);
-          if (write.withRecord && written.count > 0 && write.scope?.wantsRecord()) settle = await write.scope.writeRecord(tx);
-          if (savepoints) await this.control(connection, 'RELEASE hangar_write');
-          done.push({ write, written, changed: tx.changed && written.count > 0, settle });
-        } catch (err) {
-          settle?.(false);
-          if (!savepoints) throw err;
-          await this.control(connection, 'ROLLBACK TO hangar_write');
-          await this.control(connection, 'RELEASE hangar_write');
-          write.reject(err);
-        }
+        const written = await this.run(write.table, write.sql, write.params, tx);
+        const settle = write.withRecord && written.count > 0 && write.scope?.wantsRecord() ? await write.scope.writeRecord(tx) : null;
+        done.push({ write, written, changed: tx.changed && written.count > 0, settle });
       }
       committing = true;
       await this.control(connection, 'COMMIT');
@@ -189,17 +193,16 @@ export class PreparedWrites {
         settle?.(false);
         if (committing && changed && outcomeUnknown(err)) write.scope?.noteUncertain();
       }
-      // Every write not answered yet fails with the group (one already refused keeps its own error).
+      if (writes.length > 1 && !committing) return false;
       for (const write of writes) write.reject(err);
-      return;
-    } finally {
-      await client.releaseConnection(connection);
+      return true;
     }
     for (const { write, written, changed, settle } of done) {
       settle?.(true);
       if (changed) write.scope?.noteCommitted();
       write.resolve(written);
     }
+    return true;
   }
 
   /**

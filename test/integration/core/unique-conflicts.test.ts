@@ -35,4 +35,22 @@ describeEachDialect('concurrent creates of the same name', (dialect) => {
       }
     });
   }
+
+  // On SQLite the writes of one moment commit together (core/db/writes.ts): one refused must not
+  // take the others with it, nor their audit entries.
+  it('creates sent at once, two of one name: one of those two 409, every other created, each with its audit entry', async () => {
+    const names = ['batch-a', 'batch-twin', 'batch-b', 'batch-c', 'batch-twin', 'batch-d'];
+    const answers = await Promise.all(names.map((name) => t.request('POST', '/v1/ssh-profiles', { headers: bearer(admin.token), body: { name, user: 'root', password: 'pw' } })));
+    const statuses = answers.map((a) => a.status);
+    expect([statuses[0], statuses[2], statuses[3], statuses[5]], answers.map((a) => a.text).join('\n')).to.deep.equal([201, 201, 201, 201]);
+    expect([statuses[1], statuses[4]].sort()).to.deep.equal([201, 409]);
+    const listed = (await t.request('GET', '/v1/ssh-profiles?limit=1000', { headers: bearer(admin.token) })).json.data.map((p: { name: string }) => p.name);
+    expect(listed.filter((n: string) => n.startsWith('batch-')).sort()).to.deep.equal(['batch-a', 'batch-b', 'batch-c', 'batch-d', 'batch-twin']);
+    const entries = (await t.request('GET', '/v1/audit?route=/v1/ssh-profiles&limit=1000', { headers: bearer(admin.token) })).json.data as Array<{ request_id: string; status: number; resource_id: string | null }>;
+    for (const answer of answers) {
+      const entry = entries.filter((e) => e.request_id === answer.headers['x-request-id']);
+      expect(entry, `the entry of ${answer.status} ${answer.text.slice(0, 80)}`).to.have.length(1);
+      expect(entry[0]).to.include({ status: answer.status, resource_id: answer.status === 201 ? answer.json.data.id : null });
+    }
+  });
 });
