@@ -23,8 +23,11 @@ export interface ObjectUsers {
    * Deployment named `deployment/web`).
    */
   usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string; type?: string }>>>;
-  /** Redeploys (rolls out) one of its users so it reads the current version. */
-  redeploy(userId: string): Promise<void>;
+  /**
+   * Redeploys (rolls out) one of its users so it reads the current version of `object`, the one
+   * just rotated: a user a rollback left on an earlier version of it moves to the newest.
+   */
+  redeploy(userId: string, object: { kind: ObjectKind; id: string }): Promise<void>;
 }
 
 export interface SecretsApi {
@@ -32,6 +35,13 @@ export interface SecretsApi {
   resolve(kind: ObjectKind, swarmId: string, name: string): Promise<ResolvedObject | null>;
   /** By id, whatever its swarm; null when unknown. */
   get(kind: ObjectKind, id: string): Promise<ResolvedObject | null>;
+  /**
+   * One version of an object as a workload references it: the current one, or an earlier one that
+   * is kept (a rollback's). With `deploy`, an earlier version's runtime object is made again when
+   * it was removed (it goes at the next rotation or with the object). A 409 naming the versions
+   * kept when this one is not (or when the object keeps its value in place: only the current one).
+   */
+  version(kind: ObjectKind, id: string, version: number, options: { deploy: boolean }): Promise<ResolvedObject>;
 }
 
 export const SecretsRef = defineServiceRef<SecretsApi>('secrets', 'secrets and configs (the secrets plugin)');

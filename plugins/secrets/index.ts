@@ -16,7 +16,7 @@ import type { ClusterRecord } from '../../core/clusters/store.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ObjectUsers, type ResolvedObject, type SecretsApi } from './api.js';
 import { SECRETS, secretMigrations } from './migrations.js';
 import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
-import { ObjectStore, type ObjectRecord } from './store.js';
+import { EarlierVersions, ObjectStore, type ObjectRecord } from './store.js';
 import { TaggableResources } from '../tags/api.js';
 
 /** The engine refuses secrets and configs of 500 KiB and more (and empty ones). */
@@ -59,6 +59,9 @@ export default definePlugin({
     const core = services.clusters;
     const swarms = core.clusters;
     const objects = new ObjectStore(db, clock);
+    const earlier = new EarlierVersions(db, clock);
+    /** Earlier versions kept per object: as many as a workload keeps revisions. */
+    const versionsKept = () => core.settings.revisionsKept ?? 10;
     const box = services.ca.secretBox('secrets');
     const now = () => clock.now().toISOString();
 
@@ -237,12 +240,42 @@ export default definePlugin({
         const o = await objects.get(id);
         return o && o.kind === kind ? resolved(o) : null;
       },
+      async version(kind, id, version, { deploy }) {
+        const o = await objects.get(id);
+        if (!o || o.kind !== kind) throw notFound(`No ${kind} ${id}`);
+        if (version === o.version) return resolved(o);
+        const kept = inPlace(o) ? [] : await earlier.kept(o.id);
+        const sealed = kept.includes(version) ? await earlier.sealed(o.id, version) : null;
+        if (!sealed) {
+          const which = kept.length ? `versions ${kept.join(', ')} and the current ${o.version}` : `only the current version ${o.version}`;
+          throw conflict(`Version ${version} of ${kind} ${o.name} is no longer kept (it keeps ${which})`, [{ kind, id: o.id, name: o.name, version }]);
+        }
+        const runtimeName = runtimeObjectName(o.name, version);
+        if (deploy) await exclusive(o, () => restore(o.id, version, runtimeName, sealed));
+        return { id: o.id, name: o.name, runtime_name: runtimeName, version };
+      },
     };
     services.provided.provide(SecretsRef, api);
     for (const kind of ['secret', 'config'] as const) services.provided.contribute(ScopeResolvers, tableResolver(kind, () => db.knex, SECRETS, { via: 'cluster_id', where: { kind } }));
     for (const kind of ['secret', 'config'] as const) {
       // By id, or by name when one is so named (409 when several swarms have one of that name).
       services.provided.contribute(TaggableResources, { type: kind, resolve: async (ref) => (await find(kind, ref).catch((err: HttpError) => (err.status === 404 ? null : Promise.reject(err))))?.id ?? null });
+    }
+
+    /**
+     * An earlier version's runtime object made again (the engine answers the existing one when it is
+     * still there), listed with the retired ones so the next rotation or the deletion removes it.
+     */
+    async function restore(id: string, version: number, runtimeName: string, sealed: string): Promise<void> {
+      const o = await objects.get(id);
+      if (!o) throw notFound(`No object ${id}`);
+      const cluster = await core.requireActive(o.cluster_id);
+      try {
+        await core.callOn(cluster, CreateObject, { kind: o.kind, name: runtimeName, data: box.open(sealed).toString('base64'), labels: labels(o, version) });
+      } catch (err) {
+        throw asHttpError(err, `Restoring version ${version} of ${o.kind} ${o.name}`);
+      }
+      if (!o.retired.includes(runtimeName)) await objects.change(o.id, { retired: [...o.retired, runtimeName] });
     }
 
     /** A new version: its object, the record, the users redeployed with it, then the old objects removed. */
@@ -266,9 +299,11 @@ export default definePlugin({
       if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
         throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
       }
+      // The version replaced stays at hand for a rollback to a revision that used it.
+      if (!inPlace(current)) await earlier.keep(current.id, current.version, current.data_sealed, versionsKept());
       // The users are redeployed so they reference the new version; only then can the old one go.
       const users = await usersOf(current);
-      const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id)));
+      const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id, { kind, id: current.id })));
       const failed = users.flatMap((u, i) => {
         const outcome = outcomes[i]!;
         return outcome.status === 'rejected' ? [{ id: u.id, name: u.name, error: (outcome.reason as Error).message }] : [];

@@ -3,6 +3,8 @@ import { leaseColumns } from '../../core/clusters/migrations.js';
 import { recordId, recordTimes } from '../../core/db/columns.js';
 
 export const SECRETS = 'secrets';
+/** The sealed values of a versioned object's earlier versions, kept for rollbacks (the last `clusters.revisions_kept`). */
+export const SECRET_VERSIONS = 'secret_versions';
 
 export const secretMigrations: Migration[] = [
   createTables('001_secrets', {
@@ -51,4 +53,15 @@ export const secretMigrations: Migration[] = [
       });
     },
   },
+  // A rollback restores the versions its revision used (issue 29): the values of earlier versions
+  // are kept, sealed like the current one; they go with their object.
+  createTables('003_versions', {
+    [SECRET_VERSIONS]: (t) => {
+      t.string('object_id', 64).notNullable().references('id').inTable(SECRETS).onDelete('CASCADE');
+      t.integer('version').notNullable();
+      t.text('data_sealed').notNullable();
+      t.timestamp('created_at', { useTz: true }).notNullable();
+      t.primary(['object_id', 'version']);
+    },
+  }),
 ];

@@ -1,8 +1,8 @@
 import type { Clock } from '../../core/clock.js';
-import { StampedRepository } from '../../core/db/repository.js';
+import { isUniqueViolation, StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { ObjectKind } from './api.js';
-import { SECRETS } from './migrations.js';
+import { SECRET_VERSIONS, SECRETS } from './migrations.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
 export interface ObjectRecord extends LeaseFields {
@@ -35,5 +35,39 @@ export class ObjectStore extends StampedRepository<ObjectRecord> {
     const values = this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() });
     const changed = await this.query().where({ id: record.id, version: record.version }).update(values);
     return changed > 0;
+  }
+}
+
+/** The sealed values of versioned objects' earlier versions (a rollback deploys them again). */
+export class EarlierVersions {
+  constructor(
+    private readonly store: Store,
+    private readonly time: Clock,
+  ) {}
+
+  private query() {
+    return this.store.knex(SECRET_VERSIONS);
+  }
+
+  /** Keeps a version that was just replaced; only the newest `keep` earlier versions of the object stay. */
+  async keep(objectId: string, version: number, sealed: string, keep: number): Promise<void> {
+    try {
+      await this.query().insert({ object_id: objectId, version, data_sealed: sealed, created_at: this.time.now().toISOString() });
+    } catch (err) {
+      // Kept already (a rotation retried after another control plane's): the same value.
+      if (!isUniqueViolation(err)) throw err;
+    }
+    await this.query().where({ object_id: objectId }).where('version', '<=', version - keep).delete();
+  }
+
+  /** The sealed value of an earlier version, or null when it is not kept. */
+  async sealed(objectId: string, version: number): Promise<string | null> {
+    const row = (await this.query().where({ object_id: objectId, version }).first('data_sealed')) as { data_sealed: string } | undefined;
+    return row?.data_sealed ?? null;
+  }
+
+  /** The earlier versions kept of an object, oldest first. */
+  async kept(objectId: string): Promise<number[]> {
+    return (await this.query().where({ object_id: objectId }).orderBy('version').select('version')).map((r: { version: number | string }) => Number(r.version));
   }
 }

@@ -119,10 +119,21 @@ export default definePlugin({
     const now = () => clock.now().toISOString();
     const routesChanged = (clusterId: string) => services.events.publish(RoutesChanged, { clusterId });
 
-    function resolver(clusterId: string, format: BundleFormat) {
+    /**
+     * Looks up the secrets and configs a spec names: their current versions, or the earlier ones of
+     * `pins` (a rollback's revision; by object id, so one deleted and made again since is current);
+     * each earlier version used goes into `restored`. With `deploy`, an earlier version's runtime
+     * object is made again when it was removed; a version no longer kept is a 409 naming it.
+     */
+    function resolver(clusterId: string, format: BundleFormat, pins: RevisionObject[], deploy: boolean, restored: RevisionObject[]) {
       return async (kind: ObjectKind, name: string): Promise<ResolvedObject | null> => {
         if (!secrets) throw badRequest(`Validation failed: the ${format.field} uses ${kind}s, but the secrets plugin is not loaded`);
-        return secrets.resolve(kind, clusterId, name);
+        const current = await secrets.resolve(kind, clusterId, name);
+        const pin = current && pins.find((p) => p.kind === kind && p.id === current.id && p.version !== current.version);
+        if (!pin) return current;
+        const earlier = await secrets.version(kind, pin.id, pin.version, { deploy });
+        if (!restored.some((r) => r.id === earlier.id)) restored.push({ kind, id: earlier.id, name: earlier.name, version: earlier.version });
+        return earlier;
       };
     }
 
@@ -172,6 +183,7 @@ export default definePlugin({
         secret_refs: s.secret_refs,
         config_refs: s.config_refs,
         health: s.health ?? null,
+        pinned_objects: s.pinned_objects ?? [],
         observed_at: s.observed_at,
         created_at: s.created_at,
         updated_at: s.updated_at,
@@ -184,12 +196,16 @@ export default definePlugin({
      * at their current versions, and the bundle call's objects and routed parts. What asks the
      * machines for more than a project's workload gets (the format's privilege check) is refused
      * unless `installationAdmin` (the caller is one with all its power: core/auth/permissions.ts
-     * unlimitedAdmin); a stored spec was checked against its caller when it was accepted.
+     * unlimitedAdmin); a stored spec was checked against its caller when it was accepted. `pins`:
+     * the earlier object versions to use instead of the current ones (`restored` answers those used),
+     * their runtime objects made again when `deploy`.
      */
-    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord, installationAdmin: boolean, namespace: string | null) {
+    async function prepareSpec(format: BundleFormat, text: string, name: string, cluster: ClusterRecord, installationAdmin: boolean, namespace: string | null, pins: RevisionObject[] = [], deploy = false) {
       const parsed = format.parse(text, { bundle: stackOf({ name }), defaultDomain: (part) => `${part}.${name}.${cluster.name}.${core.settings.localDomain}`, installationAdmin, namespace });
-      const resolved = await resolveObjects(parsed, resolver(cluster.id, format), { noun: core.nounOf(cluster), field: format.field });
+      const restored: RevisionObject[] = [];
+      const resolved = await resolveObjects(parsed, resolver(cluster.id, format, pins, deploy, restored), { noun: core.nounOf(cluster), field: format.field });
       return {
+        restored,
         desired: parsed.desired,
         routes: parsed.routes,
         secret_refs: refs(resolved, 'secret'),
@@ -251,7 +267,7 @@ export default definePlugin({
                 const cluster = await core.requireActive(service.cluster_id);
                 const format = requireFormat(service);
                 // The stored spec: checked against its caller's rights when it was accepted.
-                const spec = await prepareSpec(format, service.spec, service.name, cluster, true, service.namespace ?? null);
+                const spec = await prepareSpec(format, service.spec, service.name, cluster, true, service.namespace ?? null, service.pinned_objects ?? [], true);
                 const health = service.health && Object.keys(service.health).length ? { health: service.health } : {};
                 // A service in its project's namespace: the driver makes the namespace, labelled with the project, on first use.
                 const project = service.namespace && cluster.project_id ? await projects()?.find(cluster.project_id) : null;
@@ -342,10 +358,15 @@ export default definePlugin({
     services.provided.contribute(SecretUsersPoint, {
       usersOf: async (kind, objectIds) =>
         new Map([...(await store.using(kind, objectIds))].map(([id, using]) => [id, using.map((s) => ({ id: s.id, name: s.name }))])),
-      // A rotation: the stack is deployed again with the objects' current versions (a stopped one picks them up on start).
-      async redeploy(serviceId) {
-        const service = await store.get(serviceId);
-        if (!service || !['running', 'failed', 'deploying'].includes(service.status)) return;
+      // A rotation: the stack is deployed again with the objects' current versions (a stopped one picks them up on start),
+      // the rotated one's current version also where a rollback had restored an earlier one.
+      async redeploy(serviceId, object) {
+        let service = await store.get(serviceId);
+        if (!service) return;
+        const pinned = service.pinned_objects ?? [];
+        const unpinned = pinned.filter((p) => !(p.kind === object.kind && p.id === object.id));
+        if (unpinned.length !== pinned.length) service = await store.change(serviceId, { pinned_objects: unpinned });
+        if (!['running', 'failed', 'deploying'].includes(service.status)) return;
         const after = await lifecycle.runNow(serviceId, 'deploy');
         if (after?.status === 'failed') throw new Error(after.error ?? 'its deploy failed');
       },
@@ -382,8 +403,12 @@ export default definePlugin({
       return Type.Object(fields, { additionalProperties: false });
     }
 
-    /** A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped service keeps it for its start). */
-    async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, declared: PartHealth | null | undefined, who: Principal | null, rollbackOf?: number) {
+    /**
+     * A new spec for a service (PUT, rollback): checked, kept as a revision, deployed (a stopped
+     * service keeps it for its start). A rollback's `pins` are its revision's object versions.
+     */
+    async function replace(current: ServiceRecord, format: BundleFormat, cluster: ClusterRecord, text: string, declared: PartHealth | null | undefined, who: Principal | null, rollback?: { of: number; pins: RevisionObject[] }) {
+      const rollbackOf = rollback?.of;
       const admin = unlimitedAdmin(who);
       // Made before project namespaces: it stays in `default` (never moved: a move deletes its objects, claims' data with them), where only admins apply.
       if (!admin && format.namespaceOf && !current.namespace && (await namespaceFor(format, cluster))) {
@@ -391,7 +416,7 @@ export default definePlugin({
           `Service ${current.name} was made before project namespaces and stays in namespace default, where only installation admins apply manifests: ask one to change it, or delete it and create it again to have it in ${await namespaceFor(format, cluster)}`,
         );
       }
-      const parsed = await prepareSpec(format, text, current.name, cluster, admin, current.namespace ?? null);
+      const parsed = await prepareSpec(format, text, current.name, cluster, admin, current.namespace ?? null, rollback?.pins ?? []);
       const parts = Object.keys(parsed.desired);
       // Not given: the checks declared so far, for the parts the new spec still has.
       const kept = declared === undefined ? Object.fromEntries(Object.entries(current.health ?? {}).filter(([part]) => parts.includes(part))) : declared;
@@ -405,6 +430,7 @@ export default definePlugin({
         config_refs: parsed.config_refs,
         replicas: baseline(parsed, current.replicas),
         routes: parsed.routes,
+        pinned_objects: parsed.restored,
       };
       if (current.status === 'stopped') {
         const changed = await store.change(current.id, { ...patch, op_rev: current.op_rev + 1 });
@@ -531,7 +557,7 @@ export default definePlugin({
           path: '/v1/services/{id}/rollback',
           auth: { role: 'admin' },
           scope: { of: [{ kind: 'service', from: 'params.id' }] },
-          summary: 'Roll a kept revision out again (202; a stopped service keeps it for its next start): its compose file or manifest becomes a new revision, checked and deployed as a PUT is; 404 for a revision not kept, 409 while the service deploys or is removed',
+          summary: 'Roll a kept revision out again (202; a stopped service keeps it for its next start): its compose file or manifest becomes a new revision, checked and deployed as a PUT is, with the secret and config versions the revision used; 404 for a revision not kept, 409 while the service deploys or is removed, or naming a secret or config version no longer kept',
           otherStatuses: [202],
           schemas: { params: IdParams, body: RollbackBody, response: Service },
           handler: async (req) => {
@@ -539,7 +565,7 @@ export default definePlugin({
             const revision = await core.revisions.require('service', current, req.body.revision);
             const format = requireFormat(current);
             const cluster = await core.requireActive(current.cluster_id);
-            return replace(current, format, cluster, String(revision.spec.spec), (revision.spec.health as PartHealth | undefined) ?? null, req.principal, revision.number);
+            return replace(current, format, cluster, String(revision.spec.spec), (revision.spec.health as PartHealth | undefined) ?? null, req.principal, { of: revision.number, pins: revision.objects });
           },
         }),
         defineRoute({

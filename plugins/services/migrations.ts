@@ -64,4 +64,9 @@ export const serviceMigrations: Migration[] = [
     t.string('namespace', 63).nullable();
     t.boolean('confined').notNullable().defaultTo(false);
   }),
+  // A rollback deploys the secret and config versions its revision used (issue 29): those that are
+  // not the current ones stay with the service until a rotation of the object or a new spec.
+  alterColumns('007_pinned_objects', SERVICES, (t) => {
+    t.json('pinned_objects').nullable();
+  }),
 ];

@@ -5,6 +5,7 @@ import type { Store } from '../../core/db/store.js';
 import { SERVICES } from './migrations.js';
 import type { HealthSpec } from '../../core/orchestrator.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
+import type { RevisionObject } from '../../core/clusters/revisions.js';
 
 export type ServiceStatus = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
 
@@ -34,6 +35,11 @@ export interface ServiceRecord extends LeaseFields {
    * own, `default`) and for the other formats.
    */
   namespace?: string | null;
+  /**
+   * Earlier secret and config versions a rollback restored (those its revision used that were not
+   * current): deployed instead of the current ones until the object is rotated or the spec replaced.
+   */
+  pinned_objects?: RevisionObject[] | null;
   /** Its spec is a non-admin's: applied, read and removed as the project's user of its namespace (hangar:project:<namespace>). */
   confined?: boolean;
   observed_at: string | null;
@@ -50,7 +56,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health'], bool: ['confined'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health', 'pinned_objects'], bool: ['confined'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

@@ -9,7 +9,7 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm, TEST_IMAGE } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
-import { stays } from '../../support/stays.js';
+import { composeWithObjects, stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 import { RoutesChanged } from '../../../core/clusters/topics.js';
 import { ResourceDeleted } from '../../../core/events.js';
@@ -258,22 +258,7 @@ describeEachDialect('services: compose stacks on a swarm through a real agent (h
     expect(secret.status, secret.text).to.equal(201);
     const config = await api('POST', '/v1/configs', { name: configName, swarm_id: member.swarmId, data: b64('site-config') });
     expect(config.status, config.text).to.equal(201);
-    const compose = `services:
-  app:
-    image: ${TEST_IMAGE}
-    command: ${JSON.stringify(stays('echo "secret=$$(cat /run/secrets/db_password) config=$$(cat /etc/site.conf)"'))}
-    stop_grace_period: 1s
-    secrets: [db_password]
-    configs:
-      - source: site
-        target: /etc/site.conf
-secrets:
-  db_password:
-    name: ${secretName}
-configs:
-  site:
-    name: ${configName}
-`;
+    const compose = composeWithObjects(TEST_IMAGE, stays('echo "secret=$$(cat /run/secrets/db_password) config=$$(cat /etc/site.conf)"'), { secret: secretName, config: configName });
     const res = await api('POST', '/v1/services', { name: `${name}s`, swarm_id: member.swarmId, compose_file: b64(compose) });
     expect(res.status, res.text).to.equal(202);
     const id = res.json.data.id as string;

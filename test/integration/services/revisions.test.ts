@@ -257,7 +257,16 @@ describeEachDialect('revisions and rollback of instances and services (HTTP and 
       expect(called('deployBundle').at(-1)!.input.spec).to.equal(compose('shop:1', 'a'));
       const [latest] = await revisions();
       expect(latest).to.include({ number: 4, rollback_of: 1 });
-      expect(latest.changes.map((c: any) => c.path)).to.deep.equal(['compose_file.services.web.environment.MODE', 'compose_file.services.web.image']);
+      // The secret version revision 1 used comes back with it (the secret itself stays at version 2).
+      expect(latest.changes).to.deep.equal([
+        { path: 'compose_file.services.web.environment.MODE', old: 'b', new: 'a' },
+        { path: 'compose_file.services.web.image', old: 'shop:2', new: 'shop:1' },
+        { path: 'objects.secret.db', old: 2, new: 1 },
+      ]);
+      expect(got.pinned_objects).to.deep.equal([{ kind: 'secret', id: secretId, name: 'db', version: 1 }]);
+      expect(called('deployBundle').at(-1)!.input.objects).to.deep.equal([{ kind: 'secret', key: 'db', name: 'db-v1' }]);
+      expect(called('createObject').at(-1)!.input).to.deep.include({ kind: 'secret', name: 'db-v1' });
+      expect((await api('GET', `/v1/secrets/${secretId}`)).json.data).to.include({ version: 2 });
     });
 
     it('takes health checks by part: checked, sent with the bundle, kept in revisions and restored by a rollback', async () => {
@@ -284,7 +293,10 @@ describeEachDialect('revisions and rollback of instances and services (HTTP and 
         { path: 'health.web.http.path', old: null, new: '/ready' },
         { path: 'health.web.http.port', old: null, new: 8080 },
         { path: 'health.web.retries', old: null, new: 5 },
+        // A new spec runs the current versions again.
+        { path: 'objects.secret.db', old: 1, new: 2 },
       ]);
+      expect(res.json.data.pinned_objects).to.deep.equal([]);
       // A PUT without health keeps it; a rollback to the revision before it clears it.
       expect((await api('PUT', `/v1/services/${id}`, { compose_file: b64(compose('shop:2', 'a')) })).json.data.health).to.deep.equal({ web: check });
       await settled();
