@@ -26,6 +26,7 @@ const after_hours = Type.Number({ exclusiveMinimum: 0, default: 26, description:
 const PROJECT_RULES: Record<string, TProperties> = {
   instance_not_running: {},
   service_not_running: {},
+  rollout_halted: {},
   backup_stale: { after_hours: Type.Number({ exclusiveMinimum: 0, description: after_hours.description }) },
 };
 
@@ -62,6 +63,7 @@ export const AlertsConfigSchema = Type.Object(
         backup_stale: rule({ severity: 'warning', for_seconds: 0 }, 'a volume that has been backed up before with no successful backup for too long', { after_hours }),
         agent_outdated: rule({ severity: 'info', for_seconds: 0 }, 'a node whose agent is older than the control plane'),
         cluster_member_not_ready: rule({ severity: 'critical', for_seconds: 300 }, 'a member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats'),
+        rollout_halted: rule({ severity: 'warning', for_seconds: 0 }, 'an instance or service whose rollout was rolled back or paused on a failure, until a later rollout succeeds'),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -79,7 +81,7 @@ export const AlertsConfigSchema = Type.Object(
       {
         default: {},
         description:
-          'per project (id or name): overrides of the rules on its resources (instance_not_running, service_not_running, backup_stale) — enabled, severity, for_seconds, after_hours; unset ones are the installation’s',
+          'per project (id or name): overrides of the rules on its resources (instance_not_running, service_not_running, rollout_halted, backup_stale) — enabled, severity, for_seconds, after_hours; unset ones are the installation’s',
       },
     ),
   },
@@ -95,8 +97,8 @@ export interface RuleSettings {
   after_hours?: number;
 }
 
-export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated' | 'cluster_member_not_ready';
-export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready'];
+export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated' | 'cluster_member_not_ready' | 'rollout_halted';
+export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready', 'rollout_halted'];
 
 /** The rules whose resources belong to projects: a project may override their settings (alerts.projects). */
 export const PROJECT_RULE_NAMES = Object.keys(PROJECT_RULES) as RuleName[];

@@ -166,6 +166,27 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
     };
   }
 
+  // A rollout its cluster rolled back or paused on a failure: the workload runs, but not the spec asked for, until a later rollout goes through.
+  if (loaded('compute') || loaded('services')) {
+    rules.rollout_halted = async () => {
+      const conditions: Condition[] = [];
+      if (loaded('compute')) {
+        for (const i of await knex('compute_instances').whereIn('status', ['rolled_back', 'paused']).select('id', 'name', 'status', 'reason')) {
+          conditions.push({ resource_type: 'instance', resource_id: i.id, subject: '', message: `instance ${i.name} (${i.id}): its rollout was ${i.status === 'paused' ? 'paused' : 'rolled back'}${i.reason ? `: ${i.reason}` : ''}` });
+        }
+      }
+      if (loaded('services')) {
+        for (const s of await knex('services').whereNotIn('status', ['stopped', 'removing']).whereNotNull('halted_rollouts').select('id', 'name', 'halted_rollouts')) {
+          const halted = Object.entries(json<Record<string, { status: string; message: string | null; revision?: number | null }>>(s.halted_rollouts) ?? {});
+          if (!halted.length) continue;
+          const which = halted.map(([part, h]) => `${part} ${h.status === 'paused' ? 'paused' : 'rolled back'}${h.message ? ` (${h.message})` : ''}${h.revision ? `, what runs is revision ${h.revision}` : ''}`).join('; ');
+          conditions.push({ resource_type: 'service', resource_id: s.id, subject: '', message: `service ${s.name} (${s.id}): its rollout was halted: ${which}` });
+        }
+      }
+      return { conditions, unknown: none() };
+    };
+  }
+
   rules.certificate_expiry = async (settings) => {
     const limit = now() + settings.within_days! * DAY_MS;
     const conditions: Condition[] = [];

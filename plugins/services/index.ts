@@ -19,7 +19,7 @@ import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } fr
 import { ServicesRef, type ServicesApi } from './api.js';
 import { decodeBase64Text, resolveObjects } from './bundles.js';
 import { SERVICES, serviceMigrations } from './migrations.js';
-import { ServiceStore, type ServiceRecord, type ServiceRoute } from './store.js';
+import { ServiceStore, type HaltedRollout, type ServiceRecord, type ServiceRoute } from './store.js';
 import { objectVersions, RevisionList, revisionsView, RollbackBody, type RevisionObject, type RevisionRecord } from '../../core/clusters/revisions.js';
 import type { Principal } from '../../core/auth/index.js';
 import { unlimitedAdmin } from '../../core/auth/permissions.js';
@@ -99,6 +99,19 @@ function replicasOf(stack: string, desired: Record<string, number | null>, workl
     Object.entries(desired).map(([key, want]) => {
       const w = byKey.get(key);
       return [key, w ? { desired: w.replicas, running: w.running } : { desired: want, running: 0 }];
+    }),
+  );
+}
+
+/** A rollout's state as a cluster tells it (WorkloadState.rollout) when it stopped on a failure. */
+const HALTED: Record<string, HaltedRollout['status']> = { rollback_started: 'rolled_back', rollback_completed: 'rolled_back', rollback_paused: 'paused', paused: 'paused' };
+
+/** The parts of a stack whose last rollout their cluster rolled back or paused. */
+function haltedRollouts(stack: string, workloads: WorkloadState[]): Record<string, HaltedRollout> {
+  return Object.fromEntries(
+    workloads.flatMap((w) => {
+      const status = w.stack === stack && w.component && w.rollout ? HALTED[w.rollout.state] : undefined;
+      return status ? [[w.component!, { status, message: w.rollout!.message, ...(w.rollout!.revision ? { revision: w.rollout!.revision } : {}) }]] : [];
     }),
   );
 }
@@ -184,6 +197,7 @@ export default definePlugin({
         config_refs: s.config_refs,
         health: s.health ?? null,
         pinned_objects: s.pinned_objects ?? [],
+        halted_rollouts: s.halted_rollouts ?? {},
         observed_at: s.observed_at,
         created_at: s.created_at,
         updated_at: s.updated_at,
@@ -298,7 +312,7 @@ export default definePlugin({
               await removeStack(service);
               routesChanged(service.cluster_id);
               const zero = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, { desired: r.desired, running: 0 }]));
-              return { status: 'stopped', error: null, replicas: zero };
+              return { status: 'stopped', error: null, replicas: zero, halted_rollouts: null };
             },
             failed: (s) => ({ status: s.status }),
           },
@@ -316,13 +330,15 @@ export default definePlugin({
             failed: (_s, err) => ({ status: 'failed', error: `removing failed: ${err.message}` }),
           },
         },
-        // Replica counts per compose service, as the cluster reports them (a stopped or removing one has none to report).
+        // Replica counts and halted rollouts per compose service, as the cluster reports them (a stopped or removing one has none to report).
         reconcile(s, workloads) {
           if (s.status === 'stopped' || s.status === 'removing') return null;
           const stack = stackOf(s);
           const desired = Object.fromEntries(Object.entries(s.replicas).map(([key, r]) => [key, r.desired]));
           const replicas = replicasOf(stack, desired, workloads.filter((w) => w.stack === stack));
-          return JSON.stringify(replicas) === JSON.stringify(s.replicas) ? null : { replicas, observed_at: now() };
+          const halted = haltedRollouts(stack, workloads);
+          const same = JSON.stringify(replicas) === JSON.stringify(s.replicas) && JSON.stringify(halted) === JSON.stringify(s.halted_rollouts ?? {});
+          return same ? null : { replicas, halted_rollouts: halted, observed_at: now() };
         },
       }),
     );

@@ -69,4 +69,8 @@ export const serviceMigrations: Migration[] = [
   alterColumns('007_pinned_objects', SERVICES, (t) => {
     t.json('pinned_objects').nullable();
   }),
+  // The parts whose last rollout their cluster rolled back or paused on a failure, as observed (issue 29: the rollout_halted alert).
+  alterColumns('008_halted_rollouts', SERVICES, (t) => {
+    t.json('halted_rollouts').nullable();
+  }),
 ];

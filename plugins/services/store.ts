@@ -40,12 +40,25 @@ export interface ServiceRecord extends LeaseFields {
    * current): deployed instead of the current ones until the object is rotated or the spec replaced.
    */
   pinned_objects?: RevisionObject[] | null;
+  /**
+   * The parts whose last rollout their cluster rolled back or paused on a failure (by compose
+   * service or Deployment), as last observed; empty once a later rollout went through.
+   */
+  halted_rollouts?: Record<string, HaltedRollout> | null;
   /** Its spec is a non-admin's: applied, read and removed as the project's user of its namespace (hangar:project:<namespace>). */
   confined?: boolean;
   observed_at: string | null;
   created_at: string;
   updated_at: string;
   [key: string]: unknown;
+}
+
+/** A rollout the cluster stopped: returned to the spec before (`rolled_back`) or held (`paused`), with its message. */
+export interface HaltedRollout {
+  status: 'rolled_back' | 'paused';
+  message: string | null;
+  /** The revision that runs now (after a rollback), when the cluster keeps it. */
+  revision?: number | null;
 }
 
 /** Objects looked up per query by `using` (each adds one LIKE to an OR chain). */
@@ -56,7 +69,7 @@ export class ServiceStore extends StampedRepository<ServiceRecord> {
     store: Store,
     clock: Clock,
   ) {
-    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health', 'pinned_objects'], bool: ['confined'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
+    super(store, SERVICES, { json: ['secret_refs', 'config_refs', 'replicas', 'routes', 'applied_objects', 'health', 'pinned_objects', 'halted_rollouts'], bool: ['confined'], dates: ['observed_at', 'created_at', 'updated_at', ...LEASE_DATES] }, clock);
   }
 
   /** By id, or by name (names are unique). */

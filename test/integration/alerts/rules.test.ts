@@ -20,12 +20,12 @@ interface Alert {
 }
 
 /**
- * service_not_running and backup_stale, each made to fire and to resolve. A service's state comes from
+ * service_not_running, rollout_halted and backup_stale, each made to fire and to resolve. A service's state comes from
  * the swarm (a test double answering the orchestrator's calls: it refuses a deploy, then takes the
  * next); a volume's backups are runs its agent reports, written here as the backups plugin records
  * them (a real run needs an S3 target and restic: the backups suites' business).
  */
-describeEachDialect('alerts: service_not_running and backup_stale fire and resolve', (dialect) => {
+describeEachDialect('alerts: service_not_running, rollout_halted and backup_stale fire and resolve', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
   let manager: Awaited<ReturnType<typeof swarmDouble>>;
@@ -84,6 +84,35 @@ describeEachDialect('alerts: service_not_running and backup_stale fire and resol
     await waitFor(async () => (await api('GET', `/v1/services/${id}`)).json.data.status === 'running', { timeoutMs: 20_000, what: 'the service to run' });
     const resolved = await alertIn('service_not_running', id, 'resolved');
     expect(resolved.id).to.equal(firing.id);
+  });
+
+  it('rollout_halted fires for an instance its swarm rolled back and a service whose part it paused, and resolves once a later rollout completes', async function () {
+    this.timeout(60_000);
+    const instance = await api('POST', '/v1/compute/instances', { name: 'api', swarm_id: manager.swarmId, image: 'api:2' });
+    expect(instance.status, instance.text).to.equal(202);
+    const instanceId = instance.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/compute/instances/${instanceId}`)).json.data.status === 'running', { timeoutMs: 20_000, what: 'the instance to run' });
+    manager.workloadOf(instanceId)!.rollout = { state: 'rollback_completed', message: 'update rolled back due to failure or early termination of task x' };
+    const instanceFiring = await alertIn('rollout_halted', instanceId, 'firing');
+    expect(instanceFiring).to.include({ resource_type: 'instance', severity: 'warning' });
+    expect(instanceFiring.message).to.contain(`instance api (${instanceId}): its rollout was rolled back`).and.to.contain('update rolled back due to failure');
+
+    const service = await api('POST', '/v1/services', { name: 'cart', swarm_id: manager.swarmId, compose_file: b64(compose('cart:2')) });
+    expect(service.status, service.text).to.equal(202);
+    const serviceId = service.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/services/${serviceId}`)).json.data.status === 'running', { timeoutMs: 20_000, what: 'the service to run' });
+    bundles[0]!.rollout = { state: 'paused', message: 'update paused due to failure or early termination of task y' };
+    const serviceFiring = await alertIn('rollout_halted', serviceId, 'firing');
+    expect(serviceFiring).to.include({ resource_type: 'service', severity: 'warning' });
+    expect(serviceFiring.message).to.equal(`service cart (${serviceId}): its rollout was halted: web paused (update paused due to failure or early termination of task y)`);
+    expect((await api('GET', `/v1/services/${serviceId}`)).json.data.halted_rollouts).to.deep.equal({ web: { status: 'paused', message: 'update paused due to failure or early termination of task y' } });
+
+    // A later rollout that went through (the engine's UpdateStatus completed) ends both.
+    manager.workloadOf(instanceId)!.rollout = { state: 'completed', message: 'update completed' };
+    bundles[0]!.rollout = { state: 'completed', message: 'update completed' };
+    expect((await alertIn('rollout_halted', instanceId, 'resolved')).id).to.equal(instanceFiring.id);
+    expect((await alertIn('rollout_halted', serviceId, 'resolved')).id).to.equal(serviceFiring.id);
+    expect((await api('GET', `/v1/services/${serviceId}`)).json.data.halted_rollouts).to.deep.equal({});
   });
 
   it('backup_stale fires for a volume with no successful backup for after_hours, and resolves after one succeeds', async function () {

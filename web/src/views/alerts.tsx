@@ -5,7 +5,7 @@ type Alert = { id: string; rule: string; resource_type: string; resource_id: str
 
 const TONES: Record<string, string> = { firing: 'bad', resolved: 'good', pending: 'warn' };
 
-const RULES = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready'];
+const RULES = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready', 'rollout_halted'];
 
 /** Silence for an hour, or end a silence (admins; the API refuses others). */
 function AlertActions({ alert, reload }: { alert: Alert; reload: () => void }) {
