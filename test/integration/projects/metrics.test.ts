@@ -1,8 +1,11 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'chai';
 import { loadConfig } from '../../../core/config.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { bearer, bootstrapAdmin, createUser, signed, type Credentials } from '../../support/identity.js';
+import { hangarCli, TempDirs } from '../runner/support.js';
 
 const SCRAPE_TOKEN = 'scrape-0123456789abcdef0123456789abcdef';
 
@@ -63,8 +66,10 @@ describeEachDialect('metrics by project: /metrics is the scrape token’s, a pro
     expect((await api('POST', '/v1/projects/team-a/roles', { name: 'service-watch', permissions: ['projects:read', 'services:read'] })).status).to.equal(201);
     expect((await api('PUT', '/v1/projects/team-a/members/rolf', { role: 'service-watch' })).status).to.equal(201);
   });
+  const temp = new TempDirs();
   after(async () => {
     await t?.stop();
+    temp.cleanup();
   });
 
   it('/metrics answers the scrape token alone: every project’s series there, and a 403 to admins, members and keys of a project', async () => {
@@ -95,6 +100,14 @@ describeEachDialect('metrics by project: /metrics is the scrape token’s, a pro
     expect(res.text).to.contain('# TYPE hangar_backup_last_bytes gauge');
     // Only series naming the project's resources: none of team-b's volume, no requests, agents or process.
     expect(lines.every((l) => l.includes('volume="vol-metricsa"')), lines.join('\n')).to.equal(true);
+
+    // The CLI's generic call prints it, signed with the member's key.
+    const dir = temp.make('hangar-cli-project-metrics-');
+    writeFileSync(path.join(dir, 'ca.pem'), t.caPem);
+    const env = { XDG_CONFIG_HOME: dir, HANGAR_API_URL: t.url, HANGAR_ACCESS_KEY: vera.accessKeyId, HANGAR_SECRET_KEY: vera.secretAccessKey, HANGAR_CA_FILE: path.join(dir, 'ca.pem') };
+    const cli = await hangarCli(['endpoint', 'GET', '/v1/projects/team-a/metrics'], { env });
+    expect(cli.code, cli.stderr).to.equal(0);
+    expect(cli.stdout).to.contain('hangar_backup_last_bytes{volume="vol-metricsa"} 1000').and.not.contain('vol-metricsb');
 
     const asAdmin = samples((await as(admin, '/v1/projects/team-b/metrics')).text);
     expect(asAdmin).to.include('hangar_backup_last_bytes{volume="vol-metricsb"} 2000');
