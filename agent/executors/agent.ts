@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fstatSync, openSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { versionInfo } from '../../core/version.js';
 import { beginUpdate, startWatchdog } from '../update-guard.js';
 import type { KindExecutor } from './types.js';
@@ -11,24 +11,70 @@ export const UPDATE_GRACE_SECONDS = 120;
 /** Exit code that asks the supervisor (systemd Restart=on-failure, or the fallback loop) to start the agent again. */
 export const EXIT_RESTART = 75;
 
-/** The agent's own log: the last `lines`, or every line after `since`. */
+/** How much of the log is read at a time, from its end backwards. */
+const LOG_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * The agent's own log: the last `lines`, or every line after `since`. The log gains a line with
+ * every task and is read from its end, a chunk at a time, so a fetch costs what it answers rather
+ * than the whole file (docs/performance.md, "The agent's soak, found").
+ */
 export const fetchLogs: KindExecutor<typeof AgentLogs> = async ({ payload, logFile }) => {
   if (!existsSync(logFile)) return { lines: [] };
-  const all = readFileSync(logFile, 'utf8').split('\n').filter(Boolean);
+  const newestFirst: string[] = [];
   if (payload.since) {
     const since = Date.parse(payload.since);
-    return {
-      lines: all.filter((line) => {
-        try {
-          return Date.parse(JSON.parse(line).time) > since;
-        } catch {
-          return false;
-        }
-      }),
-    };
+    for (const line of linesFromEnd(logFile)) {
+      const time = timeOf(line);
+      // The log is written in time order: the first line not after `since` ends the search.
+      if (time !== null && time <= since) break;
+      if (time !== null) newestFirst.push(line);
+    }
+  } else {
+    const wanted = Math.max(1, Number(payload.lines ?? 100));
+    for (const line of linesFromEnd(logFile)) {
+      newestFirst.push(line);
+      if (newestFirst.length >= wanted) break;
+    }
   }
-  return { lines: all.slice(-Math.max(1, Number(payload.lines ?? 100))) };
+  return { lines: newestFirst.reverse() };
 };
+
+/** When a log line was written (pino's `time`), or null for a line that is not one of pino's. */
+function timeOf(line: string): number | null {
+  try {
+    const time = Date.parse(JSON.parse(line).time);
+    return Number.isNaN(time) ? null : time;
+  } catch {
+    return null;
+  }
+}
+
+/** The file's non-empty lines, the last first. A newline byte never occurs inside a UTF-8 character, so chunks split on it safely. */
+function* linesFromEnd(file: string): Generator<string> {
+  const fd = openSync(file, 'r');
+  try {
+    let position = fstatSync(fd).size;
+    // The bytes before the first newline seen so far: a line whose start is in an earlier chunk.
+    let head = Buffer.alloc(0);
+    while (position > 0) {
+      const size = Math.min(LOG_CHUNK_BYTES, position);
+      position -= size;
+      const chunk = Buffer.allocUnsafe(size);
+      readSync(fd, chunk, 0, size, position);
+      const bytes = Buffer.concat([chunk, head]);
+      let end = bytes.length;
+      for (let newline = bytes.lastIndexOf(0x0a, end - 1); newline >= 0; newline = end > 0 ? bytes.lastIndexOf(0x0a, end - 1) : -1) {
+        if (end > newline + 1) yield bytes.toString('utf8', newline + 1, end);
+        end = newline;
+      }
+      head = bytes.subarray(0, end);
+    }
+    if (head.length) yield head.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** Stops the agent once the result is reported; workloads on the machine keep running. */
 export const stopAgent: KindExecutor<typeof AgentStop> = async ({ after, log, quiesce }) => {
