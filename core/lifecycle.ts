@@ -247,6 +247,18 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
     }
   }
 
+  /**
+   * Runs an operation this process wrote on the record itself with `opId` and a live lease (a
+   * reaction's row, written in the transaction of the change it reacts to); false when the record is
+   * gone or another process has taken the operation over meanwhile.
+   */
+  async runHeld(id: string, opId: string): Promise<boolean> {
+    const record = await this.repo.get(id);
+    if (!record?.op || record.op_id !== opId) return false;
+    this.launch(record, record.op);
+    return true;
+  }
+
   private launch(record: R, op: string, label?: string): void {
     const operation = this.operation(op);
     this.env.jobs.run(label ?? operation.label(record), () => this.execute(record, op), () => undefined);

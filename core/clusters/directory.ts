@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../errors.js';
-import { ResourceDeleted, type EventBus } from '../events.js';
+import { notice, ResourceDeleted, type EventBus, type Notice } from '../events.js';
+import type { Knex } from 'knex';
 import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
 import type { ClusterField } from './backend.js';
 import { FIELD_NOUNS, type BackendRegistry } from './backend-registry.js';
@@ -26,6 +27,8 @@ export interface DirectoryDeps {
   registry: BackendRegistry;
   events: EventBus;
   provided: ServiceRegistry;
+  /** A member's change written with what the durable listeners of its topic keep of it (its reactions, its notification). */
+  keepMemberChange<R>(said: Notice, change: (trx?: Knex.Transaction) => Promise<R>): Promise<R>;
 }
 
 /**
@@ -132,22 +135,29 @@ export class ClusterDirectory {
     const { clusters, members } = this.deps;
     for (const member of await members.findAll({ node_id: nodeId })) {
       const cluster = await clusters.get(member.cluster_id);
-      await members.remove(member.id);
-      if (cluster && cluster.manager_node_id === nodeId) {
-        const next = (await members.of(cluster.id)).find((m) => m.role === 'manager' && m.status === 'active');
-        const noun = this.deps.registry.nounOf(cluster);
-        await clusters.change(
-          cluster.id,
-          next
-            ? { manager_node_id: next.node_id }
-            : {
-                manager_node_id: null,
-                status: 'failed',
-                error: `its manager, node ${nodeId}, was deleted; delete the ${noun} (force=true) to remove what hangar recorded of it, or join a node to start it anew`,
-              },
-        );
+      if (!cluster) {
+        await members.remove(member.id);
+        continue;
       }
-      if (cluster) this.deps.events.publish(ClusterMemberRemoved, { cluster: (await clusters.get(cluster.id)) ?? cluster, member });
+      let patch: Partial<ClusterRecord> = {};
+      if (cluster.manager_node_id === nodeId) {
+        const next = (await members.of(cluster.id)).find((m) => m.role === 'manager' && m.status === 'active' && m.node_id !== nodeId);
+        const noun = this.deps.registry.nounOf(cluster);
+        patch = next
+          ? { manager_node_id: next.node_id }
+          : {
+              manager_node_id: null,
+              status: 'failed',
+              error: `its manager, node ${nodeId}, was deleted; delete the ${noun} (force=true) to remove what hangar recorded of it, or join a node to start it anew`,
+            };
+      }
+      // The member goes, its cluster changes and what reacts to it is kept, in one transaction.
+      const removed = { cluster: { ...cluster, ...patch }, member };
+      await this.deps.keepMemberChange(notice(ClusterMemberRemoved, removed), async (trx) => {
+        await members.remove(member.id, trx);
+        if (Object.keys(patch).length) await clusters.change(cluster.id, patch, trx);
+      });
+      this.deps.events.publish(ClusterMemberRemoved, { ...removed, cluster: (await clusters.get(cluster.id)) ?? removed.cluster });
     }
   }
 

@@ -141,7 +141,7 @@ export class Clusters {
     this.revisions = new RevisionStore(db, clock, () => tuned.revisionsKept ?? 10);
 
     const registry = (this.registry = new BackendRegistry(tasks.kinds));
-    const directory = (this.directory = new ClusterDirectory({ clusters, members, registry, events, provided }));
+    const directory = (this.directory = new ClusterDirectory({ clusters, members, registry, events, provided, keepMemberChange: (said, change) => this.keepMemberChange(said, change) }));
     const calls = (this.calls = new ClusterCalls({ config, db, tasks, log, shutdown, clusters, members, registry, settings: () => tuned }));
     this.reach = new MemberReach({ calls, settings: () => tuned });
     this.workloads = new ClusterWorkloadKinds(provided);

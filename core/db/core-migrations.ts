@@ -7,6 +7,7 @@ import { keyringMigration } from '../pki/keyring.js';
 import { leadershipMigration } from './leadership.js';
 import { clusterMigrations, clusterProjectsMigration, memberReadinessMigration, specRevisionsMigration } from '../clusters/migrations.js';
 import { storeProbeMigration } from './health.js';
+import { reactionsMigration } from '../reactions.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -33,5 +34,6 @@ export const coreMigrations: MigrationSet = {
     clusterProjectsMigration,
     memberReadinessMigration,
     taskProgressMigration,
+    reactionsMigration,
   ],
 };

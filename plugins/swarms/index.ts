@@ -13,6 +13,7 @@ import { DnsName } from '../../core/http/resources.js';
 import { sleep } from '../../core/clock.js';
 import { TaggableResources } from '../tags/api.js';
 import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
+import { defineReaction } from '../../core/reactions.js';
 
 const BACKEND = 'swarm';
 /** The port a swarm manager takes joins on (its listen address is 0.0.0.0:2377). */
@@ -57,7 +58,7 @@ export default definePlugin({
       advertise: settings.advertise,
     });
     const { nodes, events } = nodesOf(services);
-    const { clusters: swarms, members, jobs } = core;
+    const { clusters: swarms, members } = core;
     const call = <C extends DriverCall>(nodeId: string, kind: C, input: Static<C['input']>, options: { subject: string; timeoutMs?: number }) =>
       core.call(nodeId, kind, input, { ...options, backend: BACKEND });
 
@@ -231,12 +232,20 @@ export default definePlugin({
       },
     });
 
-    // A member node deleted by force: the manager forgets it too, where there is still a manager to ask.
-    services.events.subscribe(ClusterMemberRemoved, ({ cluster, member }) => {
-      if (cluster.backend !== BACKEND || !cluster.manager_node_id || !member.runtime_node_id) return;
-      jobs.run(`forget ${member.node_id} in ${cluster.name}`, async () => {
-        await core.callOn(cluster, SwarmRemoveMember, { runtime_node_id: member.runtime_node_id!, force: true });
-      }, (err) => services.log.warn({ swarm_id: cluster.id, node_id: member.node_id, error: err.message }, 'removing a deleted node from the swarm’s list failed'), { resumable: false });
+    // A member node deleted by force: the manager forgets it too, where there is still a manager to ask (the one it has when the reaction runs).
+    defineReaction(services, {
+      name: 'swarms:forget-removed-member',
+      on: {
+        topic: ClusterMemberRemoved,
+        keep: ({ cluster, member }) => (cluster.backend === BACKEND && member.runtime_node_id ? { swarmId: cluster.id, nodeId: member.node_id, runtimeNodeId: member.runtime_node_id } : null),
+      },
+      label: ({ swarmId, nodeId }) => `forget ${nodeId} in swarm ${swarmId}`,
+      async run({ swarmId, runtimeNodeId }) {
+        const swarm = await swarms.get(swarmId);
+        if (!swarm?.manager_node_id) return;
+        await core.callOn(swarm, SwarmRemoveMember, { runtime_node_id: runtimeNodeId, force: true });
+      },
+      failure: 'removing a deleted node from the swarm’s list failed',
     });
 
     return { routes: clusterApi.routes };

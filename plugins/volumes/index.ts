@@ -20,6 +20,7 @@ import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { defaultProjectOf, projectForNew, ProjectsRef } from '../projects/api.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
+import { defineReaction } from '../../core/reactions.js';
 
 /** The name of a volume's definition on each engine. */
 export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
@@ -122,33 +123,29 @@ export default definePlugin({
       );
     }
 
-    /** The nodes whose agent is being asked for the NFS client (in this process): one request at a time each. */
-    const askingForClient = new Set<string>();
+    /**
+     * Installs the NFS client on a member whose agent reports none; a node event says what came of
+     * it (installed, or missing and why).
+     */
+    const nfsClient = defineReaction<{ nodeId: string; subject: string }>(services, {
+      name: 'volumes:nfs-client',
+      label: ({ nodeId }) => `NFS client on ${nodeId}`,
+      async run({ nodeId, subject }) {
+        const client = await core.runTask(nodeId, NfsClientInstall, {}, { subject });
+        if (client.installed) await nodeEvents.record({ nodeId, kind: 'nfs_client_installed', message: `installed ${client.package}: this member can mount NFS volumes` });
+        else if (!client.present) await nodeEvents.record({ nodeId, kind: 'nfs_client_missing', message: `NFS volumes cannot be mounted on this member: ${client.reason ?? `${client.package} is missing`}` });
+      },
+      failure: 'installing the NFS client on a cluster member failed',
+    });
     /**
      * Asks each of these nodes whose agent reports no NFS client (facts `nfs.client: false`; agents
-     * that do not report it predate the task) to install it, in the background; a node event says
-     * what came of it (installed, or missing and why).
+     * that do not report it predate the task) to install it, in the background: once at a time.
      */
     async function askForClients(nodeIds: string[], subject: string): Promise<void> {
       for (const nodeId of nodeIds) {
         const node = await nodes.get(nodeId);
         const nfs = (node?.facts as { nfs?: { client?: boolean } | null } | null)?.nfs;
-        if (!node || node.removing || nfs?.client !== false || askingForClient.has(nodeId)) continue;
-        askingForClient.add(nodeId);
-        core.jobs.run(
-          `NFS client on ${nodeId}`,
-          async () => {
-            try {
-              const client = await core.runTask(nodeId, NfsClientInstall, {}, { subject });
-              if (client.installed) await nodeEvents.record({ nodeId, kind: 'nfs_client_installed', message: `installed ${client.package}: this member can mount NFS volumes` });
-              else if (!client.present) await nodeEvents.record({ nodeId, kind: 'nfs_client_missing', message: `NFS volumes cannot be mounted on this member: ${client.reason ?? `${client.package} is missing`}` });
-            } finally {
-              askingForClient.delete(nodeId);
-            }
-          },
-          (err) => log.warn({ node_id: nodeId, error: err.message }, 'installing the NFS client on a cluster member failed'),
-          { resumable: false },
-        );
+        if (node && !node.removing && nfs?.client === false) await nfsClient.request({ nodeId, subject });
       }
     }
 
@@ -405,51 +402,41 @@ export default definePlugin({
     // already defined on its members. When it holds volumes itself, every member gets those. Staging
     // one asks the members that mount it for the NFS client (nfs-common) when their agent reports it
     // missing: a cluster without NFS volumes never has it installed (it brings rpcbind, port 111).
-    services.events.subscribe(ClusterMemberJoined, ({ clusterId, nodeId }) => {
-      core.jobs.run(
-        `volumes for ${nodeId} in ${clusterId}`,
-        async () => {
-          const cluster = await core.clusters.get(clusterId);
-          if (!cluster) return;
-          const memberIds = await activeMembers(clusterId);
-          const ids = new Set(await definitions.volumesOn(memberIds.filter((id) => id !== nodeId)));
-          const candidates = await volumes.query().where({ type: 'nfs', status: 'ready' }).andWhere((q) => q.whereIn('node_id', memberIds).orWhereIn('id', [...ids]));
-          for (const row of candidates) {
-            const volume = volumes.decode(row);
-            await stage(volume, cluster, volume.node_id === nodeId ? memberIds : [nodeId]);
-          }
-          await reshare(candidates.map((row: { id: string }) => row.id));
-        },
-        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'defining volumes on a joined node failed'),
-        { resumable: false },
-      );
+    defineReaction(services, {
+      name: 'volumes:member-joined',
+      on: { topic: ClusterMemberJoined, keep: ({ clusterId, nodeId }) => ({ clusterId, nodeId }) },
+      label: ({ clusterId, nodeId }) => `volumes for ${nodeId} in ${clusterId}`,
+      async run({ clusterId, nodeId }) {
+        const cluster = await core.clusters.get(clusterId);
+        if (!cluster) return;
+        const memberIds = await activeMembers(clusterId);
+        const ids = new Set(await definitions.volumesOn(memberIds.filter((id) => id !== nodeId)));
+        const candidates = await volumes.query().where({ type: 'nfs', status: 'ready' }).andWhere((q) => q.whereIn('node_id', memberIds).orWhereIn('id', [...ids]));
+        for (const row of candidates) {
+          const volume = volumes.decode(row);
+          await stage(volume, cluster, volume.node_id === nodeId ? memberIds : [nodeId]);
+        }
+        await reshare(candidates.map((row: { id: string }) => row.id));
+      },
+      failure: 'defining volumes on a joined node failed',
     });
 
     // A node that leaves a cluster (or is deleted) is no longer a client of the exports it was named in:
     // those of the volumes on the cluster's members and those defined on it. What was staged through it
     // for the whole cluster (Kubernetes: a PersistentVolume and claim, recorded on its manager) went with
     // the cluster's control plane: forgotten, so that deleting the volume does not ask for it.
-    const afterLeaving = (clusterId: string, nodeId: string) =>
-      core.jobs.run(
-        `exports after ${nodeId} left ${clusterId}`,
-        async () => {
-          const definedOn = await definitions.volumesOn([nodeId]);
-          for (const volumeId of definedOn) {
-            for (const d of await definitions.of(volumeId)) if (d.node_id === nodeId && stagedPerCluster(d.backend)) await definitions.forget(volumeId, nodeId);
-          }
-          const memberIds = [nodeId, ...(await members.of(clusterId)).map((m) => m.node_id)];
-          const hosted: Array<{ id: string }> = await volumes.query().where({ type: 'nfs' }).whereIn('node_id', memberIds).select('id');
-          await reshare([...hosted.map((row) => row.id), ...definedOn]);
-        },
-        (err) => log.warn({ cluster_id: clusterId, node_id: nodeId, error: err.message }, 'narrowing NFS exports after a member left failed'),
-        { resumable: false },
-      );
-    services.events.subscribe(ClusterMemberLeft, ({ clusterId, nodeId }) => {
-      afterLeaving(clusterId, nodeId);
-    });
-    services.events.subscribe(ClusterMemberRemoved, ({ cluster, member }) => {
-      afterLeaving(cluster.id, member.node_id);
-    });
+    async function afterLeaving({ clusterId, nodeId }: { clusterId: string; nodeId: string }): Promise<void> {
+      const definedOn = await definitions.volumesOn([nodeId]);
+      for (const volumeId of definedOn) {
+        for (const d of await definitions.of(volumeId)) if (d.node_id === nodeId && stagedPerCluster(d.backend)) await definitions.forget(volumeId, nodeId);
+      }
+      const memberIds = [nodeId, ...(await members.of(clusterId)).map((m) => m.node_id)];
+      const hosted: Array<{ id: string }> = await volumes.query().where({ type: 'nfs' }).whereIn('node_id', memberIds).select('id');
+      await reshare([...hosted.map((row) => row.id), ...definedOn]);
+    }
+    const leaving = { label: ({ clusterId, nodeId }: { clusterId: string; nodeId: string }) => `exports after ${nodeId} left ${clusterId}`, run: afterLeaving, failure: 'narrowing NFS exports after a member left failed' };
+    defineReaction(services, { name: 'volumes:member-left', on: { topic: ClusterMemberLeft, keep: ({ clusterId, nodeId }) => ({ clusterId, nodeId }) }, ...leaving });
+    defineReaction(services, { name: 'volumes:member-removed', on: { topic: ClusterMemberRemoved, keep: ({ cluster, member }) => ({ clusterId: cluster.id, nodeId: member.node_id }) }, ...leaving });
 
     const Volume = Type.Object({}, { additionalProperties: true });
 

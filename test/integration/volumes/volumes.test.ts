@@ -131,7 +131,11 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
     const v = (await api('GET', `/v1/volumes/${named('nfs-a')}`)).json.data;
     // Node B joins as far as hangar knows (the host engine cannot be in the swarm twice).
     const now = new Date().toISOString();
-    await knex('cluster_members').insert({ id: `member-${run}`, cluster_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'active', created_at: now, updated_at: now });
+    const clusters = t.hangar.services.clusters;
+    await knex('cluster_members').insert({ id: `member-${run}`, cluster_id: member.swarmId, node_id: nodeB, role: 'worker', status: 'joining', created_at: now, updated_at: now });
+    // What the swarms plugin does once a join is done: the member active (with its reactions kept), then the change published.
+    const joining = (await clusters.members.get(`member-${run}`))!;
+    await clusters.memberJoined(joining, {});
     try {
       t.hangar.services.events.publish(ClusterMemberJoined, { clusterId: member.swarmId, nodeId: nodeB });
       await waitFor(async () => Boolean(await knex('volume_definitions').where({ volume_id: v.id, node_id: nodeB }).first()), { timeoutMs: 20_000, what: 'the definition on node B' });
@@ -152,9 +156,9 @@ describeEachDialect('volumes: API, NFS export files and volume definitions throu
       expect(lines).to.deep.equal([`${v.folder} ${joined.nfs_export.clients.map((c: string) => `${c}${NFS_OPTIONS}`).join(' ')}`]);
       expect(lines.join('\n')).not.to.contain('*');
     } finally {
-      await knex('cluster_members').where({ id: `member-${run}` }).delete();
+      // Node B leaves (as far as hangar knows): the export narrows to the configured network again.
+      await clusters.memberLeft((await clusters.members.get(`member-${run}`))!);
     }
-    // Node B leaves (as far as hangar knows): the export narrows to the configured network again.
     t.hangar.services.events.publish(ClusterMemberLeft, { clusterId: member.swarmId, nodeId: nodeB });
     const left = await waitFor(
       async () => {

@@ -1,0 +1,130 @@
+import { createTables } from './db/migrations.js';
+import { recordId, recordTimes } from './db/columns.js';
+import { StampedRepository } from './db/repository.js';
+import { leaseColumns } from './clusters/migrations.js';
+import type { Topic } from './events.js';
+import { newId, randomToken } from './ids.js';
+import { defineLifecycle, LEASE_DATES, REMOVED, type LeasedRecord } from './lifecycle.js';
+import type { Services } from './plugin.js';
+
+export const REACTIONS = 'reactions';
+
+export const reactionsMigration = createTables('014_reactions', {
+  [REACTIONS]: (t) => {
+    recordId(t);
+    /** What the log and a resume line call it: `forget node-… in swarm web`. */
+    t.string('name', 255).notNullable();
+    /** What it reacts on: what its definition kept of the change (JSON). */
+    t.text('payload').notNullable();
+    recordTimes(t);
+    /** `op` is the reaction's name: each runs as the one operation of its own lifecycle. */
+    leaseColumns(t);
+  },
+});
+
+/** A reaction not yet done: its row lives from the change it reacts to until it ran. */
+interface ReactionRecord extends LeasedRecord {
+  payload: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ReactionDef<T, K extends Record<string, unknown>> {
+  /** Unique among reactions, at most 40 characters: `volumes:member-joined`. */
+  name: string;
+  /**
+   * The change it reacts to, when it reacts to one: its publishers write it with
+   * {@link EventBus.keepWith} (core/events.ts); `keep` says what the reaction needs of it, kept as
+   * JSON until it has run (null: nothing to do for this one). Without it, it runs when requested.
+   */
+  on?: { topic: Topic<T>; keep(payload: T): K | null };
+  /** Its name in the log: `volumes for node-… in cls-…`. */
+  label(kept: K): string;
+  /** The work; idempotent, since a reaction a control plane died in runs again from its start. */
+  run(kept: K, signal: AbortSignal): Promise<void>;
+  /** The warning logged when it fails (its outcome: a failure is not retried). */
+  failure: string;
+}
+
+export interface Reaction<K> {
+  /**
+   * Records the reaction and starts it in this process (it is taken over when this process dies
+   * first); not when one of the same label has not run yet (it does the same).
+   */
+  request(kept: K): Promise<void>;
+}
+
+export function defineReaction<K extends Record<string, unknown>, T = never>(services: Services, def: ReactionDef<T, K>): Reaction<K> {
+  const { db, clock, log, events, clusters } = services;
+  const rows = new StampedRepository<ReactionRecord>(db, REACTIONS, { json: ['payload'], dates: ['created_at', 'updated_at', ...LEASE_DATES] }, clock);
+  const lifecycle = clusters.lifecycle(
+    rows,
+    defineLifecycle<ReactionRecord>({
+      noun: 'reaction',
+      operations: {
+        [def.name]: {
+          from: '*',
+          label: (row) => row.name,
+          async run(row, ctx) {
+            try {
+              await def.run(row.payload as K, ctx.signal);
+            } catch (err) {
+              // Cut short (a shutdown, or another process took it over): run again from its start, elsewhere or later.
+              if (ctx.signal.aborted) throw err;
+              log.warn({ reaction: def.name, ...row.payload, error: (err as Error).message }, def.failure);
+            }
+            await rows.remove(row.id);
+            return REMOVED;
+          },
+          failed: () => ({}),
+        },
+      },
+    }),
+  );
+
+  /** Its row, held by this process from the start (its lease runs out when this process dies before it ran). */
+  const rowOf = (kept: K) => {
+    const now = clock.now();
+    return {
+      id: newId('rct'),
+      name: def.label(kept),
+      payload: kept,
+      op: def.name,
+      op_id: `op-${randomToken(12)}`,
+      op_lease_until: new Date(now.getTime() + clusters.settings.opLeaseMs).toISOString(),
+      op_rev: 0,
+      created_at: now.toISOString(),
+      updated_at: now.toISOString(),
+    };
+  };
+  const start = (row: { id: string; op_id: string }) =>
+    lifecycle.runHeld(row.id, row.op_id).catch((err: Error) => log.warn({ reaction: def.name, id: row.id, error: err.message }, 'starting a reaction failed; once its lease runs out, the take-over loop starts it'));
+
+  if (def.on) {
+    const { topic, keep } = def.on;
+    /** The reactions this process wrote with their change and has not started yet. */
+    const written: Array<{ id: string; op_id: string }> = [];
+    events.keep(topic, async (payload) => {
+      const kept = keep(payload);
+      if (!kept) return null;
+      const row = rowOf(kept);
+      return async (trx) => {
+        await trx(REACTIONS).insert(rows.codec.encode(row));
+        written.push(row);
+      };
+    });
+    // The change is published once committed (with its reaction's row): this process starts what it wrote.
+    events.subscribe(topic, () => {
+      for (const row of written.splice(0)) void start(row);
+    });
+  }
+
+  return {
+    async request(kept) {
+      const row = rowOf(kept);
+      if (await db.knex(REACTIONS).where({ op: def.name, name: row.name }).first('id')) return;
+      await db.knex(REACTIONS).insert(rows.codec.encode(row));
+      await start(row);
+    },
+  };
+}
