@@ -201,5 +201,14 @@ describe('zero downtime through the load balancer on the host engine’s swarm [
     expect(Object.keys(rollback.answers)).to.deep.equal(['v2']);
     const env = JSON.parse(await dockerOk(['service', 'inspect', runtime, '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Env}}']));
     expect(env).to.include('VERSION=v2');
+    // hangar observes the halted rollout (what the rollout_halted alert reads), until a later one goes through: a rollback to v2's revision.
+    const halted = await waitFor(async () => (await service()).halted_rollouts?.web ?? null, { timeoutMs: 30_000, intervalMs: 300, what: 'the service to tell the rolled-back rollout of web' });
+    expect(halted.status).to.equal('rolled_back');
+    const [, v2Revision] = (await api('GET', `/v1/services/${id}/revisions`)).json.data;
+    expect((await api('POST', `/v1/services/${id}/rollback`, { revision: v2Revision.number })).status).to.equal(202);
+    await waitFor(async () => {
+      const s = await service();
+      return s.status === 'running' && Object.keys(s.halted_rollouts).length === 0 ? s : null;
+    }, { timeoutMs: 60_000, intervalMs: 300, what: 'the halted rollout to end with the rollback to v2' });
   });
 });
