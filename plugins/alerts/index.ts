@@ -53,7 +53,7 @@ const SilenceBody = Type.Object(
 
 export default definePlugin({
   name: 'alerts',
-  description: 'built-in alert rules (nodes offline, disk and memory, instances and services not running, certificates expiring, stale backups, outdated agents): firing and resolved alerts, silences, events and a metric',
+  description: 'built-in alert rules (nodes offline, disk and memory, instances and services not running, rollouts halted, certificates expiring, stale backups, outdated agents): firing and resolved alerts, silences, events and a metric',
   configSchema: AlertsConfigSchema,
   migrations: alertMigrations,
   setup(services: Services) {
