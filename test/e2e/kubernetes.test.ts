@@ -4,12 +4,13 @@ import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { TestDialect } from '../support/dialects.js';
+import { TEST_MASTER_KEY, TestDialect } from '../support/dialects.js';
 import { FailNow, until } from '../support/agents.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { ensureKubeBuild, KUBE_START_TIMEOUT_MS, kubeAvailability } from '../support/kube.js';
-import { postgresAvailable, requireService } from '../support/requirements.js';
+import { PG_URL, postgresAvailable, requireService } from '../support/requirements.js';
+import { freePort } from '../support/ports.js';
 import { Lab, type Machine } from './lab/lab.js';
 import { requireLab } from './lab/requirements.js';
 import { S3Server, type S3Bucket } from '../support/s3-server.js';
@@ -28,7 +29,9 @@ import { hangarCli } from '../integration/runner/support.js';
  * server's token on the others. Real containers run: their logs, secrets, probes, evictions,
  * Services and the cluster's load balancer (the lab's HAProxy ingress controller) are the real
  * thing. The kubeconfig hangar hands out works with kubectl; deleting the cluster uninstalls k3s
- * from the machines. Runs on PostgreSQL.
+ * from the machines. A volume a pod writes is backed up and restored with restic to the real S3
+ * server (SeaweedFS on the lab's gateway), and the control plane itself is destroyed and restored from
+ * that bucket while the cluster runs (the restore drill). Runs on PostgreSQL.
  */
 /** An HTTP GET from the host to `address` (host:port) for `host`: the status and body (status 0 and the error when it failed). */
 function get(address: string, host: string, urlPath = '/'): Promise<{ status: number; body: string }> {
@@ -104,6 +107,27 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
   let lbId: string;
   let s3: S3Server;
   let bucket: S3Bucket;
+  /** The control plane's data dir and schema (replaced by the restore drill's), and its fixed port (the agents' address of it). */
+  let storage: { dataDir: string; schema: string | null };
+  let port: number;
+  const PLUGINS = ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags', 'backups'];
+  const serve = () =>
+    startHangar(dialect, {
+      plugins: PLUGINS,
+      storage,
+      overrides: {
+        drivers: ['ssh', 'swarm', 'k8s'],
+        api: { host: '0.0.0.0', port },
+        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
+        tasks: { poll_wait_seconds: 10 },
+        // Members are advertised by their WireGuard overlay addresses (the default): the nodes'
+        // addresses in the cluster, so the pod network's VXLAN runs over the overlay.
+        clusters: { observe_interval_seconds: 2 },
+        kubernetes: { k3s_dir: k3sDir },
+        // The cluster's load balancer: the lab's ingress controller (HAProxy; not Traefik, which cannot be had here).
+        gateway: { kubernetes_image: 'lab/hangar-ingress:1' },
+      },
+    });
 
   before(async function () {
     this.timeout(KUBE_START_TIMEOUT_MS);
@@ -131,21 +155,9 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     // The real S3 server on the lab's gateway address: the backups' target.
     s3 = await S3Server.start({ host: lab.gateway });
     bucket = await s3.bucket('kube-backups');
-    t = await startHangar(dialect, {
-      plugins: ['system', 'iam', 'nodes', 'agent-internal', 'ssh-profiles', 'provisioning', 'kubernetes', 'swarms', 'volumes', 'secrets', 'compute', 'services', 'gateway', 'tags', 'backups'],
-      overrides: {
-        drivers: ['ssh', 'swarm', 'k8s'],
-        api: { host: '0.0.0.0' },
-        nodes: { heartbeat_interval_seconds: 2, offline_after_seconds: 10 },
-        tasks: { poll_wait_seconds: 10 },
-        // Members are advertised by their WireGuard overlay addresses (the default): the nodes'
-        // addresses in the cluster, so the pod network's VXLAN runs over the overlay.
-        clusters: { observe_interval_seconds: 2 },
-        kubernetes: { k3s_dir: k3sDir },
-        // The cluster's load balancer: the lab's ingress controller (HAProxy; not Traefik, which cannot be had here).
-        gateway: { kubernetes_image: 'lab/hangar-ingress:1' },
-      },
-    });
+    storage = dialect.freshStorage();
+    port = await freePort('0.0.0.0');
+    t = await serve();
     admin = await bootstrapAdmin(t);
     const deploys = await Promise.all(machines.map((m) => api('POST', '/v1/nodes/deploy', { ip_address: m.ip, ssh_user: 'root', ssh_key: m.ssh.root.privateKey })));
     for (const [i, res] of deploys.entries()) {
@@ -833,6 +845,68 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, 120_000);
     expect((await api('DELETE', `/v1/volumes/${volumeId}`)).status).to.equal(202);
     await until('the volume deleted', async () => (await api('GET', `/v1/volumes/${volumeId}`)).status === 404);
+  });
+
+  it('the control plane destroyed and restored from the bucket while the cluster runs: the agents come back, the cluster and its instance are there, observed running without a pod replaced, and managed (a scale)', async function () {
+    this.timeout(600_000);
+    const created = await api('POST', '/v1/compute/instances', { name: 'survivor', cluster_id: clusterId, image: 'lab/busybox:1', replicas: 2, command: idle });
+    expect(created.status, created.text).to.equal(202);
+    const id = created.json.data.id as string;
+    const selector = `io.hangar.workload=${created.json.data.runtime_name}`;
+    const running = (replicas: number, since = '') =>
+      until(`the instance running ${replicas} pods${since ? ' (observed since the restore)' : ''}`, async () => {
+        const i = (await api('GET', `/v1/compute/instances/${id}`)).json.data;
+        if (i?.status === 'failed') throw new FailNow(i.reason);
+        return i?.status === 'running' && i.running === replicas && (!since || i.observed_at > since) ? i : null;
+      }, 180_000);
+    await running(2);
+    const podsBefore = podsOf(selector).map((p) => p.metadata.name).sort();
+    expect(podsBefore).to.have.length(2);
+
+    // `hangar backup create --target` while it serves, as an operator runs it on the control plane's machine.
+    const work = mkdtempSync(path.join(os.tmpdir(), 'hangar-kube-drill-'));
+    const passphraseFile = path.join(work, 'passphrase');
+    writeFileSync(passphraseFile, 'a passphrase the operator keeps elsewhere\n', { mode: 0o600 });
+    const envOf = (of: typeof storage) => ({ NODE_ENV: 'test', HANGAR_DATA_DIR: of.dataDir, HANGAR_PLUGINS: PLUGINS.join(','), HANGAR_DATABASE__URL: PG_URL, HANGAR_DATABASE__SCHEMA: of.schema!, HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY });
+    let restartedAt = '';
+    try {
+      const backup = await hangarCli(['backup', 'create', '--target', 'kube', '--passphrase-file', passphraseFile], { env: envOf(storage), timeoutMs: 180_000 });
+      expect(backup.code, backup.stderr).to.equal(0);
+      expect(await bucket.list('kube/hangar-control-plane/')).to.have.length(1);
+
+      // The machine is lost: the control plane stops and its data dir is gone. A new one is restored from the bucket into a new schema.
+      await t.stop();
+      rmSync(storage.dataDir, { recursive: true, force: true });
+      storage = dialect.freshStorage();
+      const restore = await hangarCli(['restore', '--from', `s3://${bucket.name}/kube`, '--endpoint', s3.endpoint, '--passphrase-file', passphraseFile], {
+        env: { ...envOf(storage), AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey },
+        timeoutMs: 180_000,
+      });
+      expect(restore.code, restore.stderr).to.equal(0);
+      restartedAt = new Date().toISOString();
+      t = await serve();
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+
+    // The same CA: the agents reconnect by themselves; the admin's token still verifies.
+    for (const m of machines)
+      await until(`${m.name} heartbeating to the restored control plane`, async () => {
+        const n = (await api('GET', `/v1/nodes/${nodeOf.get(m.name)}`)).json.data;
+        return n?.status === 'ready' && n.last_heartbeat_at > restartedAt;
+      }, 180_000);
+    expect((await api('GET', `/v1/kubernetes/clusters/${clusterId}`)).json.data).to.include({ status: 'active' });
+    await running(2, restartedAt);
+    expect(podsOf(selector).map((p) => p.metadata.name).sort(), 'the same pods: nothing redeployed').to.deep.equal(podsBefore);
+
+    const scaled = await api('POST', `/v1/compute/instances/${id}/scale`, { replicas: 3 });
+    expect([200, 202], scaled.text).to.include(scaled.status);
+    await running(3);
+    const podsAfter = podsOf(selector).map((p) => p.metadata.name);
+    expect(podsAfter).to.have.length(3);
+    expect(podsAfter).to.include.members(podsBefore);
+    expect((await api('DELETE', `/v1/compute/instances/${id}`)).status).to.equal(202);
+    await until('the instance gone', async () => (await api('GET', `/v1/compute/instances/${id}`)).status === 404, 120_000);
   });
 
   it('refuses to remove the server node (409), removes an agent node (drained, k3s uninstalled on it)', async function () {
