@@ -57,7 +57,9 @@ class Ssh2Session implements SshSession {
     const methods = [...(credentials.privateKey ? ['publickey'] : []), ...(credentials.agent ? ['agent'] : []), ...(target.password ? ['password', 'keyboard-interactive'] : [])];
     await new Promise<void>((resolve, reject) => {
       client.once('ready', () => resolve());
-      client.once('error', (err) => reject(classify(err, where)));
+      // Every error, not only the first: ssh2 may emit a second (the socket lost after a failed
+      // handshake), which with no listener left would be thrown out of the process.
+      client.on('error', (err) => reject(classify(err, where)));
       client.connect({
         host,
         port,

@@ -25,6 +25,8 @@ export interface NodeRecords {
   findAll(where: Partial<Pick<NodeRecord, 'ip_address' | 'removing'>>): Promise<NodeRecord[]>;
   /** Inserts a node (provisioning's machine before its agent joins); its status derives from what it is inserted with. */
   insert(values: Partial<NodeRecord>): Promise<NodeRecord>;
+  /** The live node at an address, or one inserted with these values when there is none (a deploy): one request at a time per address. */
+  atAddress(ipAddress: string, values: Partial<NodeRecord>): Promise<{ node: NodeRecord; made: boolean }>;
   /** Writes a patch and stamps `updated_at`; a patch of a column the status derives from writes the status too. */
   change(id: string, patch: Partial<NodeRecord>): Promise<NodeRecord>;
   /** Deletes the record only (provisioning's pending node of a machine that turned out to be a known one); false when there was none. */

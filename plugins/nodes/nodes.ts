@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Clock } from '../../core/clock.js';
 import { Repository, type Page } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
+import { lockForTransaction } from '../../core/db/locks.js';
 import { conflict, notFound } from '../../core/errors.js';
 import type { OverlayState } from '../../core/overlay.js';
 import { NODES } from './migrations.js';
@@ -116,6 +117,19 @@ export class NodeStore extends Repository<NodeRecord> {
     const node = await this.require(id);
     if (node.removing) throw conflict(`Node ${id} is being removed`);
     return node;
+  }
+
+  /**
+   * The live node at an address, or one inserted with `values` when there is none: one request at
+   * a time per address, so that two at once find (or make) the same node.
+   */
+  async atAddress(ipAddress: string, values: Partial<NodeRecord>): Promise<{ node: NodeRecord; made: boolean }> {
+    return this.knex.transaction(async (trx) => {
+      await lockForTransaction(trx, this.store.dialect, `nodes:address:${ipAddress}`);
+      const found = (await this.findAll({ ip_address: ipAddress, removing: false }, trx))[0];
+      if (found) return { node: found, made: false };
+      return { node: await this.insert({ ...values, ip_address: ipAddress }, trx), made: true };
+    });
   }
 
   /** Inserts a node; its status is derived from what it is inserted with. */

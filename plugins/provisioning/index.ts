@@ -352,14 +352,12 @@ export default definePlugin({
             const creds = await profiles.resolve(fields);
             const now = clock.now().toISOString();
             // The node exists from the start, so the caller can follow it: a machine deployed before
-            // (or a failed deploy) at this address keeps its node.
-            const retry = (await nodes.findAll({ ip_address, removing: false }))[0];
-            const id = retry?.id ?? newId('node');
-            if (!retry) {
-              const overlayIp = await nodesApi.overlay.reserve(id);
-              await nodes.insert({ id, name: name ?? ip_address, ip_address, overlay_ip: overlayIp, connection: 'pending', availability: 'active', created_at: now, updated_at: now });
-            }
-            await startJob('deploy', { id, name: retry?.name ?? name ?? ip_address }, ip_address, creds, ssh_host_key, now);
+            // (or a failed deploy) at this address keeps its node, and a second deploy at once finds
+            // the first one's node, and its job (a 409).
+            const { node: found, made } = await nodes.atAddress(ip_address, { id: newId('node'), name: name ?? ip_address, overlay_ip: null, connection: 'pending', availability: 'active', created_at: now, updated_at: now });
+            const node = made ? await nodes.change(found.id, { overlay_ip: await nodesApi.overlay.reserve(found.id) }) : found;
+            const { id } = node;
+            await startJob('deploy', node, ip_address, creds, ssh_host_key, now);
             log.info({ node_id: id, ip_address, user: creds.username, profile: creds.profile }, 'deploy started');
             return { node_id: id, ip_address, status: 'deploying', started_at: now };
           },

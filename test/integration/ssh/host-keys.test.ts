@@ -202,6 +202,36 @@ describeEachDialect('SSH to a node hangar did not deploy: its host key, and the 
     }
   });
 
+  it('runs one deploy at a time to a new address: of two at once, one is a 409 naming the running deploy, and one node is made for the machine', async function () {
+    this.timeout(30_000);
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => {
+      socket.on('error', () => undefined);
+      sockets.push(socket);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.2', resolve));
+    const body = { ip_address: '127.0.0.2', ssh_user: 'root', ssh_port: (silent.address() as AddressInfo).port, ssh_key: CLIENT_KEY.private, ssh_host_key: sshd.fingerprint };
+    try {
+      const both = await Promise.all([api('POST', '/v1/nodes/deploy', body), api('POST', '/v1/nodes/deploy', body)]);
+      expect(both.map((r) => r.status).sort(), both.map((r) => r.text).join('\n')).to.deep.equal([202, 409]);
+      const accepted = both.find((r) => r.status === 202)!.json.data;
+      const refused = both.find((r) => r.status === 409)!;
+      expect(refused.json.message).to.match(new RegExp(`^Node ${accepted.node_id} has an SSH job running already \\(deploy, asked for at .+\\): wait for its outcome \\(node event deploy_completed or deploy_failed\\), then ask again$`));
+      const atAddress = ((await api('GET', '/v1/nodes?limit=1000')).json.data as Array<{ id: string; ip_address: string }>).filter((n) => n.ip_address === '127.0.0.2');
+      expect(atAddress.map((n) => n.id), 'one node for the machine').to.deep.equal([accepted.node_id]);
+      await waitFor(async () => sockets.length > 0, { timeoutMs: 10_000, what: 'the deploy connecting' });
+      expect(sockets, 'one deploy connected').to.have.length(1);
+      for (const socket of sockets) socket.destroy();
+      await waitFor(
+        async () => ((await api('GET', `/v1/nodes/events?node_id=${accepted.node_id}`)).json.data as any[]).find((e) => e.kind === 'deploy_failed'),
+        { timeoutMs: 15_000, what: 'deploy_failed' },
+      );
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('refuses a path as ssh_key on deploy, update-ssh and start (400), as the profile endpoint does', async () => {
     const path = '/root/.ssh/id_ed25519';
     const answers = [
