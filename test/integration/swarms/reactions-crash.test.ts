@@ -55,6 +55,18 @@ describeEachDialect('reactions to membership changes: run by the next control pl
     return { id, cert: cert.json.data, agent };
   }
 
+  /** The first control plane on a new store, with two nodes whose agents are the test: the manager's to be and a worker's. */
+  async function firstPlane(name: string) {
+    const storage = dialect.freshStorage();
+    const { plane: a, api: viaA } = await serve(name, storage);
+    const manager = await nodeWithAgent(viaA, a, 'manager', '192.0.2.71');
+    const worker = await nodeWithAgent(viaA, a, 'worker', '192.0.2.72');
+    return { storage, a, viaA, manager, worker };
+  }
+
+  /** A node's agent talking to another control plane (the same certificate: the CA is the store's). */
+  const agentOn = (plane: ControlPlane, node: { id: string; cert: { certificate: string; private_key: string } }) => FakeAgent.withCertificate(plane.client, node.id, node.cert.certificate, node.cert.private_key);
+
   /** The manager's engine: it forms the swarm, hands out join tokens, shares volumes' folders (an export entry, not served). */
   const managerAnswers = {
     init: () => ({ cluster_id: 'fake-swarm', runtime_node_id: 'rt-manager' }),
@@ -90,10 +102,7 @@ describeEachDialect('reactions to membership changes: run by the next control pl
 
   it('killed while staging the swarm’s NFS volume on a node that just joined: the next control plane stages it there and exports the volume to that node', async function () {
     this.timeout(180_000);
-    const storage = dialect.freshStorage();
-    const { plane: a, api: viaA } = await serve('react-a', storage);
-    const manager = await nodeWithAgent(viaA, a, 'manager', '192.0.2.71');
-    const worker = await nodeWithAgent(viaA, a, 'worker', '192.0.2.72');
+    const { storage, a, viaA, manager, worker } = await firstPlane('react-a');
     loops.push(answerTasks(manager.agent, { answers: managerAnswers }));
     const swarmId = await swarmOf(viaA, manager.id);
     const created = await viaA('POST', '/v1/volumes', { name: 'shared', node_id: manager.id, folder: '/srv/shared' });
@@ -135,8 +144,8 @@ describeEachDialect('reactions to membership changes: run by the next control pl
 
     // The next control plane on the store; both agents answer it.
     const { plane: b, api: viaB } = await serve('react-b', storage);
-    loops.push(answerTasks(FakeAgent.withCertificate(b.client, manager.id, manager.cert.certificate, manager.cert.private_key), { answers: managerAnswers }));
-    const workerOnB = answerTasks(FakeAgent.withCertificate(b.client, worker.id, worker.cert.certificate, worker.cert.private_key), { answers: { stageVolume: (input: { name: string }) => ({ name: input.name }) } });
+    loops.push(answerTasks(agentOn(b, manager), { answers: managerAnswers }));
+    const workerOnB = answerTasks(agentOn(b, worker), { answers: { stageVolume: (input: { name: string }) => ({ name: input.name }) } });
     loops.push(workerOnB);
     const exported = await waitFor(
       async () => {
@@ -151,10 +160,7 @@ describeEachDialect('reactions to membership changes: run by the next control pl
 
   it('stopped before the swarm’s manager took the call to forget a node deleted by force: the next control plane asks the manager', async function () {
     this.timeout(180_000);
-    const storage = dialect.freshStorage();
-    const { plane: a, api: viaA } = await serve('forget-a', storage);
-    const manager = await nodeWithAgent(viaA, a, 'manager', '192.0.2.71');
-    const worker = await nodeWithAgent(viaA, a, 'worker', '192.0.2.72');
+    const { storage, a, viaA, manager, worker } = await firstPlane('forget-a');
     const managerLoop = answerTasks(manager.agent, { answers: managerAnswers });
     loops.push(managerLoop, answerTasks(worker.agent, { answers: { join: () => ({ runtime_node_id: 'rt-worker' }) } }));
     const swarmId = await swarmOf(viaA, manager.id);
@@ -173,7 +179,7 @@ describeEachDialect('reactions to membership changes: run by the next control pl
     expect(managerLoop.calls.map((c) => c.method)).not.to.include('removeMember');
 
     const { plane: b } = await serve('forget-b', storage);
-    const managerOnB = answerTasks(FakeAgent.withCertificate(b.client, manager.id, manager.cert.certificate, manager.cert.private_key), { answers: { ...managerAnswers, removeMember: () => ({ removed: true }) } });
+    const managerOnB = answerTasks(agentOn(b, manager), { answers: { ...managerAnswers, removeMember: () => ({ removed: true }) } });
     loops.push(managerOnB);
     const forgot = await waitFor(async () => managerOnB.calls.find((c) => c.method === 'removeMember') ?? null, { timeoutMs: 60_000, intervalMs: 200, what: 'the manager asked to forget the deleted node' });
     expect(forgot.input).to.deep.equal({ runtime_node_id: 'rt-worker', force: true });
