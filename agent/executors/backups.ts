@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, type Stats } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { onPath } from '../facts.js';
 import { runCommand, type RunResult } from '../../core/process.js';
 import type { ExecutorContext, KindExecutor } from './types.js';
-import type { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
+import type { BackupFolderCheck, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 
 /** What the control plane says when a node has no restic; the agent says the same when it is gone meanwhile. */
 export const RESTIC_MISSING = 'restic is not installed on this machine: install Debian’s restic package (apt-get install restic) — the agent reports it at its next heartbeat';
@@ -33,9 +33,8 @@ function resticEnv(ctx: ExecutorContext): NodeJS.ProcessEnv {
     ...inherited,
     RESTIC_REPOSITORY: String(p.repository),
     RESTIC_PASSWORD: String(p.password),
-    AWS_ACCESS_KEY_ID: String(p.access_key_id),
-    AWS_SECRET_ACCESS_KEY: String(p.secret_access_key),
-    AWS_DEFAULT_REGION: String(p.region),
+    // An S3 repository's keys (a local target has none).
+    ...(p.access_key_id ? { AWS_ACCESS_KEY_ID: String(p.access_key_id), AWS_SECRET_ACCESS_KEY: String(p.secret_access_key), AWS_DEFAULT_REGION: String(p.region) } : {}),
     RESTIC_CACHE_DIR: cache,
     HOME: process.env.HOME ?? ctx.dataDir,
   };
@@ -51,7 +50,7 @@ function requireRestic(): string {
 const said = (res: RunResult) => (res.timedOut ? 'timed out' : res.stderr.trim().split('\n').slice(-3).join(' / ') || `exited with ${res.code}`);
 
 async function restic(ctx: ExecutorContext, args: string[], options: { onStdoutLine?: (line: string) => boolean | void; onSpawn?: (pid: number) => void; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
-  return runCommand(requireRestic(), ['-o', `s3.region=${String(ctx.payload.region)}`, ...args], { env: { ...resticEnv(ctx), ...options.env }, timeoutMs: RESTIC_TIMEOUT_MS, onStdoutLine: options.onStdoutLine, onSpawn: options.onSpawn });
+  return runCommand(requireRestic(), [...(ctx.payload.region ? ['-o', `s3.region=${String(ctx.payload.region)}`] : []), ...args], { env: { ...resticEnv(ctx), ...options.env }, timeoutMs: RESTIC_TIMEOUT_MS, onStdoutLine: options.onStdoutLine, onSpawn: options.onSpawn });
 }
 
 /** How often restic writes a status line while it backs up (RESTIC_PROGRESS_FPS; its default with --json is 60 a second). */
@@ -372,4 +371,32 @@ export const restoreVolume: KindExecutor<typeof VolumeRestore> = async (ctx) => 
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+};
+
+/**
+ * Checks a local target's folder: made when missing (0700: it will hold an encrypted repository),
+ * then a probe file written, read back and deleted. The error names the step that failed.
+ */
+export const checkBackupFolder: KindExecutor<typeof BackupFolderCheck> = async (ctx) => {
+  const folder = checkFolder(ctx.payload.path);
+  const step = <T>(what: string, act: () => T): T => {
+    try {
+      return act();
+    } catch (err) {
+      throw new Error(`${what} failed: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  step(`making the folder ${folder}`, () => mkdirSync(folder, { recursive: true, mode: 0o700 }));
+  if (!statSync(folder).isDirectory()) throw new Error(`${folder} is not a folder`);
+  const probe = path.join(folder, `.hangar-probe-${randomBytes(8).toString('hex')}`);
+  const written = randomBytes(64);
+  step(`writing the probe file ${probe}`, () => writeFileSync(probe, written, { mode: 0o600, flag: 'wx' }));
+  let read: Buffer;
+  try {
+    read = step(`reading the probe file ${probe} back`, () => readFileSync(probe));
+  } finally {
+    step(`deleting the probe file ${probe}`, () => rmSync(probe));
+  }
+  if (!read.equals(written)) throw new Error(`reading the probe file ${probe} back gave other bytes than were written`);
+  return { path: folder };
 };

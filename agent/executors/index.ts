@@ -9,8 +9,8 @@ import { confirmPathExecutor } from './network.js';
 import { applyPeers } from './overlay.js';
 import { prepareVolume, releaseVolume } from './volumes.js';
 import { ensureNfsClient } from './nfs.js';
-import { backupVolume, restoreVolume } from './backups.js';
-import { VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
+import { backupVolume, checkBackupFolder, restoreVolume } from './backups.js';
+import { BackupFolderCheck, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import { executorFor, type Executor, type ExecutorEntry } from './types.js';
 
 /** Every task kind this agent knows (the same definitions the control plane queues them by). */
@@ -34,6 +34,7 @@ export function builtinExecutors(): Map<string, Executor> {
     executorFor(NfsClientInstall, ensureNfsClient),
     executorFor(VolumeBackup, backupVolume),
     executorFor(VolumeRestore, restoreVolume),
+    executorFor(BackupFolderCheck, checkBackupFolder),
     ...agentTaskKinds()
       .all()
       .filter(isDriverCall)

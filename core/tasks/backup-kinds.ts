@@ -10,10 +10,10 @@ export const BACKUP_AGENT_VERSION = '0.2.0';
  * payload and reach restic through its environment, never its command line.
  */
 export const ResticRepository = Type.Object({
-  repository: Type.String({ minLength: 4, maxLength: 2048, description: 'restic repository, e.g. s3:https://host/bucket/prefix' }),
-  region: Type.String({ minLength: 1, maxLength: 64 }),
-  access_key_id: Type.String({ minLength: 1, maxLength: 256 }),
-  secret_access_key: sensitive(Type.String({ minLength: 1, maxLength: 1024 })),
+  repository: Type.String({ minLength: 4, maxLength: 2048, description: 'restic repository: s3:https://host/bucket/prefix, or local:/folder on the node (a local target)' }),
+  region: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'an S3 repository’s' })),
+  access_key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'an S3 repository’s' })),
+  secret_access_key: Type.Optional(sensitive(Type.String({ minLength: 1, maxLength: 1024, description: 'an S3 repository’s' }))),
   password: sensitive(Type.String({ minLength: 16, maxLength: 1024 })),
 });
 
@@ -95,4 +95,20 @@ export const VolumeRestore = defineTaskKind({
   result: Type.Object({ snapshot_id: Type.String(), entries: Type.Integer({ minimum: 0 }), duration_seconds: Type.Number({ minimum: 0 }) }),
 });
 
-export const BACKUP_KINDS = [VolumeBackup, VolumeRestore] as const;
+/** The first agent version that checks a local target's folder. */
+export const LOCAL_TARGET_AGENT_VERSION = '0.3.0';
+
+/**
+ * Checks the folder of a local backup target on its node: made when missing (0700), then a probe
+ * file written, read back (the same bytes) and deleted; fails naming the step that did.
+ */
+export const BackupFolderCheck = defineTaskKind({
+  name: 'backup.folder-check',
+  description: 'check a local backup target’s folder: make it when missing, write, read back and delete a probe file',
+  lane: 'host',
+  minAgentVersion: LOCAL_TARGET_AGENT_VERSION,
+  payload: Type.Object({ path: Type.String({ pattern: '^/', maxLength: 1024 }) }),
+  result: Type.Object({ path: Type.String() }),
+});
+
+export const BACKUP_KINDS = [VolumeBackup, VolumeRestore, BackupFolderCheck] as const;

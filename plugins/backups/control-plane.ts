@@ -158,6 +158,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
     }
     const target = await findTarget(settings.target);
     if (!target) throw conflict(`backups.control_plane.target names no backup target: ${settings.target} (hangar backup target list shows their ids)`);
+    if (target.kind === 'local') throw conflict(`backups.control_plane.target names ${target.name}, a local target (a folder of node ${target.node_id}): the control plane writes its archives to S3 targets only`);
     let passphrase: string;
     try {
       passphrase = readFileSync(settings.passphrase_file, 'utf8').replace(/\r?\n$/, '');

@@ -1,7 +1,8 @@
 import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
+import path from 'node:path';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { notice } from '../../core/events.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
@@ -10,7 +11,7 @@ import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { nextCronRun, parseCron, shortestCronGap } from '../../core/cron.js';
 import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
-import { Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
+import { BackupFolderCheck, Retention, VolumeBackup, VolumeRestore } from '../../core/tasks/backup-kinds.js';
 import type { Task } from '../../core/tasks/queue.js';
 import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
@@ -21,7 +22,7 @@ import { newVolumeRestorer } from './new-volume.js';
 import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
 import { controlPlaneBackups, ControlPlaneBackupSettings, type ControlPlaneBackupConfig } from './control-plane.js';
-import { RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
+import { localTargetRefusal, RunStore, ScheduleStore, TargetStore, type RunRecord, type ScheduleRecord, type TargetRecord } from './store.js';
 import { BackupVerifyFailed, volumeRunTopic } from './api.js';
 import { awaitsWorkloads, workloadStops, workloadsView } from './workloads.js';
 import { backupHooks, Hook, HookRunField, hookRunView, HookSpecField, hookSpecView, lastLine, pendingHook, type HookRun, type HookSpec } from './hooks.js';
@@ -38,19 +39,30 @@ const TargetName = Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$', d
 const CreateTarget = Type.Object(
   {
     name: TargetName,
-    kind: Type.Optional(Type.Literal('s3', { default: 's3', description: 'an S3-compatible endpoint (the only kind so far; see docs/backups.md)' })),
-    endpoint: Type.String({
-      pattern: '^https?://[A-Za-z0-9.:\\[\\]-]+(:[0-9]{1,5})?/?$',
-      maxLength: 512,
-      description: 'the S3 API’s origin, http(s)://host[:port]; buckets are addressed by path',
-    }),
-    bucket: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$', description: 'an existing bucket' }),
+    kind: Type.Optional(
+      Type.Union([Type.Literal('s3'), Type.Literal('local')], {
+        default: 's3',
+        description: 's3: an S3-compatible endpoint (endpoint, bucket, keys); local: a folder of a node (node_id, path) holding the repository, for the volumes of that node (docs/backups.md)',
+      }),
+    ),
+    endpoint: Type.Optional(
+      Type.String({
+        pattern: '^https?://[A-Za-z0-9.:\\[\\]-]+(:[0-9]{1,5})?/?$',
+        maxLength: 512,
+        description: 'kind s3: the S3 API’s origin, http(s)://host[:port]; buckets are addressed by path',
+      }),
+    ),
+    bucket: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$', description: 'kind s3: an existing bucket' })),
     prefix: Type.Optional(
       Type.String({ pattern: '^[A-Za-z0-9!_.*()/-]*$', maxLength: 400, description: 'key prefix of the restic repository inside the bucket (default: the bucket’s root)' }),
     ),
     region: Type.Optional(Type.String({ pattern: '^[a-z0-9-]{1,64}$', description: 'default us-east-1' })),
-    access_key_id: Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x21-\\x7e]+$' }),
-    secret_access_key: Type.String({ minLength: 1, maxLength: 1024, description: 'stored encrypted, never answered' }),
+    access_key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: '^[\\x21-\\x7e]+$', description: 'kind s3' })),
+    secret_access_key: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'kind s3: stored encrypted, never answered' })),
+    node_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'kind local: the node (id or name) whose folder holds the repository' })),
+    path: Type.Optional(
+      Type.String({ pattern: '^/', maxLength: 1024, description: 'kind local: an absolute folder on that node (made when missing)' }),
+    ),
     project_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'the project it belongs to (id or name); default: your default project (with the projects plugin)' })),
   },
   { additionalProperties: false },
@@ -59,7 +71,9 @@ const CreateTarget = Type.Object(
 const Target = Type.Object({
   id: Type.String(),
   name: Type.String(),
-  kind: Type.String(),
+  kind: Type.String({ description: 's3 or local' }),
+  node_id: Type.Union([Type.String(), Type.Null()], { description: 'a local target’s node (null: an S3 target)' }),
+  path: Type.Union([Type.String(), Type.Null()], { description: 'a local target’s folder on its node (null: an S3 target)' }),
   endpoint: Type.String(),
   bucket: Type.String(),
   prefix: Type.String(),
@@ -85,6 +99,9 @@ const Run = Type.Object(
 
 /** What a run's agent last said of its progress (task.progress), while it runs. */
 type RunProgress = { bytes_done?: unknown; bytes_total?: unknown } | null | undefined;
+
+/** How long creating a local target waits for its node's agent to check the folder. */
+const FOLDER_CHECK_WAIT_MS = 30_000;
 
 const VolumeIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) });
 
@@ -197,14 +214,17 @@ function normalisePrefix(prefix: string | undefined): string {
   return segments.join('/');
 }
 
-/** The restic repository of a target: `s3:<endpoint>/<bucket>[/<prefix>]`. */
-export const repositoryOf = (t: Pick<TargetRecord, 'endpoint' | 'bucket' | 'prefix'>) => `s3:${t.endpoint.replace(/\/$/, '')}/${t.bucket}${t.prefix ? `/${t.prefix}` : ''}`;
+/** The restic repository of a target: `s3:<endpoint>/<bucket>[/<prefix>]`, or a local target's `local:<path>` (on its node). */
+export const repositoryOf = (t: Pick<TargetRecord, 'kind' | 'path' | 'endpoint' | 'bucket' | 'prefix'>) =>
+  t.kind === 'local' ? `local:${t.path}` : `s3:${t.endpoint.replace(/\/$/, '')}/${t.bucket}${t.prefix ? `/${t.prefix}` : ''}`;
 
 function targetView(t: TargetRecord) {
   return {
     id: t.id,
     name: t.name,
     kind: t.kind,
+    node_id: t.node_id ?? null,
+    path: t.path ?? null,
     endpoint: t.endpoint,
     bucket: t.bucket,
     prefix: t.prefix,
@@ -338,20 +358,81 @@ export default definePlugin({
       return { cron: parsed.expression, first: first.toISOString() };
     }
 
+    /** The fields a target's kind needs, and refuses those of the other kind (400 naming the field). */
+    function requireKindFields(body: Static<typeof CreateTarget>, kind: 's3' | 'local'): void {
+      const own = kind === 'local' ? (['node_id', 'path'] as const) : (['endpoint', 'bucket', 'access_key_id', 'secret_access_key'] as const);
+      const others = kind === 'local' ? (['endpoint', 'bucket', 'prefix', 'region', 'access_key_id', 'secret_access_key'] as const) : (['node_id', 'path'] as const);
+      for (const field of own) {
+        if (body[field] === undefined) throw badRequest(`Validation failed: body.${field} is required for a target of kind ${kind}`, [{ path: `body.${field}`, message: `is required for kind ${kind}` }]);
+      }
+      for (const field of others) {
+        if (body[field] !== undefined) throw badRequest(`Validation failed: body.${field} is not a field of a target of kind ${kind}`, [{ path: `body.${field}`, message: `is not a field of kind ${kind}` }]);
+      }
+    }
+
+    /** An S3 target's location, checked with real requests (400 naming what failed); its columns. */
+    async function checkS3Target(body: Static<typeof CreateTarget>): Promise<Partial<TargetRecord>> {
+      let endpoint: URL;
+      try {
+        endpoint = new URL(body.endpoint!);
+      } catch {
+        throw badRequest('Validation failed: body.endpoint is not a URL', [{ path: 'body.endpoint', message: 'is not a URL' }]);
+      }
+      const location = {
+        endpoint: endpoint.origin,
+        bucket: body.bucket!,
+        prefix: normalisePrefix(body.prefix),
+        region: body.region ?? 'us-east-1',
+        credentials: { accessKeyId: body.access_key_id!, secretAccessKey: body.secret_access_key! },
+      };
+      try {
+        await probeTarget(location);
+      } catch (err) {
+        if (err instanceof ProbeFailure) throw badRequest(`Checking the target failed: ${err.message}`, [{ path: err.what, message: err.message }]);
+        throw err;
+      }
+      const { endpoint: origin, bucket, prefix, region } = location;
+      return { endpoint: origin, bucket, prefix, region, access_key_id: body.access_key_id!, secret_sealed: box.seal(body.secret_access_key!), node_id: null, path: null };
+    }
+
+    /**
+     * A local target's folder, checked by the agent of its node (made when missing, a probe file
+     * written, read back and deleted: 400 naming what failed); its columns (no S3 fields: '').
+     */
+    async function checkLocalTarget(nodeId: string, given: string): Promise<Partial<TargetRecord>> {
+      const folder = path.posix.normalize(given).replace(/\/+$/, '');
+      if (given.split('/').some((s) => s === '.' || s === '..') || !folder) {
+        throw badRequest('Validation failed: body.path must be an absolute folder without "." or ".." segments, not the root', [{ path: 'body.path', message: 'must be an absolute folder without "." or ".." segments, not the root' }]);
+      }
+      const node = await nodes.requireLive(nodeId);
+      if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
+      await services.tasks.requireCapable(node.id, [BackupFolderCheck]);
+      const queued = await services.tasks.enqueue({ nodeId: node.id, kind: BackupFolderCheck, maxAttempts: 1, readOnce: true, payload: { path: folder } });
+      const task = await services.tasks.settle(queued.id, { timeoutMs: FOLDER_CHECK_WAIT_MS, signal: services.shutdown });
+      if (task.status === 'completed' || task.status === 'failed') await services.tasks.take(task.id).catch(() => undefined);
+      if (task.status === 'failed') throw badRequest(`Checking the target failed: on node ${node.id}: ${task.error ?? 'no reason given'}`, [{ path: 'body.path', message: task.error ?? 'failed' }]);
+      if (task.status !== 'completed') throw conflict(`Checking the target failed: the agent of node ${node.id} did not check ${folder} within ${FOLDER_CHECK_WAIT_MS / 1000} s (is it online?)`);
+      return { node_id: node.id, path: folder, endpoint: '', bucket: '', prefix: '', region: '', access_key_id: '', secret_sealed: box.seal('') };
+    }
+
     async function requireTarget(idOrName: string): Promise<TargetRecord> {
       const target = await targets.findByIdOrName(idOrName);
       if (!target) throw notFound(`No backup target ${idOrName}`);
       return target;
     }
 
-    /** What a task needs to open a target's repository (secrets included: the task payload is sealed at rest). */
+    /** What a task needs to open a target's repository (secrets included: the task payload is sealed at rest); a local target has no keys. */
     const repositoryPayload = (t: TargetRecord) => ({
       repository: repositoryOf(t),
-      region: t.region,
-      access_key_id: t.access_key_id,
-      secret_access_key: box.openString(t.secret_sealed),
       password: box.openString(t.password_sealed),
+      ...(t.kind === 'local' ? {} : { region: t.region, access_key_id: t.access_key_id, secret_access_key: box.openString(t.secret_sealed) }),
     });
+
+    /** A local target serves only the volumes of its node (409 naming why). */
+    function requireServes(target: TargetRecord, nodeId: string, what: string): void {
+      const refusal = localTargetRefusal(target, nodeId, what);
+      if (refusal) throw conflict(refusal, [{ path: 'target_id', message: refusal }]);
+    }
 
     /** The volume and its node, refusing what cannot run a backup or restore there (404, 409). */
     async function requireVolumeOnResticNode(idOrName: string): Promise<VolumeRecord> {
@@ -496,6 +577,7 @@ export default definePlugin({
       target: TargetRecord,
       from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean; consistency?: 'live' | 'stop'; pre?: HookSpec | null; post?: HookSpec | null } = {},
     ): Promise<{ task: Task; run: RunRecord }> {
+      requireServes(target, volume.node_id, `volume ${volume.name}`);
       await requireVolumeOnResticNode(volume.id);
       const consistency = from.consistency ?? 'live';
       // With commands, the run goes through its phases (pre, backup, post), a task each (recordStep).
@@ -874,44 +956,23 @@ export default definePlugin({
           method: 'POST',
           path: '/v1/backups/targets',
           auth: { role: 'admin' },
-          summary: 'Create a backup target: an S3 bucket (and prefix) for a restic repository, in a project; checked first by writing, reading and deleting a probe object (400 naming what failed)',
+          summary: 'Create a backup target for a restic repository, in a project: an S3 bucket (and prefix), checked first by writing, reading and deleting a probe object; or a folder of a node (kind local) for the volumes of that node, checked by its agent the same way with a probe file (400 naming what failed)',
           status: 201,
           schemas: { body: CreateTarget, response: Target },
           async handler(req) {
             const body = req.body;
+            const kind = body.kind ?? 's3';
+            requireKindFields(body, kind);
             const projectId = await projectForNew(services, req.principal, body.project_id);
             if (await targets.findOne({ name: body.name })) throw conflict(`A backup target named ${body.name} exists`);
-            let endpoint: URL;
-            try {
-              endpoint = new URL(body.endpoint);
-            } catch {
-              throw badRequest('Validation failed: body.endpoint is not a URL', [{ path: 'body.endpoint', message: 'is not a URL' }]);
-            }
-            const location = {
-              endpoint: endpoint.origin,
-              bucket: body.bucket,
-              prefix: normalisePrefix(body.prefix),
-              region: body.region ?? 'us-east-1',
-              credentials: { accessKeyId: body.access_key_id, secretAccessKey: body.secret_access_key },
-            };
-            try {
-              await probeTarget(location);
-            } catch (err) {
-              if (err instanceof ProbeFailure) throw badRequest(`Checking the target failed: ${err.message}`, [{ path: err.what, message: err.message }]);
-              throw err;
-            }
+            const where = kind === 'local' ? await checkLocalTarget(body.node_id!, body.path!) : await checkS3Target(body);
             try {
               return targetView(
                 await targets.insert({
                   id: newId('bkt'),
                   name: body.name,
-                  kind: 's3',
-                  endpoint: location.endpoint,
-                  bucket: location.bucket,
-                  prefix: location.prefix,
-                  region: location.region,
-                  access_key_id: body.access_key_id,
-                  secret_sealed: box.seal(body.secret_access_key),
+                  kind,
+                  ...where,
                   password_sealed: box.seal(randomBytes(32).toString('base64url')),
                   project_id: projectId,
                   checked_at: now(),
@@ -983,7 +1044,11 @@ export default definePlugin({
             // One that does not exist answers as another project's (core/auth/scope.ts): 404.
             const target = await requireTarget(body.target_id);
             const volumeIds: string[] = [];
-            for (const ref of body.volume_ids ?? []) volumeIds.push((await volumes.require(ref)).id);
+            for (const ref of body.volume_ids ?? []) {
+              const volume = await volumes.require(ref);
+              requireServes(target, volume.node_id, `volume ${volume.name}`);
+              volumeIds.push(volume.id);
+            }
             const commands = await hooks.resolveBoth(body, { kind: TARGET.kind, id: target.id, permission: 'backups:write' }, req.principal);
             try {
               return scheduleView(
@@ -1099,6 +1164,7 @@ export default definePlugin({
             const target = await requireTarget(source.target_id).catch(() => {
               throw conflict(`The target of backup ${source.id} is gone`);
             });
+            requireServes(target, volume.node_id, `volume ${volume.name}`);
             const using = await usersOf(volume.id);
             const named = (users: VolumeUser[]) => users.map((u) => `${u.type} ${u.name}`).join(', ');
             if (using.length && !req.body.stop_workloads) {

@@ -210,4 +210,14 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  {
+    id: '012_local_targets',
+    async up(knex) {
+      // A target of kind local: a restic repository in a folder of one node (its S3 columns hold '').
+      await knex.schema.alterTable(BACKUP_TARGETS, (t) => {
+        t.string('node_id', 64).nullable();
+        t.string('path', 1024).nullable();
+      });
+    },
+  },
 ];

@@ -2,7 +2,7 @@ import { badRequest, conflict } from '../../core/errors.js';
 import type { Services } from '../../core/plugin.js';
 import type { Task } from '../../core/tasks/queue.js';
 import type { VolumeRecord, VolumeRestorer } from '../volumes/api.js';
-import type { RunRecord, RunStore, TargetRecord, TargetStore } from './store.js';
+import { localTargetRefusal, type RunRecord, type RunStore, type TargetRecord, type TargetStore } from './store.js';
 
 /** How long a new volume's operation waits for its restore (the task's own limit is the agent's). */
 const RESTORE_WAIT_MS = 24 * 3600_000;
@@ -75,6 +75,8 @@ export function newVolumeRestorer(deps: NewVolumeRestoreDeps): VolumeRestorer {
       if (projectId && (await deps.projectOfTarget(sourceTarget.id)) !== projectId) {
         throw refused(`backup ${source.id} is on backup target ${sourceTarget.name}, which belongs to another project than the new volume’s: restore it into a volume of that project`);
       }
+      const refusal = localTargetRefusal(sourceTarget, nodeId, 'the new volume');
+      if (refusal) throw conflict(refusal, [{ path: 'body.node_id', message: refusal }]);
       await deps.requireResticNode(nodeId, 'the new volume');
       return { source_id: source.id, target_id: source.target_id, snapshot_id: source.snapshot_id! };
     },

@@ -9,7 +9,10 @@ import type { HookRun, HookSpec } from './hooks.js';
 export interface TargetRecord {
   id: string;
   name: string;
-  kind: 's3';
+  /** s3: a bucket (and prefix); local: a folder (`path`) of a node (`node_id`), its S3 fields '' (migration 012). */
+  kind: 's3' | 'local';
+  node_id?: string | null;
+  path?: string | null;
   endpoint: string;
   bucket: string;
   prefix: string;
@@ -23,6 +26,16 @@ export interface TargetRecord {
   created_at: string;
   updated_at: string;
   [key: string]: unknown;
+}
+
+/**
+ * Why a local target cannot serve a volume whose data is on `nodeId` (null: it can, or the target is
+ * S3's): restic runs on the agent of the node holding the volume's folder, and a local target's
+ * repository is a folder of its own node, which no other node reaches.
+ */
+export function localTargetRefusal(target: TargetRecord, nodeId: string, what: string): string | null {
+  if (target.kind !== 'local' || target.node_id === nodeId) return null;
+  return `Backup target ${target.name} is a folder of node ${target.node_id}, and ${what} is on node ${nodeId}: a local target serves only the volumes of its own node (their backups and restores run there); use a target on node ${nodeId} or an S3 target`;
 }
 
 /** `forgotten`: a backup whose snapshot a schedule's retention removed (restic forget --prune). */

@@ -599,6 +599,111 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await api('DELETE', `/v1/backups/targets/${named('copies')}?force=true`)).status).to.equal(204);
   });
 
+  it('a local target (a folder of node A): checked by its agent on create (400 naming the step that failed); backs up, lists, restores and verifies the volumes of node A only (409 for another node’s); HTTP and CLI', async function () {
+    this.timeout(240_000);
+    const repo = path.join(work, 'repos', 'local');
+    const local = (over: Record<string, unknown> = {}) => ({ name: named('local'), kind: 'local', node_id: nodeA, path: repo, ...over });
+    const aFile = path.join(work, 'a-file');
+    writeFileSync(aFile, 'not a folder\n');
+    for (const [body, status, field, message] of [
+      [local({ path: undefined }), 400, 'body.path', /^Validation failed: body.path is required for a target of kind local/],
+      [local({ node_id: undefined }), 400, 'body.node_id', /^Validation failed: body.node_id is required/],
+      [local({ endpoint: s3.endpoint }), 400, 'body.endpoint', /^Validation failed: body.endpoint is not a field of a target of kind local/],
+      [{ ...targetBody({ name: named('mixed') }), node_id: nodeA }, 400, 'body.node_id', /is not a field of a target of kind s3/],
+      [local({ path: 'relative/repo' }), 400, null, /^Validation failed:/],
+      [local({ path: `${work}/../etc` }), 400, 'body.path', /"\.\." segments/],
+      [local({ path: '/' }), 400, 'body.path', /not the root/],
+      [local({ node_id: 'node-0000000000000000' }), 404, null, /node-0000000000000000/],
+      [local({ path: path.join(aFile, 'repo') }), 400, 'body.path', new RegExp(`^Checking the target failed: on node ${nodeA}: making the folder ${aFile}/repo failed: .*ENOTDIR`)],
+    ] as const) {
+      const res = await api('POST', '/v1/backups/targets', body);
+      expect(res.status, `${JSON.stringify(body)}: ${res.text}`).to.equal(status);
+      expect(res.json.message).to.match(message);
+      if (field) expect(res.json.details[0].path).to.equal(field);
+    }
+    expect(((await api('GET', '/v1/backups/targets')).json.data as Array<{ kind: string }>).filter((x) => x.kind === 'local')).to.deep.equal([]);
+
+    const created = await api('POST', '/v1/backups/targets', local());
+    expect(created.status, created.text).to.equal(201);
+    expect(created.json.data).to.include({ kind: 'local', node_id: nodeA, path: repo, repository: `local:${repo}` });
+    expect(created.json.data).not.to.have.property('password');
+    // The agent made the folder and left nothing of its probe.
+    expect(readdirSync(repo)).to.deep.equal([]);
+
+    // A volume of node A: backed up into the folder (restic's repository), changed, restored byte for byte, proven by a drill.
+    const dir = path.join(work, 'local-app');
+    mkdirSync(path.join(dir, 'sub'), { recursive: true });
+    writeFileSync(path.join(dir, 'sub', 'data.bin'), randomBytes(300_000));
+    writeFileSync(path.join(dir, 'notes.txt'), 'as backed up\n');
+    const original = tree(dir);
+    const v = await localVolume('local-app', nodeA, dir);
+    const backup = await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: named('local'), verify: true });
+    expect(backup.status, backup.text).to.equal(202);
+    const runs = async (kind: 'backups' | 'restores') => (await api('GET', `/v1/volumes/${v.id}/${kind}`)).json.data as Array<Record<string, any>>;
+    const ended = (kind: 'backups' | 'restores', id: string) => waitFor(async () => (await runs(kind)).find((r) => r.id === id && r.status !== 'running' && (kind === 'restores' || r.verified !== null)), { timeoutMs: 120_000, intervalMs: 300, what: `${kind} ${id} to end` });
+    const done = await ended('backups', backup.json.data.backup.id);
+    expect(done!.status, done!.error).to.equal('succeeded');
+    expect(done).to.include({ target_id: created.json.data.id, node_id: nodeA, files: 2, verified: true });
+    expect(readdirSync(repo).sort()).to.include.members(['config', 'data', 'index', 'keys', 'snapshots']);
+    expect(readdirSync(path.join(repo, 'snapshots'))).to.have.length(1);
+    writeFileSync(path.join(dir, 'notes.txt'), 'changed\n');
+    writeFileSync(path.join(dir, 'added.txt'), 'added\n');
+    const restore = await api('POST', `/v1/volumes/${v.id}/restore`, { snapshot_id: done!.snapshot_id });
+    expect(restore.status, restore.text).to.equal(202);
+    expect((await ended('restores', restore.json.data.restore.id))!.status).to.equal('succeeded');
+    expect(tree(dir)).to.deep.equal(original);
+
+    // A new volume on node A from that backup; on node B, and a volume of node B, a 409 naming why.
+    const copy = await api('POST', '/v1/volumes', { name: named('local-copy'), node_id: nodeA, folder: path.join(work, 'local-copy'), type: 'local', restore_from: { snapshot_id: done!.id } });
+    expect(copy.status, copy.text).to.equal(202);
+    await waitFor(async () => (await api('GET', `/v1/volumes/${copy.json.data.id}`)).json.data.status === 'ready', { timeoutMs: 60_000, intervalMs: 300, what: 'the copy to be ready' });
+    expect(tree(path.join(work, 'local-copy'))).to.deep.equal(original);
+    const elsewhere = `Backup target ${named('local')} is a folder of node ${nodeA}`;
+    const onB = await api('POST', '/v1/volumes', { name: named('local-b'), node_id: nodeB, folder: path.join(work, 'local-b'), type: 'local', restore_from: { snapshot_id: done!.id } });
+    expect(onB.status, onB.text).to.equal(409);
+    expect(onB.json.message).to.contain(elsewhere).and.to.contain('a local target serves only the volumes of its own node');
+    const bDir = path.join(work, 'b-data');
+    mkdirSync(bDir);
+    const vB = await localVolume('b-data', nodeB, bDir);
+    for (const res of [
+      await api('POST', `/v1/volumes/${vB.id}/backups`, { target_id: named('local') }),
+      await api('POST', '/v1/backups/schedules', { name: named('local-b'), target_id: named('local'), volume_ids: [vB.id], every_seconds: 3600 }),
+    ]) {
+      expect(res.status, res.text).to.equal(409);
+      expect(res.json.message).to.contain(elsewhere).and.to.contain(`volume ${named('b-data')} is on node ${nodeB}`);
+    }
+    expect(await runs('backups')).to.have.length(1);
+
+    // A schedule of node A's volume: its first backup at once, verified by a drill, its retention applied.
+    const schedule = await api('POST', '/v1/backups/schedules', { name: named('local-s'), target_id: named('local'), volume_ids: [v.id], every_seconds: 3600, keep_last: 1, verify: true });
+    expect(schedule.status, schedule.text).to.equal(201);
+    const scheduled = await waitFor(async () => (await runs('backups')).find((r) => r.schedule_id === schedule.json.data.id && r.status !== 'running' && r.verified !== null), { timeoutMs: 120_000, intervalMs: 300, what: 'the scheduled backup' });
+    expect(scheduled).to.include({ status: 'succeeded', verified: true });
+    expect(readdirSync(path.join(repo, 'snapshots')), 'keep_last 1: the earlier snapshot forgotten').to.have.length(1);
+    expect((await runs('backups')).find((r) => r.id === done!.id)!.status).to.equal('forgotten');
+    expect((await api('DELETE', `/v1/backups/schedules/${schedule.json.data.id}`)).status).to.equal(204);
+
+    // The CLI: a local target created on node A, listed with its node and folder, a backup to it followed to its end.
+    const cli = async (args: string[], code = 0) => {
+      const res = await hangarCli(args, { env: cliEnv(), timeoutMs: 60_000 });
+      expect(res.code, `hangar ${args.join(' ')}\n${res.stderr}${res.stdout}`).to.equal(code);
+      return res;
+    };
+    const cliRepo = path.join(work, 'repos', 'cli');
+    const made = await cli(['backup', 'target', 'create', named('local-cli'), '--node', nodeA, '--path', cliRepo]);
+    expect(made.stdout).to.match(new RegExp(`^created backup target ${named('local-cli')} \\(bkt-[0-9a-z]+\\): local:${cliRepo} on node ${nodeA}\\n$`));
+    expect((await cli(['backup', 'target', 'list'])).stdout).to.contain(`${nodeA}:${cliRepo}`);
+    expect((await cli(['backup', 'target', 'create', named('local-bad'), '--node', nodeA, '--path', path.join(aFile, 'x')], 1)).stderr).to.contain('Checking the target failed').and.to.contain('ENOTDIR');
+    const followed = await cli(['volume', 'backup', named('local-app'), '--target', named('local-cli'), '--wait']);
+    expect(followed.stdout).to.match(/backed up volume .* as bak-\S+: snapshot [0-9a-f]{8}/);
+    expect(readdirSync(path.join(cliRepo, 'snapshots'))).to.have.length(1);
+    expect((await cli(['backup', 'target', 'delete', named('local-cli')], 1)).stderr).to.contain('holds 1 backup(s)');
+    expect((await cli(['backup', 'target', 'delete', named('local-cli'), '--force'])).stdout).to.equal(`deleted backup target ${named('local-cli')}\n`);
+    expect(readdirSync(path.join(cliRepo, 'snapshots')), 'the repository stays').to.have.length(1);
+    expect((await api('DELETE', `/v1/backups/targets/${named('local')}?force=true`)).status).to.equal(204);
+    for (const id of [v.id, copy.json.data.id, vB.id]) expect((await api('DELETE', `/v1/volumes/${id}?force=true`)).status).to.be.oneOf([202, 204]);
+  });
+
   it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
     this.timeout(30_000);
     const refused = await api('DELETE', `/v1/backups/targets/${targetId}`);

@@ -25,7 +25,7 @@ type Run = {
   post?: Command | null;
 };
 type Volume = { id: string; name: string; status: string; node_id: string | null; project_id: string | null };
-type Target = { id: string; name: string; endpoint: string; bucket: string; prefix: string; project_id: string | null; checked_at: string };
+type Target = { id: string; name: string; kind: string; node_id: string | null; path: string | null; endpoint: string; bucket: string; prefix: string; project_id: string | null; checked_at: string };
 type Schedule = { id: string; name: string; project_id: string | null; target_id: string; volume_ids: string[]; volume_tags: Record<string, string> | null; every_seconds: number | null; cron: string | null; retention: Record<string, unknown>; verify: boolean; next_run_at: string; last_run_at: string | null };
 
 /** A change of a volume, a run, a target or a schedule (the live stream names the backups' tables as they are). */
@@ -214,12 +214,12 @@ function Targets() {
       empty="No backup targets: hangar backup target create adds one (docs/backups.md)."
       columns={[
         { label: 'Name', render: (t: Target) => t.name },
-        { label: 'Where', render: (t: Target) => `${t.endpoint} · ${t.bucket}${t.prefix ? `/${t.prefix}` : ''}` },
+        { label: 'Where', render: (t: Target) => (t.kind === 'local' ? `node ${t.node_id} · ${t.path}` : `${t.endpoint} · ${t.bucket}${t.prefix ? `/${t.prefix}` : ''}`) },
         { label: 'Checked', render: (t: Target) => <Ago at={t.checked_at} /> },
       ]}
       actions={(t: Target) =>
         can('DELETE /v1/backups/targets/{id}', t.project_id) ? (
-          <ConfirmButton label="Delete" title="Delete backup target" danger confirm={<p>Target {t.name} is forgotten by hangar (the bucket and its snapshots stay).</p>} onConfirm={() => call('DELETE /v1/backups/targets/{id}', { params: { id: t.id } })} />
+          <ConfirmButton label="Delete" title="Delete backup target" danger confirm={<p>Target {t.name} is forgotten by hangar (the {t.kind === 'local' ? 'folder' : 'bucket'} and its snapshots stay).</p>} onConfirm={() => call('DELETE /v1/backups/targets/{id}', { params: { id: t.id } })} />
         ) : null
       }
     />
