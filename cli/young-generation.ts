@@ -36,12 +36,18 @@ export interface QuietRule {
   cpuShare: number;
 }
 
-export const DEFAULT_QUIET_RULE: QuietRule = { quietMs: 6_000, bytesPerSecond: 1_000_000, minCapacity: 8 * 1024 * 1024, cpuShare: 0.03 };
+export const DEFAULT_QUIET_RULE: QuietRule = { quietMs: 5_000, bytesPerSecond: 1_000_000, minCapacity: 8 * 1024 * 1024, cpuShare: 0.03 };
 
-/** Decides, from samples of the young generation, when a collection would give it back. */
+/**
+ * Decides, from samples of the young generation, when a collection would give it back. Allocation is
+ * judged sample by sample (V8's shrink rule looks at the rate); the CPU over the last quiet period as a
+ * whole, so that a few milliseconds in one second (a metrics scrape) do not start the period again.
+ */
 export class QuietYoungGeneration {
   private quietSince = 0;
   private last?: { used: number; cpuMicros: number; at: number };
+  /** The samples of the last quiet period (the first at or before its start): the CPU used over it. */
+  private trail: Array<{ at: number; cpuMicros: number }> = [];
 
   constructor(private readonly rule: QuietRule = DEFAULT_QUIET_RULE) {}
 
@@ -50,18 +56,24 @@ export class QuietYoungGeneration {
     const last = this.last;
     this.last = { used: sample.used, cpuMicros: sample.cpuMicros, at: now };
     if (!last) {
-      this.quietSince = now;
+      this.restart(sample, now);
       return false;
     }
     const allocated = sample.used - last.used;
-    const elapsedMs = now - last.at;
     // Used bytes that fell: a collection ran in between, and what it took is unknown.
-    const busy =
-      allocated < 0 || allocated > (this.rule.bytesPerSecond * elapsedMs) / 1000 || sample.cpuMicros - last.cpuMicros > this.rule.cpuShare * elapsedMs * 1000;
-    if (busy) this.quietSince = now;
+    if (allocated < 0 || allocated > (this.rule.bytesPerSecond * (now - last.at)) / 1000) this.restart(sample, now);
+    else this.trail.push({ at: now, cpuMicros: sample.cpuMicros });
+    while (this.trail.length > 1 && now - this.trail[1]!.at >= this.rule.quietMs) this.trail.shift();
     if (sample.capacity <= this.rule.minCapacity || now - this.quietSince < this.rule.quietMs) return false;
-    this.quietSince = now;
+    const from = this.trail[0]!;
+    if (sample.cpuMicros - from.cpuMicros > this.rule.cpuShare * (now - from.at) * 1000) return false;
+    this.restart(sample, now);
     return true;
+  }
+
+  private restart(sample: YoungGenerationSample, now: number): void {
+    this.quietSince = now;
+    this.trail = [{ at: now, cpuMicros: sample.cpuMicros }];
   }
 }
 
@@ -75,8 +87,12 @@ export function sampleYoungGeneration(): YoungGenerationSample {
 /** What `--expose-gc` gives: a full collection without options, the young generation's with `{ type: 'minor' }`. */
 export type Collect = (options?: { type: 'minor' }) => void;
 
-/** How often the young generation is sampled. */
-const SAMPLE_EVERY_MS = 2_000;
+/**
+ * How often the young generation is sampled: each second, so that the collection comes 5-6 s into
+ * the quiet rather than up to 8 s (V8's own collections in the first seconds after a burst start the
+ * quiet period again; docs/performance.md, "RSS after the whole duel").
+ */
+const SAMPLE_EVERY_MS = 1_000;
 
 /**
  * Samples the young generation and collects the heap when the process has gone quiet; returns

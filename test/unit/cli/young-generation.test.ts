@@ -33,8 +33,15 @@ describe('young generation given back when quiet (cli/young-generation.ts)', () 
     // 100 ms of CPU every 2 s (5 % of a core), 0.1 MB allocated.
     const busy = Array.from({ length: 10 }, (_, i): [number, number, number] => [128, 40 + i * 0.1, 100]);
     expect(collectsAt(busy)).to.deep.equal([]);
-    // Then idle (20 ms every 2 s) from t=8 s on: collected 6 s later.
-    expect(collectsAt([...busy.slice(0, 5), ...Array.from({ length: 5 }, (_, i): [number, number, number] => [128, 41 + i * 0.1, 20])])).to.deep.equal([14]);
+    // Then idle (20 ms every 2 s) from t=8 s on: collected once the 6 s before used under 3 % of a core
+    // (6-12 s: 100 + 20 + 20 ms, 2.3 %), then a whole period later.
+    expect(collectsAt([...busy.slice(0, 5), ...Array.from({ length: 5 }, (_, i): [number, number, number] => [128, 41 + i * 0.1, 20])])).to.deep.equal([12, 18]);
+  });
+
+  it('judges the CPU over the whole quiet period: a scrape of a few tens of milliseconds now and then does not end it', () => {
+    // Idle (6 ms every 2 s) with an 80 ms scrape every 6 s: 4 % of a core in its sample, 1.5 % over 6 s.
+    const samples = Array.from({ length: 10 }, (_, i): [number, number, number] => [128, 40 + i * 0.1, i % 3 === 1 ? 80 : 6]);
+    expect(collectsAt(samples)).to.deep.equal([6, 12, 18]);
   });
 
   it('starts the quiet period again after a collection it did not ask for (used bytes fell)', () => {
