@@ -11,11 +11,8 @@ type PgConnection = { query(config: { name: string; text: string; values: unknow
 /** Most ids one read of rows by id names (PostgreSQL, `byId`). */
 const MAX_IDS = 500;
 
-/** The callers waiting for rows of one table by id (PostgreSQL, `byId`): id → its callers. */
-interface IdReads {
-  waiting: Map<string, Array<{ resolve(row: Row | undefined): void; reject(err: unknown): void }>>;
-  reading: boolean;
-}
+/** Callers waiting for rows by id (PostgreSQL, `byId`): id → its callers. */
+type IdReads = Map<string, Array<{ resolve(row: Row | undefined): void; reject(err: unknown): void }>>;
 
 /**
  * The hottest reads (a page of a list, a record by id), outside any transaction, as statements
@@ -31,7 +28,7 @@ export class PreparedReads {
   private sqlite: SqliteDatabase | null = null;
   private readonly statements = new Map<string, Statement>();
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
-  /** PostgreSQL: rows by id asked for, by the SQL that reads them together (see `byId`). */
+  /** PostgreSQL: the rows by id asked for in this turn of the event loop, by the SQL that reads them together (see `byId`). */
   private readonly idReads = new Map<string, IdReads>();
 
   constructor(
@@ -63,47 +60,45 @@ export class PreparedReads {
 
   /**
    * The row whose `"id"` is `id`: `one` reads it (`… where "id" = ? limit 1`), `any` reads several
-   * (`… where "id" = any(?)`). On PostgreSQL the ids asked for while a read of the same `any` waits
-   * for a connection or runs are read together by the next one, so each table's reads by id hold at
-   * most one connection of the pool: a fleet's heartbeats that arrive together (each reads its node)
-   * do not fill the pool with one read each, and the API's requests do not queue behind them. A
-   * caller's read starts after it asked, so it sees every write committed before. SQLite reads on
-   * its own connection, at once.
+   * (`… where "id" = any(?)`). On PostgreSQL the ids asked for in one turn of the event loop are read
+   * together, in one statement per table at the turn's end: a wave of the fleet's heartbeats (each
+   * reads its node) takes a connection of the pool for each turn, not one for each heartbeat, and the
+   * API's requests do not queue behind them. A read is sent after its caller asked, so it sees every
+   * write committed before. SQLite reads on its own connection, at once.
    */
   byId(one: string, any: string, id: string): Promise<Row | undefined> {
     if (this.dialect === 'sqlite') return this.all(one, [id]).then((rows) => rows[0]);
     let reads = this.idReads.get(any);
-    if (!reads) this.idReads.set(any, (reads = { waiting: new Map(), reading: false }));
-    const waiting = reads.waiting;
+    if (!reads) {
+      const turn: IdReads = (reads = new Map());
+      this.idReads.set(any, turn);
+      setImmediate(() => {
+        this.idReads.delete(any);
+        void this.readIds(any, turn);
+      });
+    }
+    const waiting = reads;
     return new Promise((resolve, reject) => {
       const callers = waiting.get(id);
       if (callers) callers.push({ resolve, reject });
       else waiting.set(id, [{ resolve, reject }]);
-      if (!reads.reading) void this.readIds(any, reads);
     });
   }
 
-  /** Reads the rows `reads` waits for, up to MAX_IDS at a time, until nobody waits. */
+  /** Reads the rows of one turn's `byId` callers, MAX_IDS at a time, and answers each. */
   private async readIds(any: string, reads: IdReads): Promise<void> {
-    reads.reading = true;
-    try {
-      while (reads.waiting.size) {
-        const batch = new Map<string, Array<{ resolve(row: Row | undefined): void; reject(err: unknown): void }>>();
-        for (const [id, callers] of reads.waiting) {
-          if (batch.size === MAX_IDS) break;
-          batch.set(id, callers);
-        }
-        for (const id of batch.keys()) reads.waiting.delete(id);
+    const ids = [...reads.keys()];
+    const chunks = Array.from({ length: Math.ceil(ids.length / MAX_IDS) }, (_, i) => ids.slice(i * MAX_IDS, (i + 1) * MAX_IDS));
+    await Promise.all(
+      chunks.map(async (chunk) => {
         try {
-          const rows = new Map((await this.all(any, [[...batch.keys()]])).map((row) => [String(row.id), row]));
-          for (const [id, callers] of batch) for (const caller of callers) caller.resolve(rows.get(id));
+          const rows = new Map((await this.all(any, [chunk])).map((row) => [String(row.id), row]));
+          for (const id of chunk) for (const caller of reads.get(id)!) caller.resolve(rows.get(id));
         } catch (err) {
-          for (const callers of batch.values()) for (const caller of callers) caller.reject(err);
+          for (const id of chunk) for (const caller of reads.get(id)!) caller.reject(err);
         }
-      }
-    } finally {
-      reads.reading = false;
-    }
+      }),
+    );
   }
 
   /**
