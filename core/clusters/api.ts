@@ -3,6 +3,7 @@ import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox
 import type { Knex } from 'knex';
 import { ConfigError, badRequest, conflict, notFound } from '../errors.js';
 import type { Principal } from '../auth/index.js';
+import { unlimitedAdmin } from '../auth/permissions.js';
 import { Reply } from '../http/reply.js';
 import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
@@ -14,7 +15,7 @@ import { defineMembership, DRIVER_AVAILABILITY, nodeAvailabilityActor, type Memb
 import { ClusterObservers } from './observation.js';
 import { ClusterRemovals } from './directory.js';
 import type { ClusterNaming } from './backend-registry.js';
-import { ClusterProjectsRef } from './projects.js';
+import { ClusterProjectsRef, NodeGrantsRef } from './projects.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 
 /** The parts of a node record the cluster API reads (the nodes plugin's NodeRecord). */
@@ -262,9 +263,22 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   // Cordon, drain and uncordon of a member (the nodes API) reach its cluster before they are recorded.
   services.provided.contribute(NodeAvailabilityActors, nodeAvailabilityActor(core, def.backend, (c) => `${title} ${c.name}`));
 
-  /** A node that may join a cluster (`cluster`, or one being created): live, with an agent that runs the backend's kinds, in no other cluster. */
-  async function requireJoinable(nodeId: string, cluster?: ClusterRecord): Promise<N> {
+  /**
+   * A node that may join a cluster (`cluster`, or one being created in `projectId`): live, with an
+   * agent that runs the backend's kinds, in no other cluster, and granted to the cluster's project
+   * when it is granted to any (docs/tenancy.md "Nodes granted to projects"). An installation admin
+   * (its own credential) places the installation's nodes anywhere; anyone else joins only nodes
+   * granted to the cluster's project, another node answering as one that does not exist.
+   */
+  async function requireJoinable(nodeId: string, cluster: ClusterRecord | undefined, principal: Principal | null, projectId?: string | null): Promise<N> {
     const node = await nodes.requireLive(nodeId);
+    const granted = (await services.provided.find(NodeGrantsRef)?.projectsOf(node.id)) ?? [];
+    const project = cluster ? (cluster.project_id ?? null) : (projectId ?? null);
+    if (!unlimitedAdmin(principal)) {
+      if (!project || !granted.includes(project)) throw notFound(`No node ${nodeId}`);
+    } else if (granted.length && !(project && granted.includes(project))) {
+      throw conflict(`Node ${node.id} is granted to other projects than ${cluster ? `${noun} ${cluster.name}'s` : 'the new one’s'}: grant it to that project too (PUT /v1/projects/{id}/nodes/${node.id} with share: true) or choose another node`);
+    }
     if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
     await services.tasks.requireCapable(node.id, def.joinKinds);
     const existing = await members.findOne({ node_id: node.id });
@@ -328,7 +342,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   }
 
   // The routes on one cluster act in its project (core/auth/scope.ts): its members' roles open them.
-  // Creating a cluster and joining a node stay installation admins' (nodes are the installation's).
+  // Creating a cluster stays installation admins'; joining a node is theirs for the installation's
+  // nodes, and its members' (clusters:write) for the nodes granted to its project.
   const ofCluster: RouteScope = { of: [{ kind: 'cluster', from: 'params.id', noun }] };
   const routes: RouteDef[] = [
     defineRoute({
@@ -343,7 +358,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         const projectId = await projectForNew(req.principal, namedProject);
         if (await clusters.findOne({ name: body.name })) throw conflict(`A ${noun} named ${body.name} exists`);
         const chosen: N[] = [];
-        for (const nodeId of def.create.nodeIds?.(body) ?? []) chosen.push(await requireJoinable(nodeId));
+        for (const nodeId of def.create.nodeIds?.(body) ?? []) chosen.push(await requireJoinable(nodeId, undefined, req.principal, projectId));
         const id = newId(naming.resourceType);
         await clusters.insert({ id, name: body.name, backend: def.backend, status: 'empty', manager_node_id: null, runtime_id: null, ...(projectId ? { project_id: projectId } : {}), error: null, created_at: now(), updated_at: now() });
         const cluster = (await clusters.get(id))!;
@@ -400,8 +415,12 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
     defineRoute({
       method: 'POST',
       path: joinPath,
+      // Installation admins, and (the scope) members whose role in the cluster's project grants clusters:write.
       auth: { role: 'admin' },
+      scope: ofCluster,
+      errors: [403, 409],
       summary: def.join.summary,
+      description: 'Installation admins join any node not granted to another project; members whose role in the cluster’s project grants clusters:write join the nodes granted to it (docs/tenancy.md).',
       status: 202,
       schemas: {
         params: IdParams,
@@ -412,7 +431,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
       },
       handler: async (req) => {
         const cluster = await core.requireUsable(req.params.id, def.backend);
-        const node = await requireJoinable(req.body.node_id, cluster);
+        const node = await requireJoinable(req.body.node_id, cluster, req.principal);
         // The first node forms the cluster and manages it; nodes joined meanwhile wait their turn for its manager.
         const first = !cluster.manager_node_id && !(await members.of(cluster.id)).some((m) => m.role === 'manager' && m.status !== 'failed');
         const member = await addMember(cluster, node.id, first ? 'manager' : ((req.body.role as MemberRecord['role'] | undefined) ?? 'worker'));

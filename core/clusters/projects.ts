@@ -18,3 +18,15 @@ export interface ClusterProjects {
 }
 
 export const ClusterProjectsRef = defineServiceRef<ClusterProjects>('clusters.projects', 'the projects clusters belong to (the projects plugin)');
+
+/**
+ * The projects a node is granted to, as the plugin that keeps projects answers it. A node granted
+ * to none is the installation's, placed by installation admins anywhere; a granted node serves the
+ * clusters of its projects only, and their members whose role grants `clusters:write` join it to
+ * them (docs/tenancy.md "Nodes granted to projects").
+ */
+export interface NodeGrants {
+  projectsOf(nodeId: string): Promise<string[]>;
+}
+
+export const NodeGrantsRef = defineServiceRef<NodeGrants>('clusters.node-grants', 'the projects nodes are granted to (the projects plugin)');

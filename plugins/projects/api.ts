@@ -8,6 +8,8 @@ import { defineServiceRef, type Services } from '../../core/plugin.js';
 export const PROJECTS = 'projects';
 export const PROJECT_MEMBERS = 'project_members';
 export const PROJECT_ROLES = 'project_roles';
+/** Which nodes are granted to which projects (node_id, project_id). */
+export const NODE_GRANTS = 'project_node_grants';
 /** The project the migration puts an existing installation in, and new clusters go in when nothing else is named. */
 export const DEFAULT_PROJECT = 'default';
 /** The user property (`/v1/iam/users/{id}/properties`) naming a user's default project (id or name). */

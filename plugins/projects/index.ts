@@ -28,6 +28,7 @@ import {
   type ProjectsApi,
 } from './api.js';
 import { projectMetricsRoute } from './metrics.js';
+import { nodeGrants } from './nodes.js';
 import { projectMigrations } from './migrations.js';
 
 const Description = Type.String({ maxLength: 500 });
@@ -511,6 +512,7 @@ export default definePlugin({
           },
         }),
         projectMetricsRoute(services),
+        ...nodeGrants(services, find),
       ],
     };
   },

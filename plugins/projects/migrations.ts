@@ -1,8 +1,8 @@
-import type { Migration } from '../../core/db/migrations.js';
+import { createTables, type Migration } from '../../core/db/migrations.js';
 import { CLUSTERS } from '../../core/clusters/migrations.js';
 import { newId } from '../../core/ids.js';
 import { USERS } from '../iam/api.js';
-import { DEFAULT_PROJECT, MIGRATED_ROLE, PROJECTS, PROJECT_MEMBERS, PROJECT_ROLES } from './api.js';
+import { DEFAULT_PROJECT, MIGRATED_ROLE, NODE_GRANTS, PROJECTS, PROJECT_MEMBERS, PROJECT_ROLES } from './api.js';
 import { namedRecord, recordTimes } from '../../core/db/columns.js';
 
 export const projectMigrations: Migration[] = [
@@ -68,4 +68,14 @@ export const projectMigrations: Migration[] = [
       }
     },
   },
+  // Nodes granted to projects (docs/tenancy.md "Nodes granted to projects"): none at first, every node the installation's.
+  createTables('003_node_grants', {
+    [NODE_GRANTS]: (t) => {
+      t.string('node_id', 64).notNullable();
+      t.string('project_id', 64).notNullable().references('id').inTable(PROJECTS).onDelete('CASCADE');
+      t.string('created_at', 40).notNullable();
+      t.primary(['node_id', 'project_id']);
+      t.index(['project_id']);
+    },
+  }),
 ];
