@@ -57,15 +57,15 @@ async function restic(ctx: ExecutorContext, args: string[], options: { onStdoutL
 const STATUS_LINES_PER_SECOND = '2';
 
 /** Which figures of restic's `--json` status lines are the bytes and files done and their totals: a backup's, and a restore's (restic 0.16 and later; Debian bookworm's 0.14 writes none while it restores). */
-const BACKUP_STATUS = { bytesDone: 'bytes_done', filesDone: 'files_done' } as const;
-const RESTORE_STATUS = { bytesDone: 'bytes_restored', filesDone: 'files_restored' } as const;
+export const BACKUP_STATUS = { bytesDone: 'bytes_done', filesDone: 'files_done' } as const;
+export const RESTORE_STATUS = { bytesDone: 'bytes_restored', filesDone: 'files_restored' } as const;
 
 /**
  * Hears restic's `--json` status lines and tells the control plane the bytes done of the total (and
  * the files), as the task's progress; the status lines are not kept (only the summary and the
  * errors are read after). `heard` is called at each one.
  */
-function statusReporter(ctx: ExecutorContext, keys: typeof BACKUP_STATUS | typeof RESTORE_STATUS, heard?: () => void): (line: string) => boolean {
+export function statusReporter(ctx: ExecutorContext, keys: typeof BACKUP_STATUS | typeof RESTORE_STATUS, heard?: () => void): (line: string) => boolean {
   return (line) => {
     if (!line.startsWith('{') || !line.includes('"message_type":"status"')) return true;
     try {
