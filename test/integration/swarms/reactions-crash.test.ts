@@ -31,10 +31,10 @@ describeEachDialect('reactions to membership changes: run by the next control pl
   let caPem = '';
   let admin: Credentials;
 
-  async function serve(name: string, storage: { schema: string | null; dataDir: string }): Promise<{ plane: ControlPlane; api: Api }> {
+  async function serve(name: string, storage: { schema: string | null; dataDir: string }, env: Record<string, string> = {}): Promise<{ plane: ControlPlane; api: Api }> {
     const { schema, dataDir } = storage;
     const store: Record<string, string> = schema === null ? { HANGAR_DATABASE__SQLITE_FILE: path.join(dataDir, 'shared.db'), HANGAR_SECRETS__MASTER_KEY: TEST_MASTER_KEY } : {};
-    const plane = await serveControlPlane({ name, schema, caPem: () => caPem, env: { ...ENV, ...store } });
+    const plane = await serveControlPlane({ name, schema, caPem: () => caPem, env: { ...ENV, ...store, ...env } });
     planes.push(plane);
     if (!caPem) {
       caPem = (await httpRequest(`${plane.url}/v1/ca`, { ca: false })).text;
@@ -56,9 +56,9 @@ describeEachDialect('reactions to membership changes: run by the next control pl
   }
 
   /** The first control plane on a new store, with two nodes whose agents are the test: the manager's to be and a worker's. */
-  async function firstPlane(name: string) {
+  async function firstPlane(name: string, env: Record<string, string> = {}) {
     const storage = dialect.freshStorage();
-    const { plane: a, api: viaA } = await serve(name, storage);
+    const { plane: a, api: viaA } = await serve(name, storage, env);
     const manager = await nodeWithAgent(viaA, a, 'manager', '192.0.2.71');
     const worker = await nodeWithAgent(viaA, a, 'worker', '192.0.2.72');
     return { storage, a, viaA, manager, worker };
@@ -183,5 +183,33 @@ describeEachDialect('reactions to membership changes: run by the next control pl
     loops.push(managerOnB);
     const forgot = await waitFor(async () => managerOnB.calls.find((c) => c.method === 'removeMember') ?? null, { timeoutMs: 60_000, intervalMs: 200, what: 'the manager asked to forget the deleted node' });
     expect(forgot.input).to.deep.equal({ runtime_node_id: 'rt-worker', force: true });
+  });
+  it('killed after answering 202 for a drain its cluster had not finished: the next control plane records the node drained once the swarm says so (its observation, not a reaction)', async function () {
+    this.timeout(180_000);
+    const fast = { HANGAR_CLUSTERS__AVAILABILITY_WAIT_SECONDS: '1', HANGAR_SWARMS__OBSERVE_INTERVAL_SECONDS: '1' };
+    const { storage, a, viaA, manager, worker } = await firstPlane('drain-a', fast);
+    // The manager's engine cordons at once and is still draining when the control plane dies (it never answers the drain: not stopped, not in `loops`).
+    const draining = new Promise<never>(() => undefined);
+    const managerLoop = answerTasks(manager.agent, { answers: { ...managerAnswers, setNodeAvailability: (input: { availability: string }) => (input.availability === 'drained' ? draining : undefined) } });
+    const workerLoop = answerTasks(worker.agent, { answers: { join: () => ({ runtime_node_id: 'rt-worker' }) } });
+    const swarmId = await swarmOf(viaA, manager.id);
+    expect((await viaA('POST', `/v1/swarms/${swarmId}/join`, { node_id: worker.id })).status).to.equal(202);
+    await joined(viaA, swarmId, worker.id);
+    await workerLoop.stop();
+
+    const drain = await viaA('POST', `/v1/nodes/${worker.id}/drain`);
+    expect(drain.status, drain.text).to.equal(202);
+    await waitFor(async () => managerLoop.calls.some((c) => c.method === 'setNodeAvailability' && c.input.availability === 'drained'), { timeoutMs: 20_000, what: 'the manager’s engine draining' });
+    expect((await viaA('GET', `/v1/nodes/${worker.id}`)).json.data.availability).to.equal('cordoned');
+    a.child.kill('SIGKILL');
+    await new Promise((resolve) => a.child.once('exit', resolve));
+
+    // The swarm drained the node: the next control plane's observation of its members records it.
+    const { plane: b, api: viaB } = await serve('drain-b', storage, fast);
+    const member = (runtimeNodeId: string, role: string, availability: string) => ({ runtime_node_id: runtimeNodeId, hostname: runtimeNodeId, address: null, role, state: 'ready', availability, leader: role === 'manager' });
+    loops.push(answerTasks(agentOn(b, manager), { answers: { ...managerAnswers, members: () => ({ members: [member('rt-manager', 'manager', 'active'), member('rt-worker', 'worker', 'drain')] }) } }));
+    await waitFor(async () => (await viaB('GET', `/v1/nodes/${worker.id}`)).json.data?.availability === 'drained', { timeoutMs: 60_000, intervalMs: 300, what: 'the worker recorded drained' });
+    const events = (await viaB('GET', `/v1/nodes/events?node_id=${worker.id}`)).json.data as Array<{ kind: string; message: string }>;
+    expect(events.map((e) => e.kind)).to.include('node_drained');
   });
 });
