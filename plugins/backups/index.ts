@@ -5,7 +5,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import path from 'node:path';
 import { isUniqueViolation } from '../../core/db/repository.js';
 import { notice } from '../../core/events.js';
-import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
+import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
+import { unlimitedAdmin } from '../../core/auth/permissions.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
@@ -214,6 +215,9 @@ function normalisePrefix(prefix: string | undefined): string {
   return segments.join('/');
 }
 
+/** Folders of the system a local target may not be in (the agent writes there as root). */
+const SYSTEM_FOLDERS = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/proc', '/root', '/run', '/sbin', '/sys', '/usr', '/var/lib/docker', '/var/lib/rancher'];
+
 /** The restic repository of a target: `s3:<endpoint>/<bucket>[/<prefix>]`, or a local target's `local:<path>` (on its node). */
 export const repositoryOf = (t: Pick<TargetRecord, 'kind' | 'path' | 'endpoint' | 'bucket' | 'prefix'>) =>
   t.kind === 'local' ? `local:${t.path}` : `s3:${t.endpoint.replace(/\/$/, '')}/${t.bucket}${t.prefix ? `/${t.prefix}` : ''}`;
@@ -404,6 +408,8 @@ export default definePlugin({
       if (given.split('/').some((s) => s === '.' || s === '..') || !folder) {
         throw badRequest('Validation failed: body.path must be an absolute folder without "." or ".." segments, not the root', [{ path: 'body.path', message: 'must be an absolute folder without "." or ".." segments, not the root' }]);
       }
+      const system = SYSTEM_FOLDERS.find((f) => folder === f || folder.startsWith(`${f}/`));
+      if (system) throw badRequest(`Validation failed: body.path is in ${system}, a folder of the system: choose one for backups (e.g. /var/backups/hangar)`, [{ path: 'body.path', message: `must not be in ${system}` }]);
       const node = await nodes.requireLive(nodeId);
       if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
       await services.tasks.requireCapable(node.id, [BackupFolderCheck]);
@@ -963,6 +969,8 @@ export default definePlugin({
             const body = req.body;
             const kind = body.kind ?? 's3';
             requireKindFields(body, kind);
+            // The agent writes there as root, on a machine of the installation (not of a project).
+            if (kind === 'local' && !unlimitedAdmin(req.principal)) throw forbidden('A local backup target is a folder its node’s agent writes as root: only an installation admin makes one');
             const projectId = await projectForNew(services, req.principal, body.project_id);
             if (await targets.findOne({ name: body.name })) throw conflict(`A backup target named ${body.name} exists`);
             const where = kind === 'local' ? await checkLocalTarget(body.node_id!, body.path!) : await checkS3Target(body);

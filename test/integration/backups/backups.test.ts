@@ -11,7 +11,7 @@ import { BackupVerifyFailed } from '../../../plugins/backups/api.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor, type AgentProcess } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
 import { STOPPABLE, STOPPABLE_WORKLOADS_PLUGIN, workloads } from '../../support/fixtures/stoppable-workloads-plugin.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, type S3Server, s3Availability, sharedS3Server, type S3Bucket } from '../../support/s3-server.js';
@@ -613,6 +613,7 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       [local({ path: 'relative/repo' }), 400, null, /^Validation failed:/],
       [local({ path: `${work}/../etc` }), 400, 'body.path', /"\.\." segments/],
       [local({ path: '/' }), 400, 'body.path', /not the root/],
+      [local({ path: '/etc/hangar-backups' }), 400, 'body.path', /^Validation failed: body.path is in \/etc, a folder of the system/],
       [local({ node_id: 'node-0000000000000000' }), 404, null, /node-0000000000000000/],
       [local({ path: path.join(aFile, 'repo') }), 400, 'body.path', new RegExp(`^Checking the target failed: on node ${nodeA}: making the folder ${aFile}/repo failed: .*ENOTDIR`)],
     ] as const) {
@@ -621,6 +622,12 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       expect(res.json.message).to.match(message);
       if (field) expect(res.json.details[0].path).to.equal(field);
     }
+    // Only an installation admin makes a local target: its node's agent writes there as root, on a machine of the installation.
+    const maintainer = await createUser(t, admin, { username: named('keeper') });
+    expect((await api('PUT', `/v1/projects/default/members/${maintainer.userId}`, { role: 'maintainer' })).status).to.be.oneOf([200, 201]);
+    const defaultProject = (await api('GET', '/v1/projects/default')).json.data.id as string;
+    const byMaintainer = await t.request('POST', '/v1/backups/targets', { body: local({ project_id: defaultProject }), headers: bearer(maintainer.token) });
+    expect(byMaintainer.status, byMaintainer.text).to.equal(403);
     expect(((await api('GET', '/v1/backups/targets')).json.data as Array<{ kind: string }>).filter((x) => x.kind === 'local')).to.deep.equal([]);
 
     const created = await api('POST', '/v1/backups/targets', local());
