@@ -9,7 +9,8 @@ import { apply, attempt, selectorString, type KubeContext } from './client.js';
  * previous spec by itself. The driver does that when it observes the Deployment (what a swarm's
  * engine does with FailureAction rollback): it applies the previous ReplicaSet's pod template, or
  * pauses the Deployment, and notes the outcome on the Deployment, so whichever control plane
- * observes next reads it from the cluster (nothing is kept in memory).
+ * observes next reads it from the cluster (nothing is kept in memory). A manifest's Deployment takes
+ * part by carrying the annotation itself (its strategy and progress deadline are its own).
  */
 
 /** On the Deployment: the declared failure action (`rollback` | `pause`); present when a rollout is declared. */
@@ -111,7 +112,8 @@ async function previousTemplate(ctx: KubeContext, d: V1Deployment): Promise<V1Po
  * (which does not name the outcome nor the pause) takes both away.
  */
 function reapplied(d: V1Deployment, changes: { template: V1PodTemplateSpec; paused?: boolean; outcome: Outcome }): V1Deployment {
-  const own = Object.fromEntries(Object.entries(d.metadata?.annotations ?? {}).filter(([k]) => k.startsWith('io.hangar.')));
+  // Every annotation the Deployment was applied with (a manifest's own too), not those its controller or kubectl write.
+  const own = Object.fromEntries(Object.entries(d.metadata?.annotations ?? {}).filter(([k]) => !k.startsWith('deployment.kubernetes.io/') && !k.startsWith('kubectl.kubernetes.io/')));
   const { paused: _paused, ...spec } = d.spec!;
   return {
     apiVersion: 'apps/v1',

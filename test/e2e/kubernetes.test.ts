@@ -66,13 +66,15 @@ const serving = (text: string, port: number) => [
  * left out, the ConfigMap. In `default`, named (an admin's choice): the project's namespace enforces
  * Pod Security `restricted`, which busybox's root httpd does not meet.
  */
-const shopManifest = (version: number, ready = '/', withConfig = true) => {
+const shopManifest = (version: number, ready = '/', withConfig = true, guarded = false) => {
   const deployment = [
     'apiVersion: apps/v1',
     'kind: Deployment',
-    'metadata: {name: shop, namespace: default}',
+    // Guarded: hangar rolls a rollout whose pods never get Ready back to the previous revision once its progress deadline passes.
+    guarded ? 'metadata: {name: shop, namespace: default, annotations: {io.hangar.rollout: rollback, shop.example/owner: team-a}}' : 'metadata: {name: shop, namespace: default}',
     'spec:',
     '  replicas: 2',
+    ...(guarded ? ['  progressDeadlineSeconds: 15'] : []),
     '  selector: {matchLabels: {app: shop}}',
     '  strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}',
     '  template:',
@@ -531,6 +533,59 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     }, 120_000);
   });
 
+  it('a manifest Deployment annotated io.hangar.rollout: rollback whose new pods never get Ready is rolled back by hangar at its progress deadline: halted_rollouts says so, the Service answers v1 throughout; the next PUT clears it', async function () {
+    this.timeout(300_000);
+    const service = async () => (await api('GET', `/v1/services/${shopId}`)).json.data;
+    const settledOn = (what: string, version: number) =>
+      until(what, async () => {
+        const s = JSON.parse(ok(['get', 'deployment', 'shop', '-o', 'json']));
+        const pods = podsOf('app=shop');
+        if ((await service()).status !== 'running') return false;
+        return s.status.readyReplicas === 2 && s.status.updatedReplicas === 2 && !s.status.unavailableReplicas && pods.length === 2 && pods.every(isReady) && JSON.stringify(s.spec.template.spec.containers[0].command).includes(`shop v${version}`);
+      }, 180_000);
+    const guardedV1 = await api('PUT', `/v1/services/${shopId}`, { manifest: b64(shopManifest(1, '/', false, true)) });
+    expect(guardedV1.status, guardedV1.text).to.equal(202);
+    await settledOn('the guarded v1 rolled out', 1);
+    const clusterIP = ok(['get', 'service', 'shop', '-o', 'jsonpath={.spec.clusterIP}']).trim();
+    // Requests through the Service from a machine while v2 (never Ready) rolls out and is rolled back.
+    const answers: string[] = [];
+    let looping = true;
+    const loop = (async () => {
+      while (looping) {
+        const r = await curlOn(machines[1]!, `http://${clusterIP}/`);
+        answers.push(r.code === 0 ? r.stdout.trim() : `failed: ${r.stderr.trim()}`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    })();
+    try {
+      const v2 = await api('PUT', `/v1/services/${shopId}`, { manifest: b64(shopManifest(2, '/ready', false, true)) });
+      expect(v2.status, v2.text).to.equal(202);
+      const halted = await until('hangar to roll the shop Deployment back', async () => {
+        const sv = await service();
+        return sv.halted_rollouts?.shop?.status === 'rolled_back' ? sv.halted_rollouts.shop : null;
+      }, 180_000);
+      expect(halted.message).to.match(/did not become available within 15 s/);
+      await settledOn('the Deployment back on v1', 1);
+    } finally {
+      looping = false;
+      await loop;
+    }
+    expect(answers.length).to.be.greaterThan(10);
+    expect(answers.filter((a) => !/^shop v1 /.test(a)), 'answers not from v1 (or failed) while v2 rolled out and back').to.deep.equal([]);
+    // The manifest's own annotation is kept by the rollback.
+    expect(JSON.parse(ok(['get', 'deployment', 'shop', '-o', 'json'])).metadata.annotations).to.include({ 'shop.example/owner': 'team-a' });
+
+    // A PUT rolls out what it says and clears the halted rollout.
+    const back = await api('PUT', `/v1/services/${shopId}`, { manifest: b64(shopManifest(1, '/', false)) });
+    expect(back.status, back.text).to.equal(202);
+    await until('the halted rollout cleared', async () => {
+      const sv = await service();
+      return sv.status === 'running' && Object.keys(sv.halted_rollouts ?? {}).length === 0;
+    }, 120_000);
+    await settledOn('the unguarded v1 rolled out', 1);
+    expect(JSON.parse(ok(['get', 'deployment', 'shop', '-o', 'json'])).metadata.annotations ?? {}).not.to.have.property('io.hangar.rollout-outcome');
+  });
+
   it('leaves the manifest service out of the unmanaged scan that lists a kubectl Deployment; deleting it deletes its objects and its pods', async function () {
     this.timeout(240_000);
     // The unmanaged scan on the server node: a Deployment made with kubectl, none of hangar's.
@@ -806,7 +861,8 @@ describe('Kubernetes (k3s stand-in) clusters end to end in the machine lab [post
     const runs = (kind: 'backups' | 'restores', runId: string) =>
       until(`the ${kind} run ${runId} finished`, async () => {
         const found = ((await api('GET', `/v1/volumes/${volumeId}/${kind}`)).json.data as Array<Record<string, any>>).find((r) => r.id === runId);
-        return found && !['running', 'stopping'].includes(found.status) ? found : null;
+        // Finished, and its workloads (stopped for it) brought back.
+        return found && !['running', 'stopping'].includes(found.status) && (!found.workloads?.length || found.workloads_started_at) ? found : null;
       }, 300_000);
 
     // consistency stop: no pod runs while restic reads the folder; one runs again after.
