@@ -1,4 +1,4 @@
-import { createTables } from './db/migrations.js';
+import { alterColumns, createTables } from './db/migrations.js';
 import { recordId, recordTimes } from './db/columns.js';
 import { StampedRepository } from './db/repository.js';
 import { leaseColumns } from './clusters/migrations.js';
@@ -22,9 +22,20 @@ export const reactionsMigration = createTables('014_reactions', {
   },
 });
 
+export const reactionAttemptsMigration = alterColumns('015_reaction_attempts', REACTIONS, (t) => {
+  /** How many times it failed, and why the last time: it runs again later, a few times. */
+  t.integer('attempts').notNullable().defaultTo(0);
+  t.text('error').nullable();
+});
+
+/** How many times a reaction runs before its failure is its outcome. */
+export const REACTION_ATTEMPTS = 5;
+
 /** A reaction not yet done: its row lives from the change it reacts to until it ran. */
 interface ReactionRecord extends LeasedRecord {
   payload: Record<string, unknown>;
+  attempts: number;
+  error: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -42,7 +53,7 @@ export interface ReactionDef<T, K extends Record<string, unknown>> {
   label(kept: K): string;
   /** The work; idempotent, since a reaction a control plane died in runs again from its start. */
   run(kept: K, signal: AbortSignal): Promise<void>;
-  /** The warning logged when it fails (its outcome: a failure is not retried). */
+  /** The warning logged when it fails for the last time (after {@link REACTION_ATTEMPTS} runs). */
   failure: string;
 }
 
@@ -71,7 +82,16 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
             } catch (err) {
               // Cut short (a shutdown, or another process took it over): run again from its start, elsewhere or later.
               if (ctx.signal.aborted) throw err;
-              log.warn({ reaction: def.name, ...row.payload, error: (err as Error).message }, def.failure);
+              const error = (err as Error).message;
+              const attempts = row.attempts + 1;
+              if (attempts < REACTION_ATTEMPTS) {
+                // Again once a lease of its own has run out (the take-over loop, any control plane): one lease length, doubled each time.
+                const retryAt = new Date(clock.now().getTime() + clusters.settings.opLeaseMs * 2 ** (attempts - 1));
+                log.info({ reaction: def.name, ...row.payload, attempts, retry_at: retryAt.toISOString(), error }, `${def.failure}; it runs again`);
+                await rows.query().where({ id: row.id, op_id: ctx.opId }).update(rows.codec.encode({ attempts, error, op_id: `op-${randomToken(12)}`, op_lease_until: retryAt.toISOString(), updated_at: clock.now().toISOString() }));
+                return REMOVED;
+              }
+              log.warn({ reaction: def.name, ...row.payload, attempts, error }, def.failure);
             }
             await rows.remove(row.id);
             return REMOVED;
@@ -93,6 +113,8 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
       op_id: `op-${randomToken(12)}`,
       op_lease_until: new Date(now.getTime() + clusters.settings.opLeaseMs).toISOString(),
       op_rev: 0,
+      attempts: 0,
+      error: null,
       created_at: now.toISOString(),
       updated_at: now.toISOString(),
     };

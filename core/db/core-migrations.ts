@@ -7,7 +7,7 @@ import { keyringMigration } from '../pki/keyring.js';
 import { leadershipMigration } from './leadership.js';
 import { clusterMigrations, clusterProjectsMigration, memberReadinessMigration, specRevisionsMigration } from '../clusters/migrations.js';
 import { storeProbeMigration } from './health.js';
-import { reactionsMigration } from '../reactions.js';
+import { reactionAttemptsMigration, reactionsMigration } from '../reactions.js';
 
 /** Tables owned by core itself. */
 export const coreMigrations: MigrationSet = {
@@ -35,5 +35,6 @@ export const coreMigrations: MigrationSet = {
     memberReadinessMigration,
     taskProgressMigration,
     reactionsMigration,
+    reactionAttemptsMigration,
   ],
 };

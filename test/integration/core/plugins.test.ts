@@ -92,7 +92,7 @@ describeEachDialect('plugins and drivers from configuration', (dialect) => {
     try {
       await first.request('POST', '/v1/probe/things', { body: { id: 'keep-me', label: 'x', active: true, created_at: new Date().toISOString() } });
       migrations = await first.hangar.store.knex('hangar_migrations').select('id', 'applied_at').orderBy('id');
-      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'core/004_store_notices', 'core/005_keyring', 'core/006_leader_leases', 'core/007_agent_capabilities', 'core/008_clusters', 'core/009_store_probe', 'core/010_spec_revisions', 'core/011_cluster_projects', 'core/012_member_readiness', 'core/013_task_progress', 'core/014_reactions', 'probe/001_things']);
+      expect(migrations.map((m: any) => m.id)).to.deep.equal(['core/001_certificates', 'core/002_tasks', 'core/003_rate_limits', 'core/004_store_notices', 'core/005_keyring', 'core/006_leader_leases', 'core/007_agent_capabilities', 'core/008_clusters', 'core/009_store_probe', 'core/010_spec_revisions', 'core/011_cluster_projects', 'core/012_member_readiness', 'core/013_task_progress', 'core/014_reactions', 'core/015_reaction_attempts', 'probe/001_things']);
     } finally {
       await first.stop();
     }

@@ -212,4 +212,25 @@ describeEachDialect('reactions to membership changes: run by the next control pl
     const events = (await viaB('GET', `/v1/nodes/events?node_id=${worker.id}`)).json.data as Array<{ kind: string; message: string }>;
     expect(events.map((e) => e.kind)).to.include('node_drained');
   });
+  it('runs a reaction that failed again later: the manager was offline when a node was deleted by force, and is asked once it is back', async function () {
+    this.timeout(120_000);
+    const { a, viaA, manager, worker } = await firstPlane('retry-a', { HANGAR_CLUSTERS__CALL_TIMEOUT_SECONDS: '5' });
+    const managerLoop = answerTasks(manager.agent, { answers: managerAnswers });
+    loops.push(managerLoop, answerTasks(worker.agent, { answers: { join: () => ({ runtime_node_id: 'rt-worker' }) } }));
+    const swarmId = await swarmOf(viaA, manager.id);
+    expect((await viaA('POST', `/v1/swarms/${swarmId}/join`, { node_id: worker.id })).status).to.equal(202);
+    await joined(viaA, swarmId, worker.id);
+
+    // The manager's agent is offline when the worker is deleted: the call to forget it is not answered (5 s), the reaction fails.
+    for (const loop of loops.splice(0)) await loop.stop();
+    expect((await viaA('DELETE', `/v1/nodes/${worker.id}?force=true`)).status).to.equal(202);
+    await waitFor(() => a.output().includes('removing a deleted node from the swarm’s list failed; it runs again'), { timeoutMs: 30_000, what: 'the first attempt to fail' });
+    expect(managerLoop.calls.map((c) => c.method)).not.to.include('removeMember');
+
+    // Back online: the next attempt (one lease length later) reaches it.
+    const back = answerTasks(manager.agent, { answers: { ...managerAnswers, removeMember: () => ({ removed: true }) } });
+    loops.push(back);
+    const forgot = await waitFor(async () => back.calls.find((c) => c.method === 'removeMember') ?? null, { timeoutMs: 30_000, intervalMs: 200, what: 'the manager asked again to forget the deleted node' });
+    expect(forgot.input).to.deep.equal({ runtime_node_id: 'rt-worker', force: true });
+  });
 });
