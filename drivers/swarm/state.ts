@@ -67,15 +67,20 @@ function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** ContainerSpec fields the engine may give a task with a default of its own when the template has none. */
+const ENGINE_DEFAULTS = new Set(['Isolation', 'Init']);
+
 /**
- * Whether a task runs the container the service's task template asks for: each field the template
- * sets (what hangar or the stack deploy wrote) is the task's too. Fields only the task's spec has,
- * which the engine may add, do not count.
+ * Whether a task runs the container the service's task template asks for: every field either sets
+ * is the same in both (a field the new template dropped — a command, a mount — still on the task is
+ * an update not yet rolled out), except the defaults the engine fills in on the task alone. Empty
+ * values equal absent ones.
  */
 function runsTemplate(template: Raw | undefined, task: Raw | undefined): boolean {
   const wanted: Raw = template?.ContainerSpec ?? {};
   const running: Raw = task?.ContainerSpec ?? {};
-  return Object.keys(wanted).every((field) => canonical(wanted[field]) === canonical(running[field]));
+  const fields = new Set([...Object.keys(wanted), ...Object.keys(running).filter((f) => !(ENGINE_DEFAULTS.has(f) && !(f in wanted)))]);
+  return [...fields].every((field) => canonical(wanted[field]) === canonical(running[field]));
 }
 
 /**

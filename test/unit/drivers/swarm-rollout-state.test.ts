@@ -50,8 +50,10 @@ describe('a swarm service’s rollout state', () => {
     expect(rolloutOf(updated, tasks)).to.equal(null);
   });
 
-  it('is updating when a field the spec sets differs, or one it sets is missing from a task', () => {
+  it('is updating when a field the spec sets differs, one it sets is missing from a task, or one it dropped is still on one', () => {
     expect(rolloutOf(updated, [{ DesiredState: 'running', Spec: { ContainerSpec: { Image: 'app:1', Env: ['VERSION=v2', 'EXTRA=1'], Isolation: 'default' } } }])).to.deep.equal({ state: 'updating', message: null, revision: 3 });
     expect(rolloutOf(updated, [{ DesiredState: 'running', Spec: { ContainerSpec: { Image: 'app:1' } } }])).to.deep.equal({ state: 'updating', message: null, revision: 3 });
+    // A field the new spec dropped (its command), still on a running task.
+    expect(rolloutOf(updated, [{ DesiredState: 'running', Spec: { ContainerSpec: { Image: 'app:1', Env: ['VERSION=v2'], Command: ['sh', '-c', 'old'] } } }])).to.deep.equal({ state: 'updating', message: null, revision: 3 });
   });
 });
