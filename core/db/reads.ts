@@ -30,6 +30,8 @@ export class PreparedReads {
   private readonly pgTexts = new Map<string, { name: string; text: string }>();
   /** PostgreSQL: the rows by id asked for in this turn of the event loop, by the SQL that reads them together (see `byId`). */
   private readonly idReads = new Map<string, IdReads>();
+  /** PostgreSQL: how many reads by id of each table (by the SQL that reads them together) are out. */
+  private readonly idReadsOut = new Map<string, number>();
 
   constructor(
     private readonly knex: Knex,
@@ -60,14 +62,16 @@ export class PreparedReads {
 
   /**
    * The row whose `"id"` is `id`: `one` reads it (`… where "id" = ? limit 1`), `any` reads several
-   * (`… where "id" = any(?)`). On PostgreSQL the ids asked for in one turn of the event loop are read
-   * together, in one statement per table at the turn's end: a wave of the fleet's heartbeats (each
-   * reads its node) takes a connection of the pool for each turn, not one for each heartbeat, and the
-   * API's requests do not queue behind them. A read is sent after its caller asked, so it sees every
-   * write committed before. SQLite reads on its own connection, at once.
+   * (`… where "id" = any(?)`). On PostgreSQL a read of a table none of whose reads by id is out is sent
+   * at once; while one is out, the ids asked for in this turn of the event loop are read together, in
+   * one statement at the turn's end: a wave of the fleet's heartbeats (each reads its node) takes a
+   * connection of the pool for each turn, not one for each heartbeat, and the API's requests do not
+   * queue behind them. A read is sent after its caller asked, so it sees every write committed before.
+   * SQLite reads on its own connection, at once.
    */
   byId(one: string, any: string, id: string): Promise<Row | undefined> {
     if (this.dialect === 'sqlite') return this.all(one, [id]).then((rows) => rows[0]);
+    if (!this.idReadsOut.get(any)) return this.readOne(any, one, id);
     let reads = this.idReads.get(any);
     if (!reads) {
       const turn: IdReads = (reads = new Map());
@@ -85,6 +89,21 @@ export class PreparedReads {
     });
   }
 
+  /** One read by id, sent at once (see `byId`). */
+  private readOne(any: string, one: string, id: string): Promise<Row | undefined> {
+    return this.countedOut(any, () => this.all(one, [id])).then((rows) => rows[0]);
+  }
+
+  /** Runs `read`, counted among the reads by id of `any` that are out while it is. */
+  private async countedOut<T>(any: string, read: () => Promise<T>): Promise<T> {
+    this.idReadsOut.set(any, (this.idReadsOut.get(any) ?? 0) + 1);
+    try {
+      return await read();
+    } finally {
+      this.idReadsOut.set(any, this.idReadsOut.get(any)! - 1);
+    }
+  }
+
   /** Reads the rows of one turn's `byId` callers, MAX_IDS at a time, and answers each. */
   private async readIds(any: string, reads: IdReads): Promise<void> {
     const ids = [...reads.keys()];
@@ -92,7 +111,7 @@ export class PreparedReads {
     await Promise.all(
       chunks.map(async (chunk) => {
         try {
-          const rows = new Map((await this.all(any, [chunk])).map((row) => [String(row.id), row]));
+          const rows = new Map((await this.countedOut(any, () => this.all(any, [chunk]))).map((row) => [String(row.id), row]));
           for (const id of chunk) for (const caller of reads.get(id)!) caller.resolve(rows.get(id));
         } catch (err) {
           for (const id of chunk) for (const caller of reads.get(id)!) caller.reject(err);
