@@ -120,24 +120,44 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
     };
   };
   const start = (row: { id: string; op_id: string }) =>
-    lifecycle.runHeld(row.id, row.op_id).catch((err: Error) => log.warn({ reaction: def.name, id: row.id, error: err.message }, 'starting a reaction failed; once its lease runs out, the take-over loop starts it'));
+    lifecycle
+      .runHeld(row.id, row.op_id)
+      .then((started) => started || log.info({ reaction: def.name, id: row.id }, 'a reaction was not started here (gone, or held by another process)'))
+      .catch((err: Error) => log.warn({ reaction: def.name, id: row.id, error: err.message }, 'starting a reaction failed; once its lease runs out, the take-over loop starts it'));
 
   if (def.on) {
     const { topic, keep } = def.on;
-    /** The reactions this process wrote with their change and has not started yet. */
-    const written: Array<{ id: string; op_id: string }> = [];
+    /**
+     * The reactions this process wrote with their change and has not started yet, by what they kept:
+     * a publish starts those of its own change (another change's may not be committed, or done, yet),
+     * each once its transaction has committed; a change rolled back takes its row with it.
+     */
+    const written = new Map<string, Array<{ row: { id: string; op_id: string }; committed: Promise<unknown> }>>();
+    const forget = (key: string, row: { id: string }) => {
+      const left = (written.get(key) ?? []).filter((w) => w.row.id !== row.id);
+      if (left.length) written.set(key, left);
+      else written.delete(key);
+    };
     events.keep(topic, async (payload) => {
       const kept = keep(payload);
       if (!kept) return null;
       const row = rowOf(kept);
+      const key = JSON.stringify(kept);
       return async (trx) => {
         await trx(REACTIONS).insert(rows.codec.encode(row));
-        written.push(row);
+        const committed = trx.executionPromise;
+        committed.catch(() => forget(key, row));
+        written.set(key, [...(written.get(key) ?? []), { row, committed }]);
       };
     });
-    // The change is published once committed (with its reaction's row): this process starts what it wrote.
-    events.subscribe(topic, () => {
-      for (const row of written.splice(0)) void start(row);
+    // The change is published once committed (with its reaction's row): this process starts what it wrote for it.
+    events.subscribe(topic, (payload) => {
+      const kept = keep(payload);
+      const key = kept && JSON.stringify(kept);
+      const mine = key ? written.get(key) : undefined;
+      if (!key || !mine) return;
+      written.delete(key);
+      for (const { row, committed } of mine) void committed.then(() => start(row), () => undefined);
     });
   }
 
