@@ -102,7 +102,8 @@ const RESTORE_PROGRESS_MS = 1000;
 async function restoreReporting(ctx: ExecutorContext, snapshotId: string, target: string): Promise<RunResult> {
   const stats = await restic(ctx, ['stats', '--json', snapshotId]);
   const line = stats.code === 0 ? stats.stdout.split('\n').find((l) => l.startsWith('{')) : undefined;
-  const size = (line ? JSON.parse(line) : {}) as { total_size?: number; total_file_count?: number };
+  // The size is for the progress only: a line that does not parse leaves it unknown, the restore goes on.
+  const size = (line ? parsedOr(line, {}) : {}) as { total_size?: number; total_file_count?: number };
   const total = typeof size.total_size === 'number' ? size.total_size : null;
   const report = (written: number) => ctx.progress({ bytes_done: total === null ? written : Math.min(written, total), bytes_total: total, files_done: null, files_total: size.total_file_count ?? null });
   report(0);
@@ -400,3 +401,11 @@ export const checkBackupFolder: KindExecutor<typeof BackupFolderCheck> = async (
   if (!read.equals(written)) throw new Error(`reading the probe file ${probe} back gave other bytes than were written`);
   return { path: folder };
 };
+
+function parsedOr<T>(text: string, otherwise: T): T | unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return otherwise;
+  }
+}
