@@ -112,7 +112,8 @@ export class PreparedReads {
       chunks.map(async (chunk) => {
         try {
           const rows = new Map((await this.countedOut(any, () => this.all(any, [chunk]))).map((row) => [String(row.id), row]));
-          for (const id of chunk) for (const caller of reads.get(id)!) caller.resolve(rows.get(id));
+          // Callers of one id get a row each (its JSON columns come parsed: none shares nested objects with another).
+          for (const id of chunk) reads.get(id)!.forEach((caller, i) => caller.resolve(i === 0 ? rows.get(id) : structuredClone(rows.get(id))));
         } catch (err) {
           for (const id of chunk) for (const caller of reads.get(id)!) caller.reject(err);
         }
