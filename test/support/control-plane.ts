@@ -2,8 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { httpRequest, type HttpRequestOptions } from '../../core/http/client.js';
-import { waitFor } from './agents.js';
+import { expect } from 'chai';
+import { httpRequest, type HttpRequestOptions, type HttpResponse } from '../../core/http/client.js';
+import { FakeAgent, waitFor } from './agents.js';
 import { TEST_MASTER_KEY } from './dialects.js';
 import type { TestHangar } from './hangar.js';
 import { PG_URL } from './requirements.js';
@@ -84,4 +85,24 @@ export async function serveControlPlane(options: ServeOptions): Promise<ControlP
   const url = started.urls[0]!;
   const request = (method: string, p: string, requestOptions: HttpRequestOptions = {}) => httpRequest(`${url}${p}`, { ca: options.caPem(), ...requestOptions, method });
   return { child, url, dataDir, output: () => output, client: { request } as unknown as TestHangar };
+}
+
+/**
+ * A node of `plane` whose agent is the test: made through `api` (an admin's requests), its client
+ * certificate issued over the API, and one heartbeat answered.
+ */
+export async function nodeWithAgent(
+  api: (method: string, p: string, body?: unknown) => Promise<HttpResponse<any>>,
+  plane: ControlPlane,
+  name: string,
+  ip: string,
+): Promise<{ id: string; cert: { certificate: string; private_key: string }; agent: FakeAgent }> {
+  const node = await api('POST', '/v1/nodes', { name, ip_address: ip });
+  expect(node.status, node.text).to.equal(201);
+  const id = node.json.data.id as string;
+  const cert = await api('POST', `/v1/nodes/${id}/cert`);
+  expect(cert.status, cert.text).to.equal(201);
+  const agent = FakeAgent.withCertificate(plane.client, id, cert.json.data.certificate, cert.json.data.private_key);
+  expect((await agent.heartbeat()).status).to.equal(200);
+  return { id, cert: cert.json.data, agent };
 }

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import path from 'node:path';
 import { httpRequest } from '../../../core/http/client.js';
-import { FakeAgent, waitFor } from '../../support/agents.js';
-import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
+import { waitFor } from '../../support/agents.js';
+import { nodeWithAgent, serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect, TEST_MASTER_KEY } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { Receiver } from './receiver.js';
@@ -136,14 +136,8 @@ describeEachDialect('notifications: a control plane killed (mid-retry, or right 
     this.timeout(180_000);
     const { storage, a, viaA } = await firstPlane('change-a', 'task.failed');
 
-    // A node whose agent is the test: its certificate issued over the API, a heartbeat, a task queued for it (a log fetch).
-    const node = await viaA('POST', '/v1/nodes', { name: 'crashing', ip_address: '192.0.2.40' });
-    expect(node.status, node.text).to.equal(201);
-    const nodeId = node.json.data.id as string;
-    const cert = await viaA('POST', `/v1/nodes/${nodeId}/cert`);
-    expect(cert.status, cert.text).to.equal(201);
-    const agent = FakeAgent.withCertificate(a.client, nodeId, cert.json.data.certificate, cert.json.data.private_key);
-    expect((await agent.heartbeat()).status).to.equal(200);
+    // A node whose agent is the test (its certificate issued over the API, a heartbeat), a task queued for it (a log fetch).
+    const { id: nodeId, agent } = await nodeWithAgent(viaA, a, 'crashing', '192.0.2.40');
     const queued = await viaA('POST', `/v1/nodes/${nodeId}/logs`);
     expect(queued.status, queued.text).to.equal(202);
     const taskId = queued.json.data.task_id as string;

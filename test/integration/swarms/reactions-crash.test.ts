@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import path from 'node:path';
 import { httpRequest, type HttpResponse } from '../../../core/http/client.js';
 import { answerTasks, FakeAgent, waitFor } from '../../support/agents.js';
-import { serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
+import { nodeWithAgent, serveControlPlane, type ControlPlane } from '../../support/control-plane.js';
 import { describeEachDialect, TEST_MASTER_KEY } from '../../support/dialects.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 
@@ -43,17 +43,6 @@ describeEachDialect('reactions to membership changes: run by the next control pl
     return { plane, api: (method, p, body) => plane.client.request(method, p, { body, headers: bearer(admin.token) }) };
   }
 
-  /** A node whose agent is the test (its certificate issued over the API), heartbeating once. */
-  async function nodeWithAgent(api: Api, plane: ControlPlane, name: string, ip: string): Promise<{ id: string; cert: { certificate: string; private_key: string }; agent: FakeAgent }> {
-    const node = await api('POST', '/v1/nodes', { name, ip_address: ip });
-    expect(node.status, node.text).to.equal(201);
-    const id = node.json.data.id as string;
-    const cert = await api('POST', `/v1/nodes/${id}/cert`);
-    expect(cert.status, cert.text).to.equal(201);
-    const agent = FakeAgent.withCertificate(plane.client, id, cert.json.data.certificate, cert.json.data.private_key);
-    expect((await agent.heartbeat()).status).to.equal(200);
-    return { id, cert: cert.json.data, agent };
-  }
 
   /** The first control plane on a new store, with two nodes whose agents are the test: the manager's to be and a worker's. */
   async function firstPlane(name: string, env: Record<string, string> = {}) {
