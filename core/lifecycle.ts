@@ -195,8 +195,9 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
         .where('op_lease_until', '>=', now)
         .update({ ...this.repo.codec.encode({ ...patch, updated_at: now }), op_rev: rev });
       if (joined) {
-        this.repo.changed(id, 'update');
-        return { record: (await this.repo.get(id))!, run: false };
+        const record = (await this.repo.get(id))!;
+        this.repo.changed(id, 'update', record);
+        return { record, run: false };
       }
     }
     const opId = `op-${randomToken(12)}`;
@@ -208,8 +209,9 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       op_rev: rev,
     });
     if (!claimed) return null;
-    this.repo.changed(id, 'update');
-    return { record: (await this.repo.get(id))!, run: true };
+    const record = (await this.repo.get(id))!;
+    this.repo.changed(id, 'update', record);
+    return { record, run: true };
   }
 
   /**
@@ -289,7 +291,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
           q.where({ id: record.id, op_id: opId, op_rev: record.op_rev }).update(this.repo.codec.encode({ ...result, op: null, op_id: null, op_lease_until: null, updated_at: this.now })),
         );
         if (settled) {
-          this.repo.changed(record.id, 'update');
+          this.repo.changed(record.id, 'update', record);
           return;
         }
         const current = await this.repo.get(record.id);
@@ -309,7 +311,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
       if (current?.op_id === opId) {
         const failure = operation.failed(current, err as Error);
         await this.write(current, failure, async (q) => q.where({ id: record.id, op_id: opId }).update(this.repo.codec.encode({ ...failure, op: null, op_id: null, op_lease_until: null, updated_at: this.now })));
-        this.repo.changed(record.id, 'update');
+        this.repo.changed(record.id, 'update', current);
       }
       throw err;
     } finally {
@@ -330,7 +332,7 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
     if (!patch) return null;
     const written = await this.write(record, patch, async (q) => q.where({ id: record.id, op_rev: record.op_rev }).whereNull('op_id').update(this.repo.codec.encode({ ...patch, updated_at: this.now })));
     if (!written) return null;
-    this.repo.changed(record.id, 'update');
+    this.repo.changed(record.id, 'update', record);
     return this.repo.get(record.id);
   }
 

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { badRequest, forbidden, notFound } from '../errors.js';
 import { defineExtensionPoint, defineServiceRef, type ServiceRegistry } from '../provided.js';
 import type { Principal } from './index.js';
-import { KINDS, parsePermission, permitted, type Permission, type UserGrants } from './permissions.js';
+import { KINDS, parsePermission, permissionOf, permitted, type Permission, type PermissionRoute, type UserGrants } from './permissions.js';
 
 /**
  * Project scopes (docs/tenancy.md "Project roles on resources"): a route on a resource that belongs
@@ -67,6 +67,11 @@ export interface RouteScope {
 export interface ScopeResolver {
   kind: string;
   projectsOf(refs: readonly string[]): Promise<Map<string, string | null>>;
+  /**
+   * The project of a resource of this kind from its row (as written, or as it was before its
+   * delete); undefined when the row cannot tell.
+   */
+  projectOfRow?(row: Readonly<Record<string, unknown>>): Promise<string | null | undefined>;
 }
 
 export const ScopeResolvers = defineExtensionPoint<ScopeResolver>('auth.scope-resolvers', 'how each kind of resource finds its project (core/auth/scope.ts)');
@@ -308,6 +313,27 @@ export class ScopeGate {
 }
 
 /**
+ * The scope of a create that puts a resource in a project (`body.project_id`, else the caller's
+ * default project): members whose role there grants the route's permission are let in, another
+ * project named is hidden (404 `No project <ref>`) as any project's resource is. The handler calls
+ * {@link requireHeldIn} with the project the resource goes in (the default one is not in the body).
+ */
+export const CREATE_IN_PROJECT: RouteScope = { of: [{ kind: 'project', from: 'body.project_id' }] };
+
+/**
+ * That a caller let in by its memberships (the scope step's access, `ctx.state.scope`) holds
+ * `permission` (default: the route's) in the project a new resource goes in: 403 naming it
+ * otherwise. Installation roles that grant it (no access decided, or `allowed` null) hold it
+ * everywhere.
+ */
+export function requireHeldIn(ctx: Context, projectId: string | null, permission: string = permissionOf(ctx.state.route as PermissionRoute)): void {
+  const access = ctx.state.scope as ScopeAccess | null | undefined;
+  if (!access || access.allowed === null) return;
+  if (projectId && access.holds(projectId, permission)) return;
+  throw forbidden(`Insufficient permissions: this needs ${permission}, and your role in project ${projectId ?? '(none)'} does not grant it`);
+}
+
+/**
  * A resolver for a kind kept in one table with `id` and `name` columns and a column leading to the
  * project: the project's id itself, or a cluster's id (then through the clusters table).
  */
@@ -341,6 +367,17 @@ export function tableResolver(
       }
       for (const [name, project] of named) if (!out.has(name)) out.set(name, project);
       return out;
+    },
+    async projectOfRow(row) {
+      const ref = row[options.via];
+      if (ref === undefined || Object.entries(options.where ?? {}).some(([c, v]) => row[c] !== v)) return undefined;
+      const project =
+        options.via === 'cluster_id'
+          ? typeof ref === 'string'
+            ? (((await knex()('clusters').where({ id: ref }).first('project_id')) as { project_id: string | null } | undefined)?.project_id ?? null)
+            : null
+          : ((ref as string | null) ?? null);
+      return project ?? (options.defaultProject ? await options.defaultProject() : null);
     },
   };
 }

@@ -3,6 +3,11 @@ export interface RecordChange {
   table: string;
   id: string;
   op: 'insert' | 'update' | 'delete';
+  /**
+   * The row as written (insert, update) or as it was (delete), when the write had it at hand: what
+   * the record says of itself once it may be gone (a deleted record's project is read from it).
+   */
+  row?: Readonly<Record<string, unknown>>;
 }
 
 /**

@@ -138,8 +138,8 @@ export class Repository<T extends Row> {
   decode = (row: Row): T => this.codec.decode<T>(row);
 
   /** Announces a write on the store's change feed (writes made outside the repository's own methods call it too: core/lifecycle.ts). */
-  changed(id: string, op: RecordChange['op']): void {
-    this.store.changes.notify({ table: this.table, id, op });
+  changed(id: string, op: RecordChange['op'], row?: Readonly<Record<string, unknown>>): void {
+    this.store.changes.notify({ table: this.table, id, op, ...(row ? { row } : {}) });
   }
 
   /** Runs a write; a unique-constraint violation (a concurrent create of the same name…) becomes a 409. */
@@ -157,7 +157,7 @@ export class Repository<T extends Row> {
     const columns = Object.keys(encoded);
     const sql = `insert into ${this.quotedTable} (${columns.map(quoted).join(', ')}) values (${columns.map(() => '?').join(', ')}) returning ${await this.store.writes.returning(this.table, trx)}`;
     const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, Object.values(encoded), trx));
-    this.changed(values.id as string, 'insert');
+    this.changed(values.id as string, 'insert', rows[0]);
     return this.decode(rows[0]!);
   }
 
@@ -206,14 +206,15 @@ export class Repository<T extends Row> {
     const sql = `update ${this.quotedTable} set ${columns.map((c) => `${quoted(c)} = ?`).join(', ')} where "id" = ?${condition} returning ${await this.store.writes.returning(this.table, trx)}`;
     const { rows } = await this.write(values, () => this.store.writes.run(this.table, sql, [...Object.values(values), id, ...conditionParams], trx));
     if (!rows.length) return null;
-    this.changed(id, 'update');
+    this.changed(id, 'update', rows[0]);
     return this.decode(rows[0]!);
   }
 
   async remove(id: string, trx?: Knex.Transaction): Promise<boolean> {
-    const { count } = await this.store.writes.run(this.table, `delete from ${this.quotedTable} where "id" = ?`, [id], trx);
-    if (count > 0) this.changed(id, 'delete');
-    return count > 0;
+    const sql = `delete from ${this.quotedTable} where "id" = ? returning ${await this.store.writes.returning(this.table, trx)}`;
+    const { rows } = await this.store.writes.run(this.table, sql, [id], trx);
+    if (rows.length) this.changed(id, 'delete', rows[0]);
+    return rows.length > 0;
   }
 
   private get quotedTable(): string {

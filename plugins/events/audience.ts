@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Principal } from '../../core/auth/index.js';
 import { permitted, readsEverything, type UserGrants } from '../../core/auth/permissions.js';
 import { ProjectGrantsRef, ScopeGate, ScopeResolvers, type ScopeAccess } from '../../core/auth/scope.js';
+import type { RecordChange } from '../../core/db/changes.js';
 import type { ServiceRegistry } from '../../core/provided.js';
 
 /**
@@ -82,9 +83,12 @@ export class Attributor {
 
   /**
    * Hands `deliver` the change's audience, in the order of the calls (a record's project may take
-   * a store round trip the first time it is seen).
+   * a store round trip the first time it is seen). A change that carries its row is attributed from
+   * it: a record deleted before its project was asked for (never seen since this process started)
+   * still reaches its project's members.
    */
-  attribute(table: string, id: string, op: string, deliver: (audience: Audience) => void): void {
+  attribute(change: RecordChange, deliver: (audience: Audience) => void): void {
+    const { table, id, op, row } = change;
     const of = TABLES[table];
     if (!of) return void this.enqueue(() => deliver({ adminOnly: true }));
     const permission = typeof of.permission === 'function' ? of.permission(id) : of.permission;
@@ -97,12 +101,13 @@ export class Attributor {
       if (op === 'delete') this.projects.delete(key);
       return void this.enqueue(() => deliver({ permission, project: cached }));
     }
-    let resolving = this.resolving.get(key);
+    let resolving = row ? undefined : this.resolving.get(key);
     if (!resolving) {
-      const asked = this.projectOf(table, of, id).catch(() => null);
-      this.resolving.set(key, (resolving = asked));
+      const asked = this.projectOf(table, of, id, row).catch(() => null);
+      if (!row) this.resolving.set(key, asked);
+      resolving = asked;
       void asked.then((project) => {
-        this.resolving.delete(key);
+        if (this.resolving.get(key) === asked) this.resolving.delete(key);
         if (op !== 'delete') this.remember(key, project);
       });
     }
@@ -124,15 +129,18 @@ export class Attributor {
     this.projects.set(key, project);
   }
 
-  private async projectOf(table: string, of: TableAudience, id: string): Promise<string | null> {
+  private async projectOf(table: string, of: TableAudience, id: string, row?: Readonly<Record<string, unknown>>): Promise<string | null> {
     const kind = typeof of.kind === 'function' ? of.kind(id) : of.kind!;
+    const resolver = this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind);
     let ref = id;
     if (of.via) {
-      const row = (await this.knex()(table).where({ id }).first(of.via)) as Record<string, unknown> | undefined;
-      if (typeof row?.[of.via] !== 'string') return null;
-      ref = row[of.via] as string;
+      const through = row?.[of.via] ?? ((await this.knex()(table).where({ id }).first(of.via)) as Record<string, unknown> | undefined)?.[of.via];
+      if (typeof through !== 'string') return null;
+      ref = through;
+    } else if (row && resolver?.projectOfRow) {
+      const fromRow = await resolver.projectOfRow(row);
+      if (fromRow !== undefined) return fromRow;
     }
-    const resolver = this.provided.contributions(ScopeResolvers).find((r) => r.kind === kind);
     return resolver ? ((await resolver.projectsOf([ref])).get(ref) ?? null) : null;
   }
 }

@@ -131,9 +131,10 @@ export default definePlugin({
         const { type, data, audience, at } = payload as { type: LiveEventType; data: Record<string, unknown>; audience: Audience; at: string };
         journal.append(type, data, audience, { seq: seq!, at });
       }),
-      services.db.changes.subscribe(({ table, id, op }) => {
+      services.db.changes.subscribe((change) => {
+        const { table, id, op } = change;
         const type = resourceType(table, id);
-        attributor.attribute(table, id, op, (audience) =>
+        attributor.attribute(change, (audience) =>
           emit('resource.changed', { type, id, op, ...(audience.project !== undefined ? { project_id: audience.project } : {}) }, audience),
         );
       }),

@@ -18,12 +18,16 @@ describe('plugins/events audience: the project of a change', () => {
         await new Promise((resolve) => setTimeout(resolve, refs.includes('svc-slow') ? 20 : 0));
         return new Map(refs.filter((r) => r in projects).map((r) => [r, projects[r]!]));
       },
+      async projectOfRow(row) {
+        return typeof row.project === 'string' ? row.project : undefined;
+      },
     });
     const attributor = new Attributor(provided, () => {
       throw new Error('no store in this test');
     });
     const delivered: Array<[string, Audience]> = [];
-    const change = (table: string, id: string, op: string) => attributor.attribute(table, id, op, (a) => delivered.push([`${id} ${op}`, a]));
+    const change = (table: string, id: string, op: 'insert' | 'update' | 'delete', row?: Record<string, unknown>) =>
+      attributor.attribute({ table, id, op, ...(row ? { row } : {}) }, (a) => delivered.push([`${id} ${op}`, a]));
     const settled = () => new Promise((resolve) => setTimeout(resolve, 50));
     return { asked, delivered, change, settled };
   }
@@ -55,6 +59,19 @@ describe('plugins/events audience: the project of a change', () => {
     await settled();
     expect(delivered.map(([, a]) => a)).to.deep.equal([{ permission: 'services:read', project: null }, { permission: 'services:read', project: null }, { adminOnly: true }]);
     expect(asked).to.have.length(2);
+  });
+
+  it('attributes a deletion by the row it removed: a record gone before its project was asked for still reaches its project', async () => {
+    const { asked, delivered, change, settled } = setup({});
+    // Its update's lookup finds nothing (the row is already gone); the delete says what the row was.
+    change('services', 'svc-isob', 'update');
+    change('services', 'svc-isob', 'delete', { id: 'svc-isob', project: 'prj-b' });
+    await settled();
+    expect(delivered).to.deep.equal([
+      ['svc-isob update', { permission: 'services:read', project: null }],
+      ['svc-isob delete', { permission: 'services:read', project: 'prj-b' }],
+    ]);
+    expect(asked).to.deep.equal([['svc-isob']]);
   });
 });
 
