@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from '../db/repository.js';
-import { defineRoute, type RouteDef } from '../plugin.js';
+import { defineRoute, type AuthRequirement, type RouteDef } from '../plugin.js';
 import { Reply } from './reply.js';
 
 /** The query of a paged list: how many items, and the `next_cursor` of the page before. */
@@ -57,18 +57,20 @@ export interface ReadRoutes<T> {
    * a 404 calls one (default the kind).
    */
   scope?: { kind: string; noun?: string };
+  /** Who may read them (default any authenticated caller; `{ role: 'admin' }` for the installation's own records). */
+  auth?: AuthRequirement;
 }
 
 /**
- * A resource's two reads for any authenticated caller: the paged list (filtered by `name_prefix`:
- * the resource's table has a `name` column) and one record by id.
+ * A resource's two reads (for any authenticated caller unless `auth` says otherwise): the paged
+ * list (filtered by `name_prefix`: the resource's table has a `name` column) and one record by id.
  */
 export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
   return [
     defineRoute({
       method: 'GET',
       path: r.path,
-      auth: 'authenticated',
+      auth: r.auth ?? 'authenticated',
       ...(r.scope ? { scope: { list: r.scope.kind } } : {}),
       summary: r.summaries.list,
       schemas: { query: NamedListQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
@@ -80,7 +82,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
     defineRoute({
       method: 'GET',
       path: `${r.path}/{id}`,
-      auth: 'authenticated',
+      auth: r.auth ?? 'authenticated',
       ...(r.scope ? { scope: { of: [{ kind: r.scope.kind, from: 'params.id' as const, ...(r.scope.noun ? { noun: r.scope.noun } : {}) }] } } : {}),
       summary: r.summaries.get,
       schemas: { params: IdParams, ...(r.response ? { response: r.response } : {}) },

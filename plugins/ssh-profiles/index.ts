@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Repository } from '../../core/db/repository.js';
-import { Reply } from '../../core/http/reply.js';
+import { readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { SshCredentialFields, SshProfilesRef, type SshProfilesApi } from './api.js';
@@ -140,24 +140,14 @@ export default definePlugin({
             return view(profile);
           },
         }),
-        defineRoute({
-          method: 'GET',
+        ...readRoutes({
           path: '/v1/ssh-profiles',
           auth: { role: 'admin' },
-          summary: 'List SSH profiles (with has_key and has_password)',
-          schemas: {
-            query: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()) }, { additionalProperties: false }),
-            response: Type.Array(ProfileView),
-          },
-          handler: async (req) => Reply.page(await profiles.page({ limit: req.query.limit, cursor: req.query.cursor }), view),
-        }),
-        defineRoute({
-          method: 'GET',
-          path: '/v1/ssh-profiles/{id}',
-          auth: { role: 'admin' },
-          summary: 'Get an SSH profile by id or name',
-          schemas: { params: Params, response: ProfileView },
-          handler: async (req) => view(await requireProfile(req.params.id)),
+          summaries: { list: 'List SSH profiles (with has_key and has_password)', get: 'Get an SSH profile by id or name' },
+          page: (options) => profiles.page(options),
+          find: requireProfile,
+          view,
+          response: ProfileView,
         }),
         defineRoute({
           method: 'DELETE',

@@ -28,6 +28,8 @@ describeEachDialect('SSH profiles', (dialect) => {
 
     const list = await call('GET', '/v1/ssh-profiles');
     expect(list.json.data.map((p: { name: string }) => p.name)).to.have.members(['lab-deployer', 'root-key']);
+    const narrowed = await call('GET', '/v1/ssh-profiles?name_prefix=lab-');
+    expect(narrowed.json.data.map((p: { name: string }) => p.name)).to.deep.equal(['lab-deployer']);
     const byName = await call('GET', '/v1/ssh-profiles/lab-deployer');
     const byId = await call('GET', `/v1/ssh-profiles/${created.json.data.id}`);
     expect(byName.json.data).to.deep.equal(byId.json.data);
