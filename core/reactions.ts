@@ -93,7 +93,8 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
               }
               log.warn({ reaction: def.name, ...row.payload, attempts, error }, def.failure);
             }
-            await rows.remove(row.id);
+            // Only while it is still this run's: a process that took it over meanwhile keeps its row (and its retry).
+            await rows.removeIf(row.id, { op_id: ctx.opId });
             return REMOVED;
           },
           failed: () => ({}),

@@ -211,8 +211,15 @@ export class Repository<T extends Row> {
   }
 
   async remove(id: string, trx?: Knex.Transaction): Promise<boolean> {
-    const sql = `delete from ${this.quotedTable} where "id" = ? returning ${await this.store.writes.returning(this.table, trx)}`;
-    const { rows } = await this.store.writes.run(this.table, sql, [id], trx);
+    return this.removeIf(id, {}, trx);
+  }
+
+  /** Deletes the row when it still has the values of `held` (a lease id: `{ op_id }`); false when it is gone or they changed. */
+  async removeIf(id: string, held: Row, trx?: Knex.Transaction): Promise<boolean> {
+    const values = this.codec.encode(held);
+    const condition = Object.keys(values).map((c) => ` and ${quoted(c)} = ?`).join('');
+    const sql = `delete from ${this.quotedTable} where "id" = ?${condition} returning ${await this.store.writes.returning(this.table, trx)}`;
+    const { rows } = await this.store.writes.run(this.table, sql, [id, ...Object.values(values)], trx);
     if (rows.length) this.changed(id, 'delete', rows[0]);
     return rows.length > 0;
   }
