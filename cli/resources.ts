@@ -878,6 +878,7 @@ export const RESOURCES: Resource[] = [
           type: { type: 'string', choices: ['nfs', 'local'], describe: 'nfs (default: shared with every node of a swarm) or local (bound on its node only)' },
           'restore-from': { type: 'string', describe: 'fill it from a finished backup: its id (bak-…) or restic’s snapshot id (hangar volume backups <volume>); the folder must be missing or empty' },
           'restore-target': { type: 'string', implies: 'restore-from', describe: 'the backup target holding --restore-from’s snapshot (id or name)' },
+          ...projectOption,
         },
         refs: nodeRef,
         body: {
@@ -885,12 +886,13 @@ export const RESOURCES: Resource[] = [
           node_id: 'node',
           folder: 'folder',
           type: 'type',
+          project_id: projectOf,
           restore_from: (a) => (a['restore-from'] ? { snapshot_id: a['restore-from'], target_id: a['restore-target'] } : undefined),
         },
         notes: (d) => (d.restore ? [`restoring backup ${d.restore.source_id} (snapshot ${d.restore.snapshot_id}) into it as ${d.restore.id}: hangar volume restores ${d.id}`] : []),
         wait: 'settle',
       }),
-      list(),
+      list({ options: projectFilter, query: { project: 'project' } }),
       get(),
       removeForced('delete the record even when its node does not answer', { describe: 'Delete a volume (the folder and its data stay on the node)', wait: 'gone' }),
       action('backup', 'Back a volume up to a backup target with restic, on its node’s agent (202: follow with volume backups, or --wait for a progress bar)', ['backed up', 'backing up'], {

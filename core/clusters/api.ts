@@ -1,9 +1,8 @@
-import type { RouteScope } from '../auth/scope.js';
+import { CREATE_IN_PROJECT, requireHeldIn, type RouteScope } from '../auth/scope.js';
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { ConfigError, badRequest, conflict, notFound } from '../errors.js';
 import type { Principal } from '../auth/index.js';
-import { unlimitedAdmin } from '../auth/permissions.js';
 import { Reply } from '../http/reply.js';
 import { ForceQuery, IdParams, NodeRef, PageQuery } from '../http/resources.js';
 import { newId } from '../ids.js';
@@ -15,7 +14,7 @@ import { defineMembership, DRIVER_AVAILABILITY, nodeAvailabilityActor, type Memb
 import { ClusterObservers } from './observation.js';
 import { ClusterRemovals } from './directory.js';
 import type { ClusterNaming } from './backend-registry.js';
-import { ClusterProjectsRef, NodeGrantsRef } from './projects.js';
+import { ClusterProjectsRef, requireNodeServes } from './projects.js';
 import type { ClusterRecord, MemberRecord } from './store.js';
 
 /** The parts of a node record the cluster API reads (the nodes plugin's NodeRecord). */
@@ -272,13 +271,8 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
    */
   async function requireJoinable(nodeId: string, cluster: ClusterRecord | undefined, principal: Principal | null, projectId?: string | null): Promise<N> {
     const node = await nodes.requireLive(nodeId);
-    const granted = (await services.provided.find(NodeGrantsRef)?.projectsOf(node.id)) ?? [];
     const project = cluster ? (cluster.project_id ?? null) : (projectId ?? null);
-    if (!unlimitedAdmin(principal)) {
-      if (!project || !granted.includes(project)) throw notFound(`No node ${nodeId}`);
-    } else if (granted.length && !(project && granted.includes(project))) {
-      throw conflict(`Node ${node.id} is granted to other projects than ${cluster ? `${noun} ${cluster.name}'s` : 'the new one’s'}: grant it to that project too (PUT /v1/projects/{id}/nodes/${node.id} with share: true) or choose another node`);
-    }
+    await requireNodeServes(services.provided, principal, node, nodeId, project, cluster ? `${noun} ${cluster.name}'s` : 'the new one’s');
     if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
     await services.tasks.requireCapable(node.id, def.joinKinds);
     const existing = await members.findOne({ node_id: node.id });
@@ -342,20 +336,24 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   }
 
   // The routes on one cluster act in its project (core/auth/scope.ts): its members' roles open them.
-  // Creating a cluster stays installation admins'; joining a node is theirs for the installation's
-  // nodes, and its members' (clusters:write) for the nodes granted to its project.
+  // Creating a cluster and joining a node are installation admins' for the installation's nodes, and
+  // the project's members' (clusters:write) for the nodes granted to the project.
   const ofCluster: RouteScope = { of: [{ kind: 'cluster', from: 'params.id', noun }] };
   const routes: RouteDef[] = [
     defineRoute({
       method: 'POST',
       path: base,
+      // Installation admins, and (the scope) members whose role in the project it goes in grants clusters:write.
       auth: { role: 'admin' },
+      scope: CREATE_IN_PROJECT,
       summary: def.create.summary,
+      description: 'Installation admins create clusters in any project, on any node not granted to another project; members whose role in the project grants clusters:write create them in it, on the nodes granted to it only (docs/tenancy.md).',
       status: def.create.status,
       schemas: { body: CreateBody, response: Cluster },
       handler: async (req) => {
         const { project_id: namedProject, ...body } = req.body as Record<string, unknown> & { name: string; project_id?: string };
         const projectId = await projectForNew(req.principal, namedProject);
+        requireHeldIn(req.ctx, projectId);
         if (await clusters.findOne({ name: body.name })) throw conflict(`A ${noun} named ${body.name} exists`);
         const chosen: N[] = [];
         for (const nodeId of def.create.nodeIds?.(body) ?? []) chosen.push(await requireJoinable(nodeId, undefined, req.principal, projectId));

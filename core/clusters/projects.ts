@@ -1,5 +1,7 @@
 import type { Principal } from '../auth/index.js';
-import { defineServiceRef } from '../provided.js';
+import { unlimitedAdmin } from '../auth/permissions.js';
+import { conflict, notFound } from '../errors.js';
+import { defineExtensionPoint, defineServiceRef, type ServiceRegistry } from '../provided.js';
 
 /**
  * Which project a cluster belongs to (its `project_id`), as the plugin that keeps projects answers
@@ -30,3 +32,31 @@ export interface NodeGrants {
 }
 
 export const NodeGrantsRef = defineServiceRef<NodeGrants>('clusters.node-grants', 'the projects nodes are granted to (the projects plugin)');
+
+/**
+ * Whether a node may hold a project's resource (a cluster's member, a volume's folder): a node
+ * granted to projects serves those only. An installation admin (its own credential) places the
+ * installation's nodes anywhere, a granted node in its projects (a 409 naming the grant
+ * otherwise); anyone else places only nodes granted to the resource's project, another node
+ * answering as one that does not exist (`No node <ref>`). `owner` says whose resource it is in
+ * the 409 ("swarm web's", "the new volume's").
+ */
+export async function requireNodeServes(provided: ServiceRegistry, principal: Principal | null, node: { id: string }, ref: string, projectId: string | null, owner: string): Promise<void> {
+  const granted = (await provided.find(NodeGrantsRef)?.projectsOf(node.id)) ?? [];
+  if (!unlimitedAdmin(principal)) {
+    if (!projectId || !granted.includes(projectId)) throw notFound(`No node ${ref}`);
+  } else if (granted.length && !(projectId && granted.includes(projectId))) {
+    throw conflict(`Node ${node.id} is granted to other projects than ${owner}: grant it to that project too (PUT /v1/projects/{id}/nodes/${node.id} with share: true) or choose another node`);
+  }
+}
+
+/**
+ * What of a project a node holds besides its clusters' membership (a volume's folder), as each
+ * plugin that places a project's resource on a node answers it: a grant is not taken back while the
+ * node holds any (`volume data` …).
+ */
+export interface NodeGrantHolder {
+  heldOn(nodeId: string, projectId: string): Promise<string[]>;
+}
+
+export const NodeGrantHolders = defineExtensionPoint<NodeGrantHolder>('clusters.node-grant-holders', 'what of a project a node granted to it holds (volumes…)');

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { CLUSTER_MEMBERS, CLUSTERS } from '../../core/clusters/migrations.js';
-import { NodeGrantsRef } from '../../core/clusters/projects.js';
+import { NodeGrantHolders, NodeGrantsRef } from '../../core/clusters/projects.js';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { NodeRef } from '../../core/http/resources.js';
@@ -84,13 +84,15 @@ export function nodeGrants(services: Services, find: (ref: string) => Promise<Pr
       auth: { role: 'admin' },
       permission: 'nodes:write',
       errors: [409],
-      summary: 'Take a node back from a project (installation admins); refused (409) while it is a member of one of the project’s clusters',
+      summary: 'Take a node back from a project (installation admins); refused (409) while it is a member of one of the project’s clusters or holds one of its volumes',
       schemas: { params: Params, response: Grant },
       async handler(req) {
         const project = await requireProject(req.params.id);
         const node = await requireNode(req.params.node);
         const serving = await knex()(CLUSTER_MEMBERS).join(CLUSTERS, `${CLUSTERS}.id`, `${CLUSTER_MEMBERS}.cluster_id`).where({ [`${CLUSTER_MEMBERS}.node_id`]: node.id, [`${CLUSTERS}.project_id`]: project.id }).first(`${CLUSTERS}.name`);
         if (serving) throw conflict(`Node ${node.id} is a member of cluster ${serving.name} of project ${project.name}: remove it from the cluster first`);
+        const held = (await Promise.all(services.provided.contributions(NodeGrantHolders).map((h) => h.heldOn(node.id, project.id)))).flat();
+        if (held.length) throw conflict(`Node ${node.id} holds ${held.join(', ')} of project ${project.name}: delete ${held.length > 1 ? 'them' : 'it'} first`);
         const removed = await knex()(NODE_GRANTS).where({ node_id: node.id, project_id: project.id }).delete();
         if (!removed) throw notFound(`Node ${node.id} is not granted to project ${project.name}`);
         return { node_id: node.id, project_id: project.id, projects: await grantsOf(node.id) };

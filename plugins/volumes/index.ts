@@ -16,7 +16,8 @@ import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
 import { VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
-import { ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
+import { CREATE_IN_PROJECT, requireHeldIn, ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
+import { NodeGrantHolders, requireNodeServes } from '../../core/clusters/projects.js';
 import { defaultProjectOf, projectForNew, ProjectsRef } from '../projects/api.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
 import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '../../core/clusters/topics.js';
@@ -397,6 +398,9 @@ export default definePlugin({
     // Volumes made before projects (project_id null) are read as the `default` project's.
     services.provided.contribute(ScopeResolvers, tableResolver('volume', () => db.knex, VOLUMES, { via: 'project_id', defaultProject: defaultProjectOf(services) }));
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
+    services.provided.contribute(NodeGrantHolders, {
+      heldOn: async (nodeId, projectId) => (await volumes.query().where({ node_id: nodeId, project_id: projectId }).orderBy('name').select('name')).map((v: { name: string }) => `volume ${v.name}`),
+    });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
     // already defined on its members. When it holds volumes itself, every member gets those. Staging
@@ -466,7 +470,11 @@ export default definePlugin({
         defineRoute({
           method: 'POST',
           path: '/v1/volumes',
+          // Installation admins, and (the scope) members whose role in the project it goes in grants volumes:write, on the nodes granted to it.
           auth: { role: 'admin' },
+          scope: CREATE_IN_PROJECT,
+          description:
+            'Installation admins make volumes in any project, on any node not granted to another project; members whose role in the project grants volumes:write make them in it, on the nodes granted to it only (another node: 404 as one that does not exist), and fill them from a backup with volumes:restore (docs/tenancy.md).',
           summary:
             'Create a volume: a folder on a node, shared over NFS (default) or bound locally; 202 while it is prepared. With restore_from, filled from a backup first (202 with the volume restoring and its restore run)',
           status: 202,
@@ -496,8 +504,11 @@ export default definePlugin({
             const type = req.body.type ?? 'nfs';
             const folder = normaliseFolder(req.body.folder);
             const projectId = await projectForNew(services, req.principal, req.body.project_id);
+            requireHeldIn(req.ctx, projectId);
+            if (req.body.restore_from) requireHeldIn(req.ctx, projectId, 'volumes:restore');
             if (await volumes.findOne({ name: req.body.name })) throw conflict(`A volume named ${req.body.name} exists`);
             const node: NodeRecord = await nodes.requireLive(req.body.node_id);
+            await requireNodeServes(services.provided, req.principal, node, req.body.node_id, projectId, 'the new volume’s');
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
             if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
