@@ -5,11 +5,12 @@ import { ScanUnmanaged } from '../../core/orchestrator.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import { AgentLogs, AgentStop, AgentUpdate, OsCheckUpdates, OsReboot, OsUpdate } from '../../core/tasks/host-kinds.js';
 import type { PayloadOf, TaskKind } from '../../core/tasks/kinds.js';
-import { consumesReadOnce, isTaskOf, resultOf, taskView } from '../../core/tasks/queue.js';
+import { isTaskOf, resultOf, taskView } from '../../core/tasks/queue.js';
 import { AgentBinariesRef, missingExecutable } from '../system/api.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { nodeStatus, type NodeRecord } from './nodes.js';
-import { NodeParams, NodeTaskParams, TaskRef } from './schemas.js';
+import { NodeParams, TaskRef } from './schemas.js';
+import { taskResultRoute } from './task-results.js';
 import { TaskCompleted, TaskFailed } from '../../core/tasks/queue.js';
 
 /**
@@ -44,12 +45,6 @@ export function operations(ctx: NodesContext): NodesPart {
   /** Queues a task for a node the caller got from requireLive (a removing node has no certificate to fetch it with). */
   const queue = async <K extends TaskKind>(node: NodeRecord, kind: K, payload: PayloadOf<K>, readOnce = false) =>
     Reply.accepted(taskView(await tasks.enqueue({ nodeId: node.id, kind, payload, readOnce, subject: node.id })));
-
-  /** A task about the node (queued for it, or for its cluster's manager: subject = the node), read once once finished. */
-  async function readTask(nodeId: string, taskId: string, kind: TaskKind, reader: { role: string } | null) {
-    await nodes.require(nodeId);
-    return tasks.take(taskId, { subject: nodeId, kind: kind.name, consume: consumesReadOnce(reader) });
-  }
 
   /**
    * The node that runs a scan of `backend` for this node: the manager of the cluster of that backend
@@ -125,14 +120,12 @@ export function operations(ctx: NodesContext): NodesPart {
         return queue(node, AgentLogs, payload, true);
       },
     }),
-    defineRoute({
-      method: 'GET',
-      path: '/v1/nodes/{id}/logs/{taskId}',
-      auth: { role: 'admin' },
+    taskResultRoute(ctx, {
+      verb: 'logs',
+      kind: AgentLogs,
       permission: 'nodes:logs',
       summary: 'The log fetch: status, and the lines once completed (read once)',
-      schemas: { params: NodeTaskParams },
-      handler: async (req) => taskView(await readTask(req.params.id, req.params.taskId, AgentLogs, req.principal)),
+      answer: taskView,
     }),
     defineRoute({
       method: 'POST',
@@ -152,15 +145,12 @@ export function operations(ctx: NodesContext): NodesPart {
         return Reply.accepted(taskView(await tasks.enqueue({ nodeId: scanner, kind: ScanUnmanaged, payload: { backend: req.query.backend }, readOnce: true, subject: node.id })));
       },
     }),
-    defineRoute({
-      method: 'GET',
-      path: '/v1/nodes/{id}/unmanaged/{taskId}',
-      auth: { role: 'admin' },
+    taskResultRoute(ctx, {
+      verb: 'unmanaged',
+      kind: ScanUnmanaged,
       permission: 'nodes:inspect',
       summary: 'The scan: status, then `resources` when completed or `error` when failed (read once)',
-      schemas: { params: NodeTaskParams },
-      async handler(req) {
-        const task = await readTask(req.params.id, req.params.taskId, ScanUnmanaged, req.principal);
+      answer(task) {
         const result = resultOf(task, ScanUnmanaged);
         return { task_id: task.id, status: task.status, ...(result ? { resources: result.resources } : {}), ...(task.error ? { error: task.error } : {}) };
       },

@@ -3,11 +3,11 @@ import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { NodeAvailabilityActors, NodeAvailabilityRecorders } from '../../core/node-availability.js';
 import { SetNodeAvailability } from '../../core/orchestrator.js';
-import { consumesReadOnce, taskView } from '../../core/tasks/queue.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
 import type { NodesContext, NodesPart } from './context.js';
 import type { NodeRecord } from './nodes.js';
-import { NodeParams, NodeTaskParams } from './schemas.js';
+import { NodeParams } from './schemas.js';
+import { taskResultRoute } from './task-results.js';
 import { NodeAvailabilityChanged } from './api.js';
 
 /** Scheduling: cordon, drain and uncordon (hangar's availability, acted on by orchestrator plugins), and GPU sharing. */
@@ -86,18 +86,12 @@ export function scheduling(ctx: NodesContext): NodesPart {
       schemas: { params: NodeParams },
       handler: (req) => setAvailability(req.params.id, 'drained'),
     }),
-    defineRoute({
-      method: 'GET',
-      path: '/v1/nodes/{id}/availability/{taskId}',
-      auth: { role: 'admin' },
+    taskResultRoute(ctx, {
+      verb: 'availability',
+      kind: SetNodeAvailability,
       permission: 'nodes:inspect',
       summary: 'A cordon, drain or uncordon answered 202: its status, then `error` when it failed (read once once finished)',
-      schemas: { params: NodeTaskParams },
-      async handler(req) {
-        const node = await nodes.require(req.params.id);
-        const task = taskView(await services.tasks.take(req.params.taskId, { kind: SetNodeAvailability.name, subject: node.id, consume: consumesReadOnce(req.principal) }));
-        return { task_id: task.task_id, status: task.status, ...(task.error ? { error: task.error } : {}) };
-      },
+      answer: (task) => ({ task_id: task.id, status: task.status, ...(task.error ? { error: task.error } : {}) }),
     }),
     defineRoute({
       method: 'POST',
