@@ -98,6 +98,11 @@ export interface LifecycleDef<R extends LeasedRecord, O> {
   operations: Record<string, Operation<R>>;
   /** What an observation of the runtime changes in a record no operation holds (null: nothing). Pure. */
   reconcile?(record: R, observed: O): Partial<R> | null;
+  /**
+   * Whether the record's lease is the time it waits for before it runs again (a reaction that failed),
+   * not a process at work: a start that takes every operation over leaves it until then.
+   */
+  waitsForLease?(record: R): boolean;
 }
 
 export function defineLifecycle<R extends LeasedRecord, O = never>(def: LifecycleDef<R, O>): LifecycleDef<R, O> {
@@ -338,18 +343,21 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
 
   /**
    * Takes over every operation whose lease has expired (its process stopped or died) and runs it
-   * again; with `everything`, every operation at all (a start on SQLite served by one process, which owns it).
+   * again; with `everything`, every operation at all (a start on SQLite served by one process, which owns it)
+   * but those waiting for their lease to run out before they run again ({@link LifecycleDef.waitsForLease}).
    * Answers one line per record: `instance web: deploying`.
    */
   async takeOver(options: { everything?: boolean } = {}): Promise<string[]> {
+    const now = this.now;
     const query = this.repo.query().whereNotNull('op_id');
-    if (!options.everything) query.where('op_lease_until', '<', this.now);
+    if (!options.everything) query.where('op_lease_until', '<', now);
     const order = Object.keys(this.def.operations);
     const rows = ((await query.orderBy('id')) as Record<string, unknown>[]).map(this.repo.decode);
     rows.sort((a, b) => order.indexOf(a.op!) - order.indexOf(b.op!));
     const lines: string[] = [];
     for (const stale of rows) {
       if (!this.def.operations[stale.op!]) continue;
+      if (this.def.waitsForLease?.(stale) && Date.parse(String(stale.op_lease_until)) >= Date.parse(now)) continue;
       const opId = `op-${randomToken(12)}`;
       const claimed = await this.repo
         .query()

@@ -100,6 +100,8 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
           failed: () => ({}),
         },
       },
+      // A reaction that failed holds its row until its next attempt is due.
+      waitsForLease: (row) => row.attempts > 0,
     }),
   );
 

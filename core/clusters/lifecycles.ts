@@ -55,8 +55,9 @@ export class ClusterLifecycles {
 
   /**
    * At start (`hangar serve`), the operations a previous process left on the records of a plugin's
-   * lifecycles, taken over and run again: every one on SQLite served by one process, otherwise those
-   * whose lease expired (see resumeEverything). One line per record, for the log.
+   * lifecycles, taken over and run again: every one on SQLite served by one process (but a failed
+   * reaction waiting for its retry), otherwise those whose lease expired (see resumeEverything). One line
+   * per record, for the log.
    */
   async resume(plugin: string): Promise<string[]> {
     const lines: string[] = [];

@@ -62,4 +62,22 @@ describeEachDialect('core/reactions: a reaction’s row under its lease', (diale
     expect(retried, 'its retry recorded').to.include({ id: held.id, attempts: 1, error: 'the second run failed' });
     expect(Date.parse(retried.op_lease_until)).to.be.greaterThan(Date.now());
   });
+
+  it('a reaction waiting for its retry is not run again at once by a restart of the control plane', async function () {
+    this.timeout(30_000);
+    const storage = dialect.freshStorage();
+    const before = await start(storage);
+    reacting.steps.push({ fail: 'the first run failed' });
+    await reacting.reaction!.request({ n: 2 });
+    const waiting = await waitFor(async () => {
+      const row = await rowOf(before, 2);
+      return row?.attempts === 1 ? row : null;
+    }, { what: 'the first run to fail' });
+    await started.splice(0)[0]!.stop();
+
+    const after = await start(storage);
+    expect(await rowOf(after, 2), 'still waiting, with the same lease').to.include({ id: waiting.id, attempts: 1, op_id: waiting.op_id });
+    expect(reacting.runs).to.deep.equal([2]);
+    expect(after.logs.join('')).not.to.include('test reaction 2');
+  });
 });
