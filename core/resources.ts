@@ -37,18 +37,19 @@ export const VolumeUsersPoint = defineExtensionPoint<VolumeUsers>('volumes.users
 
 /**
  * How a workload kind is stopped for a restore of a volume it mounts and brought back after
- * (`POST /v1/volumes/{id}/restore {stop_workloads: true}`): `replicas` answers what it runs now
- * (null: none; recorded before anything is stopped, so that another control plane can bring it
- * back if this one dies); `stop` scales the record to zero and answers once its runtime has settled
- * there, with the replicas it had (null: it ran none, so nothing is to bring back); `start` scales
- * it back to those. A `start` refused because another operation holds the record (a 409) is tried
- * again later.
+ * (`POST /v1/volumes/{id}/restore {stop_workloads: true}`, a backup with consistency `stop`), each
+ * asked about the volume `volumeId` (a compose stack stops only its parts that mount it):
+ * `replicas` answers what it runs now (null: none; recorded before anything is stopped, so that
+ * another control plane can bring it back if this one dies); `stop` scales the record to zero and
+ * answers once its runtime has settled there, with the replicas it had (null: it ran none, so
+ * nothing is to bring back); `start` scales it back to those. A `start` refused because another
+ * operation holds the record (a 409) is tried again later.
  */
 export interface VolumeUserStopper {
   type: string;
-  replicas(id: string): Promise<number | null>;
-  stop(id: string): Promise<number | null>;
-  start(id: string, replicas: number): Promise<void>;
+  replicas(id: string, volumeId: string): Promise<number | null>;
+  stop(id: string, volumeId: string): Promise<number | null>;
+  start(id: string, replicas: number, volumeId: string): Promise<void>;
 }
 
 export const VolumeUserStoppers = defineExtensionPoint<VolumeUserStopper>('volumes.user-stoppers', 'volume user stoppers');

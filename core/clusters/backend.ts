@@ -51,6 +51,8 @@ export interface ParsedBundle {
   routes: BundleRoute[];
   /** The hangar secrets and configs it uses (resolved to their current versions before each deploy). */
   objects: BundleObjectEntry[];
+  /** The named volumes each part mounts, by their name in the runtime (a hangar volume's `hangar-vol-<name>`); absent: the format does not say. */
+  mounts?: Record<string, string[]>;
 }
 
 /**

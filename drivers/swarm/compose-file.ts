@@ -92,6 +92,28 @@ function parseRoute(service: string, ext: unknown, defaultDomain: (service: stri
   return { service, domain, port };
 }
 
+/** The name a named volume of the file has in the engine: its `name:` or external name, else the stack's own `<stack>_<key>`. */
+function volumeRuntimeName(doc: Record<string, unknown>, key: string, stack: string): string {
+  const def = isMap(doc.volumes) ? doc.volumes[key] : undefined;
+  if (!isMap(def)) return `${stack}_${key}`;
+  const external = def.external === true || isMap(def.external);
+  const named = (isMap(def.external) ? def.external.name : undefined) ?? def.name;
+  return typeof named === 'string' && named ? named : external ? key : `${stack}_${key}`;
+}
+
+/** The named volumes a service mounts (`name:/path` or `{type: volume, source: name}`), by their engine names. */
+function namedMounts(doc: Record<string, unknown>, def: Record<string, unknown>, stack: string): string[] {
+  const sources = (Array.isArray(def.volumes) ? def.volumes : []).flatMap((entry) => {
+    if (typeof entry === 'string') {
+      const parts = entry.split(':');
+      return parts.length > 1 && !isHostPath(parts[0]!) ? [parts[0]!] : [];
+    }
+    if (!isMap(entry) || (entry.type !== undefined && entry.type !== 'volume')) return [];
+    return typeof entry.source === 'string' && entry.source && !isHostPath(entry.source) ? [entry.source] : [];
+  });
+  return [...new Set(sources.map((key) => volumeRuntimeName(doc, key, stack)))];
+}
+
 /**
  * Parses and checks a compose file for the stack `stack`: valid YAML, a non-empty `services` map
  * whose services each have an image, hangar-only secrets and configs, a well-formed `x-hangar`.
@@ -105,6 +127,7 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
   const objects = [...parseObjects(doc, 'secret'), ...parseObjects(doc, 'config')];
   const routes: BundleRoute[] = [];
   const desired: Record<string, number | null> = {};
+  const mounts: Record<string, string[]> = {};
   const domains = new Map<string, string>();
   for (const [key, def] of Object.entries(doc.services)) {
     if (!SERVICE_KEY.test(key)) throw invalid(`service name ${JSON.stringify(key)} may hold only letters, digits, '_', '.' and '-' (and must start with a letter or digit)`);
@@ -124,6 +147,7 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
       }
     }
     desired[key] = deploy.mode === 'global' ? null : typeof deploy.replicas === 'number' ? deploy.replicas : 1;
+    mounts[key] = namedMounts(doc, def, stack);
     if (def['x-hangar'] !== undefined) {
       const route = parseRoute(key, def['x-hangar'], defaultDomain);
       const clash = domains.get(route.domain);
@@ -132,7 +156,7 @@ export function parseCompose(text: string, stack: string, defaultDomain: (servic
       routes.push(route);
     }
   }
-  return { doc, services: Object.keys(doc.services), objects, routes, desired };
+  return { doc, services: Object.keys(doc.services), objects, routes, desired, mounts };
 }
 
 const FOR_ADMINS = 'is for installation admins';

@@ -603,7 +603,7 @@ export default definePlugin({
         if (cannot.length) {
           throw conflict(`Volume ${volume.name} is in use by ${cannot.map((u) => `${u.type} ${u.name}`).join(', ')}, which hangar cannot stop for a backup with consistency stop: stop or remove them first, or back it up live`, cannot);
         }
-        const workloads = await stops.plan(using);
+        const workloads = await stops.plan(volume.id, using);
         if (workloads.length) run = await stops.stopAll(await insertRun({ ...fields, ...stops.stoppingFields(workloads), task_id: null, created_at: now(), updated_at: now() }), 'backup');
       }
       return start(run, (r, within) => queueBackup(volume, target, r.id, from, within));
@@ -1183,7 +1183,7 @@ export default definePlugin({
             await requireVolumeOnResticNode(volume.id);
             const source_ = { id: source.id, snapshot_id: source.snapshot_id! };
             // The run is recorded with the workloads and their replicas before any is stopped: whatever happens to this control plane, they come back.
-            const workloads = using.length ? await stops.plan(using) : [];
+            const workloads = using.length ? await stops.plan(volume.id, using) : [];
             let stopping: RunRecord | undefined;
             if (workloads.length) {
               const fresh = { ...newRun('restore', volume, target.id, { snapshot_id: source_.snapshot_id, source_id: source_.id }), ...stops.stoppingFields(workloads) };

@@ -41,10 +41,10 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
   }
 
   /** What each user runs now: those running anything are the workloads a run stops (in that order). */
-  async function plan(using: VolumeUser[]): Promise<StoppedWorkload[]> {
+  async function plan(volumeId: string, using: VolumeUser[]): Promise<StoppedWorkload[]> {
     const planned: StoppedWorkload[] = [];
     for (const u of using) {
-      const replicas = await stopperOf(u.type)!.replicas(u.id);
+      const replicas = await stopperOf(u.type)!.replicas(u.id, volumeId);
       if (replicas) planned.push({ type: u.type, id: u.id, name: u.name, replicas });
     }
     return planned;
@@ -75,7 +75,7 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
     const nothing = purpose === 'restore' ? 'restored' : 'backed up';
     /** Gives the run up to its taker: brings back what this process stopped (the first `count`), and says so (409). */
     const givenUp = async (count: number) => {
-      const notBack = await startAgain(workloads.slice(0, count));
+      const notBack = await startAgain(run.volume_id, workloads.slice(0, count));
       log.warn({ run_id: run.id, volume_id: run.volume_id, not_back: notBack }, `${what(run)} taken over by another control plane while this one stopped its workloads: stopped stopping them, those it stopped brought back`);
       return conflict(
         `The ${purpose} ${run.id} was taken over by another control plane while its workloads were being stopped: nothing was ${nothing}${count ? (notBack.length ? `, and bringing back those stopped failed: ${notBack.join('; ')}` : ', and those stopped are back') : ''}`,
@@ -87,7 +87,7 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
         if (!(await renewed())) throw await givenUp(i);
         let ran: number | null;
         try {
-          ran = await stopperOf(w.type)!.stop(w.id);
+          ran = await stopperOf(w.type)!.stop(w.id, run.volume_id);
         } catch (err) {
           // Cut short by this control plane's shutdown: the run stays `stopping`, and its lease runs out for the next one to take it over.
           if (services.shutdown.aborted) throw err;
@@ -129,12 +129,12 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
    * `back`, `busy` (still refused then), `stopped` (cut short by this control plane's shutdown)
    * or the error.
    */
-  async function startOne(w: StoppedWorkload): Promise<'back' | 'stopped' | { busy: string } | { error: string }> {
+  async function startOne(volumeId: string, w: StoppedWorkload): Promise<'back' | 'stopped' | { busy: string } | { error: string }> {
     for (let attempt = 0; ; attempt++) {
       try {
         const stopper = stopperOf(w.type);
         if (!stopper) throw new Error(`no ${w.type} plugin is loaded`);
-        await stopper.start(w.id, w.replicas);
+        await stopper.start(w.id, w.replicas, volumeId);
         return 'back';
       } catch (err) {
         // Cut short by this control plane's shutdown: not a verdict; the next one brings it back.
@@ -150,10 +150,10 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
   }
 
   /** Starts workloads again outside any run's record (a run taken over); what was not brought back, one line each. */
-  async function startAgain(list: StoppedWorkload[]): Promise<string[]> {
+  async function startAgain(volumeId: string, list: StoppedWorkload[]): Promise<string[]> {
     const notBack: string[] = [];
     for (const w of list) {
-      const outcome = await startOne(w);
+      const outcome = await startOne(volumeId, w);
       if (outcome !== 'back') notBack.push(`${w.type} ${w.name}: ${outcome === 'stopped' ? 'this control plane stopped' : 'busy' in outcome ? outcome.busy : outcome.error}`);
     }
     return notBack;
@@ -173,7 +173,7 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
       const waiting: string[] = [];
       for (const w of workloads) {
         if (w.back) continue;
-        const outcome = await startOne(w);
+        const outcome = await startOne(run.volume_id, w);
         if (outcome === 'stopped') return run;
         if (outcome === 'back') w.back = true;
         else if ('busy' in outcome) waiting.push(`${w.type} ${w.name}: ${outcome.busy}`);

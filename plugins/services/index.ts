@@ -4,7 +4,8 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault, RemoveBundle, type Route, type WorkloadState } from '../../core/orchestrator.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault, InspectWorkloads, RemoveBundle, ScaleWorkload, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import type { BundleFormat, ClusterField } from '../../core/clusters/backend.js';
@@ -26,6 +27,7 @@ import { unlimitedAdmin } from '../../core/auth/permissions.js';
 import { parseAllDocuments } from 'yaml';
 import { RoutesChanged } from '../../core/clusters/topics.js';
 import { ProjectsRef } from '../projects/api.js';
+import { runtimeVolumeName, VolumesRef, VolumeUserStoppers } from '../volumes/api.js';
 
 const Service = Type.Object({}, { additionalProperties: true });
 
@@ -90,6 +92,12 @@ function specInput(offers: Offer[], body: ServiceBody, replacing: boolean): Spec
   };
 }
 
+/** How often, and how long at most, a scale waits for the parts scaled to zero to run no task. */
+const SCALE_POLL_MS = 500;
+const SCALE_SETTLE_MS = 120_000;
+/** The states of a task whose container no longer runs. */
+const TASK_ENDED: ReadonlySet<string> = new Set(['complete', 'shutdown', 'failed', 'rejected', 'orphaned', 'remove', 'succeeded']);
+
 export const stackOf = (service: Pick<ServiceRecord, 'name'>) => `${HANGAR_STACK_PREFIX}${service.name}`;
 
 /** Per-service replica counts: what the runtime reports, else what the spec asks for with nothing running. */
@@ -119,7 +127,7 @@ function haltedRollouts(stack: string, workloads: WorkloadState[]): Record<strin
 export default definePlugin({
   name: 'services',
   description: 'services: compose stacks on swarms (hangar secrets and configs, x-hangar routing, logs)',
-  optionalDeps: [SecretsRef, ProjectsRef],
+  optionalDeps: [SecretsRef, ProjectsRef, VolumesRef],
   provides: [ServicesRef],
   migrations: serviceMigrations,
   setup(services) {
@@ -316,6 +324,30 @@ export default definePlugin({
             },
             failed: (s) => ({ status: s.status }),
           },
+          // Each part to the replicas its record asks for (a volume's restore scales the parts mounting it to 0 and back), answered once those at 0 run no task.
+          scale: {
+            from: ['running', 'failed'],
+            label: (s) => `scale service ${s.name}`,
+            async run(service, { signal }) {
+              const cluster = await core.requireActive(service.cluster_id);
+              const stack = stackOf(service);
+              const desired = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, r.desired]));
+              const inspect = async () => (await core.callOn(cluster, InspectWorkloads, { stacks: [stack] })).workloads.filter((w) => w.stack === stack && w.component);
+              for (const w of await inspect()) {
+                const want = desired[w.component!];
+                if (typeof want === 'number' && w.replicas !== want) await core.callOn(cluster, ScaleWorkload, { name: w.name, replicas: want });
+              }
+              for (let waited = 0; ; waited += SCALE_POLL_MS) {
+                const workloads = await inspect();
+                // Running tasks only counts those still asked to run: one told to shut down may run out its grace period (and be asked back by a scale up).
+                const draining = workloads.filter((w) => desired[w.component!] === 0 && (w.running > 0 || w.tasks.some((task) => !TASK_ENDED.has(task.state)))).map((w) => w.component!);
+                if (!draining.length) return { replicas: replicasOf(stack, desired, workloads), observed_at: now() };
+                if (waited >= SCALE_SETTLE_MS) throw new Error(`${draining.join(', ')} still ran tasks ${SCALE_SETTLE_MS / 1000} s after being scaled to 0`);
+                await sleep(SCALE_POLL_MS, undefined, { signal });
+              }
+            },
+            failed: (s, err) => ({ status: s.status, error: `scaling failed: ${err.message}` }),
+          },
           remove: {
             from: '*',
             during: 'removing',
@@ -369,11 +401,78 @@ export default definePlugin({
       resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null,
       routes: { source: 'service', routes: api.routes, claims: api.claims },
       runtime: (service) => ({ stacks: [stackOf(service)] }),
+      volumeUsers: async (volumeId) => {
+        const volume = await volumeNamed(volumeId);
+        if (!volume) return [];
+        return (await store.findAll()).filter((s) => mountsOf(s, volume).parts.length).map((s) => ({ type: 'service', id: s.id, name: s.name, cluster_id: s.cluster_id }));
+      },
+    });
+
+    /** A volume's name in the runtime (null without the volumes plugin: no volume to mount). */
+    const volumeNamed = async (volumeId: string) => {
+      const volumes = services.provided.find(VolumesRef);
+      return volumes ? runtimeVolumeName(await volumes.require(volumeId)) : null;
+    };
+    /** The parts of a service that mount a named volume, from its stored spec, and the replicas the spec gives each part (null: one per node). */
+    function mountsOf(service: ServiceRecord, volumeName: string) {
+      const format = formatNamed(service.backend)?.format;
+      if (!format) return { parts: [], desired: {} };
+      // The stored spec: checked against its caller's rights when it was accepted.
+      const parsed = format.parse(service.spec, { bundle: stackOf(service), defaultDomain: (part) => `${part}.${service.name}.invalid`, installationAdmin: true, namespace: service.namespace ?? null });
+      return { parts: Object.entries(parsed.mounts ?? {}).flatMap(([part, names]) => (names.includes(volumeName) ? [part] : [])), desired: parsed.desired };
+    }
+    /** A running service and its parts that mount the volume, or null (gone, not running, none mounts it). */
+    async function runningMounts(id: string, volumeId: string) {
+      const [service, volume] = await Promise.all([store.get(id), volumeNamed(volumeId)]);
+      if (!service || !volume || (service.status !== 'running' && service.status !== 'failed')) return null;
+      const mounts = mountsOf(service, volume);
+      return mounts.parts.length ? { service, ...mounts } : null;
+    }
+    /** Scales the parts of a service to `to(part)` and answers once settled there (409 while another operation holds it). */
+    async function scaleParts(service: ServiceRecord, parts: string[], to: (part: string) => number) {
+      const replicas = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, parts.includes(key) ? { ...r, desired: to(key) } : r]));
+      const done = await lifecycle.runNow(service.id, 'scale', { replicas });
+      if (!done) throw refused(await store.get(service.id));
+    }
+    /**
+     * A restore of a volume (or its backup with consistency stop): only the parts of a compose
+     * stack that mount it are scaled to zero, each waited for until it runs no task, and brought
+     * back after to the replicas the compose file gives them. A part in global mode (one task per
+     * node) cannot be scaled: a 409 before anything of the service is stopped.
+     */
+    services.provided.contribute(VolumeUserStoppers, {
+      type: 'service',
+      async replicas(id, volumeId) {
+        const found = await runningMounts(id, volumeId);
+        return found?.parts.reduce((sum, part) => sum + (found.service.replicas[part]?.desired ?? 0), 0) || null;
+      },
+      async stop(id, volumeId) {
+        const found = await runningMounts(id, volumeId);
+        const had = found?.parts.reduce((sum, part) => sum + (found.service.replicas[part]?.desired ?? 0), 0);
+        if (!found || !had) return null;
+        const global = found.parts.filter((part) => found.desired[part] === null);
+        if (global.length) throw conflict(`Service ${found.service.name} mounts the volume in ${global.join(', ')}, which run one task per node (global mode) and cannot be scaled to zero: stop the service first`);
+        await scaleParts(found.service, found.parts, () => 0);
+        return had;
+      },
+      async start(id, _replicas, volumeId) {
+        // A service stopped or removed meanwhile: its next start deploys its compose file as it is.
+        const found = await runningMounts(id, volumeId);
+        if (found) await scaleParts(found.service, found.parts, (part) => found.desired[part] ?? 0);
+      },
     });
 
     services.provided.contribute(SecretUsersPoint, {
       usersOf: async (kind, objectIds) =>
-        new Map([...(await store.using(kind, objectIds))].map(([id, using]) => [id, using.map((s) => ({ id: s.id, name: s.name }))])),
+        new Map(
+          [...(await store.using(kind, objectIds))].map(([id, using]) => [
+            id,
+            using.map((s) => {
+              const pin = (s.pinned_objects ?? []).find((p) => p.kind === kind && p.id === id);
+              return { id: s.id, name: s.name, ...(pin ? { pinned: pin.version } : {}) };
+            }),
+          ]),
+        ),
       // A rotation: the stack is deployed again with the objects' current versions (a stopped one picks them up on start),
       // the rotated one's current version also where a rollback had restored an earlier one.
       async redeploy(serviceId, object) {

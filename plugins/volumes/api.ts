@@ -62,6 +62,9 @@ export interface VolumesApi {
   forceRemove(id: string): Promise<boolean>;
 }
 
+/** A volume's name in the runtime: its named volume definitions on a swarm's engines, its claim on Kubernetes. */
+export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
+
 export const VolumesRef = defineServiceRef<VolumesApi>('volumes', 'volumes (the volumes plugin)');
 
 /** What uses volumes: every workload plugin answers for its own records (a volume in use cannot be deleted). */

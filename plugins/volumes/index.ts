@@ -14,7 +14,7 @@ import { NfsClient, NfsClientInstall, VolumePrepare, VolumeRelease } from '../..
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
-import { VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumeRecord, type VolumesApi, type VolumeUser } from './api.js';
+import { runtimeVolumeName, VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
 import { CREATE_IN_PROJECT, requireHeldIn, ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { NodeGrantHolders, requireNodeServes } from '../../core/clusters/projects.js';
@@ -24,7 +24,6 @@ import { ClusterMemberJoined, ClusterMemberLeft, ClusterMemberRemoved } from '..
 import { defineReaction } from '../../core/reactions.js';
 
 /** The name of a volume's definition on each engine. */
-export const runtimeVolumeName = (volume: Pick<VolumeRecord, 'name'>) => `hangar-vol-${volume.name}`;
 
 const VolumeName = Type.String({ pattern: '^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$', description: 'letters, digits, "_", "." and "-"; at most 63 characters; unique' });
 const Folder = Type.String({

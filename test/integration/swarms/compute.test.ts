@@ -190,14 +190,16 @@ describeEachDialect('swarms and compute instances on the host engine', (dialect)
       this.timeout(120_000);
       // The backups plugin calls this between its HTTP request and the restore (test/integration/backups drives that part).
       const stopper = t.hangar.services.provided.contributions(VolumeUserStoppers).find((s) => s.type === 'instance')!;
-      expect(await stopper.stop(webId), 'the replicas it had').to.equal(3);
+      // An instance stops whole, whichever of its volumes is restored.
+      const volumeId = 'vol-restored';
+      expect(await stopper.stop(webId, volumeId), 'the replicas it had').to.equal(3);
       // Answered once the deploy to zero has settled: the service asks for none.
       expect(JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas).to.equal(0);
       expect(await instance(webId)).to.include({ replicas: 0, desired_state: 'running' });
-      await stopper.start(webId, 3);
+      await stopper.start(webId, 3, volumeId);
       expect(JSON.parse(await dockerOk(['service', 'inspect', webRuntime, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas).to.equal(3);
       await waitInstance(webId, 'running 3 after the restore', (i) => i.status === 'running' && i.running === 3);
-      expect(await stopper.stop(named('nothing')), 'an instance that is gone: nothing to bring back').to.equal(null);
+      expect(await stopper.stop(named('nothing'), volumeId), 'an instance that is gone: nothing to bring back').to.equal(null);
     });
 
     it('shows drift when the runtime is changed behind hangar’s back, and start puts hangar’s spec back', async function () {

@@ -93,6 +93,26 @@ describe('services: compose files (parse and check)', () => {
     expect(refusal(() => parsed('services:\n  web:\n    image: x\n    deploy: {labels: [io.hangar.role=instance]}\n')).message).to.contain("io.hangar.role are hangar's own");
   });
 
+  it('says which named volumes each service mounts, by their engine names (what a restore of a hangar volume stops)', () => {
+    const { mounts } = parsed(`services:
+  db:
+    image: x
+    volumes: ["data:/var/lib/db", "/srv/host:/host", "./rel:/rel", "cache:/cache:ro"]
+  worker:
+    image: x
+    volumes:
+      - {type: volume, source: data, target: /data}
+      - {type: bind, source: /etc, target: /etc2}
+      - {type: tmpfs, target: /tmp}
+  web:
+    image: x
+volumes:
+  data: {external: true, name: hangar-vol-pgdata}
+  cache: {}
+`);
+    expect(mounts).to.deep.equal({ db: ['hangar-vol-pgdata', 'hangar-shop_cache'], worker: ['hangar-vol-pgdata'], web: [] });
+  });
+
   it('takes secrets and configs only as hangar objects, and only those the file declares', () => {
     for (const source of ['file: ./db.txt', 'environment: DB_PASSWORD']) {
       const err = refusal(() => parsed(`services:\n  web: {image: x, secrets: [db]}\nsecrets:\n  db:\n    ${source}\n`));
