@@ -61,6 +61,9 @@ export const AlertsConfigSchema = Type.Object(
         service_not_running: rule({ severity: 'critical', for_seconds: 300 }, 'a service that failed, or runs fewer replicas than it wants'),
         certificate_expiry: rule({ severity: 'warning', for_seconds: 0 }, 'the server certificate, the CA or a node’s client certificate expiring soon', { within_days }),
         backup_stale: rule({ severity: 'warning', for_seconds: 0 }, 'a volume that has been backed up before with no successful backup for too long', { after_hours }),
+        control_plane_backup_stale: rule({ severity: 'critical', for_seconds: 0 }, 'the control plane’s own scheduled backup (backups.control_plane.cron) with no success for too long (set after_hours above the schedule’s interval)', {
+          after_hours: Type.Number({ exclusiveMinimum: 0, default: 26, description: 'fires when the control plane’s last successful backup (or, with none, its first failed one) is older than this' }),
+        }),
         agent_outdated: rule({ severity: 'info', for_seconds: 0 }, 'a node whose agent is older than the control plane'),
         cluster_member_not_ready: rule({ severity: 'critical', for_seconds: 300 }, 'a member its cluster reports not ready (a kubelet NotReady, a swarm node down) while its agent heartbeats'),
         rollout_halted: rule({ severity: 'warning', for_seconds: 0 }, 'an instance or service whose rollout was rolled back or paused on a failure, until a later rollout succeeds'),
@@ -97,8 +100,19 @@ export interface RuleSettings {
   after_hours?: number;
 }
 
-export type RuleName = 'node_offline' | 'node_disk' | 'node_memory' | 'instance_not_running' | 'service_not_running' | 'certificate_expiry' | 'backup_stale' | 'agent_outdated' | 'cluster_member_not_ready' | 'rollout_halted';
-export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'agent_outdated', 'cluster_member_not_ready', 'rollout_halted'];
+export type RuleName =
+  | 'node_offline'
+  | 'node_disk'
+  | 'node_memory'
+  | 'instance_not_running'
+  | 'service_not_running'
+  | 'certificate_expiry'
+  | 'backup_stale'
+  | 'control_plane_backup_stale'
+  | 'agent_outdated'
+  | 'cluster_member_not_ready'
+  | 'rollout_halted';
+export const RULE_NAMES: readonly RuleName[] = ['node_offline', 'node_disk', 'node_memory', 'instance_not_running', 'service_not_running', 'certificate_expiry', 'backup_stale', 'control_plane_backup_stale', 'agent_outdated', 'cluster_member_not_ready', 'rollout_halted'];
 
 /** The rules whose resources belong to projects: a project may override their settings (alerts.projects). */
 export const PROJECT_RULE_NAMES = Object.keys(PROJECT_RULES) as RuleName[];

@@ -3,6 +3,7 @@ import type { Services } from '../../core/plugin.js';
 import { CERTIFICATES_TABLE } from '../../core/pki/pki.js';
 import { compareVersions, versionInfo } from '../../core/version.js';
 import type { RuleName, RuleSettings } from './config.js';
+import { CONTROL_PLANE_BACKUP, controlPlaneBackupHealth } from '../backups/api.js';
 
 /** A rule's condition holding on one resource (or one part of it: `subject`). */
 export interface Condition {
@@ -235,6 +236,23 @@ export function builtinRules(services: Services): Partial<Record<RuleName, Rule>
         });
       }
       return { conditions, unknown: none() };
+    };
+  }
+
+  if (loaded('backups')) {
+    // While backups.control_plane schedules the control plane's own backups: none succeeded for after_hours (or, with none ever, since the first failed).
+    rules.control_plane_backup_stale = async (settings) => {
+      const scheduled = (services.config.backups as { control_plane?: { target: string | null; cron: string | null } } | undefined)?.control_plane;
+      if (!scheduled?.target || !scheduled.cron) return { conditions: [], unknown: none() };
+      const { last_success_at: last, failures } = await controlPlaneBackupHealth(knex, scheduled.target);
+      const since = last ?? failures[0]?.failed_at;
+      if (!since || since.getTime() >= now() - settings.after_hours! * 3_600_000) return { conditions: [], unknown: none() };
+      const lastFailure = failures.at(-1);
+      const why = lastFailure ? `; ${failures.length} failed since, the last on ${lastFailure.failed_at.toISOString()}: ${lastFailure.error}` : '';
+      const message = last
+        ? `the control plane: no successful backup to backup target ${scheduled.target} since ${last.toISOString()}${why}`
+        : `the control plane: no backup to backup target ${scheduled.target} has succeeded since the first was tried (${since.toISOString()})${why}`;
+      return { conditions: [{ resource_type: CONTROL_PLANE_BACKUP.type, resource_id: CONTROL_PLANE_BACKUP.id, subject: '', message }], unknown: none() };
     };
   }
   return rules;

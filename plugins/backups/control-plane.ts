@@ -3,11 +3,14 @@ import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { nextCronRun, parseCron, type CronSchedule } from '../../core/cron.js';
 import { ConfigError, conflict } from '../../core/errors.js';
+import { notice } from '../../core/events.js';
 import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
 import type { SecretBox } from '../../core/crypto.js';
 import { newId } from '../../core/ids.js';
 import { deleteObject, listObjects, ProbeFailure, putObjectTagged, type ListedObject, type S3Location } from './probe.js';
 import { ArchiveStore, type ArchiveRecord, type TargetRecord } from './store.js';
+import { ControlPlaneBackupFailed, controlPlaneBackupHealth, ControlPlaneBackupSucceeded, type ControlPlaneBackupAnnouncement, type ControlPlaneBackupHealth } from './api.js';
+import { CONTROL_PLANE_FAILURES } from './migrations.js';
 
 /** Where control-plane archives are kept under a target's prefix (`hangar backup create --target` and the schedule). */
 export const ARCHIVE_FOLDER = 'hangar-control-plane';
@@ -29,6 +32,21 @@ export function archiveTime(key: string): Date | null {
  */
 export function nextArchiveDue(cron: CronSchedule, newest: Date | null, startedAt: Date): Date | null {
   return nextCronRun(cron, newest ?? startedAt);
+}
+
+/** The longest a failing schedule waits before it tries again. */
+const MAX_RETRY_MS = 3_600_000;
+
+/**
+ * When a schedule whose last backups failed may try again (null: none failed since the last
+ * success): the check interval after the first failure, doubling with each one in a row, at most an
+ * hour — so a target that stays unreachable is tried, and announced, a few times an hour, not at every check.
+ */
+export function retryAfterFailures(health: ControlPlaneBackupHealth, checkSeconds: number): Date | null {
+  const last = health.failures.at(-1);
+  if (!last) return null;
+  const wait = Math.min(checkSeconds * 1000 * 2 ** Math.min(health.failures.length - 1, 20), MAX_RETRY_MS);
+  return new Date(last.failed_at.getTime() + wait);
 }
 
 /** The folder of a target's control-plane archives, with the target's own keys (opened with this control plane's box). */
@@ -124,6 +142,8 @@ function parsedCron(expression: string): CronSchedule {
 interface Deps {
   services: Services;
   settings: ControlPlaneBackupConfig;
+  /** backups.schedule_check_seconds: how often the schedule is checked (a failing one's first back-off). */
+  checkSeconds: number;
   /** The target by id (never by name: a name can be freed and taken again by a project's maintainer). */
   findTarget(id: string): Promise<TargetRecord | null>;
   box: SecretBox;
@@ -135,22 +155,50 @@ interface Deps {
  * itself (the newest archive's time), so a restarted or another control plane carries on the same
  * schedule, and one missed while every control plane was down runs once at the next check.
  */
-export function controlPlaneBackups({ services, settings, findTarget, box }: Deps): { routes: RouteDef[]; checkDue(): Promise<void> } {
+export function controlPlaneBackups({ services, settings, checkSeconds, findTarget, box }: Deps): { routes: RouteDef[]; checkDue(): Promise<void> } {
   const log = services.log.child({ plugin: 'backups', part: 'control-plane' });
+  const { knex } = services.db;
   const cron = settings.cron ? parsedCron(settings.cron) : null;
   const startedAt = services.clock.now();
-  /** The newest archive's time this process has seen (the one running the schedule lists them at each check). */
-  let lastSuccessSeconds: number | null = null;
+  const health = () => controlPlaneBackupHealth(knex, settings.target);
   services.metrics.gauge(
     'hangar_control_plane_backup_last_success_timestamp_seconds',
-    'When the newest control-plane archive in backups.control_plane.target was made (Unix seconds), as the control plane that checks the schedule saw it',
+    'When the newest control-plane archive this installation uploaded to backups.control_plane.target was made (Unix seconds); alert when it is too long ago',
     [],
-    (set) => {
-      if (lastSuccessSeconds !== null) set({}, lastSuccessSeconds);
+    async (set) => {
+      const at = (await health()).last_success_at;
+      if (at) set({}, Math.floor(at.getTime() / 1000));
     },
+    'store',
+  );
+  services.metrics.gauge(
+    'hangar_control_plane_backup_consecutive_failures',
+    'The control plane’s own backups (scheduled or requested) that failed since its last successful one',
+    [],
+    async (set) => set({}, (await health()).failures.length),
+    'store',
   );
   let running: Promise<unknown> | null = null;
   const uploads = new ArchiveStore(services.db);
+
+  /**
+   * Records a failed backup of the control plane with its `control_plane.backup.failed` event (the
+   * notifications' outbox rows in the same transaction), and logs it. The reason is an error's
+   * message: the S3 error or the setting at fault, never a key or the passphrase.
+   */
+  async function recordFailure(trigger: ControlPlaneBackupAnnouncement['trigger'], err: unknown): Promise<void> {
+    const error = (err as Error).message;
+    const at = services.clock.now().toISOString();
+    const failed: ControlPlaneBackupAnnouncement = { target_id: settings.target, trigger, key: null, bytes: null, error, failures_in_row: (await health()).failures.length + 1, at };
+    log.warn({ trigger, target_id: settings.target, error }, 'control-plane backup failed');
+    try {
+      await services.events.keepWith(knex, [notice(ControlPlaneBackupFailed, failed)], (trx) => (trx ?? knex)(CONTROL_PLANE_FAILURES).insert({ id: newId('cpf'), target_id: settings.target, trigger, error, failed_at: at }), { log });
+    } catch (recordErr) {
+      log.error({ err: { message: (recordErr as Error).message } }, 'a failed control-plane backup was not recorded');
+      return;
+    }
+    services.events.publish(ControlPlaneBackupFailed, failed);
+  }
 
   async function configured(): Promise<{ target: TargetRecord; location: S3Location; passphrase: string }> {
     if (!settings.target || !settings.passphrase_file) {
@@ -170,8 +218,12 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
 
   const s3Conflict = (err: unknown, doing: string) => (err instanceof ProbeFailure ? conflict(`${doing} failed: ${err.message}`) : err);
 
-  /** One archive, uploaded, then the oldest beyond keep_last deleted. One at a time in this process. */
-  async function backUpNow(): Promise<{ key: string; bytes: number; created_at: string }> {
+  /**
+   * One archive, uploaded and recorded (the failures before it cleared, `control_plane.backup.succeeded`
+   * in the same transaction), then the oldest beyond keep_last deleted. One at a time in this process;
+   * with a target configured, a failure is recorded and announced ({@link recordFailure}).
+   */
+  async function backUpNow(trigger: ControlPlaneBackupAnnouncement['trigger']): Promise<{ key: string; bytes: number; created_at: string }> {
     if (running) throw conflict('A control-plane backup is running: wait for it');
     const work = (async () => {
       const { target, location, passphrase } = await configured();
@@ -190,8 +242,17 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
           throw s3Conflict(err, `uploading to backup target ${target.name}`);
         }
         const key = uploaded.key;
-        await uploads.insert({ id: newId('cpa'), target_id: target.id, key, bytes: made.bytes, etag: uploaded.etag, made_at: at.toISOString(), created_at: services.clock.now().toISOString() });
-        lastSuccessSeconds = Math.floor(at.getTime() / 1000);
+        const succeeded: ControlPlaneBackupAnnouncement = { target_id: target.id, trigger, key, bytes: made.bytes, error: null, failures_in_row: 0, at: services.clock.now().toISOString() };
+        await services.events.keepWith(
+          knex,
+          [notice(ControlPlaneBackupSucceeded, succeeded)],
+          async (trx) => {
+            await uploads.insert({ id: newId('cpa'), target_id: target.id, key, bytes: made.bytes, etag: uploaded.etag, made_at: at.toISOString(), created_at: succeeded.at }, trx);
+            await (trx ?? knex)(CONTROL_PLANE_FAILURES).where('failed_at', '<=', succeeded.at).delete();
+          },
+          { log },
+        );
+        services.events.publish(ControlPlaneBackupSucceeded, succeeded);
         // keep_last counts the archives it recorded uploading; another name there (anyone with the bucket's keys may write one) is left alone.
         const recorded = await uploads.ofTarget(target.id);
         for (const old of recorded.slice(0, Math.max(0, recorded.length - settings.keep_last))) {
@@ -212,7 +273,8 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
     try {
       return await work;
     } catch (err) {
-      log.warn({ error: (err as Error).message }, 'control-plane backup failed');
+      // Without a target there is no backup to fail: the request is refused (409 naming what to set).
+      if (settings.target) await recordFailure(trigger, err);
       throw err;
     } finally {
       running = null;
@@ -221,13 +283,27 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
 
   async function checkDue(): Promise<void> {
     if (!cron || !settings.target) return;
-    const { target, location } = await configured();
-    // The newest archive it recorded uploading that is still there as uploaded: a name written by anyone else does not hold the schedule back.
-    const archives = recordedArchives(await listArchives(location), await uploads.ofTarget(target.id));
-    const newest = newestArchiveTime(archives, services.clock.now());
-    if (newest) lastSuccessSeconds = Math.floor(newest.getTime() / 1000);
-    const due = nextArchiveDue(cron, newest, startedAt);
-    if (due && due.getTime() <= services.clock.now().getTime()) await backUpNow();
+    const now = services.clock.now().getTime();
+    const standing = await health();
+    const retryAt = retryAfterFailures(standing, checkSeconds);
+    if (retryAt && retryAt.getTime() > now) return;
+    const isDue = (newest: Date | null) => (nextArchiveDue(cron, newest, startedAt)?.getTime() ?? Infinity) <= now;
+    let newest: Date | null;
+    try {
+      const { target, location } = await configured();
+      // The newest archive it recorded uploading that is still there as uploaded: a name written by anyone else does not hold the schedule back.
+      const listed = await listArchives(location).catch((err: unknown) => {
+        throw s3Conflict(err, `listing backup target ${target.name}`);
+      });
+      newest = newestArchiveTime(recordedArchives(listed, await uploads.ofTarget(target.id)), services.clock.now());
+    } catch (err) {
+      // The target cannot be read (or is not there): judged by the store's record of the last upload, a backup due now has failed.
+      if (isDue(standing.last_success_at)) await recordFailure('schedule', err);
+      else log.warn({ error: (err as Error).message }, 'the control-plane backups’ target could not be listed; no backup is due');
+      return;
+    }
+    // A failure is recorded, announced and logged by backUpNow; the loop has nothing to add.
+    if (isDue(newest)) await backUpNow('schedule').catch(() => undefined);
   }
 
   const routes: RouteDef[] = [
@@ -240,7 +316,7 @@ export function controlPlaneBackups({ services, settings, findTarget, box }: Dep
       summary: 'Back the control plane up now into an encrypted archive, uploaded to backups.control_plane.target (409 when that is not configured or a backup runs); answers when it is uploaded',
       status: 201,
       schemas: { response: Archive },
-      handler: () => backUpNow(),
+      handler: () => backUpNow('request'),
     }),
     defineRoute({
       method: 'GET',

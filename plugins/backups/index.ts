@@ -913,7 +913,7 @@ export default definePlugin({
     services.provided.contribute(VolumeRestorers, newVolumeRestorer({ services, runs, targets, requireResticNode, queueRestore, record, runView, projectOfTarget: (id) => projectOf(TARGET.kind, id) }));
 
     // The control plane's own backups (plugins/backups/control-plane.ts).
-    const controlPlane = controlPlaneBackups({ services, settings: settings.control_plane, findTarget: (id) => targets.get(id), box });
+    const controlPlane = controlPlaneBackups({ services, settings: settings.control_plane, checkSeconds: settings.schedule_check_seconds, findTarget: (id) => targets.get(id), box });
 
     return {
       loops: [

@@ -6,6 +6,7 @@ export const BACKUP_TARGETS = 'backup_targets';
 export const BACKUP_RUNS = 'backup_runs';
 export const BACKUP_SCHEDULES = 'backup_schedules';
 export const CONTROL_PLANE_ARCHIVES = 'backup_control_plane_archives';
+export const CONTROL_PLANE_FAILURES = 'backup_control_plane_failures';
 
 export const backupMigrations: Migration[] = [
   // Where backups go: an S3 bucket (and prefix) holding one restic repository per target.
@@ -220,4 +221,18 @@ export const backupMigrations: Migration[] = [
       });
     },
   },
+  // The control plane's own backups that failed since its last success (a success removes them):
+  // what the alert rule, the metrics and the schedule's back-off read, whichever control plane asks.
+  createTables('013_control_plane_failures', {
+    [CONTROL_PLANE_FAILURES]: (t) => {
+      recordId(t);
+      /** backups.control_plane.target when it failed (null: none configured). */
+      t.string('target_id', 64).nullable();
+      /** schedule | request */
+      t.string('trigger', 10).notNullable();
+      t.text('error').notNullable();
+      t.timestamp('failed_at', { useTz: true }).notNullable();
+      t.index(['failed_at']);
+    },
+  }),
 ];

@@ -4,7 +4,7 @@ import { ClusterMemberJoined, ClusterMemberLeft } from '../../core/clusters/topi
 import { ResourceTroubled } from '../../core/lifecycle.js';
 import { KINDS, READ_VERBS } from '../../core/auth/permissions.js';
 import { TaskFailed } from '../../core/tasks/queue.js';
-import { BackupVerifyFailed, volumeRunTopic } from '../backups/api.js';
+import { BackupVerifyFailed, CONTROL_PLANE_BACKUP, ControlPlaneBackupFailed, ControlPlaneBackupSucceeded, volumeRunTopic } from '../backups/api.js';
 
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -60,6 +60,8 @@ export const EVENT_TYPES: Record<string, string> = {
   'volume.backup.verify_failed': 'a volume backup’s restore drill (verify) failed: the snapshot is made but not proven restorable (critical)',
   'volume.restore.succeeded': 'a volume restore finished',
   'volume.restore.failed': 'a volume restore failed (critical)',
+  'control_plane.backup.succeeded': 'the control plane’s own backup (backups.control_plane: its schedule or POST /v1/backups/control-plane) was uploaded to its target',
+  'control_plane.backup.failed': 'the control plane’s own backup failed (critical): data.error says why (the target unreachable, its keys refused, a setting missing…)',
   'workload.failed': 'an instance or service failed (critical): its deploy, update or removal, or the runtime found it failed',
   'workload.rolled_back': 'an instance’s or service’s rollout was rolled back to the previous revision (warning)',
   'workload.paused': 'an instance’s rollout was paused on a failure (on_failure: pause; warning)',
@@ -129,6 +131,20 @@ export function keepEvents(bus: EventBus, prepare: (event: NewEvent) => Promise<
     resource: { type: 'volume', id: r.volume_id },
     message: `the restore drill of backup ${r.id} of volume ${r.volume_id} failed${typeof r.verify_error === 'string' ? `: ${r.verify_error}` : ''}`,
     data: { ...r },
+  }));
+  on(ControlPlaneBackupSucceeded, (b) => ({
+    type: 'control_plane.backup.succeeded',
+    severity: 'info',
+    resource: { ...CONTROL_PLANE_BACKUP },
+    message: `the control plane’s backup ${b.key} (${b.bytes} bytes) was uploaded to backup target ${b.target_id}`,
+    data: { ...b },
+  }));
+  on(ControlPlaneBackupFailed, (b) => ({
+    type: 'control_plane.backup.failed',
+    severity: 'critical',
+    resource: { ...CONTROL_PLANE_BACKUP },
+    message: `the control plane’s ${b.trigger === 'schedule' ? 'scheduled ' : ''}backup to backup target ${b.target_id} failed${b.failures_in_row > 1 ? ` (${b.failures_in_row} in a row)` : ''}: ${b.error}`,
+    data: { ...b },
   }));
   on(ResourceTroubled, (r) => {
     const workload = WORKLOAD_NOUNS.has(r.noun);
