@@ -45,7 +45,7 @@ import https from 'node:https';
 import Database from 'better-sqlite3';
 import { httpRequest as request, type HttpRequestOptions, type HttpResponse } from '../core/http/client.js';
 import { BareNodeServer } from './bare-start.js';
-import { processCpu, processTree, rssMb } from './processes.js';
+import { mallocArenaMb, processCpu, processTree, rssMb } from './processes.js';
 
 /** The benchmark's own requests (seeding, checks): a connection each (no pooled sockets between phases). */
 const oneShot = new https.Agent({ keepAlive: false });
@@ -617,7 +617,8 @@ async function main() {
     for (const t of targets) {
       console.log(
         `${t.name}: cold start (restart, median of 3) ${fmt(median(cold.get(t.name)!))} ms; idle RSS ${fmt(idleRss.get(t.name)!, 1)} MB; ` +
-          `RSS after the duel ${fmt(afterDuel.get(t.name)!, 1)} MB, ${SETTLE_MS / 1000} s later ${fmt(settled.get(t.name)!, 1)} MB${processesNote(t.running!.child.pid!)}`,
+          `RSS after the duel ${fmt(afterDuel.get(t.name)!, 1)} MB, ${SETTLE_MS / 1000} s later ${fmt(settled.get(t.name)!, 1)} MB ` +
+          `(malloc's main arena ${fmt(mallocArenaMb(t.running!.child.pid!), 1)} MB)${processesNote(t.running!.child.pid!)}`,
       );
     }
     const coldMs = median(cold.get('hangar')!);

@@ -27,3 +27,16 @@ export function rssMb(pid: number): number {
   for (const p of processTree(pid)) kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))![1]);
   return kb / 1024;
 }
+
+/**
+ * The resident part of a process's malloc main arena (the `[heap]` mapping), its descendants' added:
+ * what glibc keeps of freed blocks that V8 no longer accounts for (docs/performance.md, "RSS after the whole duel").
+ */
+export function mallocArenaMb(pid: number): number {
+  let kb = 0;
+  for (const p of processTree(pid)) {
+    const heap = /\[heap\]\n(?:.*\n)*?Rss:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/smaps`, 'utf8'));
+    kb += heap ? Number(heap[1]) : 0;
+  }
+  return kb / 1024;
+}

@@ -80,22 +80,20 @@ function requestId(ctx: Context): string {
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-/** Characters of JSON from which an answer is encoded once, as bytes (see sendJson). */
-const ENCODE_ONCE_FROM = 16_384;
-
 /**
- * A JSON answer, serialised here (Koa's own path for objects looks the type up on every response).
- * A large one is encoded into bytes once (a string is measured for Content-Length, then encoded
- * again to be sent); a small one stays a string, which Node sends with the head in one write (a
- * Buffer goes as a second chunk: a second TLS record).
+ * A JSON answer, serialised here (Koa's own path for objects looks the type up on every response),
+ * and sent as the string, large or small. Node encodes a string into a block it frees once the write
+ * is done; a Buffer's block lives until V8 collects the Buffer, which under load is tens of large
+ * answers later, and glibc's main arena grows to hold them and keeps the space after the load
+ * (docs/performance.md, "Large answers sent as strings"). A small string also goes with the head in
+ * one write (one TLS record).
  * The value stays in `ctx.state.payload` for the request observers.
  */
 function sendJson(ctx: Context, status: number, payload: unknown): void {
   ctx.status = status;
   ctx.res.setHeader('Content-Type', JSON_TYPE);
   ctx.state.payload = payload;
-  const json = JSON.stringify(payload);
-  ctx.body = json.length >= ENCODE_ONCE_FROM ? Buffer.from(json) : json;
+  ctx.body = JSON.stringify(payload);
 }
 
 

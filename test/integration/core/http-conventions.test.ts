@@ -70,6 +70,14 @@ describeEachDialect('HTTP conventions', (dialect) => {
     expectErrorShape(huge.json, 'Payload Too Large', 413);
   });
 
+  it('sends a large answer whole, its Content-Length counting bytes, not characters', async () => {
+    const note = 'nœud é 🚀 '.repeat(3_000); // 42 000 bytes in 30 000 characters (a public route's body is at most 64 KiB)
+    const res = await t.request('POST', '/v1/probe/echo', { body: { name: 'large', note } });
+    expect(res.status).to.equal(200);
+    expect(Number(res.headers['content-length'])).to.equal(res.raw.length).and.to.be.greaterThan(42_000);
+    expect(res.json.data.body.note).to.equal(note);
+  });
+
   it('writes one JSON access-log line per request, without query strings or headers', async () => {
     await t.request('GET', '/v1/version?token=supersecretvalue', { headers: { authorization: 'Bearer abc.def.ghi' } });
     const lines = t.logs.map((l) => JSON.parse(l));
