@@ -20,9 +20,10 @@ export interface ObjectUsers {
   /**
    * The users of each of these objects (one lookup for a whole page); an object nothing uses may be
    * left out. `type` is what a user is (`service`, the default, or `workload`: a cluster's own
-   * Deployment named `deployment/web`).
+   * Deployment named `deployment/web`); `pinned`, the earlier version of the object it uses instead
+   * of the current one (a rollback's), which a rotation does not remove.
    */
-  usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string; type?: string }>>>;
+  usersOf(kind: ObjectKind, objectIds: string[]): Promise<Map<string, Array<{ id: string; name: string; type?: string; pinned?: number }>>>;
   /**
    * Redeploys (rolls out) one of its users so it reads the current version of `object`, the one
    * just rotated: a user a rollback left on an earlier version of it moves to the newest.

@@ -72,13 +72,13 @@ export default definePlugin({
 
     const resolved = (o: ObjectRecord): ResolvedObject => ({ id: o.id, name: o.name, runtime_name: o.runtime_name, version: o.version });
 
-    type User = { id: string; name: string; type: string; hook: ObjectUsers };
+    type User = { id: string; name: string; type: string; pinned?: number; hook: ObjectUsers };
 
     /** The users of each object of one kind, asking every hook once for all of them. */
     async function usersOfMany(kind: ObjectKind, ids: string[]): Promise<Map<string, User[]>> {
       const all = new Map<string, User[]>(ids.map((id) => [id, []]));
       for (const hook of services.provided.contributions(SecretUsersPoint)) {
-        for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, type: u.type ?? 'service', hook })));
+        for (const [id, users] of await hook.usersOf(kind, ids)) all.get(id)?.push(...users.map((u) => ({ id: u.id, name: u.name, type: u.type ?? 'service', pinned: u.pinned, hook })));
       }
       return all;
     }
@@ -191,7 +191,7 @@ export default definePlugin({
       return kept;
     }
 
-    // One change of an object at a time, whichever control plane takes it (a rotation or a deletion holds the object's lease).
+    // One change of an object at a time, whichever control plane takes it: a rotation's new version and its removal of old ones, a deletion, a rollback's restore of an earlier version each hold the object's lease.
     const lifecycle = core.lifecycle(
       objects,
       defineLifecycle<ObjectRecord>({
@@ -278,29 +278,15 @@ export default definePlugin({
       if (!o.retired.includes(runtimeName)) await objects.change(o.id, { retired: [...o.retired, runtimeName] });
     }
 
-    /** A new version: its object, the record, the users redeployed with it, then the old objects removed. */
-    async function rotate(id: string, bytes: Buffer) {
-      const current = await objects.get(id);
-      if (!current) throw notFound(`No object ${id}`);
-      const { kind, namespace } = current;
-      const swarm = await core.requireActive(current.cluster_id);
-      const version = current.version + 1;
-      // In place: the same object gets the new value; otherwise a new immutable object per version.
-      const runtimeName = inPlace(current) ? current.runtime_name : runtimeObjectName(current.name, version);
-      const data = bytes.toString('base64');
-      try {
-        if (inPlace(current)) await core.callOn(swarm, PutObject, { kind, namespace, name: runtimeName, data, labels: labels(current, version), replace: true });
-        else await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data, labels: labels(current, version) });
-      } catch (err) {
-        throw asHttpError(err, `${inPlace(current) ? 'Writing' : 'Creating'} version ${version} of ${kind} ${current.name}`);
-      }
-      const retired = inPlace(current) ? [] : [...current.retired, current.runtime_name];
-      // Another control plane rotated it meanwhile: its request owns the new version (and the object).
-      if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }))) {
-        throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
-      }
-      // The version replaced stays at hand for a rollback to a revision that used it.
-      if (!inPlace(current)) await earlier.keep(current.id, current.version, current.data_sealed, versionsKept());
+    /**
+     * A rotation: the new version (its object and the record) under the object's lease; its users
+     * redeployed with it, without the lease (a deploy that restores an earlier version of the object,
+     * a rollback's, takes it meanwhile); then, under the lease again, the earlier versions no user is
+     * pinned to removed.
+     */
+    async function rotate(found: ObjectRecord, bytes: Buffer) {
+      const current = await exclusive(found, () => newVersion(found.id, bytes));
+      const { kind, version } = current;
       // The users are redeployed so they reference the new version; only then can the old one go.
       const users = await usersOf(current);
       const outcomes = await Promise.allSettled(users.map((u) => u.hook.redeploy(u.id, { kind, id: current.id })));
@@ -317,9 +303,59 @@ export default definePlugin({
           failed,
         );
       }
-      const kept = await removeRetired(current, swarm, retired);
-      const updated = await objects.change(current.id, { retired: kept });
-      return { ...(await view(updated)), redeployed: users.map((u) => u.name) };
+      if (current.retired.length) await exclusive(current, () => removeUnpinned(current.id, version));
+      // What this request made, even when another rotation has made a later version since.
+      return { ...(await view(current, users)), redeployed: users.map((u) => u.name) };
+    }
+
+    /**
+     * Removes the retired runtime objects of versions before `version` (a later rotation's are its
+     * own to remove) that no user is pinned to: one a rollback restores after its users were
+     * redeployed stays until the next rotation.
+     */
+    async function removeUnpinned(id: string, version: number): Promise<void> {
+      const o = await objects.get(id);
+      if (!o) throw notFound(`No object ${id}`);
+      const later = new Set(Array.from({ length: o.version - version + 1 }, (_, i) => runtimeObjectName(o.name, version + i)));
+      const pinned = new Set((await usersOf(o)).flatMap((u) => (u.pinned === undefined ? [] : [runtimeObjectName(o.name, u.pinned)])));
+      const unused = o.retired.filter((name) => !later.has(name) && !pinned.has(name));
+      if (!unused.length) return;
+      const kept = await removeRetired(o, await core.requireActive(o.cluster_id), unused);
+      await objects.change(o.id, { retired: o.retired.filter((name) => !unused.includes(name) || kept.includes(name)) });
+    }
+
+    /** A new version: its runtime object, then the record (the version replaced kept for rollbacks). */
+    async function newVersion(id: string, bytes: Buffer): Promise<ObjectRecord> {
+      const current = await objects.get(id);
+      if (!current) throw notFound(`No object ${id}`);
+      const { kind, namespace } = current;
+      const swarm = await core.requireActive(current.cluster_id);
+      const version = current.version + 1;
+      // In place: the same object gets the new value; otherwise a new immutable object per version.
+      const runtimeName = inPlace(current) ? current.runtime_name : runtimeObjectName(current.name, version);
+      const data = bytes.toString('base64');
+      try {
+        if (inPlace(current)) await core.callOn(swarm, PutObject, { kind, namespace, name: runtimeName, data, labels: labels(current, version), replace: true });
+        else await core.callOn(swarm, CreateObject, { kind, name: runtimeName, data, labels: labels(current, version) });
+      } catch (err) {
+        throw asHttpError(err, `${inPlace(current) ? 'Writing' : 'Creating'} version ${version} of ${kind} ${current.name}`);
+      }
+      const retired = inPlace(current) ? [] : [...current.retired, current.runtime_name];
+      const advanced = await db.knex
+        .transaction(async (trx) => {
+          if (!(await objects.advance(current, { version, runtime_name: runtimeName, data_sealed: box.seal(bytes), retired }, trx))) return false;
+          // The version replaced stays at hand for a rollback to a revision that used it: kept with the change, or neither is.
+          if (!inPlace(current)) await earlier.keep(current.id, current.version, current.data_sealed, versionsKept(), trx);
+          return true;
+        })
+        .catch(async (err: Error) => {
+          // Nothing recorded: the object made for the new version goes too, so the next rotation makes it with its own value.
+          if (!inPlace(current)) await removeRetired(current, swarm, [runtimeName]);
+          throw err;
+        });
+      // Another control plane rotated it meanwhile: its request owns the new version (and the object).
+      if (!advanced) throw conflict(`${Title[kind]} ${current.name} was changed by another request meanwhile; try again`);
+      return (await objects.get(id))!;
     }
 
     function routes(kind: ObjectKind): RouteDef[] {
@@ -448,7 +484,7 @@ export default definePlugin({
           async handler(req) {
             const bytes = decodeData(req.body.data);
             const found = await find(kind, req.params.id);
-            return exclusive(found, () => rotate(found.id, bytes));
+            return rotate(found, bytes);
           },
         }),
         defineRoute({
