@@ -1,5 +1,6 @@
 import type { Clock } from '../../core/clock.js';
-import { isUniqueViolation, StampedRepository } from '../../core/db/repository.js';
+import type { Knex } from 'knex';
+import { StampedRepository } from '../../core/db/repository.js';
 import type { Store } from '../../core/db/store.js';
 import type { ObjectKind } from './api.js';
 import { SECRET_VERSIONS, SECRETS } from './migrations.js';
@@ -31,9 +32,9 @@ export class ObjectStore extends StampedRepository<ObjectRecord> {
   }
 
   /** Moves to a new version only if nobody else did first; false when the version changed meanwhile. */
-  async advance(record: ObjectRecord, patch: Pick<ObjectRecord, 'version' | 'runtime_name' | 'data_sealed' | 'retired'>): Promise<boolean> {
+  async advance(record: ObjectRecord, patch: Pick<ObjectRecord, 'version' | 'runtime_name' | 'data_sealed' | 'retired'>, trx?: Knex.Transaction): Promise<boolean> {
     const values = this.codec.encode({ ...patch, updated_at: this.time.now().toISOString() });
-    const changed = await this.query().where({ id: record.id, version: record.version }).update(values);
+    const changed = await this.query(trx).where({ id: record.id, version: record.version }).update(values);
     return changed > 0;
   }
 }
@@ -45,19 +46,18 @@ export class EarlierVersions {
     private readonly time: Clock,
   ) {}
 
-  private query() {
-    return this.store.knex(SECRET_VERSIONS);
+  private query(trx?: Knex.Transaction) {
+    return (trx ?? this.store.knex)(SECRET_VERSIONS);
   }
 
-  /** Keeps a version that was just replaced; only the newest `keep` earlier versions of the object stay. */
-  async keep(objectId: string, version: number, sealed: string, keep: number): Promise<void> {
-    try {
-      await this.query().insert({ object_id: objectId, version, data_sealed: sealed, created_at: this.time.now().toISOString() });
-    } catch (err) {
-      // Kept already (a rotation retried after another control plane's): the same value.
-      if (!isUniqueViolation(err)) throw err;
-    }
-    await this.query().where({ object_id: objectId }).where('version', '<=', version - keep).delete();
+  /**
+   * Keeps a version that was just replaced (in the transaction that replaced it); only the newest
+   * `keep` earlier versions of the object stay.
+   */
+  async keep(objectId: string, version: number, sealed: string, keep: number, trx?: Knex.Transaction): Promise<void> {
+    // Kept already (a rotation retried after another control plane's): the same value.
+    await this.query(trx).insert({ object_id: objectId, version, data_sealed: sealed, created_at: this.time.now().toISOString() }).onConflict(['object_id', 'version']).ignore();
+    await this.query(trx).where({ object_id: objectId }).where('version', '<=', version - keep).delete();
   }
 
   /** The sealed value of an earlier version, or null when it is not kept. */
