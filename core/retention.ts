@@ -6,18 +6,18 @@ const DAY_MS = 86_400_000;
 const HOURLY_MS = 3_600_000;
 
 /**
- * The loop that deletes what is older than `days` (0 keeps everything: no loop): hourly, by one
- * control plane at a time, and once as the loops start. `prune` deletes what ended before the
+ * The loop that deletes what is older than `days` (0 keeps everything: no loop): hourly (or every
+ * `intervalMs`), by one control plane at a time, and once as the loops start. `prune` deletes what ended before the
  * cutoff and answers how many it deleted, which is logged as `<what> past their retention deleted`.
  */
-export function retentionLoops(options: { name: string; days: number; clock: Clock; log: Logger; what: string; prune(before: Date): Promise<number> }): BackgroundLoop[] {
+export function retentionLoops(options: { name: string; days: number; clock: Clock; log: Logger; what: string; prune(before: Date): Promise<number>; intervalMs?: number }): BackgroundLoop[] {
   if (!options.days) return [];
   return [
     {
       name: options.name,
       once: true,
       immediately: true,
-      intervalMs: HOURLY_MS,
+      intervalMs: options.intervalMs ?? HOURLY_MS,
       async run() {
         const before = new Date(options.clock.now().getTime() - options.days * DAY_MS);
         const pruned = await options.prune(before);

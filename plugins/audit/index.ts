@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FinishedRequest } from '../../core/http/observers.js';
 import { Reply } from '../../core/http/reply.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
+import { retentionLoops } from '../../core/retention.js';
 import { KINDS, parsePermission, permissionOf, type PermissionRoute } from '../../core/auth/permissions.js';
 import { AuditRecorded, type AuditRecordedEvent } from './api.js';
 import { auditNotification, keepWithNotification, NotificationsRef } from '../notifications/api.js';
@@ -277,20 +278,15 @@ export default definePlugin({
       loops: [
         { name: 'audit:anonymous-counts', intervalMs: FLUSH_INTERVAL_MS, run: () => flush() },
         { name: 'audit:unsettled', once: true, intervalMs: UNSETTLED_INTERVAL_MS, run: () => closeUnsettled().then(() => undefined) },
-        ...(settings.retention_days
-          ? [
-              {
-                name: 'audit:retention',
-                once: true,
-                intervalMs: settings.prune_interval_seconds * 1000,
-                async run() {
-                  const before = new Date(services.clock.now().getTime() - settings.retention_days * 86_400_000);
-                  const pruned = await log.prune(before);
-                  if (pruned) services.log.info({ pruned, before: before.toISOString() }, 'audit: entries past their retention deleted');
-                },
-              },
-            ]
-          : []),
+        ...retentionLoops({
+          name: 'audit:retention',
+          days: settings.retention_days,
+          intervalMs: settings.prune_interval_seconds * 1000,
+          clock: services.clock,
+          log: services.log,
+          what: 'audit: entries',
+          prune: (before) => log.prune(before),
+        }),
       ],
       routes: [
         defineRoute({

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { badRequest } from '../../core/errors.js';
-import { defineRoute, type BackgroundLoop, type RouteDef } from '../../core/plugin.js';
+import { defineRoute, type RouteDef } from '../../core/plugin.js';
+import { retentionLoops } from '../../core/retention.js';
 import type { NodesContext, NodesPart } from './context.js';
 import { EVENT_LIMIT_MAX, eventView } from './events.js';
 import { NodeId } from './schemas.js';
@@ -57,18 +58,14 @@ export function eventRoutes(ctx: NodesContext): NodesPart {
     }),
   ];
 
-  const loops: BackgroundLoop[] = settings.event_retention_days
-    ? [
-        {
-          name: 'nodes:event-retention',
-          intervalMs: settings.event_prune_interval_seconds * 1000,
-          async run() {
-            const before = new Date(clock.now().getTime() - settings.event_retention_days * 86_400_000);
-            const pruned = await events.prune(before);
-            if (pruned) log.info({ pruned, before: before.toISOString() }, 'nodes: events past their retention deleted');
-          },
-        },
-      ]
-    : [];
+  const loops = retentionLoops({
+    name: 'nodes:event-retention',
+    days: settings.event_retention_days,
+    intervalMs: settings.event_prune_interval_seconds * 1000,
+    clock,
+    log,
+    what: 'nodes: events',
+    prune: (before) => events.prune(before),
+  });
   return { routes, loops };
 }
