@@ -326,13 +326,12 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
 
   /**
    * Applies an observation: what `reconcile` changes in a record no operation holds, at the
-   * revision it was read at. A record changed since `askedAt` (an operation settled while the
-   * backend answered) is left alone: the observation may predate what that operation made.
+   * revision it was read at. The caller reads the record before it asks the backend: an operation
+   * that held it then leaves it alone, one begun since moved its revision (the write finds nothing).
    * Answers the record after, or null when nothing was written.
    */
-  async observe(record: R, observed: O, askedAt?: Date): Promise<R | null> {
+  async observe(record: R, observed: O): Promise<R | null> {
     if (!this.def.reconcile || record.op_id) return null;
-    if (askedAt && changedSince(record, askedAt)) return null;
     const patch = changes(record, this.def.reconcile(record, observed));
     if (!patch) return null;
     const written = await this.write(record, patch, async (q) => q.where({ id: record.id, op_rev: record.op_rev }).whereNull('op_id').update(this.repo.codec.encode({ ...patch, updated_at: this.now })));
@@ -373,7 +372,3 @@ export class Lifecycle<R extends LeasedRecord, O = never> {
   }
 }
 
-function changedSince(record: LeasedRecord, moment: Date): boolean {
-  const updated = record.updated_at instanceof Date ? record.updated_at.getTime() : Date.parse(String(record.updated_at));
-  return Number.isFinite(updated) && updated >= moment.getTime();
-}

@@ -249,7 +249,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
   const heldBy = def.members.availability;
   const readinessOf = def.members.readiness;
   if (heldBy || readinessOf) {
-    services.provided.contribute(ClusterObservers, async ({ cluster }) => {
+    services.provided.contribute(ClusterObservers, async (cluster) => async () => {
       if (cluster.backend !== def.backend) return;
       // Its own failure: the other observers of the cluster still hear of it.
       await observeMembers(cluster).catch((err: Error) => services.log.warn({ cluster_id: cluster.id, error: err.message }, 'observing a cluster’s nodes failed'));

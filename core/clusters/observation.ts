@@ -1,4 +1,3 @@
-import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
 import { InspectWorkloads, type WorkloadState } from '../orchestrator.js';
 import { defineExtensionPoint, type ServiceRegistry } from '../provided.js';
@@ -9,14 +8,20 @@ import type { ClusterRecord, ClusterStore } from './store.js';
 export interface ObservedCluster {
   cluster: ClusterRecord;
   workloads: WorkloadState[];
-  /** When the cluster was asked: a record changed since may be newer than what it answered. */
-  askedAt: Date;
   /** Runtime node id → hangar node id. */
   nodeIds: Map<string, string>;
 }
 
+/**
+ * An observer of clusters: called with a cluster just before it is asked for its workloads (to read
+ * what it will judge the answer against: a record read before the question and written guarded by
+ * its revision is never judged by an answer older than a change made meanwhile, whatever the
+ * clocks say), it answers what to do with the observation.
+ */
+export type ClusterObserver = (cluster: ClusterRecord) => Promise<(observed: ObservedCluster) => Promise<void>>;
+
 /** Called with each cluster observation (the state of every workload on it). */
-export const ClusterObservers = defineExtensionPoint<(observed: ObservedCluster) => Promise<void>>('clusters.observers', 'cluster observers');
+export const ClusterObservers = defineExtensionPoint<ClusterObserver>('clusters.observers', 'cluster observers');
 
 export interface ObservationDeps {
   clusters: ClusterStore;
@@ -24,7 +29,6 @@ export interface ObservationDeps {
   calls: ClusterCalls;
   provided: ServiceRegistry;
   log: Logger;
-  clock: Clock;
   /** How often every active cluster is asked (a call may take that long, 5 s at least). */
   intervalMs(): number;
 }
@@ -40,10 +44,11 @@ export class ClusterObservation {
     for (const cluster of await this.deps.clusters.findAll({ status: 'active' })) {
       if (signal.aborted) return;
       try {
-        const askedAt = this.deps.clock.now();
+        const judges = [];
+        for (const observer of observers) judges.push(await observer(cluster));
         const { workloads } = await this.deps.calls.callOn(cluster, InspectWorkloads, {}, { timeoutMs: Math.max(5000, this.deps.intervalMs()) });
-        const observed = { cluster, workloads, askedAt, nodeIds: await this.deps.directory.nodeIdsByRuntime(cluster.id) };
-        for (const observer of observers) await observer(observed);
+        const observed = { cluster, workloads, nodeIds: await this.deps.directory.nodeIdsByRuntime(cluster.id) };
+        for (const judge of judges) await judge(observed);
       } catch (err) {
         this.deps.log.warn({ cluster_id: cluster.id, error: (err as Error).message }, 'observing a cluster failed');
       }

@@ -146,7 +146,7 @@ export class Clusters {
     this.reach = new MemberReach({ calls, settings: () => tuned });
     this.workloads = new ClusterWorkloadKinds(provided);
     this.lifecycles = new ClusterLifecycles({ db, clock, log, shutdown, events, jobs, peers, leaseMs: () => tuned.opLeaseMs });
-    this.observation = new ClusterObservation({ clusters, directory, calls, provided, log, clock, intervalMs: () => tuned.observeIntervalMs });
+    this.observation = new ClusterObservation({ clusters, directory, calls, provided, log, intervalMs: () => tuned.observeIntervalMs });
 
     this.registerBackend = this.registry.registerBackend.bind(this.registry);
     this.backend = this.registry.get.bind(this.registry);

@@ -139,8 +139,12 @@ export function defineWorkloadKind<R extends WorkloadRecord, O>(services: Servic
       : {}),
   });
   // What the cluster shows of each record no operation holds (the lifecycle never lets an observation overwrite one).
-  provided.contribute(ClusterObservers, async (observation) => {
-    for (const record of await onCluster(observation.cluster.id)) await def.lifecycle.observe(record, def.observed(record, observation), observation.askedAt);
+  provided.contribute(ClusterObservers, async (cluster) => {
+    // Read before the cluster is asked: a record an operation holds now, or changes meanwhile (its revision moves), is not judged by the answer.
+    const records = await onCluster(cluster.id);
+    return async (observation) => {
+      for (const record of records) await def.lifecycle.observe(record, def.observed(record, observation));
+    };
   });
   provided.contribute(TaggableResources, { type: def.type, resolve: def.resolve });
   if (def.routes) provided.contribute(RouteSources, def.routes);

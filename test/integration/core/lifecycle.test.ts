@@ -200,19 +200,26 @@ describeEachDialect('core/lifecycle: operation leases on a record', (dialect) =>
     expect(await lifecycle.observe((await repo.get('thing-f'))!, { running: null })).to.include({ status: 'failed', error: 'gone' });
   });
 
-  it('an observation asked before an operation settled does not judge the record it settled (what the operation made may be newer than the answer)', async () => {
+  it('an observation judges the record as read before the backend was asked: not one an operation held then, nor one an operation began on since (whatever the clocks say)', async () => {
     let release!: () => void;
     const { lifecycle, jobs } = controlPlane(lifecycleOf([], { wait: new Promise((r) => (release = r)) }));
     await insert('late');
     await lifecycle.start('thing-late', 'deploy', {}, () => new Error('refused'));
-    const askedAt = new Date();
+    // Read while the deploy runs (the cluster is asked now); the deploy settles before the answer comes.
+    const readWhileHeld = (await repo.get('thing-late'))!;
+    expect(readWhileHeld.op_id).to.be.a('string');
     release();
     await jobs.drain();
-    const settled = (await repo.get('thing-late'))!;
-    expect(settled.op_id).to.equal(null);
-    expect(await lifecycle.observe(settled, { running: null }, askedAt), 'asked before it settled: not written').to.equal(null);
+    expect(await lifecycle.observe(readWhileHeld, { running: null }), 'held when read: not written').to.equal(null);
     expect((await repo.get('thing-late'))!.status).not.to.equal('failed');
-    expect(await lifecycle.observe(settled, { running: null }, new Date(Date.now() + 1))).to.include({ status: 'failed', error: 'gone' });
+    // Read settled; a new operation begins and settles before the answer comes.
+    const readSettled = (await repo.get('thing-late'))!;
+    await lifecycle.start('thing-late', 'deploy', {}, () => new Error('refused'));
+    await jobs.drain();
+    expect((await repo.get('thing-late'))!.op_id).to.equal(null);
+    expect(await lifecycle.observe(readSettled, { running: null }), 'an operation began since: not written').to.equal(null);
+    expect((await repo.get('thing-late'))!.status).not.to.equal('failed');
+    expect(await lifecycle.observe((await repo.get('thing-late'))!, { running: null })).to.include({ status: 'failed', error: 'gone' });
   });
 
   it('a lease whose process died is taken over by another once it expires, not before; the work then completes once', async () => {
