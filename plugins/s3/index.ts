@@ -5,14 +5,15 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { CreateObject, DeployWorkload, HANGAR_LABELS, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { CreateObject, DeployWorkload, HANGAR_LABELS, InspectWorkloads, RemoveObject, RemoveWorkload, type Route, type VolumeMount, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { S3Ref, type S3Api } from './api.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { changes, defineLifecycle, REMOVED } from '../../core/lifecycle.js';
-import { VolumesRef, volumesOf } from '../volumes/api.js';
+import { VolumesRef, volumesOf, VolumeUserStoppers } from '../volumes/api.js';
+import { untilScaledDown } from '../../core/clusters/scale-down.js';
 import { S3_INSTANCES, s3Migrations } from './migrations.js';
 import { observedState } from './state.js';
 import { S3Store, type S3Record } from './store.js';
@@ -90,7 +91,7 @@ function view(i: S3Record) {
  * created it keeps its own error).
  */
 export function reconcileStore(i: S3Record, w: WorkloadState | undefined, now: string): Partial<S3Record> | null {
-  if (i.status === 'removing') return null;
+  if (i.status === 'removing' || i.status === 'stopped') return null;
   if (!w) {
     if (i.status === 'failed' && (i.running === null || i.running === 0)) return null;
     return { status: 'failed', running: 0, error: `its workload ${i.runtime_name} is gone from the cluster`, observed_at: now };
@@ -138,7 +139,7 @@ export default definePlugin({
         role: 's3',
         resource_id: i.id,
         image: i.image,
-        replicas: 1,
+        replicas: i.replicas,
         args: MINIO_ARGS,
         env: {
           MINIO_ROOT_USER: i.root_user,
@@ -165,18 +166,24 @@ export default definePlugin({
       defineLifecycle<S3Record, WorkloadState | undefined>({
         noun: 'object store',
         operations: {
-          // The volume's mount, the password secret, then MinIO as a one-replica workload (created or updated).
+          // The volume's mount, the password secret, then MinIO as a one-replica workload (created or updated); at 0 replicas
+          // (a restore of its volume stops it), answered once its container is gone.
           deploy: {
-            from: ['deploying', 'failed'],
+            from: ['deploying', 'failed', 'running', 'stopped'],
             during: 'deploying',
             label: (i) => `deploy object store ${i.name}`,
-            async run(i) {
+            async run(i, { signal }) {
               try {
                 const cluster = await core.requireActive(i.cluster_id);
                 const volume = await volumes.mountFor(await volumes.require(i.volume_id), '/data', cluster);
                 const password = Buffer.from(box.openString(i.password_sealed)).toString('base64');
                 await core.callOn(cluster, CreateObject, { kind: 'secret', name: passwordSecret(i), data: password, labels: { [HANGAR_LABELS.id]: i.id } });
                 const state = await core.callOn(cluster, DeployWorkload, { spec: spec(i, volume) });
+                if (i.replicas === 0) {
+                  const read = async () => (await core.callOn(cluster, InspectWorkloads, { names: [i.runtime_name] })).workloads;
+                  await untilScaledDown(read, () => true, signal);
+                  return { status: 'stopped', running: 0, error: null, observed_at: now() };
+                }
                 return { status: observedState(state).status === 'running' ? 'running' : 'deploying', running: state.running, error: null, observed_at: now() };
               } finally {
                 routesChanged(i.cluster_id);
@@ -213,6 +220,36 @@ export default definePlugin({
       resolve: async (ref) => (await store.findByIdOrName(ref))?.id ?? null,
       routes: { source: 's3', routes: api.routes },
       volumeUsers: async (volumeId) => (await store.findAll({ volume_id: volumeId })).map((i) => ({ type: 's3', id: i.id, name: i.name })),
+    });
+
+    /** Deploys a store at `replicas` (0 or 1) and answers once it has settled there (409 while another operation holds it, or when it failed). */
+    async function scaleNow(i: S3Record, replicas: number): Promise<void> {
+      const done = await lifecycle.runNow(i.id, 'deploy', { replicas });
+      if (!done) throw refused(await store.get(i.id));
+      if (done.status === 'failed') throw conflict(`Scaling object store ${i.name} to ${replicas} failed: ${done.error ?? 'its deploy failed'}`);
+    }
+    /**
+     * A restore of the store's volume (or its backup with consistency stop): the store is deployed
+     * at 0 replicas (status `stopped`) and waited for until its container is gone, then deployed
+     * at 1 again.
+     */
+    services.provided.contribute(VolumeUserStoppers, {
+      type: 's3',
+      async replicas(id) {
+        const i = await store.get(id);
+        return i?.status === 'running' && i.replicas ? i.replicas : null;
+      },
+      async stop(id) {
+        const i = await store.get(id);
+        if (i?.status !== 'running' || !i.replicas) return null;
+        await scaleNow(i, 0);
+        return i.replicas;
+      },
+      async start(id, replicas) {
+        const i = await store.get(id);
+        // Removed meanwhile: nothing to bring back.
+        if (i && i.status !== 'removing') await scaleNow(i, replicas);
+      },
     });
 
     return {
@@ -255,6 +292,7 @@ export default definePlugin({
                 domain,
                 console_domain: consoleDomain,
                 status: 'deploying',
+                replicas: 1,
                 error: null,
                 running: null,
                 observed_at: null,

@@ -45,4 +45,13 @@ export const s3Migrations: Migration[] = [
       await markForTakeOver(knex, S3_INSTANCES, { deploying: 'deploy', removing: 'remove' });
     },
   },
+  {
+    id: '003_replicas',
+    async up(knex) {
+      // 0 while a restore of its volume (or a backup with consistency stop) has it stopped (status `stopped`).
+      await knex.schema.alterTable(S3_INSTANCES, (t) => {
+        t.integer('replicas').notNullable().defaultTo(1);
+      });
+    },
+  },
 ];

@@ -4,7 +4,7 @@ import type { Store } from '../../core/db/store.js';
 import { S3_INSTANCES } from './migrations.js';
 import { LEASE_DATES, type LeaseFields } from '../../core/lifecycle.js';
 
-export type S3Status = 'deploying' | 'running' | 'failed' | 'removing';
+export type S3Status = 'deploying' | 'running' | 'stopped' | 'failed' | 'removing';
 
 export interface S3Record extends LeaseFields {
   id: string;
@@ -20,6 +20,8 @@ export interface S3Record extends LeaseFields {
   domain: string;
   console_domain: string;
   status: S3Status;
+  /** 1, or 0 while a restore of its volume (or a backup with consistency stop) has it stopped. */
+  replicas: number;
   error: string | null;
   running: number | null;
   observed_at: string | null;

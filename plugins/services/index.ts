@@ -4,7 +4,6 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { BundleLogs, DeployBundle, HANGAR_STACK_PREFIX, HealthSpec, healthFault, InspectWorkloads, RemoveBundle, ScaleWorkload, type Route, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { DnsName, IdParams, readRoutes } from '../../core/http/resources.js';
@@ -14,6 +13,7 @@ import { workloadLogRoutes } from '../../core/clusters/log-routes.js';
 import { FIELD_NOUNS } from '../../core/clusters/backend-registry.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineWorkloadKind } from '../../core/clusters/workloads.js';
+import { untilScaledDown } from '../../core/clusters/scale-down.js';
 import type { ClusterRecord } from '../../core/clusters/store.js';
 import { defineLifecycle, REMOVED } from '../../core/lifecycle.js';
 import { SecretsRef, SecretUsersPoint, type ObjectKind, type ResolvedObject } from '../secrets/api.js';
@@ -91,12 +91,6 @@ function specInput(offers: Offer[], body: ServiceBody, replacing: boolean): Spec
     ...(format ? { format, text: decodeBase64Text(body[format.field]!, format.field) } : {}),
   };
 }
-
-/** How often, and how long at most, a scale waits for the parts scaled to zero to run no task. */
-const SCALE_POLL_MS = 500;
-const SCALE_SETTLE_MS = 120_000;
-/** The states of a task whose container no longer runs. */
-const TASK_ENDED: ReadonlySet<string> = new Set(['complete', 'shutdown', 'failed', 'rejected', 'orphaned', 'remove', 'succeeded']);
 
 export const stackOf = (service: Pick<ServiceRecord, 'name'>) => `${HANGAR_STACK_PREFIX}${service.name}`;
 
@@ -337,14 +331,8 @@ export default definePlugin({
                 const want = desired[w.component!];
                 if (typeof want === 'number' && w.replicas !== want) await core.callOn(cluster, ScaleWorkload, { name: w.name, replicas: want });
               }
-              for (let waited = 0; ; waited += SCALE_POLL_MS) {
-                const workloads = await inspect();
-                // Running tasks only counts those still asked to run: one told to shut down may run out its grace period (and be asked back by a scale up).
-                const draining = workloads.filter((w) => desired[w.component!] === 0 && (w.running > 0 || w.tasks.some((task) => !TASK_ENDED.has(task.state)))).map((w) => w.component!);
-                if (!draining.length) return { replicas: replicasOf(stack, desired, workloads), observed_at: now() };
-                if (waited >= SCALE_SETTLE_MS) throw new Error(`${draining.join(', ')} still ran tasks ${SCALE_SETTLE_MS / 1000} s after being scaled to 0`);
-                await sleep(SCALE_POLL_MS, undefined, { signal });
-              }
+              const workloads = await untilScaledDown(inspect, (w) => desired[w.component!] === 0, signal);
+              return { replicas: replicasOf(stack, desired, workloads), observed_at: now() };
             },
             failed: (s, err) => ({ status: s.status, error: `scaling failed: ${err.message}` }),
           },

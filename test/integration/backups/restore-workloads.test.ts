@@ -14,10 +14,11 @@ import { OUTSIDE } from '../../support/nfs-exports.js';
 import { freePort } from '../../support/ports.js';
 import { requireService } from '../../support/requirements.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Bucket, type S3Server } from '../../support/s3-server.js';
+import { STANDIN_IMAGE, standinImage, withStoreS3 } from '../../support/minio-standin.js';
 import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
-const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'volumes', 'services', 'backups'];
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'volumes', 'services', 's3', 'backups'];
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 
 /**
@@ -25,7 +26,8 @@ const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
  * stack's parts that mount it are scaled to zero on the host engine's swarm (a real agent), the
  * volume restored with restic from the real S3 server, and the parts brought back; the others keep
  * running untouched. A control plane stopped while a part is being stopped leaves the run
- * `stopping`; the next one started on the same store brings the part back.
+ * `stopping`; the next one started on the same store brings the part back. The same for an object
+ * store (the lab's MinIO stand-in, real S3) whose volume is restored: its objects as they were.
  */
 describeEachDialect('backups: a restore with stop_workloads stops and brings back the compose services that mount the volume (host swarm)', (dialect) => {
   const storage = dialect.freshStorage();
@@ -44,10 +46,12 @@ describeEachDialect('backups: a restore with stop_workloads stops and brings bac
   let folder: string;
   let [volumeId, targetId, serviceId, snapshotId] = ['', '', '', ''];
   const previousExportsDir = process.env.HANGAR_EXPORTS_DIR;
+  const storeName = `rs${dialect.name[0]}${run}`;
+  const storeRuntime = `s3-${storeName}`;
 
   // Restarted on the same store and port in the last case: the agent finds the next control plane where it left the first.
   const start = async () =>
-    (t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...SWARM_TEST_OVERRIDES, api: { port }, clusters: { op_lease_seconds: 2 }, tasks: { poll_wait_seconds: 5 }, volumes: { nfs_export_clients: [OUTSIDE] } } }));
+    (t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...SWARM_TEST_OVERRIDES, api: { port }, s3: { image: STANDIN_IMAGE }, clusters: { op_lease_seconds: 2 }, tasks: { poll_wait_seconds: 5 }, volumes: { nfs_export_clients: [OUTSIDE] } } }));
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
   const restores = async () => (await api('GET', `/v1/volumes/${volumeId}/restores`)).json.data as Array<Record<string, any>>;
   const backups = async () => (await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>;
@@ -58,8 +62,10 @@ describeEachDialect('backups: a restore with stop_workloads stops and brings bac
       intervalMs: 300,
       what: `run ${id} to end with its workloads back`,
     });
+  /** The running containers of a swarm service. */
+  const containersOf = async (runtime: string) => (await dockerOk(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${runtime}`])).split('\n').filter(Boolean);
   /** The running containers of a part of the stack. */
-  const containers = async (part: string) => (await dockerOk(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${stack}_${part}`])).split('\n').filter(Boolean);
+  const containers = (part: string) => containersOf(`${stack}_${part}`);
   const replicasAsked = async (part: string) => JSON.parse(await dockerOk(['service', 'inspect', `${stack}_${part}`, '--format', '{{json .Spec.Mode}}'])).Replicated.Replicas as number;
   /** The one container of the db part once it runs, and what it reads from the volume. */
   const dbReads = () =>
@@ -81,6 +87,8 @@ describeEachDialect('backups: a restore with stop_workloads stops and brings bac
     requireService(this, !!restic, 'restic on this machine (apt-get install restic; .ci/run installs it)');
     const missing = await hostSwarm();
     requireService(this, missing === null, missing ?? '');
+    const imageMissing = await standinImage();
+    requireService(this, imageMissing === null, imageMissing ?? '');
     s3 = await sharedS3Server();
     bucket = await s3.bucket(`restore-wl-${dialect.name.slice(0, 2)}-${run}`);
     work = mkdtempSync(path.join(os.tmpdir(), 'hangar-restore-workloads-'));
@@ -139,6 +147,7 @@ volumes:
   after(async function () {
     this.timeout(60_000);
     await docker(['stack', 'rm', stack]);
+    await docker(['service', 'rm', storeRuntime]);
     await cleanupAgents();
     await t?.stop();
     if (s3) releaseSharedS3Server();
@@ -211,5 +220,54 @@ volumes:
     expect(done.error).to.contain('stopped before it was run: nothing was restored');
     expect((await dbReads()).content, 'nothing restored').to.equal('version 3, damaged\n');
     expect(await replicasAsked('db')).to.equal(1);
+  });
+
+  it('an object store on the volume: stopped for a backup with consistency stop and for a restore, brought back serving the objects of the snapshot', async function () {
+    this.timeout(300_000);
+    const storeFolder = path.join(work, 'store');
+    const volume = await api('POST', '/v1/volumes', { name: named('st'), node_id: member.nodeId, folder: storeFolder, type: 'local' });
+    expect(volume.status, volume.text).to.equal(202);
+    const storeVolume = volume.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/volumes/${storeVolume}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the store’s volume to be ready' });
+    const created = await api('POST', '/v1/s3/instances', { name: storeName, swarm_id: member.swarmId, volume_id: storeVolume });
+    expect(created.status, created.text).to.equal(202);
+    const storeId = created.json.data.id as string;
+    const password = created.json.data.password as string;
+    const store = async () => (await api('GET', `/v1/s3/instances/${storeId}`)).json.data;
+    await waitFor(async () => ((await store()).status === 'running' ? true : null), { timeoutMs: 90_000, intervalMs: 500, what: 'the store to run' });
+    const endpoint = `http://${created.json.data.domain}`;
+    await withStoreS3(storeRuntime, endpoint, password, async (client) => {
+      await client.createBucket('kept');
+      await client.putObject('kept', 'a.txt', 'as backed up');
+    });
+    const runsOf = async (kind: 'backups' | 'restores') => (await api('GET', `/v1/volumes/${storeVolume}/${kind}`)).json.data as Array<Record<string, any>>;
+    const stoppedAs = [{ type: 's3', id: storeId, name: storeName, replicas: 1 }];
+
+    const backup = await api('POST', `/v1/volumes/${storeVolume}/backups`, { target_id: targetId, consistency: 'stop' });
+    expect(backup.status, backup.text).to.equal(202);
+    expect(backup.json.data.backup.workloads).to.deep.equal(stoppedAs);
+    const backedUp = await settled(() => runsOf('backups'), backup.json.data.backup.id);
+    expect([backedUp.status, backedUp.error]).to.deep.equal(['succeeded', null]);
+    await waitFor(async () => ((await store()).status === 'running' ? true : null), { timeoutMs: 90_000, intervalMs: 500, what: 'the store to run again' });
+
+    await withStoreS3(storeRuntime, endpoint, password, async (client) => {
+      await client.putObject('kept', 'a.txt', 'changed after');
+      await client.putObject('kept', 'late.txt', 'written after');
+    });
+    const refused = await api('POST', `/v1/volumes/${storeVolume}/restore`, { snapshot_id: backedUp.id });
+    expect(refused.status, refused.text).to.equal(409);
+    expect(refused.json.message).to.contain(`in use by s3 ${storeName}`);
+    const res = await api('POST', `/v1/volumes/${storeVolume}/restore`, { snapshot_id: backedUp.id, stop_workloads: true });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.restore.workloads).to.deep.equal(stoppedAs);
+    // Stopped before the 202: its container gone, the store `stopped`.
+    expect((await containersOf(storeRuntime)).length).to.equal(0);
+    const restored = await settled(() => runsOf('restores'), res.json.data.restore.id);
+    expect([restored.status, restored.error]).to.deep.equal(['succeeded', null]);
+    await waitFor(async () => ((await store()).status === 'running' ? true : null), { timeoutMs: 90_000, intervalMs: 500, what: 'the store to run after the restore' });
+    await withStoreS3(storeRuntime, endpoint, password, async (client) => {
+      expect((await client.getObject('kept', 'a.txt')).toString()).to.equal('as backed up');
+      expect(await client.listObjects('kept')).to.deep.equal(['a.txt']);
+    });
   });
 });

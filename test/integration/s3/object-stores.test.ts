@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -12,9 +11,9 @@ import { startHangar, type TestHangar } from '../../support/hangar.js';
 import { hostSwarm } from '../../support/host-swarm.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../../support/identity.js';
 import { requireService } from '../../support/requirements.js';
-import { forwardIntoNetns, type NetnsForward } from '../../support/netns-forward.js';
 import { S3Client, S3Error } from '../../support/s3-client.js';
-import { ensureS3BuildFolder, S3_START_TIMEOUT_MS, s3Availability } from '../../support/s3-server.js';
+import { S3_START_TIMEOUT_MS, s3Availability } from '../../support/s3-server.js';
+import { STANDIN_IMAGE, standinImage, withStoreS3 } from '../../support/minio-standin.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 import { RoutesChanged } from '../../../core/clusters/topics.js';
 import { ResourceDeleted } from '../../../core/events.js';
@@ -24,47 +23,7 @@ import { ResourceDeleted } from '../../../core/events.js';
 // store runs the lab's MinIO STAND-IN (lab-minio-standin-image; NOT MinIO), which starts like
 // MinIO, insists on the root credentials, marks its data folder as MinIO does — and serves real S3
 // (SeaweedFS's S3 gateway, built by scripts/s3-build.sh) with the root user and password as keys.
-const STANDIN_IMAGE = 'lab/minio-standin:latest';
-const STANDIN_SCRIPT = path.resolve('lab/rootfs/usr/local/sbin/lab-minio-standin-image');
 const RUN = randomBytes(3).toString('hex');
-
-/** Null when the stand-in image is there for the current S3 build (made now when it is not), else what is missing. */
-async function standinImage(): Promise<string | null> {
-  if (!spawnSync('sh', ['-c', 'command -v busybox']).stdout.length) return 'busybox on the host (apt-get install busybox-static) to build the MinIO stand-in';
-  const build = await ensureS3BuildFolder();
-  const built = spawnSync('bash', [STANDIN_SCRIPT, STANDIN_IMAGE], { encoding: 'utf8', env: { ...process.env, HANGAR_S3_BUILD: build } });
-  return built.status === 0 ? null : `building ${STANDIN_IMAGE} failed: ${built.stderr}`;
-}
-
-/**
- * Runs `use` with an S3 client of a store's S3 API (port 9000 of its running task, reached inside its
- * container's network namespace), once that task answers /minio/health/ready. A task that is
- * replaced meanwhile (a store started while another one on the same folder still stops: the data
- * folder is locked until then and the first task exits) is followed to the next one.
- */
-async function withStoreS3<T>(runtime: string, endpoint: string, secretAccessKey: string, use: (s3: S3Client, socketPath: string) => Promise<T>): Promise<T> {
-  let forward: NetnsForward | undefined;
-  try {
-    await waitFor(
-      async () => {
-        await forward?.close();
-        forward = undefined;
-        const container = (await docker(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${runtime}`])).stdout.trim().split('\n')[0];
-        const pid = container ? Number((await docker(['inspect', '--format', '{{.State.Pid}}', container])).stdout.trim()) : 0;
-        if (!pid) return false;
-        forward = await forwardIntoNetns(pid, 9000).catch(() => undefined);
-        if (!forward) return false;
-        const probe = new S3Client({ endpoint, socketPath: forward.socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey } });
-        return (await probe.request('GET', '/minio/health/ready', { unsigned: true }).catch(() => ({ status: 0 }))).status === 200;
-      },
-      { timeoutMs: 90_000, intervalMs: 1000, what: `${runtime} answering /minio/health/ready` },
-    );
-    const socketPath = forward!.socketPath;
-    return await use(new S3Client({ endpoint, socketPath, credentials: { accessKeyId: 'hangar', secretAccessKey } }), socketPath);
-  } finally {
-    await forward?.close();
-  }
-}
 
 /** The S3 error an operation ends with (fails the test when it succeeds). */
 async function refusal(operation: Promise<unknown>): Promise<S3Error> {
