@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { defineTopic } from '../../core/events.js';
 import { defineServiceRef, type Services } from '../../core/plugin.js';
 import type { NodeEvent } from './events.js';
@@ -31,6 +32,8 @@ export interface NodeRecords {
   change(id: string, patch: Partial<NodeRecord>): Promise<NodeRecord>;
   /** Deletes the record only (provisioning's pending node of a machine that turned out to be a known one); false when there was none. */
   remove(id: string): Promise<boolean>;
+  /** Locks the node's row until `trx` ends: what depends on the node (its grants to projects) written one at a time. */
+  lock(id: string, trx: Knex.Transaction): Promise<void>;
 }
 
 /** The node event log as other plugins write it. */

@@ -154,6 +154,11 @@ export class NodeStore extends Repository<NodeRecord> {
     return trx ? write(trx) : this.knex.transaction(write);
   }
 
+  /** Locks the node's row until `trx` ends (PostgreSQL; SQLite runs one writer at a time): what depends on a node, written one at a time. */
+  async lock(id: string, trx: Knex.Transaction): Promise<void> {
+    await this.query(trx).where({ id }).forUpdate().first('id');
+  }
+
   /**
    * Sets the availability only while the record still says `expected` (read under a row lock, in
    * one transaction): an observation of the cluster never overwrites a change made meanwhile. Null

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import type { Knex } from 'knex';
 import { CLUSTER_MEMBERS, CLUSTERS } from '../../core/clusters/migrations.js';
 import { NodeGrantHolders, NodeGrantsRef } from '../../core/clusters/projects.js';
 import { conflict, notFound } from '../../core/errors.js';
@@ -17,7 +18,8 @@ import { ONE_PROJECT } from './grants.js';
  */
 export function nodeGrants(services: Services, find: (ref: string) => Promise<ProjectRecord | null>): RouteDef[] {
   const knex = () => services.db.knex;
-  const grantsOf = async (nodeId: string): Promise<string[]> => (await knex()(NODE_GRANTS).where({ node_id: nodeId }).select('project_id')).map((r: { project_id: string }) => r.project_id);
+  const grantsOf = async (nodeId: string, trx?: Knex.Transaction): Promise<string[]> =>
+    (await (trx ?? knex())(NODE_GRANTS).where({ node_id: nodeId }).select('project_id')).map((r: { project_id: string }) => r.project_id);
   services.provided.provide(NodeGrantsRef, { projectsOf: grantsOf });
 
   const requireProject = async (ref: string) => {
@@ -25,11 +27,12 @@ export function nodeGrants(services: Services, find: (ref: string) => Promise<Pr
     if (!project) throw notFound(`No project ${ref}`);
     return project;
   };
-  const requireNode = async (ref: string) => {
+  const nodeStore = () => {
     const nodes = services.provided.find(NodesRef);
     if (!nodes) throw conflict('Granting nodes needs the nodes plugin, which is not loaded');
-    return nodes.nodes.require(ref);
+    return nodes.nodes;
   };
+  const requireNode = (ref: string) => nodeStore().require(ref);
   const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: 'the project’s id or name' }), node: NodeRef });
   const Grant = Type.Object(
     {
@@ -68,14 +71,22 @@ export function nodeGrants(services: Services, find: (ref: string) => Promise<Pr
       async handler(req) {
         const project = await requireProject(req.params.id);
         const node = await requireNode(req.params.node);
-        const granted = await grantsOf(node.id);
-        if (granted.includes(project.id)) return new Reply(200, { data: { node_id: node.id, project_id: project.id, projects: granted } });
-        if (granted.length && req.body.share !== true) {
-          const names = await Promise.all(granted.map(async (id) => (await find(id))?.name ?? id));
+        // The check and the grant in one transaction, the grants of one node one at a time (its row
+        // locked on PostgreSQL; SQLite runs one writer at a time): of two grants of a node to two
+        // projects at once without share, the later one finds the earlier one's.
+        const outcome = await knex().transaction(async (trx) => {
+          await nodeStore().lock(node.id, trx);
+          const granted = await grantsOf(node.id, trx);
+          if (granted.includes(project.id)) return { status: 200, projects: granted };
+          if (granted.length && req.body.share !== true) return { status: 409, projects: granted };
+          await trx(NODE_GRANTS).insert({ node_id: node.id, project_id: project.id, created_at: services.clock.now().toISOString() });
+          return { status: 201, projects: await grantsOf(node.id, trx) };
+        });
+        if (outcome.status === 409) {
+          const names = await Promise.all(outcome.projects.map(async (id) => (await find(id))?.name ?? id));
           throw conflict(`Node ${node.id} is granted to project ${names.join(', ')}: give share: true to let it serve project ${project.name} too`);
         }
-        await knex()(NODE_GRANTS).insert({ node_id: node.id, project_id: project.id, created_at: services.clock.now().toISOString() }).onConflict(['node_id', 'project_id']).ignore();
-        return new Reply(201, { data: { node_id: node.id, project_id: project.id, projects: await grantsOf(node.id) } });
+        return new Reply(outcome.status, { data: { node_id: node.id, project_id: project.id, projects: outcome.projects } });
       },
     }),
     defineRoute({
