@@ -7,6 +7,8 @@ import { isUniqueViolation } from '../../core/db/repository.js';
 import { notice } from '../../core/events.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { unlimitedAdmin } from '../../core/auth/permissions.js';
+import type { Principal } from '../../core/auth/index.js';
+import { NodeGrantHolders, requireNodeServes } from '../../core/clusters/projects.js';
 import { Reply } from '../../core/http/reply.js';
 import { IdParams, PageQuery, readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
@@ -18,7 +20,7 @@ import { TASKS } from '../../core/tasks/migrations.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { defaultProjectOf, projectForNew } from '../projects/api.js';
 import { TagsRef } from '../tags/api.js';
-import { VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord, type VolumeUser } from '../volumes/api.js';
+import { folderClash, foldersOverlap, NodeFolderHolders, VolumeRestorers, VolumesRef, volumesOf, VolumeUsersPoint, type VolumeRecord, type VolumeUser } from '../volumes/api.js';
 import { newVolumeRestorer } from './new-volume.js';
 import { BACKUP_RUNS, BACKUP_SCHEDULES, BACKUP_TARGETS, backupMigrations } from './migrations.js';
 import { ProbeFailure, probeTarget } from './probe.js';
@@ -216,7 +218,7 @@ function normalisePrefix(prefix: string | undefined): string {
 }
 
 /** Folders of the system a local target may not be in (the agent writes there as root). */
-const SYSTEM_FOLDERS = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/proc', '/root', '/run', '/sbin', '/sys', '/usr', '/var/lib/docker', '/var/lib/rancher'];
+const SYSTEM_FOLDERS = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/proc', '/root', '/run', '/sbin', '/sys', '/usr', '/var/lib/docker', '/var/lib/hangar', '/var/lib/hangar-agent', '/var/lib/rancher'];
 
 /** The restic repository of a target: `s3:<endpoint>/<bucket>[/<prefix>]`, or a local target's `local:<path>` (on its node). */
 export const repositoryOf = (t: Pick<TargetRecord, 'kind' | 'path' | 'endpoint' | 'bucket' | 'prefix'>) =>
@@ -403,7 +405,7 @@ export default definePlugin({
      * A local target's folder, checked by the agent of its node (made when missing, a probe file
      * written, read back and deleted: 400 naming what failed); its columns (no S3 fields: '').
      */
-    async function checkLocalTarget(nodeId: string, given: string): Promise<Partial<TargetRecord>> {
+    async function checkLocalTarget(nodeId: string, given: string, projectId: string | null, principal: Principal | null): Promise<Partial<TargetRecord>> {
       const folder = path.posix.normalize(given).replace(/\/+$/, '');
       if (given.split('/').some((s) => s === '.' || s === '..') || !folder) {
         throw badRequest('Validation failed: body.path must be an absolute folder without "." or ".." segments, not the root', [{ path: 'body.path', message: 'must be an absolute folder without "." or ".." segments, not the root' }]);
@@ -411,6 +413,8 @@ export default definePlugin({
       const system = SYSTEM_FOLDERS.find((f) => folder === f || folder.startsWith(`${f}/`));
       if (system) throw badRequest(`Validation failed: body.path is in ${system}, a folder of the system: choose one for backups (e.g. /var/backups/hangar)`, [{ path: 'body.path', message: `must not be in ${system}` }]);
       const node = await nodes.requireLive(nodeId);
+      await requireNodeServes(services.provided, principal, node, nodeId, projectId, 'the new target’s');
+      await requireClearFolder(node.id, folder);
       if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
       await services.tasks.requireCapable(node.id, [BackupFolderCheck]);
       const queued = await services.tasks.enqueue({ nodeId: node.id, kind: BackupFolderCheck, maxAttempts: 1, readOnce: true, payload: { path: folder } });
@@ -419,6 +423,25 @@ export default definePlugin({
       if (task.status === 'failed') throw badRequest(`Checking the target failed: on node ${node.id}: ${task.error ?? 'no reason given'}`, [{ path: 'body.path', message: task.error ?? 'failed' }]);
       if (task.status !== 'completed') throw conflict(`Checking the target failed: the agent of node ${node.id} did not check ${folder} within ${FOLDER_CHECK_WAIT_MS / 1000} s (is it online?)`);
       return { node_id: node.id, path: folder, endpoint: '', bucket: '', prefix: '', region: '', access_key_id: '', secret_sealed: box.seal('') };
+    }
+
+    /** The local target on a node whose folder is, is inside or contains `folder` (the first by name), if any. */
+    async function localTargetAround(nodeId: string, folder: string): Promise<TargetRecord | undefined> {
+      return (await targets.query().where({ kind: 'local', node_id: nodeId }).orderBy('name')).map(targets.decode).find((t: TargetRecord) => foldersOverlap(folder, t.path!));
+    }
+
+    /**
+     * A local target's folder keeps clear of its node's volumes (a backup of the volume would copy the
+     * repository half-written, a restore would replace it by that copy) and of the other local
+     * targets (one repository a folder, each target its own password): 409 naming which.
+     */
+    async function requireClearFolder(nodeId: string, folder: string): Promise<void> {
+      const volume = (await volumes.onNode(nodeId)).find((v) => foldersOverlap(folder, v.folder));
+      const target = volume ? undefined : await localTargetAround(nodeId, folder);
+      const refusal = volume
+        ? `${folderClash(nodeId, folder, `volume ${volume.name}`, volume.folder)}: its backups would copy the repository half-written and a restore of it would replace the repository by that copy; choose a folder outside every volume`
+        : target && `${folderClash(nodeId, folder, `backup target ${target.name}`, target.path!)}: a folder holds one restic repository, and each target has its own password; choose another folder, or back up to target ${target.name}`;
+      if (refusal) throw conflict(refusal, [{ path: 'body.path', message: refusal }]);
     }
 
     async function requireTarget(idOrName: string): Promise<TargetRecord> {
@@ -909,6 +932,16 @@ export default definePlugin({
       return all;
     }
 
+    // A local target holds its folder (no volume in or around it) and its node's grant to its project.
+    services.provided.contribute(NodeGrantHolders, {
+      heldOn: async (nodeId, projectId) => (await targets.findAll({ kind: 'local', node_id: nodeId, project_id: projectId })).map((t) => `backup target ${t.name}`),
+    });
+    services.provided.contribute(NodeFolderHolders, {
+      async refusal(nodeId, folder) {
+        const target = await localTargetAround(nodeId, folder);
+        return target ? `${folderClash(nodeId, folder, `backup target ${target.name}`, target.path!)}: the volume's backups would copy the repository and its restores replace it; choose another folder, or delete the target first` : null;
+      },
+    });
     // POST /v1/volumes {restore_from}: a new volume filled from a backup (plugins/backups/new-volume.ts).
     services.provided.contribute(VolumeRestorers, newVolumeRestorer({ services, runs, targets, requireResticNode, queueRestore, record, runView, projectOfTarget: (id) => projectOf(TARGET.kind, id) }));
 
@@ -973,7 +1006,9 @@ export default definePlugin({
             if (kind === 'local' && !unlimitedAdmin(req.principal)) throw forbidden('A local backup target is a folder its node’s agent writes as root: only an installation admin makes one');
             const projectId = await projectForNew(services, req.principal, body.project_id);
             if (await targets.findOne({ name: body.name })) throw conflict(`A backup target named ${body.name} exists`);
-            const where = kind === 'local' ? await checkLocalTarget(body.node_id!, body.path!) : await checkS3Target(body);
+            const where = kind === 'local' ? await checkLocalTarget(body.node_id!, body.path!, projectId, req.principal) : await checkS3Target(body);
+            // Again after the agent's check (seconds): a volume or target made meanwhile in or around the folder.
+            if (kind === 'local') await requireClearFolder(where.node_id!, where.path!);
             try {
               return targetView(
                 await targets.insert({

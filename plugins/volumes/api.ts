@@ -60,6 +60,8 @@ export interface VolumesApi {
    * can still be reached (failures ignored) and the record, whoever uses it. False when unknown.
    */
   forceRemove(id: string): Promise<boolean>;
+  /** The volumes whose folder is on a node. */
+  onNode(nodeId: string): Promise<VolumeRecord[]>;
 }
 
 /** A volume's name in the runtime: its named volume definitions on a swarm's engines, its claim on Kubernetes. */
@@ -103,3 +105,22 @@ export interface VolumeRestorer {
 }
 
 export const VolumeRestorers = defineExtensionPoint<VolumeRestorer>('volume-restorers', 'what fills a new volume from a backup (the backups plugin)');
+
+/** Whether two normalised absolute folders overlap: the same folder, or one inside the other. */
+export const foldersOverlap = (a: string, b: string) => a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`);
+
+/** A 409's opening for `folder` on a node overlapping `held`, the folder of `holder` ("volume data"): "Folder … on node … is inside the folder of …". */
+export const folderClash = (nodeId: string, folder: string, holder: string, held: string) =>
+  `Folder ${folder} on node ${nodeId} ${folder === held ? 'is' : folder.startsWith(`${held}/`) ? 'is inside' : 'contains'} the folder of ${holder} (${held})`;
+
+/**
+ * What else keeps a folder of a node, that a volume's folder may neither be, be inside nor contain
+ * (a restore replaces the volume's folder whole, a backup reads it whole): the backups plugin's
+ * local targets. Each answers a 409's message for the first of its folders on the node that
+ * overlaps `folder`, or null.
+ */
+export interface NodeFolderHolder {
+  refusal(nodeId: string, folder: string): Promise<string | null>;
+}
+
+export const NodeFolderHolders = defineExtensionPoint<NodeFolderHolder>('volumes.node-folder-holders', 'what else keeps folders of nodes that volumes must keep clear of (backups’ local targets)');

@@ -14,7 +14,7 @@ import { NfsClient, NfsClientInstall, VolumePrepare, VolumeRelease } from '../..
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
-import { runtimeVolumeName, VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumesApi, type VolumeUser } from './api.js';
+import { NodeFolderHolders, runtimeVolumeName, VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
 import { CREATE_IN_PROJECT, requireHeldIn, ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { NodeGrantHolders, requireNodeServes } from '../../core/clusters/projects.js';
@@ -392,6 +392,7 @@ export default definePlugin({
         await remove(volume, true);
         return true;
       },
+      onNode: (nodeId) => volumes.findAll({ node_id: nodeId }),
     };
     services.provided.provide(VolumesRef, api);
     // Volumes made before projects (project_id null) are read as the `default` project's.
@@ -511,6 +512,10 @@ export default definePlugin({
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
             if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
+            for (const holder of services.provided.contributions(NodeFolderHolders)) {
+              const refusal = await holder.refusal(node.id, folder);
+              if (refusal) throw conflict(refusal, [{ path: 'body.folder', message: refusal }]);
+            }
             const serverIp = type === 'nfs' ? core.addressOf(node) : null;
             if (type === 'nfs' && !serverIp) throw conflict(`Node ${node.id} has no address yet to serve NFS from`);
             const source: RestoreSource | null = req.body.restore_from ? await restorer().resolve(req.body.restore_from, node.id, projectId) : null;

@@ -711,6 +711,85 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     for (const id of [v.id, copy.json.data.id, vB.id]) expect((await api('DELETE', `/v1/volumes/${id}?force=true`)).status).to.be.oneOf([202, 204]);
   });
 
+  it('a local target’s folder is its own: neither a volume’s, inside one nor around one, nor another local target’s (409 naming it, for targets and volumes alike); not the agent’s or the control plane’s; on a node granted to its project only', async function () {
+    this.timeout(120_000);
+    const target = (name: string, folder: string, over: Record<string, unknown> = {}) => api('POST', '/v1/backups/targets', { name: named(name), kind: 'local', node_id: nodeA, path: folder, ...over });
+    const volume = (name: string, folder: string) => api('POST', '/v1/volumes', { name: named(name), node_id: nodeA, folder, type: 'local' });
+    const refused = (res: Awaited<ReturnType<typeof api>>, field: string, message: string) => {
+      expect(res.status, res.text).to.equal(409);
+      expect(res.json.message).to.contain(message);
+      expect(res.json.details[0].path).to.equal(field);
+    };
+    const localTargets = async () => ((await api('GET', '/v1/backups/targets')).json.data as Array<{ kind: string; name: string }>).filter((x) => x.kind === 'local').map((x) => x.name);
+
+    // A volume's folder: a target there, inside it or around it would be copied by its backups and replaced by its restores.
+    const data = path.join(work, 'own', 'data');
+    mkdirSync(data, { recursive: true });
+    const v = await localVolume('own-data', nodeA, data);
+    for (const [folder, how] of [
+      [data, 'is'],
+      [path.join(data, 'backups'), 'is inside'],
+      [path.join(work, 'own'), 'contains'],
+    ] as const) {
+      refused(await target('in-volume', `${folder}/`), 'body.path', `Folder ${folder} on node ${nodeA} ${how} the folder of volume ${named('own-data')} (${data}): its backups would copy the repository`);
+    }
+    expect(readdirSync(data), 'refused before the agent made any folder').to.deep.equal([]);
+
+    // Another local target's folder: one repository a folder (each target has its own password).
+    const repos = path.join(work, 'own-repos');
+    const first = await target('own-first', path.join(repos, 'first'));
+    expect(first.status, first.text).to.equal(201);
+    for (const [folder, how] of [
+      [path.join(repos, 'first'), 'is'],
+      [path.join(repos, 'first', 'inner'), 'is inside'],
+      [repos, 'contains'],
+    ] as const) {
+      refused(await target('own-second', folder), 'body.path', `Folder ${folder} on node ${nodeA} ${how} the folder of backup target ${named('own-first')} (${path.join(repos, 'first')}): a folder holds one restic repository`);
+    }
+    const beside = await target('own-second', path.join(repos, 'second'));
+    expect(beside.status, 'a folder beside it is its own').to.equal(201);
+    const onB = await target('own-on-b', path.join(repos, 'first'), { node_id: nodeB });
+    expect(onB.status, `the same path on another node is another machine’s folder: ${onB.text}`).to.equal(201);
+
+    // A new volume keeps clear of the local targets' folders the same way, naming the target (and a new volume from a backup too).
+    for (const [folder, how] of [
+      [path.join(repos, 'first'), 'is'],
+      [path.join(repos, 'first', 'data'), 'is inside'],
+      [repos, 'contains'],
+    ] as const) {
+      refused(await volume('over-repo', folder), 'body.folder', `Folder ${folder} on node ${nodeA} ${how} the folder of backup target ${named('own-first')} (${path.join(repos, 'first')}): the volume's backups would copy the repository`);
+    }
+    expect(((await api('GET', '/v1/volumes')).json.data as Array<{ name: string }>).map((x) => x.name)).not.to.include(named('over-repo'));
+
+    // The agent's and the control plane's own folders are the system's.
+    for (const folder of ['/var/lib/hangar-agent/backups', '/var/lib/hangar', '/var/lib/hangar/backups']) {
+      const res = await target('own-system', folder);
+      expect(res.status, res.text).to.equal(400);
+      expect(res.json.message).to.match(/^Validation failed: body.path is in \/var\/lib\/hangar(-agent)?, a folder of the system/);
+    }
+
+    // A node granted to a project holds that project's local targets only; its grant stays while it holds one.
+    expect((await api('POST', '/v1/projects', { name: named('vault') })).status).to.equal(201);
+    expect((await api('PUT', `/v1/projects/${named('vault')}/nodes/${nodeA}`, {})).status).to.equal(201);
+    const otherProject = await target('own-default', path.join(repos, 'default'));
+    expect(otherProject.status, otherProject.text).to.equal(409);
+    expect(otherProject.json.message).to.contain(`Node ${nodeA} is granted to other projects than the new target’s`);
+    const inProject = await target('own-vault', path.join(repos, 'vault'), { project_id: named('vault') });
+    expect(inProject.status, inProject.text).to.equal(201);
+    const revoke = () => api('DELETE', `/v1/projects/${named('vault')}/nodes/${nodeA}`);
+    const held = await revoke();
+    expect(held.status, held.text).to.equal(409);
+    expect(held.json.message).to.contain(`backup target ${named('own-vault')}`);
+    expect((await api('DELETE', `/v1/backups/targets/${named('own-vault')}`)).status).to.equal(204);
+    expect((await revoke()).status).to.equal(200);
+
+    const listed = await localTargets();
+    expect(listed).to.include.members([named('own-first'), named('own-second'), named('own-on-b')]);
+    expect(listed.filter((name) => ['in-volume', 'own-system', 'own-default'].map(named).includes(name)), 'nothing refused was recorded').to.deep.equal([]);
+    for (const name of ['own-first', 'own-second', 'own-on-b']) expect((await api('DELETE', `/v1/backups/targets/${named(name)}`)).status).to.equal(204);
+    expect((await api('DELETE', `/v1/volumes/${v.id}?force=true`)).status).to.be.oneOf([202, 204]);
+  });
+
   it('deleting a target that holds backups is a 409 unless forced; the S3 secret never reached a log line (control plane or agent)', async function () {
     this.timeout(30_000);
     const refused = await api('DELETE', `/v1/backups/targets/${targetId}`);
