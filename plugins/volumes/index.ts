@@ -430,6 +430,8 @@ export default definePlugin({
     // for the whole cluster (Kubernetes: a PersistentVolume and claim, recorded on its manager) went with
     // the cluster's control plane: forgotten, so that deleting the volume does not ask for it.
     async function afterLeaving({ clusterId, nodeId }: { clusterId: string; nodeId: string }): Promise<void> {
+      // Run late (a retry) after the node joined the cluster again: it is a client again, its definitions its own.
+      if ((await activeMembers(clusterId)).includes(nodeId)) return;
       const definedOn = await definitions.volumesOn([nodeId]);
       for (const volumeId of definedOn) {
         for (const d of await definitions.of(volumeId)) if (d.node_id === nodeId && stagedPerCluster(d.backend)) await definitions.forget(volumeId, nodeId);
