@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
 import { newId } from '../../core/ids.js';
-import { DeployWorkload, HealthSpec, healthFault, RemoveWorkload, RolloutSpec, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
+import { DeployWorkload, HealthSpec, healthFault, InspectWorkloads, RemoveWorkload, RolloutSpec, taskFailure, WorkloadLogs, type PortSpec, type Route, type WorkloadSpec, type WorkloadState } from '../../core/orchestrator.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { ComputeRef } from './api.js';
 import { DnsName, IdParams, PageQuery } from '../../core/http/resources.js';
@@ -14,6 +14,7 @@ import { defineWorkloadKind } from '../../core/clusters/workloads.js';
 import { capitalized, type ClusterRecord } from '../../core/clusters/store.js';
 import { requireDomainsFree } from '../../core/clusters/routes.js';
 import { defineLifecycle, REMOVED, TROUBLED_STATUSES } from '../../core/lifecycle.js';
+import { untilScaledDown } from '../../core/clusters/scale-down.js';
 import { NodesRef, nodesOf } from '../nodes/api.js';
 import { VolumesRef, VolumeUserStoppers, type VolumesApi } from '../volumes/api.js';
 import { DEFAULT_INSTANCE_TYPE, INSTANCE_TYPES, instanceType } from './instance-types.js';
@@ -380,8 +381,10 @@ export default definePlugin({
 
     /**
      * A restore of a volume an instance mounts, with stop_workloads (plugins/backups): the instance
-     * is scaled to zero by the same deploy as POST …/scale, waited for until it has settled, and
-     * scaled back to the replicas it had after the restore.
+     * is scaled to zero by the same deploy as POST …/scale, waited for until it has settled and its
+     * containers are gone (a task told to shut down runs out its grace period, and a scale back up
+     * before it ends would keep it running through the restore), and scaled back to the replicas it
+     * had after the restore.
      */
     async function scaleNow(i: InstanceRecord, replicas: number, reason: string): Promise<void> {
       const done = await lifecycle.runNow(i.id, 'deploy', { replicas, reason });
@@ -398,6 +401,8 @@ export default definePlugin({
         const i = await instances.get(id);
         if (!i || i.desired !== 'running' || i.replicas === 0) return null;
         await scaleNow(i, 0, 'stopped for a restore of a volume it mounts');
+        const cluster = await core.requireActive(i.cluster_id);
+        await untilScaledDown(async () => (await core.callOn(cluster, InspectWorkloads, { names: [i.runtime_name] })).workloads, () => true, services.shutdown);
         return i.replicas;
       },
       async start(id, replicas) {

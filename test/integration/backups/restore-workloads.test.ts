@@ -18,7 +18,7 @@ import { STANDIN_IMAGE, standinImage, withStoreS3 } from '../../support/minio-st
 import { stays } from '../../support/stays.js';
 import { hostSwarmMember, SWARM_TEST_OVERRIDES, type SwarmMember } from '../../support/swarm-member.js';
 
-const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'volumes', 'services', 's3', 'backups'];
+const PLUGINS = ['system', 'iam', 'projects', 'nodes', 'agent-internal', 'swarms', 'volumes', 'compute', 'services', 's3', 'backups'];
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 
 /**
@@ -147,7 +147,7 @@ volumes:
   after(async function () {
     this.timeout(60_000);
     await docker(['stack', 'rm', stack]);
-    await docker(['service', 'rm', storeRuntime]);
+    await docker(['service', 'rm', storeRuntime, `inst-${named('slow')}`]);
     await cleanupAgents();
     await t?.stop();
     if (s3) releaseSharedS3Server();
@@ -269,5 +269,48 @@ volumes:
       expect((await client.getObject('kept', 'a.txt')).toString()).to.equal('as backed up');
       expect(await client.listObjects('kept')).to.deep.equal(['a.txt']);
     });
+  });
+
+  it('a compute instance whose container takes its grace period to stop: the restore waits until it is gone, and a new container reads the restored file', async function () {
+    this.timeout(240_000);
+    const instFolder = path.join(work, 'inst');
+    const volume = await api('POST', '/v1/volumes', { name: named('inst'), node_id: member.nodeId, folder: instFolder, type: 'local' });
+    expect(volume.status, volume.text).to.equal(202);
+    const instVolume = volume.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/volumes/${instVolume}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the instance’s volume to be ready' });
+    writeFileSync(path.join(instFolder, 'app.conf'), 'instance 1\n');
+    const runsOf = async (kind: 'backups' | 'restores') => (await api('GET', `/v1/volumes/${instVolume}/${kind}`)).json.data as Array<Record<string, any>>;
+    const backup = await api('POST', `/v1/volumes/${instVolume}/backups`, { target_id: targetId });
+    expect(backup.status, backup.text).to.equal(202);
+    const backedUp = await waitFor(async () => (await runsOf('backups')).find((r) => r.id === backup.json.data.backup.id && r.status !== 'running') ?? null, { timeoutMs: 120_000, intervalMs: 300, what: 'the backup to end' });
+    expect(backedUp.status, backedUp.error).to.equal('succeeded');
+    // A shell as PID 1 ignores SIGTERM: the engine kills it after its grace period (10 s).
+    const runtime = `inst-${named('slow')}`;
+    const created = await api('POST', '/v1/compute/instances', { name: named('slow'), swarm_id: member.swarmId, image: TEST_IMAGE, type: 'nano', replicas: 1, volumes: [`${instVolume}:/data`], command: ['sh', '-c', 'sleep 3600'] });
+    expect(created.status, created.text).to.equal(202);
+    const instanceId = created.json.data.id as string;
+    const reads = () =>
+      waitFor(
+        async () => {
+          const ids = await containersOf(runtime);
+          if (ids.length !== 1) return null;
+          const res = await docker(['exec', ids[0]!, 'cat', '/data/app.conf']);
+          return res.code === 0 ? { id: ids[0]!, content: res.stdout } : null;
+        },
+        { timeoutMs: 60_000, intervalMs: 300, what: 'the instance to run one container reading the volume' },
+      );
+    writeFileSync(path.join(instFolder, 'app.conf'), 'instance 2, damaged\n');
+    const before = await reads();
+    expect(before.content).to.equal('instance 2, damaged\n');
+    const res = await api('POST', `/v1/volumes/${instVolume}/restore`, { snapshot_id: backedUp.id, stop_workloads: true });
+    expect(res.status, res.text).to.equal(202);
+    expect(res.json.data.restore.workloads).to.deep.equal([{ type: 'instance', id: instanceId, name: named('slow'), replicas: 1 }]);
+    // Answered once its container was gone.
+    expect(await containersOf(runtime)).to.deep.equal([]);
+    const restored = await settled(() => runsOf('restores'), res.json.data.restore.id);
+    expect([restored.status, restored.error]).to.deep.equal(['succeeded', null]);
+    const after = await reads();
+    expect(after.content).to.equal('instance 1\n');
+    expect(after.id, 'a new container: the old one was stopped for the restore, not asked back').to.not.equal(before.id);
   });
 });
