@@ -10,7 +10,7 @@ import { clusterResolver, ONE_PROJECT, PROJECT_LIST, projectGrants, projectResol
 import { paginate, StampedRepository } from '../../core/db/repository.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { DnsName, PageQuery } from '../../core/http/resources.js';
+import { DnsName, NodeRef, PageQuery } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { definePlugin, defineRoute } from '../../core/plugin.js';
 import { IdentityRef, USERS, type UserRecord } from '../iam/api.js';
@@ -19,6 +19,7 @@ import {
   DEFAULT_PROJECT,
   DEFAULT_PROJECT_PROPERTY,
   MEMBER_CHANGES,
+  NODE_GRANTS,
   PROJECTS,
   PROJECT_MEMBERS,
   PROJECT_ROLES,
@@ -280,19 +281,24 @@ export default definePlugin({
           path: '/v1/projects',
           scope: PROJECT_LIST,
           auth: 'authenticated',
-          summary: 'List the projects the caller is a member of (installation admins: every project)',
-          schemas: { query: PageQuery, response: Type.Array(ProjectView) },
+          summary: 'List the projects the caller is a member of (installation admins: every project); ?node= those of them a node is granted to',
+          schemas: {
+            query: Type.Object({ ...PageQuery.properties, node: Type.Optional(Type.String({ pattern: NodeRef.pattern, description: 'only the projects this node is granted to (of those the caller sees)' })) }, { additionalProperties: false }),
+            response: Type.Array(ProjectView),
+          },
           async handler(req) {
             const principal = req.principal!;
             const admin = seesEveryProject(principal);
+            const { node } = req.query;
             const page = await projects.page({
               limit: req.query.limit,
               cursor: req.query.cursor,
-              where: admin
-                ? (q) => void q
-                : principal.project_id
-                  ? (q) => void q.where({ id: principal.project_id })
-                  : (q) => void q.whereIn('id', members().where({ userid: principal.id }).select('project_id')),
+              where: (q) => {
+                if (node !== undefined) void q.whereIn('id', db.knex(NODE_GRANTS).where({ node_id: node }).select('project_id'));
+                if (admin) return;
+                if (principal.project_id) void q.where({ id: principal.project_id });
+                else void q.whereIn('id', members().where({ userid: principal.id }).select('project_id'));
+              },
             });
             const roles = new Map<string, string>(
               (await members().where({ userid: principal.id }).whereIn('project_id', page.items.map((p) => p.id)).select('project_id', 'role')).map((r: MemberRow) => [r.project_id, r.role]),

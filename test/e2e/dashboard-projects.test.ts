@@ -242,4 +242,75 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
     await shot('projects-04-backups-maintainer');
     await page.getByRole('button', { name: 'Log out' }).click();
   });
+  it('an admin grants nodes to a project from its page (to a second project only with Share) and takes them back; a node’s page lists its projects; a member sees its own, and no grant button', async () => {
+    const nodes: string[] = [];
+    for (const [name, ip] of [['dash-n1', '192.0.2.41'], ['dash-n2', '192.0.2.42']]) {
+      const made = await adminApi('POST', '/v1/nodes', { name, ip_address: ip });
+      expect(made.status, made.text).to.equal(201);
+      nodes.push(made.json.data.id);
+    }
+    const [n1, n2] = nodes as [string, string];
+    const granted = async (project: string) => ((await adminApi('GET', `/v1/projects/${project}/nodes`)).json.data as Array<{ node_id: string }>).map((n) => n.node_id);
+    const projectPage = async (id: string, name: string) => {
+      await page.goto(`${t.url}/ui#/projects/${id}`);
+      await page.getByRole('heading', { name: `Project ${name}` }).waitFor();
+    };
+    /** The projects a node's page says it is granted to. */
+    const nodeProjects = async (id: string, name: string) => {
+      await page.goto(`${t.url}/ui#/nodes/${id}`);
+      await page.getByRole('heading', { name: `Node ${name}` }).waitFor();
+      const facts = page.getByLabel('Node', { exact: true });
+      await facts.getByText(/granted to none|alpha|beta/).first().waitFor();
+      return (await facts.getByLabel('Granted to projects').getByRole('link').allInnerTexts().catch(() => [])).sort();
+    };
+    const grantOn = async (node: string, share: boolean) => {
+      await page.getByRole('button', { name: 'Grant node' }).click();
+      await dialog().getByLabel('Node').selectOption(node);
+      if (share) await dialog().getByLabel('Share').check();
+      await dialog().getByRole('button', { name: 'Grant', exact: true }).click();
+    };
+
+    await logIn(page, t.url, admin.username, admin.password);
+    await projectPage(projects.alpha, 'alpha');
+    await page.getByRole('table', { name: 'Granted nodes' }).getByText('No node is granted to this project').waitFor();
+    await grantOn(n1, false);
+    await row('Granted nodes', 'dash-n1').getByText('no', { exact: true }).waitFor();
+    expect(await granted('alpha')).to.deep.equal([n1]);
+
+    // A node granted to alpha serves beta too only when the admin says so: without Share, the API's words.
+    await projectPage(projects.beta, 'beta');
+    await grantOn(n1, false);
+    await page.locator('.notice.error').filter({ hasText: `Node ${n1} is granted to project alpha: give share: true` }).waitFor();
+    expect(await granted('beta')).to.deep.equal([]);
+    await dialog().getByLabel('Share').check();
+    await dialog().getByRole('button', { name: 'Grant', exact: true }).click();
+    await row('Granted nodes', 'dash-n1').getByText('with other projects').waitFor();
+    expect(await granted('beta')).to.deep.equal([n1]);
+    await shot('projects-05-node-grants');
+
+    expect(await nodeProjects(n1, 'dash-n1')).to.deep.equal(['alpha', 'beta']);
+    expect(await nodeProjects(n2, 'dash-n2')).to.deep.equal([]);
+    await page.getByLabel('Node', { exact: true }).getByText('granted to none (the installation’s)').waitFor();
+
+    // Revoked from beta: alpha's alone.
+    await projectPage(projects.beta, 'beta');
+    await row('Granted nodes', 'dash-n1').getByRole('button', { name: 'Revoke' }).click();
+    await dialog().getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('table', { name: 'Granted nodes' }).getByText('No node is granted to this project').waitFor();
+    expect(await granted('beta')).to.deep.equal([]);
+    expect(await nodeProjects(n1, 'dash-n1')).to.deep.equal(['alpha']);
+    await page.getByRole('button', { name: 'Log out' }).click();
+
+    // A maintainer of alpha sees alpha's nodes and grants nothing; a node shared with beta names alpha alone to it.
+    expect((await adminApi('PUT', `/v1/projects/beta/nodes/${n1}`, { share: true })).status).to.equal(201);
+    const nia = await createUser(t, admin, { username: 'nia', name: 'Nia Maintainer' });
+    expect((await adminApi('PUT', '/v1/projects/alpha/members/nia', { role: 'maintainer' })).status).to.equal(201);
+    await logIn(page, t.url, 'nia', nia.password);
+    await projectPage(projects.alpha, 'alpha');
+    await row('Granted nodes', 'dash-n1').waitFor();
+    expect(await page.getByRole('button', { name: 'Grant node' }).count()).to.equal(0);
+    expect(await row('Granted nodes', 'dash-n1').getByRole('button', { name: 'Revoke' }).count()).to.equal(0);
+    expect(await nodeProjects(n1, 'dash-n1')).to.deep.equal(['alpha']);
+    await page.getByRole('button', { name: 'Log out' }).click();
+  });
 });

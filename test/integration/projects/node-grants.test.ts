@@ -74,6 +74,11 @@ describeEachDialect('nodes granted to projects', (dialect) => {
     const shared = await api('PUT', `/v1/projects/team-b/nodes/${nodes.granted}`, { share: true });
     expect(shared.status, shared.text).to.equal(201);
     expect(shared.json.data.projects).to.have.length(2);
+    // The projects a node serves (a node's page in the dashboard): every one for admins, a member's own to a member.
+    const servedBy = async (who: Credentials) => ((await as(who, 'GET', `/v1/projects?node=${nodes.granted}`)).json.data as Array<{ name: string }>).map((p) => p.name).sort();
+    expect(await servedBy(admin)).to.deep.equal(['team-a', 'team-b']);
+    expect(await servedBy(mia)).to.deep.equal(['team-a']);
+    expect(((await api('GET', `/v1/projects?node=${nodes.free}`)).json.data as unknown[]).length, 'a node granted to none').to.equal(0);
     expect((await as(mia, 'GET', '/v1/projects/team-a/nodes')).json.data).to.deep.include({ node_id: nodes.granted, name: 'node-granted', status: 'ready', shared: true, granted_at: (await as(mia, 'GET', '/v1/projects/team-a/nodes')).json.data[0].granted_at });
     expect((await api('DELETE', `/v1/projects/team-b/nodes/${nodes.granted}`)).status).to.equal(200);
     const listed = await as(mia, 'GET', '/v1/projects/team-a/nodes');

@@ -127,6 +127,28 @@ export function Fleet() {
 
 type NodeEvent = { id: number; kind: string; message: string | null; created_at: string };
 
+/**
+ * The projects a node is granted to (of those the caller sees; docs/tenancy.md "Nodes granted to
+ * projects"), each linking to its page where admins grant and revoke; none: the installation's.
+ */
+function NodeProjects({ nodeId }: { nodeId: string }) {
+  const [projects, setProjects] = useState<Array<{ id: string; name: string }> | null>(null);
+  // Every project it serves that the caller sees, whichever the header's switcher chose (`project: undefined`: not narrowed).
+  useEffect(() => void call('GET /v1/projects', { query: { node: nodeId, limit: 1000, project: undefined } }).then((r) => setProjects(r.data as never), () => setProjects([])), [nodeId]);
+  if (!projects) return <>…</>;
+  if (!projects.length) return <span class="muted">granted to none (the installation’s)</span>;
+  return (
+    <span aria-label="Granted to projects">
+      {projects.flatMap((p, i) => [
+        i > 0 ? ', ' : '',
+        <a key={p.id} href={href('projects', p.id)}>
+          {p.name}
+        </a>,
+      ])}
+    </span>
+  );
+}
+
 export function NodeDetail({ id }: { id: string }) {
   const [node, error] = useRecord('GET /v1/nodes/{id}', { id }, (e) => (changed('node')(e) && e.data.id === id) || (e.type === 'node.status' && e.data.node_id === id));
   const [events, setEvents] = useState<NodeEvent[]>([]);
@@ -155,6 +177,7 @@ export function NodeDetail({ id }: { id: string }) {
           ['Last heartbeat', <Ago at={n.last_heartbeat_at} />],
           ['Pending updates', n.pending_updates ?? '–'],
           ['Reboot required', n.reboot_required ? 'yes' : 'no'],
+          ['Projects', can('GET /v1/projects') ? <NodeProjects nodeId={n.id} /> : null],
         ]}
       />
       <h2>Events</h2>

@@ -20,7 +20,7 @@ function useFreeNodes(): Array<{ id: string; name: string }> {
   return nodes;
 }
 
-function NodeOptions({ nodes }: { nodes: Array<{ id: string; name: string }> }) {
+export function NodeOptions({ nodes }: { nodes: Array<{ id: string; name: string }> }) {
   return (
     <>
       {nodes.map((n) => (

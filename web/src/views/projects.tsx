@@ -3,11 +3,13 @@ import { call } from '../api';
 import { can, chooseProject, loadAccess, seesEveryProject, useAccess } from '../access';
 import { changed } from '../live';
 import { go, href } from '../router';
-import { Ago, ConfirmButton, Facts, Field, FormButton, Page, ResourceList, useRecord } from '../ui';
+import { Ago, Badge, ConfirmButton, Facts, Field, FormButton, Page, ResourceList, useRecord } from '../ui';
+import { NodeOptions } from './kubernetes';
 
 type Project = { id: string; name: string; description: string | null; role: string | null; created_at: string; updated_at: string };
 type Member = { project_id: string; user_id: string; username: string; name: string | null; role: string; permissions: string[]; created_at: string };
 type Role = { name: string; description: string | null; builtin: boolean; permissions: string[] };
+type GrantedNode = { node_id: string; name: string; status: string; granted_at: string; shared: boolean };
 
 const text = (form: FormData, name: string) => String(form.get(name) ?? '').trim();
 /** Memberships and roles decide what the header's switcher offers and which buttons show: read them again after a change. */
@@ -211,6 +213,80 @@ function Members({ project, roles }: { project: Project; roles: Role[] }) {
   );
 }
 
+/**
+ * The nodes granted to the project (docs/tenancy.md "Nodes granted to projects"): its members'
+ * clusters and volumes go on them. Installation admins grant a node (to a second project only with
+ * Share) and take it back; the API's refusals (granted elsewhere, still in use) show its words.
+ */
+function GrantedNodes({ project }: { project: Project }) {
+  const [nodes, setNodes] = useState<Array<{ id: string; name: string }>>([]);
+  const grants = can('PUT /v1/projects/{id}/nodes/{node}', project.id);
+  useEffect(() => {
+    if (grants) void call('GET /v1/nodes', { query: { limit: 1000 } }).then((r) => setNodes(r.data as never), () => undefined);
+  }, [grants]);
+  return (
+    <>
+      <h2>Nodes</h2>
+      <ResourceList
+        route="GET /v1/projects/{id}/nodes"
+        params={{ id: project.id }}
+        paged={false}
+        label="Granted nodes"
+        live={changed('node')}
+        empty="No node is granted to this project: installation admins place its clusters and volumes."
+        rowKey={(n: GrantedNode) => n.node_id}
+        toolbar={(reload) => (
+          <FormButton
+            label="Grant node"
+            title={`Grant a node to ${project.name}`}
+            needs="PUT /v1/projects/{id}/nodes/{node}"
+            project={project.id}
+            submitLabel="Grant"
+            done="node granted"
+            onSubmit={async (f) => {
+              await call('PUT /v1/projects/{id}/nodes/{node}', { params: { id: project.id, node: text(f, 'node') }, body: { share: f.get('share') === 'on' } });
+              reload();
+            }}
+          >
+            <Field label="Node">
+              <select name="node" required>
+                <NodeOptions nodes={nodes} />
+              </select>
+            </Field>
+            <Field label="Share" hint="a node granted to another project serves this one too only when you say so">
+              <input name="share" type="checkbox" />
+            </Field>
+          </FormButton>
+        )}
+        columns={[
+          { label: 'Node', render: (n: GrantedNode) => <a href={href('nodes', n.node_id)}>{n.name}</a> },
+          { label: 'Id', render: (n: GrantedNode) => <code>{n.node_id}</code> },
+          { label: 'Status', render: (n: GrantedNode) => <Badge status={n.status} /> },
+          { label: 'Shared', render: (n: GrantedNode) => (n.shared ? 'with other projects' : 'no') },
+          { label: 'Granted', render: (n: GrantedNode) => <Ago at={n.granted_at} /> },
+        ]}
+        actions={
+          can('DELETE /v1/projects/{id}/nodes/{node}', project.id)
+            ? (n: GrantedNode, reload) => (
+                <ConfirmButton
+                  label="Revoke"
+                  title="Take the node back"
+                  danger
+                  confirm={<p>{n.name} no longer serves {project.name}: its members place nothing more on it. Refused while it is a member of one of the project’s clusters or holds one of its volumes.</p>}
+                  done="node taken back"
+                  onConfirm={async () => {
+                    await call('DELETE /v1/projects/{id}/nodes/{node}', { params: { id: project.id, node: n.node_id } });
+                    reload();
+                  }}
+                />
+              )
+            : undefined
+        }
+      />
+    </>
+  );
+}
+
 /** The permissions a custom role may hold: those of the project's kinds (what an owner holds), as checkboxes. */
 function PermissionChecks({ catalogue }: { catalogue: string[] }) {
   return (
@@ -354,6 +430,7 @@ export function ProjectDetail({ id }: { id: string }) {
       />
       <Members project={p} roles={roles as Role[]} />
       <Roles project={p} roles={roles as Role[]} reload={reloadRoles} />
+      <GrantedNodes project={p} />
     </Page>
   );
 }
