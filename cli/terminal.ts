@@ -1,21 +1,17 @@
 import { existsSync } from 'node:fs';
-import { asList, parseEnvPairs } from './runner/args.js';
-import { RunnerContext } from './runner/context.js';
+import { asList } from './runner/args.js';
+import { CONTEXT_OPTIONS, inRunnerContext, type ContextArgs } from './runner/context.js';
 import { readEnvFile } from './runner/envfile.js';
-import { applyEnv, enterRootdir } from './runner/environment.js';
+import { applyEnv } from './runner/environment.js';
 import { failure, runnerCommand } from './runner/errors.js';
 import { builtinRegistry } from './runner/registry.js';
 import { checkName, readManifest } from './runner/system.js';
 import { servicePaths } from './runner/templates.js';
 import { startTerminal } from './runner/terminal.js';
 
-interface TerminalArgs {
+interface TerminalArgs extends ContextArgs {
   service?: string;
   preload?: string | string[];
-  env?: string | string[];
-  rootdir?: string;
-  config?: string;
-  'data-dir'?: string;
   helpers?: string | boolean;
   'root-prefix'?: string;
   verbose?: boolean;
@@ -26,12 +22,9 @@ export const terminalCommand = runnerCommand<TerminalArgs>({
   describe: "Interactive terminal (node REPL, top-level await) with hangar's services, the store and helpers loaded",
   builder: (y) =>
     y
-      .positional('service', { type: 'string', describe: "an installed service: load its environment file (and its rootdir)" })
+      .positional('service', { type: 'string', describe: 'an installed service: load its environment file (and its rootdir); --env wins over it' })
       .option('preload', { type: 'string', describe: 'module run before the prompt; its exports become globals (repeatable)' })
-      .option('env', { type: 'string', describe: 'KEY=VALUE set before anything loads (repeatable; wins over the service environment)' })
-      .option('rootdir', { type: 'string', describe: 'working directory (configuration, data dir and module paths resolve against it)' })
-      .option('config', { type: 'string', describe: 'YAML configuration file (as for hangar serve)' })
-      .option('data-dir', { type: 'string', describe: 'data directory (as for hangar serve)' })
+      .options(CONTEXT_OPTIONS)
       .option('helpers', { type: 'string', describe: 'project helper script (default: terminal.helpers in the configuration, else config/terminal.ts); --no-helpers skips it' })
       .option('root-prefix', { type: 'string', default: '/', describe: 'where installed services are looked up (tests)' })
       .example('$0 terminal', 'then: qq("select * from hangar_migrations")')
@@ -46,15 +39,7 @@ export const terminalCommand = runnerCommand<TerminalArgs>({
       applyEnv(readEnvFile(paths.env));
       if (manifest?.rootdir && !args.rootdir && existsSync(manifest.rootdir)) process.chdir(manifest.rootdir);
     }
-    applyEnv(parseEnvPairs(asList(args.env)));
-    if (args.rootdir) enterRootdir(args.rootdir);
-    const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
-    try {
-      const helpers = args.helpers === false || args.helpers === 'false' ? false : typeof args.helpers === 'string' ? args.helpers : undefined;
-      return await startTerminal({ ctx, registry: builtinRegistry(), helpers, preload: asList(args.preload), service: args.service });
-    } finally {
-      await ctx.close();
-    }
-
+    const helpers = args.helpers === false || args.helpers === 'false' ? false : typeof args.helpers === 'string' ? args.helpers : undefined;
+    return inRunnerContext(args, (ctx) => startTerminal({ ctx, registry: builtinRegistry(), helpers, preload: asList(args.preload), service: args.service }));
   },
 });

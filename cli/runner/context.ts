@@ -4,6 +4,8 @@ import { loadConfig } from '../../core/config.js';
 import { openStore, type Store } from '../../core/db/store.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import type { Services } from '../../core/plugin.js';
+import { asList, parseEnvPairs } from './args.js';
+import { applyEnv, enterRootdir } from './environment.js';
 import { assembleToolServices, type AssembledServices } from './services.js';
 
 export interface ContextOptions {
@@ -65,5 +67,32 @@ export class RunnerContext {
     this.storePromise = undefined;
     if (services) await (await services.catch(() => null))?.close();
     if (store) await (await store.catch(() => null))?.close();
+  }
+}
+
+/** The options of a command that works in a runner context (hangar run, hangar terminal): its environment, directory and configuration. */
+export const CONTEXT_OPTIONS = {
+  env: { type: 'string', describe: 'KEY=VALUE set in the environment before anything loads (repeatable)' },
+  rootdir: { type: 'string', describe: 'working directory (configuration, data dir and module paths resolve against it)' },
+  config: { type: 'string', describe: 'YAML configuration file (as for hangar serve)' },
+  'data-dir': { type: 'string', describe: 'data directory (as for hangar serve)' },
+} as const;
+
+export interface ContextArgs {
+  env?: string | string[];
+  rootdir?: string;
+  config?: string;
+  'data-dir'?: string;
+}
+
+/** Sets the `--env` pairs, enters `--rootdir`, then runs `work` in a context of `--config` and `--data-dir`, closed afterwards. */
+export async function inRunnerContext<T>(args: ContextArgs, work: (ctx: RunnerContext) => Promise<T>): Promise<T> {
+  applyEnv(parseEnvPairs(asList(args.env)));
+  if (args.rootdir) enterRootdir(args.rootdir);
+  const ctx = new RunnerContext({ configFile: args.config, dataDir: args['data-dir'] });
+  try {
+    return await work(ctx);
+  } finally {
+    await ctx.close();
   }
 }
