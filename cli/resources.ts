@@ -92,6 +92,26 @@ interface ClusterNode {
 }
 /** `<node>` or `--node`: a node's id or name. */
 const nodeRef = { node: NODES };
+/**
+ * A swarm's or cluster's members: `<members> <id>` lists them as it reports them (not paged), and a
+ * node joining or leaving (`<verb> <id> <node>`, the node by id or name) is followed there.
+ */
+const memberList = (members: string, describe: string, columns: string[]): Verb => ({
+  command: `${members} <id>`,
+  describe,
+  method: 'GET',
+  path: `/{id}/${members}`,
+  output: 'list',
+  paged: false,
+  columns,
+  empty: `no ${members}`,
+});
+const membership = (noun: 'swarm' | 'cluster', members: string, verb: Pick<Verb, 'command' | 'describe' | 'method' | 'path' | 'says' | 'label'> & Partial<Verb>): Verb => ({
+  refs: nodeRef,
+  output: 'done',
+  follow: (a) => `${noun} ${members} ${a.id}`,
+  ...verb,
+});
 
 const swarmFlag = (describe = 'the swarm (id or name)'): Options => ({ type: 'string', demandOption: true, describe });
 const swarmFilter: Partial<Verb> = { options: { swarm: { type: 'string', describe: 'only those on this swarm (id)' } }, query: { swarm_id: 'swarm' } };
@@ -617,41 +637,26 @@ export const RESOURCES: Resource[] = [
       list({ options: projectFilter, query: { project: 'project' } }),
       get(),
       removeForced('also remove the instances, services and stores that run on it', { describe: 'Delete a swarm: its nodes leave (409 while workloads run, unless --force)', wait: 'gone' }),
-      {
+      membership('swarm', 'members', {
         command: 'join <id> <node>',
         describe: 'Add a node: the first one initialises the swarm and manages it, later ones join as workers',
         method: 'POST',
         path: '/{id}/join',
         options: { manager: { type: 'boolean', default: false, describe: 'join as a manager' } },
-        refs: nodeRef,
         body: { node_id: 'node', role: (a) => (a.manager ? 'manager' : 'worker') },
-        output: 'done',
         says: ['joined', 'joining'],
         label: (a, d) => `node ${a.node} to swarm ${a.id} as ${d.role}`,
-        follow: (a) => `swarm members ${a.id}`,
-      },
-      {
+      }),
+      membership('swarm', 'members', {
         command: 'leave <id> <node>',
         describe: 'Remove a node (a worker is drained first; the last manager leaves only an empty swarm)',
         method: 'POST',
         path: '/{id}/leave',
-        refs: nodeRef,
         body: { node_id: 'node' },
-        output: 'done',
         says: ['left', 'leaving'],
         label: (a) => `node ${a.node} from swarm ${a.id}`,
-        follow: (a) => `swarm members ${a.id}`,
-      },
-      {
-        command: 'members <id>',
-        describe: 'List the members as the swarm reports them',
-        method: 'GET',
-        path: '/{id}/members',
-        output: 'list',
-        paged: false,
-        columns: ['node_id', 'role', 'status', 'hostname', 'state', 'availability', 'leader', 'error'],
-        empty: 'no members',
-      },
+      }),
+      memberList('members', 'List the members as the swarm reports them', ['node_id', 'role', 'status', 'hostname', 'state', 'availability', 'leader', 'error']),
       ...lbVerbs('swarm'),
     ],
   },
@@ -687,39 +692,24 @@ export const RESOURCES: Resource[] = [
       list({ options: projectFilter, query: { project: 'project' } }),
       get(),
       removeForced('also remove the workloads that run on it', { describe: 'Delete a cluster: k3s is uninstalled from its nodes (409 while workloads run, unless --force)', wait: 'gone' }),
-      {
-        command: 'nodes <id>',
-        describe: 'List the nodes as the cluster reports them (Ready, roles, kubelet version)',
-        method: 'GET',
-        path: '/{id}/nodes',
-        output: 'list',
-        paged: false,
-        columns: ['node_id', 'role', 'status', 'ready', 'roles', 'kubelet_version', 'availability', 'error'],
-        empty: 'no nodes',
-      },
-      {
+      memberList('nodes', 'List the nodes as the cluster reports them (Ready, roles, kubelet version)', ['node_id', 'role', 'status', 'ready', 'roles', 'kubelet_version', 'availability', 'error']),
+      membership('cluster', 'nodes', {
         command: 'add-node <id> <node>',
         describe: 'Add a node as a k3s agent',
         method: 'POST',
         path: '/{id}/nodes',
-        refs: nodeRef,
         body: { node_id: 'node' },
-        output: 'done',
         says: ['added', 'adding'],
         label: (a) => `node ${a.node} to cluster ${a.id}`,
-        follow: (a) => `cluster nodes ${a.id}`,
-      },
-      {
+      }),
+      membership('cluster', 'nodes', {
         command: 'remove-node <id> <node>',
         describe: 'Remove a node: drained (PodDisruptionBudgets honoured), k3s uninstalled on it (not the server node)',
         method: 'DELETE',
         path: '/{id}/nodes/{node}',
-        refs: nodeRef,
-        output: 'done',
         says: ['removed', 'removing'],
         label: (a) => `node ${a.node} from cluster ${a.id}`,
-        follow: (a) => `cluster nodes ${a.id}`,
-      },
+      }),
       ...lbVerbs('cluster'),
       {
         command: 'attach <id> <volume>',
