@@ -377,7 +377,10 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       expect(receiver.requests.at(-1)!.headers.authorization).to.equal('Bearer file-token');
       expect(receiver.requests.at(-1)!.raw).to.include(id);
       const subscribed = await cli('notify', 'subscribe', `cli-${run}`, '--event', 'node.created', '--min-severity', 'info');
-      expect(subscribed).to.match(/nsub-/);
+      const subscriptionId = /\((nsub-[0-9a-z]+)\)/.exec(subscribed)?.[1];
+      expect(subscriptionId, subscribed).to.be.a('string');
+      const subscriptions = await cli('notify', 'subscriptions', '--channel', id);
+      expect(subscriptions).to.include(subscriptionId!).and.include('node.created').and.include(id);
       const nodeId = await newNode();
       const done = await delivered(nodeId, id);
       expect(receiver.withKey(done.id)[0]!.verified).to.equal(true);
@@ -390,6 +393,16 @@ describeEachDialect('notifications: signed webhooks and email from a durable out
       const refused = await hangarCli(['notify', 'subscribe', `cli-${run}`, '--event', 'node.nope'], { env });
       expect(refused.code).to.equal(1);
       expect(refused.stderr).to.include('body.event_types[0]');
+      // Unsubscribed: no longer listed, and the next node.created makes no delivery to the channel.
+      expect(await cli('notify', 'unsubscribe', subscriptionId!)).to.include(`deleted subscription ${subscriptionId}`);
+      expect(await cli('notify', 'subscriptions', '--channel', id)).not.to.include(subscriptionId!);
+      expect(((await api('GET', `/v1/notifications/subscriptions?channel_id=${id}`)).json.data as unknown[])).to.deep.equal([]);
+      // A delivery is written with its event (the node's 201 came after its outbox rows): none for this channel now.
+      const unheard = await newNode();
+      expect((await deliveriesOf(unheard)).filter((d) => d.channel_id === id)).to.deep.equal([]);
+      const missing = await hangarCli(['notify', 'unsubscribe', subscriptionId!], { env });
+      expect(missing.code).to.equal(1);
+      expect(missing.stderr).to.include(subscriptionId!);
       expect(await cli('notify', 'channel', 'delete', `cli-${run}`)).to.include('deleted');
       expect((await api('GET', `/v1/notifications/channels/${id}`)).status).to.equal(404);
     } finally {
