@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
-import { resourceCommand, usageExit, type Args, type Resource } from './resource-commands.js';
+import { resourceCommand, usageExit, type Args, type Resource, type Verb } from './resource-commands.js';
 
 /**
  * `hangar alerts [--state firing]` lists alerts; `hangar alerts silence <id> --minutes N` and
@@ -24,28 +24,17 @@ const LIST = alertResource('$0', [
     empty: 'no alerts',
   },
 ]);
-const SILENCE = alertResource('silence', [
-  {
-    command: '<id>',
-    describe: 'Silence an alert for some minutes: it announces nothing meanwhile and leaves hangar_alerts_firing',
-    method: 'POST',
-    path: '/{id}/silence',
-    positionals: { id: { describe: 'the alert’s id (alert-…)' } },
-    options: { minutes: { type: 'number', demandOption: true, describe: 'how long (1 to 525600)' } },
-    body: { minutes: 'minutes' },
-    output: (d) => `silenced alert ${d.id} until ${d.silenced_until}`,
-  },
-]);
-const UNSILENCE = alertResource('unsilence', [
-  {
-    command: '<id>',
-    describe: 'End an alert’s silence',
-    method: 'DELETE',
-    path: '/{id}/silence',
-    positionals: { id: { describe: 'the alert’s id (alert-…)' } },
-    output: (d) => `unsilenced alert ${d.id}`,
-  },
-]);
+/** `silence <id>` and `unsilence <id>`: an alert's silence (`/v1/alerts/{id}/silence`) set or ended. */
+const silenceCommand = (noun: 'silence' | 'unsilence', verb: Pick<Verb, 'describe' | 'method' | 'output'> & Partial<Verb>): Resource =>
+  alertResource(noun, [{ command: '<id>', path: '/{id}/silence', positionals: { id: { describe: 'the alert’s id (alert-…)' } }, ...verb }]);
+const SILENCE = silenceCommand('silence', {
+  describe: 'Silence an alert for some minutes: it announces nothing meanwhile and leaves hangar_alerts_firing',
+  method: 'POST',
+  options: { minutes: { type: 'number', demandOption: true, describe: 'how long (1 to 525600)' } },
+  body: { minutes: 'minutes' },
+  output: (d) => `silenced alert ${d.id} until ${d.silenced_until}`,
+});
+const UNSILENCE = silenceCommand('unsilence', { describe: 'End an alert’s silence', method: 'DELETE', output: (d) => `unsilenced alert ${d.id}` });
 
 export const alertsCommand: CommandModule<object, Args> = {
   command: 'alerts',
