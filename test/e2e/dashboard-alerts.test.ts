@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { Page } from 'playwright-core';
 import { FakeAgent, FAST_NODES, waitFor } from '../support/agents.js';
 import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
-import { TestDialect } from '../support/dialects.js';
+import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { loadConfig } from '../../core/config.js';
@@ -15,12 +15,11 @@ import { loadConfig } from '../../core/config.js';
  * whose (simulated) agent is older than the control plane fires agent_outdated; the page lists it,
  * silences it for an hour (the API then says so) and ends the silence. A webhook channel made on
  * the Notifications page (its secret shown once), tested, subscribed to alerts; the delivery and
- * its attempt are listed. SQLite; the rules are test/integration/alerts, delivery
- * test/integration/notifications.
+ * its attempt are listed, and its Redeliver sends it again with the same key; Unsubscribe ends the
+ * subscription (the next alert is not delivered). On SQLite and PostgreSQL; the rules are
+ * test/integration/alerts, delivery test/integration/notifications.
  */
-describe('the dashboard in chromium: alerts and notifications [sqlite]', function () {
-  this.timeout(60_000);
-  const dialect = new TestDialect('sqlite');
+describeEachDialect('the dashboard in chromium: alerts and notifications', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
   let page: Page;
@@ -59,7 +58,6 @@ describe('the dashboard in chromium: alerts and notifications [sqlite]', functio
     await beating;
     await closeBrowser?.();
     await t?.stop();
-    await dialect.cleanup();
     await new Promise((resolve) => (receiver ? receiver.close(resolve) : resolve(undefined)));
   });
 
@@ -85,7 +83,7 @@ describe('the dashboard in chromium: alerts and notifications [sqlite]', functio
     const row = tableRow(page, 'Alerts', agent.nodeId);
     await row.waitFor();
     expect(await row.textContent()).to.contain('firing').and.to.contain('agent outdated').and.to.contain('0.0.1');
-    await shot('alerts-firing');
+    await shot(`alerts-firing-${dialect.name}`);
 
     await row.getByRole('button', { name: 'Silence 1 h' }).click();
     await page.getByRole('dialog', { name: 'Silence the alert for an hour' }).getByRole('button', { name: 'Silence 1 h' }).click();
@@ -100,7 +98,7 @@ describe('the dashboard in chromium: alerts and notifications [sqlite]', functio
     expect((await t.request('GET', `/v1/alerts/${alert.id}`, { headers: bearer(admin.token) })).json.data.silenced).to.equal(false);
   });
 
-  it('adds a webhook channel (its secret shown once), tests it, subscribes it to alerts and lists the signed delivery with its attempt', async function () {
+  it('adds a webhook channel (its secret shown once), tests it, subscribes it to alerts, lists the signed delivery with its attempt, redelivers it and unsubscribes', async function () {
     this.timeout(60_000);
     const url = `http://127.0.0.1:${(receiver!.address() as AddressInfo).port}/hook`;
     await navigate(page, 'Notifications');
@@ -150,6 +148,40 @@ describe('the dashboard in chromium: alerts and notifications [sqlite]', functio
     await deliveryRow.first().getByRole('button', { name: 'Attempts (1)' }).click();
     const attempts = page.getByRole('dialog', { name: /^Attempts of delivery/ });
     expect(await attempts.getByRole('table', { name: 'Attempts' }).textContent()).to.contain('204');
-    await shot('notifications');
+    await shot(`notifications-${dialect.name}`);
+    await attempts.getByRole('button', { name: 'Close' }).click();
+
+    // Redeliver: the receiver gets the alert again with the same idempotency key; the row then counts two attempts.
+    const alertDeliveries = (await t.request('GET', '/v1/notifications/deliveries?event_type=alert.firing', { headers: bearer(admin.token) })).json.data as Array<{ id: string; event: { resource?: { id: string } } }>;
+    expect(alertDeliveries.map((d) => d.event.resource?.id)).to.deep.equal([agent.nodeId]);
+    const [delivery] = alertDeliveries;
+    const withKey = () => received.filter((r) => r.headers['x-hangar-idempotency-key'] === delivery!.id);
+    expect(withKey()).to.have.length(1);
+    await deliveryRow.first().getByRole('button', { name: 'Redeliver' }).click();
+    await page.getByRole('dialog', { name: 'Send the delivery again' }).getByRole('button', { name: 'Redeliver' }).click();
+    await page.getByText('delivery queued again').waitFor();
+    await waitFor(() => withKey().length === 2, { timeoutMs: 20_000, what: 'the redelivery at the receiver' });
+    expect(withKey()[1]!.body).to.equal(withKey()[0]!.body);
+    await page.reload();
+    await deliveryRow.first().getByRole('button', { name: 'Attempts (2)' }).waitFor();
+
+    // Unsubscribe: the row goes, and the next alert makes no delivery.
+    const subscriptionRow = tableRow(page, 'Subscriptions', 'alert.firing');
+    await subscriptionRow.getByRole('button', { name: 'Unsubscribe' }).click();
+    await page.getByRole('dialog', { name: 'Delete the subscription' }).getByRole('button', { name: 'Unsubscribe' }).click();
+    await page.getByText('subscription deleted').waitFor();
+    await subscriptionRow.waitFor({ state: 'detached' });
+    expect((await t.request('GET', '/v1/notifications/subscriptions', { headers: bearer(admin.token) })).json.data).to.deep.equal([]);
+    const unheard = await t.request('POST', '/v1/nodes', { body: { name: 'unheard-agent' }, headers: bearer(admin.token) });
+    expect(unheard.status, unheard.text).to.equal(201);
+    const unheardAgent = await FakeAgent.forNode(t, unheard.json.data.id as string);
+    await unheardAgent.heartbeat({ agent_version: '0.0.1' });
+    await waitFor(
+      async () => ((await t.request('GET', `/v1/alerts?state=firing&rule=agent_outdated&resource_id=${unheardAgent.nodeId}`, { headers: bearer(admin.token) })).json.data as unknown[]).length > 0,
+      { timeoutMs: 15_000, what: 'agent_outdated to fire for the unheard node' },
+    );
+    // The alert's deliveries are written with its announcement: none was.
+    const deliveries = (await t.request('GET', '/v1/notifications/deliveries?event_type=alert.firing', { headers: bearer(admin.token) })).json.data as Array<{ event: { resource?: { id: string } } }>;
+    expect(deliveries.filter((d) => d.event.resource?.id === unheardAgent.nodeId)).to.deep.equal([]);
   });
 });
