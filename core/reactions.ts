@@ -135,13 +135,22 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
      * a publish starts those of its own change (another change's may not be committed, or done, yet),
      * each once its transaction has committed; a change rolled back takes its row with it.
      */
-    const written = new Map<string, Array<{ row: { id: string; op_id: string }; committed: Promise<unknown> }>>();
+    const written = new Map<string, Array<{ row: { id: string; op_id: string; op_lease_until: string }; committed: Promise<unknown> }>>();
     const forget = (key: string, row: { id: string }) => {
       const left = (written.get(key) ?? []).filter((w) => w.row.id !== row.id);
       if (left.length) written.set(key, left);
       else written.delete(key);
     };
+    /**
+     * Drops those whose lease has run out: handed over to the take-over loop, which runs them (an
+     * error between their commit and their publish left them here), never started by a later publish.
+     */
+    const dropHandedOver = () => {
+      const now = clock.now().toISOString();
+      for (const [key, entries] of written) for (const { row } of entries) if (row.op_lease_until <= now) forget(key, row);
+    };
     events.keep(topic, async (payload) => {
+      dropHandedOver();
       const kept = keep(payload);
       if (!kept) return null;
       const row = rowOf(kept);
@@ -155,6 +164,7 @@ export function defineReaction<K extends Record<string, unknown>, T = never>(ser
     });
     // The change is published once committed (with its reaction's row): this process starts what it wrote for it.
     events.subscribe(topic, (payload) => {
+      dropHandedOver();
       const kept = keep(payload);
       const key = kept && JSON.stringify(kept);
       const mine = key ? written.get(key) : undefined;

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { REACTIONS } from '../../../core/reactions.js';
 import { waitFor } from '../../support/agents.js';
 import { describeEachDialect } from '../../support/dialects.js';
-import { REACTION_PLUGIN, reacting } from '../../support/fixtures/reaction-plugin.js';
+import { notice } from '../../../core/events.js';
+import { REACTION_PLUGIN, reacting, TestChanged } from '../../support/fixtures/reaction-plugin.js';
 import { startHangar, type TestHangar } from '../../support/hangar.js';
 
 // Leases long enough that no renewal or take-over loop runs during a case: each lease change is the test's.
@@ -22,8 +23,8 @@ function gate(): { wait: Promise<void>; open: () => void } {
  */
 describeEachDialect('core/reactions: a reaction’s row under its lease', (dialect) => {
   const started: TestHangar[] = [];
-  const start = async (storage = dialect.freshStorage()) => {
-    const hangar = await startHangar(dialect, { storage, plugins: ['system', REACTION_PLUGIN], overrides: OVERRIDES });
+  const start = async (storage = dialect.freshStorage(), overrides: Record<string, unknown> = OVERRIDES) => {
+    const hangar = await startHangar(dialect, { storage, plugins: ['system', REACTION_PLUGIN], overrides });
     started.push(hangar);
     return hangar;
   };
@@ -79,5 +80,24 @@ describeEachDialect('core/reactions: a reaction’s row under its lease', (diale
     expect(await rowOf(after, 2), 'still waiting, with the same lease').to.include({ id: waiting.id, attempts: 1, op_id: waiting.op_id });
     expect(reacting.runs).to.deep.equal([2]);
     expect(after.logs.join('')).not.to.include('test reaction 2');
+  });
+
+  it('a change whose publish never came: its reaction runs once its lease runs out, and a later change of the same kind starts only its own', async function () {
+    this.timeout(30_000);
+    const hangar = await start(undefined, { clusters: { op_lease_seconds: 2 } });
+    const { db, events, log } = hangar.hangar.services;
+    const change = () => events.keepWith(db.knex, [notice(TestChanged, { n: 3 })], async () => 1, { log });
+    const pending = () => db.knex(REACTIONS).where({ op: 'test:on-change' }).first();
+
+    // Written with its change, never published (as when the publisher fails after its commit): the take-over loop runs it.
+    await change();
+    await waitFor(async () => reacting.runs.length === 1 && !(await pending()), { timeoutMs: 15_000, what: 'the take-over to run the reaction' });
+
+    // The same change again, published: only its own reaction is started.
+    await change();
+    events.publish(TestChanged, { n: 3 });
+    await waitFor(async () => reacting.runs.length === 2 && !(await pending()), { what: 'the second change’s reaction' });
+    expect(reacting.runs).to.deep.equal([3, 3]);
+    expect(hangar.logs.join(''), 'nothing left of the first change to start').not.to.include('a reaction was not started here');
   });
 });
