@@ -1,5 +1,6 @@
 import client, { type Counter, type Gauge, type Histogram } from 'prom-client';
 import type { Store } from './db/store.js';
+import { defineExtensionPoint } from './provided.js';
 import type { FinishedRequest } from './http/observers.js';
 import { alone, type Peers } from './workers.js';
 
@@ -36,6 +37,21 @@ export const RESOURCE_LABELS: Readonly<Record<string, { kind: string; permission
   volume: { kind: 'volume', permission: 'volumes:read' },
 };
 
+/**
+ * A series that a project's metrics (`GET /v1/projects/{id}/metrics`) compute for the project
+ * itself, where `/metrics` has it for the whole installation with no label naming a project
+ * (`hangar_alerts_firing`: the project's alerts by rule and severity). Answered to the members whose
+ * role in the project grants `permission`.
+ */
+export interface ProjectSeries {
+  name: string;
+  help: string;
+  permission: string;
+  collect(projectId: string, set: (labels: Record<string, string>, value: number) => void): Promise<void>;
+}
+
+export const ProjectSeriesPoint = defineExtensionPoint<ProjectSeries>('metrics.project-series', 'series a project’s metrics compute for the project (core/metrics.ts)');
+
 /** Metrics as prom-client's getMetricsAsJSON answers them. */
 export type MetricsJson = Awaited<ReturnType<client.Registry['getMetricsAsJSON']>>;
 type LabelValues = Record<string, string | number | undefined>;
@@ -43,6 +59,11 @@ type LabelValues = Record<string, string | number | undefined>;
 const escapeHelp = (text: string) => text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
 const escapeLabel = (text: string) => escapeHelp(text).replace(/"/g, '\\"');
 const formatValue = (value: number) => (Number.isNaN(value) ? 'NaN' : value === Infinity ? '+Inf' : value === -Infinity ? '-Inf' : String(value));
+
+/** A gauge's samples in the shape of getMetricsAsJSON (for {@link exposition}). */
+export function gaugeJson(name: string, help: string, values: Array<{ labels: Record<string, string>; value: number }>): MetricsJson[number] {
+  return { name, help, type: 'gauge', aggregator: 'sum', values } as unknown as MetricsJson[number];
+}
 
 /** The exposition text (Prometheus 0.0.4) of metrics as JSON. */
 export function exposition(metrics: MetricsJson): string {

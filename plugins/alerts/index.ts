@@ -6,9 +6,10 @@ import { alertNotification, NotificationsRef } from '../notifications/api.js';
 import { Type } from '@sinclair/typebox';
 import { conflict, notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
+import { ProjectSeriesPoint } from '../../core/metrics.js';
 import { IdParams, PageQuery } from '../../core/http/resources.js';
 import { definePlugin, type RouteDef, type Services, defineRoute } from '../../core/plugin.js';
-import { AlertsConfigSchema, RULE_NAMES, type AlertsConfig } from './config.js';
+import { AlertsConfigSchema, PROJECT_RULE_NAMES, RULE_NAMES, type AlertsConfig } from './config.js';
 import { AlertEngine, alertIdentity, AlertStore, silenced, type AlertRecord } from './engine.js';
 import { alertMigrations } from './migrations.js';
 import { builtinRules } from './rules.js';
@@ -97,24 +98,26 @@ export default definePlugin({
       return alert;
     }
 
-    services.metrics.gauge(
-      'hangar_alerts_firing',
-      'Alerts firing and not silenced, by rule and severity',
-      ['rule', 'severity'],
-      async (set) => {
-        for (const rule of RULE_NAMES) if (settings.rules[rule].enabled) set({ rule, severity: settings.rules[rule].severity }, 0);
-        const now = clock.now().toISOString();
-        const rows: Array<{ rule: string; severity: string; n: number | string }> = await alerts
-          .query()
-          .where({ state: 'firing' })
-          .where((q) => q.whereNull('silenced_until').orWhere('silenced_until', '<=', now))
-          .select('rule', 'severity')
-          .count({ n: '*' })
-          .groupBy('rule', 'severity');
-        for (const row of rows) set({ rule: row.rule, severity: row.severity }, Number(row.n));
-      },
-      'store',
-    );
+    /**
+     * Alerts firing and not silenced by rule and severity, each enabled rule 0 when none fires: all of
+     * them, or one project's (0 for the rules on a project's resources only).
+     */
+    async function firing(set: (labels: Record<string, string>, value: number) => void, projectId?: string): Promise<void> {
+      for (const rule of projectId ? PROJECT_RULE_NAMES : RULE_NAMES) if (settings.rules[rule].enabled) set({ rule, severity: settings.rules[rule].severity }, 0);
+      const now = clock.now().toISOString();
+      const rows: Array<{ rule: string; severity: string; n: number | string }> = await alerts
+        .query()
+        .where({ state: 'firing', ...(projectId ? { project_id: projectId } : {}) })
+        .where((q) => q.whereNull('silenced_until').orWhere('silenced_until', '<=', now))
+        .select('rule', 'severity')
+        .count({ n: '*' })
+        .groupBy('rule', 'severity');
+      for (const row of rows) set({ rule: row.rule, severity: row.severity }, Number(row.n));
+    }
+    const FIRING_HELP = 'Alerts firing and not silenced, by rule and severity';
+    services.metrics.gauge('hangar_alerts_firing', FIRING_HELP, ['rule', 'severity'], (set) => firing(set), 'store');
+    // A project's metrics: its own alerts (those on its resources), to its members who read alerts.
+    services.provided.contribute(ProjectSeriesPoint, { name: 'hangar_alerts_firing', help: `${FIRING_HELP} (the project’s alerts)`, permission: 'alerts:read', collect: (projectId, set) => firing(set, projectId) });
 
     const routes: RouteDef[] = [
       defineRoute({

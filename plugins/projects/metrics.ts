@@ -3,7 +3,7 @@ import { userGrantsOf } from '../../core/auth/permissions.js';
 import { ProjectGrantsRef, ScopeGate, ScopeResolvers } from '../../core/auth/scope.js';
 import { notFound } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
-import { exposition, RESOURCE_LABELS } from '../../core/metrics.js';
+import { exposition, gaugeJson, ProjectSeriesPoint, RESOURCE_LABELS } from '../../core/metrics.js';
 import { defineRoute, type RouteDef, type Services } from '../../core/plugin.js';
 import { ONE_PROJECT } from './grants.js';
 
@@ -12,7 +12,8 @@ import { ONE_PROJECT } from './grants.js';
  * members. `/metrics` itself stays the operator's scrape token's: its series name every project's
  * resources. Here a series is answered only when every resource it names (RESOURCE_LABELS: a
  * volume's backups) is of this project and the caller's role reads that kind there; series of the
- * installation (requests, agents, tasks, the process) are not.
+ * installation (requests, agents, tasks, the process) are not. Besides, the series computed for the
+ * project itself (ProjectSeriesPoint: its alerts firing), where the role grants what each needs.
  */
 export function projectMetricsRoute(services: Services): RouteDef {
   let grants: ReturnType<typeof userGrantsOf> | undefined;
@@ -24,7 +25,7 @@ export function projectMetricsRoute(services: Services): RouteDef {
     scope: ONE_PROJECT,
     produces: 'text/plain',
     errors: [403],
-    summary: 'A project’s metrics (Prometheus text format): the series of /metrics that name its resources (its volumes’ backups), those your role there reads',
+    summary: 'A project’s metrics (Prometheus text format): the series of /metrics that name its resources (its volumes’ backups) and its alerts firing (hangar_alerts_firing), those your role there reads',
     description: 'See docs/metrics.md. Never the installation’s series (requests, agents, tasks, the process): those are /metrics’, for the scrape token.',
     schemas: { params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 100, description: 'the project’s id or name' }) }) },
     async handler(req) {
@@ -53,6 +54,14 @@ export function projectMetricsRoute(services: Services): RouteDef {
         for (const label of named) if (!reads.get(label) || (await resolve(label, String(labels[label]))) !== project) return false;
         return true;
       });
+      // The series computed for the project itself (its alerts firing), where its role grants what they need.
+      for (const series of services.provided.contributions(ProjectSeriesPoint)) {
+        const access = await gate.access(principal, series.permission);
+        if (access.allowed !== null && !access.allowed.has(project)) continue;
+        const values: Array<{ labels: Record<string, string>; value: number }> = [];
+        await series.collect(project, (labels, value) => void values.push({ labels, value }));
+        if (values.length) metrics.push(gaugeJson(series.name, series.help, values));
+      }
       return Reply.raw(exposition(metrics), services.metrics.contentType, { 'Cache-Control': 'no-store' });
     },
   });
