@@ -1,6 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { Knex } from 'knex';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from '../db/repository.js';
+import type { Permission } from '../auth/permissions.js';
 import { defineRoute, type AuthRequirement, type RouteDef } from '../plugin.js';
 import { Reply } from './reply.js';
 
@@ -59,6 +60,8 @@ export interface ReadRoutes<T> {
   scope?: { kind: string; noun?: string };
   /** Who may read them (default any authenticated caller; `{ role: 'admin' }` for the installation's own records). */
   auth?: AuthRequirement;
+  /** The permission both reads need, where it is not the one the path implies (core/auth/permissions.ts). */
+  permission?: Permission;
 }
 
 /**
@@ -71,6 +74,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       method: 'GET',
       path: r.path,
       auth: r.auth ?? 'authenticated',
+      ...(r.permission ? { permission: r.permission } : {}),
       ...(r.scope ? { scope: { list: r.scope.kind } } : {}),
       summary: r.summaries.list,
       schemas: { query: NamedListQuery, ...(r.response ? { response: Type.Array(r.response) } : {}) },
@@ -83,6 +87,7 @@ export function readRoutes<T>(r: ReadRoutes<T>): RouteDef[] {
       method: 'GET',
       path: `${r.path}/{id}`,
       auth: r.auth ?? 'authenticated',
+      ...(r.permission ? { permission: r.permission } : {}),
       ...(r.scope ? { scope: { of: [{ kind: r.scope.kind, from: 'params.id' as const, ...(r.scope.noun ? { noun: r.scope.noun } : {}) }] } } : {}),
       summary: r.summaries.get,
       schemas: { params: IdParams, ...(r.response ? { response: r.response } : {}) },

@@ -4,6 +4,7 @@ import { isUniqueViolation, StampedRepository } from '../../core/db/repository.j
 import type { Store } from '../../core/db/store.js';
 import { badRequest, conflict } from '../../core/errors.js';
 import { Reply } from '../../core/http/reply.js';
+import { readRoutes } from '../../core/http/resources.js';
 import { newId } from '../../core/ids.js';
 import { defineLifecycle, LEASE_DATES, type LeaseFields, type OperationContext } from '../../core/lifecycle.js';
 import { defineRoute, type RouteDef } from '../../core/plugin.js';
@@ -495,26 +496,18 @@ export function rollouts(ctx: NodesContext): NodesPart {
         return Reply.accepted(rolloutView(begun));
       },
     }),
-    defineRoute({
-      method: 'GET',
+    ...readRoutes({
       path: '/v1/nodes/update-agent',
       auth: { role: 'admin' },
       permission: 'nodes:inspect',
-      summary: 'Agent rollouts in waves, oldest first',
-      schemas: {
-        query: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()) }, { additionalProperties: false }),
-        response: Type.Array(RolloutView),
+      summaries: {
+        list: 'Agent rollouts in waves, oldest first',
+        get: 'An agent rollout’s progress: waves done, each node updated, failed or pending, and why it halted',
       },
-      handler: async (req) => Reply.page(await store.page({ limit: req.query.limit, cursor: req.query.cursor }), rolloutView),
-    }),
-    defineRoute({
-      method: 'GET',
-      path: '/v1/nodes/update-agent/{id}',
-      auth: { role: 'admin' },
-      permission: 'nodes:inspect',
-      summary: 'An agent rollout’s progress: waves done, each node updated, failed or pending, and why it halted',
-      schemas: { params: RolloutParams, response: RolloutView },
-      handler: async (req) => rolloutView(await store.requireByIdOrName(req.params.id, 'agent rollout')),
+      page: (options) => store.page(options),
+      find: (id) => store.requireByIdOrName(id, 'agent rollout'),
+      view: rolloutView,
+      response: RolloutView,
     }),
     defineRoute({
       method: 'POST',
