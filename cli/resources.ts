@@ -325,6 +325,9 @@ const keyVerb = (verb: Partial<Verb>): Partial<Verb> => ({
   orSelf: ['user'],
 });
 
+/** Whether a backup was proven restorable by its drill (`verify`). */
+const VERIFIED: Column = ['verified', (r) => (r.verified === true ? 'yes' : r.verified === false ? `no: ${r.verify_error}` : r.verify && r.status === 'running' ? 'pending' : '-')];
+
 /** The columns of a volume's backups. */
 const RUN_COLUMNS: Column[] = [
   'id',
@@ -335,7 +338,7 @@ const RUN_COLUMNS: Column[] = [
   'files',
   'duration=duration_seconds',
   'target=target_id',
-  ['verified', (r) => (r.verified === true ? 'yes' : r.verified === false ? `no: ${r.verify_error}` : r.verify && r.status === 'running' ? 'pending' : '-')],
+  VERIFIED,
   ['commands', (r) => (['pre', 'post'] as const).flatMap((w) => (r[w] ? [`${w} ${r[w].exit_code !== null && r[w].exit_code !== undefined ? `exit ${r[w].exit_code}` : r[w].status}`] : [])).join(', ') || '-'],
   'error',
 ];
@@ -473,6 +476,33 @@ export const BACKUP_TARGETS: Resource = {
     list({ options: projectFilter, query: { project: 'project' } }),
     get(),
     removeForced('delete it although it holds backups (their records are forgotten; the bucket keeps the repository)', { describe: 'Delete a backup target', label: (a) => `backup target ${a.id}` }),
+  ],
+};
+
+const BACKUP_LIST_DESCRIBE = 'List every volume’s backups at once, oldest first (--volume, --target, --status narrow it)';
+
+/** Every volume's backups at once: `hangar backup list` (docs/backups.md). */
+export const BACKUP_LIST: Resource = {
+  noun: 'list',
+  plural: 'backups',
+  describe: BACKUP_LIST_DESCRIBE,
+  base: '/v1/backups',
+  columns: ['volume=volume_id', 'id', 'snapshot=snapshot_id', 'time', 'size', 'status', VERIFIED, 'target=target_id', 'error'],
+  verbs: [
+    {
+      command: '',
+      describe: BACKUP_LIST_DESCRIBE,
+      method: 'GET',
+      output: 'list',
+      options: {
+        volume: { type: 'string', describe: 'only this volume’s (id or name)' },
+        target: { type: 'string', describe: 'only those in this backup target (id or name)' },
+        status: { type: 'string', choices: ['stopping', 'running', 'succeeded', 'failed', 'forgotten'], describe: 'only those in this status' },
+      },
+      refs: { volume: { noun: 'volume', list: '/v1/volumes', id: /^vol-[0-9a-z]+$/ }, target: { noun: 'backup target', list: '/v1/backups/targets', id: /^bkt-[0-9a-z]+$/ } },
+      query: { volume_id: 'volume', target_id: 'target', status: 'status' },
+      empty: 'no backups',
+    },
   ],
 };
 
@@ -1226,8 +1256,11 @@ export const RESOURCES: Resource[] = [
 /** `hangar backup target|create`: backups group their commands under one noun. */
 const backupCommand: CommandModule<object, Args> = {
   command: 'backup <group>',
-  describe: 'Backups: targets (S3 buckets for restic repositories), schedules, and the control plane’s own backup (create); volume backups are hangar volume backup|backups|restore',
-  builder: (y) => usageExit((y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).command(resourceCommand(BACKUP_SCHEDULES)).command(backupCreateCommand as CommandModule<any, any>).demandCommand(1)) as Argv<Args>,
+  describe: 'Backups: targets (S3 buckets for restic repositories), schedules, every volume’s backups (list), and the control plane’s own backup (create); one volume’s are hangar volume backup|backups|restore',
+  builder: (y) =>
+    usageExit(
+      (y as Argv<any>).command(resourceCommand(BACKUP_TARGETS)).command(resourceCommand(BACKUP_SCHEDULES)).command(resourceCommand(BACKUP_LIST)).command(backupCreateCommand as CommandModule<any, any>).demandCommand(1),
+    ) as Argv<Args>,
   handler: () => undefined,
 };
 

@@ -301,6 +301,18 @@ const bytesProgress = (r: RunRecord, progress?: RunProgress) => ({
 
 /** A volume's backups and restores act in the volume's project (core/auth/scope.ts); a restore takes only the volume's own backups. */
 const OF_VOLUME: RouteScope = { of: [{ kind: 'volume', from: 'params.id' }] };
+/** A volume's backup (or restore): of its target's project, which is its volume's (a deleted volume's backups stay its project's). */
+const RUN = { kind: 'volume-backup' } as const;
+
+const BackupListQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    volume_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only the backups of this volume (its id)' })),
+    target_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'only the backups in this target (its id)' })),
+    status: Type.Optional(Type.Union(['stopping', 'running', 'succeeded', 'failed', 'forgotten'].map((s) => Type.Literal(s)), { description: 'only backups in this status' })),
+  },
+  { additionalProperties: false },
+);
 /** Backup targets and schedules belong to projects (a schedule to its target's): their resolvers' kinds and what a 404 calls them. */
 const TARGET = { kind: 'backup-target', noun: 'backup target' } as const;
 const SCHEDULE = { kind: 'backup-schedule', noun: 'backup schedule' } as const;
@@ -332,8 +344,17 @@ export default definePlugin({
     const now = () => clock.now().toISOString();
     // Targets and schedules made before projects (project_id null) are read as the `default` project's.
     const defaultProject = defaultProjectOf(services);
-    services.provided.contribute(ScopeResolvers, tableResolver(TARGET.kind, () => db.knex, BACKUP_TARGETS, { via: 'project_id', defaultProject }));
+    const targetProjects = tableResolver(TARGET.kind, () => db.knex, BACKUP_TARGETS, { via: 'project_id', defaultProject });
+    services.provided.contribute(ScopeResolvers, targetProjects);
     services.provided.contribute(ScopeResolvers, tableResolver(SCHEDULE.kind, () => db.knex, BACKUP_SCHEDULES, { via: 'project_id', defaultProject }));
+    services.provided.contribute(ScopeResolvers, {
+      kind: RUN.kind,
+      async projectsOf(refs) {
+        const rows: Array<{ id: string; target_id: string }> = await db.knex(BACKUP_RUNS).whereIn('id', [...refs]).select('id', 'target_id');
+        const projects = await targetProjects.projectsOf([...new Set(rows.map((r) => r.target_id))]);
+        return new Map(rows.filter((r) => projects.has(r.target_id)).map((r) => [r.id, projects.get(r.target_id) ?? null]));
+      },
+    });
     const projectOf = async (kind: string, id: string) => (await services.provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
 
     /**
@@ -856,6 +877,14 @@ export default definePlugin({
     }
 
     /** `GET /v1/volumes/{id}/<operation>s`: a volume's backups or restores, oldest first. */
+    /** A page of runs, oldest first, each with its progress while it runs: a running backup's or restore's bytes done of its total, as its agent last said (its task's progress). */
+    async function pageOfRuns(where: (q: Knex.QueryBuilder) => void, query: { limit?: number; cursor?: string }) {
+      const page = await runs.page({ where, limit: query.limit, cursor: query.cursor });
+      const progress = new Map<string, RunProgress>();
+      for (const r of page.items) if (r.status === 'running' && r.task_id && (r.phase ?? 'backup') === 'backup') progress.set(r.id, (await services.tasks.get(r.task_id))?.progress as RunProgress);
+      return Reply.page(page, (r: RunRecord) => runView(r, progress.get(r.id)));
+    }
+
     function listRuns(operation: 'backup' | 'restore', summary: string): RouteDef {
       return defineRoute({
         method: 'GET',
@@ -866,11 +895,7 @@ export default definePlugin({
         schemas: { params: VolumeIdParams, query: PageQuery, response: Type.Array(Run) },
         async handler(req) {
           const volume = await volumes.require(req.params.id);
-          const page = await runs.page({ where: (q) => q.where({ volume_id: volume.id, operation }), limit: req.query.limit, cursor: req.query.cursor });
-          // A running backup's or restore's bytes done of its total, as its agent last said (its task's progress).
-          const progress = new Map<string, RunProgress>();
-          for (const r of page.items) if (r.status === 'running' && r.task_id && (r.phase ?? 'backup') === 'backup') progress.set(r.id, (await services.tasks.get(r.task_id))?.progress as RunProgress);
-          return Reply.page(page, (r: RunRecord) => runView(r, progress.get(r.id)));
+          return pageOfRuns((q) => void q.where({ volume_id: volume.id, operation }), req.query);
         },
       });
     }
@@ -1174,6 +1199,23 @@ export default definePlugin({
           },
         }),
         listRuns('backup', 'A volume’s backups, oldest first: restic snapshot id, time, size, files, duration, status'),
+        defineRoute({
+          method: 'GET',
+          path: '/v1/backups',
+          auth: 'authenticated',
+          // Read as a volume's backups are (GET /v1/volumes/{id}/backups): each where its volume's project grants volumes:read.
+          permission: 'volumes:read',
+          scope: { list: RUN.kind },
+          summary: 'Every volume’s backups at once, oldest first (those of volumes deleted since too, which can still be restored into a new volume), optionally of one volume, one target or one status',
+          schemas: { query: BackupListQuery, response: Type.Array(Run) },
+          handler: (req) =>
+            pageOfRuns((q) => {
+              q.where({ operation: 'backup' });
+              if (req.query.volume_id) q.where({ volume_id: req.query.volume_id });
+              if (req.query.target_id) q.where({ target_id: req.query.target_id });
+              if (req.query.status) q.where({ status: req.query.status });
+            }, req.query),
+        }),
         defineRoute({
           method: 'POST',
           path: '/v1/volumes/{id}/restore',

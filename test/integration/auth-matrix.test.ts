@@ -63,7 +63,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
   it('cross-tenant matrix: every operation × resources of two projects × {admin, auditor, each project role (built-in and custom) in the owning project and in the other, no membership, no credential, keys inside and outside their project, keys with a permission list, an expired key, a removed member\'s keys} answers as the declared permission says', async function () {
     this.timeout(240_000);
     const knex = t.hangar.services.db.knex;
-    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config, a load balancer, a volume, an object store, a backup target and schedule.
+    // Two projects, each with a swarm, a Kubernetes cluster, a service, an instance, a secret, a config, a load balancer, a volume (and a backup of it), an object store, a backup target and schedule.
     const projects: Record<'a' | 'b', string> = { a: '', b: '' };
     for (const p of ['a', 'b'] as const) {
       const res = await t.request('POST', '/v1/projects', { headers: bearer(admin.token), body: { name: `matrix-${p}` } });
@@ -87,6 +87,8 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
         ['volumes', { id: `vol-mx${p}`, name: `mx-vol-${p}`, node_id: 'node-mxnobody', folder: `/srv/mx-${p}`, type: 'local', status: 'failed', project_id: projects[p], created_at: now, updated_at: now }],
         ['backup_targets', { id: `bkt-mx${p}`, name: `mx-target-${p}`, kind: 's3', endpoint: 'http://127.0.0.1:9', bucket: 'mx', prefix: p, region: 'us-east-1', access_key_id: 'x', secret_sealed: sealed, password_sealed: sealed, project_id: projects[p], checked_at: now, created_at: now, updated_at: now }],
         ['s3_instances', { id: `s3-mx${p}`, name: `mx-s3-${p}`, cluster_id: swarm, volume_id: `vol-mx${p}`, runtime_name: `s3-mx-${p}`, image: 'x', root_user: 'x', password_sealed: sealed, domain: `mx-${p}.s3`, console_domain: `console.mx-${p}.s3`, status: 'failed', created_at: now, updated_at: now }],
+        // A volume's backup (GET /v1/backups lists it by its target's project).
+        ['backup_runs', { id: `bak-mx${p}`, operation: 'backup', volume_id: `vol-mx${p}`, target_id: `bkt-mx${p}`, node_id: 'node-mxnobody', status: 'succeeded', snapshot_id: '0123abcd', started_at: now, finished_at: now, created_at: now, updated_at: now }],
         // Not due in this test: the schedules loop leaves it alone.
         ['backup_schedules', { id: `bks-mx${p}`, name: `mx-schedule-${p}`, target_id: `bkt-mx${p}`, volume_ids: JSON.stringify([`vol-mx${p}`]), every_seconds: 86_400, next_run_at: '2100-01-01T00:00:00.000Z', project_id: projects[p], created_at: now, updated_at: now }],
         // An alert on the instance (its own open_key: the rules leave it alone), and the installation's on a node, which every caller that lists alerts sees.
@@ -153,7 +155,7 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
         ? projects[p]
         : kind === 'cluster'
           ? route.path.startsWith('/v1/kubernetes/') ? `cls-mx${p}` : `swm-mx${p}`
-          : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'object-store': 's3', alert: 'alert' }[kind]}-mx${p}`;
+          : `${{ service: 'svc', instance: 'inst', secret: 'sec', config: 'cfg', volume: 'vol', loadbalancer: 'lb', 'backup-target': 'bkt', 'backup-schedule': 'bks', 'volume-backup': 'bak', 'object-store': 's3', alert: 'alert' }[kind]}-mx${p}`;
 
     /**
      * Who calls. `member`: what the caller holds in each project (its role's permissions there; for a
