@@ -8,7 +8,7 @@ import type { Page } from 'playwright-core';
 import { randomToken } from '../../core/ids.js';
 import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '../support/agents.js';
 import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
-import { TestDialect } from '../support/dialects.js';
+import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
 import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
 import { holdingRestic } from '../support/holding-restic.js';
@@ -21,11 +21,9 @@ import { loadConfig } from '../../core/config.js';
  * and the real S3 server: a volume's last backup with its size and restore drill, the targets and
  * schedules, the control plane's archives (not configured: the page says what to set), and a
  * restore started from the page with its confirmation, after which the folder holds the backup
- * again. SQLite; the backups themselves are test/integration/backups.
+ * again. On SQLite and PostgreSQL; the backups themselves are test/integration/backups.
  */
-describe('the dashboard in chromium: backups [sqlite]', function () {
-  this.timeout(60_000);
-  const dialect = new TestDialect('sqlite');
+describeEachDialect('the dashboard in chromium: backups', (dialect) => {
   let t: TestHangar;
   let admin: Credentials;
   let s3: S3Server | undefined;
@@ -90,12 +88,12 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
     await closeBrowser?.();
     await cleanupAgents();
     await t?.stop();
-    await dialect.cleanup();
     if (s3) releaseSharedS3Server();
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
   it('shows the volume’s last backup (size, verified), the target and the control plane’s state', async function () {
+    this.timeout(60_000);
     await logIn(page, t.url, admin.username, admin.password);
     await navigate(page, 'Backups');
     await page.getByRole('heading', { name: 'Backups' }).waitFor();
@@ -111,6 +109,7 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
   });
 
   it('restores the volume from the page after its confirmation: the folder holds the backup again', async function () {
+    this.timeout(60_000);
     writeFileSync(path.join(folder, 'table.dat'), 'rows written after the backup\n');
     const row = tableRow(page, 'Volume backups', 'pgdata');
     await row.getByRole('button', { name: 'Restore' }).click();
@@ -127,6 +126,7 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
   });
 
   it('a backup started from the page shows its progress while restic reads: the share and the bytes', async function () {
+    this.timeout(60_000);
     writeFileSync(path.join(folder, 'big.dat'), randomBytes(6 * 2 ** 20));
     writeFileSync(hold, String(6 * 2 ** 20 + 'the rows as backed up\n'.length));
     try {
@@ -151,6 +151,7 @@ describe('the dashboard in chromium: backups [sqlite]', function () {
   });
 
   it('a restore started from the page shows its progress while restic writes: the share and the bytes of the snapshot', async function () {
+    this.timeout(60_000);
     const restores = async () => (await api('GET', `/v1/volumes/${volumeId}/restores`)).json.data as Array<{ id: string; status: string }>;
     const earlier = new Set((await restores()).map((r) => r.id));
     // restic is stopped once it has written 1 MiB of the backup just taken (6 MiB and the rows).
