@@ -37,7 +37,15 @@ export const projectResource: Resource = {
       output: 'done',
       says: ['created', 'creating'],
     },
-    { command: 'list', describe: 'List the projects you are a member of, with your role (installation admins: every project)', method: 'GET', output: 'list', empty: 'no projects (you are a member of none)' },
+    {
+      command: 'list',
+      describe: 'List the projects you are a member of, with your role (installation admins: every project)',
+      method: 'GET',
+      options: { node: { type: 'string', describe: 'only those this node is granted to (its id)' } },
+      query: { node: 'node' },
+      output: 'list',
+      empty: 'no projects (you are a member of none)',
+    },
     { command: 'show <id>', describe: 'Show a project', method: 'GET', path: '/{id}', output: 'record' },
     {
       command: 'delete <id>',

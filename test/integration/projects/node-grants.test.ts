@@ -95,6 +95,9 @@ describeEachDialect('nodes granted to projects', (dialect) => {
     const list = await hangarCli(['project', 'nodes', 'team-b'], { env: envOf(mo) });
     expect(list.code, list.stderr).to.equal(0);
     expect(list.stdout).to.contain(nodes.other).and.contain('node-other').and.not.contain(nodes.granted);
+    const served = await hangarCli(['project', 'list', '--node', nodes.other], { env: envOf(admin) });
+    expect(served.code, served.stderr).to.equal(0);
+    expect(served.stdout).to.contain('team-b').and.not.contain('team-a');
   });
 
   it('a maintainer joins a node granted to its project to its cluster, and no other node; a deployer none; an admin no node granted to another project', async () => {
