@@ -478,9 +478,17 @@ export default definePlugin({
       ...(t.kind === 'local' ? {} : { region: t.region, access_key_id: t.access_key_id, secret_access_key: box.openString(t.secret_sealed) }),
     });
 
-    /** A local target serves only the volumes of its node (409 naming why). */
-    function requireServes(target: TargetRecord, nodeId: string, what: string): void {
-      const refusal = localTargetRefusal(target, nodeId, what);
+    /**
+     * A local target serves only the volumes of its node, and none whose folder is, is inside or
+     * contains its own (one made before hangar refused that): 409 naming why.
+     */
+    function requireServes(target: TargetRecord, volume: VolumeRecord): void {
+      const what = `volume ${volume.name}`;
+      const refusal =
+        localTargetRefusal(target, volume.node_id, what) ??
+        (target.kind === 'local' && foldersOverlap(target.path!, volume.folder)
+          ? `Backup target ${target.name}: ${folderClash(volume.node_id, target.path!, what, volume.folder)}: its backups would copy the repository half-written and a restore of it would replace the repository by that copy; move the repository out of the volume's folder and make a target of it there`
+          : null);
       if (refusal) throw conflict(refusal, [{ path: 'target_id', message: refusal }]);
     }
 
@@ -627,7 +635,7 @@ export default definePlugin({
       target: TargetRecord,
       from: { schedule_id?: string; retention?: Record<string, number>; verify?: boolean; consistency?: 'live' | 'stop'; pre?: HookSpec | null; post?: HookSpec | null } = {},
     ): Promise<{ task: Task; run: RunRecord }> {
-      requireServes(target, volume.node_id, `volume ${volume.name}`);
+      requireServes(target, volume);
       await requireVolumeOnResticNode(volume.id);
       const consistency = from.consistency ?? 'live';
       // With commands, the run goes through its phases (pre, backup, post), a task each (recordStep).
@@ -1114,7 +1122,7 @@ export default definePlugin({
             const volumeIds: string[] = [];
             for (const ref of body.volume_ids ?? []) {
               const volume = await volumes.require(ref);
-              requireServes(target, volume.node_id, `volume ${volume.name}`);
+              requireServes(target, volume);
               volumeIds.push(volume.id);
             }
             const commands = await hooks.resolveBoth(body, { kind: TARGET.kind, id: target.id, permission: 'backups:write' }, req.principal);
@@ -1249,7 +1257,7 @@ export default definePlugin({
             const target = await requireTarget(source.target_id).catch(() => {
               throw conflict(`The target of backup ${source.id} is gone`);
             });
-            requireServes(target, volume.node_id, `volume ${volume.name}`);
+            requireServes(target, volume);
             const using = await usersOf(volume.id);
             const named = (users: VolumeUser[]) => users.map((u) => `${u.type} ${u.name}`).join(', ');
             if (using.length && !req.body.stop_workloads) {

@@ -687,7 +687,8 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     const scheduled = await waitFor(async () => (await runs('backups')).find((r) => r.schedule_id === schedule.json.data.id && r.status !== 'running' && r.verified !== null), { timeoutMs: 120_000, intervalMs: 300, what: 'the scheduled backup' });
     expect(scheduled).to.include({ status: 'succeeded', verified: true });
     expect(readdirSync(path.join(repo, 'snapshots')), 'keep_last 1: the earlier snapshot forgotten').to.have.length(1);
-    expect((await runs('backups')).find((r) => r.id === done!.id)!.status).to.equal('forgotten');
+    // The backups a retention removed are marked forgotten right after the run's end is recorded.
+    await waitFor(async () => (await runs('backups')).find((r) => r.id === done!.id)!.status === 'forgotten', { timeoutMs: 10_000, intervalMs: 100, what: 'the earlier backup to be forgotten' });
     expect((await api('DELETE', `/v1/backups/schedules/${schedule.json.data.id}`)).status).to.equal(204);
 
     // The CLI: a local target created on node A, listed with its node and folder, a backup to it followed to its end.
@@ -783,10 +784,30 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
     expect((await api('DELETE', `/v1/backups/targets/${named('own-vault')}`)).status).to.equal(204);
     expect((await revoke()).status).to.equal(200);
 
+    // A target made before hangar refused it, in a volume's folder (its folder moved there by hand here): the volume's backups, schedules and restores are refused, naming why.
+    const backup = await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: named('own-first') });
+    expect(backup.status, backup.text).to.equal(202);
+    const done = await waitFor(async () => ((await api('GET', `/v1/volumes/${v.id}/backups`)).json.data as Array<Record<string, any>>).find((r) => r.status !== 'running'), { timeoutMs: 60_000, intervalMs: 200, what: 'the backup' });
+    expect(done!.status, done!.error ?? '').to.equal('succeeded');
+    const inside = path.join(data, 'repo');
+    const moveTarget = (folder: string) => t.hangar.services.db.knex('backup_targets').where({ name: named('own-first') }).update({ path: folder });
+    await moveTarget(inside);
+    for (const res of [
+      await api('POST', `/v1/volumes/${v.id}/restore`, { snapshot_id: done!.id }),
+      await api('POST', `/v1/volumes/${v.id}/backups`, { target_id: named('own-first') }),
+      await api('POST', '/v1/backups/schedules', { name: named('own-s'), target_id: named('own-first'), volume_ids: [v.id], every_seconds: 3600 }),
+    ]) {
+      expect(res.status, res.text).to.equal(409);
+      expect(res.json.message).to.contain(`Backup target ${named('own-first')}: Folder ${inside} on node ${nodeA} is inside the folder of volume ${named('own-data')} (${data}): its backups would copy the repository half-written`);
+    }
+    expect(((await api('GET', `/v1/volumes/${v.id}/backups`)).json.data as unknown[]).length, 'no backup was started').to.equal(1);
+    expect((await api('GET', `/v1/volumes/${v.id}/restores`)).json.data).to.deep.equal([]);
+    await moveTarget(path.join(repos, 'first'));
+
     const listed = await localTargets();
     expect(listed).to.include.members([named('own-first'), named('own-second'), named('own-on-b')]);
     expect(listed.filter((name) => ['in-volume', 'own-system', 'own-default'].map(named).includes(name)), 'nothing refused was recorded').to.deep.equal([]);
-    for (const name of ['own-first', 'own-second', 'own-on-b']) expect((await api('DELETE', `/v1/backups/targets/${named(name)}`)).status).to.equal(204);
+    for (const name of ['own-first', 'own-second', 'own-on-b']) expect((await api('DELETE', `/v1/backups/targets/${named(name)}?force=true`)).status).to.equal(204);
     expect((await api('DELETE', `/v1/volumes/${v.id}?force=true`)).status).to.be.oneOf([202, 204]);
   });
 
