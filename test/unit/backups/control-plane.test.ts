@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { parseCron } from '../../../core/cron.js';
-import { archiveName, archiveTime, newestArchiveTime, nextArchiveDue } from '../../../plugins/backups/control-plane.js';
+import { archiveName, archiveTime, newestArchiveTime, nextArchiveDue, retryAfterFailures } from '../../../plugins/backups/control-plane.js';
 
 describe('control-plane archives: names and the schedule (plugins/backups/control-plane.ts)', () => {
   it('names an archive by its UTC time to the millisecond, sortable, and reads the time back (older names without milliseconds too)', () => {
@@ -20,6 +20,15 @@ describe('control-plane archives: names and the schedule (plugins/backups/contro
     // The newest archive was made before a day the control planes were all down: one run is due at once.
     expect(nextArchiveDue(daily, new Date('2026-11-26T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-27T03:00:00.000Z');
     expect(nextArchiveDue(daily, new Date('2026-11-28T03:00:00.400Z'), started)?.toISOString()).to.equal('2026-11-29T03:00:00.000Z');
+  });
+
+  it('tries a failing schedule again after a back-off: the check interval after the first failure, doubling with each in a row, at most an hour', () => {
+    const failures = (n: number) => ({ last_success_at: null, failures: Array.from({ length: n }, (_, i) => ({ failed_at: new Date(Date.UTC(2026, 10, 28, 3, i)), error: 'endpoint unreachable' })) });
+    const wait = (n: number) => retryAfterFailures(failures(n), 30)!.getTime() - Date.UTC(2026, 10, 28, 3, n - 1);
+    expect(retryAfterFailures(failures(0), 30), 'none failed since the last success').to.equal(null);
+    expect([1, 2, 3, 4].map(wait)).to.deep.equal([30_000, 60_000, 120_000, 240_000]);
+    expect(wait(8)).to.equal(3_600_000);
+    expect(wait(40), 'a long outage').to.equal(3_600_000);
   });
 
   it('believes no archive named in the future (a clock ahead, or anyone with the bucket’s keys): the newest is the newest up to now', () => {
