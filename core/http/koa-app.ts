@@ -279,8 +279,8 @@ function routeMiddleware(route: RouteDef, listener: ListenerName, services: Serv
   const gate = routeScope ? new ScopeGate(services.provided, () => userGrants) : null;
   const scopedCheck: PermissionCheck | null = routeScope ? { ...check, viaProjects: (p) => gate!.admits(p, permission, routeScope) } : null;
   // A credential limited to one project reaches what a route scopes to projects (the projects' own
-  // routes too) and its own account; a route on resources not scoped to projects (creating clusters,
-  // volumes or backup targets…) would act installation-wide.
+  // routes too) and its own account; a route on resources not scoped to projects (creating backup
+  // targets, the gateway's table…) would act installation-wide.
   const kind = parsePermission(permission)?.kind;
   const openToProjectKeys = Boolean(route.scope) || kind === 'account' || kind === 'public' || kind === 'agent';
   const ownProjectQuery = Boolean(((route.schemas?.query as { properties?: Record<string, unknown> } | undefined)?.properties ?? {}).project);
