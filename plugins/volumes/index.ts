@@ -414,6 +414,8 @@ export default definePlugin({
         const cluster = await core.clusters.get(clusterId);
         if (!cluster) return;
         const memberIds = await activeMembers(clusterId);
+        // Run late (a retry) after the node left the cluster again: there is nothing to define on it.
+        if (!memberIds.includes(nodeId)) return;
         const ids = new Set(await definitions.volumesOn(memberIds.filter((id) => id !== nodeId)));
         const candidates = await volumes.query().where({ type: 'nfs', status: 'ready' }).andWhere((q) => q.whereIn('node_id', memberIds).orWhereIn('id', [...ids]));
         for (const row of candidates) {
