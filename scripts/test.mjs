@@ -9,9 +9,6 @@
 //
 // With arguments (`npm test -- <files or mocha options>`) it is plain mocha.
 import { spawn } from 'node:child_process';
-import { createWriteStream, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 const SUITES = ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/security/**/*.test.ts', 'test/contract/**/*.test.ts', 'test/e2e/**/*.test.ts'];
 
@@ -32,9 +29,10 @@ const WAITING = [
 ];
 
 const mocha = (args, stdio) => spawn(process.execPath, ['node_modules/mocha/bin/mocha.js', ...args], { stdio, env: process.env });
-const exitOf = (child) => new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+/** A child's exit status, once its output streams are drained too ('close', not 'exit'). */
+const statusOf = (child) => new Promise((resolve) => child.on('close', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
 
-if (process.argv.length > 2) process.exit(await exitOf(mocha(process.argv.slice(2), 'inherit')));
+if (process.argv.length > 2) process.exit(await statusOf(mocha(process.argv.slice(2), 'inherit')));
 
 /** The counts of a lane's closing line "N passed, N failed", or null when it printed none (it died). */
 function countsOf(output) {
@@ -43,28 +41,27 @@ function countsOf(output) {
   return match ? { passed: Number(match[1]), failed: Number(match[2]) } : null;
 }
 
-const waitingLog = join(tmpdir(), `hangar-waiting-lane-${process.pid}.log`);
-const waitingOut = createWriteStream(waitingLog);
+// The waiting lane's output is kept (stdout and stderr apart: its closing line is read from stdout)
+// and printed once the main lane is done.
 const waiting = mocha(WAITING, ['ignore', 'pipe', 'pipe']);
-waiting.stdout.pipe(waitingOut);
-waiting.stderr.pipe(waitingOut);
-const waitingExit = exitOf(waiting);
+const waitingOut = { stdout: '', stderr: '' };
+waiting.stdout.setEncoding('utf8').on('data', (chunk) => (waitingOut.stdout += chunk));
+waiting.stderr.setEncoding('utf8').on('data', (chunk) => (waitingOut.stderr += chunk));
+const waitingDone = statusOf(waiting);
 
 let mainTail = '';
 const main = mocha([...SUITES, ...WAITING.flatMap((file) => ['--ignore', file])], ['ignore', 'pipe', 'inherit']);
-main.stdout.on('data', (chunk) => {
+main.stdout.setEncoding('utf8').on('data', (chunk) => {
   process.stdout.write(chunk);
-  mainTail = (mainTail + chunk.toString()).slice(-4096);
+  mainTail = (mainTail + chunk).slice(-4096);
 });
-const mainStatus = await exitOf(main);
+const mainStatus = await statusOf(main);
 
-const waitingStatus = await waitingExit;
-await new Promise((resolve) => waitingOut.end(resolve));
-const waitingOutput = readFileSync(waitingLog, 'utf8');
-rmSync(waitingLog, { force: true });
-process.stdout.write(`\n=== the waiting lane (run beside the suites above: ${WAITING.join(', ')}) ===\n${waitingOutput}`);
+const waitingStatus = await waitingDone;
+process.stdout.write(`\n=== the waiting lane (run beside the suites above: ${WAITING.join(', ')}) ===\n${waitingOut.stdout}`);
+if (waitingOut.stderr) process.stdout.write(`--- its standard error ---\n${waitingOut.stderr}`);
 
-const counts = [countsOf(mainTail), countsOf(waitingOutput)];
+const counts = [countsOf(mainTail), countsOf(waitingOut.stdout)];
 const passed = counts.reduce((sum, c) => sum + (c?.passed ?? 0), 0);
 // A lane that printed no closing line died: count it as one failure so the sum cannot read as green.
 const failed = counts.reduce((sum, c) => sum + (c ? c.failed : 1), 0);
