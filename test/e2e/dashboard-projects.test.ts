@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
+import { FakeAgent } from '../support/agents.js';
 import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { TestDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
@@ -311,6 +312,15 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
     expect(await page.getByRole('button', { name: 'Grant node' }).count()).to.equal(0);
     expect(await row('Granted nodes', 'dash-n1').getByRole('button', { name: 'Revoke' }).count()).to.equal(0);
     expect(await nodeProjects(n1, 'dash-n1')).to.deep.equal(['alpha']);
+
+    // The nodes her clusters can be made of are alpha's: Create cluster offers dash-n1 (ready: its agent heartbeats), not dash-n2.
+    for (const id of [n1, n2]) expect((await (await FakeAgent.forNode(t, id)).heartbeat()).status).to.equal(200);
+    await nav('Kubernetes');
+    await page.getByRole('button', { name: 'Create cluster' }).click();
+    const server = dialog().getByLabel('Server node');
+    await server.locator('option', { hasText: 'dash-n1' }).waitFor({ state: 'attached' });
+    expect(await server.locator('option').allInnerTexts()).to.deep.equal([`dash-n1 (${n1})`]);
+    await dialog().getByRole('button', { name: 'Cancel' }).click();
     await page.getByRole('button', { name: 'Log out' }).click();
   });
 });

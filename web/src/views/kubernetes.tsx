@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { can } from '../access';
+import { can, seesEveryProject, useAccess } from '../access';
 import { call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
@@ -13,10 +13,21 @@ type ReportedNode = ClusterNode & { ready: boolean | null; roles: string[]; kube
 const CLUSTER_EVENTS = changed('cluster', 'swarm_member');
 const text = (form: FormData, name: string) => String(form.get(name) ?? '').trim();
 
-/** Nodes with an agent that are in no cluster yet: what a cluster can be made of or grow by. */
-function useFreeNodes(): Array<{ id: string; name: string }> {
+/**
+ * The ready nodes a cluster of `project` can be made of or grow by: every one for installation
+ * admins (the API refuses one granted to another project); for a member, those granted to the
+ * project, the only ones it may place (docs/tenancy.md "Nodes granted to projects").
+ */
+export function usePlaceableNodes(project: string | null | undefined): Array<{ id: string; name: string }> {
+  const access = useAccess();
+  const granted = access && !seesEveryProject(access) && project ? project : null;
   const [nodes, setNodes] = useState<Array<{ id: string; name: string }>>([]);
-  useEffect(() => void call('GET /v1/nodes', { query: { status: ['ready'], limit: 1000 } }).then((r) => setNodes(r.data as never), () => undefined), []);
+  useEffect(() => {
+    const asked = granted
+      ? call('GET /v1/projects/{id}/nodes', { params: { id: granted } }).then((r) => (r.data as Array<{ node_id: string; name: string; status: string }>).filter((n) => n.status === 'ready').map((n) => ({ id: n.node_id, name: n.name })))
+      : call('GET /v1/nodes', { query: { status: ['ready'], limit: 1000 } }).then((r) => r.data as Array<{ id: string; name: string }>);
+    void asked.then(setNodes, () => undefined);
+  }, [granted]);
   return nodes;
 }
 
@@ -33,7 +44,7 @@ export function NodeOptions({ nodes }: { nodes: Array<{ id: string; name: string
 }
 
 export function KubernetesClusters() {
-  const nodes = useFreeNodes();
+  const nodes = usePlaceableNodes(useAccess()?.project);
   return (
     <Page
       title="Kubernetes clusters"
@@ -114,7 +125,7 @@ function KubeconfigButton({ cluster }: { cluster: Cluster }) {
 
 export function KubernetesClusterDetail({ id }: { id: string; admin: boolean }) {
   const [cluster, error] = useRecord('GET /v1/kubernetes/clusters/{id}', { id }, CLUSTER_EVENTS);
-  const nodes = useFreeNodes();
+  const nodes = usePlaceableNodes((cluster as Cluster | null)?.project_id);
   if (error) return <Page title="Kubernetes cluster"><p role="alert" class="error">{error}</p></Page>;
   const c = cluster as Cluster | null;
   if (!c) return <Page title="Kubernetes cluster">Loading…</Page>;

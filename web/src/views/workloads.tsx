@@ -5,6 +5,7 @@ import { lineDiff } from '../diff';
 import { changed } from '../live';
 import { href } from '../router';
 import { DiffLines, Revisions, type Workload } from './revisions';
+import { usePlaceableNodes } from './kubernetes';
 import { ProjectName } from './projects';
 import { Ago, Badge, ClusterLink, ConfirmButton, Facts, Field, FormButton, knownClusters, LogsButton, NAME_FILTER, Page, ResourceList, useAction, useRecord, notify } from '../ui';
 
@@ -78,8 +79,7 @@ type Member = { node_id: string; role: string; status: string; hostname?: string
 
 export function SwarmDetail({ id }: { id: string }) {
   const [swarm, error] = useRecord('GET /v1/swarms/{id}', { id }, changed('swarm', 'swarm_member'));
-  const [nodes, setNodes] = useState<Array<{ id: string; name: string }>>([]);
-  useEffect(() => void call('GET /v1/nodes', { query: { status: ['ready'], limit: 1000 } }).then((r) => setNodes(r.data as any), () => undefined), []);
+  const nodes = usePlaceableNodes((swarm as Swarm | null)?.project_id);
   if (error) return <Page title="Swarm"><p role="alert" class="error">{error}</p></Page>;
   const s = swarm as Swarm | null;
   if (!s) return <Page title="Swarm">Loading…</Page>;
