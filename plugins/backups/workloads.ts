@@ -91,7 +91,8 @@ export function workloadStops({ services, runs, what }: { services: Services; ru
         } catch (err) {
           // Cut short by this control plane's shutdown: the run stays `stopping`, and its lease runs out for the next one to take it over.
           if (services.shutdown.aborted) throw err;
-          const stopped = workloads.slice(0, i);
+          // Refused up front (409: busy), it changed nothing; failed later (its wait for the scale-down), it may be down: brought back too.
+          const stopped = workloads.slice(0, isBusy(err) ? i : i + 1);
           const failed = await runs.changeIf(run.id, ['stopping'], {
             status: 'failed',
             workloads: stopped,

@@ -233,15 +233,17 @@ export default definePlugin({
      * at 0 replicas (status `stopped`) and waited for until its container is gone, then deployed
      * at 1 again.
      */
+    /** A store that may run its container (one being deployed or marked failed counts: its scale is refused while busy, never skipped). */
+    const mayRun = (i: S3Record | null): i is S3Record => Boolean(i && i.status !== 'stopped' && i.status !== 'removing' && i.replicas);
     services.provided.contribute(VolumeUserStoppers, {
       type: 's3',
       async replicas(id) {
         const i = await store.get(id);
-        return i?.status === 'running' && i.replicas ? i.replicas : null;
+        return mayRun(i) ? i.replicas : null;
       },
       async stop(id) {
         const i = await store.get(id);
-        if (i?.status !== 'running' || !i.replicas) return null;
+        if (!mayRun(i)) return null;
         await scaleNow(i, 0);
         return i.replicas;
       },

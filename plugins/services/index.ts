@@ -409,10 +409,14 @@ export default definePlugin({
       const parsed = format.parse(service.spec, { bundle: stackOf(service), defaultDomain: (part) => `${part}.${service.name}.invalid`, installationAdmin: true, namespace: service.namespace ?? null });
       return { parts: Object.entries(parsed.mounts ?? {}).flatMap(([part, names]) => (names.includes(volumeName) ? [part] : [])), desired: parsed.desired };
     }
-    /** A running service and its parts that mount the volume, or null (gone, not running, none mounts it). */
+    /**
+     * A service that may run tasks and its parts that mount the volume, or null (gone, stopped or
+     * going, none mounts it). One being deployed counts: its scale is refused while the deploy holds
+     * it (409), never skipped while its tasks write.
+     */
     async function runningMounts(id: string, volumeId: string) {
       const [service, volume] = await Promise.all([store.get(id), volumeNamed(volumeId)]);
-      if (!service || !volume || (service.status !== 'running' && service.status !== 'failed')) return null;
+      if (!service || !volume || service.status === 'stopped' || service.status === 'removing') return null;
       const mounts = mountsOf(service, volume);
       return mounts.parts.length ? { service, ...mounts } : null;
     }
