@@ -321,6 +321,54 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
     await server.locator('option', { hasText: 'dash-n1' }).waitFor({ state: 'attached' });
     expect(await server.locator('option').allInnerTexts()).to.deep.equal([`dash-n1 (${n1})`]);
     await dialog().getByRole('button', { name: 'Cancel' }).click();
+
+    // So are the nodes her volumes can be on: Create volume offers dash-n1 alone, and the volume is alpha's.
+    await nav('Volumes');
+    await page.getByRole('button', { name: 'Create volume' }).click();
+    const volumeNode = dialog().getByLabel('Node');
+    await volumeNode.locator('option', { hasText: 'dash-n1' }).waitFor({ state: 'attached' });
+    expect(await volumeNode.locator('option').allInnerTexts()).to.deep.equal([`dash-n1 (${n1})`]);
+    await dialog().getByLabel('Name').fill('nia-data');
+    await dialog().getByLabel('Type').selectOption('local');
+    await dialog().getByLabel('Folder').fill('/srv/hangar/nia-data');
+    await dialog().getByRole('button', { name: 'Create', exact: true }).click();
+    await row('Volumes', 'nia-data').getByText('alpha', { exact: true }).waitFor();
+    const made = ((await adminApi('GET', '/v1/volumes/nia-data')).json.data ?? {}) as Record<string, unknown>;
+    expect(made).to.include({ node_id: n1, type: 'local', folder: '/srv/hangar/nia-data', project_id: projects.alpha });
+    await page.getByRole('button', { name: 'Log out' }).click();
+  });
+  it('an admin creates a volume in the switcher’s project on any ready node; the API’s 409 and 400 show with what they name', async () => {
+    const volume = async (name: string, node: string, folder: string) => {
+      await page.getByRole('button', { name: 'Create volume' }).click();
+      await dialog().getByLabel('Name').fill(name);
+      await dialog().getByLabel('Type').selectOption('local');
+      await dialog().getByLabel('Node').selectOption({ label: node });
+      await dialog().getByLabel('Folder').fill(folder);
+      await dialog().getByRole('button', { name: 'Create', exact: true }).click();
+    };
+    const ready = ((await adminApi('GET', '/v1/nodes?status=ready')).json.data as Array<{ id: string; name: string }>).map((n) => `${n.name} (${n.id})`).sort();
+    expect(ready).to.have.length(2);
+    await logIn(page, t.url, admin.username, admin.password);
+    await switcher().selectOption({ label: 'beta' });
+    await nav('Volumes');
+    await page.getByRole('button', { name: 'Create volume' }).click();
+    await dialog().getByLabel('Node').locator('option').nth(1).waitFor({ state: 'attached' });
+    expect((await dialog().getByLabel('Node').locator('option').allInnerTexts()).sort(), 'every ready node').to.deep.equal(ready);
+    await dialog().getByRole('button', { name: 'Cancel' }).click();
+    const n1 = ready.find((n) => n.startsWith('dash-n1'))!;
+
+    await volume('beta-data', n1, '/srv/hangar/beta-data');
+    await row('Volumes', 'beta-data').getByText('beta', { exact: true }).waitFor();
+    expect(((await adminApi('GET', '/v1/volumes/beta-data')).json.data as Record<string, unknown>).project_id).to.equal(projects.beta);
+
+    await volume('beta-data', n1, '/srv/hangar/other');
+    await page.locator('.notice.error').filter({ hasText: 'A volume named beta-data exists' }).waitFor();
+    await dialog().getByLabel('Name').fill('beta-more');
+    await dialog().getByLabel('Folder').fill('/srv/hangar/../etc');
+    await dialog().getByRole('button', { name: 'Create', exact: true }).click();
+    await page.locator('.notice.error').filter({ hasText: 'body.folder must not contain' }).waitFor();
+    await dialog().getByRole('button', { name: 'Cancel' }).click();
+    expect((await adminApi('GET', '/v1/volumes/beta-more')).status).to.equal(404);
     await page.getByRole('button', { name: 'Log out' }).click();
   });
 });

@@ -3,6 +3,7 @@ import { useAccess } from '../access';
 import { b64encode, call } from '../api';
 import { changed } from '../live';
 import { href } from '../router';
+import { NodeOptions, usePlaceableNodes } from './kubernetes';
 import { ProjectName } from './projects';
 import { Ago, Badge, ClusterLink, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList, ShownOnce } from '../ui';
 
@@ -11,8 +12,44 @@ type Row = Record<string, any>;
 // ——— volumes ———
 
 export function Volumes() {
+  const nodes = usePlaceableNodes(useAccess()?.project);
   return (
-    <Page title="Volumes">
+    <Page
+      title="Volumes"
+      actions={
+        <FormButton
+          label="Create volume"
+          title="Create a volume"
+          needs="POST /v1/volumes"
+          primary
+          submitLabel="Create"
+          done="volume accepted: preparing its folder"
+          onSubmit={(f) =>
+            call('POST /v1/volumes', {
+              body: { name: String(f.get('name') ?? '').trim(), type: f.get('type') === 'local' ? 'local' : 'nfs', node_id: String(f.get('node_id') ?? ''), folder: String(f.get('folder') ?? '').trim() },
+            })
+          }
+        >
+          <Field label="Name">
+            <input name="name" required />
+          </Field>
+          <Field label="Type" hint="nfs: served by the node to every member of its cluster; local: the folder bound in place, its workloads pinned to the node">
+            <select name="type">
+              <option value="nfs">nfs</option>
+              <option value="local">local</option>
+            </select>
+          </Field>
+          <Field label="Node" hint="the ready node whose folder holds the data">
+            <select name="node_id" required>
+              <NodeOptions nodes={nodes} />
+            </select>
+          </Field>
+          <Field label="Folder" hint="an absolute path on the node; made when missing">
+            <input name="folder" required placeholder="/srv/data/app" />
+          </Field>
+        </FormButton>
+      }
+    >
       <ResourceList
         route="GET /v1/volumes"
         label="Volumes"
