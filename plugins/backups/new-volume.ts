@@ -43,9 +43,12 @@ export function newVolumeRestorer(deps: NewVolumeRestoreDeps): VolumeRestorer {
 
   const restorer: VolumeRestorer = {
     async resolve(from, nodeId, projectId) {
+      // A request joins resources of one project (core/auth/scope.ts): another project's targets and backups are none it can name, and no message tells of them.
+      const ofProject = async (targetId: string) => !projectId || (await deps.projectOfTarget(targetId)) === projectId;
       let target: TargetRecord | null = null;
       if (from.target_id !== undefined) {
         target = await targets.findByIdOrName(from.target_id);
+        if (target && !(await ofProject(target.id))) target = null;
         if (!target) throw refused(`no backup target ${from.target_id}: give the id or name of one (GET /v1/backups/targets)`, 'body.restore_from.target_id');
       }
       const ref = from.snapshot_id;
@@ -54,7 +57,8 @@ export function newVolumeRestorer(deps: NewVolumeRestoreDeps): VolumeRestorer {
       const query = runs.query().where({ operation: 'backup' });
       if (target) query.andWhere({ target_id: target.id });
       query.andWhere((q) => (hex ? q.where({ id: ref }).orWhere('snapshot_id', 'like', `${ref}%`) : q.where({ id: ref })));
-      const found: RunRecord[] = ((await query) as Record<string, unknown>[]).map(runs.decode);
+      const found: RunRecord[] = [];
+      for (const b of ((await query) as Record<string, unknown>[]).map(runs.decode)) if (await ofProject(b.target_id)) found.push(b);
       const on = target ? ` on backup target ${target.name}` : '';
       if (!found.length) throw refused(`no backup ${ref}${on}: give a finished backup’s id (bak-…) or restic’s snapshot id, as GET /v1/volumes/{id}/backups lists them`);
       const finished = found.filter((b) => b.status === 'succeeded' && b.snapshot_id);
@@ -71,10 +75,6 @@ export function newVolumeRestorer(deps: NewVolumeRestoreDeps): VolumeRestorer {
       const source = finished[0]!;
       const sourceTarget = await targets.get(source.target_id);
       if (!sourceTarget) throw refused(`the backup target of backup ${source.id} is gone`);
-      // A request joins resources of one project (core/auth/scope.ts): another project's data goes into none of this one's volumes.
-      if (projectId && (await deps.projectOfTarget(sourceTarget.id)) !== projectId) {
-        throw refused(`backup ${source.id} is on backup target ${sourceTarget.name}, which belongs to another project than the new volume’s: restore it into a volume of that project`);
-      }
       const refusal = localTargetRefusal(sourceTarget, nodeId, 'the new volume');
       if (refusal) throw conflict(refusal, [{ path: 'body.node_id', message: refusal }]);
       await deps.requireResticNode(nodeId, 'the new volume');

@@ -509,7 +509,9 @@ describeEachDialect('backups: S3 targets checked with real requests, volume back
       [{ restore_from: { snapshot_id: backupId, target_id: 'nowhere' } }, 400, 'body.restore_from.target_id', 'no backup target nowhere'],
       [{ restore_from: { snapshot_id: backupId, target_id: named('cli') } }, 400, 'body.restore_from.target_id', 'no backup target'],
       [{ restore_from: { target_id: targetId } }, 400, null, 'Validation failed'],
-      [{ project_id: named('other') }, 400, 'body.restore_from.snapshot_id', 'which belongs to another project than the new volume’s'],
+      // Another project's backup is none this request can name, and the answer says nothing of it.
+      [{ project_id: named('other') }, 400, 'body.restore_from.snapshot_id', `no backup ${backupId}: give`],
+      [{ project_id: named('other'), restore_from: { snapshot_id: backupId, target_id: targetId } }, 400, 'body.restore_from.target_id', `no backup target ${targetId}`],
       [{ restore_from: { snapshot_id: backupId, extra: 1 } }, 400, null, 'Validation failed'],
       [{ node_id: nodeB, folder: path.join(work, 'data', 'copy-on-b') }, 409, 'node.restic', 'has no restic, which volume backups and restores run: install Debian’s restic package'],
     ] as const) {
