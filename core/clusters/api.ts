@@ -21,13 +21,14 @@ import type { ClusterRecord, MemberRecord } from './store.js';
 export interface JoinableNode {
   id: string;
   connection: string;
+  removing: boolean;
   /** What hangar records of its scheduling (the nodes API's cordon, drain, uncordon). */
   availability: HangarAvailability;
 }
 
 /** Where a cluster API finds nodes and records what happens to them (the nodes plugin's NodesApi). */
 export interface ClusterNodes<N extends JoinableNode> {
-  nodes: { requireLive(id: string): Promise<N>; get(id: string): Promise<N | null> };
+  nodes: { require(id: string): Promise<N>; get(id: string): Promise<N | null> };
   events: { record(event: { nodeId: string; kind: string; message: string; data?: Record<string, unknown> }): Promise<unknown> };
 }
 
@@ -270,7 +271,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
    * granted to the cluster's project, another node answering as one that does not exist.
    */
   async function requireJoinable(nodeId: string, cluster: ClusterRecord | undefined, principal: Principal | null, projectId?: string | null): Promise<N> {
-    const node = await nodes.requireLive(nodeId);
+    const node = await nodes.require(nodeId);
     const project = cluster ? (cluster.project_id ?? null) : (projectId ?? null);
     await requireNodeServes(services.provided, principal, node, nodeId, project, cluster ? `${noun} ${cluster.name}'s` : 'the new one’s');
     if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);

@@ -39,15 +39,17 @@ export const NodeGrantsRef = defineServiceRef<NodeGrants>('clusters.node-grants'
  * installation's nodes anywhere, a granted node in its projects (a 409 naming the grant
  * otherwise); anyone else places only nodes granted to the resource's project, another node
  * answering as one that does not exist (`No node <ref>`). `owner` says whose resource it is in
- * the 409 ("swarm web's", "the new volume's").
+ * the 409 ("swarm web's", "the new volume's"). A node being removed is a 409 after that check,
+ * never before it: a member learns nothing of a node outside their project.
  */
-export async function requireNodeServes(provided: ServiceRegistry, principal: Principal | null, node: { id: string }, ref: string, projectId: string | null, owner: string): Promise<void> {
+export async function requireNodeServes(provided: ServiceRegistry, principal: Principal | null, node: { id: string; removing: boolean }, ref: string, projectId: string | null, owner: string): Promise<void> {
   const granted = (await provided.find(NodeGrantsRef)?.projectsOf(node.id)) ?? [];
   if (!unlimitedAdmin(principal)) {
     if (!projectId || !granted.includes(projectId)) throw notFound(`No node ${ref}`);
   } else if (granted.length && !(projectId && granted.includes(projectId))) {
     throw conflict(`Node ${node.id} is granted to other projects than ${owner}: grant it to that project too (PUT /v1/projects/{id}/nodes/${node.id} with share: true) or choose another node`);
   }
+  if (node.removing) throw conflict(`Node ${node.id} is being removed`);
 }
 
 /**

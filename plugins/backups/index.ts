@@ -433,7 +433,7 @@ export default definePlugin({
       }
       const system = SYSTEM_FOLDERS.find((f) => folder === f || folder.startsWith(`${f}/`));
       if (system) throw badRequest(`Validation failed: body.path is in ${system}, a folder of the system: choose one for backups (e.g. /var/backups/hangar)`, [{ path: 'body.path', message: `must not be in ${system}` }]);
-      const node = await nodes.requireLive(nodeId);
+      const node = await nodes.require(nodeId);
       await requireNodeServes(services.provided, principal, node, nodeId, projectId, 'the new target’s');
       await requireClearFolder(node.id, folder);
       if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);

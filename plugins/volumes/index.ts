@@ -511,7 +511,7 @@ export default definePlugin({
             requireHeldIn(req.ctx, projectId);
             if (req.body.restore_from) requireHeldIn(req.ctx, projectId, 'volumes:restore');
             if (await volumes.findOne({ name: req.body.name })) throw conflict(`A volume named ${req.body.name} exists`);
-            const node: NodeRecord = await nodes.requireLive(req.body.node_id);
+            const node: NodeRecord = await nodes.require(req.body.node_id);
             await requireNodeServes(services.provided, req.principal, node, req.body.node_id, projectId, 'the new volume’s');
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
