@@ -334,6 +334,19 @@ export function requireHeldIn(ctx: Context, projectId: string | null, permission
 }
 
 /**
+ * Whether the caller of a scoped route (its access, `ctx.state.scope`) reads the resource `id` of
+ * `kind` with `permission` (in its project, found by the kind's resolver): what an answer may name
+ * of a resource other than those the request names (a folder clash's holder on a node shared
+ * between projects). Installation roles that grant the route everywhere read everything.
+ */
+export async function readsResource(ctx: Context, provided: ServiceRegistry, kind: string, id: string, permission: string): Promise<boolean> {
+  const access = ctx.state.scope as ScopeAccess | null | undefined;
+  if (!access || access.allowed === null) return true;
+  const project = (await provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
+  return project !== null && access.holds(project, permission);
+}
+
+/**
  * A resolver for a kind kept in one table with `id` and `name` columns and a column leading to the
  * project: the project's id itself, or a cluster's id (then through the clusters table).
  */

@@ -970,9 +970,11 @@ export default definePlugin({
       heldOn: async (nodeId, projectId) => (await targets.findAll({ kind: 'local', node_id: nodeId, project_id: projectId })).map((t) => `backup target ${t.name}`),
     });
     services.provided.contribute(NodeFolderHolders, {
-      async refusal(nodeId, folder) {
+      async refusal(nodeId, folder, reads) {
         const target = await localTargetAround(nodeId, folder);
-        return target ? `${folderClash(nodeId, folder, `backup target ${target.name}`, target.path!)}: the volume's backups would copy the repository and its restores replace it; choose another folder, or delete the target first` : null;
+        if (!target) return null;
+        if (!(await reads(TARGET.kind, target.id, 'backups:read'))) return `${folderClash(nodeId, folder, null, target.path!)}: choose another folder`;
+        return `${folderClash(nodeId, folder, `backup target ${target.name}`, target.path!)}: the volume's backups would copy the repository and its restores replace it; choose another folder, or delete the target first`;
       },
     });
     // POST /v1/volumes {restore_from}: a new volume filled from a backup (plugins/backups/new-volume.ts).

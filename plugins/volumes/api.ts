@@ -109,18 +109,27 @@ export const VolumeRestorers = defineExtensionPoint<VolumeRestorer>('volume-rest
 /** Whether two normalised absolute folders overlap: the same folder, or one inside the other. */
 export const foldersOverlap = (a: string, b: string) => a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`);
 
-/** A 409's opening for `folder` on a node overlapping `held`, the folder of `holder` ("volume data"): "Folder … on node … is inside the folder of …". */
-export const folderClash = (nodeId: string, folder: string, holder: string, held: string) =>
-  `Folder ${folder} on node ${nodeId} ${folder === held ? 'is' : folder.startsWith(`${held}/`) ? 'is inside' : 'contains'} the folder of ${holder} (${held})`;
+/**
+ * A 409's opening for `folder` on a node overlapping `held`, the folder of `holder` ("volume data"):
+ * "Folder … on node … is inside the folder of …". A holder the caller may not read (null: another
+ * project's, on a node shared between projects) is neither named nor its folder shown.
+ */
+export const folderClash = (nodeId: string, folder: string, holder: string | null, held: string) =>
+  holder === null
+    ? `Folder ${folder} on node ${nodeId} is taken by a resource of another project`
+    : `Folder ${folder} on node ${nodeId} ${folder === held ? 'is' : folder.startsWith(`${held}/`) ? 'is inside' : 'contains'} the folder of ${holder} (${held})`;
+
+/** Whether the caller reads a resource (its kind as its scope resolver names it, its id) with a permission: a refusal names it only then. */
+export type Reads = (kind: string, id: string, permission: string) => Promise<boolean>;
 
 /**
  * What else keeps a folder of a node, that a volume's folder may neither be, be inside nor contain
  * (a restore replaces the volume's folder whole, a backup reads it whole): the backups plugin's
  * local targets. Each answers a 409's message for the first of its folders on the node that
- * overlaps `folder`, or null.
+ * overlaps `folder`, or null; it names the holder only when the caller `reads` it.
  */
 export interface NodeFolderHolder {
-  refusal(nodeId: string, folder: string): Promise<string | null>;
+  refusal(nodeId: string, folder: string, reads: Reads): Promise<string | null>;
 }
 
 export const NodeFolderHolders = defineExtensionPoint<NodeFolderHolder>('volumes.node-folder-holders', 'what else keeps folders of nodes that volumes must keep clear of (backups’ local targets)');

@@ -14,9 +14,9 @@ import { NfsClient, NfsClientInstall, VolumePrepare, VolumeRelease } from '../..
 import { IdParams, NodeRef, readRoutes } from '../../core/http/resources.js';
 import { NodesRef, nodesOf, type NodeRecord } from '../nodes/api.js';
 import { TaggableResources } from '../tags/api.js';
-import { NodeFolderHolders, runtimeVolumeName, VolumeRestorers, VolumesRef, VolumeUsersPoint, type RestoreSource, type VolumeAttachment, type VolumesApi, type VolumeUser } from './api.js';
+import { folderClash, NodeFolderHolders, runtimeVolumeName, VolumeRestorers, VolumesRef, VolumeUsersPoint, type Reads, type RestoreSource, type VolumeAttachment, type VolumesApi, type VolumeUser } from './api.js';
 import { VOLUMES, volumeMigrations } from './migrations.js';
-import { CREATE_IN_PROJECT, requireHeldIn, ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
+import { CREATE_IN_PROJECT, readsResource, requireHeldIn, ScopeResolvers, tableResolver } from '../../core/auth/scope.js';
 import { NodeGrantHolders, requireNodeServes } from '../../core/clusters/projects.js';
 import { defaultProjectOf, projectForNew, ProjectsRef } from '../projects/api.js';
 import { DefinitionStore, VolumeStore, type NfsExport, type StoredVolume } from './store.js';
@@ -514,10 +514,12 @@ export default definePlugin({
             const node: NodeRecord = await nodes.require(req.body.node_id);
             await requireNodeServes(services.provided, req.principal, node, req.body.node_id, projectId, 'the new volume’s');
             if (node.connection === 'pending') throw conflict(`Node ${node.id} has no agent yet: join the machine first`);
+            // On a node shared between projects, another project's volume or target is not named.
+            const reads: Reads = (kind, id, permission) => readsResource(req.ctx, services.provided, kind, id, permission);
             const sameFolder = await volumes.findOne({ node_id: node.id, folder });
-            if (sameFolder) throw conflict(`Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already`);
+            if (sameFolder) throw conflict((await reads('volume', sameFolder.id, 'volumes:read')) ? `Folder ${folder} on node ${node.id} is volume ${sameFolder.name} already` : folderClash(node.id, folder, null, folder));
             for (const holder of services.provided.contributions(NodeFolderHolders)) {
-              const refusal = await holder.refusal(node.id, folder);
+              const refusal = await holder.refusal(node.id, folder, reads);
               if (refusal) throw conflict(refusal, [{ path: 'body.folder', message: refusal }]);
             }
             const serverIp = type === 'nfs' ? core.addressOf(node) : null;

@@ -8,7 +8,9 @@ import { bearer, bootstrapAdmin, createUser, type Credentials } from '../../supp
 /**
  * Issue 30 (review): a member learns nothing of another project through the nodes granted to
  * projects (docs/tenancy.md "Nodes granted to projects"). A node granted to another project answers
- * as one that does not exist even while it is being removed. Against agents' test doubles.
+ * as one that does not exist even while it is being removed; on a node shared between two projects,
+ * a folder taken by the other project's volume or local backup target is refused without naming it.
+ * Against agents' test doubles (the volume's preparation and the target's folder check are answered).
  */
 describeEachDialect('nodes granted to projects: what a member learns of other projects', (dialect) => {
   let t: TestHangar;
@@ -51,6 +53,33 @@ describeEachDialect('nodes granted to projects: what a member learns of other pr
   after(async () => {
     for (const a of answering) await a.stop();
     await t?.stop();
+  });
+
+  it('on a node shared between projects, a folder taken by the other project’s volume or local target is refused without naming it; its own project’s caller and admins are told which', async function () {
+    this.timeout(30_000);
+    const volumeB = await volume(mo, 'vol-b', nodes.shared, '/srv/data-b', 'team-b');
+    expect(volumeB.status, volumeB.text).to.equal(202);
+    const target = await api('POST', '/v1/backups/targets', { name: 'repo-b', kind: 'local', node_id: nodes.shared, path: '/srv/backups-b', project_id: 'team-b' });
+    expect(target.status, target.text).to.equal(201);
+
+    const sameFolder = await volume(mia, 'vol-a1', nodes.shared, '/srv/data-b', 'team-a');
+    expect([sameFolder.status, sameFolder.json.message]).to.deep.equal([409, `Folder /srv/data-b on node ${nodes.shared} is taken by a resource of another project`]);
+    const inTarget = await volume(mia, 'vol-a2', nodes.shared, '/srv/backups-b/mine', 'team-a');
+    expect([inTarget.status, inTarget.json.message]).to.deep.equal([409, `Folder /srv/backups-b/mine on node ${nodes.shared} is taken by a resource of another project: choose another folder`]);
+    expect(inTarget.json.details).to.deep.equal([{ path: 'body.folder', message: inTarget.json.message }]);
+
+    // Those who read them are told which.
+    for (const who of [mo, admin]) {
+      const again = await volume(who, 'vol-b2', nodes.shared, '/srv/data-b', 'team-b');
+      expect([again.status, again.json.message]).to.deep.equal([409, `Folder /srv/data-b on node ${nodes.shared} is volume vol-b already`]);
+      const inOwnTarget = await volume(who, 'vol-b3', nodes.shared, '/srv/backups-b/mine', 'team-b');
+      expect(inOwnTarget.status).to.equal(409);
+      expect(inOwnTarget.json.message).to.equal(
+        `Folder /srv/backups-b/mine on node ${nodes.shared} is inside the folder of backup target repo-b (/srv/backups-b): the volume's backups would copy the repository and its restores replace it; choose another folder, or delete the target first`,
+      );
+    }
+    // A folder clear of both is the member's.
+    expect((await volume(mia, 'vol-a3', nodes.shared, '/srv/data-a', 'team-a')).status).to.equal(202);
   });
 
   it('a node of another project being removed answers a member as one that does not exist (volume, cluster create, join); its own project’s member is told it is being removed', async function () {
