@@ -28,7 +28,7 @@ export interface JoinableNode {
 
 /** Where a cluster API finds nodes and records what happens to them (the nodes plugin's NodesApi). */
 export interface ClusterNodes<N extends JoinableNode> {
-  nodes: { require(id: string): Promise<N>; get(id: string): Promise<N | null> };
+  nodes: { require(id: string): Promise<N>; get(id: string): Promise<N | null>; lock(id: string, trx: Knex.Transaction): Promise<void> };
   events: { record(event: { nodeId: string; kind: string; message: string; data?: Record<string, unknown> }): Promise<unknown> };
 }
 
@@ -286,9 +286,18 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
     return node;
   }
 
-  function addMember(cluster: ClusterRecord, nodeId: string, role: MemberRecord['role']): Promise<MemberRecord> {
+  /**
+   * A node `requireJoinable` let in, written as a member with its row locked (SQLite runs one writer at
+   * a time) and its grants checked again there: a grant to the cluster's project taken back meanwhile
+   * is seen here, or sees this member.
+   */
+  function addMember(cluster: ClusterRecord, node: N, role: MemberRecord['role'], principal: Principal | null): Promise<MemberRecord> {
     const at = now();
-    return members.insert({ id: newId('member'), cluster_id: cluster.id, node_id: nodeId, role, status: 'joining', runtime_node_id: null, advertise_address: null, error: null, created_at: at, updated_at: at });
+    return services.db.knex.transaction(async (trx) => {
+      await nodes.lock(node.id, trx);
+      await requireNodeServes(services.provided, principal, node, node.id, cluster.project_id ?? null, `${noun} ${cluster.name}'s`, trx);
+      return members.insert({ id: newId('member'), cluster_id: cluster.id, node_id: node.id, role, status: 'joining', runtime_node_id: null, advertise_address: null, error: null, created_at: at, updated_at: at }, trx);
+    });
   }
 
   async function ask<K extends DriverCall>(cluster: ClusterRecord, call: K, input: Static<K['input']>) {
@@ -362,7 +371,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         await clusters.insert({ id, name: body.name, backend: def.backend, status: 'empty', manager_node_id: null, runtime_id: null, ...(projectId ? { project_id: projectId } : {}), error: null, created_at: now(), updated_at: now() });
         const cluster = (await clusters.get(id))!;
         await def.create.created?.(cluster, body);
-        for (const [i, node] of chosen.entries()) await addMember(cluster, node.id, i === 0 ? 'manager' : 'worker');
+        for (const [i, node] of chosen.entries()) await addMember(cluster, node, i === 0 ? 'manager' : 'worker', req.principal);
         return view(chosen.length ? await lifecycle.start(id, 'members', { status: 'forming', error: null }, refused) : cluster);
       },
     }),
@@ -433,7 +442,7 @@ export function defineClusterApi<N extends JoinableNode, C extends DriverCall, R
         const node = await requireJoinable(req.body.node_id, cluster, req.principal);
         // The first node forms the cluster and manages it; nodes joined meanwhile wait their turn for its manager.
         const first = !cluster.manager_node_id && !(await members.of(cluster.id)).some((m) => m.role === 'manager' && m.status !== 'failed');
-        const member = await addMember(cluster, node.id, first ? 'manager' : ((req.body.role as MemberRecord['role'] | undefined) ?? 'worker'));
+        const member = await addMember(cluster, node, first ? 'manager' : ((req.body.role as MemberRecord['role'] | undefined) ?? 'worker'), req.principal);
         await lifecycle.start(cluster.id, 'members', first ? { status: 'forming', error: null } : {}, refused);
         return def.memberView(member);
       },

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Principal } from '../auth/index.js';
 import { unlimitedAdmin } from '../auth/permissions.js';
 import { conflict, notFound } from '../errors.js';
@@ -28,7 +29,7 @@ export const ClusterProjectsRef = defineServiceRef<ClusterProjects>('clusters.pr
  * them (docs/tenancy.md "Nodes granted to projects").
  */
 export interface NodeGrants {
-  projectsOf(nodeId: string): Promise<string[]>;
+  projectsOf(nodeId: string, trx?: Knex.Transaction): Promise<string[]>;
 }
 
 export const NodeGrantsRef = defineServiceRef<NodeGrants>('clusters.node-grants', 'the projects nodes are granted to (the projects plugin)');
@@ -40,10 +41,11 @@ export const NodeGrantsRef = defineServiceRef<NodeGrants>('clusters.node-grants'
  * otherwise); anyone else places only nodes granted to the resource's project, another node
  * answering as one that does not exist (`No node <ref>`). `owner` says whose resource it is in
  * the 409 ("swarm web's", "the new volume's"). A node being removed is a 409 after that check,
- * never before it: a member learns nothing of a node outside their project.
+ * never before it: a member learns nothing of a node outside their project. `trx`: read the grants
+ * there (the placement's transaction, the node's row locked).
  */
-export async function requireNodeServes(provided: ServiceRegistry, principal: Principal | null, node: { id: string; removing: boolean }, ref: string, projectId: string | null, owner: string): Promise<void> {
-  const granted = (await provided.find(NodeGrantsRef)?.projectsOf(node.id)) ?? [];
+export async function requireNodeServes(provided: ServiceRegistry, principal: Principal | null, node: { id: string; removing: boolean }, ref: string, projectId: string | null, owner: string, trx?: Knex.Transaction): Promise<void> {
+  const granted = (await provided.find(NodeGrantsRef)?.projectsOf(node.id, trx)) ?? [];
   if (!unlimitedAdmin(principal)) {
     if (!projectId || !granted.includes(projectId)) throw notFound(`No node ${ref}`);
   } else if (granted.length && !(projectId && granted.includes(projectId))) {
@@ -58,7 +60,8 @@ export async function requireNodeServes(provided: ServiceRegistry, principal: Pr
  * node holds any (`volume data` …).
  */
 export interface NodeGrantHolder {
-  heldOn(nodeId: string, projectId: string): Promise<string[]>;
+  /** `trx`: the revoke's, the node's row locked (placements on the node wait for it). */
+  heldOn(nodeId: string, projectId: string, trx?: Knex.Transaction): Promise<string[]>;
 }
 
 export const NodeGrantHolders = defineExtensionPoint<NodeGrantHolder>('clusters.node-grant-holders', 'what of a project a node granted to it holds (volumes…)');

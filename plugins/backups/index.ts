@@ -967,7 +967,7 @@ export default definePlugin({
 
     // A local target holds its folder (no volume in or around it) and its node's grant to its project.
     services.provided.contribute(NodeGrantHolders, {
-      heldOn: async (nodeId, projectId) => (await targets.findAll({ kind: 'local', node_id: nodeId, project_id: projectId })).map((t) => `backup target ${t.name}`),
+      heldOn: async (nodeId, projectId, trx) => (await targets.findAll({ kind: 'local', node_id: nodeId, project_id: projectId }, trx)).map((t) => `backup target ${t.name}`),
     });
     services.provided.contribute(NodeFolderHolders, {
       async refusal(nodeId, folder, reads) {
@@ -1044,18 +1044,16 @@ export default definePlugin({
             const where = kind === 'local' ? await checkLocalTarget(body.node_id!, body.path!, projectId, req.principal) : await checkS3Target(body);
             // Again after the agent's check (seconds): a volume or target made meanwhile in or around the folder.
             if (kind === 'local') await requireClearFolder(where.node_id!, where.path!);
+            const values = { id: newId('bkt'), name: body.name, kind, ...where, password_sealed: box.seal(randomBytes(32).toString('base64url')), project_id: projectId, checked_at: now(), created_at: now(), updated_at: now() };
             try {
+              if (kind !== 'local') return targetView(await targets.insert(values));
+              // A local target holds its node's grant: written with the node's row locked, its grants checked again (a revoke meanwhile).
+              const node = await nodes.require(where.node_id!);
               return targetView(
-                await targets.insert({
-                  id: newId('bkt'),
-                  name: body.name,
-                  kind,
-                  ...where,
-                  password_sealed: box.seal(randomBytes(32).toString('base64url')),
-                  project_id: projectId,
-                  checked_at: now(),
-                  created_at: now(),
-                  updated_at: now(),
+                await db.knex.transaction(async (trx) => {
+                  await nodes.lock(node.id, trx);
+                  await requireNodeServes(services.provided, req.principal, node, node.id, projectId, 'the new target’s', trx);
+                  return targets.insert(values, trx);
                 }),
               );
             } catch (err) {

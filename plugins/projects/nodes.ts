@@ -100,13 +100,21 @@ export function nodeGrants(services: Services, find: (ref: string) => Promise<Pr
       async handler(req) {
         const project = await requireProject(req.params.id);
         const node = await requireNode(req.params.node);
-        const serving = await knex()(CLUSTER_MEMBERS).join(CLUSTERS, `${CLUSTERS}.id`, `${CLUSTER_MEMBERS}.cluster_id`).where({ [`${CLUSTER_MEMBERS}.node_id`]: node.id, [`${CLUSTERS}.project_id`]: project.id }).first(`${CLUSTERS}.name`);
-        if (serving) throw conflict(`Node ${node.id} is a member of cluster ${serving.name} of project ${project.name}: remove it from the cluster first`);
-        const held = (await Promise.all(services.provided.contributions(NodeGrantHolders).map((h) => h.heldOn(node.id, project.id)))).flat();
-        if (held.length) throw conflict(`Node ${node.id} holds ${held.join(', ')} of project ${project.name}: delete ${held.length > 1 ? 'them' : 'it'} first`);
-        const removed = await knex()(NODE_GRANTS).where({ node_id: node.id, project_id: project.id }).delete();
-        if (!removed) throw notFound(`Node ${node.id} is not granted to project ${project.name}`);
-        return { node_id: node.id, project_id: project.id, projects: await grantsOf(node.id) };
+        // What the node holds of the project checked and the grant deleted with its row locked, as a
+        // placement on it writes (a volume's insert): one of the two finds the other's.
+        const outcome = await knex().transaction(async (trx) => {
+          await nodeStore().lock(node.id, trx);
+          const serving = await trx(CLUSTER_MEMBERS).join(CLUSTERS, `${CLUSTERS}.id`, `${CLUSTER_MEMBERS}.cluster_id`).where({ [`${CLUSTER_MEMBERS}.node_id`]: node.id, [`${CLUSTERS}.project_id`]: project.id }).first(`${CLUSTERS}.name`);
+          if (serving) return { refusal: `Node ${node.id} is a member of cluster ${serving.name} of project ${project.name}: remove it from the cluster first` };
+          const held: string[] = [];
+          for (const holder of services.provided.contributions(NodeGrantHolders)) held.push(...(await holder.heldOn(node.id, project.id, trx)));
+          if (held.length) return { refusal: `Node ${node.id} holds ${held.join(', ')} of project ${project.name}: delete ${held.length > 1 ? 'them' : 'it'} first` };
+          const removed = await trx(NODE_GRANTS).where({ node_id: node.id, project_id: project.id }).delete();
+          return { removed, projects: await grantsOf(node.id, trx) };
+        });
+        if (outcome.refusal) throw conflict(outcome.refusal);
+        if (!outcome.removed) throw notFound(`Node ${node.id} is not granted to project ${project.name}`);
+        return { node_id: node.id, project_id: project.id, projects: outcome.projects };
       },
     }),
     defineRoute({

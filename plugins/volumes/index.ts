@@ -399,7 +399,7 @@ export default definePlugin({
     services.provided.contribute(ScopeResolvers, tableResolver('volume', () => db.knex, VOLUMES, { via: 'project_id', defaultProject: defaultProjectOf(services) }));
     services.provided.contribute(TaggableResources, { type: 'volume', resolve: async (ref) => (await volumes.find(ref))?.id ?? null });
     services.provided.contribute(NodeGrantHolders, {
-      heldOn: async (nodeId, projectId) => (await volumes.query().where({ node_id: nodeId, project_id: projectId }).orderBy('name').select('name')).map((v: { name: string }) => `volume ${v.name}`),
+      heldOn: async (nodeId, projectId, trx) => (await volumes.query(trx).where({ node_id: nodeId, project_id: projectId }).orderBy('name').select('name')).map((v: { name: string }) => `volume ${v.name}`),
     });
 
     // A node that joins a cluster gets the cluster's NFS volumes: those on its members' folders and those
@@ -527,20 +527,29 @@ export default definePlugin({
             const source: RestoreSource | null = req.body.restore_from ? await restorer().resolve(req.body.restore_from, node.id, projectId) : null;
             let volume: StoredVolume;
             try {
-              volume = await volumes.insert({
-                id: newId('vol'),
-                name: req.body.name,
-                node_id: node.id,
-                folder,
-                type,
-                project_id: projectId,
-                server_ip: serverIp,
-                status: source ? 'restoring' : 'preparing',
-                error: null,
-                nfs_export: null,
-                restore_from: source,
-                created_at: now(),
-                updated_at: now(),
+              // The node's grants checked again and the volume written with its row locked (SQLite runs
+              // one writer at a time): a grant taken back meanwhile is seen here, or sees this volume.
+              volume = await db.knex.transaction(async (trx) => {
+                await nodes.lock(node.id, trx);
+                await requireNodeServes(services.provided, req.principal, node, req.body.node_id, projectId, 'the new volume’s', trx);
+                return volumes.insert(
+                  {
+                    id: newId('vol'),
+                    name: req.body.name,
+                    node_id: node.id,
+                    folder,
+                    type,
+                    project_id: projectId,
+                    server_ip: serverIp,
+                    status: source ? 'restoring' : 'preparing',
+                    error: null,
+                    nfs_export: null,
+                    restore_from: source,
+                    created_at: now(),
+                    updated_at: now(),
+                  },
+                  trx,
+                );
               });
             } catch (err) {
               if (isUniqueViolation(err)) throw conflict(`A volume named ${req.body.name} exists`);
