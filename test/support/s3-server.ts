@@ -218,13 +218,29 @@ export class S3Server {
         },
         { what: `the S3 API at ${endpoint}`, timeoutMs: options.readyTimeoutMs ?? 120_000, intervalMs: 250 },
       );
-      // A fresh SeaweedFS holds back its first volume allocation for a few seconds: a first write
-      // waits that out here, so that tests get a server that stores objects at once.
-      const probe = `hangar-ready-${randomBytes(4).toString('hex')}`;
-      await client.createBucket(probe);
-      await client.putObject(probe, 'probe', 'ready');
-      await client.deleteObject(probe, 'probe');
-      await client.deleteBucket(probe);
+      // A fresh SeaweedFS holds back its first volume allocation for a few seconds, and until its
+      // master has elected itself a bucket's create may answer 404 ("volume id … not found"): a
+      // first write is tried until it goes through, so that tests get a server that stores objects at once.
+      let refused: Error | null = null;
+      await waitFor(
+        async () => {
+          if (child.exitCode !== null) throw new Error(`weed exited with code ${child.exitCode} before it stored an object`);
+          const probe = `hangar-ready-${randomBytes(4).toString('hex')}`;
+          try {
+            await client.createBucket(probe);
+            await client.putObject(probe, 'probe', 'ready');
+            await client.deleteObject(probe, 'probe');
+            await client.deleteBucket(probe);
+            return true;
+          } catch (error) {
+            refused = error as Error;
+            return false;
+          }
+        },
+        { what: `a first object stored at ${endpoint}`, timeoutMs: options.readyTimeoutMs ?? 120_000, intervalMs: 500 },
+      ).catch((error: Error) => {
+        throw refused ? new Error(`${error.message}: ${refused.message}`, { cause: refused }) : error;
+      });
     } catch (error) {
       const log = server.log().split('\n').slice(-30).join('\n');
       server.stopSync();
