@@ -238,6 +238,8 @@ interface TransactionState {
   outerTx: TransactionState | null;
   trxClient: object | undefined;
   transactor: Knex.Transaction;
+  /** Opened READ ONLY (a snapshot read: the control plane's backup): the record cannot go in it. */
+  readOnly?: boolean;
   /** Its COMMIT was sent (a failure from now on may have left it committed). */
   committing?: boolean;
 }
@@ -269,7 +271,7 @@ export function scopedTransaction<T extends TransactionClass>(Base: T): T {
     async commit(conn: unknown, value: unknown): Promise<unknown> {
       const self = this as unknown as TransactionState;
       const scope = currentWriteScope();
-      if (!scope || self.outerTx || !scope.wantsRecord()) {
+      if (!scope || self.outerTx || self.readOnly || !scope.wantsRecord()) {
         self.committing = true;
         return super.commit(conn, value);
       }
