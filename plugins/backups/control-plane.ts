@@ -130,6 +130,18 @@ const ListedArchive = Type.Object({
   recorded: Type.Boolean({ description: 'this installation recorded uploading it (key, size, ETag): the schedule and keep_last believe only these' }),
 });
 
+const nullableTime = (description: string) => Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description });
+
+const BackupState = Type.Object({
+  target_id: Type.Union([Type.String(), Type.Null()], { description: 'backups.control_plane.target (null: the control plane is not backed up)' }),
+  scheduled: Type.Boolean({ description: 'backups.control_plane.cron is set: archives are made on it' }),
+  last_success_at: nullableTime('when the newest archive uploaded to the target was made (null: none recorded)'),
+  consecutive_failures: Type.Integer({ minimum: 0, description: 'backups (scheduled or requested) that failed since the last success' }),
+  last_failure_at: nullableTime('when the newest of those failed'),
+  last_error: Type.Union([Type.String(), Type.Null()], { description: 'why it failed: the S3 error or the setting at fault, never a key or the passphrase' }),
+  next_retry_at: nullableTime('after failures, the earliest the schedule tries again (it backs off)'),
+});
+
 /** backups.control_plane.cron, or a configuration error naming it (hangar serve exits 2 with the message). */
 function parsedCron(expression: string): CronSchedule {
   try {
@@ -335,6 +347,28 @@ export function controlPlaneBackups({ services, settings, checkSeconds, findTarg
         } catch (err) {
           throw s3Conflict(err, `listing backup target ${target.name}`);
         }
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/v1/backups/control-plane/state',
+      auth: { role: 'admin' },
+      permission: 'control-plane:read',
+      summary: 'How the control plane’s own backups stand, as the store records them: the last success, the failures in a row since and the last error (no secret); read without reaching the target',
+      schemas: { response: BackupState },
+      async handler() {
+        const standing = await health();
+        const last = standing.failures.at(-1);
+        const retryAt = cron ? retryAfterFailures(standing, checkSeconds) : null;
+        return {
+          target_id: settings.target,
+          scheduled: cron !== null && settings.target !== null,
+          last_success_at: standing.last_success_at?.toISOString() ?? null,
+          consecutive_failures: standing.failures.length,
+          last_failure_at: last?.failed_at.toISOString() ?? null,
+          last_error: last?.error ?? null,
+          next_retry_at: retryAt?.toISOString() ?? null,
+        };
       },
     }),
   ];

@@ -10,7 +10,7 @@ import { cleanupAgents, FAST_NODES, joinedNodeId, spawnAgent, waitFor } from '..
 import { logIn, navigate, openBrowser, requireBrowser, tableRow } from '../support/browser.js';
 import { describeEachDialect } from '../support/dialects.js';
 import { startHangar, type TestHangar } from '../support/hangar.js';
-import { bearer, bootstrapAdmin, type Credentials } from '../support/identity.js';
+import { bearer, bootstrapAdmin, createUser, type Credentials } from '../support/identity.js';
 import { holdingRestic } from '../support/holding-restic.js';
 import { requireService } from '../support/requirements.js';
 import { releaseSharedS3Server, S3_START_TIMEOUT_MS, s3Availability, sharedS3Server, type S3Server } from '../support/s3-server.js';
@@ -35,6 +35,9 @@ describeEachDialect('the dashboard in chromium: backups', (dialect) => {
   let volumeId: string;
   let backupId: string;
   let hold: string;
+  let targetId: string;
+  const storage = dialect.freshStorage();
+  const overrides = { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } };
   const api = (method: string, url: string, body?: unknown) => t.request(method, url, { headers: bearer(admin.token), body });
 
   before(async function () {
@@ -52,7 +55,7 @@ describeEachDialect('the dashboard in chromium: backups', (dialect) => {
     // The real restic, which the progress case holds mid-backup while it looks at the page.
     hold = path.join(work, 'hold');
     holdingRestic(bin, restic, hold);
-    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, overrides: { ...FAST_NODES, tasks: { poll_wait_seconds: 5 } } });
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, storage, overrides });
     admin = await bootstrapAdmin(t);
     const token = await api('POST', '/v1/nodes/token', {});
     const nodeId = await joinedNodeId(spawnAgent({ join: { token: token.json.data.token, api: t.url }, path: bin }));
@@ -65,6 +68,7 @@ describeEachDialect('the dashboard in chromium: backups', (dialect) => {
       secret_access_key: s3.credentials.secretAccessKey,
     });
     expect(target.status, target.text).to.equal(201);
+    targetId = target.json.data.id;
     folder = path.join(work, 'data', 'pgdata');
     mkdirSync(folder, { recursive: true });
     writeFileSync(path.join(folder, 'table.dat'), 'the rows as backed up\n');
@@ -170,5 +174,51 @@ describeEachDialect('the dashboard in chromium: backups', (dialect) => {
     }
     await waitFor(async () => (await restores()).find((r) => !earlier.has(r.id))?.status === 'succeeded', { timeoutMs: 30_000, intervalMs: 300, what: 'the restore to succeed' });
     expect(readFileSync(path.join(folder, 'big.dat')).length).to.equal(6 * 2 ** 20);
+  });
+
+  it('the control plane’s own backups with a target set: the last success, then the failures in a row and the last error, no secret', async function () {
+    this.timeout(120_000);
+    // The operator sets backups.control_plane.target and restarts the control plane (the last case: the agent is left behind).
+    const passphraseFile = path.join(work, 'passphrase');
+    writeFileSync(passphraseFile, 'a passphrase of the dashboard suite\n', { mode: 0o600 });
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByRole('heading', { name: 'Log in to hangar' }).waitFor();
+    await t.stop();
+    t = await startHangar(dialect, { plugins: loadConfig({ env: {} }).plugins, storage, overrides: { ...overrides, backups: { control_plane: { target: targetId, passphrase_file: passphraseFile } } } });
+    const facts = page.getByLabel('Control-plane backups', { exact: true });
+    const fact = (name: string) => facts.locator('div', { has: page.locator('dt', { hasText: name }) }).locator('dd');
+    const backUp = async () => {
+      await page.getByRole('button', { name: 'Back up the control plane' }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Back up', exact: true }).click();
+    };
+    await logIn(page, t.url, admin.username, admin.password);
+    await navigate(page, 'Backups');
+    await fact('Target').getByText(targetId).waitFor();
+    expect(await fact('Last success').innerText()).to.equal('never');
+    expect(await fact('Failures in a row').innerText()).to.equal('0');
+
+    await backUp();
+    await page.locator('.notice').filter({ hasText: /control-plane archive uploaded|failed|cannot/ }).first().waitFor({ timeout: 60_000 });
+    expect(await page.locator('.notice').allInnerTexts()).to.deep.equal(['control-plane archive uploaded']);
+    await fact('Last success').locator('time').waitFor();
+    expect(await fact('Failures in a row').innerText()).to.equal('0');
+    expect(await fact('Last error').innerText()).to.equal('–');
+
+    // The passphrase file gone: the next backup fails, and the page says so with the API's reason.
+    rmSync(passphraseFile);
+    await backUp();
+    await page.locator('.notice.error').filter({ hasText: 'cannot read it (ENOENT)' }).waitFor({ timeout: 30_000 });
+    await fact('Failures in a row').getByText('1', { exact: true }).waitFor();
+    expect(await fact('Last error').innerText()).to.contain(`backups.control_plane.passphrase_file ${passphraseFile}: cannot read it (ENOENT)`);
+    await fact('Last success').locator('time').waitFor();
+    await shot('backups-control-plane-failing');
+
+    const state = await api('GET', '/v1/backups/control-plane/state');
+    expect(state.status, state.text).to.equal(200);
+    expect(state.json.data).to.include({ target_id: targetId, consecutive_failures: 1, scheduled: false });
+    expect(state.text).not.to.contain(s3!.credentials.secretAccessKey);
+    // The installation's own: a user without control-plane:read is refused.
+    const user = await createUser(t, admin, { username: 'uma' });
+    expect((await t.request('GET', '/v1/backups/control-plane/state', { headers: bearer(user.token) })).status).to.equal(403);
   });
 });

@@ -1,9 +1,9 @@
-import { Fragment } from 'preact';
+import { Fragment, type ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { can } from '../access';
 import { call } from '../api';
 import { useLive } from '../live';
-import { Ago, Badge, bytes, ConfirmButton, Field, FormButton, NAME_FILTER, Page, ResourceList } from '../ui';
+import { Ago, Badge, bytes, ConfirmButton, Facts, Field, FormButton, NAME_FILTER, Page, ResourceList, useRecord } from '../ui';
 
 type Command = { workload: { type: string; name: string }; status: string; exit_code: number | null; error: string | null };
 type Run = {
@@ -255,8 +255,31 @@ function Schedules() {
   );
 }
 
+type ControlPlaneState = { target_id: string | null; scheduled: boolean; last_success_at: string | null; consecutive_failures: number; last_failure_at: string | null; last_error: string | null; next_retry_at: string | null };
+
+/** How the control plane's own backups stand (admins and auditors): its last success, the failures in a row since and why the last one failed. */
+function ControlPlaneBackupState({ state, error }: { state: ControlPlaneState | null; error: string | null }) {
+  if (error) return <p role="alert" class="error">{error}</p>;
+  const s = state;
+  if (!s) return <p>Loading…</p>;
+  if (!s.target_id) return <p>The control plane is not backed up: set backups.control_plane.target (docs/backups.md).</p>;
+  return (
+    <Facts
+      label="Control-plane backups"
+      rows={[
+        ['Target', s.target_id],
+        ['Schedule', s.scheduled ? 'backups.control_plane.cron' : 'none (on request only)'],
+        ['Last success', s.last_success_at ? <Ago at={s.last_success_at} /> : 'never'],
+        ['Failures in a row', String(s.consecutive_failures)],
+        ['Last error', s.last_error ? <>{s.last_error} {s.last_failure_at ? <>(<Ago at={s.last_failure_at} />)</> : null}</> : '–'],
+        ...(s.next_retry_at ? ([['Next scheduled try', <time dateTime={s.next_retry_at}>{new Date(s.next_retry_at).toLocaleString()}</time>]] as Array<[string, ComponentChildren]>) : []),
+      ]}
+    />
+  );
+}
+
 /** The control plane's own archives in backups.control_plane.target (admins and auditors). */
-function ControlPlaneArchives({ admin }: { admin: boolean }) {
+function ControlPlaneArchives({ admin, backedUp }: { admin: boolean; backedUp: () => void }) {
   return (
     <ResourceList
       route="GET /v1/backups/control-plane"
@@ -278,7 +301,7 @@ function ControlPlaneArchives({ admin }: { admin: boolean }) {
                 title="Back the control plane up now"
                 verb="Back up"
                 confirm={<p>An encrypted archive of the store, the CA and keys and the configuration goes to backups.control_plane.target.</p>}
-                onConfirm={() => call('POST /v1/backups/control-plane').then(reload)}
+                onConfirm={() => call('POST /v1/backups/control-plane').finally(backedUp).then(reload)}
                 done="control-plane archive uploaded"
               />
             )
@@ -302,12 +325,19 @@ export function Backups() {
       <Schedules />
       <h2>Targets</h2>
       <Targets />
-      {can('GET /v1/backups/control-plane') ? (
-        <>
-          <h2>The control plane</h2>
-          <ControlPlaneArchives admin={can('POST /v1/backups/control-plane')} />
-        </>
-      ) : null}
+      {can('GET /v1/backups/control-plane') ? <ControlPlane /> : null}
     </Page>
+  );
+}
+
+/** The control plane's own backups: how they stand, its archives and (admins) Back up the control plane, after which both are read again. */
+function ControlPlane() {
+  const [state, error, reload] = useRecord('GET /v1/backups/control-plane/state', {}, (e) => e.type.startsWith('control_plane.backup.'));
+  return (
+    <>
+      <h2>The control plane</h2>
+      <ControlPlaneBackupState state={state as ControlPlaneState | null} error={error} />
+      <ControlPlaneArchives admin={can('POST /v1/backups/control-plane')} backedUp={reload} />
+    </>
   );
 }
