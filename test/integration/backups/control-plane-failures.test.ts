@@ -151,6 +151,12 @@ describeEachDialect('control-plane backups that fail: recorded, announced, alert
     await sleep(3000);
     expect(announced('control_plane.backup.failed')).to.have.length(2);
     expect(await metric('hangar_control_plane_backup_consecutive_failures')).to.equal(2);
+    // The state the Backups page shows: the failures in a row, the last one's reason and when the schedule tries again.
+    const state = await api('GET', '/v1/backups/control-plane/state');
+    expect(state.status, state.text).to.equal(200);
+    expect(state.json.data).to.include({ target_id: targetId, scheduled: true, last_success_at: null, consecutive_failures: 2, last_error: scheduled.data.error });
+    expect(Date.parse(state.json.data.next_retry_at) - Date.parse(state.json.data.last_failure_at), 'the back-off after 2 failures: twice schedule_check_seconds').to.equal(2000);
+    noSecretIn(state.text);
   });
 
   it('control_plane_backup_stale fires once no backup has succeeded for after_hours, and resolves after the schedule’s next backup succeeds', async function () {
@@ -173,5 +179,8 @@ describeEachDialect('control-plane backups that fail: recorded, announced, alert
     expect(await metric('hangar_control_plane_backup_consecutive_failures')).to.equal(0);
     const archived = ((await api('GET', '/v1/backups/control-plane')).json.data as Array<{ key: string; created_at: string }>)[0]!;
     expect(await metric('hangar_control_plane_backup_last_success_timestamp_seconds')).to.equal(Math.floor(Date.parse(archived.created_at) / 1000));
+    const state = (await api('GET', '/v1/backups/control-plane/state')).json.data;
+    expect(state).to.include({ consecutive_failures: 0, last_failure_at: null, last_error: null, next_retry_at: null });
+    expect(Date.parse(state.last_success_at)).to.equal(Date.parse(archived.created_at));
   });
 });
