@@ -133,6 +133,10 @@ describe('the dashboard in chromium: projects, members, roles and scoped keys [s
     await page.getByRole('heading', { name: 'Swarm alpha-swarm' }).waitFor();
     expect(await page.getByRole('button', { name: 'Join a node' }).count()).to.equal(0);
 
+    await nav('Volumes');
+    await page.getByRole('table', { name: 'Volumes' }).getByText('No volumes.').waitFor();
+    expect(await page.getByRole('button', { name: 'Create volume' }).count(), 'a viewer holds no volumes:write').to.equal(0);
+
     await nav('Projects');
     await row('Projects', 'alpha').getByText('viewer').waitFor();
     expect(await names('Projects')).to.deep.equal(['alpha']);
