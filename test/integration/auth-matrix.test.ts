@@ -109,8 +109,9 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
       if (!columns.has(table)) columns.set(table, (await knex(table).columnInfo()) as never);
       return columns.get(table)!;
     };
-    /** Puts back every fixture a request removed (an allowed DELETE), its required columns filled with neutral values. */
-    async function ensureFixtures() {
+    /** Puts back every fixture a request removed (an allowed DELETE), its required columns filled with neutral values; answers how many. */
+    async function ensureFixtures(): Promise<number> {
+      let putBack = 0;
       for (const [table, wanted] of byTable()) {
         const present = new Set((await knex(table).whereIn('id', wanted.map((r) => r.id as string)).select('id')).map((r: { id: string }) => r.id));
         for (const row of wanted.filter((r) => !present.has(r.id as string))) {
@@ -120,8 +121,10 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
             full[name] = /int|numeric|real|double/i.test(info.type) ? 0 : /bool/i.test(info.type) ? false : /time|date/i.test(info.type) ? new Date().toISOString() : /text|json/i.test(info.type) ? '[]' : 'x';
           }
           await knex(table).insert(full);
+          putBack++;
         }
       }
+      return putBack;
     }
     await ensureFixtures();
     /**
@@ -364,7 +367,13 @@ describeEachDialect('auth matrix over the whole route table', (dialect) => {
       }),
     );
     for (const probe of probes.filter(changes)) {
-      const res = await ask(probe);
+      let res = await ask(probe);
+      // A fixture removed by an earlier write's background work after it was put back (seen once in
+      // a while on a loaded machine): put back, the request is asked again.
+      if (res.status === 404) {
+        await settled();
+        if ((await ensureFixtures()) > 0) res = await ask(probe);
+      }
       judge(probe, res);
       if (res.status < 300) await settled().then(ensureFixtures).then(ensureTags);
     }
