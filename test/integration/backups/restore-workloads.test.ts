@@ -53,6 +53,14 @@ describeEachDialect('backups: a restore with stop_workloads stops and brings bac
   const start = async () =>
     (t = await startHangar(dialect, { plugins: PLUGINS, storage, overrides: { ...SWARM_TEST_OVERRIDES, api: { port }, s3: { image: STANDIN_IMAGE }, clusters: { op_lease_seconds: 2 }, tasks: { poll_wait_seconds: 5 }, volumes: { nfs_export_clients: [OUTSIDE] } } }));
   const api = (method: string, p: string, body?: unknown) => t.request(method, p, { body, headers: bearer(admin.token) });
+  /** A volume on the swarm member's folder, made through the API and waited for until ready: its id. */
+  const readyVolume = async (name: string, at: string, type: 'nfs' | 'local') => {
+    const volume = await api('POST', '/v1/volumes', { name, node_id: member.nodeId, folder: at, type });
+    expect(volume.status, volume.text).to.equal(202);
+    const id = volume.json.data.id as string;
+    await waitFor(async () => (await api('GET', `/v1/volumes/${id}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: `volume ${name} to be ready` });
+    return id;
+  };
   const restores = async () => (await api('GET', `/v1/volumes/${volumeId}/restores`)).json.data as Array<Record<string, any>>;
   const backups = async () => (await api('GET', `/v1/volumes/${volumeId}/backups`)).json.data as Array<Record<string, any>>;
   /** A run once its outcome is recorded and its workloads are back. */
@@ -106,10 +114,7 @@ describeEachDialect('backups: a restore with stop_workloads stops and brings bac
 
     // An NFS volume: the swarm's engines define it as hangar-vol-<name> (a bind of the folder on its own node), which compose files mount.
     folder = path.join(work, 'data');
-    const volume = await api('POST', '/v1/volumes', { name: named('db'), node_id: member.nodeId, folder, type: 'nfs' });
-    expect(volume.status, volume.text).to.equal(202);
-    volumeId = volume.json.data.id;
-    await waitFor(async () => (await api('GET', `/v1/volumes/${volumeId}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the volume to be ready' });
+    volumeId = await readyVolume(named('db'), folder, 'nfs');
     writeFileSync(path.join(folder, 'app.conf'), 'version 1\n');
     const target = await api('POST', '/v1/backups/targets', { name: named('t'), endpoint: s3.endpoint, bucket: bucket.name, prefix: 'wl', access_key_id: s3.credentials.accessKeyId, secret_access_key: s3.credentials.secretAccessKey });
     expect(target.status, target.text).to.equal(201);
@@ -225,10 +230,7 @@ volumes:
   it('an object store on the volume: stopped for a backup with consistency stop and for a restore, brought back serving the objects of the snapshot', async function () {
     this.timeout(300_000);
     const storeFolder = path.join(work, 'store');
-    const volume = await api('POST', '/v1/volumes', { name: named('st'), node_id: member.nodeId, folder: storeFolder, type: 'local' });
-    expect(volume.status, volume.text).to.equal(202);
-    const storeVolume = volume.json.data.id as string;
-    await waitFor(async () => (await api('GET', `/v1/volumes/${storeVolume}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the store’s volume to be ready' });
+    const storeVolume = await readyVolume(named('st'), storeFolder, 'local');
     const created = await api('POST', '/v1/s3/instances', { name: storeName, swarm_id: member.swarmId, volume_id: storeVolume });
     expect(created.status, created.text).to.equal(202);
     const storeId = created.json.data.id as string;
@@ -274,10 +276,7 @@ volumes:
   it('a compute instance whose container takes its grace period to stop: the restore waits until it is gone, and a new container reads the restored file', async function () {
     this.timeout(240_000);
     const instFolder = path.join(work, 'inst');
-    const volume = await api('POST', '/v1/volumes', { name: named('inst'), node_id: member.nodeId, folder: instFolder, type: 'local' });
-    expect(volume.status, volume.text).to.equal(202);
-    const instVolume = volume.json.data.id as string;
-    await waitFor(async () => (await api('GET', `/v1/volumes/${instVolume}`)).json.data.status === 'ready', { timeoutMs: 30_000, what: 'the instance’s volume to be ready' });
+    const instVolume = await readyVolume(named('inst'), instFolder, 'local');
     writeFileSync(path.join(instFolder, 'app.conf'), 'instance 1\n');
     const runsOf = async (kind: 'backups' | 'restores') => (await api('GET', `/v1/volumes/${instVolume}/${kind}`)).json.data as Array<Record<string, any>>;
     const backup = await api('POST', `/v1/volumes/${instVolume}/backups`, { target_id: targetId });
