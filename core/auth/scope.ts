@@ -342,8 +342,13 @@ export function requireHeldIn(ctx: Context, projectId: string | null, permission
 export async function readsResource(ctx: Context, provided: ServiceRegistry, kind: string, id: string, permission: string): Promise<boolean> {
   const access = ctx.state.scope as ScopeAccess | null | undefined;
   if (!access || access.allowed === null) return true;
-  const project = (await provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
+  const project = await projectOfResource(provided, kind, id);
   return project !== null && access.holds(project, permission);
+}
+
+/** The project of one resource of `kind` by id, through its kind's scope resolver (null: none, or no resolver for the kind). */
+export async function projectOfResource(provided: ServiceRegistry, kind: string, id: string): Promise<string | null> {
+  return (await provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
 }
 
 /**

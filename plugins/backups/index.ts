@@ -1,4 +1,4 @@
-import { ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
+import { projectOfResource, ScopeResolvers, tableResolver, type RouteScope } from '../../core/auth/scope.js';
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { Type, type Static } from '@sinclair/typebox';
@@ -355,7 +355,7 @@ export default definePlugin({
         return new Map(rows.filter((r) => projects.has(r.target_id)).map((r) => [r.id, projects.get(r.target_id) ?? null]));
       },
     });
-    const projectOf = async (kind: string, id: string) => (await services.provided.contributions(ScopeResolvers).find((r) => r.kind === kind)?.projectsOf([id]))?.get(id) ?? null;
+    const projectOf = (kind: string, id: string) => projectOfResource(services.provided, kind, id);
 
     /**
      * When a new schedule runs: at once and then every `every_seconds`, or on its cron expression

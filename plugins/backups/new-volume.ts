@@ -44,7 +44,12 @@ export function newVolumeRestorer(deps: NewVolumeRestoreDeps): VolumeRestorer {
   const restorer: VolumeRestorer = {
     async resolve(from, nodeId, projectId) {
       // A request joins resources of one project (core/auth/scope.ts): another project's targets and backups are none it can name, and no message tells of them.
-      const ofProject = async (targetId: string) => !projectId || (await deps.projectOfTarget(targetId)) === projectId;
+      const projects = new Map<string, Promise<string | null>>();
+      const ofProject = async (targetId: string) => {
+        if (!projectId) return true;
+        if (!projects.has(targetId)) projects.set(targetId, deps.projectOfTarget(targetId));
+        return (await projects.get(targetId)) === projectId;
+      };
       let target: TargetRecord | null = null;
       if (from.target_id !== undefined) {
         target = await targets.findByIdOrName(from.target_id);

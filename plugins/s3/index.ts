@@ -228,13 +228,13 @@ export default definePlugin({
       if (!done) throw refused(await store.get(i.id));
       if (done.status === 'failed') throw conflict(`Scaling object store ${i.name} to ${replicas} failed: ${done.error ?? 'its deploy failed'}`);
     }
+    /** A store that may run its container (one being deployed or marked failed counts: its scale is refused while busy, never skipped). */
+    const mayRun = (i: S3Record | null): i is S3Record => Boolean(i && i.status !== 'stopped' && i.status !== 'removing' && i.replicas);
     /**
      * A restore of the store's volume (or its backup with consistency stop): the store is deployed
      * at 0 replicas (status `stopped`) and waited for until its container is gone, then deployed
      * at 1 again.
      */
-    /** A store that may run its container (one being deployed or marked failed counts: its scale is refused while busy, never skipped). */
-    const mayRun = (i: S3Record | null): i is S3Record => Boolean(i && i.status !== 'stopped' && i.status !== 'removing' && i.replicas);
     services.provided.contribute(VolumeUserStoppers, {
       type: 's3',
       async replicas(id) {

@@ -420,6 +420,8 @@ export default definePlugin({
       const mounts = mountsOf(service, volume);
       return mounts.parts.length ? { service, ...mounts } : null;
     }
+    /** The replicas a service's parts that mount the volume are asked for, together. */
+    const desiredOf = (found: { service: ServiceRecord; parts: string[] }) => found.parts.reduce((sum, part) => sum + (found.service.replicas[part]?.desired ?? 0), 0);
     /** Scales the parts of a service to `to(part)` and answers once settled there (409 while another operation holds it). */
     async function scaleParts(service: ServiceRecord, parts: string[], to: (part: string) => number) {
       const replicas = Object.fromEntries(Object.entries(service.replicas).map(([key, r]) => [key, parts.includes(key) ? { ...r, desired: to(key) } : r]));
@@ -436,11 +438,11 @@ export default definePlugin({
       type: 'service',
       async replicas(id, volumeId) {
         const found = await runningMounts(id, volumeId);
-        return found?.parts.reduce((sum, part) => sum + (found.service.replicas[part]?.desired ?? 0), 0) || null;
+        return (found && desiredOf(found)) || null;
       },
       async stop(id, volumeId) {
         const found = await runningMounts(id, volumeId);
-        const had = found?.parts.reduce((sum, part) => sum + (found.service.replicas[part]?.desired ?? 0), 0);
+        const had = found && desiredOf(found);
         if (!found || !had) return null;
         const global = found.parts.filter((part) => found.desired[part] === null);
         if (global.length) throw conflict(`Service ${found.service.name} mounts the volume in ${global.join(', ')}, which run one task per node (global mode) and cannot be scaled to zero: stop the service first`);
